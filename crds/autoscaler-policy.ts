@@ -1,0 +1,14 @@
+import type { CommonStatus, Resource } from './meta.js';
+
+export type OptimizationMode = 'ReadOnly' | 'Automated';
+
+export interface AutoscalerPolicySpec {
+  /** Defaults to ReadOnly. */
+  optimizationMode: OptimizationMode;
+  unschedulablePods: {
+    /** Defaults to false. */
+    enabled: boolean;
+  };
+}
+
+export type AutoscalerPolicy = Resource<'AutoscalerPolicy', AutoscalerPolicySpec, CommonStatus>;

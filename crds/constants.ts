@@ -1,0 +1,66 @@
+/**
+ * Names and constants of the API, defined once. The CRD YAML files beside this module
+ * use the same group and kinds; a unit test keeps the two in agreement.
+ */
+
+export const API_GROUP = 'ai.platform';
+export const API_VERSION = 'v1beta1';
+export const API_GROUP_VERSION = `${API_GROUP}/${API_VERSION}`;
+
+export const KINDS = {
+  ModelDeployment: { kind: 'ModelDeployment', plural: 'modeldeployments', namespaced: true },
+  ExternalProvider: { kind: 'ExternalProvider', plural: 'externalproviders', namespaced: true },
+  NodeTemplate: { kind: 'NodeTemplate', plural: 'nodetemplates', namespaced: false },
+  NodeConfiguration: { kind: 'NodeConfiguration', plural: 'nodeconfigurations', namespaced: false },
+  AutoscalerPolicy: { kind: 'AutoscalerPolicy', plural: 'autoscalerpolicies', namespaced: false },
+} as const;
+
+export type KindName = keyof typeof KINDS;
+
+/** Namespace where model servers (ModelDeployments and what they own) live. */
+export const LLMS_NAMESPACE = 'platform-llms';
+/** Namespace of the proxy, the operator and ExternalProviders. */
+export const AGENT_NAMESPACE = 'platform-agent';
+
+/** The node template the operator creates and owns for hosted models. */
+export const LLM_NODE_TEMPLATE = 'llms-by-platform';
+/** The singleton AutoscalerPolicy. */
+export const AUTOSCALER_POLICY_NAME = 'cluster';
+
+/**
+ * Taint key on nodes of a template, and the toleration key (operator Exists) model servers
+ * and the GPU device-plugin DaemonSet carry. Nodes also carry it as a label whose value is
+ * the template name, which model servers select on.
+ */
+export const NODE_TEMPLATE_KEY = 'scheduling.platform/node-template';
+
+/** Node labels describing GPUs, put on nodes by the platform autoscaler. */
+export const GPU_MODEL_LABEL = 'scheduling.platform/gpu-model';
+export const GPU_COMPUTE_CAPABILITY_LABEL = 'scheduling.platform/gpu-compute-capability';
+/** Extended resource of the NVIDIA device plugin. */
+export const GPU_RESOURCE = 'nvidia.com/gpu';
+
+/** The proxy's Service: in-cluster callers use http://<name>.<AGENT_NAMESPACE>.svc.cluster.local:443. */
+export const PROXY_SERVICE_NAME = 'platform-ai-optimizer-proxy';
+export const PROXY_SERVICE_PORT = 443;
+
+/** Default Ollama port and in-cluster DNS suffix for ModelDeployment endpoints. */
+export const OLLAMA_PORT = 11434;
+export const CLUSTER_DOMAIN = 'cluster.local';
+
+/** Labels put on every object the operator creates. */
+export const MANAGED_BY_LABEL = 'app.kubernetes.io/managed-by';
+export const MANAGED_BY_VALUE = 'platform-ai-optimizer';
+export const MODEL_DEPLOYMENT_LABEL = `${API_GROUP}/model-deployment`;
+
+/** Keys of the Secret an AccessKey ExternalProvider references. */
+export const ACCESS_KEY_ID_KEY = 'accessKeyId';
+export const SECRET_ACCESS_KEY_KEY = 'secretAccessKey';
+
+/** Deadline for a ModelDeployment to become Running. */
+export const DEPLOYMENT_TIMEOUT_MS = 25 * 60 * 1000;
+
+/** In-cluster URL of a model server's Service. */
+export function modelServerEndpoint(serviceName: string, port: number): string {
+  return `http://${serviceName}.${LLMS_NAMESPACE}.svc.${CLUSTER_DOMAIN}:${port}`;
+}

@@ -1,0 +1,213 @@
+import { parse as parseCel } from '@marcbachmann/cel-js';
+import { describe, expect, it } from 'vitest';
+import type { AutoscalerPolicySpec } from './autoscaler-policy.js';
+import { API_GROUP, API_VERSION, KINDS, type KindName } from './constants.js';
+import { invalidExamples } from './examples.js';
+import type { ExternalProviderSpec, ExternalProviderStatus } from './external-provider.js';
+import type { CommonStatus } from './meta.js';
+import type { ModelDeploymentSpec, ModelDeploymentStatus } from './model-deployment.js';
+import type { NodeConfigurationSpec } from './node-configuration.js';
+import type { NodeTemplateSpec } from './node-template.js';
+import { crdManifest, type JsonSchema, KIND_NAMES, openApiSchema } from './schema.js';
+
+function walk(schema: JsonSchema, path: string, visit: (s: JsonSchema, path: string) => void): void {
+  visit(schema, path);
+  for (const [k, v] of Object.entries(schema.properties ?? {})) walk(v, `${path}.${k}`, visit);
+  if (schema.items) walk(schema.items, `${path}[]`, visit);
+  if (typeof schema.additionalProperties === 'object') walk(schema.additionalProperties, `${path}{}`, visit);
+}
+
+describe('CRD manifests', () => {
+  it('agree with the constants of the API', () => {
+    for (const kind of KIND_NAMES) {
+      const crd = crdManifest(kind);
+      expect(crd.metadata.name).toBe(`${KINDS[kind].plural}.${API_GROUP}`);
+      expect(crd.spec.group).toBe(API_GROUP);
+      expect(crd.spec.names.kind).toBe(kind);
+      expect(crd.spec.names.plural).toBe(KINDS[kind].plural);
+      expect(crd.spec.scope).toBe(KINDS[kind].namespaced ? 'Namespaced' : 'Cluster');
+      expect(crd.spec.versions.map((v) => [v.name, v.served, v.storage])).toEqual([[API_VERSION, true, true]]);
+      expect(crd.spec.versions[0]?.subresources).toEqual({ status: {} });
+    }
+  });
+
+  it('describe every field', () => {
+    const undocumented: string[] = [];
+    for (const kind of KIND_NAMES) {
+      walk(openApiSchema(kind), kind, (s, path) => {
+        if (!s.description && !path.endsWith('{}')) undocumented.push(path);
+      });
+    }
+    expect(undocumented).toEqual([]);
+  });
+
+  it('share one condition shape', () => {
+    const shapes = KIND_NAMES.map((k) => openApiSchema(k).properties?.status?.properties?.conditions?.items);
+    for (const shape of shapes) expect(shape).toEqual(shapes[0]);
+    expect(shapes[0]?.required).toEqual(['type', 'status', 'lastTransitionTime', 'reason', 'message']);
+  });
+
+  it('print the columns kubectl get shows', () => {
+    const columns = (kind: KindName) =>
+      crdManifest(kind)
+        .spec.versions[0]?.additionalPrinterColumns?.filter((c) => !c.priority)
+        .map((c) => c.name.toUpperCase());
+    expect(columns('ModelDeployment')).toEqual(['MODEL', 'STATUS', 'ENDPOINT', 'AGE']);
+    expect(columns('ExternalProvider')).toEqual(['PROVIDER', 'REGION', 'AUTH', 'STATUS', 'MODELS', 'AGE']);
+    expect(crdManifest('ModelDeployment').spec.names.shortNames).toContain('md');
+    expect(crdManifest('ExternalProvider').spec.names.shortNames).toContain('ep');
+  });
+
+  it('default the Ollama port and one replica', () => {
+    const spec = openApiSchema('ModelDeployment').properties?.spec?.properties;
+    expect(spec?.port?.default).toBe(11434);
+    expect(spec?.replicas?.default).toBe(1);
+  });
+});
+
+describe('CEL rules', () => {
+  const rules = KIND_NAMES.flatMap((kind) => {
+    const found: Array<{ at: string; rule: string; message: string | undefined }> = [];
+    walk(openApiSchema(kind), kind, (s, path) => {
+      for (const r of s['x-kubernetes-validations'] ?? []) {
+        found.push({ at: `${path}${r.fieldPath ?? ''}`, rule: r.rule.replace(/\s+/g, ' ').trim(), message: r.message });
+      }
+    });
+    return found;
+  });
+
+  it('are the reviewed set', () => {
+    expect(rules.map((r) => `${r.at}: ${r.rule}`)).toMatchInlineSnapshot(`
+      [
+        "ModelDeployment.metadata.name: size(self.metadata.name) <= 52",
+        "ModelDeployment.spec.serviceName: self == oldSelf",
+        "ModelDeployment.spec.port: self == oldSelf",
+        "ExternalProvider.spec.auth.roleArn: !has(self.auth.roleArn) || !self.auth.roleArn.startsWith('arn:') || (self.region.startsWith('us-gov-') ? self.auth.roleArn.startsWith('arn:aws-us-gov:') : self.region.startsWith('cn-') ? self.auth.roleArn.startsWith('arn:aws-cn:') : self.auth.roleArn.startsWith('arn:aws:'))",
+        "ExternalProvider.spec.auth.roleArn: self.method != 'IAMRole' || has(self.roleArn)",
+        "ExternalProvider.spec.auth.secretRef: self.method != 'IAMRole' || !has(self.secretRef)",
+        "ExternalProvider.spec.auth.secretRef: self.method != 'AccessKey' || has(self.secretRef)",
+        "ExternalProvider.spec.auth.roleArn: self.method != 'AccessKey' || (!has(self.roleArn) && !has(self.externalId))",
+        "ExternalProvider.spec.freeCredits: self >= 0.0",
+        "NodeTemplate.spec.constraints.gpu.minCount: !has(self.minCount) || !has(self.maxCount) || self.minCount <= self.maxCount",
+        "AutoscalerPolicy.metadata.name: self.metadata.name == 'cluster'",
+      ]
+    `);
+  });
+
+  it('all parse as CEL and carry a message', () => {
+    for (const r of rules) {
+      expect(() => parseCel(r.rule), r.rule).not.toThrow();
+      expect(r.message, r.rule).toBeTruthy();
+    }
+  });
+
+  it('each have an invalid example that breaks them', () => {
+    const covered = new Set(invalidExamples().map((e) => e.expectMessage));
+    expect(rules.filter((r) => !covered.has(r.message)).map((r) => r.at)).toEqual([]);
+  });
+});
+
+/**
+ * The TypeScript types are written by hand; these fully populated values (every optional
+ * field present, no extra field allowed by the compiler) pin them to the schema's fields.
+ */
+type Full<T> = T extends Array<infer U> ? Full<U>[] : T extends object ? { [K in keyof T]-?: Full<T[K]> } : T;
+
+const condition = [
+  { type: 'Ready', status: 'True', observedGeneration: 1, lastTransitionTime: 't', reason: 'R', message: 'm' },
+] satisfies Full<CommonStatus>['conditions'];
+
+const full: Record<KindName, { spec: object; status: object }> = {
+  ModelDeployment: {
+    spec: {
+      model: 'm',
+      serviceName: 's',
+      port: 1,
+      nodeTemplate: 't',
+      replicas: 1,
+      endpoint: 'e',
+    } satisfies Full<ModelDeploymentSpec>,
+    status: {
+      phase: 'Running',
+      endpoint: 'e',
+      deployingSince: 't',
+      observedGeneration: 1,
+      conditions: condition,
+    } satisfies Full<ModelDeploymentStatus>,
+  },
+  ExternalProvider: {
+    spec: {
+      provider: 'bedrock',
+      displayName: 'd',
+      region: 'r',
+      auth: { method: 'IAMRole', roleArn: 'a', externalId: 'x', secretRef: { name: 'n' } },
+      freeCredits: 1,
+      includeInCLI: true,
+      streaming: true,
+      models: ['m'],
+    } satisfies Full<ExternalProviderSpec>,
+    status: {
+      phase: 'Ready',
+      availableModels: ['m'],
+      accessKeyLast4: 'abcd',
+      lastDiscoveryTime: 't',
+      observedGeneration: 1,
+      conditions: condition,
+    } satisfies Full<ExternalProviderStatus>,
+  },
+  NodeTemplate: {
+    spec: {
+      enabled: true,
+      configurationRef: { name: 'n' },
+      constraints: {
+        architectures: ['amd64'],
+        spot: false,
+        gpu: {
+          manufacturer: 'NVIDIA',
+          models: ['A100'],
+          minCount: 1,
+          maxCount: 1,
+          minMemoryGiB: 1,
+          minComputeCapability: '8.0',
+        },
+      },
+      labels: {},
+      taints: [{ key: 'k', value: 'v', effect: 'NoSchedule' }],
+    } satisfies Full<NodeTemplateSpec>,
+    status: { observedGeneration: 1, conditions: condition } satisfies Full<CommonStatus>,
+  },
+  NodeConfiguration: {
+    spec: { image: 'i', imageFamily: 'cos', diskSizeGiB: 100 } satisfies Full<NodeConfigurationSpec>,
+    status: { observedGeneration: 1, conditions: condition } satisfies Full<CommonStatus>,
+  },
+  AutoscalerPolicy: {
+    spec: { optimizationMode: 'Automated', unschedulablePods: { enabled: true } } satisfies Full<AutoscalerPolicySpec>,
+    status: { observedGeneration: 1, conditions: condition } satisfies Full<CommonStatus>,
+  },
+};
+
+function valuePaths(value: unknown, path: string, out: string[]): string[] {
+  out.push(path);
+  if (Array.isArray(value)) valuePaths(value[0], `${path}[]`, out);
+  else if (value !== null && typeof value === 'object' && !path.endsWith('.labels')) {
+    for (const [k, v] of Object.entries(value)) valuePaths(v, `${path}.${k}`, out);
+  }
+  return out;
+}
+
+describe('TypeScript types', () => {
+  for (const kind of KIND_NAMES) {
+    it(`of ${kind} name exactly the schema's spec and status fields`, () => {
+      const schema = openApiSchema(kind).properties;
+      for (const part of ['spec', 'status'] as const) {
+        const fromSchema: string[] = [];
+        const partSchema = schema?.[part];
+        if (!partSchema) throw new Error(`${kind} has no ${part}`);
+        walk(partSchema, part, (_s, p) => {
+          if (!p.endsWith('{}')) fromSchema.push(p);
+        });
+        expect(valuePaths(full[kind][part], part, []).sort()).toEqual(fromSchema.sort());
+      }
+    });
+  }
+});

@@ -1,0 +1,133 @@
+import { describe, expect, it } from 'vitest';
+import { invalidExamples, validExamples } from './examples.js';
+import { formatIssues, kindOf, validateResource } from './validation.js';
+
+describe('valid examples', () => {
+  const examples = validExamples();
+
+  it('cover every kind of the API', () => {
+    const kinds = new Set(examples.flatMap((e) => e.documents.map((d) => kindOf(d)).filter(Boolean)));
+    expect([...kinds].sort()).toEqual(
+      ['AutoscalerPolicy', 'ExternalProvider', 'ModelDeployment', 'NodeConfiguration', 'NodeTemplate'].sort(),
+    );
+    const auth = examples.flatMap((e) =>
+      e.documents
+        .filter((d) => d.kind === 'ExternalProvider')
+        .map((d) => (d.spec as { auth: { method: string } }).auth.method),
+    );
+    expect(auth.sort()).toEqual(['AccessKey', 'IAMRole']);
+  });
+
+  for (const example of examples) {
+    it(`${example.file.split('/').pop()} passes the schema`, () => {
+      for (const doc of example.documents.filter((d) => kindOf(d))) {
+        const result = validateResource(doc);
+        expect(result.ok ? '' : formatIssues(result.issues)).toBe('');
+      }
+    });
+  }
+});
+
+describe('invalid examples', () => {
+  for (const example of invalidExamples()) {
+    it(`${example.file.split('/').pop()} is rejected at ${example.expectField}`, () => {
+      const docs = example.documents;
+      const update = docs.at(-1);
+      const previous = docs.length > 1 ? docs.at(-2) : undefined;
+      if (previous) {
+        // The stored object of an update example is itself valid; only the change is not.
+        const created = validateResource(previous);
+        expect(created.ok ? '' : formatIssues(created.issues)).toBe('');
+      }
+      const result = validateResource(update, { old: previous });
+      expect(result.ok).toBe(false);
+      if (result.ok) return;
+      // Only the field the file is named for is broken (possibly by more than one keyword).
+      expect([...new Set(result.issues.map((i) => i.field))]).toEqual([example.expectField]);
+      if (example.expectMessage) expect(result.issues[0]?.message).toBe(example.expectMessage);
+    });
+  }
+});
+
+describe('validateResource', () => {
+  const md = {
+    apiVersion: 'ai.platform/v1beta1',
+    kind: 'ModelDeployment',
+    metadata: { name: 'llm', namespace: 'platform-llms' },
+    spec: { model: 'llama3.1:8b', serviceName: 'llm' },
+  };
+
+  it('applies schema defaults like the API server and leaves the input untouched', () => {
+    const result = validateResource(md);
+    expect(result.ok).toBe(true);
+    if (!result.ok) return;
+    expect(result.resource.spec).toEqual({ model: 'llama3.1:8b', serviceName: 'llm', port: 11434, replicas: 1 });
+    expect(md.spec).toEqual({ model: 'llama3.1:8b', serviceName: 'llm' });
+  });
+
+  it('defaults nested objects of the AutoscalerPolicy', () => {
+    const result = validateResource({
+      apiVersion: 'ai.platform/v1beta1',
+      kind: 'AutoscalerPolicy',
+      metadata: { name: 'cluster' },
+    });
+    expect(result.ok && result.resource.spec).toEqual({
+      optimizationMode: 'ReadOnly',
+      unschedulablePods: { enabled: false },
+    });
+  });
+
+  it('rejects documents of other APIs and names what it accepts', () => {
+    const result = validateResource({ apiVersion: 'v1', kind: 'Secret', metadata: { name: 'x' } });
+    expect(result).toEqual({
+      ok: false,
+      issues: [
+        {
+          field: 'kind',
+          message: expect.stringContaining('not a resource of ai.platform/v1beta1') as string,
+        },
+      ],
+    });
+  });
+
+  it('requires a valid metadata.name', () => {
+    const result = validateResource({ ...md, metadata: { name: 'Not_A_Name' } });
+    expect(result.ok === false && result.issues.map((i) => i.field)).toEqual(['metadata.name']);
+  });
+
+  it('reports every broken field at once', () => {
+    const result = validateResource({ ...md, spec: { model: 'x y', serviceName: 'UPPER', port: 0 } });
+    expect(result.ok === false && result.issues.map((i) => i.field).sort()).toEqual([
+      'spec.model',
+      'spec.port',
+      'spec.serviceName',
+    ]);
+  });
+
+  it('skips transition rules on create and applies them on update', () => {
+    const renamed = { ...md, spec: { ...md.spec, serviceName: 'other' } };
+    expect(validateResource(renamed).ok).toBe(true);
+    const update = validateResource(renamed, { old: md });
+    expect(update.ok === false && formatIssues(update.issues)).toBe(
+      'spec.serviceName: serviceName is immutable; create a new ModelDeployment instead',
+    );
+    // An unchanged update passes: port was defaulted in neither, so it is not compared.
+    expect(validateResource(md, { old: md }).ok).toBe(true);
+  });
+
+  it('accepts inference-profile ids and gov-cloud role ARNs in the matching partition', () => {
+    const result = validateResource({
+      apiVersion: 'ai.platform/v1beta1',
+      kind: 'ExternalProvider',
+      metadata: { name: 'gov' },
+      spec: {
+        provider: 'bedrock',
+        displayName: 'Gov',
+        region: 'us-gov-west-1',
+        auth: { method: 'IAMRole', roleArn: 'arn:aws-us-gov:iam::123456789012:role/path/bedrock' },
+        models: ['us-gov.anthropic.claude-3-5-sonnet-20240620-v1:0'],
+      },
+    });
+    expect(result.ok ? '' : formatIssues(result.issues)).toBe('');
+  });
+});
