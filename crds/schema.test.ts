@@ -35,7 +35,8 @@ describe('CRD manifests', () => {
     const undocumented: string[] = [];
     for (const kind of KIND_NAMES) {
       walk(openApiSchema(kind), kind, (s, path) => {
-        if (!s.description && !path.endsWith('{}')) undocumented.push(path);
+        // ObjectMeta's schema may hold nothing but name constraints, descriptions included.
+        if (!s.description && !path.endsWith('{}') && !path.includes('.metadata')) undocumented.push(path);
       });
     }
     expect(undocumented).toEqual([]);
@@ -79,7 +80,6 @@ describe('CEL rules', () => {
   it('are the reviewed set', () => {
     expect(rules.map((r) => `${r.at}: ${r.rule}`)).toMatchInlineSnapshot(`
       [
-        "ModelDeployment.metadata.name: size(self.metadata.name) <= 52",
         "ModelDeployment.spec.serviceName: self == oldSelf",
         "ModelDeployment.spec.port: self == oldSelf",
         "ExternalProvider.spec.auth.roleArn: !has(self.auth.roleArn) || !self.auth.roleArn.startsWith('arn:') || (self.region.startsWith('us-gov-') ? self.auth.roleArn.startsWith('arn:aws-us-gov:') : self.region.startsWith('cn-') ? self.auth.roleArn.startsWith('arn:aws-cn:') : self.auth.roleArn.startsWith('arn:aws:'))",
@@ -89,7 +89,6 @@ describe('CEL rules', () => {
         "ExternalProvider.spec.auth.roleArn: self.method != 'AccessKey' || (!has(self.roleArn) && !has(self.externalId))",
         "ExternalProvider.spec.freeCredits: self >= 0.0",
         "NodeTemplate.spec.constraints.gpu.minCount: !has(self.minCount) || !has(self.maxCount) || self.minCount <= self.maxCount",
-        "AutoscalerPolicy.metadata.name: self.metadata.name == 'cluster'",
       ]
     `);
   });

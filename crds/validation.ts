@@ -129,15 +129,20 @@ function listTypeKeyword(listType: string, parent: JsonSchema): DataValidator {
  * validation); we reject them too, so a typo in a standalone config is an error and not a
  * silently ignored setting.
  */
-function closeObjects(schema: JsonSchema): JsonSchema {
+function closeObjects(schema: JsonSchema, isRoot = true): JsonSchema {
   const out: JsonSchema = { ...schema };
   if (out.properties) {
-    out.properties = Object.fromEntries(Object.entries(out.properties).map(([k, v]) => [k, closeObjects(v)]));
+    out.properties = Object.fromEntries(
+      Object.entries(out.properties).map(([k, v]) =>
+        // ObjectMeta is checked by the API server itself; its schema here only narrows the name.
+        [k, isRoot && k === 'metadata' ? v : closeObjects(v, false)],
+      ),
+    );
     if (out.additionalProperties === undefined) out.additionalProperties = false;
   }
-  if (out.items) out.items = closeObjects(out.items);
+  if (out.items) out.items = closeObjects(out.items, false);
   if (typeof out.additionalProperties === 'object') {
-    out.additionalProperties = closeObjects(out.additionalProperties);
+    out.additionalProperties = closeObjects(out.additionalProperties, false);
   }
   return out;
 }

@@ -1,0 +1,354 @@
+import { type ChildProcess, execFileSync, spawn } from 'node:child_process';
+import { generateKeyPairSync, randomBytes } from 'node:crypto';
+import {
+  appendFileSync,
+  createWriteStream,
+  mkdirSync,
+  mkdtempSync,
+  readFileSync,
+  readlinkSync,
+  rmSync,
+  writeFileSync,
+} from 'node:fs';
+import { createServer } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+/**
+ * A real Kubernetes control plane as local processes: etcd, kube-apiserver,
+ * kube-controller-manager, kube-scheduler and kwok (which plays the kubelets of fake nodes).
+ * Binaries come from build.sh (built from the Go module proxy, cached per version).
+ */
+
+export interface ControlPlane {
+  /** Admin kubeconfig (system:masters). */
+  kubeconfig: string;
+  server: string;
+  /** Bearer token of the admin user. */
+  token: string;
+  /** Directory holding data, logs and keys; removed by stop(). */
+  dir: string;
+  binDir: string;
+  /** Stop one component (for fault tests) and start it again with the same flags. */
+  restart(component: Component): Promise<void>;
+  kill(component: Component): void;
+  stop(): Promise<void>;
+}
+
+export type Component = 'etcd' | 'kube-apiserver' | 'kube-controller-manager' | 'kube-scheduler' | 'kwok';
+
+const HERE = fileURLToPath(new URL('.', import.meta.url));
+
+/** Runs build.sh (a no-op when the cache is warm) and returns the directory of the binaries. */
+export function buildControlPlane(): string {
+  const out = execFileSync('bash', [join(HERE, 'build.sh')], {
+    encoding: 'utf8',
+    stdio: ['ignore', 'pipe', 'inherit'],
+    maxBuffer: 16 * 1024 * 1024,
+  });
+  const binDir = out.trim().split('\n').at(-1);
+  if (!binDir) throw new Error('build.sh printed no bin dir');
+  return binDir;
+}
+
+async function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const srv = createServer();
+    srv.unref();
+    srv.on('error', reject);
+    srv.listen(0, '127.0.0.1', () => {
+      const addr = srv.address();
+      srv.close(() => (typeof addr === 'object' && addr ? resolve(addr.port) : reject(new Error('no port'))));
+    });
+  });
+}
+
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+async function waitFor(what: string, timeoutMs: number, probe: () => Promise<boolean>): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  let delay = 100;
+  while (Date.now() < deadline) {
+    if (await probe().catch(() => false)) return;
+    await sleep(delay);
+    delay = Math.min(delay * 2, 1000);
+  }
+  throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}`);
+}
+
+/** GET against the API server with the admin token; TLS is the server's self-signed certificate. */
+export async function apiGet(server: string, token: string, path: string): Promise<{ status: number; body: string }> {
+  const { request } = await import('node:https');
+  return new Promise((resolve, reject) => {
+    const req = request(
+      `${server}${path}`,
+      { headers: { authorization: `Bearer ${token}` }, rejectUnauthorized: false, timeout: 5000 },
+      (res) => {
+        let body = '';
+        res.setEncoding('utf8');
+        res.on('data', (c: string) => {
+          body += c;
+        });
+        res.on('end', () => resolve({ status: res.statusCode ?? 0, body }));
+      },
+    );
+    req.on('timeout', () => req.destroy(new Error('timeout')));
+    req.on('error', reject);
+    req.end();
+  });
+}
+
+/**
+ * Components started by an earlier run that died without tearing down (SIGKILL of the test
+ * runner, a crash): killed before a new control plane starts, recognised by their binary.
+ */
+function sweepStaleProcesses(binDir: string, pidFile: string): void {
+  let pids: number[] = [];
+  try {
+    pids = readFileSync(pidFile, 'utf8').split('\n').filter(Boolean).map(Number);
+  } catch {
+    return;
+  }
+  for (const pid of pids) {
+    try {
+      if (readlinkSync(`/proc/${pid}/exe`).startsWith(binDir)) process.kill(pid, 'SIGKILL');
+    } catch {
+      // already gone
+    }
+  }
+  rmSync(pidFile, { force: true });
+}
+
+interface Spec {
+  bin: string;
+  args: string[];
+}
+
+export async function startControlPlane(
+  options: { binDir?: string; logToConsole?: boolean } = {},
+): Promise<ControlPlane> {
+  const binDir = options.binDir ?? buildControlPlane();
+  const pidFile = join(binDir, '..', 'running.pids');
+  sweepStaleProcesses(binDir, pidFile);
+  const dir = mkdtempSync(join(tmpdir(), 'pao-k8s-'));
+  const logs = join(dir, 'logs');
+  mkdirSync(logs);
+  const [etcdPort, etcdPeerPort, apiPort, cmPort, schedPort, kwokPort] = await Promise.all(
+    Array.from({ length: 6 }, freePort),
+  );
+  const token = randomBytes(24).toString('hex');
+  const server = `https://127.0.0.1:${apiPort}`;
+
+  // Static token auth keeps the harness free of a PKI: every component and the tests use
+  // the admin token; ServiceAccounts get real signed tokens from the keys below.
+  writeFileSync(join(dir, 'tokens.csv'), `${token},admin,admin-uid,"system:masters"\n`, { mode: 0o600 });
+  const { privateKey, publicKey } = generateKeyPairSync('rsa', { modulusLength: 2048 });
+  writeFileSync(join(dir, 'sa.key'), privateKey.export({ type: 'pkcs8', format: 'pem' }), { mode: 0o600 });
+  writeFileSync(join(dir, 'sa.pub'), publicKey.export({ type: 'spki', format: 'pem' }));
+
+  const kubeconfig = join(dir, 'kubeconfig');
+  writeFileSync(
+    kubeconfig,
+    [
+      'apiVersion: v1',
+      'kind: Config',
+      'clusters:',
+      '- name: local',
+      '  cluster:',
+      `    server: ${server}`,
+      '    insecure-skip-tls-verify: true',
+      'users:',
+      '- name: admin',
+      '  user:',
+      `    token: ${token}`,
+      'contexts:',
+      '- name: local',
+      '  context: {cluster: local, user: admin}',
+      'current-context: local',
+      '',
+    ].join('\n'),
+    { mode: 0o600 },
+  );
+
+  const specs: Record<Component, Spec> = {
+    etcd: {
+      bin: 'etcd',
+      args: [
+        `--data-dir=${join(dir, 'etcd')}`,
+        `--listen-client-urls=http://127.0.0.1:${etcdPort}`,
+        `--advertise-client-urls=http://127.0.0.1:${etcdPort}`,
+        `--listen-peer-urls=http://127.0.0.1:${etcdPeerPort}`,
+        `--initial-advertise-peer-urls=http://127.0.0.1:${etcdPeerPort}`,
+        `--initial-cluster=default=http://127.0.0.1:${etcdPeerPort}`,
+        // Test data is disposable; skipping fsync keeps etcd from dominating test time.
+        '--unsafe-no-fsync',
+        '--log-level=warn',
+      ],
+    },
+    'kube-apiserver': {
+      bin: 'kube-apiserver',
+      args: [
+        `--etcd-servers=http://127.0.0.1:${etcdPort}`,
+        '--bind-address=127.0.0.1',
+        '--advertise-address=127.0.0.1',
+        `--secure-port=${apiPort}`,
+        `--cert-dir=${join(dir, 'pki')}`,
+        `--token-auth-file=${join(dir, 'tokens.csv')}`,
+        '--authorization-mode=Node,RBAC',
+        '--enable-admission-plugins=NamespaceLifecycle,LimitRanger,ServiceAccount,DefaultStorageClass,ResourceQuota,DefaultTolerationSeconds,MutatingAdmissionWebhook,ValidatingAdmissionWebhook,ValidatingAdmissionPolicy,NodeRestriction,PodSecurity',
+        '--service-account-issuer=https://kubernetes.default.svc.cluster.local',
+        `--service-account-key-file=${join(dir, 'sa.pub')}`,
+        `--service-account-signing-key-file=${join(dir, 'sa.key')}`,
+        '--service-cluster-ip-range=10.96.0.0/16',
+        '--allow-privileged=true',
+        '--profiling=false',
+        '--v=1',
+      ],
+    },
+    'kube-controller-manager': {
+      bin: 'kube-controller-manager',
+      args: [
+        `--kubeconfig=${kubeconfig}`,
+        `--authentication-kubeconfig=${kubeconfig}`,
+        `--authorization-kubeconfig=${kubeconfig}`,
+        '--bind-address=127.0.0.1',
+        `--secure-port=${cmPort}`,
+        `--service-account-private-key-file=${join(dir, 'sa.key')}`,
+        '--use-service-account-credentials=false',
+        '--leader-elect=false',
+        '--controllers=*,-cloud-node-lifecycle,-service-lb-controller,-node-route-controller',
+        '--cluster-signing-duration=24h',
+        '--v=1',
+      ],
+    },
+    'kube-scheduler': {
+      bin: 'kube-scheduler',
+      args: [
+        `--kubeconfig=${kubeconfig}`,
+        `--authentication-kubeconfig=${kubeconfig}`,
+        `--authorization-kubeconfig=${kubeconfig}`,
+        '--bind-address=127.0.0.1',
+        `--secure-port=${schedPort}`,
+        '--leader-elect=false',
+        '--v=1',
+      ],
+    },
+    kwok: {
+      bin: 'kwok',
+      args: [
+        `--kubeconfig=${kubeconfig}`,
+        // Only nodes annotated as fake are kwok's; nothing else in the cluster is touched.
+        '--manage-all-nodes=false',
+        '--manage-nodes-with-annotation-selector=kwok.x-k8s.io/node=fake',
+        '--disregard-status-with-annotation-selector=kwok.x-k8s.io/status=custom',
+        '--cidr=10.244.0.0/16',
+        '--node-ip=10.0.0.1',
+        `--server-address=127.0.0.1:${kwokPort}`,
+      ],
+    },
+  };
+
+  const procs = new Map<Component, ChildProcess>();
+  const start = (c: Component) => {
+    const spec = specs[c];
+    const log = createWriteStream(join(logs, `${c}.log`), { flags: 'a' });
+    const child = spawn(join(binDir, spec.bin), spec.args, { stdio: ['ignore', 'pipe', 'pipe'], cwd: dir });
+    child.stdout?.pipe(log);
+    child.stderr?.pipe(log);
+    if (options.logToConsole) child.stderr?.pipe(process.stderr);
+    procs.set(c, child);
+    if (child.pid) appendFileSync(pidFile, `${child.pid}\n`);
+  };
+  const kill = (c: Component) => {
+    const child = procs.get(c);
+    if (child && child.exitCode === null) child.kill('SIGKILL');
+    procs.delete(c);
+  };
+  const exited = (c: Component) =>
+    new Promise<void>((resolve) => {
+      const child = procs.get(c);
+      if (!child || child.exitCode !== null || child.signalCode !== null) return resolve();
+      child.once('exit', () => resolve());
+    });
+
+  let stopped = false;
+  const stop = async () => {
+    if (stopped) return;
+    stopped = true;
+    process.off('exit', stopSync);
+    const order: Component[] = ['kwok', 'kube-scheduler', 'kube-controller-manager', 'kube-apiserver', 'etcd'];
+    for (const c of order) {
+      const child = procs.get(c);
+      if (!child) continue;
+      const done = exited(c);
+      child.kill('SIGTERM');
+      const timer = setTimeout(() => child.kill('SIGKILL'), 5000);
+      await done;
+      clearTimeout(timer);
+    }
+    procs.clear();
+    rmSync(pidFile, { force: true });
+    if (process.env.KEEP_CONTROL_PLANE_DIR) return;
+    rmSync(dir, { recursive: true, force: true });
+  };
+  // If the test process dies without running teardown, leave no process behind.
+  const stopSync = () => {
+    for (const child of procs.values()) child.kill('SIGKILL');
+    rmSync(dir, { recursive: true, force: true });
+  };
+  process.on('exit', stopSync);
+
+  const healthy = async (path: string) => (await apiGet(server, token, path)).status === 200;
+  const tail = (c: Component) => {
+    try {
+      return readFileSync(join(logs, `${c}.log`), 'utf8')
+        .split('\n')
+        .slice(-30)
+        .join('\n');
+    } catch {
+      return '';
+    }
+  };
+
+  try {
+    start('etcd');
+    await waitFor('etcd', 30_000, async () => {
+      const res = await fetch(`http://127.0.0.1:${etcdPort}/health`);
+      return res.ok;
+    });
+    start('kube-apiserver');
+    await waitFor('kube-apiserver /readyz', 120_000, () => healthy('/readyz')).catch((err: Error) => {
+      throw new Error(`${err.message}\n${tail('kube-apiserver')}`);
+    });
+    start('kube-controller-manager');
+    start('kube-scheduler');
+    start('kwok');
+    await waitFor('default ServiceAccount', 60_000, () =>
+      healthy('/api/v1/namespaces/default/serviceaccounts/default'),
+    );
+  } catch (err) {
+    await stop();
+    throw err;
+  }
+
+  return {
+    kubeconfig,
+    server,
+    token,
+    dir,
+    binDir,
+    kill,
+    async restart(c) {
+      const child = procs.get(c);
+      if (child) {
+        const done = exited(c);
+        child.kill('SIGTERM');
+        await done;
+      }
+      start(c);
+      if (c === 'kube-apiserver') await waitFor('kube-apiserver /readyz', 120_000, () => healthy('/readyz'));
+    },
+    stop,
+  };
+}

@@ -1,0 +1,73 @@
+import { execFileSync } from 'node:child_process';
+import { fileURLToPath } from 'node:url';
+import type { TestProject } from 'vitest/node';
+import { AGENT_NAMESPACE, API_GROUP, KINDS, LLMS_NAMESPACE } from '../crds/constants.js';
+import { KIND_NAMES } from '../crds/schema.js';
+import { type ControlPlane, startControlPlane } from './cluster/control-plane.js';
+import { FAKE_NODES, fakeNode } from './cluster/nodes.js';
+import { ensureTools } from './cluster/tools.js';
+
+declare module 'vitest' {
+  export interface ProvidedContext {
+    kubeconfig: string;
+    kubectl: string;
+    helm: string;
+    /** True when the suite started its own control plane (kwok nodes, restartable components). */
+    localControlPlane: boolean;
+  }
+}
+
+const ROOT = fileURLToPath(new URL('..', import.meta.url));
+
+/**
+ * Brings a cluster up once per e2e run: the local control plane, or the cluster of an
+ * existing KUBECONFIG. Applies crds/ with the real kubectl, creates the namespaces and the
+ * fake GPU nodes, and tears the local control plane down afterwards.
+ */
+export default async function setup(project: TestProject): Promise<() => Promise<void>> {
+  const tools = ensureTools();
+  let plane: ControlPlane | undefined;
+  let kubeconfig = process.env.KUBECONFIG;
+  if (!kubeconfig) {
+    const started = Date.now();
+    plane = await startControlPlane();
+    kubeconfig = plane.kubeconfig;
+    console.log(`[e2e] control plane up in ${Date.now() - started} ms at ${plane.server}`);
+  }
+  const k = (args: string[], input?: string) =>
+    execFileSync(tools.kubectl, ['--kubeconfig', kubeconfig, ...args], {
+      cwd: ROOT,
+      encoding: 'utf8',
+      input,
+      stdio: ['pipe', 'pipe', 'inherit'],
+    });
+  try {
+    k(['apply', '--server-side', '--field-manager=e2e', '-f', 'crds/']);
+    k([
+      'wait',
+      '--for=condition=Established',
+      '--timeout=60s',
+      ...KIND_NAMES.map((kind) => `crd/${KINDS[kind].plural}.${API_GROUP}`),
+    ]);
+    for (const ns of [LLMS_NAMESPACE, AGENT_NAMESPACE]) {
+      k(
+        ['apply', '--server-side', '--field-manager=e2e', '-f', '-'],
+        JSON.stringify({ apiVersion: 'v1', kind: 'Namespace', metadata: { name: ns } }),
+      );
+    }
+    if (plane || process.env.E2E_FAKE_NODES === '1') {
+      k(['apply', '-f', '-'], JSON.stringify({ apiVersion: 'v1', kind: 'List', items: FAKE_NODES.map(fakeNode) }));
+      k(['wait', '--for=condition=Ready', '--timeout=60s', 'node', ...FAKE_NODES.map((n) => n.name)]);
+    }
+  } catch (err) {
+    await plane?.stop();
+    throw err;
+  }
+  project.provide('kubeconfig', kubeconfig);
+  project.provide('kubectl', tools.kubectl);
+  project.provide('helm', tools.helm);
+  project.provide('localControlPlane', plane !== undefined);
+  return async () => {
+    await plane?.stop();
+  };
+}

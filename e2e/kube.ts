@@ -1,0 +1,54 @@
+import { spawnSync } from 'node:child_process';
+import { KubeConfig } from '@kubernetes/client-node';
+import { inject } from 'vitest';
+
+/** Helpers for e2e suites: the real kubectl, and client-node against the suite's cluster. */
+
+export interface Run {
+  code: number;
+  stdout: string;
+  stderr: string;
+}
+
+export function kubectl(args: string[], input?: string): Run {
+  const res = spawnSync(inject('kubectl'), ['--kubeconfig', inject('kubeconfig'), ...args], {
+    encoding: 'utf8',
+    input,
+    timeout: 60_000,
+  });
+  return { code: res.status ?? -1, stdout: res.stdout ?? '', stderr: res.stderr ?? '' };
+}
+
+/** kubectl that must succeed; returns stdout. */
+export function kubectlOk(args: string[], input?: string): string {
+  const res = kubectl(args, input);
+  if (res.code !== 0) throw new Error(`kubectl ${args.join(' ')} failed (${res.code}): ${res.stderr}`);
+  return res.stdout;
+}
+
+export function kubeConfig(): KubeConfig {
+  const kc = new KubeConfig();
+  kc.loadFromFile(inject('kubeconfig'));
+  return kc;
+}
+
+export const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+export async function eventually<T>(
+  what: string,
+  timeoutMs: number,
+  probe: () => Promise<T | undefined> | T | undefined,
+): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  let last: unknown;
+  while (Date.now() < deadline) {
+    try {
+      const v = await probe();
+      if (v !== undefined && v !== false) return v;
+    } catch (err) {
+      last = err;
+    }
+    await sleep(250);
+  }
+  throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}${last ? `: ${String(last)}` : ''}`);
+}
