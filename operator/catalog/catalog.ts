@@ -1,0 +1,200 @@
+import { readFileSync } from 'node:fs';
+import { fileURLToPath } from 'node:url';
+import yaml from 'js-yaml';
+
+/**
+ * The hosted-model catalog: which Ollama models the operator deploys, which GPU types each
+ * runs on, which GPU types each cloud region offers, and what a model costs to serve.
+ * The data lives in the YAML files beside this module; everything else is derived here.
+ */
+
+export type Cloud = 'aws' | 'gcp' | 'azure';
+export type Arch = 'amd64' | 'arm64';
+
+export interface GpuType {
+  memoryGiB: number;
+  computeCapability: string;
+  arch: Arch;
+  usdPerHour: number;
+  instance: string;
+}
+
+export interface CatalogModel {
+  name: string;
+  family: string;
+  kind: 'chat' | 'embedding';
+  parameters: string;
+  contextLength: number;
+  sizeGiB: number;
+  gpu: { count: number; minMemoryGiB: number; minComputeCapability: string; recommended: string };
+  tokensPerSecond: number;
+}
+
+export interface Catalog {
+  gpus: Record<string, GpuType>;
+  regions: Record<Cloud, Record<string, string[]>>;
+  models: CatalogModel[];
+}
+
+/** Where the operator runs: the cluster the catalog is filtered for. */
+export interface ClusterInfo {
+  organizationId: string;
+  clusterId: string;
+  cloud: Cloud;
+  region: string;
+}
+
+/** GPU inference on ARM needs compute capability 8.0 or higher. */
+export const ARM_MIN_COMPUTE_CAPABILITY = 8.0;
+
+const load = <T>(file: string): T =>
+  yaml.load(readFileSync(fileURLToPath(new URL(file, import.meta.url)), 'utf8')) as T;
+
+let cached: Catalog | undefined;
+
+export function loadCatalog(): Catalog {
+  cached ??= {
+    gpus: load<Record<string, GpuType>>('./gpus.yaml'),
+    regions: load<Record<Cloud, Record<string, string[]>>>('./regions.yaml'),
+    models: load<CatalogModel[]>('./models.yaml'),
+  };
+  return cached;
+}
+
+const cc = (v: string): number => Number.parseFloat(v);
+
+/** Whether a GPU type (in `count`) can serve the model: memory, compute capability, ARM rule. */
+export function gpuFits(model: CatalogModel, gpu: GpuType): boolean {
+  if (gpu.memoryGiB * model.gpu.count < model.gpu.minMemoryGiB) return false;
+  if (cc(gpu.computeCapability) < cc(model.gpu.minComputeCapability)) return false;
+  if (gpu.arch === 'arm64' && cc(gpu.computeCapability) < ARM_MIN_COMPUTE_CAPABILITY) return false;
+  return true;
+}
+
+/** Every GPU type the model can run on, cheapest first. */
+export function eligibleGpuTypes(catalog: Catalog, model: CatalogModel): string[] {
+  return Object.entries(catalog.gpus)
+    .filter(([, gpu]) => gpuFits(model, gpu))
+    .sort(([, a], [, b]) => a.usdPerHour - b.usdPerHour)
+    .map(([name]) => name);
+}
+
+export function regionGpuTypes(catalog: Catalog, cluster: Pick<ClusterInfo, 'cloud' | 'region'>): string[] | undefined {
+  return catalog.regions[cluster.cloud]?.[cluster.region];
+}
+
+export interface Pricing {
+  gpuType: string;
+  instance: string;
+  usdPerHour: number;
+  /** usdPerHour spread over the tokens the model generates in an hour at its assumed throughput. */
+  usdPer1MTokens: number;
+}
+
+const round = (n: number, digits: number) => Math.round(n * 10 ** digits) / 10 ** digits;
+
+export function pricing(catalog: Catalog, model: CatalogModel, gpuType: string): Pricing {
+  const gpu = catalog.gpus[gpuType];
+  if (!gpu) throw new Error(`unknown GPU type ${gpuType}`);
+  const usdPerHour = gpu.usdPerHour * model.gpu.count;
+  return {
+    gpuType,
+    instance: gpu.instance,
+    usdPerHour: round(usdPerHour, 4),
+    usdPer1MTokens: round((usdPerHour / (model.tokensPerSecond * 3600)) * 1_000_000, 4),
+  };
+}
+
+export type ModelResolution =
+  | {
+      ok: true;
+      model: CatalogModel;
+      /** GPU types that fit the model and that the region offers, cheapest first. */
+      gpuTypes: string[];
+      /** The recommended type when the region offers it, else the cheapest that fits. */
+      gpuType: string;
+    }
+  | { ok: false; reason: 'ModelNotAvailable'; message: string };
+
+/** Whether the model can be deployed on this cluster, and on which GPU types. */
+export function resolveModel(catalog: Catalog, cluster: ClusterInfo, name: string): ModelResolution {
+  const model = catalog.models.find((m) => m.name === name);
+  if (!model) {
+    return {
+      ok: false,
+      reason: 'ModelNotAvailable',
+      message: `model ${name} is not in the hosted-model catalog; supported: ${catalog.models.map((m) => m.name).join(', ')}`,
+    };
+  }
+  const offered = regionGpuTypes(catalog, cluster);
+  if (!offered) {
+    return {
+      ok: false,
+      reason: 'ModelNotAvailable',
+      message: `region ${cluster.region} of cloud ${cluster.cloud} is not in the hosted-model catalog, so no GPU type is known to be available there`,
+    };
+  }
+  const fits = eligibleGpuTypes(catalog, model);
+  const gpuTypes = fits.filter((g) => offered.includes(g));
+  const first = gpuTypes[0];
+  if (!first) {
+    return {
+      ok: false,
+      reason: 'ModelNotAvailable',
+      message:
+        `model ${name} needs one of the GPU types ${fits.join(', ')} (at least ${model.gpu.minMemoryGiB} GiB GPU memory, ` +
+        `compute capability ${model.gpu.minComputeCapability}+); region ${cluster.region} offers ${offered.join(', ')}`,
+    };
+  }
+  return {
+    ok: true,
+    model,
+    gpuTypes,
+    gpuType: gpuTypes.includes(model.gpu.recommended) ? model.gpu.recommended : first,
+  };
+}
+
+/** One entry of the hosted-models API. */
+export interface HostedModel {
+  name: string;
+  family: string;
+  kind: CatalogModel['kind'];
+  parameters: string;
+  contextLength: number;
+  sizeGiB: number;
+  gpu: {
+    count: number;
+    minMemoryGiB: number;
+    minComputeCapability: string;
+    /** GPU types that fit and are offered in the cluster's region, cheapest first. */
+    types: string[];
+    recommendedType: string;
+  };
+  pricing: Pricing;
+}
+
+/** The models deployable on this cluster, with GPU requirements and pricing. */
+export function hostedModels(catalog: Catalog, cluster: ClusterInfo): HostedModel[] {
+  const out: HostedModel[] = [];
+  for (const m of catalog.models) {
+    const r = resolveModel(catalog, cluster, m.name);
+    if (!r.ok) continue;
+    out.push({
+      name: m.name,
+      family: m.family,
+      kind: m.kind,
+      parameters: m.parameters,
+      contextLength: m.contextLength,
+      sizeGiB: m.sizeGiB,
+      gpu: {
+        count: m.gpu.count,
+        minMemoryGiB: m.gpu.minMemoryGiB,
+        minComputeCapability: m.gpu.minComputeCapability,
+        types: r.gpuTypes,
+        recommendedType: r.gpuType,
+      },
+      pricing: pricing(catalog, m, r.gpuType),
+    });
+  }
+  return out;
+}
