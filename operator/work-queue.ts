@@ -58,7 +58,10 @@ export class WorkQueue {
   /** Adds the key after `ms`; an earlier pending delayed add of the same key wins. */
   addAfter(key: string, ms: number): void {
     if (this.shuttingDown) return;
-    if (ms <= 0) return this.add(key);
+    if (ms <= 0) {
+      this.add(key);
+      return;
+    }
     const at = Date.now() + ms;
     const pending = this.delayed.get(key);
     if (pending && pending.at <= at) return;

@@ -83,6 +83,15 @@ export function regionGpuTypes(catalog: Catalog, cluster: Pick<ClusterInfo, 'clo
   return catalog.regions[cluster.cloud]?.[cluster.region];
 }
 
+/** GPU types offered in the cluster's region on which at least one catalog model runs. */
+export function deployableGpuTypes(catalog: Catalog, cluster: Pick<ClusterInfo, 'cloud' | 'region'>): string[] {
+  const offered = regionGpuTypes(catalog, cluster) ?? [];
+  return offered.filter((g) => {
+    const gpu = catalog.gpus[g];
+    return gpu !== undefined && catalog.models.some((m) => gpuFits(m, gpu));
+  });
+}
+
 export interface Pricing {
   gpuType: string;
   instance: string;

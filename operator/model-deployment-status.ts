@@ -1,0 +1,204 @@
+import type { V1ContainerStatus, V1Deployment, V1Pod } from '@kubernetes/client-node';
+import { modelServerEndpoint } from '../crds/constants.js';
+import type { Condition } from '../crds/meta.js';
+import type { ModelDeployment, ModelDeploymentPhase, ModelDeploymentStatus } from '../crds/model-deployment.js';
+import { findCondition, setCondition } from './conditions.js';
+import { MODEL_ANNOTATION, PULL_CONTAINER } from './model-server.js';
+
+/**
+ * A ModelDeployment's status as a pure function of what the operator observes: the result
+ * of validation, the model server's Deployment and pods, and the time. Phases:
+ * Deploying -> Running, or Failed with the reason in the Ready condition.
+ */
+
+/** Why a deployment cannot proceed at all (catalog, template, configuration checks). */
+export interface Blocker {
+  reason: string;
+  message: string;
+}
+
+export interface StatusInput {
+  md: ModelDeployment;
+  now: Date;
+  timeoutMs: number;
+  blocker?: Blocker;
+  deployment?: V1Deployment;
+  /** Pods of this deployment (all revisions). */
+  pods: V1Pod[];
+  /** Extra conditions to carry, e.g. cluster prerequisite warnings. */
+  extraConditions?: Array<Omit<Condition, 'lastTransitionTime'>>;
+}
+
+export interface PhaseEvent {
+  type: 'Normal' | 'Warning';
+  reason: string;
+  message: string;
+}
+
+export interface StatusOutput {
+  status: ModelDeploymentStatus;
+  /** Reconcile again after this long (the timeout deadline while deploying). */
+  requeueAfterMs?: number;
+  /** A Kubernetes Event to record when the phase changed. */
+  event?: PhaseEvent;
+}
+
+const PULL_ERRORS = new Set(['ErrImagePull', 'ImagePullBackOff', 'InvalidImageName', 'ErrImageNeverPull']);
+
+function statuses(pod: V1Pod): V1ContainerStatus[] {
+  return [...(pod.status?.initContainerStatuses ?? []), ...(pod.status?.containerStatuses ?? [])];
+}
+
+function podCondition(pod: V1Pod, type: string) {
+  return pod.status?.conditions?.find((c) => c.type === type);
+}
+
+const iso = (d: Date) => d.toISOString().replace(/\.\d+Z$/, 'Z');
+
+export function computeStatus(input: StatusInput): StatusOutput {
+  const { md, now } = input;
+  const prev = md.status ?? {};
+  const generation = md.metadata.generation ?? 0;
+  const newRollout = prev.observedGeneration !== generation;
+  let conditions = prev.conditions;
+  const set = (type: string, status: Condition['status'], reason: string, message: string) => {
+    conditions = setCondition(conditions, { type, status, reason, message, observedGeneration: generation }, now);
+  };
+  for (const c of input.extraConditions ?? []) set(c.type, c.status, c.reason, c.message);
+
+  let phase: ModelDeploymentPhase;
+  // The 25-minute clock starts with each rollout, and again when a Running server stops answering.
+  const since = newRollout || !prev.deployingSince || prev.phase === 'Running' ? iso(now) : prev.deployingSince;
+  let requeueAfterMs: number | undefined;
+
+  if (input.blocker) {
+    phase = 'Failed';
+    set('Ready', 'False', input.blocker.reason, input.blocker.message);
+  } else {
+    const current = input.pods.filter(
+      (p) => !p.metadata?.deletionTimestamp && p.metadata?.annotations?.[MODEL_ANNOTATION] === md.spec.model,
+    );
+    const pullError = current
+      .flatMap(statuses)
+      .find((s) => s.state?.waiting?.reason && PULL_ERRORS.has(s.state.waiting.reason));
+
+    // Scheduled
+    const scheduled = current.find((p) => podCondition(p, 'PodScheduled')?.status === 'True');
+    const unschedulable = current.find((p) => podCondition(p, 'PodScheduled')?.reason === 'Unschedulable');
+    if (scheduled) {
+      set(
+        'Scheduled',
+        'True',
+        'Scheduled',
+        `model server pod ${scheduled.metadata?.name} runs on node ${scheduled.spec?.nodeName}`,
+      );
+    } else if (unschedulable) {
+      set(
+        'Scheduled',
+        'False',
+        'Unschedulable',
+        `waiting for a GPU node: ${podCondition(unschedulable, 'PodScheduled')?.message ?? 'no node fits the pod'}`,
+      );
+    } else {
+      set('Scheduled', 'False', 'Pending', 'waiting for the model server pod to be created');
+    }
+
+    // ModelPulled: the pull init container finished, or a server container already runs.
+    const pulled = current.find((p) => {
+      const pull = p.status?.initContainerStatuses?.find((s) => s.name === PULL_CONTAINER);
+      return pull?.state?.terminated?.exitCode === 0 || pull?.ready === true;
+    });
+    const pullFailed = current
+      .map((p) => p.status?.initContainerStatuses?.find((s) => s.name === PULL_CONTAINER))
+      .find((s) => (s?.state?.terminated && s.state.terminated.exitCode !== 0) || s?.lastState?.terminated?.exitCode);
+    if (pulled) set('ModelPulled', 'True', 'Pulled', `model ${md.spec.model} is on the server's volume`);
+    else if (pullFailed) {
+      const t = pullFailed.state?.terminated ?? pullFailed.lastState?.terminated;
+      set(
+        'ModelPulled',
+        'False',
+        'PullFailed',
+        `pulling ${md.spec.model} failed (exit ${t?.exitCode}): ${t?.message ?? t?.reason ?? ''}`.trim(),
+      );
+    } else if (scheduled) set('ModelPulled', 'False', 'Pulling', `pulling model ${md.spec.model}`);
+    else set('ModelPulled', 'False', 'Pending', 'the model is pulled once the pod is scheduled');
+
+    const dep = input.deployment;
+    const want = md.spec.replicas;
+    const rolledOut =
+      dep !== undefined &&
+      (dep.status?.observedGeneration ?? 0) >= (dep.metadata?.generation ?? 0) &&
+      (dep.status?.updatedReplicas ?? 0) >= want &&
+      (dep.status?.readyReplicas ?? 0) >= want &&
+      current.some((p) => podCondition(p, 'Ready')?.status === 'True');
+
+    const elapsed = now.getTime() - Date.parse(since);
+    if (pullError) {
+      phase = 'Failed';
+      const w = pullError.state?.waiting;
+      set(
+        'Ready',
+        'False',
+        'ImagePullFailed',
+        `image ${pullError.image} cannot be pulled (${w?.reason}): ${w?.message ?? ''}`.trim(),
+      );
+    } else if (rolledOut) {
+      phase = 'Running';
+      set('Ready', 'True', 'ModelAnswering', `model ${md.spec.model} answers on ${want} replica(s)`);
+    } else if (
+      prev.phase === 'Failed' &&
+      findCondition(prev.conditions, 'Ready')?.reason === 'DeploymentTimeout' &&
+      !newRollout
+    ) {
+      // A timed-out rollout stays failed until the spec changes.
+      phase = 'Failed';
+    } else if (elapsed >= input.timeoutMs) {
+      phase = 'Failed';
+      const waiting = [findCondition(conditions, 'Scheduled'), findCondition(conditions, 'ModelPulled')].find(
+        (c) => c?.status !== 'True',
+      );
+      set(
+        'Ready',
+        'False',
+        'DeploymentTimeout',
+        `not ready ${Math.round(input.timeoutMs / 60000)} minutes after the rollout began` +
+          (waiting ? `; ${waiting.type}: ${waiting.message}` : ''),
+      );
+    } else {
+      phase = 'Deploying';
+      requeueAfterMs = Math.max(1000, input.timeoutMs - elapsed);
+      const step = [findCondition(conditions, 'Scheduled'), findCondition(conditions, 'ModelPulled')].find(
+        (c) => c?.status !== 'True',
+      );
+      set(
+        'Ready',
+        'False',
+        step?.reason === 'Unschedulable' ? 'Unschedulable' : 'Deploying',
+        step?.message ?? 'waiting for the model to answer',
+      );
+    }
+  }
+
+  const status: ModelDeploymentStatus = {
+    phase,
+    observedGeneration: generation,
+    deployingSince:
+      phase === 'Running' && prev.phase === 'Running' && !newRollout ? (prev.deployingSince ?? since) : since,
+    conditions,
+  };
+  if (phase === 'Running') status.endpoint = modelServerEndpoint(md.spec.serviceName, md.spec.port);
+
+  let event: PhaseEvent | undefined;
+  if (phase !== prev.phase) {
+    const ready = findCondition(conditions, 'Ready');
+    event =
+      phase === 'Failed'
+        ? { type: 'Warning', reason: ready?.reason ?? 'Failed', message: ready?.message ?? 'deployment failed' }
+        : phase === 'Running'
+          ? { type: 'Normal', reason: 'Running', message: `model ${md.spec.model} is serving at ${status.endpoint}` }
+          : { type: 'Normal', reason: 'Deploying', message: `deploying model ${md.spec.model}` };
+  }
+  return requeueAfterMs === undefined
+    ? { status, ...(event ? { event } : {}) }
+    : { status, requeueAfterMs, ...(event ? { event } : {}) };
+}

@@ -1,0 +1,377 @@
+import type { V1Deployment, V1Pod } from '@kubernetes/client-node';
+import { describe, expect, it } from 'vitest';
+import type { AutoscalerPolicy } from '../crds/autoscaler-policy.js';
+import type { ModelDeployment } from '../crds/model-deployment.js';
+import type { NodeConfiguration } from '../crds/node-configuration.js';
+import type { NodeTemplate } from '../crds/node-template.js';
+import { planUnschedulablePods } from './autoscaler-policy.js';
+import { type ClusterInfo, loadCatalog, resolveModel } from './catalog/catalog.js';
+import { computeStatus } from './model-deployment-status.js';
+import { desiredModelServer, MODEL_ANNOTATION } from './model-server.js';
+import {
+  checkNodeConfiguration,
+  checkTemplateGpus,
+  desiredLlmNodeTemplate,
+  GKE_NVIDIA_IMAGE,
+} from './node-template.js';
+
+const catalog = loadCatalog();
+const cluster: ClusterInfo = { organizationId: 'o', clusterId: 'c', cloud: 'aws', region: 'us-east-1' };
+
+function md(model = 'llama3.1:8b', generation = 1, status?: ModelDeployment['status']): ModelDeployment {
+  return {
+    apiVersion: 'ai.platform/v1beta1',
+    kind: 'ModelDeployment',
+    metadata: { name: 'llama', namespace: 'platform-llms', uid: 'uid-1', generation },
+    spec: { model, serviceName: 'llama-svc', port: 8080, replicas: 1 },
+    ...(status ? { status } : {}),
+  };
+}
+
+function server(model = 'llama3.1:8b') {
+  const r = resolveModel(catalog, cluster, model);
+  if (!r.ok) throw new Error(r.message);
+  return desiredModelServer(md(model), r.model, catalog, {
+    image: 'ollama/ollama:test',
+    template: 'llms-by-platform',
+    gpuTypes: r.gpuTypes,
+  });
+}
+
+describe('desiredModelServer', () => {
+  it('builds an owned Deployment that requests the GPUs, tolerates the template taint and pulls first', () => {
+    const { deployment } = server();
+    expect(deployment.metadata?.namespace).toBe('platform-llms');
+    expect(deployment.metadata?.ownerReferences).toEqual([
+      {
+        apiVersion: 'ai.platform/v1beta1',
+        kind: 'ModelDeployment',
+        name: 'llama',
+        uid: 'uid-1',
+        controller: true,
+        blockOwnerDeletion: true,
+      },
+    ]);
+    const pod = deployment.spec?.template.spec;
+    expect(pod?.tolerations).toContainEqual({ key: 'scheduling.platform/node-template', operator: 'Exists' });
+    expect(pod?.containers[0]?.resources?.limits?.['nvidia.com/gpu']).toBe('1');
+    expect(pod?.containers[0]?.image).toBe('ollama/ollama:test');
+    expect(pod?.initContainers?.[0]?.command?.join(' ')).toContain('ollama pull "$MODEL"');
+    expect(pod?.containers[0]?.readinessProbe?.exec?.command?.join(' ')).toContain('ollama show "$MODEL"');
+    expect(deployment.spec?.template.metadata?.annotations?.[MODEL_ANNOTATION]).toBe('llama3.1:8b');
+  });
+
+  it('pins nodes to the template, amd64 with any fitting GPU, arm64 only with compute capability 8.0+', () => {
+    const terms =
+      server().deployment.spec?.template.spec?.affinity?.nodeAffinity?.requiredDuringSchedulingIgnoredDuringExecution
+        ?.nodeSelectorTerms;
+    expect(terms).toEqual([
+      {
+        matchExpressions: [
+          { key: 'scheduling.platform/node-template', operator: 'In', values: ['llms-by-platform'] },
+          { key: 'kubernetes.io/arch', operator: 'In', values: ['amd64'] },
+          {
+            key: 'scheduling.platform/gpu-model',
+            operator: 'In',
+            values: ['A100', 'A10G', 'B200', 'H100', 'H200', 'L4', 'L40S', 'T4'],
+          },
+        ],
+      },
+      {
+        matchExpressions: [
+          { key: 'scheduling.platform/node-template', operator: 'In', values: ['llms-by-platform'] },
+          { key: 'kubernetes.io/arch', operator: 'In', values: ['arm64'] },
+          { key: 'scheduling.platform/gpu-model', operator: 'In', values: ['GH200'] },
+        ],
+      },
+    ]);
+  });
+
+  it('exposes spec.port on the Service named serviceName', () => {
+    const { service } = server();
+    expect(service.metadata?.name).toBe('llama-svc');
+    expect(service.spec?.ports).toEqual([{ name: 'http', port: 8080, targetPort: 'http', protocol: 'TCP' }]);
+    expect(service.spec?.selector).toEqual({ 'ai.platform/model-deployment': 'llama' });
+  });
+
+  it('changes the pod template when the model changes, which rolls the Deployment', () => {
+    const a = server('llama3.1:8b').deployment.spec?.template;
+    const b = server('qwen2.5:7b').deployment.spec?.template;
+    expect(a).not.toEqual(b);
+    expect(server('llama3.1:8b').deployment).toEqual(server('llama3.1:8b').deployment);
+  });
+});
+
+describe('node templates and configurations', () => {
+  const config = (image?: string, imageFamily?: NodeConfiguration['spec']['imageFamily']): NodeConfiguration => ({
+    apiVersion: 'ai.platform/v1beta1',
+    kind: 'NodeConfiguration',
+    metadata: { name: 'cfg' },
+    spec: { diskSizeGiB: 100, ...(image ? { image } : {}), ...(imageFamily ? { imageFamily } : {}) },
+  });
+
+  it('accepts GKE NVIDIA image names and rejects other custom images on GKE', () => {
+    for (const ok of [
+      'gke-1309-gke1046000-cos-113-18244-85-49-c-cgpv1-nvda',
+      'gke-12810-gke2300-cos-109-17800-218-20-c-nvda',
+    ]) {
+      expect(GKE_NVIDIA_IMAGE.test(ok), ok).toBe(true);
+      expect(checkNodeConfiguration(config(ok), 'gcp')).toEqual({ ok: true });
+    }
+    const bad = checkNodeConfiguration(config('ubuntu-2204-gpu-custom'), 'gcp');
+    expect(bad.ok === false && bad.reason).toBe('InvalidNodeConfiguration');
+    expect(bad.ok === false && bad.message).toMatch(
+      /^finding GPU attached instance image for ubuntu-2204-gpu-custom: /,
+    );
+    expect(checkNodeConfiguration(config('ami-0abcdef'), 'aws')).toEqual({ ok: true });
+    expect(checkNodeConfiguration(config(undefined, 'ubuntu'), 'gcp').ok).toBe(false);
+  });
+
+  it("rejects a template whose GPU models fit none of the model's", () => {
+    const t = desiredLlmNodeTemplate(['T4'], ['amd64']);
+    t.metadata.name = 'small-gpus';
+    const r = checkTemplateGpus(t, ['A100', 'H100']);
+    expect(r.ok === false && r.reason).toBe('NoMatchingGPU');
+    expect(checkTemplateGpus(t, ['T4', 'L4'])).toEqual({ ok: true });
+  });
+
+  it('gives llms-by-platform the taint and label model servers use', () => {
+    const t = desiredLlmNodeTemplate(['L4'], ['amd64']);
+    expect(t.spec.taints).toEqual([
+      { key: 'scheduling.platform/node-template', value: 'llms-by-platform', effect: 'NoSchedule' },
+    ]);
+    expect(t.spec.labels).toEqual({ 'scheduling.platform/node-template': 'llms-by-platform' });
+    expect(t.spec.enabled).toBe(true);
+  });
+});
+
+describe('planUnschedulablePods', () => {
+  const template = (name: string, enabled: boolean): NodeTemplate => ({
+    apiVersion: 'ai.platform/v1beta1',
+    kind: 'NodeTemplate',
+    metadata: { name },
+    spec: { enabled },
+  });
+  const policy = (enabled: boolean): AutoscalerPolicy => ({
+    apiVersion: 'ai.platform/v1beta1',
+    kind: 'AutoscalerPolicy',
+    metadata: { name: 'cluster' },
+    spec: { optimizationMode: 'Automated', unschedulablePods: { enabled } },
+  });
+  const templates = [template('default', true), template('llms-by-platform', false), template('batch', false)];
+
+  it('switches the policy on with only the LLM template enabled', () => {
+    expect(planUnschedulablePods(policy(false), templates, 'llms-by-platform')).toEqual({
+      switchOn: true,
+      createPolicy: false,
+      templates: [
+        { name: 'default', enabled: false },
+        { name: 'llms-by-platform', enabled: true },
+      ],
+    });
+  });
+
+  it('touches nothing when the policy is already on', () => {
+    expect(planUnschedulablePods(policy(true), templates, 'llms-by-platform')).toEqual({
+      switchOn: false,
+      createPolicy: false,
+      templates: [],
+    });
+  });
+
+  it('creates the policy when the cluster has none', () => {
+    expect(planUnschedulablePods(undefined, [], 'llms-by-platform')).toEqual({
+      switchOn: true,
+      createPolicy: true,
+      templates: [],
+    });
+  });
+});
+
+describe('computeStatus', () => {
+  const t0 = new Date('2026-11-21T10:00:00Z');
+  const minutes = (n: number) => new Date(t0.getTime() + n * 60_000);
+  const timeoutMs = 25 * 60_000;
+
+  function pod(opts: {
+    scheduled?: boolean;
+    unschedulable?: boolean;
+    pulled?: boolean;
+    ready?: boolean;
+    pullError?: boolean;
+    model?: string;
+  }): V1Pod {
+    const conditions = [];
+    if (opts.scheduled) conditions.push({ type: 'PodScheduled', status: 'True' });
+    if (opts.unschedulable)
+      conditions.push({
+        type: 'PodScheduled',
+        status: 'False',
+        reason: 'Unschedulable',
+        message: '0/3 nodes are available: 3 Insufficient nvidia.com/gpu.',
+      });
+    if (opts.ready) conditions.push({ type: 'Ready', status: 'True' });
+    return {
+      metadata: { name: 'llama-abc', annotations: { [MODEL_ANNOTATION]: opts.model ?? 'llama3.1:8b' } },
+      spec: { nodeName: opts.scheduled ? 'gpu-l4-1' : undefined, containers: [] },
+      status: {
+        conditions,
+        initContainerStatuses: opts.pulled
+          ? [
+              {
+                name: 'pull-model',
+                ready: true,
+                restartCount: 0,
+                image: 'i',
+                imageID: '',
+                state: { terminated: { exitCode: 0 } },
+              },
+            ]
+          : [],
+        containerStatuses: opts.pullError
+          ? [
+              {
+                name: 'ollama',
+                ready: false,
+                restartCount: 0,
+                image: 'ollama/ollama:nope',
+                imageID: '',
+                state: { waiting: { reason: 'ErrImagePull', message: 'not found' } },
+              },
+            ]
+          : [],
+      },
+    } as V1Pod;
+  }
+  const readyDeployment: V1Deployment = {
+    metadata: { generation: 1 },
+    status: { observedGeneration: 1, replicas: 1, updatedReplicas: 1, readyReplicas: 1, availableReplicas: 1 },
+  };
+
+  it('starts Deploying with the clock running and asks to be woken at the deadline', () => {
+    const out = computeStatus({ md: md(), now: t0, timeoutMs, pods: [] });
+    expect(out.status.phase).toBe('Deploying');
+    expect(out.status.deployingSince).toBe('2026-11-21T10:00:00Z');
+    expect(out.requeueAfterMs).toBe(timeoutMs);
+    expect(out.event).toEqual({ type: 'Normal', reason: 'Deploying', message: 'deploying model llama3.1:8b' });
+    expect(out.status.conditions?.map((c) => [c.type, c.status, c.reason])).toEqual([
+      ['Scheduled', 'False', 'Pending'],
+      ['ModelPulled', 'False', 'Pending'],
+      ['Ready', 'False', 'Deploying'],
+    ]);
+  });
+
+  it("reports an unschedulable pod with the scheduler's reason", () => {
+    const first = computeStatus({ md: md(), now: t0, timeoutMs, pods: [] });
+    const out = computeStatus({
+      md: md('llama3.1:8b', 1, first.status),
+      now: minutes(2),
+      timeoutMs,
+      pods: [pod({ unschedulable: true })],
+    });
+    expect(out.status.phase).toBe('Deploying');
+    const ready = out.status.conditions?.find((c) => c.type === 'Ready');
+    expect(ready?.reason).toBe('Unschedulable');
+    expect(ready?.message).toContain('Insufficient nvidia.com/gpu');
+    expect(out.requeueAfterMs).toBe(23 * 60_000);
+    expect(out.event).toBeUndefined();
+  });
+
+  it('goes Running with the endpoint once the rollout is ready, and is then stable', () => {
+    const first = computeStatus({ md: md(), now: t0, timeoutMs, pods: [] });
+    const pods = [pod({ scheduled: true, pulled: true, ready: true })];
+    const running = computeStatus({
+      md: md('llama3.1:8b', 1, first.status),
+      now: minutes(3),
+      timeoutMs,
+      pods,
+      deployment: readyDeployment,
+    });
+    expect(running.status.phase).toBe('Running');
+    expect(running.status.endpoint).toBe('http://llama-svc.platform-llms.svc.cluster.local:8080');
+    expect(running.event?.reason).toBe('Running');
+    expect(running.requeueAfterMs).toBeUndefined();
+    const again = computeStatus({
+      md: md('llama3.1:8b', 1, running.status),
+      now: minutes(9),
+      timeoutMs,
+      pods,
+      deployment: readyDeployment,
+    });
+    expect(again.status).toEqual(running.status);
+    expect(again.event).toBeUndefined();
+  });
+
+  it('fails on an image that cannot be pulled', () => {
+    const out = computeStatus({ md: md(), now: t0, timeoutMs, pods: [pod({ scheduled: true, pullError: true })] });
+    expect(out.status.phase).toBe('Failed');
+    const ready = out.status.conditions?.find((c) => c.type === 'Ready');
+    expect(ready?.reason).toBe('ImagePullFailed');
+    expect(ready?.message).toBe('image ollama/ollama:nope cannot be pulled (ErrImagePull): not found');
+    expect(out.event?.type).toBe('Warning');
+  });
+
+  it('fails after 25 minutes without becoming ready, and stays failed until the spec changes', () => {
+    const first = computeStatus({ md: md(), now: t0, timeoutMs, pods: [] });
+    const late = computeStatus({
+      md: md('llama3.1:8b', 1, first.status),
+      now: minutes(25),
+      timeoutMs,
+      pods: [pod({ scheduled: true })],
+    });
+    expect(late.status.phase).toBe('Failed');
+    const ready = late.status.conditions?.find((c) => c.type === 'Ready');
+    expect(ready?.reason).toBe('DeploymentTimeout');
+    expect(ready?.message).toBe('not ready 25 minutes after the rollout began; ModelPulled: pulling model llama3.1:8b');
+    const still = computeStatus({
+      md: md('llama3.1:8b', 1, late.status),
+      now: minutes(26),
+      timeoutMs,
+      pods: [pod({ scheduled: true })],
+    });
+    expect(still.status.phase).toBe('Failed');
+    const edited = computeStatus({ md: md('qwen2.5:7b', 2, late.status), now: minutes(27), timeoutMs, pods: [] });
+    expect(edited.status.phase).toBe('Deploying');
+    expect(edited.status.deployingSince).toBe('2026-11-21T10:27:00Z');
+  });
+
+  it("fails with the blocker's reason when validation fails", () => {
+    const out = computeStatus({
+      md: md(),
+      now: t0,
+      timeoutMs,
+      pods: [],
+      blocker: { reason: 'ModelNotAvailable', message: 'nope' },
+    });
+    expect(out.status.phase).toBe('Failed');
+    expect(out.status.conditions?.find((c) => c.type === 'Ready')).toMatchObject({
+      status: 'False',
+      reason: 'ModelNotAvailable',
+      message: 'nope',
+    });
+    expect(out.status.endpoint).toBeUndefined();
+  });
+
+  it('ignores pods of the previous model during a rollout', () => {
+    const first = computeStatus({
+      md: md('llama3.1:8b'),
+      now: t0,
+      timeoutMs,
+      pods: [pod({ scheduled: true, pulled: true, ready: true })],
+      deployment: readyDeployment,
+    });
+    expect(first.status.phase).toBe('Running');
+    const rolling = computeStatus({
+      md: md('qwen2.5:7b', 2, first.status),
+      now: minutes(1),
+      timeoutMs,
+      pods: [pod({ scheduled: true, pulled: true, ready: true })],
+      deployment: {
+        metadata: { generation: 2 },
+        status: { observedGeneration: 2, updatedReplicas: 0, readyReplicas: 1 },
+      },
+    });
+    expect(rolling.status.phase).toBe('Deploying');
+    expect(rolling.status.endpoint).toBeUndefined();
+  });
+});

@@ -1,0 +1,194 @@
+import type { V1Deployment, V1NodeSelectorTerm, V1Service } from '@kubernetes/client-node';
+import {
+  API_GROUP_VERSION,
+  GPU_MODEL_LABEL,
+  GPU_RESOURCE,
+  LLMS_NAMESPACE,
+  MANAGED_BY_LABEL,
+  MANAGED_BY_VALUE,
+  MODEL_DEPLOYMENT_LABEL,
+  NODE_TEMPLATE_KEY,
+} from '../crds/constants.js';
+import type { ModelDeployment } from '../crds/model-deployment.js';
+import type { Catalog, CatalogModel } from './catalog/catalog.js';
+
+/**
+ * The desired model server of a ModelDeployment: an Ollama Deployment and its Service in
+ * platform-llms, as pure data. An init container pulls the model into a volume the server
+ * shares, so "ModelPulled" is observable as that container's completion, and the server's
+ * readiness probe asks the server for the model, so Ready means the model answers.
+ */
+
+/** Annotation on pods naming the model they serve, to tell a rollout's old pods from new. */
+export const MODEL_ANNOTATION = 'ai.platform/model';
+export const PULL_CONTAINER = 'pull-model';
+export const SERVER_CONTAINER = 'ollama';
+/** Port Ollama listens on inside the pod; the Service maps spec.port to it. */
+export const CONTAINER_PORT = 11434;
+
+export interface ModelServerOptions {
+  image: string;
+  /** Node template whose nodes run the server. */
+  template: string;
+  /** GPU types that fit the model and the region, from the catalog. */
+  gpuTypes: string[];
+}
+
+export interface ModelServer {
+  deployment: V1Deployment;
+  service: V1Service;
+}
+
+export function ownerReference(md: ModelDeployment) {
+  return {
+    apiVersion: API_GROUP_VERSION,
+    kind: 'ModelDeployment',
+    name: md.metadata.name ?? '',
+    uid: md.metadata.uid ?? '',
+    controller: true,
+    blockOwnerDeletion: true,
+  };
+}
+
+export function selectorLabels(md: ModelDeployment): Record<string, string> {
+  return { [MODEL_DEPLOYMENT_LABEL]: md.metadata.name ?? '' };
+}
+
+function labels(md: ModelDeployment): Record<string, string> {
+  return {
+    'app.kubernetes.io/name': 'ollama',
+    'app.kubernetes.io/instance': md.metadata.name ?? '',
+    'app.kubernetes.io/component': 'model-server',
+    [MANAGED_BY_LABEL]: MANAGED_BY_VALUE,
+    ...selectorLabels(md),
+  };
+}
+
+/**
+ * Node affinity: the template's nodes, with a GPU type that fits. One term per architecture
+ * so that arm64 nodes are only chosen with GPUs the catalog allows there (compute capability
+ * 8.0+); the scheduler ORs the terms.
+ */
+export function nodeSelectorTerms(catalog: Catalog, template: string, gpuTypes: string[]): V1NodeSelectorTerm[] {
+  const terms: V1NodeSelectorTerm[] = [];
+  for (const arch of ['amd64', 'arm64'] as const) {
+    const types = gpuTypes.filter((g) => catalog.gpus[g]?.arch === arch);
+    if (types.length === 0) continue;
+    terms.push({
+      matchExpressions: [
+        { key: NODE_TEMPLATE_KEY, operator: 'In', values: [template] },
+        { key: 'kubernetes.io/arch', operator: 'In', values: [arch] },
+        { key: GPU_MODEL_LABEL, operator: 'In', values: [...types].sort() },
+      ],
+    });
+  }
+  return terms;
+}
+
+/** Memory for the server process: the weights are mapped from disk, plus working room. */
+function memoryRequest(model: CatalogModel): string {
+  return `${Math.ceil(model.sizeGiB) + 4}Gi`;
+}
+
+export function desiredModelServer(
+  md: ModelDeployment,
+  model: CatalogModel,
+  catalog: Catalog,
+  opts: ModelServerOptions,
+): ModelServer {
+  const name = md.metadata.name ?? '';
+  const meta = {
+    namespace: LLMS_NAMESPACE,
+    labels: labels(md),
+    ownerReferences: [ownerReference(md)],
+  };
+  const env = [
+    { name: 'MODEL', value: model.name },
+    { name: 'OLLAMA_MODELS', value: '/models' },
+  ];
+  const mounts = [{ name: 'models', mountPath: '/models' }];
+  const modelAnswers = { exec: { command: ['/bin/sh', '-c', 'ollama show "$MODEL" >/dev/null'] } };
+
+  const deployment: V1Deployment = {
+    apiVersion: 'apps/v1',
+    kind: 'Deployment',
+    metadata: { name, ...meta },
+    spec: {
+      replicas: md.spec.replicas,
+      selector: { matchLabels: selectorLabels(md) },
+      // The new server must answer before the old one goes: no gap in service on a model change.
+      strategy: { type: 'RollingUpdate', rollingUpdate: { maxSurge: 1, maxUnavailable: 0 } },
+      template: {
+        metadata: { labels: labels(md), annotations: { [MODEL_ANNOTATION]: model.name } },
+        spec: {
+          affinity: {
+            nodeAffinity: {
+              requiredDuringSchedulingIgnoredDuringExecution: {
+                nodeSelectorTerms: nodeSelectorTerms(catalog, opts.template, opts.gpuTypes),
+              },
+            },
+          },
+          tolerations: [
+            { key: NODE_TEMPLATE_KEY, operator: 'Exists' },
+            { key: GPU_RESOURCE, operator: 'Exists', effect: 'NoSchedule' },
+          ],
+          initContainers: [
+            {
+              name: PULL_CONTAINER,
+              image: opts.image,
+              command: [
+                '/bin/sh',
+                '-c',
+                'ollama serve & until ollama list >/dev/null 2>&1; do sleep 1; done; ollama pull "$MODEL"',
+              ],
+              env: [...env, { name: 'OLLAMA_HOST', value: '127.0.0.1:11434' }],
+              volumeMounts: mounts,
+              resources: { requests: { cpu: '500m', memory: '1Gi' } },
+            },
+          ],
+          containers: [
+            {
+              name: SERVER_CONTAINER,
+              image: opts.image,
+              args: ['serve'],
+              env: [
+                ...env,
+                { name: 'OLLAMA_HOST', value: `0.0.0.0:${CONTAINER_PORT}` },
+                // Keep the model loaded: the first request after idle would otherwise pay the load.
+                { name: 'OLLAMA_KEEP_ALIVE', value: '-1' },
+              ],
+              ports: [{ name: 'http', containerPort: CONTAINER_PORT, protocol: 'TCP' }],
+              startupProbe: { ...modelAnswers, periodSeconds: 10, failureThreshold: 60, timeoutSeconds: 10 },
+              readinessProbe: { ...modelAnswers, periodSeconds: 10, failureThreshold: 3, timeoutSeconds: 10 },
+              livenessProbe: {
+                httpGet: { path: '/', port: 'http' },
+                periodSeconds: 20,
+                failureThreshold: 3,
+                timeoutSeconds: 5,
+              },
+              resources: {
+                requests: { cpu: '2', memory: memoryRequest(model), [GPU_RESOURCE]: String(model.gpu.count) },
+                limits: { memory: memoryRequest(model), [GPU_RESOURCE]: String(model.gpu.count) },
+              },
+              volumeMounts: mounts,
+            },
+          ],
+          volumes: [{ name: 'models', emptyDir: { sizeLimit: `${Math.ceil(model.sizeGiB * 1.5) + 1}Gi` } }],
+          terminationGracePeriodSeconds: 30,
+        },
+      },
+    },
+  };
+
+  const service: V1Service = {
+    apiVersion: 'v1',
+    kind: 'Service',
+    metadata: { name: md.spec.serviceName, ...meta },
+    spec: {
+      type: 'ClusterIP',
+      selector: selectorLabels(md),
+      ports: [{ name: 'http', port: md.spec.port, targetPort: 'http', protocol: 'TCP' }],
+    },
+  };
+  return { deployment, service };
+}
