@@ -26,7 +26,7 @@ export interface InformerOptions {
 }
 
 export const keyOf = (obj: KubeObject): string =>
-  obj.metadata.namespace ? `${obj.metadata.namespace}/${obj.metadata.name}` : (obj.metadata.name ?? '');
+  obj.metadata?.namespace ? `${obj.metadata.namespace}/${obj.metadata.name}` : (obj.metadata?.name ?? '');
 
 export class Informer<T extends KubeObject> {
   private readonly store = new Map<string, T>();
@@ -111,7 +111,7 @@ export class Informer<T extends KubeObject> {
       const old = this.store.get(key);
       this.store.set(key, item);
       if (!old) this.emit('add', item);
-      else if (old.metadata.resourceVersion !== item.metadata.resourceVersion) this.emit('update', item, old);
+      else if (old.metadata?.resourceVersion !== item.metadata?.resourceVersion) this.emit('update', item, old);
     }
     for (const [key, old] of this.store) {
       if (!seen.has(key)) {
@@ -136,7 +136,7 @@ export class Informer<T extends KubeObject> {
       throw new Error(`watch error: ${status.message ?? JSON.stringify(e.object)}`);
     }
     const obj = e.object;
-    if (obj.metadata.resourceVersion) this.resourceVersion = obj.metadata.resourceVersion;
+    if (obj.metadata?.resourceVersion) this.resourceVersion = obj.metadata.resourceVersion;
     if (e.type === 'BOOKMARK') return;
     const key = keyOf(obj);
     const old = this.store.get(key);

@@ -12,30 +12,14 @@ import type { KubeConfig } from '@kubernetes/client-node';
  * trap), list and watch return the same plain JSON, and every request can be counted.
  */
 
-export interface ObjectMeta {
-  name?: string;
-  namespace?: string;
-  uid?: string;
-  resourceVersion?: string;
-  generation?: number;
-  creationTimestamp?: string;
-  deletionTimestamp?: string;
-  labels?: Record<string, string>;
-  annotations?: Record<string, string>;
-  ownerReferences?: Array<{
-    apiVersion: string;
-    kind: string;
-    name: string;
-    uid: string;
-    controller?: boolean;
-    blockOwnerDeletion?: boolean;
-  }>;
-}
-
+/**
+ * What every object has, loosely enough that client-node's model types (optional metadata)
+ * and this API's types both fit.
+ */
 export interface KubeObject {
   apiVersion?: string;
   kind?: string;
-  metadata: ObjectMeta;
+  metadata?: { name?: string; namespace?: string; uid?: string; resourceVersion?: string };
 }
 
 export interface KubeList<T> {

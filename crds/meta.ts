@@ -1,5 +1,25 @@
-import type { V1ObjectMeta } from '@kubernetes/client-node';
 import type { API_GROUP_VERSION } from './constants.js';
+
+/** Object metadata as the API server sends it (timestamps are RFC 3339 strings). */
+export interface ObjectMeta {
+  name?: string;
+  namespace?: string;
+  uid?: string;
+  resourceVersion?: string;
+  generation?: number;
+  creationTimestamp?: string;
+  deletionTimestamp?: string;
+  labels?: Record<string, string>;
+  annotations?: Record<string, string>;
+  ownerReferences?: Array<{
+    apiVersion: string;
+    kind: string;
+    name: string;
+    uid: string;
+    controller?: boolean;
+    blockOwnerDeletion?: boolean;
+  }>;
+}
 
 /** A condition in the standard Kubernetes shape (metav1.Condition). */
 export interface Condition {
@@ -22,7 +42,7 @@ export interface CommonStatus {
 export interface Resource<K extends string, Spec, Status> {
   apiVersion: typeof API_GROUP_VERSION;
   kind: K;
-  metadata: V1ObjectMeta;
+  metadata: ObjectMeta;
   spec: Spec;
   status?: Status;
 }

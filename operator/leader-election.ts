@@ -1,0 +1,175 @@
+import { isConflict, isNotFound, type KubeClient, resourcePath } from '../crds/kube-client.js';
+
+/**
+ * Leader election on a coordination.k8s.io/v1 Lease, as client-go does it: the holder renews
+ * the lease every retry period; another candidate takes it over only after the lease
+ * duration passed without a renewal. Every write carries the resourceVersion it read, so
+ * two candidates can never both win the same term. A leader that cannot renew before its
+ * lease would expire steps down (onStoppedLeading) before anyone else may take over.
+ */
+
+export interface LeaderElectionOptions {
+  namespace: string;
+  name: string;
+  identity: string;
+  leaseDurationMs?: number;
+  renewDeadlineMs?: number;
+  retryPeriodMs?: number;
+  onStartedLeading: () => void;
+  onStoppedLeading: () => void;
+  onError?: (err: unknown) => void;
+}
+
+interface Lease {
+  apiVersion: 'coordination.k8s.io/v1';
+  kind: 'Lease';
+  metadata: { name: string; namespace: string; resourceVersion?: string };
+  spec: {
+    holderIdentity?: string;
+    leaseDurationSeconds?: number;
+    acquireTime?: string;
+    renewTime?: string;
+    leaseTransitions?: number;
+  };
+}
+
+const microTime = (d: Date) => d.toISOString().replace('Z', '000Z');
+
+export class LeaderElector {
+  private leading = false;
+  private stopped = false;
+  private timer: NodeJS.Timeout | undefined;
+  private lastRenew = 0;
+  private readonly path: string;
+  private readonly leaseMs: number;
+  private readonly renewDeadlineMs: number;
+  private readonly retryMs: number;
+
+  constructor(
+    private readonly client: KubeClient,
+    private readonly opts: LeaderElectionOptions,
+  ) {
+    this.path = resourcePath({
+      group: 'coordination.k8s.io',
+      version: 'v1',
+      plural: 'leases',
+      namespace: opts.namespace,
+      name: opts.name,
+    });
+    this.leaseMs = opts.leaseDurationMs ?? 15_000;
+    this.renewDeadlineMs = opts.renewDeadlineMs ?? 10_000;
+    this.retryMs = opts.retryPeriodMs ?? 2_000;
+  }
+
+  isLeader(): boolean {
+    return this.leading;
+  }
+
+  start(): void {
+    this.stopped = false;
+    void this.tick();
+  }
+
+  /** Stops campaigning; a leader releases the lease so a successor need not wait it out. */
+  async stop(): Promise<void> {
+    this.stopped = true;
+    if (this.timer) clearTimeout(this.timer);
+    if (this.leading) {
+      this.leading = false;
+      this.opts.onStoppedLeading();
+      try {
+        const lease = await this.client.get<Lease>(this.path);
+        if (lease?.spec.holderIdentity === this.opts.identity) {
+          await this.client.replace(this.path, {
+            ...lease,
+            spec: { ...lease.spec, holderIdentity: '', leaseDurationSeconds: 1, renewTime: microTime(new Date(0)) },
+          });
+        }
+      } catch (err) {
+        this.opts.onError?.(err);
+      }
+    }
+  }
+
+  private async tick(): Promise<void> {
+    if (this.stopped) return;
+    try {
+      const acquired = await this.tryAcquireOrRenew();
+      if (acquired) {
+        this.lastRenew = Date.now();
+        if (!this.leading) {
+          this.leading = true;
+          this.opts.onStartedLeading();
+        }
+      } else if (this.leading) {
+        this.stepDown();
+      }
+    } catch (err) {
+      this.opts.onError?.(err);
+      if (this.leading && Date.now() - this.lastRenew > this.renewDeadlineMs) this.stepDown();
+    }
+    if (!this.stopped) {
+      this.timer = setTimeout(() => void this.tick(), this.retryMs);
+      this.timer.unref();
+    }
+  }
+
+  private stepDown(): void {
+    this.leading = false;
+    this.opts.onStoppedLeading();
+  }
+
+  private async tryAcquireOrRenew(): Promise<boolean> {
+    const now = new Date();
+    const lease = await this.client.get<Lease>(this.path);
+    const mine = {
+      holderIdentity: this.opts.identity,
+      leaseDurationSeconds: Math.ceil(this.leaseMs / 1000),
+      renewTime: microTime(now),
+    };
+    if (!lease) {
+      try {
+        await this.client.create(
+          resourcePath({
+            group: 'coordination.k8s.io',
+            version: 'v1',
+            plural: 'leases',
+            namespace: this.opts.namespace,
+          }),
+          {
+            apiVersion: 'coordination.k8s.io/v1',
+            kind: 'Lease',
+            metadata: { name: this.opts.name, namespace: this.opts.namespace },
+            spec: { ...mine, acquireTime: microTime(now), leaseTransitions: 0 },
+          } satisfies Lease,
+        );
+        return true;
+      } catch (err) {
+        if (isConflict(err)) return false;
+        throw err;
+      }
+    }
+    const held = lease.spec.holderIdentity;
+    const renewed = lease.spec.renewTime ? Date.parse(lease.spec.renewTime) : 0;
+    const duration = (lease.spec.leaseDurationSeconds ?? 0) * 1000;
+    if (held && held !== this.opts.identity && renewed + duration > now.getTime()) return false;
+    const takeover = held !== this.opts.identity;
+    try {
+      await this.client.replace(this.path, {
+        ...lease,
+        spec: {
+          ...lease.spec,
+          ...mine,
+          ...(takeover
+            ? { acquireTime: microTime(now), leaseTransitions: (lease.spec.leaseTransitions ?? 0) + 1 }
+            : {}),
+        },
+      });
+      return true;
+    } catch (err) {
+      // Someone else wrote the lease since we read it: they won this round.
+      if (isConflict(err) || isNotFound(err)) return false;
+      throw err;
+    }
+  }
+}

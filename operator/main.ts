@@ -1,0 +1,95 @@
+import { hostname } from 'node:os';
+import { parseArgs } from 'node:util';
+import { KubeConfig } from '@kubernetes/client-node';
+import { AGENT_NAMESPACE } from '../crds/constants.js';
+import type { Cloud } from './catalog/catalog.js';
+import { errorMessage, jsonLogger } from './log.js';
+import { Operator } from './operator.js';
+
+/**
+ * Entry point of the operator process. Settings come from flags, or from the environment
+ * variables named beside them (the Helm chart sets those).
+ */
+const { values } = parseArgs({
+  options: {
+    kubeconfig: { type: 'string' },
+    'organization-id': { type: 'string', default: process.env.ORGANIZATION_ID ?? 'default' },
+    'cluster-id': { type: 'string', default: process.env.CLUSTER_ID ?? 'default' },
+    cloud: { type: 'string', default: process.env.CLOUD ?? 'aws' },
+    region: { type: 'string', default: process.env.REGION },
+    'ollama-image': { type: 'string', default: process.env.OLLAMA_IMAGE ?? 'ollama/ollama:0.6.5' },
+    port: { type: 'string', default: process.env.PORT ?? '8080' },
+    'leader-elect': { type: 'string', default: process.env.LEADER_ELECT ?? 'true' },
+    'lease-namespace': { type: 'string', default: process.env.POD_NAMESPACE ?? AGENT_NAMESPACE },
+    concurrency: { type: 'string', default: process.env.CONCURRENCY ?? '4' },
+  },
+});
+
+const log = jsonLogger('operator');
+const kc = new KubeConfig();
+if (values.kubeconfig) kc.loadFromFile(values.kubeconfig);
+else kc.loadFromDefault();
+
+const cloud = values.cloud as Cloud;
+if (!['aws', 'gcp', 'azure'].includes(cloud)) {
+  log.error('unknown cloud', { cloud });
+  process.exit(2);
+}
+
+async function detectRegion(operator: Operator): Promise<string> {
+  // Without a configured region, the region most nodes carry in topology.kubernetes.io/region.
+  const nodes = await operator.client.list<{ metadata: { labels?: Record<string, string> } }>('/api/v1/nodes');
+  const counts = new Map<string, number>();
+  for (const n of nodes.items) {
+    const r = n.metadata.labels?.['topology.kubernetes.io/region'];
+    if (r) counts.set(r, (counts.get(r) ?? 0) + 1);
+  }
+  const best = [...counts].sort((a, b) => b[1] - a[1])[0]?.[0];
+  if (!best) throw new Error('no --region given and no node carries topology.kubernetes.io/region');
+  return best;
+}
+
+const cluster = {
+  organizationId: values['organization-id'] ?? 'default',
+  clusterId: values['cluster-id'] ?? 'default',
+  cloud,
+  region: values.region ?? '',
+};
+const identity = `${hostname()}-${process.pid}`;
+const operator = new Operator({
+  kubeConfig: kc,
+  cluster,
+  ollamaImage: values['ollama-image'] ?? '',
+  port: Number(values.port),
+  concurrency: Number(values.concurrency),
+  leaderElection:
+    values['leader-elect'] === 'false'
+      ? false
+      : { namespace: values['lease-namespace'] ?? AGENT_NAMESPACE, name: 'platform-ai-optimizer-operator', identity },
+  logger: log,
+});
+
+try {
+  if (!cluster.region) cluster.region = await detectRegion(operator);
+  await operator.start();
+  log.info('operator started', {
+    url: operator.url(),
+    cluster: cluster.clusterId,
+    cloud,
+    region: cluster.region,
+    identity,
+  });
+} catch (err) {
+  log.error('operator failed to start', { error: errorMessage(err) });
+  process.exit(1);
+}
+
+for (const signal of ['SIGTERM', 'SIGINT'] as const) {
+  process.once(signal, () => {
+    log.info('shutting down', { signal });
+    operator.stop().then(
+      () => process.exit(0),
+      () => process.exit(1),
+    );
+  });
+}

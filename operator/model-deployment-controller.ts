@@ -1,0 +1,253 @@
+import { isDeepStrictEqual } from 'node:util';
+import type { V1DaemonSet, V1Deployment, V1Pod, V1Service } from '@kubernetes/client-node';
+import type { AutoscalerPolicy } from '../crds/autoscaler-policy.js';
+import {
+  API_GROUP,
+  API_VERSION,
+  AUTOSCALER_POLICY_NAME,
+  LLM_NODE_TEMPLATE,
+  LLMS_NAMESPACE,
+  MODEL_DEPLOYMENT_LABEL,
+} from '../crds/constants.js';
+import type { Informer } from '../crds/informer.js';
+import { type KubeClient, resourcePath } from '../crds/kube-client.js';
+import type { ModelDeployment, ModelDeploymentStatus } from '../crds/model-deployment.js';
+import type { NodeConfiguration } from '../crds/node-configuration.js';
+import type { NodeTemplate } from '../crds/node-template.js';
+import { planUnschedulablePods } from './autoscaler-policy.js';
+import { type Catalog, type ClusterInfo, deployableGpuTypes, resolveModel } from './catalog/catalog.js';
+import type { EventRecorder } from './events.js';
+import { type Blocker, computeStatus } from './model-deployment-status.js';
+import { desiredModelServer } from './model-server.js';
+import { checkNodeConfiguration, checkTemplateGpus, desiredLlmNodeTemplate } from './node-template.js';
+import { checkPrerequisites } from './prerequisites.js';
+import type { ReconcileResult } from './work-queue.js';
+
+/**
+ * Reconciles one ModelDeployment: reads the cached state, decides with the pure builders,
+ * writes only what differs (server-side apply under one field manager), and writes status
+ * only when it changed.
+ */
+
+export const FIELD_MANAGER = 'platform-ai-optimizer-operator';
+
+export interface ModelDeploymentCaches {
+  modelDeployments: Informer<ModelDeployment>;
+  deployments: Informer<V1Deployment>;
+  services: Informer<V1Service>;
+  pods: Informer<V1Pod>;
+  nodeTemplates: Informer<NodeTemplate>;
+  nodeConfigurations: Informer<NodeConfiguration>;
+  policies: Informer<AutoscalerPolicy>;
+  daemonSets: Informer<V1DaemonSet>;
+}
+
+export interface ModelDeploymentControllerOptions {
+  catalog: Catalog;
+  cluster: ClusterInfo;
+  ollamaImage: string;
+  timeoutMs: number;
+  now: () => Date;
+}
+
+const ref = (plural: string, namespace?: string, name?: string, subresource?: string) =>
+  resourcePath({
+    group: API_GROUP,
+    version: API_VERSION,
+    plural,
+    ...(namespace ? { namespace } : {}),
+    ...(name ? { name } : {}),
+    ...(subresource ? { subresource } : {}),
+  });
+
+/** Whether every field of `desired` is present with the same value in `actual`. */
+export function containsDesired(actual: unknown, desired: unknown): boolean {
+  if (desired === null || typeof desired !== 'object') return actual === desired;
+  if (Array.isArray(desired)) {
+    return (
+      Array.isArray(actual) &&
+      actual.length === desired.length &&
+      desired.every((d, i) => containsDesired(actual[i], d))
+    );
+  }
+  if (actual === null || typeof actual !== 'object' || Array.isArray(actual)) return false;
+  const a = actual as Record<string, unknown>;
+  return Object.entries(desired).every(([k, v]) => v === undefined || containsDesired(a[k], v));
+}
+
+export class ModelDeploymentController {
+  constructor(
+    private readonly client: KubeClient,
+    private readonly caches: ModelDeploymentCaches,
+    private readonly events: EventRecorder,
+    private readonly opts: ModelDeploymentControllerOptions,
+  ) {}
+
+  /** Applies `desired` unless the cached object already holds every desired field. */
+  private async applyIfChanged<T extends object>(path: string, cached: unknown, desired: T): Promise<void> {
+    if (cached && containsDesired(cached, desired)) return;
+    await this.client.apply(path, desired, FIELD_MANAGER);
+  }
+
+  private async ensureLlmTemplate(): Promise<NodeTemplate | undefined> {
+    const gpuTypes = deployableGpuTypes(this.opts.catalog, this.opts.cluster);
+    const archs = [...new Set(gpuTypes.map((g) => this.opts.catalog.gpus[g]?.arch ?? 'amd64'))].sort();
+    const desired = desiredLlmNodeTemplate([...gpuTypes].sort(), archs);
+    await this.applyIfChanged(
+      ref('nodetemplates', undefined, LLM_NODE_TEMPLATE),
+      this.caches.nodeTemplates.get(LLM_NODE_TEMPLATE),
+      desired,
+    );
+    return this.caches.nodeTemplates.get(LLM_NODE_TEMPLATE) ?? desired;
+  }
+
+  private async ensurePolicy(templateName: string): Promise<void> {
+    const policy = this.caches.policies.get(AUTOSCALER_POLICY_NAME);
+    const plan = planUnschedulablePods(policy, this.caches.nodeTemplates.list(), templateName);
+    for (const t of plan.templates) {
+      await this.client.mergePatch(ref('nodetemplates', undefined, t.name), { spec: { enabled: t.enabled } });
+    }
+    if (plan.createPolicy) {
+      await this.client.create(ref('autoscalerpolicies'), {
+        apiVersion: `${API_GROUP}/${API_VERSION}`,
+        kind: 'AutoscalerPolicy',
+        metadata: { name: AUTOSCALER_POLICY_NAME },
+        spec: { unschedulablePods: { enabled: true } },
+      });
+    } else if (plan.switchOn) {
+      await this.client.mergePatch(ref('autoscalerpolicies', undefined, AUTOSCALER_POLICY_NAME), {
+        spec: { unschedulablePods: { enabled: true } },
+      });
+    }
+  }
+
+  /** The reason this deployment cannot proceed, or undefined; may create llms-by-platform. */
+  private async blocker(md: ModelDeployment): Promise<{ blocker?: Blocker; template?: string; gpuTypes?: string[] }> {
+    if (md.metadata.namespace !== LLMS_NAMESPACE) {
+      return {
+        blocker: {
+          reason: 'WrongNamespace',
+          message: `ModelDeployments are served from namespace ${LLMS_NAMESPACE}; recreate this one there`,
+        },
+      };
+    }
+    if (md.spec.endpoint) {
+      return {
+        blocker: {
+          reason: 'EndpointNotAllowed',
+          message:
+            'spec.endpoint is for the standalone proxy only; in a cluster the operator deploys the model server itself, remove the field',
+        },
+      };
+    }
+    const resolved = resolveModel(this.opts.catalog, this.opts.cluster, md.spec.model);
+    if (!resolved.ok) return { blocker: { reason: resolved.reason, message: resolved.message } };
+
+    let template: NodeTemplate | undefined;
+    if (md.spec.nodeTemplate) {
+      template = this.caches.nodeTemplates.get(md.spec.nodeTemplate);
+      if (!template) {
+        return {
+          blocker: {
+            reason: 'NodeTemplateNotFound',
+            message: `NodeTemplate ${md.spec.nodeTemplate} does not exist; create it or omit spec.nodeTemplate to use ${LLM_NODE_TEMPLATE}`,
+          },
+        };
+      }
+    } else {
+      template = await this.ensureLlmTemplate();
+    }
+    const templateName = template?.metadata.name ?? LLM_NODE_TEMPLATE;
+    if (template) {
+      const gpus = checkTemplateGpus(template, resolved.gpuTypes);
+      if (!gpus.ok) return { blocker: gpus };
+      const configName = template.spec.configurationRef?.name;
+      if (configName) {
+        const config = this.caches.nodeConfigurations.get(configName);
+        if (!config) {
+          return {
+            blocker: {
+              reason: 'NodeConfigurationNotFound',
+              message: `NodeConfiguration ${configName} linked from node template ${templateName} does not exist`,
+            },
+          };
+        }
+        const check = checkNodeConfiguration(config, this.opts.cluster.cloud);
+        if (!check.ok) return { blocker: check };
+      }
+    }
+    const service = this.caches.services.get(`${LLMS_NAMESPACE}/${md.spec.serviceName}`);
+    const owner = service?.metadata?.ownerReferences?.find((o) => o.controller);
+    if (service && owner?.uid !== md.metadata.uid) {
+      return {
+        blocker: {
+          reason: 'ServiceNameConflict',
+          message: `Service ${md.spec.serviceName} in ${LLMS_NAMESPACE} already exists and belongs to ${owner ? `${owner.kind} ${owner.name}` : 'no ModelDeployment'}; choose another serviceName`,
+        },
+      };
+    }
+    return { template: templateName, gpuTypes: resolved.gpuTypes };
+  }
+
+  async reconcile(key: string): Promise<ReconcileResult> {
+    const md = this.caches.modelDeployments.get(key);
+    // Deleted: the Deployment and Service go with it through their owner references.
+    if (!md || md.metadata.deletionTimestamp) return;
+    const name = md.metadata.name ?? '';
+
+    const { blocker, template, gpuTypes } = await this.blocker(md);
+    if (!blocker && template && gpuTypes) {
+      const resolved = resolveModel(this.opts.catalog, this.opts.cluster, md.spec.model);
+      if (resolved.ok) {
+        if (md.status?.phase !== 'Running') await this.ensurePolicy(template);
+        const desired = desiredModelServer(md, resolved.model, this.opts.catalog, {
+          image: this.opts.ollamaImage,
+          template,
+          gpuTypes,
+        });
+        await this.applyIfChanged(
+          resourcePath({ group: 'apps', version: 'v1', plural: 'deployments', namespace: LLMS_NAMESPACE, name }),
+          this.caches.deployments.get(`${LLMS_NAMESPACE}/${name}`),
+          desired.deployment,
+        );
+        await this.applyIfChanged(
+          resourcePath({
+            group: '',
+            version: 'v1',
+            plural: 'services',
+            namespace: LLMS_NAMESPACE,
+            name: md.spec.serviceName,
+          }),
+          this.caches.services.get(`${LLMS_NAMESPACE}/${md.spec.serviceName}`),
+          desired.service,
+        );
+      }
+    }
+
+    const pods = this.caches.pods.list().filter((p) => p.metadata?.labels?.[MODEL_DEPLOYMENT_LABEL] === name);
+    const out = computeStatus({
+      md,
+      now: this.opts.now(),
+      timeoutMs: this.opts.timeoutMs,
+      ...(blocker ? { blocker } : {}),
+      deployment: this.caches.deployments.get(`${LLMS_NAMESPACE}/${name}`),
+      pods,
+      extraConditions: [
+        checkPrerequisites(this.caches.daemonSets.list(), this.caches.policies.get(AUTOSCALER_POLICY_NAME)),
+      ],
+    });
+    await this.writeStatus(md, out.status);
+    if (out.event) await this.events.record(md, out.event.type, out.event.reason, out.event.message);
+    return out.requeueAfterMs ? { requeueAfterMs: out.requeueAfterMs } : undefined;
+  }
+
+  private async writeStatus(md: ModelDeployment, status: ModelDeploymentStatus): Promise<void> {
+    // Key order differs between the server's JSON and ours; compare values, without undefineds.
+    const next = JSON.parse(JSON.stringify(status)) as ModelDeploymentStatus;
+    if (isDeepStrictEqual(md.status ?? {}, next)) return;
+    // A merge patch replaces lists whole, so the conditions list is written as computed.
+    await this.client.mergePatch(ref('modeldeployments', md.metadata.namespace, md.metadata.name, 'status'), {
+      status: next,
+    });
+  }
+}

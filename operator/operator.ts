@@ -1,0 +1,288 @@
+import type { Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { serve } from '@hono/node-server';
+import type { KubeConfig, V1DaemonSet, V1Deployment, V1Pod, V1Service } from '@kubernetes/client-node';
+import { Hono } from 'hono';
+import { Counter, Gauge, Histogram, Registry } from 'prom-client';
+import type { AutoscalerPolicy } from '../crds/autoscaler-policy.js';
+import {
+  AGENT_NAMESPACE,
+  API_GROUP,
+  API_VERSION,
+  DEPLOYMENT_TIMEOUT_MS,
+  LLMS_NAMESPACE,
+  MODEL_DEPLOYMENT_LABEL,
+} from '../crds/constants.js';
+import { Informer, type InformerEvent, keyOf } from '../crds/informer.js';
+import { KubeClient, type KubeObject, resourcePath } from '../crds/kube-client.js';
+import type { ModelDeployment } from '../crds/model-deployment.js';
+import type { NodeConfiguration } from '../crds/node-configuration.js';
+import type { NodeTemplate } from '../crds/node-template.js';
+import { type Catalog, type ClusterInfo, loadCatalog } from './catalog/catalog.js';
+import { EventRecorder } from './events.js';
+import { LeaderElector } from './leader-election.js';
+import { errorMessage, jsonLogger, type Logger } from './log.js';
+import { managementApi } from './management-api.js';
+import { type ModelDeploymentCaches, ModelDeploymentController } from './model-deployment-controller.js';
+import { WorkQueue } from './work-queue.js';
+
+/**
+ * The operator process: an HTTP server (health, metrics, management API) that runs always,
+ * and, while this replica holds the leader lease, the informers, the work queue and the
+ * ModelDeployment controller.
+ */
+
+/** The resource a request path addresses (pods, modeldeployments, leases...), a bounded label. */
+export function resourceOf(path: string): string {
+  const parts = path.split('/').filter(Boolean);
+  const rest = parts[0] === 'api' ? parts.slice(2) : parts.slice(3);
+  return (rest[0] === 'namespaces' && rest.length > 2 ? rest[2] : rest[0]) ?? 'unknown';
+}
+
+export interface OperatorOptions {
+  kubeConfig: KubeConfig;
+  cluster: ClusterInfo;
+  ollamaImage: string;
+  /** HTTP port for /healthz, /readyz, /metrics and the management API; 0 picks a free one. */
+  port: number;
+  concurrency?: number;
+  resyncMs?: number;
+  timeoutMs?: number;
+  now?: () => Date;
+  leaderElection?: { namespace: string; name: string; identity: string; leaseDurationMs?: number } | false;
+  logger?: Logger;
+  catalog?: Catalog;
+}
+
+export class Operator {
+  readonly registry = new Registry();
+  readonly log: Logger;
+  readonly client: KubeClient;
+  private readonly apiRequests: Counter<'method' | 'resource'>;
+  private readonly reconciles: Counter<'result'>;
+  private readonly reconcileSeconds: Histogram;
+  private server: Server | undefined;
+  private elector: LeaderElector | undefined;
+  private queue: WorkQueue | undefined;
+  private caches: ModelDeploymentCaches | undefined;
+  private leading = false;
+  private synced = false;
+  private stopping = false;
+
+  constructor(private readonly opts: OperatorOptions) {
+    this.log = opts.logger ?? jsonLogger('operator');
+    this.apiRequests = new Counter({
+      name: 'operator_kube_api_requests_total',
+      help: 'Requests the operator sent to the Kubernetes API (watches counted when opened).',
+      labelNames: ['method', 'resource'],
+      registers: [this.registry],
+    });
+    this.reconciles = new Counter({
+      name: 'operator_reconcile_total',
+      help: 'ModelDeployment reconciles by result.',
+      labelNames: ['result'],
+      registers: [this.registry],
+    });
+    this.reconcileSeconds = new Histogram({
+      name: 'operator_reconcile_duration_seconds',
+      help: 'Time one ModelDeployment reconcile took.',
+      buckets: [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5],
+      registers: [this.registry],
+    });
+    const self = this;
+    new Gauge({
+      name: 'operator_workqueue_depth',
+      help: 'Keys waiting in the work queue.',
+      registers: [this.registry],
+      collect() {
+        this.set(self.queue?.depth ?? 0);
+      },
+    });
+    new Gauge({
+      name: 'operator_is_leader',
+      help: '1 while this replica holds the leader lease.',
+      registers: [this.registry],
+      collect() {
+        this.set(self.leading ? 1 : 0);
+      },
+    });
+    this.client = new KubeClient(opts.kubeConfig, {
+      userAgent: 'platform-ai-optimizer-operator',
+      onRequest: (method, path) => this.apiRequests.inc({ method, resource: resourceOf(path) }),
+    });
+  }
+
+  /** API requests sent so far, leader-election renewals excluded, for tests and benchmarks. */
+  async apiRequestCount(): Promise<number> {
+    const m = await this.apiRequests.get();
+    return m.values.filter((v) => v.labels.resource !== 'leases').reduce((n, v) => n + v.value, 0);
+  }
+
+  isLeader(): boolean {
+    return this.leading;
+  }
+
+  /** Reconcile everything again now (resync on demand; tests use it after moving the clock). */
+  resyncAll(): void {
+    for (const md of this.caches?.modelDeployments.list() ?? []) this.queue?.add(keyOf(md));
+  }
+
+  url(): string {
+    const addr = this.server?.address() as AddressInfo | undefined;
+    return `http://127.0.0.1:${addr?.port ?? 0}`;
+  }
+
+  private httpApp(): Hono {
+    const app = new Hono();
+    app.get('/healthz', (c) => c.text('ok'));
+    app.get('/readyz', (c) => {
+      // A standby replica is ready to take over; a leader is ready once its caches are filled.
+      const ready = !this.stopping && (!this.leading || this.synced);
+      return c.text(ready ? 'ok' : 'not ready', ready ? 200 : 503);
+    });
+    app.get('/metrics', async (c) =>
+      c.text(await this.registry.metrics(), 200, { 'content-type': this.registry.contentType }),
+    );
+    app.route('/', managementApi(this.opts.catalog ?? loadCatalog(), this.opts.cluster));
+    return app;
+  }
+
+  async start(): Promise<void> {
+    await new Promise<void>((resolve) => {
+      this.server = serve({ fetch: this.httpApp().fetch, port: this.opts.port, hostname: '0.0.0.0' }, () =>
+        resolve(),
+      ) as Server;
+    });
+    const le = this.opts.leaderElection;
+    if (le === false || le === undefined) {
+      await this.startLeading();
+      return;
+    }
+    this.elector = new LeaderElector(this.client, {
+      ...le,
+      onStartedLeading: () => {
+        this.log.info('started leading', { identity: le.identity });
+        void this.startLeading().catch((err) =>
+          this.log.error('controllers failed to start', { error: errorMessage(err) }),
+        );
+      },
+      onStoppedLeading: () => {
+        this.log.warn('stopped leading', { identity: le.identity });
+        void this.stopLeading();
+      },
+      onError: (err) => this.log.warn('leader election', { error: errorMessage(err) }),
+    });
+    this.elector.start();
+  }
+
+  private informer<T extends KubeObject>(path: string, labelSelector?: string): Informer<T> {
+    return new Informer<T>(this.client, {
+      path,
+      ...(labelSelector ? { labelSelector } : {}),
+      resyncMs: this.opts.resyncMs ?? 10 * 60_000,
+      onError: (err) => this.log.warn('watch failed, retrying', { path, error: errorMessage(err) }),
+    });
+  }
+
+  private async startLeading(): Promise<void> {
+    if (this.leading) return;
+    this.leading = true;
+    const crd = (plural: string, namespace?: string) =>
+      resourcePath({ group: API_GROUP, version: API_VERSION, plural, ...(namespace ? { namespace } : {}) });
+    const owned = MODEL_DEPLOYMENT_LABEL;
+    const caches: ModelDeploymentCaches = {
+      modelDeployments: this.informer<ModelDeployment>(crd('modeldeployments')),
+      deployments: this.informer<V1Deployment>(
+        resourcePath({ group: 'apps', version: 'v1', plural: 'deployments', namespace: LLMS_NAMESPACE }),
+        owned,
+      ),
+      services: this.informer<V1Service>(
+        resourcePath({ group: '', version: 'v1', plural: 'services', namespace: LLMS_NAMESPACE }),
+      ),
+      pods: this.informer<V1Pod>(
+        resourcePath({ group: '', version: 'v1', plural: 'pods', namespace: LLMS_NAMESPACE }),
+        owned,
+      ),
+      nodeTemplates: this.informer<NodeTemplate>(crd('nodetemplates')),
+      nodeConfigurations: this.informer<NodeConfiguration>(crd('nodeconfigurations')),
+      policies: this.informer<AutoscalerPolicy>(crd('autoscalerpolicies')),
+      daemonSets: this.informer<V1DaemonSet>(resourcePath({ group: 'apps', version: 'v1', plural: 'daemonsets' })),
+    };
+    this.caches = caches;
+    const queue = new WorkQueue({
+      concurrency: this.opts.concurrency ?? 4,
+      onError: (key, err, attempt) => this.log.warn('reconcile failed', { key, attempt, error: errorMessage(err) }),
+    });
+    this.queue = queue;
+
+    const enqueueAll = () => {
+      for (const md of caches.modelDeployments.list()) queue.add(keyOf(md));
+    };
+    caches.modelDeployments.on((_e: InformerEvent, md) => queue.add(keyOf(md)));
+    const byOwner = (_e: InformerEvent, obj: KubeObject & { metadata?: { labels?: Record<string, string> } }) => {
+      const owner = obj.metadata?.labels?.[owned];
+      if (owner) queue.add(`${LLMS_NAMESPACE}/${owner}`);
+    };
+    caches.deployments.on(byOwner);
+    caches.services.on(byOwner);
+    caches.pods.on(byOwner);
+    // Templates, configurations, the policy and device plugins affect every deployment.
+    for (const inf of [caches.nodeTemplates, caches.nodeConfigurations, caches.policies, caches.daemonSets]) {
+      inf.on((event) => {
+        if (event !== 'resync') enqueueAll();
+      });
+    }
+
+    await Promise.all(Object.values(caches).map((i: Informer<KubeObject>) => i.start()));
+    if (!this.leading) return;
+    this.synced = true;
+    const controller = new ModelDeploymentController(
+      this.client,
+      caches,
+      new EventRecorder(this.client, 'platform-ai-optimizer-operator', (err) =>
+        this.log.warn('event not recorded', { error: errorMessage(err) }),
+      ),
+      {
+        catalog: this.opts.catalog ?? loadCatalog(),
+        cluster: this.opts.cluster,
+        ollamaImage: this.opts.ollamaImage,
+        timeoutMs: this.opts.timeoutMs ?? DEPLOYMENT_TIMEOUT_MS,
+        now: this.opts.now ?? (() => new Date()),
+      },
+    );
+    queue.run(async (key) => {
+      const end = this.reconcileSeconds.startTimer();
+      try {
+        const result = await controller.reconcile(key);
+        this.reconciles.inc({ result: 'success' });
+        return result;
+      } catch (err) {
+        this.reconciles.inc({ result: 'error' });
+        throw err;
+      } finally {
+        end();
+      }
+    });
+    enqueueAll();
+    this.log.info('controllers running', { namespace: LLMS_NAMESPACE, agentNamespace: AGENT_NAMESPACE });
+  }
+
+  private async stopLeading(): Promise<void> {
+    this.leading = false;
+    this.synced = false;
+    const queue = this.queue;
+    const caches = this.caches;
+    this.queue = undefined;
+    this.caches = undefined;
+    await queue?.shutdown();
+    await Promise.all(Object.values(caches ?? {}).map((i: Informer<KubeObject>) => i.stop()));
+  }
+
+  /** Graceful shutdown: not ready, finish running reconciles, release the lease, close HTTP. */
+  async stop(): Promise<void> {
+    this.stopping = true;
+    if (this.elector) await this.elector.stop();
+    await this.stopLeading();
+    await new Promise<void>((resolve) => (this.server ? this.server.close(() => resolve()) : resolve()));
+  }
+}
