@@ -102,22 +102,25 @@ describe('status subresource', () => {
     });
   const get = (path: string) =>
     kubectlOk(['get', 'md', 'status-probe', '-n', 'platform-llms', '-o', `jsonpath=${path}`]);
+  const patch = (body: unknown, subresource?: 'status') =>
+    kubectl([
+      'patch',
+      'md',
+      'status-probe',
+      '-n',
+      'platform-llms',
+      ...(subresource ? [`--subresource=${subresource}`] : []),
+      '--type=merge',
+      '-p',
+      JSON.stringify(body),
+    ]);
 
   it('bumps generation on spec changes and not on status writes', () => {
     kubectlOk(['create', '-f', '-'], md('llama3.1:8b'));
     created.push(['md', 'status-probe', '-n', 'platform-llms']);
     expect(get('{.metadata.generation}')).toBe('1');
 
-    kubectlOk([
-      'patch',
-      'md',
-      'status-probe',
-      '-n',
-      'platform-llms',
-      '--type=merge',
-      '-p',
-      '{"spec":{"model":"qwen2.5:7b"}}',
-    ]);
+    expect(patch({ spec: { model: 'qwen2.5:7b' } }).code).toBe(0);
     expect(get('{.metadata.generation}')).toBe('2');
 
     const status = {
@@ -127,48 +130,19 @@ describe('status subresource', () => {
         observedGeneration: 2,
       },
     };
-    kubectlOk([
-      'patch',
-      'md',
-      'status-probe',
-      '-n',
-      'platform-llms',
-      '--subresource=status',
-      '--type=merge',
-      '-p',
-      JSON.stringify(status),
-    ]);
+    expect(patch(status, 'status').code).toBe(0);
     expect(get('{.metadata.generation}')).toBe('2');
     expect(get('{.status.phase}')).toBe('Running');
     expect(get('{.spec.model}')).toBe('qwen2.5:7b');
   });
 
   it('ignores status sent to the main resource', () => {
-    kubectlOk([
-      'patch',
-      'md',
-      'status-probe',
-      '-n',
-      'platform-llms',
-      '--type=merge',
-      '-p',
-      '{"status":{"phase":"Failed"}}',
-    ]);
+    expect(patch({ status: { phase: 'Failed' } }).code).toBe(0);
     expect(get('{.status.phase}')).toBe('Running');
   });
 
   it('rejects a status that breaks the schema', () => {
-    const res = kubectl([
-      'patch',
-      'md',
-      'status-probe',
-      '-n',
-      'platform-llms',
-      '--subresource=status',
-      '--type=merge',
-      '-p',
-      '{"status":{"phase":"Exploded"}}',
-    ]);
+    const res = patch({ status: { phase: 'Exploded' } }, 'status');
     expect(res.code).not.toBe(0);
     expect(res.stderr).toContain('status.phase');
   });

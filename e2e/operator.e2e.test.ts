@@ -57,6 +57,11 @@ function waitPhase(name: string, phase: string, timeoutMs = 60_000): Promise<str
   return eventually(`${name} ${phase}`, timeoutMs, () => (phaseOf(name) === phase ? phase : undefined));
 }
 
+const eventReasons = (fieldSelector: string) =>
+  kubectlOk(['get', 'events', '-n', NS, '--field-selector', fieldSelector, '-o', 'jsonpath={.items[*].reason}']).split(
+    ' ',
+  );
+
 const phasesSeen: string[] = [];
 
 describe.runIf(inject('localControlPlane'))('operator on the real control plane', () => {
@@ -147,18 +152,8 @@ describe.runIf(inject('localControlPlane'))('operator on the real control plane'
     ]);
     expect(owner).toBe('ModelDeployment/llama70');
     expect(kubectlOk(['get', 'svc', 'llama70', '-n', NS, '-o', 'jsonpath={.spec.ports[0].port}'])).toBe('11434');
-    const events = kubectlOk([
-      'get',
-      'events',
-      '-n',
-      NS,
-      '--field-selector',
-      'involvedObject.name=llama70',
-      '-o',
-      'jsonpath={.items[*].reason}',
-    ]);
     // Deploying too, unless the first status write already saw the server ready (kwok is fast).
-    expect(events.split(' ')).toContain('Running');
+    expect(eventReasons('involvedObject.name=llama70')).toContain('Running');
   });
 
   it('switched the unscheduled-pods policy on once, enabling only the LLM template', async () => {
@@ -246,17 +241,10 @@ describe.runIf(inject('localControlPlane'))('operator on the real control plane'
       op.resyncAll();
       await waitPhase('small', 'Failed', 20_000);
       expect(mdField('small', '{.status.conditions[?(@.type=="Ready")].reason}')).toBe('DeploymentTimeout');
-      const events = kubectlOk([
-        'get',
-        'events',
-        '-n',
-        NS,
-        '--field-selector',
-        'involvedObject.kind=ModelDeployment,involvedObject.name=small',
-        '-o',
-        'jsonpath={.items[*].reason}',
+      expect(eventReasons('involvedObject.kind=ModelDeployment,involvedObject.name=small')).toEqual([
+        'Deploying',
+        'DeploymentTimeout',
       ]);
-      expect(events.split(' ')).toEqual(['Deploying', 'DeploymentTimeout']);
     } finally {
       skewMs = 0;
       kubectlOk(['uncordon', ...others]);
@@ -338,17 +326,7 @@ describe.runIf(inject('localControlPlane'))('operator on the real control plane'
     ]);
     await waitPhase('pullfail', 'Failed', 30_000);
     expect(mdField('pullfail', '{.status.conditions[?(@.type=="Ready")].reason}')).toBe('ImagePullFailed');
-    const warning = kubectlOk([
-      'get',
-      'events',
-      '-n',
-      NS,
-      '--field-selector',
-      'involvedObject.name=pullfail,type=Warning',
-      '-o',
-      'jsonpath={.items[*].reason}',
-    ]);
-    expect(warning).toContain('ImagePullFailed');
+    expect(eventReasons('involvedObject.name=pullfail,type=Warning')).toContain('ImagePullFailed');
     // The kwok cluster runs no NVIDIA device plugin: every deployment says so.
     expect(mdField('pullfail', '{.status.conditions[?(@.type=="PrerequisitesMet")].reason}')).toBe(
       'DevicePluginNotFound',

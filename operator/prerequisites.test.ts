@@ -19,7 +19,10 @@ const policy = (mode: 'ReadOnly' | 'Automated'): AutoscalerPolicy => ({
 
 describe('checkPrerequisites', () => {
   it('is met when the device plugin tolerates the template taint and optimization is automated', () => {
-    const c = checkPrerequisites([plugin([{ key: 'scheduling.platform/node-template', operator: 'Exists' }])], policy('Automated'));
+    const c = checkPrerequisites(
+      [plugin([{ key: 'scheduling.platform/node-template', operator: 'Exists' }])],
+      policy('Automated'),
+    );
     expect(c.status).toBe('True');
     // A blanket Exists toleration also covers the taint.
     expect(checkPrerequisites([plugin([{ operator: 'Exists' }])], policy('Automated')).status).toBe('True');
@@ -28,7 +31,9 @@ describe('checkPrerequisites', () => {
   it('warns when the device plugin lacks the toleration, naming the DaemonSet and the fix', () => {
     const c = checkPrerequisites([plugin([{ key: 'nvidia.com/gpu', operator: 'Exists' }])], policy('Automated'));
     expect(c).toMatchObject({ status: 'False', reason: 'DevicePluginMissingToleration' });
-    expect(c.message).toContain('kube-system/nvidia-device-plugin-daemonset lacks the toleration key scheduling.platform/node-template operator Exists');
+    expect(c.message).toContain(
+      'kube-system/nvidia-device-plugin-daemonset lacks the toleration key scheduling.platform/node-template operator Exists',
+    );
   });
 
   it('warns when there is no device plugin and when the cluster is not automated', () => {

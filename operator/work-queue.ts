@@ -14,6 +14,7 @@ export interface WorkQueueOptions {
   onError?: (key: string, err: unknown, attempt: number) => void;
 }
 
+// biome-ignore lint/suspicious/noConfusingVoidType: a reconciler that asks for no requeue just returns.
 export type ReconcileResult = void | { requeueAfterMs: number };
 
 const defaultTimer = (fn: () => void, ms: number) => {
