@@ -50,7 +50,8 @@ export const FAKE_NODES: FakeNodeSpec[] = [
     arch: 'amd64',
     gpuModel: 'L4',
     computeCapability: '8.9',
-    gpus: 1,
+    // g6.12xlarge: four L4s.
+    gpus: 4,
     zone: 'us-east-1a',
     template: LLM_NODE_TEMPLATE,
   },
