@@ -19,6 +19,8 @@ export interface InformerOptions {
   fieldSelector?: string;
   /** Replay the cache to handlers this often; 0 disables. */
   resyncMs?: number;
+  /** Ask for bookmarks, which keep the resume point fresh on quiet collections (default true). */
+  bookmarks?: boolean;
   /** Server-side timeout of one watch request; the watch is then resumed. */
   watchTimeoutSeconds?: number;
   backoff?: { initialMs: number; maxMs: number };
@@ -160,7 +162,7 @@ export class Informer<T extends KubeObject> {
           {
             ...this.query(),
             resourceVersion: this.resourceVersion,
-            allowWatchBookmarks: true,
+            allowWatchBookmarks: this.options.bookmarks ?? true,
             timeoutSeconds: this.options.watchTimeoutSeconds ?? 300,
           },
           (e) => this.onEvent(e),

@@ -1,9 +1,11 @@
 import { execFileSync } from 'node:child_process';
+import { createServer, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { fileURLToPath } from 'node:url';
 import type { TestProject } from 'vitest/node';
 import { AGENT_NAMESPACE, API_GROUP, KINDS, LLMS_NAMESPACE } from '../crds/constants.js';
 import { KIND_NAMES } from '../crds/schema.js';
-import { type ControlPlane, startControlPlane } from './cluster/control-plane.js';
+import { type Component, type ControlPlane, compactEtcd, startControlPlane } from './cluster/control-plane.js';
 import { FAKE_NODES, fakeNode } from './cluster/nodes.js';
 import { ensureTools } from './cluster/tools.js';
 
@@ -14,10 +16,37 @@ declare module 'vitest' {
     helm: string;
     /** True when the suite started its own control plane (kwok nodes, restartable components). */
     localControlPlane: boolean;
+    /**
+     * Loopback URL through which suites act on the local control plane, which lives in this
+     * setup process: POST /restart/<component>, POST /compact (etcd). Empty without one.
+     */
+    controlUrl: string;
   }
 }
 
 const ROOT = fileURLToPath(new URL('..', import.meta.url));
+
+const COMPONENTS: Component[] = ['etcd', 'kube-apiserver', 'kube-controller-manager', 'kube-scheduler', 'kwok'];
+
+function controlServer(plane: ControlPlane): Promise<Server> {
+  const server = createServer((req, res) => {
+    const reply = (status: number, body: string) => res.writeHead(status, { 'content-type': 'text/plain' }).end(body);
+    const [, action, component] = (req.url ?? '').split('/');
+    if (req.method !== 'POST') return reply(405, 'POST only');
+    if (action === 'compact') {
+      compactEtcd(plane.etcdUrl).then(
+        (rev) => reply(200, String(rev)),
+        (err: Error) => reply(500, err.message),
+      );
+    } else if (action === 'restart' && COMPONENTS.includes(component as Component)) {
+      plane.restart(component as Component).then(
+        () => reply(200, 'restarted'),
+        (err: Error) => reply(500, err.message),
+      );
+    } else reply(404, 'unknown action');
+  });
+  return new Promise((resolve) => server.listen(0, '127.0.0.1', () => resolve(server)));
+}
 
 /**
  * Brings a cluster up once per e2e run: the local control plane, or the cluster of an
@@ -67,7 +96,10 @@ export default async function setup(project: TestProject): Promise<() => Promise
   project.provide('kubectl', tools.kubectl);
   project.provide('helm', tools.helm);
   project.provide('localControlPlane', plane !== undefined);
+  const control = plane ? await controlServer(plane) : undefined;
+  project.provide('controlUrl', control ? `http://127.0.0.1:${(control.address() as AddressInfo).port}` : '');
   return async () => {
+    control?.close();
     await plane?.stop();
   };
 }

@@ -25,6 +25,8 @@ export interface ControlPlane {
   /** Admin kubeconfig (system:masters). */
   kubeconfig: string;
   server: string;
+  /** etcd's client URL (its v3 JSON gateway serves /v3/kv/...). */
+  etcdUrl: string;
   /** Bearer token of the admin user. */
   token: string;
   /** Directory holding data, logs and keys; removed by stop(). */
@@ -34,6 +36,21 @@ export interface ControlPlane {
   restart(component: Component): Promise<void>;
   kill(component: Component): void;
   stop(): Promise<void>;
+}
+
+/**
+ * Compacts etcd's history up to its current revision, so that watches resuming from an older
+ * resourceVersion get 410 Gone. Returns the compacted revision.
+ */
+export async function compactEtcd(etcdUrl: string): Promise<number> {
+  const range = await fetch(`${etcdUrl}/v3/kv/range`, { method: 'POST', body: JSON.stringify({ key: 'Lw==' }) });
+  const revision = Number(((await range.json()) as { header: { revision: string } }).header.revision);
+  const res = await fetch(`${etcdUrl}/v3/kv/compaction`, {
+    method: 'POST',
+    body: JSON.stringify({ revision, physical: true }),
+  });
+  if (!res.ok) throw new Error(`etcd compaction failed: ${res.status} ${await res.text()}`);
+  return revision;
 }
 
 export type Component = 'etcd' | 'kube-apiserver' | 'kube-controller-manager' | 'kube-scheduler' | 'kwok';
@@ -272,21 +289,24 @@ export async function startControlPlane(
       child.once('exit', () => resolve());
     });
 
+  // SIGTERM, then SIGKILL after 5 s: the API server otherwise waits for open watches to time out.
+  const terminate = async (c: Component) => {
+    const child = procs.get(c);
+    if (!child) return;
+    const done = exited(c);
+    child.kill('SIGTERM');
+    const timer = setTimeout(() => child.kill('SIGKILL'), 5000);
+    await done;
+    clearTimeout(timer);
+  };
+
   let stopped = false;
   const stop = async () => {
     if (stopped) return;
     stopped = true;
     process.off('exit', stopSync);
     const order: Component[] = ['kwok', 'kube-scheduler', 'kube-controller-manager', 'kube-apiserver', 'etcd'];
-    for (const c of order) {
-      const child = procs.get(c);
-      if (!child) continue;
-      const done = exited(c);
-      child.kill('SIGTERM');
-      const timer = setTimeout(() => child.kill('SIGKILL'), 5000);
-      await done;
-      clearTimeout(timer);
-    }
+    for (const c of order) await terminate(c);
     procs.clear();
     rmSync(pidFile, { force: true });
     if (process.env.KEEP_CONTROL_PLANE_DIR) return;
@@ -335,17 +355,13 @@ export async function startControlPlane(
   return {
     kubeconfig,
     server,
+    etcdUrl: `http://127.0.0.1:${etcdPort}`,
     token,
     dir,
     binDir,
     kill,
     async restart(c) {
-      const child = procs.get(c);
-      if (child) {
-        const done = exited(c);
-        child.kill('SIGTERM');
-        await done;
-      }
+      await terminate(c);
       start(c);
       if (c === 'kube-apiserver') await waitFor('kube-apiserver /readyz', 120_000, () => healthy('/readyz'));
     },

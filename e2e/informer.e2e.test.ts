@@ -1,0 +1,123 @@
+import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
+import { Informer, type InformerEvent } from '../crds/informer.js';
+import { KubeClient, type KubeObject } from '../crds/kube-client.js';
+import { eventually, kubeConfig, kubectl, kubectlOk } from './kube.js';
+
+/**
+ * The informer against the real API server: events keep the cache current, resync replays
+ * it, and a watch whose resourceVersion was compacted away (410 Gone after an API server
+ * restart) is recovered by a relist.
+ */
+
+const NS = 'informer-e2e';
+const CHURN = 'informer-churn';
+
+type ConfigMap = KubeObject & { data?: Record<string, string> };
+
+function configMaps(resyncMs = 0) {
+  const errors: string[] = [];
+  const events: Array<[InformerEvent, string]> = [];
+  const client = new KubeClient(kubeConfig());
+  const informer = new Informer<ConfigMap>(client, {
+    path: `/api/v1/namespaces/${NS}/configmaps`,
+    labelSelector: 'e2e=informer',
+    resyncMs,
+    // No bookmarks: the resume point stays at the last event, so compaction makes it stale.
+    bookmarks: false,
+    backoff: { initialMs: 100, maxMs: 1000 },
+    onError: (err) => errors.push(String(err)),
+  });
+  informer.on((event, obj) => events.push([event, obj.metadata?.name ?? '']));
+  return { informer, events, errors };
+}
+
+const cm = (name: string, value: string) =>
+  JSON.stringify({
+    apiVersion: 'v1',
+    kind: 'ConfigMap',
+    metadata: { name, namespace: NS, labels: { e2e: 'informer' } },
+    data: { value },
+  });
+
+const names = (inf: Informer<ConfigMap>) =>
+  inf
+    .list()
+    .map((o) => o.metadata?.name)
+    .sort();
+
+beforeAll(() => {
+  for (const ns of [NS, CHURN]) kubectl(['create', 'namespace', ns]);
+});
+
+afterAll(() => {
+  kubectl(['delete', 'namespace', NS, CHURN, '--wait=false']);
+});
+
+describe('Informer', () => {
+  it('lists, then follows adds, updates and deletes, and replays the cache on resync', async () => {
+    kubectlOk(['apply', '-f', '-'], cm('a', '1'));
+    const { informer, events } = configMaps(300);
+    await informer.start();
+    try {
+      expect(names(informer)).toEqual(['a']);
+      kubectlOk(['apply', '-f', '-'], cm('b', '1'));
+      kubectlOk(['apply', '-f', '-'], cm('a', '2'));
+      kubectlOk(['delete', 'configmap', 'b', '-n', NS]);
+      await eventually('delete seen', 10_000, () =>
+        events.some(([e, n]) => e === 'delete' && n === 'b') ? true : undefined,
+      );
+      expect(events.filter(([e]) => e !== 'resync')).toEqual([
+        ['add', 'a'],
+        ['add', 'b'],
+        ['update', 'a'],
+        ['delete', 'b'],
+      ]);
+      expect(informer.get(`${NS}/a`)?.data).toEqual({ value: '2' });
+      await eventually('resync', 5_000, () => (events.some(([e]) => e === 'resync') ? true : undefined));
+    } finally {
+      await informer.stop();
+    }
+  });
+
+  it.runIf(inject('localControlPlane'))(
+    'relists after 410 Gone when its resourceVersion was compacted away',
+    async () => {
+      const control = inject('controlUrl');
+      const { informer, errors } = configMaps();
+      await informer.start();
+      try {
+        expect(informer.lists).toBe(1);
+        kubectlOk(['apply', '-f', '-'], cm('c', '1'));
+        await eventually('c seen', 10_000, () => informer.get(`${NS}/c`));
+        // Move etcd past the informer's resume point, compact, and restart the API server so
+        // that its watch cache starts at the compacted revision.
+        for (let i = 0; i < 20; i++) {
+          kubectlOk(['create', 'configmap', `churn-${i}`, '-n', CHURN, `--from-literal=i=${i}`]);
+        }
+        expect((await fetch(`${control}/compact`, { method: 'POST' })).status).toBe(200);
+        expect((await fetch(`${control}/restart/kube-apiserver`, { method: 'POST' })).status).toBe(200);
+
+        await eventually('relist', 60_000, () => (informer.lists >= 2 ? true : undefined));
+        // Failed reconnects while the server was down were retried with backoff.
+        expect(errors.length).toBeGreaterThan(0);
+        kubectlOk(['apply', '-f', '-'], cm('d', '1'));
+        await eventually('d seen after the relist', 20_000, () => informer.get(`${NS}/d`));
+        const server = kubectlOk([
+          'get',
+          'configmap',
+          '-n',
+          NS,
+          '-l',
+          'e2e=informer',
+          '-o',
+          'jsonpath={.items[*].metadata.name}',
+        ])
+          .split(' ')
+          .sort();
+        expect(names(informer)).toEqual(server);
+      } finally {
+        await informer.stop();
+      }
+    },
+  );
+});
