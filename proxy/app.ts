@@ -1,0 +1,244 @@
+import { randomBytes } from 'node:crypto';
+import { Hono } from 'hono';
+import { bodyLimit } from 'hono/body-limit';
+import { type ApiKeys, authenticate, type Caller } from './auth.js';
+import { parseChatRequest } from './chat-request.js';
+import { invalidRequest, ProxyError } from './errors.js';
+import type { ProxyMetrics } from './metrics.js';
+import type { RouteTable } from './routing.js';
+import { parseTags, type Tag } from './tags.js';
+import type { ChatResult, StreamOutcome, Upstream, Usage } from './upstream.js';
+import type { UsageSink } from './usage.js';
+
+/**
+ * The gateway as a Hono app, built from its dependencies so tests call it with
+ * app.request() and production serves it with @hono/node-server.
+ */
+
+export interface AppDeps {
+  keys: ApiKeys;
+  routes: RouteTable;
+  upstreams: { 'openai-compatible': Upstream };
+  usage: UsageSink;
+  metrics: ProxyMetrics;
+  /** Largest accepted request body; larger ones are refused before being read. Default 10 MiB. */
+  maxBodyBytes?: number;
+  /** Retry-After for a model that is still deploying. Default 30 s. */
+  deployingRetryAfterSeconds?: number;
+  /** Readiness: routes and keys loaded. */
+  ready?: () => boolean;
+  onError?: (err: unknown, requestId: string) => void;
+}
+
+type Vars = { requestId: string };
+
+export const MAX_BODY_BYTES = 10 * 1024 * 1024;
+
+const errorResponse = (err: ProxyError, requestId: string) =>
+  new Response(JSON.stringify(err.toJSON()), {
+    status: err.status,
+    headers: { 'content-type': 'application/json', 'x-request-id': requestId, ...err.headers },
+  });
+
+export function createApp(deps: AppDeps): Hono<{ Variables: Vars }> {
+  const app = new Hono<{ Variables: Vars }>();
+  const maxBody = deps.maxBodyBytes ?? MAX_BODY_BYTES;
+
+  app.use('*', async (c, next) => {
+    c.set('requestId', `req_${randomBytes(12).toString('hex')}`);
+    await next();
+  });
+
+  app.onError((err, c) => {
+    const requestId = c.get('requestId') ?? '';
+    if (err instanceof ProxyError) return errorResponse(err, requestId);
+    deps.onError?.(err, requestId);
+    return errorResponse(
+      new ProxyError(
+        500,
+        'server_error',
+        'internal_error',
+        `the gateway failed to handle the request (request id ${requestId})`,
+      ),
+      requestId,
+    );
+  });
+
+  app.notFound((c) =>
+    errorResponse(
+      new ProxyError(
+        404,
+        'not_found_error',
+        'unknown_route',
+        `no route ${c.req.method} ${c.req.path}; the API is under /openai/v1`,
+      ),
+      c.get('requestId') ?? '',
+    ),
+  );
+
+  app.get('/healthz', (c) => c.text('ok'));
+  app.get('/readyz', (c) => {
+    const ready = deps.ready?.() ?? true;
+    return c.text(ready ? 'ok' : 'not ready', ready ? 200 : 503);
+  });
+  app.get('/metrics', async (c) =>
+    c.text(await deps.metrics.registry.metrics(), 200, { 'content-type': deps.metrics.registry.contentType }),
+  );
+
+  const auth = (headers: { apiKey?: string | undefined; authorization?: string | undefined }): Caller => {
+    const caller = authenticate(deps.keys, headers);
+    if (caller instanceof ProxyError) throw caller;
+    return caller;
+  };
+
+  app.get('/openai/v1/models', (c) => {
+    auth({ apiKey: c.req.header('x-api-key'), authorization: c.req.header('authorization') });
+    return c.json({ object: 'list', data: deps.routes.models() });
+  });
+
+  app.post(
+    '/openai/v1/chat/completions',
+    bodyLimit({
+      maxSize: maxBody,
+      onError: () => {
+        throw new ProxyError(
+          413,
+          'invalid_request_error',
+          'request_too_large',
+          `the request body is larger than ${maxBody} bytes`,
+        );
+      },
+    }),
+    async (c) => {
+      const started = performance.now();
+      const requestId = c.get('requestId');
+      const caller = auth({ apiKey: c.req.header('x-api-key'), authorization: c.req.header('authorization') });
+
+      let model = '';
+      let provider = '';
+      let tags: Tag[] = [];
+      let stream = false;
+      const account = (
+        status: number,
+        usage: Usage | undefined,
+        extra: { firstTokenMs?: number; errorType?: string } = {},
+      ) => {
+        const latencyMs = performance.now() - started;
+        deps.usage.record({
+          time: new Date().toISOString(),
+          requestId,
+          keyHashPrefix: caller.keyHashPrefix,
+          model,
+          provider,
+          tags,
+          promptTokens: usage?.promptTokens ?? 0,
+          completionTokens: usage?.completionTokens ?? 0,
+          latencyMs,
+          ...(extra.firstTokenMs !== undefined ? { firstTokenMs: extra.firstTokenMs } : {}),
+          status,
+          ...(extra.errorType ? { errorType: extra.errorType } : {}),
+          stream,
+        });
+        deps.metrics.requests.inc({ model, provider, status: String(status) });
+        deps.metrics.latency.observe({ model, provider }, latencyMs / 1000);
+        if (usage) {
+          deps.metrics.tokens.inc({ model, provider, direction: 'prompt' }, usage.promptTokens);
+          deps.metrics.tokens.inc({ model, provider, direction: 'completion' }, usage.completionTokens);
+        }
+      };
+
+      try {
+        const type = c.req.header('content-type') ?? '';
+        if (!/^application\/json\s*(;|$)/i.test(type)) {
+          throw new ProxyError(
+            415,
+            'invalid_request_error',
+            'unsupported_media_type',
+            `the request body must be JSON with Content-Type: application/json (got ${JSON.stringify(type.slice(0, 100))})`,
+          );
+        }
+        let body: unknown;
+        try {
+          body = JSON.parse(await c.req.text());
+        } catch {
+          throw invalidRequest('the request body is not valid JSON', null, 'invalid_json');
+        }
+        const req = parseChatRequest(body);
+        if (req instanceof ProxyError) throw req;
+        model = req.model;
+        stream = req.stream;
+        const parsedTags = parseTags({
+          xTags: c.req.header('x-tags'),
+          xGatewayTags: c.req.header('x-gateway-tags'),
+          body: req.tags,
+        });
+        if (parsedTags instanceof ProxyError) throw parsedTags;
+        tags = parsedTags;
+
+        const entry = deps.routes.lookup(req.model);
+        if (!entry) {
+          throw new ProxyError(
+            404,
+            'invalid_request_error',
+            'model_not_found',
+            `the model ${JSON.stringify(req.model.slice(0, 256))} does not exist or is not routable here; GET /openai/v1/models lists the models you can use`,
+            'model',
+          );
+        }
+        provider = entry.provider;
+        if (entry.kind === 'unavailable') {
+          const retry = entry.phase === 'Deploying' ? (deps.deployingRetryAfterSeconds ?? 30) : undefined;
+          throw new ProxyError(
+            503,
+            'api_error',
+            entry.phase === 'Deploying' ? 'model_deploying' : 'model_failed',
+            entry.phase === 'Deploying'
+              ? `the model ${req.model} is still being deployed (${entry.reason}); retry in ${retry} s`
+              : `the model ${req.model} is not available: its deployment failed (${entry.reason})`,
+            'model',
+            retry ? { 'Retry-After': String(retry) } : {},
+          );
+        }
+
+        const result: ChatResult = await deps.upstreams[entry.kind].chat({
+          route: entry,
+          body: req.forward,
+          stream: req.stream,
+          clientWantsUsage: req.includeUsage,
+          signal: c.req.raw.signal,
+        });
+        if (result.kind === 'json') {
+          account(result.status, result.usage);
+          return c.json(result.body as object, 200, { 'x-request-id': requestId });
+        }
+        result.outcome.then(
+          (o: StreamOutcome) =>
+            account(o.error ? o.error.status : o.clientAborted ? 499 : 200, o.usage, {
+              ...(o.firstTokenMs !== undefined ? { firstTokenMs: o.firstTokenMs } : {}),
+              ...(o.error
+                ? { errorType: o.error.code }
+                : o.clientAborted
+                  ? { errorType: 'client_closed_request' }
+                  : {}),
+            }),
+          (err: unknown) => deps.onError?.(err, requestId),
+        );
+        return new Response(result.body, {
+          status: 200,
+          headers: {
+            'content-type': 'text/event-stream; charset=utf-8',
+            'cache-control': 'no-cache',
+            connection: 'keep-alive',
+            'x-request-id': requestId,
+          },
+        });
+      } catch (err) {
+        if (err instanceof ProxyError) account(err.status, undefined, { errorType: err.code });
+        else account(500, undefined, { errorType: 'internal_error' });
+        throw err;
+      }
+    },
+  );
+
+  return app;
+}

@@ -1,0 +1,86 @@
+import { invalidRequest, type ProxyError } from './errors.js';
+
+/**
+ * The OpenAI chat-completions request as the gateway checks it: what it must see to route
+ * and account for the call. Other fields are passed to the upstream untouched.
+ */
+
+export interface ChatRequest {
+  model: string;
+  stream: boolean;
+  includeUsage: boolean;
+  /** Raw body `tags`, parsed with the headers' tags. */
+  tags: unknown;
+  /** The body to forward: everything but the gateway's own `tags`. */
+  forward: Record<string, unknown>;
+}
+
+const ROLES = new Set(['system', 'developer', 'user', 'assistant', 'tool', 'function']);
+const MAX_MESSAGES = 10_000;
+
+function isRecord(v: unknown): v is Record<string, unknown> {
+  return v !== null && typeof v === 'object' && !Array.isArray(v);
+}
+
+function checkContent(content: unknown, at: string): ProxyError | undefined {
+  if (typeof content === 'string' || content === null) return undefined;
+  if (!Array.isArray(content))
+    return invalidRequest(`${at}.content must be a string or an array of content parts`, `${at}.content`);
+  for (const [i, part] of content.entries()) {
+    const p = `${at}.content[${i}]`;
+    if (!isRecord(part) || typeof part.type !== 'string')
+      return invalidRequest(`${p} must be an object with a type`, p);
+    if (part.type === 'text' && typeof part.text !== 'string')
+      return invalidRequest(`${p}.text must be a string`, `${p}.text`);
+    if (part.type === 'image_url' && !(isRecord(part.image_url) && typeof part.image_url.url === 'string')) {
+      return invalidRequest(`${p}.image_url.url must be a string`, `${p}.image_url.url`);
+    }
+  }
+  return undefined;
+}
+
+export function parseChatRequest(body: unknown): ChatRequest | ProxyError {
+  if (!isRecord(body)) return invalidRequest('the request body must be a JSON object');
+  const { model, messages, stream, stream_options, n, tags, ...rest } = body;
+  if (typeof model !== 'string' || model.trim() === '') {
+    return invalidRequest(
+      'model is required: the name of a deployed model or a provider model id',
+      'model',
+      'missing_model',
+    );
+  }
+  if (model.length > 256) return invalidRequest('model is longer than 256 characters', 'model');
+  if (!Array.isArray(messages) || messages.length === 0) {
+    return invalidRequest(
+      'messages must be a non-empty array of {role, content} objects',
+      'messages',
+      'missing_messages',
+    );
+  }
+  if (messages.length > MAX_MESSAGES)
+    return invalidRequest(`messages has more than ${MAX_MESSAGES} entries`, 'messages');
+  for (const [i, m] of messages.entries()) {
+    const at = `messages[${i}]`;
+    if (!isRecord(m)) return invalidRequest(`${at} must be an object with role and content`, at);
+    if (typeof m.role !== 'string' || !ROLES.has(m.role)) {
+      return invalidRequest(`${at}.role must be one of ${[...ROLES].join(', ')}`, `${at}.role`);
+    }
+    if (!('content' in m) && m.role !== 'assistant')
+      return invalidRequest(`${at}.content is required`, `${at}.content`);
+    const bad = checkContent(m.content ?? null, at);
+    if (bad) return bad;
+  }
+  if (stream !== undefined && typeof stream !== 'boolean') return invalidRequest('stream must be a boolean', 'stream');
+  if (stream_options !== undefined && stream_options !== null && !isRecord(stream_options)) {
+    return invalidRequest('stream_options must be an object', 'stream_options');
+  }
+  if (n !== undefined && n !== null && n !== 1) {
+    return invalidRequest('n must be 1: the gateway returns one choice per request', 'n', 'unsupported_parameter');
+  }
+  const includeUsage = isRecord(stream_options) && stream_options.include_usage === true;
+  const forward: Record<string, unknown> = { model, messages, ...rest };
+  if (stream !== undefined) forward.stream = stream;
+  if (stream_options !== undefined && stream_options !== null) forward.stream_options = stream_options;
+  if (n !== undefined) forward.n = n;
+  return { model, stream: stream === true, includeUsage, tags, forward };
+}

@@ -1,0 +1,53 @@
+import type { ProxyError } from './errors.js';
+import type { Route } from './routing.js';
+
+/**
+ * What every upstream translator takes and gives back. A translator turns the OpenAI chat
+ * request into its service's call and the answer back into OpenAI's shapes; the app around
+ * it does auth, tags, routing and usage the same way for all of them.
+ */
+
+export interface Usage {
+  promptTokens: number;
+  completionTokens: number;
+}
+
+export interface ChatCall {
+  route: Route;
+  /** The client's OpenAI request body, validated, without the gateway's own fields (tags). */
+  body: Record<string, unknown>;
+  stream: boolean;
+  /** The client asked for stream_options.include_usage: the usage chunk is passed on. */
+  clientWantsUsage: boolean;
+  /** Aborted when the client goes away: the upstream call is cancelled with it. */
+  signal: AbortSignal;
+}
+
+/** How a stream ended, known once the last byte went to the client (or the client left). */
+export interface StreamOutcome {
+  usage?: Usage;
+  /** ms since the call began until the first content token. */
+  firstTokenMs?: number;
+  error?: ProxyError;
+  clientAborted?: boolean;
+}
+
+export type ChatResult =
+  | { kind: 'json'; status: number; body: unknown; usage?: Usage }
+  | { kind: 'stream'; body: ReadableStream<Uint8Array>; outcome: Promise<StreamOutcome> };
+
+export interface Upstream {
+  /** Resolves with the answer or a stream; rejects with a ProxyError. */
+  chat(call: ChatCall): Promise<ChatResult>;
+}
+
+export interface Timeouts {
+  /** Until the upstream's response headers, for streaming calls. */
+  streamHeadersMs: number;
+  /** Until the whole answer, for non-streaming calls. */
+  responseMs: number;
+  /** Longest silence between two chunks of a stream. */
+  idleMs: number;
+}
+
+export const DEFAULT_TIMEOUTS: Timeouts = { streamHeadersMs: 60_000, responseMs: 600_000, idleMs: 60_000 };

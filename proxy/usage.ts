@@ -1,0 +1,39 @@
+import type { Tag } from './tags.js';
+
+/**
+ * One record per proxied request, success or error, streaming or not: what the Usage and
+ * Analytics reports are made of. Where the records go is the sink's business; recording
+ * never blocks or fails a request.
+ */
+export interface UsageRecord {
+  time: string;
+  requestId: string;
+  keyHashPrefix: string;
+  model: string;
+  /** The ModelDeployment or ExternalProvider that served it; empty when routing failed. */
+  provider: string;
+  tags: Tag[];
+  promptTokens: number;
+  completionTokens: number;
+  latencyMs: number;
+  /** Streaming only: time until the first content token. */
+  firstTokenMs?: number;
+  status: number;
+  /** The OpenAI error code when status is not 200. */
+  errorType?: string;
+  stream: boolean;
+}
+
+export interface UsageSink {
+  record(rec: UsageRecord): void;
+}
+
+/** Keeps records in memory: the sink of tests and of a proxy with no store configured. */
+export class MemoryUsage implements UsageSink {
+  readonly records: UsageRecord[] = [];
+  constructor(private readonly max = 10_000) {}
+  record(rec: UsageRecord): void {
+    this.records.push(rec);
+    if (this.records.length > this.max) this.records.splice(0, this.records.length - this.max);
+  }
+}
