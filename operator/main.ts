@@ -2,8 +2,8 @@ import { hostname } from 'node:os';
 import { parseArgs } from 'node:util';
 import { KubeConfig } from '@kubernetes/client-node';
 import { AGENT_NAMESPACE } from '../crds/constants.js';
+import { errorMessage, jsonLogger } from '../crds/log.js';
 import type { Cloud } from './catalog/catalog.js';
-import { errorMessage, jsonLogger } from './log.js';
 import { Operator } from './operator.js';
 
 /**

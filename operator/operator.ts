@@ -15,13 +15,13 @@ import {
 } from '../crds/constants.js';
 import { Informer, type InformerEvent, keyOf } from '../crds/informer.js';
 import { KubeClient, type KubeObject, resourcePath } from '../crds/kube-client.js';
+import { errorMessage, jsonLogger, type Logger } from '../crds/log.js';
 import type { ModelDeployment } from '../crds/model-deployment.js';
 import type { NodeConfiguration } from '../crds/node-configuration.js';
 import type { NodeTemplate } from '../crds/node-template.js';
 import { type Catalog, type ClusterInfo, loadCatalog } from './catalog/catalog.js';
 import { EventRecorder } from './events.js';
 import { LeaderElector } from './leader-election.js';
-import { errorMessage, jsonLogger, type Logger } from './log.js';
 import { managementApi } from './management-api.js';
 import { type ModelDeploymentCaches, ModelDeploymentController } from './model-deployment-controller.js';
 import { WorkQueue } from './work-queue.js';

@@ -13,7 +13,7 @@ describe('ApiKeys', () => {
     expect(keys.verify('sk-beta')).toBeDefined();
     expect(keys.verify('sk-gamma')).toBeUndefined();
     expect(keys.verify('')).toBeUndefined();
-    expect(keys.verify('sha256:' + sha256('sk-beta').toString('hex'))).toBeUndefined();
+    expect(keys.verify(`sha256:${sha256('sk-beta').toString('hex')}`)).toBeUndefined();
   });
 
   it('takes X-API-Key or a Bearer token, and answers 401 without or with a wrong key', () => {

@@ -1,0 +1,330 @@
+import type { Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { serve } from '@hono/node-server';
+import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import type { ModelDeployment } from '../crds/model-deployment.js';
+import { type OllamaDouble, startOllamaDouble } from '../e2e/doubles/ollama.js';
+import { createApp } from './app.js';
+import { ApiKeys } from './auth.js';
+import { ProxyMetrics } from './metrics.js';
+import { buildRoutes, RouteTable } from './routing.js';
+import { OpenAICompatibleUpstream } from './upstreams/openai-compatible.js';
+import { MemoryUsage } from './usage.js';
+
+/**
+ * The gateway app end to end against the Ollama double: through app.request() for the
+ * request/response contract, and over a real socket where the transport matters (streams,
+ * client aborts, body limits).
+ */
+
+const KEY = 'sk-test-key';
+let double: OllamaDouble;
+let usage: MemoryUsage;
+let app: ReturnType<typeof createApp>;
+let server: Server;
+let base: string;
+
+function md(name: string, model: string, endpoint?: string, status?: ModelDeployment['status']): ModelDeployment {
+  return {
+    apiVersion: 'ai.platform/v1beta1',
+    kind: 'ModelDeployment',
+    metadata: { name, namespace: 'platform-llms' },
+    spec: { model, serviceName: name, port: 11434, replicas: 1, ...(endpoint ? { endpoint } : {}) },
+    ...(status ? { status } : {}),
+  };
+}
+
+function build(timeouts = { streamHeadersMs: 2000, responseMs: 2000, idleMs: 300 }) {
+  const routes = new RouteTable();
+  routes.set(
+    buildRoutes(
+      [
+        md('llama', 'llama3.1:8b', double.url),
+        md('qwen', 'qwen2.5:0.5b', double.url),
+        md('gone', 'gemma2:9b', 'http://127.0.0.1:1'),
+      ],
+      { standalone: true },
+    ),
+  );
+  usage = new MemoryUsage();
+  return createApp({
+    keys: ApiKeys.fromKeys([KEY]),
+    routes,
+    upstreams: { 'openai-compatible': new OpenAICompatibleUpstream(timeouts) },
+    usage,
+    metrics: new ProxyMetrics(),
+    maxBodyBytes: 10 * 1024 * 1024,
+  });
+}
+
+const chat = (body: unknown, headers: Record<string, string> = {}) =>
+  app.request('/openai/v1/chat/completions', {
+    method: 'POST',
+    headers: { 'content-type': 'application/json', 'x-api-key': KEY, ...headers },
+    body: typeof body === 'string' ? body : JSON.stringify(body),
+  });
+
+const hello = { model: 'llama3.1:8b', messages: [{ role: 'user', content: 'say hello to me' }] };
+
+/** SSE frames of a response body: the data of each event, in order. */
+async function frames(res: Response): Promise<string[]> {
+  const text = await res.text();
+  return text
+    .split('\n\n')
+    .filter(Boolean)
+    .map((f) => f.replace(/^data: /, ''));
+}
+
+beforeAll(async () => {
+  double = await startOllamaDouble();
+  app = build();
+  await new Promise<void>((resolve) => {
+    server = serve({ fetch: app.fetch, port: 0, hostname: '127.0.0.1' }, (info: AddressInfo) => {
+      base = `http://127.0.0.1:${info.port}`;
+      resolve();
+    }) as Server;
+  });
+});
+
+afterAll(async () => {
+  server.close();
+  await double.close();
+});
+
+beforeEach(() => {
+  double.reset();
+  usage.records.length = 0;
+});
+
+describe('auth', () => {
+  it('accepts X-API-Key and Bearer, and refuses a missing or wrong key with 401 in OpenAI shape', async () => {
+    expect((await chat(hello)).status).toBe(200);
+    expect((await chat(hello, { 'x-api-key': '', authorization: `Bearer ${KEY}` })).status).toBe(200);
+    for (const headers of [{ 'x-api-key': '' }, { 'x-api-key': 'sk-wrong' }]) {
+      const res = await chat(hello, headers);
+      expect(res.status).toBe(401);
+      const body = (await res.json()) as { error: { type: string; code: string } };
+      expect(body.error.type).toBe('authentication_error');
+    }
+    expect(double.requests).toHaveLength(2);
+  });
+
+  it('records the key hash prefix, never the key', async () => {
+    await chat(hello);
+    expect(usage.records[0]?.keyHashPrefix).toMatch(/^[0-9a-f]{12}$/);
+    expect(JSON.stringify(usage.records)).not.toContain(KEY);
+  });
+});
+
+describe('non-streaming', () => {
+  it('returns the upstream completion in OpenAI shape and records usage with the merged tags', async () => {
+    const res = await chat(
+      { ...hello, tags: ['project:chatbot', 'team:ml'] },
+      { 'x-tags': 'team:ml,environment:prod', 'x-gateway-tags': 'cost:1' },
+    );
+    expect(res.status).toBe(200);
+    expect(res.headers.get('x-request-id')).toMatch(/^req_/);
+    const body = (await res.json()) as {
+      object: string;
+      choices: Array<{ message: { content: string }; finish_reason: string }>;
+      usage: { prompt_tokens: number; completion_tokens: number };
+    };
+    expect(body.object).toBe('chat.completion');
+    expect(body.choices[0]?.message.content).toBe('tok0 tok1 tok2 tok3 tok4 tok5 tok6 tok7');
+    expect(body.usage).toMatchObject({ prompt_tokens: 4, completion_tokens: 8 });
+    // The gateway's own field does not reach the upstream; everything else does.
+    expect(double.requests[0]?.body).toEqual({ model: 'llama3.1:8b', messages: hello.messages });
+    expect(usage.records).toHaveLength(1);
+    expect(usage.records[0]).toMatchObject({
+      model: 'llama3.1:8b',
+      provider: 'platform-llms/llama',
+      promptTokens: 4,
+      completionTokens: 8,
+      status: 200,
+      stream: false,
+      tags: [
+        { key: 'team', value: 'ml' },
+        { key: 'environment', value: 'prod' },
+        { key: 'cost', value: '1' },
+        { key: 'project', value: 'chatbot' },
+      ],
+    });
+  });
+
+  it('passes unknown parameters through to the upstream', async () => {
+    await chat({ ...hello, temperature: 0.1, max_tokens: 3, seed: 42, response_format: { type: 'json_object' } });
+    expect(double.requests[0]?.body).toMatchObject({
+      temperature: 0.1,
+      max_tokens: 3,
+      seed: 42,
+      response_format: { type: 'json_object' },
+    });
+  });
+});
+
+describe('streaming', () => {
+  it('relays chunks and ends with [DONE], without the usage chunk the client did not ask for', async () => {
+    const res = await chat({ ...hello, stream: true });
+    expect(res.status).toBe(200);
+    expect(res.headers.get('content-type')).toContain('text/event-stream');
+    const data = await frames(res);
+    expect(data.at(-1)).toBe('[DONE]');
+    const chunks = data
+      .slice(0, -1)
+      .map((d) => JSON.parse(d) as { choices: Array<{ delta: { content?: string } }>; usage?: unknown });
+    expect(chunks.map((c) => c.choices[0]?.delta.content ?? '').join('')).toBe(
+      'tok0 tok1 tok2 tok3 tok4 tok5 tok6 tok7',
+    );
+    expect(chunks.some((c) => c.usage !== undefined || c.choices.length === 0)).toBe(false);
+    // The gateway asked the upstream for usage anyway, and recorded it.
+    expect(double.requests[0]?.body).toMatchObject({ stream: true, stream_options: { include_usage: true } });
+    await new Promise((r) => setTimeout(r, 10));
+    expect(usage.records[0]).toMatchObject({ promptTokens: 4, completionTokens: 8, status: 200, stream: true });
+    expect(usage.records[0]?.firstTokenMs).toBeGreaterThanOrEqual(0);
+  });
+
+  it('passes the usage chunk on when the client asks for it', async () => {
+    const data = await frames(await chat({ ...hello, stream: true, stream_options: { include_usage: true } }));
+    const last = JSON.parse(data.at(-2) ?? '{}') as { choices: unknown[]; usage: { completion_tokens: number } };
+    expect(last.choices).toEqual([]);
+    expect(last.usage.completion_tokens).toBe(8);
+  });
+
+  it('ends a stream the upstream broke off with an error event, then [DONE], and records the error', async () => {
+    double.behave({ resetAfterTokens: 3 });
+    const data = await frames(await chat({ ...hello, stream: true }));
+    expect(data.at(-1)).toBe('[DONE]');
+    const error = JSON.parse(data.at(-2) ?? '{}') as { error: { code: string } };
+    expect(error.error.code).toBe('upstream_stream_broken');
+    await new Promise((r) => setTimeout(r, 10));
+    expect(usage.records[0]).toMatchObject({ status: 502, errorType: 'upstream_stream_broken' });
+  });
+
+  it('ends a stalled stream after the idle timeout with an error event', async () => {
+    double.behave({ stallAfterTokens: 2 });
+    const started = Date.now();
+    const data = await frames(await chat({ ...hello, stream: true }));
+    expect(Date.now() - started).toBeGreaterThanOrEqual(280);
+    expect((JSON.parse(data.at(-2) ?? '{}') as { error: { code: string } }).error.code).toBe('upstream_idle_timeout');
+    expect(data.at(-1)).toBe('[DONE]');
+  });
+});
+
+describe('routing and upstream errors', () => {
+  it('answers an unknown model with 404 model_not_found saying how to list models', async () => {
+    const res = await chat({ ...hello, model: 'gpt-7' });
+    expect(res.status).toBe(404);
+    const body = (await res.json()) as { error: { code: string; message: string } };
+    expect(body.error.code).toBe('model_not_found');
+    expect(body.error.message).toContain('GET /openai/v1/models');
+    expect(usage.records[0]).toMatchObject({ status: 404, errorType: 'model_not_found', model: 'gpt-7' });
+  });
+
+  it('answers 503 with Retry-After for a model still deploying', async () => {
+    const routes = new RouteTable();
+    routes.set(buildRoutes([md('d', 'llama3.1:8b', undefined, { phase: 'Deploying' })], { standalone: false }));
+    const deploying = createApp({
+      keys: ApiKeys.fromKeys([KEY]),
+      routes,
+      upstreams: { 'openai-compatible': new OpenAICompatibleUpstream() },
+      usage: new MemoryUsage(),
+      metrics: new ProxyMetrics(),
+    });
+    const res = await deploying.request('/openai/v1/chat/completions', {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', 'x-api-key': KEY },
+      body: JSON.stringify(hello),
+    });
+    expect(res.status).toBe(503);
+    expect(res.headers.get('retry-after')).toBe('30');
+    expect(((await res.json()) as { error: { code: string } }).error.code).toBe('model_deploying');
+  });
+
+  it('maps connection refused to 502, upstream 5xx to 502, and passes 429 with Retry-After', async () => {
+    const refused = await chat({ ...hello, model: 'gemma2:9b' });
+    expect(refused.status).toBe(502);
+    expect(((await refused.json()) as { error: { code: string } }).error.code).toBe('upstream_unreachable');
+
+    double.behave({ failWith: { status: 500, message: 'CUDA error' } });
+    const broken = await chat(hello);
+    expect(broken.status).toBe(502);
+    expect(((await broken.json()) as { error: { message: string } }).error.message).toContain(
+      'answered 500: CUDA error',
+    );
+
+    double.behave({ failWith: { status: 429, retryAfterSeconds: 7 } });
+    const limited = await chat(hello);
+    expect(limited.status).toBe(429);
+    expect(limited.headers.get('retry-after')).toBe('7');
+  });
+
+  it('answers 504 when the upstream does not answer in time', async () => {
+    double.behave({ firstByteDelayMs: 2500 });
+    const res = await chat(hello);
+    expect(res.status).toBe(504);
+    expect(((await res.json()) as { error: { code: string } }).error.code).toBe('upstream_timeout');
+  });
+});
+
+describe('bad input', () => {
+  it('refuses malformed JSON with 400, another content type with 415, and a bad body with 400', async () => {
+    const malformed = await chat('{"model": ');
+    expect(malformed.status).toBe(400);
+    expect(((await malformed.json()) as { error: { code: string } }).error.code).toBe('invalid_json');
+
+    const text = await chat(JSON.stringify(hello), { 'content-type': 'text/plain' });
+    expect(text.status).toBe(415);
+
+    const noMessages = await chat({ model: 'llama3.1:8b' });
+    expect(noMessages.status).toBe(400);
+    const badTag = await chat({ ...hello, tags: ['nocolon'] });
+    expect(badTag.status).toBe(400);
+    expect(((await badTag.json()) as { error: { message: string } }).error.message).toContain('"nocolon"');
+    expect(double.requests).toHaveLength(0);
+  });
+
+  it('answers unknown routes with a 404 envelope', async () => {
+    const res = await app.request('/v1/chat/completions', { method: 'POST' });
+    expect(res.status).toBe(404);
+    expect(((await res.json()) as { error: { code: string } }).error.code).toBe('unknown_route');
+  });
+});
+
+describe('over a real socket', () => {
+  it('refuses a body over 10 MB with 413 before reading it all', async () => {
+    const big = JSON.stringify({ ...hello, padding: 'x'.repeat(11 * 1024 * 1024) });
+    const res = await fetch(`${base}/openai/v1/chat/completions`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', 'x-api-key': KEY },
+      body: big,
+    });
+    expect(res.status).toBe(413);
+    expect(((await res.json()) as { error: { code: string } }).error.code).toBe('request_too_large');
+    expect(double.requests).toHaveLength(0);
+  });
+
+  it('cancels the upstream call when the client goes away mid-stream', async () => {
+    double.behave({ stallAfterTokens: 2 });
+    const controller = new AbortController();
+    const res = await fetch(`${base}/openai/v1/chat/completions`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', 'x-api-key': KEY },
+      body: JSON.stringify({ ...hello, stream: true }),
+      signal: controller.signal,
+    });
+    const reader = (res.body as ReadableStream<Uint8Array>).getReader();
+    await reader.read();
+    controller.abort();
+    const deadline = Date.now() + 2000;
+    while (!double.requests[0]?.aborted && Date.now() < deadline) await new Promise((r) => setTimeout(r, 20));
+    expect(double.requests[0]?.aborted).toBe(true);
+  });
+
+  it('lists routable models with GET /openai/v1/models', async () => {
+    const res = await fetch(`${base}/openai/v1/models`, { headers: { authorization: `Bearer ${KEY}` } });
+    const body = (await res.json()) as { object: string; data: Array<{ id: string }> };
+    expect(body.object).toBe('list');
+    expect(body.data.map((m) => m.id)).toEqual(['gemma2:9b', 'llama3.1:8b', 'qwen2.5:0.5b']);
+    expect((await fetch(`${base}/openai/v1/models`)).status).toBe(401);
+  });
+});

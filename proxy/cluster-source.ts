@@ -1,0 +1,81 @@
+import type { KubeConfig } from '@kubernetes/client-node';
+import { AGENT_NAMESPACE, API_GROUP, API_VERSION, LLMS_NAMESPACE } from '../crds/constants.js';
+import { Informer } from '../crds/informer.js';
+import { KubeClient, resourcePath } from '../crds/kube-client.js';
+import type { ModelDeployment } from '../crds/model-deployment.js';
+import { ApiKeys } from './auth.js';
+import { buildRoutes, type RouteTable } from './routing.js';
+
+/**
+ * The proxy's view of a cluster: ModelDeployments (routes) and the API-key Secret, each
+ * watched through an informer; every change rebuilds the routing table or the key set.
+ */
+
+export const API_KEYS_SECRET = 'platform-ai-optimizer-api-keys';
+
+interface Secret {
+  metadata?: { name?: string; namespace?: string; resourceVersion?: string };
+  data?: Record<string, string>;
+}
+
+export interface ClusterSourceOptions {
+  kubeConfig: KubeConfig;
+  routes: RouteTable;
+  keys: ApiKeys;
+  keysSecret?: string;
+  onError?: (err: unknown) => void;
+}
+
+export class ClusterSource {
+  private readonly mds: Informer<ModelDeployment>;
+  private readonly secrets: Informer<Secret>;
+
+  constructor(private readonly opts: ClusterSourceOptions) {
+    const client = new KubeClient(opts.kubeConfig, { userAgent: 'platform-ai-optimizer-proxy' });
+    const onError = opts.onError ?? (() => {});
+    this.mds = new Informer<ModelDeployment>(client, {
+      path: resourcePath({
+        group: API_GROUP,
+        version: API_VERSION,
+        plural: 'modeldeployments',
+        namespace: LLMS_NAMESPACE,
+      }),
+      onError,
+    });
+    this.secrets = new Informer<Secret>(client, {
+      path: resourcePath({ group: '', version: 'v1', plural: 'secrets', namespace: AGENT_NAMESPACE }),
+      fieldSelector: `metadata.name=${opts.keysSecret ?? API_KEYS_SECRET}`,
+      onError,
+    });
+    this.mds.on(() => this.rebuildRoutes());
+    this.secrets.on(() => this.reloadKeys());
+  }
+
+  private rebuildRoutes(): void {
+    this.opts.routes.set(buildRoutes(this.mds.list(), { standalone: false }));
+  }
+
+  private reloadKeys(): void {
+    // Every value of the Secret holds keys (one per line, clear text or sha256:<hex>).
+    const text = this.secrets
+      .list()
+      .flatMap((s) => Object.values(s.data ?? {}))
+      .map((v) => Buffer.from(v, 'base64').toString('utf8'))
+      .join('\n');
+    this.opts.keys.replace(ApiKeys.parse(text));
+  }
+
+  async start(): Promise<void> {
+    await Promise.all([this.mds.start(), this.secrets.start()]);
+    this.rebuildRoutes();
+    this.reloadKeys();
+  }
+
+  ready(): boolean {
+    return this.mds.hasSynced() && this.secrets.hasSynced();
+  }
+
+  async stop(): Promise<void> {
+    await Promise.all([this.mds.stop(), this.secrets.stop()]);
+  }
+}

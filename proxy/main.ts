@@ -1,0 +1,99 @@
+import { readFileSync } from 'node:fs';
+import type { Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { parseArgs } from 'node:util';
+import { serve } from '@hono/node-server';
+import { KubeConfig } from '@kubernetes/client-node';
+import { PROXY_SERVICE_PORT } from '../crds/constants.js';
+import { errorMessage, jsonLogger } from '../crds/log.js';
+import { createApp } from './app.js';
+import { ApiKeys } from './auth.js';
+import { ClusterSource } from './cluster-source.js';
+import { ConfigError, loadStandaloneConfig } from './config.js';
+import { ProxyMetrics } from './metrics.js';
+import { buildRoutes, RouteTable } from './routing.js';
+import { OpenAICompatibleUpstream } from './upstreams/openai-compatible.js';
+import { MemoryUsage } from './usage.js';
+
+/**
+ * Entry point of the proxy. With --config it runs standalone: resources from that file, API
+ * keys from --keys-file, no cluster. Without it, it watches the cluster it runs in.
+ */
+const { values } = parseArgs({
+  options: {
+    config: { type: 'string' },
+    'keys-file': { type: 'string' },
+    host: { type: 'string' },
+    port: { type: 'string', default: process.env.PORT },
+    kubeconfig: { type: 'string' },
+  },
+});
+
+const log = jsonLogger('proxy');
+const standalone = values.config !== undefined;
+const routes = new RouteTable();
+const keys = new ApiKeys();
+let source: ClusterSource | undefined;
+
+try {
+  if (standalone) {
+    const config = loadStandaloneConfig(values.config ?? '');
+    routes.set(buildRoutes(config.modelDeployments, { standalone: true }));
+    const keysFile = values['keys-file'] ?? process.env.GATEWAY_API_KEYS_FILE;
+    if (!keysFile) throw new ConfigError('standalone mode needs --keys-file FILE (one API key per line)');
+    keys.replace(ApiKeys.parse(readFileSync(keysFile, 'utf8')));
+    if (keys.size === 0) throw new ConfigError(`${keysFile} holds no API key`);
+  } else {
+    const kc = new KubeConfig();
+    if (values.kubeconfig) kc.loadFromFile(values.kubeconfig);
+    else kc.loadFromDefault();
+    source = new ClusterSource({
+      kubeConfig: kc,
+      routes,
+      keys,
+      onError: (err) => log.warn('watch failed, retrying', { error: errorMessage(err) }),
+    });
+    await source.start();
+  }
+} catch (err) {
+  log.error('proxy failed to start', { error: errorMessage(err) });
+  process.exit(1);
+}
+
+let draining = false;
+const metrics = new ProxyMetrics();
+const app = createApp({
+  keys,
+  routes,
+  upstreams: { 'openai-compatible': new OpenAICompatibleUpstream() },
+  usage: new MemoryUsage(),
+  metrics,
+  ready: () => !draining && (source?.ready() ?? true),
+  onError: (err, requestId) => log.error('request failed', { requestId, error: errorMessage(err) }),
+});
+
+// Standalone defaults to this machine only; in a cluster the Service reaches port 443 on all interfaces.
+const host = values.host ?? (standalone ? '127.0.0.1' : '0.0.0.0');
+const port = Number(values.port ?? (standalone ? 8080 : PROXY_SERVICE_PORT));
+const server = serve({ fetch: app.fetch, hostname: host, port }, (info: AddressInfo) => {
+  log.info('proxy listening', {
+    url: `http://${host}:${info.port}`,
+    mode: standalone ? 'standalone' : 'cluster',
+    models: routes
+      .models()
+      .map((m) => m.id)
+      .join(','),
+  });
+}) as Server;
+
+for (const signal of ['SIGTERM', 'SIGINT'] as const) {
+  process.once(signal, () => {
+    draining = true;
+    log.info('shutting down', { signal });
+    server.close(() => {
+      void source?.stop().finally(() => process.exit(0));
+    });
+    // Streams still open after the grace period are cut.
+    setTimeout(() => process.exit(0), 25_000).unref();
+  });
+}
