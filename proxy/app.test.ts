@@ -34,7 +34,7 @@ function md(name: string, model: string, endpoint?: string, status?: ModelDeploy
   };
 }
 
-function build(timeouts = { streamHeadersMs: 2000, responseMs: 2000, idleMs: 300 }) {
+function build(timeouts = { connectMs: 1000, streamHeadersMs: 2000, responseMs: 2000, idleMs: 300 }) {
   const routes = new RouteTable();
   routes.set(
     buildRoutes(
@@ -50,7 +50,7 @@ function build(timeouts = { streamHeadersMs: 2000, responseMs: 2000, idleMs: 300
   return createApp({
     keys: ApiKeys.fromKeys([KEY]),
     routes,
-    upstreams: { 'openai-compatible': new OpenAICompatibleUpstream(timeouts) },
+    upstreams: { 'openai-compatible': new OpenAICompatibleUpstream({ timeouts }) },
     usage,
     metrics: new ProxyMetrics(),
     maxBodyBytes: 10 * 1024 * 1024,

@@ -42,6 +42,8 @@ export interface Upstream {
 }
 
 export interface Timeouts {
+  /** To open the TCP connection. */
+  connectMs: number;
   /** Until the upstream's response headers, for streaming calls. */
   streamHeadersMs: number;
   /** Until the whole answer, for non-streaming calls. */
@@ -50,4 +52,9 @@ export interface Timeouts {
   idleMs: number;
 }
 
-export const DEFAULT_TIMEOUTS: Timeouts = { streamHeadersMs: 60_000, responseMs: 600_000, idleMs: 60_000 };
+export const DEFAULT_TIMEOUTS: Timeouts = {
+  connectMs: 5_000,
+  streamHeadersMs: 60_000,
+  responseMs: 600_000,
+  idleMs: 60_000,
+};

@@ -1,5 +1,5 @@
-import type { ReadableStreamReadResult } from 'node:stream/web';
 import { createParser } from 'eventsource-parser';
+import { Agent, type Dispatcher, request } from 'undici';
 import { ProxyError } from '../errors.js';
 import type { ChatCall, ChatResult, StreamOutcome, Timeouts, Upstream, Usage } from '../upstream.js';
 import { DEFAULT_TIMEOUTS } from '../upstream.js';
@@ -9,6 +9,9 @@ import { DEFAULT_TIMEOUTS } from '../upstream.js';
  * gateway's own fields removed), streams are relayed event by event with backpressure, and
  * usage is taken from the upstream's own counts. For streams the gateway always asks for the
  * usage chunk and drops it again when the client did not ask for it.
+ *
+ * Calls go through undici's pooled keep-alive agent: its connect, headers and body timeouts
+ * are exactly the gateway's connect, first-byte and idle timeouts.
  */
 
 const encoder = new TextEncoder();
@@ -25,118 +28,132 @@ function upstreamName(call: ChatCall): string {
   return `the model server of ${call.route.model} (${call.route.provider})`;
 }
 
-/** A fetch failure as the caller should see it: unreachable (502) or too slow (504). */
-function transportError(err: unknown, call: ChatCall, timedOut: boolean): ProxyError {
-  if (timedOut) {
-    return new ProxyError(504, 'timeout_error', 'upstream_timeout', `${upstreamName(call)} did not answer in time`);
+const errorCode = (err: unknown): string | undefined =>
+  (err as { code?: string })?.code ?? (err as { cause?: { code?: string } })?.cause?.code;
+
+/** A transport failure as the caller should see it: unreachable or broken (502), too slow (504). */
+function transportError(err: unknown, call: ChatCall, idleMs: number): ProxyError {
+  const code = errorCode(err);
+  const name = upstreamName(call);
+  switch (code) {
+    case 'UND_ERR_CONNECT_TIMEOUT':
+      return new ProxyError(504, 'timeout_error', 'upstream_timeout', `${name} did not accept a connection in time`);
+    case 'UND_ERR_HEADERS_TIMEOUT':
+      return new ProxyError(504, 'timeout_error', 'upstream_timeout', `${name} did not answer in time`);
+    case 'UND_ERR_BODY_TIMEOUT':
+      return new ProxyError(504, 'timeout_error', 'upstream_idle_timeout', `${name} sent nothing for ${idleMs} ms`);
+    case 'UND_ERR_SOCKET':
+    case 'ECONNRESET':
+      return new ProxyError(502, 'api_error', 'upstream_stream_broken', `${name} broke off the connection`);
+    default:
+      return new ProxyError(
+        502,
+        'api_error',
+        'upstream_unreachable',
+        `could not reach ${name}${code ? ` (${code})` : ''}`,
+      );
   }
-  const cause = (err as { cause?: { code?: string } })?.cause?.code ?? (err as { code?: string })?.code;
-  return new ProxyError(
-    502,
-    'api_error',
-    'upstream_unreachable',
-    `could not reach ${upstreamName(call)}${cause ? ` (${cause})` : ''}`,
-  );
 }
 
 /** An upstream error status mapped to what the client gets; 429 and 504 pass through. */
-async function statusError(res: Response, call: ChatCall): Promise<ProxyError> {
+function statusError(status: number, retryAfter: string | undefined, text: string, call: ChatCall): ProxyError {
   let detail = '';
   try {
-    const text = await res.text();
     const parsed = JSON.parse(text) as { error?: { message?: string } | string };
     detail = typeof parsed.error === 'string' ? parsed.error : (parsed.error?.message ?? '');
   } catch {
     // not JSON: the status says enough
   }
-  const what = `${upstreamName(call)} answered ${res.status}${detail ? `: ${detail.slice(0, 300)}` : ''}`;
-  if (res.status === 429) {
-    const retry = res.headers.get('retry-after');
+  const what = `${upstreamName(call)} answered ${status}${detail ? `: ${detail.slice(0, 300)}` : ''}`;
+  if (status === 429) {
     return new ProxyError(
       429,
       'rate_limit_error',
       'upstream_rate_limited',
       what,
       null,
-      retry ? { 'Retry-After': retry } : {},
+      retryAfter ? { 'Retry-After': retryAfter } : {},
     );
   }
-  if (res.status === 400 || res.status === 422)
-    return new ProxyError(400, 'invalid_request_error', 'upstream_rejected', what);
-  if (res.status === 504 || res.status === 408) return new ProxyError(504, 'timeout_error', 'upstream_timeout', what);
+  if (status === 400 || status === 422) return new ProxyError(400, 'invalid_request_error', 'upstream_rejected', what);
+  if (status === 504 || status === 408) return new ProxyError(504, 'timeout_error', 'upstream_timeout', what);
   return new ProxyError(502, 'api_error', 'upstream_error', what);
 }
 
+export interface OpenAICompatibleOptions {
+  timeouts?: Timeouts;
+  /** Maps a route's base URL to where to connect (tests stand a double behind a Service name). */
+  resolve?: (baseUrl: string) => string;
+  /** Keep-alive connections per upstream origin. */
+  connections?: number;
+}
+
 export class OpenAICompatibleUpstream implements Upstream {
-  constructor(
-    private readonly timeouts: Timeouts = DEFAULT_TIMEOUTS,
-    /** Maps a route's base URL to where to connect (tests stand a double behind a Service name). */
-    private readonly resolve: (baseUrl: string) => string = (u) => u,
-  ) {}
+  private readonly timeouts: Timeouts;
+  private readonly resolve: (baseUrl: string) => string;
+  private readonly agent: Dispatcher;
+
+  constructor(opts: OpenAICompatibleOptions = {}) {
+    this.timeouts = opts.timeouts ?? DEFAULT_TIMEOUTS;
+    this.resolve = opts.resolve ?? ((u) => u);
+    this.agent = new Agent({
+      connect: { timeout: this.timeouts.connectMs },
+      connections: opts.connections ?? 256,
+      keepAliveTimeout: 30_000,
+    });
+  }
+
+  async close(): Promise<void> {
+    await this.agent.close();
+  }
 
   async chat(call: ChatCall): Promise<ChatResult> {
     const started = performance.now();
-    const upstreamAbort = new AbortController();
-    const onClientAbort = () => upstreamAbort.abort();
-    call.signal.addEventListener('abort', onClientAbort, { once: true });
     const body = call.stream
       ? {
           ...call.body,
           stream_options: { ...((call.body.stream_options as object | undefined) ?? {}), include_usage: true },
         }
       : call.body;
-
-    let timedOut = false;
     const limit = call.stream ? this.timeouts.streamHeadersMs : this.timeouts.responseMs;
-    const timer = setTimeout(() => {
-      timedOut = true;
-      upstreamAbort.abort();
-    }, limit);
-    let res: Response;
+    let res: Dispatcher.ResponseData;
     try {
-      res = await fetch(`${this.resolve(call.route.baseUrl)}/v1/chat/completions`, {
+      res = await request(`${this.resolve(call.route.baseUrl)}/v1/chat/completions`, {
         method: 'POST',
         headers: { 'content-type': 'application/json', accept: call.stream ? 'text/event-stream' : 'application/json' },
         body: JSON.stringify(body),
-        signal: upstreamAbort.signal,
+        dispatcher: this.agent,
+        signal: call.signal,
+        headersTimeout: limit,
+        // Streams: the longest silence between chunks; whole answers: the whole body.
+        bodyTimeout: call.stream ? this.timeouts.idleMs : limit,
       });
     } catch (err) {
-      clearTimeout(timer);
-      call.signal.removeEventListener('abort', onClientAbort);
-      throw transportError(err, call, timedOut);
+      throw transportError(err, call, this.timeouts.idleMs);
     }
 
-    if (!res.ok) {
-      clearTimeout(timer);
-      call.signal.removeEventListener('abort', onClientAbort);
-      throw await statusError(res, call);
+    if (res.statusCode >= 400) {
+      const text = await res.body.text().catch(() => '');
+      const retry = res.headers['retry-after'];
+      throw statusError(res.statusCode, Array.isArray(retry) ? retry[0] : retry, text, call);
     }
 
     if (!call.stream) {
+      let json: unknown;
       try {
-        const json = (await res.json()) as unknown;
-        const usage = usageOf(json);
-        return usage ? { kind: 'json', status: 200, body: json, usage } : { kind: 'json', status: 200, body: json };
+        json = await res.body.json();
       } catch (err) {
-        if (timedOut || call.signal.aborted) throw transportError(err, call, timedOut);
+        if (errorCode(err)) throw transportError(err, call, this.timeouts.idleMs);
         throw new ProxyError(502, 'api_error', 'upstream_error', `${upstreamName(call)} sent a body that is not JSON`);
-      } finally {
-        clearTimeout(timer);
-        call.signal.removeEventListener('abort', onClientAbort);
       }
+      const usage = usageOf(json);
+      return usage ? { kind: 'json', status: 200, body: json, usage } : { kind: 'json', status: 200, body: json };
     }
-    clearTimeout(timer);
-    return this.relay(res, call, upstreamAbort, started, onClientAbort);
+    return this.relay(res.body, call, started);
   }
 
-  private relay(
-    res: Response,
-    call: ChatCall,
-    upstreamAbort: AbortController,
-    started: number,
-    onClientAbort: () => void,
-  ): ChatResult {
-    const reader = (res.body as ReadableStream<Uint8Array>).getReader();
+  private relay(upstream: Dispatcher.ResponseData['body'], call: ChatCall, started: number): ChatResult {
+    const chunks = upstream[Symbol.asyncIterator]();
     const decoder = new TextDecoder();
     const out: string[] = [];
     const outcome: StreamOutcome = {};
@@ -155,7 +172,6 @@ export class OpenAICompatibleUpstream implements Upstream {
         out.push(frame(JSON.stringify(error.toJSON())));
       }
       out.push(DONE);
-      call.signal.removeEventListener('abort', onClientAbort);
     };
 
     const parser = createParser({
@@ -192,47 +208,15 @@ export class OpenAICompatibleUpstream implements Upstream {
       },
     });
 
-    const idleMs = this.timeouts.idleMs;
-    const read = async (): Promise<ReadableStreamReadResult<Uint8Array> | 'idle'> => {
-      let timer: NodeJS.Timeout | undefined;
-      const idle = new Promise<'idle'>((resolve) => {
-        timer = setTimeout(() => resolve('idle'), idleMs);
-      });
-      try {
-        return await Promise.race([reader.read(), idle]);
-      } finally {
-        clearTimeout(timer);
-      }
-    };
-
     const body = new ReadableStream<Uint8Array>({
       pull: async (controller) => {
         // Read from the upstream only when the client is ready for more: backpressure end to end.
         while (out.length === 0 && !finished) {
-          let r: ReadableStreamReadResult<Uint8Array> | 'idle';
+          let r: IteratorResult<Buffer>;
           try {
-            r = await read();
+            r = (await chunks.next()) as IteratorResult<Buffer>;
           } catch (err) {
-            finish(
-              new ProxyError(
-                502,
-                'api_error',
-                'upstream_stream_broken',
-                `${upstreamName(call)} broke off the stream: ${transportError(err, call, false).message}`,
-              ),
-            );
-            break;
-          }
-          if (r === 'idle') {
-            upstreamAbort.abort();
-            finish(
-              new ProxyError(
-                504,
-                'timeout_error',
-                'upstream_idle_timeout',
-                `${upstreamName(call)} sent nothing for ${idleMs} ms`,
-              ),
-            );
+            finish(transportError(err, call, this.timeouts.idleMs));
             break;
           }
           if (r.done) {
@@ -254,7 +238,7 @@ export class OpenAICompatibleUpstream implements Upstream {
         if (out.length > 0) controller.enqueue(encoder.encode(out.splice(0).join('')));
         if (finished) {
           controller.close();
-          reader.cancel().catch(() => {});
+          upstream.destroy();
           settle(outcome);
         }
       },
@@ -262,8 +246,7 @@ export class OpenAICompatibleUpstream implements Upstream {
         // The client went away: stop generating upstream.
         outcome.clientAborted = true;
         finished = true;
-        upstreamAbort.abort();
-        call.signal.removeEventListener('abort', onClientAbort);
+        upstream.destroy();
         settle(outcome);
       },
     });
