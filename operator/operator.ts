@@ -5,6 +5,7 @@ import type { KubeConfig, V1DaemonSet, V1Deployment, V1Pod, V1Service } from '@k
 import { Hono } from 'hono';
 import { Counter, Gauge, Histogram, Registry } from 'prom-client';
 import type { AutoscalerPolicy } from '../crds/autoscaler-policy.js';
+import { type AwsEndpoints, type CredentialProvider, RoleCredentials } from '../crds/aws-credentials.js';
 import {
   AGENT_NAMESPACE,
   API_GROUP,
@@ -13,6 +14,7 @@ import {
   LLMS_NAMESPACE,
   MODEL_DEPLOYMENT_LABEL,
 } from '../crds/constants.js';
+import type { ExternalProvider } from '../crds/external-provider.js';
 import { Informer, type InformerEvent, keyOf } from '../crds/informer.js';
 import { KubeClient, type KubeObject, resourcePath } from '../crds/kube-client.js';
 import { errorMessage, jsonLogger, type Logger } from '../crds/log.js';
@@ -21,6 +23,7 @@ import type { NodeConfiguration } from '../crds/node-configuration.js';
 import type { NodeTemplate } from '../crds/node-template.js';
 import { type Catalog, type ClusterInfo, loadCatalog } from './catalog/catalog.js';
 import { EventRecorder } from './events.js';
+import { ExternalProviderController, type SecretObject } from './external-provider-controller.js';
 import { LeaderElector } from './leader-election.js';
 import { managementApi } from './management-api.js';
 import { type ModelDeploymentCaches, ModelDeploymentController } from './model-deployment-controller.js';
@@ -52,6 +55,10 @@ export interface OperatorOptions {
   leaderElection?: { namespace: string; name: string; identity: string; leaseDurationMs?: number } | false;
   logger?: Logger;
   catalog?: Catalog;
+  /** AWS: endpoint overrides (tests) and the base identity for AssumeRole (default chain). */
+  aws?: { endpoints?: AwsEndpoints; base?: CredentialProvider };
+  /** How often ExternalProviders are discovered again. Default 10 minutes. */
+  rediscoveryMs?: number;
 }
 
 export class Operator {
@@ -64,6 +71,8 @@ export class Operator {
   private server: Server | undefined;
   private elector: LeaderElector | undefined;
   private queue: WorkQueue | undefined;
+  private providerQueue: WorkQueue | undefined;
+  private providers: { eps: Informer<ExternalProvider>; secrets: Informer<SecretObject> } | undefined;
   private caches: ModelDeploymentCaches | undefined;
   private leading = false;
   private synced = false;
@@ -125,6 +134,7 @@ export class Operator {
   /** Reconcile everything again now (resync on demand; tests use it after moving the clock). */
   resyncAll(): void {
     for (const md of this.caches?.modelDeployments.list() ?? []) this.queue?.add(keyOf(md));
+    for (const ep of this.providers?.eps.list() ?? []) this.providerQueue?.add(keyOf(ep));
   }
 
   url(): string {
@@ -264,7 +274,53 @@ export class Operator {
       }
     });
     enqueueAll();
+    await this.startProviders();
     this.log.info('controllers running', { namespace: LLMS_NAMESPACE, agentNamespace: AGENT_NAMESPACE });
+  }
+
+  private async startProviders(): Promise<void> {
+    const eps = this.informer<ExternalProvider>(
+      resourcePath({ group: API_GROUP, version: API_VERSION, plural: 'externalproviders', namespace: AGENT_NAMESPACE }),
+    );
+    const secrets = this.informer<SecretObject>(
+      resourcePath({ group: '', version: 'v1', plural: 'secrets', namespace: AGENT_NAMESPACE }),
+    );
+    const queue = new WorkQueue({
+      concurrency: this.opts.concurrency ?? 4,
+      onError: (key, err, attempt) =>
+        this.log.warn('provider reconcile failed', { key, attempt, error: errorMessage(err) }),
+    });
+    this.providers = { eps, secrets };
+    this.providerQueue = queue;
+    eps.on((_e, ep) => queue.add(keyOf(ep)));
+    // A changed Secret is rediscovered for the providers that reference it.
+    secrets.on((event, secret) => {
+      if (event === 'resync') return;
+      for (const ep of eps.list()) {
+        if (ep.spec.auth.secretRef?.name === secret.metadata?.name) queue.add(keyOf(ep));
+      }
+    });
+    await Promise.all([eps.start(), secrets.start()]);
+    if (!this.leading) return;
+    const controller = new ExternalProviderController(
+      this.client,
+      eps,
+      secrets,
+      new EventRecorder(this.client, 'platform-ai-optimizer-operator', (err) =>
+        this.log.warn('event not recorded', { error: errorMessage(err) }),
+      ),
+      {
+        roles: new RoleCredentials({
+          ...(this.opts.aws?.base ? { base: this.opts.aws.base } : {}),
+          ...(this.opts.aws?.endpoints?.sts ? { endpoint: this.opts.aws.endpoints.sts } : {}),
+        }),
+        ...(this.opts.aws?.endpoints ? { endpoints: this.opts.aws.endpoints } : {}),
+        rediscoveryMs: this.opts.rediscoveryMs ?? 10 * 60_000,
+        now: this.opts.now ?? (() => new Date()),
+      },
+    );
+    queue.run((key) => controller.reconcile(key));
+    for (const ep of eps.list()) queue.add(keyOf(ep));
   }
 
   private async stopLeading(): Promise<void> {
@@ -274,8 +330,14 @@ export class Operator {
     const caches = this.caches;
     this.queue = undefined;
     this.caches = undefined;
-    await queue?.shutdown();
-    await Promise.all(Object.values(caches ?? {}).map((i: Informer<KubeObject>) => i.stop()));
+    const providerQueue = this.providerQueue;
+    const providers = this.providers;
+    this.providerQueue = undefined;
+    this.providers = undefined;
+    await Promise.all([queue?.shutdown(), providerQueue?.shutdown()]);
+    await Promise.all(
+      [...Object.values(caches ?? {}), ...Object.values(providers ?? {})].map((i: Informer<KubeObject>) => i.stop()),
+    );
   }
 
   /** Graceful shutdown: not ready, finish running reconciles, release the lease, close HTTP. */

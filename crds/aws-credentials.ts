@@ -1,0 +1,159 @@
+import { AssumeRoleCommand, STSClient } from '@aws-sdk/client-sts';
+import { ACCESS_KEY_ID_KEY, SECRET_ACCESS_KEY_KEY } from './constants.js';
+import type { ExternalProvider } from './external-provider.js';
+
+/**
+ * AWS credentials of an ExternalProvider, shared by the operator (discovery) and the proxy
+ * (invocation). AccessKey: the two values of the referenced Secret. IAMRole: STS AssumeRole
+ * on the role with the process's own AWS identity as the base (environment, web identity or
+ * instance role, through the SDK's default chain), cached in memory until 5 minutes before
+ * the temporary credentials expire; nothing is stored.
+ */
+
+export interface AwsCredentials {
+  accessKeyId: string;
+  secretAccessKey: string;
+  sessionToken?: string;
+  expiration?: Date;
+}
+
+export type CredentialProvider = () => Promise<AwsCredentials>;
+
+/** Session name in the customer's CloudTrail: says who assumed the role. */
+export const ROLE_SESSION_NAME = 'platform-ai-optimizer-gateway';
+/** Temporary credentials are renewed this long before they expire. */
+export const REFRESH_BEFORE_EXPIRY_MS = 5 * 60_000;
+
+export interface AwsEndpoints {
+  sts?: string;
+  bedrock?: string;
+  bedrockRuntime?: string;
+}
+
+/** Secret data as the API returns it (base64 values). */
+export function accessKeyFromSecretData(data: Record<string, string> | undefined): AwsCredentials | undefined {
+  const id = data?.[ACCESS_KEY_ID_KEY];
+  const secret = data?.[SECRET_ACCESS_KEY_KEY];
+  if (!id || !secret) return undefined;
+  return {
+    accessKeyId: Buffer.from(id, 'base64').toString('utf8').trim(),
+    secretAccessKey: Buffer.from(secret, 'base64').toString('utf8').trim(),
+  };
+}
+
+export const last4 = (accessKeyId: string): string => accessKeyId.slice(-4);
+
+export class AssumeRoleError extends Error {
+  constructor(
+    readonly code: string,
+    message: string,
+  ) {
+    super(message);
+    this.name = 'AssumeRoleError';
+  }
+}
+
+interface Cached {
+  credentials: AwsCredentials;
+  refreshAt: number;
+}
+
+/**
+ * Assumes roles and keeps the temporary credentials per (role, external id, region) until
+ * shortly before they expire. Concurrent callers of an expired entry share one STS call.
+ */
+export class RoleCredentials {
+  private readonly cache = new Map<string, Cached>();
+  private readonly inflight = new Map<string, Promise<AwsCredentials>>();
+
+  constructor(
+    private readonly opts: {
+      /** The process's own identity; default: the SDK's default provider chain. */
+      base?: CredentialProvider;
+      endpoint?: string;
+      now?: () => number;
+    } = {},
+  ) {}
+
+  private now(): number {
+    return this.opts.now?.() ?? Date.now();
+  }
+
+  /** STS calls made so far (tests check the cache with it). */
+  stsCalls = 0;
+
+  get(roleArn: string, region: string, externalId?: string): Promise<AwsCredentials> {
+    const key = `${roleArn}|${externalId ?? ''}|${region}`;
+    const hit = this.cache.get(key);
+    if (hit && hit.refreshAt > this.now()) return Promise.resolve(hit.credentials);
+    let pending = this.inflight.get(key);
+    if (!pending) {
+      pending = this.assume(roleArn, region, externalId)
+        .then((credentials) => {
+          const expires = credentials.expiration?.getTime() ?? this.now() + 15 * 60_000;
+          this.cache.set(key, { credentials, refreshAt: expires - REFRESH_BEFORE_EXPIRY_MS });
+          return credentials;
+        })
+        .finally(() => this.inflight.delete(key));
+      this.inflight.set(key, pending);
+    }
+    return pending;
+  }
+
+  private async assume(roleArn: string, region: string, externalId?: string): Promise<AwsCredentials> {
+    const sts = new STSClient({
+      region,
+      maxAttempts: 2,
+      ...(this.opts.endpoint ? { endpoint: this.opts.endpoint } : {}),
+      ...(this.opts.base ? { credentials: this.opts.base } : {}),
+    });
+    this.stsCalls++;
+    try {
+      const out = await sts.send(
+        new AssumeRoleCommand({
+          RoleArn: roleArn,
+          RoleSessionName: ROLE_SESSION_NAME,
+          ...(externalId ? { ExternalId: externalId } : {}),
+        }),
+      );
+      const c = out.Credentials;
+      if (!c?.AccessKeyId || !c.SecretAccessKey)
+        throw new AssumeRoleError('NoCredentials', 'STS returned no credentials');
+      return {
+        accessKeyId: c.AccessKeyId,
+        secretAccessKey: c.SecretAccessKey,
+        ...(c.SessionToken ? { sessionToken: c.SessionToken } : {}),
+        ...(c.Expiration ? { expiration: c.Expiration } : {}),
+      };
+    } catch (err) {
+      if (err instanceof AssumeRoleError) throw err;
+      const e = err as { name?: string; message?: string };
+      throw new AssumeRoleError(e.name ?? 'AssumeRoleFailed', e.message ?? String(err));
+    } finally {
+      sts.destroy();
+    }
+  }
+}
+
+/** The credential provider of one ExternalProvider; `secretData` is its Secret's data (AccessKey). */
+export function providerCredentials(
+  ep: ExternalProvider,
+  roles: RoleCredentials,
+  secretData: () => Record<string, string> | undefined,
+): CredentialProvider {
+  const auth = ep.spec.auth;
+  if (auth.method === 'IAMRole' && auth.roleArn) {
+    const roleArn = auth.roleArn;
+    return () => roles.get(roleArn, ep.spec.region, auth.externalId);
+  }
+  return async () => {
+    const creds = accessKeyFromSecretData(secretData());
+    if (!creds) {
+      throw new AssumeRoleError(
+        'SecretNotFound',
+        `Secret ${auth.secretRef?.name ?? ''} with keys ${ACCESS_KEY_ID_KEY} and ${SECRET_ACCESS_KEY_KEY} was not found in ${ep.metadata.namespace ?? ''}`,
+      );
+    }
+    return creds;
+  };
+}

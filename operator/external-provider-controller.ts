@@ -1,0 +1,137 @@
+import { isDeepStrictEqual } from 'node:util';
+import { BedrockClient, ListFoundationModelsCommand } from '@aws-sdk/client-bedrock';
+import {
+  AssumeRoleError,
+  type AwsEndpoints,
+  accessKeyFromSecretData,
+  last4,
+  providerCredentials,
+  type RoleCredentials,
+} from '../crds/aws-credentials.js';
+import { API_GROUP, API_VERSION } from '../crds/constants.js';
+import type { ExternalProvider, ExternalProviderStatus } from '../crds/external-provider.js';
+import type { Informer } from '../crds/informer.js';
+import { type KubeClient, resourcePath } from '../crds/kube-client.js';
+import type { EventRecorder } from './events.js';
+import { availableModelIds, type DiscoveryOutcome, externalProviderStatus } from './external-provider-status.js';
+import type { ReconcileResult } from './work-queue.js';
+
+/**
+ * Reconciles an ExternalProvider: resolves its credentials, lists the region's foundation
+ * models, and records what is available. Discovery runs on a spec or Secret change and then
+ * every `rediscoveryMs`; reconciles in between (our own status write, a resync) reuse the
+ * last result, so a status write never triggers another discovery.
+ */
+
+export interface SecretObject {
+  metadata?: { name?: string; namespace?: string; resourceVersion?: string };
+  data?: Record<string, string>;
+}
+
+export interface ExternalProviderControllerOptions {
+  roles: RoleCredentials;
+  endpoints?: AwsEndpoints;
+  rediscoveryMs: number;
+  now: () => Date;
+}
+
+interface LastDiscovery {
+  generation: number;
+  secretVersion: string;
+  at: number;
+}
+
+export class ExternalProviderController {
+  private readonly last = new Map<string, LastDiscovery>();
+
+  constructor(
+    private readonly client: KubeClient,
+    private readonly providers: Informer<ExternalProvider>,
+    private readonly secrets: Informer<SecretObject>,
+    private readonly events: EventRecorder,
+    private readonly opts: ExternalProviderControllerOptions,
+  ) {}
+
+  private secretOf(ep: ExternalProvider): SecretObject | undefined {
+    const name = ep.spec.auth.secretRef?.name;
+    return name ? this.secrets.get(`${ep.metadata.namespace}/${name}`) : undefined;
+  }
+
+  private async discover(ep: ExternalProvider): Promise<DiscoveryOutcome> {
+    const secret = this.secretOf(ep);
+    const key = ep.spec.auth.method === 'AccessKey' ? accessKeyFromSecretData(secret?.data) : undefined;
+    const keyLast4 = key ? { accessKeyLast4: last4(key.accessKeyId) } : {};
+    const credentials = providerCredentials(ep, this.opts.roles, () => secret?.data);
+    try {
+      await credentials();
+    } catch (err) {
+      const e = err instanceof AssumeRoleError ? err : new AssumeRoleError('AssumeRoleFailed', String(err));
+      return { ok: false, stage: 'credentials', code: e.code, message: e.message, ...keyLast4 };
+    }
+    const bedrock = new BedrockClient({
+      region: ep.spec.region,
+      credentials,
+      maxAttempts: 2,
+      ...(this.opts.endpoints?.bedrock ? { endpoint: this.opts.endpoints.bedrock } : {}),
+    });
+    try {
+      const out = await bedrock.send(new ListFoundationModelsCommand({ byOutputModality: 'TEXT' }));
+      return { ok: true, modelIds: availableModelIds(out.modelSummaries ?? [], ep.spec.region), ...keyLast4 };
+    } catch (err) {
+      const e = err as { name?: string; message?: string };
+      return { ok: false, stage: 'discovery', code: e.name ?? 'Error', message: e.message ?? String(err), ...keyLast4 };
+    } finally {
+      bedrock.destroy();
+    }
+  }
+
+  async reconcile(key: string): Promise<ReconcileResult> {
+    const ep = this.providers.get(key);
+    if (!ep || ep.metadata.deletionTimestamp) {
+      this.last.delete(key);
+      return;
+    }
+    const generation = ep.metadata.generation ?? 0;
+    const secretVersion = this.secretOf(ep)?.metadata?.resourceVersion ?? '';
+    const now = this.opts.now().getTime();
+    const last = this.last.get(key);
+    const due =
+      !last ||
+      last.generation !== generation ||
+      last.secretVersion !== secretVersion ||
+      now - last.at >= this.opts.rediscoveryMs ||
+      ep.status?.observedGeneration !== generation;
+    if (!due) return { requeueAfterMs: Math.max(1000, this.opts.rediscoveryMs - (now - last.at)) };
+
+    const outcome = await this.discover(ep);
+    this.last.set(key, { generation, secretVersion, at: now });
+    const status = externalProviderStatus(ep, outcome, this.opts.now());
+    await this.writeStatus(ep, status);
+    if (status.phase !== ep.status?.phase) {
+      const ready = status.conditions?.find((c) => c.type === 'Ready');
+      await this.events.record(
+        ep,
+        status.phase === 'Ready' ? 'Normal' : 'Warning',
+        status.phase === 'Ready' ? 'Ready' : (ready?.reason ?? status.phase ?? 'Failed'),
+        ready?.message ?? '',
+      );
+    }
+    return { requeueAfterMs: this.opts.rediscoveryMs };
+  }
+
+  private async writeStatus(ep: ExternalProvider, status: ExternalProviderStatus): Promise<void> {
+    const next = JSON.parse(JSON.stringify(status)) as ExternalProviderStatus;
+    if (isDeepStrictEqual(ep.status ?? {}, next)) return;
+    await this.client.mergePatch(
+      resourcePath({
+        group: API_GROUP,
+        version: API_VERSION,
+        plural: 'externalproviders',
+        namespace: ep.metadata.namespace ?? '',
+        name: ep.metadata.name ?? '',
+        subresource: 'status',
+      }),
+      { status: next },
+    );
+  }
+}
