@@ -5,7 +5,7 @@ import { type ApiKeys, authenticate, type Caller } from './auth.js';
 import { parseChatRequest } from './chat-request.js';
 import { invalidRequest, ProxyError } from './errors.js';
 import type { ProxyMetrics } from './metrics.js';
-import type { RouteTable } from './routing.js';
+import type { BedrockRoute, OpenAICompatibleRoute, RouteTable } from './routing.js';
 import { parseTags, type Tag } from './tags.js';
 import type { ChatResult, StreamOutcome, Upstream, Usage } from './upstream.js';
 import type { UsageSink } from './usage.js';
@@ -18,7 +18,7 @@ import type { UsageSink } from './usage.js';
 export interface AppDeps {
   keys: ApiKeys;
   routes: RouteTable;
-  upstreams: { 'openai-compatible': Upstream };
+  upstreams: { 'openai-compatible': Upstream<OpenAICompatibleRoute>; bedrock?: Upstream<BedrockRoute> };
   usage: UsageSink;
   metrics: ProxyMetrics;
   /** Largest accepted request body; larger ones are refused before being read. Default 10 MiB. */
@@ -200,13 +200,26 @@ export function createApp(deps: AppDeps): Hono<{ Variables: Vars }> {
           );
         }
 
-        const result: ChatResult = await deps.upstreams[entry.kind].chat({
-          route: entry,
+        const call = {
           body: req.forward,
           stream: req.stream,
           clientWantsUsage: req.includeUsage,
           signal: c.req.raw.signal,
-        });
+        };
+        let result: ChatResult;
+        if (entry.kind === 'bedrock') {
+          if (!deps.upstreams.bedrock) {
+            throw new ProxyError(
+              503,
+              'api_error',
+              'provider_unavailable',
+              'this gateway has no Bedrock upstream configured',
+            );
+          }
+          result = await deps.upstreams.bedrock.chat({ ...call, route: entry });
+        } else {
+          result = await deps.upstreams['openai-compatible'].chat({ ...call, route: entry });
+        }
         if (result.kind === 'json') {
           account(result.status, result.usage);
           return c.json(result.body as object, 200, { 'x-request-id': requestId });

@@ -1,10 +1,12 @@
 import { readFileSync } from 'node:fs';
 import type { Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
+import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import { serve } from '@hono/node-server';
 import { KubeConfig } from '@kubernetes/client-node';
-import { PROXY_SERVICE_PORT } from '../crds/constants.js';
+import { providerCredentials, RoleCredentials } from '../crds/aws-credentials.js';
+import { ACCESS_KEY_ID_KEY, PROXY_SERVICE_PORT, SECRET_ACCESS_KEY_KEY } from '../crds/constants.js';
 import { errorMessage, jsonLogger } from '../crds/log.js';
 import { createApp } from './app.js';
 import { ApiKeys } from './auth.js';
@@ -12,6 +14,7 @@ import { ClusterSource } from './cluster-source.js';
 import { ConfigError, loadStandaloneConfig } from './config.js';
 import { ProxyMetrics } from './metrics.js';
 import { buildRoutes, RouteTable } from './routing.js';
+import { BedrockUpstream } from './upstreams/bedrock.js';
 import { OpenAICompatibleUpstream } from './upstreams/openai-compatible.js';
 import { MemoryUsage } from './usage.js';
 
@@ -23,6 +26,7 @@ const { values } = parseArgs({
   options: {
     config: { type: 'string' },
     'keys-file': { type: 'string' },
+    'secrets-dir': { type: 'string' },
     host: { type: 'string' },
     port: { type: 'string', default: process.env.PORT },
     kubeconfig: { type: 'string' },
@@ -38,7 +42,7 @@ let source: ClusterSource | undefined;
 try {
   if (standalone) {
     const config = loadStandaloneConfig(values.config ?? '');
-    routes.set(buildRoutes(config.modelDeployments, { standalone: true }));
+    routes.set(buildRoutes(config.modelDeployments, { standalone: true }, config.externalProviders));
     const keysFile = values['keys-file'] ?? process.env.GATEWAY_API_KEYS_FILE;
     if (!keysFile) throw new ConfigError('standalone mode needs --keys-file FILE (one API key per line)');
     keys.replace(ApiKeys.parse(readFileSync(keysFile, 'utf8')));
@@ -62,10 +66,31 @@ try {
 
 let draining = false;
 const metrics = new ProxyMetrics();
+// Access keys of providers: the watched Secrets in a cluster; standalone, files laid out like a
+// mounted Secret (<secrets-dir>/<secret name>/accessKeyId and /secretAccessKey).
+const secretsDir = values['secrets-dir'];
+const secretData = (name: string): Record<string, string> | undefined => {
+  if (source) return source.secretData(name);
+  if (!secretsDir) return undefined;
+  const data: Record<string, string> = {};
+  for (const key of [ACCESS_KEY_ID_KEY, SECRET_ACCESS_KEY_KEY]) {
+    try {
+      data[key] = readFileSync(join(secretsDir, name, key)).toString('base64');
+    } catch {
+      return undefined;
+    }
+  }
+  return data;
+};
+const roles = new RoleCredentials();
+const bedrock = new BedrockUpstream({
+  credentialsFor: (route) =>
+    providerCredentials(route.source, roles, () => secretData(route.source.spec.auth.secretRef?.name ?? '')),
+});
 const app = createApp({
   keys,
   routes,
-  upstreams: { 'openai-compatible': new OpenAICompatibleUpstream() },
+  upstreams: { 'openai-compatible': new OpenAICompatibleUpstream(), bedrock },
   usage: new MemoryUsage(),
   metrics,
   ready: () => !draining && (source?.ready() ?? true),

@@ -1,4 +1,5 @@
 import { modelServerEndpoint } from '../crds/constants.js';
+import type { ExternalProvider } from '../crds/external-provider.js';
 import type { ModelDeployment } from '../crds/model-deployment.js';
 
 /**
@@ -21,7 +22,20 @@ export interface OpenAICompatibleRoute {
   provider: string;
 }
 
-export type Route = OpenAICompatibleRoute;
+export interface BedrockRoute {
+  kind: 'bedrock';
+  /** The Bedrock model id (or inference-profile id) callers send and Bedrock serves. */
+  model: string;
+  /** Usage attribution: the ExternalProvider's namespace/name. */
+  provider: string;
+  region: string;
+  /** Call ConverseStream (default) or Converse. */
+  streaming: boolean;
+  /** The provider resource, for its credentials. */
+  source: ExternalProvider;
+}
+
+export type Route = OpenAICompatibleRoute | BedrockRoute;
 
 /** A model that exists but cannot take traffic now. */
 export interface Unavailable {
@@ -54,7 +68,42 @@ export interface BuildOptions {
   standalone: boolean;
 }
 
-export function buildRoutes(mds: ModelDeployment[], opts: BuildOptions): RouteSnapshot {
+const nameOf = (o: { metadata: { namespace?: string; name?: string } }) =>
+  `${o.metadata.namespace ?? ''}/${o.metadata.name ?? ''}`.replace(/^\//, '');
+
+/**
+ * Bedrock routes: a provider the operator found Ready (or Degraded) routes each selected model
+ * the region offers; in standalone mode, where no operator runs discovery, every selected model.
+ */
+function providerRoutes(
+  eps: ExternalProvider[],
+  opts: BuildOptions,
+): Array<{ route: BedrockRoute; listed: boolean; created: number }> {
+  const out: Array<{ route: BedrockRoute; listed: boolean; created: number }> = [];
+  for (const ep of [...eps].sort((a, b) => nameOf(a).localeCompare(nameOf(b)))) {
+    const usable = opts.standalone || ep.status?.phase === 'Ready' || ep.status?.phase === 'Degraded';
+    if (!usable) continue;
+    const available = opts.standalone ? undefined : new Set(ep.status?.availableModels ?? []);
+    for (const model of ep.spec.models) {
+      if (available && !available.has(model)) continue;
+      out.push({
+        route: {
+          kind: 'bedrock',
+          model,
+          provider: nameOf(ep),
+          region: ep.spec.region,
+          streaming: ep.spec.streaming,
+          source: ep,
+        },
+        listed: ep.spec.includeInCLI,
+        created: created(ep.metadata.creationTimestamp),
+      });
+    }
+  }
+  return out;
+}
+
+export function buildRoutes(mds: ModelDeployment[], opts: BuildOptions, eps: ExternalProvider[] = []): RouteSnapshot {
   const entries = new Map<string, RouteEntry>();
   const models: ListedModel[] = [];
   // Deterministic choice when several deployments serve one model: the first by name.
@@ -91,6 +140,12 @@ export function buildRoutes(mds: ModelDeployment[], opts: BuildOptions): RouteSn
       (m) => `${m.metadata.namespace ?? ''}/${m.metadata.name ?? ''}`.replace(/^\//, '') === entry.provider,
     );
     models.push({ id, object: 'model', created: created(md?.metadata.creationTimestamp), owned_by: entry.provider });
+  }
+  for (const { route, listed, created: at } of providerRoutes(eps, opts)) {
+    // An in-cluster model of the same name keeps the name.
+    if (entries.has(route.model)) continue;
+    entries.set(route.model, route);
+    if (listed) models.push({ id: route.model, object: 'model', created: at, owned_by: route.provider });
   }
   models.sort((a, b) => a.id.localeCompare(b.id));
   return { entries, models };

@@ -12,8 +12,8 @@ export interface Usage {
   completionTokens: number;
 }
 
-export interface ChatCall {
-  route: Route;
+export interface ChatCall<R extends Route = Route> {
+  route: R;
   /** The client's OpenAI request body, validated, without the gateway's own fields (tags). */
   body: Record<string, unknown>;
   stream: boolean;
@@ -36,9 +36,9 @@ export type ChatResult =
   | { kind: 'json'; status: number; body: unknown; usage?: Usage }
   | { kind: 'stream'; body: ReadableStream<Uint8Array>; outcome: Promise<StreamOutcome> };
 
-export interface Upstream {
+export interface Upstream<R extends Route = Route> {
   /** Resolves with the answer or a stream; rejects with a ProxyError. */
-  chat(call: ChatCall): Promise<ChatResult>;
+  chat(call: ChatCall<R>): Promise<ChatResult>;
 }
 
 export interface Timeouts {

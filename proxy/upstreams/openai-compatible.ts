@@ -1,7 +1,11 @@
 import { createParser } from 'eventsource-parser';
 import { Agent, type Dispatcher, request } from 'undici';
 import { ProxyError } from '../errors.js';
-import type { ChatCall, ChatResult, StreamOutcome, Timeouts, Upstream, Usage } from '../upstream.js';
+import type { OpenAICompatibleRoute } from '../routing.js';
+import type { ChatCall as AnyChatCall, ChatResult, StreamOutcome, Timeouts, Upstream, Usage } from '../upstream.js';
+
+type ChatCall = AnyChatCall<OpenAICompatibleRoute>;
+
 import { DEFAULT_TIMEOUTS } from '../upstream.js';
 
 /**
@@ -88,7 +92,7 @@ export interface OpenAICompatibleOptions {
   connections?: number;
 }
 
-export class OpenAICompatibleUpstream implements Upstream {
+export class OpenAICompatibleUpstream implements Upstream<OpenAICompatibleRoute> {
   private readonly timeouts: Timeouts;
   private readonly resolve: (baseUrl: string) => string;
   private readonly agent: Dispatcher;

@@ -1,0 +1,919 @@
+import {
+  AccessDeniedException,
+  type ConverseCommandInput,
+  type ConverseCommandOutput,
+  type ConverseStreamOutput,
+  InternalServerException,
+  ModelStreamErrorException,
+  ServiceUnavailableException,
+  ThrottlingException,
+  ValidationException,
+} from '@aws-sdk/client-bedrock-runtime';
+import { describe, expect, it } from 'vitest';
+import { ProxyError } from '../errors.js';
+import {
+  ConverseStreamAggregator,
+  ConverseStreamTranslator,
+  fromConverseOutput,
+  MAPPED_FIELDS,
+  mapBedrockError,
+  type OpenAIChatChunk,
+  REJECTED_FIELDS,
+  toConverseInput,
+} from './bedrock-converse.js';
+
+const MODEL_ID = 'anthropic.claude-3-5-haiku-20241022-v1:0';
+const user = (content: unknown) => ({ role: 'user', content });
+const assistant = (content: unknown) => ({ role: 'assistant', content });
+
+function input(body: Record<string, unknown>): ConverseCommandInput {
+  const r = toConverseInput(MODEL_ID, body);
+  if (r instanceof ProxyError) throw new Error(`expected a Converse input, got ${r.status} ${r.code}: ${r.message}`);
+  return r;
+}
+
+function rejection(body: Record<string, unknown>): ProxyError {
+  const r = toConverseInput(MODEL_ID, body);
+  if (!(r instanceof ProxyError)) throw new Error(`expected a ProxyError, got ${JSON.stringify(r)}`);
+  return r;
+}
+
+// 1x1 transparent PNG.
+const PNG_B64 = 'iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNkYPhfDwAChwGA60e6kgAAAABJRU5ErkJggg==';
+const PNG_BYTES = new Uint8Array(Buffer.from(PNG_B64, 'base64'));
+
+describe('toConverseInput: messages', () => {
+  it('sends the model id, system and developer messages as system blocks in order, and the turns', () => {
+    const r = input({
+      model: 'claude-haiku',
+      messages: [
+        { role: 'system', content: 'You are terse.' },
+        { role: 'developer', content: [{ type: 'text', text: 'Answer in French.' }] },
+        user('Hi'),
+        assistant('Bonjour'),
+        user('How are you?'),
+      ],
+    });
+    expect(r).toEqual({
+      modelId: MODEL_ID,
+      system: [{ text: 'You are terse.' }, { text: 'Answer in French.' }],
+      messages: [
+        { role: 'user', content: [{ text: 'Hi' }] },
+        { role: 'assistant', content: [{ text: 'Bonjour' }] },
+        { role: 'user', content: [{ text: 'How are you?' }] },
+      ],
+    });
+  });
+
+  it('joins the text parts of a system message into one block and drops blank system text', () => {
+    const r = input({
+      messages: [
+        {
+          role: 'system',
+          content: [
+            { type: 'text', text: 'Part one.' },
+            { type: 'text', text: ' ' },
+            { type: 'text', text: 'Part two.' },
+          ],
+        },
+        { role: 'system', content: '   ' },
+        { role: 'developer', content: null },
+        user('Hi'),
+      ],
+    });
+    expect(r.system).toEqual([{ text: 'Part one.\nPart two.' }]);
+  });
+
+  it('leaves out system when there is none', () => {
+    expect(input({ messages: [user('Hi')] })).not.toHaveProperty('system');
+  });
+
+  it.each([
+    {
+      name: 'two user messages',
+      messages: [user('a'), user('b'), assistant('c')],
+      expected: [
+        { role: 'user', content: [{ text: 'a' }, { text: 'b' }] },
+        { role: 'assistant', content: [{ text: 'c' }] },
+      ],
+    },
+    {
+      name: 'two assistant messages',
+      messages: [user('a'), assistant('b'), assistant('c'), user('d')],
+      expected: [
+        { role: 'user', content: [{ text: 'a' }] },
+        { role: 'assistant', content: [{ text: 'b' }, { text: 'c' }] },
+        { role: 'user', content: [{ text: 'd' }] },
+      ],
+    },
+    {
+      name: 'user messages around a hoisted system message',
+      messages: [user('a'), { role: 'system', content: 's' }, user('b')],
+      expected: [{ role: 'user', content: [{ text: 'a' }, { text: 'b' }] }],
+    },
+    {
+      name: 'a blank user message merged away',
+      messages: [user('  '), user('b')],
+      expected: [{ role: 'user', content: [{ text: 'b' }] }],
+    },
+  ])('merges consecutive same-role messages: $name', ({ messages, expected }) => {
+    expect(input({ messages }).messages).toEqual(expected);
+  });
+
+  it('maps text parts to text blocks and a data-URL image to its bytes', () => {
+    const r = input({
+      messages: [
+        user([
+          { type: 'text', text: 'What is this?' },
+          { type: 'image_url', image_url: { url: `data:image/png;base64,${PNG_B64}`, detail: 'low' } },
+          { type: 'text', text: '' },
+        ]),
+      ],
+    });
+    expect(r.messages).toHaveLength(1);
+    const content = r.messages?.[0]?.content ?? [];
+    expect(content).toHaveLength(2);
+    expect(content[0]).toEqual({ text: 'What is this?' });
+    const image = content[1]?.image;
+    expect(image?.format).toBe('png');
+    expect(image?.source?.bytes).toBeInstanceOf(Uint8Array);
+    expect([...(image?.source?.bytes ?? [])]).toEqual([...PNG_BYTES]);
+  });
+
+  it.each([
+    ['jpeg', 'data:image/jpeg;base64,', 'jpeg'],
+    ['jpg (a common misspelling)', 'data:image/jpg;base64,', 'jpeg'],
+    ['gif', 'data:image/gif;base64,', 'gif'],
+    ['webp', 'data:image/webp;base64,', 'webp'],
+    ['upper-case type', 'data:image/PNG;base64,', 'png'],
+  ])('reads the image format from the data URL: %s', (_name, prefix, format) => {
+    const r = input({ messages: [user([{ type: 'image_url', image_url: { url: `${prefix}${PNG_B64}` } }])] });
+    expect(r.messages?.[0]?.content?.[0]?.image?.format).toBe(format);
+  });
+
+  it('accepts base64 wrapped over several lines', () => {
+    const wrapped = `${PNG_B64.slice(0, 40)}\n${PNG_B64.slice(40)}`;
+    const r = input({
+      messages: [user([{ type: 'image_url', image_url: { url: `data:image/png;base64,${wrapped}` } }])],
+    });
+    expect([...(r.messages?.[0]?.content?.[0]?.image?.source?.bytes ?? [])]).toEqual([...PNG_BYTES]);
+  });
+
+  it.each([
+    ['https image URL', 'https://example.com/cat.png', 'unsupported_content', /image bytes/],
+    ['http image URL', 'http://example.com/cat.png', 'unsupported_content', /image bytes/],
+    ['svg data URL', 'data:image/svg+xml;base64,PHN2Zz48L3N2Zz4=', 'unsupported_content', /png, jpeg, gif or webp/],
+    ['data URL that is not base64', 'data:image/png,rawbytes', 'unsupported_content', /base64/],
+    ['data URL with invalid base64', 'data:image/png;base64,@@@@', 'unsupported_content', /base64/],
+    ['data URL with no data', 'data:image/png;base64,', 'invalid_request', /no image data/],
+  ])('refuses an image it cannot send: %s', (_name, url, code, message) => {
+    const e = rejection({ messages: [user([{ type: 'image_url', image_url: { url } }])] });
+    expect(e.status).toBe(400);
+    expect(e.type).toBe('invalid_request_error');
+    expect(e.code).toBe(code);
+    expect(e.param).toBe('messages[0].content[0].image_url.url');
+    expect(e.message).toMatch(message);
+  });
+
+  it.each([
+    ['an image in a system message', { role: 'system', content: [{ type: 'image_url', image_url: { url: 'x' } }] }],
+    ['an image in an assistant message', assistant([{ type: 'image_url', image_url: { url: 'x' } }])],
+    ['an audio part', user([{ type: 'input_audio', input_audio: { data: 'x', format: 'wav' } }])],
+    ['a file part', user([{ type: 'file', file: { file_id: 'f' } }])],
+  ])('refuses content Bedrock cannot take through the gateway: %s', (_name, message) => {
+    const e = rejection({ messages: [user('Hi'), assistant('ok'), message, user('more')] });
+    expect(e.code).toBe('unsupported_content');
+    expect(e.param).toBe('messages[2].content[0]');
+  });
+
+  it('takes an assistant refusal part as text', () => {
+    const r = input({ messages: [user('a'), assistant([{ type: 'refusal', refusal: 'I cannot.' }]), user('b')] });
+    expect(r.messages?.[1]).toEqual({ role: 'assistant', content: [{ text: 'I cannot.' }] });
+  });
+
+  it.each([
+    ['the first message', [assistant('Hello'), user('Hi')], 'messages[0]'],
+    [
+      'the first after system messages',
+      [{ role: 'system', content: 's' }, assistant('Hello'), user('Hi')],
+      'messages[1]',
+    ],
+  ])('refuses a conversation that starts with an assistant message: %s', (_name, messages, param) => {
+    const e = rejection({ messages });
+    expect(e.status).toBe(400);
+    expect(e.param).toBe(param);
+    expect(e.message).toMatch(/start with a user message/);
+  });
+
+  it('refuses a conversation of system messages only', () => {
+    const e = rejection({ messages: [{ role: 'system', content: 's' }] });
+    expect(e.status).toBe(400);
+    expect(e.message).toMatch(/no user message/);
+  });
+
+  it.each([
+    ['an empty user message', [user('')], 'messages[0]'],
+    ['a whitespace-only user message', [user(' \n ')], 'messages[0]'],
+    ['an assistant message without content', [user('a'), { role: 'assistant' }, user('b')], 'messages[1]'],
+    ['blank parts only', [user([{ type: 'text', text: '' }])], 'messages[0]'],
+    ['merged messages all blank', [user('a'), assistant(''), assistant(null), user('b')], 'messages[1] to messages[2]'],
+  ])('refuses a message left with no content: %s', (_name, messages, which) => {
+    const e = rejection({ messages });
+    expect(e.status).toBe(400);
+    expect(e.message).toContain(`${which} has no content`);
+  });
+
+  it.each([
+    ['a tool message', [user('a'), { role: 'tool', tool_call_id: 't', content: 'r' }], 'messages[1].role'],
+    ['a function message', [user('a'), { role: 'function', name: 'f', content: 'r' }], 'messages[1].role'],
+    [
+      'an assistant message with tool_calls',
+      [user('a'), { role: 'assistant', content: null, tool_calls: [{ id: 't', type: 'function' }] }],
+      'messages[1].tool_calls',
+    ],
+    [
+      'an assistant message with function_call',
+      [user('a'), { role: 'assistant', content: null, function_call: { name: 'f' } }],
+      'messages[1].function_call',
+    ],
+  ])('refuses tool calling in messages: %s', (_name, messages, param) => {
+    const e = rejection({ messages });
+    expect(e.status).toBe(400);
+    expect(e.code).toBe('unsupported_parameter');
+    expect(e.param).toBe(param);
+    expect(e.message).toMatch(/tool calling is not supported for Bedrock models/);
+  });
+
+  it.each([
+    ['no messages', {}],
+    ['an empty messages array', { messages: [] }],
+    ['a message that is not an object', { messages: ['hi'] }],
+    ['an unknown role', { messages: [{ role: 'robot', content: 'x' }] }],
+  ])('refuses malformed messages: %s', (_name, body) => {
+    expect(rejection(body).status).toBe(400);
+  });
+});
+
+describe('toConverseInput: parameters', () => {
+  const messages = [user('Hi')];
+
+  it('leaves out inferenceConfig when no parameter is set', () => {
+    expect(input({ messages })).not.toHaveProperty('inferenceConfig');
+  });
+
+  it.each([
+    ['stop as a string', { stop: 'END' }, { stopSequences: ['END'] }],
+    ['stop as an array', { stop: ['END', '\n\n'] }, { stopSequences: ['END', '\n\n'] }],
+    ['max_tokens alone', { max_tokens: 100 }, { maxTokens: 100 }],
+    ['max_completion_tokens alone', { max_completion_tokens: 200 }, { maxTokens: 200 }],
+    ['max_completion_tokens over max_tokens', { max_tokens: 100, max_completion_tokens: 200 }, { maxTokens: 200 }],
+    [
+      'max_completion_tokens over max_tokens, either order',
+      { max_completion_tokens: 50, max_tokens: 100 },
+      { maxTokens: 50 },
+    ],
+    ['temperature passed through unclamped', { temperature: 1.7 }, { temperature: 1.7 }],
+    ['temperature 0', { temperature: 0 }, { temperature: 0 }],
+    ['top_p', { top_p: 0.9 }, { topP: 0.9 }],
+    [
+      'everything together',
+      { max_tokens: 10, temperature: 0.5, top_p: 1, stop: ['x'] },
+      { maxTokens: 10, temperature: 0.5, topP: 1, stopSequences: ['x'] },
+    ],
+  ])('maps %s', (_name, params, expected) => {
+    expect(input({ messages, ...params }).inferenceConfig).toEqual(expected);
+  });
+
+  it.each([
+    ['an empty stop array', { stop: [] }],
+    ['null parameters', { stop: null, temperature: null, max_tokens: null, top_p: null, seed: null, tools: null }],
+  ])('sets no inference parameter for %s', (_name, params) => {
+    expect(input({ messages, ...params })).not.toHaveProperty('inferenceConfig');
+  });
+
+  it.each([
+    ['max_tokens', 0],
+    ['max_tokens', -5],
+    ['max_tokens', 1.5],
+    ['max_tokens', '100'],
+    ['max_completion_tokens', 0],
+    ['temperature', -0.1],
+    ['temperature', 2.01],
+    ['temperature', '0.5'],
+    ['temperature', Number.NaN],
+    ['top_p', 1.1],
+    ['top_p', -1],
+    ['stop', ['a', 'b', 'c', 'd', 'e']],
+    ['stop', ''],
+    ['stop', ['ok', '']],
+    ['stop', [1]],
+    ['stop', 7],
+  ])('refuses %s = %j', (name, value) => {
+    const e = rejection({ messages, [name]: value });
+    expect(e.status).toBe(400);
+    expect(e.type).toBe('invalid_request_error');
+    expect(e.param).toBe(name);
+  });
+
+  // A value that changes behaviour for each refused field; the first test fails if a field is added without one.
+  const REJECTED_SAMPLES: Record<string, unknown> = {
+    tools: [{ type: 'function', function: { name: 'f', parameters: {} } }],
+    tool_choice: 'auto',
+    parallel_tool_calls: true,
+    functions: [{ name: 'f' }],
+    function_call: 'auto',
+    seed: 42,
+    presence_penalty: 0.5,
+    frequency_penalty: -0.5,
+    logit_bias: { '50256': -100 },
+    logprobs: true,
+    top_logprobs: 3,
+    response_format: { type: 'json_object' },
+    service_tier: 'flex',
+    store: true,
+    metadata: { team: 'ml' },
+  };
+
+  it('has a sample for every refused field', () => {
+    expect(Object.keys(REJECTED_SAMPLES).sort()).toEqual(Object.keys(REJECTED_FIELDS).sort());
+  });
+
+  it.each(Object.entries(REJECTED_SAMPLES))('refuses %s with unsupported_parameter', (name, value) => {
+    const e = rejection({ messages, [name]: value });
+    expect(e.status).toBe(400);
+    expect(e.type).toBe('invalid_request_error');
+    expect(e.code).toBe('unsupported_parameter');
+    expect(e.param).toBe(name);
+    expect(e.message).toContain(`${name} is not supported for Bedrock models`);
+  });
+
+  it('refuses a JSON schema response_format too', () => {
+    const e = rejection({ messages, response_format: { type: 'json_schema', json_schema: { name: 's', schema: {} } } });
+    expect(e.param).toBe('response_format');
+  });
+
+  it.each([
+    ['response_format text', { response_format: { type: 'text' } }],
+    ['presence_penalty 0', { presence_penalty: 0 }],
+    ['frequency_penalty 0', { frequency_penalty: 0 }],
+    ['logprobs false', { logprobs: false }],
+    ['store false', { store: false }],
+  ])("accepts OpenAI's default value silently: %s", (_name, params) => {
+    expect(input({ messages, ...params })).toEqual({
+      modelId: MODEL_ID,
+      messages: [{ role: 'user', content: [{ text: 'Hi' }] }],
+    });
+  });
+
+  it('refuses a top-level field it does not know', () => {
+    const e = rejection({ messages, reasoning_effort: 'high' });
+    expect(e.code).toBe('unsupported_parameter');
+    expect(e.param).toBe('reasoning_effort');
+    expect(e.message).toContain('reasoning_effort is not supported for Bedrock models');
+  });
+
+  it('refuses n other than 1', () => {
+    const e = rejection({ messages, n: 2 });
+    expect(e.code).toBe('unsupported_parameter');
+    expect(e.param).toBe('n');
+  });
+
+  it('accepts every mapped field at once and sends only what Converse takes', () => {
+    const body: Record<string, unknown> = {
+      model: 'claude-haiku',
+      messages,
+      max_completion_tokens: 20,
+      max_tokens: 10,
+      temperature: 0.3,
+      top_p: 0.8,
+      stop: 'x',
+      stream: true,
+      stream_options: { include_usage: true },
+      n: 1,
+      user: 'end-user-7',
+    };
+    expect(Object.keys(body).sort()).toEqual(Object.keys(MAPPED_FIELDS).sort());
+    expect(input(body)).toEqual({
+      modelId: MODEL_ID,
+      messages: [{ role: 'user', content: [{ text: 'Hi' }] }],
+      inferenceConfig: { maxTokens: 20, temperature: 0.3, topP: 0.8, stopSequences: ['x'] },
+    });
+  });
+
+  it('has no field both mapped and refused', () => {
+    const mapped = new Set(Object.keys(MAPPED_FIELDS));
+    expect(Object.keys(REJECTED_FIELDS).filter((f) => mapped.has(f))).toEqual([]);
+  });
+});
+
+const usage = { inputTokens: 12, outputTokens: 3, totalTokens: 15 };
+
+function output(
+  stopReason: string,
+  content: ConverseCommandOutput['output'] = {
+    message: { role: 'assistant', content: [{ text: 'Hello' }] },
+  },
+): ConverseCommandOutput {
+  return {
+    $metadata: { httpStatusCode: 200 },
+    output: content,
+    stopReason: stopReason as ConverseCommandOutput['stopReason'],
+    usage,
+    metrics: { latencyMs: 100 },
+  };
+}
+
+describe('fromConverseOutput', () => {
+  it('builds a chat.completion with usage', () => {
+    const r = fromConverseOutput(output('end_turn'), 'claude-haiku', 'chatcmpl-1', 1_700_000_000);
+    expect(r).toEqual({
+      body: {
+        id: 'chatcmpl-1',
+        object: 'chat.completion',
+        created: 1_700_000_000,
+        model: 'claude-haiku',
+        choices: [
+          { index: 0, message: { role: 'assistant', content: 'Hello' }, finish_reason: 'stop', logprobs: null },
+        ],
+        usage: { prompt_tokens: 12, completion_tokens: 3, total_tokens: 15 },
+      },
+      usage: { promptTokens: 12, completionTokens: 3 },
+    });
+  });
+
+  it.each([
+    ['end_turn', 'stop'],
+    ['stop_sequence', 'stop'],
+    ['max_tokens', 'length'],
+    ['model_context_window_exceeded', 'length'],
+    ['content_filtered', 'content_filter'],
+    ['guardrail_intervened', 'content_filter'],
+    ['tool_use', 'tool_calls'],
+    ['malformed_model_output', 'stop'],
+    ['malformed_tool_use', 'stop'],
+    ['a_reason_added_later', 'stop'],
+    ['toString', 'stop'],
+  ])('maps stopReason %s to finish_reason %s', (stopReason, finish) => {
+    const r = fromConverseOutput(output(stopReason), 'm', 'id', 0);
+    expect(r.body.choices[0]?.finish_reason).toBe(finish);
+  });
+
+  it('joins the text blocks and leaves out the others', () => {
+    const r = fromConverseOutput(
+      output('end_turn', {
+        message: {
+          role: 'assistant',
+          content: [
+            { reasoningContent: { reasoningText: { text: 'thinking...' } } },
+            { text: 'Hello, ' },
+            { text: 'world' },
+          ],
+        },
+      }),
+      'm',
+      'id',
+      0,
+    );
+    expect(r.body.choices[0]?.message.content).toBe('Hello, world');
+  });
+
+  it('gives empty content and no usage when Bedrock sent neither', () => {
+    const out: ConverseCommandOutput = {
+      $metadata: {},
+      output: undefined,
+      stopReason: 'content_filtered',
+      usage: undefined,
+      metrics: undefined,
+    };
+    const r = fromConverseOutput(out, 'm', 'id', 0);
+    expect(r.body.choices[0]?.message.content).toBe('');
+    expect(r.body.choices[0]?.finish_reason).toBe('content_filter');
+    expect(r.body).not.toHaveProperty('usage');
+    expect(r).not.toHaveProperty('usage');
+  });
+});
+
+const STREAM: ConverseStreamOutput[] = [
+  { messageStart: { role: 'assistant' } },
+  { contentBlockDelta: { contentBlockIndex: 0, delta: { text: 'Hello' } } },
+  { contentBlockDelta: { contentBlockIndex: 0, delta: { text: ', ' } } },
+  { contentBlockDelta: { contentBlockIndex: 0, delta: { text: 'world' } } },
+  { contentBlockStop: { contentBlockIndex: 0 } },
+  { messageStop: { stopReason: 'max_tokens' } },
+  { metadata: { usage, metrics: { latencyMs: 420 } } },
+];
+
+const base = { id: 'chatcmpl-9', object: 'chat.completion.chunk', created: 1_700_000_001, model: 'claude-haiku' };
+const choice = (delta: OpenAIChatChunk['choices'][number]['delta'], finish_reason: string | null = null) => ({
+  index: 0,
+  delta,
+  finish_reason,
+  logprobs: null,
+});
+
+function translate(includeUsage: boolean, events = STREAM) {
+  const t = new ConverseStreamTranslator(base.model, base.id, base.created, includeUsage);
+  const perEvent = events.map((e) => t.push(e));
+  return { t, perEvent, chunks: perEvent.flat() };
+}
+
+describe('ConverseStreamTranslator', () => {
+  it('emits role, content, finish and usage chunks in order when the client asked for usage', () => {
+    const { t, perEvent, chunks } = translate(true);
+    expect(chunks).toEqual([
+      { ...base, choices: [choice({ role: 'assistant', content: '' })], usage: null },
+      { ...base, choices: [choice({ content: 'Hello' })], usage: null },
+      { ...base, choices: [choice({ content: ', ' })], usage: null },
+      { ...base, choices: [choice({ content: 'world' })], usage: null },
+      { ...base, choices: [choice({}, 'length')], usage: null },
+      { ...base, choices: [], usage: { prompt_tokens: 12, completion_tokens: 3, total_tokens: 15 } },
+    ]);
+    // contentBlockStop gives nothing; metadata gives exactly the usage chunk.
+    expect(perEvent.map((c) => c.length)).toEqual([1, 1, 1, 1, 0, 1, 1]);
+    expect(t.usage()).toEqual({ promptTokens: 12, completionTokens: 3 });
+    expect(t.finishReason()).toBe('length');
+  });
+
+  it('records usage but sends no usage chunk or field when the client did not ask', () => {
+    const { t, chunks } = translate(false);
+    expect(chunks).toEqual([
+      { ...base, choices: [choice({ role: 'assistant', content: '' })] },
+      { ...base, choices: [choice({ content: 'Hello' })] },
+      { ...base, choices: [choice({ content: ', ' })] },
+      { ...base, choices: [choice({ content: 'world' })] },
+      { ...base, choices: [choice({}, 'length')] },
+    ]);
+    for (const c of chunks) expect(c).not.toHaveProperty('usage');
+    expect(t.usage()).toEqual({ promptTokens: 12, completionTokens: 3 });
+  });
+
+  it('tells when the first content arrived and when the stream finished', () => {
+    const t = new ConverseStreamTranslator('m', 'id', 0, false);
+    expect(t.firstContentSeen()).toBe(false);
+    t.push({ messageStart: { role: 'assistant' } });
+    t.push({ contentBlockDelta: { contentBlockIndex: 0, delta: { text: '' } } });
+    expect(t.firstContentSeen()).toBe(false);
+    t.push({ contentBlockDelta: { contentBlockIndex: 0, delta: { text: 'x' } } });
+    expect(t.firstContentSeen()).toBe(true);
+    expect(t.finishReason()).toBeUndefined();
+    expect(t.usage()).toBeUndefined();
+    t.push({ messageStop: { stopReason: 'end_turn' } });
+    expect(t.finishReason()).toBe('stop');
+  });
+
+  it('sends nothing for empty text, reasoning or block-start events', () => {
+    const t = new ConverseStreamTranslator('m', 'id', 0, true);
+    t.push({ messageStart: { role: 'assistant' } });
+    expect(t.push({ contentBlockDelta: { contentBlockIndex: 0, delta: { text: '' } } })).toEqual([]);
+    expect(
+      t.push({ contentBlockDelta: { contentBlockIndex: 0, delta: { reasoningContent: { text: 'hmm' } } } }),
+    ).toEqual([]);
+    expect(t.push({ contentBlockStart: { contentBlockIndex: 1, start: { image: { format: 'png' } } } })).toEqual([]);
+  });
+
+  it('sends the role chunk first even when messageStart is missing', () => {
+    const { chunks } = translate(false, STREAM.slice(1));
+    expect(chunks[0]?.choices[0]?.delta).toEqual({ role: 'assistant', content: '' });
+    expect(chunks[1]?.choices[0]?.delta).toEqual({ content: 'Hello' });
+    expect(chunks.filter((c) => c.choices[0]?.delta.role === 'assistant')).toHaveLength(1);
+  });
+
+  it('sends no usage chunk when metadata has no token counts', () => {
+    const t = new ConverseStreamTranslator('m', 'id', 0, true);
+    expect(t.push({ metadata: { usage: undefined, metrics: { latencyMs: 1 } } })).toEqual([]);
+    expect(t.usage()).toBeUndefined();
+  });
+
+  const meta = { $metadata: {} };
+  it.each([
+    [
+      'internalServerException',
+      { internalServerException: new InternalServerException({ ...meta, message: 'boom' }) },
+      502,
+      'upstream_stream_error',
+    ],
+    [
+      'modelStreamErrorException',
+      { modelStreamErrorException: new ModelStreamErrorException({ ...meta, message: 'model broke' }) },
+      502,
+      'upstream_stream_error',
+    ],
+    [
+      'validationException',
+      { validationException: new ValidationException({ ...meta, message: 'bad input' }) },
+      400,
+      'upstream_rejected',
+    ],
+    [
+      'throttlingException',
+      { throttlingException: new ThrottlingException({ ...meta, message: 'slow down' }) },
+      429,
+      'upstream_rate_limited',
+    ],
+    [
+      'serviceUnavailableException',
+      { serviceUnavailableException: new ServiceUnavailableException({ ...meta, message: 'down' }) },
+      503,
+      'upstream_unavailable',
+    ],
+  ] as Array<[string, ConverseStreamOutput, number, string]>)(
+    'throws a ProxyError for %s',
+    (_name, event, status, code) => {
+      const t = new ConverseStreamTranslator('claude-haiku', 'id', 0, true, 'team-a/bedrock');
+      t.push({ messageStart: { role: 'assistant' } });
+      let thrown: unknown;
+      try {
+        t.push(event);
+      } catch (err) {
+        thrown = err;
+      }
+      expect(thrown).toBeInstanceOf(ProxyError);
+      expect(thrown).toMatchObject({ status, code });
+      expect((thrown as ProxyError).message).toContain('claude-haiku');
+      const agg = new ConverseStreamAggregator();
+      expect(() => agg.push(event)).toThrow(ProxyError);
+    },
+  );
+
+  it('keeps the Bedrock detail of a mid-stream model error and a Retry-After on throttling', () => {
+    const t = new ConverseStreamTranslator('m', 'id', 0, false);
+    expect(() =>
+      t.push({ modelStreamErrorException: new ModelStreamErrorException({ $metadata: {}, message: 'overloaded' }) }),
+    ).toThrow(/overloaded/);
+    try {
+      t.push({ throttlingException: new ThrottlingException({ $metadata: {}, message: 'slow' }) });
+      expect.unreachable();
+    } catch (err) {
+      expect((err as ProxyError).headers).toEqual({ 'Retry-After': '5' });
+    }
+  });
+});
+
+describe('ConverseStreamAggregator', () => {
+  it('gives the same answer as fromConverseOutput for the same content', () => {
+    const agg = new ConverseStreamAggregator();
+    for (const e of STREAM) agg.push(e);
+    const expected = fromConverseOutput(
+      output('max_tokens', { message: { role: 'assistant', content: [{ text: 'Hello, world' }] } }),
+      'claude-haiku',
+      'chatcmpl-9',
+      5,
+    );
+    expect(agg.result('claude-haiku', 'chatcmpl-9', 5)).toEqual(expected);
+    expect(expected.body.choices[0]?.message.content).toBe('Hello, world');
+    expect(expected.body.choices[0]?.finish_reason).toBe('length');
+    expect(agg.usage()).toEqual({ promptTokens: 12, completionTokens: 3 });
+    expect(agg.finishReason()).toBe('length');
+  });
+
+  it('joins several blocks in block order', () => {
+    const agg = new ConverseStreamAggregator();
+    const events: ConverseStreamOutput[] = [
+      { messageStart: { role: 'assistant' } },
+      { contentBlockDelta: { contentBlockIndex: 1, delta: { text: 'second' } } },
+      { contentBlockDelta: { contentBlockIndex: 0, delta: { text: 'first ' } } },
+      { contentBlockDelta: { contentBlockIndex: 0, delta: { reasoningContent: { text: 'hidden' } } } },
+      { messageStop: { stopReason: 'end_turn' } },
+    ];
+    for (const e of events) agg.push(e);
+    const r = agg.result('m', 'id', 0);
+    expect(r.body.choices[0]?.message.content).toBe('first second');
+    expect(r).not.toHaveProperty('usage');
+    expect(r.body).not.toHaveProperty('usage');
+  });
+
+  it('has no finish reason before messageStop', () => {
+    const agg = new ConverseStreamAggregator();
+    agg.push({ messageStart: { role: 'assistant' } });
+    expect(agg.finishReason()).toBeUndefined();
+  });
+});
+
+const ctx = { model: 'claude-haiku', provider: 'team-a/bedrock', streaming: true };
+const awsError = (name: string, message: string, httpStatusCode?: number) =>
+  Object.assign(new Error(message), { name, $fault: 'client', $metadata: { httpStatusCode } });
+
+describe('mapBedrockError', () => {
+  it.each([
+    [
+      'ThrottlingException',
+      new ThrottlingException({ $metadata: { httpStatusCode: 429 }, message: 'Too many requests' }),
+      ctx,
+      { status: 429, type: 'rate_limit_error', code: 'upstream_rate_limited', headers: { 'Retry-After': '5' } },
+      /throttling/,
+    ],
+    [
+      'TooManyRequestsException',
+      awsError('TooManyRequestsException', 'Too many requests', 429),
+      ctx,
+      { status: 429, code: 'upstream_rate_limited', headers: { 'Retry-After': '5' } },
+      /throttling/,
+    ],
+    [
+      'an unknown error with HTTP 429',
+      awsError('SomethingNew', 'slow', 429),
+      ctx,
+      { status: 429, code: 'upstream_rate_limited' },
+      /throttling/,
+    ],
+    [
+      'AccessDenied for InvokeModelWithResponseStream',
+      new AccessDeniedException({
+        $metadata: { httpStatusCode: 403 },
+        message:
+          'User: arn:aws:sts::123456789012:assumed-role/gateway/i-0abc is not authorized to perform: bedrock:InvokeModelWithResponseStream on resource: arn:aws:bedrock:us-east-1::foundation-model/anthropic.claude-3-5-haiku-20241022-v1:0 because no identity-based policy allows the bedrock:InvokeModelWithResponseStream action',
+      }),
+      ctx,
+      { status: 403, type: 'permission_error', code: 'bedrock_access_denied' },
+      /lacks bedrock:InvokeModelWithResponseStream; add it/,
+    ],
+    [
+      'AccessDenied for InvokeModel',
+      awsError(
+        'AccessDeniedException',
+        'User: arn:aws:iam::123456789012:user/gw is not authorized to perform: bedrock:InvokeModel on resource: arn:aws:bedrock:us-east-1::foundation-model/x',
+        403,
+      ),
+      { ...ctx, streaming: false },
+      { status: 403, code: 'bedrock_access_denied' },
+      /lacks bedrock:InvokeModel; add both bedrock:InvokeModel and bedrock:InvokeModelWithResponseStream/,
+    ],
+    [
+      'AccessDenied without model access',
+      awsError('AccessDeniedException', "You don't have access to the model with the specified model ID.", 403),
+      ctx,
+      { status: 403, type: 'permission_error', code: 'bedrock_model_not_enabled' },
+      /enable model access in the Bedrock console for this region/,
+    ],
+    [
+      'AccessDenied otherwise, streaming',
+      awsError('AccessDeniedException', 'Access denied by an explicit deny in a service control policy', 403),
+      ctx,
+      { status: 403, code: 'bedrock_access_denied' },
+      /needs bedrock:InvokeModelWithResponseStream.*explicit deny/,
+    ],
+    [
+      'AccessDenied otherwise, not streaming',
+      awsError('AccessDeniedException', 'Access denied', 403),
+      { ...ctx, streaming: false },
+      { status: 403, code: 'bedrock_access_denied' },
+      /needs bedrock:InvokeModel on/,
+    ],
+    [
+      'ValidationException about the use case form',
+      awsError(
+        'ValidationException',
+        'Model use case details have not been submitted for this account. Fill out the Anthropic use case details form before using the model.',
+        400,
+      ),
+      ctx,
+      { status: 400, type: 'invalid_request_error', code: 'bedrock_model_not_enabled' },
+      /invoke it once in the Bedrock console playground and submit the use-case details/,
+    ],
+    [
+      'ValidationException otherwise',
+      awsError(
+        'ValidationException',
+        "Invocation of model ID anthropic.claude-3-5-haiku with on-demand throughput isn't supported.",
+        400,
+      ),
+      ctx,
+      { status: 400, type: 'invalid_request_error', code: 'upstream_rejected' },
+      /on-demand throughput isn't supported/,
+    ],
+    [
+      'ValidationException for a too-long input',
+      awsError('ValidationException', 'Input is too long for requested model.', 400),
+      ctx,
+      { status: 400, code: 'context_length_exceeded' },
+      /Input is too long/,
+    ],
+    [
+      'ResourceNotFoundException',
+      awsError('ResourceNotFoundException', 'Model not found', 404),
+      ctx,
+      { status: 404, type: 'not_found_error', code: 'model_not_found' },
+      /claude-haiku/,
+    ],
+    [
+      'ModelTimeoutException',
+      awsError('ModelTimeoutException', 'timed out', 408),
+      ctx,
+      { status: 504, type: 'timeout_error', code: 'upstream_timeout' },
+      /in time/,
+    ],
+    [
+      'the SDK socket TimeoutError',
+      Object.assign(new Error('socket timed out'), { name: 'TimeoutError' }),
+      ctx,
+      { status: 504, code: 'upstream_timeout' },
+      /in time/,
+    ],
+    [
+      'ServiceUnavailableException',
+      awsError('ServiceUnavailableException', 'unavailable', 503),
+      ctx,
+      { status: 503, code: 'upstream_unavailable', headers: { 'Retry-After': '5' } },
+      /not available/,
+    ],
+    [
+      'ModelNotReadyException',
+      awsError('ModelNotReadyException', 'not ready', 429),
+      ctx,
+      { status: 503, code: 'upstream_unavailable' },
+      /not available/,
+    ],
+    [
+      'InternalServerException',
+      awsError('InternalServerException', 'internal', 500),
+      ctx,
+      { status: 502, type: 'api_error', code: 'upstream_error' },
+      /InternalServerException/,
+    ],
+    [
+      'ModelStreamErrorException',
+      awsError('ModelStreamErrorException', 'stream broke', 424),
+      ctx,
+      { status: 502, code: 'upstream_stream_error' },
+      /stream broke/,
+    ],
+    [
+      'ServiceQuotaExceededException',
+      awsError('ServiceQuotaExceededException', 'quota', 400),
+      ctx,
+      { status: 429, code: 'upstream_quota_exceeded', headers: {} },
+      /quota/,
+    ],
+    [
+      'STS AccessDenied from AssumeRole',
+      awsError(
+        'AccessDenied',
+        'User: arn:aws:sts::123456789012:assumed-role/gw/x is not authorized to perform: sts:AssumeRole on resource: arn:aws:iam::210987654321:role/bedrock',
+        403,
+      ),
+      ctx,
+      { status: 403, type: 'permission_error', code: 'assume_role_denied' },
+      /trust policy must allow sts:AssumeRole by the gateway's principal/,
+    ],
+    ...['ExpiredTokenException', 'ExpiredToken', 'UnrecognizedClientException', 'InvalidSignatureException'].map(
+      (name) =>
+        [
+          name,
+          awsError(name, 'The security token included in the request is invalid.', 403),
+          ctx,
+          { status: 502, type: 'api_error', code: 'bedrock_credentials_invalid' },
+          new RegExp(`credentials.*\\(${name}\\).*the request itself is fine`),
+        ] as const,
+    ),
+    [
+      'an unknown error',
+      awsError('ConflictException', 'conflict', 409),
+      ctx,
+      { status: 502, type: 'api_error', code: 'upstream_error' },
+      /\(ConflictException\): conflict/,
+    ],
+    ['a thrown string', 'socket hang up', ctx, { status: 502, code: 'upstream_error' }, /socket hang up/],
+    ['undefined', undefined, ctx, { status: 502, code: 'upstream_error' }, /Bedrock model claude-haiku/],
+  ] as Array<[string, unknown, typeof ctx, Partial<ProxyError>, RegExp]>)(
+    'maps %s',
+    (_name, err, c, expected, message) => {
+      const e = mapBedrockError(err, c);
+      expect(e).toBeInstanceOf(ProxyError);
+      expect(e).toMatchObject(expected);
+      expect(e.message).toMatch(message);
+    },
+  );
+
+  it('passes a ProxyError through unchanged', () => {
+    const original = new ProxyError(400, 'invalid_request_error', 'x', 'y');
+    expect(mapBedrockError(original, ctx)).toBe(original);
+  });
+
+  it('names the model and provider', () => {
+    expect(mapBedrockError(awsError('InternalServerException', 'x', 500), ctx).message).toContain(
+      'Bedrock model claude-haiku (team-a/bedrock)',
+    );
+  });
+
+  it.each([
+    ['an access key id', 'The security token AKIAIOSFODNN7EXAMPLE is invalid', 'AKIAIOSFODNN7EXAMPLE'],
+    ['a temporary access key id', 'key ASIAY34FZKBOKMUTVV7A rejected', 'ASIAY34FZKBOKMUTVV7A'],
+    [
+      'a secret key',
+      'secret wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY leaked',
+      'wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY',
+    ],
+    ['the gateway principal', 'User: arn:aws:sts::123456789012:assumed-role/gw/x failed', 'arn:aws:sts::123456789012'],
+  ])('never repeats %s', (_name, text, secret) => {
+    const e = mapBedrockError(awsError('ConflictException', text, 409), ctx);
+    expect(e.message).not.toContain(secret);
+    expect(e.message).toMatch(/\[redacted\]|the gateway's AWS principal/);
+    const denied = mapBedrockError(awsError('AccessDeniedException', text, 403), ctx);
+    expect(denied.message).not.toContain(secret);
+  });
+
+  it('keeps the message short', () => {
+    const e = mapBedrockError(awsError('ValidationException', 'word '.repeat(200), 400), ctx);
+    expect(e.message.length).toBeLessThan(400);
+  });
+});

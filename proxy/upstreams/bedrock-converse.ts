@@ -1,0 +1,741 @@
+import type {
+  ContentBlock,
+  ConverseCommandInput,
+  ConverseCommandOutput,
+  ConverseStreamOutput,
+  ImageFormat,
+  InferenceConfiguration,
+  Message,
+  StopReason,
+  SystemContentBlock,
+  TokenUsage,
+} from '@aws-sdk/client-bedrock-runtime';
+import { invalidRequest, ProxyError } from '../errors.js';
+import type { Usage } from '../upstream.js';
+
+/**
+ * OpenAI chat completions <-> Bedrock Converse, as pure functions and small state machines:
+ * no SDK client, no network, so every mapping is testable without AWS. The request side
+ * refuses what it cannot translate faithfully instead of dropping it, because a silently
+ * ignored `seed` or `response_format` gives the caller an answer that looks right and is not.
+ */
+
+/** Accepted top-level fields and where each goes. */
+export const MAPPED_FIELDS = {
+  model: 'consumed: the route decides the Bedrock modelId',
+  messages: 'system (system, developer) and messages (user, assistant)',
+  max_completion_tokens: 'inferenceConfig.maxTokens',
+  max_tokens: 'inferenceConfig.maxTokens (max_completion_tokens wins when both are set)',
+  temperature: 'inferenceConfig.temperature',
+  top_p: 'inferenceConfig.topP',
+  stop: 'inferenceConfig.stopSequences',
+  stream: 'consumed: the gateway decides how it calls Bedrock',
+  stream_options: 'consumed: include_usage decides whether the usage chunk is sent',
+  n: 'consumed: only 1 is accepted',
+  user: 'consumed: not sent to Bedrock',
+} as const satisfies Record<string, string>;
+
+/** OpenAI fields refused with 400 unsupported_parameter, and why. */
+export const REJECTED_FIELDS = {
+  tools: 'tool calling is not translated yet',
+  tool_choice: 'tool calling is not translated yet',
+  parallel_tool_calls: 'tool calling is not translated yet',
+  functions: 'function calling is not translated yet',
+  function_call: 'function calling is not translated yet',
+  seed: 'Converse has no sampling seed',
+  presence_penalty: 'Converse has no presence penalty',
+  frequency_penalty: 'Converse has no frequency penalty',
+  logit_bias: 'Converse cannot bias tokens',
+  logprobs: 'Converse returns no log probabilities',
+  top_logprobs: 'Converse returns no log probabilities',
+  response_format: 'only {"type": "text"} is accepted; JSON output modes are not translated yet',
+  service_tier: 'the Bedrock service tier is not chosen per request',
+  store: 'Bedrock does not store completions',
+  metadata: 'request metadata is not passed to Bedrock',
+} as const satisfies Record<string, string>;
+
+type RejectedField = keyof typeof REJECTED_FIELDS;
+
+/**
+ * Values equal to OpenAI's defaults change nothing, and some client libraries always send
+ * them, so refusing them would break those clients for no gain.
+ */
+const NO_OP_VALUES: Partial<Record<RejectedField, (v: unknown) => boolean>> = {
+  response_format: (v) => isRecord(v) && v.type === 'text' && Object.keys(v).length === 1,
+  presence_penalty: (v) => v === 0,
+  frequency_penalty: (v) => v === 0,
+  logprobs: (v) => v === false,
+  store: (v) => v === false,
+};
+
+export type FinishReason = 'stop' | 'length' | 'content_filter' | 'tool_calls';
+
+/** Keyed by the SDK's StopReason so that a new stop reason fails the type check until mapped. */
+export const FINISH_REASONS: Readonly<Record<StopReason, FinishReason>> = {
+  end_turn: 'stop',
+  stop_sequence: 'stop',
+  max_tokens: 'length',
+  // The answer was cut off because the context filled up: for the caller that is a length stop.
+  model_context_window_exceeded: 'length',
+  content_filtered: 'content_filter',
+  guardrail_intervened: 'content_filter',
+  tool_use: 'tool_calls',
+  malformed_model_output: 'stop',
+  malformed_tool_use: 'stop',
+};
+
+export function finishReasonOf(stop: string | undefined): FinishReason {
+  return stop !== undefined && Object.hasOwn(FINISH_REASONS, stop) ? FINISH_REASONS[stop as StopReason] : 'stop';
+}
+
+export interface OpenAIUsage {
+  prompt_tokens: number;
+  completion_tokens: number;
+  total_tokens: number;
+}
+
+export interface OpenAIChatCompletion {
+  id: string;
+  object: 'chat.completion';
+  created: number;
+  model: string;
+  choices: Array<{
+    index: 0;
+    message: { role: 'assistant'; content: string };
+    finish_reason: FinishReason;
+    logprobs: null;
+  }>;
+  usage?: OpenAIUsage;
+}
+
+export interface OpenAIChatChunk {
+  id: string;
+  object: 'chat.completion.chunk';
+  created: number;
+  model: string;
+  choices: Array<{
+    index: 0;
+    delta: { role?: 'assistant'; content?: string };
+    finish_reason: FinishReason | null;
+    logprobs: null;
+  }>;
+  /** With include_usage OpenAI sends null on every chunk but the last, which has choices []. */
+  usage?: OpenAIUsage | null;
+}
+
+function isRecord(v: unknown): v is Record<string, unknown> {
+  return v !== null && typeof v === 'object' && !Array.isArray(v);
+}
+
+const unsupportedParameter = (message: string, param: string) =>
+  invalidRequest(message, param, 'unsupported_parameter');
+const unsupportedContent = (message: string, param: string) => invalidRequest(message, param, 'unsupported_content');
+
+// Bedrock rejects text blocks that are empty or only whitespace.
+const isBlank = (text: string) => text.trim() === '';
+
+// ---------------------------------------------------------------------------------------------
+// Request
+// ---------------------------------------------------------------------------------------------
+
+export function toConverseInput(modelId: string, body: Record<string, unknown>): ConverseCommandInput | ProxyError {
+  for (const [name, value] of Object.entries(body)) {
+    // JSON null is OpenAI's "not given".
+    if (value === null || value === undefined || Object.hasOwn(MAPPED_FIELDS, name)) continue;
+    if (Object.hasOwn(REJECTED_FIELDS, name)) {
+      const field = name as RejectedField;
+      if (NO_OP_VALUES[field]?.(value)) continue;
+      return unsupportedParameter(`${name} is not supported for Bedrock models: ${REJECTED_FIELDS[field]}`, name);
+    }
+    return unsupportedParameter(
+      `${name} is not supported for Bedrock models: the gateway only passes parameters it can translate to Converse`,
+      name,
+    );
+  }
+  if (body.n !== undefined && body.n !== null && body.n !== 1) {
+    return unsupportedParameter('n must be 1: the gateway returns one choice per request', 'n');
+  }
+  const config = inferenceConfig(body);
+  if (config instanceof ProxyError) return config;
+  const conv = conversation(body.messages);
+  if (conv instanceof ProxyError) return conv;
+
+  const input: ConverseCommandInput = { modelId, messages: conv.messages };
+  if (conv.system.length > 0) input.system = conv.system;
+  if (Object.keys(config).length > 0) input.inferenceConfig = config;
+  return input;
+}
+
+function inferenceConfig(body: Record<string, unknown>): InferenceConfiguration | ProxyError {
+  const config: InferenceConfiguration = {};
+  for (const name of ['max_completion_tokens', 'max_tokens'] as const) {
+    const v = body[name];
+    if (v === undefined || v === null) continue;
+    if (typeof v !== 'number' || !Number.isInteger(v) || v < 1) {
+      return invalidRequest(`${name} must be a positive integer`, name);
+    }
+    config.maxTokens ??= v;
+  }
+  // Bedrock's ranges differ per model: OpenAI's range is checked here and Bedrock judges the rest.
+  const ranges = [
+    ['temperature', 'temperature', 2],
+    ['top_p', 'topP', 1],
+  ] as const;
+  for (const [name, key, max] of ranges) {
+    const v = body[name];
+    if (v === undefined || v === null) continue;
+    if (typeof v !== 'number' || !Number.isFinite(v) || v < 0 || v > max) {
+      return invalidRequest(`${name} must be a number from 0 to ${max}`, name);
+    }
+    config[key] = v;
+  }
+  const stop = body.stop;
+  if (stop !== undefined && stop !== null) {
+    const list = typeof stop === 'string' ? [stop] : stop;
+    if (!Array.isArray(list) || list.length > 4 || !list.every((s) => typeof s === 'string' && s !== '')) {
+      return invalidRequest('stop must be a non-empty string or an array of up to 4 non-empty strings', 'stop');
+    }
+    if (list.length > 0) config.stopSequences = list as string[];
+  }
+  return config;
+}
+
+interface Turn {
+  role: 'user' | 'assistant';
+  content: ContentBlock[];
+  /** Indices of the first and last client message merged into this turn, for error messages. */
+  from: number;
+  to: number;
+}
+
+function conversation(messages: unknown): { system: SystemContentBlock[]; messages: Message[] } | ProxyError {
+  if (!Array.isArray(messages) || messages.length === 0) {
+    return invalidRequest('messages must be a non-empty array of {role, content} objects', 'messages');
+  }
+  const system: SystemContentBlock[] = [];
+  const turns: Turn[] = [];
+  for (const [i, m] of messages.entries()) {
+    const at = `messages[${i}]`;
+    if (!isRecord(m)) return invalidRequest(`${at} must be an object with role and content`, at);
+    const role = m.role;
+    if (role === 'system' || role === 'developer') {
+      const text = systemText(m.content, at);
+      if (text instanceof ProxyError) return text;
+      if (!isBlank(text)) system.push({ text });
+      continue;
+    }
+    if (role === 'tool' || role === 'function') {
+      return unsupportedParameter(
+        `${at} has role ${role}: tool calling is not supported for Bedrock models yet`,
+        `${at}.role`,
+      );
+    }
+    if (role !== 'user' && role !== 'assistant') {
+      return invalidRequest(`${at}.role must be one of system, developer, user, assistant`, `${at}.role`);
+    }
+    for (const key of ['tool_calls', 'function_call'] as const) {
+      if (m[key] !== undefined && m[key] !== null) {
+        return unsupportedParameter(
+          `${at}.${key}: tool calling is not supported for Bedrock models yet`,
+          `${at}.${key}`,
+        );
+      }
+    }
+    const blocks = contentBlocks(m.content, role, at);
+    if (blocks instanceof ProxyError) return blocks;
+    const last = turns.at(-1);
+    // Bedrock requires user and assistant turns to alternate.
+    if (last?.role === role) {
+      last.content.push(...blocks);
+      last.to = i;
+    } else {
+      turns.push({ role, content: blocks, from: i, to: i });
+    }
+  }
+
+  const first = turns[0];
+  if (!first) {
+    return invalidRequest('messages has no user message: Bedrock models need at least one', 'messages');
+  }
+  if (first.role === 'assistant') {
+    return invalidRequest(
+      `messages[${first.from}] is an assistant message before any user message: Bedrock requires the conversation to start with a user message`,
+      `messages[${first.from}]`,
+    );
+  }
+  for (const t of turns) {
+    if (t.content.length === 0) {
+      const which = t.from === t.to ? `messages[${t.from}]` : `messages[${t.from}] to messages[${t.to}]`;
+      return invalidRequest(
+        `${which} has no content: Bedrock rejects ${t.role} messages without non-blank text or an image`,
+        `messages[${t.from}].content`,
+      );
+    }
+  }
+  return { system, messages: turns.map((t) => ({ role: t.role, content: t.content })) };
+}
+
+function systemText(content: unknown, at: string): string | ProxyError {
+  if (content === undefined || content === null) return '';
+  if (typeof content === 'string') return content;
+  if (!Array.isArray(content)) {
+    return invalidRequest(`${at}.content must be a string or an array of content parts`, `${at}.content`);
+  }
+  const texts: string[] = [];
+  for (const [j, part] of content.entries()) {
+    const p = `${at}.content[${j}]`;
+    if (!isRecord(part) || part.type !== 'text' || typeof part.text !== 'string') {
+      return unsupportedContent(`${p}: system and developer messages can only carry text parts for Bedrock models`, p);
+    }
+    if (!isBlank(part.text)) texts.push(part.text);
+  }
+  // Bedrock takes the parts as one system block; a newline keeps separate parts from running together.
+  return texts.join('\n');
+}
+
+function contentBlocks(content: unknown, role: 'user' | 'assistant', at: string): ContentBlock[] | ProxyError {
+  if (content === undefined || content === null) return [];
+  if (typeof content === 'string') return isBlank(content) ? [] : [{ text: content }];
+  if (!Array.isArray(content)) {
+    return invalidRequest(`${at}.content must be a string or an array of content parts`, `${at}.content`);
+  }
+  const blocks: ContentBlock[] = [];
+  for (const [j, part] of content.entries()) {
+    const p = `${at}.content[${j}]`;
+    if (!isRecord(part) || typeof part.type !== 'string') {
+      return invalidRequest(`${p} must be an object with a type`, p);
+    }
+    if (part.type === 'text' || (part.type === 'refusal' && role === 'assistant')) {
+      const key = part.type;
+      const text = part[key];
+      if (typeof text !== 'string') return invalidRequest(`${p}.${key} must be a string`, `${p}.${key}`);
+      if (!isBlank(text)) blocks.push({ text });
+      continue;
+    }
+    if (part.type === 'image_url' && role === 'user') {
+      const image = imageBlock(part.image_url, p);
+      if (image instanceof ProxyError) return image;
+      blocks.push(image);
+      continue;
+    }
+    return unsupportedContent(`${p} has type ${part.type}, which ${role} messages to Bedrock models cannot carry`, p);
+  }
+  return blocks;
+}
+
+const DATA_URL = /^data:image\/(png|jpeg|jpg|gif|webp);base64,([A-Za-z0-9+/_-]*={0,2})$/i;
+
+function imageBlock(imageUrl: unknown, p: string): ContentBlock | ProxyError {
+  const url = isRecord(imageUrl) ? imageUrl.url : undefined;
+  const param = `${p}.image_url.url`;
+  if (typeof url !== 'string') return invalidRequest(`${param} must be a string`, param);
+  if (/^https?:/i.test(url)) {
+    return unsupportedContent(
+      `${param} is a remote URL: Bedrock takes the image bytes, not a link; send the image inline as a data:image/png;base64,... URL (png, jpeg, gif or webp)`,
+      param,
+    );
+  }
+  // MIME-style base64 is wrapped at 76 characters.
+  const match = DATA_URL.exec(url.replace(/\s+/g, ''));
+  if (!match) {
+    return unsupportedContent(
+      `${param} must be a base64 data URL of a png, jpeg, gif or webp image (data:image/png;base64,...)`,
+      param,
+    );
+  }
+  const subtype = (match[1] ?? '').toLowerCase();
+  const format: ImageFormat = subtype === 'jpg' ? 'jpeg' : (subtype as ImageFormat);
+  const buf = Buffer.from(match[2] ?? '', 'base64');
+  if (buf.byteLength === 0) return invalidRequest(`${param} holds no image data`, param);
+  return { image: { format, source: { bytes: new Uint8Array(buf.buffer, buf.byteOffset, buf.byteLength) } } };
+}
+
+// ---------------------------------------------------------------------------------------------
+// Response
+// ---------------------------------------------------------------------------------------------
+
+function usageOf(u: TokenUsage | undefined): Usage | undefined {
+  if (!u || typeof u.inputTokens !== 'number' || typeof u.outputTokens !== 'number') return undefined;
+  return { promptTokens: u.inputTokens, completionTokens: u.outputTokens };
+}
+
+const openAIUsage = (u: Usage): OpenAIUsage => ({
+  prompt_tokens: u.promptTokens,
+  completion_tokens: u.completionTokens,
+  total_tokens: u.promptTokens + u.completionTokens,
+});
+
+function completion(
+  model: string,
+  id: string,
+  created: number,
+  content: string,
+  stop: string | undefined,
+  usage: Usage | undefined,
+): { body: OpenAIChatCompletion; usage?: Usage } {
+  const body: OpenAIChatCompletion = {
+    id,
+    object: 'chat.completion',
+    created,
+    model,
+    choices: [
+      { index: 0, message: { role: 'assistant', content }, finish_reason: finishReasonOf(stop), logprobs: null },
+    ],
+  };
+  if (!usage) return { body };
+  body.usage = openAIUsage(usage);
+  return { body, usage };
+}
+
+/** Reasoning, tool-use and other non-text blocks are left out: nothing in the request asks for them. */
+export function fromConverseOutput(
+  out: ConverseCommandOutput,
+  model: string,
+  id: string,
+  created: number,
+): { body: OpenAIChatCompletion; usage?: Usage } {
+  const text = (out.output?.message?.content ?? []).map((b) => b.text ?? '').join('');
+  return completion(model, id, created, text, out.stopReason, usageOf(out.usage));
+}
+
+// ---------------------------------------------------------------------------------------------
+// Streams
+// ---------------------------------------------------------------------------------------------
+
+/** An exception member of the stream union as a ProxyError; undefined for ordinary events. */
+function streamException(event: ConverseStreamOutput, ctx: BedrockErrorContext): ProxyError | undefined {
+  const failed = event.internalServerException ?? event.modelStreamErrorException;
+  if (failed) {
+    const detail = clean(failed.message ?? '');
+    return new ProxyError(
+      502,
+      'api_error',
+      'upstream_stream_error',
+      `${subject(ctx)} failed in the middle of the answer${detail ? `: ${detail}` : ''}`,
+    );
+  }
+  const named: Array<[string, { message?: string } | undefined]> = [
+    ['ThrottlingException', event.throttlingException],
+    ['ValidationException', event.validationException],
+    ['ServiceUnavailableException', event.serviceUnavailableException],
+  ];
+  for (const [name, value] of named) {
+    if (value) return mapBedrockError({ name, message: value.message ?? '' }, ctx);
+  }
+  return undefined;
+}
+
+/**
+ * Turns ConverseStream events into OpenAI chunks as they arrive. Usage is recorded whether or
+ * not the client asked for the usage chunk: the gateway accounts for every call.
+ */
+export class ConverseStreamTranslator {
+  private started = false;
+  private contentSeen = false;
+  private seenUsage: Usage | undefined;
+  private finish: FinishReason | undefined;
+
+  constructor(
+    private readonly model: string,
+    private readonly id: string,
+    private readonly created: number,
+    private readonly includeUsage: boolean,
+    /** Named in error messages only. */
+    private readonly provider = '',
+  ) {}
+
+  /** The chunks to send for one event; throws a ProxyError for an exception event. */
+  push(event: ConverseStreamOutput): OpenAIChatChunk[] {
+    const failure = streamException(event, { model: this.model, provider: this.provider, streaming: true });
+    if (failure) throw failure;
+    if (event.messageStart) return this.opening();
+    if (event.contentBlockDelta) {
+      const text = event.contentBlockDelta.delta?.text;
+      if (!text) return [];
+      this.contentSeen = true;
+      return [...this.opening(), this.chunk({ content: text }, null)];
+    }
+    if (event.messageStop) {
+      this.finish = finishReasonOf(event.messageStop.stopReason);
+      return [...this.opening(), this.chunk({}, this.finish)];
+    }
+    if (event.metadata) {
+      const usage = usageOf(event.metadata.usage);
+      if (!usage) return [];
+      this.seenUsage = usage;
+      if (!this.includeUsage) return [];
+      return [
+        {
+          id: this.id,
+          object: 'chat.completion.chunk',
+          created: this.created,
+          model: this.model,
+          choices: [],
+          usage: openAIUsage(usage),
+        },
+      ];
+    }
+    return [];
+  }
+
+  usage(): Usage | undefined {
+    return this.seenUsage;
+  }
+
+  firstContentSeen(): boolean {
+    return this.contentSeen;
+  }
+
+  /** Undefined until messageStop: a stream that ends without it was cut off. */
+  finishReason(): FinishReason | undefined {
+    return this.finish;
+  }
+
+  /** OpenAI clients expect the role chunk first, even if Bedrock skipped messageStart. */
+  private opening(): OpenAIChatChunk[] {
+    if (this.started) return [];
+    this.started = true;
+    return [this.chunk({ role: 'assistant', content: '' }, null)];
+  }
+
+  private chunk(delta: OpenAIChatChunk['choices'][number]['delta'], finish: FinishReason | null): OpenAIChatChunk {
+    const chunk: OpenAIChatChunk = {
+      id: this.id,
+      object: 'chat.completion.chunk',
+      created: this.created,
+      model: this.model,
+      choices: [{ index: 0, delta, finish_reason: finish, logprobs: null }],
+    };
+    if (this.includeUsage) chunk.usage = null;
+    return chunk;
+  }
+}
+
+/** Collects a ConverseStream into the answer Converse would have given, for non-streaming clients. */
+export class ConverseStreamAggregator {
+  private readonly texts = new Map<number, string>();
+  private stop: string | undefined;
+  private seenUsage: Usage | undefined;
+
+  /** model and provider are named in error messages only. */
+  constructor(private readonly errorContext: { model: string; provider: string } = { model: '', provider: '' }) {}
+
+  /** Throws a ProxyError for an exception event. */
+  push(event: ConverseStreamOutput): void {
+    const failure = streamException(event, { ...this.errorContext, streaming: true });
+    if (failure) throw failure;
+    if (event.contentBlockDelta) {
+      const text = event.contentBlockDelta.delta?.text;
+      if (!text) return;
+      const index = event.contentBlockDelta.contentBlockIndex ?? 0;
+      this.texts.set(index, (this.texts.get(index) ?? '') + text);
+    } else if (event.messageStop) {
+      this.stop = event.messageStop.stopReason;
+    } else if (event.metadata) {
+      this.seenUsage = usageOf(event.metadata.usage) ?? this.seenUsage;
+    }
+  }
+
+  usage(): Usage | undefined {
+    return this.seenUsage;
+  }
+
+  /** Undefined until messageStop: a stream that ends without it was cut off. */
+  finishReason(): FinishReason | undefined {
+    return this.stop === undefined ? undefined : finishReasonOf(this.stop);
+  }
+
+  result(model: string, id: string, created: number): { body: OpenAIChatCompletion; usage?: Usage } {
+    // Blocks are joined in block order, as fromConverseOutput joins the content array.
+    const text = [...this.texts.entries()]
+      .sort(([a], [b]) => a - b)
+      .map(([, t]) => t)
+      .join('');
+    return completion(model, id, created, text, this.stop, this.seenUsage);
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Errors
+// ---------------------------------------------------------------------------------------------
+
+export interface BedrockErrorContext {
+  /** The model as the caller named it. */
+  model: string;
+  /** The configured provider, for the operator reading the message. */
+  provider: string;
+  /** Streaming calls need bedrock:InvokeModelWithResponseStream, others bedrock:InvokeModel. */
+  streaming: boolean;
+}
+
+const RETRY_AFTER = { 'Retry-After': '5' };
+const ACCESS_KEY_ID = /A[SK]IA[0-9A-Z]{16}/g;
+// Secret keys are 40 base64 characters and session tokens hundreds; prose and ARNs break up such runs.
+const LONG_TOKEN = /(?<![A-Za-z0-9+/=])[A-Za-z0-9+/=]{40,}(?![A-Za-z0-9+/=])/g;
+// The gateway's own IAM identity is not the caller's business.
+const PRINCIPAL_ARN = /arn:aws[a-z-]*:(?:sts|iam)::\d{12}:[^\s,;]+/g;
+
+function clean(message: string): string {
+  return message
+    .replace(ACCESS_KEY_ID, '[redacted]')
+    .replace(LONG_TOKEN, '[redacted]')
+    .replace(PRINCIPAL_ARN, "the gateway's AWS principal")
+    .slice(0, 300);
+}
+
+function subject(ctx: { model: string; provider: string }): string {
+  if (!ctx.model) return 'Bedrock';
+  return `Bedrock model ${ctx.model}${ctx.provider ? ` (${ctx.provider})` : ''}`;
+}
+
+function field(err: unknown, key: string): unknown {
+  return typeof err === 'object' && err !== null ? (err as Record<string, unknown>)[key] : undefined;
+}
+
+const CREDENTIAL_ERRORS = new Set([
+  'ExpiredToken',
+  'ExpiredTokenException',
+  'UnrecognizedClientException',
+  'InvalidClientTokenId',
+  'InvalidSignatureException',
+  'SignatureDoesNotMatch',
+  'IncompleteSignatureException',
+  'CredentialsProviderError',
+]);
+
+/** An AWS SDK (or STS) failure as the caller should see it, with guidance for whoever runs the gateway. */
+export function mapBedrockError(err: unknown, ctx: BedrockErrorContext): ProxyError {
+  if (err instanceof ProxyError) return err;
+  const rawName = field(err, 'name');
+  const name = typeof rawName === 'string' ? rawName : 'Error';
+  const rawMessage = typeof err === 'string' ? err : field(err, 'message');
+  const raw = typeof rawMessage === 'string' ? rawMessage : '';
+  const message = clean(raw);
+  const httpStatus = field(field(err, '$metadata'), 'httpStatusCode');
+  const who = subject(ctx);
+
+  if (name === 'AccessDenied' || /sts:AssumeRole/.test(raw)) {
+    return new ProxyError(
+      403,
+      'permission_error',
+      'assume_role_denied',
+      `the gateway could not assume the AWS role for ${ctx.provider || 'Bedrock'}: the role's trust policy must allow sts:AssumeRole by the gateway's principal`,
+    );
+  }
+  if (CREDENTIAL_ERRORS.has(name)) {
+    return new ProxyError(
+      502,
+      'api_error',
+      'bedrock_credentials_invalid',
+      `AWS rejected the gateway's credentials for ${who} (${name}): the gateway's AWS credentials need fixing, the request itself is fine`,
+    );
+  }
+
+  switch (name) {
+    case 'ThrottlingException':
+    case 'TooManyRequestsException':
+      return throttled(who);
+    case 'ServiceQuotaExceededException':
+      return new ProxyError(
+        429,
+        'rate_limit_error',
+        'upstream_quota_exceeded',
+        `${who} is over an AWS service quota${message ? `: ${message}` : ''}`,
+      );
+    case 'AccessDeniedException':
+      return accessDenied(raw, message, who, ctx);
+    case 'ValidationException':
+      if (/use case/i.test(raw)) {
+        return new ProxyError(
+          400,
+          'invalid_request_error',
+          'bedrock_model_not_enabled',
+          `${who} is not enabled for the AWS account: invoke it once in the Bedrock console playground and submit the use-case details`,
+        );
+      }
+      return new ProxyError(
+        400,
+        'invalid_request_error',
+        // OpenAI's code for this, which client libraries look for to trim the conversation.
+        /too long|context (?:window|length)|too many (?:input )?tokens/i.test(raw)
+          ? 'context_length_exceeded'
+          : 'upstream_rejected',
+        `${who} rejected the request${message ? `: ${message}` : ''}`,
+      );
+    case 'ResourceNotFoundException':
+      return new ProxyError(
+        404,
+        'not_found_error',
+        'model_not_found',
+        `${who} was not found in the provider's region${message ? `: ${message}` : ''}`,
+      );
+    case 'ModelTimeoutException':
+    case 'TimeoutError':
+      return new ProxyError(504, 'timeout_error', 'upstream_timeout', `${who} did not answer in time`);
+    case 'ServiceUnavailableException':
+    case 'ModelNotReadyException':
+      return new ProxyError(
+        503,
+        'api_error',
+        'upstream_unavailable',
+        `${who} is not available right now; retry in a few seconds`,
+        null,
+        RETRY_AFTER,
+      );
+    case 'InternalServerException':
+    case 'ModelErrorException':
+      return new ProxyError(
+        502,
+        'api_error',
+        'upstream_error',
+        `${who} failed (${name})${message ? `: ${message}` : ''}`,
+      );
+    case 'ModelStreamErrorException':
+      return new ProxyError(
+        502,
+        'api_error',
+        'upstream_stream_error',
+        `${who} failed in the middle of the answer${message ? `: ${message}` : ''}`,
+      );
+  }
+  if (httpStatus === 429) return throttled(who);
+  return new ProxyError(502, 'api_error', 'upstream_error', `${who} failed (${name})${message ? `: ${message}` : ''}`);
+}
+
+function throttled(who: string): ProxyError {
+  return new ProxyError(
+    429,
+    'rate_limit_error',
+    'upstream_rate_limited',
+    `${who} is throttling requests; retry in a few seconds`,
+    null,
+    RETRY_AFTER,
+  );
+}
+
+function accessDenied(raw: string, message: string, who: string, ctx: BedrockErrorContext): ProxyError {
+  const denied = (code: string, text: string) => new ProxyError(403, 'permission_error', code, text);
+  if (/don'?t have access to the model/i.test(raw)) {
+    return denied(
+      'bedrock_model_not_enabled',
+      `${who} is not enabled for the AWS account in this region: enable model access in the Bedrock console for this region, or invoke the model once in the console playground`,
+    );
+  }
+  if (/bedrock:InvokeModelWithResponseStream/.test(raw)) {
+    return denied(
+      'bedrock_access_denied',
+      `the gateway's AWS role may not call ${who}: its permission policy lacks bedrock:InvokeModelWithResponseStream; add it (with bedrock:InvokeModel) for this model's resource`,
+    );
+  }
+  if (/bedrock:InvokeModel\b/.test(raw)) {
+    return denied(
+      'bedrock_access_denied',
+      `the gateway's AWS role may not call ${who}: its permission policy lacks bedrock:InvokeModel; add both bedrock:InvokeModel and bedrock:InvokeModelWithResponseStream for this model's resource`,
+    );
+  }
+  const action = ctx.streaming ? 'bedrock:InvokeModelWithResponseStream' : 'bedrock:InvokeModel';
+  return denied(
+    'bedrock_access_denied',
+    `AWS denied the gateway access to ${who}; its role needs ${action} on this model's resource${message ? `: ${message}` : ''}`,
+  );
+}

@@ -1,0 +1,217 @@
+import {
+  BedrockRuntimeClient,
+  ConverseCommand,
+  type ConverseCommandOutput,
+  ConverseStreamCommand,
+  type ConverseStreamOutput,
+} from '@aws-sdk/client-bedrock-runtime';
+import type { CredentialProvider } from '../../crds/aws-credentials.js';
+import { ProxyError } from '../errors.js';
+import type { BedrockRoute } from '../routing.js';
+import type { ChatCall, ChatResult, StreamOutcome, Upstream } from '../upstream.js';
+import {
+  ConverseStreamAggregator,
+  ConverseStreamTranslator,
+  fromConverseOutput,
+  mapBedrockError,
+  type OpenAIChatChunk,
+  toConverseInput,
+} from './bedrock-converse.js';
+
+/**
+ * AWS Bedrock through the Converse API. The gateway calls ConverseStream by default, also for
+ * clients that did not ask to stream (the stream is aggregated into one completion), unless
+ * the provider turns streaming off; the translation both ways lives in bedrock-converse.ts.
+ * One SDK client per provider and region; credentials come from the provider's resource
+ * (its Secret, or a role assumed per request from the cache of temporary credentials).
+ */
+
+const encoder = new TextEncoder();
+const frame = (chunk: OpenAIChatChunk | object) => `data: ${JSON.stringify(chunk)}\n\n`;
+const DONE = 'data: [DONE]\n\n';
+
+export interface BedrockUpstreamOptions {
+  credentialsFor: (route: BedrockRoute) => CredentialProvider;
+  endpoint?: string;
+  /** SDK attempts per call (throttling is passed to the caller, not retried for long). */
+  maxAttempts?: number;
+}
+
+const completionId = () => `chatcmpl-${Math.random().toString(36).slice(2, 14)}`;
+
+export class BedrockUpstream implements Upstream<BedrockRoute> {
+  private readonly clients = new Map<string, { version: string; client: BedrockRuntimeClient }>();
+
+  constructor(private readonly opts: BedrockUpstreamOptions) {}
+
+  private client(route: BedrockRoute): BedrockRuntimeClient {
+    const key = `${route.provider}|${route.region}`;
+    // A changed provider (new role, new Secret reference) gets a fresh client and credentials.
+    const version = route.source.metadata.resourceVersion ?? `${route.source.metadata.generation ?? ''}`;
+    const cached = this.clients.get(key);
+    if (cached && cached.version === version) return cached.client;
+    cached?.client.destroy();
+    const client = new BedrockRuntimeClient({
+      region: route.region,
+      credentials: this.opts.credentialsFor(route),
+      maxAttempts: this.opts.maxAttempts ?? 2,
+      ...(this.opts.endpoint ? { endpoint: this.opts.endpoint } : {}),
+    });
+    this.clients.set(key, { version, client });
+    return client;
+  }
+
+  close(): void {
+    for (const { client } of this.clients.values()) client.destroy();
+    this.clients.clear();
+  }
+
+  async chat(call: ChatCall<BedrockRoute>): Promise<ChatResult> {
+    const started = performance.now();
+    const input = toConverseInput(call.route.model, call.body);
+    if (input instanceof ProxyError) throw input;
+    const ctx = { model: call.route.model, provider: call.route.provider, streaming: call.route.streaming };
+    const client = this.client(call.route);
+    const id = completionId();
+    const created = Math.floor(Date.now() / 1000);
+
+    if (!call.route.streaming) {
+      let out: ConverseCommandOutput;
+      try {
+        out = await client.send(new ConverseCommand(input), { abortSignal: call.signal });
+      } catch (err) {
+        throw mapBedrockError(err, ctx);
+      }
+      const { body, usage } = fromConverseOutput(out, call.route.model, id, created);
+      if (!call.stream) return usage ? { kind: 'json', status: 200, body, usage } : { kind: 'json', status: 200, body };
+      // A streaming client of a non-streaming provider gets the whole answer as one stream.
+      const chunks = completionAsChunks(body, call.clientWantsUsage);
+      return {
+        kind: 'stream',
+        body: new ReadableStream<Uint8Array>({
+          start(controller) {
+            controller.enqueue(encoder.encode(chunks.map(frame).join('') + DONE));
+            controller.close();
+          },
+        }),
+        outcome: Promise.resolve({ ...(usage ? { usage } : {}), firstTokenMs: performance.now() - started }),
+      };
+    }
+
+    let events: AsyncIterable<ConverseStreamOutput>;
+    try {
+      const out = await client.send(new ConverseStreamCommand(input), { abortSignal: call.signal });
+      if (!out.stream) throw new ProxyError(502, 'api_error', 'upstream_error', 'Bedrock returned no stream');
+      events = out.stream;
+    } catch (err) {
+      throw mapBedrockError(err, ctx);
+    }
+
+    if (!call.stream) {
+      const aggregator = new ConverseStreamAggregator({ model: call.route.model, provider: call.route.provider });
+      try {
+        for await (const event of events) aggregator.push(event);
+      } catch (err) {
+        throw mapBedrockError(err, ctx);
+      }
+      const { body, usage } = aggregator.result(call.route.model, id, created);
+      return usage ? { kind: 'json', status: 200, body, usage } : { kind: 'json', status: 200, body };
+    }
+    return this.relay(events, call, ctx, id, created, started);
+  }
+
+  private relay(
+    events: AsyncIterable<ConverseStreamOutput>,
+    call: ChatCall<BedrockRoute>,
+    ctx: { model: string; provider: string; streaming: boolean },
+    id: string,
+    created: number,
+    started: number,
+  ): ChatResult {
+    const iterator = events[Symbol.asyncIterator]();
+    const translator = new ConverseStreamTranslator(
+      call.route.model,
+      id,
+      created,
+      call.clientWantsUsage,
+      call.route.provider,
+    );
+    const outcome: StreamOutcome = {};
+    let settle: (o: StreamOutcome) => void = () => {};
+    const settled = new Promise<StreamOutcome>((r) => {
+      settle = r;
+    });
+    const done = (controller: ReadableStreamDefaultController<Uint8Array>, tail: string) => {
+      const usage = translator.usage();
+      if (usage) outcome.usage = usage;
+      controller.enqueue(encoder.encode(tail + DONE));
+      controller.close();
+      settle(outcome);
+    };
+    const body = new ReadableStream<Uint8Array>({
+      pull: async (controller) => {
+        // One Bedrock event per pull: the client's pace sets the upstream's.
+        for (;;) {
+          let next: IteratorResult<ConverseStreamOutput>;
+          try {
+            next = await iterator.next();
+          } catch (err) {
+            const error = mapBedrockError(err, ctx);
+            outcome.error = error;
+            return done(controller, frame(error.toJSON()));
+          }
+          if (next.done) return done(controller, '');
+          let chunks: OpenAIChatChunk[];
+          try {
+            chunks = translator.push(next.value);
+          } catch (err) {
+            const error = mapBedrockError(err, ctx);
+            outcome.error = error;
+            return done(controller, frame(error.toJSON()));
+          }
+          if (outcome.firstTokenMs === undefined && translator.firstContentSeen()) {
+            outcome.firstTokenMs = performance.now() - started;
+          }
+          if (chunks.length > 0) {
+            controller.enqueue(encoder.encode(chunks.map(frame).join('')));
+            return;
+          }
+        }
+      },
+      cancel: async () => {
+        outcome.clientAborted = true;
+        const usage = translator.usage();
+        if (usage) outcome.usage = usage;
+        await iterator.return?.();
+        settle(outcome);
+      },
+    });
+    return { kind: 'stream', body, outcome: settled };
+  }
+}
+
+/** A whole completion as the chunk sequence a streaming client expects. */
+function completionAsChunks(
+  body: {
+    id: string;
+    created: number;
+    model: string;
+    choices: Array<{ message: { content: string | null }; finish_reason: string | null }>;
+    usage?: unknown;
+  },
+  includeUsage: boolean,
+): object[] {
+  const base = { id: body.id, object: 'chat.completion.chunk', created: body.created, model: body.model };
+  const choice = body.choices[0];
+  const chunks: object[] = [
+    {
+      ...base,
+      choices: [
+        { index: 0, delta: { role: 'assistant', content: choice?.message.content ?? '' }, finish_reason: null },
+      ],
+    },
+    { ...base, choices: [{ index: 0, delta: {}, finish_reason: choice?.finish_reason ?? 'stop' }] },
+  ];
+  if (includeUsage && body.usage) chunks.push({ ...base, choices: [], usage: body.usage });
+  return chunks;
+}
