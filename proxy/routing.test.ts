@@ -1,4 +1,5 @@
 import { describe, expect, it } from 'vitest';
+import type { ExternalProvider } from '../crds/external-provider.js';
 import type { ModelDeployment } from '../crds/model-deployment.js';
 import { buildRoutes, RouteTable } from './routing.js';
 
@@ -100,5 +101,54 @@ describe('RouteTable', () => {
     table.set(buildRoutes([md('llama', 'llama3.1:8b', running('llama'))], { standalone: false }));
     expect(table.lookup('llama3.1:8b')?.kind).toBe('openai-compatible');
     expect(table.models()).toHaveLength(1);
+  });
+});
+
+describe('buildRoutes (external providers)', () => {
+  const ep = (
+    name: string,
+    includeInCLI: boolean,
+    status?: ExternalProvider['status'],
+    models = ['anthropic.claude-3-haiku-20240307-v1:0', 'meta.llama3-1-8b-instruct-v1:0'],
+  ): ExternalProvider => ({
+    apiVersion: 'ai.platform/v1beta1',
+    kind: 'ExternalProvider',
+    metadata: { name, namespace: 'platform-agent' },
+    spec: {
+      provider: 'bedrock',
+      displayName: name,
+      region: 'us-east-1',
+      auth: { method: 'IAMRole', roleArn: 'arn:aws:iam::123456789012:role/r' },
+      includeInCLI,
+      streaming: true,
+      models,
+    },
+    ...(status ? { status } : {}),
+  });
+
+  it('routes the selected models a Ready provider found available, listing them only with includeInCLI', () => {
+    const snap = buildRoutes([], { standalone: false }, [
+      ep('listed', true, { phase: 'Degraded', availableModels: ['anthropic.claude-3-haiku-20240307-v1:0'] }),
+      ep('hidden', false, { phase: 'Ready', availableModels: ['amazon.nova-lite-v1:0'] }, ['amazon.nova-lite-v1:0']),
+      ep('broken', true, { phase: 'Failed', availableModels: ['x.y-v1:0'] }, ['x.y-v1:0']),
+    ]);
+    expect(snap.entries.get('anthropic.claude-3-haiku-20240307-v1:0')).toMatchObject({
+      kind: 'bedrock',
+      provider: 'platform-agent/listed',
+      region: 'us-east-1',
+      streaming: true,
+    });
+    expect(snap.entries.has('meta.llama3-1-8b-instruct-v1:0')).toBe(false);
+    expect(snap.entries.get('amazon.nova-lite-v1:0')?.kind).toBe('bedrock');
+    expect(snap.entries.has('x.y-v1:0')).toBe(false);
+    expect(snap.models.map((m) => m.id)).toEqual(['anthropic.claude-3-haiku-20240307-v1:0']);
+  });
+
+  it('routes every selected model in standalone mode, where nothing runs discovery', () => {
+    const snap = buildRoutes([], { standalone: true }, [ep('local', true)]);
+    expect([...snap.entries.keys()].sort()).toEqual([
+      'anthropic.claude-3-haiku-20240307-v1:0',
+      'meta.llama3-1-8b-instruct-v1:0',
+    ]);
   });
 });
