@@ -1,0 +1,365 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { type AwsCredentials, providerCredentials, RoleCredentials } from '../crds/aws-credentials.js';
+import { Operator } from '../operator/operator.js';
+import { createApp } from '../proxy/app.js';
+import { ApiKeys } from '../proxy/auth.js';
+import { ClusterSource } from '../proxy/cluster-source.js';
+import { ProxyMetrics } from '../proxy/metrics.js';
+import { RouteTable } from '../proxy/routing.js';
+import { BedrockUpstream } from '../proxy/upstreams/bedrock.js';
+import { OpenAICompatibleUpstream } from '../proxy/upstreams/openai-compatible.js';
+import { MemoryUsage } from '../proxy/usage.js';
+import { type AwsDouble, startAwsDouble } from './doubles/aws.js';
+import { eventually, kubeConfig, kubectl, kubectlOk } from './kube.js';
+
+/**
+ * Bedrock end to end: ExternalProviders applied to the real API server, the operator assuming
+ * roles and listing models through the AWS double (real SDK, SigV4-checked), the proxy
+ * chatting through them, and every row of the troubleshooting table surfacing as the
+ * documented condition or error. No secret may appear in any object, event or log line.
+ */
+
+const NS = 'platform-agent';
+const GATEWAY: AwsCredentials = {
+  accessKeyId: 'AKIAGATEWAY000000001',
+  secretAccessKey: 'gatewaySecretKey0000000000000000000000000',
+};
+const GATEWAY_ARN = 'arn:aws:iam::999999999999:user/gateway';
+const USER_KEY = { id: 'AKIAIOSFODNN7EXAMPLE', secret: 'wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY' };
+const INVOKE = ['bedrock:InvokeModel', 'bedrock:InvokeModelWithResponseStream', 'bedrock:ListFoundationModels'];
+const role = (name: string) => `arn:aws:iam::123456789012:role/${name}`;
+const HAIKU = 'anthropic.claude-3-haiku-20240307-v1:0';
+
+let aws: AwsDouble;
+let operator: Operator;
+let source: ClusterSource;
+let bedrock: BedrockUpstream;
+const logs: string[] = [];
+const usage = new MemoryUsage();
+const routes = new RouteTable();
+const keys = ApiKeys.fromKeys(['sk-bedrock-e2e']);
+let app: ReturnType<typeof createApp>;
+
+function provider(name: string, spec: Record<string, unknown>): string {
+  return JSON.stringify({
+    apiVersion: 'ai.platform/v1beta1',
+    kind: 'ExternalProvider',
+    metadata: { name, namespace: NS },
+    spec: { provider: 'bedrock', displayName: name, region: 'us-east-1', includeInCLI: true, models: [HAIKU], ...spec },
+  });
+}
+const roleAuth = (name: string) => ({ auth: { method: 'IAMRole', roleArn: role(name) } });
+const field = (name: string, path: string) =>
+  kubectlOk(['get', 'externalproviders', name, '-n', NS, '-o', `jsonpath=${path}`]);
+const condition = (name: string, type: string, part: 'reason' | 'message' | 'status' = 'reason') =>
+  field(name, `{.status.conditions[?(@.type=="${type}")].${part}}`);
+const phase = (name: string, want: string) =>
+  eventually(`${name} ${want}`, 30_000, () => (field(name, '{.status.phase}') === want ? want : undefined));
+
+function chat(model: string, stream: boolean, extra: Record<string, unknown> = {}) {
+  return app.request('/openai/v1/chat/completions', {
+    method: 'POST',
+    headers: { 'content-type': 'application/json', 'x-api-key': 'sk-bedrock-e2e', 'x-tags': 'team:bedrock' },
+    body: JSON.stringify({ model, stream, messages: [{ role: 'user', content: 'hello from the test' }], ...extra }),
+  });
+}
+const errorOf = async (res: Response) => ((await res.json()) as { error: { code: string; message: string } }).error;
+
+beforeAll(async () => {
+  aws = await startAwsDouble({
+    principals: [
+      {
+        accessKeyId: GATEWAY.accessKeyId,
+        secretAccessKey: GATEWAY.secretAccessKey,
+        arn: GATEWAY_ARN,
+        allow: ['sts:AssumeRole'],
+        account: '999999999999',
+      },
+      {
+        accessKeyId: USER_KEY.id,
+        secretAccessKey: USER_KEY.secret,
+        arn: 'arn:aws:iam::123456789012:user/bedrock',
+        allow: INVOKE,
+        account: '123456789012',
+      },
+    ],
+    roles: [
+      { arn: role('bedrock'), trusted: [GATEWAY_ARN], allow: INVOKE },
+      { arn: role('wrong-trust'), trusted: ['arn:aws:iam::111111111111:root'], allow: INVOKE },
+      {
+        arn: role('no-stream'),
+        trusted: [GATEWAY_ARN],
+        allow: ['bedrock:InvokeModel', 'bedrock:ListFoundationModels'],
+      },
+      { arn: role('no-invoke'), trusted: [GATEWAY_ARN], allow: ['bedrock:ListFoundationModels'] },
+    ],
+    models: {
+      'us-east-1': [
+        { modelId: HAIKU, providerName: 'Anthropic' },
+        { modelId: 'meta.llama3-1-8b-instruct-v1:0', providerName: 'Meta' },
+        {
+          modelId: 'anthropic.claude-3-7-sonnet-20250219-v1:0',
+          providerName: 'Anthropic',
+          inferenceTypesSupported: ['INFERENCE_PROFILE'],
+        },
+        { modelId: 'mistral.mistral-large-2402-v1:0', providerName: 'Mistral AI' },
+        { modelId: 'anthropic.claude-3-5-sonnet-20240620-v1:0', providerName: 'Anthropic' },
+        { modelId: 'amazon.titan-image-generator-v2:0', providerName: 'Amazon', outputModalities: ['IMAGE'] },
+      ],
+      'eu-central-1': [{ modelId: 'amazon.nova-lite-v1:0', providerName: 'Amazon' }],
+    },
+    notEnabled: ['mistral.mistral-large-2402-v1:0'],
+    needsUseCase: ['anthropic.claude-3-5-sonnet-20240620-v1:0'],
+  });
+  const base = async () => GATEWAY;
+  const capture = (level: string) => (msg: string, fields?: object) =>
+    logs.push(`${level} ${msg} ${JSON.stringify(fields ?? {})}`);
+  operator = new Operator({
+    kubeConfig: kubeConfig(),
+    cluster: { organizationId: 'acme', clusterId: 'prod-1', cloud: 'aws', region: 'us-east-1' },
+    ollamaImage: 'ollama/ollama:test',
+    port: 0,
+    resyncMs: 0,
+    leaderElection: false,
+    logger: { info: capture('INFO'), warn: capture('WARN'), error: capture('ERROR') },
+    aws: { endpoints: { sts: aws.url, bedrock: aws.url }, base },
+  });
+  await operator.start();
+  source = new ClusterSource({ kubeConfig: kubeConfig(), routes, keys: new ApiKeys() });
+  await source.start();
+  const roles = new RoleCredentials({ base, endpoint: aws.url });
+  bedrock = new BedrockUpstream({
+    endpoint: aws.url,
+    maxAttempts: 1,
+    credentialsFor: (route) =>
+      providerCredentials(route.source, roles, () => source.secretData(route.source.spec.auth.secretRef?.name ?? '')),
+  });
+  app = createApp({
+    keys,
+    routes,
+    upstreams: { 'openai-compatible': new OpenAICompatibleUpstream(), bedrock },
+    usage,
+    metrics: new ProxyMetrics(),
+    onError: (err) => logs.push(`PROXY ${String(err)}`),
+  });
+});
+
+afterAll(async () => {
+  await operator?.stop();
+  await source?.stop();
+  bedrock?.close();
+  await aws?.close();
+  kubectl(['delete', 'externalproviders', '--all', '-n', NS]);
+  kubectl(['delete', 'secret', 'bedrock-keys', '-n', NS, '--ignore-not-found']);
+});
+
+describe('ExternalProvider discovery', () => {
+  it("an IAM-role provider becomes Ready with the region's text models, inference profiles included", async () => {
+    kubectlOk(
+      ['apply', '-f', '-'],
+      provider('by-role', { ...roleAuth('bedrock'), models: [HAIKU, 'us.anthropic.claude-3-7-sonnet-20250219-v1:0'] }),
+    );
+    await phase('by-role', 'Ready');
+    const available = JSON.parse(field('by-role', '{.status.availableModels}')) as string[];
+    expect(available).toContain(HAIKU);
+    expect(available).toContain('us.anthropic.claude-3-7-sonnet-20250219-v1:0');
+    expect(available).not.toContain('amazon.titan-image-generator-v2:0');
+    expect(condition('by-role', 'CredentialsValid', 'status')).toBe('True');
+    expect(field('by-role', '{.status.accessKeyLast4}')).toBe('');
+  });
+
+  it("an access-key provider becomes Ready and shows only the key's last 4 characters", async () => {
+    kubectlOk(
+      ['apply', '-f', '-'],
+      JSON.stringify({
+        apiVersion: 'v1',
+        kind: 'Secret',
+        metadata: { name: 'bedrock-keys', namespace: NS },
+        stringData: { accessKeyId: USER_KEY.id, secretAccessKey: USER_KEY.secret },
+      }),
+    );
+    kubectlOk(
+      ['apply', '-f', '-'],
+      provider('by-key', {
+        region: 'eu-central-1',
+        auth: { method: 'AccessKey', secretRef: { name: 'bedrock-keys' } },
+        models: ['amazon.nova-lite-v1:0'],
+      }),
+    );
+    await phase('by-key', 'Ready');
+    expect(field('by-key', '{.status.accessKeyLast4}')).toBe('MPLE');
+    // Editing the provider without touching the Secret keeps the stored key.
+    kubectlOk([
+      'patch',
+      'externalproviders',
+      'by-key',
+      '-n',
+      NS,
+      '--type=merge',
+      '-p',
+      '{"spec":{"displayName":"EU renamed"}}',
+    ]);
+    await eventually('rediscovered', 30_000, () =>
+      field('by-key', '{.status.observedGeneration}') === '2' ? true : undefined,
+    );
+    expect(field('by-key', '{.status.phase}')).toBe('Ready');
+  });
+
+  it('a role whose trust policy names another principal fails with the trust-policy fix', async () => {
+    kubectlOk(['apply', '-f', '-'], provider('wrong-trust', roleAuth('wrong-trust')));
+    await phase('wrong-trust', 'Failed');
+    expect(condition('wrong-trust', 'CredentialsValid')).toBe('AssumeRoleDenied');
+    expect(condition('wrong-trust', 'CredentialsValid', 'message')).toContain(
+      "trust policy must allow sts:AssumeRole for the gateway's principal",
+    );
+  });
+
+  it('a region with no models fails as wrong account or region; an unavailable selected model degrades', async () => {
+    kubectlOk(['apply', '-f', '-'], provider('empty-region', { ...roleAuth('bedrock'), region: 'sa-east-1' }));
+    await phase('empty-region', 'Failed');
+    expect(condition('empty-region', 'ModelsAvailable')).toBe('NoModelsInRegion');
+    expect(condition('empty-region', 'ModelsAvailable', 'message')).toContain('wrong account or region');
+
+    kubectlOk(
+      ['apply', '-f', '-'],
+      provider('partial', { ...roleAuth('bedrock'), models: [HAIKU, 'cohere.command-r-v1:0'] }),
+    );
+    await phase('partial', 'Degraded');
+    expect(condition('partial', 'ModelsAvailable', 'message')).toContain('cohere.command-r-v1:0');
+  });
+});
+
+describe('chat through Bedrock', () => {
+  it('answers a non-streaming client by aggregating ConverseStream, with usage and tags recorded', async () => {
+    await eventually('route', 10_000, () => (routes.lookup(HAIKU)?.kind === 'bedrock' ? true : undefined));
+    const before = aws.calls.length;
+    const res = await chat(HAIKU, false);
+    expect(res.status).toBe(200);
+    const body = (await res.json()) as {
+      object: string;
+      choices: Array<{ message: { content: string }; finish_reason: string }>;
+      usage: { prompt_tokens: number; completion_tokens: number };
+    };
+    expect(body.object).toBe('chat.completion');
+    expect(body.choices[0]?.message.content).toBe('tok0 tok1 tok2 tok3 tok4 tok5 tok6 tok7');
+    expect(body.choices[0]?.finish_reason).toBe('stop');
+    expect(body.usage).toMatchObject({ prompt_tokens: 4, completion_tokens: 8 });
+    expect(aws.calls.slice(before).map((c) => c.action)).toContain('ConverseStream');
+    expect(usage.records.at(-1)).toMatchObject({
+      provider: 'platform-agent/by-role',
+      promptTokens: 4,
+      completionTokens: 8,
+      tags: [{ key: 'team', value: 'bedrock' }],
+    });
+  });
+
+  it('streams chunks ending with [DONE] and still records the streamed token counts', async () => {
+    const res = await chat(HAIKU, true);
+    expect(res.headers.get('content-type')).toContain('text/event-stream');
+    const frames = (await res.text())
+      .split('\n\n')
+      .filter(Boolean)
+      .map((f) => f.replace(/^data: /, ''));
+    expect(frames.at(-1)).toBe('[DONE]');
+    const chunks = frames
+      .slice(0, -1)
+      .map((f) => JSON.parse(f) as { choices: Array<{ delta: { content?: string }; finish_reason: string | null }> });
+    expect(chunks.map((c) => c.choices[0]?.delta.content ?? '').join('')).toBe(
+      'tok0 tok1 tok2 tok3 tok4 tok5 tok6 tok7',
+    );
+    expect(chunks.at(-1)?.choices[0]?.finish_reason).toBe('stop');
+    await new Promise((r) => setTimeout(r, 20));
+    expect(usage.records.at(-1)).toMatchObject({ stream: true, promptTokens: 4, completionTokens: 8, status: 200 });
+  });
+
+  it('assumes the role once and reuses the temporary credentials', async () => {
+    const assumed = () => aws.calls.filter((c) => c.action === 'AssumeRole').length;
+    const before = assumed();
+    for (let i = 0; i < 3; i++) expect((await chat(HAIKU, false)).status).toBe(200);
+    expect(assumed()).toBe(before);
+  });
+
+  it('passes throttling on as 429 with Retry-After', async () => {
+    aws.throttle(1);
+    const res = await chat(HAIKU, false);
+    expect(res.status).toBe(429);
+    expect(res.headers.get('retry-after')).toBeTruthy();
+  });
+});
+
+describe('troubleshooting table at invoke time', () => {
+  it('streaming fails while invoke works: the policy lacks bedrock:InvokeModelWithResponseStream', async () => {
+    kubectlOk(
+      ['apply', '-f', '-'],
+      provider('no-stream', { ...roleAuth('no-stream'), models: ['meta.llama3-1-8b-instruct-v1:0'] }),
+    );
+    kubectlOk(
+      ['apply', '-f', '-'],
+      provider('no-stream-converse', {
+        ...roleAuth('no-stream'),
+        streaming: false,
+        models: ['us.anthropic.claude-3-7-sonnet-20250219-v1:0'],
+      }),
+    );
+    await phase('no-stream', 'Ready');
+    await phase('no-stream-converse', 'Ready');
+    await eventually('routes', 10_000, () =>
+      routes.lookup('us.anthropic.claude-3-7-sonnet-20250219-v1:0') ? true : undefined,
+    );
+    const streamed = await chat('meta.llama3-1-8b-instruct-v1:0', true);
+    expect(streamed.status).toBe(403);
+    const e = await errorOf(streamed);
+    expect(e.code).toBe('bedrock_access_denied');
+    expect(e.message).toContain('bedrock:InvokeModelWithResponseStream');
+    expect((await chat('us.anthropic.claude-3-7-sonnet-20250219-v1:0', false)).status).toBe(200);
+  });
+
+  it('AccessDenied on invoke: the policy lacks bedrock:InvokeModel', async () => {
+    kubectlOk(
+      ['apply', '-f', '-'],
+      provider('no-invoke', { ...roleAuth('no-invoke'), streaming: false, models: ['meta.llama3-1-8b-instruct-v1:0'] }),
+    );
+    await phase('no-invoke', 'Ready');
+    // The no-stream provider serves this model id first; ask through a fresh route table entry.
+    kubectlOk(['delete', 'externalproviders', 'no-stream', '-n', NS]);
+    await eventually('route moved', 10_000, () =>
+      routes.lookup('meta.llama3-1-8b-instruct-v1:0')?.provider === 'platform-agent/no-invoke' ? true : undefined,
+    );
+    const res = await chat('meta.llama3-1-8b-instruct-v1:0', false);
+    expect(res.status).toBe(403);
+    expect((await errorOf(res)).message).toContain('bedrock:InvokeModel');
+  });
+
+  it('a model not enabled for the account, and one needing use-case details, say how to enable them', async () => {
+    kubectlOk(
+      ['apply', '-f', '-'],
+      provider('not-enabled', {
+        ...roleAuth('bedrock'),
+        models: ['mistral.mistral-large-2402-v1:0', 'anthropic.claude-3-5-sonnet-20240620-v1:0'],
+      }),
+    );
+    await phase('not-enabled', 'Ready');
+    await eventually('routes', 10_000, () => (routes.lookup('mistral.mistral-large-2402-v1:0') ? true : undefined));
+    const denied = await chat('mistral.mistral-large-2402-v1:0', false);
+    expect(denied.status).toBe(403);
+    expect((await errorOf(denied)).code).toBe('bedrock_model_not_enabled');
+    const useCase = await chat('anthropic.claude-3-5-sonnet-20240620-v1:0', false);
+    expect(useCase.status).toBe(400);
+    const e = await errorOf(useCase);
+    expect(e.code).toBe('bedrock_model_not_enabled');
+    expect(e.message).toContain('playground');
+  });
+});
+
+describe('secrets', () => {
+  it('never appear in any object, event or log line', () => {
+    const objects = kubectlOk(['get', 'externalproviders', '-n', NS, '-o', 'yaml']);
+    const events = kubectlOk(['get', 'events', '-n', NS, '-o', 'yaml']);
+    const everything = [objects, events, ...logs].join('\n');
+    expect(everything).toContain('MPLE');
+    for (const secret of [USER_KEY.secret, USER_KEY.id, GATEWAY.secretAccessKey, GATEWAY.accessKeyId]) {
+      expect(everything).not.toContain(secret);
+    }
+    expect(everything).not.toMatch(/ASIA[0-9A-Z]{16}/);
+  });
+});
