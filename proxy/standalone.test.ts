@@ -1,9 +1,10 @@
 import { type ChildProcess, spawn } from 'node:child_process';
-import { mkdtempSync, writeFileSync } from 'node:fs';
+import { appendFileSync, mkdirSync, mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { type AwsDouble, startAwsDouble } from '../e2e/doubles/aws.js';
 import { type OllamaDouble, startOllamaDouble } from '../e2e/doubles/ollama.js';
 
 /**
@@ -13,6 +14,7 @@ import { type OllamaDouble, startOllamaDouble } from '../e2e/doubles/ollama.js';
 
 const ROOT = fileURLToPath(new URL('..', import.meta.url));
 let double: OllamaDouble;
+let aws: AwsDouble;
 let proxy: ChildProcess;
 let base = '';
 const output: string[] = [];
@@ -30,10 +32,51 @@ beforeAll(async () => {
     ].join('\n'),
   );
   writeFileSync(join(dir, 'keys.txt'), '# keys\nsk-standalone\n');
+  // A Bedrock provider by access key, its Secret laid out as a mounted volume.
+  aws = await startAwsDouble({
+    principals: [
+      {
+        accessKeyId: 'AKIASTANDALONE000001',
+        secretAccessKey: 'standaloneSecret000000000000000000000000',
+        arn: 'arn:aws:iam::123456789012:user/standalone',
+        allow: ['bedrock:*'],
+        account: '123456789012',
+      },
+    ],
+    models: { 'eu-west-1': [{ modelId: 'amazon.nova-lite-v1:0', providerName: 'Amazon' }] },
+  });
+  appendFileSync(
+    join(dir, 'gateway.yaml'),
+    [
+      '\n---',
+      'apiVersion: ai.platform/v1beta1',
+      'kind: ExternalProvider',
+      'metadata: {name: bedrock}',
+      'spec: {provider: bedrock, displayName: B, region: eu-west-1, auth: {method: AccessKey, secretRef: {name: aws-keys}}, models: ["amazon.nova-lite-v1:0"]}',
+    ].join('\n'),
+  );
+  mkdirSync(join(dir, 'secrets', 'aws-keys'), { recursive: true });
+  writeFileSync(join(dir, 'secrets', 'aws-keys', 'accessKeyId'), 'AKIASTANDALONE000001');
+  writeFileSync(join(dir, 'secrets', 'aws-keys', 'secretAccessKey'), 'standaloneSecret000000000000000000000000\n');
   proxy = spawn(
     join(ROOT, 'node_modules/.bin/tsx'),
-    ['proxy/main.ts', '--config', join(dir, 'gateway.yaml'), '--keys-file', join(dir, 'keys.txt'), '--port', '0'],
-    { cwd: ROOT, stdio: ['ignore', 'pipe', 'pipe'] },
+    [
+      'proxy/main.ts',
+      '--config',
+      join(dir, 'gateway.yaml'),
+      '--keys-file',
+      join(dir, 'keys.txt'),
+      '--secrets-dir',
+      join(dir, 'secrets'),
+      '--port',
+      '0',
+    ],
+    {
+      cwd: ROOT,
+      stdio: ['ignore', 'pipe', 'pipe'],
+      // The SDK's own endpoint override, as the README documents.
+      env: { ...process.env, AWS_ENDPOINT_URL_BEDROCK_RUNTIME: aws.url },
+    },
   );
   proxy.stdout?.on('data', (d: Buffer) => output.push(d.toString()));
   proxy.stderr?.on('data', (d: Buffer) => output.push(d.toString()));
@@ -52,6 +95,7 @@ beforeAll(async () => {
 afterAll(async () => {
   if (proxy.exitCode === null) proxy.kill('SIGKILL');
   await double.close();
+  await aws.close();
 });
 
 describe('standalone proxy process', () => {
@@ -73,6 +117,20 @@ describe('standalone proxy process', () => {
     expect(double.requests).toHaveLength(1);
   });
 
+  it('routes a Bedrock model of the config file with the access key from --secrets-dir', async () => {
+    const res = await fetch(`${base}/openai/v1/chat/completions`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', authorization: 'Bearer sk-standalone' },
+      body: JSON.stringify({ model: 'amazon.nova-lite-v1:0', messages: [{ role: 'user', content: 'hi there' }] }),
+    });
+    expect(res.status).toBe(200);
+    const body = (await res.json()) as { usage: { prompt_tokens: number; completion_tokens: number } };
+    expect(body.usage).toMatchObject({ prompt_tokens: 2, completion_tokens: 8 });
+    expect(aws.calls.map((c) => [c.action, c.accessKeyId, c.status])).toEqual([
+      ['ConverseStream', 'AKIASTANDALONE000001', 200],
+    ]);
+  });
+
   it('logs no key and no prompt, and stops on SIGTERM', async () => {
     const exited = new Promise<number | null>((resolve) => proxy.once('exit', (code) => resolve(code)));
     proxy.kill('SIGTERM');
@@ -80,6 +138,7 @@ describe('standalone proxy process', () => {
     const log = output.join('');
     expect(log).toContain('"shutting down"');
     expect(log).not.toContain('sk-standalone');
+    expect(log).not.toContain('standaloneSecret');
     expect(log).not.toContain('"hi"');
   });
 });

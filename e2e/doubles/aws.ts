@@ -254,8 +254,8 @@ export async function startAwsDouble(opts: AwsDoubleOptions): Promise<AwsDouble>
   let closing: Promise<void> | undefined;
 
   const h1 = createHttp1Server((req, res) => void serve(req, http1Wire(res)));
-  // AWS endpoints keep idle connections far longer than Node's 5 s default, which would race the SDK's keep-alive
-  // pool; close() tears connections down instead.
+  // Node's 5 s idle timeout would race the SDK's keep-alive pool (a request sent just as the server closes the
+  // connection fails with ECONNRESET, which no AWS endpoint does within seconds); close() tears connections down.
   h1.keepAliveTimeout = 0;
   const h2 = createHttp2Server((req, res) => void serve(req, http2Wire(res)));
   // A client resetting its HTTP/2 session must not take the test process down.
@@ -270,6 +270,8 @@ export async function startAwsDouble(opts: AwsDoubleOptions): Promise<AwsDouble>
 
   async function serve(req: WireRequest, wire: Wire): Promise<void> {
     let ex: Exchange | undefined;
+    // Latency is measured from arrival, as Bedrock's metrics.latencyMs is.
+    const startedAt = Date.now();
     try {
       const chunks: Buffer[] = [];
       for await (const chunk of req) chunks.push(typeof chunk === 'string' ? Buffer.from(chunk) : (chunk as Buffer));
@@ -282,14 +284,18 @@ export async function startAwsDouble(opts: AwsDoubleOptions): Promise<AwsDouble>
         rawPath: q < 0 ? rawUrl : rawUrl.slice(0, q),
         rawQuery: q < 0 ? '' : rawUrl.slice(q + 1),
         body: Buffer.concat(chunks),
-        startedAt: Date.now(),
+        startedAt,
         requestId: randomUUID(),
       };
       await route(ex);
     } catch (err) {
       // A bug in the double must surface in the test that hit it, not hang it.
-      if (ex === undefined || wire.headersSent()) return wire.abort();
-      sendJson(ex, 500, { message: `aws double: ${String(err)}` }, { 'x-amzn-ErrorType': 'InternalServerException' });
+      try {
+        if (ex === undefined || wire.headersSent()) return wire.abort();
+        sendJson(ex, 500, { message: `aws double: ${String(err)}` }, { 'x-amzn-ErrorType': 'InternalServerException' });
+      } catch {
+        // The client is already gone; there is no one left to tell.
+      }
     }
   }
 
@@ -367,8 +373,9 @@ export async function startAwsDouble(opts: AwsDoubleOptions): Promise<AwsDouble>
     } else if (temporary !== undefined) {
       // A session key is only valid together with the token it was issued with.
       const token = headerValue(ex.req.headers, 'x-amz-security-token');
-      if (token === undefined || !sameString(token, temporary.sessionToken))
+      if (token === undefined || !sameString(token, temporary.sessionToken)) {
         return { ok: false, failure: 'unknownKey' };
+      }
       if (now >= temporary.expiresAt) return { ok: false, failure: 'expired' };
       ({ secretAccessKey, sessionToken } = temporary);
       identity = temporary;
