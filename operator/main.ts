@@ -22,6 +22,7 @@ const { values } = parseArgs({
     'leader-elect': { type: 'string', default: process.env.LEADER_ELECT ?? 'true' },
     'lease-namespace': { type: 'string', default: process.env.POD_NAMESPACE ?? AGENT_NAMESPACE },
     concurrency: { type: 'string', default: process.env.CONCURRENCY ?? '4' },
+    'rediscovery-minutes': { type: 'string', default: process.env.REDISCOVERY_MINUTES ?? '10' },
   },
 });
 
@@ -62,6 +63,7 @@ const operator = new Operator({
   ollamaImage: values['ollama-image'] ?? '',
   port: Number(values.port),
   concurrency: Number(values.concurrency),
+  rediscoveryMs: Number(values['rediscovery-minutes']) * 60_000,
   leaderElection:
     values['leader-elect'] === 'false'
       ? false
