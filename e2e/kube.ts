@@ -26,6 +26,11 @@ export function kubectlOk(args: string[], input?: string): string {
   return res.stdout;
 }
 
+/** Applies objects with the real kubectl (client-side apply), as a user would. */
+export function applyObjects(...objects: object[]): string {
+  return kubectlOk(['apply', '-f', '-'], JSON.stringify({ apiVersion: 'v1', kind: 'List', items: objects }));
+}
+
 export function kubeConfig(): KubeConfig {
   const kc = new KubeConfig();
   kc.loadFromFile(inject('kubeconfig'));

@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import type { ClusterInfo } from '../operator/catalog/catalog.js';
 import { Operator } from '../operator/operator.js';
-import { eventually, kubeConfig, kubectl, kubectlOk } from './kube.js';
+import { applyObjects, eventually, kubeConfig, kubectl, kubectlOk } from './kube.js';
 
 /**
  * The operator against the real control plane: the real scheduler places model servers on
@@ -69,26 +69,19 @@ describe.runIf(inject('localControlPlane'))('operator on the real control plane'
 
   beforeAll(async () => {
     // A cluster whose unscheduled-pods policy is off, with another template enabled.
-    kubectlOk(
-      ['apply', '-f', '-'],
-      JSON.stringify({
-        apiVersion: 'v1',
-        kind: 'List',
-        items: [
-          {
-            apiVersion: 'ai.platform/v1beta1',
-            kind: 'AutoscalerPolicy',
-            metadata: { name: 'cluster' },
-            spec: { optimizationMode: 'Automated', unschedulablePods: { enabled: false } },
-          },
-          {
-            apiVersion: 'ai.platform/v1beta1',
-            kind: 'NodeTemplate',
-            metadata: { name: 'batch' },
-            spec: { enabled: true },
-          },
-        ],
-      }),
+    applyObjects(
+      {
+        apiVersion: 'ai.platform/v1beta1',
+        kind: 'AutoscalerPolicy',
+        metadata: { name: 'cluster' },
+        spec: { optimizationMode: 'Automated', unschedulablePods: { enabled: false } },
+      },
+      {
+        apiVersion: 'ai.platform/v1beta1',
+        kind: 'NodeTemplate',
+        metadata: { name: 'batch' },
+        spec: { enabled: true },
+      },
     );
     op = await startOperator();
   });
@@ -396,26 +389,19 @@ describe.runIf(inject('localControlPlane'))('operator on the real control plane'
   it("fails on GKE when the template's node image is not a GKE NVIDIA image", async () => {
     await op.stop();
     op = await startOperator({ cloud: 'gcp', region: 'us-central1' }, 'op-4');
-    kubectlOk(
-      ['apply', '-f', '-'],
-      JSON.stringify({
-        apiVersion: 'v1',
-        kind: 'List',
-        items: [
-          {
-            apiVersion: 'ai.platform/v1beta1',
-            kind: 'NodeConfiguration',
-            metadata: { name: 'ubuntu-gpu' },
-            spec: { image: 'ubuntu-2204-jammy-nvidia-custom', imageFamily: 'cos' },
-          },
-          {
-            apiVersion: 'ai.platform/v1beta1',
-            kind: 'NodeTemplate',
-            metadata: { name: 'custom-gpu' },
-            spec: { configurationRef: { name: 'ubuntu-gpu' } },
-          },
-        ],
-      }),
+    applyObjects(
+      {
+        apiVersion: 'ai.platform/v1beta1',
+        kind: 'NodeConfiguration',
+        metadata: { name: 'ubuntu-gpu' },
+        spec: { image: 'ubuntu-2204-jammy-nvidia-custom', imageFamily: 'cos' },
+      },
+      {
+        apiVersion: 'ai.platform/v1beta1',
+        kind: 'NodeTemplate',
+        metadata: { name: 'custom-gpu' },
+        spec: { configurationRef: { name: 'ubuntu-gpu' } },
+      },
     );
     try {
       applyMd('custom', { model: 'llama3.2:3b', serviceName: 'custom', nodeTemplate: 'custom-gpu' });

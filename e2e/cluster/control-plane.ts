@@ -151,9 +151,9 @@ export async function startControlPlane(
   const dir = mkdtempSync(join(tmpdir(), 'pao-k8s-'));
   const logs = join(dir, 'logs');
   mkdirSync(logs);
-  const [etcdPort, etcdPeerPort, apiPort, cmPort, schedPort, kwokPort] = await Promise.all(
+  const [etcdPort, etcdPeerPort, apiPort, cmPort, schedPort, kwokPort] = (await Promise.all(
     Array.from({ length: 6 }, freePort),
-  );
+  )) as [number, number, number, number, number, number];
   const token = randomBytes(24).toString('hex');
   const server = `https://127.0.0.1:${apiPort}`;
 
@@ -188,6 +188,14 @@ export async function startControlPlane(
     { mode: 0o600 },
   );
 
+  // Controller manager and scheduler: API access as admin, their own secure port on loopback.
+  const clientOf = (port: number) => [
+    `--kubeconfig=${kubeconfig}`,
+    `--authentication-kubeconfig=${kubeconfig}`,
+    `--authorization-kubeconfig=${kubeconfig}`,
+    '--bind-address=127.0.0.1',
+    `--secure-port=${port}`,
+  ];
   const specs: Record<Component, Spec> = {
     etcd: {
       bin: 'etcd',
@@ -226,11 +234,7 @@ export async function startControlPlane(
     'kube-controller-manager': {
       bin: 'kube-controller-manager',
       args: [
-        `--kubeconfig=${kubeconfig}`,
-        `--authentication-kubeconfig=${kubeconfig}`,
-        `--authorization-kubeconfig=${kubeconfig}`,
-        '--bind-address=127.0.0.1',
-        `--secure-port=${cmPort}`,
+        ...clientOf(cmPort),
         `--service-account-private-key-file=${join(dir, 'sa.key')}`,
         '--use-service-account-credentials=false',
         '--leader-elect=false',
@@ -241,15 +245,7 @@ export async function startControlPlane(
     },
     'kube-scheduler': {
       bin: 'kube-scheduler',
-      args: [
-        `--kubeconfig=${kubeconfig}`,
-        `--authentication-kubeconfig=${kubeconfig}`,
-        `--authorization-kubeconfig=${kubeconfig}`,
-        '--bind-address=127.0.0.1',
-        `--secure-port=${schedPort}`,
-        '--leader-elect=false',
-        '--v=1',
-      ],
+      args: [...clientOf(schedPort), '--leader-elect=false', '--v=1'],
     },
     kwok: {
       bin: 'kwok',
