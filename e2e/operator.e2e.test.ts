@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
-import type { ClusterInfo } from '../operator/catalog/catalog.js';
+import type { ClusterInfo } from '../crds/catalog/catalog.js';
 import { Operator } from '../operator/operator.js';
 import { applyObjects, eventually, kubeConfig, kubectl, kubectlOk } from './kube.js';
 

@@ -3,7 +3,7 @@ import { parseArgs } from 'node:util';
 import { KubeConfig } from '@kubernetes/client-node';
 import { AGENT_NAMESPACE } from '../crds/constants.js';
 import { errorMessage, jsonLogger } from '../crds/log.js';
-import type { Cloud } from './catalog/catalog.js';
+import type { Cloud } from '../crds/catalog/catalog.js';
 import { Operator } from './operator.js';
 
 /**

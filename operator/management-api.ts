@@ -1,5 +1,5 @@
 import { Hono } from 'hono';
-import { type Catalog, type ClusterInfo, hostedModels } from './catalog/catalog.js';
+import { type Catalog, type ClusterInfo, hostedModels } from '../crds/catalog/catalog.js';
 
 /**
  * The management API of this cluster's operator:

@@ -15,7 +15,7 @@ import type { ModelDeployment, ModelDeploymentStatus } from '../crds/model-deplo
 import type { NodeConfiguration } from '../crds/node-configuration.js';
 import type { NodeTemplate } from '../crds/node-template.js';
 import { planUnschedulablePods } from './autoscaler-policy.js';
-import { type Catalog, type ClusterInfo, deployableGpuTypes, resolveModel } from './catalog/catalog.js';
+import { type Catalog, type ClusterInfo, deployableGpuTypes, resolveModel } from '../crds/catalog/catalog.js';
 import type { EventRecorder } from './events.js';
 import { type Blocker, computeStatus } from './model-deployment-status.js';
 import { desiredModelServer } from './model-server.js';

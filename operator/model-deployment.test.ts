@@ -5,7 +5,7 @@ import type { ModelDeployment } from '../crds/model-deployment.js';
 import type { NodeConfiguration } from '../crds/node-configuration.js';
 import type { NodeTemplate } from '../crds/node-template.js';
 import { planUnschedulablePods } from './autoscaler-policy.js';
-import { type ClusterInfo, loadCatalog, resolveModel } from './catalog/catalog.js';
+import { type ClusterInfo, loadCatalog, resolveModel } from '../crds/catalog/catalog.js';
 import { computeStatus } from './model-deployment-status.js';
 import { desiredModelServer, MODEL_ANNOTATION } from './model-server.js';
 import {

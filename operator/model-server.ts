@@ -10,7 +10,7 @@ import {
   NODE_TEMPLATE_KEY,
 } from '../crds/constants.js';
 import type { ModelDeployment } from '../crds/model-deployment.js';
-import type { Catalog, CatalogModel } from './catalog/catalog.js';
+import type { Catalog, CatalogModel } from '../crds/catalog/catalog.js';
 
 /**
  * The desired model server of a ModelDeployment: an Ollama Deployment and its Service in

@@ -21,7 +21,7 @@ import { errorMessage, jsonLogger, type Logger } from '../crds/log.js';
 import type { ModelDeployment } from '../crds/model-deployment.js';
 import type { NodeConfiguration } from '../crds/node-configuration.js';
 import type { NodeTemplate } from '../crds/node-template.js';
-import { type Catalog, type ClusterInfo, loadCatalog } from './catalog/catalog.js';
+import { type Catalog, type ClusterInfo, loadCatalog } from '../crds/catalog/catalog.js';
 import { EventRecorder } from './events.js';
 import { ExternalProviderController, type SecretObject } from './external-provider-controller.js';
 import { LeaderElector } from './leader-election.js';

@@ -5,10 +5,13 @@ import { type ApiKeys, authenticate, type Caller } from './auth.js';
 import { parseChatRequest } from './chat-request.js';
 import { invalidRequest, ProxyError } from './errors.js';
 import type { ProxyMetrics } from './metrics.js';
-import type { BedrockRoute, OpenAICompatibleRoute, RouteTable } from './routing.js';
+import type { BedrockRoute, OpenAICompatibleRoute, RouteEntry, RouteTable } from './routing.js';
 import { parseTags, type Tag } from './tags.js';
 import type { ChatResult, StreamOutcome, Upstream, Usage } from './upstream.js';
 import type { UsageSink } from './usage.js';
+import type { CostMeter } from './cost.js';
+import { usageRoutes } from './usage-api.js';
+import type { UsageStore } from './usage-store.js';
 
 /**
  * The gateway as a Hono app, built from its dependencies so tests call it with
@@ -21,6 +24,12 @@ export interface AppDeps {
   upstreams: { 'openai-compatible': Upstream<OpenAICompatibleRoute>; bedrock?: Upstream<BedrockRoute> };
   usage: UsageSink;
   metrics: ProxyMetrics;
+  /** Prices requests; without it they cost 0. */
+  cost?: CostMeter;
+  /** The usage store the reporting APIs read; without it they are not served. */
+  store?: UsageStore;
+  /** Routes mounted as they are (the Usage and Analytics pages). */
+  extraRoutes?: Hono;
   /** Largest accepted request body; larger ones are refused before being read. Default 10 MiB. */
   maxBodyBytes?: number;
   /** Retry-After for a model that is still deploying. Default 30 s. */
@@ -91,6 +100,13 @@ export function createApp(deps: AppDeps): Hono<{ Variables: Vars }> {
     return caller;
   };
 
+  if (deps.store) {
+    usageRoutes(app, deps.store, (headers) =>
+      auth({ apiKey: headers.get('x-api-key') ?? undefined, authorization: headers.get('authorization') ?? undefined }),
+    );
+  }
+  if (deps.extraRoutes) app.route('/', deps.extraRoutes);
+
   app.get('/openai/v1/models', (c) => {
     auth({ apiKey: c.req.header('x-api-key'), authorization: c.req.header('authorization') });
     return c.json({ object: 'list', data: deps.routes.models() });
@@ -116,6 +132,7 @@ export function createApp(deps: AppDeps): Hono<{ Variables: Vars }> {
 
       let model = '';
       let provider = '';
+      let entry: RouteEntry | undefined;
       let tags: Tag[] = [];
       let stream = false;
       const account = (
@@ -124,6 +141,7 @@ export function createApp(deps: AppDeps): Hono<{ Variables: Vars }> {
         extra: { firstTokenMs?: number; errorType?: string } = {},
       ) => {
         const latencyMs = performance.now() - started;
+        const charge = deps.cost?.charge(entry, usage) ?? { costUsd: 0, savingsUsd: 0 };
         deps.usage.record({
           time: new Date().toISOString(),
           requestId,
@@ -133,18 +151,24 @@ export function createApp(deps: AppDeps): Hono<{ Variables: Vars }> {
           tags,
           promptTokens: usage?.promptTokens ?? 0,
           completionTokens: usage?.completionTokens ?? 0,
+          costUsd: charge.costUsd,
+          savingsUsd: charge.savingsUsd,
           latencyMs,
           ...(extra.firstTokenMs !== undefined ? { firstTokenMs: extra.firstTokenMs } : {}),
           status,
           ...(extra.errorType ? { errorType: extra.errorType } : {}),
           stream,
         });
-        deps.metrics.requests.inc({ model, provider, status: String(status) });
-        deps.metrics.latency.observe({ model, provider }, latencyMs / 1000);
+        const m = deps.metrics;
+        const labels = { model, provider, ...m.tagLabels(tags) };
+        m.requests.inc({ ...labels, status: String(status) });
+        if (status >= 400) m.errors.inc({ model, provider, status: String(status), code: extra.errorType ?? '' });
+        m.latency.observe({ model, provider }, latencyMs / 1000);
         if (usage) {
-          deps.metrics.tokens.inc({ model, provider, direction: 'prompt' }, usage.promptTokens);
-          deps.metrics.tokens.inc({ model, provider, direction: 'completion' }, usage.completionTokens);
+          m.tokens.inc({ ...labels, direction: 'prompt' }, usage.promptTokens);
+          m.tokens.inc({ ...labels, direction: 'completion' }, usage.completionTokens);
         }
+        if (charge.costUsd > 0) m.cost.inc(labels, charge.costUsd);
       };
 
       try {
@@ -175,7 +199,7 @@ export function createApp(deps: AppDeps): Hono<{ Variables: Vars }> {
         if (parsedTags instanceof ProxyError) throw parsedTags;
         tags = parsedTags;
 
-        const entry = deps.routes.lookup(req.model);
+        entry = deps.routes.lookup(req.model);
         if (!entry) {
           throw new ProxyError(
             404,

@@ -14,6 +14,14 @@ import { buildRoutes, type RouteTable } from './routing.js';
  */
 
 export const API_KEYS_SECRET = 'platform-ai-optimizer-api-keys';
+/** ConfigMap whose `bedrock-prices.yaml` overrides the shipped Bedrock price table. */
+export const PRICES_CONFIGMAP = 'platform-ai-optimizer-prices';
+export const PRICES_KEY = 'bedrock-prices.yaml';
+
+interface ConfigMap {
+  metadata?: { name?: string; namespace?: string; resourceVersion?: string };
+  data?: Record<string, string>;
+}
 
 export interface Secret {
   metadata?: { name?: string; namespace?: string; resourceVersion?: string };
@@ -32,7 +40,9 @@ export class ClusterSource {
   private readonly mds: Informer<ModelDeployment>;
   private readonly eps: Informer<ExternalProvider>;
   private readonly secrets: Informer<Secret>;
+  private readonly prices: Informer<ConfigMap>;
   private readonly keysSecret: string;
+  private pricesListener: ((yamlText: string) => void) | undefined;
 
   constructor(private readonly opts: ClusterSourceOptions) {
     const client = new KubeClient(opts.kubeConfig, { userAgent: 'platform-ai-optimizer-proxy' });
@@ -60,6 +70,12 @@ export class ClusterSource {
       path: resourcePath({ group: '', version: 'v1', plural: 'secrets', namespace: AGENT_NAMESPACE }),
       onError,
     });
+    this.prices = new Informer<ConfigMap>(client, {
+      path: resourcePath({ group: '', version: 'v1', plural: 'configmaps', namespace: AGENT_NAMESPACE }),
+      fieldSelector: `metadata.name=${PRICES_CONFIGMAP}`,
+      onError,
+    });
+    this.prices.on(() => this.reloadPrices());
     this.keysSecret = opts.keysSecret ?? API_KEYS_SECRET;
     this.mds.on(() => this.rebuildRoutes());
     this.eps.on(() => this.rebuildRoutes());
@@ -81,22 +97,33 @@ export class ClusterSource {
     this.opts.keys.replace(ApiKeys.parse(text));
   }
 
+  private reloadPrices(): void {
+    this.pricesListener?.(this.prices.list()[0]?.data?.[PRICES_KEY] ?? '');
+  }
+
+  /** Calls `listener` with the price overrides (YAML text, '' without the ConfigMap) now and on every change. */
+  onPrices(listener: (yamlText: string) => void): void {
+    this.pricesListener = listener;
+    if (this.prices.hasSynced()) this.reloadPrices();
+  }
+
   /** Data of a Secret in the proxy's namespace (an access-key provider's keys). */
   secretData(name: string): Record<string, string> | undefined {
     return this.secrets.get(`${AGENT_NAMESPACE}/${name}`)?.data;
   }
 
   async start(): Promise<void> {
-    await Promise.all([this.mds.start(), this.eps.start(), this.secrets.start()]);
+    await Promise.all([this.mds.start(), this.eps.start(), this.secrets.start(), this.prices.start()]);
+    this.reloadPrices();
     this.rebuildRoutes();
     this.reloadKeys();
   }
 
   ready(): boolean {
-    return this.mds.hasSynced() && this.eps.hasSynced() && this.secrets.hasSynced();
+    return this.mds.hasSynced() && this.eps.hasSynced() && this.secrets.hasSynced() && this.prices.hasSynced();
   }
 
   async stop(): Promise<void> {
-    await Promise.all([this.mds.stop(), this.eps.stop(), this.secrets.stop()]);
+    await Promise.all([this.mds.stop(), this.eps.stop(), this.secrets.stop(), this.prices.stop()]);
   }
 }

@@ -6,17 +6,21 @@ import { parseArgs } from 'node:util';
 import { serve } from '@hono/node-server';
 import { KubeConfig } from '@kubernetes/client-node';
 import { providerCredentials, RoleCredentials } from '../crds/aws-credentials.js';
+import { loadCatalog } from '../crds/catalog/catalog.js';
 import { ACCESS_KEY_ID_KEY, PROXY_SERVICE_PORT, SECRET_ACCESS_KEY_KEY } from '../crds/constants.js';
 import { errorMessage, jsonLogger } from '../crds/log.js';
 import { createApp } from './app.js';
 import { ApiKeys } from './auth.js';
 import { ClusterSource } from './cluster-source.js';
 import { ConfigError, loadStandaloneConfig } from './config.js';
+import { CostMeter, loadBedrockPrices, mergePrices, parseBedrockPrices } from './cost.js';
 import { ProxyMetrics } from './metrics.js';
 import { buildRoutes, RouteTable } from './routing.js';
+import { uiRoutes } from './ui/pages.js';
 import { BedrockUpstream } from './upstreams/bedrock.js';
 import { OpenAICompatibleUpstream } from './upstreams/openai-compatible.js';
-import { MemoryUsage } from './usage.js';
+import { UsageRecorder } from './usage-recorder.js';
+import { UsageStore } from './usage-store.js';
 
 /**
  * Entry point of the proxy. With --config it runs standalone: resources from that file, API
@@ -27,6 +31,10 @@ const { values } = parseArgs({
     config: { type: 'string' },
     'keys-file': { type: 'string' },
     'secrets-dir': { type: 'string' },
+    'usage-db': { type: 'string', default: process.env.USAGE_DB },
+    'retention-days': { type: 'string', default: process.env.USAGE_RETENTION_DAYS ?? '30' },
+    'prices-file': { type: 'string' },
+    'tag-labels': { type: 'string', default: process.env.METRICS_TAG_LABELS ?? 'project,team,environment' },
     host: { type: 'string' },
     port: { type: 'string', default: process.env.PORT },
     kubeconfig: { type: 'string' },
@@ -65,7 +73,12 @@ try {
 }
 
 let draining = false;
-const metrics = new ProxyMetrics();
+const metrics = new ProxyMetrics(
+  (values['tag-labels'] ?? '')
+    .split(',')
+    .map((k) => k.trim())
+    .filter(Boolean),
+);
 // Access keys of providers: the watched Secrets in a cluster; standalone, files laid out like a
 // mounted Secret (<secrets-dir>/<secret name>/accessKeyId and /secretAccessKey).
 const secretsDir = values['secrets-dir'];
@@ -87,12 +100,43 @@ const bedrock = new BedrockUpstream({
   credentialsFor: (route) =>
     providerCredentials(route.source, roles, () => secretData(route.source.spec.auth.secretRef?.name ?? '')),
 });
+// Usage: an SQLite file (a PVC in a cluster), written off the hot path, pruned daily.
+const usageDb = values['usage-db'] ?? (standalone ? 'usage.db' : '/var/lib/platform-ai-optimizer/usage.db');
+const store = new UsageStore(usageDb);
+const retentionDays = Number(values['retention-days']);
+const prune = () => store.prune(new Date(Date.now() - retentionDays * 86_400_000));
+prune();
+setInterval(prune, 3_600_000).unref();
+const recorder = new UsageRecorder({
+  store,
+  dropped: metrics.usageDropped,
+  onError: (err) => log.error('usage batch not written', { error: errorMessage(err) }),
+});
+const basePrices = loadBedrockPrices();
+const cost = new CostMeter(
+  loadCatalog(),
+  values['prices-file']
+    ? mergePrices(basePrices, parseBedrockPrices(readFileSync(values['prices-file'], 'utf8')))
+    : basePrices,
+  store.savingsByProvider(),
+);
+source?.onPrices((text) => {
+  try {
+    cost.setPrices(text ? mergePrices(basePrices, parseBedrockPrices(text)) : basePrices);
+  } catch (err) {
+    log.warn('price overrides not applied', { error: errorMessage(err) });
+  }
+});
+
 const app = createApp({
   keys,
   routes,
   upstreams: { 'openai-compatible': new OpenAICompatibleUpstream(), bedrock },
-  usage: new MemoryUsage(),
+  usage: recorder,
   metrics,
+  cost,
+  store,
+  extraRoutes: uiRoutes(),
   ready: () => !draining && (source?.ready() ?? true),
   onError: (err, requestId) => log.error('request failed', { requestId, error: errorMessage(err) }),
 });
@@ -116,6 +160,8 @@ for (const signal of ['SIGTERM', 'SIGINT'] as const) {
     draining = true;
     log.info('shutting down', { signal });
     server.close(() => {
+      recorder.close();
+      store.close();
       void source?.stop().finally(() => process.exit(0));
     });
     // Streams still open after the grace period are cut.

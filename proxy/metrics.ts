@@ -1,25 +1,75 @@
 import { Counter, Histogram, Registry } from 'prom-client';
+import type { Tag } from './tags.js';
 
-/** The proxy's Prometheus metrics; one registry per app so tests and instances stay apart. */
+/**
+ * The proxy's Prometheus metrics; one registry per app so tests and instances stay apart.
+ * Tags become labels only for an allow-list of keys (default project, team, environment), so
+ * a caller inventing tags cannot blow up the number of series.
+ */
+
+export const DEFAULT_TAG_LABELS = ['project', 'team', 'environment'];
+
+const labelName = (key: string) => `tag_${key.replace(/[^A-Za-z0-9_]/g, '_')}`;
+
 export class ProxyMetrics {
   readonly registry = new Registry();
-  readonly requests = new Counter({
-    name: 'gateway_requests_total',
-    help: 'Chat completion requests by model, provider and HTTP status.',
-    labelNames: ['model', 'provider', 'status'],
-    registers: [this.registry],
-  });
-  readonly latency = new Histogram({
-    name: 'gateway_request_duration_seconds',
-    help: 'Time from request to the last byte sent, by model and provider.',
-    labelNames: ['model', 'provider'],
-    buckets: [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120],
-    registers: [this.registry],
-  });
-  readonly tokens = new Counter({
-    name: 'gateway_tokens_total',
-    help: 'Tokens by model, provider and direction (prompt, completion).',
-    labelNames: ['model', 'provider', 'direction'],
-    registers: [this.registry],
-  });
+  readonly tagKeys: string[];
+  private readonly tagLabelNames: string[];
+  readonly requests: Counter;
+  readonly errors: Counter;
+  readonly latency: Histogram;
+  readonly tokens: Counter;
+  readonly cost: Counter;
+  readonly usageDropped: Counter;
+
+  constructor(tagKeys: string[] = DEFAULT_TAG_LABELS) {
+    this.tagKeys = tagKeys;
+    this.tagLabelNames = tagKeys.map(labelName);
+    const tagged = ['model', 'provider', ...this.tagLabelNames];
+    this.requests = new Counter({
+      name: 'gateway_requests_total',
+      help: 'Chat completion requests by model, provider, HTTP status and allow-listed tags.',
+      labelNames: [...tagged, 'status'],
+      registers: [this.registry],
+    });
+    this.errors = new Counter({
+      name: 'gateway_errors_total',
+      help: 'Failed chat completion requests by model, provider, status and error code.',
+      labelNames: ['model', 'provider', 'status', 'code'],
+      registers: [this.registry],
+    });
+    this.latency = new Histogram({
+      name: 'gateway_request_duration_seconds',
+      help: 'Time from request to the last byte sent, by model and provider.',
+      labelNames: ['model', 'provider'],
+      buckets: [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120],
+      registers: [this.registry],
+    });
+    this.tokens = new Counter({
+      name: 'gateway_tokens_total',
+      help: 'Tokens by model, provider, direction (prompt, completion) and allow-listed tags.',
+      labelNames: [...tagged, 'direction'],
+      registers: [this.registry],
+    });
+    this.cost = new Counter({
+      name: 'gateway_cost_usd_total',
+      help: 'List price of the tokens served, USD, by model, provider and allow-listed tags.',
+      labelNames: tagged,
+      registers: [this.registry],
+    });
+    this.usageDropped = new Counter({
+      name: 'gateway_usage_records_dropped_total',
+      help: 'Usage records dropped because the recorder queue was full or the store failed.',
+      registers: [this.registry],
+    });
+  }
+
+  /** Label values of the allow-listed tag keys ('' where the request has no such tag). */
+  tagLabels(tags: Tag[]): Record<string, string> {
+    const out: Record<string, string> = {};
+    for (const [i, key] of this.tagKeys.entries()) {
+      out[this.tagLabelNames[i] ?? labelName(key)] = tags.find((t) => t.key === key)?.value ?? '';
+    }
+    return out;
+  }
 }

@@ -15,6 +15,10 @@ export interface UsageRecord {
   tags: Tag[];
   promptTokens: number;
   completionTokens: number;
+  /** List price of the tokens, USD. */
+  costUsd: number;
+  /** The part of costUsd paid by the provider's free credits. */
+  savingsUsd: number;
   latencyMs: number;
   /** Streaming only: time until the first content token. */
   firstTokenMs?: number;

@@ -1,0 +1,65 @@
+import type { Env, Hono } from 'hono';
+import { invalidRequest, ProxyError } from './errors.js';
+import { parseTag, type Tag } from './tags.js';
+import type { Granularity, UsageQuery, UsageStore } from './usage-store.js';
+
+/**
+ * The reporting APIs, on the proxy with the same API keys:
+ *   GET /v1/usage      requests, input/output tokens, cost, savings
+ *   GET /v1/analytics  cost, request volume, latency p50/p95/p99, error rate
+ *   GET /v1/tags       known tags matching ?search= (at most 50)
+ * Query: from, to (ISO 8601; default the last 7 days), granularity hour|day, groupBy model |
+ * provider | a tag key, and tag=key:value repeated (all must match).
+ */
+
+const DAY = 86_400_000;
+const MAX_RANGE_DAYS = 400;
+const GROUP_KEY = /^[A-Za-z0-9_.-]{1,64}$/;
+
+export function parseUsageQuery(params: URLSearchParams, now = new Date()): UsageQuery | ProxyError {
+  const time = (name: string, fallback: Date): Date | ProxyError => {
+    const raw = params.get(name);
+    if (raw === null || raw === '') return fallback;
+    const d = new Date(raw);
+    return Number.isNaN(d.getTime()) ? invalidRequest(`${name} must be an ISO 8601 time, got ${JSON.stringify(raw.slice(0, 64))}`, name) : d;
+  };
+  const to = time('to', now);
+  if (to instanceof ProxyError) return to;
+  const from = time('from', new Date(to.getTime() - 7 * DAY));
+  if (from instanceof ProxyError) return from;
+  if (from >= to) return invalidRequest('from must be before to', 'from');
+  if (to.getTime() - from.getTime() > MAX_RANGE_DAYS * DAY) return invalidRequest(`the range may span at most ${MAX_RANGE_DAYS} days`, 'from');
+  const g = params.get('granularity') ?? (to.getTime() - from.getTime() <= 2 * DAY ? 'hour' : 'day');
+  if (g !== 'hour' && g !== 'day') return invalidRequest('granularity must be hour or day', 'granularity');
+  const groupBy = params.get('groupBy') ?? 'model';
+  if (!GROUP_KEY.test(groupBy)) return invalidRequest('groupBy must be model, provider or a tag key', 'groupBy');
+  const tags: Tag[] = [];
+  for (const raw of params.getAll('tag')) {
+    const t = parseTag(raw, 'query parameter tag');
+    if (t instanceof ProxyError) return t;
+    tags.push(t);
+  }
+  if (tags.length > 10) return invalidRequest('at most 10 tag filters', 'tag');
+  return { from, to, granularity: g as Granularity, groupBy, tags };
+}
+
+export function usageRoutes<E extends Env>(app: Hono<E>, store: UsageStore, authorize: (headers: Headers) => void): void {
+  const query = (url: string) => {
+    const q = parseUsageQuery(new URL(url).searchParams);
+    if (q instanceof ProxyError) throw q;
+    return q;
+  };
+  app.get('/v1/usage', (c) => {
+    authorize(c.req.raw.headers);
+    return c.json(store.usage(query(c.req.url)));
+  });
+  app.get('/v1/analytics', (c) => {
+    authorize(c.req.raw.headers);
+    return c.json(store.analytics(query(c.req.url)));
+  });
+  app.get('/v1/tags', (c) => {
+    authorize(c.req.raw.headers);
+    const search = (c.req.query('search') ?? '').slice(0, 129);
+    return c.json({ data: store.tags(search, 50) });
+  });
+}
