@@ -1,9 +1,9 @@
 import { hostname } from 'node:os';
 import { parseArgs } from 'node:util';
 import { KubeConfig } from '@kubernetes/client-node';
+import type { Cloud } from '../crds/catalog/catalog.js';
 import { AGENT_NAMESPACE } from '../crds/constants.js';
 import { errorMessage, jsonLogger } from '../crds/log.js';
-import type { Cloud } from '../crds/catalog/catalog.js';
 import { Operator } from './operator.js';
 
 /**

@@ -1,6 +1,7 @@
 import { isDeepStrictEqual } from 'node:util';
 import type { V1DaemonSet, V1Deployment, V1Pod, V1Service } from '@kubernetes/client-node';
 import type { AutoscalerPolicy } from '../crds/autoscaler-policy.js';
+import { type Catalog, type ClusterInfo, deployableGpuTypes, resolveModel } from '../crds/catalog/catalog.js';
 import {
   API_GROUP,
   API_VERSION,
@@ -15,7 +16,6 @@ import type { ModelDeployment, ModelDeploymentStatus } from '../crds/model-deplo
 import type { NodeConfiguration } from '../crds/node-configuration.js';
 import type { NodeTemplate } from '../crds/node-template.js';
 import { planUnschedulablePods } from './autoscaler-policy.js';
-import { type Catalog, type ClusterInfo, deployableGpuTypes, resolveModel } from '../crds/catalog/catalog.js';
 import type { EventRecorder } from './events.js';
 import { type Blocker, computeStatus } from './model-deployment-status.js';
 import { desiredModelServer } from './model-server.js';

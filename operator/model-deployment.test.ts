@@ -1,11 +1,11 @@
 import type { V1Deployment, V1Pod } from '@kubernetes/client-node';
 import { describe, expect, it } from 'vitest';
 import type { AutoscalerPolicy } from '../crds/autoscaler-policy.js';
+import { type ClusterInfo, loadCatalog, resolveModel } from '../crds/catalog/catalog.js';
 import type { ModelDeployment } from '../crds/model-deployment.js';
 import type { NodeConfiguration } from '../crds/node-configuration.js';
 import type { NodeTemplate } from '../crds/node-template.js';
 import { planUnschedulablePods } from './autoscaler-policy.js';
-import { type ClusterInfo, loadCatalog, resolveModel } from '../crds/catalog/catalog.js';
 import { computeStatus } from './model-deployment-status.js';
 import { desiredModelServer, MODEL_ANNOTATION } from './model-server.js';
 import {

@@ -1,4 +1,5 @@
 import type { V1Deployment, V1NodeSelectorTerm, V1Service } from '@kubernetes/client-node';
+import type { Catalog, CatalogModel } from '../crds/catalog/catalog.js';
 import {
   API_GROUP_VERSION,
   GPU_MODEL_LABEL,
@@ -10,7 +11,6 @@ import {
   NODE_TEMPLATE_KEY,
 } from '../crds/constants.js';
 import type { ModelDeployment } from '../crds/model-deployment.js';
-import type { Catalog, CatalogModel } from '../crds/catalog/catalog.js';
 
 /**
  * The desired model server of a ModelDeployment: an Ollama Deployment and its Service in

@@ -1,7 +1,7 @@
+import type { Cloud } from '../crds/catalog/catalog.js';
 import { API_GROUP_VERSION, LLM_NODE_TEMPLATE, NODE_TEMPLATE_KEY } from '../crds/constants.js';
 import type { NodeConfiguration } from '../crds/node-configuration.js';
 import type { NodeTemplate } from '../crds/node-template.js';
-import type { Cloud } from '../crds/catalog/catalog.js';
 
 /**
  * The node template for hosted models and the checks of a template a deployment uses.

@@ -6,6 +6,7 @@ import { Hono } from 'hono';
 import { Counter, Gauge, Histogram, Registry } from 'prom-client';
 import type { AutoscalerPolicy } from '../crds/autoscaler-policy.js';
 import { type AwsEndpoints, type CredentialProvider, RoleCredentials } from '../crds/aws-credentials.js';
+import { type Catalog, type ClusterInfo, loadCatalog } from '../crds/catalog/catalog.js';
 import {
   AGENT_NAMESPACE,
   API_GROUP,
@@ -21,7 +22,6 @@ import { errorMessage, jsonLogger, type Logger } from '../crds/log.js';
 import type { ModelDeployment } from '../crds/model-deployment.js';
 import type { NodeConfiguration } from '../crds/node-configuration.js';
 import type { NodeTemplate } from '../crds/node-template.js';
-import { type Catalog, type ClusterInfo, loadCatalog } from '../crds/catalog/catalog.js';
 import { EventRecorder } from './events.js';
 import { ExternalProviderController, type SecretObject } from './external-provider-controller.js';
 import { LeaderElector } from './leader-election.js';

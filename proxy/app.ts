@@ -3,13 +3,13 @@ import { Hono } from 'hono';
 import { bodyLimit } from 'hono/body-limit';
 import { type ApiKeys, authenticate, type Caller } from './auth.js';
 import { parseChatRequest } from './chat-request.js';
+import type { CostMeter } from './cost.js';
 import { invalidRequest, ProxyError } from './errors.js';
 import type { ProxyMetrics } from './metrics.js';
 import type { BedrockRoute, OpenAICompatibleRoute, RouteEntry, RouteTable } from './routing.js';
 import { parseTags, type Tag } from './tags.js';
 import type { ChatResult, StreamOutcome, Upstream, Usage } from './upstream.js';
 import type { UsageSink } from './usage.js';
-import type { CostMeter } from './cost.js';
 import { usageRoutes } from './usage-api.js';
 import type { UsageStore } from './usage-store.js';
 

@@ -22,7 +22,9 @@ export interface BedrockPriceTable {
   regions?: Record<string, Record<string, TokenPrice>>;
 }
 
-export function loadBedrockPrices(path = fileURLToPath(new URL('./bedrock-prices.yaml', import.meta.url))): BedrockPriceTable {
+export function loadBedrockPrices(
+  path = fileURLToPath(new URL('./bedrock-prices.yaml', import.meta.url)),
+): BedrockPriceTable {
   return parseBedrockPrices(readFileSync(path, 'utf8'));
 }
 

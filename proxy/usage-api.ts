@@ -21,14 +21,17 @@ export function parseUsageQuery(params: URLSearchParams, now = new Date()): Usag
     const raw = params.get(name);
     if (raw === null || raw === '') return fallback;
     const d = new Date(raw);
-    return Number.isNaN(d.getTime()) ? invalidRequest(`${name} must be an ISO 8601 time, got ${JSON.stringify(raw.slice(0, 64))}`, name) : d;
+    return Number.isNaN(d.getTime())
+      ? invalidRequest(`${name} must be an ISO 8601 time, got ${JSON.stringify(raw.slice(0, 64))}`, name)
+      : d;
   };
   const to = time('to', now);
   if (to instanceof ProxyError) return to;
   const from = time('from', new Date(to.getTime() - 7 * DAY));
   if (from instanceof ProxyError) return from;
   if (from >= to) return invalidRequest('from must be before to', 'from');
-  if (to.getTime() - from.getTime() > MAX_RANGE_DAYS * DAY) return invalidRequest(`the range may span at most ${MAX_RANGE_DAYS} days`, 'from');
+  if (to.getTime() - from.getTime() > MAX_RANGE_DAYS * DAY)
+    return invalidRequest(`the range may span at most ${MAX_RANGE_DAYS} days`, 'from');
   const g = params.get('granularity') ?? (to.getTime() - from.getTime() <= 2 * DAY ? 'hour' : 'day');
   if (g !== 'hour' && g !== 'day') return invalidRequest('granularity must be hour or day', 'granularity');
   const groupBy = params.get('groupBy') ?? 'model';
@@ -43,7 +46,11 @@ export function parseUsageQuery(params: URLSearchParams, now = new Date()): Usag
   return { from, to, granularity: g as Granularity, groupBy, tags };
 }
 
-export function usageRoutes<E extends Env>(app: Hono<E>, store: UsageStore, authorize: (headers: Headers) => void): void {
+export function usageRoutes<E extends Env>(
+  app: Hono<E>,
+  store: UsageStore,
+  authorize: (headers: Headers) => void,
+): void {
   const query = (url: string) => {
     const q = parseUsageQuery(new URL(url).searchParams);
     if (q instanceof ProxyError) throw q;

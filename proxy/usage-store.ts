@@ -61,7 +61,24 @@ export interface TagCount {
 }
 
 /** Upper bounds (ms) of the latency histogram buckets; the last one is open. */
-export const LATENCY_BUCKETS_MS = [1, 2.5, 5, 10, 25, 50, 100, 250, 500, 1000, 2500, 5000, 10000, 30000, 60000, Infinity];
+export const LATENCY_BUCKETS_MS = [
+  1,
+  2.5,
+  5,
+  10,
+  25,
+  50,
+  100,
+  250,
+  500,
+  1000,
+  2500,
+  5000,
+  10000,
+  30000,
+  60000,
+  Infinity,
+];
 const BUCKET_COLUMNS = LATENCY_BUCKETS_MS.map((_, i) => `b${i}`);
 
 const HOUR = 3_600_000;
@@ -230,7 +247,7 @@ export class UsageStore {
   /** Savings recorded so far per provider: free credits already used. */
   savingsByProvider(): Map<string, number> {
     const rows = this.db
-      .prepare('SELECT provider, SUM(savings) AS s FROM rollup WHERE tag_key = \'\' GROUP BY provider')
+      .prepare("SELECT provider, SUM(savings) AS s FROM rollup WHERE tag_key = '' GROUP BY provider")
       .all() as Array<{ provider: string; s: number }>;
     return new Map(rows.map((r) => [r.provider, r.s]));
   }
@@ -272,7 +289,9 @@ export class UsageStore {
       }
       const group = byTag ? 'tag_value' : q.groupBy;
       return this.db
-        .prepare(`SELECT hour - (hour % @size) AS bucket, ${group} AS grp, ${sums} FROM rollup WHERE ${where.join(' AND ')} GROUP BY bucket, grp ORDER BY bucket, grp`)
+        .prepare(
+          `SELECT hour - (hour % @size) AS bucket, ${group} AS grp, ${sums} FROM rollup WHERE ${where.join(' AND ')} GROUP BY bucket, grp ORDER BY bucket, grp`,
+        )
         .all(params) as RollupRow[];
     }
     return this.rawRows(q);
