@@ -117,7 +117,8 @@ interface RollupRow {
   [bucketColumn: `b${number}`]: number;
 }
 
-const round = (n: number, d = 6) => Math.round(n * 10 ** d) / 10 ** d;
+// Nano-dollar precision: a single small request costs fractions of a cent.
+const round = (n: number, d = 9) => Math.round(n * 10 ** d) / 10 ** d;
 
 export class UsageStore {
   private readonly db: Database.Database;

@@ -1,0 +1,201 @@
+import { type ChildProcess, spawn } from 'node:child_process';
+import { existsSync, mkdirSync, mkdtempSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { chromium } from 'playwright-core';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { type OllamaDouble, startOllamaDouble } from '../e2e/doubles/ollama.js';
+import { UsageStore } from './usage-store.js';
+
+/**
+ * Usage end to end with the real proxy process: tagged traffic shows up in /v1/usage and
+ * /v1/analytics with exact token and cost sums, survives a restart, filters by tag, renders
+ * in the Usage page in a real browser, and a hard crash loses at most the recorder's last
+ * flush interval.
+ */
+
+const ROOT = fileURLToPath(new URL('..', import.meta.url));
+const KEY = 'sk-usage-journey';
+// llama3.2:3b: T4 at $0.526/h generating 60 tokens/s -> $2.4352 per 1M tokens (crds/catalog).
+const PER_TOKEN = 2.4352 / 1_000_000;
+let double: OllamaDouble;
+let dir: string;
+
+interface Proxy {
+  child: ChildProcess;
+  base: string;
+}
+
+async function startProxy(): Promise<Proxy> {
+  const child = spawn(
+    join(ROOT, 'node_modules/.bin/tsx'),
+    [
+      'proxy/main.ts',
+      '--config',
+      join(dir, 'gateway.yaml'),
+      '--keys-file',
+      join(dir, 'keys.txt'),
+      '--usage-db',
+      join(dir, 'usage.db'),
+      '--port',
+      '0',
+    ],
+    { cwd: ROOT, stdio: ['ignore', 'pipe', 'pipe'] },
+  );
+  let out = '';
+  child.stdout?.on('data', (d: Buffer) => {
+    out += d.toString();
+  });
+  child.stderr?.on('data', (d: Buffer) => {
+    out += d.toString();
+  });
+  const deadline = Date.now() + 20_000;
+  while (Date.now() < deadline) {
+    const line = out.split('\n').find((l) => l.includes('"proxy listening"'));
+    if (line) return { child, base: (JSON.parse(line) as { url: string }).url };
+    await new Promise((r) => setTimeout(r, 50));
+  }
+  child.kill('SIGKILL');
+  throw new Error(`proxy did not start:\n${out}`);
+}
+
+const stop = (p: Proxy, signal: NodeJS.Signals) =>
+  new Promise<void>((resolve) => {
+    p.child.once('exit', () => resolve());
+    p.child.kill(signal);
+  });
+
+const chat = (base: string, tags: string, content: string) =>
+  fetch(`${base}/openai/v1/chat/completions`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json', 'x-api-key': KEY, 'x-tags': tags },
+    body: JSON.stringify({ model: 'llama3.2:3b', messages: [{ role: 'user', content }] }),
+  });
+
+const get = async <T>(base: string, path: string): Promise<T> => {
+  const res = await fetch(`${base}${path}`, { headers: { authorization: `Bearer ${KEY}` } });
+  expect(res.status).toBe(200);
+  return (await res.json()) as T;
+};
+
+interface UsageBody {
+  totals: { requests: number; inputTokens: number; outputTokens: number; costUsd: number };
+  groups: Array<{ group: string; requests: number }>;
+}
+
+beforeAll(async () => {
+  double = await startOllamaDouble({ models: ['llama3.2:3b'] });
+  dir = mkdtempSync(join(tmpdir(), 'usage-journey-'));
+  writeFileSync(
+    join(dir, 'gateway.yaml'),
+    `apiVersion: ai.platform/v1beta1\nkind: ModelDeployment\nmetadata: {name: local}\nspec: {model: "llama3.2:3b", serviceName: local, endpoint: "${double.url}"}\n`,
+  );
+  writeFileSync(join(dir, 'keys.txt'), `${KEY}\n`);
+});
+
+afterAll(async () => {
+  await double.close();
+});
+
+describe('usage through the proxy process', () => {
+  let proxy: Proxy;
+
+  it('reports tagged traffic with exact sums, by tag, and after a restart', async () => {
+    proxy = await startProxy();
+    // 3 requests of team:ml (prompts of 2, 3 and 4 words), 2 of team:web; 8 completion tokens each.
+    for (const [tags, content] of [
+      ['team:ml,project:chat', 'one two'],
+      ['team:ml,project:search', 'one two three'],
+      ['team:ml,project:chat', 'one two three four'],
+      ['team:web', 'a b'],
+      ['team:web,project:chat', 'a b c d e'],
+    ] as const) {
+      expect((await chat(proxy.base, tags, content)).status).toBe(200);
+    }
+    await new Promise((r) => setTimeout(r, 600));
+    const ml = await get<UsageBody>(proxy.base, '/v1/usage?tag=team:ml');
+    expect(ml.totals).toMatchObject({ requests: 3, inputTokens: 9, outputTokens: 24 });
+    expect(ml.totals.costUsd).toBeCloseTo(33 * PER_TOKEN, 9);
+    const chatOfMl = await get<UsageBody>(proxy.base, '/v1/usage?tag=team:ml&tag=project:chat');
+    expect(chatOfMl.totals).toMatchObject({ requests: 2, inputTokens: 6, outputTokens: 16 });
+    const byTeam = await get<UsageBody>(proxy.base, '/v1/usage?groupBy=team');
+    expect(byTeam.groups.map((g) => [g.group, g.requests])).toEqual([
+      ['ml', 3],
+      ['web', 2],
+    ]);
+    const analytics = await get<{ totals: { requests: number; errorRate: number; latencyMs: { p99: number } } }>(
+      proxy.base,
+      '/v1/analytics',
+    );
+    expect(analytics.totals.requests).toBe(5);
+    expect(analytics.totals.errorRate).toBe(0);
+    expect(analytics.totals.latencyMs.p99).toBeGreaterThan(0);
+    const tags = await get<{ data: Array<{ key: string; value: string; requests: number }> }>(
+      proxy.base,
+      '/v1/tags?search=proj',
+    );
+    expect(tags.data).toEqual([
+      { key: 'project', value: 'chat', requests: 3 },
+      { key: 'project', value: 'search', requests: 1 },
+    ]);
+
+    await stop(proxy, 'SIGTERM');
+    proxy = await startProxy();
+    const after = await get<UsageBody>(proxy.base, '/v1/usage');
+    expect(after.totals).toMatchObject({ requests: 5, inputTokens: 16, outputTokens: 40 });
+  }, 30_000);
+
+  it('shows the same numbers on the Usage page in a real browser', async () => {
+    if (!existsSync('/usr/bin/chromium')) throw new Error('Debian chromium is required: apt-get install -y chromium');
+    const browser = await chromium.launch({
+      executablePath: '/usr/bin/chromium',
+      args: [
+        '--headless',
+        '--no-sandbox',
+        '--disable-gpu',
+        '--disable-quic',
+        '--no-first-run',
+        '--disable-background-networking',
+        '--disable-component-update',
+        '--disable-sync',
+      ],
+    });
+    try {
+      const page = await browser.newPage();
+      await page.goto(`${proxy.base}/ui/usage`);
+      await page.getByTestId('api-key').fill(KEY);
+      await page.getByTestId('tag-filter').fill('team:ml');
+      await page.getByTestId('apply').click();
+      await expect.poll(() => page.getByTestId('total-requests').textContent(), { timeout: 10_000 }).toContain('3');
+      expect(await page.getByTestId('total-input-tokens').textContent()).toContain('9');
+      expect(await page.getByTestId('total-output-tokens').textContent()).toContain('24');
+      mkdirSync(join(ROOT, '.ci/out'), { recursive: true });
+      await page.screenshot({ path: join(ROOT, '.ci/out/ui-usage-live.png'), fullPage: true });
+    } finally {
+      await browser.close();
+    }
+  }, 60_000);
+
+  it('loses at most the last flush interval of records on a hard crash', async () => {
+    const before = new UsageStore(join(dir, 'usage.db'));
+    const stored = before.count();
+    before.close();
+    const sent: number[] = [];
+    const until = Date.now() + 1500;
+    while (Date.now() < until) {
+      if ((await chat(proxy.base, 'team:crash', 'x')).status === 200) sent.push(Date.now());
+    }
+    const killedAt = Date.now();
+    await stop(proxy, 'SIGKILL');
+    const store = new UsageStore(join(dir, 'usage.db'));
+    const kept = store.count() - stored;
+    store.close();
+    const lost = sent.length - kept;
+    // Lost records are the newest ones; they all fall within the last flush interval (250 ms).
+    const lostWindowMs = lost > 0 ? killedAt - (sent[sent.length - lost] ?? killedAt) : 0;
+    console.log(`[usage] crash: sent ${sent.length}, kept ${kept}, lost ${lost} (newest ${lostWindowMs} ms)`);
+    expect(lost).toBeGreaterThanOrEqual(0);
+    expect(lostWindowMs).toBeLessThanOrEqual(1000);
+  }, 30_000);
+});
