@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createApp } from '../proxy/app.js';
 import { ApiKeys } from '../proxy/auth.js';
-import { API_KEYS_SECRET, ClusterSource } from '../proxy/cluster-source.js';
+import { API_KEYS_SECRET, ClusterSource, PRICES_CONFIGMAP, PRICES_KEY } from '../proxy/cluster-source.js';
 import { ProxyMetrics } from '../proxy/metrics.js';
 import { RouteTable } from '../proxy/routing.js';
 import { OpenAICompatibleUpstream } from '../proxy/upstreams/openai-compatible.js';
@@ -140,6 +140,24 @@ describe('proxy in cluster mode', () => {
     kubectlOk(['delete', 'md', 'routed', '-n', NS]);
     await eventually('route removed', 10_000, () => (routes.lookup('qwen2.5:0.5b') ? undefined : true));
     expect((await chat('sk-e2e-one')).status).toBe(404);
+  });
+
+  it('takes Bedrock price overrides from the ConfigMap', async () => {
+    const seen: string[] = [];
+    source.onPrices((text) => seen.push(text));
+    expect(seen).toEqual(['']);
+    kubectlOk(
+      ['apply', '-f', '-'],
+      JSON.stringify({
+        apiVersion: 'v1',
+        kind: 'ConfigMap',
+        metadata: { name: PRICES_CONFIGMAP, namespace: 'platform-agent' },
+        data: { [PRICES_KEY]: 'models:\n  amazon.nova-lite-v1:0: {input: 1, output: 2}\n' },
+      }),
+    );
+    await eventually('prices', 10_000, () => (seen.at(-1)?.includes('amazon.nova-lite-v1:0') ? true : undefined));
+    kubectlOk(['delete', 'configmap', PRICES_CONFIGMAP, '-n', 'platform-agent']);
+    await eventually('prices removed', 10_000, () => (seen.at(-1) === '' && seen.length > 2 ? true : undefined));
   });
 
   it('follows a rotated key in the Secret', async () => {
