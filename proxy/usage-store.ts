@@ -158,7 +158,8 @@ export class UsageStore {
         tag TEXT NOT NULL,
         ts INTEGER NOT NULL
       );
-      CREATE INDEX IF NOT EXISTS request_tags_tag ON request_tags(tag, ts);
+      CREATE INDEX IF NOT EXISTS request_tags_tag ON request_tags(tag, ts, request);
+      CREATE INDEX IF NOT EXISTS request_tags_request ON request_tags(request);
       CREATE TABLE IF NOT EXISTS rollup (
         hour INTEGER NOT NULL,
         model TEXT NOT NULL,
@@ -301,10 +302,12 @@ export class UsageStore {
   private rawRows(q: UsageQuery): RollupRow[] {
     const size = q.granularity === 'day' ? DAY : HOUR;
     const params: Record<string, string | number> = { from: q.from.getTime(), to: q.to.getTime(), size };
-    const conditions = q.tags.map((t, i) => {
+    // The tag index narrows first: ids carrying every filter tag in the range, intersected.
+    const tagged = q.tags.map((t, i) => {
       params[`t${i}`] = `${t.key}:${t.value}`;
-      return `EXISTS (SELECT 1 FROM request_tags rt WHERE rt.request = r.id AND rt.tag = @t${i})`;
+      return `SELECT request FROM request_tags WHERE tag = @t${i} AND ts >= @from AND ts < @to`;
     });
+    const conditions = tagged.length > 0 ? [`r.id IN (${tagged.join(' INTERSECT ')})`] : [];
     const byTag = q.groupBy !== 'model' && q.groupBy !== 'provider';
     let group = `r.${q.groupBy}`;
     if (byTag) {

@@ -48,11 +48,13 @@ for (let i = 0; i < N; i += BATCH) {
   store.insert(Array.from({ length: Math.min(BATCH, N - i) }, (_, j) => record(i + j)));
 }
 const writeS = (performance.now() - t0) / 1000;
+console.log(`written ${N} in ${writeS.toFixed(1)} s`);
 
 const range = { from: new Date(start), to: new Date(start + span) };
 const time = (name: string, fn: () => unknown) => {
   fn();
-  const runs = 5;
+  const runs = 3;
+  console.log(`query: ${name}`);
   const t = performance.now();
   for (let i = 0; i < runs; i++) fn();
   return { query: name, ms: +((performance.now() - t) / runs).toFixed(1) };
