@@ -1,23 +1,20 @@
-import { type ChildProcess, spawn } from 'node:child_process';
 import { appendFileSync, mkdirSync, mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type AwsDouble, startAwsDouble } from '../e2e/doubles/aws.js';
 import { type OllamaDouble, startOllamaDouble } from '../e2e/doubles/ollama.js';
+import { type ProxyProcess, startProxyProcess } from '../e2e/proxy-process.js';
 
 /**
  * The README's main job: the proxy process in standalone mode (--config, --keys-file),
  * routing a tagged request to an Ollama-compatible server and shutting down on SIGTERM.
  */
 
-const ROOT = fileURLToPath(new URL('..', import.meta.url));
 let double: OllamaDouble;
 let aws: AwsDouble;
-let proxy: ChildProcess;
+let proxy: ProxyProcess;
 let base = '';
-const output: string[] = [];
 
 beforeAll(async () => {
   double = await startOllamaDouble({ models: ['llama3.2:3b'] });
@@ -58,42 +55,23 @@ beforeAll(async () => {
   mkdirSync(join(dir, 'secrets', 'aws-keys'), { recursive: true });
   writeFileSync(join(dir, 'secrets', 'aws-keys', 'accessKeyId'), 'AKIASTANDALONE000001');
   writeFileSync(join(dir, 'secrets', 'aws-keys', 'secretAccessKey'), 'standaloneSecret000000000000000000000000\n');
-  proxy = spawn(
-    join(ROOT, 'node_modules/.bin/tsx'),
+  proxy = await startProxyProcess(
     [
-      'proxy/main.ts',
       '--config',
       join(dir, 'gateway.yaml'),
       '--keys-file',
       join(dir, 'keys.txt'),
       '--secrets-dir',
       join(dir, 'secrets'),
-      '--port',
-      '0',
     ],
-    {
-      cwd: ROOT,
-      stdio: ['ignore', 'pipe', 'pipe'],
-      // The SDK's own endpoint override, as the README documents.
-      env: { ...process.env, AWS_ENDPOINT_URL_BEDROCK_RUNTIME: aws.url },
-    },
+    // The SDK's own endpoint override, as the README documents.
+    { ...process.env, AWS_ENDPOINT_URL_BEDROCK_RUNTIME: aws.url },
   );
-  proxy.stdout?.on('data', (d: Buffer) => output.push(d.toString()));
-  proxy.stderr?.on('data', (d: Buffer) => output.push(d.toString()));
-  const deadline = Date.now() + 20_000;
-  while (!base && Date.now() < deadline) {
-    const line = output
-      .join('')
-      .split('\n')
-      .find((l) => l.includes('"proxy listening"'));
-    if (line) base = (JSON.parse(line) as { url: string }).url;
-    else await new Promise((r) => setTimeout(r, 50));
-  }
-  if (!base) throw new Error(`proxy did not start:\n${output.join('')}`);
+  base = proxy.base;
 }, 30_000);
 
 afterAll(async () => {
-  if (proxy.exitCode === null) proxy.kill('SIGKILL');
+  await proxy?.stop('SIGKILL');
   await double.close();
   await aws.close();
 });
@@ -132,10 +110,8 @@ describe('standalone proxy process', () => {
   });
 
   it('logs no key and no prompt, and stops on SIGTERM', async () => {
-    const exited = new Promise<number | null>((resolve) => proxy.once('exit', (code) => resolve(code)));
-    proxy.kill('SIGTERM');
-    expect(await exited).toBe(0);
-    const log = output.join('');
+    expect(await proxy.stop('SIGTERM')).toBe(0);
+    const log = proxy.output();
     expect(log).toContain('"shutting down"');
     expect(log).not.toContain('sk-standalone');
     expect(log).not.toContain('standaloneSecret');

@@ -1,11 +1,11 @@
-import { type ChildProcess, spawn } from 'node:child_process';
-import { existsSync, mkdirSync, mkdtempSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { chromium } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { launchChromium } from '../e2e/browser.js';
 import { type OllamaDouble, startOllamaDouble } from '../e2e/doubles/ollama.js';
+import { type ProxyProcess, startProxyProcess } from '../e2e/proxy-process.js';
 import { UsageStore } from './usage-store.js';
 
 /**
@@ -22,49 +22,15 @@ const PER_TOKEN = 2.4352 / 1_000_000;
 let double: OllamaDouble;
 let dir: string;
 
-interface Proxy {
-  child: ChildProcess;
-  base: string;
-}
-
-async function startProxy(): Promise<Proxy> {
-  const child = spawn(
-    join(ROOT, 'node_modules/.bin/tsx'),
-    [
-      'proxy/main.ts',
-      '--config',
-      join(dir, 'gateway.yaml'),
-      '--keys-file',
-      join(dir, 'keys.txt'),
-      '--usage-db',
-      join(dir, 'usage.db'),
-      '--port',
-      '0',
-    ],
-    { cwd: ROOT, stdio: ['ignore', 'pipe', 'pipe'] },
-  );
-  let out = '';
-  child.stdout?.on('data', (d: Buffer) => {
-    out += d.toString();
-  });
-  child.stderr?.on('data', (d: Buffer) => {
-    out += d.toString();
-  });
-  const deadline = Date.now() + 20_000;
-  while (Date.now() < deadline) {
-    const line = out.split('\n').find((l) => l.includes('"proxy listening"'));
-    if (line) return { child, base: (JSON.parse(line) as { url: string }).url };
-    await new Promise((r) => setTimeout(r, 50));
-  }
-  child.kill('SIGKILL');
-  throw new Error(`proxy did not start:\n${out}`);
-}
-
-const stop = (p: Proxy, signal: NodeJS.Signals) =>
-  new Promise<void>((resolve) => {
-    p.child.once('exit', () => resolve());
-    p.child.kill(signal);
-  });
+const startProxy = () =>
+  startProxyProcess([
+    '--config',
+    join(dir, 'gateway.yaml'),
+    '--keys-file',
+    join(dir, 'keys.txt'),
+    '--usage-db',
+    join(dir, 'usage.db'),
+  ]);
 
 const chat = (base: string, tags: string, content: string) =>
   fetch(`${base}/openai/v1/chat/completions`, {
@@ -99,7 +65,7 @@ afterAll(async () => {
 });
 
 describe('usage through the proxy process', () => {
-  let proxy: Proxy;
+  let proxy: ProxyProcess;
 
   it('reports tagged traffic with exact sums, by tag, and after a restart', async () => {
     proxy = await startProxy();
@@ -140,27 +106,14 @@ describe('usage through the proxy process', () => {
       { key: 'project', value: 'search', requests: 1 },
     ]);
 
-    await stop(proxy, 'SIGTERM');
+    await proxy.stop('SIGTERM');
     proxy = await startProxy();
     const after = await get<UsageBody>(proxy.base, '/v1/usage');
     expect(after.totals).toMatchObject({ requests: 5, inputTokens: 16, outputTokens: 40 });
   }, 30_000);
 
   it('shows the same numbers on the Usage page in a real browser', async () => {
-    if (!existsSync('/usr/bin/chromium')) throw new Error('Debian chromium is required: apt-get install -y chromium');
-    const browser = await chromium.launch({
-      executablePath: '/usr/bin/chromium',
-      args: [
-        '--headless',
-        '--no-sandbox',
-        '--disable-gpu',
-        '--disable-quic',
-        '--no-first-run',
-        '--disable-background-networking',
-        '--disable-component-update',
-        '--disable-sync',
-      ],
-    });
+    const browser = await launchChromium();
     try {
       const page = await browser.newPage();
       await page.goto(`${proxy.base}/ui/usage`);
@@ -187,7 +140,7 @@ describe('usage through the proxy process', () => {
       if ((await chat(proxy.base, 'team:crash', 'x')).status === 200) sent.push(Date.now());
     }
     const killedAt = Date.now();
-    await stop(proxy, 'SIGKILL');
+    await proxy.stop('SIGKILL');
     const store = new UsageStore(join(dir, 'usage.db'));
     const kept = store.count() - stored;
     store.close();

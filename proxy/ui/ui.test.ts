@@ -1,13 +1,14 @@
 import { execFile } from 'node:child_process';
-import { existsSync, mkdirSync } from 'node:fs';
+import { mkdirSync } from 'node:fs';
 import type { Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
 import { serve } from '@hono/node-server';
 import { Hono } from 'hono';
-import { type Browser, type BrowserContext, chromium, type Page } from 'playwright-core';
+import type { Browser, BrowserContext, Page } from 'playwright-core';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { launchChromium } from '../../e2e/browser.js';
 import { uiRoutes } from './pages.js';
 
 /**
@@ -16,7 +17,6 @@ import { uiRoutes } from './pages.js';
  * Screenshots go to .ci/out/ as CI artifacts.
  */
 
-const CHROMIUM = '/usr/bin/chromium';
 const KEY = 'sk-ui-test-key';
 const OUT = fileURLToPath(new URL('../../.ci/out/', import.meta.url));
 
@@ -155,11 +155,6 @@ let browser: Browser;
 const seen: Seen[] = [];
 
 beforeAll(async () => {
-  if (!existsSync(CHROMIUM)) {
-    throw new Error(
-      `${CHROMIUM} not found: these UI tests drive Debian's Chromium. Install it with 'apt-get update && apt-get install -y chromium'.`,
-    );
-  }
   mkdirSync(OUT, { recursive: true });
   const app = new Hono();
   app.route('/', uiRoutes());
@@ -170,19 +165,7 @@ beforeAll(async () => {
       resolve();
     }) as Server;
   });
-  browser = await chromium.launch({
-    executablePath: CHROMIUM,
-    args: [
-      '--headless',
-      '--no-sandbox',
-      '--disable-gpu',
-      '--disable-quic',
-      '--no-first-run',
-      '--disable-background-networking',
-      '--disable-component-update',
-      '--disable-sync',
-    ],
-  });
+  browser = await launchChromium();
 }, 30_000);
 
 afterAll(async () => {

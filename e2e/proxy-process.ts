@@ -1,0 +1,46 @@
+import { type ChildProcess, spawn } from 'node:child_process';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+/** The proxy as its own process (`tsx proxy/main.ts ...`), as `npm start` runs it. */
+
+const ROOT = fileURLToPath(new URL('..', import.meta.url));
+
+export interface ProxyProcess {
+  child: ChildProcess;
+  /** http://127.0.0.1:<port> from the proxy's "proxy listening" log line. */
+  base: string;
+  /** Everything it printed so far. */
+  output: () => string;
+  stop: (signal: NodeJS.Signals) => Promise<number | null>;
+}
+
+export async function startProxyProcess(args: string[], env: NodeJS.ProcessEnv = process.env): Promise<ProxyProcess> {
+  const child = spawn(join(ROOT, 'node_modules/.bin/tsx'), ['proxy/main.ts', ...args, '--port', '0'], {
+    cwd: ROOT,
+    env,
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  let out = '';
+  child.stdout?.on('data', (d: Buffer) => {
+    out += d.toString();
+  });
+  child.stderr?.on('data', (d: Buffer) => {
+    out += d.toString();
+  });
+  const stop = (signal: NodeJS.Signals) =>
+    new Promise<number | null>((resolve) => {
+      if (child.exitCode !== null) return resolve(child.exitCode);
+      child.once('exit', (code) => resolve(code));
+      child.kill(signal);
+    });
+  const deadline = Date.now() + 20_000;
+  while (Date.now() < deadline) {
+    const line = out.split('\n').find((l) => l.includes('"proxy listening"'));
+    if (line) return { child, base: (JSON.parse(line) as { url: string }).url, output: () => out, stop };
+    if (child.exitCode !== null) break;
+    await new Promise((r) => setTimeout(r, 50));
+  }
+  child.kill('SIGKILL');
+  throw new Error(`proxy did not start:\n${out}`);
+}
