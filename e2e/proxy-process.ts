@@ -21,6 +21,10 @@ export async function startProxyProcess(args: string[], env: NodeJS.ProcessEnv =
     env,
     stdio: ['ignore', 'pipe', 'pipe'],
   });
+  // A test runner that dies mid-test must not leave the proxy running.
+  const reap = () => child.kill('SIGKILL');
+  process.once('exit', reap);
+  child.once('exit', () => process.off('exit', reap));
   let out = '';
   child.stdout?.on('data', (d: Buffer) => {
     out += d.toString();

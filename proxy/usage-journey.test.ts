@@ -65,7 +65,10 @@ afterAll(async () => {
 });
 
 describe('usage through the proxy process', () => {
-  let proxy: ProxyProcess;
+  let proxy: ProxyProcess | undefined;
+  afterAll(async () => {
+    await proxy?.stop('SIGKILL');
+  });
 
   it('reports tagged traffic with exact sums, by tag, and after a restart', async () => {
     proxy = await startProxy();
@@ -113,6 +116,7 @@ describe('usage through the proxy process', () => {
   }, 30_000);
 
   it('shows the same numbers on the Usage page in a real browser', async () => {
+    if (!proxy) throw new Error('the proxy of the first test is not running');
     const browser = await launchChromium();
     try {
       const page = await browser.newPage();
@@ -131,16 +135,18 @@ describe('usage through the proxy process', () => {
   }, 60_000);
 
   it('loses at most the last flush interval of records on a hard crash', async () => {
+    if (!proxy) throw new Error('the proxy of the first test is not running');
+    const running = proxy;
     const before = new UsageStore(join(dir, 'usage.db'));
     const stored = before.count();
     before.close();
     const sent: number[] = [];
     const until = Date.now() + 1500;
     while (Date.now() < until) {
-      if ((await chat(proxy.base, 'team:crash', 'x')).status === 200) sent.push(Date.now());
+      if ((await chat(running.base, 'team:crash', 'x')).status === 200) sent.push(Date.now());
     }
     const killedAt = Date.now();
-    await proxy.stop('SIGKILL');
+    await running.stop('SIGKILL');
     const store = new UsageStore(join(dir, 'usage.db'));
     const kept = store.count() - stored;
     store.close();
