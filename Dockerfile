@@ -1,0 +1,26 @@
+# One image runs either component:
+#   operator: node dist/operator/main.js      proxy: node dist/proxy/main.js
+# The Helm chart sets the command. Build: docker build -t platform-ai-optimizer .
+
+# Build: compile TypeScript and the native SQLite module (better-sqlite3) once.
+FROM node:20-bookworm-slim AS build
+RUN apt-get update && apt-get install -y --no-install-recommends python3 make g++ && rm -rf /var/lib/apt/lists/*
+WORKDIR /app
+COPY package.json package-lock.json ./
+RUN npm ci
+COPY tsconfig.json tsconfig.build.json ./
+COPY crds ./crds
+COPY operator ./operator
+COPY proxy ./proxy
+RUN npm run build && npm ci --omit=dev
+
+# Run: production dependencies and compiled output only, as an unprivileged user.
+FROM node:20-bookworm-slim
+ENV NODE_ENV=production
+WORKDIR /app
+COPY --from=build /app/node_modules ./node_modules
+COPY --from=build /app/dist ./dist
+COPY package.json ./
+USER 10001:10001
+EXPOSE 8080
+CMD ["node", "dist/proxy/main.js"]

@@ -1,0 +1,34 @@
+{{/* Names and labels shared by every object of the chart. */}}
+{{- define "pao.labels" -}}
+app.kubernetes.io/part-of: platform-ai-optimizer
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version }}
+{{- end -}}
+
+{{- define "pao.image" -}}
+{{ printf "%s:%s" .Values.image.repository (default .Chart.AppVersion .Values.image.tag) }}
+{{- end -}}
+
+{{/* The product's names are fixed: callers and other components rely on them. */}}
+{{- define "pao.agentNamespace" -}}platform-agent{{- end -}}
+{{- define "pao.llmsNamespace" -}}platform-llms{{- end -}}
+{{- define "pao.apiKeysSecret" -}}
+{{- default "platform-ai-optimizer-api-keys" .Values.apiKeys.existingSecret -}}
+{{- end -}}
+
+{{- define "pao.podSecurityContext" -}}
+runAsNonRoot: true
+runAsUser: 10001
+runAsGroup: 10001
+fsGroup: 10001
+seccompProfile:
+  type: RuntimeDefault
+{{- end -}}
+
+{{- define "pao.containerSecurityContext" -}}
+allowPrivilegeEscalation: false
+readOnlyRootFilesystem: true
+capabilities:
+  drop: [ALL]
+{{- end -}}

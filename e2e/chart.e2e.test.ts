@@ -1,0 +1,188 @@
+import { spawnSync } from 'node:child_process';
+import yaml from 'js-yaml';
+import { afterAll, describe, expect, inject, it } from 'vitest';
+import { kubectl, kubectlOk } from './kube.js';
+
+/**
+ * The Helm chart with the real helm (v4): lint, render with default and non-default values,
+ * reject bad values through values.schema.json, validate every rendered object against the
+ * real API server (server-side dry run), and check the RBAC it grants with kubectl auth can-i.
+ */
+
+const CHART = 'charts/platform-ai-optimizer';
+
+function helm(args: string[]): { code: number; stdout: string; stderr: string } {
+  const res = spawnSync(inject('helm'), args, { encoding: 'utf8', timeout: 60_000 });
+  return { code: res.status ?? -1, stdout: res.stdout ?? '', stderr: res.stderr ?? '' };
+}
+
+interface Obj {
+  apiVersion: string;
+  kind: string;
+  metadata: { name: string; namespace?: string };
+  spec?: Record<string, unknown>;
+}
+
+function render(...set: string[]): Obj[] {
+  const res = helm([
+    'template',
+    'platform-ai-optimizer',
+    CHART,
+    '-n',
+    'platform-agent',
+    ...set.flatMap((s) => ['--set', s]),
+  ]);
+  if (res.code !== 0) throw new Error(res.stderr);
+  return (yaml.loadAll(res.stdout) as Array<Obj | null>).filter((o): o is Obj => o !== null);
+}
+
+const find = (objs: Obj[], kind: string, name: string) => objs.find((o) => o.kind === kind && o.metadata.name === name);
+
+afterAll(() => {
+  kubectl(
+    ['delete', '-f', '-', '--ignore-not-found'],
+    render()
+      .filter((o) => o.kind.startsWith('Role') || o.kind.startsWith('ClusterRole') || o.kind === 'ServiceAccount')
+      .map((o) => JSON.stringify(o))
+      .join('\n'),
+  );
+});
+
+describe('Helm chart', () => {
+  it('passes helm lint', () => {
+    const res = helm(['lint', CHART]);
+    expect(res.stdout + res.stderr).toContain('1 chart(s) linted, 0 chart(s) failed');
+  });
+
+  it('renders the gateway with its fixed names and a hardened proxy by default', () => {
+    const objs = render();
+    const svc = find(objs, 'Service', 'platform-ai-optimizer-proxy') as Obj & {
+      spec: { ports: Array<{ port: number }> };
+    };
+    expect(svc.metadata.namespace).toBe('platform-agent');
+    expect(svc.spec.ports[0]?.port).toBe(443);
+    const proxy = find(objs, 'Deployment', 'platform-ai-optimizer-proxy') as Obj & {
+      spec: {
+        replicas: number;
+        template: {
+          spec: {
+            securityContext: Record<string, unknown>;
+            containers: Array<{
+              securityContext: Record<string, unknown>;
+              readinessProbe: unknown;
+              resources: unknown;
+            }>;
+          };
+        };
+      };
+    };
+    expect(proxy.spec.replicas).toBe(2);
+    expect(proxy.spec.template.spec.securityContext).toMatchObject({
+      runAsNonRoot: true,
+      seccompProfile: { type: 'RuntimeDefault' },
+    });
+    expect(proxy.spec.template.spec.containers[0]?.securityContext).toMatchObject({
+      allowPrivilegeEscalation: false,
+      readOnlyRootFilesystem: true,
+    });
+    expect(proxy.spec.template.spec.containers[0]?.readinessProbe).toBeDefined();
+    expect(find(objs, 'PodDisruptionBudget', 'platform-ai-optimizer-proxy')).toBeDefined();
+    expect(find(objs, 'Secret', 'platform-ai-optimizer-api-keys')).toBeDefined();
+    expect(find(objs, 'PersistentVolumeClaim', 'platform-ai-optimizer-usage')).toBeDefined();
+    expect(find(objs, 'Namespace', 'platform-llms')).toBeDefined();
+    expect(objs.some((o) => o.kind === 'ServiceMonitor' || o.kind === 'NetworkPolicy')).toBe(false);
+  });
+
+  it('grants no wildcard verbs or resources', () => {
+    const rules = render()
+      .filter((o) => o.kind === 'Role' || o.kind === 'ClusterRole')
+      .flatMap(
+        (o) => (o as Obj & { rules: Array<{ verbs: string[]; resources: string[]; apiGroups: string[] }> }).rules,
+      );
+    expect(rules.length).toBeGreaterThan(0);
+    for (const r of rules) {
+      expect([...r.verbs, ...r.resources, ...r.apiGroups]).not.toContain('*');
+    }
+  });
+
+  it('renders the optional parts with non-default values', () => {
+    const objs = render(
+      'metrics.serviceMonitor.enabled=true',
+      'metrics.grafanaDashboard.enabled=true',
+      'networkPolicy.enabled=true',
+      'apiKeys.existingSecret=my-keys',
+      'usage.persistence.enabled=false',
+      'proxy.replicas=3',
+    );
+    expect(find(objs, 'ServiceMonitor', 'platform-ai-optimizer')).toBeDefined();
+    const dashboard = find(objs, 'ConfigMap', 'platform-ai-optimizer-dashboard') as Obj & {
+      data: Record<string, string>;
+    };
+    expect(JSON.parse(dashboard.data['platform-ai-optimizer.json'] ?? '{}').panels.length).toBeGreaterThan(0);
+    expect(find(objs, 'NetworkPolicy', 'platform-ai-optimizer-proxy')).toBeDefined();
+    expect(find(objs, 'Secret', 'platform-ai-optimizer-api-keys')).toBeUndefined();
+    expect(find(objs, 'PersistentVolumeClaim', 'platform-ai-optimizer-usage')).toBeUndefined();
+    expect(
+      (find(objs, 'Deployment', 'platform-ai-optimizer-proxy') as Obj & { spec: { replicas: number } }).spec.replicas,
+    ).toBe(3);
+  });
+
+  it.each([
+    ['proxy.replicas=0'],
+    ['cluster.cloud=oracle'],
+    ['usage.persistence.size=lots'],
+    ['apiKeys.existingSecret=Not_A_Name'],
+    ['unknownSetting=true'],
+  ])('rejects %s through values.schema.json', (bad) => {
+    const res = helm(['template', 'x', CHART, '-n', 'platform-agent', '--set', bad]);
+    expect(res.code).not.toBe(0);
+    expect(res.stderr).toContain("values don't meet the specifications of the schema");
+  });
+
+  it('refuses a namespace other than platform-agent', () => {
+    const res = helm(['template', 'x', CHART, '-n', 'default']);
+    expect(res.code).not.toBe(0);
+    expect(res.stderr).toContain('install this chart into the namespace platform-agent');
+  });
+
+  it('validates every rendered object against the API server (server-side dry run)', () => {
+    for (const objs of [render(), render('networkPolicy.enabled=true', 'metrics.grafanaDashboard.enabled=true')]) {
+      const list = JSON.stringify({ apiVersion: 'v1', kind: 'List', items: objs });
+      const res = kubectl(['apply', '--dry-run=server', '-f', '-'], list);
+      // kubectl warns about the pre-existing platform-llms namespace; anything else would be an error.
+      expect(res.stderr).not.toMatch(/error/i);
+      expect(res.code).toBe(0);
+      expect(res.stdout.trim().split('\n')).toHaveLength(objs.length);
+    }
+  });
+
+  it("grants the ServiceAccounts what they need and nothing they don't (kubectl auth can-i)", () => {
+    const rbac = render().filter((o) =>
+      ['ServiceAccount', 'Role', 'RoleBinding', 'ClusterRole', 'ClusterRoleBinding'].includes(o.kind),
+    );
+    kubectlOk(['apply', '-f', '-'], JSON.stringify({ apiVersion: 'v1', kind: 'List', items: rbac }));
+    const can = (sa: string, ...args: string[]) =>
+      kubectl([
+        'auth',
+        'can-i',
+        '--as',
+        `system:serviceaccount:platform-agent:platform-ai-optimizer-${sa}`,
+        ...args,
+      ]).stdout.trim();
+    expect(
+      can('operator', 'patch', 'modeldeployments.ai.platform', '--subresource=status', '-n', 'platform-llms'),
+    ).toBe('yes');
+    expect(can('operator', 'create', 'deployments.apps', '-n', 'platform-llms')).toBe('yes');
+    expect(can('operator', 'update', 'leases.coordination.k8s.io', '-n', 'platform-agent')).toBe('yes');
+    expect(can('operator', 'create', 'deployments.apps', '-n', 'default')).toBe('no');
+    expect(can('operator', 'delete', 'secrets', '-n', 'platform-agent')).toBe('no');
+    expect(can('operator', 'get', 'secrets', '-n', 'kube-system')).toBe('no');
+    expect(can('proxy', 'list', 'modeldeployments.ai.platform', '-n', 'platform-llms')).toBe('yes');
+    expect(can('proxy', 'watch', 'secrets', '-n', 'platform-agent')).toBe('yes');
+    expect(can('proxy', 'get', 'secrets', '-n', 'platform-llms')).toBe('no');
+    expect(can('proxy', 'patch', 'modeldeployments.ai.platform', '--subresource=status', '-n', 'platform-llms')).toBe(
+      'no',
+    );
+    expect(can('proxy', 'create', 'pods', '-n', 'platform-agent')).toBe('no');
+  });
+});
