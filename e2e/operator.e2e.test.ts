@@ -138,7 +138,7 @@ describe.runIf(inject('localControlPlane'))('operator on the real control plane'
     expect(header?.split(/\s+/)).toEqual(['NAME', 'MODEL', 'STATUS', 'ENDPOINT', 'AGE']);
   });
 
-  it('owns the Deployment and Service, and records Events for the phases', () => {
+  it('owns the Deployment and Service, and records Events for the phases', async () => {
     const owner = kubectlOk([
       'get',
       'deploy',
@@ -150,8 +150,11 @@ describe.runIf(inject('localControlPlane'))('operator on the real control plane'
     ]);
     expect(owner).toBe('ModelDeployment/llama70');
     expect(kubectlOk(['get', 'svc', 'llama70', '-n', NS, '-o', 'jsonpath={.spec.ports[0].port}'])).toBe('11434');
-    // Deploying too, unless the first status write already saw the server ready (kwok is fast).
-    expect(eventReasons('involvedObject.name=llama70')).toContain('Running');
+    // Deploying too, unless the first status write already saw the server ready (kwok is fast);
+    // the event follows the status write the test already saw.
+    await eventually('Running event', 10_000, () =>
+      eventReasons('involvedObject.name=llama70').includes('Running') ? true : undefined,
+    );
   });
 
   it('switched the unscheduled-pods policy on once, enabling only the LLM template', async () => {
@@ -239,11 +242,12 @@ describe.runIf(inject('localControlPlane'))('operator on the real control plane'
       op.resyncAll();
       await waitPhase('small', 'Failed', 20_000);
       expect(mdField('small', '{.status.conditions[?(@.type=="Ready")].reason}')).toBe('DeploymentTimeout');
-      // Events of the same second come back in any order.
-      expect(eventReasons('involvedObject.kind=ModelDeployment,involvedObject.name=small').sort()).toEqual([
-        'Deploying',
-        'DeploymentTimeout',
-      ]);
+      // Events follow the status writes and come back in any order within a second.
+      const reasons = await eventually('timeout event', 10_000, () => {
+        const r = eventReasons('involvedObject.kind=ModelDeployment,involvedObject.name=small').sort();
+        return r.includes('DeploymentTimeout') ? r : undefined;
+      });
+      expect(reasons).toEqual(['Deploying', 'DeploymentTimeout']);
     } finally {
       skewMs = 0;
       kubectlOk(['uncordon', ...others]);
@@ -325,7 +329,9 @@ describe.runIf(inject('localControlPlane'))('operator on the real control plane'
     ]);
     await waitPhase('pullfail', 'Failed', 30_000);
     expect(mdField('pullfail', '{.status.conditions[?(@.type=="Ready")].reason}')).toBe('ImagePullFailed');
-    expect(eventReasons('involvedObject.name=pullfail,type=Warning')).toContain('ImagePullFailed');
+    await eventually('warning event', 10_000, () =>
+      eventReasons('involvedObject.name=pullfail,type=Warning').includes('ImagePullFailed') ? true : undefined,
+    );
     // The kwok cluster runs no NVIDIA device plugin: every deployment says so.
     expect(mdField('pullfail', '{.status.conditions[?(@.type=="PrerequisitesMet")].reason}')).toBe(
       'DevicePluginNotFound',

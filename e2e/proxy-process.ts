@@ -34,7 +34,8 @@ export async function startProxyProcess(args: string[], env: NodeJS.ProcessEnv =
   });
   const stop = (signal: NodeJS.Signals) =>
     new Promise<number | null>((resolve) => {
-      if (child.exitCode !== null) return resolve(child.exitCode);
+      // Already gone (a signal leaves exitCode null): 'exit' will not fire again.
+      if (child.exitCode !== null || child.signalCode !== null) return resolve(child.exitCode);
       child.once('exit', (code) => resolve(code));
       child.kill(signal);
     });
