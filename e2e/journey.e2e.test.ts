@@ -1,0 +1,363 @@
+import { spawnSync } from 'node:child_process';
+import { mkdtempSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { KubeConfig } from '@kubernetes/client-node';
+import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
+import { type AwsCredentials, providerCredentials, RoleCredentials } from '../crds/aws-credentials.js';
+import { loadCatalog } from '../crds/catalog/catalog.js';
+import { Operator } from '../operator/operator.js';
+import { createApp } from '../proxy/app.js';
+import { ApiKeys } from '../proxy/auth.js';
+import { ClusterSource } from '../proxy/cluster-source.js';
+import { CostMeter, loadBedrockPrices } from '../proxy/cost.js';
+import { ProxyMetrics } from '../proxy/metrics.js';
+import { RouteTable } from '../proxy/routing.js';
+import { BedrockUpstream } from '../proxy/upstreams/bedrock.js';
+import { OpenAICompatibleUpstream } from '../proxy/upstreams/openai-compatible.js';
+import { UsageRecorder } from '../proxy/usage-recorder.js';
+import { UsageStore } from '../proxy/usage-store.js';
+import { type AwsDouble, startAwsDouble } from './doubles/aws.js';
+import { type OllamaDouble, startOllamaDouble } from './doubles/ollama.js';
+import { eventually, kubeConfig, kubectl, kubectlOk } from './kube.js';
+
+/**
+ * The README's install path on the real control plane: helm install, then the operator and
+ * the proxy run as local processes authenticated as the chart's ServiceAccounts (tokens from
+ * the API server), so the chart's RBAC is what is exercised. A ModelDeployment becomes
+ * Running on a kwok GPU node and is routed; a role-based ExternalProvider becomes Ready and
+ * answers; tagged requests by X-API-Key and Bearer show up in usage; helm upgrade keeps the
+ * key and the data; helm uninstall removes what it installed.
+ */
+
+const CHART = 'charts/platform-ai-optimizer';
+const RELEASE = 'platform-ai-optimizer';
+const GATEWAY: AwsCredentials = {
+  accessKeyId: 'AKIAJOURNEY000000001',
+  secretAccessKey: 'journeySecret00000000000000000000000000',
+};
+const GATEWAY_ARN = 'arn:aws:iam::999999999999:role/gateway';
+const ROLE = 'arn:aws:iam::123456789012:role/platform-ai-bedrock';
+const HAIKU = 'anthropic.claude-3-haiku-20240307-v1:0';
+
+function helm(...args: string[]): string {
+  const res = spawnSync(inject('helm'), [...args, '--kubeconfig', inject('kubeconfig')], {
+    encoding: 'utf8',
+    timeout: 120_000,
+  });
+  if (res.status !== 0) throw new Error(`helm ${args.join(' ')}: ${res.stderr}`);
+  return res.stdout;
+}
+
+/** A kubeconfig for a ServiceAccount: the admin's cluster, the account's token. */
+function serviceAccountConfig(name: string): KubeConfig {
+  const token = kubectlOk(['create', 'token', name, '-n', 'platform-agent', '--duration=2h']).trim();
+  const admin = kubeConfig();
+  const cluster = admin.getCurrentCluster();
+  if (!cluster) throw new Error('no cluster');
+  const kc = new KubeConfig();
+  kc.loadFromOptions({
+    clusters: [{ name: 'local', server: cluster.server, skipTLSVerify: true }],
+    users: [{ name, token }],
+    contexts: [{ name, cluster: 'local', user: name }],
+    currentContext: name,
+  });
+  return kc;
+}
+
+const installArgs = [
+  CHART,
+  '-n',
+  'platform-agent',
+  '--set',
+  'image.repository=registry.local/platform-ai-optimizer',
+  '--set',
+  'cluster.organizationId=acme',
+  '--set',
+  'cluster.clusterId=prod-1',
+  '--set',
+  'cluster.region=us-east-1',
+];
+
+let aws: AwsDouble;
+let ollama: OllamaDouble;
+let operator: Operator;
+let source: ClusterSource;
+let recorder: UsageRecorder;
+let store: UsageStore;
+let app: ReturnType<typeof createApp>;
+let apiKey = '';
+const quiet = { info() {}, warn() {}, error() {} };
+
+describe.runIf(inject('localControlPlane'))('install journey', () => {
+  beforeAll(async () => {
+    // The suites' setup made platform-llms; let the release adopt it as Helm would its own.
+    kubectlOk(['label', 'ns', 'platform-llms', 'app.kubernetes.io/managed-by=Helm', '--overwrite']);
+    kubectlOk([
+      'annotate',
+      'ns',
+      'platform-llms',
+      `meta.helm.sh/release-name=${RELEASE}`,
+      'meta.helm.sh/release-namespace=platform-agent',
+      '--overwrite',
+    ]);
+    helm('install', RELEASE, ...installArgs);
+    apiKey = Buffer.from(
+      kubectlOk([
+        'get',
+        'secret',
+        'platform-ai-optimizer-api-keys',
+        '-n',
+        'platform-agent',
+        '-o',
+        'jsonpath={.data.keys}',
+      ]),
+      'base64',
+    )
+      .toString('utf8')
+      .trim();
+
+    aws = await startAwsDouble({
+      principals: [{ ...GATEWAY, arn: GATEWAY_ARN, allow: ['sts:AssumeRole'], account: '999999999999' }],
+      roles: [{ arn: ROLE, trusted: [GATEWAY_ARN], allow: ['bedrock:*'] }],
+      models: { 'us-east-1': [{ modelId: HAIKU, providerName: 'Anthropic' }] },
+    });
+    ollama = await startOllamaDouble({ models: ['qwen2.5:0.5b'] });
+
+    operator = new Operator({
+      kubeConfig: serviceAccountConfig('platform-ai-optimizer-operator'),
+      cluster: { organizationId: 'acme', clusterId: 'prod-1', cloud: 'aws', region: 'us-east-1' },
+      ollamaImage: 'ollama/ollama:test',
+      port: 0,
+      resyncMs: 0,
+      leaderElection: { namespace: 'platform-agent', name: 'platform-ai-optimizer-operator', identity: 'journey' },
+      logger: quiet,
+      aws: { endpoints: { sts: aws.url, bedrock: aws.url }, base: async () => GATEWAY },
+    });
+    await operator.start();
+    await eventually('leader', 20_000, () => operator.isLeader() || undefined);
+
+    const routes = new RouteTable();
+    const keys = new ApiKeys();
+    source = new ClusterSource({ kubeConfig: serviceAccountConfig('platform-ai-optimizer-proxy'), routes, keys });
+    await source.start();
+    store = new UsageStore(join(mkdtempSync(join(tmpdir(), 'journey-')), 'usage.db'));
+    recorder = new UsageRecorder({ store, flushMs: 50 });
+    const roles = new RoleCredentials({ base: async () => GATEWAY, endpoint: aws.url });
+    const metrics = new ProxyMetrics();
+    app = createApp({
+      keys,
+      routes,
+      upstreams: {
+        'openai-compatible': new OpenAICompatibleUpstream({
+          // Cluster DNS of the model server's Service, resolved to the Ollama double here.
+          resolve: (url) => (url === 'http://qwen.platform-llms.svc.cluster.local:11434' ? ollama.url : url),
+        }),
+        bedrock: new BedrockUpstream({
+          endpoint: aws.url,
+          credentialsFor: (route) =>
+            providerCredentials(route.source, roles, () =>
+              source.secretData(route.source.spec.auth.secretRef?.name ?? ''),
+            ),
+        }),
+      },
+      usage: recorder,
+      metrics,
+      cost: new CostMeter(loadCatalog(), loadBedrockPrices()),
+      store,
+    });
+  }, 180_000);
+
+  afterAll(async () => {
+    await operator?.stop();
+    await source?.stop();
+    recorder?.close();
+    store?.close();
+    await aws?.close();
+    await ollama?.close();
+    kubectl(['delete', 'md', 'qwen', '-n', 'platform-llms', '--ignore-not-found']);
+    // What the operator created for the deployment: the template and the switched-on policy.
+    kubectl(['delete', 'nodetemplate', 'llms-by-platform', '--ignore-not-found']);
+    kubectl(['delete', 'autoscalerpolicy', 'cluster', '--ignore-not-found']);
+    kubectl(['delete', 'deploy,svc', '--all', '-n', 'platform-llms']);
+    kubectl(['delete', 'externalproviders', 'bedrock', '-n', 'platform-agent', '--ignore-not-found']);
+    spawnSync(inject('helm'), ['uninstall', RELEASE, '-n', 'platform-agent', '--kubeconfig', inject('kubeconfig')]);
+  });
+
+  const chat = (model: string, headers: Record<string, string>) =>
+    app.request('/openai/v1/chat/completions', {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', ...headers },
+      body: JSON.stringify({ model, messages: [{ role: 'user', content: 'hello journey' }] }),
+    });
+
+  it('installs the chart: workloads, Service :443, ServiceAccounts and a generated API key', () => {
+    const names = kubectlOk([
+      'get',
+      'deploy,svc,sa,pdb',
+      '-n',
+      'platform-agent',
+      '-l',
+      `app.kubernetes.io/instance=${RELEASE}`,
+      '-o',
+      'name',
+    ]);
+    for (const n of [
+      'deployment.apps/platform-ai-optimizer-operator',
+      'deployment.apps/platform-ai-optimizer-proxy',
+      'service/platform-ai-optimizer-proxy',
+      'serviceaccount/platform-ai-optimizer-operator',
+      'serviceaccount/platform-ai-optimizer-proxy',
+      'poddisruptionbudget.policy/platform-ai-optimizer-proxy',
+    ]) {
+      expect(names).toContain(n);
+    }
+    expect(
+      kubectlOk([
+        'get',
+        'svc',
+        'platform-ai-optimizer-proxy',
+        '-n',
+        'platform-agent',
+        '-o',
+        'jsonpath={.spec.ports[0].port}',
+      ]),
+    ).toBe('443');
+    expect(apiKey).toMatch(/^sk-[A-Za-z0-9]{40}$/);
+  });
+
+  it('deploys a model as the operator ServiceAccount, and the proxy ServiceAccount routes to it', async () => {
+    kubectlOk(
+      ['apply', '-f', '-'],
+      JSON.stringify({
+        apiVersion: 'ai.platform/v1beta1',
+        kind: 'ModelDeployment',
+        metadata: { name: 'qwen', namespace: 'platform-llms' },
+        spec: { model: 'qwen2.5:0.5b', serviceName: 'qwen' },
+      }),
+    );
+    await eventually('Running', 60_000, () =>
+      kubectlOk(['get', 'md', 'qwen', '-n', 'platform-llms', '-o', 'jsonpath={.status.phase}']) === 'Running'
+        ? true
+        : undefined,
+    );
+    const byKey = await eventually('routed', 20_000, async () => {
+      const res = await chat('qwen2.5:0.5b', { 'x-api-key': apiKey, 'x-tags': 'team:ml,project:journey' });
+      return res.status === 200 ? res : undefined;
+    });
+    expect(((await byKey.json()) as { object: string }).object).toBe('chat.completion');
+    const byBearer = await chat('qwen2.5:0.5b', { authorization: `Bearer ${apiKey}`, 'x-tags': 'team:web' });
+    expect(byBearer.status).toBe(200);
+  });
+
+  it('registers a role-based Bedrock provider and chats through it', async () => {
+    kubectlOk(
+      ['apply', '-f', '-'],
+      JSON.stringify({
+        apiVersion: 'ai.platform/v1beta1',
+        kind: 'ExternalProvider',
+        metadata: { name: 'bedrock', namespace: 'platform-agent' },
+        spec: {
+          provider: 'bedrock',
+          displayName: 'Bedrock',
+          region: 'us-east-1',
+          auth: { method: 'IAMRole', roleArn: ROLE },
+          models: [HAIKU],
+        },
+      }),
+    );
+    await eventually('Ready', 30_000, () =>
+      kubectlOk(['get', 'externalproviders', 'bedrock', '-n', 'platform-agent', '-o', 'jsonpath={.status.phase}']) ===
+      'Ready'
+        ? true
+        : undefined,
+    );
+    const res = await eventually('bedrock routed', 20_000, async () => {
+      const r = await chat(HAIKU, { 'x-api-key': apiKey, 'x-tags': 'team:ml' });
+      return r.status === 200 ? r : undefined;
+    });
+    expect(((await res.json()) as { usage: { completion_tokens: number } }).usage.completion_tokens).toBe(8);
+  });
+
+  it('shows the traffic by tag in usage', async () => {
+    await new Promise((r) => setTimeout(r, 200));
+    const res = await app.request('/v1/usage?groupBy=team', { headers: { 'x-api-key': apiKey } });
+    const body = (await res.json()) as { groups: Array<{ group: string; requests: number }> };
+    expect(body.groups.map((g) => [g.group, g.requests])).toEqual([
+      ['ml', 2],
+      ['web', 1],
+    ]);
+  });
+
+  it('keeps the API key and the usage volume on helm upgrade', () => {
+    const pvc = kubectlOk([
+      'get',
+      'pvc',
+      'platform-ai-optimizer-usage',
+      '-n',
+      'platform-agent',
+      '-o',
+      'jsonpath={.metadata.uid}',
+    ]);
+    helm('upgrade', RELEASE, ...installArgs, '--set', 'proxy.replicas=3');
+    const key = Buffer.from(
+      kubectlOk([
+        'get',
+        'secret',
+        'platform-ai-optimizer-api-keys',
+        '-n',
+        'platform-agent',
+        '-o',
+        'jsonpath={.data.keys}',
+      ]),
+      'base64',
+    )
+      .toString('utf8')
+      .trim();
+    expect(key).toBe(apiKey);
+    expect(
+      kubectlOk([
+        'get',
+        'pvc',
+        'platform-ai-optimizer-usage',
+        '-n',
+        'platform-agent',
+        '-o',
+        'jsonpath={.metadata.uid}',
+      ]),
+    ).toBe(pvc);
+    expect(
+      kubectlOk([
+        'get',
+        'deploy',
+        'platform-ai-optimizer-proxy',
+        '-n',
+        'platform-agent',
+        '-o',
+        'jsonpath={.spec.replicas}',
+      ]),
+    ).toBe('3');
+  });
+
+  it('helm uninstall removes what it installed, keeping CRDs and the kept data', () => {
+    helm('uninstall', RELEASE, '-n', 'platform-agent', '--wait');
+    const left = kubectl([
+      'get',
+      'deploy,svc,sa,pdb,role,rolebinding',
+      '-n',
+      'platform-agent',
+      '-l',
+      `app.kubernetes.io/instance=${RELEASE}`,
+      '-o',
+      'name',
+    ]);
+    expect(left.stdout.trim()).toBe('');
+    expect(kubectl(['get', 'clusterrole', 'platform-ai-optimizer-operator']).code).not.toBe(0);
+    expect(kubectlOk(['get', 'crd', 'modeldeployments.ai.platform', '-o', 'name']).trim()).toBe(
+      'customresourcedefinition.apiextensions.k8s.io/modeldeployments.ai.platform',
+    );
+    // Marked helm.sh/resource-policy: keep: the key, the usage history and the model namespace.
+    expect(kubectl(['get', 'secret', 'platform-ai-optimizer-api-keys', '-n', 'platform-agent']).code).toBe(0);
+    expect(kubectl(['get', 'pvc', 'platform-ai-optimizer-usage', '-n', 'platform-agent']).code).toBe(0);
+  });
+});
