@@ -139,6 +139,49 @@ describe('Helm chart', () => {
     expect(res.stderr).toContain("values don't meet the specifications of the schema");
   });
 
+  it('keeps proxy replicas on the node of a ReadWriteOnce usage volume, and refuses ReadWriteOncePod with replicas', () => {
+    type Spec = {
+      spec: {
+        template: {
+          spec: {
+            affinity?: {
+              podAffinity?: { requiredDuringSchedulingIgnoredDuringExecution: Array<{ topologyKey: string }> };
+            };
+          };
+        };
+      };
+    };
+    const proxy = (objs: Obj[]) => find(objs, 'Deployment', 'platform-ai-optimizer-proxy') as Obj & Spec;
+    const shared = proxy(render()).spec.template.spec.affinity?.podAffinity
+      ?.requiredDuringSchedulingIgnoredDuringExecution;
+    expect(shared?.map((t) => t.topologyKey)).toEqual(['kubernetes.io/hostname']);
+    expect(proxy(render('usage.persistence.enabled=false')).spec.template.spec.affinity).toBeUndefined();
+    const res = helm([
+      'template',
+      'x',
+      CHART,
+      '-n',
+      'platform-agent',
+      '--set',
+      'usage.persistence.accessMode=ReadWriteOncePod',
+    ]);
+    expect(res.code).not.toBe(0);
+    expect(res.stderr).toContain('ReadWriteOncePod admits one pod');
+    expect(
+      helm([
+        'template',
+        'x',
+        CHART,
+        '-n',
+        'platform-agent',
+        '--set',
+        'usage.persistence.accessMode=ReadWriteOncePod',
+        '--set',
+        'proxy.replicas=1',
+      ]).code,
+    ).toBe(0);
+  });
+
   it('refuses a namespace other than platform-agent', () => {
     const res = helm(['template', 'x', CHART, '-n', 'default']);
     expect(res.code).not.toBe(0);

@@ -271,3 +271,46 @@ describe('parseUsageQuery', () => {
     }
   });
 });
+
+describe('two proxy processes sharing one usage file', () => {
+  it('both write and every record counts (SQLite locking, busy timeout)', async () => {
+    const file = dbFile();
+    new UsageStore(file).close();
+    const script = `
+      import { UsageStore } from './proxy/usage-store.ts';
+      const store = new UsageStore(${JSON.stringify(file)});
+      for (let b = 0; b < 20; b++) {
+        store.insert(Array.from({ length: 100 }, (_, i) => ({
+          time: new Date(${T0}).toISOString(), requestId: 'child-' + b + '-' + i, keyHashPrefix: 'k', model: 'm', provider: 'child',
+          tags: [{ key: 'team', value: 'child' }], promptTokens: 1, completionTokens: 1, costUsd: 0, savingsUsd: 0,
+          latencyMs: 1, status: 200, stream: false,
+        })));
+        await new Promise((r) => setTimeout(r, 2));
+      }
+      store.close();
+    `;
+    const { spawn } = await import('node:child_process');
+    const { fileURLToPath } = await import('node:url');
+    const root = fileURLToPath(new URL('..', import.meta.url));
+    const child = spawn(join(root, 'node_modules/.bin/tsx'), ['--input-type=module', '-e', script], {
+      cwd: root,
+      stdio: 'inherit',
+    });
+    const done = new Promise<number | null>((resolve) => child.once('exit', resolve));
+    const parent = new UsageStore(file);
+    for (let b = 0; b < 20; b++) {
+      parent.insert(
+        Array.from({ length: 100 }, () => rec({ at: T0, provider: 'parent', tags: [tag('team', 'parent')] })),
+      );
+      await new Promise((r) => setTimeout(r, 2));
+    }
+    expect(await done).toBe(0);
+    expect(parent.count()).toBe(4000);
+    const byTeam = parent.usage({ ...range, granularity: 'day', groupBy: 'team', tags: [] });
+    expect(byTeam.groups.map((g) => [g.group, g.requests])).toEqual([
+      ['child', 2000],
+      ['parent', 2000],
+    ]);
+    parent.close();
+  }, 30_000);
+});

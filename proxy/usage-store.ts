@@ -133,6 +133,8 @@ export class UsageStore {
     // WAL: readers (reports) never block the writer; NORMAL sync is durable across process crashes.
     this.db.pragma('journal_mode = WAL');
     this.db.pragma('synchronous = NORMAL');
+    // Proxy replicas on one node share the file: a writer waits for another's transaction.
+    this.db.pragma('busy_timeout = 5000');
     this.db.exec(`
       CREATE TABLE IF NOT EXISTS requests (
         id INTEGER PRIMARY KEY,
