@@ -240,6 +240,9 @@ export async function startControlPlane(
         '--leader-elect=false',
         '--controllers=*,-cloud-node-lifecycle,-service-lb-controller,-node-route-controller',
         '--cluster-signing-duration=24h',
+        // kwok heartbeats can lag on a loaded 2-core machine; a node marked NotReady marks its
+        // pods NotReady, which kwok does not undo. Real kubelets are not under test here.
+        '--node-monitor-grace-period=5m',
         '--v=1',
       ],
     },
