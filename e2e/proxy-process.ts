@@ -1,5 +1,4 @@
 import { type ChildProcess, spawn } from 'node:child_process';
-import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
 /** The proxy as its own process (`tsx proxy/main.ts ...`), as `npm start` runs it. */
@@ -16,7 +15,8 @@ export interface ProxyProcess {
 }
 
 export async function startProxyProcess(args: string[], env: NodeJS.ProcessEnv = process.env): Promise<ProxyProcess> {
-  const child = spawn(join(ROOT, 'node_modules/.bin/tsx'), ['proxy/main.ts', ...args, '--port', '0'], {
+  // node itself with tsx as a loader: one process, so SIGKILL (a crash test) leaves no orphan.
+  const child = spawn(process.execPath, ['--import', 'tsx', 'proxy/main.ts', ...args, '--port', '0'], {
     cwd: ROOT,
     env,
     stdio: ['ignore', 'pipe', 'pipe'],
