@@ -1,4 +1,3 @@
-import { isDeepStrictEqual } from 'node:util';
 import { BedrockClient, ListFoundationModelsCommand } from '@aws-sdk/client-bedrock';
 import {
   AssumeRoleError,
@@ -8,12 +7,12 @@ import {
   providerCredentials,
   type RoleCredentials,
 } from '../crds/aws-credentials.js';
-import { API_GROUP, API_VERSION } from '../crds/constants.js';
-import type { ExternalProvider, ExternalProviderStatus } from '../crds/external-provider.js';
+import type { ExternalProvider } from '../crds/external-provider.js';
 import type { Informer } from '../crds/informer.js';
-import { type KubeClient, resourcePath } from '../crds/kube-client.js';
+import type { KubeClient } from '../crds/kube-client.js';
 import type { EventRecorder } from './events.js';
 import { availableModelIds, type DiscoveryOutcome, externalProviderStatus } from './external-provider-status.js';
+import { writeStatusIfChanged } from './status-write.js';
 import type { ReconcileResult } from './work-queue.js';
 
 /**
@@ -106,7 +105,7 @@ export class ExternalProviderController {
     const outcome = await this.discover(ep);
     this.last.set(key, { generation, secretVersion, at: now });
     const status = externalProviderStatus(ep, outcome, this.opts.now());
-    await this.writeStatus(ep, status);
+    await writeStatusIfChanged(this.client, 'externalproviders', ep, status);
     if (status.phase !== ep.status?.phase) {
       const ready = status.conditions?.find((c) => c.type === 'Ready');
       await this.events.record(
@@ -117,21 +116,5 @@ export class ExternalProviderController {
       );
     }
     return { requeueAfterMs: this.opts.rediscoveryMs };
-  }
-
-  private async writeStatus(ep: ExternalProvider, status: ExternalProviderStatus): Promise<void> {
-    const next = JSON.parse(JSON.stringify(status)) as ExternalProviderStatus;
-    if (isDeepStrictEqual(ep.status ?? {}, next)) return;
-    await this.client.mergePatch(
-      resourcePath({
-        group: API_GROUP,
-        version: API_VERSION,
-        plural: 'externalproviders',
-        namespace: ep.metadata.namespace ?? '',
-        name: ep.metadata.name ?? '',
-        subresource: 'status',
-      }),
-      { status: next },
-    );
   }
 }

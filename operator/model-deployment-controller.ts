@@ -1,4 +1,3 @@
-import { isDeepStrictEqual } from 'node:util';
 import type { V1DaemonSet, V1Deployment, V1Pod, V1Service } from '@kubernetes/client-node';
 import type { AutoscalerPolicy } from '../crds/autoscaler-policy.js';
 import { type Catalog, type ClusterInfo, deployableGpuTypes, resolveModel } from '../crds/catalog/catalog.js';
@@ -12,7 +11,7 @@ import {
 } from '../crds/constants.js';
 import type { Informer } from '../crds/informer.js';
 import { type KubeClient, resourcePath } from '../crds/kube-client.js';
-import type { ModelDeployment, ModelDeploymentStatus } from '../crds/model-deployment.js';
+import type { ModelDeployment } from '../crds/model-deployment.js';
 import type { NodeConfiguration } from '../crds/node-configuration.js';
 import type { NodeTemplate } from '../crds/node-template.js';
 import { planUnschedulablePods } from './autoscaler-policy.js';
@@ -21,6 +20,7 @@ import { type Blocker, computeStatus } from './model-deployment-status.js';
 import { desiredModelServer } from './model-server.js';
 import { checkNodeConfiguration, checkTemplateGpus, desiredLlmNodeTemplate } from './node-template.js';
 import { checkPrerequisites } from './prerequisites.js';
+import { writeStatusIfChanged } from './status-write.js';
 import type { ReconcileResult } from './work-queue.js';
 
 /**
@@ -236,18 +236,8 @@ export class ModelDeploymentController {
         checkPrerequisites(this.caches.daemonSets.list(), this.caches.policies.get(AUTOSCALER_POLICY_NAME)),
       ],
     });
-    await this.writeStatus(md, out.status);
+    await writeStatusIfChanged(this.client, 'modeldeployments', md, out.status);
     if (out.event) await this.events.record(md, out.event.type, out.event.reason, out.event.message);
     return out.requeueAfterMs ? { requeueAfterMs: out.requeueAfterMs } : undefined;
-  }
-
-  private async writeStatus(md: ModelDeployment, status: ModelDeploymentStatus): Promise<void> {
-    // Key order differs between the server's JSON and ours; compare values, without undefineds.
-    const next = JSON.parse(JSON.stringify(status)) as ModelDeploymentStatus;
-    if (isDeepStrictEqual(md.status ?? {}, next)) return;
-    // A merge patch replaces lists whole, so the conditions list is written as computed.
-    await this.client.mergePatch(ref('modeldeployments', md.metadata.namespace, md.metadata.name, 'status'), {
-      status: next,
-    });
   }
 }
