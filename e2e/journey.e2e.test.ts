@@ -65,6 +65,23 @@ function serviceAccountConfig(name: string): KubeConfig {
   return kc;
 }
 
+/** The key the chart generated, as a user reads it from the Secret. */
+const chartApiKey = () =>
+  Buffer.from(
+    kubectlOk([
+      'get',
+      'secret',
+      'platform-ai-optimizer-api-keys',
+      '-n',
+      'platform-agent',
+      '-o',
+      'jsonpath={.data.keys}',
+    ]),
+    'base64',
+  )
+    .toString('utf8')
+    .trim();
+
 const installArgs = [
   CHART,
   '-n',
@@ -102,20 +119,7 @@ describe.runIf(inject('localControlPlane'))('install journey', () => {
       '--overwrite',
     ]);
     helm('install', RELEASE, ...installArgs);
-    apiKey = Buffer.from(
-      kubectlOk([
-        'get',
-        'secret',
-        'platform-ai-optimizer-api-keys',
-        '-n',
-        'platform-agent',
-        '-o',
-        'jsonpath={.data.keys}',
-      ]),
-      'base64',
-    )
-      .toString('utf8')
-      .trim();
+    apiKey = chartApiKey();
 
     aws = await startAwsDouble({
       principals: [{ ...GATEWAY, arn: GATEWAY_ARN, allow: ['sts:AssumeRole'], account: '999999999999' }],
@@ -300,20 +304,7 @@ describe.runIf(inject('localControlPlane'))('install journey', () => {
       'jsonpath={.metadata.uid}',
     ]);
     helm('upgrade', RELEASE, ...installArgs, '--set', 'proxy.replicas=3');
-    const key = Buffer.from(
-      kubectlOk([
-        'get',
-        'secret',
-        'platform-ai-optimizer-api-keys',
-        '-n',
-        'platform-agent',
-        '-o',
-        'jsonpath={.data.keys}',
-      ]),
-      'base64',
-    )
-      .toString('utf8')
-      .trim();
+    const key = chartApiKey();
     expect(key).toBe(apiKey);
     expect(
       kubectlOk([
