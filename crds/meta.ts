@@ -46,3 +46,6 @@ export interface Resource<K extends string, Spec, Status> {
   spec: Spec;
   status?: Status;
 }
+
+/** Kubernetes time format (RFC 3339, whole seconds), as metav1.Time serialises. */
+export const rfc3339 = (d: Date): string => d.toISOString().replace(/\.\d+Z$/, 'Z');

@@ -1,4 +1,4 @@
-import type { Condition } from '../crds/meta.js';
+import { type Condition, rfc3339 } from '../crds/meta.js';
 
 /**
  * Sets a condition in a list the way apimachinery's meta.SetStatusCondition does: the
@@ -12,10 +12,7 @@ export function setCondition(
   const list = conditions ? [...conditions] : [];
   const i = list.findIndex((c) => c.type === next.type);
   const previous = i >= 0 ? list[i] : undefined;
-  const lastTransitionTime =
-    previous && previous.status === next.status
-      ? previous.lastTransitionTime
-      : now.toISOString().replace(/\.\d+Z$/, 'Z');
+  const lastTransitionTime = previous && previous.status === next.status ? previous.lastTransitionTime : rfc3339(now);
   const condition: Condition = { ...next, lastTransitionTime };
   if (i >= 0) list[i] = condition;
   else list.push(condition);

@@ -1,5 +1,5 @@
 import type { ExternalProvider, ExternalProviderPhase, ExternalProviderStatus } from '../crds/external-provider.js';
-import type { Condition } from '../crds/meta.js';
+import { type Condition, rfc3339 } from '../crds/meta.js';
 import { setCondition } from './conditions.js';
 
 /**
@@ -147,7 +147,7 @@ export function externalProviderStatus(
   if (available) status.availableModels = available;
   const last4 = outcome.accessKeyLast4;
   if (last4) status.accessKeyLast4 = last4;
-  if (outcome.ok) status.lastDiscoveryTime = now.toISOString().replace(/\.\d+Z$/, 'Z');
+  if (outcome.ok) status.lastDiscoveryTime = rfc3339(now);
   else if (prev.lastDiscoveryTime) status.lastDiscoveryTime = prev.lastDiscoveryTime;
   return status;
 }

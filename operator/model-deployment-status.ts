@@ -1,6 +1,6 @@
 import type { V1ContainerStatus, V1Deployment, V1Pod } from '@kubernetes/client-node';
 import { modelServerEndpoint } from '../crds/constants.js';
-import type { Condition } from '../crds/meta.js';
+import { type Condition, rfc3339 } from '../crds/meta.js';
 import type { ModelDeployment, ModelDeploymentPhase, ModelDeploymentStatus } from '../crds/model-deployment.js';
 import { findCondition, setCondition } from './conditions.js';
 import { MODEL_ANNOTATION, PULL_CONTAINER } from './model-server.js';
@@ -53,8 +53,6 @@ function podCondition(pod: V1Pod, type: string) {
   return pod.status?.conditions?.find((c) => c.type === type);
 }
 
-const iso = (d: Date) => d.toISOString().replace(/\.\d+Z$/, 'Z');
-
 export function computeStatus(input: StatusInput): StatusOutput {
   const { md, now } = input;
   const prev = md.status ?? {};
@@ -68,7 +66,7 @@ export function computeStatus(input: StatusInput): StatusOutput {
 
   let phase: ModelDeploymentPhase;
   // The 25-minute clock starts with each rollout, and again when a Running server stops answering.
-  const since = newRollout || !prev.deployingSince || prev.phase === 'Running' ? iso(now) : prev.deployingSince;
+  const since = newRollout || !prev.deployingSince || prev.phase === 'Running' ? rfc3339(now) : prev.deployingSince;
   let requeueAfterMs: number | undefined;
 
   if (input.blocker) {

@@ -1,6 +1,7 @@
 import { mkdirSync } from 'node:fs';
 import { dirname } from 'node:path';
 import Database from 'better-sqlite3';
+import { rfc3339 } from '../crds/meta.js';
 import type { Tag } from './tags.js';
 import type { UsageRecord } from './usage.js';
 
@@ -337,7 +338,7 @@ export class UsageStore {
   private report<T>(q: UsageQuery, numbers: (rows: RollupRow[]) => T): Report<T> {
     const rows = this.rows(q);
     const series = rows.map((r) => ({
-      time: new Date(r.bucket).toISOString().replace(/\.\d+Z$/, 'Z'),
+      time: rfc3339(new Date(r.bucket)),
       group: r.grp ?? NO_GROUP,
       ...numbers([r]),
     }));
