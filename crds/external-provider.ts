@@ -24,6 +24,8 @@ export interface ExternalProviderSpec {
   streaming: boolean;
   /** Selected Bedrock model ids. */
   models: string[];
+  /** Models tried in order when the provider is not Ready or fails before answering. */
+  fallback?: string[];
 }
 
 export type ExternalProviderPhase = 'Ready' | 'Degraded' | 'Failed';

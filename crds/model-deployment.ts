@@ -13,6 +13,8 @@ export interface ModelDeploymentSpec {
   replicas: number;
   /** Standalone proxy mode only: an already running Ollama server. */
   endpoint?: string;
+  /** Models tried in order when this one is not Running or fails before answering. */
+  fallback?: string[];
 }
 
 export type ModelDeploymentPhase = 'Deploying' | 'Running' | 'Failed';

@@ -80,9 +80,11 @@ describe('CEL rules', () => {
   it('are the reviewed set', () => {
     expect(rules.map((r) => `${r.at}: ${r.rule}`)).toMatchInlineSnapshot(`
       [
+        "ModelDeployment.spec.fallback: !has(self.fallback) || !(self.model in self.fallback)",
         "ModelDeployment.spec.serviceName: self == oldSelf",
         "ModelDeployment.spec.port: self == oldSelf",
         "ExternalProvider.spec.auth.roleArn: !has(self.auth.roleArn) || !self.auth.roleArn.startsWith('arn:') || (self.region.startsWith('us-gov-') ? self.auth.roleArn.startsWith('arn:aws-us-gov:') : self.region.startsWith('cn-') ? self.auth.roleArn.startsWith('arn:aws-cn:') : self.auth.roleArn.startsWith('arn:aws:'))",
+        "ExternalProvider.spec.fallback: !has(self.fallback) || self.fallback.all(f, !(f in self.models))",
         "ExternalProvider.spec.auth.roleArn: self.method != 'IAMRole' || has(self.roleArn)",
         "ExternalProvider.spec.auth.secretRef: self.method != 'IAMRole' || !has(self.secretRef)",
         "ExternalProvider.spec.auth.secretRef: self.method != 'AccessKey' || has(self.secretRef)",
@@ -125,6 +127,7 @@ const full: Record<KindName, { spec: object; status: object }> = {
       nodeTemplate: 't',
       replicas: 1,
       endpoint: 'e',
+      fallback: ['f'],
     } satisfies Full<ModelDeploymentSpec>,
     status: {
       phase: 'Running',
@@ -144,6 +147,7 @@ const full: Record<KindName, { spec: object; status: object }> = {
       includeInCLI: true,
       streaming: true,
       models: ['m'],
+      fallback: ['f'],
     } satisfies Full<ExternalProviderSpec>,
     status: {
       phase: 'Ready',

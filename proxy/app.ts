@@ -6,9 +6,11 @@ import { parseChatRequest } from './chat-request.js';
 import type { CostMeter } from './cost.js';
 import { invalidRequest, ProxyError } from './errors.js';
 import type { ProxyMetrics } from './metrics.js';
-import type { BedrockRoute, OpenAICompatibleRoute, RouteEntry, RouteTable } from './routing.js';
+import { type Admission, KeyRateLimiter, type RateLimit } from './rate-limit.js';
+import { DEFAULT_RETRY, type RetryPolicy, shouldFallBack, withRetries } from './resilience.js';
+import type { BedrockRoute, OpenAICompatibleRoute, RouteEntry, RouteTable, Unavailable } from './routing.js';
 import { parseTags, type Tag } from './tags.js';
-import type { ChatResult, StreamOutcome, Upstream, Usage } from './upstream.js';
+import type { ChatCall, ChatResult, StreamOutcome, Upstream, Usage } from './upstream.js';
 import type { UsageSink } from './usage.js';
 import { usageRoutes } from './usage-api.js';
 import type { UsageStore } from './usage-store.js';
@@ -34,14 +36,22 @@ export interface AppDeps {
   maxBodyBytes?: number;
   /** Retry-After for a model that is still deploying. Default 30 s. */
   deployingRetryAfterSeconds?: number;
+  /** Upstream retries before the caller got a byte. Default: 2 retries from 100 ms. */
+  retry?: RetryPolicy;
+  /** Per-key request budget; default none. */
+  rateLimit?: RateLimit;
   /** Readiness: routes and keys loaded. */
   ready?: () => boolean;
+  /** True once the process is shutting down: new chat requests are refused with 503. */
+  draining?: () => boolean;
   onError?: (err: unknown, requestId: string) => void;
 }
 
 type Vars = { requestId: string };
 
 export const MAX_BODY_BYTES = 10 * 1024 * 1024;
+/** Longest model name kept in usage records and error messages. */
+const MAX_MODEL_CHARS = 256;
 
 const errorResponse = (err: ProxyError, requestId: string) =>
   new Response(JSON.stringify(err.toJSON()), {
@@ -52,6 +62,31 @@ const errorResponse = (err: ProxyError, requestId: string) =>
 export function createApp(deps: AppDeps): Hono<{ Variables: Vars }> {
   const app = new Hono<{ Variables: Vars }>();
   const maxBody = deps.maxBodyBytes ?? MAX_BODY_BYTES;
+  const retry = deps.retry ?? DEFAULT_RETRY;
+  const limiter = deps.rateLimit ? new KeyRateLimiter(deps.rateLimit) : undefined;
+  const rateHeaders = (a: Admission): Record<string, string> =>
+    limiter?.enabled
+      ? {
+          'x-ratelimit-limit-requests': String(limiter.limit.burst),
+          'x-ratelimit-remaining-requests': String(a.ok ? a.remaining : 0),
+        }
+      : {};
+
+  /** One route, with retries; throws the ProxyError the caller should see. */
+  const callRoute = (target: RouteEntry, call: Omit<ChatCall, 'route'>): Promise<ChatResult> => {
+    if (target.kind === 'unavailable') throw unavailable(target, deps.deployingRetryAfterSeconds ?? 30);
+    const { bedrock, 'openai-compatible': openai } = deps.upstreams;
+    if (target.kind === 'bedrock' && !bedrock) {
+      throw new ProxyError(503, 'api_error', 'provider_unavailable', 'this gateway has no Bedrock upstream configured');
+    }
+    const attempt = () =>
+      target.kind === 'bedrock' && bedrock
+        ? bedrock.chat({ ...call, route: target })
+        : openai.chat({ ...call, route: target as OpenAICompatibleRoute });
+    return withRetries(attempt, retry, call.signal, {
+      onRetry: (err) => deps.metrics.retries.inc({ model: target.model, provider: target.provider, code: err.code }),
+    });
+  };
 
   app.use('*', async (c, next) => {
     c.set('requestId', `req_${randomBytes(12).toString('hex')}`);
@@ -129,6 +164,7 @@ export function createApp(deps: AppDeps): Hono<{ Variables: Vars }> {
       const started = performance.now();
       const requestId = c.get('requestId');
       const caller = auth({ apiKey: c.req.header('x-api-key'), authorization: c.req.header('authorization') });
+      let admission: Admission = { ok: true, remaining: 0 };
 
       let model = '';
       let provider = '';
@@ -146,7 +182,7 @@ export function createApp(deps: AppDeps): Hono<{ Variables: Vars }> {
           time: new Date().toISOString(),
           requestId,
           keyHashPrefix: caller.keyHashPrefix,
-          model,
+          model: model.slice(0, MAX_MODEL_CHARS),
           provider,
           tags,
           promptTokens: usage?.promptTokens ?? 0,
@@ -160,10 +196,13 @@ export function createApp(deps: AppDeps): Hono<{ Variables: Vars }> {
           stream,
         });
         const m = deps.metrics;
-        const labels = { model, provider, ...m.tagLabels(tags) };
+        // Only routable models become label values: a caller's made-up names must not add series.
+        const labelModel = entry ? model : '';
+        const labels = { model: labelModel, provider, ...m.tagLabels(tags) };
         m.requests.inc({ ...labels, status: String(status) });
-        if (status >= 400) m.errors.inc({ model, provider, status: String(status), code: extra.errorType ?? '' });
-        m.latency.observe({ model, provider }, latencyMs / 1000);
+        if (status >= 400)
+          m.errors.inc({ model: labelModel, provider, status: String(status), code: extra.errorType ?? '' });
+        m.latency.observe({ model: labelModel, provider }, latencyMs / 1000);
         if (usage) {
           m.tokens.inc({ ...labels, direction: 'prompt' }, usage.promptTokens);
           m.tokens.inc({ ...labels, direction: 'completion' }, usage.completionTokens);
@@ -172,6 +211,33 @@ export function createApp(deps: AppDeps): Hono<{ Variables: Vars }> {
       };
 
       try {
+        if (deps.draining?.()) {
+          throw new ProxyError(
+            503,
+            'api_error',
+            'shutting_down',
+            'this gateway replica is shutting down; retry',
+            null,
+            {
+              'Retry-After': '1',
+              connection: 'close',
+            },
+          );
+        }
+        if (limiter) {
+          admission = limiter.take(caller.keyHashPrefix);
+          if (!admission.ok) {
+            deps.metrics.rateLimited.inc({ key: caller.keyHashPrefix });
+            throw new ProxyError(
+              429,
+              'rate_limit_error',
+              'rate_limit_exceeded',
+              `this API key sent more than ${limiter.limit.requestsPerSecond} requests per second (burst ${limiter.limit.burst}); retry in ${admission.retryAfterSeconds} s`,
+              null,
+              { 'Retry-After': String(admission.retryAfterSeconds), ...rateHeaders(admission) },
+            );
+          }
+        }
         const type = c.req.header('content-type') ?? '';
         if (!/^application\/json\s*(;|$)/i.test(type)) {
           throw new ProxyError(
@@ -210,43 +276,55 @@ export function createApp(deps: AppDeps): Hono<{ Variables: Vars }> {
           );
         }
         provider = entry.provider;
-        if (entry.kind === 'unavailable') {
-          const retry = entry.phase === 'Deploying' ? (deps.deployingRetryAfterSeconds ?? 30) : undefined;
+
+        const signal = c.req.raw.signal;
+        const call = { body: req.forward, stream: req.stream, clientWantsUsage: req.includeUsage, signal };
+        // The model itself, then its fallbacks (not theirs: no chains, no loops).
+        const chain: RouteEntry[] = [entry];
+        for (const name of entry.fallback ?? []) {
+          const f = deps.routes.lookup(name);
+          if (f && !chain.includes(f)) chain.push(f);
+        }
+        let result: ChatResult | undefined;
+        let first: ProxyError | undefined;
+        const failed: string[] = [];
+        for (const [i, target] of chain.entries()) {
+          try {
+            result = await callRoute(target, i === 0 ? call : { ...call, body: { ...call.body, model: target.model } });
+            if (i > 0) {
+              model = target.model;
+              provider = target.provider;
+              entry = target;
+            }
+            break;
+          } catch (err) {
+            if (!(err instanceof ProxyError) || (i === 0 && !shouldFallBack(err)) || signal.aborted) throw err;
+            first ??= err;
+            if (i > 0) failed.push(`${target.model} (${err.code})`);
+            const next = chain[i + 1];
+            if (next) deps.metrics.fallbacks.inc({ model: req.model, fallback: next.model, code: err.code });
+          }
+        }
+        if (!result) {
+          const e = first as ProxyError;
+          if (failed.length === 0) throw e;
           throw new ProxyError(
-            503,
-            'api_error',
-            entry.phase === 'Deploying' ? 'model_deploying' : 'model_failed',
-            entry.phase === 'Deploying'
-              ? `the model ${req.model} is still being deployed (${entry.reason}); retry in ${retry} s`
-              : `the model ${req.model} is not available: its deployment failed (${entry.reason})`,
-            'model',
-            retry ? { 'Retry-After': String(retry) } : {},
+            e.status,
+            e.type,
+            e.code,
+            `${e.message}; its fallbacks failed too: ${failed.join(', ')}`,
+            e.param,
+            e.headers,
           );
         }
-
-        const call = {
-          body: req.forward,
-          stream: req.stream,
-          clientWantsUsage: req.includeUsage,
-          signal: c.req.raw.signal,
+        const served: Record<string, string> = {
+          'x-request-id': requestId,
+          ...rateHeaders(admission),
+          ...(model !== req.model ? { 'x-gateway-fallback': model } : {}),
         };
-        let result: ChatResult;
-        if (entry.kind === 'bedrock') {
-          if (!deps.upstreams.bedrock) {
-            throw new ProxyError(
-              503,
-              'api_error',
-              'provider_unavailable',
-              'this gateway has no Bedrock upstream configured',
-            );
-          }
-          result = await deps.upstreams.bedrock.chat({ ...call, route: entry });
-        } else {
-          result = await deps.upstreams['openai-compatible'].chat({ ...call, route: entry });
-        }
         if (result.kind === 'json') {
           account(result.status, result.usage);
-          return c.json(result.body as object, 200, { 'x-request-id': requestId });
+          return c.json(result.body as object, 200, served);
         }
         result.outcome.then(
           (o: StreamOutcome) =>
@@ -266,16 +344,38 @@ export function createApp(deps: AppDeps): Hono<{ Variables: Vars }> {
             'content-type': 'text/event-stream; charset=utf-8',
             'cache-control': 'no-cache',
             connection: 'keep-alive',
-            'x-request-id': requestId,
+            ...served,
           },
         });
       } catch (err) {
-        if (err instanceof ProxyError) account(err.status, undefined, { errorType: err.code });
-        else account(500, undefined, { errorType: 'internal_error' });
+        if (err instanceof ProxyError) {
+          account(err.status, undefined, { errorType: err.code });
+          if (limiter?.enabled && err.status !== 429) Object.assign(err.headers, rateHeaders(admission));
+        } else account(500, undefined, { errorType: 'internal_error' });
         throw err;
       }
     },
   );
 
   return app;
+}
+
+function unavailable(entry: Unavailable, deployingRetryAfterSeconds: number): ProxyError {
+  if (entry.phase === 'Deploying') {
+    return new ProxyError(
+      503,
+      'api_error',
+      'model_deploying',
+      `the model ${entry.model} is still being deployed (${entry.reason}); retry in ${deployingRetryAfterSeconds} s`,
+      'model',
+      { 'Retry-After': String(deployingRetryAfterSeconds) },
+    );
+  }
+  return new ProxyError(
+    503,
+    'api_error',
+    'model_failed',
+    `the model ${entry.model} is not available: ${entry.reason}`,
+    'model',
+  );
 }

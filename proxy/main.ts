@@ -15,7 +15,9 @@ import { ClusterSource } from './cluster-source.js';
 import { ConfigError, loadStandaloneConfig } from './config.js';
 import { CostMeter, loadBedrockPrices, mergePrices, parseBedrockPrices } from './cost.js';
 import { ProxyMetrics } from './metrics.js';
+import { DEFAULT_RETRY } from './resilience.js';
 import { buildRoutes, RouteTable } from './routing.js';
+import { shutdownGracefully } from './shutdown.js';
 import { uiRoutes } from './ui/pages.js';
 import { BedrockUpstream } from './upstreams/bedrock.js';
 import { OpenAICompatibleUpstream } from './upstreams/openai-compatible.js';
@@ -38,8 +40,32 @@ const { values } = parseArgs({
     host: { type: 'string' },
     port: { type: 'string', default: process.env.PORT },
     kubeconfig: { type: 'string' },
+    retries: { type: 'string', default: process.env.GATEWAY_RETRIES ?? String(DEFAULT_RETRY.retries) },
+    'retry-backoff-ms': {
+      type: 'string',
+      default: process.env.GATEWAY_RETRY_BACKOFF_MS ?? String(DEFAULT_RETRY.backoffMs),
+    },
+    'retry-max-backoff-ms': {
+      type: 'string',
+      default: process.env.GATEWAY_RETRY_MAX_BACKOFF_MS ?? String(DEFAULT_RETRY.maxBackoffMs),
+    },
+    'rate-limit-rps': { type: 'string', default: process.env.GATEWAY_RATE_LIMIT_RPS ?? '0' },
+    'rate-limit-burst': { type: 'string', default: process.env.GATEWAY_RATE_LIMIT_BURST },
+    'shutdown-delay-seconds': { type: 'string', default: process.env.GATEWAY_SHUTDOWN_DELAY_SECONDS },
+    'drain-seconds': { type: 'string', default: process.env.GATEWAY_DRAIN_SECONDS ?? '25' },
   },
 });
+
+/** A non-negative number flag, or exit with a message naming it. */
+function numberFlag(name: string, value: string | undefined, fallback: number): number {
+  if (value === undefined || value === '') return fallback;
+  const n = Number(value);
+  if (!Number.isFinite(n) || n < 0) {
+    console.error(`--${name} must be a number >= 0 (got ${JSON.stringify(value)})`);
+    process.exit(2);
+  }
+  return n;
+}
 
 const log = jsonLogger('proxy');
 const standalone = values.config !== undefined;
@@ -72,7 +98,23 @@ try {
   process.exit(1);
 }
 
-let draining = false;
+const retry = {
+  retries: Math.floor(numberFlag('retries', values.retries, DEFAULT_RETRY.retries)),
+  backoffMs: numberFlag('retry-backoff-ms', values['retry-backoff-ms'], DEFAULT_RETRY.backoffMs),
+  maxBackoffMs: numberFlag('retry-max-backoff-ms', values['retry-max-backoff-ms'], DEFAULT_RETRY.maxBackoffMs),
+};
+const rps = numberFlag('rate-limit-rps', values['rate-limit-rps'], 0);
+const rateLimit = {
+  requestsPerSecond: rps,
+  burst: Math.max(1, numberFlag('rate-limit-burst', values['rate-limit-burst'], Math.ceil(rps * 2))),
+};
+// In a cluster, endpoints take a few seconds to drop a terminating pod; standalone nobody routes to us.
+const shutdownDelayMs =
+  numberFlag('shutdown-delay-seconds', values['shutdown-delay-seconds'], standalone ? 0 : 5) * 1000;
+const drainMs = numberFlag('drain-seconds', values['drain-seconds'], 25) * 1000;
+
+let notReady = false;
+let closing = false;
 const metrics = new ProxyMetrics(
   (values['tag-labels'] ?? '')
     .split(',')
@@ -136,8 +178,11 @@ const app = createApp({
   metrics,
   cost,
   store,
+  retry,
+  rateLimit,
   extraRoutes: uiRoutes(),
-  ready: () => !draining && (source?.ready() ?? true),
+  ready: () => !notReady && (source?.ready() ?? true),
+  draining: () => closing,
   onError: (err, requestId) => log.error('request failed', { requestId, error: errorMessage(err) }),
 });
 
@@ -156,15 +201,26 @@ const server = serve({ fetch: app.fetch, hostname: host, port }, (info: AddressI
 }) as Server;
 
 for (const signal of ['SIGTERM', 'SIGINT'] as const) {
-  process.once(signal, () => {
-    draining = true;
-    log.info('shutting down', { signal });
-    server.close(() => {
-      recorder.close();
-      store.close();
-      void source?.stop().finally(() => process.exit(0));
+  process.once(signal, async () => {
+    log.info('shutting down', { signal, delayMs: shutdownDelayMs, drainMs });
+    const { cut, ms } = await shutdownGracefully({
+      server,
+      delayMs: shutdownDelayMs,
+      graceMs: drainMs,
+      onNotReady: () => {
+        notReady = true;
+      },
+      onClosing: () => {
+        closing = true;
+      },
+      log: (msg, fields) => log.warn(msg, fields),
     });
-    // Streams still open after the grace period are cut.
-    setTimeout(() => process.exit(0), 25_000).unref();
+    // Streams cut at the end of the grace period settle their usage on the next turns.
+    await new Promise((r) => setTimeout(r, 50));
+    recorder.close();
+    store.close();
+    await source?.stop().catch(() => {});
+    log.info('stopped', { drainedMs: ms, cut, usageRecordsWritten: recorder.written });
+    process.exit(0);
   });
 }

@@ -21,6 +21,9 @@ export class ProxyMetrics {
   readonly tokens: Counter;
   readonly cost: Counter;
   readonly usageDropped: Counter;
+  readonly retries: Counter;
+  readonly fallbacks: Counter;
+  readonly rateLimited: Counter;
 
   constructor(tagKeys: string[] = DEFAULT_TAG_LABELS) {
     this.tagKeys = tagKeys;
@@ -60,6 +63,24 @@ export class ProxyMetrics {
     this.usageDropped = new Counter({
       name: 'gateway_usage_records_dropped_total',
       help: 'Usage records dropped because the recorder queue was full or the store failed.',
+      registers: [this.registry],
+    });
+    this.retries = new Counter({
+      name: 'gateway_upstream_retries_total',
+      help: 'Upstream calls tried again after a failure before any byte reached the caller, by model, provider and error code.',
+      labelNames: ['model', 'provider', 'code'],
+      registers: [this.registry],
+    });
+    this.fallbacks = new Counter({
+      name: 'gateway_fallbacks_total',
+      help: 'Requests handed to a fallback model, by requested model, fallback model and the error code that caused it.',
+      labelNames: ['model', 'fallback', 'code'],
+      registers: [this.registry],
+    });
+    this.rateLimited = new Counter({
+      name: 'gateway_rate_limited_total',
+      help: 'Requests refused with 429 because their API key ran out of its request budget.',
+      labelNames: ['key'],
       registers: [this.registry],
     });
   }

@@ -140,8 +140,32 @@ describe('buildRoutes (external providers)', () => {
     });
     expect(snap.entries.has('meta.llama3-1-8b-instruct-v1:0')).toBe(false);
     expect(snap.entries.get('amazon.nova-lite-v1:0')?.kind).toBe('bedrock');
-    expect(snap.entries.has('x.y-v1:0')).toBe(false);
+    // A Failed provider's models exist but are unavailable (503 naming why, fallbacks apply); never listed.
+    expect(snap.entries.get('x.y-v1:0')).toMatchObject({ kind: 'unavailable', phase: 'Failed' });
     expect(snap.models.map((m) => m.id)).toEqual(['anthropic.claude-3-haiku-20240307-v1:0']);
+  });
+
+  it('carries fallbacks, and lets a usable provider win a model over an unusable one', () => {
+    const failing = ep('a-failing', true, { phase: 'Failed' }, ['amazon.nova-lite-v1:0']);
+    failing.spec.fallback = ['llama3.1:8b'];
+    const pending = ep('c-pending', true, undefined, ['amazon.nova-pro-v1:0']);
+    const working = ep('b-working', true, { phase: 'Ready', availableModels: ['amazon.nova-lite-v1:0'] }, [
+      'amazon.nova-lite-v1:0',
+    ]);
+    working.spec.fallback = ['qwen2.5:0.5b'];
+    const snap = buildRoutes([], { standalone: false }, [failing, working, pending]);
+    expect(snap.entries.get('amazon.nova-lite-v1:0')).toMatchObject({
+      kind: 'bedrock',
+      provider: 'platform-agent/b-working',
+      fallback: ['qwen2.5:0.5b'],
+    });
+    expect(snap.entries.get('amazon.nova-pro-v1:0')).toMatchObject({ kind: 'unavailable', phase: 'Deploying' });
+    const alone = buildRoutes([], { standalone: false }, [failing]);
+    expect(alone.entries.get('amazon.nova-lite-v1:0')).toMatchObject({
+      kind: 'unavailable',
+      phase: 'Failed',
+      fallback: ['llama3.1:8b'],
+    });
   });
 
   it('routes every selected model in standalone mode, where nothing runs discovery', () => {

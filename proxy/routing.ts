@@ -20,6 +20,8 @@ export interface OpenAICompatibleRoute {
   baseUrl: string;
   /** Usage attribution: the ModelDeployment's namespace/name. */
   provider: string;
+  /** Models to try, in order, when this one fails before answering. */
+  fallback?: readonly string[];
 }
 
 export interface BedrockRoute {
@@ -33,6 +35,8 @@ export interface BedrockRoute {
   streaming: boolean;
   /** The provider resource, for its credentials. */
   source: ExternalProvider;
+  /** Models to try, in order, when this one fails before answering. */
+  fallback?: readonly string[];
 }
 
 export type Route = OpenAICompatibleRoute | BedrockRoute;
@@ -45,6 +49,8 @@ export interface Unavailable {
   /** Deploying: try again later (503 + Retry-After); Failed: not until someone fixes it. */
   phase: 'Deploying' | 'Failed';
   reason: string;
+  /** Models that serve its requests meanwhile, tried in order. */
+  fallback?: readonly string[];
 }
 
 export type RouteEntry = Route | Unavailable;
@@ -74,15 +80,38 @@ const nameOf = (o: { metadata: { namespace?: string; name?: string } }) =>
 /**
  * Bedrock routes: a provider the operator found Ready (or Degraded) routes each selected model
  * the region offers; in standalone mode, where no operator runs discovery, every selected model.
+ * The selected models of a provider that is Failed or not yet checked exist but are unavailable,
+ * so callers learn why and the provider's fallbacks serve them meanwhile.
  */
 function providerRoutes(
   eps: ExternalProvider[],
   opts: BuildOptions,
-): Array<{ route: BedrockRoute; listed: boolean; created: number }> {
-  const out: Array<{ route: BedrockRoute; listed: boolean; created: number }> = [];
+): Array<{ route: BedrockRoute | Unavailable; listed: boolean; created: number }> {
+  const out: Array<{ route: BedrockRoute | Unavailable; listed: boolean; created: number }> = [];
   for (const ep of [...eps].sort((a, b) => nameOf(a).localeCompare(nameOf(b)))) {
     const usable = opts.standalone || ep.status?.phase === 'Ready' || ep.status?.phase === 'Degraded';
-    if (!usable) continue;
+    const fallback = ep.spec.fallback?.length ? { fallback: ep.spec.fallback } : {};
+    const at = created(ep.metadata.creationTimestamp);
+    if (!usable) {
+      const failed = ep.status?.phase === 'Failed';
+      const ready = ep.status?.conditions?.find((c) => c.type === 'Ready');
+      for (const model of ep.spec.models) {
+        out.push({
+          route: {
+            kind: 'unavailable',
+            model,
+            provider: nameOf(ep),
+            phase: failed ? 'Failed' : 'Deploying',
+            reason:
+              ready?.message ?? (failed ? 'the provider failed' : 'the operator has not checked the provider yet'),
+            ...fallback,
+          },
+          listed: false,
+          created: at,
+        });
+      }
+      continue;
+    }
     const available = opts.standalone ? undefined : new Set(ep.status?.availableModels ?? []);
     for (const model of ep.spec.models) {
       if (available && !available.has(model)) continue;
@@ -94,9 +123,10 @@ function providerRoutes(
           region: ep.spec.region,
           streaming: ep.spec.streaming,
           source: ep,
+          ...fallback,
         },
         listed: ep.spec.includeInCLI,
-        created: created(ep.metadata.creationTimestamp),
+        created: at,
       });
     }
   }
@@ -130,6 +160,7 @@ export function buildRoutes(mds: ModelDeployment[], opts: BuildOptions, eps: Ext
         };
       }
     }
+    if (md.spec.fallback?.length) entry.fallback = md.spec.fallback;
     const existing = entries.get(model);
     if (existing && (existing.kind !== 'unavailable' || entry.kind === 'unavailable')) continue;
     entries.set(model, entry);
@@ -141,9 +172,12 @@ export function buildRoutes(mds: ModelDeployment[], opts: BuildOptions, eps: Ext
     );
     models.push({ id, object: 'model', created: created(md?.metadata.creationTimestamp), owned_by: entry.provider });
   }
+  const inCluster = new Set(entries.keys());
   for (const { route, listed, created: at } of providerRoutes(eps, opts)) {
-    // An in-cluster model of the same name keeps the name.
-    if (entries.has(route.model)) continue;
+    // An in-cluster model of the same name keeps the name; a usable provider beats an unusable one.
+    const existing = entries.get(route.model);
+    if (inCluster.has(route.model) || (existing && (existing.kind !== 'unavailable' || route.kind === 'unavailable')))
+      continue;
     entries.set(route.model, route);
     if (listed) models.push({ id: route.model, object: 'model', created: at, owned_by: route.provider });
   }

@@ -33,7 +33,7 @@ const DONE = 'data: [DONE]\n\n';
 export interface BedrockUpstreamOptions {
   credentialsFor: (route: BedrockRoute) => CredentialProvider;
   endpoint?: string;
-  /** SDK attempts per call (throttling is passed to the caller, not retried for long). */
+  /** SDK attempts per call; default 1, because the gateway's retry policy (proxy/resilience.ts) retries. */
   maxAttempts?: number;
 }
 
@@ -54,7 +54,7 @@ export class BedrockUpstream implements Upstream<BedrockRoute> {
     const client = new BedrockRuntimeClient({
       region: route.region,
       credentials: this.opts.credentialsFor(route),
-      maxAttempts: this.opts.maxAttempts ?? 2,
+      maxAttempts: this.opts.maxAttempts ?? 1,
       ...(this.opts.endpoint ? { endpoint: this.opts.endpoint } : {}),
     });
     this.clients.set(key, { version, client });
