@@ -9,6 +9,8 @@ import type { Tag } from './tags.js';
 
 export const DEFAULT_TAG_LABELS = ['project', 'team', 'environment'];
 
+const OTHER = '_other';
+
 const labelName = (key: string) => `tag_${key.replace(/[^A-Za-z0-9_]/g, '_')}`;
 
 export class ProxyMetrics {
@@ -25,8 +27,14 @@ export class ProxyMetrics {
   readonly fallbacks: Counter;
   readonly rateLimited: Counter;
 
-  constructor(tagKeys: string[] = DEFAULT_TAG_LABELS) {
+  private readonly seenValues: Set<string>[];
+
+  constructor(
+    tagKeys: string[] = DEFAULT_TAG_LABELS,
+    private readonly maxTagValues = 100,
+  ) {
     this.tagKeys = tagKeys;
+    this.seenValues = tagKeys.map(() => new Set());
     this.tagLabelNames = tagKeys.map(labelName);
     const tagged = ['model', 'provider', ...this.tagLabelNames];
     this.requests = new Counter({
@@ -85,11 +93,22 @@ export class ProxyMetrics {
     });
   }
 
-  /** Label values of the allow-listed tag keys ('' where the request has no such tag). */
+  /**
+   * Label values of the allow-listed tag keys ('' where the request has no such tag). Values are
+   * the callers' free text, so each key keeps at most `maxTagValues` distinct ones; later new
+   * values are reported as `_other` (usage reports still have them exactly).
+   */
   tagLabels(tags: Tag[]): Record<string, string> {
     const out: Record<string, string> = {};
     for (const [i, key] of this.tagKeys.entries()) {
-      out[this.tagLabelNames[i] ?? labelName(key)] = tags.find((t) => t.key === key)?.value ?? '';
+      const value = tags.find((t) => t.key === key)?.value ?? '';
+      const seen = this.seenValues[i];
+      let label = value;
+      if (value && seen && !seen.has(value)) {
+        if (seen.size < this.maxTagValues) seen.add(value);
+        else label = OTHER;
+      }
+      out[this.tagLabelNames[i] ?? labelName(key)] = label;
     }
     return out;
   }

@@ -64,7 +64,7 @@ export function parseTags(sources: TagSources): Tag[] | ProxyError {
     // Empty items (a trailing comma) carry no tag and are skipped.
     for (const item of value.split(',')) if (item.trim() !== '') raw.push([item, `header ${header}`]);
   }
-  if (sources.body !== undefined) {
+  if (sources.body !== undefined && sources.body !== null) {
     if (!Array.isArray(sources.body))
       return invalidRequest('tags must be an array of "key:value" strings', 'tags', 'invalid_tag');
     for (const [i, item] of sources.body.entries()) {

@@ -120,12 +120,14 @@ export class OpenAICompatibleUpstream implements Upstream<OpenAICompatibleRoute>
         }
       : call.body;
     const limit = call.stream ? this.timeouts.streamHeadersMs : this.timeouts.responseMs;
+    // Serialized outside the try: a failure here is the gateway's, not a transport error.
+    const payload = JSON.stringify(body);
     let res: Dispatcher.ResponseData;
     try {
       res = await request(`${this.resolve(call.route.baseUrl)}/v1/chat/completions`, {
         method: 'POST',
         headers: { 'content-type': 'application/json', accept: call.stream ? 'text/event-stream' : 'application/json' },
-        body: JSON.stringify(body),
+        body: payload,
         dispatcher: this.agent,
         signal: call.signal,
         headersTimeout: limit,

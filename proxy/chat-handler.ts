@@ -1,0 +1,376 @@
+import { randomBytes } from 'node:crypto';
+import { type ApiKeys, authenticate } from './auth.js';
+import { parseChatRequest } from './chat-request.js';
+import type { CostMeter } from './cost.js';
+import { invalidRequest, ProxyError } from './errors.js';
+import type { ProxyMetrics } from './metrics.js';
+import { type Admission, KeyRateLimiter, type RateLimit } from './rate-limit.js';
+import { DEFAULT_RETRY, type RetryPolicy, shouldFallBack, withRetries } from './resilience.js';
+import type { OpenAICompatibleRoute, RouteEntry, RouteTable, Unavailable } from './routing.js';
+import { parseTags, type Tag } from './tags.js';
+import type { ChatCall, ChatResult, StreamOutcome, Upstream, Usage } from './upstream.js';
+import type { UsageSink } from './usage.js';
+
+/**
+ * POST /openai/v1/chat/completions, independent of the HTTP framework: auth, rate limit, body,
+ * tags, routing with retries and fallbacks, and one usage record per request. The Hono app
+ * (app.request() in tests, every other route) and the node:http fast path (proxy/serve.ts,
+ * what production serves) both call it, so there is one implementation of the endpoint.
+ */
+
+export interface ChatDeps {
+  keys: ApiKeys;
+  routes: RouteTable;
+  upstreams: {
+    'openai-compatible': Upstream<OpenAICompatibleRoute>;
+    bedrock?: Upstream<import('./routing.js').BedrockRoute>;
+  };
+  usage: UsageSink;
+  metrics: ProxyMetrics;
+  cost?: CostMeter;
+  maxBodyBytes?: number;
+  deployingRetryAfterSeconds?: number;
+  retry?: RetryPolicy;
+  rateLimit?: RateLimit;
+  draining?: () => boolean;
+  onError?: (err: unknown, requestId: string) => void;
+}
+
+/** What the handler needs from an HTTP request. */
+export interface ChatInput {
+  requestId: string;
+  /** A request header by lower-case name. */
+  header(name: string): string | undefined;
+  /** The body, refused with 413 past `limit` bytes (before reading when Content-Length says so). */
+  body(limit: number): Promise<string>;
+  /** Aborted when the caller goes away. */
+  signal: AbortSignal;
+}
+
+export type ChatOutput =
+  | { kind: 'json'; status: number; headers: Record<string, string>; body: string }
+  | { kind: 'stream'; status: 200; headers: Record<string, string>; body: ReadableStream<Uint8Array> };
+
+export const MAX_BODY_BYTES = 10 * 1024 * 1024;
+/** Longest model name kept in usage records and error messages. */
+const MAX_MODEL_CHARS = 256;
+
+// Unique without a syscall per request: a random per-process prefix and a counter.
+const idPrefix = `req_${randomBytes(8).toString('hex')}`;
+let idCounter = 0;
+export const newRequestId = (): string => `${idPrefix}${(idCounter++).toString(16).padStart(8, '0').slice(-8)}`;
+
+export const errorOutput = (err: ProxyError, requestId: string): ChatOutput => ({
+  kind: 'json',
+  status: err.status,
+  headers: { 'content-type': 'application/json', 'x-request-id': requestId, ...err.headers },
+  body: JSON.stringify(err.toJSON()),
+});
+
+export const internalError = (requestId: string) =>
+  new ProxyError(
+    500,
+    'server_error',
+    'internal_error',
+    `the gateway failed to handle the request (request id ${requestId})`,
+  );
+
+const JSON_TYPE = /^application\/json\s*(;|$)/i;
+
+export function chatHandler(deps: ChatDeps): (input: ChatInput) => Promise<ChatOutput> {
+  const maxBody = deps.maxBodyBytes ?? MAX_BODY_BYTES;
+  const retry = deps.retry ?? DEFAULT_RETRY;
+  const limiter = deps.rateLimit ? new KeyRateLimiter(deps.rateLimit) : undefined;
+  const rateHeaders = (a: Admission): Record<string, string> =>
+    limiter?.enabled
+      ? {
+          'x-ratelimit-limit-requests': String(limiter.limit.burst),
+          'x-ratelimit-remaining-requests': String(a.ok ? a.remaining : 0),
+        }
+      : {};
+
+  /** One route, with retries; throws the ProxyError the caller should see. */
+  const callRoute = (target: RouteEntry, call: Omit<ChatCall, 'route'>): Promise<ChatResult> => {
+    if (target.kind === 'unavailable') throw unavailable(target, deps.deployingRetryAfterSeconds ?? 30);
+    const { bedrock, 'openai-compatible': openai } = deps.upstreams;
+    if (target.kind === 'bedrock' && !bedrock) {
+      throw new ProxyError(503, 'api_error', 'provider_unavailable', 'this gateway has no Bedrock upstream configured');
+    }
+    const attempt = () =>
+      target.kind === 'bedrock' && bedrock
+        ? bedrock.chat({ ...call, route: target })
+        : openai.chat({ ...call, route: target as OpenAICompatibleRoute });
+    return withRetries(attempt, retry, call.signal, {
+      onRetry: (err) => deps.metrics.retries.inc({ model: target.model, provider: target.provider, code: err.code }),
+    });
+  };
+
+  return async (input) => {
+    const started = performance.now();
+    const { requestId } = input;
+    const caller = authenticate(deps.keys, {
+      apiKey: input.header('x-api-key'),
+      authorization: input.header('authorization'),
+    });
+    // Unauthenticated requests are answered without a usage record: nobody to bill.
+    if (caller instanceof ProxyError) return errorOutput(caller, requestId);
+    let admission: Admission = { ok: true, remaining: 0 };
+    let model = '';
+    let provider = '';
+    let entry: RouteEntry | undefined;
+    let tags: Tag[] = [];
+    let stream = false;
+
+    const account = (
+      status: number,
+      usage: Usage | undefined,
+      extra: { firstTokenMs?: number; errorType?: string } = {},
+    ) => {
+      const latencyMs = performance.now() - started;
+      const charge = deps.cost?.charge(entry, usage) ?? { costUsd: 0, savingsUsd: 0 };
+      deps.usage.record({
+        time: new Date().toISOString(),
+        requestId,
+        keyHashPrefix: caller.keyHashPrefix,
+        model: model.slice(0, MAX_MODEL_CHARS),
+        provider,
+        tags,
+        promptTokens: usage?.promptTokens ?? 0,
+        completionTokens: usage?.completionTokens ?? 0,
+        costUsd: charge.costUsd,
+        savingsUsd: charge.savingsUsd,
+        latencyMs,
+        ...(extra.firstTokenMs !== undefined ? { firstTokenMs: extra.firstTokenMs } : {}),
+        status,
+        ...(extra.errorType ? { errorType: extra.errorType } : {}),
+        stream,
+      });
+      const m = deps.metrics;
+      // Only routable models become label values: a caller's made-up names must not add series.
+      const labelModel = entry ? model : '';
+      const labels = { model: labelModel, provider, ...m.tagLabels(tags) };
+      m.requests.inc({ ...labels, status: String(status) });
+      if (status >= 400)
+        m.errors.inc({ model: labelModel, provider, status: String(status), code: extra.errorType ?? '' });
+      m.latency.observe({ model: labelModel, provider }, latencyMs / 1000);
+      if (usage) {
+        m.tokens.inc({ ...labels, direction: 'prompt' }, usage.promptTokens);
+        m.tokens.inc({ ...labels, direction: 'completion' }, usage.completionTokens);
+      }
+      if (charge.costUsd > 0) m.cost.inc(labels, charge.costUsd);
+    };
+
+    try {
+      if (deps.draining?.()) {
+        throw new ProxyError(503, 'api_error', 'shutting_down', 'this gateway replica is shutting down; retry', null, {
+          'Retry-After': '1',
+          connection: 'close',
+        });
+      }
+      if (limiter) {
+        admission = limiter.take(caller.keyHashPrefix);
+        if (!admission.ok) {
+          deps.metrics.rateLimited.inc({ key: caller.keyHashPrefix });
+          throw new ProxyError(
+            429,
+            'rate_limit_error',
+            'rate_limit_exceeded',
+            `this API key sent more than ${limiter.limit.requestsPerSecond} requests per second (burst ${limiter.limit.burst}); retry in ${admission.retryAfterSeconds} s`,
+            null,
+            { 'Retry-After': String(admission.retryAfterSeconds), ...rateHeaders(admission) },
+          );
+        }
+      }
+      const type = input.header('content-type') ?? '';
+      if (!JSON_TYPE.test(type)) {
+        throw new ProxyError(
+          415,
+          'invalid_request_error',
+          'unsupported_media_type',
+          `the request body must be JSON with Content-Type: application/json (got ${JSON.stringify(type.slice(0, 100))})`,
+        );
+      }
+      const text = await input.body(maxBody);
+      let body: unknown;
+      try {
+        body = JSON.parse(text);
+      } catch {
+        throw invalidRequest('the request body is not valid JSON', null, 'invalid_json');
+      }
+      const req = parseChatRequest(body);
+      if (req instanceof ProxyError) throw req;
+      model = req.model;
+      stream = req.stream;
+      const parsedTags = parseTags({
+        xTags: input.header('x-tags'),
+        xGatewayTags: input.header('x-gateway-tags'),
+        body: req.tags,
+      });
+      if (parsedTags instanceof ProxyError) throw parsedTags;
+      tags = parsedTags;
+
+      entry = deps.routes.lookup(req.model);
+      if (!entry) {
+        throw new ProxyError(
+          404,
+          'invalid_request_error',
+          'model_not_found',
+          `the model ${JSON.stringify(req.model.slice(0, MAX_MODEL_CHARS))} does not exist or is not routable here; GET /openai/v1/models lists the models you can use`,
+          'model',
+        );
+      }
+      provider = entry.provider;
+
+      const { signal } = input;
+      const call = { body: req.forward, stream: req.stream, clientWantsUsage: req.includeUsage, signal };
+      // The model itself, then its fallbacks (not theirs: no chains, no loops).
+      const chain: RouteEntry[] = [entry];
+      for (const name of entry.fallback ?? []) {
+        const f = deps.routes.lookup(name);
+        if (f && !chain.includes(f)) chain.push(f);
+      }
+      let result: ChatResult | undefined;
+      let first: ProxyError | undefined;
+      const failed: string[] = [];
+      for (const [i, target] of chain.entries()) {
+        try {
+          result = await callRoute(target, i === 0 ? call : { ...call, body: { ...call.body, model: target.model } });
+          if (i > 0) {
+            model = target.model;
+            provider = target.provider;
+            entry = target;
+          }
+          break;
+        } catch (err) {
+          if (!(err instanceof ProxyError) || (i === 0 && !shouldFallBack(err)) || signal.aborted) throw err;
+          first ??= err;
+          if (i > 0) failed.push(`${target.model} (${err.code})`);
+          const next = chain[i + 1];
+          if (next) deps.metrics.fallbacks.inc({ model: req.model, fallback: next.model, code: err.code });
+        }
+      }
+      if (!result) {
+        const e = first as ProxyError;
+        if (failed.length === 0) throw e;
+        throw new ProxyError(
+          e.status,
+          e.type,
+          e.code,
+          `${e.message}; its fallbacks failed too: ${failed.join(', ')}`,
+          e.param,
+          e.headers,
+        );
+      }
+      const headers: Record<string, string> = {
+        'x-request-id': requestId,
+        ...rateHeaders(admission),
+        ...(model !== req.model ? { 'x-gateway-fallback': model } : {}),
+      };
+      if (result.kind === 'json') {
+        account(result.status, result.usage);
+        return {
+          kind: 'json',
+          status: 200,
+          headers: { 'content-type': 'application/json', ...headers },
+          body: JSON.stringify(result.body),
+        };
+      }
+      result.outcome.then(
+        (o: StreamOutcome) =>
+          account(o.error ? o.error.status : o.clientAborted ? 499 : 200, o.usage, {
+            ...(o.firstTokenMs !== undefined ? { firstTokenMs: o.firstTokenMs } : {}),
+            ...(o.error ? { errorType: o.error.code } : o.clientAborted ? { errorType: 'client_closed_request' } : {}),
+          }),
+        (err: unknown) => deps.onError?.(err, requestId),
+      );
+      return {
+        kind: 'stream',
+        status: 200,
+        headers: {
+          'content-type': 'text/event-stream; charset=utf-8',
+          'cache-control': 'no-cache',
+          connection: 'keep-alive',
+          ...headers,
+        },
+        body: result.body,
+      };
+    } catch (err) {
+      if (err instanceof ProxyError) {
+        account(err.status, undefined, { errorType: err.code });
+        return errorOutput(
+          limiter?.enabled && err.status !== 429
+            ? new ProxyError(err.status, err.type, err.code, err.message, err.param, {
+                ...err.headers,
+                ...rateHeaders(admission),
+              })
+            : err,
+          requestId,
+        );
+      }
+      account(500, undefined, { errorType: 'internal_error' });
+      deps.onError?.(err, requestId);
+      return errorOutput(internalError(requestId), requestId);
+    }
+  };
+}
+
+function unavailable(entry: Unavailable, deployingRetryAfterSeconds: number): ProxyError {
+  if (entry.phase === 'Deploying') {
+    return new ProxyError(
+      503,
+      'api_error',
+      'model_deploying',
+      `the model ${entry.model} is still being deployed (${entry.reason}); retry in ${deployingRetryAfterSeconds} s`,
+      'model',
+      { 'Retry-After': String(deployingRetryAfterSeconds) },
+    );
+  }
+  return new ProxyError(
+    503,
+    'api_error',
+    'model_failed',
+    `the model ${entry.model} is not available: ${entry.reason}`,
+    'model',
+  );
+}
+
+const tooLarge = (limit: number) =>
+  new ProxyError(413, 'invalid_request_error', 'request_too_large', `the request body is larger than ${limit} bytes`);
+
+const unreadable = () =>
+  new ProxyError(
+    400,
+    'invalid_request_error',
+    'body_unreadable',
+    'the request body could not be read to its end (the connection broke off)',
+  );
+
+/** Content-Length over the limit: refused before a byte of the body is read. */
+export function declaredTooLarge(contentLength: string | undefined, limit: number): ProxyError | undefined {
+  if (contentLength === undefined) return undefined;
+  const n = Number(contentLength);
+  return Number.isFinite(n) && n > limit ? tooLarge(limit) : undefined;
+}
+
+/** Reads a body stream as UTF-8, stopping (413) as soon as it passes `limit` bytes. */
+export async function readLimited(
+  chunks: AsyncIterable<Uint8Array>,
+  limit: number,
+  contentLength: string | undefined,
+): Promise<string> {
+  const declared = declaredTooLarge(contentLength, limit);
+  if (declared) throw declared;
+  const parts: Uint8Array[] = [];
+  let size = 0;
+  try {
+    for await (const chunk of chunks) {
+      size += chunk.byteLength;
+      if (size > limit) throw tooLarge(limit);
+      parts.push(chunk);
+    }
+  } catch (err) {
+    if (err instanceof ProxyError) throw err;
+    throw unreadable();
+  }
+  return Buffer.concat(parts, size).toString('utf8');
+}
