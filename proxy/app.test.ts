@@ -1,13 +1,13 @@
 import type { Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { serve } from '@hono/node-server';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import type { ModelDeployment } from '../crds/model-deployment.js';
 import { type OllamaDouble, startOllamaDouble } from '../e2e/doubles/ollama.js';
-import { createApp } from './app.js';
+import { createApp, createGateway, type Gateway } from './app.js';
 import { ApiKeys } from './auth.js';
 import { ProxyMetrics } from './metrics.js';
 import { buildRoutes, RouteTable } from './routing.js';
+import { createProxyServer } from './serve.js';
 import { OpenAICompatibleUpstream } from './upstreams/openai-compatible.js';
 import { MemoryUsage } from './usage.js';
 
@@ -20,7 +20,8 @@ import { MemoryUsage } from './usage.js';
 const KEY = 'sk-test-key';
 let double: OllamaDouble;
 let usage: MemoryUsage;
-let app: ReturnType<typeof createApp>;
+let gateway: Gateway;
+let app: Gateway['app'];
 let server: Server;
 let base: string;
 
@@ -47,7 +48,7 @@ function build(timeouts = { connectMs: 1000, streamHeadersMs: 2000, responseMs: 
     ),
   );
   usage = new MemoryUsage();
-  return createApp({
+  return createGateway({
     keys: ApiKeys.fromKeys([KEY]),
     routes,
     upstreams: { 'openai-compatible': new OpenAICompatibleUpstream({ timeouts }) },
@@ -77,16 +78,16 @@ async function frames(res: Response): Promise<string[]> {
 
 beforeAll(async () => {
   double = await startOllamaDouble();
-  app = build();
-  await new Promise<void>((resolve) => {
-    server = serve({ fetch: app.fetch, port: 0, hostname: '127.0.0.1' }, (info: AddressInfo) => {
-      base = `http://127.0.0.1:${info.port}`;
-      resolve();
-    }) as Server;
-  });
+  gateway = build();
+  app = gateway.app;
+  // Socket tests go to the production server (chat completions on the node:http fast path).
+  server = createProxyServer(gateway);
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  base = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
 });
 
 afterAll(async () => {
+  server.closeAllConnections();
   server.close();
   await double.close();
 });

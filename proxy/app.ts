@@ -1,6 +1,14 @@
 import { Hono } from 'hono';
 import { authenticate, type Caller } from './auth.js';
-import { type ChatDeps, chatHandler, errorOutput, internalError, newRequestId, readLimited } from './chat-handler.js';
+import {
+  type ChatDeps,
+  type ChatHandler,
+  chatHandler,
+  errorOutput,
+  internalError,
+  newRequestId,
+  readLimited,
+} from './chat-handler.js';
 import { ProxyError } from './errors.js';
 import { usageRoutes } from './usage-api.js';
 import type { UsageStore } from './usage-store.js';
@@ -28,7 +36,16 @@ const errorResponse = (err: ProxyError, requestId: string) => {
   return new Response(out.body, { status: out.status, headers: out.headers });
 };
 
-export function createApp(deps: AppDeps): Hono<{ Variables: Vars }> {
+export interface Gateway {
+  /** Every route, chat completions included (tests call it with app.request()). */
+  app: Hono<{ Variables: Vars }>;
+  /** The chat completions handler the app's route uses; proxy/serve.ts serves it directly. */
+  chat: ChatHandler;
+}
+
+export const createApp = (deps: AppDeps): Hono<{ Variables: Vars }> => createGateway(deps).app;
+
+export function createGateway(deps: AppDeps): Gateway {
   const app = new Hono<{ Variables: Vars }>();
   app.use('*', async (c, next) => {
     c.set('requestId', newRequestId());
@@ -93,5 +110,5 @@ export function createApp(deps: AppDeps): Hono<{ Variables: Vars }> {
     return new Response(out.body, { status: out.status, headers: out.headers });
   });
 
-  return app;
+  return { app, chat };
 }

@@ -77,7 +77,9 @@ export const internalError = (requestId: string) =>
 
 const JSON_TYPE = /^application\/json\s*(;|$)/i;
 
-export function chatHandler(deps: ChatDeps): (input: ChatInput) => Promise<ChatOutput> {
+export type ChatHandler = (input: ChatInput) => Promise<ChatOutput>;
+
+export function chatHandler(deps: ChatDeps): ChatHandler {
   const maxBody = deps.maxBodyBytes ?? MAX_BODY_BYTES;
   const retry = deps.retry ?? DEFAULT_RETRY;
   const limiter = deps.rateLimit ? new KeyRateLimiter(deps.rateLimit) : undefined;

@@ -1,15 +1,13 @@
 import { readFileSync } from 'node:fs';
-import type { Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
-import { serve } from '@hono/node-server';
 import { KubeConfig } from '@kubernetes/client-node';
 import { providerCredentials, RoleCredentials } from '../crds/aws-credentials.js';
 import { loadCatalog } from '../crds/catalog/catalog.js';
 import { ACCESS_KEY_ID_KEY, PROXY_SERVICE_PORT, SECRET_ACCESS_KEY_KEY } from '../crds/constants.js';
 import { errorMessage, jsonLogger } from '../crds/log.js';
-import { createApp } from './app.js';
+import { createGateway } from './app.js';
 import { ApiKeys } from './auth.js';
 import { ClusterSource } from './cluster-source.js';
 import { ConfigError, loadStandaloneConfig } from './config.js';
@@ -17,6 +15,7 @@ import { CostMeter, loadBedrockPrices, mergePrices, parseBedrockPrices } from '.
 import { ProxyMetrics } from './metrics.js';
 import { DEFAULT_RETRY } from './resilience.js';
 import { buildRoutes, RouteTable } from './routing.js';
+import { createProxyServer } from './serve.js';
 import { shutdownGracefully } from './shutdown.js';
 import { uiRoutes } from './ui/pages.js';
 import { BedrockUpstream } from './upstreams/bedrock.js';
@@ -170,7 +169,7 @@ source?.onPrices((text) => {
   }
 });
 
-const app = createApp({
+const gateway = createGateway({
   keys,
   routes,
   upstreams: { 'openai-compatible': new OpenAICompatibleUpstream(), bedrock },
@@ -189,7 +188,9 @@ const app = createApp({
 // Standalone defaults to this machine only; in a cluster the Service reaches port 443 on all interfaces.
 const host = values.host ?? (standalone ? '127.0.0.1' : '0.0.0.0');
 const port = Number(values.port ?? (standalone ? 8080 : PROXY_SERVICE_PORT));
-const server = serve({ fetch: app.fetch, hostname: host, port }, (info: AddressInfo) => {
+const server = createProxyServer(gateway);
+server.listen(port, host, () => {
+  const info = server.address() as AddressInfo;
   log.info('proxy listening', {
     url: `http://${host}:${info.port}`,
     mode: standalone ? 'standalone' : 'cluster',
@@ -198,7 +199,7 @@ const server = serve({ fetch: app.fetch, hostname: host, port }, (info: AddressI
       .map((m) => m.id)
       .join(','),
   });
-}) as Server;
+});
 
 for (const signal of ['SIGTERM', 'SIGINT'] as const) {
   process.once(signal, async () => {

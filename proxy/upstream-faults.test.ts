@@ -1,18 +1,19 @@
 import type { Server } from 'node:http';
 import { type AddressInfo, createServer as createTcpServer, type Server as TcpServer } from 'node:net';
-import { serve } from '@hono/node-server';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import type { ModelDeployment } from '../crds/model-deployment.js';
 import { type Behavior, type OllamaDouble, startOllamaDouble } from '../e2e/doubles/ollama.js';
-import { createApp } from './app.js';
+import { createGateway } from './app.js';
 import { ApiKeys } from './auth.js';
 import { ProxyMetrics } from './metrics.js';
 import { buildRoutes, RouteTable } from './routing.js';
+import { createProxyServer } from './serve.js';
 import { OpenAICompatibleUpstream } from './upstreams/openai-compatible.js';
 import { MemoryUsage } from './usage.js';
 
 /**
- * Every upstream fault of the reliability issue, streaming and not, over real sockets: the caller
+ * Every upstream fault of the reliability issue, streaming and not, over real sockets to the
+ * production server (proxy/serve.ts): the caller
  * always gets a well-formed OpenAI error (or a stream that ends with an error event and [DONE]) in
  * bounded time, never a hang, and one usage record carries the error. Retries are on as in
  * production (2, tiny backoff here), so the attempt counts show what is retried.
@@ -51,7 +52,7 @@ beforeAll(async () => {
     ),
   );
   usage = new MemoryUsage();
-  const app = createApp({
+  const gateway = createGateway({
     keys: ApiKeys.fromKeys([KEY]),
     routes,
     upstreams: {
@@ -63,9 +64,9 @@ beforeAll(async () => {
     metrics: new ProxyMetrics(),
     retry: { retries: 2, backoffMs: 5, maxBackoffMs: 2000 },
   });
-  server = await new Promise<Server>((resolve) => {
-    const s = serve({ fetch: app.fetch, port: 0, hostname: '127.0.0.1' }, () => resolve(s as Server)) as Server;
-  });
+  // The production server: chat completions on the node:http fast path.
+  server = createProxyServer(gateway);
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
   base = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
 });
 

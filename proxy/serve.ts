@@ -1,0 +1,91 @@
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import { getRequestListener } from '@hono/node-server';
+import type { Hono } from 'hono';
+import { type ChatHandler, type ChatOutput, newRequestId, readLimited } from './chat-handler.js';
+
+/**
+ * The proxy's HTTP server. Chat completions, the one hot path, are served straight on node:http:
+ * the handler is the same as the Hono route's (proxy/chat-handler.ts), but without turning every
+ * request and response into Fetch API objects and back, which the profile showed to be the
+ * largest cost the gateway added to a call (e2e/bench/RESULTS.md). Every other route goes to the
+ * Hono app.
+ */
+
+const CHAT_PATH = '/openai/v1/chat/completions';
+
+const headerOf =
+  (req: IncomingMessage) =>
+  (name: string): string | undefined => {
+    const v = req.headers[name];
+    return Array.isArray(v) ? v.join(', ') : v;
+  };
+
+async function writeOutput(out: ChatOutput, res: ServerResponse, signal: AbortSignal): Promise<void> {
+  if (out.kind === 'json') {
+    res.writeHead(out.status, out.headers).end(out.body);
+    return;
+  }
+  res.writeHead(out.status, out.headers);
+  const reader = out.body.getReader();
+  // The caller left: cancelling the body stops the upstream and settles the usage record.
+  const cancel = () => void reader.cancel().catch(() => {});
+  if (signal.aborted) return cancel();
+  signal.addEventListener('abort', cancel, { once: true });
+  try {
+    for (;;) {
+      const { done, value } = await reader.read();
+      if (done) break;
+      // Backpressure: read the next chunk only once the socket took this one.
+      if (!res.write(value)) {
+        await new Promise<void>((resolve) => {
+          const go = () => {
+            res.off('drain', go);
+            res.off('close', go);
+            resolve();
+          };
+          res.on('drain', go);
+          res.on('close', go);
+        });
+        if (signal.aborted) return;
+      }
+    }
+    res.end();
+  } finally {
+    signal.removeEventListener('abort', cancel);
+  }
+}
+
+/** Only what the server calls: the app's fetch and the chat handler. */
+export interface Servable {
+  app: Pick<Hono, 'fetch'>;
+  chat: ChatHandler;
+}
+
+export function createProxyServer({ app, chat }: Servable): Server {
+  const hono = getRequestListener(app.fetch);
+  const serveChat = async (req: IncomingMessage, res: ServerResponse) => {
+    const gone = new AbortController();
+    res.once('close', () => {
+      if (!res.writableFinished) gone.abort();
+    });
+    const out = await chat({
+      requestId: newRequestId(),
+      header: headerOf(req),
+      body: (limit) => readLimited(req, limit, headerOf(req)('content-length')),
+      signal: gone.signal,
+    });
+    await writeOutput(out, res, gone.signal);
+  };
+  return createServer((req, res) => {
+    const url = req.url ?? '';
+    if (req.method === 'POST' && (url === CHAT_PATH || url.startsWith(`${CHAT_PATH}?`))) {
+      serveChat(req, res).catch(() => {
+        // The handler answers every error itself; this is a socket that failed under us.
+        if (!res.headersSent) res.writeHead(500).end();
+        else res.destroy();
+      });
+      return;
+    }
+    void hono(req, res);
+  });
+}
