@@ -121,6 +121,22 @@ interface RollupRow {
 // Nano-dollar precision: a single small request costs fractions of a cent.
 const round = (n: number, d = 9) => Math.round(n * 10 ** d) / 10 ** d;
 
+/** Sums of one rollup row's counters over a batch; bucket columns by name. */
+interface RollupDelta {
+  hour: number;
+  model: string;
+  provider: string;
+  tagKey: string;
+  tagValue: string;
+  requests: number;
+  error: number;
+  prompt: number;
+  completion: number;
+  cost: number;
+  savings: number;
+  [bucket: string]: number | string;
+}
+
 export class UsageStore {
   private readonly db: Database.Database;
   private readonly insertRaw: Database.Statement;
@@ -188,18 +204,22 @@ export class UsageStore {
     this.insertTag = this.db.prepare('INSERT INTO request_tags (request, tag, ts) VALUES (?, ?, ?)');
     this.upsertRollup = this.db.prepare(
       `INSERT INTO rollup (hour, model, provider, tag_key, tag_value, requests, errors, prompt, completion, cost, savings, ${BUCKET_COLUMNS.join(', ')})
-       VALUES (@hour, @model, @provider, @tagKey, @tagValue, 1, @error, @prompt, @completion, @cost, @savings, ${BUCKET_COLUMNS.map((c) => `@${c}`).join(', ')})
+       VALUES (@hour, @model, @provider, @tagKey, @tagValue, @requests, @error, @prompt, @completion, @cost, @savings, ${BUCKET_COLUMNS.map((c) => `@${c}`).join(', ')})
        ON CONFLICT (hour, model, provider, tag_key, tag_value) DO UPDATE SET
-         requests = requests + 1, errors = errors + excluded.errors, prompt = prompt + excluded.prompt,
+         requests = requests + excluded.requests, errors = errors + excluded.errors, prompt = prompt + excluded.prompt,
          completion = completion + excluded.completion, cost = cost + excluded.cost, savings = savings + excluded.savings,
          ${BUCKET_COLUMNS.map((c) => `${c} = ${c} + excluded.${c}`).join(', ')}`,
     );
     this.insertMany = this.db.transaction((records: StoredUsage[]) => {
-      for (const r of records) this.insertOne(r);
+      // Rollups are summed per group in memory first: a batch of a busy hour is one upsert per
+      // (model, provider, tag), not one per record and tag.
+      const rollups = new Map<string, RollupDelta>();
+      for (const r of records) this.insertOne(r, rollups);
+      for (const delta of rollups.values()) this.upsertRollup.run(delta);
     });
   }
 
-  private insertOne(r: StoredUsage): void {
+  private insertOne(r: StoredUsage, rollups: Map<string, RollupDelta>): void {
     const ts = Date.parse(r.time);
     const tags = r.tags.map((t) => `${t.key}:${t.value}`);
     const info = this.insertRaw.run({
@@ -220,21 +240,37 @@ export class UsageStore {
       stream: r.stream ? 1 : 0,
     });
     for (const t of tags) this.insertTag.run(info.lastInsertRowid, t, ts);
-    const bucket = bucketOf(r.latencyMs);
-    const base = {
-      hour: Math.floor(ts / HOUR) * HOUR,
-      model: r.model,
-      provider: r.provider,
-      error: r.status >= 400 ? 1 : 0,
-      prompt: r.promptTokens,
-      completion: r.completionTokens,
-      cost: r.costUsd,
-      savings: r.savingsUsd,
-      ...Object.fromEntries(BUCKET_COLUMNS.map((c, i) => [c, i === bucket ? 1 : 0])),
-    };
+    const hour = Math.floor(ts / HOUR) * HOUR;
+    const bucket = BUCKET_COLUMNS[bucketOf(r.latencyMs)];
     // One row for all requests, one per tag: a single-tag filter or a tag grouping reads its rows.
-    this.upsertRollup.run({ ...base, tagKey: '', tagValue: '' });
-    for (const t of r.tags) this.upsertRollup.run({ ...base, tagKey: t.key, tagValue: t.value });
+    for (const [tagKey, tagValue] of [['', ''], ...r.tags.map((t) => [t.key, t.value])] as Array<[string, string]>) {
+      const key = JSON.stringify([hour, r.model, r.provider, tagKey, tagValue]);
+      let d = rollups.get(key);
+      if (!d) {
+        d = {
+          hour,
+          model: r.model,
+          provider: r.provider,
+          tagKey,
+          tagValue,
+          requests: 0,
+          error: 0,
+          prompt: 0,
+          completion: 0,
+          cost: 0,
+          savings: 0,
+          ...Object.fromEntries(BUCKET_COLUMNS.map((c) => [c, 0])),
+        };
+        rollups.set(key, d);
+      }
+      d.requests += 1;
+      d.error += r.status >= 400 ? 1 : 0;
+      d.prompt += r.promptTokens;
+      d.completion += r.completionTokens;
+      d.cost += r.costUsd;
+      d.savings += r.savingsUsd;
+      if (bucket) d[bucket] = Number(d[bucket] ?? 0) + 1;
+    }
   }
 
   /** Writes a batch in one transaction. */
