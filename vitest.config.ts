@@ -1,7 +1,18 @@
 import { defineConfig } from 'vitest/config';
+import { BaseSequencer, type TestSpecification } from 'vitest/node';
+
+/** The default order, except that the secret scan runs after every suite whose output it reads. */
+class SecretScanLast extends BaseSequencer {
+  override async sort(files: TestSpecification[]): Promise<TestSpecification[]> {
+    const sorted = await super.sort(files);
+    const last = (f: TestSpecification) => (f.moduleId.endsWith('secret-scan.e2e.test.ts') ? 1 : 0);
+    return [...sorted].sort((a, b) => last(a) - last(b));
+  }
+}
 
 export default defineConfig({
   test: {
+    sequence: { sequencer: SecretScanLast },
     projects: [
       {
         test: {

@@ -9,6 +9,9 @@ import { RouteTable } from '../proxy/routing.js';
 import { BedrockUpstream } from '../proxy/upstreams/bedrock.js';
 import { OpenAICompatibleUpstream } from '../proxy/upstreams/openai-compatible.js';
 import { MemoryUsage } from '../proxy/usage.js';
+import { errorMessage, type LogFields } from '../crds/log.js';
+import { capturedLogger } from './capture.js';
+import { BEDROCK_GATEWAY, PROMPT_CANARY, USER_ACCESS_KEY } from './known-secrets.js';
 import { type AwsDouble, startAwsDouble } from './doubles/aws.js';
 import { eventually, kubeConfig, kubectl, kubectlOk } from './kube.js';
 
@@ -20,12 +23,9 @@ import { eventually, kubeConfig, kubectl, kubectlOk } from './kube.js';
  */
 
 const NS = 'platform-agent';
-const GATEWAY: AwsCredentials = {
-  accessKeyId: 'AKIAGATEWAY000000001',
-  secretAccessKey: 'gatewaySecretKey0000000000000000000000000',
-};
+const GATEWAY: AwsCredentials = BEDROCK_GATEWAY;
 const GATEWAY_ARN = 'arn:aws:iam::999999999999:user/gateway';
-const USER_KEY = { id: 'AKIAIOSFODNN7EXAMPLE', secret: 'wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY' };
+const USER_KEY = USER_ACCESS_KEY;
 const INVOKE = ['bedrock:InvokeModel', 'bedrock:InvokeModelWithResponseStream', 'bedrock:ListFoundationModels'];
 const role = (name: string) => `arn:aws:iam::123456789012:role/${name}`;
 const HAIKU = 'anthropic.claude-3-haiku-20240307-v1:0';
@@ -60,7 +60,7 @@ function chat(model: string, stream: boolean, extra: Record<string, unknown> = {
   return app.request('/openai/v1/chat/completions', {
     method: 'POST',
     headers: { 'content-type': 'application/json', 'x-api-key': 'sk-bedrock-e2e', 'x-tags': 'team:bedrock' },
-    body: JSON.stringify({ model, stream, messages: [{ role: 'user', content: 'hello from the test' }], ...extra }),
+    body: JSON.stringify({ model, stream, messages: [{ role: 'user', content: `hello from the test ${PROMPT_CANARY}` }], ...extra }),
   });
 }
 const errorOf = async (res: Response) => ((await res.json()) as { error: { code: string; message: string } }).error;
@@ -112,8 +112,12 @@ beforeAll(async () => {
     needsUseCase: ['anthropic.claude-3-5-sonnet-20240620-v1:0'],
   });
   const base = async () => GATEWAY;
-  const capture = (level: string) => (msg: string, fields?: object) =>
+  const proxyLog = capturedLogger('proxy-bedrock');
+  const captured = capturedLogger('operator-bedrock');
+  const capture = (level: 'info' | 'warn' | 'error') => (msg: string, fields?: LogFields) => {
+    captured[level](msg, fields);
     logs.push(`${level} ${msg} ${JSON.stringify(fields ?? {})}`);
+  };
   operator = new Operator({
     kubeConfig: kubeConfig(),
     cluster: { organizationId: 'acme', clusterId: 'prod-1', cloud: 'aws', region: 'us-east-1' },
@@ -121,7 +125,7 @@ beforeAll(async () => {
     port: 0,
     resyncMs: 0,
     leaderElection: false,
-    logger: { info: capture('INFO'), warn: capture('WARN'), error: capture('ERROR') },
+    logger: { info: capture('info'), warn: capture('warn'), error: capture('error') },
     aws: { endpoints: { sts: aws.url, bedrock: aws.url }, base },
   });
   await operator.start();
@@ -140,7 +144,10 @@ beforeAll(async () => {
     upstreams: { 'openai-compatible': new OpenAICompatibleUpstream(), bedrock },
     usage,
     metrics: new ProxyMetrics(),
-    onError: (err) => logs.push(`PROXY ${String(err)}`),
+    onError: (err, requestId) => {
+      proxyLog.error('request failed', { requestId, error: errorMessage(err) });
+      logs.push(`PROXY ${String(err)}`);
+    },
   });
 });
 
@@ -243,11 +250,11 @@ describe('chat through Bedrock', () => {
     expect(body.object).toBe('chat.completion');
     expect(body.choices[0]?.message.content).toBe('tok0 tok1 tok2 tok3 tok4 tok5 tok6 tok7');
     expect(body.choices[0]?.finish_reason).toBe('stop');
-    expect(body.usage).toMatchObject({ prompt_tokens: 4, completion_tokens: 8 });
+    expect(body.usage).toMatchObject({ prompt_tokens: 5, completion_tokens: 8 });
     expect(aws.calls.slice(before).map((c) => c.action)).toContain('ConverseStream');
     expect(usage.records.at(-1)).toMatchObject({
       provider: 'platform-agent/by-role',
-      promptTokens: 4,
+      promptTokens: 5,
       completionTokens: 8,
       tags: [{ key: 'team', value: 'bedrock' }],
     });
@@ -269,7 +276,7 @@ describe('chat through Bedrock', () => {
     );
     expect(chunks.at(-1)?.choices[0]?.finish_reason).toBe('stop');
     await new Promise((r) => setTimeout(r, 20));
-    expect(usage.records.at(-1)).toMatchObject({ stream: true, promptTokens: 4, completionTokens: 8, status: 200 });
+    expect(usage.records.at(-1)).toMatchObject({ stream: true, promptTokens: 5, completionTokens: 8, status: 200 });
   });
 
   it('assumes the role once and reuses the temporary credentials', async () => {

@@ -1,4 +1,6 @@
 import { execFileSync } from 'node:child_process';
+import { mkdirSync, rmSync } from 'node:fs';
+import { join } from 'node:path';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { fileURLToPath } from 'node:url';
@@ -18,9 +20,13 @@ declare module 'vitest' {
     localControlPlane: boolean;
     /**
      * Loopback URL through which suites act on the local control plane, which lives in this
-     * setup process: POST /restart/<component>, POST /compact (etcd). Empty without one.
+     * setup process: POST /restart/<component>, POST /compact (etcd), and for outages of a
+     * chosen length POST /kill/<component> (SIGKILL, resolves once it exited) and
+     * POST /start/<component> (resolves once the API server is ready). Empty without one.
      */
     controlUrl: string;
+    /** The local control plane's component logs (<component>.log); empty without one. */
+    controlPlaneLogs: string;
   }
 }
 
@@ -43,6 +49,11 @@ function controlServer(plane: ControlPlane): Promise<Server> {
         () => reply(200, 'restarted'),
         (err: Error) => reply(500, err.message),
       );
+    } else if ((action === 'kill' || action === 'start') && COMPONENTS.includes(component as Component)) {
+      (action === 'kill' ? plane.crash(component as Component) : plane.start(component as Component)).then(
+        () => reply(200, action === 'kill' ? 'killed' : 'started'),
+        (err: Error) => reply(500, err.message),
+      );
     } else reply(404, 'unknown action');
   });
   return new Promise((resolve) => server.listen(0, '127.0.0.1', () => resolve(server)));
@@ -54,6 +65,11 @@ function controlServer(plane: ControlPlane): Promise<Server> {
  * fake GPU nodes, and tears the local control plane down afterwards.
  */
 export default async function setup(project: TestProject): Promise<() => Promise<void>> {
+  // Test workers inherit this: the product's output of the whole run goes there (e2e/capture.ts).
+  const captureDir = join(ROOT, '.e2e-artifacts', 'logs');
+  rmSync(captureDir, { recursive: true, force: true });
+  mkdirSync(captureDir, { recursive: true });
+  process.env.E2E_CAPTURE_DIR = captureDir;
   const tools = ensureTools();
   let plane: ControlPlane | undefined;
   let kubeconfig = process.env.KUBECONFIG;
@@ -96,6 +112,7 @@ export default async function setup(project: TestProject): Promise<() => Promise
   project.provide('kubectl', tools.kubectl);
   project.provide('helm', tools.helm);
   project.provide('localControlPlane', plane !== undefined);
+  project.provide('controlPlaneLogs', plane ? join(plane.dir, 'logs') : '');
   const control = plane ? await controlServer(plane) : undefined;
   project.provide('controlUrl', control ? `http://127.0.0.1:${(control.address() as AddressInfo).port}` : '');
   return async () => {

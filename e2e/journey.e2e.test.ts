@@ -17,6 +17,9 @@ import { BedrockUpstream } from '../proxy/upstreams/bedrock.js';
 import { OpenAICompatibleUpstream } from '../proxy/upstreams/openai-compatible.js';
 import { UsageRecorder } from '../proxy/usage-recorder.js';
 import { UsageStore } from '../proxy/usage-store.js';
+import { errorMessage } from '../crds/log.js';
+import { capturedLogger } from './capture.js';
+import { JOURNEY_GATEWAY, PROMPT_CANARY } from './known-secrets.js';
 import { type AwsDouble, startAwsDouble } from './doubles/aws.js';
 import { type OllamaDouble, startOllamaDouble } from './doubles/ollama.js';
 import { eventually, kubeConfig, kubectl, kubectlOk } from './kube.js';
@@ -32,10 +35,7 @@ import { eventually, kubeConfig, kubectl, kubectlOk } from './kube.js';
 
 const CHART = 'charts/platform-ai-optimizer';
 const RELEASE = 'platform-ai-optimizer';
-const GATEWAY: AwsCredentials = {
-  accessKeyId: 'AKIAJOURNEY000000001',
-  secretAccessKey: 'journeySecret00000000000000000000000000',
-};
+const GATEWAY: AwsCredentials = JOURNEY_GATEWAY;
 const GATEWAY_ARN = 'arn:aws:iam::999999999999:role/gateway';
 const ROLE = 'arn:aws:iam::123456789012:role/platform-ai-bedrock';
 const HAIKU = 'anthropic.claude-3-haiku-20240307-v1:0';
@@ -104,7 +104,8 @@ let recorder: UsageRecorder;
 let store: UsageStore;
 let app: ReturnType<typeof createApp>;
 let apiKey = '';
-const quiet = { info() {}, warn() {}, error() {} };
+const quiet = capturedLogger('operator-journey');
+const proxyLog = capturedLogger('proxy-journey');
 
 describe.runIf(inject('localControlPlane'))('install journey', () => {
   beforeAll(async () => {
@@ -169,6 +170,7 @@ describe.runIf(inject('localControlPlane'))('install journey', () => {
       metrics,
       cost: new CostMeter(loadCatalog(), loadBedrockPrices()),
       store,
+      onError: (err, requestId) => proxyLog.error('request failed', { requestId, error: errorMessage(err) }),
     });
   }, 180_000);
 
@@ -192,7 +194,7 @@ describe.runIf(inject('localControlPlane'))('install journey', () => {
     app.request('/openai/v1/chat/completions', {
       method: 'POST',
       headers: { 'content-type': 'application/json', ...headers },
-      body: JSON.stringify({ model, messages: [{ role: 'user', content: 'hello journey' }] }),
+      body: JSON.stringify({ model, messages: [{ role: 'user', content: `hello journey ${PROMPT_CANARY}` }] }),
     });
 
   it('installs the chart: workloads, Service :443, ServiceAccounts and a generated API key', () => {

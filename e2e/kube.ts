@@ -15,6 +15,8 @@ export function kubectl(args: string[], input?: string): Run {
     encoding: 'utf8',
     input,
     timeout: 60_000,
+    // `get events -A -o json` after a whole run is megabytes.
+    maxBuffer: 256 * 1024 * 1024,
   });
   return { code: res.status ?? -1, stdout: res.stdout ?? '', stderr: res.stderr ?? '' };
 }

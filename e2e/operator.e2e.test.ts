@@ -1,6 +1,7 @@
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import type { ClusterInfo } from '../crds/catalog/catalog.js';
 import { Operator } from '../operator/operator.js';
+import { capturedLogger } from './capture.js';
 import { applyObjects, eventually, kubeConfig, kubectl, kubectlOk } from './kube.js';
 
 /**
@@ -13,11 +14,8 @@ const NS = 'platform-llms';
 const cluster: ClusterInfo = { organizationId: 'acme', clusterId: 'prod-1', cloud: 'aws', region: 'us-east-1' };
 let skewMs = 0;
 const now = () => new Date(Date.now() + skewMs);
-// Operator logs stay out of the test output unless E2E_DEBUG is set.
-const debug = (level: string) => (msg: string, fields?: object) => {
-  if (process.env.E2E_DEBUG) console.log(level, msg, JSON.stringify(fields ?? {}));
-};
-const quiet = { info: debug('INFO'), warn: debug('WARN'), error: debug('ERROR') };
+// Operator logs go to the e2e capture (scanned for secrets), and to the console with E2E_DEBUG.
+const quiet = capturedLogger('operator-e2e');
 
 function startOperator(overrides: Partial<ClusterInfo> = {}, identity = 'op-1'): Promise<Operator> {
   const op = new Operator({

@@ -1,5 +1,6 @@
 import { type ChildProcess, spawn } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
+import { capture } from './capture.js';
 
 /** The proxy as its own process (`tsx proxy/main.ts ...`), as `npm start` runs it. */
 
@@ -26,12 +27,13 @@ export async function startProxyProcess(args: string[], env: NodeJS.ProcessEnv =
   process.once('exit', reap);
   child.once('exit', () => process.off('exit', reap));
   let out = '';
-  child.stdout?.on('data', (d: Buffer) => {
+  const captured = capture(`proxy-process-${child.pid ?? 'unknown'}`);
+  const take = (d: Buffer) => {
     out += d.toString();
-  });
-  child.stderr?.on('data', (d: Buffer) => {
-    out += d.toString();
-  });
+    captured(d.toString());
+  };
+  child.stdout?.on('data', take);
+  child.stderr?.on('data', take);
   const stop = (signal: NodeJS.Signals) =>
     new Promise<number | null>((resolve) => {
       // Already gone (a signal leaves exitCode null): 'exit' will not fire again.

@@ -1,4 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { errorMessage } from '../crds/log.js';
 import { createApp } from '../proxy/app.js';
 import { ApiKeys } from '../proxy/auth.js';
 import { API_KEYS_SECRET, ClusterSource, PRICES_CONFIGMAP, PRICES_KEY } from '../proxy/cluster-source.js';
@@ -8,6 +9,8 @@ import { OpenAICompatibleUpstream } from '../proxy/upstreams/openai-compatible.j
 import { MemoryUsage } from '../proxy/usage.js';
 import { type OllamaDouble, startOllamaDouble } from './doubles/ollama.js';
 import { eventually, kubeConfig, kubectl, kubectlOk } from './kube.js';
+import { capturedLogger } from './capture.js';
+import { PROMPT_CANARY } from './known-secrets.js';
 
 /**
  * The proxy in cluster mode against the real API server: the routing table follows
@@ -37,7 +40,7 @@ const chat = (key: string, tags = '') =>
   app.request('/openai/v1/chat/completions', {
     method: 'POST',
     headers: { 'content-type': 'application/json', 'x-api-key': key, ...(tags ? { 'x-tags': tags } : {}) },
-    body: JSON.stringify({ model: 'qwen2.5:0.5b', messages: [{ role: 'user', content: 'ping' }] }),
+    body: JSON.stringify({ model: 'qwen2.5:0.5b', messages: [{ role: 'user', content: `ping ${PROMPT_CANARY}` }] }),
   });
 
 const setStatus = (status: object) =>
@@ -52,6 +55,8 @@ const setStatus = (status: object) =>
     '-p',
     JSON.stringify({ status }),
   ]);
+
+const proxyLog = capturedLogger('proxy-e2e');
 
 beforeAll(async () => {
   double = await startOllamaDouble({ models: ['qwen2.5:0.5b'] });
@@ -69,6 +74,7 @@ beforeAll(async () => {
     usage,
     metrics: new ProxyMetrics(),
     ready: () => source.ready(),
+    onError: (err, requestId) => proxyLog.error('request failed', { requestId, error: errorMessage(err) }),
   });
 });
 

@@ -57,8 +57,10 @@ export class LeaderElector {
       name: opts.name,
     });
     this.leaseMs = opts.leaseDurationMs ?? 15_000;
-    this.renewDeadlineMs = opts.renewDeadlineMs ?? 10_000;
-    this.retryMs = opts.retryPeriodMs ?? 2_000;
+    // client-go's 15 s / 10 s / 2 s, scaled down with a shorter lease: a leader must give up
+    // (renew deadline) before the others may consider its lease expired (lease duration).
+    this.renewDeadlineMs = opts.renewDeadlineMs ?? Math.min(10_000, Math.floor((this.leaseMs * 2) / 3));
+    this.retryMs = opts.retryPeriodMs ?? Math.min(2_000, Math.floor((this.leaseMs * 2) / 15));
   }
 
   isLeader(): boolean {
@@ -93,10 +95,12 @@ export class LeaderElector {
 
   private async tick(): Promise<void> {
     if (this.stopped) return;
+    // The renewTime written is taken before the request: measure the deadline from there too.
+    const attempt = Date.now();
     try {
-      const acquired = await this.tryAcquireOrRenew();
+      const acquired = await this.withinRenewDeadline(this.tryAcquireOrRenew());
       if (acquired) {
-        this.lastRenew = Date.now();
+        this.lastRenew = attempt;
         if (!this.leading) {
           this.leading = true;
           this.opts.onStartedLeading();
@@ -106,12 +110,35 @@ export class LeaderElector {
       }
     } catch (err) {
       this.opts.onError?.(err);
-      if (this.leading && Date.now() - this.lastRenew > this.renewDeadlineMs) this.stepDown();
+      if (this.leading && Date.now() - this.lastRenew >= this.renewDeadlineMs) this.stepDown();
     }
     if (!this.stopped) {
       this.timer = setTimeout(() => void this.tick(), this.retryMs);
       this.timer.unref();
     }
+  }
+
+  /**
+   * A leader's renewal that does not answer before the renew deadline counts as failed, so
+   * that a hanging request cannot keep it leading after others may have taken the lease over.
+   */
+  private withinRenewDeadline(renewal: Promise<boolean>): Promise<boolean> {
+    if (!this.leading) return renewal;
+    const left = Math.max(0, this.lastRenew + this.renewDeadlineMs - Date.now());
+    return new Promise((resolve, reject) => {
+      const timer = setTimeout(() => reject(new Error(`lease not renewed within ${this.renewDeadlineMs} ms`)), left);
+      timer.unref();
+      renewal.then(
+        (ok) => {
+          clearTimeout(timer);
+          resolve(ok);
+        },
+        (err: unknown) => {
+          clearTimeout(timer);
+          reject(err);
+        },
+      );
+    });
   }
 
   private stepDown(): void {

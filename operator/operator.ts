@@ -195,7 +195,7 @@ export class Operator {
   }
 
   private async startLeading(): Promise<void> {
-    if (this.leading) return;
+    if (this.leading || this.stopping) return;
     this.leading = true;
     const crd = (plural: string, namespace?: string) =>
       resourcePath({ group: API_GROUP, version: API_VERSION, plural, ...(namespace ? { namespace } : {}) });
@@ -343,8 +343,10 @@ export class Operator {
   /** Graceful shutdown: not ready, finish running reconciles, release the lease, close HTTP. */
   async stop(): Promise<void> {
     this.stopping = true;
-    if (this.elector) await this.elector.stop();
+    // Drain while still holding the lease: a successor must not start before the last of
+    // this replica's reconciles has finished writing.
     await this.stopLeading();
+    if (this.elector) await this.elector.stop();
     await new Promise<void>((resolve) => (this.server ? this.server.close(() => resolve()) : resolve()));
   }
 }

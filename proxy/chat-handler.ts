@@ -147,19 +147,17 @@ export function chatHandler(deps: ChatDeps): ChatHandler {
         ...(extra.errorType ? { errorType: extra.errorType } : {}),
         stream,
       });
-      const m = deps.metrics;
-      // Only routable models become label values: a caller's made-up names must not add series.
-      const labelModel = entry ? model : '';
-      const labels = { model: labelModel, provider, ...m.tagLabels(tags) };
-      m.requests.inc({ ...labels, status: String(status) });
-      if (status >= 400)
-        m.errors.inc({ model: labelModel, provider, status: String(status), code: extra.errorType ?? '' });
-      m.latency.observe({ model: labelModel, provider }, latencyMs / 1000);
-      if (usage) {
-        m.tokens.inc({ ...labels, direction: 'prompt' }, usage.promptTokens);
-        m.tokens.inc({ ...labels, direction: 'completion' }, usage.completionTokens);
-      }
-      if (charge.costUsd > 0) m.cost.inc(labels, charge.costUsd);
+      deps.metrics.observeRequest({
+        // Only routable models become label values: a caller's made-up names must not add series.
+        model: entry ? model : '',
+        provider,
+        tags,
+        status,
+        code: extra.errorType ?? '',
+        seconds: latencyMs / 1000,
+        ...(usage ? { usage } : {}),
+        costUsd: charge.costUsd,
+      });
     };
 
     try {
@@ -274,7 +272,7 @@ export function chatHandler(deps: ChatDeps): ChatHandler {
           kind: 'json',
           status: 200,
           headers: { 'content-type': 'application/json', ...headers },
-          body: JSON.stringify(result.body),
+          body: result.raw ?? JSON.stringify(result.body),
         };
       }
       result.outcome.then(

@@ -33,7 +33,14 @@ export interface StreamOutcome {
 }
 
 export type ChatResult =
-  | { kind: 'json'; status: number; body: unknown; usage?: Usage }
+  | {
+      kind: 'json';
+      status: number;
+      body: unknown;
+      usage?: Usage;
+      /** The body as the upstream sent it, when it goes to the client unchanged (no re-serializing). */
+      raw?: string;
+    }
   | { kind: 'stream'; body: ReadableStream<Uint8Array>; outcome: Promise<StreamOutcome> };
 
 export interface Upstream<R extends Route = Route> {

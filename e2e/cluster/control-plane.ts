@@ -35,6 +35,10 @@ export interface ControlPlane {
   /** Stop one component (for fault tests) and start it again with the same flags. */
   restart(component: Component): Promise<void>;
   kill(component: Component): void;
+  /** SIGKILL one component (a crash, no graceful shutdown) and resolve once it has exited. */
+  crash(component: Component): Promise<void>;
+  /** Start a component that was killed or crashed, with the same flags; waits for API server readiness. */
+  start(component: Component): Promise<void>;
   stop(): Promise<void>;
 }
 
@@ -359,6 +363,17 @@ export async function startControlPlane(
     dir,
     binDir,
     kill,
+    async crash(c) {
+      const done = exited(c);
+      procs.get(c)?.kill('SIGKILL');
+      await done;
+      procs.delete(c);
+    },
+    async start(c) {
+      const child = procs.get(c);
+      if (!child || child.exitCode !== null || child.signalCode !== null) start(c);
+      if (c === 'kube-apiserver') await waitFor('kube-apiserver /readyz', 120_000, () => healthy('/readyz'));
+    },
     async restart(c) {
       await terminate(c);
       start(c);

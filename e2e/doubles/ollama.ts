@@ -19,6 +19,11 @@ export interface OllamaDoubleOptions {
   models?: string[];
   /** Default 0 = a free port; always binds 127.0.0.1. */
   port?: number;
+  /**
+   * Keep every chat request in `requests` (default true). A load test sends hundreds of thousands, so it turns this
+   * off to keep the double's memory and GC flat; `requests` then stays empty.
+   */
+  record?: boolean;
 }
 
 /**
@@ -55,7 +60,7 @@ export interface OllamaDouble {
   /** http://127.0.0.1:PORT (OpenAI base is `${url}/v1`). */
   url: string;
   port: number;
-  /** Every /v1/chat/completions request, in arrival order. Cleared in place by reset(). */
+  /** Every /v1/chat/completions request, in arrival order (none with record: false). Cleared in place by reset(). */
   requests: RecordedRequest[];
   behave(b: Partial<Behavior>): void;
   /** Behaviour defaults + clear requests. */
@@ -89,6 +94,7 @@ interface Exchange {
 
 export async function startOllamaDouble(opts: OllamaDoubleOptions = {}): Promise<OllamaDouble> {
   const models = [...(opts.models ?? DEFAULT_MODELS)];
+  const record = opts.record ?? true;
   const startedAt = new Date();
   const requests: RecordedRequest[] = [];
   const sockets = new Set<Socket>();
@@ -180,7 +186,7 @@ export async function startOllamaDouble(opts: OllamaDoubleOptions = {}): Promise
       body: undefined,
       aborted: false,
     };
-    requests.push(rec);
+    if (record) requests.push(rec);
     const ex: Exchange = { abort: new AbortController(), selfClosed: false };
     inflight.add(ex);
     // 'close' fires on normal completion too; only an unfinished response that we did not cut counts as aborted.

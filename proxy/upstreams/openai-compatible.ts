@@ -145,15 +145,20 @@ export class OpenAICompatibleUpstream implements Upstream<OpenAICompatibleRoute>
     }
 
     if (!call.stream) {
+      let raw: string;
+      try {
+        raw = await res.body.text();
+      } catch (err) {
+        throw transportError(err, call, this.timeouts.idleMs);
+      }
       let json: unknown;
       try {
-        json = await res.body.json();
-      } catch (err) {
-        if (errorCode(err)) throw transportError(err, call, this.timeouts.idleMs);
+        json = JSON.parse(raw);
+      } catch {
         throw new ProxyError(502, 'api_error', 'upstream_error', `${upstreamName(call)} sent a body that is not JSON`);
       }
       const usage = usageOf(json);
-      return usage ? { kind: 'json', status: 200, body: json, usage } : { kind: 'json', status: 200, body: json };
+      return { kind: 'json', status: 200, body: json, raw, ...(usage ? { usage } : {}) };
     }
     return this.relay(res.body, call, started);
   }
