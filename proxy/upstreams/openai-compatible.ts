@@ -19,6 +19,8 @@ import { DEFAULT_TIMEOUTS } from '../upstream.js';
  */
 
 const encoder = new TextEncoder();
+/** A delta with non-empty content, as OpenAI-compatible servers serialize it. */
+const HAS_CONTENT = /"content":\s*"(?!")/;
 const frame = (data: string) => `data: ${data}\n\n`;
 const DONE = frame('[DONE]');
 
@@ -192,6 +194,26 @@ export class OpenAICompatibleUpstream implements Upstream<OpenAICompatibleRoute>
         if (data === '[DONE]') {
           sawDone = true;
           finish();
+          return;
+        }
+        // Most events are a token: pass them on as they came, parsing only the one with usage
+        // (parsing every event was a visible share of the streaming path's CPU).
+        if (!data.includes('"usage"')) {
+          if (data.charCodeAt(0) !== 123 /* { */) {
+            finish(
+              new ProxyError(
+                502,
+                'api_error',
+                'upstream_error',
+                `${upstreamName(call)} sent an event that is not JSON`,
+              ),
+            );
+            return;
+          }
+          if (outcome.firstTokenMs === undefined && HAS_CONTENT.test(data)) {
+            outcome.firstTokenMs = performance.now() - started;
+          }
+          out.push(frame(data));
           return;
         }
         let chunk: { choices?: Array<{ delta?: { content?: string } }>; usage?: unknown };
