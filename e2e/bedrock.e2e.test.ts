@@ -1,5 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type AwsCredentials, providerCredentials, RoleCredentials } from '../crds/aws-credentials.js';
+import { errorMessage, type LogFields } from '../crds/log.js';
 import { Operator } from '../operator/operator.js';
 import { createApp } from '../proxy/app.js';
 import { ApiKeys } from '../proxy/auth.js';
@@ -9,10 +10,9 @@ import { RouteTable } from '../proxy/routing.js';
 import { BedrockUpstream } from '../proxy/upstreams/bedrock.js';
 import { OpenAICompatibleUpstream } from '../proxy/upstreams/openai-compatible.js';
 import { MemoryUsage } from '../proxy/usage.js';
-import { errorMessage, type LogFields } from '../crds/log.js';
 import { capturedLogger } from './capture.js';
-import { BEDROCK_GATEWAY, PROMPT_CANARY, USER_ACCESS_KEY } from './known-secrets.js';
 import { type AwsDouble, startAwsDouble } from './doubles/aws.js';
+import { BEDROCK_GATEWAY, PROMPT_CANARY, USER_ACCESS_KEY } from './known-secrets.js';
 import { eventually, kubeConfig, kubectl, kubectlOk } from './kube.js';
 
 /**
@@ -60,7 +60,12 @@ function chat(model: string, stream: boolean, extra: Record<string, unknown> = {
   return app.request('/openai/v1/chat/completions', {
     method: 'POST',
     headers: { 'content-type': 'application/json', 'x-api-key': 'sk-bedrock-e2e', 'x-tags': 'team:bedrock' },
-    body: JSON.stringify({ model, stream, messages: [{ role: 'user', content: `hello from the test ${PROMPT_CANARY}` }], ...extra }),
+    body: JSON.stringify({
+      model,
+      stream,
+      messages: [{ role: 'user', content: `hello from the test ${PROMPT_CANARY}` }],
+      ...extra,
+    }),
   });
 }
 const errorOf = async (res: Response) => ((await res.json()) as { error: { code: string; message: string } }).error;

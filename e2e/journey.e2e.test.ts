@@ -6,6 +6,7 @@ import { KubeConfig } from '@kubernetes/client-node';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { type AwsCredentials, providerCredentials, RoleCredentials } from '../crds/aws-credentials.js';
 import { loadCatalog } from '../crds/catalog/catalog.js';
+import { errorMessage } from '../crds/log.js';
 import { Operator } from '../operator/operator.js';
 import { createApp } from '../proxy/app.js';
 import { ApiKeys } from '../proxy/auth.js';
@@ -17,11 +18,10 @@ import { BedrockUpstream } from '../proxy/upstreams/bedrock.js';
 import { OpenAICompatibleUpstream } from '../proxy/upstreams/openai-compatible.js';
 import { UsageRecorder } from '../proxy/usage-recorder.js';
 import { UsageStore } from '../proxy/usage-store.js';
-import { errorMessage } from '../crds/log.js';
 import { capturedLogger } from './capture.js';
-import { JOURNEY_GATEWAY, PROMPT_CANARY } from './known-secrets.js';
 import { type AwsDouble, startAwsDouble } from './doubles/aws.js';
 import { type OllamaDouble, startOllamaDouble } from './doubles/ollama.js';
+import { JOURNEY_GATEWAY, PROMPT_CANARY } from './known-secrets.js';
 import { eventually, kubeConfig, kubectl, kubectlOk } from './kube.js';
 
 /**

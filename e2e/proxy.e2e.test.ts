@@ -7,10 +7,10 @@ import { ProxyMetrics } from '../proxy/metrics.js';
 import { RouteTable } from '../proxy/routing.js';
 import { OpenAICompatibleUpstream } from '../proxy/upstreams/openai-compatible.js';
 import { MemoryUsage } from '../proxy/usage.js';
-import { type OllamaDouble, startOllamaDouble } from './doubles/ollama.js';
-import { eventually, kubeConfig, kubectl, kubectlOk } from './kube.js';
 import { capturedLogger } from './capture.js';
+import { type OllamaDouble, startOllamaDouble } from './doubles/ollama.js';
 import { PROMPT_CANARY } from './known-secrets.js';
+import { eventually, kubeConfig, kubectl, kubectlOk } from './kube.js';
 
 /**
  * The proxy in cluster mode against the real API server: the routing table follows
