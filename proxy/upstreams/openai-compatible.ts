@@ -271,7 +271,11 @@ export class OpenAICompatibleUpstream implements Upstream<OpenAICompatibleRoute>
         if (out.length > 0) controller.enqueue(encoder.encode(out.splice(0).join('')));
         if (finished) {
           controller.close();
-          upstream.destroy();
+          // After [DONE] only the end of the chunked body is left: read it so the keep-alive
+          // connection goes back to the pool. Destroying it would cost a new connection per
+          // stream (and an abort error built with its stack). A broken stream is dropped.
+          if (sawDone) void upstream.dump({ limit: 64 * 1024 }).catch(() => {});
+          else upstream.destroy();
           settle(outcome);
         }
       },

@@ -1,0 +1,193 @@
+import { type ChildProcess, spawn } from 'node:child_process';
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { parseArgs } from 'node:util';
+import { type GatewaysResult, machineFacts, printRows, printVerdicts } from './gateways.js';
+
+/**
+ * `npm run bench`: the benchmarks of this repo, each in a child process of its own, collected into
+ * e2e/bench/out/results-<date>.json and e2e/bench/out/latest.json, with one summary per section at the end.
+ *   gateways  gateways.ts: proxy overhead against direct, a bare Node proxy, Portkey and LiteLLM
+ *   latency   proxy-latency.ts: sequential added latency, in-process proxy
+ *   bedrock   bedrock-latency.ts: streaming overhead of the Bedrock path through the AWS double
+ *   usage     usage-store.ts: SQLite usage store at 1M records
+ *   operator  operator-scale.ts: operator on a local control plane (binaries from e2e/cluster/build.sh)
+ * Flags: --only gateways,usage,...  --quick (smaller runs)  --duration S (gateways, per row)  --install-litellm
+ */
+
+const ROOT = fileURLToPath(new URL('../..', import.meta.url));
+const OUT = join(ROOT, 'e2e', 'bench', 'out');
+const OUTPUT_KEEP = 64 * 1024;
+
+interface Section {
+  script: string;
+  args: (opts: Options) => string[];
+  /** Writes its own JSON result (--json-out); the others' tables are captured from console.table. */
+  structured?: true;
+}
+
+const SECTIONS: Record<string, Section> = {
+  gateways: { script: 'e2e/bench/gateways.ts', args: (opts) => opts.gatewayArgs, structured: true },
+  latency: { script: 'e2e/bench/proxy-latency.ts', args: (opts) => (opts.quick ? ['300'] : []) },
+  bedrock: { script: 'e2e/bench/bedrock-latency.ts', args: (opts) => (opts.quick ? ['50'] : []) },
+  usage: { script: 'e2e/bench/usage-store.ts', args: (opts) => (opts.quick ? ['100000'] : []) },
+  operator: { script: 'e2e/bench/operator-scale.ts', args: (opts) => (opts.quick ? ['20'] : []) },
+};
+
+/**
+ * The older benchmarks only print console.table; this preload also appends every table they print, as a JSON line,
+ * to $BENCH_TABLES_FILE, so their numbers reach the results file without changing them.
+ */
+const CAPTURE_TABLES =
+  'data:text/javascript,' +
+  encodeURIComponent(
+    "import { appendFileSync } from 'node:fs';" +
+      'const file = process.env.BENCH_TABLES_FILE; const table = console.table.bind(console);' +
+      'console.table = (data, columns) => { if (file) appendFileSync(file, JSON.stringify(data) + "\\n");' +
+      ' return table(data, columns); };',
+  );
+
+interface SectionResult {
+  status: 'ok' | 'failed' | 'interrupted';
+  exitCode: number | null;
+  seconds: number;
+  /** gateways: its structured result; the others: the tables they printed. */
+  result?: GatewaysResult;
+  tables?: unknown[];
+  /** What the section printed (its last 64 KiB), for the facts it does not put in a table. */
+  output?: string;
+}
+
+// The section running now, in a process group of its own so that its whole tree (proxies, doubles, a control plane)
+// can be signalled at once.
+let current: ChildProcess | undefined;
+let interrupted = false;
+
+function signalGroup(signal: NodeJS.Signals): void {
+  const pid = current?.pid;
+  if (pid === undefined || current?.exitCode !== null || current.signalCode !== null) return;
+  try {
+    process.kill(-pid, signal);
+  } catch {
+    // Already gone.
+  }
+}
+
+function installCleanup(): void {
+  process.on('exit', () => signalGroup('SIGKILL'));
+  for (const signal of ['SIGINT', 'SIGTERM', 'SIGHUP'] as const) {
+    process.on(signal, () => {
+      // A second Ctrl-C does not wait for the grace period.
+      if (interrupted) process.exit(130);
+      interrupted = true;
+      console.error(`\n${signal}: stopping the running benchmark (again to force)`);
+      signalGroup('SIGTERM');
+      setTimeout(() => signalGroup('SIGKILL'), 5000).unref();
+    });
+  }
+}
+
+async function runSection(name: string, section: Section, opts: Options, scratch: string): Promise<SectionResult> {
+  const tables = join(scratch, `${name}.tables.jsonl`);
+  const jsonOut = join(scratch, `${name}.json`);
+  const own = section.args(opts);
+  const args = section.structured
+    ? ['--import', 'tsx', section.script, '--json-out', jsonOut, ...own]
+    : ['--import', 'tsx', '--import', CAPTURE_TABLES, section.script, ...own];
+  console.log(`\n=== ${name}: ${section.script} ${own.join(' ')}`);
+  const started = performance.now();
+  current = spawn(process.execPath, args, {
+    cwd: ROOT,
+    env: { ...process.env, BENCH_TABLES_FILE: tables },
+    stdio: ['ignore', 'pipe', 'inherit'],
+    detached: true,
+  });
+  // Teed: the run stays visible live, and lines printed outside tables (usage-store's write rate) are kept too.
+  let output = '';
+  current.stdout?.on('data', (d: Buffer) => {
+    process.stdout.write(d);
+    output = (output + d.toString()).slice(-OUTPUT_KEEP);
+  });
+  const exitCode = await new Promise<number | null>((resolve) => {
+    current?.once('exit', (code) => resolve(code));
+    current?.once('error', () => resolve(null));
+  });
+  current = undefined;
+  const seconds = +((performance.now() - started) / 1000).toFixed(1);
+  const status = interrupted ? 'interrupted' : exitCode === 0 ? 'ok' : 'failed';
+  if (existsSync(jsonOut)) {
+    return { status, exitCode, seconds, result: JSON.parse(readFileSync(jsonOut, 'utf8')) as GatewaysResult };
+  }
+  const lines = existsSync(tables) ? readFileSync(tables, 'utf8').split('\n').filter(Boolean) : [];
+  return { status, exitCode, seconds, tables: lines.map((l) => JSON.parse(l) as unknown), output };
+}
+
+interface Options {
+  only: string[];
+  quick: boolean;
+  gatewayArgs: string[];
+}
+
+function parseOptions(): Options {
+  const { values } = parseArgs({
+    options: {
+      only: { type: 'string', default: Object.keys(SECTIONS).join(',') },
+      quick: { type: 'boolean', default: false },
+      duration: { type: 'string' },
+      'install-litellm': { type: 'boolean', default: false },
+    },
+  });
+  const only = (values.only ?? '').split(',').map((s) => s.trim());
+  const unknown = only.filter((s) => !(s in SECTIONS));
+  if (unknown.length > 0) throw new Error(`unknown sections ${unknown.join(',')}; known: ${Object.keys(SECTIONS)}`);
+  const gatewayArgs = [
+    ...(values.quick ? ['--quick'] : []),
+    ...(values.duration ? ['--duration', values.duration] : []),
+    ...(values['install-litellm'] ? ['--install-litellm'] : []),
+  ];
+  return { only, quick: values.quick ?? false, gatewayArgs };
+}
+
+function summarize(results: Record<string, SectionResult>): void {
+  console.log('\n================ summary ================');
+  for (const [name, r] of Object.entries(results)) {
+    console.log(`\n== ${name}: ${r.status} in ${r.seconds} s${r.exitCode ? ` (exit ${r.exitCode})` : ''}`);
+    if (r.result) {
+      printRows(r.result.rows);
+      printVerdicts(r.result.verdicts);
+    }
+    for (const table of r.tables ?? []) console.table(table);
+  }
+}
+
+async function main(): Promise<void> {
+  const opts = parseOptions();
+  installCleanup();
+  const machine = machineFacts();
+  const scratch = mkdtempSync(join(tmpdir(), 'bench-'));
+  const results: Record<string, SectionResult> = {};
+  try {
+    for (const name of opts.only) {
+      const section = SECTIONS[name];
+      if (!section || interrupted) continue;
+      results[name] = await runSection(name, section, opts, scratch);
+    }
+  } finally {
+    rmSync(scratch, { recursive: true, force: true });
+  }
+  summarize(results);
+  const stamp = machine.date.replace(/[:.]/g, '-');
+  const file = join(OUT, `results-${stamp}.json`);
+  const text = `${JSON.stringify({ machine, quick: opts.quick, sections: results }, null, 2)}\n`;
+  mkdirSync(OUT, { recursive: true });
+  writeFileSync(file, text);
+  // latest.json stays the last complete run; an interrupted one is only kept under its date.
+  if (!interrupted) writeFileSync(join(OUT, 'latest.json'), text);
+  console.log(`\nwritten ${file}${interrupted ? '' : ' and e2e/bench/out/latest.json'}`);
+  if (interrupted) process.exit(130);
+  if (Object.values(results).some((r) => r.status !== 'ok')) process.exitCode = 1;
+}
+
+await main();

@@ -1,0 +1,949 @@
+import { type ChildProcess, execFileSync, spawn } from 'node:child_process';
+import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { createServer } from 'node:net';
+import os from 'node:os';
+import { dirname, join } from 'node:path';
+import { createInterface } from 'node:readline';
+import { setTimeout as delay } from 'node:timers/promises';
+import { fileURLToPath, pathToFileURL } from 'node:url';
+import { parseArgs } from 'node:util';
+import Database from 'better-sqlite3';
+import { Agent, request } from 'undici';
+import { startProxyProcess } from '../proxy-process.js';
+import { findLiteLLM, installLiteLLM, LITELLM_MISSING, liteLLMLaunch } from './litellm.js';
+import type { LoadArgs, LoadResult } from './load.js';
+
+/**
+ * Proxy overhead, compared: the same upstream double, the same load generator (autocannon in its own process) and the
+ * same requests, non-streaming and streaming, at several concurrencies, against
+ *   direct   the Ollama double itself (its own process),
+ *   bare     a pass-through node:http proxy (bare-proxy.ts): the floor of any Node proxy here,
+ *   ours     proxy/main.ts standalone, as users run it, with auth, tags, routing, usage (SQLite) and metrics on,
+ *   portkey  Portkey's open-source gateway (@portkey-ai/gateway),
+ *   litellm  LiteLLM's proxy, when a `litellm` executable is installed (see litellm.ts).
+ * Per run: requests/s, latency mean/p50/p99, errors, latency added over direct, CPU (% of one core) and peak RSS of
+ * the process under test. Streaming time to first token comes from a sequential client of its own, since autocannon
+ * only times whole responses. Ends with PASS/FAIL lines for the project's overhead targets.
+ * Run: npx tsx e2e/bench/gateways.ts [--quick] [--duration S] [--connections 1,16,128] [--targets a,b]
+ *      [--ttft-requests N] [--json-out FILE] [--install-litellm]
+ */
+
+const ROOT = fileURLToPath(new URL('../..', import.meta.url));
+const MODEL = 'llama3.1:8b';
+const TARGETS = ['direct', 'bare', 'ours', 'portkey', 'litellm'] as const;
+type TargetName = (typeof TARGETS)[number];
+const MODES = ['json', 'stream'] as const;
+type Mode = (typeof MODES)[number];
+/** Fixed upstream behaviour: 8 tokens, no artificial delays, so every difference is the proxy's. */
+const UPSTREAM = { completionTokens: 8, firstByteDelayMs: 0, interTokenDelayMs: 0 };
+const OUTPUT_KEEP = 64 * 1024;
+const PORTKEY = 'node_modules/@portkey-ai/gateway/build/start-server.js';
+/**
+ * Portkey 1.15.2 with the @hono/node-server npm resolves for it (1.19.x) answers every streaming request with 500
+ * "TypeError: immutable" (Portkey-AI/gateway#1389): it appends headers to the upstream fetch Response. This preload
+ * hands it responses with mutable headers, so it can be measured at all; it costs one Response copy per request.
+ */
+const PORTKEY_SHIM =
+  'data:text/javascript,' +
+  encodeURIComponent(
+    'const f=globalThis.fetch,R=globalThis.Response,H=globalThis.Headers;' +
+      'globalThis.fetch=async(...a)=>{const r=await f(...a);' +
+      'return new R(r.body,{status:r.status,statusText:r.statusText,headers:new H(r.headers)})};',
+  );
+
+interface Settings {
+  durationS: number;
+  warmupS: number;
+  connections: number[];
+  targets: TargetName[];
+  ttftRequests: number;
+  ttftWarmup: number;
+  installLiteLLM: boolean;
+}
+
+const errorMessage = (err: unknown) => (err instanceof Error ? err.message : String(err));
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+const round = (v: number, digits = 3) => (Number.isFinite(v) ? +v.toFixed(digits) : Number.NaN);
+const progress = (msg: string) => process.stderr.write(`[gateways] ${msg}\n`);
+
+// ---------------------------------------------------------------------------------------------------------------
+// Machine facts
+
+export interface MachineFacts {
+  cpuModel: string;
+  cores: number;
+  ramGiB: number;
+  node: string;
+  os: string;
+  date: string;
+  loadAverage: number[];
+}
+
+export function machineFacts(): MachineFacts {
+  const cpuinfo = readText('/proc/cpuinfo');
+  const osRelease = /^PRETTY_NAME="?([^"\n]*)"?$/m.exec(readText('/etc/os-release'))?.[1];
+  return {
+    cpuModel: /^model name\s*:\s*(.*)$/m.exec(cpuinfo)?.[1]?.trim() ?? os.cpus()[0]?.model ?? 'unknown',
+    cores: os.availableParallelism(),
+    ramGiB: round(os.totalmem() / 2 ** 30, 1),
+    node: process.version,
+    os: `${osRelease ?? os.type()} (${os.type()} ${os.release()} ${os.arch()})`,
+    date: new Date().toISOString(),
+    // Other work on a shared machine shows here; read it before trusting small differences.
+    loadAverage: os.loadavg().map((l) => round(l, 2)),
+  };
+}
+
+function readText(path: string): string {
+  try {
+    return readFileSync(path, 'utf8');
+  } catch {
+    return '';
+  }
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// Child processes: every one is registered so that exit, Ctrl-C or a crash takes it down too.
+
+interface Managed {
+  name: string;
+  pid: number;
+  stop(): Promise<void>;
+  kill(): void;
+}
+
+const running = new Set<Managed>();
+
+class Child implements Managed {
+  readonly proc: ChildProcess;
+  private out = '';
+
+  constructor(
+    readonly name: string,
+    command: string,
+    args: string[],
+    env: NodeJS.ProcessEnv = process.env,
+  ) {
+    // The IPC channel is only a lifeline: our own children exit on 'disconnect' if this process dies unannounced.
+    const ipc = command === process.execPath;
+    this.proc = spawn(command, args, {
+      cwd: ROOT,
+      env,
+      stdio: ['ignore', 'pipe', 'pipe', ...(ipc ? ['ipc' as const] : [])],
+    });
+    const keep = (d: Buffer) => {
+      this.out = (this.out + d.toString()).slice(-OUTPUT_KEEP);
+    };
+    this.proc.stdout?.on('data', keep);
+    this.proc.stderr?.on('data', keep);
+    this.proc.on('error', (err) => keep(Buffer.from(`\nspawn failed: ${err.message}\n`)));
+    running.add(this);
+    this.proc.once('exit', () => running.delete(this));
+  }
+
+  get pid(): number {
+    return this.proc.pid ?? -1;
+  }
+
+  get exited(): boolean {
+    return this.proc.exitCode !== null || this.proc.signalCode !== null || this.proc.pid === undefined;
+  }
+
+  output(): string {
+    return this.out;
+  }
+
+  stdout(): NodeJS.ReadableStream {
+    if (!this.proc.stdout) throw new Error(`${this.name}: no stdout`);
+    return this.proc.stdout;
+  }
+
+  /** Polls the output until `test` returns a value; fails if the process exits or time runs out. */
+  async waitFor<T>(what: string, test: (out: string) => T | undefined, timeoutMs: number): Promise<T> {
+    const deadline = Date.now() + timeoutMs;
+    while (Date.now() < deadline) {
+      const found = test(this.out);
+      if (found !== undefined) return found;
+      if (this.exited) break;
+      await sleep(50);
+    }
+    throw new Error(`${this.name}: no ${what} (${this.exited ? 'exited' : 'timed out'}):\n${this.out.slice(-2000)}`);
+  }
+
+  async stop(): Promise<void> {
+    if (this.exited) return;
+    const gone = new Promise<void>((resolve) => this.proc.once('exit', () => resolve()));
+    this.proc.kill('SIGTERM');
+    await Promise.race([gone, delay(5000, undefined, { ref: false })]);
+    this.kill();
+  }
+
+  kill(): void {
+    if (!this.exited) this.proc.kill('SIGKILL');
+  }
+}
+
+/** The `{"url": ...}` line our own servers print once listening. */
+function urlLine(out: string): string | undefined {
+  for (const line of out.split('\n')) {
+    if (!line.startsWith('{"url"')) continue;
+    return (JSON.parse(line) as { url: string }).url;
+  }
+  return undefined;
+}
+
+async function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const srv = createServer();
+    srv.on('error', reject);
+    srv.listen(0, '127.0.0.1', () => {
+      const addr = srv.address();
+      srv.close(() => (typeof addr === 'object' && addr ? resolve(addr.port) : reject(new Error('no port'))));
+    });
+  });
+}
+
+async function waitHealthy(url: string, child: Child, timeoutMs: number): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (Date.now() < deadline && !child.exited) {
+    if ((await fetch(url).catch(() => undefined))?.ok) return;
+    await sleep(250);
+  }
+  const why = child.exited ? 'exited' : 'timed out';
+  throw new Error(`${child.name}: no 200 from ${url} (${why}):\n${child.output().slice(-2000)}`);
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// /proc sampling of the process under test (and its children: a wrapper must not hide the real server's cost).
+
+const CLK_TCK = (() => {
+  try {
+    return Number(execFileSync('getconf', ['CLK_TCK'], { encoding: 'utf8' }).trim()) || 100;
+  } catch {
+    return 100;
+  }
+})();
+
+function processTree(pid: number): number[] {
+  const all = [pid];
+  for (let i = 0; i < all.length; i++) {
+    const task = `/proc/${all[i]}/task`;
+    let tids: string[] = [];
+    try {
+      tids = readdirSync(task);
+    } catch {
+      continue; // Gone since it was listed.
+    }
+    for (const tid of tids) {
+      for (const child of readText(`${task}/${tid}/children`).split(' ')) if (child.trim()) all.push(Number(child));
+    }
+  }
+  return all;
+}
+
+/** utime + stime of the tree, in clock ticks (fields 14 and 15 of /proc/PID/stat, counted after the comm). */
+function cpuTicks(pid: number): number {
+  let ticks = 0;
+  for (const p of processTree(pid)) {
+    const stat = readText(`/proc/${p}/stat`);
+    const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+    ticks += Number(fields[11] ?? 0) + Number(fields[12] ?? 0);
+  }
+  return ticks;
+}
+
+function rssKiB(pid: number): number {
+  let kib = 0;
+  for (const p of processTree(pid)) kib += Number(/VmRSS:\s+(\d+)/.exec(readText(`/proc/${p}/status`))?.[1] ?? 0);
+  return kib;
+}
+
+/** CPU and peak RSS of one process tree between construction and finish(). */
+class Usage {
+  private readonly t0 = performance.now();
+  private readonly ticks0: number;
+  private peakKiB: number;
+  private readonly timer: NodeJS.Timeout;
+
+  constructor(private readonly pid: number) {
+    this.ticks0 = cpuTicks(pid);
+    this.peakKiB = rssKiB(pid);
+    this.timer = setInterval(() => {
+      this.peakKiB = Math.max(this.peakKiB, rssKiB(this.pid));
+    }, 100);
+  }
+
+  finish(): { cpuPct: number; rssMiB: number } {
+    clearInterval(this.timer);
+    const seconds = (performance.now() - this.t0) / 1000;
+    const cpuSeconds = (cpuTicks(this.pid) - this.ticks0) / CLK_TCK;
+    this.peakKiB = Math.max(this.peakKiB, rssKiB(this.pid));
+    return { cpuPct: round((cpuSeconds / seconds) * 100, 1), rssMiB: round(this.peakKiB / 1024, 1) };
+  }
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// Targets
+
+interface Target {
+  name: TargetName;
+  /** Full chat completions URL. */
+  url: string;
+  headers: Record<string, string>;
+  /** The process whose CPU and memory count as the target's. */
+  pid: number;
+  notes: string[];
+  stop(): Promise<void>;
+  /** After the runs, before stop: anything worth checking about what the target did. */
+  inspect?: () => Promise<Record<string, number | string>>;
+}
+
+interface Double {
+  url: string;
+  pid: number;
+  child: Child;
+}
+
+/** Same bytes to every target. The double ignores `tags`; ours records them (LiteLLM keeps them as metadata). */
+function chatBody(mode: Mode): string {
+  return JSON.stringify({
+    model: MODEL,
+    messages: [{ role: 'user', content: 'hello there' }],
+    stream: mode === 'stream',
+    tags: ['project:bench'],
+  });
+}
+const BODIES: Record<Mode, string> = { json: chatBody('json'), stream: chatBody('stream') };
+const JSON_HEADERS = { 'content-type': 'application/json' };
+
+class Skip extends Error {}
+
+async function startDouble(): Promise<Double> {
+  const main = [
+    `import { startOllamaDouble } from './e2e/doubles/ollama.ts';`,
+    `const double = await startOllamaDouble({ models: [${JSON.stringify(MODEL)}], record: false });`,
+    `double.behave(${JSON.stringify(UPSTREAM)});`,
+    `process.on('disconnect', () => process.exit(0));`,
+    `console.log(JSON.stringify({ url: double.url }));`,
+  ].join('\n');
+  const child = new Child('double', process.execPath, ['--import', 'tsx', '--input-type=module', '-e', main]);
+  const url = await child.waitFor('url', urlLine, 20_000);
+  return { url, pid: child.pid, child };
+}
+
+async function startTarget(name: TargetName, double: Double, dir: string, settings: Settings): Promise<Target> {
+  switch (name) {
+    case 'direct':
+      return {
+        name,
+        url: `${double.url}/v1/chat/completions`,
+        headers: JSON_HEADERS,
+        pid: double.pid,
+        notes: ['the double itself: cpu/rss columns are the double'],
+        stop: async () => {},
+      };
+    case 'bare':
+      return startBare(double);
+    case 'ours':
+      return startOurs(double, dir);
+    case 'portkey':
+      return startPortkey(double);
+    case 'litellm':
+      return startLiteLLM(double, dir, settings);
+  }
+}
+
+async function startBare(double: Double): Promise<Target> {
+  const child = new Child('bare', process.execPath, ['--import', 'tsx', 'e2e/bench/bare-proxy.ts', double.url]);
+  const url = await child.waitFor('url', urlLine, 20_000);
+  return {
+    name: 'bare',
+    url: `${url}/v1/chat/completions`,
+    headers: JSON_HEADERS,
+    pid: child.pid,
+    notes: [],
+    stop: () => child.stop(),
+  };
+}
+
+async function startOurs(double: Double, dir: string): Promise<Target> {
+  const config = join(dir, 'ours.yaml');
+  writeFileSync(
+    config,
+    [
+      'apiVersion: ai.platform/v1beta1',
+      'kind: ModelDeployment',
+      'metadata:',
+      '  name: bench-llama',
+      'spec:',
+      `  model: ${MODEL}`,
+      '  serviceName: bench-llama',
+      `  endpoint: ${double.url}`,
+      '',
+    ].join('\n'),
+  );
+  const keys = join(dir, 'keys.txt');
+  writeFileSync(keys, 'sk-bench\n');
+  const usageDb = join(dir, 'usage.db');
+  const proxy = await startProxyProcess(['--config', config, '--keys-file', keys, '--usage-db', usageDb]);
+  const managed: Managed = {
+    name: 'ours',
+    pid: proxy.child.pid ?? -1,
+    stop: async () => {
+      // SIGTERM is the graceful path: the usage recorder flushes what is queued into SQLite.
+      await proxy.stop('SIGTERM');
+    },
+    kill: () => proxy.child.kill('SIGKILL'),
+  };
+  running.add(managed);
+  proxy.child.once('exit', () => running.delete(managed));
+  return {
+    name: 'ours',
+    url: `${proxy.base}/openai/v1/chat/completions`,
+    headers: { ...JSON_HEADERS, 'x-api-key': 'sk-bench', 'x-tags': 'team:bench' },
+    pid: managed.pid,
+    notes: ['node --import tsx proxy/main.ts --config --keys-file --usage-db (standalone, all features on)'],
+    stop: async () => {
+      await managed.stop();
+    },
+    inspect: () => inspectOurs(proxy.base, usageDb),
+  };
+}
+
+/** Proof that the features ran: tagged requests in the metrics and usage rows in SQLite (read after a flush). */
+async function inspectOurs(base: string, usageDb: string): Promise<Record<string, number | string>> {
+  const metrics = await (await fetch(`${base}/metrics`)).text();
+  const sum = (prefix: string, filter = '') =>
+    metrics
+      .split('\n')
+      .filter((l) => l.startsWith(prefix) && l.includes(filter))
+      .reduce((acc, l) => acc + Number(l.split(' ').at(-1)), 0);
+  // Past the recorder's 250 ms batch interval, so the rows counted below are all there is.
+  await sleep(600);
+  const db = new Database(usageDb, { readonly: true, fileMustExist: true });
+  try {
+    const row = db.prepare('SELECT count(*) AS n FROM requests').get() as { n: number };
+    return {
+      metricsRequestsTeamBench: sum('gateway_requests_total{', 'team="bench"'),
+      usageRowsInSqlite: row.n,
+      usageRecordsDropped: sum('gateway_usage_records_dropped_total'),
+    };
+  } finally {
+    db.close();
+  }
+}
+
+async function startPortkey(double: Double): Promise<Target> {
+  const plain = await launchPortkey(double, false);
+  const failures = await probe(plain);
+  if (failures.length === 0) return plain;
+  const log = plain.log();
+  await plain.stop();
+  const broken = failures.join('; ');
+  if (!failures.every((f) => f.startsWith('stream')) || !log.includes('immutable')) {
+    throw new Error(`portkey does not answer: ${broken}\n${log.slice(-1500)}`);
+  }
+  const patched = await launchPortkey(double, true);
+  patched.notes.push(
+    `out of the box streaming fails (${broken.slice(0, 120)}; log: TypeError: immutable, Portkey-AI/gateway#1389); ` +
+      'measured with a preload giving upstream fetch responses mutable headers (both modes)',
+  );
+  return patched;
+}
+
+async function launchPortkey(double: Double, shim: boolean): Promise<Target & { log: () => string }> {
+  const port = await freePort();
+  const args = [...(shim ? ['--import', PORTKEY_SHIM] : []), PORTKEY, `--port=${port}`];
+  const child = new Child('portkey', process.execPath, args);
+  await child.waitFor(
+    '"Ready for connections"',
+    (out) => (out.includes('Ready for connections') ? true : undefined),
+    30_000,
+  );
+  return {
+    name: 'portkey',
+    url: `http://127.0.0.1:${port}/v1/chat/completions`,
+    headers: {
+      ...JSON_HEADERS,
+      'x-portkey-provider': 'openai',
+      'x-portkey-custom-host': `${double.url}/v1`,
+      authorization: 'Bearer sk-bench',
+    },
+    pid: child.pid,
+    notes: ['node build/start-server.js --port=N (default options, console UI on)'],
+    stop: () => child.stop(),
+    log: () => child.output(),
+  };
+}
+
+async function startLiteLLM(double: Double, dir: string, settings: Settings): Promise<Target> {
+  let bin = findLiteLLM();
+  if (bin === undefined && settings.installLiteLLM) bin = installLiteLLM();
+  if (bin === undefined) throw new Skip(LITELLM_MISSING);
+  const port = await freePort();
+  const launch = liteLLMLaunch(double.url, dir, port);
+  const child = new Child('litellm', bin, launch.args, launch.env);
+  const health = `http://127.0.0.1:${port}/health/liveliness`;
+  // Python start-up with LiteLLM's imports takes 10+ s on this class of machine.
+  await waitHealthy(health, child, 120_000);
+  return {
+    name: 'litellm',
+    url: `http://127.0.0.1:${port}/v1/chat/completions`,
+    headers: { ...JSON_HEADERS, authorization: `Bearer ${launch.masterKey}` },
+    pid: child.pid,
+    notes: [`${bin} --num_workers 1, master key, no database, LITELLM_LOG=ERROR`],
+    stop: () => child.stop(),
+  };
+}
+
+/** One request per mode; returns what is wrong (nothing: the target reaches the double and answers 200). */
+async function probe(t: Target): Promise<string[]> {
+  const failures: string[] = [];
+  for (const mode of MODES) {
+    try {
+      const res = await request(t.url, { method: 'POST', headers: t.headers, body: BODIES[mode] });
+      const text = await res.body.text();
+      if (res.statusCode !== 200) failures.push(`${mode}: HTTP ${res.statusCode} ${text.slice(0, 200)}`);
+      else if (!text.includes('tok7'))
+        failures.push(`${mode}: 200 without the double's completion: ${text.slice(0, 200)}`);
+      else if (mode === 'stream' && !text.includes('[DONE]')) failures.push(`${mode}: stream without [DONE]`);
+    } catch (err) {
+      failures.push(`${mode}: ${errorMessage(err)}`);
+    }
+  }
+  return failures;
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// Measurements
+
+interface Run {
+  target: TargetName;
+  mode: Mode;
+  c: number;
+  load: LoadResult;
+  cpuPct: number;
+  rssMiB: number;
+  doubleCpuPct: number;
+}
+
+interface LoadEvent {
+  event: 'start' | 'stop' | 'result';
+}
+
+/** One autocannon run in its own process; CPU and RSS are sampled between its start and stop markers. */
+async function runLoad(t: Target, double: Double, mode: Mode, c: number, settings: Settings): Promise<Run> {
+  const args: LoadArgs = {
+    url: t.url,
+    headers: t.headers,
+    body: BODIES[mode],
+    connections: c,
+    warmupS: settings.warmupS,
+    durationS: settings.durationS,
+  };
+  const child = new Child('load', process.execPath, ['--import', 'tsx', 'e2e/bench/load.ts', JSON.stringify(args)]);
+  const limit = setTimeout(() => child.kill(), (settings.warmupS + settings.durationS + 60) * 1000);
+  let target: Usage | undefined;
+  let upstream: Usage | undefined;
+  let sampled: { target: ReturnType<Usage['finish']>; double: ReturnType<Usage['finish']> } | undefined;
+  let result: LoadResult | undefined;
+  try {
+    // Lines are handled as they arrive, not polled, so the sampled window matches the measured one.
+    for await (const line of createInterface({ input: child.stdout() })) {
+      if (!line.startsWith('{"event"')) continue;
+      const ev = JSON.parse(line) as LoadEvent;
+      if (ev.event === 'start') {
+        target = new Usage(t.pid);
+        upstream = t.pid === double.pid ? target : new Usage(double.pid);
+      } else if (ev.event === 'stop' && target && upstream) {
+        const tu = target.finish();
+        sampled = { target: tu, double: upstream === target ? tu : upstream.finish() };
+      } else if (ev.event === 'result') {
+        result = ev as LoadEvent & LoadResult;
+        break;
+      }
+    }
+  } finally {
+    clearTimeout(limit);
+    await child.stop();
+  }
+  if (!result || !sampled) throw new Error(`load generator failed:\n${child.output().slice(-2000)}`);
+  return {
+    target: t.name,
+    mode,
+    c,
+    load: result,
+    cpuPct: sampled.target.cpuPct,
+    rssMiB: sampled.target.rssMiB,
+    doubleCpuPct: sampled.double.cpuPct,
+  };
+}
+
+interface Ttft {
+  target: TargetName;
+  requests: number;
+  ttftP50Ms: number;
+  ttftMeanMs: number;
+  ttftP99Ms: number;
+  totalP50Ms: number;
+}
+
+/** Sequential streaming requests on one keep-alive connection: time until the first chunk carrying content. */
+async function timeToFirstToken(t: Target, settings: Settings): Promise<Ttft> {
+  const dispatcher = new Agent({ connections: 1 });
+  const first: number[] = [];
+  const total: number[] = [];
+  try {
+    for (let i = 0; i < settings.ttftWarmup + settings.ttftRequests; i++) {
+      const r = await streamOnce(t, dispatcher);
+      if (i < settings.ttftWarmup) continue;
+      first.push(r.first);
+      total.push(r.total);
+    }
+  } finally {
+    await dispatcher.close();
+  }
+  first.sort((a, b) => a - b);
+  total.sort((a, b) => a - b);
+  return {
+    target: t.name,
+    requests: first.length,
+    ttftP50Ms: round(pct(first, 50)),
+    ttftMeanMs: round(first.reduce((a, b) => a + b, 0) / first.length),
+    ttftP99Ms: round(pct(first, 99)),
+    totalP50Ms: round(pct(total, 50)),
+  };
+}
+
+async function streamOnce(t: Target, dispatcher: Agent): Promise<{ first: number; total: number }> {
+  const t0 = performance.now();
+  const res = await request(t.url, { method: 'POST', headers: t.headers, body: BODIES.stream, dispatcher });
+  let first = Number.NaN;
+  for await (const chunk of res.body) {
+    if (Number.isNaN(first) && (chunk as Buffer).includes('"content"')) first = performance.now() - t0;
+  }
+  if (res.statusCode !== 200 || Number.isNaN(first)) {
+    throw new Error(`${t.name}: streaming request gave HTTP ${res.statusCode} without content`);
+  }
+  return { first, total: performance.now() - t0 };
+}
+
+function pct(sorted: number[], p: number): number {
+  return sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))] ?? Number.NaN;
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// Report
+
+interface Row {
+  target: TargetName;
+  mode: Mode;
+  c: number;
+  rps: number;
+  meanMs: number;
+  p50Ms: number;
+  p99Ms: number;
+  /** 2xx responses completed in the measured window. */
+  ok: number;
+  /** non-2xx + errors (errors include timeouts). Anything but 0 invalidates the row. */
+  bad: number;
+  addedMeanMs: number;
+  addedP50Ms: number;
+  cpuPct: number;
+  /** CPU time per request: compares processes that ran at different throughputs. */
+  cpuUsPerReq: number;
+  rssMiB: number;
+  doubleCpuPct: number;
+  loadgenCpuPct: number;
+  statusCodes: Record<string, number>;
+}
+
+function toRows(runs: Run[]): Row[] {
+  const direct = (mode: Mode, c: number) => runs.find((r) => r.target === 'direct' && r.mode === mode && r.c === c);
+  // Latencies of a run that completed nothing arrive as null (JSON has no NaN); they must not count as 0 ms.
+  const ms = (run: Run | undefined, v: (l: LoadResult) => number) =>
+    run && run.load.ok > 0 ? v(run.load) : Number.NaN;
+  return runs.map((r) => {
+    const d = direct(r.mode, r.c);
+    const mean = ms(r, (l) => l.meanMs);
+    const p50 = ms(r, (l) => l.p50Ms);
+    return {
+      target: r.target,
+      mode: r.mode,
+      c: r.c,
+      rps: r.load.rps,
+      meanMs: mean,
+      p50Ms: p50,
+      p99Ms: ms(r, (l) => l.p99Ms),
+      ok: r.load.ok,
+      bad: r.load.non2xx + r.load.errors,
+      addedMeanMs: round(mean - ms(d, (l) => l.meanMs)),
+      addedP50Ms: round(p50 - ms(d, (l) => l.p50Ms)),
+      cpuPct: r.cpuPct,
+      cpuUsPerReq: round(((r.cpuPct / 100) * 1e6) / r.load.rps, 1),
+      rssMiB: r.rssMiB,
+      doubleCpuPct: r.doubleCpuPct,
+      loadgenCpuPct: r.load.loadCpuPct,
+      statusCodes: r.load.statusCodes,
+    };
+  });
+}
+
+export function printRows(rows: Row[]): void {
+  console.table(
+    rows.map((r) => ({
+      target: r.target,
+      mode: r.mode,
+      c: r.c,
+      'req/s': r.rps,
+      'mean ms': r.meanMs,
+      'p50 ms': r.p50Ms,
+      'p99 ms': r.p99Ms,
+      ok: r.ok,
+      bad: r.bad,
+      '+mean ms': r.addedMeanMs,
+      '+p50 ms': r.addedP50Ms,
+      'cpu %': r.cpuPct,
+      'cpu µs/req': r.cpuUsPerReq,
+      'rss MiB': r.rssMiB,
+      'double cpu %': r.doubleCpuPct,
+      'loadgen cpu %': r.loadgenCpuPct,
+    })),
+  );
+}
+
+interface Verdict {
+  id: string;
+  pass: boolean | null;
+  detail: string;
+}
+
+function verdicts(rows: Row[], ttft: Ttft[], concurrencies: number[]): Verdict[] {
+  const row = (target: TargetName, mode: Mode, c: number) =>
+    rows.find((r) => r.target === target && r.mode === mode && r.c === c);
+  const out: Verdict[] = [];
+  for (const mode of MODES) {
+    const [ours, bare] = [row('ours', mode, 1), row('bare', mode, 1)];
+    out.push(
+      ours && bare
+        ? {
+            id: `(a) ${mode} c=1: ours' added mean latency within 0.1 ms of bare's`,
+            pass: ours.addedMeanMs - bare.addedMeanMs <= 0.1,
+            detail: `ours +${ours.addedMeanMs} ms, bare +${bare.addedMeanMs} ms, difference ${round(ours.addedMeanMs - bare.addedMeanMs)} ms`,
+          }
+        : { id: `(a) ${mode} c=1`, pass: null, detail: 'ours or bare not measured at c=1' },
+    );
+  }
+  for (const mode of MODES) {
+    for (const c of concurrencies.filter((n) => n > 1)) {
+      const [ours, bare] = [row('ours', mode, c), row('bare', mode, c)];
+      if (!ours || !bare) continue;
+      out.push({
+        id: `(b) ${mode} c=${c}: ours' throughput >= 85% of bare's`,
+        pass: ours.rps >= 0.85 * bare.rps,
+        detail: `ours ${ours.rps} req/s, bare ${bare.rps} req/s = ${round((100 * ours.rps) / bare.rps, 1)}%`,
+      });
+    }
+  }
+  const [oursT, directT] = [ttft.find((t) => t.target === 'ours'), ttft.find((t) => t.target === 'direct')];
+  out.push(
+    oursT && directT
+      ? {
+          id: '(c) streaming TTFT overhead of ours <= 1 ms (p50)',
+          pass: oursT.ttftP50Ms - directT.ttftP50Ms <= 1,
+          detail: `p50 +${round(oursT.ttftP50Ms - directT.ttftP50Ms)} ms, mean +${round(oursT.ttftMeanMs - directT.ttftMeanMs)} ms`,
+        }
+      : { id: '(c) streaming TTFT overhead', pass: null, detail: 'ours or direct TTFT not measured' },
+  );
+  for (const mode of MODES) {
+    for (const c of concurrencies) {
+      const [ours, portkey] = [row('ours', mode, c), row('portkey', mode, c)];
+      if (!ours || !portkey) {
+        out.push({ id: `(d) ${mode} c=${c}: ours vs portkey`, pass: null, detail: 'ours or portkey not measured' });
+        continue;
+      }
+      const x = ours.rps / portkey.rps;
+      out.push({
+        id: `(d) ${mode} c=${c}: ours >= 10x portkey throughput and <= 1/10 of its added latency`,
+        pass: x >= 10 && ours.addedMeanMs <= portkey.addedMeanMs / 10,
+        detail:
+          `throughput ${round(x, 2)}x (${ours.rps} vs ${portkey.rps} req/s), ` +
+          `added mean ${ours.addedMeanMs} vs ${portkey.addedMeanMs} ms`,
+      });
+    }
+  }
+  return out;
+}
+
+export function printVerdicts(list: Verdict[]): void {
+  for (const v of list) {
+    const word = v.pass === null ? 'SKIP' : v.pass ? 'PASS' : 'FAIL';
+    console.log(`${word} ${v.id}: ${v.detail}`);
+  }
+}
+
+function shout(rows: Row[]): void {
+  for (const r of rows.filter((x) => x.bad > 0 || x.ok === 0)) {
+    const what =
+      r.ok === 0
+        ? 'no request completed within the measured window'
+        : `${r.bad} failed requests (status codes ${JSON.stringify(r.statusCodes)})`;
+    console.error(`\n!!!!! ${r.target} ${r.mode} c=${r.c}: ${what}; this row's numbers are not comparable !!!!!\n`);
+  }
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// Main
+
+export interface GatewaysResult {
+  machine: MachineFacts;
+  settings: Settings;
+  upstream: typeof UPSTREAM;
+  targets: Record<string, { status: 'measured' | 'skipped' | 'failed'; notes: string[] }>;
+  rows: Row[];
+  ttft: Array<Ttft & { overheadP50Ms: number; overheadMeanMs: number }>;
+  verdicts: Verdict[];
+  /** Load average when the run ended: with machine.loadAverage, how busy the machine was besides this run. */
+  loadAverageEnd: number[];
+  ours?: Record<string, number | string>;
+}
+
+function parseSettings(): Settings & { jsonOut: string | undefined } {
+  const { values } = parseArgs({
+    options: {
+      quick: { type: 'boolean', default: false },
+      duration: { type: 'string' },
+      warmup: { type: 'string' },
+      connections: { type: 'string', default: '1,16,128' },
+      targets: { type: 'string', default: TARGETS.join(',') },
+      'ttft-requests': { type: 'string' },
+      'json-out': { type: 'string' },
+      'install-litellm': { type: 'boolean', default: false },
+    },
+  });
+  const quick = values.quick ?? false;
+  const targets = (values.targets ?? '').split(',').map((t) => t.trim());
+  const unknown = targets.filter((t) => !(TARGETS as readonly string[]).includes(t));
+  if (unknown.length > 0) throw new Error(`unknown targets ${unknown.join(',')}; known: ${TARGETS.join(',')}`);
+  const ttftRequests = Number(values['ttft-requests'] ?? (quick ? 100 : 500));
+  return {
+    durationS: Number(values.duration ?? (quick ? 2 : 8)),
+    warmupS: Number(values.warmup ?? (quick ? 0.5 : 2)),
+    connections: (values.connections ?? '').split(',').map(Number),
+    // direct first: every other row is compared with it.
+    targets: TARGETS.filter((t) => t === 'direct' || targets.includes(t)),
+    ttftRequests,
+    ttftWarmup: Math.max(10, Math.round(ttftRequests / 10)),
+    installLiteLLM: values['install-litellm'] ?? false,
+    jsonOut: values['json-out'],
+  };
+}
+
+async function measure(t: Target, double: Double, settings: Settings, runs: Run[]): Promise<Ttft> {
+  for (const mode of MODES) {
+    for (const c of settings.connections) {
+      const run = await runLoad(t, double, mode, c, settings);
+      runs.push(run);
+      const bad = run.load.non2xx + run.load.errors;
+      progress(
+        `${t.name} ${mode} c=${c}: ${run.load.rps} req/s, mean ${run.load.meanMs} ms, cpu ${run.cpuPct}%` +
+          (bad > 0 ? `, ${bad} FAILED REQUESTS` : '') +
+          (run.load.ok === 0 ? ', NOTHING COMPLETED' : ''),
+      );
+    }
+  }
+  // After the load runs: a freshly started process answers its first thousand requests with cold JIT, which
+  // inflated this figure by ~1 ms for ours; a gateway in service is warm.
+  const ttft = await timeToFirstToken(t, settings);
+  progress(`${t.name}: TTFT p50 ${ttft.ttftP50Ms} ms`);
+  return ttft;
+}
+
+async function main(): Promise<void> {
+  const { jsonOut, ...settings } = parseSettings();
+  const dir = mkdtempSync(join(os.tmpdir(), 'gateways-bench-'));
+  installCleanup(dir);
+  const machine = machineFacts();
+  progress(`${machine.cpuModel}, ${machine.cores} cores, load average ${machine.loadAverage.join(' ')}`);
+  const double = await startDouble();
+  const runs: Run[] = [];
+  const ttfts: Ttft[] = [];
+  const targets: GatewaysResult['targets'] = {};
+  let ours: Record<string, number | string> | undefined;
+
+  for (const name of settings.targets) {
+    let t: Target | undefined;
+    try {
+      progress(`${name}: starting`);
+      t = await startTarget(name, double, dir, settings);
+      const failures = await probe(t);
+      if (failures.length > 0) throw new Error(`not answering 200 through to the double: ${failures.join('; ')}`);
+      ttfts.push(await measure(t, double, settings, runs));
+      if (t.inspect) ours = await t.inspect();
+      targets[name] = { status: 'measured', notes: t.notes };
+    } catch (err) {
+      const status = err instanceof Skip ? 'skipped' : 'failed';
+      targets[name] = { status, notes: [...(t?.notes ?? []), errorMessage(err)] };
+      progress(`${name}: ${status}: ${errorMessage(err)}`);
+    } finally {
+      await t?.stop();
+    }
+  }
+  await double.child.stop();
+
+  const rows = toRows(runs);
+  const directTtft = ttfts.find((t) => t.target === 'direct');
+  const result: GatewaysResult = {
+    machine,
+    settings,
+    upstream: UPSTREAM,
+    targets,
+    rows,
+    ttft: ttfts.map((t) => ({
+      ...t,
+      overheadP50Ms: directTtft ? round(t.ttftP50Ms - directTtft.ttftP50Ms) : Number.NaN,
+      overheadMeanMs: directTtft ? round(t.ttftMeanMs - directTtft.ttftMeanMs) : Number.NaN,
+    })),
+    verdicts: verdicts(rows, ttfts, settings.connections),
+    loadAverageEnd: os.loadavg().map((l) => round(l, 2)),
+    ...(ours ? { ours } : {}),
+  };
+  report(result);
+  if (jsonOut) {
+    mkdirSync(dirname(jsonOut), { recursive: true });
+    writeFileSync(jsonOut, `${JSON.stringify(result, null, 2)}\n`);
+  }
+}
+
+export function report(result: GatewaysResult): void {
+  console.log(
+    `\nGateway overhead, ${result.machine.cpuModel} x${result.machine.cores}, node ${result.machine.node}; ` +
+      `autocannon ${result.settings.warmupS} s warm-up + ${result.settings.durationS} s per row; ` +
+      `upstream: ${result.upstream.completionTokens} tokens, no delays. Shared machine: expect noise ` +
+      `(load average ${result.machine.loadAverage.join(' ')} at start, ${result.loadAverageEnd.join(' ')} at end).`,
+  );
+  console.table(
+    Object.entries(result.targets).map(([target, t]) => ({ target, status: t.status, notes: t.notes.join(' | ') })),
+  );
+  printRows(result.rows);
+  console.log(`Streaming time to first token, sequential, ${result.settings.ttftRequests} requests per target:`);
+  console.table(result.ttft);
+  if (result.ours) console.log(`ours' bookkeeping during the run: ${JSON.stringify(result.ours)}`);
+  shout(result.rows);
+  printVerdicts(result.verdicts);
+}
+
+function installCleanup(dir: string): void {
+  process.on('exit', () => {
+    for (const child of running) child.kill();
+    rmSync(dir, { recursive: true, force: true });
+  });
+  for (const signal of ['SIGINT', 'SIGTERM', 'SIGHUP'] as const) {
+    process.once(signal, () => {
+      progress(`${signal}: stopping every benchmark process`);
+      process.exit(130);
+    });
+  }
+}
+
+if (import.meta.url === pathToFileURL(process.argv[1] ?? '').href) await main();

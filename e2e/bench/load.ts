@@ -1,0 +1,150 @@
+import { createRequire } from 'node:module';
+
+/**
+ * The load generator of the gateway comparison, in a process of its own so that it never shares an event loop with
+ * what it measures. One autocannon warm-up, then the measured run; prints JSON lines on stdout:
+ * `{"event":"start"}` and `{"event":"stop"}` around the measured run (the parent samples CPU between them), then
+ * `{"event":"result",...}`.
+ * Run: node --import tsx e2e/bench/load.ts '{"url":"http://...","connections":16,"durationS":8,...}'
+ */
+
+export interface LoadArgs {
+  url: string;
+  headers: Record<string, string>;
+  body: string;
+  connections: number;
+  warmupS: number;
+  durationS: number;
+}
+
+export interface LoadResult {
+  /** 2xx responses completed in the measured run. */
+  ok: number;
+  rps: number;
+  meanMs: number;
+  p50Ms: number;
+  p99Ms: number;
+  maxMs: number;
+  non2xx: number;
+  errors: number;
+  timeouts: number;
+  statusCodes: Record<string, number>;
+  elapsedS: number;
+  /** CPU of this process over the measured run, % of one core: tells whether the generator itself saturated. */
+  loadCpuPct: number;
+}
+
+/** The part of autocannon's programmatic API used here (it ships no types). */
+interface AutocannonOptions {
+  url: string;
+  method: 'POST';
+  headers: Record<string, string>;
+  body: string;
+  connections: number;
+  pipelining: number;
+  duration: number;
+  timeout: number;
+}
+interface AutocannonSummary {
+  errors: number;
+  timeouts: number;
+  non2xx: number;
+  statusCodeStats: Record<string, { count: number }>;
+}
+interface AutocannonRun extends PromiseLike<AutocannonSummary> {
+  on(event: 'response', listener: (client: unknown, status: number, bytes: number, ms: number) => void): this;
+}
+type Autocannon = (opts: AutocannonOptions) => AutocannonRun;
+
+const autocannon = createRequire(import.meta.url)('autocannon') as Autocannon;
+
+function percentile(sorted: Float64Array, p: number): number {
+  return sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))] ?? Number.NaN;
+}
+
+/** autocannon's own histogram has 1 ms resolution; these comparisons need microseconds, so every 2xx is kept. */
+class Latencies {
+  private values = new Float64Array(1 << 16);
+  private n = 0;
+
+  add(ms: number): void {
+    if (this.n === this.values.length) {
+      const grown = new Float64Array(this.values.length * 2);
+      grown.set(this.values);
+      this.values = grown;
+    }
+    this.values[this.n++] = ms;
+  }
+
+  summary(): { count: number; mean: number; p50: number; p99: number; max: number } {
+    const sorted = this.values.slice(0, this.n).sort();
+    let sum = 0;
+    for (const v of sorted) sum += v;
+    return {
+      count: this.n,
+      mean: this.n > 0 ? sum / this.n : Number.NaN,
+      p50: percentile(sorted, 50),
+      p99: percentile(sorted, 99),
+      max: sorted[sorted.length - 1] ?? Number.NaN,
+    };
+  }
+}
+
+function options(args: LoadArgs, durationS: number): AutocannonOptions {
+  return {
+    url: args.url,
+    method: 'POST',
+    headers: args.headers,
+    body: args.body,
+    connections: args.connections,
+    pipelining: 1,
+    duration: durationS,
+    timeout: 10,
+  };
+}
+
+const emit = (line: object) => process.stdout.write(`${JSON.stringify(line)}\n`);
+const round = (v: number, digits = 3) => +v.toFixed(digits);
+
+async function main(): Promise<void> {
+  const args = JSON.parse(process.argv[2] ?? '{}') as LoadArgs;
+  // Warm-up: JIT, connection pools and the upstream's keep-alive sockets settle before anything is counted.
+  if (args.warmupS > 0) await autocannon(options(args, args.warmupS));
+
+  const latencies = new Latencies();
+  emit({ event: 'start' });
+  const cpu0 = process.cpuUsage();
+  const t0 = performance.now();
+  const run = autocannon(options(args, args.durationS));
+  run.on('response', (_client, status, _bytes, ms) => {
+    if (status >= 200 && status < 300) latencies.add(ms);
+  });
+  const summary = await run;
+  const elapsedS = (performance.now() - t0) / 1000;
+  const cpu = process.cpuUsage(cpu0);
+  emit({ event: 'stop' });
+
+  const l = latencies.summary();
+  const statusCodes: Record<string, number> = {};
+  for (const [code, { count }] of Object.entries(summary.statusCodeStats)) statusCodes[code] = count;
+  const result: LoadResult = {
+    ok: l.count,
+    rps: round(l.count / elapsedS, 1),
+    meanMs: round(l.mean),
+    p50Ms: round(l.p50),
+    p99Ms: round(l.p99),
+    maxMs: round(l.max),
+    non2xx: summary.non2xx,
+    errors: summary.errors,
+    timeouts: summary.timeouts,
+    statusCodes,
+    elapsedS: round(elapsedS),
+    loadCpuPct: round(((cpu.user + cpu.system) / 1000 / (elapsedS * 1000)) * 100, 1),
+  };
+  emit({ event: 'result', ...result });
+}
+
+// The parent went away (Ctrl-C, crash): stop loading a server nobody measures.
+process.on('disconnect', () => process.exit(1));
+await main();
+process.exit(0);
