@@ -410,7 +410,15 @@ describe.runIf(inject('localControlPlane'))('operator on the real control plane'
     try {
       applyMd('custom', { model: 'llama3.2:3b', serviceName: 'custom', nodeTemplate: 'custom-gpu' });
       await waitPhase('custom', 'Failed', 30_000);
-      expect(mdField('custom', '{.status.conditions[?(@.type=="Ready")].reason}')).toBe('InvalidNodeConfiguration');
+      // Reconciled before its informer saw the template just applied, it is NodeTemplateNotFound
+      // for a moment; the template's arrival requeues it.
+      await eventually(
+        'InvalidNodeConfiguration',
+        30_000,
+        () =>
+          mdField('custom', '{.status.conditions[?(@.type=="Ready")].reason}') === 'InvalidNodeConfiguration' ||
+          undefined,
+      );
       expect(mdField('custom', '{.status.conditions[?(@.type=="Ready")].message}')).toMatch(
         /^finding GPU attached instance image for ubuntu-2204-jammy-nvidia-custom: /,
       );
