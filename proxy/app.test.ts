@@ -1,5 +1,5 @@
 import type { Server } from 'node:http';
-import type { AddressInfo } from 'node:net';
+import { type AddressInfo, connect } from 'node:net';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import type { ModelDeployment } from '../crds/model-deployment.js';
 import { type OllamaDouble, startOllamaDouble } from '../e2e/doubles/ollama.js';
@@ -302,6 +302,26 @@ describe('over a real socket', () => {
     expect(res.status).toBe(413);
     expect(((await res.json()) as { error: { code: string } }).error.code).toBe('request_too_large');
     expect(double.requests).toHaveLength(0);
+  });
+
+  it('records an upload that broke off as 400 body_unreadable and keeps serving', async () => {
+    const { port } = new URL(base);
+    const socket = connect(Number(port), '127.0.0.1');
+    await new Promise((r) => socket.once('connect', r));
+    socket.write(
+      `POST /openai/v1/chat/completions HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\nx-api-key: ${KEY}\r\ncontent-length: 1000\r\n\r\n{"model":`,
+    );
+    await new Promise((r) => setTimeout(r, 50));
+    socket.destroy();
+    const deadline = Date.now() + 2000;
+    while (usage.records.length === 0 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 20));
+    expect(usage.records[0]).toMatchObject({ status: 400, errorType: 'body_unreadable' });
+    const next = await fetch(`${base}/openai/v1/chat/completions`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', 'x-api-key': KEY },
+      body: JSON.stringify(hello),
+    });
+    expect(next.status).toBe(200);
   });
 
   it('cancels the upstream call when the client goes away mid-stream', async () => {

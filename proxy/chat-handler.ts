@@ -334,10 +334,10 @@ function unavailable(entry: Unavailable, deployingRetryAfterSeconds: number): Pr
   );
 }
 
-const tooLarge = (limit: number) =>
+export const tooLarge = (limit: number) =>
   new ProxyError(413, 'invalid_request_error', 'request_too_large', `the request body is larger than ${limit} bytes`);
 
-const unreadable = () =>
+export const unreadable = () =>
   new ProxyError(
     400,
     'invalid_request_error',

@@ -1,7 +1,14 @@
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import { getRequestListener } from '@hono/node-server';
 import type { Hono } from 'hono';
-import { type ChatHandler, type ChatOutput, newRequestId, readLimited } from './chat-handler.js';
+import {
+  type ChatHandler,
+  type ChatOutput,
+  declaredTooLarge,
+  newRequestId,
+  tooLarge,
+  unreadable,
+} from './chat-handler.js';
 
 /**
  * The proxy's HTTP server. Chat completions, the one hot path, are served straight on node:http:
@@ -19,6 +26,47 @@ const headerOf =
     const v = req.headers[name];
     return Array.isArray(v) ? v.join(', ') : v;
   };
+
+/**
+ * The request body by 'data' events (an async iterator per request showed in the profile),
+ * refused with 413 from Content-Length before reading, or at the first chunk past the limit.
+ */
+function readBody(req: IncomingMessage, limit: number): Promise<string> {
+  const declared = declaredTooLarge(req.headers['content-length'], limit);
+  if (declared) return Promise.reject(declared);
+  return new Promise((resolve, reject) => {
+    const parts: Buffer[] = [];
+    let size = 0;
+    const fail = (err: Error) => {
+      req.off('data', onData);
+      req.off('end', onEnd);
+      req.off('error', onError);
+      req.off('aborted', onAborted);
+      reject(err);
+    };
+    const onData = (chunk: Buffer) => {
+      size += chunk.length;
+      if (size > limit) {
+        // Stop reading; the rest is discarded when the response ends.
+        req.pause();
+        fail(tooLarge(limit));
+        return;
+      }
+      parts.push(chunk);
+    };
+    const onEnd = () => {
+      req.off('error', onError);
+      req.off('aborted', onAborted);
+      resolve(parts.length === 1 ? (parts[0] as Buffer).toString('utf8') : Buffer.concat(parts, size).toString('utf8'));
+    };
+    const onError = () => fail(unreadable());
+    const onAborted = () => fail(unreadable());
+    req.on('data', onData);
+    req.once('end', onEnd);
+    req.once('error', onError);
+    req.once('aborted', onAborted);
+  });
+}
 
 async function writeOutput(out: ChatOutput, res: ServerResponse, signal: AbortSignal): Promise<void> {
   if (out.kind === 'json') {
@@ -71,7 +119,7 @@ export function createProxyServer({ app, chat }: Servable): Server {
     const out = await chat({
       requestId: newRequestId(),
       header: headerOf(req),
-      body: (limit) => readLimited(req, limit, headerOf(req)('content-length')),
+      body: (limit) => readBody(req, limit),
       signal: gone.signal,
     });
     await writeOutput(out, res, gone.signal);
