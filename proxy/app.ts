@@ -14,8 +14,9 @@ import { usageRoutes } from './usage-api.js';
 import type { UsageStore } from './usage-store.js';
 
 /**
- * The gateway as a Hono app, built from its dependencies so tests call it with
- * app.request() and production serves it with @hono/node-server.
+ * The gateway as a Hono app, built from its dependencies so tests call it with app.request().
+ * Production serves it through proxy/serve.ts, which hands chat completions to the same
+ * handler straight from node:http.
  */
 
 export interface AppDeps extends ChatDeps {

@@ -140,7 +140,7 @@ export function buildRoutes(mds: ModelDeployment[], opts: BuildOptions, eps: Ext
   const sorted = [...mds].sort((a, b) => (a.metadata.name ?? '').localeCompare(b.metadata.name ?? ''));
   for (const md of sorted) {
     const model = md.spec.model;
-    const provider = `${md.metadata.namespace ?? ''}/${md.metadata.name ?? ''}`.replace(/^\//, '');
+    const provider = nameOf(md);
     let entry: RouteEntry;
     if (opts.standalone) {
       if (!md.spec.endpoint) continue;
@@ -167,9 +167,7 @@ export function buildRoutes(mds: ModelDeployment[], opts: BuildOptions, eps: Ext
   }
   for (const [id, entry] of entries) {
     if (entry.kind === 'unavailable') continue;
-    const md = sorted.find(
-      (m) => `${m.metadata.namespace ?? ''}/${m.metadata.name ?? ''}`.replace(/^\//, '') === entry.provider,
-    );
+    const md = sorted.find((m) => nameOf(m) === entry.provider);
     models.push({ id, object: 'model', created: created(md?.metadata.creationTimestamp), owned_by: entry.provider });
   }
   const inCluster = new Set(entries.keys());
