@@ -75,8 +75,9 @@ function specItems(s: TagSources): Item[] {
   return items;
 }
 
+// A null body `tags` is absent, as OpenAI treats null optional fields.
 const bodyIsWellFormed = (body: unknown) =>
-  body === undefined || (Array.isArray(body) && [...body].every((t) => typeof t === 'string'));
+  body === undefined || body === null || (Array.isArray(body) && [...body].every((t) => typeof t === 'string'));
 
 /** Lone surrogates or control characters in an error message would be a log or header injection risk. */
 const LONE_SURROGATE = /[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbff])[\udc00-\udfff]/;
@@ -118,7 +119,7 @@ function checkAnswer(sources: TagSources, result: Tag[] | ProxyError): void {
     }
     expect(result.code).toBe('invalid_tag');
     if (result.message === 'tags must be an array of "key:value" strings') {
-      expect(sources.body !== undefined && !Array.isArray(sources.body)).toBe(true);
+      expect(sources.body !== undefined && sources.body !== null && !Array.isArray(sources.body)).toBe(true);
       return;
     }
     const notString = /^tags\[(\d+)\] must be a string of the form key:value$/.exec(result.message);

@@ -31,6 +31,8 @@ describe('parseTags', () => {
   it('accepts no tags at all and skips empty header items', () => {
     expect(ok({})).toEqual([]);
     expect(ok({ xTags: '', xGatewayTags: 'a:b,' })).toEqual(['a:b']);
+    // Body "tags": null is absent, like OpenAI's other null optional fields.
+    expect(ok({ xTags: 'a:b', body: null })).toEqual(['a:b']);
   });
 
   it('accepts the limits exactly: 64-character keys and values, 10 tags', () => {
