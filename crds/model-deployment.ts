@@ -15,6 +15,10 @@ export interface ModelDeploymentSpec {
   endpoint?: string;
   /** Models tried in order when this one is not Running or fails before answering. */
   fallback?: string[];
+  /** The proxy's waits for this model's server; omitted fields take the proxy's flags. */
+  timeouts?: { firstByteSeconds?: number; idleSeconds?: number };
+  /** Ollama server settings; omitted fields come from the catalog's serving defaults. */
+  server?: { numParallel?: number; maxQueue?: number; contextLength?: number };
 }
 
 export type ModelDeploymentPhase = 'Deploying' | 'Running' | 'Failed';

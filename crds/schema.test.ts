@@ -128,6 +128,8 @@ const full: Record<KindName, { spec: object; status: object }> = {
       replicas: 1,
       endpoint: 'e',
       fallback: ['f'],
+      timeouts: { firstByteSeconds: 1, idleSeconds: 1 },
+      server: { numParallel: 1, maxQueue: 1, contextLength: 256 },
     } satisfies Full<ModelDeploymentSpec>,
     status: {
       phase: 'Running',

@@ -142,6 +142,15 @@ export class ModelDeploymentController {
     }
     const resolved = resolveModel(this.opts.catalog, this.opts.cluster, md.spec.model);
     if (!resolved.ok) return { blocker: { reason: resolved.reason, message: resolved.message } };
+    const maxContext = resolved.model.contextLength;
+    if ((md.spec.server?.contextLength ?? 0) > maxContext) {
+      return {
+        blocker: {
+          reason: 'ContextTooLong',
+          message: `spec.server.contextLength ${md.spec.server?.contextLength} is more than ${md.spec.model} supports (${maxContext} tokens); lower it or omit it for the catalog's ${resolved.model.serving.contextLength}`,
+        },
+      };
+    }
 
     let template: NodeTemplate | undefined;
     if (md.spec.nodeTemplate) {

@@ -7,7 +7,7 @@ import type { NodeConfiguration } from '../crds/node-configuration.js';
 import type { NodeTemplate } from '../crds/node-template.js';
 import { planUnschedulablePods } from './autoscaler-policy.js';
 import { computeStatus } from './model-deployment-status.js';
-import { desiredModelServer, MODEL_ANNOTATION } from './model-server.js';
+import { desiredModelServer, MODEL_ANNOTATION, MODEL_ANSWERS_SCRIPT, serverSettings } from './model-server.js';
 import {
   checkNodeConfiguration,
   checkTemplateGpus,
@@ -57,8 +57,36 @@ describe('desiredModelServer', () => {
     expect(pod?.containers[0]?.resources?.limits?.['nvidia.com/gpu']).toBe('1');
     expect(pod?.containers[0]?.image).toBe('ollama/ollama:test');
     expect(pod?.initContainers?.[0]?.command?.join(' ')).toContain('ollama pull "$MODEL"');
-    expect(pod?.containers[0]?.readinessProbe?.exec?.command?.join(' ')).toContain('ollama show "$MODEL"');
+    // Readiness generates a token: the model answers, not only its manifest exists (run for real in e2e/ollama.e2e.test.ts).
+    expect(pod?.containers[0]?.readinessProbe?.exec?.command).toEqual(['/bin/bash', '-c', MODEL_ANSWERS_SCRIPT]);
+    expect(pod?.containers[0]?.startupProbe?.exec?.command).toEqual(['/bin/bash', '-c', MODEL_ANSWERS_SCRIPT]);
+    const env = Object.fromEntries((pod?.containers[0]?.env ?? []).map((e) => [e.name, e.value]));
+    // The catalog's serving defaults for llama3.1:8b.
+    expect(env).toMatchObject({ OLLAMA_NUM_PARALLEL: '4', OLLAMA_MAX_QUEUE: '512', OLLAMA_CONTEXT_LENGTH: '8192' });
     expect(deployment.spec?.template.metadata?.annotations?.[MODEL_ANNOTATION]).toBe('llama3.1:8b');
+  });
+
+  it.each([
+    ['catalog defaults', 'llama3.1:8b', undefined, { numParallel: 4, maxQueue: 512, contextLength: 8192 }],
+    ['70b: fewer slots', 'llama3.1:70b', undefined, { numParallel: 2, maxQueue: 256, contextLength: 8192 }],
+    [
+      'spec overrides one field',
+      'llama3.1:8b',
+      { numParallel: 1 },
+      { numParallel: 1, maxQueue: 512, contextLength: 8192 },
+    ],
+    [
+      'spec overrides all',
+      'qwen2.5:0.5b',
+      { numParallel: 8, maxQueue: 16, contextLength: 32768 },
+      { numParallel: 8, maxQueue: 16, contextLength: 32768 },
+    ],
+  ] as const)('server settings: %s', (_, model, own, want) => {
+    const r = resolveModel(catalog, cluster, model);
+    if (!r.ok) throw new Error(r.message);
+    const d = md(model);
+    if (own) d.spec.server = { ...own };
+    expect(serverSettings(d, r.model)).toEqual(want);
   });
 
   it('pins nodes to the template, amd64 with any fitting GPU, arm64 only with compute capability 8.0+', () => {

@@ -16,7 +16,7 @@ import type { ModelDeployment } from '../crds/model-deployment.js';
  * The desired model server of a ModelDeployment: an Ollama Deployment and its Service in
  * platform-llms, as pure data. An init container pulls the model into a volume the server
  * shares, so "ModelPulled" is observable as that container's completion, and the server's
- * readiness probe asks the server for the model, so Ready means the model answers.
+ * readiness probe has the model generate a token, so Ready means the model answers.
  */
 
 /** Annotation on pods naming the model they serve, to tell a rollout's old pods from new. */
@@ -85,6 +85,36 @@ export function nodeSelectorTerms(catalog: Catalog, template: string, gpuTypes: 
   return terms;
 }
 
+/** How the server is started: the ModelDeployment's spec.server over the catalog's serving defaults. */
+export interface ServerSettings {
+  numParallel: number;
+  maxQueue: number;
+  contextLength: number;
+}
+
+export function serverSettings(md: ModelDeployment, model: CatalogModel): ServerSettings {
+  const own = md.spec.server ?? {};
+  return {
+    numParallel: own.numParallel ?? model.serving.numParallel,
+    maxQueue: own.maxQueue ?? model.serving.maxQueue,
+    contextLength: own.contextLength ?? model.serving.contextLength,
+  };
+}
+
+/**
+ * Readiness that proves the model answers, not only that its manifest exists: generate one
+ * token through Ollama's API and look for the finished answer. A server without the model
+ * (404), one that cannot load it, or one that hangs fails the probe. Ollama's image has bash but
+ * neither curl nor wget, hence bash's /dev/tcp; HTTP/1.0 makes the server close after answering.
+ */
+export const MODEL_ANSWERS_SCRIPT = [
+  `body='{"model":"'"$MODEL"'","prompt":"hi","stream":false,"options":{"num_predict":1}}'`,
+  // biome-ignore lint/suspicious/noTemplateCurlyInString: bash parameter expansion (the port of OLLAMA_HOST)
+  'exec 3<>"/dev/tcp/127.0.0.1/${OLLAMA_HOST##*:}" || exit 1',
+  `printf 'POST /api/generate HTTP/1.0\\r\\nHost: localhost\\r\\nContent-Type: application/json\\r\\nContent-Length: %d\\r\\n\\r\\n%s' "\${#body}" "$body" >&3`,
+  `head -c 65536 <&3 | grep -q '"done":true'`,
+].join('\n');
+
 /** Memory for the server process: the weights are mapped from disk, plus working room. */
 function memoryRequest(model: CatalogModel): string {
   return `${Math.ceil(model.sizeGiB) + 4}Gi`;
@@ -107,7 +137,8 @@ export function desiredModelServer(
     { name: 'OLLAMA_MODELS', value: '/models' },
   ];
   const mounts = [{ name: 'models', mountPath: '/models' }];
-  const modelAnswers = { exec: { command: ['/bin/sh', '-c', 'ollama show "$MODEL" >/dev/null'] } };
+  const modelAnswers = { exec: { command: ['/bin/bash', '-c', MODEL_ANSWERS_SCRIPT] } };
+  const settings = serverSettings(md, model);
 
   const deployment: V1Deployment = {
     apiVersion: 'apps/v1',
@@ -156,10 +187,17 @@ export function desiredModelServer(
                 { name: 'OLLAMA_HOST', value: `0.0.0.0:${CONTAINER_PORT}` },
                 // Keep the model loaded: the first request after idle would otherwise pay the load.
                 { name: 'OLLAMA_KEEP_ALIVE', value: '-1' },
+                { name: 'OLLAMA_NUM_PARALLEL', value: String(settings.numParallel) },
+                { name: 'OLLAMA_MAX_QUEUE', value: String(settings.maxQueue) },
+                { name: 'OLLAMA_CONTEXT_LENGTH', value: String(settings.contextLength) },
+                // One model per server: never unload it to make room for another.
+                { name: 'OLLAMA_MAX_LOADED_MODELS', value: '1' },
               ],
               ports: [{ name: 'http', containerPort: CONTAINER_PORT, protocol: 'TCP' }],
-              startupProbe: { ...modelAnswers, periodSeconds: 10, failureThreshold: 60, timeoutSeconds: 10 },
-              readinessProbe: { ...modelAnswers, periodSeconds: 10, failureThreshold: 3, timeoutSeconds: 10 },
+              // The first probe loads the model into GPU memory (minutes for 70b): up to 10 min to start.
+              startupProbe: { ...modelAnswers, periodSeconds: 10, failureThreshold: 60, timeoutSeconds: 60 },
+              // A busy server queues the probe behind real requests: be patient before declaring it unready.
+              readinessProbe: { ...modelAnswers, periodSeconds: 15, failureThreshold: 4, timeoutSeconds: 30 },
               livenessProbe: {
                 httpGet: { path: '/', port: 'http' },
                 periodSeconds: 20,

@@ -35,7 +35,7 @@ function md(name: string, model: string, endpoint?: string, status?: ModelDeploy
   };
 }
 
-function build(timeouts = { connectMs: 1000, streamHeadersMs: 2000, responseMs: 2000, idleMs: 300 }) {
+function build(timeouts = { connectMs: 1000, firstByteMs: 2000, responseMs: 2000, idleMs: 300 }) {
   const routes = new RouteTable();
   routes.set(
     buildRoutes(

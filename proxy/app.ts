@@ -30,6 +30,12 @@ export interface AppDeps extends ChatDeps {
 
 type Vars = { requestId: string };
 
+/** The OpenAI paths served and their method: another method there is a 405, not an unknown route. */
+const KNOWN_PATHS = new Map([
+  ['/openai/v1/chat/completions', 'POST'],
+  ['/openai/v1/models', 'GET'],
+]);
+
 export { MAX_BODY_BYTES } from './chat-handler.js';
 
 const errorResponse = (err: ProxyError, requestId: string) => {
@@ -60,17 +66,30 @@ export function createGateway(deps: AppDeps): Gateway {
     return errorResponse(internalError(requestId), requestId);
   });
 
-  app.notFound((c) =>
-    errorResponse(
-      new ProxyError(
-        404,
-        'not_found_error',
-        'unknown_route',
-        `no route ${c.req.method} ${c.req.path}; the API is under /openai/v1`,
-      ),
-      c.get('requestId') ?? '',
-    ),
-  );
+  app.notFound((c) => {
+    const { method, path } = c.req;
+    const known = KNOWN_PATHS.get(path);
+    const err = known
+      ? new ProxyError(
+          405,
+          'invalid_request_error',
+          'method_not_allowed',
+          `${path} takes ${known}, not ${method}`,
+          null,
+          {
+            Allow: known,
+          },
+        )
+      : new ProxyError(
+          404,
+          'not_found_error',
+          'unknown_route',
+          path.startsWith('/openai/v1/')
+            ? `no route ${method} ${path}; this gateway serves ${[...KNOWN_PATHS.keys()].filter((p) => p.startsWith('/openai/')).join(', ')} and GET /openai/v1/models/{model}`
+            : `no route ${method} ${path}; the OpenAI API is under /openai/v1`,
+        );
+    return errorResponse(err, c.get('requestId') ?? '');
+  });
 
   app.get('/healthz', (c) => c.text('ok'));
   app.get('/readyz', (c) => {
@@ -97,6 +116,22 @@ export function createGateway(deps: AppDeps): Gateway {
   app.get('/openai/v1/models', (c) => {
     auth({ apiKey: c.req.header('x-api-key'), authorization: c.req.header('authorization') });
     return c.json({ object: 'list', data: deps.routes.models() });
+  });
+  // Model ids may contain slashes and colons (namespace/model:tag, Bedrock ids): the rest of the path is the id.
+  app.get('/openai/v1/models/:id{.+}', (c) => {
+    auth({ apiKey: c.req.header('x-api-key'), authorization: c.req.header('authorization') });
+    const id = c.req.param('id');
+    const model = deps.routes.models().find((m) => m.id === id);
+    if (!model) {
+      throw new ProxyError(
+        404,
+        'invalid_request_error',
+        'model_not_found',
+        `the model ${JSON.stringify(id.slice(0, 256))} does not exist or is not listed here; GET /openai/v1/models lists the models you can use`,
+        'model',
+      );
+    }
+    return c.json(model);
   });
 
   const chat = chatHandler(deps);

@@ -458,12 +458,16 @@ describe('POST /openai/v1/chat/completions on arbitrary input', { timeout: 20_00
     );
   });
 
-  it('answers other methods on the endpoint with a 404 envelope', async () => {
+  it('answers other methods on the endpoint with a 405 envelope naming POST', async () => {
     const g = gateway();
     await fc.assert(
       fc.asyncProperty(fc.constantFrom('GET', 'PUT', 'DELETE', 'PATCH', 'OPTIONS'), async (method) => {
         const res = await send(g, new Request(`http://gateway.test${CHAT}`, { method, headers: { 'x-api-key': KEY } }));
-        expect(res.status).toBe(404);
+        expect(res.status).toBe(405);
+        expect(JSON.parse(res.text).error).toMatchObject({
+          code: 'method_not_allowed',
+          message: expect.stringContaining('POST'),
+        });
       }),
       { numRuns: 10 },
     );

@@ -34,6 +34,8 @@ export interface ChatDeps {
   rateLimit?: RateLimit;
   draining?: () => boolean;
   onError?: (err: unknown, requestId: string) => void;
+  /** Told once per model that it served tokens without a price. */
+  onUnpriced?: (model: string, provider: string) => void;
 }
 
 /** What the handler needs from an HTTP request. */
@@ -91,6 +93,8 @@ export function chatHandler(deps: ChatDeps): ChatHandler {
         }
       : {};
 
+  const unpricedSeen = new Set<string>();
+
   /** One route, with retries; throws the ProxyError the caller should see. */
   const callRoute = (target: RouteEntry, call: Omit<ChatCall, 'route'>): Promise<ChatResult> => {
     if (target.kind === 'unavailable') throw unavailable(target, deps.deployingRetryAfterSeconds ?? 30);
@@ -130,6 +134,14 @@ export function chatHandler(deps: ChatDeps): ChatHandler {
     ) => {
       const latencyMs = performance.now() - started;
       const charge = deps.cost?.charge(entry, usage) ?? { costUsd: 0, savingsUsd: 0 };
+      if (charge.unpriced) {
+        deps.metrics.unpriced.inc({ model, provider });
+        if (!unpricedSeen.has(model) && unpricedSeen.size < 1000) {
+          unpricedSeen.add(model);
+          deps.onUnpriced?.(model, provider);
+        }
+      }
+      if (usage?.counted) deps.metrics.countedTokens.inc({ model, provider });
       deps.usage.record({
         time: new Date().toISOString(),
         requestId,
@@ -146,6 +158,8 @@ export function chatHandler(deps: ChatDeps): ChatHandler {
         status,
         ...(extra.errorType ? { errorType: extra.errorType } : {}),
         stream,
+        ...(usage?.counted ? { tokensCounted: true } : {}),
+        ...(charge.unpriced ? { unpriced: true } : {}),
       });
       deps.metrics.observeRequest({
         // Only routable models become label values: a caller's made-up names must not add series.
@@ -197,6 +211,9 @@ export function chatHandler(deps: ChatDeps): ChatHandler {
       } catch {
         throw invalidRequest('the request body is not valid JSON', null, 'invalid_json');
       }
+      // Refused requests are recorded under the model they asked for, whatever else is wrong with them.
+      const asked = (body as { model?: unknown } | null)?.model;
+      if (typeof asked === 'string') model = asked;
       const req = parseChatRequest(body);
       if (req instanceof ProxyError) throw req;
       model = req.model;

@@ -46,6 +46,8 @@ const baseModel = (id: string) => id.replace(/^(us|eu|apac|us-gov|ca|jp|au)\./, 
 export interface Charge {
   costUsd: number;
   savingsUsd: number;
+  /** Tokens were used but the model has no price: the cost is unknown, not zero. */
+  unpriced?: true;
 }
 
 export class CostMeter {
@@ -80,7 +82,11 @@ export class CostMeter {
   charge(entry: RouteEntry | undefined, usage: Usage | undefined): Charge {
     if (!entry || !usage) return { costUsd: 0, savingsUsd: 0 };
     const price = this.priceOf(entry);
-    if (!price) return { costUsd: 0, savingsUsd: 0 };
+    if (!price) {
+      return usage.promptTokens + usage.completionTokens > 0
+        ? { costUsd: 0, savingsUsd: 0, unpriced: true }
+        : { costUsd: 0, savingsUsd: 0 };
+    }
     const costUsd = (usage.promptTokens * price.input + usage.completionTokens * price.output) / 1_000_000;
     let savingsUsd = 0;
     if (entry.kind === 'bedrock') {

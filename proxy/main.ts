@@ -18,6 +18,7 @@ import { buildRoutes, RouteTable } from './routing.js';
 import { createProxyServer } from './serve.js';
 import { shutdownGracefully } from './shutdown.js';
 import { uiRoutes } from './ui/pages.js';
+import { DEFAULT_TIMEOUTS } from './upstream.js';
 import { BedrockUpstream } from './upstreams/bedrock.js';
 import { OpenAICompatibleUpstream } from './upstreams/openai-compatible.js';
 import { UsageRecorder } from './usage-recorder.js';
@@ -52,6 +53,9 @@ const { values } = parseArgs({
     'rate-limit-burst': { type: 'string', default: process.env.GATEWAY_RATE_LIMIT_BURST },
     'shutdown-delay-seconds': { type: 'string', default: process.env.GATEWAY_SHUTDOWN_DELAY_SECONDS },
     'drain-seconds': { type: 'string', default: process.env.GATEWAY_DRAIN_SECONDS ?? '25' },
+    'first-byte-timeout-seconds': { type: 'string', default: process.env.GATEWAY_FIRST_BYTE_TIMEOUT_SECONDS },
+    'idle-timeout-seconds': { type: 'string', default: process.env.GATEWAY_IDLE_TIMEOUT_SECONDS },
+    'response-timeout-seconds': { type: 'string', default: process.env.GATEWAY_RESPONSE_TIMEOUT_SECONDS },
   },
 });
 
@@ -75,7 +79,13 @@ let source: ClusterSource | undefined;
 try {
   if (standalone) {
     const config = loadStandaloneConfig(values.config ?? '');
-    routes.set(buildRoutes(config.modelDeployments, { standalone: true }, config.externalProviders));
+    routes.set(
+      buildRoutes(
+        config.modelDeployments,
+        { standalone: true, loadedAt: Math.floor(Date.now() / 1000) },
+        config.externalProviders,
+      ),
+    );
     const keysFile = values['keys-file'] ?? process.env.GATEWAY_API_KEYS_FILE;
     if (!keysFile) throw new ConfigError('standalone mode needs --keys-file FILE (one API key per line)');
     keys.replace(ApiKeys.parse(readFileSync(keysFile, 'utf8')));
@@ -111,6 +121,29 @@ const rateLimit = {
 const shutdownDelayMs =
   numberFlag('shutdown-delay-seconds', values['shutdown-delay-seconds'], standalone ? 0 : 5) * 1000;
 const drainMs = numberFlag('drain-seconds', values['drain-seconds'], 25) * 1000;
+/** Upstream waits; a ModelDeployment's spec.timeouts overrides the first two for its model. */
+const positiveSeconds = (name: string, value: string | undefined, fallbackMs: number): number => {
+  const ms = numberFlag(name, value, fallbackMs / 1000) * 1000;
+  if (ms <= 0) {
+    console.error(`--${name} must be greater than 0`);
+    process.exit(2);
+  }
+  return ms;
+};
+const timeouts = {
+  ...DEFAULT_TIMEOUTS,
+  firstByteMs: positiveSeconds(
+    'first-byte-timeout-seconds',
+    values['first-byte-timeout-seconds'],
+    DEFAULT_TIMEOUTS.firstByteMs,
+  ),
+  idleMs: positiveSeconds('idle-timeout-seconds', values['idle-timeout-seconds'], DEFAULT_TIMEOUTS.idleMs),
+  responseMs: positiveSeconds(
+    'response-timeout-seconds',
+    values['response-timeout-seconds'],
+    DEFAULT_TIMEOUTS.responseMs,
+  ),
+};
 
 let notReady = false;
 let closing = false;
@@ -172,7 +205,7 @@ source?.onPrices((text) => {
 const gateway = createGateway({
   keys,
   routes,
-  upstreams: { 'openai-compatible': new OpenAICompatibleUpstream(), bedrock },
+  upstreams: { 'openai-compatible': new OpenAICompatibleUpstream({ timeouts }), bedrock },
   usage: recorder,
   metrics,
   cost,
@@ -183,6 +216,8 @@ const gateway = createGateway({
   ready: () => !notReady && (source?.ready() ?? true),
   draining: () => closing,
   onError: (err, requestId) => log.error('request failed', { requestId, error: errorMessage(err) }),
+  onUnpriced: (model, provider) =>
+    log.warn('model has no price: its requests are recorded with cost 0 and marked unpriced', { model, provider }),
 });
 
 // Standalone defaults to this machine only; in a cluster the Service reaches port 443 on all interfaces.

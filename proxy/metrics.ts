@@ -46,6 +46,8 @@ export class ProxyMetrics {
   readonly retries: Counter;
   readonly fallbacks: Counter;
   readonly rateLimited: Counter;
+  readonly unpriced: Counter;
+  readonly countedTokens: Counter;
 
   private readonly seenValues: Set<string>[];
   private readonly children = new Map<string, Children>();
@@ -104,6 +106,18 @@ export class ProxyMetrics {
       name: 'gateway_fallbacks_total',
       help: 'Requests handed to a fallback model, by requested model, fallback model and the error code that caused it.',
       labelNames: ['model', 'fallback', 'code'],
+      registers: [this.registry],
+    });
+    this.unpriced = new Counter({
+      name: 'gateway_unpriced_requests_total',
+      help: 'Requests that used tokens of a model with no price (recorded with cost 0 and marked unpriced), by model and provider.',
+      labelNames: ['model', 'provider'],
+      registers: [this.registry],
+    });
+    this.countedTokens = new Counter({
+      name: 'gateway_counted_usage_total',
+      help: 'Streams cut before the upstream reported usage, billed with the completion tokens counted from what was delivered, by model and provider.',
+      labelNames: ['model', 'provider'],
       registers: [this.registry],
     });
     this.rateLimited = new Counter({

@@ -193,7 +193,7 @@ function appWith(
     upstreams: {
       'openai-compatible': new OpenAICompatibleUpstream({
         resolve: (u) => (u.includes('.svc.cluster.local') ? double.url : u),
-        timeouts: { connectMs: 1000, streamHeadersMs: 2000, responseMs: 2000, idleMs: 500 },
+        timeouts: { connectMs: 1000, firstByteMs: 2000, responseMs: 2000, idleMs: 500 },
       }),
     },
     usage,

@@ -1,6 +1,7 @@
 import { modelServerEndpoint } from '../crds/constants.js';
 import type { ExternalProvider } from '../crds/external-provider.js';
 import type { ModelDeployment } from '../crds/model-deployment.js';
+import type { RouteTimeouts } from './upstream.js';
 
 /**
  * The routing table: model name -> upstream, rebuilt from the watched resources on every
@@ -22,6 +23,8 @@ export interface OpenAICompatibleRoute {
   provider: string;
   /** Models to try, in order, when this one fails before answering. */
   fallback?: readonly string[];
+  /** The deployment's own timeouts, where it sets them. */
+  timeouts?: RouteTimeouts;
 }
 
 export interface BedrockRoute {
@@ -67,11 +70,28 @@ export interface RouteSnapshot {
   models: readonly ListedModel[];
 }
 
-const created = (iso: string | undefined) => Math.floor((iso ? Date.parse(iso) : 0) / 1000);
-
 export interface BuildOptions {
   /** Standalone mode: a ModelDeployment's spec.endpoint is the upstream, no operator involved. */
   standalone: boolean;
+  /**
+   * `created` of models whose resource has no creationTimestamp (standalone config documents):
+   * when the config was loaded, in seconds since the epoch. Defaults to now.
+   */
+  loadedAt?: number;
+}
+
+const createdAt = (iso: string | undefined, opts: BuildOptions) => {
+  const t = iso ? Date.parse(iso) : Number.NaN;
+  return Number.isNaN(t) ? (opts.loadedAt ?? Math.floor(Date.now() / 1000)) : Math.floor(t / 1000);
+};
+
+function timeoutsOf(md: ModelDeployment): RouteTimeouts | undefined {
+  const t = md.spec.timeouts;
+  if (!t || (t.firstByteSeconds === undefined && t.idleSeconds === undefined)) return undefined;
+  return {
+    ...(t.firstByteSeconds !== undefined ? { firstByteMs: t.firstByteSeconds * 1000 } : {}),
+    ...(t.idleSeconds !== undefined ? { idleMs: t.idleSeconds * 1000 } : {}),
+  };
 }
 
 const nameOf = (o: { metadata: { namespace?: string; name?: string } }) =>
@@ -91,7 +111,7 @@ function providerRoutes(
   for (const ep of [...eps].sort((a, b) => nameOf(a).localeCompare(nameOf(b)))) {
     const usable = opts.standalone || ep.status?.phase === 'Ready' || ep.status?.phase === 'Degraded';
     const fallback = ep.spec.fallback?.length ? { fallback: ep.spec.fallback } : {};
-    const at = created(ep.metadata.creationTimestamp);
+    const at = createdAt(ep.metadata.creationTimestamp, opts);
     if (!usable) {
       const failed = ep.status?.phase === 'Failed';
       const ready = ep.status?.conditions?.find((c) => c.type === 'Ready');
@@ -145,10 +165,14 @@ export function buildRoutes(mds: ModelDeployment[], opts: BuildOptions, eps: Ext
     if (opts.standalone) {
       if (!md.spec.endpoint) continue;
       entry = { kind: 'openai-compatible', model, baseUrl: md.spec.endpoint.replace(/\/+$/, ''), provider };
+      const timeouts = timeoutsOf(md);
+      if (timeouts) entry.timeouts = timeouts;
     } else {
       const expected = modelServerEndpoint(md.spec.serviceName, md.spec.port);
       if (md.status?.phase === 'Running' && md.status.endpoint === expected) {
         entry = { kind: 'openai-compatible', model, baseUrl: expected, provider };
+        const timeouts = timeoutsOf(md);
+        if (timeouts) entry.timeouts = timeouts;
       } else {
         const ready = md.status?.conditions?.find((c) => c.type === 'Ready');
         entry = {
@@ -168,7 +192,12 @@ export function buildRoutes(mds: ModelDeployment[], opts: BuildOptions, eps: Ext
   for (const [id, entry] of entries) {
     if (entry.kind === 'unavailable') continue;
     const md = sorted.find((m) => nameOf(m) === entry.provider);
-    models.push({ id, object: 'model', created: created(md?.metadata.creationTimestamp), owned_by: entry.provider });
+    models.push({
+      id,
+      object: 'model',
+      created: createdAt(md?.metadata.creationTimestamp, opts),
+      owned_by: entry.provider,
+    });
   }
   const inCluster = new Set(entries.keys());
   for (const { route, listed, created: at } of providerRoutes(eps, opts)) {

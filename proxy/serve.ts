@@ -70,7 +70,8 @@ function readBody(req: IncomingMessage, limit: number): Promise<string> {
 
 async function writeOutput(out: ChatOutput, res: ServerResponse, signal: AbortSignal): Promise<void> {
   if (out.kind === 'json') {
-    res.writeHead(out.status, out.headers).end(out.body);
+    // With the length known, no chunked framing: what OpenAI and Ollama send for whole answers.
+    res.writeHead(out.status, { ...out.headers, 'content-length': Buffer.byteLength(out.body) }).end(out.body);
     return;
   }
   res.writeHead(out.status, out.headers);

@@ -57,7 +57,7 @@ beforeAll(async () => {
     routes,
     upstreams: {
       'openai-compatible': new OpenAICompatibleUpstream({
-        timeouts: { connectMs: 1000, streamHeadersMs: 800, responseMs: 800, idleMs: 400 },
+        timeouts: { connectMs: 1000, firstByteMs: 800, responseMs: 800, idleMs: 400 },
       }),
     },
     usage,

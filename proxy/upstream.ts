@@ -10,6 +10,11 @@ import type { Route } from './routing.js';
 export interface Usage {
   promptTokens: number;
   completionTokens: number;
+  /**
+   * The upstream never reported usage (a stream cut by the client, a timeout or a broken
+   * connection): the tokens were counted from what the caller received, prompt tokens unknown (0).
+   */
+  counted?: true;
 }
 
 export interface ChatCall<R extends Route = Route> {
@@ -51,17 +56,26 @@ export interface Upstream<R extends Route = Route> {
 export interface Timeouts {
   /** To open the TCP connection. */
   connectMs: number;
-  /** Until the upstream's response headers, for streaming calls. */
-  streamHeadersMs: number;
-  /** Until the whole answer, for non-streaming calls. */
+  /**
+   * Until the first byte of a streamed answer. Ollama queues requests beyond its parallelism
+   * and sends nothing while they wait, so this must outlast the queue: minutes, not seconds.
+   */
+  firstByteMs: number;
+  /** Until the whole answer, for non-streaming calls (never shorter than firstByteMs). */
   responseMs: number;
   /** Longest silence between two chunks of a stream. */
   idleMs: number;
 }
 
+/** A model's own waits (ModelDeployment spec.timeouts), over the gateway's flags. */
+export interface RouteTimeouts {
+  firstByteMs?: number;
+  idleMs?: number;
+}
+
 export const DEFAULT_TIMEOUTS: Timeouts = {
   connectMs: 5_000,
-  streamHeadersMs: 60_000,
+  firstByteMs: 300_000,
   responseMs: 600_000,
-  idleMs: 60_000,
+  idleMs: 120_000,
 };

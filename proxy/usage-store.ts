@@ -169,7 +169,9 @@ export class UsageStore {
         ttft_ms REAL,
         status INTEGER NOT NULL,
         error_type TEXT,
-        stream INTEGER NOT NULL
+        stream INTEGER NOT NULL,
+        tokens_counted INTEGER NOT NULL DEFAULT 0,
+        unpriced INTEGER NOT NULL DEFAULT 0
       );
       CREATE INDEX IF NOT EXISTS requests_ts ON requests(ts);
       CREATE TABLE IF NOT EXISTS request_tags (
@@ -195,11 +197,18 @@ export class UsageStore {
         PRIMARY KEY (hour, model, provider, tag_key, tag_value)
       );
     `);
+    // Files written before these columns existed get them (SQLite has no ADD COLUMN IF NOT EXISTS).
+    const columns = new Set(
+      (this.db.prepare('PRAGMA table_info(requests)').all() as Array<{ name: string }>).map((c) => c.name),
+    );
+    for (const column of ['tokens_counted', 'unpriced']) {
+      if (!columns.has(column)) this.db.exec(`ALTER TABLE requests ADD COLUMN ${column} INTEGER NOT NULL DEFAULT 0`);
+    }
     this.insertRaw = this.db.prepare(
       `INSERT INTO requests (ts, request_id, key_prefix, model, provider, tags, prompt, completion, cost, savings,
-        latency_ms, ttft_ms, status, error_type, stream)
+        latency_ms, ttft_ms, status, error_type, stream, tokens_counted, unpriced)
        VALUES (@ts, @requestId, @keyPrefix, @model, @provider, @tags, @prompt, @completion, @cost, @savings,
-        @latency, @ttft, @status, @errorType, @stream)`,
+        @latency, @ttft, @status, @errorType, @stream, @tokensCounted, @unpriced)`,
     );
     this.insertTag = this.db.prepare('INSERT INTO request_tags (request, tag, ts) VALUES (?, ?, ?)');
     this.upsertRollup = this.db.prepare(
@@ -238,6 +247,8 @@ export class UsageStore {
       status: r.status,
       errorType: r.errorType ?? null,
       stream: r.stream ? 1 : 0,
+      tokensCounted: r.tokensCounted ? 1 : 0,
+      unpriced: r.unpriced ? 1 : 0,
     });
     for (const t of tags) this.insertTag.run(info.lastInsertRowid, t, ts);
     const hour = Math.floor(ts / HOUR) * HOUR;

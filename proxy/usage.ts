@@ -26,6 +26,10 @@ export interface UsageRecord {
   /** The OpenAI error code when status is not 200. */
   errorType?: string;
   stream: boolean;
+  /** The upstream never reported usage (a cut-off stream): completion tokens counted from what was delivered. */
+  tokensCounted?: boolean;
+  /** Tokens were used but the model has no price: costUsd is 0 because nobody knows it, not because it was free. */
+  unpriced?: boolean;
 }
 
 export interface UsageSink {

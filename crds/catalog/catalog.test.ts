@@ -43,6 +43,15 @@ describe('catalog data', () => {
     }
   });
 
+  it('starts every model server with serving settings its context window allows', () => {
+    for (const m of catalog.models) {
+      expect(m.serving.numParallel, m.name).toBeGreaterThanOrEqual(1);
+      expect(m.serving.maxQueue, m.name).toBeGreaterThanOrEqual(1);
+      expect(m.serving.contextLength, m.name).toBeGreaterThanOrEqual(256);
+      expect(m.serving.contextLength, m.name).toBeLessThanOrEqual(m.contextLength);
+    }
+  });
+
   it('names only known GPU types in the region table', () => {
     for (const regions of Object.values(catalog.regions)) {
       for (const [region, gpus] of Object.entries(regions)) {

@@ -28,6 +28,8 @@ export interface CatalogModel {
   sizeGiB: number;
   gpu: { count: number; minMemoryGiB: number; minComputeCapability: string; recommended: string };
   tokensPerSecond: number;
+  /** How its model servers are started unless the ModelDeployment's spec.server overrides it. */
+  serving: { numParallel: number; maxQueue: number; contextLength: number };
 }
 
 export interface Catalog {

@@ -30,6 +30,24 @@ function usageOf(body: unknown): Usage | undefined {
   return { promptTokens: u.prompt_tokens, completionTokens: u.completion_tokens };
 }
 
+/**
+ * Ollama (0.17) reads only `max_tokens`: `max_completion_tokens`, OpenAI's current name for the
+ * same limit, would be ignored and the model would generate until its context is full. The
+ * stricter of the two wins when a caller sends both.
+ */
+export function forOllama(body: Record<string, unknown>): Record<string, unknown> {
+  const mct = body.max_completion_tokens;
+  // null means unset; anything else but a number is the upstream's to refuse.
+  if (mct === null) {
+    const { max_completion_tokens: _, ...rest } = body;
+    return rest;
+  }
+  if (typeof mct !== 'number') return body;
+  const { max_completion_tokens: _, ...rest } = body;
+  const mt = rest.max_tokens;
+  return { ...rest, max_tokens: typeof mt === 'number' ? Math.min(mt, mct) : mct };
+}
+
 function upstreamName(call: ChatCall): string {
   return `the model server of ${call.route.model} (${call.route.provider})`;
 }
@@ -81,6 +99,17 @@ function statusError(status: number, retryAfter: string | undefined, text: strin
       retryAfter ? { 'Retry-After': retryAfter } : {},
     );
   }
+  if (status === 404) {
+    // The route exists on every Ollama: a 404 there means the server does not have the model.
+    // The deployment is broken, not the server busy: never retried, but fallbacks may serve.
+    return new ProxyError(
+      404,
+      'invalid_request_error',
+      'model_not_found',
+      `the model ${call.route.model} is routed to ${call.route.provider}, but its model server does not have it (${detail.slice(0, 200) || 'not found'}); the deployment's model server must pull it`,
+      'model',
+    );
+  }
   if (status === 400 || status === 422) return new ProxyError(400, 'invalid_request_error', 'upstream_rejected', what);
   if (status === 504 || status === 408) return new ProxyError(504, 'timeout_error', 'upstream_timeout', what);
   return new ProxyError(502, 'api_error', 'upstream_error', what);
@@ -115,13 +144,16 @@ export class OpenAICompatibleUpstream implements Upstream<OpenAICompatibleRoute>
 
   async chat(call: ChatCall): Promise<ChatResult> {
     const started = performance.now();
+    const translated = forOllama(call.body);
     const body = call.stream
       ? {
-          ...call.body,
-          stream_options: { ...((call.body.stream_options as object | undefined) ?? {}), include_usage: true },
+          ...translated,
+          stream_options: { ...((translated.stream_options as object | undefined) ?? {}), include_usage: true },
         }
-      : call.body;
-    const limit = call.stream ? this.timeouts.streamHeadersMs : this.timeouts.responseMs;
+      : translated;
+    const firstByteMs = call.route.timeouts?.firstByteMs ?? this.timeouts.firstByteMs;
+    const idleMs = call.route.timeouts?.idleMs ?? this.timeouts.idleMs;
+    const limit = call.stream ? firstByteMs : Math.max(firstByteMs, this.timeouts.responseMs);
     // Serialized outside the try: a failure here is the gateway's, not a transport error.
     const payload = JSON.stringify(body);
     let res: Dispatcher.ResponseData;
@@ -134,10 +166,10 @@ export class OpenAICompatibleUpstream implements Upstream<OpenAICompatibleRoute>
         signal: call.signal,
         headersTimeout: limit,
         // Streams: the longest silence between chunks; whole answers: the whole body.
-        bodyTimeout: call.stream ? this.timeouts.idleMs : limit,
+        bodyTimeout: call.stream ? idleMs : limit,
       });
     } catch (err) {
-      throw transportError(err, call, this.timeouts.idleMs);
+      throw transportError(err, call, idleMs);
     }
 
     if (res.statusCode >= 400) {
@@ -151,7 +183,7 @@ export class OpenAICompatibleUpstream implements Upstream<OpenAICompatibleRoute>
       try {
         raw = await res.body.text();
       } catch (err) {
-        throw transportError(err, call, this.timeouts.idleMs);
+        throw transportError(err, call, idleMs);
       }
       let json: unknown;
       try {
@@ -162,16 +194,28 @@ export class OpenAICompatibleUpstream implements Upstream<OpenAICompatibleRoute>
       const usage = usageOf(json);
       return { kind: 'json', status: 200, body: json, raw, ...(usage ? { usage } : {}) };
     }
-    return this.relay(res.body, call, started);
+    return this.relay(res.body, call, started, idleMs);
   }
 
-  private relay(upstream: Dispatcher.ResponseData['body'], call: ChatCall, started: number): ChatResult {
+  private relay(
+    upstream: Dispatcher.ResponseData['body'],
+    call: ChatCall,
+    started: number,
+    idleMs: number,
+  ): ChatResult {
     const chunks = upstream[Symbol.asyncIterator]();
     const decoder = new TextDecoder();
     const out: string[] = [];
     const outcome: StreamOutcome = {};
     let sawDone = false;
     let finished = false;
+    let delivered = 0;
+    /** A stream cut before the usage chunk still used the tokens it delivered: bill those, marked as counted. */
+    const settleOutcome = () => {
+      if (!outcome.usage && delivered > 0)
+        outcome.usage = { promptTokens: 0, completionTokens: delivered, counted: true };
+      settle(outcome);
+    };
     let settle: (o: StreamOutcome) => void = () => {};
     const settled = new Promise<StreamOutcome>((r) => {
       settle = r;
@@ -210,8 +254,10 @@ export class OpenAICompatibleUpstream implements Upstream<OpenAICompatibleRoute>
             );
             return;
           }
-          if (outcome.firstTokenMs === undefined && HAS_CONTENT.test(data)) {
-            outcome.firstTokenMs = performance.now() - started;
+          if (HAS_CONTENT.test(data)) {
+            // Ollama sends one token per event: what the caller received, should the usage chunk never come.
+            delivered++;
+            if (outcome.firstTokenMs === undefined) outcome.firstTokenMs = performance.now() - started;
           }
           out.push(frame(data));
           return;
@@ -249,7 +295,7 @@ export class OpenAICompatibleUpstream implements Upstream<OpenAICompatibleRoute>
           try {
             r = (await chunks.next()) as IteratorResult<Buffer>;
           } catch (err) {
-            finish(transportError(err, call, this.timeouts.idleMs));
+            finish(transportError(err, call, idleMs));
             break;
           }
           if (r.done) {
@@ -276,7 +322,7 @@ export class OpenAICompatibleUpstream implements Upstream<OpenAICompatibleRoute>
           // stream (and an abort error built with its stack). A broken stream is dropped.
           if (sawDone) void upstream.dump({ limit: 64 * 1024 }).catch(() => {});
           else upstream.destroy();
-          settle(outcome);
+          settleOutcome();
         }
       },
       cancel: () => {
@@ -284,7 +330,7 @@ export class OpenAICompatibleUpstream implements Upstream<OpenAICompatibleRoute>
         outcome.clientAborted = true;
         finished = true;
         upstream.destroy();
-        settle(outcome);
+        settleOutcome();
       },
     });
     return { kind: 'stream', body, outcome: settled };
