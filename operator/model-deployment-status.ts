@@ -3,7 +3,7 @@ import { modelServerEndpoint } from '../crds/constants.js';
 import { type Condition, rfc3339 } from '../crds/meta.js';
 import type { ModelDeployment, ModelDeploymentPhase, ModelDeploymentStatus } from '../crds/model-deployment.js';
 import { findCondition, setCondition } from './conditions.js';
-import { MODEL_ANNOTATION, PULL_CONTAINER } from './model-server.js';
+import { MODEL_ANNOTATION, PULL_CONTAINER, SERVER_CONTAINER } from './model-server.js';
 
 /**
  * A ModelDeployment's status as a pure function of what the operator observes: the result
@@ -168,12 +168,26 @@ export function computeStatus(input: StatusInput): StatusOutput {
       const step = [findCondition(conditions, 'Scheduled'), findCondition(conditions, 'ModelPulled')].find(
         (c) => c?.status !== 'True',
       );
-      set(
-        'Ready',
-        'False',
-        step?.reason === 'Unschedulable' ? 'Unschedulable' : 'Deploying',
-        step?.message ?? 'waiting for the model to answer',
+      // The server process runs but its readiness probe (one generated token) fails: the model is
+      // missing, cannot load, or the server hangs. Seen after a rollout too, when a Running server stops answering.
+      const silent = current.find((p) =>
+        p.status?.containerStatuses?.some((c) => c.name === SERVER_CONTAINER && c.state?.running && !c.ready),
       );
+      if (!step && silent) {
+        set(
+          'Ready',
+          'False',
+          'ModelNotAnswering',
+          `the model server ${silent.metadata?.name} runs but ${md.spec.model} does not answer its readiness probe (generating one token)`,
+        );
+      } else {
+        set(
+          'Ready',
+          'False',
+          step?.reason === 'Unschedulable' ? 'Unschedulable' : 'Deploying',
+          step?.message ?? 'waiting for the model to answer',
+        );
+      }
     }
   }
 

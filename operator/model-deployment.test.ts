@@ -227,6 +227,8 @@ describe('computeStatus', () => {
     pulled?: boolean;
     ready?: boolean;
     pullError?: boolean;
+    /** The server container runs but its readiness probe fails. */
+    silent?: boolean;
     model?: string;
   }): V1Pod {
     const conditions = [];
@@ -267,7 +269,9 @@ describe('computeStatus', () => {
                 state: { waiting: { reason: 'ErrImagePull', message: 'not found' } },
               },
             ]
-          : [],
+          : opts.silent
+            ? [{ name: 'ollama', ready: false, restartCount: 0, image: 'i', imageID: '', state: { running: {} } }]
+            : [],
       },
     } as V1Pod;
   }
@@ -328,6 +332,38 @@ describe('computeStatus', () => {
     });
     expect(again.status).toEqual(running.status);
     expect(again.event).toBeUndefined();
+  });
+
+  it('says when a running server does not answer its readiness probe, also after it was Running', () => {
+    const first = computeStatus({ md: md(), now: t0, timeoutMs, pods: [] });
+    const silent = computeStatus({
+      md: md('llama3.1:8b', 1, first.status),
+      now: minutes(3),
+      timeoutMs,
+      pods: [pod({ scheduled: true, pulled: true, silent: true })],
+    });
+    expect(silent.status.phase).toBe('Deploying');
+    const ready = silent.status.conditions?.find((c) => c.type === 'Ready');
+    expect(ready?.reason).toBe('ModelNotAnswering');
+    expect(ready?.message).toContain('llama3.1:8b does not answer its readiness probe');
+
+    const running = computeStatus({
+      md: md('llama3.1:8b', 1, first.status),
+      now: minutes(4),
+      timeoutMs,
+      pods: [pod({ scheduled: true, pulled: true, ready: true })],
+      deployment: readyDeployment,
+    });
+    const lost = computeStatus({
+      md: md('llama3.1:8b', 1, running.status),
+      now: minutes(30),
+      timeoutMs,
+      pods: [pod({ scheduled: true, pulled: true, silent: true })],
+      deployment: { ...readyDeployment, status: { ...readyDeployment.status, readyReplicas: 0 } },
+    });
+    expect(lost.status.phase).toBe('Deploying');
+    expect(lost.status.conditions?.find((c) => c.type === 'Ready')?.reason).toBe('ModelNotAnswering');
+    expect(lost.status.endpoint).toBeUndefined();
   });
 
   it('fails on an image that cannot be pulled', () => {
