@@ -17,7 +17,7 @@ const { values } = parseArgs({
     'cluster-id': { type: 'string', default: process.env.CLUSTER_ID ?? 'default' },
     cloud: { type: 'string', default: process.env.CLOUD ?? 'aws' },
     region: { type: 'string', default: process.env.REGION },
-    'ollama-image': { type: 'string', default: process.env.OLLAMA_IMAGE ?? 'ollama/ollama:0.6.5' },
+    'ollama-image': { type: 'string', default: process.env.OLLAMA_IMAGE ?? 'ollama/ollama:0.17.4' },
     port: { type: 'string', default: process.env.PORT ?? '8080' },
     'leader-elect': { type: 'string', default: process.env.LEADER_ELECT ?? 'true' },
     'lease-namespace': { type: 'string', default: process.env.POD_NAMESPACE ?? AGENT_NAMESPACE },

@@ -1,10 +1,12 @@
 import type { Server } from 'node:http';
 import { type AddressInfo, connect } from 'node:net';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { loadCatalog } from '../crds/catalog/catalog.js';
 import type { ModelDeployment } from '../crds/model-deployment.js';
 import { type OllamaDouble, startOllamaDouble } from '../e2e/doubles/ollama.js';
 import { createApp, createGateway, type Gateway } from './app.js';
 import { ApiKeys } from './auth.js';
+import { CostMeter } from './cost.js';
 import { ProxyMetrics } from './metrics.js';
 import { buildRoutes, RouteTable } from './routing.js';
 import { createProxyServer } from './serve.js';
@@ -35,6 +37,12 @@ function md(name: string, model: string, endpoint?: string, status?: ModelDeploy
   };
 }
 
+function routesOf(): RouteTable {
+  const routes = new RouteTable();
+  routes.set(buildRoutes([md('llama', 'llama3.1:8b', double.url)], { standalone: true }));
+  return routes;
+}
+
 function build(timeouts = { connectMs: 1000, firstByteMs: 2000, responseMs: 2000, idleMs: 300 }) {
   const routes = new RouteTable();
   routes.set(
@@ -43,8 +51,10 @@ function build(timeouts = { connectMs: 1000, firstByteMs: 2000, responseMs: 2000
         md('llama', 'llama3.1:8b', double.url),
         md('qwen', 'qwen2.5:0.5b', double.url),
         md('gone', 'gemma2:9b', 'http://127.0.0.1:1'),
+        // Routed here, but the double does not have it (a server that lost its model).
+        md('lost', 'mistral:7b', double.url),
       ],
-      { standalone: true },
+      { standalone: true, loadedAt: 1_790_000_000 },
     ),
   );
   usage = new MemoryUsage();
@@ -201,6 +211,21 @@ describe('streaming', () => {
     expect(usage.records[0]).toMatchObject({ status: 502, errorType: 'upstream_stream_broken' });
   });
 
+  it('bills a stream broken off before the usage chunk with the tokens it delivered, marked as counted', async () => {
+    const counted = async () =>
+      (await (await gateway.app.request('/metrics')).text())
+        .split('\n')
+        .find((l) => l.startsWith('gateway_counted_usage_total{model="llama3.1:8b"'))
+        ?.split(' ')[1] ?? '0';
+    const before = Number(await counted());
+    double.behave({ resetAfterTokens: 3 });
+    const data = await frames(await chat({ ...hello, stream: true }));
+    expect(data.filter((d) => d.includes('"content":"tok')).length).toBe(3);
+    await new Promise((r) => setTimeout(r, 10));
+    expect(usage.records[0]).toMatchObject({ completionTokens: 3, promptTokens: 0, tokensCounted: true });
+    expect(Number(await counted())).toBe(before + 1);
+  });
+
   it('ends a stalled stream after the idle timeout with an error event', async () => {
     double.behave({ stallAfterTokens: 2 });
     const started = Date.now();
@@ -284,10 +309,82 @@ describe('bad input', () => {
     expect(double.requests).toHaveLength(0);
   });
 
-  it('answers unknown routes with a 404 envelope', async () => {
+  it('answers unknown routes with a 404 envelope that says what is served', async () => {
     const res = await app.request('/v1/chat/completions', { method: 'POST' });
     expect(res.status).toBe(404);
-    expect(((await res.json()) as { error: { code: string } }).error.code).toBe('unknown_route');
+    const outside = ((await res.json()) as { error: { code: string; message: string } }).error;
+    expect(outside).toMatchObject({ code: 'unknown_route', message: expect.stringContaining('under /openai/v1') });
+    const inside = await app.request('/openai/v1/embeddingz', { method: 'POST' });
+    const err = ((await inside.json()) as { error: { code: string; message: string } }).error;
+    expect(err.code).toBe('unknown_route');
+    // Not "the API is under /openai/v1": the path already is.
+    expect(err.message).not.toContain('under /openai/v1');
+    expect(err.message).toContain('/openai/v1/chat/completions');
+  });
+
+  it('answers a model server without the routed model with 404 model_not_found naming the deployment, once', async () => {
+    const res = await chat({ ...hello, model: 'mistral:7b' });
+    expect(res.status).toBe(404);
+    const err = ((await res.json()) as { error: { code: string; message: string; param: string } }).error;
+    expect(err).toMatchObject({ code: 'model_not_found', param: 'model' });
+    expect(err.message).toContain('platform-llms/lost');
+    expect(err.message).toContain('does not have it');
+    expect(double.requests).toHaveLength(1);
+    expect(usage.records[0]).toMatchObject({ model: 'mistral:7b', status: 404, errorType: 'model_not_found' });
+  });
+
+  it('sends max_completion_tokens to the model server as max_tokens, the smaller when both are given', async () => {
+    await chat({ ...hello, max_completion_tokens: 3 });
+    await chat({ ...hello, max_completion_tokens: 3, max_tokens: 2 });
+    await chat({ ...hello, max_completion_tokens: null, max_tokens: 5 });
+    expect(double.requests.map((r) => r.body)).toEqual([
+      expect.objectContaining({ max_tokens: 3 }),
+      expect.objectContaining({ max_tokens: 2 }),
+      expect.objectContaining({ max_tokens: 5 }),
+    ]);
+    for (const r of double.requests) expect(r.body).not.toHaveProperty('max_completion_tokens');
+  });
+
+  it('records requests refused for their body under the model they asked for', async () => {
+    await chat({ model: 'llama3.1:8b', messages: 'not a list' });
+    expect(usage.records[0]).toMatchObject({ model: 'llama3.1:8b', status: 400 });
+  });
+
+  it('marks the usage of a model without a price as unpriced and counts it', async () => {
+    const catalog = loadCatalog();
+    const metered = (models: typeof catalog.models) => {
+      const metrics = new ProxyMetrics();
+      const unpriced: string[] = [];
+      const g = createGateway({
+        keys: ApiKeys.fromKeys([KEY]),
+        routes: routesOf(),
+        upstreams: { 'openai-compatible': new OpenAICompatibleUpstream() },
+        usage,
+        metrics,
+        cost: new CostMeter({ ...catalog, models }, { models: {} }),
+        onUnpriced: (model) => unpriced.push(model),
+      });
+      return { g, metrics, unpriced };
+    };
+    const send = (g: Gateway) =>
+      g.app.request('/openai/v1/chat/completions', {
+        method: 'POST',
+        headers: { 'content-type': 'application/json', 'x-api-key': KEY },
+        body: JSON.stringify(hello),
+      });
+    const priced = metered(catalog.models);
+    await send(priced.g);
+    expect(usage.records.at(-1)?.unpriced).toBeUndefined();
+    expect(usage.records.at(-1)?.costUsd).toBeGreaterThan(0);
+    // The same model when the catalog does not know it: cost 0, but said to be unknown, once in the log.
+    const bare = metered([]);
+    await send(bare.g);
+    await send(bare.g);
+    expect(usage.records.at(-1)).toMatchObject({ costUsd: 0, unpriced: true });
+    expect(bare.unpriced).toEqual(['llama3.1:8b']);
+    expect(await bare.metrics.registry.metrics()).toMatch(
+      /gateway_unpriced_requests_total\{model="llama3.1:8b",provider="platform-llms\/llama"\} 2/,
+    );
   });
 });
 
@@ -345,7 +442,32 @@ describe('over a real socket', () => {
     const res = await fetch(`${base}/openai/v1/models`, { headers: { authorization: `Bearer ${KEY}` } });
     const body = (await res.json()) as { object: string; data: Array<{ id: string }> };
     expect(body.object).toBe('list');
-    expect(body.data.map((m) => m.id)).toEqual(['gemma2:9b', 'llama3.1:8b', 'qwen2.5:0.5b']);
+    expect(body.data.map((m) => m.id)).toEqual(['gemma2:9b', 'llama3.1:8b', 'mistral:7b', 'qwen2.5:0.5b']);
     expect((await fetch(`${base}/openai/v1/models`)).status).toBe(401);
+  });
+
+  it('retrieves one model with GET /openai/v1/models/{id}, with the time the config was loaded', async () => {
+    const res = await fetch(`${base}/openai/v1/models/llama3.1:8b`, { headers: { authorization: `Bearer ${KEY}` } });
+    expect(await res.json()).toEqual({
+      id: 'llama3.1:8b',
+      object: 'model',
+      created: 1_790_000_000,
+      owned_by: 'platform-llms/llama',
+    });
+    const missing = await fetch(`${base}/openai/v1/models/nope:1b`, { headers: { authorization: `Bearer ${KEY}` } });
+    expect(missing.status).toBe(404);
+    expect(((await missing.json()) as { error: { code: string } }).error.code).toBe('model_not_found');
+    expect((await fetch(`${base}/openai/v1/models/llama3.1:8b`)).status).toBe(401);
+  });
+
+  it('sends whole answers with Content-Length, streams chunked', async () => {
+    const res = await fetch(`${base}/openai/v1/chat/completions`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', 'x-api-key': KEY },
+      body: JSON.stringify(hello),
+    });
+    const body = await res.text();
+    expect(res.headers.get('content-length')).toBe(String(Buffer.byteLength(body)));
+    expect(res.headers.get('transfer-encoding')).toBeNull();
   });
 });

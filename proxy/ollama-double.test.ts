@@ -105,7 +105,7 @@ describe('Ollama double', () => {
     expect(rec?.headers.authorization).toBe('Bearer t');
   });
 
-  it('generates completionTokens tokens, capped by max_tokens / max_completion_tokens with finish_reason length', async () => {
+  it('generates completionTokens tokens, capped by max_tokens (not max_completion_tokens, like Ollama 0.17)', async () => {
     double.behave({ completionTokens: 3 });
     const three = await json<Completion>(await chat({ model: 'qwen2.5:0.5b', messages: MESSAGES }));
     expect(three.choices[0]).toMatchObject({ message: { content: 'tok0 tok1 tok2' }, finish_reason: 'stop' });
@@ -118,7 +118,14 @@ describe('Ollama double', () => {
     const both = await json<Completion>(
       await chat({ model: 'llama3.1:8b', messages: MESSAGES, max_tokens: 5, max_completion_tokens: 1 }),
     );
-    expect(both.choices[0]).toMatchObject({ message: { content: 'tok0' }, finish_reason: 'length' });
+    expect(both.choices[0]).toMatchObject({
+      message: { content: 'tok0 tok1 tok2 tok3 tok4' },
+      finish_reason: 'length',
+    });
+    const ignored = await json<Completion>(
+      await chat({ model: 'llama3.1:8b', messages: MESSAGES, max_completion_tokens: 1 }),
+    );
+    expect(ignored.choices[0]).toMatchObject({ message: { content: EIGHT }, finish_reason: 'stop' });
 
     const roomy = await json<Completion>(await chat({ model: 'llama3.1:8b', messages: MESSAGES, max_tokens: 100 }));
     expect(roomy.choices[0]).toMatchObject({ message: { content: EIGHT }, finish_reason: 'stop' });

@@ -31,6 +31,22 @@ describe('buildRoutes (cluster)', () => {
     ]);
   });
 
+  it('carries a deployment’s own timeouts, in ms, and only the fields it sets', () => {
+    const a = md('a', 'llama3.1:8b', running('a'));
+    a.spec.timeouts = { firstByteSeconds: 900 };
+    const b = md('b', 'qwen2.5:7b', undefined, 'http://localhost:11434');
+    b.spec.timeouts = { firstByteSeconds: 5, idleSeconds: 7 };
+    expect(buildRoutes([a], { standalone: false }).entries.get('llama3.1:8b')).toMatchObject({
+      timeouts: { firstByteMs: 900_000 },
+    });
+    expect(buildRoutes([b], { standalone: true }).entries.get('qwen2.5:7b')).toMatchObject({
+      timeouts: { firstByteMs: 5_000, idleMs: 7_000 },
+    });
+    expect(buildRoutes([md('c', 'x:1', running('c'))], { standalone: false }).entries.get('x:1')).not.toHaveProperty(
+      'timeouts',
+    );
+  });
+
   it('marks deploying and failed models unavailable and does not list them', () => {
     const snap = buildRoutes(
       [

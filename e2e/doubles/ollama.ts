@@ -3,7 +3,7 @@ import { createServer, type IncomingMessage, type ServerResponse, STATUS_CODES }
 import type { AddressInfo, Socket } from 'node:net';
 
 /**
- * A local stand-in for an in-cluster Ollama model server (the version the operator deploys, 0.6.x), speaking its
+ * A local stand-in for an in-cluster Ollama model server (the version the operator deploys, 0.17.x), speaking its
  * OpenAI compatibility layer (/v1) plus the few native endpoints the operator touches. Plain node:http so what the
  * gateway sees on the wire (framing, keep-alive, resets, backpressure) is what a real server would produce, and so
  * benchmarks measure the gateway rather than a framework.
@@ -11,7 +11,7 @@ import type { AddressInfo, Socket } from 'node:net';
  * Prompt tokens: the number of whitespace-separated words across every text in the request's messages (string
  * contents and `{type:'text'}` parts; roles, names and images count 0). "You are terse." + "hi there" = 5.
  * Completion tokens: `tok0 tok1 … tok<C-1>` (a space after every token but the last), C = behaviour.completionTokens,
- * capped by max_tokens / max_completion_tokens (the smaller, when both are non-negative) with finish_reason "length".
+ * capped by max_tokens with finish_reason "length" (max_completion_tokens is ignored, as by the real Ollama 0.17).
  */
 
 export interface OllamaDoubleOptions {
@@ -72,7 +72,7 @@ export interface OllamaDouble {
 const DEFAULT_MODELS = ['llama3.1:8b', 'qwen2.5:0.5b'];
 const DEFAULT_BEHAVIOR: Behavior = { completionTokens: 8, firstByteDelayMs: 0, interTokenDelayMs: 0 };
 /** What the operator deploys; /api/version reports it. */
-const OLLAMA_VERSION = '0.6.5';
+const OLLAMA_VERSION = '0.17.4';
 
 type ErrorType = 'invalid_request_error' | 'api_error';
 
@@ -328,7 +328,8 @@ function validateChat(body: unknown, hasModel: (name: string) => boolean): Verdi
     return bad('stream_options.include_usage must be a boolean');
   }
   const limits: number[] = [];
-  for (const key of ['max_tokens', 'max_completion_tokens']) {
+  // Ollama 0.17 reads only max_tokens: max_completion_tokens is ignored (the model runs on), as the real server does.
+  for (const key of ['max_tokens']) {
     const limit = body[key];
     if (limit == null) continue;
     if (typeof limit !== 'number' || !Number.isInteger(limit)) return bad(`${key} must be an integer`);
