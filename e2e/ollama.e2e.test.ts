@@ -44,6 +44,13 @@ const base = (content: string, maxTokens = 16): ChatCompletionCreateParamsNonStr
   seed: 7,
 });
 
+/** One line per case for the closing summary: what Ollama answered directly and through the gateway. */
+const report: string[] = [];
+const brief = (c: ChatCompletion) =>
+  `${JSON.stringify((c.choices[0]?.message.content ?? '').slice(0, 40))} ${c.choices[0]?.finish_reason} ${c.usage?.prompt_tokens}+${c.usage?.completion_tokens} tok`;
+const note = (name: string, directly: string, proxiedly: string, recorded = '') =>
+  report.push(`| ${name} | ${directly} | ${proxiedly} | ${recorded} |`);
+
 /** What must match between Ollama's direct answer and the gateway's: everything but ids and timestamps. */
 const comparable = ({ id: _id, created: _created, ...rest }: ChatCompletion | ChatCompletionChunk) => rest;
 
@@ -139,6 +146,7 @@ ${extra}`;
 }, 600_000);
 
 afterAll(async () => {
+  console.log(['| case | direct | through the gateway | usage recorded |', '|---|---|---|---|', ...report].join('\n'));
   await proxy?.stop('SIGTERM');
   await ollama?.stop();
   if (dir) rmSync(dir, { recursive: true, force: true });
@@ -165,6 +173,7 @@ describe('the gateway in front of real Ollama, called with the openai SDK', () =
       // SmolLM2 is not in the catalog: cost 0, but marked as unknown rather than free.
       unpriced: 1,
     });
+    note('non-streaming', brief(d), brief(p), `${rec.prompt}+${rec.completion}, unpriced`);
   });
 
   it('streaming: every chunk as Ollama sent it; usage recorded although the client did not ask for it', async () => {
@@ -185,6 +194,12 @@ describe('the gateway in front of real Ollama, called with the openai SDK', () =
       tokens_counted: 0,
     });
     expect(rec.completion).toBe(20);
+    note(
+      'streaming',
+      `${d.length} chunks ${JSON.stringify(text(d).slice(0, 30))}`,
+      `${p.length} chunks, same`,
+      `${rec.prompt}+${rec.completion}`,
+    );
   });
 
   it('stream_options.include_usage: the usage chunk passes, equal to Ollama’s, and is what gets billed', async () => {
@@ -201,6 +216,12 @@ describe('the gateway in front of real Ollama, called with the openai SDK', () =
     expect(usage?.completion_tokens).toBe(12);
     const rec = await record(response.headers.get('x-request-id'));
     expect(rec).toMatchObject({ prompt: usage?.prompt_tokens, completion: usage?.completion_tokens, stream: 1 });
+    note(
+      'include_usage',
+      `usage ${d.at(-1)?.usage?.prompt_tokens}+${d.at(-1)?.usage?.completion_tokens}`,
+      `usage ${usage?.prompt_tokens}+${usage?.completion_tokens}`,
+      `${rec.prompt}+${rec.completion}`,
+    );
   });
 
   it('tags by header and body are merged on the record; the answer is unchanged', async () => {
@@ -213,6 +234,7 @@ describe('the gateway in front of real Ollama, called with the openai SDK', () =
     expect(comparable(p)).toEqual(comparable(d));
     const rec = await record(p._request_id);
     expect(JSON.parse(rec.tags).sort()).toEqual(['cost-center:42', 'env:e2e', 'project:atlas', 'team:ml']);
+    note('tags (header + body)', brief(d), brief(p), rec.tags);
   });
 
   it('max_completion_tokens is honoured (Ollama reads only max_tokens): the same answer as max_tokens', async () => {
@@ -225,6 +247,7 @@ describe('the gateway in front of real Ollama, called with the openai SDK', () =
     expect(p.usage?.completion_tokens).toBe(5);
     expect(p.choices[0]?.finish_reason).toBe('length');
     expect((await record(p._request_id)).completion).toBe(5);
+    note('max_completion_tokens: 5', `max_tokens 5: ${brief(d)}`, brief(p), '5 completion');
   });
 
   it('stop sequences, and temperature with a seed, give what Ollama gives, repeatably', async () => {
@@ -240,6 +263,8 @@ describe('the gateway in front of real Ollama, called with the openai SDK', () =
     const pw2 = await proxied.chat.completions.create(warm);
     expect(comparable(pw1)).toEqual(comparable(dw));
     expect(comparable(pw2)).toEqual(comparable(pw1));
+    note('stop ["3"]', brief(ds), brief(ps));
+    note('temperature 0.9 + seed', brief(dw), `${brief(pw1)}; again: same`);
   });
 
   it('response_format json_object: the same constrained output as Ollama', async () => {
@@ -251,6 +276,7 @@ describe('the gateway in front of real Ollama, called with the openai SDK', () =
     const p = await proxied.chat.completions.create(params);
     expect(comparable(p)).toEqual(comparable(d));
     expect(p.choices[0]?.message.content?.trimStart().startsWith('{')).toBe(true);
+    note('response_format json_object', brief(d), brief(p));
   });
 
   it('tools: the tool definitions reach the model, and a tool-result follow-up answers as Ollama does', async () => {
@@ -291,6 +317,7 @@ describe('the gateway in front of real Ollama, called with the openai SDK', () =
     expect(comparable(p2)).toEqual(comparable(d2));
     expect(p2.usage?.prompt_tokens).toBeGreaterThan(p1.usage?.prompt_tokens ?? 0);
     expect((await record(p2._request_id)).prompt).toBe(d2.usage?.prompt_tokens);
+    note('tools, then tool result', `${brief(d1)} / ${brief(d2)}`, `${brief(p1)} / ${brief(p2)}`);
   });
 
   it('models.list and models.retrieve: routed models with a real created time; unknown ids are 404 model_not_found', async () => {
@@ -327,6 +354,12 @@ describe('the gateway in front of real Ollama, called with the openai SDK', () =
     expect(auth).toBeInstanceOf(OpenAI.AuthenticationError);
     expect(auth.status).toBe(401);
     expect(JSON.stringify(auth.error)).not.toContain('sk-not-a-key');
+    note(
+      'unknown model / wrong key',
+      `404 ${dErr.code ?? dErr.type}`,
+      `404 ${pErr.code} / 401 ${auth.code ?? auth.type}`,
+      '404 recorded; 401 not',
+    );
   });
 
   it('a routed model Ollama does not have: 404 model_not_found naming the deployment, one upstream call, never retried', async () => {
@@ -341,6 +374,11 @@ describe('the gateway in front of real Ollama, called with the openai SDK', () =
     await new Promise((r) => setTimeout(r, 300));
     expect(ollamaCalls(404) - before).toBe(1);
     expect(await record(err.requestID)).toMatchObject({ model: GHOST, provider: 'ghost', status: 404 });
+    note(
+      'routed model Ollama lacks',
+      '404 "model not found"',
+      `404 ${err.code}, ${ollamaCalls(404) - before} upstream call`,
+    );
   });
 
   it('a client that aborts mid-stream: Ollama stops generating, and the delivered tokens are billed as counted', async () => {
@@ -373,6 +411,12 @@ describe('the gateway in front of real Ollama, called with the openai SDK', () =
     // What reached the client, give or take the chunks already in flight when it hung up.
     expect(rec.completion).toBeGreaterThanOrEqual(10);
     expect(rec.completion).toBeLessThanOrEqual(16);
+    note(
+      'client abort after 10 chunks',
+      '-',
+      `aborted; next request served at once`,
+      `499, ${rec.completion} completion (counted)`,
+    );
   });
 
   it('concurrent streams beyond Ollama’s parallelism all finish: the first byte may wait in Ollama’s queue', async () => {
@@ -415,6 +459,8 @@ describe('the gateway in front of real Ollama, called with the openai SDK', () =
       expect(text(chunks)).toBe(text(alone));
       expect(chunks.at(-1)?.usage).toEqual(alone.at(-1)?.usage);
     }
+    const waits = byStart.map((t) => Math.round(t.first - (byStart[0]?.first ?? 0)));
+    note('6 concurrent streams, 1 slot', 'each alone', `all 6 equal; first bytes at +${waits.join(', +')} ms`);
   });
 
   it('a model’s own first-byte timeout (spec.timeouts) applies when Ollama queues it: 504, not retried', async () => {
@@ -448,6 +494,12 @@ describe('the gateway in front of real Ollama, called with the openai SDK', () =
     expect(waited).toBeGreaterThan(1_900);
     expect(waited).toBeLessThan(4_000);
     expect(await record(err.requestID)).toMatchObject({ status: 504, error_type: 'upstream_timeout' });
+    note(
+      'firstByteSeconds: 2 while queued',
+      'queued',
+      `504 ${err.code} after ${Math.round(waited)} ms`,
+      '504 recorded',
+    );
   });
 
   it('Ollama killed mid-stream: the stream ends with an error event, delivered tokens are billed as counted', async () => {
@@ -476,6 +528,12 @@ describe('the gateway in front of real Ollama, called with the openai SDK', () =
     expect(down.status).toBe(502);
     expect(down.code).toBe('upstream_unreachable');
     expect(performance.now() - started).toBeLessThan(5_000);
+    note(
+      'Ollama killed mid-stream',
+      '-',
+      `error event ${(failure as InstanceType<typeof OpenAI.APIError>).code} after ${received} chunks; then 502 ${down.code}`,
+      `502, ${rec.completion} completion (counted)`,
+    );
   });
 
   it('Ollama restarted: the gateway serves again at once, answers equal to direct ones', async () => {
@@ -486,6 +544,7 @@ describe('the gateway in front of real Ollama, called with the openai SDK', () =
     expect(comparable(p)).toEqual(comparable(d));
     const s = await collect(await proxied.chat.completions.create({ ...params, stream: true }));
     expect(text(s)).toBe(d.choices[0]?.message.content);
+    note('Ollama restarted', brief(d), `${brief(p)}; stream same`);
   });
 });
 
@@ -525,5 +584,10 @@ describe('the official Python clients (openai, LiteLLM) through the gateway', ()
     expect(r.litellm_tags.content).toBe(answer);
     expect(r.litellm_404).toMatchObject({ status: 404, type: 'NotFoundError' });
     expect(r.litellm_401).toMatchObject({ status: 401, type: 'AuthenticationError' });
+    note(
+      'Python openai + LiteLLM (chat, stream, usage, tags)',
+      brief(d),
+      `all equal to direct; 404 ${r.openai_404.code}, 401`,
+    );
   });
 });
