@@ -291,6 +291,50 @@ describe('chat through Bedrock', () => {
     expect(assumed()).toBe(before);
   });
 
+  it.each([
+    ['no-stop', 'no messageStop'],
+    ['no-usage', 'no usage metadata'],
+  ] as const)('a stream cut off (%s) is an error for both kinds of client, and recorded as one', async (how, why) => {
+    aws.breakStreams(1, how);
+    const whole = await chat(HAIKU, false);
+    expect(whole.status).toBe(502);
+    const err = ((await whole.json()) as { error: { code: string; message: string } }).error;
+    expect(err.code).toBe('upstream_stream_broken');
+    expect(err.message).toContain(why);
+    await new Promise((r) => setTimeout(r, 20));
+    expect(usage.records.at(-1)).toMatchObject({ status: 502, errorType: 'upstream_stream_broken' });
+
+    aws.breakStreams(1, how);
+    const res = await chat(HAIKU, true);
+    const frames = (await res.text())
+      .split('\n\n')
+      .filter(Boolean)
+      .map((f) => f.replace(/^data: /, ''));
+    expect(frames.at(-1)).toBe('[DONE]');
+    // The text that came is passed on, then the error: never a finish_reason of a complete answer.
+    expect(frames.some((f) => f.includes('"finish_reason":"stop"'))).toBe(how === 'no-usage');
+    expect((JSON.parse(frames.at(-2) ?? '{}') as { error: { code: string } }).error.code).toBe(
+      'upstream_stream_broken',
+    );
+    await new Promise((r) => setTimeout(r, 20));
+    expect(usage.records.at(-1)).toMatchObject({ status: 502, errorType: 'upstream_stream_broken', stream: true });
+  });
+
+  it('an exception frame mid-stream (the SDK throws it) ends the stream with the mapped error', async () => {
+    aws.breakStreams(1, 'exception');
+    const res = await chat(HAIKU, true);
+    const frames = (await res.text())
+      .split('\n\n')
+      .filter(Boolean)
+      .map((f) => f.replace(/^data: /, ''));
+    expect(frames.at(-1)).toBe('[DONE]');
+    const error = (JSON.parse(frames.at(-2) ?? '{}') as { error: { code: string; message: string } }).error;
+    expect(error.code).toMatch(/^bedrock_|upstream_/);
+    expect(error.message).toContain('The model stopped unexpectedly');
+    aws.breakStreams(1, 'exception');
+    expect((await chat(HAIKU, false)).status).toBeGreaterThanOrEqual(500);
+  });
+
   it('passes throttling on as 429 with Retry-After', async () => {
     aws.throttle(1);
     const res = await chat(HAIKU, false);

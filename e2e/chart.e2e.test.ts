@@ -114,7 +114,32 @@ describe('Helm chart', () => {
       'usage.persistence.enabled=false',
       'proxy.replicas=3',
     );
-    expect(find(objs, 'ServiceMonitor', 'platform-ai-optimizer')).toBeDefined();
+    // Metrics are scraped from their own port and Services, never from the callers' Service.
+    const monitor = find(objs, 'ServiceMonitor', 'platform-ai-optimizer') as Obj & {
+      spec: { selector: { matchLabels: Record<string, string> }; endpoints: Array<{ port: string }> };
+    };
+    expect(monitor.spec.endpoints.map((e) => e.port)).toEqual(['metrics']);
+    for (const name of ['platform-ai-optimizer-proxy-metrics', 'platform-ai-optimizer-operator-metrics']) {
+      const svc = find(objs, 'Service', name) as Obj & {
+        metadata: { labels: Record<string, string> };
+        spec: { ports: Array<{ name: string; port: number }> };
+      };
+      expect(svc.spec.ports).toEqual([expect.objectContaining({ name: 'metrics', port: 9090 })]);
+      expect(svc.metadata.labels).toMatchObject(monitor.spec.selector.matchLabels);
+    }
+    const callers = find(objs, 'Service', 'platform-ai-optimizer-proxy') as Obj & {
+      metadata: { labels: Record<string, string> };
+      spec: { ports: Array<{ name: string }> };
+    };
+    expect(callers.spec.ports.map((p) => p.name)).toEqual(['http']);
+    expect(callers.metadata.labels['ai.platform/metrics']).toBeUndefined();
+    const policy = find(objs, 'NetworkPolicy', 'platform-ai-optimizer-proxy') as Obj & {
+      spec: { ingress: Array<{ from: Array<{ namespaceSelector: object }>; ports: Array<{ port: number }> }> };
+    };
+    expect(policy.spec.ingress.map((r) => r.ports.map((p) => p.port))).toEqual([[8080], [9090]]);
+    expect(policy.spec.ingress[1]?.from[0]?.namespaceSelector).toEqual({
+      matchLabels: { 'kubernetes.io/metadata.name': 'monitoring' },
+    });
     const dashboard = find(objs, 'ConfigMap', 'platform-ai-optimizer-dashboard') as Obj & {
       data: Record<string, string>;
     };

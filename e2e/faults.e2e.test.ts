@@ -244,6 +244,8 @@ interface OperatorProcess {
   child: ChildProcess;
   identity: string;
   url: string;
+  /** Where its metrics are served (their own port). */
+  metrics: string;
   output: () => string;
   stop: (signal: NodeJS.Signals) => Promise<number | null>;
 }
@@ -263,6 +265,8 @@ async function startOperatorProcess(): Promise<OperatorProcess> {
       '--region',
       'us-east-1',
       '--port',
+      '0',
+      '--metrics-port',
       '0',
       '--lease-namespace',
       PROCESS_LEASE_NS,
@@ -293,11 +297,11 @@ async function startOperatorProcess(): Promise<OperatorProcess> {
     const started = await eventually('operator process started', 60_000, () => {
       if (child.exitCode !== null) throw new Error(`operator exited ${child.exitCode}:\n${out}`);
       const line = out.split('\n').find((l) => l.includes('"operator started"'));
-      return line ? (JSON.parse(line) as { url: string; identity: string }) : undefined;
+      return line ? (JSON.parse(line) as { url: string; metrics: string; identity: string }) : undefined;
     });
     // main.ts names a replica after its host and pid.
     expect(started.identity).toBe(`${hostname()}-${child.pid}`);
-    return { child, identity: started.identity, url: started.url, output: () => out, stop };
+    return { child, identity: started.identity, url: started.url, metrics: started.metrics, output: () => out, stop };
   } catch (err) {
     child.kill('SIGKILL');
     throw err;
@@ -566,16 +570,16 @@ describe.runIf(inject('localControlPlane'))('control-plane faults', () => {
     const leader = await eventually('a leader', 60_000, async () => {
       const holder = (await leaseOf(PROCESS_LEASE_NS, 'platform-ai-optimizer-operator'))?.holderIdentity;
       const p = pair.find((x) => x.identity === holder);
-      return p && (await scrape(p.url)).leader ? p : undefined;
+      return p && (await scrape(p.metrics)).leader ? p : undefined;
     });
     const standby = pair.find((p) => p !== leader) as OperatorProcess;
     const transitions = (await leaseOf(PROCESS_LEASE_NS, 'platform-ai-optimizer-operator'))?.leaseTransitions ?? 0;
-    expect(await scrape(standby.url)).toEqual({ reconciles: 0, leader: false });
+    expect(await scrape(standby.metrics)).toEqual({ reconciles: 0, leader: false });
     expect((await fetch(`${standby.url}/readyz`)).status).toBe(200);
 
     applyObjects(...batch.map((n) => mdObject(n)));
     await eventually('leader reconciling', 30_000, async () =>
-      (await scrape(leader.url)).reconciles >= 2 ? true : undefined,
+      (await scrape(leader.metrics)).reconciles >= 2 ? true : undefined,
     );
     await leader.stop('SIGKILL');
     const killed = Date.now();
@@ -590,7 +594,7 @@ describe.runIf(inject('localControlPlane'))('control-plane faults', () => {
     // The crashed leader's lease runs out (15 s, main.ts's default), then the standby takes it.
     let reconcilesWhileStandby = 0;
     await eventually('standby leads', 60_000, async () => {
-      const m = await scrape(standby.url);
+      const m = await scrape(standby.metrics);
       // Until it leads, the standby reconciles nothing.
       if (!m.leader) reconcilesWhileStandby = Math.max(reconcilesWhileStandby, m.reconciles);
       return m.leader || undefined;
@@ -609,7 +613,7 @@ describe.runIf(inject('localControlPlane'))('control-plane faults', () => {
       `[faults] standby took over ${secs(takeover)} after the SIGKILL; all ${batch.length} Running ${secs(Date.now() - killed)} after it`,
     );
     expectConverged(converged, batch);
-    expect((await scrape(standby.url)).reconciles).toBeGreaterThan(0);
+    expect((await scrape(standby.metrics)).reconciles).toBeGreaterThan(0);
     expect(await standby.stop('SIGTERM')).toBe(0);
     // A graceful stop hands the lease back.
     expect((await leaseOf(PROCESS_LEASE_NS, 'platform-ai-optimizer-operator'))?.holderIdentity).toBe('');

@@ -176,7 +176,14 @@ describe.runIf(inject('localControlPlane'))('operator on the real control plane'
         kubectlOk(['get', 'svc', 'qwen', '-n', NS, '-o', 'jsonpath={.metadata.resourceVersion}']),
       ].join(',');
     const before = versions();
-    const requests = await op.apiRequestCount();
+    // Let what the previous rollout set off settle first (its Events, watches reopening).
+    let requests = await op.apiRequestCount();
+    for (let i = 0; i < 20; i++) {
+      await new Promise((r) => setTimeout(r, 500));
+      const now = await op.apiRequestCount();
+      if (now === requests) break;
+      requests = now;
+    }
     op.resyncAll();
     op.resyncAll();
     await new Promise((r) => setTimeout(r, 1500));
@@ -375,8 +382,11 @@ describe.runIf(inject('localControlPlane'))('operator on the real control plane'
     expect(body.items.every((m) => m.pricing.usdPer1MTokens > 0)).toBe(true);
     const other = await fetch(`${op.url()}/ai-optimizer/v1beta/organizations/acme/clusters/other/hosted-models`);
     expect(other.status).toBe(404);
-    const metrics = await (await fetch(`${op.url()}/metrics`)).text();
+    const metrics = await (await fetch(`${op.metricsUrl()}/metrics`)).text();
     expect(metrics).toMatch(/operator_reconcile_total\{result="success"\} \d+/);
+    // Metrics have their own port: the API port neither serves them nor names this cluster to strangers.
+    expect((await fetch(`${op.url()}/metrics`)).status).toBe(404);
+    expect(await other.text()).not.toContain('prod-1');
     expect((await fetch(`${op.url()}/readyz`)).status).toBe(200);
   });
 

@@ -10,6 +10,8 @@ export interface ProxyProcess {
   child: ChildProcess;
   /** http://127.0.0.1:<port> from the proxy's "proxy listening" log line. */
   base: string;
+  /** Where its metrics are served (their own port), from the same line. */
+  metrics: string;
   /** Everything it printed so far. */
   output: () => string;
   stop: (signal: NodeJS.Signals) => Promise<number | null>;
@@ -17,11 +19,15 @@ export interface ProxyProcess {
 
 export async function startProxyProcess(args: string[], env: NodeJS.ProcessEnv = process.env): Promise<ProxyProcess> {
   // node itself with tsx as a loader: one process, so SIGKILL (a crash test) leaves no orphan.
-  const child = spawn(process.execPath, ['--import', 'tsx', 'proxy/main.ts', ...args, '--port', '0'], {
-    cwd: ROOT,
-    env,
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
+  const child = spawn(
+    process.execPath,
+    ['--import', 'tsx', 'proxy/main.ts', ...args, '--port', '0', '--metrics-port', '0'],
+    {
+      cwd: ROOT,
+      env,
+      stdio: ['ignore', 'pipe', 'pipe'],
+    },
+  );
   // A test runner that dies mid-test must not leave the proxy running.
   const reap = () => child.kill('SIGKILL');
   process.once('exit', reap);
@@ -44,7 +50,10 @@ export async function startProxyProcess(args: string[], env: NodeJS.ProcessEnv =
   const deadline = Date.now() + 20_000;
   while (Date.now() < deadline) {
     const line = out.split('\n').find((l) => l.includes('"proxy listening"'));
-    if (line) return { child, base: (JSON.parse(line) as { url: string }).url, output: () => out, stop };
+    if (line) {
+      const { url, metrics } = JSON.parse(line) as { url: string; metrics: string };
+      return { child, base: url, metrics, output: () => out, stop };
+    }
     if (child.exitCode !== null) break;
     await new Promise((r) => setTimeout(r, 50));
   }

@@ -136,7 +136,7 @@ describe('soak', () => {
       expect(byTeam.totals.requests).toBe(requests);
       expect(byTeam.totals.outputTokens).toBe(requests * 16);
       expect(Object.fromEntries(byTeam.groups.map((g) => [g.group, g.requests]))).toEqual(Object.fromEntries(sent));
-      const metrics = await (await fetch(`${proxy.base}/metrics`)).text();
+      const metrics = await (await fetch(`${proxy.metrics}/metrics`)).text();
       const counted = [...metrics.matchAll(/^gateway_requests_total\{[^}]*status="200"[^}]*\} (\d+)/gm)].reduce(
         (a, m) => a + Number(m[1]),
         0,

@@ -19,6 +19,7 @@ const { values } = parseArgs({
     region: { type: 'string', default: process.env.REGION },
     'ollama-image': { type: 'string', default: process.env.OLLAMA_IMAGE ?? 'ollama/ollama:0.17.4' },
     port: { type: 'string', default: process.env.PORT ?? '8080' },
+    'metrics-port': { type: 'string', default: process.env.METRICS_PORT ?? '9090' },
     'leader-elect': { type: 'string', default: process.env.LEADER_ELECT ?? 'true' },
     'lease-namespace': { type: 'string', default: process.env.POD_NAMESPACE ?? AGENT_NAMESPACE },
     concurrency: { type: 'string', default: process.env.CONCURRENCY ?? '4' },
@@ -62,6 +63,7 @@ const operator = new Operator({
   cluster,
   ollamaImage: values['ollama-image'] ?? '',
   port: Number(values.port),
+  metricsPort: Number(values['metrics-port']),
   concurrency: Number(values.concurrency),
   rediscoveryMs: Number(values['rediscovery-minutes']) * 60_000,
   leaderElection:
@@ -76,6 +78,7 @@ try {
   await operator.start();
   log.info('operator started', {
     url: operator.url(),
+    metrics: operator.metricsUrl(),
     cluster: cluster.clusterId,
     cloud,
     region: cluster.region,

@@ -14,7 +14,7 @@ export function managementApi(catalog: Catalog, cluster: ClusterInfo): Hono {
       return c.json(
         {
           error: {
-            message: `cluster ${clusterId} of organization ${organizationId} is not managed here; this operator serves cluster ${cluster.clusterId}`,
+            message: `cluster ${clusterId.slice(0, 64)} of organization ${organizationId.slice(0, 64)} is not managed by this operator; check both ids`,
             type: 'not_found',
             code: 'cluster_not_found',
           },

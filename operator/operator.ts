@@ -19,6 +19,7 @@ import type { ExternalProvider } from '../crds/external-provider.js';
 import { Informer, type InformerEvent, keyOf } from '../crds/informer.js';
 import { KubeClient, type KubeObject, resourcePath } from '../crds/kube-client.js';
 import { errorMessage, jsonLogger, type Logger } from '../crds/log.js';
+import { type MetricsServer, serveMetrics } from '../crds/metrics-server.js';
 import type { ModelDeployment } from '../crds/model-deployment.js';
 import type { NodeConfiguration } from '../crds/node-configuration.js';
 import type { NodeTemplate } from '../crds/node-template.js';
@@ -46,8 +47,10 @@ export interface OperatorOptions {
   kubeConfig: KubeConfig;
   cluster: ClusterInfo;
   ollamaImage: string;
-  /** HTTP port for /healthz, /readyz, /metrics and the management API; 0 picks a free one. */
+  /** HTTP port for /healthz, /readyz and the management API; 0 picks a free one. */
   port: number;
+  /** Port of GET /metrics, apart from the API port; 0 picks a free one. */
+  metricsPort?: number;
   concurrency?: number;
   resyncMs?: number;
   timeoutMs?: number;
@@ -69,6 +72,7 @@ export class Operator {
   private readonly reconciles: Counter<'result'>;
   private readonly reconcileSeconds: Histogram;
   private server: Server | undefined;
+  private metricsServer: MetricsServer | undefined;
   private elector: LeaderElector | undefined;
   private queue: WorkQueue | undefined;
   private providerQueue: WorkQueue | undefined;
@@ -142,6 +146,11 @@ export class Operator {
     return `http://127.0.0.1:${addr?.port ?? 0}`;
   }
 
+  /** Where GET /metrics is served (its own port). */
+  metricsUrl(): string {
+    return this.metricsServer?.url ?? '';
+  }
+
   private httpApp(): Hono {
     const app = new Hono();
     app.get('/healthz', (c) => c.text('ok'));
@@ -150,9 +159,6 @@ export class Operator {
       const ready = !this.stopping && (!this.leading || this.synced);
       return c.text(ready ? 'ok' : 'not ready', ready ? 200 : 503);
     });
-    app.get('/metrics', async (c) =>
-      c.text(await this.registry.metrics(), 200, { 'content-type': this.registry.contentType }),
-    );
     app.route('/', managementApi(this.opts.catalog ?? loadCatalog(), this.opts.cluster));
     return app;
   }
@@ -163,6 +169,7 @@ export class Operator {
         resolve(),
       ) as Server;
     });
+    this.metricsServer = await serveMetrics(this.registry, this.opts.metricsPort ?? 0, '0.0.0.0');
     const le = this.opts.leaderElection;
     if (le === false || le === undefined) {
       await this.startLeading();
@@ -348,5 +355,6 @@ export class Operator {
     await this.stopLeading();
     if (this.elector) await this.elector.stop();
     await new Promise<void>((resolve) => (this.server ? this.server.close(() => resolve()) : resolve()));
+    await this.metricsServer?.close();
   }
 }

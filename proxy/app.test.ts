@@ -26,6 +26,7 @@ let gateway: Gateway;
 let app: Gateway['app'];
 let server: Server;
 let base: string;
+let metrics: ProxyMetrics;
 
 function md(name: string, model: string, endpoint?: string, status?: ModelDeployment['status']): ModelDeployment {
   return {
@@ -58,12 +59,13 @@ function build(timeouts = { connectMs: 1000, firstByteMs: 2000, responseMs: 2000
     ),
   );
   usage = new MemoryUsage();
+  metrics = new ProxyMetrics();
   return createGateway({
     keys: ApiKeys.fromKeys([KEY]),
     routes,
     upstreams: { 'openai-compatible': new OpenAICompatibleUpstream({ timeouts }) },
     usage,
-    metrics: new ProxyMetrics(),
+    metrics,
     maxBodyBytes: 10 * 1024 * 1024,
   });
 }
@@ -213,7 +215,7 @@ describe('streaming', () => {
 
   it('bills a stream broken off before the usage chunk with the tokens it delivered, marked as counted', async () => {
     const counted = async () =>
-      (await (await gateway.app.request('/metrics')).text())
+      (await metrics.registry.metrics())
         .split('\n')
         .find((l) => l.startsWith('gateway_counted_usage_total{model="llama3.1:8b"'))
         ?.split(' ')[1] ?? '0';
@@ -307,6 +309,10 @@ describe('bad input', () => {
     expect(badTag.status).toBe(400);
     expect(((await badTag.json()) as { error: { message: string } }).error.message).toContain('"nocolon"');
     expect(double.requests).toHaveLength(0);
+  });
+
+  it('does not serve metrics on the API port (they have their own)', async () => {
+    expect((await app.request('/metrics')).status).toBe(404);
   });
 
   it('answers unknown routes with a 404 envelope that says what is served', async () => {

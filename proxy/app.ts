@@ -96,9 +96,6 @@ export function createGateway(deps: AppDeps): Gateway {
     const ready = deps.ready?.() ?? true;
     return c.text(ready ? 'ok' : 'not ready', ready ? 200 : 503);
   });
-  app.get('/metrics', async (c) =>
-    c.text(await deps.metrics.registry.metrics(), 200, { 'content-type': deps.metrics.registry.contentType }),
-  );
 
   const auth = (headers: { apiKey?: string | undefined; authorization?: string | undefined }): Caller => {
     const caller = authenticate(deps.keys, headers);

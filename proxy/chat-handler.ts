@@ -184,7 +184,7 @@ export function chatHandler(deps: ChatDeps): ChatHandler {
       if (limiter) {
         admission = limiter.take(caller.keyHashPrefix);
         if (!admission.ok) {
-          deps.metrics.rateLimited.inc({ key: caller.keyHashPrefix });
+          deps.metrics.rateLimited.inc();
           throw new ProxyError(
             429,
             'rate_limit_error',

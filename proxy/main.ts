@@ -7,6 +7,7 @@ import { providerCredentials, RoleCredentials } from '../crds/aws-credentials.js
 import { loadCatalog } from '../crds/catalog/catalog.js';
 import { ACCESS_KEY_ID_KEY, PROXY_SERVICE_PORT, SECRET_ACCESS_KEY_KEY } from '../crds/constants.js';
 import { errorMessage, jsonLogger } from '../crds/log.js';
+import { serveMetrics } from '../crds/metrics-server.js';
 import { createGateway } from './app.js';
 import { ApiKeys } from './auth.js';
 import { ClusterSource } from './cluster-source.js';
@@ -15,7 +16,7 @@ import { CostMeter, loadBedrockPrices, mergePrices, parseBedrockPrices } from '.
 import { ProxyMetrics } from './metrics.js';
 import { DEFAULT_RETRY } from './resilience.js';
 import { buildRoutes, RouteTable } from './routing.js';
-import { createProxyServer } from './serve.js';
+import { createProxyServer, DEFAULT_CONNECTION_LIMITS } from './serve.js';
 import { shutdownGracefully } from './shutdown.js';
 import { uiRoutes } from './ui/pages.js';
 import { DEFAULT_TIMEOUTS } from './upstream.js';
@@ -39,6 +40,7 @@ const { values } = parseArgs({
     'tag-labels': { type: 'string', default: process.env.METRICS_TAG_LABELS ?? 'project,team,environment' },
     host: { type: 'string' },
     port: { type: 'string', default: process.env.PORT },
+    'metrics-port': { type: 'string', default: process.env.METRICS_PORT ?? '9090' },
     kubeconfig: { type: 'string' },
     retries: { type: 'string', default: process.env.GATEWAY_RETRIES ?? String(DEFAULT_RETRY.retries) },
     'retry-backoff-ms': {
@@ -56,6 +58,10 @@ const { values } = parseArgs({
     'first-byte-timeout-seconds': { type: 'string', default: process.env.GATEWAY_FIRST_BYTE_TIMEOUT_SECONDS },
     'idle-timeout-seconds': { type: 'string', default: process.env.GATEWAY_IDLE_TIMEOUT_SECONDS },
     'response-timeout-seconds': { type: 'string', default: process.env.GATEWAY_RESPONSE_TIMEOUT_SECONDS },
+    'header-timeout-seconds': { type: 'string', default: process.env.GATEWAY_HEADER_TIMEOUT_SECONDS },
+    'body-timeout-seconds': { type: 'string', default: process.env.GATEWAY_BODY_TIMEOUT_SECONDS },
+    'keep-alive-timeout-seconds': { type: 'string', default: process.env.GATEWAY_KEEP_ALIVE_TIMEOUT_SECONDS },
+    'max-connections': { type: 'string', default: process.env.GATEWAY_MAX_CONNECTIONS },
   },
 });
 
@@ -223,11 +229,41 @@ const gateway = createGateway({
 // Standalone defaults to this machine only; in a cluster the Service reaches port 443 on all interfaces.
 const host = values.host ?? (standalone ? '127.0.0.1' : '0.0.0.0');
 const port = Number(values.port ?? (standalone ? 8080 : PROXY_SERVICE_PORT));
-const server = createProxyServer(gateway);
+const server = createProxyServer(gateway, {
+  headersTimeoutMs: positiveSeconds(
+    'header-timeout-seconds',
+    values['header-timeout-seconds'],
+    DEFAULT_CONNECTION_LIMITS.headersTimeoutMs,
+  ),
+  bodyTimeoutMs: positiveSeconds(
+    'body-timeout-seconds',
+    values['body-timeout-seconds'],
+    DEFAULT_CONNECTION_LIMITS.bodyTimeoutMs,
+  ),
+  keepAliveTimeoutMs: positiveSeconds(
+    'keep-alive-timeout-seconds',
+    values['keep-alive-timeout-seconds'],
+    DEFAULT_CONNECTION_LIMITS.keepAliveTimeoutMs,
+  ),
+  maxConnections: Math.max(
+    1,
+    Math.floor(numberFlag('max-connections', values['max-connections'], DEFAULT_CONNECTION_LIMITS.maxConnections)),
+  ),
+});
+// Metrics on their own port: never reachable through the API port callers use.
+const metricsServer = await serveMetrics(
+  metrics.registry,
+  Math.floor(numberFlag('metrics-port', values['metrics-port'], 9090)),
+  host,
+).catch((err: unknown) => {
+  log.error('metrics port unavailable', { error: errorMessage(err) });
+  process.exit(1);
+});
 server.listen(port, host, () => {
   const info = server.address() as AddressInfo;
   log.info('proxy listening', {
     url: `http://${host}:${info.port}`,
+    metrics: metricsServer.url,
     mode: standalone ? 'standalone' : 'cluster',
     models: routes
       .models()

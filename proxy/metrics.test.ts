@@ -20,4 +20,31 @@ describe('tag labels', () => {
     }
     expect((await m.requests.get()).values.map((v) => v.labels.tag_team).sort()).toEqual(['_other', 'a', 'b', 'c']);
   });
+
+  it('let only answered requests claim a value: a flood of refused ones does not evict real teams', async () => {
+    const m = new ProxyMetrics(['team'], 100);
+    const observe = (team: string, status: number, model = 'llama3.1:8b') =>
+      m.observeRequest({
+        model,
+        provider: 'p',
+        tags: [{ key: 'team', value: team }],
+        status,
+        code: status === 200 ? '' : 'x',
+        seconds: 0.01,
+        costUsd: 0,
+      });
+    for (let i = 0; i < 5000; i++) observe(`junk-${i}`, 404, '');
+    for (let i = 0; i < 500; i++) observe(`junk-${i}`, 400);
+    observe('ml', 200);
+    observe('search', 200);
+    const teams = new Set((await m.requests.get()).values.map((v) => v.labels.tag_team));
+    expect(teams).toEqual(new Set(['_other', 'ml', 'search']));
+  });
+
+  it('never labels rate-limited requests with anything derived from the key', async () => {
+    const m = new ProxyMetrics();
+    m.rateLimited.inc();
+    const values = (await m.rateLimited.get()).values;
+    expect(values).toEqual([expect.objectContaining({ value: 1, labels: {} })]);
+  });
 });

@@ -120,10 +120,10 @@ export class ProxyMetrics {
       labelNames: ['model', 'provider'],
       registers: [this.registry],
     });
+    // No key label: anything derived from a key (even a hash prefix) helps an offline guess.
     this.rateLimited = new Counter({
       name: 'gateway_rate_limited_total',
       help: 'Requests refused with 429 because their API key ran out of its request budget.',
-      labelNames: ['key'],
       registers: [this.registry],
     });
   }
@@ -134,7 +134,7 @@ export class ProxyMetrics {
    * in the gateway's profile.
    */
   observeRequest(o: RequestObservation): void {
-    const tagLabels = this.tagLabels(o.tags);
+    const tagLabels = this.tagLabels(o.tags, o.status < 400 && o.model !== '');
     const key = `${o.model}\u0000${o.provider}\u0000${o.status}\u0000${Object.values(tagLabels).join('\u0000')}`;
     let c = this.children.get(key);
     if (!c) {
@@ -161,17 +161,19 @@ export class ProxyMetrics {
 
   /**
    * Label values of the allow-listed tag keys ('' where the request has no such tag). Values are
-   * the callers' free text, so each key keeps at most `maxTagValues` distinct ones; later new
-   * values are reported as `_other` (usage reports still have them exactly).
+   * the callers' free text, so each key keeps at most `maxTagValues` distinct ones, and only a
+   * request a model answered (`admit`) may claim a new one: a flood of refused requests with
+   * made-up values cannot use up the slots of real teams. Values without a slot are reported as
+   * `_other` (usage reports still have them exactly).
    */
-  tagLabels(tags: Tag[]): Record<string, string> {
+  tagLabels(tags: Tag[], admit = true): Record<string, string> {
     const out: Record<string, string> = {};
     for (const [i, key] of this.tagKeys.entries()) {
       const value = tags.find((t) => t.key === key)?.value ?? '';
       const seen = this.seenValues[i];
       let label = value;
       if (value && seen && !seen.has(value)) {
-        if (seen.size < this.maxTagValues) seen.add(value);
+        if (admit && seen.size < this.maxTagValues) seen.add(value);
         else label = OTHER;
       }
       out[this.tagLabelNames[i] ?? labelName(key)] = label;

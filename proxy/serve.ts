@@ -9,6 +9,7 @@ import {
   tooLarge,
   unreadable,
 } from './chat-handler.js';
+import { ProxyError } from './errors.js';
 
 /**
  * The proxy's HTTP server. Chat completions, the one hot path, are served straight on node:http:
@@ -31,13 +32,19 @@ const headerOf =
  * The request body by 'data' events (an async iterator per request showed in the profile),
  * refused with 413 from Content-Length before reading, or at the first chunk past the limit.
  */
-function readBody(req: IncomingMessage, limit: number): Promise<string> {
+function readBody(req: IncomingMessage, limit: number, timeoutMs: number): Promise<string> {
   const declared = declaredTooLarge(req.headers['content-length'], limit);
   if (declared) return Promise.reject(declared);
   return new Promise((resolve, reject) => {
     const parts: Buffer[] = [];
     let size = 0;
+    // A caller that trickles its body holds a connection and memory: it gets the upload time, not more.
+    const timer = setTimeout(() => {
+      req.pause();
+      fail(uploadTimeout(timeoutMs));
+    }, timeoutMs);
     const fail = (err: Error) => {
+      clearTimeout(timer);
       req.off('data', onData);
       req.off('end', onEnd);
       req.off('error', onError);
@@ -55,6 +62,7 @@ function readBody(req: IncomingMessage, limit: number): Promise<string> {
       parts.push(chunk);
     };
     const onEnd = () => {
+      clearTimeout(timer);
       req.off('error', onError);
       req.off('aborted', onAborted);
       resolve(parts.length === 1 ? (parts[0] as Buffer).toString('utf8') : Buffer.concat(parts, size).toString('utf8'));
@@ -67,6 +75,16 @@ function readBody(req: IncomingMessage, limit: number): Promise<string> {
     req.once('aborted', onAborted);
   });
 }
+
+const uploadTimeout = (ms: number) =>
+  new ProxyError(
+    408,
+    'invalid_request_error',
+    'request_timeout',
+    `the request body did not arrive within ${ms / 1000} s; send it at once`,
+    null,
+    { connection: 'close' },
+  );
 
 async function writeOutput(out: ChatOutput, res: ServerResponse, signal: AbortSignal): Promise<void> {
   if (out.kind === 'json') {
@@ -110,7 +128,29 @@ export interface Servable {
   chat: ChatHandler;
 }
 
-export function createProxyServer({ app, chat }: Servable): Server {
+/** How long callers may take, and how many connections they may hold. */
+export interface ConnectionLimits {
+  /** Until a request's headers are complete (Node answers 408 and closes). */
+  headersTimeoutMs: number;
+  /** Until a chat request's body is complete: 408 request_timeout, connection closed. */
+  bodyTimeoutMs: number;
+  /** An idle kept-alive connection is closed after this. */
+  keepAliveTimeoutMs: number;
+  /** Open connections at most; more are closed as they arrive. */
+  maxConnections: number;
+}
+
+export const DEFAULT_CONNECTION_LIMITS: ConnectionLimits = {
+  headersTimeoutMs: 10_000,
+  bodyTimeoutMs: 30_000,
+  keepAliveTimeoutMs: 30_000,
+  maxConnections: 10_000,
+};
+
+export function createProxyServer(
+  { app, chat }: Servable,
+  limits: ConnectionLimits = DEFAULT_CONNECTION_LIMITS,
+): Server {
   const hono = getRequestListener(app.fetch);
   const serveChat = async (req: IncomingMessage, res: ServerResponse) => {
     const gone = new AbortController();
@@ -120,21 +160,34 @@ export function createProxyServer({ app, chat }: Servable): Server {
     const out = await chat({
       requestId: newRequestId(),
       header: headerOf(req),
-      body: (limit) => readBody(req, limit),
+      body: (limit) => readBody(req, limit, limits.bodyTimeoutMs),
       signal: gone.signal,
     });
     await writeOutput(out, res, gone.signal);
   };
-  return createServer((req, res) => {
-    const url = req.url ?? '';
-    if (req.method === 'POST' && (url === CHAT_PATH || url.startsWith(`${CHAT_PATH}?`))) {
-      serveChat(req, res).catch(() => {
-        // The handler answers every error itself; this is a socket that failed under us.
-        if (!res.headersSent) res.writeHead(500).end();
-        else res.destroy();
-      });
-      return;
-    }
-    void hono(req, res);
-  });
+  const server = createServer(
+    {
+      headersTimeout: limits.headersTimeoutMs,
+      // Node's own backstop for the whole request (headers and body), past our upload timeout.
+      requestTimeout: limits.headersTimeoutMs + limits.bodyTimeoutMs + 5_000,
+      keepAliveTimeout: limits.keepAliveTimeoutMs,
+      // Node checks the two timeouts above on this period (30 s by default, which would let a
+      // slow-headers caller hold its connection up to 30 s past the limit).
+      connectionsCheckingInterval: Math.max(100, Math.min(1_000, limits.headersTimeoutMs / 4)),
+    },
+    (req, res) => {
+      const url = req.url ?? '';
+      if (req.method === 'POST' && (url === CHAT_PATH || url.startsWith(`${CHAT_PATH}?`))) {
+        serveChat(req, res).catch(() => {
+          // The handler answers every error itself; this is a socket that failed under us.
+          if (!res.headersSent) res.writeHead(500).end();
+          else res.destroy();
+        });
+        return;
+      }
+      void hono(req, res);
+    },
+  );
+  server.maxConnections = limits.maxConnections;
+  return server;
 }

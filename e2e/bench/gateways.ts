@@ -406,13 +406,13 @@ async function startOurs(double: Double, dir: string): Promise<Target> {
     stop: async () => {
       await managed.stop();
     },
-    inspect: () => inspectOurs(proxy.base, usageDb),
+    inspect: () => inspectOurs(proxy.metrics, usageDb),
   };
 }
 
 /** Proof that the features ran: tagged requests in the metrics and usage rows in SQLite (read after a flush). */
-async function inspectOurs(base: string, usageDb: string): Promise<Record<string, number | string>> {
-  const metrics = await (await fetch(`${base}/metrics`)).text();
+async function inspectOurs(metricsBase: string, usageDb: string): Promise<Record<string, number | string>> {
+  const metrics = await (await fetch(`${metricsBase}/metrics`)).text();
   const sum = (prefix: string, filter = '') =>
     metrics
       .split('\n')

@@ -18,7 +18,8 @@ const ROOT = fileURLToPath(new URL('../..', import.meta.url));
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 async function metric(port: number, name: string, filter = ''): Promise<number> {
-  const text = await (await fetch(`http://127.0.0.1:${port}/metrics`)).text();
+  // The operator serves metrics on the port after its API port (--metrics-port below).
+  const text = await (await fetch(`http://127.0.0.1:${port + 1}/metrics`)).text();
   return text
     .split('\n')
     .filter((l) => l.startsWith(name) && l.includes(filter) && !l.includes('resource="leases"'))
@@ -74,6 +75,8 @@ async function main() {
         'us-east-1',
         '--port',
         String(port),
+        '--metrics-port',
+        String(port + 1),
         '--leader-elect',
         'false',
       ],

@@ -96,11 +96,20 @@ export interface AwsDouble {
   throttle(n: number): void;
   /** Completion length (default 8). */
   setCompletionTokens(n: number): void;
+  /**
+   * The next N ConverseStream calls go wrong after their text deltas: `no-stop` ends the stream
+   * there (no messageStop, no metadata), `no-usage` sends messageStop but no metadata,
+   * `exception` sends a modelStreamErrorException frame (`:message-type: exception`, as Bedrock
+   * does) and ends.
+   */
+  breakStreams(n: number, how: StreamBreak): void;
   /** Destroys open connections (HTTP/1 keep-alive and HTTP/2 sessions) too. */
   close(): Promise<void>;
 }
 
 type Service = AwsCall['service'];
+
+export type StreamBreak = 'no-stop' | 'no-usage' | 'exception';
 
 /** Who signed a request: a long-term principal or a role session the double issued. */
 interface Identity {
@@ -250,6 +259,8 @@ export async function startAwsDouble(opts: AwsDoubleOptions): Promise<AwsDouble>
   const sockets = new Set<Socket>();
   let throttleRemaining = 0;
   let completionTokens = DEFAULT_COMPLETION_TOKENS;
+  let breakRemaining = 0;
+  let breakHow: StreamBreak = 'no-stop';
   let port = 0;
   let closing: Promise<void> | undefined;
 
@@ -673,6 +684,20 @@ export async function startAwsDouble(opts: AwsDoubleOptions): Promise<AwsDouble>
       const text = i < tokens.length - 1 ? `${tok} ` : tok;
       ex.wire.write(event('contentBlockDelta', { contentBlockIndex: 0, delta: { text } }));
     });
+    if (breakRemaining > 0) {
+      breakRemaining -= 1;
+      if (breakHow === 'no-stop') return void ex.wire.end();
+      if (breakHow === 'exception') {
+        return void ex.wire.end(
+          exceptionFrame('modelStreamErrorException', {
+            message: 'The model stopped unexpectedly.',
+            originalStatusCode: 500,
+          }),
+        );
+      }
+      ex.wire.write(event('contentBlockStop', { contentBlockIndex: 0 }));
+      return void ex.wire.end(event('messageStop', { stopReason }));
+    }
     ex.wire.write(event('contentBlockStop', { contentBlockIndex: 0 }));
     ex.wire.write(event('messageStop', { stopReason }));
     ex.wire.end(event('metadata', { usage, metrics: { latencyMs: Date.now() - ex.startedAt } }));
@@ -743,6 +768,11 @@ export async function startAwsDouble(opts: AwsDoubleOptions): Promise<AwsDouble>
       if (!Number.isInteger(n) || n < 0)
         throw new Error(`setCompletionTokens: expected a non-negative integer, got ${n}`);
       completionTokens = n;
+    },
+    breakStreams(n: number, how: StreamBreak): void {
+      if (!Number.isInteger(n) || n < 0) throw new Error(`breakStreams: expected a non-negative integer, got ${n}`);
+      breakRemaining = n;
+      breakHow = how;
     },
     close(): Promise<void> {
       closing ??= new Promise<void>((resolve, reject) => {
@@ -897,6 +927,18 @@ function event(type: string, payload: unknown): Uint8Array {
       ':event-type': { type: 'string', value: type },
       ':content-type': { type: 'string', value: 'application/json' },
       ':message-type': { type: 'string', value: 'event' },
+    },
+    body: fromUtf8(JSON.stringify(payload)),
+  });
+}
+
+/** An exception message of the event stream, as Bedrock sends a failure after the stream began. */
+function exceptionFrame(type: string, payload: unknown): Uint8Array {
+  return codec.encode({
+    headers: {
+      ':exception-type': { type: 'string', value: type },
+      ':content-type': { type: 'string', value: 'application/json' },
+      ':message-type': { type: 'string', value: 'exception' },
     },
     body: fromUtf8(JSON.stringify(payload)),
   });

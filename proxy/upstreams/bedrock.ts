@@ -114,6 +114,8 @@ export class BedrockUpstream implements Upstream<BedrockRoute> {
       } catch (err) {
         throw mapBedrockError(err, ctx);
       }
+      const cut = cutOff(aggregator.finishReason() !== undefined, aggregator.usage() !== undefined, ctx);
+      if (cut) throw cut;
       const { body, usage } = aggregator.result(call.route.model, id, created);
       return usage ? { kind: 'json', status: 200, body, usage } : { kind: 'json', status: 200, body };
     }
@@ -160,7 +162,13 @@ export class BedrockUpstream implements Upstream<BedrockRoute> {
             outcome.error = error;
             return done(controller, frame(error.toJSON()));
           }
-          if (next.done) return done(controller, '');
+          if (next.done) {
+            // A stream Bedrock ended without messageStop or usage was cut off: not a success.
+            const cut = cutOff(translator.finishReason() !== undefined, translator.usage() !== undefined, ctx);
+            if (!cut) return done(controller, '');
+            outcome.error = cut;
+            return done(controller, frame(cut.toJSON()));
+          }
           let chunks: OpenAIChatChunk[];
           try {
             chunks = translator.push(next.value);
@@ -188,6 +196,17 @@ export class BedrockUpstream implements Upstream<BedrockRoute> {
     });
     return { kind: 'stream', body, outcome: settled };
   }
+}
+
+/** The error for a ConverseStream that ended without messageStop or without its usage metadata. */
+function cutOff(stopped: boolean, usage: boolean, ctx: { model: string; provider: string }): ProxyError | undefined {
+  if (stopped && usage) return undefined;
+  return new ProxyError(
+    502,
+    'api_error',
+    'upstream_stream_broken',
+    `Bedrock ended the stream of ${ctx.model} (${ctx.provider}) before it finished (${stopped ? 'no usage metadata' : 'no messageStop'}); the answer may be incomplete, retry`,
+  );
 }
 
 /** A whole completion as the chunk sequence a streaming client expects. */
