@@ -295,7 +295,14 @@ describe('chat through Bedrock', () => {
     ['no-stop', 'no messageStop'],
     ['no-usage', 'no usage metadata'],
   ] as const)('a stream cut off (%s) is an error for both kinds of client, and recorded as one', async (how, why) => {
+    // A non-streaming client has received nothing yet: the gateway tries again, as for any broken call.
+    const calls = () => aws.calls.filter((c) => c.action === 'ConverseStream').length;
     aws.breakStreams(1, how);
+    const before = calls();
+    expect((await chat(HAIKU, false)).status).toBe(200);
+    expect(calls() - before).toBe(2);
+    // Cut off on every attempt: 502, never a truncated answer passed off as complete.
+    aws.breakStreams(3, how);
     const whole = await chat(HAIKU, false);
     expect(whole.status).toBe(502);
     const err = ((await whole.json()) as { error: { code: string; message: string } }).error;
@@ -331,8 +338,9 @@ describe('chat through Bedrock', () => {
     const error = (JSON.parse(frames.at(-2) ?? '{}') as { error: { code: string; message: string } }).error;
     expect(error.code).toMatch(/^bedrock_|upstream_/);
     expect(error.message).toContain('The model stopped unexpectedly');
-    aws.breakStreams(1, 'exception');
+    aws.breakStreams(3, 'exception');
     expect((await chat(HAIKU, false)).status).toBeGreaterThanOrEqual(500);
+    aws.breakStreams(0, 'exception');
   });
 
   it('passes throttling on as 429 with Retry-After', async () => {
