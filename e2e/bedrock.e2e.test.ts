@@ -241,6 +241,13 @@ describe('ExternalProvider discovery', () => {
   });
 });
 
+/** The data of each server-sent event of a response, in order. */
+const sseData = async (res: Response): Promise<string[]> =>
+  (await res.text())
+    .split('\n\n')
+    .filter(Boolean)
+    .map((f) => f.replace(/^data: /, ''));
+
 describe('chat through Bedrock', () => {
   it('answers a non-streaming client by aggregating ConverseStream, with usage and tags recorded', async () => {
     await eventually('route', 10_000, () => (routes.lookup(HAIKU)?.kind === 'bedrock' ? true : undefined));
@@ -268,10 +275,7 @@ describe('chat through Bedrock', () => {
   it('streams chunks ending with [DONE] and still records the streamed token counts', async () => {
     const res = await chat(HAIKU, true);
     expect(res.headers.get('content-type')).toContain('text/event-stream');
-    const frames = (await res.text())
-      .split('\n\n')
-      .filter(Boolean)
-      .map((f) => f.replace(/^data: /, ''));
+    const frames = await sseData(res);
     expect(frames.at(-1)).toBe('[DONE]');
     const chunks = frames
       .slice(0, -1)
@@ -313,10 +317,7 @@ describe('chat through Bedrock', () => {
 
     aws.breakStreams(1, how);
     const res = await chat(HAIKU, true);
-    const frames = (await res.text())
-      .split('\n\n')
-      .filter(Boolean)
-      .map((f) => f.replace(/^data: /, ''));
+    const frames = await sseData(res);
     expect(frames.at(-1)).toBe('[DONE]');
     // The text that came is passed on, then the error: never a finish_reason of a complete answer.
     expect(frames.some((f) => f.includes('"finish_reason":"stop"'))).toBe(how === 'no-usage');
@@ -330,10 +331,7 @@ describe('chat through Bedrock', () => {
   it('an exception frame mid-stream (the SDK throws it) ends the stream with the mapped error', async () => {
     aws.breakStreams(1, 'exception');
     const res = await chat(HAIKU, true);
-    const frames = (await res.text())
-      .split('\n\n')
-      .filter(Boolean)
-      .map((f) => f.replace(/^data: /, ''));
+    const frames = await sseData(res);
     expect(frames.at(-1)).toBe('[DONE]');
     const error = (JSON.parse(frames.at(-2) ?? '{}') as { error: { code: string; message: string } }).error;
     expect(error.code).toMatch(/^bedrock_|upstream_/);

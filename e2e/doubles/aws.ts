@@ -922,23 +922,20 @@ function complete(available: number, plan: ConversePlan): { tokens: string[]; st
 }
 
 function event(type: string, payload: unknown): Uint8Array {
-  return codec.encode({
-    headers: {
-      ':event-type': { type: 'string', value: type },
-      ':content-type': { type: 'string', value: 'application/json' },
-      ':message-type': { type: 'string', value: 'event' },
-    },
-    body: fromUtf8(JSON.stringify(payload)),
-  });
+  return message('event', type, payload);
 }
 
 /** An exception message of the event stream, as Bedrock sends a failure after the stream began. */
 function exceptionFrame(type: string, payload: unknown): Uint8Array {
+  return message('exception', type, payload);
+}
+
+function message(kind: 'event' | 'exception', type: string, payload: unknown): Uint8Array {
   return codec.encode({
     headers: {
-      ':exception-type': { type: 'string', value: type },
+      [kind === 'event' ? ':event-type' : ':exception-type']: { type: 'string', value: type },
       ':content-type': { type: 'string', value: 'application/json' },
-      ':message-type': { type: 'string', value: 'exception' },
+      ':message-type': { type: 'string', value: kind },
     },
     body: fromUtf8(JSON.stringify(payload)),
   });
