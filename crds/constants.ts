@@ -21,6 +21,13 @@ export type KindName = keyof typeof KINDS;
 export const LLMS_NAMESPACE = 'platform-llms';
 /** Namespace of the proxy, the operator and ExternalProviders. */
 export const AGENT_NAMESPACE = 'platform-agent';
+/**
+ * The Pod Security level platform-llms enforces (label pod-security.kubernetes.io/enforce): the
+ * model servers the operator deploys pass `restricted`, the strictest level.
+ */
+export const LLMS_POD_SECURITY = { 'pod-security.kubernetes.io/enforce': 'restricted' } as const;
+/** The uid model servers run as: Ollama needs no root, only writable HOME and models dirs. */
+export const MODEL_SERVER_UID = 10001;
 
 /** The node template the operator creates and owns for hosted models. */
 export const LLM_NODE_TEMPLATE = 'llms-by-platform';

@@ -1,6 +1,9 @@
 import { spawnSync } from 'node:child_process';
 import yaml from 'js-yaml';
 import { afterAll, describe, expect, inject, it } from 'vitest';
+import { loadCatalog, resolveModel } from '../crds/catalog/catalog.js';
+import { LLMS_POD_SECURITY } from '../crds/constants.js';
+import { desiredModelServer } from '../operator/model-server.js';
 import { kubectl, kubectlOk } from './kube.js';
 
 /**
@@ -90,7 +93,61 @@ describe('Helm chart', () => {
     expect(find(objs, 'Secret', 'platform-ai-optimizer-api-keys')).toBeDefined();
     expect(find(objs, 'PersistentVolumeClaim', 'platform-ai-optimizer-usage')).toBeDefined();
     expect(find(objs, 'Namespace', 'platform-llms')).toBeDefined();
-    expect(objs.some((o) => o.kind === 'ServiceMonitor' || o.kind === 'NetworkPolicy')).toBe(false);
+    expect(objs.some((o) => o.kind === 'ServiceMonitor')).toBe(false);
+    // Of the NetworkPolicies only the model servers' is on by default.
+    expect(objs.filter((o) => o.kind === 'NetworkPolicy').map((o) => o.metadata.name)).toEqual([
+      'platform-ai-optimizer-model-servers',
+    ]);
+  });
+
+  it('labels platform-llms for Pod Security restricted, and admits only the proxy pods to the model servers', () => {
+    const objs = render();
+    const ns = find(objs, 'Namespace', 'platform-llms') as Obj & { metadata: { labels: Record<string, string> } };
+    expect(ns.metadata.labels).toMatchObject(LLMS_POD_SECURITY);
+    const policy = find(objs, 'NetworkPolicy', 'platform-ai-optimizer-model-servers') as Obj & {
+      metadata: { namespace: string };
+      spec: {
+        podSelector: { matchLabels: Record<string, string> };
+        ingress: Array<{
+          from: Array<{
+            namespaceSelector: { matchLabels: Record<string, string> };
+            podSelector: { matchLabels: Record<string, string> };
+          }>;
+          ports: Array<{ port: number }>;
+        }>;
+      };
+    };
+    expect(policy.metadata.namespace).toBe('platform-llms');
+    // The selectors must match what really runs: the operator's model-server pods, the chart's proxy pods.
+    const r = resolveModel(
+      loadCatalog(),
+      { organizationId: 'o', clusterId: 'c', cloud: 'aws', region: 'us-east-1' },
+      'llama3.1:8b',
+    );
+    if (!r.ok) throw new Error(r.message);
+    const server = desiredModelServer(
+      {
+        apiVersion: 'ai.platform/v1beta1',
+        kind: 'ModelDeployment',
+        metadata: { name: 'm', namespace: 'platform-llms', uid: 'u' },
+        spec: { model: 'llama3.1:8b', serviceName: 'm', port: 11434, replicas: 1 },
+      },
+      r.model,
+      loadCatalog(),
+      { image: 'i', template: 't', gpuTypes: r.gpuTypes },
+    );
+    expect(server.deployment.spec?.template.metadata?.labels).toMatchObject(policy.spec.podSelector.matchLabels);
+    expect(server.deployment.spec?.template.spec?.containers[0]?.ports?.[0]?.containerPort).toBe(
+      policy.spec.ingress[0]?.ports[0]?.port,
+    );
+    const proxy = find(objs, 'Deployment', 'platform-ai-optimizer-proxy') as Obj & {
+      spec: { template: { metadata: { labels: Record<string, string> } } };
+    };
+    const from = policy.spec.ingress[0]?.from[0];
+    expect(proxy.spec.template.metadata.labels).toMatchObject(from?.podSelector.matchLabels ?? { missing: true });
+    expect(from?.namespaceSelector.matchLabels).toEqual({ 'kubernetes.io/metadata.name': 'platform-agent' });
+    expect(policy.spec.ingress).toHaveLength(1);
+    expect(render('modelServers.networkPolicy.enabled=false').some((o) => o.kind === 'NetworkPolicy')).toBe(false);
   });
 
   it('grants no wildcard verbs or resources', () => {

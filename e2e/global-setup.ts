@@ -5,7 +5,7 @@ import type { AddressInfo } from 'node:net';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { TestProject } from 'vitest/node';
-import { AGENT_NAMESPACE, API_GROUP, KINDS, LLMS_NAMESPACE } from '../crds/constants.js';
+import { AGENT_NAMESPACE, API_GROUP, KINDS, LLMS_NAMESPACE, LLMS_POD_SECURITY } from '../crds/constants.js';
 import { KIND_NAMES } from '../crds/schema.js';
 import { type Component, type ControlPlane, compactEtcd, startControlPlane } from './cluster/control-plane.js';
 import { FAKE_NODES, fakeNode } from './cluster/nodes.js';
@@ -95,9 +95,12 @@ export default async function setup(project: TestProject): Promise<() => Promise
       ...KIND_NAMES.map((kind) => `crd/${KINDS[kind].plural}.${API_GROUP}`),
     ]);
     for (const ns of [LLMS_NAMESPACE, AGENT_NAMESPACE]) {
+      // platform-llms enforces Pod Security "restricted" as the chart labels it: every model server
+      // the operator suites deploy must be admitted under it.
+      const labels = ns === LLMS_NAMESPACE ? { labels: LLMS_POD_SECURITY } : {};
       k(
         ['apply', '--server-side', '--field-manager=e2e', '-f', '-'],
-        JSON.stringify({ apiVersion: 'v1', kind: 'Namespace', metadata: { name: ns } }),
+        JSON.stringify({ apiVersion: 'v1', kind: 'Namespace', metadata: { name: ns, ...labels } }),
       );
     }
     if (plane || process.env.E2E_FAKE_NODES === '1') {

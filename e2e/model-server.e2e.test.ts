@@ -1,7 +1,9 @@
 import { spawnSync } from 'node:child_process';
+import { readFileSync } from 'node:fs';
 import type { V1Container } from '@kubernetes/client-node';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { loadCatalog, resolveModel } from '../crds/catalog/catalog.js';
+import { MODEL_SERVER_UID } from '../crds/constants.js';
 import type { ModelDeployment } from '../crds/model-deployment.js';
 import { desiredModelServer } from '../operator/model-server.js';
 import { OLLAMA_MODEL, type OllamaServer, startOllama } from './ollama/server.js';
@@ -62,10 +64,11 @@ describe('the operator’s model server container, run with the real Ollama bina
   let probeEnv: Record<string, string>;
 
   beforeAll(async () => {
-    // The container's arguments and environment, but a local port and models dir.
+    // The container's arguments, environment and user, but a local port, and local directories
+    // where the pod mounts its volumes (models, HOME).
     expect(container.args).toEqual(['serve']);
-    const { OLLAMA_HOST: _h, OLLAMA_MODELS: _m, ...rest } = env;
-    ollama = await startOllama({ env: { ...rest, MODEL: OLLAMA_MODEL } });
+    const { OLLAMA_HOST: _h, OLLAMA_MODELS: _m, HOME: _home, ...rest } = env;
+    ollama = await startOllama({ env: { ...rest, MODEL: OLLAMA_MODEL }, uid: MODEL_SERVER_UID });
     probeEnv = { ...env, MODEL: OLLAMA_MODEL, OLLAMA_HOST: `127.0.0.1:${ollama.port}` };
   }, 600_000);
 
@@ -101,6 +104,13 @@ describe('the operator’s model server container, run with the real Ollama bina
       .then((ps) =>
         expect((ps as { models: Array<{ name: string }> }).models.map((m) => m.name)).toContain(OLLAMA_MODEL),
       );
+  });
+
+  it('runs as the pod’s non-root user', () => {
+    expect(MODEL_SERVER_UID).not.toBe(0);
+    const pid = ollama.pid();
+    const uid = readFileSync(`/proc/${pid}/status`, 'utf8').match(/^Uid:\s+(\d+)/m)?.[1];
+    expect(Number(uid)).toBe(MODEL_SERVER_UID);
   });
 
   it('the liveness probe’s HTTP GET answers 200', async () => {

@@ -155,6 +155,22 @@ describe.runIf(inject('localControlPlane'))('operator on the real control plane'
     );
   });
 
+  it('runs model servers under Pod Security restricted, which platform-llms enforces', () => {
+    expect(
+      kubectlOk(['get', 'ns', NS, '-o', 'jsonpath={.metadata.labels.pod-security\\.kubernetes\\.io/enforce}']),
+    ).toBe('restricted');
+    // The namespace really refuses what is not restricted...
+    const refused = kubectl(['run', 'root-shell', '-n', NS, '--image=busybox', '--restart=Never']);
+    expect(refused.code).not.toBe(0);
+    expect(refused.stderr).toContain('violates PodSecurity "restricted');
+    // ...and admitted the operator's model server.
+    const pod = JSON.parse(
+      kubectlOk(['get', 'pods', '-n', NS, '-l', 'ai.platform/model-deployment=llama70', '-o', 'json']),
+    ) as { items: Array<{ spec: { securityContext: { runAsNonRoot: boolean; runAsUser: number } } }> };
+    expect(pod.items.length).toBeGreaterThan(0);
+    expect(pod.items[0]?.spec.securityContext).toMatchObject({ runAsNonRoot: true, runAsUser: 10001 });
+  });
+
   it('switched the unscheduled-pods policy on once, enabling only the LLM template', async () => {
     expect(kubectlOk(['get', 'autoscalerpolicy', 'cluster', '-o', 'jsonpath={.spec.unschedulablePods.enabled}'])).toBe(
       'true',

@@ -89,6 +89,29 @@ describe('desiredModelServer', () => {
     expect(serverSettings(d, r.model)).toEqual(want);
   });
 
+  it('passes Pod Security restricted: non-root, no escalation, no capabilities, seccomp, read-only image', () => {
+    const pod = server().deployment.spec?.template.spec;
+    expect(pod?.securityContext).toEqual({
+      runAsNonRoot: true,
+      runAsUser: 10001,
+      runAsGroup: 10001,
+      fsGroup: 10001,
+      seccompProfile: { type: 'RuntimeDefault' },
+    });
+    for (const c of [...(pod?.initContainers ?? []), ...(pod?.containers ?? [])]) {
+      expect(c.securityContext, c.name).toEqual({
+        allowPrivilegeEscalation: false,
+        readOnlyRootFilesystem: true,
+        runAsNonRoot: true,
+        capabilities: { drop: ['ALL'] },
+      });
+      // Everything Ollama writes goes to volumes: the models, HOME (its key) and /tmp.
+      expect(c.volumeMounts?.map((m) => m.mountPath).sort(), c.name).toEqual(['/home/ollama', '/models', '/tmp']);
+    }
+    expect(pod?.volumes?.every((v) => v.emptyDir !== undefined)).toBe(true);
+    expect(pod?.automountServiceAccountToken).toBe(false);
+  });
+
   it('pins nodes to the template, amd64 with any fitting GPU, arm64 only with compute capability 8.0+', () => {
     const terms =
       server().deployment.spec?.template.spec?.affinity?.nodeAffinity?.requiredDuringSchedulingIgnoredDuringExecution

@@ -8,6 +8,7 @@ import {
   MANAGED_BY_LABEL,
   MANAGED_BY_VALUE,
   MODEL_DEPLOYMENT_LABEL,
+  MODEL_SERVER_UID,
   NODE_TEMPLATE_KEY,
 } from '../crds/constants.js';
 import type { ModelDeployment } from '../crds/model-deployment.js';
@@ -135,8 +136,22 @@ export function desiredModelServer(
   const env = [
     { name: 'MODEL', value: model.name },
     { name: 'OLLAMA_MODELS', value: '/models' },
+    // Ollama writes its identity key under $HOME/.ollama: a writable volume, not the image's /root.
+    { name: 'HOME', value: '/home/ollama' },
   ];
-  const mounts = [{ name: 'models', mountPath: '/models' }];
+  const mounts = [
+    { name: 'models', mountPath: '/models' },
+    { name: 'home', mountPath: '/home/ollama' },
+    { name: 'tmp', mountPath: '/tmp' },
+  ];
+  // Pod Security "restricted": no root, no privilege escalation, no capabilities, the runtime's
+  // seccomp profile, and a read-only image (writes go to the volumes above).
+  const hardened = {
+    allowPrivilegeEscalation: false,
+    readOnlyRootFilesystem: true,
+    runAsNonRoot: true,
+    capabilities: { drop: ['ALL'] },
+  };
   const modelAnswers = { exec: { command: ['/bin/bash', '-c', MODEL_ANSWERS_SCRIPT] } };
   const settings = serverSettings(md, model);
 
@@ -174,6 +189,7 @@ export function desiredModelServer(
               ],
               env: [...env, { name: 'OLLAMA_HOST', value: '127.0.0.1:11434' }],
               volumeMounts: mounts,
+              securityContext: hardened,
               resources: { requests: { cpu: '500m', memory: '1Gi' } },
             },
           ],
@@ -209,9 +225,23 @@ export function desiredModelServer(
                 limits: { memory: memoryRequest(model), [GPU_RESOURCE]: String(model.gpu.count) },
               },
               volumeMounts: mounts,
+              securityContext: hardened,
             },
           ],
-          volumes: [{ name: 'models', emptyDir: { sizeLimit: `${Math.ceil(model.sizeGiB * 1.5) + 1}Gi` } }],
+          securityContext: {
+            runAsNonRoot: true,
+            runAsUser: MODEL_SERVER_UID,
+            runAsGroup: MODEL_SERVER_UID,
+            fsGroup: MODEL_SERVER_UID,
+            seccompProfile: { type: 'RuntimeDefault' },
+          },
+          // Model servers talk to nobody but their callers: no API token in the pod.
+          automountServiceAccountToken: false,
+          volumes: [
+            { name: 'models', emptyDir: { sizeLimit: `${Math.ceil(model.sizeGiB * 1.5) + 1}Gi` } },
+            { name: 'home', emptyDir: { sizeLimit: '64Mi' } },
+            { name: 'tmp', emptyDir: { sizeLimit: '1Gi' } },
+          ],
           terminationGracePeriodSeconds: 30,
         },
       },

@@ -137,7 +137,8 @@ export function createGateway(deps: AppDeps): Gateway {
     const out = await chat({
       requestId: c.get('requestId'),
       header: (name) => c.req.header(name),
-      body: (limit) => (raw.body ? readLimited(raw.body, limit, c.req.header('content-length')) : Promise.resolve('')),
+      body: (limit, grow) =>
+        raw.body ? readLimited(raw.body, limit, c.req.header('content-length'), grow) : Promise.resolve(''),
       signal: raw.signal,
     });
     return new Response(out.body, { status: out.status, headers: out.headers });

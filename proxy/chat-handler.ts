@@ -1,8 +1,10 @@
 import { randomBytes } from 'node:crypto';
 import { type ApiKeys, authenticate } from './auth.js';
-import { parseChatRequest } from './chat-request.js';
+import { MAX_JSON_VALUES, MAX_NESTING, parseChatRequest } from './chat-request.js';
 import type { CostMeter } from './cost.js';
 import { invalidRequest, ProxyError } from './errors.js';
+import { checkJsonShape } from './json-shape.js';
+import { BODY_MEMORY_FACTOR, type MemoryBudget, MIN_RESERVATION } from './memory-budget.js';
 import type { ProxyMetrics } from './metrics.js';
 import { type Admission, KeyRateLimiter, type RateLimit } from './rate-limit.js';
 import { DEFAULT_RETRY, type RetryPolicy, shouldFallBack, withRetries } from './resilience.js';
@@ -36,6 +38,8 @@ export interface ChatDeps {
   onError?: (err: unknown, requestId: string) => void;
   /** Told once per model that it served tokens without a price. */
   onUnpriced?: (model: string, provider: string) => void;
+  /** Memory all request bodies in flight may hold together; none when absent. */
+  budget?: MemoryBudget;
 }
 
 /** What the handler needs from an HTTP request. */
@@ -43,8 +47,11 @@ export interface ChatInput {
   requestId: string;
   /** A request header by lower-case name. */
   header(name: string): string | undefined;
-  /** The body, refused with 413 past `limit` bytes (before reading when Content-Length says so). */
-  body(limit: number): Promise<string>;
+  /**
+   * The body, refused with 413 past `limit` bytes (before reading when Content-Length says so).
+   * `grow` is told the size read so far whenever it passes what was reserved, and may throw to stop.
+   */
+  body(limit: number, grow?: (size: number) => void): Promise<string>;
   /** Aborted when the caller goes away. */
   signal: AbortSignal;
 }
@@ -126,6 +133,7 @@ export function chatHandler(deps: ChatDeps): ChatHandler {
     let entry: RouteEntry | undefined;
     let tags: Tag[] = [];
     let stream = false;
+    let reserved = 0;
 
     const account = (
       status: number,
@@ -204,7 +212,29 @@ export function chatHandler(deps: ChatDeps): ChatHandler {
           `the request body must be JSON with Content-Type: application/json (got ${JSON.stringify(type.slice(0, 100))})`,
         );
       }
-      const text = await input.body(maxBody);
+      // Reserve what the body will cost before reading it (Content-Length, else grown as it arrives).
+      if (deps.budget) {
+        const declared = Number(input.header('content-length'));
+        const expect = Number.isFinite(declared) && declared > 0 ? Math.min(declared, maxBody) : 0;
+        const want = Math.max(MIN_RESERVATION, expect * BODY_MEMORY_FACTOR);
+        deps.budget.take(want);
+        reserved = want;
+      }
+      const budget = deps.budget;
+      const text = await input.body(
+        maxBody,
+        budget
+          ? (size) => {
+              const need = size * BODY_MEMORY_FACTOR;
+              if (need <= reserved) return;
+              budget.take(need - reserved);
+              reserved = need;
+            }
+          : undefined,
+      );
+      // The shape is judged from the text, before JSON.parse builds anything of it.
+      const shape = checkJsonShape(text, { maxDepth: MAX_NESTING, maxValues: MAX_JSON_VALUES });
+      if (shape) throw shape;
       let body: unknown;
       try {
         body = JSON.parse(text);
@@ -327,6 +357,9 @@ export function chatHandler(deps: ChatDeps): ChatHandler {
       account(500, undefined, { errorType: 'internal_error' });
       deps.onError?.(err, requestId);
       return errorOutput(internalError(requestId), requestId);
+    } finally {
+      // By now the body went to the upstream (or was refused): its memory is no longer held.
+      if (reserved > 0) deps.budget?.give(reserved);
     }
   };
 }
@@ -374,6 +407,7 @@ export async function readLimited(
   chunks: AsyncIterable<Uint8Array>,
   limit: number,
   contentLength: string | undefined,
+  grow?: (size: number) => void,
 ): Promise<string> {
   const declared = declaredTooLarge(contentLength, limit);
   if (declared) throw declared;
@@ -383,6 +417,7 @@ export async function readLimited(
     for await (const chunk of chunks) {
       size += chunk.byteLength;
       if (size > limit) throw tooLarge(limit);
+      grow?.(size);
       parts.push(chunk);
     }
   } catch (err) {

@@ -23,6 +23,12 @@ const MAX_MESSAGES = 10_000;
  * upstream translators' recursive JSON.stringify overflow the stack.
  */
 export const MAX_NESTING = 64;
+/**
+ * Most JSON values a chat request body may hold (containers, members, elements). A conversation of
+ * 10,000 messages with tools stays well below it; a 10 MiB body of millions of tiny values would
+ * cost hundreds of MB to parse.
+ */
+export const MAX_JSON_VALUES = 200_000;
 
 function isRecord(v: unknown): v is Record<string, unknown> {
   return v !== null && typeof v === 'object' && !Array.isArray(v);

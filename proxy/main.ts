@@ -13,6 +13,7 @@ import { ApiKeys } from './auth.js';
 import { ClusterSource } from './cluster-source.js';
 import { ConfigError, loadStandaloneConfig } from './config.js';
 import { CostMeter, loadBedrockPrices, mergePrices, parseBedrockPrices } from './cost.js';
+import { MemoryBudget } from './memory-budget.js';
 import { ProxyMetrics } from './metrics.js';
 import { DEFAULT_RETRY } from './resilience.js';
 import { buildRoutes, RouteTable } from './routing.js';
@@ -62,6 +63,7 @@ const { values } = parseArgs({
     'body-timeout-seconds': { type: 'string', default: process.env.GATEWAY_BODY_TIMEOUT_SECONDS },
     'keep-alive-timeout-seconds': { type: 'string', default: process.env.GATEWAY_KEEP_ALIVE_TIMEOUT_SECONDS },
     'max-connections': { type: 'string', default: process.env.GATEWAY_MAX_CONNECTIONS },
+    'request-memory-mb': { type: 'string', default: process.env.GATEWAY_REQUEST_MEMORY_MB ?? '128' },
   },
 });
 
@@ -219,6 +221,7 @@ const gateway = createGateway({
   retry,
   rateLimit,
   extraRoutes: uiRoutes(),
+  budget: new MemoryBudget(numberFlag('request-memory-mb', values['request-memory-mb'], 128) * 1024 * 1024),
   ready: () => !notReady && (source?.ready() ?? true),
   draining: () => closing,
   onError: (err, requestId) => log.error('request failed', { requestId, error: errorMessage(err) }),

@@ -32,7 +32,12 @@ const headerOf =
  * The request body by 'data' events (an async iterator per request showed in the profile),
  * refused with 413 from Content-Length before reading, or at the first chunk past the limit.
  */
-function readBody(req: IncomingMessage, limit: number, timeoutMs: number): Promise<string> {
+function readBody(
+  req: IncomingMessage,
+  limit: number,
+  timeoutMs: number,
+  grow?: (size: number) => void,
+): Promise<string> {
   const declared = declaredTooLarge(req.headers['content-length'], limit);
   if (declared) return Promise.reject(declared);
   return new Promise((resolve, reject) => {
@@ -58,6 +63,15 @@ function readBody(req: IncomingMessage, limit: number, timeoutMs: number): Promi
         req.pause();
         fail(tooLarge(limit));
         return;
+      }
+      if (grow) {
+        try {
+          grow(size);
+        } catch (err) {
+          req.pause();
+          fail(err as Error);
+          return;
+        }
       }
       parts.push(chunk);
     };
@@ -160,7 +174,7 @@ export function createProxyServer(
     const out = await chat({
       requestId: newRequestId(),
       header: headerOf(req),
-      body: (limit) => readBody(req, limit, limits.bodyTimeoutMs),
+      body: (limit, grow) => readBody(req, limit, limits.bodyTimeoutMs, grow),
       signal: gone.signal,
     });
     await writeOutput(out, res, gone.signal);

@@ -60,6 +60,8 @@ export interface OllamaOptions {
   contextLength?: number;
   /** Without the test model: an empty models dir. */
   empty?: boolean;
+  /** Run the server as this uid/gid (setpriv), owning its HOME and models dir, as a non-root pod does. */
+  uid?: number;
   env?: Record<string, string>;
 }
 
@@ -70,6 +72,8 @@ export interface OllamaServer {
   /** Its OLLAMA_MODELS dir (a hard-linked copy of the cache's). */
   modelsDir: string;
   output(): string;
+  /** The server process's pid (after setpriv, the server itself). */
+  pid(): number;
   /** SIGKILL to the whole process group (server and model runner), as a crashed pod. */
   kill(): Promise<void>;
   /** Starts the server again on the same port and models dir, after kill() or stop(). */
@@ -100,6 +104,7 @@ export async function startOllama(opts: OllamaOptions = {}): Promise<OllamaServe
   // Hard links: a 98 MB model costs nothing per server, and blobs are content-addressed (never rewritten).
   if (opts.empty) execFileSync('mkdir', ['-p', modelsDir]);
   else execFileSync('cp', ['-al', join(home, 'models'), modelsDir]);
+  if (opts.uid !== undefined) execFileSync('chown', ['-R', `${opts.uid}:${opts.uid}`, dir]);
   const port = await freePort();
   const url = `http://127.0.0.1:${port}`;
   const env: NodeJS.ProcessEnv = {
@@ -124,7 +129,12 @@ export async function startOllama(opts: OllamaOptions = {}): Promise<OllamaServe
     }
   };
   const spawnServer = async () => {
-    child = spawn(join(home, 'bin', 'ollama'), ['serve'], { env, detached: true, stdio: ['ignore', 'pipe', 'pipe'] });
+    const bin = join(home, 'bin', 'ollama');
+    const [cmd, args] =
+      opts.uid === undefined
+        ? [bin, ['serve']]
+        : ['setpriv', [`--reuid=${opts.uid}`, `--regid=${opts.uid}`, '--clear-groups', bin, 'serve']];
+    child = spawn(cmd, args, { env, detached: true, stdio: ['ignore', 'pipe', 'pipe'] });
     const take = (d: Buffer) => {
       out = (out + d.toString()).slice(-200_000);
     };
@@ -154,6 +164,7 @@ export async function startOllama(opts: OllamaOptions = {}): Promise<OllamaServe
     port,
     modelsDir,
     output: () => out,
+    pid: () => child.pid ?? 0,
     kill: async () => {
       await signalGroup('SIGKILL');
       reap();

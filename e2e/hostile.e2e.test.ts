@@ -1,0 +1,159 @@
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { type OllamaDouble, startOllamaDouble } from './doubles/ollama.js';
+import { type ProxyProcess, startProxyProcess } from './proxy-process.js';
+
+/**
+ * Hostile callers against the real proxy process, started with the chart's memory settings
+ * (V8 heap 320 MiB, request memory budget 128 MiB, container limit 512 MiB): each attack runs
+ * while /healthz is polled and the process's RSS sampled, and must leave the process alive and
+ * answering, every request with a JSON answer.
+ */
+
+const KEY = 'sk-hostile-e2e-7c1d';
+const MODEL = 'llama3.1:8b';
+const HEAP_MIB = 320;
+const CONTAINER_LIMIT_MIB = 512;
+const TEN_MIB = 10 * 1024 * 1024;
+let double: OllamaDouble;
+let proxy: ProxyProcess;
+let dir: string;
+
+const rssMiB = (pid: number) =>
+  Number(/VmRSS:\s+(\d+) kB/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'))?.[1] ?? 0) / 1024;
+
+/** Runs `attack` while watching the process: the slowest /healthz answer and the peak RSS. */
+async function watched<T>(
+  attack: () => Promise<T>,
+): Promise<{ result: T; slowestHealthMs: number; peakRssMiB: number }> {
+  const pid = proxy.child.pid as number;
+  let slowest = 0;
+  let peak = rssMiB(pid);
+  let done = false;
+  const probe = (async () => {
+    while (!done) {
+      const started = performance.now();
+      const res = await fetch(`${proxy.base}/healthz`, { signal: AbortSignal.timeout(5_000) });
+      expect(res.status).toBe(200);
+      slowest = Math.max(slowest, performance.now() - started);
+      peak = Math.max(peak, rssMiB(pid));
+      await new Promise((r) => setTimeout(r, 50));
+    }
+  })();
+  try {
+    const result = await attack();
+    return { result, slowestHealthMs: slowest, peakRssMiB: peak };
+  } finally {
+    done = true;
+    await probe;
+  }
+}
+
+const head = `{"model":"${MODEL}","messages":[{"role":"user","content":"hi"}]`;
+/** Worst-case 10 MiB bodies, one per shape. */
+const SHAPES: Record<string, () => string> = {
+  'tiny values': () => `${head},"junk":[${'{},'.repeat((TEN_MIB - 100) / 3)}{}]}`,
+  'deep nesting': () => `${head},"tools":${'['.repeat(TEN_MIB / 2 - 100)}${']'.repeat(TEN_MIB / 2 - 100)}}`,
+  'long strings': () => `{"model":"${MODEL}","messages":[{"role":"user","content":"${'x'.repeat(TEN_MIB - 200)}"}]}`,
+  'many keys': () => {
+    const keys: string[] = [];
+    let size = 0;
+    for (let i = 0; size < TEN_MIB - 200; i++) {
+      const k = `"k${i}":${i}`;
+      keys.push(k);
+      size += k.length + 1;
+    }
+    return `${head},"metadata":{${keys.join(',')}}}`;
+  },
+};
+
+const report: string[] = [];
+
+beforeAll(async () => {
+  double = await startOllamaDouble({ models: [MODEL], record: false });
+  dir = mkdtempSync(join(tmpdir(), 'pao-hostile-'));
+  writeFileSync(
+    join(dir, 'config.yaml'),
+    `apiVersion: ai.platform/v1beta1
+kind: ModelDeployment
+metadata: { name: llama }
+spec: { model: "${MODEL}", serviceName: llama, endpoint: "${double.url}" }
+`,
+  );
+  writeFileSync(join(dir, 'keys.txt'), `${KEY}\n`);
+  proxy = await startProxyProcess(
+    ['--config', join(dir, 'config.yaml'), '--keys-file', join(dir, 'keys.txt'), '--usage-db', join(dir, 'u.db')],
+    // As the chart runs it.
+    { ...process.env, NODE_OPTIONS: `--max-old-space-size=${HEAP_MIB}`, GATEWAY_REQUEST_MEMORY_MB: '128' },
+  );
+});
+
+afterAll(async () => {
+  console.log(['| attack | answers | slowest /healthz | peak RSS |', '|---|---|---|---|', ...report].join('\n'));
+  await proxy?.stop('SIGTERM');
+  await double?.close();
+  if (dir) rmSync(dir, { recursive: true, force: true });
+});
+
+describe('hostile callers against the real proxy process', () => {
+  it.each(Object.keys(SHAPES))(
+    '8 concurrent 10 MiB bodies of %s: all answered in JSON, /healthz within 1 s, memory under the limit',
+    { timeout: 120_000 },
+    async (shape) => {
+      const body = (SHAPES[shape] as () => string)();
+      expect(Buffer.byteLength(body)).toBeGreaterThan(TEN_MIB - 1024);
+      expect(Buffer.byteLength(body)).toBeLessThanOrEqual(TEN_MIB);
+      const { result, slowestHealthMs, peakRssMiB } = await watched(() =>
+        Promise.all(
+          Array.from({ length: 8 }, async () => {
+            const res = await fetch(`${proxy.base}/openai/v1/chat/completions`, {
+              method: 'POST',
+              headers: { 'content-type': 'application/json', 'x-api-key': KEY },
+              body,
+            });
+            const answer = (await res.json()) as { error?: { code: string }; choices?: unknown[] };
+            return { status: res.status, code: answer.error?.code ?? 'ok', retryAfter: res.headers.get('retry-after') };
+          }),
+        ),
+      );
+      const counts: Record<string, number> = {};
+      for (const r of result) counts[`${r.status} ${r.code}`] = (counts[`${r.status} ${r.code}`] ?? 0) + 1;
+      report.push(
+        `| ${shape} | ${Object.entries(counts)
+          .map(([k, n]) => `${n}x ${k}`)
+          .join(', ')} | ${Math.round(slowestHealthMs)} ms | ${Math.round(peakRssMiB)} MiB |`,
+      );
+      expect(proxy.child.exitCode).toBeNull();
+      expect(slowestHealthMs).toBeLessThan(1_000);
+      expect(peakRssMiB).toBeLessThan(CONTAINER_LIMIT_MIB);
+      for (const r of result) {
+        if (r.status === 503) {
+          // Over the memory budget: refused at once, with when to come back.
+          expect(r.code).toBe('server_busy');
+          expect(r.retryAfter).toBe('1');
+        } else if (shape === 'long strings') {
+          expect(r.status).toBe(200);
+        } else {
+          expect(r.status).toBe(400);
+          expect(r.code).toBe(shape === 'deep nesting' ? 'invalid_request' : 'too_many_values');
+        }
+      }
+      if (shape === 'long strings') expect(result.some((r) => r.status === 200)).toBe(true);
+    },
+  );
+
+  it('afterwards still answers a normal request, and keeps metrics off the API port', async () => {
+    const res = await fetch(`${proxy.base}/openai/v1/chat/completions`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', 'x-api-key': KEY },
+      body: `${head}}`,
+    });
+    expect(res.status).toBe(200);
+    expect((await fetch(`${proxy.base}/metrics`)).status).toBe(404);
+    const metrics = await (await fetch(`${proxy.metrics}/metrics`)).text();
+    expect(metrics).toContain('gateway_requests_total');
+    expect(metrics).not.toMatch(/key="/);
+  });
+});
