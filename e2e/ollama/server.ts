@@ -104,7 +104,10 @@ export async function startOllama(opts: OllamaOptions = {}): Promise<OllamaServe
   // Hard links: a 98 MB model costs nothing per server, and blobs are content-addressed (never rewritten).
   if (opts.empty) execFileSync('mkdir', ['-p', modelsDir]);
   else execFileSync('cp', ['-al', join(home, 'models'), modelsDir]);
-  if (opts.uid !== undefined) execFileSync('chown', ['-R', `${opts.uid}:${opts.uid}`, dir]);
+  if (opts.uid !== undefined) {
+    execFileSync('cp', [join(home, 'bin', 'ollama'), join(dir, 'ollama')]);
+    execFileSync('chown', ['-R', `${opts.uid}:${opts.uid}`, dir]);
+  }
   const port = await freePort();
   const url = `http://127.0.0.1:${port}`;
   const env: NodeJS.ProcessEnv = {
@@ -129,7 +132,9 @@ export async function startOllama(opts: OllamaOptions = {}): Promise<OllamaServe
     }
   };
   const spawnServer = async () => {
-    const bin = join(home, 'bin', 'ollama');
+    // Another uid cannot reach the cache under /root (0700), and Ollama re-executes its own binary
+    // for each model runner: that user gets its own copy.
+    const bin = opts.uid === undefined ? join(home, 'bin', 'ollama') : join(dir, 'ollama');
     const [cmd, args] =
       opts.uid === undefined
         ? [bin, ['serve']]
