@@ -107,7 +107,13 @@ export class Informer<T extends KubeObject> {
     const list = await this.client.list<T>(this.options.path, this.query());
     this.lists++;
     const seen = new Set<string>();
+    // The API server leaves apiVersion and kind off list items (watch events carry them). The
+    // cache must hold whole objects either way: controllers compare them with what they apply.
+    const apiVersion = list.apiVersion;
+    const kind = list.kind?.replace(/List$/, '');
     for (const item of list.items) {
+      if (apiVersion && item.apiVersion === undefined) item.apiVersion = apiVersion;
+      if (kind && item.kind === undefined) item.kind = kind;
       const key = keyOf(item);
       seen.add(key);
       const old = this.store.get(key);

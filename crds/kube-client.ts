@@ -23,6 +23,10 @@ export interface KubeObject {
 }
 
 export interface KubeList<T> {
+  /** e.g. apps/v1; the items of a list carry neither apiVersion nor kind themselves. */
+  apiVersion?: string;
+  /** e.g. DeploymentList. */
+  kind?: string;
   items: T[];
   metadata: { resourceVersion?: string; continue?: string };
 }

@@ -60,6 +60,8 @@ describe('Informer', () => {
     await informer.start();
     try {
       expect(names(informer)).toEqual(['a']);
+      // Listed items come without apiVersion and kind; the cache holds them whole, as a watch event does.
+      expect(informer.get(`${NS}/a`)).toMatchObject({ apiVersion: 'v1', kind: 'ConfigMap' });
       kubectlOk(['apply', '-f', '-'], cm('b', '1'));
       kubectlOk(['apply', '-f', '-'], cm('a', '2'));
       kubectlOk(['delete', 'configmap', 'b', '-n', NS]);

@@ -39,6 +39,8 @@ export class LeaderElector {
   private leading = false;
   private stopped = false;
   private timer: NodeJS.Timeout | undefined;
+  /** The acquire-or-renew under way, if any: a release must not race it for the Lease. */
+  private ticking: Promise<void> | undefined;
   private lastRenew = 0;
   private readonly path: string;
   private readonly leaseMs: number;
@@ -69,26 +71,43 @@ export class LeaderElector {
 
   start(): void {
     this.stopped = false;
-    void this.tick();
+    this.schedule(0);
+  }
+
+  private schedule(ms: number): void {
+    const run = () => {
+      this.ticking = this.tick().finally(() => {
+        this.ticking = undefined;
+      });
+    };
+    if (ms === 0) return run();
+    this.timer = setTimeout(run, ms);
+    this.timer.unref();
   }
 
   /** Stops campaigning; a leader releases the lease so a successor need not wait it out. */
   async stop(): Promise<void> {
     this.stopped = true;
     if (this.timer) clearTimeout(this.timer);
+    // A renewal still in flight would write a newer version of the Lease: the release below
+    // would then conflict and fail, and the successor would have to wait the lease out.
+    await this.ticking;
     if (this.leading) {
       this.leading = false;
       this.opts.onStoppedLeading();
-      try {
-        const lease = await this.client.get<Lease>(this.path);
-        if (lease?.spec.holderIdentity === this.opts.identity) {
-          await this.client.replace(this.path, {
-            ...lease,
-            spec: { ...lease.spec, holderIdentity: '', leaseDurationSeconds: 1, renewTime: microTime(new Date(0)) },
-          });
+      for (let attempt = 1; attempt <= 3; attempt++) {
+        try {
+          const lease = await this.client.get<Lease>(this.path);
+          if (lease?.spec.holderIdentity === this.opts.identity) {
+            await this.client.replace(this.path, {
+              ...lease,
+              spec: { ...lease.spec, holderIdentity: '', leaseDurationSeconds: 1, renewTime: microTime(new Date(0)) },
+            });
+          }
+          break;
+        } catch (err) {
+          if (attempt === 3) this.opts.onError?.(err);
         }
-      } catch (err) {
-        this.opts.onError?.(err);
       }
     }
   }
@@ -112,10 +131,7 @@ export class LeaderElector {
       this.opts.onError?.(err);
       if (this.leading && Date.now() - this.lastRenew >= this.renewDeadlineMs) this.stepDown();
     }
-    if (!this.stopped) {
-      this.timer = setTimeout(() => void this.tick(), this.retryMs);
-      this.timer.unref();
-    }
+    if (!this.stopped) this.schedule(this.retryMs);
   }
 
   /**
