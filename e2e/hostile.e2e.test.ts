@@ -7,14 +7,14 @@ import { type ProxyProcess, startProxyProcess } from './proxy-process.js';
 
 /**
  * Hostile callers against the real proxy process, started with the chart's memory settings
- * (V8 heap 320 MiB, request memory budget 128 MiB, container limit 512 MiB): each attack runs
+ * (V8 heap 256 MiB, request memory budget 128 MiB, container limit 512 MiB): each attack runs
  * while /healthz is polled and the process's RSS sampled, and must leave the process alive and
  * answering, every request with a JSON answer.
  */
 
 const KEY = 'sk-hostile-e2e-7c1d';
 const MODEL = 'llama3.1:8b';
-const HEAP_MIB = 320;
+const HEAP_MIB = 256;
 const CONTAINER_LIMIT_MIB = 512;
 const TEN_MIB = 10 * 1024 * 1024;
 let double: OllamaDouble;
@@ -143,6 +143,97 @@ describe('hostile callers against the real proxy process', () => {
       if (shape === 'long strings') expect(result.some((r) => r.status === 200)).toBe(true);
     },
   );
+
+  it('20k refused requests with distinct tag values do not poison the reports or slow chat down', {
+    timeout: 180_000,
+  }, async () => {
+    const send = (i: number) =>
+      fetch(`${proxy.base}/openai/v1/chat/completions`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json', 'x-api-key': KEY, 'x-tags': `junk:v${i},team:t${i}` },
+        body: `{"model":"no-such-model:${i}","messages":[{"role":"user","content":"hi"}]}`,
+      }).then((r) => r.status);
+    let next = 0;
+    const statuses: number[] = [];
+    const { peakRssMiB } = await watched(() =>
+      Promise.all(
+        Array.from({ length: 32 }, async () => {
+          while (next < 20_000) statuses.push(await send(next++));
+        }),
+      ),
+    );
+    expect(statuses.every((s) => s === 404)).toBe(true);
+    // A paid request: its team is real.
+    const paid = await fetch(`${proxy.base}/openai/v1/chat/completions`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', 'x-api-key': KEY, 'x-tags': 'team:ml' },
+      body: `${head}}`,
+    });
+    expect(paid.status).toBe(200);
+    await new Promise((r) => setTimeout(r, 500)); // the recorder's batch
+
+    const reports = [
+      '/v1/usage?groupBy=junk',
+      '/v1/usage?groupBy=team',
+      '/v1/analytics?groupBy=team',
+      '/v1/usage?groupBy=model',
+      '/v1/analytics?groupBy=junk&tag=team:t5',
+      '/v1/usage?groupBy=team&tag=junk:v1&tag=team:t1',
+      '/v1/tags?search=t',
+    ];
+    const slowest: Record<string, number> = {};
+    for (const path of reports) {
+      const started = performance.now();
+      const res = await fetch(`${proxy.base}${path}`, { headers: { 'x-api-key': KEY } });
+      const ms = performance.now() - started;
+      slowest[path] = ms;
+      expect(res.status).toBe(200);
+      const body = (await res.json()) as { groups?: unknown[]; data?: unknown[]; series?: unknown[] };
+      expect(ms, path).toBeLessThan(200);
+      expect((body.groups ?? body.data ?? []).length, path).toBeLessThanOrEqual(21);
+    }
+    const byTeam = (await (
+      await fetch(`${proxy.base}/v1/usage?groupBy=team`, { headers: { 'x-api-key': KEY } })
+    ).json()) as {
+      groups: Array<{ group: string; requests: number }>;
+    };
+    // Refused requests made no tag rows: the real team is there, the 20k junk values are not.
+    expect(byTeam.groups.map((g) => g.group)).toEqual(['ml']);
+
+    // Chat latency while someone loops over the reports, against idle.
+    const chatOnce = async () => {
+      const started = performance.now();
+      const res = await fetch(`${proxy.base}/openai/v1/chat/completions`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json', 'x-api-key': KEY },
+        body: `${head}}`,
+      });
+      await res.text();
+      return performance.now() - started;
+    };
+    const p99 = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length * 0.99)] ?? 0;
+    const idle: number[] = [];
+    for (let i = 0; i < 300; i++) idle.push(await chatOnce());
+    let looping = true;
+    const loop = (async () => {
+      while (looping) {
+        for (const path of reports)
+          await (await fetch(`${proxy.base}${path}`, { headers: { 'x-api-key': KEY } })).text();
+      }
+    })();
+    const busy: number[] = [];
+    for (let i = 0; i < 300; i++) busy.push(await chatOnce());
+    looping = false;
+    await loop;
+    report.push(
+      `| 20k refused requests, distinct tags | 20000x 404; reports ${Object.values(slowest)
+        .map((ms) => Math.round(ms))
+        .join(
+          '/',
+        )} ms; chat p99 idle ${p99(idle).toFixed(1)} ms, during reports ${p99(busy).toFixed(1)} ms | - | ${Math.round(peakRssMiB)} MiB |`,
+    );
+    expect(p99(busy)).toBeLessThan(2 * p99(idle));
+  });
 
   it('afterwards still answers a normal request, and keeps metrics off the API port', async () => {
     const res = await fetch(`${proxy.base}/openai/v1/chat/completions`, {

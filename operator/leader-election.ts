@@ -80,7 +80,10 @@ export class LeaderElector {
         this.ticking = undefined;
       });
     };
-    if (ms === 0) return run();
+    if (ms === 0) {
+      run();
+      return;
+    }
     this.timer = setTimeout(run, ms);
     this.timer.unref();
   }

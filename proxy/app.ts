@@ -11,6 +11,7 @@ import {
 } from './chat-handler.js';
 import { ProxyError } from './errors.js';
 import { usageRoutes } from './usage-api.js';
+import { inThreadReports, type UsageReports } from './usage-reports.js';
 import type { UsageStore } from './usage-store.js';
 
 /**
@@ -22,6 +23,8 @@ import type { UsageStore } from './usage-store.js';
 export interface AppDeps extends ChatDeps {
   /** The usage store the reporting APIs read; without it they are not served. */
   store?: UsageStore;
+  /** How reports are answered (a worker thread in production); in the store's thread by default. */
+  reports?: UsageReports;
   /** Routes mounted as they are (the Usage and Analytics pages). */
   extraRoutes?: Hono;
   /** Readiness: routes and keys loaded. */
@@ -104,7 +107,7 @@ export function createGateway(deps: AppDeps): Gateway {
   };
 
   if (deps.store) {
-    usageRoutes(app, deps.store, (headers) =>
+    usageRoutes(app, deps.reports ?? inThreadReports(deps.store), (headers) =>
       auth({ apiKey: headers.get('x-api-key') ?? undefined, authorization: headers.get('authorization') ?? undefined }),
     );
   }

@@ -24,6 +24,7 @@ import { DEFAULT_TIMEOUTS } from './upstream.js';
 import { BedrockUpstream } from './upstreams/bedrock.js';
 import { OpenAICompatibleUpstream } from './upstreams/openai-compatible.js';
 import { UsageRecorder } from './usage-recorder.js';
+import { WorkerReports } from './usage-reports.js';
 import { UsageStore } from './usage-store.js';
 
 /**
@@ -37,6 +38,7 @@ const { values } = parseArgs({
     'secrets-dir': { type: 'string' },
     'usage-db': { type: 'string', default: process.env.USAGE_DB },
     'retention-days': { type: 'string', default: process.env.USAGE_RETENTION_DAYS ?? '30' },
+    'rollup-retention-days': { type: 'string', default: process.env.USAGE_ROLLUP_RETENTION_DAYS ?? '400' },
     'prices-file': { type: 'string' },
     'tag-labels': { type: 'string', default: process.env.METRICS_TAG_LABELS ?? 'project,team,environment' },
     host: { type: 'string' },
@@ -186,7 +188,13 @@ const bedrock = new BedrockUpstream({
 const usageDb = values['usage-db'] ?? (standalone ? 'usage.db' : '/var/lib/platform-ai-optimizer/usage.db');
 const store = new UsageStore(usageDb);
 const retentionDays = Number(values['retention-days']);
-const prune = () => store.prune(new Date(Date.now() - retentionDays * 86_400_000));
+// Rollups outlive raw records (reports span up to 400 days) but are bounded too.
+const rollupRetentionDays = numberFlag('rollup-retention-days', values['rollup-retention-days'], 400);
+const prune = () =>
+  store.prune(
+    new Date(Date.now() - retentionDays * 86_400_000),
+    new Date(Date.now() - Math.max(retentionDays, rollupRetentionDays) * 86_400_000),
+  );
 prune();
 setInterval(prune, 3_600_000).unref();
 const recorder = new UsageRecorder({
@@ -218,6 +226,8 @@ const gateway = createGateway({
   metrics,
   cost,
   store,
+  // Reports on their own thread and connection, so they never hold chat traffic.
+  reports: usageDb === ':memory:' ? undefined : new WorkerReports(usageDb),
   retry,
   rateLimit,
   extraRoutes: uiRoutes(),

@@ -1,7 +1,8 @@
 import type { Env, Hono } from 'hono';
 import { invalidRequest, ProxyError } from './errors.js';
 import { parseTag, type Tag } from './tags.js';
-import type { Granularity, UsageQuery, UsageStore } from './usage-store.js';
+import type { UsageReports } from './usage-reports.js';
+import { DEFAULT_GROUP_LIMIT, type Granularity, MAX_GROUP_LIMIT, type UsageQuery } from './usage-store.js';
 
 /**
  * The reporting APIs, on the proxy with the same API keys:
@@ -9,7 +10,8 @@ import type { Granularity, UsageQuery, UsageStore } from './usage-store.js';
  *   GET /v1/analytics  cost, request volume, latency p50/p95/p99, error rate
  *   GET /v1/tags       known tags matching ?search= (at most 50)
  * Query: from, to (ISO 8601; default the last 7 days), granularity hour|day, groupBy model |
- * provider | a tag key, and tag=key:value repeated (all must match).
+ * provider | a tag key, tag=key:value repeated (all must match), and limit (groups reported by
+ * name, default 20, at most 100; the others are summed as `_other`, their count in otherGroups).
  */
 
 const DAY = 86_400_000;
@@ -43,12 +45,17 @@ export function parseUsageQuery(params: URLSearchParams, now = new Date()): Usag
     tags.push(t);
   }
   if (tags.length > 10) return invalidRequest('at most 10 tag filters', 'tag');
-  return { from, to, granularity: g as Granularity, groupBy, tags };
+  const rawLimit = params.get('limit');
+  const limit = rawLimit === null || rawLimit === '' ? DEFAULT_GROUP_LIMIT : Number(rawLimit);
+  if (!Number.isInteger(limit) || limit < 1 || limit > MAX_GROUP_LIMIT) {
+    return invalidRequest(`limit must be a whole number from 1 to ${MAX_GROUP_LIMIT}`, 'limit');
+  }
+  return { from, to, granularity: g as Granularity, groupBy, tags, limit };
 }
 
 export function usageRoutes<E extends Env>(
   app: Hono<E>,
-  store: UsageStore,
+  reports: UsageReports,
   authorize: (headers: Headers) => void,
 ): void {
   const query = (url: string) => {
@@ -56,17 +63,17 @@ export function usageRoutes<E extends Env>(
     if (q instanceof ProxyError) throw q;
     return q;
   };
-  app.get('/v1/usage', (c) => {
+  app.get('/v1/usage', async (c) => {
     authorize(c.req.raw.headers);
-    return c.json(store.usage(query(c.req.url)));
+    return c.json(await reports.usage(query(c.req.url)));
   });
-  app.get('/v1/analytics', (c) => {
+  app.get('/v1/analytics', async (c) => {
     authorize(c.req.raw.headers);
-    return c.json(store.analytics(query(c.req.url)));
+    return c.json(await reports.analytics(query(c.req.url)));
   });
-  app.get('/v1/tags', (c) => {
+  app.get('/v1/tags', async (c) => {
     authorize(c.req.raw.headers);
     const search = (c.req.query('search') ?? '').slice(0, 129);
-    return c.json({ data: store.tags(search, 50) });
+    return c.json({ data: await reports.tags(search, 50) });
   });
 }

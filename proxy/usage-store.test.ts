@@ -169,6 +169,61 @@ describe('UsageStore', () => {
   });
 });
 
+describe('UsageStore under poisoning', () => {
+  it('reports at most `limit` groups by name, the rest summed as _other, totals exact', () => {
+    const store = new UsageStore(':memory:');
+    const records: StoredUsage[] = [];
+    // Team t0 has the most requests, t1 the next, ...: 60 teams.
+    for (let t = 0; t < 60; t++) {
+      for (let i = 0; i < 60 - t; i++) records.push(rec({ at: T0 + i * 1000, tags: [tag('team', `t${t}`)] }));
+    }
+    store.insert(records);
+    const q = { ...range, granularity: 'day' as const, groupBy: 'team', tags: [], limit: 5 };
+    const r = store.usage(q);
+    expect(r.groups.map((g) => g.group).sort()).toEqual(['_other', 't0', 't1', 't2', 't3', 't4']);
+    expect(r.otherGroups).toBe(55);
+    expect(r.groups.find((g) => g.group === 't0')?.requests).toBe(60);
+    expect(r.groups.find((g) => g.group === '_other')?.requests).toBe(records.length - (60 + 59 + 58 + 57 + 56));
+    expect(r.totals.requests).toBe(records.length);
+    expect(new Set(r.series.map((s) => s.group)).size).toBe(6);
+    // Under the limit nothing is folded.
+    expect(store.usage({ ...q, limit: 100 }).otherGroups).toBe(0);
+    // The raw-record path (two tag filters) folds the same way.
+    const raw = store.analytics({ ...q, groupBy: 'model', tags: [tag('team', 't1'), tag('team', 't1')], limit: 1 });
+    expect(raw.totals.requests).toBe(59);
+  });
+
+  it('refused requests (no model answered) add no rollup rows per tag value', () => {
+    const store = new UsageStore(':memory:');
+    store.insert(
+      Array.from({ length: 2000 }, (_, i) =>
+        rec({ at: T0, provider: '', status: 404, model: 'made-up', tags: [tag('junk', `v${i}`)] }),
+      ),
+    );
+    store.insert([rec({ at: T0, tags: [tag('team', 'ml')] })]);
+    const byJunk = store.usage({ ...range, granularity: 'day', groupBy: 'junk', tags: [] });
+    expect(byJunk.groups).toEqual([]);
+    const byModel = store.usage({ ...range, granularity: 'day', groupBy: 'model', tags: [] });
+    expect(byModel.totals.requests).toBe(2001);
+    // Nor a row per made-up model name: one for all of them.
+    expect(byModel.groups.map((g) => [g.group, g.requests])).toEqual([
+      ['(unrouted)', 2000],
+      ['llama3.1:8b', 1],
+    ]);
+    expect(store.tags('junk')).toEqual([]);
+    expect(store.tags('team').map((t) => t.value)).toEqual(['ml']);
+  });
+
+  it('prunes rollup hours past their own retention', () => {
+    const store = seeded();
+    const q = { ...range, granularity: 'day' as const, groupBy: 'model', tags: [] };
+    store.prune(new Date(T0 + 2 * HOUR));
+    expect(store.usage(q).totals.requests).toBe(4);
+    store.prune(new Date(T0 + 2 * HOUR), new Date(T0 + 2 * HOUR));
+    expect(store.usage(q).totals.requests).toBe(1);
+  });
+});
+
 describe('UsageRecorder', () => {
   it('writes batches off the request path and drops (counting) when its queue is full', () => {
     const store = new UsageStore(':memory:');
@@ -249,7 +304,12 @@ describe('parseUsageQuery', () => {
       granularity: 'day',
       groupBy: 'model',
       tags: [],
+      limit: 20,
     });
+    expect(parseUsageQuery(new URLSearchParams('limit=5'), now)).toMatchObject({ limit: 5 });
+    for (const bad of ['0', '101', '2.5', 'x']) {
+      expect(parseUsageQuery(new URLSearchParams(`limit=${bad}`), now)).toMatchObject({ status: 400, param: 'limit' });
+    }
   });
 
   it('reads repeated tags and rejects bad parameters with 400', () => {

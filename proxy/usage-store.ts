@@ -27,7 +27,16 @@ export interface UsageQuery {
   groupBy: string;
   /** All must be present on a request (AND). */
   tags: Tag[];
+  /** Most groups reported by name (most requests first); the rest are summed as OTHER_GROUP. */
+  limit?: number;
 }
+
+/** The group the groups past a report's limit are summed into. */
+export const OTHER_GROUP = '_other';
+export const DEFAULT_GROUP_LIMIT = 20;
+/** The model of requests no model answered, in the rollups (callers choose the names they send). */
+export const UNROUTED_MODEL = '(unrouted)';
+export const MAX_GROUP_LIMIT = 100;
 
 export interface UsageNumbers {
   requests: number;
@@ -53,6 +62,8 @@ export interface Report<T> {
   totals: T;
   series: Array<T & { time: string; group: string }>;
   groups: Array<T & { group: string }>;
+  /** How many groups were summed into OTHER_GROUP (0: every group has its own row). */
+  otherGroups: number;
 }
 
 export interface TagCount {
@@ -143,6 +154,8 @@ export class UsageStore {
   private readonly insertTag: Database.Statement;
   private readonly upsertRollup: Database.Statement;
   private readonly insertMany: (records: StoredUsage[]) => void;
+  /** Groups the last report query folded into OTHER_GROUP (reports run one at a time). */
+  private folded = 0;
 
   constructor(path: string) {
     if (path !== ':memory:') mkdirSync(dirname(path), { recursive: true });
@@ -254,13 +267,18 @@ export class UsageStore {
     const hour = Math.floor(ts / HOUR) * HOUR;
     const bucket = BUCKET_COLUMNS[bucketOf(r.latencyMs)];
     // One row for all requests, one per tag: a single-tag filter or a tag grouping reads its rows.
-    for (const [tagKey, tagValue] of [['', ''], ...r.tags.map((t) => [t.key, t.value])] as Array<[string, string]>) {
-      const key = JSON.stringify([hour, r.model, r.provider, tagKey, tagValue]);
+    // A request no model answered (no provider) adds no tag rows: refused requests cost the caller
+    // nothing, so they must not be able to grow the rollups by inventing tag values.
+    // Likewise their model names: the raw record keeps what was asked, the rollup one row for all.
+    const tagged = r.provider ? r.tags.map((t) => [t.key, t.value]) : [];
+    const model = r.provider ? r.model : UNROUTED_MODEL;
+    for (const [tagKey, tagValue] of [['', ''], ...tagged] as Array<[string, string]>) {
+      const key = JSON.stringify([hour, model, r.provider, tagKey, tagValue]);
       let d = rollups.get(key);
       if (!d) {
         d = {
           hour,
-          model: r.model,
+          model,
           provider: r.provider,
           tagKey,
           tagValue,
@@ -290,9 +308,14 @@ export class UsageStore {
   }
 
   /** Deletes raw records older than `before`; rollups stay. */
-  prune(before: Date): number {
+  /**
+   * Deletes raw records older than `before` and, when given, rollup hours older than
+   * `rollupsBefore` (rollups answer long-range reports, so they usually live longer).
+   */
+  prune(before: Date, rollupsBefore?: Date): number {
     const ts = before.getTime();
     this.db.prepare('DELETE FROM request_tags WHERE ts < ?').run(ts);
+    if (rollupsBefore) this.db.prepare('DELETE FROM rollup WHERE hour < ?').run(rollupsBefore.getTime());
     return this.db.prepare('DELETE FROM requests WHERE ts < ?').run(ts).changes;
   }
 
@@ -340,9 +363,11 @@ export class UsageStore {
         where.push("tag_key = ''");
       }
       const group = byTag ? 'tag_value' : q.groupBy;
+      const source = `FROM rollup WHERE ${where.join(' AND ')}`;
+      const named = this.topGroups(q, group, 'SUM(requests)', source, params);
       return this.db
         .prepare(
-          `SELECT hour - (hour % @size) AS bucket, ${group} AS grp, ${sums} FROM rollup WHERE ${where.join(' AND ')} GROUP BY bucket, grp ORDER BY bucket, grp`,
+          `SELECT hour - (hour % @size) AS bucket, ${named} AS grp, ${sums} ${source} GROUP BY bucket, grp ORDER BY bucket, grp`,
         )
         .all(params) as RollupRow[];
     }
@@ -371,15 +396,44 @@ export class UsageStore {
         ? `SUM(CASE WHEN latency_ms > ${lower} AND latency_ms <= ${bound} THEN 1 ELSE 0 END) AS b${i}`
         : `SUM(CASE WHEN latency_ms > ${lower} THEN 1 ELSE 0 END) AS b${i}`;
     });
+    const source = `FROM requests r WHERE ts >= @from AND ts < @to ${conditions.map((c) => `AND ${c}`).join(' ')}`;
+    const named = this.topGroups(q, group, 'COUNT(*)', source, params);
     return this.db
       .prepare(
-        `SELECT ts - (ts % @size) AS bucket, ${group} AS grp, COUNT(*) AS requests,
+        `SELECT ts - (ts % @size) AS bucket, ${named} AS grp, COUNT(*) AS requests,
           SUM(CASE WHEN status >= 400 THEN 1 ELSE 0 END) AS errors, SUM(prompt) AS prompt, SUM(completion) AS completion,
           SUM(cost) AS cost, SUM(savings) AS savings, ${buckets.join(', ')}
-         FROM requests r WHERE ts >= @from AND ts < @to ${conditions.map((c) => `AND ${c}`).join(' ')}
+         ${source}
          GROUP BY bucket, grp ORDER BY bucket, grp`,
       )
       .all(params) as RollupRow[];
+  }
+
+  /**
+   * The expression naming a row's group in a report: the group itself for the `limit` groups with
+   * the most requests, OTHER_GROUP for the rest. A report has at most limit + 1 groups however
+   * many tag values callers invented; how many were folded is kept for the report.
+   */
+  private topGroups(
+    q: UsageQuery,
+    group: string,
+    count: string,
+    source: string,
+    params: Record<string, string | number>,
+  ): string {
+    const limit = Math.min(MAX_GROUP_LIMIT, Math.max(1, q.limit ?? DEFAULT_GROUP_LIMIT));
+    const ranked = this.db
+      .prepare(
+        `SELECT grp, COUNT(*) OVER () AS total FROM (SELECT ${group} AS grp, ${count} AS n ${source} GROUP BY grp)
+         ORDER BY n DESC, grp LIMIT @limit`,
+      )
+      .all({ ...params, limit }) as Array<{ grp: string | null; total: number }>;
+    const total = ranked[0]?.total ?? 0;
+    this.folded = Math.max(0, total - ranked.length);
+    if (this.folded === 0) return group;
+    params.top = JSON.stringify(ranked.map((r) => r.grp));
+    params.other = OTHER_GROUP;
+    return `CASE WHEN ${group} IN (SELECT value FROM json_each(@top)) THEN ${group} ELSE @other END`;
   }
 
   private report<T>(q: UsageQuery, numbers: (rows: RollupRow[]) => T): Report<T> {
@@ -392,7 +446,9 @@ export class UsageStore {
     const byGroup = new Map<string, RollupRow[]>();
     for (const r of rows) {
       const g = r.grp ?? NO_GROUP;
-      byGroup.set(g, [...(byGroup.get(g) ?? []), r]);
+      const list = byGroup.get(g);
+      if (list) list.push(r);
+      else byGroup.set(g, [r]);
     }
     return {
       from: q.from.toISOString(),
@@ -402,6 +458,7 @@ export class UsageStore {
       totals: numbers(rows),
       series,
       groups: [...byGroup.entries()].map(([group, rs]) => ({ group, ...numbers(rs) })),
+      otherGroups: this.folded,
     };
   }
 
