@@ -213,25 +213,16 @@ export function chatHandler(deps: ChatDeps): ChatHandler {
         );
       }
       // Reserve what the body will cost before reading it (Content-Length, else grown as it arrives).
-      if (deps.budget) {
-        const declared = Number(input.header('content-length'));
-        const expect = Number.isFinite(declared) && declared > 0 ? Math.min(declared, maxBody) : 0;
-        const want = Math.max(MIN_RESERVATION, expect * BODY_MEMORY_FACTOR);
-        deps.budget.take(want);
-        reserved = want;
-      }
       const budget = deps.budget;
-      const text = await input.body(
-        maxBody,
-        budget
-          ? (size) => {
-              const need = size * BODY_MEMORY_FACTOR;
-              if (need <= reserved) return;
-              budget.take(need - reserved);
-              reserved = need;
-            }
-          : undefined,
-      );
+      const reserve = (need: number) => {
+        if (!budget || need <= reserved) return;
+        budget.take(need - reserved);
+        reserved = need;
+      };
+      const declared = Number(input.header('content-length'));
+      const expect = Number.isFinite(declared) && declared > 0 ? Math.min(declared, maxBody) : 0;
+      reserve(Math.max(MIN_RESERVATION, expect * BODY_MEMORY_FACTOR));
+      const text = await input.body(maxBody, budget ? (size) => reserve(size * BODY_MEMORY_FACTOR) : undefined);
       // The shape is judged from the text, before JSON.parse builds anything of it.
       const shape = checkJsonShape(text, { maxDepth: MAX_NESTING, maxValues: MAX_JSON_VALUES });
       if (shape) throw shape;

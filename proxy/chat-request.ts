@@ -20,7 +20,9 @@ const MAX_MESSAGES = 10_000;
 /**
  * Deepest nesting of arrays and objects accepted anywhere in the body, the body itself being
  * level 1. Real requests (tool schemas included) stay far below it; deeper junk would make the
- * upstream translators' recursive JSON.stringify overflow the stack.
+ * upstream translators' recursive JSON.stringify overflow the stack. Both limits are checked on
+ * the body's text before it is parsed (proxy/json-shape.ts, called by the chat handler), so
+ * parseChatRequest never sees a body past them.
  */
 export const MAX_NESTING = 64;
 /**
@@ -32,21 +34,6 @@ export const MAX_JSON_VALUES = 200_000;
 
 function isRecord(v: unknown): v is Record<string, unknown> {
   return v !== null && typeof v === 'object' && !Array.isArray(v);
-}
-
-/** The top-level field holding a value nested deeper than MAX_NESTING, if any. Iterative: no stack to overflow. */
-function tooDeep(body: Record<string, unknown>): string | undefined {
-  for (const [field, value] of Object.entries(body)) {
-    const pending: Array<[object, number]> = value !== null && typeof value === 'object' ? [[value, 2]] : [];
-    for (let top = pending.pop(); top; top = pending.pop()) {
-      const [node, level] = top;
-      if (level > MAX_NESTING) return field;
-      for (const child of Array.isArray(node) ? node : Object.values(node)) {
-        if (child !== null && typeof child === 'object') pending.push([child, level + 1]);
-      }
-    }
-  }
-  return undefined;
 }
 
 function checkContent(content: unknown, at: string): ProxyError | undefined {
@@ -105,11 +92,6 @@ export function parseChatRequest(body: unknown): ChatRequest | ProxyError {
   }
   if (n !== undefined && n !== null && n !== 1) {
     return invalidRequest('n must be 1: the gateway returns one choice per request', 'n', 'unsupported_parameter');
-  }
-  const deep = tooDeep(body);
-  if (deep !== undefined) {
-    const field = deep.length > 64 ? `${deep.slice(0, 61)}...` : deep;
-    return invalidRequest(`the field ${JSON.stringify(field)} is nested more than ${MAX_NESTING} levels deep`, field);
   }
   const includeUsage = isRecord(stream_options) && stream_options.include_usage === true;
   const forward: Record<string, unknown> = { model, messages, ...rest };

@@ -131,7 +131,7 @@ const rateLimit = {
 const shutdownDelayMs =
   numberFlag('shutdown-delay-seconds', values['shutdown-delay-seconds'], standalone ? 0 : 5) * 1000;
 const drainMs = numberFlag('drain-seconds', values['drain-seconds'], 25) * 1000;
-/** Upstream waits; a ModelDeployment's spec.timeouts overrides the first two for its model. */
+/** A flag in seconds that must be more than 0, in ms. */
 const positiveSeconds = (name: string, value: string | undefined, fallbackMs: number): number => {
   const ms = numberFlag(name, value, fallbackMs / 1000) * 1000;
   if (ms <= 0) {
@@ -140,6 +140,7 @@ const positiveSeconds = (name: string, value: string | undefined, fallbackMs: nu
   }
   return ms;
 };
+// Upstream waits; a ModelDeployment's spec.timeouts overrides the first byte and idle ones for its model.
 const timeouts = {
   ...DEFAULT_TIMEOUTS,
   firstByteMs: positiveSeconds(
@@ -218,6 +219,8 @@ source?.onPrices((text) => {
   }
 });
 
+// Reports on their own thread and connection, so they never hold chat traffic.
+const reports = usageDb === ':memory:' ? undefined : new WorkerReports(usageDb);
 const gateway = createGateway({
   keys,
   routes,
@@ -226,8 +229,7 @@ const gateway = createGateway({
   metrics,
   cost,
   store,
-  // Reports on their own thread and connection, so they never hold chat traffic.
-  reports: usageDb === ':memory:' ? undefined : new WorkerReports(usageDb),
+  reports,
   retry,
   rateLimit,
   extraRoutes: uiRoutes(),
@@ -303,6 +305,7 @@ for (const signal of ['SIGTERM', 'SIGINT'] as const) {
     // Streams cut at the end of the grace period settle their usage on the next turns.
     await new Promise((r) => setTimeout(r, 50));
     recorder.close();
+    await reports?.close();
     store.close();
     await source?.stop().catch(() => {});
     log.info('stopped', { drainedMs: ms, cut, usageRecordsWritten: recorder.written });

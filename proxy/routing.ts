@@ -165,14 +165,10 @@ export function buildRoutes(mds: ModelDeployment[], opts: BuildOptions, eps: Ext
     if (opts.standalone) {
       if (!md.spec.endpoint) continue;
       entry = { kind: 'openai-compatible', model, baseUrl: md.spec.endpoint.replace(/\/+$/, ''), provider };
-      const timeouts = timeoutsOf(md);
-      if (timeouts) entry.timeouts = timeouts;
     } else {
       const expected = modelServerEndpoint(md.spec.serviceName, md.spec.port);
       if (md.status?.phase === 'Running' && md.status.endpoint === expected) {
         entry = { kind: 'openai-compatible', model, baseUrl: expected, provider };
-        const timeouts = timeoutsOf(md);
-        if (timeouts) entry.timeouts = timeouts;
       } else {
         const ready = md.status?.conditions?.find((c) => c.type === 'Ready');
         entry = {
@@ -185,6 +181,10 @@ export function buildRoutes(mds: ModelDeployment[], opts: BuildOptions, eps: Ext
       }
     }
     if (md.spec.fallback?.length) entry.fallback = md.spec.fallback;
+    if (entry.kind === 'openai-compatible') {
+      const timeouts = timeoutsOf(md);
+      if (timeouts) entry.timeouts = timeouts;
+    }
     const existing = entries.get(model);
     if (existing && (existing.kind !== 'unavailable' || entry.kind === 'unavailable')) continue;
     entries.set(model, entry);

@@ -34,9 +34,9 @@ export interface UsageQuery {
 /** The group the groups past a report's limit are summed into. */
 export const OTHER_GROUP = '_other';
 export const DEFAULT_GROUP_LIMIT = 20;
+export const MAX_GROUP_LIMIT = 100;
 /** The model of requests no model answered, in the rollups (callers choose the names they send). */
 export const UNROUTED_MODEL = '(unrouted)';
-export const MAX_GROUP_LIMIT = 100;
 
 export interface UsageNumbers {
   requests: number;
@@ -148,14 +148,18 @@ interface RollupDelta {
   [bucket: string]: number | string;
 }
 
+/** A report's rows, and how many groups were folded into OTHER_GROUP to keep it bounded. */
+interface ReportRows {
+  rows: RollupRow[];
+  folded: number;
+}
+
 export class UsageStore {
   private readonly db: Database.Database;
   private readonly insertRaw: Database.Statement;
   private readonly insertTag: Database.Statement;
   private readonly upsertRollup: Database.Statement;
   private readonly insertMany: (records: StoredUsage[]) => void;
-  /** Groups the last report query folded into OTHER_GROUP (reports run one at a time). */
-  private folded = 0;
 
   constructor(path: string) {
     if (path !== ':memory:') mkdirSync(dirname(path), { recursive: true });
@@ -335,7 +339,7 @@ export class UsageStore {
    * Rows per (time bucket, group) for a query: from the rollups when at most one tag filters,
    * from the raw records (exact AND over several tags) otherwise.
    */
-  private rows(q: UsageQuery): RollupRow[] {
+  private rows(q: UsageQuery): ReportRows {
     const size = q.granularity === 'day' ? DAY : HOUR;
     const sums = `SUM(requests) AS requests, SUM(errors) AS errors, SUM(prompt) AS prompt, SUM(completion) AS completion,
       SUM(cost) AS cost, SUM(savings) AS savings, ${BUCKET_COLUMNS.map((c) => `SUM(${c}) AS ${c}`).join(', ')}`;
@@ -364,17 +368,18 @@ export class UsageStore {
       }
       const group = byTag ? 'tag_value' : q.groupBy;
       const source = `FROM rollup WHERE ${where.join(' AND ')}`;
-      const named = this.topGroups(q, group, 'SUM(requests)', source, params);
-      return this.db
+      const { named, folded } = this.topGroups(q, group, 'SUM(requests)', source, params);
+      const rows = this.db
         .prepare(
           `SELECT hour - (hour % @size) AS bucket, ${named} AS grp, ${sums} ${source} GROUP BY bucket, grp ORDER BY bucket, grp`,
         )
         .all(params) as RollupRow[];
+      return { rows, folded };
     }
     return this.rawRows(q);
   }
 
-  private rawRows(q: UsageQuery): RollupRow[] {
+  private rawRows(q: UsageQuery): ReportRows {
     const size = q.granularity === 'day' ? DAY : HOUR;
     const params: Record<string, string | number> = { from: q.from.getTime(), to: q.to.getTime(), size };
     // The tag index narrows first: ids carrying every filter tag in the range, intersected.
@@ -397,8 +402,8 @@ export class UsageStore {
         : `SUM(CASE WHEN latency_ms > ${lower} THEN 1 ELSE 0 END) AS b${i}`;
     });
     const source = `FROM requests r WHERE ts >= @from AND ts < @to ${conditions.map((c) => `AND ${c}`).join(' ')}`;
-    const named = this.topGroups(q, group, 'COUNT(*)', source, params);
-    return this.db
+    const { named, folded } = this.topGroups(q, group, 'COUNT(*)', source, params);
+    const rows = this.db
       .prepare(
         `SELECT ts - (ts % @size) AS bucket, ${named} AS grp, COUNT(*) AS requests,
           SUM(CASE WHEN status >= 400 THEN 1 ELSE 0 END) AS errors, SUM(prompt) AS prompt, SUM(completion) AS completion,
@@ -407,12 +412,14 @@ export class UsageStore {
          GROUP BY bucket, grp ORDER BY bucket, grp`,
       )
       .all(params) as RollupRow[];
+    return { rows, folded };
   }
 
   /**
    * The expression naming a row's group in a report: the group itself for the `limit` groups with
    * the most requests, OTHER_GROUP for the rest. A report has at most limit + 1 groups however
-   * many tag values callers invented; how many were folded is kept for the report.
+   * many tag values callers invented. `folded`: how many groups went into OTHER_GROUP. Adds the
+   * top list to `params` for the query that uses the expression.
    */
   private topGroups(
     q: UsageQuery,
@@ -420,7 +427,7 @@ export class UsageStore {
     count: string,
     source: string,
     params: Record<string, string | number>,
-  ): string {
+  ): { named: string; folded: number } {
     const limit = Math.min(MAX_GROUP_LIMIT, Math.max(1, q.limit ?? DEFAULT_GROUP_LIMIT));
     const ranked = this.db
       .prepare(
@@ -429,15 +436,15 @@ export class UsageStore {
       )
       .all({ ...params, limit }) as Array<{ grp: string | null; total: number }>;
     const total = ranked[0]?.total ?? 0;
-    this.folded = Math.max(0, total - ranked.length);
-    if (this.folded === 0) return group;
+    const folded = Math.max(0, total - ranked.length);
+    if (folded === 0) return { named: group, folded };
     params.top = JSON.stringify(ranked.map((r) => r.grp));
     params.other = OTHER_GROUP;
-    return `CASE WHEN ${group} IN (SELECT value FROM json_each(@top)) THEN ${group} ELSE @other END`;
+    return { named: `CASE WHEN ${group} IN (SELECT value FROM json_each(@top)) THEN ${group} ELSE @other END`, folded };
   }
 
   private report<T>(q: UsageQuery, numbers: (rows: RollupRow[]) => T): Report<T> {
-    const rows = this.rows(q);
+    const { rows, folded } = this.rows(q);
     const series = rows.map((r) => ({
       time: rfc3339(new Date(r.bucket)),
       group: r.grp ?? NO_GROUP,
@@ -458,7 +465,7 @@ export class UsageStore {
       totals: numbers(rows),
       series,
       groups: [...byGroup.entries()].map(([group, rs]) => ({ group, ...numbers(rs) })),
-      otherGroups: this.folded,
+      otherGroups: folded,
     };
   }
 

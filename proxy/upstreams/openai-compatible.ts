@@ -37,13 +37,10 @@ function usageOf(body: unknown): Usage | undefined {
  */
 export function forOllama(body: Record<string, unknown>): Record<string, unknown> {
   const mct = body.max_completion_tokens;
-  // null means unset; anything else but a number is the upstream's to refuse.
-  if (mct === null) {
-    const { max_completion_tokens: _, ...rest } = body;
-    return rest;
-  }
-  if (typeof mct !== 'number') return body;
+  // Absent: nothing to do (no copy on the hot path); not a number nor null: the upstream's to refuse.
+  if (mct !== null && typeof mct !== 'number') return body;
   const { max_completion_tokens: _, ...rest } = body;
+  if (mct === null) return rest;
   const mt = rest.max_tokens;
   return { ...rest, max_tokens: typeof mt === 'number' ? Math.min(mt, mct) : mct };
 }
