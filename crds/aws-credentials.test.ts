@@ -1,8 +1,8 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type AwsDouble, startAwsDouble } from '../e2e/doubles/aws.js';
 import {
-  AssumeRoleError,
   accessKeyFromSecretData,
+  CredentialsError,
   last4,
   REFRESH_BEFORE_EXPIRY_MS,
   RoleCredentials,
@@ -52,9 +52,9 @@ describe('RoleCredentials', () => {
   it('reports a denied AssumeRole with the STS error code and no credentials in the message', async () => {
     const roles = new RoleCredentials({ base: async () => GATEWAY, endpoint: aws.url });
     const err = await roles.get('arn:aws:iam::123456789012:role/other', 'us-east-1').catch((e: unknown) => e);
-    expect(err).toBeInstanceOf(AssumeRoleError);
-    expect((err as AssumeRoleError).code).toBe('AccessDenied');
-    expect((err as AssumeRoleError).message).not.toContain(GATEWAY.secretAccessKey);
+    expect(err).toBeInstanceOf(CredentialsError);
+    expect((err as CredentialsError).code).toBe('AccessDenied');
+    expect((err as CredentialsError).message).not.toContain(GATEWAY.secretAccessKey);
   });
 });
 

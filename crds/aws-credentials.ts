@@ -1,4 +1,5 @@
 import { AssumeRoleCommand, STSClient } from '@aws-sdk/client-sts';
+import { SECRET_FORBIDDEN, SECRET_NOT_FOUND } from './aws-errors.js';
 import { ACCESS_KEY_ID_KEY, SECRET_ACCESS_KEY_KEY } from './constants.js';
 import type { ExternalProvider } from './external-provider.js';
 
@@ -43,13 +44,14 @@ export function accessKeyFromSecretData(data: Record<string, string> | undefined
 
 export const last4 = (accessKeyId: string): string => accessKeyId.slice(-4);
 
-export class AssumeRoleError extends Error {
+/** Credentials could not be had: `code` is AWS's error name (STS) or one of our Secret codes. */
+export class CredentialsError extends Error {
   constructor(
     readonly code: string,
     message: string,
   ) {
     super(message);
-    this.name = 'AssumeRoleError';
+    this.name = 'CredentialsError';
   }
 }
 
@@ -118,7 +120,7 @@ export class RoleCredentials {
       );
       const c = out.Credentials;
       if (!c?.AccessKeyId || !c.SecretAccessKey)
-        throw new AssumeRoleError('NoCredentials', 'STS returned no credentials');
+        throw new CredentialsError('NoCredentials', 'STS returned no credentials');
       return {
         accessKeyId: c.AccessKeyId,
         secretAccessKey: c.SecretAccessKey,
@@ -126,20 +128,27 @@ export class RoleCredentials {
         ...(c.Expiration ? { expiration: c.Expiration } : {}),
       };
     } catch (err) {
-      if (err instanceof AssumeRoleError) throw err;
+      if (err instanceof CredentialsError) throw err;
       const e = err as { name?: string; message?: string };
-      throw new AssumeRoleError(e.name ?? 'AssumeRoleFailed', e.message ?? String(err));
+      throw new CredentialsError(e.name ?? 'AssumeRoleFailed', e.message ?? String(err));
     } finally {
       sts.destroy();
     }
   }
 }
 
-/** The credential provider of one ExternalProvider; `secretData` is its Secret's data (AccessKey). */
+/** What a component could read of a provider's Secret. */
+export interface SecretLookup {
+  data?: Record<string, string>;
+  /** RBAC does not let this component read it (see crds/named-secrets.ts). */
+  forbidden?: boolean;
+}
+
+/** The credential provider of one ExternalProvider; `secret` looks up its Secret (AccessKey). */
 export function providerCredentials(
   ep: ExternalProvider,
   roles: RoleCredentials,
-  secretData: () => Record<string, string> | undefined,
+  secret: () => SecretLookup | undefined,
 ): CredentialProvider {
   const auth = ep.spec.auth;
   if (auth.method === 'IAMRole' && auth.roleArn) {
@@ -147,11 +156,13 @@ export function providerCredentials(
     return () => roles.get(roleArn, ep.spec.region, auth.externalId);
   }
   return async () => {
-    const creds = accessKeyFromSecretData(secretData());
+    const found = secret();
+    if (found?.forbidden) throw new CredentialsError(SECRET_FORBIDDEN, 'the Secret may not be read');
+    const creds = accessKeyFromSecretData(found?.data);
     if (!creds) {
-      throw new AssumeRoleError(
-        'SecretNotFound',
-        `Secret ${auth.secretRef?.name ?? ''} with keys ${ACCESS_KEY_ID_KEY} and ${SECRET_ACCESS_KEY_KEY} was not found in ${ep.metadata.namespace ?? ''}`,
+      throw new CredentialsError(
+        SECRET_NOT_FOUND,
+        `the Secret is missing or lacks ${ACCESS_KEY_ID_KEY} and ${SECRET_ACCESS_KEY_KEY}`,
       );
     }
     return creds;

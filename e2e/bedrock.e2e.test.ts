@@ -141,7 +141,7 @@ beforeAll(async () => {
     endpoint: aws.url,
     maxAttempts: 1,
     credentialsFor: (route) =>
-      providerCredentials(route.source, roles, () => source.secretData(route.source.spec.auth.secretRef?.name ?? '')),
+      providerCredentials(route.source, roles, () => source.secret(route.source.spec.auth.secretRef?.name ?? '')),
   });
   app = createApp({
     keys,
@@ -224,6 +224,39 @@ describe('ExternalProvider discovery', () => {
     expect(condition('wrong-trust', 'CredentialsValid', 'message')).toContain(
       "trust policy must allow sts:AssumeRole for the gateway's principal",
     );
+  });
+
+  it('a missing Secret fails naming no Secret, to the operator and to callers', async () => {
+    kubectlOk(
+      ['apply', '-f', '-'],
+      provider('missing-secret', {
+        auth: { method: 'AccessKey', secretRef: { name: 'no-such-keys' } },
+        models: ['meta.llama3-1-8b-instruct-v1:0'],
+      }),
+    );
+    await phase('missing-secret', 'Failed');
+    expect(condition('missing-secret', 'Ready')).toBe('SecretNotFound');
+    expect(condition('missing-secret', 'Ready', 'message')).toContain('the Secret named in spec.auth.secretRef');
+    expect(field('missing-secret', '{.status}')).not.toContain('no-such-keys');
+    const res = await chat('meta.llama3-1-8b-instruct-v1:0', false);
+    expect(res.status).toBe(503);
+    const error = await errorOf(res);
+    expect(error.message).toContain('the Secret named in spec.auth.secretRef is missing');
+    expect(error.message).not.toMatch(/no-such-keys|platform-agent/);
+  });
+
+  it('a denied AssumeRole reaches callers without the role ARN or an account id', async () => {
+    kubectlOk(
+      ['apply', '-f', '-'],
+      provider('denied', { ...roleAuth('wrong-trust'), models: ['amazon.titan-text-express-v1'] }),
+    );
+    await phase('denied', 'Failed');
+    expect(field('denied', '{.status}')).not.toMatch(/arn:aws|123456789012|999999999999|111111111111/);
+    const res = await chat('amazon.titan-text-express-v1', false);
+    expect(res.status).toBe(503);
+    const error = await errorOf(res);
+    expect(error.message).toContain("STS denied sts:AssumeRole on the provider's role");
+    expect(error.message).not.toMatch(/arn:aws|123456789012|999999999999|111111111111|wrong-trust/);
   });
 
   it('a region with no models fails as wrong account or region; an unavailable selected model degrades', async () => {

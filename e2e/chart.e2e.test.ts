@@ -281,8 +281,30 @@ describe('Helm chart', () => {
     }
   });
 
+  it('grants no Secret at all without listed provider Secrets (an empty resourceNames would grant every one)', () => {
+    type Role = Obj & { rules: Array<{ resources: string[]; resourceNames?: string[] }> };
+    const secretRules = (objs: Obj[], name: string) =>
+      (objs.filter((o) => o.kind === 'Role' && o.metadata.name === name) as Role[])
+        .flatMap((r) => r.rules)
+        .filter((r) => r.resources.includes('secrets'));
+    expect(secretRules(render(), 'platform-ai-optimizer-operator')).toEqual([]);
+    for (const rule of secretRules(render(), 'platform-ai-optimizer-proxy')) {
+      expect(rule.resourceNames).toEqual(['platform-ai-optimizer-api-keys']);
+    }
+    // Keys the user manages: the proxy is told the Secret's name and may read only that one.
+    const own = render('apiKeys.existingSecret=team-keys');
+    expect(secretRules(own, 'platform-ai-optimizer-proxy').flatMap((r) => r.resourceNames)).toEqual(['team-keys']);
+    const proxy = find(own, 'Deployment', 'platform-ai-optimizer-proxy') as Obj & {
+      spec: { template: { spec: { containers: Array<{ env: Array<{ name: string; value: string }> }> } } };
+    };
+    expect(proxy.spec.template.spec.containers[0]?.env).toContainEqual({
+      name: 'GATEWAY_API_KEYS_SECRET',
+      value: 'team-keys',
+    });
+  });
+
   it("grants the ServiceAccounts what they need and nothing they don't (kubectl auth can-i)", () => {
-    const rbac = render().filter((o) =>
+    const rbac = render('providerSecrets={bedrock-keys}').filter((o) =>
       ['ServiceAccount', 'Role', 'RoleBinding', 'ClusterRole', 'ClusterRoleBinding'].includes(o.kind),
     );
     kubectlOk(['apply', '-f', '-'], JSON.stringify({ apiVersion: 'v1', kind: 'List', items: rbac }));
@@ -303,7 +325,20 @@ describe('Helm chart', () => {
     expect(can('operator', 'delete', 'secrets', '-n', 'platform-agent')).toBe('no');
     expect(can('operator', 'get', 'secrets', '-n', 'kube-system')).toBe('no');
     expect(can('proxy', 'list', 'modeldeployments.ai.platform', '-n', 'platform-llms')).toBe('yes');
-    expect(can('proxy', 'watch', 'secrets', '-n', 'platform-agent')).toBe('yes');
+    // Secrets by name only: the API-key Secret (proxy) and the listed provider Secrets (both),
+    // never the namespace's others, Helm's release record (it holds the rendered key) included.
+    const helmRecord = 'secrets/sh.helm.release.v1.platform-ai-optimizer.v1';
+    for (const sa of ['proxy', 'operator']) {
+      for (const verb of ['get', 'list', 'watch']) {
+        expect(can(sa, verb, 'secrets/bedrock-keys', '-n', 'platform-agent'), `${sa} ${verb}`).toBe('yes');
+        expect(can(sa, verb, helmRecord, '-n', 'platform-agent'), `${sa} ${verb} helm record`).toBe('no');
+        expect(can(sa, verb, 'secrets', '-n', 'platform-agent'), `${sa} ${verb} all Secrets`).toBe('no');
+      }
+    }
+    expect(can('proxy', 'watch', 'secrets/platform-ai-optimizer-api-keys', '-n', 'platform-agent')).toBe('yes');
+    expect(can('operator', 'get', 'secrets/platform-ai-optimizer-api-keys', '-n', 'platform-agent')).toBe('no');
+    expect(can('proxy', 'get', 'configmaps/platform-ai-optimizer-prices', '-n', 'platform-agent')).toBe('yes');
+    expect(can('proxy', 'list', 'configmaps', '-n', 'platform-agent')).toBe('no');
     expect(can('proxy', 'get', 'secrets', '-n', 'platform-llms')).toBe('no');
     expect(can('proxy', 'patch', 'modeldeployments.ai.platform', '--subresource=status', '-n', 'platform-llms')).toBe(
       'no',

@@ -1,6 +1,7 @@
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { Informer, type InformerEvent } from '../crds/informer.js';
 import { KubeClient, type KubeObject } from '../crds/kube-client.js';
+import { NamedSecrets } from '../crds/named-secrets.js';
 import { eventually, kubeConfig, kubectl, kubectlOk } from './kube.js';
 
 /**
@@ -122,4 +123,44 @@ describe('Informer', () => {
       }
     },
   );
+});
+
+describe('NamedSecrets', () => {
+  const secret = (name: string, value: string) =>
+    JSON.stringify({ apiVersion: 'v1', kind: 'Secret', metadata: { name, namespace: NS }, stringData: { value } });
+  const decoded = (data: Record<string, string> | undefined) =>
+    data?.value === undefined ? undefined : Buffer.from(data.value, 'base64').toString('utf8');
+
+  it('watches only the tracked names: follows their changes, ignores other Secrets, and stops when untracked', async () => {
+    kubectlOk(['apply', '-f', '-'], secret('wanted', 'v1'));
+    kubectlOk(['apply', '-f', '-'], secret('other', 'x'));
+    const changes: string[] = [];
+    const secrets = new NamedSecrets(new KubeClient(kubeConfig()), NS, { onChange: (n) => changes.push(n) });
+    await secrets.track(['wanted', 'not-yet']);
+    expect(secrets.settled()).toBe(true);
+    expect(secrets.access('wanted')).toBe('readable');
+    expect(decoded(secrets.data('wanted'))).toBe('v1');
+    // Missing is readable with no data; an untracked name is not watched at all.
+    expect(secrets.access('not-yet')).toBe('readable');
+    expect(secrets.data('not-yet')).toBeUndefined();
+    expect(secrets.access('other')).toBeUndefined();
+    expect(secrets.data('other')).toBeUndefined();
+
+    kubectlOk(['apply', '-f', '-'], secret('not-yet', 'arrived'));
+    kubectlOk(['apply', '-f', '-'], secret('wanted', 'v2'));
+    kubectlOk(['apply', '-f', '-'], secret('other', 'y'));
+    await eventually('changes seen', 10_000, () =>
+      decoded(secrets.data('not-yet')) === 'arrived' && decoded(secrets.data('wanted')) === 'v2' ? true : undefined,
+    );
+    expect(changes).not.toContain('other');
+
+    await secrets.track(['not-yet']);
+    expect(secrets.access('wanted')).toBeUndefined();
+    const seen = changes.length;
+    kubectlOk(['apply', '-f', '-'], secret('wanted', 'v3'));
+    kubectlOk(['delete', 'secret', 'not-yet', '-n', NS]);
+    await eventually('delete seen', 10_000, () => (secrets.data('not-yet') === undefined ? true : undefined));
+    expect(changes.slice(seen)).toEqual(['not-yet']);
+    await secrets.stop();
+  });
 });

@@ -21,7 +21,7 @@ import { UsageStore } from '../proxy/usage-store.js';
 import { capturedLogger } from './capture.js';
 import { type AwsDouble, startAwsDouble } from './doubles/aws.js';
 import { type OllamaDouble, startOllamaDouble } from './doubles/ollama.js';
-import { JOURNEY_GATEWAY, PROMPT_CANARY } from './known-secrets.js';
+import { JOURNEY_GATEWAY, PROMPT_CANARY, USER_ACCESS_KEY } from './known-secrets.js';
 import { eventually, kubeConfig, kubectl, kubectlOk } from './kube.js';
 
 /**
@@ -29,8 +29,10 @@ import { eventually, kubeConfig, kubectl, kubectlOk } from './kube.js';
  * the proxy run as local processes authenticated as the chart's ServiceAccounts (tokens from
  * the API server), so the chart's RBAC is what is exercised. A ModelDeployment becomes
  * Running on a kwok GPU node and is routed; a role-based ExternalProvider becomes Ready and
- * answers; tagged requests by X-API-Key and Bearer show up in usage; helm upgrade keeps the
- * key and the data; helm uninstall removes what it installed.
+ * answers; tagged requests by X-API-Key and Bearer show up in usage; access-key providers
+ * work only with the Secrets the chart lists (the ServiceAccounts can read no other Secret,
+ * Helm's release record included); helm upgrade keeps the key and the data; helm uninstall
+ * removes what it installed.
  */
 
 const CHART = 'charts/platform-ai-optimizer';
@@ -39,6 +41,8 @@ const GATEWAY: AwsCredentials = JOURNEY_GATEWAY;
 const GATEWAY_ARN = 'arn:aws:iam::999999999999:role/gateway';
 const ROLE = 'arn:aws:iam::123456789012:role/platform-ai-bedrock';
 const HAIKU = 'anthropic.claude-3-haiku-20240307-v1:0';
+const NOVA = 'amazon.nova-lite-v1:0';
+const LLAMA = 'meta.llama3-1-8b-instruct-v1:0';
 
 function helm(...args: string[]): string {
   const res = spawnSync(inject('helm'), [...args, '--kubeconfig', inject('kubeconfig')], {
@@ -94,6 +98,8 @@ const installArgs = [
   'cluster.clusterId=prod-1',
   '--set',
   'cluster.region=us-east-1',
+  '--set',
+  'providerSecrets={journey-keys}',
 ];
 
 let aws: AwsDouble;
@@ -123,9 +129,24 @@ describe.runIf(inject('localControlPlane'))('install journey', () => {
     apiKey = chartApiKey();
 
     aws = await startAwsDouble({
-      principals: [{ ...GATEWAY, arn: GATEWAY_ARN, allow: ['sts:AssumeRole'], account: '999999999999' }],
+      principals: [
+        { ...GATEWAY, arn: GATEWAY_ARN, allow: ['sts:AssumeRole'], account: '999999999999' },
+        {
+          accessKeyId: USER_ACCESS_KEY.id,
+          secretAccessKey: USER_ACCESS_KEY.secret,
+          arn: 'arn:aws:iam::123456789012:user/bedrock',
+          allow: ['bedrock:*'],
+          account: '123456789012',
+        },
+      ],
       roles: [{ arn: ROLE, trusted: [GATEWAY_ARN], allow: ['bedrock:*'] }],
-      models: { 'us-east-1': [{ modelId: HAIKU, providerName: 'Anthropic' }] },
+      models: {
+        'us-east-1': [
+          { modelId: HAIKU, providerName: 'Anthropic' },
+          { modelId: NOVA, providerName: 'Amazon' },
+          { modelId: LLAMA, providerName: 'Meta' },
+        ],
+      },
     });
     ollama = await startOllamaDouble({ models: ['qwen2.5:0.5b'] });
 
@@ -161,9 +182,7 @@ describe.runIf(inject('localControlPlane'))('install journey', () => {
         bedrock: new BedrockUpstream({
           endpoint: aws.url,
           credentialsFor: (route) =>
-            providerCredentials(route.source, roles, () =>
-              source.secretData(route.source.spec.auth.secretRef?.name ?? ''),
-            ),
+            providerCredentials(route.source, roles, () => source.secret(route.source.spec.auth.secretRef?.name ?? '')),
         }),
       },
       usage: recorder,
@@ -186,7 +205,17 @@ describe.runIf(inject('localControlPlane'))('install journey', () => {
     kubectl(['delete', 'nodetemplate', 'llms-by-platform', '--ignore-not-found']);
     kubectl(['delete', 'autoscalerpolicy', 'cluster', '--ignore-not-found']);
     kubectl(['delete', 'deploy,svc', '--all', '-n', 'platform-llms']);
-    kubectl(['delete', 'externalproviders', 'bedrock', '-n', 'platform-agent', '--ignore-not-found']);
+    kubectl([
+      'delete',
+      'externalproviders',
+      'bedrock',
+      'by-key',
+      'unlisted',
+      '-n',
+      'platform-agent',
+      '--ignore-not-found',
+    ]);
+    kubectl(['delete', 'secret', 'journey-keys', 'unlisted-keys', '-n', 'platform-agent', '--ignore-not-found']);
     spawnSync(inject('helm'), ['uninstall', RELEASE, '-n', 'platform-agent', '--kubeconfig', inject('kubeconfig')]);
   });
 
@@ -297,6 +326,82 @@ describe.runIf(inject('localControlPlane'))('install journey', () => {
       ['web', 1],
     ]);
   });
+
+  it('reads only the provider Secrets the chart lists; a helm upgrade that lists one makes its provider work', async () => {
+    for (const name of ['journey-keys', 'unlisted-keys']) {
+      kubectlOk(
+        ['apply', '-f', '-'],
+        JSON.stringify({
+          apiVersion: 'v1',
+          kind: 'Secret',
+          metadata: { name, namespace: 'platform-agent' },
+          stringData: { accessKeyId: USER_ACCESS_KEY.id, secretAccessKey: USER_ACCESS_KEY.secret },
+        }),
+      );
+    }
+    const keyProvider = (name: string, secret: string, model: string) =>
+      JSON.stringify({
+        apiVersion: 'ai.platform/v1beta1',
+        kind: 'ExternalProvider',
+        metadata: { name, namespace: 'platform-agent' },
+        spec: {
+          provider: 'bedrock',
+          displayName: name,
+          region: 'us-east-1',
+          auth: { method: 'AccessKey', secretRef: { name: secret } },
+          models: [model],
+        },
+      });
+    const status = (name: string) =>
+      JSON.parse(kubectlOk(['get', 'externalproviders', name, '-n', 'platform-agent', '-o', 'json'])).status as {
+        phase?: string;
+        conditions?: Array<{ type: string; reason: string; message: string }>;
+      };
+    kubectlOk(['apply', '-f', '-'], keyProvider('by-key', 'journey-keys', NOVA));
+    kubectlOk(['apply', '-f', '-'], keyProvider('unlisted', 'unlisted-keys', LLAMA));
+
+    // Listed: the operator's ServiceAccount reads the key, discovery passes, the proxy's answers.
+    await eventually('by-key Ready', 30_000, () => (status('by-key').phase === 'Ready' ? true : undefined));
+    await eventually('key routed', 20_000, async () =>
+      (await chat(NOVA, { 'x-api-key': apiKey })).status === 200 ? true : undefined,
+    );
+
+    // Not listed: RBAC refuses the watch; the status says how to grant it, naming no Secret.
+    await eventually('unlisted Failed', 30_000, () => (status('unlisted').phase === 'Failed' ? true : undefined));
+    const ready = status('unlisted').conditions?.find((c) => c.type === 'Ready');
+    expect(ready?.reason).toBe('SecretNotReadable');
+    expect(ready?.message).toContain('chart value providerSecrets');
+    expect(JSON.stringify(status('unlisted'))).not.toContain('unlisted-keys');
+    const refused = await chat(LLAMA, { 'x-api-key': apiKey });
+    expect(refused.status).toBe(503);
+    const error = ((await refused.json()) as { error: { code: string; message: string } }).error;
+    expect(error.code).toBe('model_failed');
+    expect(error.message).not.toContain('unlisted-keys');
+    expect(source.secret('unlisted-keys')).toEqual({ forbidden: true });
+    // Nor may either ServiceAccount read Helm's release record, which holds the rendered key.
+    for (const sa of ['operator', 'proxy']) {
+      const res = kubectl([
+        'get',
+        'secret',
+        `sh.helm.release.v1.${RELEASE}.v1`,
+        '-n',
+        'platform-agent',
+        '--as',
+        `system:serviceaccount:platform-agent:platform-ai-optimizer-${sa}`,
+      ]);
+      expect(res.stderr).toContain('forbidden');
+    }
+
+    helm('upgrade', RELEASE, ...installArgs, '--set', 'providerSecrets={journey-keys,unlisted-keys}');
+    // Both components retry the refused watch and pick the grant up without a restart.
+    await eventually('unlisted Ready after the upgrade', 45_000, () =>
+      status('unlisted').phase === 'Ready' ? true : undefined,
+    );
+    await eventually('unlisted routed', 20_000, async () =>
+      (await chat(LLAMA, { 'x-api-key': apiKey })).status === 200 ? true : undefined,
+    );
+    expect(source.secret('unlisted-keys').forbidden).toBe(false);
+  }, 150_000);
 
   it('keeps the API key and the usage volume on helm upgrade', () => {
     const pvc = kubectlOk([

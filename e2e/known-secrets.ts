@@ -30,3 +30,15 @@ export const SECRET_VALUES: readonly string[] = [
   JOURNEY_GATEWAY.secretAccessKey,
   PROMPT_CANARY,
 ];
+
+/**
+ * Names the product must never show outside the spec that holds them: the access-key Secrets
+ * the suites create or reference, and the AWS account ids of the doubles' principals and roles.
+ */
+export const PROVIDER_SECRET_NAMES: readonly string[] = [
+  'bedrock-keys',
+  'journey-keys',
+  'unlisted-keys',
+  'no-such-keys',
+];
+export const AWS_ACCOUNT_IDS: readonly string[] = ['123456789012', '999999999999', '111111111111'];

@@ -4,14 +4,16 @@ import { describe, expect, inject, it } from 'vitest';
 import { KINDS } from '../crds/constants.js';
 import { KIND_NAMES } from '../crds/schema.js';
 import { captureDir } from './capture.js';
-import { SECRET_VALUES } from './known-secrets.js';
+import { AWS_ACCOUNT_IDS, PROVIDER_SECRET_NAMES, SECRET_VALUES } from './known-secrets.js';
 import { kubectlOk } from './kube.js';
 
 /**
  * Runs after every other e2e suite (vitest.config.ts orders it last): everything the product
  * printed or wrote during the run (operator and proxy logs, proxy processes' output, the
  * control plane's logs, every Event and every custom resource with its status) holds no API key,
- * no AWS access key id or secret, and no prompt text.
+ * no AWS access key id or secret, and no prompt text. What the product writes itself (its logs,
+ * Events, and the status of every custom resource) also names no ARN, AWS account id or
+ * provider Secret: those appear only in the specs users wrote.
  */
 
 /** Patterns of credentials whatever their value: gateway API keys and AWS access key ids. */
@@ -50,6 +52,47 @@ function findings(sources: Array<{ name: string; text: string }>): string[] {
   return found;
 }
 
+/** The product's own words: its logs, Event messages and the status of every custom resource. */
+function productWords(): Array<{ name: string; text: string }> {
+  const kinds = KIND_NAMES.map((k) => KINDS[k].plural).join(',');
+  const resources = JSON.parse(kubectlOk(['get', kinds, '-A', '-o', 'json'])) as {
+    items: Array<{ kind: string; metadata: { namespace?: string; name: string }; status?: unknown }>;
+  };
+  const events = JSON.parse(kubectlOk(['get', 'events', '-A', '-o', 'json'])) as {
+    items: Array<{ reason?: string; message?: string; source?: { component?: string } }>;
+  };
+  return [
+    ...readAll(captureDir() ?? ''),
+    ...resources.items.map((r) => ({
+      name: `status of ${r.kind} ${r.metadata.namespace ?? ''}/${r.metadata.name}`,
+      text: JSON.stringify(r.status ?? {}),
+    })),
+    {
+      name: 'messages of our Events',
+      text: events.items
+        .filter((e) => e.source?.component?.startsWith('platform-ai-optimizer'))
+        .map((e) => `${e.reason} ${e.message}`)
+        .join('\n'),
+    },
+  ];
+}
+
+function nameFindings(sources: Array<{ name: string; text: string }>): string[] {
+  const found: string[] = [];
+  for (const { name, text } of sources) {
+    const arn = /arn:aws[a-z-]*:/.exec(text);
+    if (arn) found.push(`an ARN in ${name}: ...${text.slice(Math.max(0, arn.index - 80), arn.index + 12)}`);
+    for (const account of AWS_ACCOUNT_IDS) {
+      if (text.includes(account)) found.push(`AWS account id ${account.slice(0, 3)}*** in ${name}`);
+    }
+    for (const secret of PROVIDER_SECRET_NAMES) {
+      const at = text.indexOf(secret);
+      if (at >= 0) found.push(`Secret name ${secret} in ${name}: ...${text.slice(Math.max(0, at - 80), at)}`);
+    }
+  }
+  return found;
+}
+
 describe('secret scan of everything the e2e run captured', () => {
   it('captured the product output of the run (the scan has something to look at)', () => {
     const captured = readAll(captureDir() ?? '');
@@ -64,6 +107,14 @@ describe('secret scan of everything the e2e run captured', () => {
     expect(findings(sources)).toEqual([]);
   });
 
+  it('finds no ARN, AWS account id or provider Secret name in logs, Events or statuses', () => {
+    const words = productWords();
+    // The run did produce statuses and Events for providers whose credentials failed.
+    expect(words.some((w) => w.text.includes('SecretNotFound'))).toBe(true);
+    expect(words.some((w) => w.text.includes('AssumeRoleDenied'))).toBe(true);
+    expect(nameFindings(words)).toEqual([]);
+  });
+
   it('would notice a leak: the scan flags each kind of secret planted in a sample', () => {
     const planted = [
       `{"msg":"request failed","key":"sk-${'a'.repeat(20)}"}`,
@@ -71,5 +122,11 @@ describe('secret scan of everything the e2e run captured', () => {
       ...SECRET_VALUES.map((v) => `{"msg":"oops","value":"${v}"}`),
     ];
     expect(findings(planted.map((text, i) => ({ name: `sample ${i}`, text })))).toHaveLength(planted.length);
+    const named = [
+      '{"msg":"assume failed","role":"arn:aws:iam::000000000000:role/x"}',
+      ...AWS_ACCOUNT_IDS.map((a) => `account ${a}`),
+      ...PROVIDER_SECRET_NAMES.map((n) => `{"message":"Secret ${n} was not found"}`),
+    ];
+    expect(nameFindings(named.map((text, i) => ({ name: `sample ${i}`, text })))).toHaveLength(named.length);
   });
 });

@@ -1,15 +1,16 @@
 import { BedrockClient, ListFoundationModelsCommand } from '@aws-sdk/client-bedrock';
 import {
-  AssumeRoleError,
   type AwsEndpoints,
   accessKeyFromSecretData,
   last4,
   providerCredentials,
   type RoleCredentials,
 } from '../crds/aws-credentials.js';
+import { awsFailure } from '../crds/aws-errors.js';
 import type { ExternalProvider } from '../crds/external-provider.js';
 import type { Informer } from '../crds/informer.js';
 import type { KubeClient } from '../crds/kube-client.js';
+import type { NamedSecrets, SecretObject } from '../crds/named-secrets.js';
 import type { EventRecorder } from './events.js';
 import { availableModelIds, type DiscoveryOutcome, externalProviderStatus } from './external-provider-status.js';
 import { writeStatusIfChanged } from './status-write.js';
@@ -21,11 +22,6 @@ import type { ReconcileResult } from './work-queue.js';
  * every `rediscoveryMs`; reconciles in between (our own status write, a resync) reuse the
  * last result, so a status write never triggers another discovery.
  */
-
-export interface SecretObject {
-  metadata?: { name?: string; namespace?: string; resourceVersion?: string };
-  data?: Record<string, string>;
-}
 
 export interface ExternalProviderControllerOptions {
   roles: RoleCredentials;
@@ -46,26 +42,36 @@ export class ExternalProviderController {
   constructor(
     private readonly client: KubeClient,
     private readonly providers: Informer<ExternalProvider>,
-    private readonly secrets: Informer<SecretObject>,
+    private readonly secrets: NamedSecrets,
     private readonly events: EventRecorder,
     private readonly opts: ExternalProviderControllerOptions,
   ) {}
 
   private secretOf(ep: ExternalProvider): SecretObject | undefined {
     const name = ep.spec.auth.secretRef?.name;
-    return name ? this.secrets.get(`${ep.metadata.namespace}/${name}`) : undefined;
+    return name ? this.secrets.get(name) : undefined;
+  }
+
+  /** Changes when the Secret changes or when this operator gains or loses the right to read it. */
+  private secretVersion(ep: ExternalProvider): string {
+    const name = ep.spec.auth.secretRef?.name;
+    if (!name) return '';
+    return `${this.secrets.access(name) ?? 'untracked'}/${this.secrets.get(name)?.metadata?.resourceVersion ?? ''}`;
   }
 
   private async discover(ep: ExternalProvider): Promise<DiscoveryOutcome> {
     const secret = this.secretOf(ep);
     const key = ep.spec.auth.method === 'AccessKey' ? accessKeyFromSecretData(secret?.data) : undefined;
     const keyLast4 = key ? { accessKeyLast4: last4(key.accessKeyId) } : {};
-    const credentials = providerCredentials(ep, this.opts.roles, () => secret?.data);
+    const name = ep.spec.auth.secretRef?.name ?? '';
+    const credentials = providerCredentials(ep, this.opts.roles, () => ({
+      ...(secret?.data ? { data: secret.data } : {}),
+      forbidden: this.secrets.access(name) === 'forbidden',
+    }));
     try {
       await credentials();
     } catch (err) {
-      const e = err instanceof AssumeRoleError ? err : new AssumeRoleError('AssumeRoleFailed', String(err));
-      return { ok: false, stage: 'credentials', code: e.code, message: e.message, ...keyLast4 };
+      return { ok: false, stage: 'credentials', failure: awsFailure(err), ...keyLast4 };
     }
     const bedrock = new BedrockClient({
       region: ep.spec.region,
@@ -77,8 +83,7 @@ export class ExternalProviderController {
       const out = await bedrock.send(new ListFoundationModelsCommand({ byOutputModality: 'TEXT' }));
       return { ok: true, modelIds: availableModelIds(out.modelSummaries ?? [], ep.spec.region), ...keyLast4 };
     } catch (err) {
-      const e = err as { name?: string; message?: string };
-      return { ok: false, stage: 'discovery', code: e.name ?? 'Error', message: e.message ?? String(err), ...keyLast4 };
+      return { ok: false, stage: 'discovery', failure: awsFailure(err), ...keyLast4 };
     } finally {
       bedrock.destroy();
     }
@@ -91,7 +96,7 @@ export class ExternalProviderController {
       return;
     }
     const generation = ep.metadata.generation ?? 0;
-    const secretVersion = this.secretOf(ep)?.metadata?.resourceVersion ?? '';
+    const secretVersion = this.secretVersion(ep);
     const now = this.opts.now().getTime();
     const last = this.last.get(key);
     const due =

@@ -1,3 +1,4 @@
+import { type AwsFailure, classifyAwsError } from '../crds/aws-errors.js';
 import type { ExternalProvider, ExternalProviderPhase, ExternalProviderStatus } from '../crds/external-provider.js';
 import { type Condition, rfc3339 } from '../crds/meta.js';
 import { setCondition } from './conditions.js';
@@ -5,12 +6,13 @@ import { setCondition } from './conditions.js';
 /**
  * An ExternalProvider's status as a pure function of one discovery attempt: credentials
  * (AssumeRole or the Secret's key), then ListFoundationModels in the region. AWS errors
- * become conditions that name the cause and the fix from the troubleshooting table.
+ * become conditions with the cause and the fix of the shared table (crds/aws-errors.ts), which
+ * the proxy's caller errors use too; no message names the role, the account or the Secret.
  */
 
 export type DiscoveryOutcome =
   | { ok: true; modelIds: string[]; accessKeyLast4?: string }
-  | { ok: false; stage: 'credentials' | 'discovery'; code: string; message: string; accessKeyLast4?: string };
+  | { ok: false; stage: 'credentials' | 'discovery'; failure: AwsFailure; accessKeyLast4?: string };
 
 /** Bedrock's inference-profile prefix of a region: us-east-1 -> us, eu-west-1 -> eu, ap-* -> apac. */
 export function inferenceProfileGeo(region: string): string {
@@ -37,35 +39,6 @@ export function availableModelIds(summaries: ModelSummary[], region: string): st
   return [...ids].sort();
 }
 
-const TRUST_FIX =
-  "the role's trust policy must allow sts:AssumeRole for the gateway's principal (statement AllowKimchi): compare it with the documented trust policy, then delete and re-create the provider";
-
-function credentialProblem(ep: ExternalProvider, code: string, message: string): { reason: string; message: string } {
-  const role = ep.spec.auth.roleArn ?? '';
-  switch (code) {
-    case 'AccessDenied':
-    case 'AccessDeniedException':
-      return { reason: 'AssumeRoleDenied', message: `STS denied sts:AssumeRole on ${role}: ${TRUST_FIX}` };
-    case 'SecretNotFound':
-      return { reason: 'SecretNotFound', message };
-    case 'UnrecognizedClientException':
-    case 'InvalidClientTokenId':
-    case 'InvalidSignatureException':
-    case 'SignatureDoesNotMatch':
-      return ep.spec.auth.method === 'AccessKey'
-        ? {
-            reason: 'InvalidAccessKey',
-            message: `AWS rejected the access key in Secret ${ep.spec.auth.secretRef?.name ?? ''} (${code}): check both values, or create a new key`,
-          }
-        : { reason: 'InvalidBaseCredentials', message: `AWS rejected the gateway's own credentials (${code})` };
-    default:
-      return {
-        reason: 'AssumeRoleFailed',
-        message: `assuming ${role} failed (${code}): confirm the role ARN, the principal in its trust policy and the region, then delete and re-create the provider`,
-      };
-  }
-}
-
 export function externalProviderStatus(
   ep: ExternalProvider,
   outcome: DiscoveryOutcome,
@@ -81,36 +54,25 @@ export function externalProviderStatus(
   let phase: ExternalProviderPhase;
   let available = prev.availableModels;
 
-  if (!outcome.ok && outcome.stage === 'credentials') {
-    const p = credentialProblem(ep, outcome.code, outcome.message);
-    set('CredentialsValid', 'False', p.reason, p.message);
-    set('ModelsAvailable', 'Unknown', 'CredentialsInvalid', 'models cannot be listed without working credentials');
-    set('Ready', 'False', p.reason, p.message);
-    phase = 'Failed';
-  } else if (!outcome.ok) {
-    const denied = outcome.code === 'AccessDeniedException' || outcome.code === 'AccessDenied';
-    const credential = ['UnrecognizedClientException', 'InvalidSignatureException', 'ExpiredTokenException'].includes(
-      outcome.code,
-    );
-    if (credential) {
-      const p = credentialProblem(ep, outcome.code, outcome.message);
-      set('CredentialsValid', 'False', p.reason, p.message);
-      set('Ready', 'False', p.reason, p.message);
+  if (!outcome.ok) {
+    const problem = classifyAwsError(outcome.failure, { auth: ep.spec.auth.method, stage: outcome.stage, region }, [
+      ep.spec.auth.secretRef?.name ?? '',
+    ]);
+    if (problem.credentials) {
+      set('CredentialsValid', 'False', problem.reason, problem.message);
+      set('ModelsAvailable', 'Unknown', 'CredentialsInvalid', 'models cannot be listed without working credentials');
     } else {
       set('CredentialsValid', 'True', 'Authenticated', 'AWS accepted the credentials');
-      const message = denied
-        ? `ListFoundationModels was denied in ${region}: the permission policy lacks bedrock:ListFoundationModels (statement BedrockDiscovery, resource *)`
-        : `ListFoundationModels failed in ${region} (${outcome.code}): ${outcome.message}`;
-      set('ModelsAvailable', 'Unknown', denied ? 'DiscoveryDenied' : 'DiscoveryFailed', message);
-      set('Ready', 'False', denied ? 'DiscoveryDenied' : 'DiscoveryFailed', message);
+      set('ModelsAvailable', 'Unknown', problem.reason, problem.message);
     }
+    set('Ready', 'False', problem.reason, problem.message);
     phase = 'Failed';
   } else {
     set(
       'CredentialsValid',
       'True',
       'Authenticated',
-      ep.spec.auth.method === 'IAMRole' ? `assumed ${ep.spec.auth.roleArn}` : 'AWS accepted the access key',
+      ep.spec.auth.method === 'IAMRole' ? 'assumed the role in spec.auth.roleArn' : 'AWS accepted the access key',
     );
     available = outcome.modelIds;
     const missing = ep.spec.models.filter((m) => !outcome.modelIds.includes(m));

@@ -102,8 +102,7 @@ describe('externalProviderStatus', () => {
       {
         ok: false,
         stage: 'credentials',
-        code: 'AccessDenied',
-        message: 'User: x is not authorized to perform: sts:AssumeRole',
+        failure: { code: 'AccessDenied', message: 'User: x is not authorized to perform: sts:AssumeRole' },
       },
       now,
     );
@@ -117,25 +116,25 @@ describe('externalProviderStatus', () => {
   it('maps other AssumeRole failures to checking ARN, principal and region', () => {
     const s = externalProviderStatus(
       ep('IAMRole'),
-      { ok: false, stage: 'credentials', code: 'NoSuchEntity', message: 'no role' },
+      { ok: false, stage: 'credentials', failure: { code: 'NoSuchEntity', message: 'no role' } },
       now,
     );
     expect(cond(s, 'CredentialsValid')?.reason).toBe('AssumeRoleFailed');
     expect(cond(s, 'CredentialsValid')?.message).toContain(
-      'confirm the role ARN, the principal in its trust policy and the region',
+      'confirm the role ARN in spec.auth.roleArn, the principal in its trust policy and the region',
     );
   });
 
   it('maps a rejected access key and a denied ListFoundationModels', () => {
     const bad = externalProviderStatus(
       ep('AccessKey'),
-      { ok: false, stage: 'discovery', code: 'UnrecognizedClientException', message: 'bad' },
+      { ok: false, stage: 'discovery', failure: { code: 'UnrecognizedClientException', message: 'bad' } },
       now,
     );
     expect(cond(bad, 'CredentialsValid')?.reason).toBe('InvalidAccessKey');
     const denied = externalProviderStatus(
       ep('IAMRole'),
-      { ok: false, stage: 'discovery', code: 'AccessDeniedException', message: 'no' },
+      { ok: false, stage: 'discovery', failure: { code: 'AccessDeniedException', message: 'no' } },
       now,
     );
     expect(cond(denied, 'Ready')?.reason).toBe('DiscoveryDenied');
@@ -146,10 +145,51 @@ describe('externalProviderStatus', () => {
     const first = externalProviderStatus(ep('IAMRole'), { ok: true, modelIds: ['a.b-v1:0'] }, now);
     const later = externalProviderStatus(
       { ...ep('IAMRole'), status: first },
-      { ok: false, stage: 'discovery', code: 'ServiceUnavailableException', message: 'down' },
+      { ok: false, stage: 'discovery', failure: { code: 'ServiceUnavailableException', message: 'down' } },
       new Date('2026-11-21T12:10:00Z'),
     );
     expect(later.availableModels).toEqual(['a.b-v1:0']);
     expect(later.lastDiscoveryTime).toBe('2026-11-21T12:00:00Z');
+  });
+
+  it.each([
+    ['IAMRole', 'credentials', 'AccessDenied', 'AssumeRoleDenied'],
+    ['IAMRole', 'credentials', 'NoSuchEntity', 'AssumeRoleFailed'],
+    ['IAMRole', 'credentials', 'ExpiredToken', 'BaseCredentialsExpired'],
+    ['IAMRole', 'discovery', 'ExpiredTokenException', 'RoleSessionExpired'],
+    ['AccessKey', 'discovery', 'ExpiredTokenException', 'InvalidAccessKey'],
+    ['AccessKey', 'credentials', 'SecretNotFound', 'SecretNotFound'],
+    ['AccessKey', 'credentials', 'SecretForbidden', 'SecretNotReadable'],
+    ['IAMRole', 'discovery', 'ThrottlingException', 'Throttled'],
+    ['IAMRole', 'discovery', 'SomethingNew', 'DiscoveryFailed'],
+  ] as const)('%s at %s: %s is %s, and the status names no role, account or Secret', (method, stage, code, reason) => {
+    const provider = ep(method);
+    const s = externalProviderStatus(
+      provider,
+      {
+        ok: false,
+        stage,
+        failure: {
+          code,
+          message:
+            'User: arn:aws:sts::999999999999:assumed-role/gw/s is not authorized on arn:aws:iam::123456789012:role/bedrock (account 123456789012, Secret keys)',
+        },
+      },
+      now,
+    );
+    expect(cond(s, 'Ready')?.reason).toBe(reason);
+    const text = JSON.stringify(s);
+    const secretName = method === 'AccessKey' ? ['Secret keys'] : [];
+    for (const leak of ['arn:aws', '123456789012', '999999999999', ...secretName]) expect(text).not.toContain(leak);
+  });
+
+  it('says an expired token on an access-key provider is about the stored key, not the role', () => {
+    const s = externalProviderStatus(
+      ep('AccessKey'),
+      { ok: false, stage: 'discovery', failure: { code: 'ExpiredTokenException', message: 'expired' } },
+      now,
+    );
+    expect(cond(s, 'CredentialsValid')?.message).toContain('Secret named in spec.auth.secretRef');
+    expect(cond(s, 'CredentialsValid')?.message).not.toMatch(/trust policy|role/);
   });
 });

@@ -21,10 +21,11 @@ import { KubeClient, type KubeObject, resourcePath } from '../crds/kube-client.j
 import { errorMessage, jsonLogger, type Logger } from '../crds/log.js';
 import { type MetricsServer, serveMetrics } from '../crds/metrics-server.js';
 import type { ModelDeployment } from '../crds/model-deployment.js';
+import { NamedSecrets } from '../crds/named-secrets.js';
 import type { NodeConfiguration } from '../crds/node-configuration.js';
 import type { NodeTemplate } from '../crds/node-template.js';
 import { EventRecorder } from './events.js';
-import { ExternalProviderController, type SecretObject } from './external-provider-controller.js';
+import { ExternalProviderController } from './external-provider-controller.js';
 import { LeaderElector } from './leader-election.js';
 import { managementApi } from './management-api.js';
 import { type ModelDeploymentCaches, ModelDeploymentController } from './model-deployment-controller.js';
@@ -76,7 +77,7 @@ export class Operator {
   private elector: LeaderElector | undefined;
   private queue: WorkQueue | undefined;
   private providerQueue: WorkQueue | undefined;
-  private providers: { eps: Informer<ExternalProvider>; secrets: Informer<SecretObject> } | undefined;
+  private providers: { eps: Informer<ExternalProvider>; secrets: NamedSecrets } | undefined;
   private caches: ModelDeploymentCaches | undefined;
   private leading = false;
   private synced = false;
@@ -289,25 +290,28 @@ export class Operator {
     const eps = this.informer<ExternalProvider>(
       resourcePath({ group: API_GROUP, version: API_VERSION, plural: 'externalproviders', namespace: AGENT_NAMESPACE }),
     );
-    const secrets = this.informer<SecretObject>(
-      resourcePath({ group: '', version: 'v1', plural: 'secrets', namespace: AGENT_NAMESPACE }),
-    );
     const queue = new WorkQueue({
       concurrency: this.opts.concurrency ?? 4,
       onError: (key, err, attempt) =>
         this.log.warn('provider reconcile failed', { key, attempt, error: errorMessage(err) }),
     });
+    // Only the Secrets that providers name, each watched by name: RBAC grants exactly those.
+    // A changed (or newly readable) Secret is rediscovered for the providers that reference it.
+    const secrets = new NamedSecrets(this.client, AGENT_NAMESPACE, {
+      onChange: (name) => {
+        for (const ep of eps.list()) if (ep.spec.auth.secretRef?.name === name) queue.add(keyOf(ep));
+      },
+      onError: (error) => this.log.warn('Secret watch failed, retrying', { error }),
+    });
+    const secretNames = () => eps.list().flatMap((ep) => ep.spec.auth.secretRef?.name ?? []);
     this.providers = { eps, secrets };
     this.providerQueue = queue;
-    eps.on((_e, ep) => queue.add(keyOf(ep)));
-    // A changed Secret is rediscovered for the providers that reference it.
-    secrets.on((event, secret) => {
-      if (event === 'resync') return;
-      for (const ep of eps.list()) {
-        if (ep.spec.auth.secretRef?.name === secret.metadata?.name) queue.add(keyOf(ep));
-      }
+    eps.on((event, ep) => {
+      queue.add(keyOf(ep));
+      if (event !== 'resync') void secrets.track(secretNames());
     });
-    await Promise.all([eps.start(), secrets.start()]);
+    await eps.start();
+    await secrets.track(secretNames());
     if (!this.leading) return;
     const controller = new ExternalProviderController(
       this.client,
@@ -342,9 +346,11 @@ export class Operator {
     this.providerQueue = undefined;
     this.providers = undefined;
     await Promise.all([queue?.shutdown(), providerQueue?.shutdown()]);
-    await Promise.all(
-      [...Object.values(caches ?? {}), ...Object.values(providers ?? {})].map((i: Informer<KubeObject>) => i.stop()),
-    );
+    await Promise.all([
+      ...Object.values(caches ?? {}).map((i: Informer<KubeObject>) => i.stop()),
+      providers?.eps.stop(),
+      providers?.secrets.stop(),
+    ]);
   }
 
   /** Graceful shutdown: not ready, finish running reconciles, release the lease, close HTTP. */

@@ -1,16 +1,19 @@
 import type { KubeConfig } from '@kubernetes/client-node';
+import type { SecretLookup } from '../crds/aws-credentials.js';
 import { AGENT_NAMESPACE, API_GROUP, API_VERSION, LLMS_NAMESPACE } from '../crds/constants.js';
 import type { ExternalProvider } from '../crds/external-provider.js';
 import { Informer } from '../crds/informer.js';
 import { KubeClient, resourcePath } from '../crds/kube-client.js';
 import type { ModelDeployment } from '../crds/model-deployment.js';
+import { NamedSecrets } from '../crds/named-secrets.js';
 import { ApiKeys } from './auth.js';
 import { buildRoutes, type RouteTable } from './routing.js';
 
 /**
- * The proxy's view of a cluster: ModelDeployments and ExternalProviders (routes) and the
- * Secrets of its namespace (API keys, providers' access keys), each watched through an
- * informer; every change rebuilds the routing table or the key set.
+ * The proxy's view of a cluster: ModelDeployments and ExternalProviders (routes), the price
+ * overrides, and exactly the Secrets it uses (its API keys and the access keys providers
+ * name), each watched by name so that RBAC can grant those and no others; every change
+ * rebuilds the routing table or the key set.
  */
 
 export const API_KEYS_SECRET = 'platform-ai-optimizer-api-keys';
@@ -19,11 +22,6 @@ export const PRICES_CONFIGMAP = 'platform-ai-optimizer-prices';
 export const PRICES_KEY = 'bedrock-prices.yaml';
 
 interface ConfigMap {
-  metadata?: { name?: string; namespace?: string; resourceVersion?: string };
-  data?: Record<string, string>;
-}
-
-export interface Secret {
   metadata?: { name?: string; namespace?: string; resourceVersion?: string };
   data?: Record<string, string>;
 }
@@ -39,7 +37,7 @@ export interface ClusterSourceOptions {
 export class ClusterSource {
   private readonly mds: Informer<ModelDeployment>;
   private readonly eps: Informer<ExternalProvider>;
-  private readonly secrets: Informer<Secret>;
+  private readonly secrets: NamedSecrets;
   private readonly prices: Informer<ConfigMap>;
   private readonly keysSecret: string;
   private pricesListener: ((yamlText: string) => void) | undefined;
@@ -65,10 +63,15 @@ export class ClusterSource {
       }),
       onError,
     });
-    // The proxy's own namespace: the API-key Secret and the access-key Secrets of providers.
-    this.secrets = new Informer<Secret>(client, {
-      path: resourcePath({ group: '', version: 'v1', plural: 'secrets', namespace: AGENT_NAMESPACE }),
-      onError,
+    this.secrets = new NamedSecrets(client, AGENT_NAMESPACE, {
+      onChange: (name) => {
+        if (name !== this.keysSecret) return;
+        if (this.secrets.access(name) === 'forbidden') {
+          onError(new Error("the proxy may not read its API-key Secret: check the chart's RBAC"));
+        }
+        this.reloadKeys();
+      },
+      onError: (summary) => onError(new Error(`Secret watch failed: ${summary}`)),
     });
     this.prices = new Informer<ConfigMap>(client, {
       path: resourcePath({ group: '', version: 'v1', plural: 'configmaps', namespace: AGENT_NAMESPACE }),
@@ -78,9 +81,9 @@ export class ClusterSource {
     this.prices.on(() => this.reloadPrices());
     this.keysSecret = opts.keysSecret ?? API_KEYS_SECRET;
     this.mds.on(() => this.rebuildRoutes());
-    this.eps.on(() => this.rebuildRoutes());
-    this.secrets.on((_e, secret) => {
-      if (secret.metadata?.name === this.keysSecret) this.reloadKeys();
+    this.eps.on((event) => {
+      this.rebuildRoutes();
+      if (event !== 'resync') void this.secrets.track(this.secretNames());
     });
   }
 
@@ -88,10 +91,14 @@ export class ClusterSource {
     this.opts.routes.set(buildRoutes(this.mds.list(), { standalone: false }, this.eps.list()));
   }
 
+  /** The API-key Secret and the access-key Secrets the providers name. */
+  private secretNames(): string[] {
+    return [this.keysSecret, ...this.eps.list().flatMap((ep) => ep.spec.auth.secretRef?.name ?? [])];
+  }
+
   private reloadKeys(): void {
     // Every value of the Secret holds keys (one per line, clear text or sha256:<hex>).
-    const text = [this.secrets.get(`${AGENT_NAMESPACE}/${this.keysSecret}`)]
-      .flatMap((s) => Object.values(s?.data ?? {}))
+    const text = Object.values(this.secrets.data(this.keysSecret) ?? {})
       .map((v) => Buffer.from(v, 'base64').toString('utf8'))
       .join('\n');
     this.opts.keys.replace(ApiKeys.parse(text));
@@ -107,23 +114,26 @@ export class ClusterSource {
     if (this.prices.hasSynced()) this.reloadPrices();
   }
 
-  /** Data of a Secret in the proxy's namespace (an access-key provider's keys). */
-  secretData(name: string): Record<string, string> | undefined {
-    return this.secrets.get(`${AGENT_NAMESPACE}/${name}`)?.data;
+  /** An access-key provider's Secret in the proxy's namespace, as far as the proxy may read it. */
+  secret(name: string): SecretLookup {
+    const data = this.secrets.data(name);
+    return { ...(data ? { data } : {}), forbidden: this.secrets.access(name) === 'forbidden' };
   }
 
   async start(): Promise<void> {
-    await Promise.all([this.mds.start(), this.eps.start(), this.secrets.start(), this.prices.start()]);
+    await Promise.all([this.mds.start(), this.eps.start(), this.prices.start()]);
+    await this.secrets.track(this.secretNames());
     this.reloadPrices();
     this.rebuildRoutes();
     this.reloadKeys();
   }
 
   ready(): boolean {
-    return this.mds.hasSynced() && this.eps.hasSynced() && this.secrets.hasSynced() && this.prices.hasSynced();
+    return this.mds.hasSynced() && this.eps.hasSynced() && this.secrets.settled() && this.prices.hasSynced();
   }
 
   async stop(): Promise<void> {
-    await Promise.all([this.mds.stop(), this.eps.stop(), this.secrets.stop(), this.prices.stop()]);
+    await Promise.all([this.mds.stop(), this.eps.stop(), this.prices.stop()]);
+    await this.secrets.stop();
   }
 }

@@ -3,7 +3,7 @@ import type { AddressInfo } from 'node:net';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import { KubeConfig } from '@kubernetes/client-node';
-import { providerCredentials, RoleCredentials } from '../crds/aws-credentials.js';
+import { providerCredentials, RoleCredentials, type SecretLookup } from '../crds/aws-credentials.js';
 import { loadCatalog } from '../crds/catalog/catalog.js';
 import { ACCESS_KEY_ID_KEY, PROXY_SERVICE_PORT, SECRET_ACCESS_KEY_KEY } from '../crds/constants.js';
 import { errorMessage, jsonLogger } from '../crds/log.js';
@@ -36,6 +36,8 @@ const { values } = parseArgs({
     config: { type: 'string' },
     'keys-file': { type: 'string' },
     'secrets-dir': { type: 'string' },
+    // In a cluster: the Secret holding API keys (the chart's apiKeys.existingSecret, or its own).
+    'keys-secret': { type: 'string', default: process.env.GATEWAY_API_KEYS_SECRET },
     'usage-db': { type: 'string', default: process.env.USAGE_DB },
     'retention-days': { type: 'string', default: process.env.USAGE_RETENTION_DAYS ?? '30' },
     'rollup-retention-days': { type: 'string', default: process.env.USAGE_ROLLUP_RETENTION_DAYS ?? '400' },
@@ -108,6 +110,7 @@ try {
       kubeConfig: kc,
       routes,
       keys,
+      ...(values['keys-secret'] ? { keysSecret: values['keys-secret'] } : {}),
       onError: (err) => log.warn('watch failed, retrying', { error: errorMessage(err) }),
     });
     await source.start();
@@ -167,8 +170,8 @@ const metrics = new ProxyMetrics(
 // Access keys of providers: the watched Secrets in a cluster; standalone, files laid out like a
 // mounted Secret (<secrets-dir>/<secret name>/accessKeyId and /secretAccessKey).
 const secretsDir = values['secrets-dir'];
-const secretData = (name: string): Record<string, string> | undefined => {
-  if (source) return source.secretData(name);
+const secret = (name: string): SecretLookup | undefined => {
+  if (source) return source.secret(name);
   if (!secretsDir) return undefined;
   const data: Record<string, string> = {};
   for (const key of [ACCESS_KEY_ID_KEY, SECRET_ACCESS_KEY_KEY]) {
@@ -178,12 +181,12 @@ const secretData = (name: string): Record<string, string> | undefined => {
       return undefined;
     }
   }
-  return data;
+  return { data };
 };
 const roles = new RoleCredentials();
 const bedrock = new BedrockUpstream({
   credentialsFor: (route) =>
-    providerCredentials(route.source, roles, () => secretData(route.source.spec.auth.secretRef?.name ?? '')),
+    providerCredentials(route.source, roles, () => secret(route.source.spec.auth.secretRef?.name ?? '')),
 });
 // Usage: an SQLite file (a PVC in a cluster), written off the hot path, pruned daily.
 const usageDb = values['usage-db'] ?? (standalone ? 'usage.db' : '/var/lib/platform-ai-optimizer/usage.db');

@@ -10,8 +10,10 @@ import {
   ValidationException,
 } from '@aws-sdk/client-bedrock-runtime';
 import { describe, expect, it } from 'vitest';
+import { CredentialsError } from '../../crds/aws-credentials.js';
 import { ProxyError } from '../errors.js';
 import {
+  type BedrockErrorContext,
   ConverseStreamAggregator,
   ConverseStreamTranslator,
   fromConverseOutput,
@@ -689,7 +691,7 @@ describe('ConverseStreamAggregator', () => {
   });
 });
 
-const ctx = { model: 'claude-haiku', provider: 'team-a/bedrock', streaming: true };
+const ctx: BedrockErrorContext = { model: 'claude-haiku', provider: 'team-a/bedrock', streaming: true };
 const awsError = (name: string, message: string, httpStatusCode?: number) =>
   Object.assign(new Error(message), { name, $fault: 'client', $metadata: { httpStatusCode } });
 
@@ -853,16 +855,38 @@ describe('mapBedrockError', () => {
       ),
       ctx,
       { status: 403, type: 'permission_error', code: 'assume_role_denied' },
-      /trust policy must allow sts:AssumeRole by the gateway's principal/,
+      /cannot be called: STS denied sts:AssumeRole on the provider's role: the role's trust policy must allow sts:AssumeRole for the gateway's principal/,
     ],
-    ...['ExpiredTokenException', 'ExpiredToken', 'UnrecognizedClientException', 'InvalidSignatureException'].map(
+    ...(['ExpiredTokenException', 'ExpiredToken'] as const).map(
       (name) =>
         [
-          name,
+          `${name} on a role provider (the session ran out before renewal)`,
+          awsError(name, 'The security token included in the request is expired', 403),
+          { ...ctx, auth: 'IAMRole' },
+          { status: 503, type: 'api_error', code: 'bedrock_credentials_expired', headers: { 'Retry-After': '5' } },
+          new RegExp(`role session expired \\(${name}\\)`),
+        ] as const,
+    ),
+    ...(['UnrecognizedClientException', 'InvalidSignatureException'] as const).map(
+      (name) =>
+        [
+          `${name} on a role provider`,
           awsError(name, 'The security token included in the request is invalid.', 403),
-          ctx,
+          { ...ctx, auth: 'IAMRole' },
           { status: 502, type: 'api_error', code: 'bedrock_credentials_invalid' },
-          new RegExp(`credentials.*\\(${name}\\).*the request itself is fine`),
+          new RegExp(`rejected the provider's role credentials \\(${name}\\)`),
+        ] as const,
+    ),
+    ...(['ExpiredTokenException', 'UnrecognizedClientException', 'InvalidSignatureException'] as const).map(
+      (name) =>
+        [
+          `${name} on an access-key provider (the stored key, not a role)`,
+          awsError(name, 'The security token included in the request is invalid.', 403),
+          { ...ctx, auth: 'AccessKey' },
+          { status: 502, type: 'api_error', code: 'bedrock_credentials_invalid' },
+          new RegExp(
+            `rejected the provider's access key \\(${name}\\): check both values in the Secret named in spec.auth.secretRef`,
+          ),
         ] as const,
     ),
     [
@@ -889,10 +913,25 @@ describe('mapBedrockError', () => {
     expect(mapBedrockError(original, ctx)).toBe(original);
   });
 
-  it('names the model and provider', () => {
-    expect(mapBedrockError(awsError('InternalServerException', 'x', 500), ctx).message).toContain(
-      'Bedrock model claude-haiku (team-a/bedrock)',
-    );
+  it('names the model, not the provider (callers need not know how the gateway is configured)', () => {
+    const message = mapBedrockError(awsError('InternalServerException', 'x', 500), ctx).message;
+    expect(message).toContain('Bedrock model claude-haiku');
+    expect(message).not.toContain('team-a');
+  });
+
+  it('names neither the Secret nor the namespace when the Secret is missing or unreadable', () => {
+    for (const [code, expected] of [
+      ['SecretNotFound', 'provider_credentials_missing'],
+      ['SecretForbidden', 'provider_credentials_unreadable'],
+    ] as const) {
+      const e = mapBedrockError(new CredentialsError(code, 'the Secret may not be read'), {
+        ...ctx,
+        auth: 'AccessKey',
+      });
+      expect(e).toMatchObject({ status: 503, code: expected });
+      expect(e.message).toContain('the Secret named in spec.auth.secretRef');
+      expect(e.message).not.toMatch(/platform-agent|team-a/);
+    }
   });
 
   it.each([
@@ -907,7 +946,7 @@ describe('mapBedrockError', () => {
   ])('never repeats %s', (_name, text, secret) => {
     const e = mapBedrockError(awsError('ConflictException', text, 409), ctx);
     expect(e.message).not.toContain(secret);
-    expect(e.message).toMatch(/\[redacted\]|the gateway's AWS principal/);
+    expect(e.message).toMatch(/\[redacted\]|an AWS principal/);
     const denied = mapBedrockError(awsError('AccessDeniedException', text, 403), ctx);
     expect(denied.message).not.toContain(secret);
   });

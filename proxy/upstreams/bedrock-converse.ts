@@ -10,6 +10,9 @@ import type {
   SystemContentBlock,
   TokenUsage,
 } from '@aws-sdk/client-bedrock-runtime';
+import type { ContentfulStatusCode } from 'hono/utils/http-status';
+import { CredentialsError } from '../../crds/aws-credentials.js';
+import { type AwsAuthMethod, awsFailure, classifyAwsError } from '../../crds/aws-errors.js';
 import { invalidRequest, ProxyError } from '../errors.js';
 import type { Usage } from '../upstream.js';
 
@@ -405,15 +408,8 @@ export function fromConverseOutput(
 /** An exception member of the stream union as a ProxyError; undefined for ordinary events. */
 function streamException(event: ConverseStreamOutput, ctx: BedrockErrorContext): ProxyError | undefined {
   const failed = event.internalServerException ?? event.modelStreamErrorException;
-  if (failed) {
-    const detail = clean(failed.message ?? '');
-    return new ProxyError(
-      502,
-      'api_error',
-      'upstream_stream_error',
-      `${subject(ctx)} failed in the middle of the answer${detail ? `: ${detail}` : ''}`,
-    );
-  }
+  // Either way the answer broke off midway: the table's stream error.
+  if (failed) return mapBedrockError({ name: 'ModelStreamErrorException', message: failed.message ?? '' }, ctx);
   const named: Array<[string, { message?: string } | undefined]> = [
     ['ThrottlingException', event.throttlingException],
     ['ValidationException', event.validationException],
@@ -562,180 +558,39 @@ export class ConverseStreamAggregator {
 export interface BedrockErrorContext {
   /** The model as the caller named it. */
   model: string;
-  /** The configured provider, for the operator reading the message. */
+  /** The configured provider, for logs; callers are not told its name. */
   provider: string;
   /** Streaming calls need bedrock:InvokeModelWithResponseStream, others bedrock:InvokeModel. */
   streaming: boolean;
+  /** Whose credentials failed decides the fix (an expired token is the stored key's fault, or the role session's). */
+  auth?: AwsAuthMethod;
 }
 
-const RETRY_AFTER = { 'Retry-After': '5' };
-const ACCESS_KEY_ID = /A[SK]IA[0-9A-Z]{16}/g;
-// Secret keys are 40 base64 characters and session tokens hundreds; prose and ARNs break up such runs.
-const LONG_TOKEN = /(?<![A-Za-z0-9+/=])[A-Za-z0-9+/=]{40,}(?![A-Za-z0-9+/=])/g;
-// The gateway's own IAM identity is not the caller's business.
-const PRINCIPAL_ARN = /arn:aws[a-z-]*:(?:sts|iam)::\d{12}:[^\s,;]+/g;
-
-function clean(message: string): string {
-  return message
-    .replace(ACCESS_KEY_ID, '[redacted]')
-    .replace(LONG_TOKEN, '[redacted]')
-    .replace(PRINCIPAL_ARN, "the gateway's AWS principal")
-    .slice(0, 300);
+function subject(ctx: { model: string }): string {
+  return ctx.model ? `Bedrock model ${ctx.model}` : 'Bedrock';
 }
 
-function subject(ctx: { model: string; provider: string }): string {
-  if (!ctx.model) return 'Bedrock';
-  return `Bedrock model ${ctx.model}${ctx.provider ? ` (${ctx.provider})` : ''}`;
-}
-
-function field(err: unknown, key: string): unknown {
-  return typeof err === 'object' && err !== null ? (err as Record<string, unknown>)[key] : undefined;
-}
-
-const CREDENTIAL_ERRORS = new Set([
-  'ExpiredToken',
-  'ExpiredTokenException',
-  'UnrecognizedClientException',
-  'InvalidClientTokenId',
-  'InvalidSignatureException',
-  'SignatureDoesNotMatch',
-  'IncompleteSignatureException',
-  'CredentialsProviderError',
-]);
-
-/** An AWS SDK (or STS) failure as the caller should see it, with guidance for whoever runs the gateway. */
+/**
+ * An AWS SDK, STS or Secret failure as the caller should see it: the shared table
+ * (crds/aws-errors.ts) gives status, code, cause and fix, the same words the operator writes
+ * into the provider's status.
+ */
 export function mapBedrockError(err: unknown, ctx: BedrockErrorContext): ProxyError {
   if (err instanceof ProxyError) return err;
-  const rawName = field(err, 'name');
-  const name = typeof rawName === 'string' ? rawName : 'Error';
-  const rawMessage = typeof err === 'string' ? err : field(err, 'message');
-  const raw = typeof rawMessage === 'string' ? rawMessage : '';
-  const message = clean(raw);
-  const httpStatus = field(field(err, '$metadata'), 'httpStatusCode');
   const who = subject(ctx);
-
-  if (name === 'AccessDenied' || /sts:AssumeRole/.test(raw)) {
-    return new ProxyError(
-      403,
-      'permission_error',
-      'assume_role_denied',
-      `the gateway could not assume the AWS role for ${ctx.provider || 'Bedrock'}: the role's trust policy must allow sts:AssumeRole by the gateway's principal`,
-    );
-  }
-  if (CREDENTIAL_ERRORS.has(name)) {
-    return new ProxyError(
-      502,
-      'api_error',
-      'bedrock_credentials_invalid',
-      `AWS rejected the gateway's credentials for ${who} (${name}): the gateway's AWS credentials need fixing, the request itself is fine`,
-    );
-  }
-
-  switch (name) {
-    case 'ThrottlingException':
-    case 'TooManyRequestsException':
-      return throttled(who);
-    case 'ServiceQuotaExceededException':
-      return new ProxyError(
-        429,
-        'rate_limit_error',
-        'upstream_quota_exceeded',
-        `${who} is over an AWS service quota${message ? `: ${message}` : ''}`,
-      );
-    case 'AccessDeniedException':
-      return accessDenied(raw, message, who, ctx);
-    case 'ValidationException':
-      if (/use case/i.test(raw)) {
-        return new ProxyError(
-          400,
-          'invalid_request_error',
-          'bedrock_model_not_enabled',
-          `${who} is not enabled for the AWS account: invoke it once in the Bedrock console playground and submit the use-case details`,
-        );
-      }
-      return new ProxyError(
-        400,
-        'invalid_request_error',
-        // OpenAI's code for this, which client libraries look for to trim the conversation.
-        /too long|context (?:window|length)|too many (?:input )?tokens/i.test(raw)
-          ? 'context_length_exceeded'
-          : 'upstream_rejected',
-        `${who} rejected the request${message ? `: ${message}` : ''}`,
-      );
-    case 'ResourceNotFoundException':
-      return new ProxyError(
-        404,
-        'not_found_error',
-        'model_not_found',
-        `${who} was not found in the provider's region${message ? `: ${message}` : ''}`,
-      );
-    case 'ModelTimeoutException':
-    case 'TimeoutError':
-      return new ProxyError(504, 'timeout_error', 'upstream_timeout', `${who} did not answer in time`);
-    case 'ServiceUnavailableException':
-    case 'ModelNotReadyException':
-      return new ProxyError(
-        503,
-        'api_error',
-        'upstream_unavailable',
-        `${who} is not available right now; retry in a few seconds`,
-        null,
-        RETRY_AFTER,
-      );
-    case 'InternalServerException':
-    case 'ModelErrorException':
-      return new ProxyError(
-        502,
-        'api_error',
-        'upstream_error',
-        `${who} failed (${name})${message ? `: ${message}` : ''}`,
-      );
-    case 'ModelStreamErrorException':
-      return new ProxyError(
-        502,
-        'api_error',
-        'upstream_stream_error',
-        `${who} failed in the middle of the answer${message ? `: ${message}` : ''}`,
-      );
-  }
-  if (httpStatus === 429) return throttled(who);
-  return new ProxyError(502, 'api_error', 'upstream_error', `${who} failed (${name})${message ? `: ${message}` : ''}`);
-}
-
-function throttled(who: string): ProxyError {
+  const problem = classifyAwsError(awsFailure(err), {
+    auth: ctx.auth ?? 'IAMRole',
+    stage: err instanceof CredentialsError ? 'credentials' : 'invoke',
+    streaming: ctx.streaming,
+    subject: who,
+  });
+  const message = problem.credentials ? `${who} cannot be called: ${problem.message}` : problem.message;
   return new ProxyError(
-    429,
-    'rate_limit_error',
-    'upstream_rate_limited',
-    `${who} is throttling requests; retry in a few seconds`,
+    problem.status as ContentfulStatusCode,
+    problem.type,
+    problem.code,
+    message,
     null,
-    RETRY_AFTER,
-  );
-}
-
-function accessDenied(raw: string, message: string, who: string, ctx: BedrockErrorContext): ProxyError {
-  const denied = (code: string, text: string) => new ProxyError(403, 'permission_error', code, text);
-  if (/don'?t have access to the model/i.test(raw)) {
-    return denied(
-      'bedrock_model_not_enabled',
-      `${who} is not enabled for the AWS account in this region: enable model access in the Bedrock console for this region, or invoke the model once in the console playground`,
-    );
-  }
-  if (/bedrock:InvokeModelWithResponseStream/.test(raw)) {
-    return denied(
-      'bedrock_access_denied',
-      `the gateway's AWS role may not call ${who}: its permission policy lacks bedrock:InvokeModelWithResponseStream; add it (with bedrock:InvokeModel) for this model's resource`,
-    );
-  }
-  if (/bedrock:InvokeModel\b/.test(raw)) {
-    return denied(
-      'bedrock_access_denied',
-      `the gateway's AWS role may not call ${who}: its permission policy lacks bedrock:InvokeModel; add both bedrock:InvokeModel and bedrock:InvokeModelWithResponseStream for this model's resource`,
-    );
-  }
-  const action = ctx.streaming ? 'bedrock:InvokeModelWithResponseStream' : 'bedrock:InvokeModel';
-  return denied(
-    'bedrock_access_denied',
-    `AWS denied the gateway access to ${who}; its role needs ${action} on this model's resource${message ? `: ${message}` : ''}`,
+    problem.retryAfterSeconds ? { 'Retry-After': String(problem.retryAfterSeconds) } : {},
   );
 }

@@ -10,6 +10,7 @@ import { ProxyError } from '../errors.js';
 import type { BedrockRoute } from '../routing.js';
 import type { ChatCall, ChatResult, StreamOutcome, Upstream } from '../upstream.js';
 import {
+  type BedrockErrorContext,
   ConverseStreamAggregator,
   ConverseStreamTranslator,
   fromConverseOutput,
@@ -70,7 +71,12 @@ export class BedrockUpstream implements Upstream<BedrockRoute> {
     const started = performance.now();
     const input = toConverseInput(call.route.model, call.body);
     if (input instanceof ProxyError) throw input;
-    const ctx = { model: call.route.model, provider: call.route.provider, streaming: call.route.streaming };
+    const ctx: BedrockErrorContext = {
+      model: call.route.model,
+      provider: call.route.provider,
+      streaming: call.route.streaming,
+      auth: call.route.source.spec.auth.method,
+    };
     const client = this.client(call.route);
     const id = completionId();
     const created = Math.floor(Date.now() / 1000);
@@ -125,7 +131,7 @@ export class BedrockUpstream implements Upstream<BedrockRoute> {
   private relay(
     events: AsyncIterable<ConverseStreamOutput>,
     call: ChatCall<BedrockRoute>,
-    ctx: { model: string; provider: string; streaming: boolean },
+    ctx: BedrockErrorContext,
     id: string,
     created: number,
     started: number,
