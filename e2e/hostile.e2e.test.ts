@@ -1,4 +1,5 @@
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { connect, type Socket } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -17,6 +18,7 @@ const MODEL = 'llama3.1:8b';
 const HEAP_MIB = 256;
 const CONTAINER_LIMIT_MIB = 512;
 const TEN_MIB = 10 * 1024 * 1024;
+const SLOW_TIMEOUT_S = 3;
 let double: OllamaDouble;
 let proxy: ProxyProcess;
 let dir: string;
@@ -84,7 +86,19 @@ spec: { model: "${MODEL}", serviceName: llama, endpoint: "${double.url}" }
   );
   writeFileSync(join(dir, 'keys.txt'), `${KEY}\n`);
   proxy = await startProxyProcess(
-    ['--config', join(dir, 'config.yaml'), '--keys-file', join(dir, 'keys.txt'), '--usage-db', join(dir, 'u.db')],
+    [
+      '--config',
+      join(dir, 'config.yaml'),
+      '--keys-file',
+      join(dir, 'keys.txt'),
+      '--usage-db',
+      join(dir, 'u.db'),
+      // Shorter than the defaults (10 s, 30 s) so the slow-client attack runs in seconds.
+      '--header-timeout-seconds',
+      String(SLOW_TIMEOUT_S),
+      '--body-timeout-seconds',
+      String(SLOW_TIMEOUT_S),
+    ],
     // As the chart runs it.
     { ...process.env, NODE_OPTIONS: `--max-old-space-size=${HEAP_MIB}`, GATEWAY_REQUEST_MEMORY_MB: '128' },
   );
@@ -235,6 +249,59 @@ describe('hostile callers against the real proxy process', () => {
     expect(p99(busy)).toBeLessThan(2 * p99(idle));
   });
 
+  it('200 slow uploads and 200 never-ending headers are cut at the timeouts while /healthz answers', {
+    timeout: 60_000,
+  }, async () => {
+    const port = Number(new URL(proxy.base).port);
+    const held: Socket[] = [];
+    const outcome = (kind: 'upload' | 'headers') =>
+      new Promise<{ kind: string; status: string; ms: number }>((resolve) => {
+        const s = connect(port, '127.0.0.1');
+        held.push(s);
+        const started = performance.now();
+        let text = '';
+        let trickle: NodeJS.Timeout | undefined;
+        s.on('connect', () => {
+          if (kind === 'upload') {
+            s.write(
+              `POST /openai/v1/chat/completions HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\nx-api-key: ${KEY}\r\ncontent-length: 100000\r\n\r\n{"model":"${MODEL}",`,
+            );
+            trickle = setInterval(() => s.writable && s.write(' '), 500);
+          } else {
+            s.write('POST /openai/v1/chat/completions HTTP/1.1\r\nhost: x\r\n');
+            trickle = setInterval(() => s.writable && s.write('x-pad: 1\r\n'), 500);
+          }
+        });
+        s.on('data', (d) => {
+          text += d.toString();
+        });
+        s.on('error', () => {});
+        s.on('close', () => {
+          clearInterval(trickle);
+          resolve({ kind, status: /^HTTP\/1\.1 (\d+)/.exec(text)?.[1] ?? 'closed', ms: performance.now() - started });
+        });
+      });
+    const { result, slowestHealthMs, peakRssMiB } = await watched(() =>
+      Promise.all([
+        ...Array.from({ length: 200 }, () => outcome('upload')),
+        ...Array.from({ length: 200 }, () => outcome('headers')),
+      ]),
+    );
+    for (const s of held) s.destroy();
+    const uploads = result.filter((r) => r.kind === 'upload');
+    const headerOnly = result.filter((r) => r.kind === 'headers');
+    const slowest = (xs: Array<{ ms: number }>) => Math.max(...xs.map((x) => x.ms));
+    report.push(
+      `| 200 slow uploads + 200 endless headers (timeouts ${SLOW_TIMEOUT_S} s) | uploads: ${uploads.filter((r) => r.status === '408').length}x 408 request_timeout, cut after <= ${(slowest(uploads) / 1000).toFixed(1)} s; headers: ${headerOnly.filter((r) => r.status === '408' || r.status === 'closed').length}x cut after <= ${(slowest(headerOnly) / 1000).toFixed(1)} s | ${Math.round(slowestHealthMs)} ms | ${Math.round(peakRssMiB)} MiB |`,
+    );
+    expect(proxy.child.exitCode).toBeNull();
+    expect(slowestHealthMs).toBeLessThan(1_000);
+    expect(uploads.every((r) => r.status === '408')).toBe(true);
+    // Node checks the timeouts every second: a connection lives at most a little past its limit.
+    expect(slowest(uploads)).toBeLessThan((SLOW_TIMEOUT_S + 2.5) * 1000);
+    expect(slowest(headerOnly)).toBeLessThan((SLOW_TIMEOUT_S + 2.5) * 1000);
+  });
+
   it('afterwards still answers a normal request, and keeps metrics off the API port', async () => {
     const res = await fetch(`${proxy.base}/openai/v1/chat/completions`, {
       method: 'POST',
@@ -242,9 +309,16 @@ describe('hostile callers against the real proxy process', () => {
       body: `${head}}`,
     });
     expect(res.status).toBe(200);
-    expect((await fetch(`${proxy.base}/metrics`)).status).toBe(404);
+    const onApiPort = await fetch(`${proxy.base}/metrics`);
+    expect(onApiPort.status).toBe(404);
     const metrics = await (await fetch(`${proxy.metrics}/metrics`)).text();
     expect(metrics).toContain('gateway_requests_total');
     expect(metrics).not.toMatch(/key="/);
+    // The 20k refused requests claimed no label value: the paid team:ml is labelled, no junk is.
+    expect(metrics).toMatch(/tag_team="ml"/);
+    expect(metrics).not.toMatch(/tag_team="t\d+"/);
+    report.push(
+      `| GET /metrics on the API port, after 20k junk team tags | 404; metrics port: team ml labelled, 0 junk values, no key label | - | ${Math.round(rssMiB(proxy.child.pid as number))} MiB |`,
+    );
   });
 });
