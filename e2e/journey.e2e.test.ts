@@ -16,8 +16,8 @@ import { ProxyMetrics } from '../proxy/metrics.js';
 import { RouteTable } from '../proxy/routing.js';
 import { BedrockUpstream } from '../proxy/upstreams/bedrock.js';
 import { OpenAICompatibleUpstream } from '../proxy/upstreams/openai-compatible.js';
+import { SqliteUsageStore } from '../proxy/usage/sqlite-store.js';
 import { UsageRecorder } from '../proxy/usage-recorder.js';
-import { UsageStore } from '../proxy/usage-store.js';
 import { capturedLogger } from './capture.js';
 import { type AwsDouble, startAwsDouble } from './doubles/aws.js';
 import { type OllamaDouble, startOllamaDouble } from './doubles/ollama.js';
@@ -107,7 +107,7 @@ let ollama: OllamaDouble;
 let operator: Operator;
 let source: ClusterSource;
 let recorder: UsageRecorder;
-let store: UsageStore;
+let store: SqliteUsageStore;
 let app: ReturnType<typeof createApp>;
 let apiKey = '';
 const quiet = capturedLogger('operator-journey');
@@ -167,7 +167,7 @@ describe.runIf(inject('localControlPlane'))('install journey', () => {
     const keys = new ApiKeys();
     source = new ClusterSource({ kubeConfig: serviceAccountConfig('platform-ai-optimizer-proxy'), routes, keys });
     await source.start();
-    store = new UsageStore(join(mkdtempSync(join(tmpdir(), 'journey-')), 'usage.db'));
+    store = new SqliteUsageStore(join(mkdtempSync(join(tmpdir(), 'journey-')), 'usage.db'));
     recorder = new UsageRecorder({ store, flushMs: 50 });
     const roles = new RoleCredentials({ base: async () => GATEWAY, endpoint: aws.url });
     const metrics = new ProxyMetrics();
@@ -196,8 +196,8 @@ describe.runIf(inject('localControlPlane'))('install journey', () => {
   afterAll(async () => {
     await operator?.stop();
     await source?.stop();
-    recorder?.close();
-    store?.close();
+    await recorder?.close();
+    await store?.close();
     await aws?.close();
     await ollama?.close();
     kubectl(['delete', 'md', 'qwen', '-n', 'platform-llms', '--ignore-not-found']);

@@ -10,9 +10,9 @@ import {
   readLimited,
 } from './chat-handler.js';
 import { ProxyError } from './errors.js';
+import type { UsageStore } from './usage/store.js';
 import { usageRoutes } from './usage-api.js';
 import { inThreadReports, type UsageReports } from './usage-reports.js';
-import type { UsageStore } from './usage-store.js';
 
 /**
  * The gateway as a Hono app, built from its dependencies so tests call it with app.request().

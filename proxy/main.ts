@@ -23,9 +23,9 @@ import { uiRoutes } from './ui/pages.js';
 import { DEFAULT_TIMEOUTS } from './upstream.js';
 import { BedrockUpstream } from './upstreams/bedrock.js';
 import { OpenAICompatibleUpstream } from './upstreams/openai-compatible.js';
+import { isPostgresUrl, openUsageStore } from './usage/open-store.js';
 import { UsageRecorder } from './usage-recorder.js';
 import { WorkerReports } from './usage-reports.js';
-import { UsageStore } from './usage-store.js';
 
 /**
  * Entry point of the proxy. With --config it runs standalone: resources from that file, API
@@ -38,7 +38,10 @@ const { values } = parseArgs({
     'secrets-dir': { type: 'string' },
     // In a cluster: the Secret holding API keys (the chart's apiKeys.existingSecret, or its own).
     'keys-secret': { type: 'string', default: process.env.GATEWAY_API_KEYS_SECRET },
+    // An SQLite file path, or postgres://... (the chart takes it from a Secret).
     'usage-db': { type: 'string', default: process.env.USAGE_DB },
+    // Records held in memory while the usage store is unreachable; past it they are dropped, counted.
+    'usage-buffer': { type: 'string', default: process.env.USAGE_BUFFER_RECORDS },
     'retention-days': { type: 'string', default: process.env.USAGE_RETENTION_DAYS ?? '30' },
     'rollup-retention-days': { type: 'string', default: process.env.USAGE_ROLLUP_RETENTION_DAYS ?? '400' },
     'prices-file': { type: 'string' },
@@ -188,23 +191,34 @@ const bedrock = new BedrockUpstream({
   credentialsFor: (route) =>
     providerCredentials(route.source, roles, () => secret(route.source.spec.auth.secretRef?.name ?? '')),
 });
-// Usage: an SQLite file (a PVC in a cluster), written off the hot path, pruned daily.
+// Usage: an SQLite file (a PVC in a cluster) or PostgreSQL (replicas on several nodes), written
+// off the hot path, pruned hourly.
 const usageDb = values['usage-db'] ?? (standalone ? 'usage.db' : '/var/lib/platform-ai-optimizer/usage.db');
-const store = new UsageStore(usageDb);
+const store = openUsageStore(usageDb, (err) =>
+  log.warn('usage database unreachable at start: serving anyway, holding records', { error: errorMessage(err) }),
+);
 const retentionDays = Number(values['retention-days']);
 // Rollups outlive raw records (reports span up to 400 days) but are bounded too.
 const rollupRetentionDays = numberFlag('rollup-retention-days', values['rollup-retention-days'], 400);
 const prune = () =>
-  store.prune(
-    new Date(Date.now() - retentionDays * 86_400_000),
-    new Date(Date.now() - Math.max(retentionDays, rollupRetentionDays) * 86_400_000),
-  );
-prune();
+  store
+    .prune(
+      new Date(Date.now() - retentionDays * 86_400_000),
+      new Date(Date.now() - Math.max(retentionDays, rollupRetentionDays) * 86_400_000),
+    )
+    .catch((err: unknown) => log.warn('usage retention not applied', { error: errorMessage(err) }));
+void prune();
 setInterval(prune, 3_600_000).unref();
 const recorder = new UsageRecorder({
   store,
+  maxQueue: numberFlag('usage-buffer', values['usage-buffer'], 50_000),
   dropped: metrics.usageDropped,
-  onError: (err) => log.error('usage batch not written', { error: errorMessage(err) }),
+  onError: (err) =>
+    log.error('usage store failing: holding records until it answers', {
+      error: errorMessage(err),
+      buffer: recorder.pending,
+    }),
+  onRecovered: (held) => log.info('usage store answering again', { held }),
 });
 const basePrices = loadBedrockPrices();
 const cost = new CostMeter(
@@ -212,7 +226,7 @@ const cost = new CostMeter(
   values['prices-file']
     ? mergePrices(basePrices, parseBedrockPrices(readFileSync(values['prices-file'], 'utf8')))
     : basePrices,
-  store.savingsByProvider(),
+  await store.savingsByProvider().catch(() => new Map<string, number>()),
 );
 source?.onPrices((text) => {
   try {
@@ -223,7 +237,7 @@ source?.onPrices((text) => {
 });
 
 // Reports on their own thread and connection, so they never hold chat traffic.
-const reports = usageDb === ':memory:' ? undefined : new WorkerReports(usageDb);
+const reports = usageDb === ':memory:' || isPostgresUrl(usageDb) ? undefined : new WorkerReports(usageDb);
 const gateway = createGateway({
   keys,
   routes,
@@ -307,11 +321,16 @@ for (const signal of ['SIGTERM', 'SIGINT'] as const) {
     });
     // Streams cut at the end of the grace period settle their usage on the next turns.
     await new Promise((r) => setTimeout(r, 50));
-    recorder.close();
+    await recorder.close();
     await reports?.close();
-    store.close();
+    await store.close();
     await source?.stop().catch(() => {});
-    log.info('stopped', { drainedMs: ms, cut, usageRecordsWritten: recorder.written });
+    log.info('stopped', {
+      drainedMs: ms,
+      cut,
+      usageRecordsWritten: recorder.written,
+      usageRecordsDropped: recorder.droppedCount,
+    });
     process.exit(0);
   });
 }

@@ -6,7 +6,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { launchChromium } from '../e2e/browser.js';
 import { type OllamaDouble, startOllamaDouble } from '../e2e/doubles/ollama.js';
 import { type ProxyProcess, startProxyProcess } from '../e2e/proxy-process.js';
-import { UsageStore } from './usage-store.js';
+import { SqliteUsageStore } from './usage/sqlite-store.js';
 
 /**
  * Usage end to end with the real proxy process: tagged traffic shows up in /v1/usage and
@@ -137,9 +137,9 @@ describe('usage through the proxy process', () => {
   it('loses at most the last flush interval of records on a hard crash', async () => {
     if (!proxy) throw new Error('the proxy of the first test is not running');
     const running = proxy;
-    const before = new UsageStore(join(dir, 'usage.db'));
-    const stored = before.count();
-    before.close();
+    const before = new SqliteUsageStore(join(dir, 'usage.db'));
+    const stored = await before.count();
+    await before.close();
     const sent: number[] = [];
     const until = Date.now() + 1500;
     while (Date.now() < until) {
@@ -147,9 +147,9 @@ describe('usage through the proxy process', () => {
     }
     const killedAt = Date.now();
     await running.stop('SIGKILL');
-    const store = new UsageStore(join(dir, 'usage.db'));
-    const kept = store.count() - stored;
-    store.close();
+    const store = new SqliteUsageStore(join(dir, 'usage.db'));
+    const kept = (await store.count()) - stored;
+    await store.close();
     const lost = sent.length - kept;
     // Lost records are the newest ones; they all fall within the last flush interval (250 ms).
     const lostWindowMs = lost > 0 ? killedAt - (sent[sent.length - lost] ?? killedAt) : 0;

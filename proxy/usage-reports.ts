@@ -1,11 +1,12 @@
 import { Worker } from 'node:worker_threads';
-import type { AnalyticsNumbers, Report, TagCount, UsageNumbers, UsageQuery, UsageStore } from './usage-store.js';
+import type { AnalyticsNumbers, Report, TagCount, UsageNumbers, UsageQuery, UsageStore } from './usage/store.js';
 
 /**
  * The report queries behind /v1/usage, /v1/analytics and /v1/tags. Answered on the request thread
  * they hold chat traffic for as long as SQLite takes; answered by a worker thread with its own
  * connection to the same file (WAL: readers never block the writer), chat only pays for the
- * HTTP exchange. In-memory stores (tests) cannot be shared with a thread and answer in place.
+ * HTTP exchange. In-memory stores (tests) cannot be shared with a thread and answer in place;
+ * so does PostgreSQL, whose queries run in the database, not on this thread.
  */
 export interface UsageReports {
   usage(q: UsageQuery): Promise<Report<UsageNumbers>>;
@@ -16,9 +17,9 @@ export interface UsageReports {
 
 export function inThreadReports(store: UsageStore): UsageReports {
   return {
-    usage: async (q) => store.usage(q),
-    analytics: async (q) => store.analytics(q),
-    tags: async (search, limit) => store.tags(search, limit),
+    usage: (q) => store.usage(q),
+    analytics: (q) => store.analytics(q),
+    tags: (search, limit) => store.tags(search, limit),
     close: async () => {},
   };
 }

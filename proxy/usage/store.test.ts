@@ -2,16 +2,19 @@ import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Counter, Registry } from 'prom-client';
-import { describe, expect, it } from 'vitest';
-import { loadCatalog } from '../crds/catalog/catalog.js';
-import type { ExternalProvider } from '../crds/external-provider.js';
-import { CostMeter, loadBedrockPrices, mergePrices, parseBedrockPrices } from './cost.js';
-import { ProxyError } from './errors.js';
-import type { BedrockRoute, OpenAICompatibleRoute } from './routing.js';
-import type { Tag } from './tags.js';
-import { parseUsageQuery } from './usage-api.js';
-import { UsageRecorder } from './usage-recorder.js';
-import { percentileFromHistogram, type StoredUsage, UsageStore } from './usage-store.js';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { loadCatalog } from '../../crds/catalog/catalog.js';
+import type { ExternalProvider } from '../../crds/external-provider.js';
+import { type Postgres, startPostgres } from '../../e2e/postgres/server.js';
+import { CostMeter, loadBedrockPrices, mergePrices, parseBedrockPrices } from '../cost.js';
+import { ProxyError } from '../errors.js';
+import type { BedrockRoute, OpenAICompatibleRoute } from '../routing.js';
+import type { Tag } from '../tags.js';
+import { parseUsageQuery } from '../usage-api.js';
+import { UsageRecorder } from '../usage-recorder.js';
+import { PostgresUsageStore } from './postgres-store.js';
+import { SqliteUsageStore } from './sqlite-store.js';
+import { percentileFromHistogram, type StoredUsage, type UsageStore } from './store.js';
 
 const T0 = Date.parse('2026-11-20T10:00:00Z');
 const HOUR = 3_600_000;
@@ -37,9 +40,46 @@ const tag = (key: string, value: string): Tag => ({ key, value });
 const range = { from: new Date(T0 - HOUR), to: new Date(T0 + 48 * HOUR) };
 const dbFile = () => join(mkdtempSync(join(tmpdir(), 'usage-')), 'usage.db');
 
-function seeded(path = ':memory:') {
-  const store = new UsageStore(path);
-  store.insert([
+/**
+ * One contract, two implementations: every store test runs against SQLite and against a real
+ * PostgreSQL server (one per run of this file, a fresh database per store).
+ */
+let pg: Postgres | undefined;
+let databases = 0;
+beforeAll(async () => {
+  pg = await startPostgres();
+}, 60_000);
+afterAll(async () => {
+  await pg?.destroy();
+});
+
+interface Opened {
+  store: UsageStore;
+  /** Another connection to the same data (a restart, or a second replica). */
+  reopen(): Promise<UsageStore>;
+}
+const KINDS: Array<[string, () => Promise<Opened>]> = [
+  [
+    'SQLite',
+    async () => {
+      const file = dbFile();
+      return { store: new SqliteUsageStore(file), reopen: async () => new SqliteUsageStore(file) };
+    },
+  ],
+  [
+    'PostgreSQL',
+    async () => {
+      const name = `usage_${++databases}`;
+      pg?.psql(`CREATE DATABASE ${name}`);
+      const url = pg?.url.replace(/\/postgres$/, `/${name}`) ?? '';
+      return { store: await PostgresUsageStore.open(url), reopen: () => PostgresUsageStore.open(url) };
+    },
+  ],
+];
+
+async function seeded(open: () => Promise<Opened>): Promise<Opened> {
+  const opened = await open();
+  await opened.store.insert([
     rec({
       at: T0,
       tags: [tag('team', 'ml'), tag('project', 'chat')],
@@ -75,13 +115,13 @@ function seeded(path = ':memory:') {
       savingsUsd: 0.3,
     }),
   ]);
-  return store;
+  return opened;
 }
 
-describe('UsageStore', () => {
-  it('sums exactly, in total and per model', () => {
-    const store = seeded();
-    const r = store.usage({ ...range, granularity: 'day', groupBy: 'model', tags: [] });
+describe.each(KINDS)('UsageStore on %s', (_kind, open) => {
+  it('sums exactly, in total and per model', async () => {
+    const { store } = await seeded(open);
+    const r = await store.usage({ ...range, granularity: 'day', groupBy: 'model', tags: [] });
     expect(r.totals).toEqual({ requests: 4, inputTokens: 1117, outputTokens: 1058, costUsd: 0.86, savingsUsd: 0.3 });
     expect(r.groups.find((g) => g.group === 'llama3.1:8b')).toEqual({
       group: 'llama3.1:8b',
@@ -98,41 +138,46 @@ describe('UsageStore', () => {
     ]);
   });
 
-  it('filters by one tag (rollups) and by several tags (AND, raw records)', () => {
-    const store = seeded();
-    const ml = store.usage({ ...range, granularity: 'hour', groupBy: 'provider', tags: [tag('team', 'ml')] });
+  it('filters by one tag (rollups) and by several tags (AND, raw records)', async () => {
+    const { store } = await seeded(open);
+    const ml = await store.usage({ ...range, granularity: 'hour', groupBy: 'provider', tags: [tag('team', 'ml')] });
     expect(ml.totals).toMatchObject({ requests: 2, inputTokens: 110, costUsd: 0.55 });
-    const both = store.usage({
+    const both = await store.usage({
       ...range,
       granularity: 'hour',
       groupBy: 'model',
       tags: [tag('team', 'ml'), tag('project', 'search')],
     });
     expect(both.totals).toMatchObject({ requests: 1, inputTokens: 10, outputTokens: 5, costUsd: 0.05 });
-    const none = store.usage({ ...range, granularity: 'hour', groupBy: 'model', tags: [tag('team', 'nobody')] });
+    const none = await store.usage({ ...range, granularity: 'hour', groupBy: 'model', tags: [tag('team', 'nobody')] });
     expect(none.totals.requests).toBe(0);
   });
 
-  it('groups by a tag key, with or without a filter on another key', () => {
-    const store = seeded();
-    const byTeam = store.usage({ ...range, granularity: 'day', groupBy: 'team', tags: [] });
+  it('groups by a tag key, with or without a filter on another key', async () => {
+    const { store } = await seeded(open);
+    const byTeam = await store.usage({ ...range, granularity: 'day', groupBy: 'team', tags: [] });
     expect(byTeam.groups.map((g) => [g.group, g.requests])).toEqual([
       ['ml', 2],
       ['web', 1],
     ]);
-    const projectsOfMl = store.usage({ ...range, granularity: 'day', groupBy: 'project', tags: [tag('team', 'ml')] });
+    const projectsOfMl = await store.usage({
+      ...range,
+      granularity: 'day',
+      groupBy: 'project',
+      tags: [tag('team', 'ml')],
+    });
     expect(projectsOfMl.groups.map((g) => [g.group, g.requests]).sort()).toEqual([
       ['chat', 1],
       ['search', 1],
     ]);
   });
 
-  it('reports error rate and latency percentiles', () => {
-    const store = new UsageStore(':memory:');
-    store.insert(
+  it('reports error rate and latency percentiles', async () => {
+    const { store } = await open();
+    await store.insert(
       Array.from({ length: 100 }, (_, i) => rec({ at: T0, latencyMs: i < 90 ? 20 : 800, status: i < 5 ? 500 : 200 })),
     );
-    const a = store.analytics({ ...range, granularity: 'hour', groupBy: 'model', tags: [] });
+    const a = await store.analytics({ ...range, granularity: 'hour', groupBy: 'model', tags: [] });
     expect(a.totals).toMatchObject({
       requests: 100,
       errors: 5,
@@ -142,44 +187,60 @@ describe('UsageStore', () => {
     expect(percentileFromHistogram([0, 0, 3, 1], 50)).toBe(5);
   });
 
-  it('lists known tags matching a search, most used first, at most 50', () => {
-    const store = seeded();
-    expect(store.tags('te')).toEqual([
+  it('lists known tags matching a search, most used first, at most 50', async () => {
+    const { store } = await seeded(open);
+    expect(await store.tags('te')).toEqual([
       { key: 'team', value: 'ml', requests: 2 },
       { key: 'team', value: 'web', requests: 1 },
     ]);
-    const many = new UsageStore(':memory:');
-    many.insert(Array.from({ length: 60 }, (_, i) => rec({ at: T0, tags: [tag('run', `r${i}`)] })));
-    expect(many.tags('run')).toHaveLength(50);
+    const { store: many } = await open();
+    await many.insert(Array.from({ length: 60 }, (_, i) => rec({ at: T0, tags: [tag('run', `r${i}`)] })));
+    expect(await many.tags('run')).toHaveLength(50);
   });
 
-  it('keeps records across a restart, and pruning raw records keeps the rollups', () => {
-    const file = dbFile();
-    seeded(file).close();
-    const reopened = new UsageStore(file);
-    expect(reopened.count()).toBe(4);
-    expect(reopened.usage({ ...range, granularity: 'day', groupBy: 'model', tags: [] }).totals.requests).toBe(4);
-    expect(reopened.prune(new Date(T0 + 2 * HOUR))).toBe(3);
-    expect(reopened.count()).toBe(1);
+  it('keeps records across a restart, and pruning raw records keeps the rollups', async () => {
+    const seededStore = await seeded(open);
+    await seededStore.store.close();
+    const reopened = await seededStore.reopen();
+    expect(await reopened.count()).toBe(4);
+    expect((await reopened.usage({ ...range, granularity: 'day', groupBy: 'model', tags: [] })).totals.requests).toBe(
+      4,
+    );
+    // Retention at a day boundary (PostgreSQL drops whole daily partitions).
+    await reopened.prune(new Date('2026-11-21T00:00:00Z'));
+    expect(await reopened.count()).toBe(1);
     expect(
-      reopened.usage({ ...range, granularity: 'day', groupBy: 'model', tags: [tag('team', 'ml')] }).totals.requests,
+      (await reopened.usage({ ...range, granularity: 'day', groupBy: 'model', tags: [tag('team', 'ml')] })).totals
+        .requests,
     ).toBe(2);
-    expect(reopened.savingsByProvider().get('platform-agent/bedrock')).toBeCloseTo(0.3);
-    reopened.close();
+    expect((await reopened.savingsByProvider()).get('platform-agent/bedrock')).toBeCloseTo(0.3);
+    await reopened.close();
+  });
+
+  it('counts a batch written twice once (a retry after a lost commit acknowledgement)', async () => {
+    const { store } = await open();
+    const batch = [rec({ at: T0, tags: [tag('team', 'ml')] }), rec({ at: T0 + 1000, tags: [tag('team', 'ml')] })];
+    await store.insert(batch);
+    await store.insert(batch);
+    await store.insert([...batch, rec({ at: T0 + 2000, tags: [tag('team', 'ml')] })]);
+    expect(await store.count()).toBe(3);
+    const r = await store.usage({ ...range, granularity: 'day', groupBy: 'team', tags: [] });
+    expect(r.groups).toMatchObject([{ group: 'ml', requests: 3 }]);
+    await store.close();
   });
 });
 
-describe('UsageStore under poisoning', () => {
-  it('reports at most `limit` groups by name, the rest summed as _other, totals exact', () => {
-    const store = new UsageStore(':memory:');
+describe.each(KINDS)('UsageStore on %s under poisoning', (_kind, open) => {
+  it('reports at most `limit` groups by name, the rest summed as _other, totals exact', async () => {
+    const { store } = await open();
     const records: StoredUsage[] = [];
     // Team t0 has the most requests, t1 the next, ...: 60 teams.
     for (let t = 0; t < 60; t++) {
       for (let i = 0; i < 60 - t; i++) records.push(rec({ at: T0 + i * 1000, tags: [tag('team', `t${t}`)] }));
     }
-    store.insert(records);
+    await store.insert(records);
     const q = { ...range, granularity: 'day' as const, groupBy: 'team', tags: [], limit: 5 };
-    const r = store.usage(q);
+    const r = await store.usage(q);
     expect(r.groups.map((g) => g.group).sort()).toEqual(['_other', 't0', 't1', 't2', 't3', 't4']);
     expect(r.otherGroups).toBe(55);
     expect(r.groups.find((g) => g.group === 't0')?.requests).toBe(60);
@@ -187,55 +248,60 @@ describe('UsageStore under poisoning', () => {
     expect(r.totals.requests).toBe(records.length);
     expect(new Set(r.series.map((s) => s.group)).size).toBe(6);
     // Under the limit nothing is folded.
-    expect(store.usage({ ...q, limit: 100 }).otherGroups).toBe(0);
+    expect((await store.usage({ ...q, limit: 100 })).otherGroups).toBe(0);
     // The raw-record path (two tag filters) folds the same way.
-    const raw = store.analytics({ ...q, groupBy: 'model', tags: [tag('team', 't1'), tag('team', 't1')], limit: 1 });
+    const raw = await store.analytics({
+      ...q,
+      groupBy: 'model',
+      tags: [tag('team', 't1'), tag('team', 't1')],
+      limit: 1,
+    });
     expect(raw.totals.requests).toBe(59);
   });
 
-  it('refused requests (no model answered) add no rollup rows per tag value', () => {
-    const store = new UsageStore(':memory:');
-    store.insert(
+  it('refused requests (no model answered) add no rollup rows per tag value', async () => {
+    const { store } = await open();
+    await store.insert(
       Array.from({ length: 2000 }, (_, i) =>
         rec({ at: T0, provider: '', status: 404, model: 'made-up', tags: [tag('junk', `v${i}`)] }),
       ),
     );
-    store.insert([rec({ at: T0, tags: [tag('team', 'ml')] })]);
-    const byJunk = store.usage({ ...range, granularity: 'day', groupBy: 'junk', tags: [] });
+    await store.insert([rec({ at: T0, tags: [tag('team', 'ml')] })]);
+    const byJunk = await store.usage({ ...range, granularity: 'day', groupBy: 'junk', tags: [] });
     expect(byJunk.groups).toEqual([]);
-    const byModel = store.usage({ ...range, granularity: 'day', groupBy: 'model', tags: [] });
+    const byModel = await store.usage({ ...range, granularity: 'day', groupBy: 'model', tags: [] });
     expect(byModel.totals.requests).toBe(2001);
     // Nor a row per made-up model name: one for all of them.
     expect(byModel.groups.map((g) => [g.group, g.requests])).toEqual([
       ['(unrouted)', 2000],
       ['llama3.1:8b', 1],
     ]);
-    expect(store.tags('junk')).toEqual([]);
-    expect(store.tags('team').map((t) => t.value)).toEqual(['ml']);
+    expect(await store.tags('junk')).toEqual([]);
+    expect((await store.tags('team')).map((t) => t.value)).toEqual(['ml']);
   });
 
-  it('prunes rollup hours past their own retention', () => {
-    const store = seeded();
+  it('prunes rollup hours past their own retention', async () => {
+    const { store } = await seeded(open);
     const q = { ...range, granularity: 'day' as const, groupBy: 'model', tags: [] };
-    store.prune(new Date(T0 + 2 * HOUR));
-    expect(store.usage(q).totals.requests).toBe(4);
-    store.prune(new Date(T0 + 2 * HOUR), new Date(T0 + 2 * HOUR));
-    expect(store.usage(q).totals.requests).toBe(1);
+    await store.prune(new Date(T0 + 2 * HOUR));
+    expect((await store.usage(q)).totals.requests).toBe(4);
+    await store.prune(new Date(T0 + 2 * HOUR), new Date(T0 + 2 * HOUR));
+    expect((await store.usage(q)).totals.requests).toBe(1);
   });
 });
 
 describe('UsageRecorder', () => {
-  it('writes batches off the request path and drops (counting) when its queue is full', () => {
-    const store = new UsageStore(':memory:');
+  it('writes batches off the request path and drops (counting) when its queue is full', async () => {
+    const store = new SqliteUsageStore(':memory:');
     const registry = new Registry();
     const dropped = new Counter({ name: 'dropped', help: 'x', registers: [registry] });
     const recorder = new UsageRecorder({ store, maxQueue: 3, flushMs: 60_000, dropped });
     for (let i = 0; i < 5; i++) recorder.record(rec({ at: T0 }));
-    expect(store.count()).toBe(0);
+    expect(await store.count()).toBe(0);
     expect(recorder.pending).toBe(3);
-    recorder.close();
-    expect(store.count()).toBe(3);
-    return dropped.get().then((m) => expect(m.values[0]?.value).toBe(2));
+    await recorder.close();
+    expect(await store.count()).toBe(3);
+    expect((await dropped.get()).values[0]?.value).toBe(2);
   });
 });
 
@@ -335,42 +401,42 @@ describe('parseUsageQuery', () => {
 describe('two proxy processes sharing one usage file', () => {
   it('both write and every record counts (SQLite locking, busy timeout)', async () => {
     const file = dbFile();
-    new UsageStore(file).close();
+    await new SqliteUsageStore(file).close();
     const script = `
-      import { UsageStore } from './proxy/usage-store.ts';
-      const store = new UsageStore(${JSON.stringify(file)});
+      import { SqliteUsageStore } from './proxy/usage/sqlite-store.ts';
+      const store = new SqliteUsageStore(${JSON.stringify(file)});
       for (let b = 0; b < 20; b++) {
-        store.insert(Array.from({ length: 100 }, (_, i) => ({
+        await store.insert(Array.from({ length: 100 }, (_, i) => ({
           time: new Date(${T0}).toISOString(), requestId: 'child-' + b + '-' + i, keyHashPrefix: 'k', model: 'm', provider: 'child',
           tags: [{ key: 'team', value: 'child' }], promptTokens: 1, completionTokens: 1, costUsd: 0, savingsUsd: 0,
           latencyMs: 1, status: 200, stream: false,
         })));
         await new Promise((r) => setTimeout(r, 2));
       }
-      store.close();
+      await store.close();
     `;
     const { spawn } = await import('node:child_process');
     const { fileURLToPath } = await import('node:url');
-    const root = fileURLToPath(new URL('..', import.meta.url));
+    const root = fileURLToPath(new URL('../..', import.meta.url));
     const child = spawn(join(root, 'node_modules/.bin/tsx'), ['--input-type=module', '-e', script], {
       cwd: root,
       stdio: 'inherit',
     });
     const done = new Promise<number | null>((resolve) => child.once('exit', resolve));
-    const parent = new UsageStore(file);
+    const parent = new SqliteUsageStore(file);
     for (let b = 0; b < 20; b++) {
-      parent.insert(
+      await parent.insert(
         Array.from({ length: 100 }, () => rec({ at: T0, provider: 'parent', tags: [tag('team', 'parent')] })),
       );
       await new Promise((r) => setTimeout(r, 2));
     }
     expect(await done).toBe(0);
-    expect(parent.count()).toBe(4000);
-    const byTeam = parent.usage({ ...range, granularity: 'day', groupBy: 'team', tags: [] });
+    expect(await parent.count()).toBe(4000);
+    const byTeam = await parent.usage({ ...range, granularity: 'day', groupBy: 'team', tags: [] });
     expect(byTeam.groups.map((g) => [g.group, g.requests])).toEqual([
       ['child', 2000],
       ['parent', 2000],
     ]);
-    parent.close();
+    await parent.close();
   }, 30_000);
 });

@@ -1,160 +1,38 @@
 import { mkdirSync } from 'node:fs';
 import { dirname } from 'node:path';
 import Database from 'better-sqlite3';
-import { rfc3339 } from '../crds/meta.js';
-import type { Tag } from './tags.js';
-import type { UsageRecord } from './usage.js';
+import {
+  type AnalyticsNumbers,
+  analyticsNumbers,
+  answeredByRollups,
+  assembleReport,
+  BUCKET_COLUMNS,
+  DAY,
+  groupLimit,
+  groupsByTag,
+  HOUR,
+  LATENCY_BUCKETS_MS,
+  OTHER_GROUP,
+  type Report,
+  type ReportRows,
+  type RollupRow,
+  rollupDeltas,
+  type StoredUsage,
+  type TagCount,
+  type UsageNumbers,
+  type UsageQuery,
+  type UsageStore,
+  usageNumbers,
+} from './store.js';
 
 /**
- * The durable usage store: an embedded SQLite file in WAL mode. Raw records are kept for the
- * retention period (default 30 days) for exact multi-tag queries; hourly rollups per (model,
- * provider, tag) keep reports fast at millions of requests, including latency percentiles
- * from a fixed-bucket histogram kept per rollup row.
+ * The embedded usage store: one SQLite file in WAL mode. Raw records are kept for the
+ * retention period (default 30 days) for exact multi-tag queries; hourly rollups keep reports
+ * fast at millions of requests. Proxy replicas on one node may share the file (SQLite locks
+ * the writers); replicas on several nodes need the PostgreSQL store.
  */
 
-export interface StoredUsage extends UsageRecord {
-  costUsd: number;
-  savingsUsd: number;
-}
-
-export type Granularity = 'hour' | 'day';
-
-export interface UsageQuery {
-  from: Date;
-  to: Date;
-  granularity: Granularity;
-  /** model, provider, or a tag key. */
-  groupBy: string;
-  /** All must be present on a request (AND). */
-  tags: Tag[];
-  /** Most groups reported by name (most requests first); the rest are summed as OTHER_GROUP. */
-  limit?: number;
-}
-
-/** The group the groups past a report's limit are summed into. */
-export const OTHER_GROUP = '_other';
-export const DEFAULT_GROUP_LIMIT = 20;
-export const MAX_GROUP_LIMIT = 100;
-/** The model of requests no model answered, in the rollups (callers choose the names they send). */
-export const UNROUTED_MODEL = '(unrouted)';
-
-export interface UsageNumbers {
-  requests: number;
-  inputTokens: number;
-  outputTokens: number;
-  costUsd: number;
-  savingsUsd: number;
-}
-
-export interface AnalyticsNumbers {
-  requests: number;
-  errors: number;
-  errorRate: number;
-  costUsd: number;
-  latencyMs: { p50: number; p95: number; p99: number };
-}
-
-export interface Report<T> {
-  from: string;
-  to: string;
-  granularity: Granularity;
-  groupBy: string;
-  totals: T;
-  series: Array<T & { time: string; group: string }>;
-  groups: Array<T & { group: string }>;
-  /** How many groups were summed into OTHER_GROUP (0: every group has its own row). */
-  otherGroups: number;
-}
-
-export interface TagCount {
-  key: string;
-  value: string;
-  requests: number;
-}
-
-/** Upper bounds (ms) of the latency histogram buckets; the last one is open. */
-export const LATENCY_BUCKETS_MS = [
-  1,
-  2.5,
-  5,
-  10,
-  25,
-  50,
-  100,
-  250,
-  500,
-  1000,
-  2500,
-  5000,
-  10000,
-  30000,
-  60000,
-  Infinity,
-];
-const BUCKET_COLUMNS = LATENCY_BUCKETS_MS.map((_, i) => `b${i}`);
-
-const HOUR = 3_600_000;
-const DAY = 24 * HOUR;
-const NO_GROUP = '(none)';
-
-function bucketOf(ms: number): number {
-  return LATENCY_BUCKETS_MS.findIndex((bound) => ms <= bound);
-}
-
-/** A percentile from histogram counts: the upper bound of the bucket holding it (finite). */
-export function percentileFromHistogram(counts: number[], p: number): number {
-  const total = counts.reduce((a, b) => a + b, 0);
-  if (total === 0) return 0;
-  const rank = Math.ceil((p / 100) * total);
-  let seen = 0;
-  for (const [i, n] of counts.entries()) {
-    seen += n;
-    if (seen >= rank) {
-      const bound = LATENCY_BUCKETS_MS[i] ?? Infinity;
-      return Number.isFinite(bound) ? bound : (LATENCY_BUCKETS_MS.at(-2) ?? 0);
-    }
-  }
-  return 0;
-}
-
-interface RollupRow {
-  bucket: number;
-  grp: string | null;
-  requests: number;
-  errors: number;
-  prompt: number;
-  completion: number;
-  cost: number;
-  savings: number;
-  [bucketColumn: `b${number}`]: number;
-}
-
-// Nano-dollar precision: a single small request costs fractions of a cent.
-const round = (n: number, d = 9) => Math.round(n * 10 ** d) / 10 ** d;
-
-/** Sums of one rollup row's counters over a batch; bucket columns by name. */
-interface RollupDelta {
-  hour: number;
-  model: string;
-  provider: string;
-  tagKey: string;
-  tagValue: string;
-  requests: number;
-  error: number;
-  prompt: number;
-  completion: number;
-  cost: number;
-  savings: number;
-  [bucket: string]: number | string;
-}
-
-/** A report's rows, and how many groups were folded into OTHER_GROUP to keep it bounded. */
-interface ReportRows {
-  rows: RollupRow[];
-  folded: number;
-}
-
-export class UsageStore {
+export class SqliteUsageStore implements UsageStore {
   private readonly db: Database.Database;
   private readonly insertRaw: Database.Statement;
   private readonly insertTag: Database.Statement;
@@ -221,8 +99,10 @@ export class UsageStore {
     for (const column of ['tokens_counted', 'unpriced']) {
       if (!columns.has(column)) this.db.exec(`ALTER TABLE requests ADD COLUMN ${column} INTEGER NOT NULL DEFAULT 0`);
     }
+    // One row per request: a batch retried after an unacknowledged write counts once.
+    this.db.exec('CREATE UNIQUE INDEX IF NOT EXISTS requests_request ON requests(request_id, ts)');
     this.insertRaw = this.db.prepare(
-      `INSERT INTO requests (ts, request_id, key_prefix, model, provider, tags, prompt, completion, cost, savings,
+      `INSERT OR IGNORE INTO requests (ts, request_id, key_prefix, model, provider, tags, prompt, completion, cost, savings,
         latency_ms, ttft_ms, status, error_type, stream, tokens_counted, unpriced)
        VALUES (@ts, @requestId, @keyPrefix, @model, @provider, @tags, @prompt, @completion, @cost, @savings,
         @latency, @ttft, @status, @errorType, @stream, @tokensCounted, @unpriced)`,
@@ -237,15 +117,13 @@ export class UsageStore {
          ${BUCKET_COLUMNS.map((c) => `${c} = ${c} + excluded.${c}`).join(', ')}`,
     );
     this.insertMany = this.db.transaction((records: StoredUsage[]) => {
-      // Rollups are summed per group in memory first: a batch of a busy hour is one upsert per
-      // (model, provider, tag), not one per record and tag.
-      const rollups = new Map<string, RollupDelta>();
-      for (const r of records) this.insertOne(r, rollups);
-      for (const delta of rollups.values()) this.upsertRollup.run(delta);
+      const fresh = records.filter((r) => this.insertOne(r));
+      for (const delta of rollupDeltas(fresh)) this.upsertRollup.run(delta);
     });
   }
 
-  private insertOne(r: StoredUsage, rollups: Map<string, RollupDelta>): void {
+  /** False when the request was already stored. */
+  private insertOne(r: StoredUsage): boolean {
     const ts = Date.parse(r.time);
     const tags = r.tags.map((t) => `${t.key}:${t.value}`);
     const info = this.insertRaw.run({
@@ -267,71 +145,30 @@ export class UsageStore {
       tokensCounted: r.tokensCounted ? 1 : 0,
       unpriced: r.unpriced ? 1 : 0,
     });
+    if (info.changes === 0) return false;
     for (const t of tags) this.insertTag.run(info.lastInsertRowid, t, ts);
-    const hour = Math.floor(ts / HOUR) * HOUR;
-    const bucket = BUCKET_COLUMNS[bucketOf(r.latencyMs)];
-    // One row for all requests, one per tag: a single-tag filter or a tag grouping reads its rows.
-    // A request no model answered (no provider) adds no tag rows: refused requests cost the caller
-    // nothing, so they must not be able to grow the rollups by inventing tag values.
-    // Likewise their model names: the raw record keeps what was asked, the rollup one row for all.
-    const tagged = r.provider ? r.tags.map((t) => [t.key, t.value]) : [];
-    const model = r.provider ? r.model : UNROUTED_MODEL;
-    for (const [tagKey, tagValue] of [['', ''], ...tagged] as Array<[string, string]>) {
-      const key = JSON.stringify([hour, model, r.provider, tagKey, tagValue]);
-      let d = rollups.get(key);
-      if (!d) {
-        d = {
-          hour,
-          model,
-          provider: r.provider,
-          tagKey,
-          tagValue,
-          requests: 0,
-          error: 0,
-          prompt: 0,
-          completion: 0,
-          cost: 0,
-          savings: 0,
-          ...Object.fromEntries(BUCKET_COLUMNS.map((c) => [c, 0])),
-        };
-        rollups.set(key, d);
-      }
-      d.requests += 1;
-      d.error += r.status >= 400 ? 1 : 0;
-      d.prompt += r.promptTokens;
-      d.completion += r.completionTokens;
-      d.cost += r.costUsd;
-      d.savings += r.savingsUsd;
-      if (bucket) d[bucket] = Number(d[bucket] ?? 0) + 1;
-    }
+    return true;
   }
 
-  /** Writes a batch in one transaction. */
-  insert(records: StoredUsage[]): void {
+  async insert(records: StoredUsage[]): Promise<void> {
     if (records.length > 0) this.insertMany(records);
   }
 
-  /** Deletes raw records older than `before`; rollups stay. */
-  /**
-   * Deletes raw records older than `before` and, when given, rollup hours older than
-   * `rollupsBefore` (rollups answer long-range reports, so they usually live longer).
-   */
-  prune(before: Date, rollupsBefore?: Date): number {
+  async prune(before: Date, rollupsBefore?: Date): Promise<void> {
     const ts = before.getTime();
     this.db.prepare('DELETE FROM request_tags WHERE ts < ?').run(ts);
     if (rollupsBefore) this.db.prepare('DELETE FROM rollup WHERE hour < ?').run(rollupsBefore.getTime());
-    return this.db.prepare('DELETE FROM requests WHERE ts < ?').run(ts).changes;
+    this.db.prepare('DELETE FROM requests WHERE ts < ?').run(ts);
   }
 
-  /** Savings recorded so far per provider: free credits already used. */
-  savingsByProvider(): Map<string, number> {
+  async savingsByProvider(): Promise<Map<string, number>> {
     const rows = this.db
       .prepare("SELECT provider, SUM(savings) AS s FROM rollup WHERE tag_key = '' GROUP BY provider")
       .all() as Array<{ provider: string; s: number }>;
     return new Map(rows.map((r) => [r.provider, r.s]));
   }
 
-  count(): number {
+  async count(): Promise<number> {
     return (this.db.prepare('SELECT COUNT(*) AS n FROM requests').get() as { n: number }).n;
   }
 
@@ -345,11 +182,10 @@ export class UsageStore {
       SUM(cost) AS cost, SUM(savings) AS savings, ${BUCKET_COLUMNS.map((c) => `SUM(${c}) AS ${c}`).join(', ')}`;
     const from = q.from.getTime();
     const to = q.to.getTime();
-    const byTag = q.groupBy !== 'model' && q.groupBy !== 'provider';
-    if (q.tags.length <= 1) {
+    const byTag = groupsByTag(q);
+    if (answeredByRollups(q)) {
       // The filter tag (or, grouping by a tag key, that key's rows) selects the rollup rows.
       const filter = q.tags[0];
-      if (byTag && filter && filter.key !== q.groupBy) return this.rawRows(q);
       const where: string[] = ['hour >= @from', 'hour < @to'];
       const params: Record<string, string | number> = { from: Math.floor(from / HOUR) * HOUR, to, size };
       if (byTag) {
@@ -388,7 +224,7 @@ export class UsageStore {
       return `SELECT request FROM request_tags WHERE tag = @t${i} AND ts >= @from AND ts < @to`;
     });
     const conditions = tagged.length > 0 ? [`r.id IN (${tagged.join(' INTERSECT ')})`] : [];
-    const byTag = q.groupBy !== 'model' && q.groupBy !== 'provider';
+    const byTag = groupsByTag(q);
     let group = `r.${q.groupBy}`;
     if (byTag) {
       params.prefix = `${q.groupBy}:`;
@@ -428,7 +264,7 @@ export class UsageStore {
     source: string,
     params: Record<string, string | number>,
   ): { named: string; folded: number } {
-    const limit = Math.min(MAX_GROUP_LIMIT, Math.max(1, q.limit ?? DEFAULT_GROUP_LIMIT));
+    const limit = groupLimit(q);
     const ranked = this.db
       .prepare(
         `SELECT grp, COUNT(*) OVER () AS total FROM (SELECT ${group} AS grp, ${count} AS n ${source} GROUP BY grp)
@@ -443,63 +279,16 @@ export class UsageStore {
     return { named: `CASE WHEN ${group} IN (SELECT value FROM json_each(@top)) THEN ${group} ELSE @other END`, folded };
   }
 
-  private report<T>(q: UsageQuery, numbers: (rows: RollupRow[]) => T): Report<T> {
-    const { rows, folded } = this.rows(q);
-    const series = rows.map((r) => ({
-      time: rfc3339(new Date(r.bucket)),
-      group: r.grp ?? NO_GROUP,
-      ...numbers([r]),
-    }));
-    const byGroup = new Map<string, RollupRow[]>();
-    for (const r of rows) {
-      const g = r.grp ?? NO_GROUP;
-      const list = byGroup.get(g);
-      if (list) list.push(r);
-      else byGroup.set(g, [r]);
-    }
-    return {
-      from: q.from.toISOString(),
-      to: q.to.toISOString(),
-      granularity: q.granularity,
-      groupBy: q.groupBy,
-      totals: numbers(rows),
-      series,
-      groups: [...byGroup.entries()].map(([group, rs]) => ({ group, ...numbers(rs) })),
-      otherGroups: folded,
-    };
+  async usage(q: UsageQuery): Promise<Report<UsageNumbers>> {
+    return assembleReport(q, this.rows(q), usageNumbers);
   }
 
-  usage(q: UsageQuery): Report<UsageNumbers> {
-    return this.report(q, (rows) => ({
-      requests: rows.reduce((n, r) => n + r.requests, 0),
-      inputTokens: rows.reduce((n, r) => n + r.prompt, 0),
-      outputTokens: rows.reduce((n, r) => n + r.completion, 0),
-      costUsd: round(rows.reduce((n, r) => n + r.cost, 0)),
-      savingsUsd: round(rows.reduce((n, r) => n + r.savings, 0)),
-    }));
-  }
-
-  analytics(q: UsageQuery): Report<AnalyticsNumbers> {
-    return this.report(q, (rows) => {
-      const requests = rows.reduce((n, r) => n + r.requests, 0);
-      const errors = rows.reduce((n, r) => n + r.errors, 0);
-      const hist = BUCKET_COLUMNS.map((c) => rows.reduce((n, r) => n + (r[c as `b${number}`] ?? 0), 0));
-      return {
-        requests,
-        errors,
-        errorRate: requests ? round(errors / requests, 4) : 0,
-        costUsd: round(rows.reduce((n, r) => n + r.cost, 0)),
-        latencyMs: {
-          p50: percentileFromHistogram(hist, 50),
-          p95: percentileFromHistogram(hist, 95),
-          p99: percentileFromHistogram(hist, 99),
-        },
-      };
-    });
+  async analytics(q: UsageQuery): Promise<Report<AnalyticsNumbers>> {
+    return assembleReport(q, this.rows(q), analyticsNumbers);
   }
 
   /** Known tags whose "key:value" contains `search`, most used first, at most `limit`. */
-  tags(search: string, limit = 50): TagCount[] {
+  async tags(search: string, limit = 50): Promise<TagCount[]> {
     const rows = this.db
       .prepare(
         `SELECT tag_key AS key, tag_value AS value, SUM(requests) AS requests FROM rollup
@@ -510,7 +299,7 @@ export class UsageStore {
     return rows;
   }
 
-  close(): void {
+  async close(): Promise<void> {
     this.db.close();
   }
 }

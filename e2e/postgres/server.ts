@@ -1,0 +1,96 @@
+import { execFileSync, spawnSync } from 'node:child_process';
+import { chmodSync, existsSync, mkdtempSync, readdirSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { freePort } from '../ollama/server.js';
+
+/**
+ * A throwaway PostgreSQL server from Debian's `postgresql` package: `initdb` in a temp dir,
+ * `pg_ctl` on a free loopback port (its socket in the same dir), trust auth for the local
+ * superuser, durability off (tests do not survive power cuts, and fsync dominates small
+ * writes). As root (CI), it runs as `nobody`: PostgreSQL refuses to run as root.
+ */
+
+export interface Postgres {
+  url: string;
+  port: number;
+  /** Fast shutdown (what a restart or failover looks like to clients). */
+  stop(): Promise<void>;
+  /** Starts it again on the same port and data. */
+  start(): Promise<void>;
+  /** Stops it and deletes its data. */
+  destroy(): Promise<void>;
+  /** Runs SQL as the superuser through psql (setup and fault injection). */
+  psql(sql: string): string;
+}
+
+const NOBODY = 65534;
+
+/** The directory holding initdb and pg_ctl: the newest installed major version. */
+export function postgresBin(): string {
+  const root = '/usr/lib/postgresql';
+  const versions = existsSync(root)
+    ? readdirSync(root)
+        .filter((v) => existsSync(join(root, v, 'bin', 'initdb')))
+        .sort((a, b) => Number(b) - Number(a))
+    : [];
+  const v = versions[0];
+  if (!v) throw new Error("PostgreSQL is not installed: apt-get install postgresql (the tests run Debian's package)");
+  return join(root, v, 'bin');
+}
+
+export async function startPostgres(): Promise<Postgres> {
+  const bin = postgresBin();
+  const dir = mkdtempSync(join(tmpdir(), 'pao-pg-'));
+  chmodSync(dir, 0o755);
+  const data = join(dir, 'data');
+  const asRoot = process.getuid?.() === 0;
+  if (asRoot) execFileSync('chown', [`${NOBODY}:${NOBODY}`, dir]);
+  const run = (cmd: string, args: string[]) => {
+    const [file, argv] = asRoot
+      ? ['setpriv', [`--reuid=${NOBODY}`, `--regid=${NOBODY}`, '--clear-groups', join(bin, cmd), ...args]]
+      : [join(bin, cmd), args];
+    const res = spawnSync(file, argv, { encoding: 'utf8', cwd: dir, timeout: 60_000 });
+    if (res.status !== 0) throw new Error(`${cmd} failed: ${res.stderr || res.stdout}`);
+    return res.stdout;
+  };
+  run('initdb', ['-D', data, '-U', 'postgres', '--auth=trust', '--no-sync', '-E', 'UTF8', '--locale=C']);
+  const port = await freePort();
+  const options = [
+    `-p ${port}`,
+    `-k ${dir}`,
+    "-c listen_addresses='127.0.0.1'",
+    '-c fsync=off',
+    '-c synchronous_commit=off',
+    '-c full_page_writes=off',
+    '-c max_connections=200',
+  ].join(' ');
+  const pg: Postgres = {
+    url: `postgres://postgres@127.0.0.1:${port}/postgres`,
+    port,
+    start: async () => {
+      run('pg_ctl', ['-D', data, '-o', options, '-l', join(dir, 'server.log'), '-w', '-t', '30', 'start']);
+    },
+    stop: async () => {
+      run('pg_ctl', ['-D', data, '-m', 'fast', '-w', 'stop']);
+    },
+    destroy: async () => {
+      spawnSync(asRoot ? 'setpriv' : join(bin, 'pg_ctl'), [
+        ...(asRoot ? [`--reuid=${NOBODY}`, `--regid=${NOBODY}`, '--clear-groups', join(bin, 'pg_ctl')] : []),
+        '-D',
+        data,
+        '-m',
+        'immediate',
+        '-w',
+        'stop',
+      ]);
+      rmSync(dir, { recursive: true, force: true });
+    },
+    psql: (sql: string) =>
+      execFileSync(join(bin, 'psql'), ['-X', '-q', '-A', '-t', '-v', 'ON_ERROR_STOP=1', pg.url, '-c', sql], {
+        encoding: 'utf8',
+      }),
+  };
+  await pg.start();
+  return pg;
+}

@@ -1,0 +1,209 @@
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { type OllamaDouble, startOllamaDouble } from './doubles/ollama.js';
+import { eventually } from './kube.js';
+import { type Postgres, startPostgres } from './postgres/server.js';
+import { type ProxyProcess, startProxyProcess } from './proxy-process.js';
+
+/**
+ * Usage on a real PostgreSQL shared by proxy processes: two replicas under load write one
+ * record of every request; the database stopped for 30 s in the middle costs no request and
+ * no record (each replica holds its records and writes them after recovery); reports from
+ * either replica agree to the request. Then the faults one at a time: a write error (the
+ * database turned read-only, as a full disk does), a failover to another address, and a
+ * buffer bound that drops, counted, what it cannot hold.
+ */
+
+const KEY = 'sk-usage-pg-e2e';
+const MODELS = ['llama3.1:8b', 'qwen2.5:0.5b'];
+const OUTAGE_MS = 30_000;
+let pg: Postgres;
+let standby: Postgres | undefined;
+let double: OllamaDouble;
+let dir: string;
+const proxies: ProxyProcess[] = [];
+
+function config(): string {
+  const file = join(dir, 'config.yaml');
+  writeFileSync(
+    file,
+    MODELS.map(
+      (model, i) => `apiVersion: ai.platform/v1beta1
+kind: ModelDeployment
+metadata: { name: m${i} }
+spec: { model: "${model}", serviceName: m${i}, endpoint: "${double.url}" }
+`,
+    ).join('---\n'),
+  );
+  return file;
+}
+
+async function proxy(usageDb: string, extra: string[] = []): Promise<ProxyProcess> {
+  writeFileSync(join(dir, 'keys.txt'), `${KEY}\n`);
+  const p = await startProxyProcess([
+    '--config',
+    config(),
+    '--keys-file',
+    join(dir, 'keys.txt'),
+    '--usage-db',
+    usageDb,
+    ...extra,
+  ]);
+  proxies.push(p);
+  return p;
+}
+
+const chat = (p: ProxyProcess, model: string, team: string) =>
+  fetch(`${p.base}/openai/v1/chat/completions`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json', 'x-api-key': KEY, 'x-tags': `team:${team}` },
+    body: JSON.stringify({ model, messages: [{ role: 'user', content: 'hi' }] }),
+  }).then(async (r) => {
+    await r.text();
+    return r.status;
+  });
+
+interface Groups {
+  totals: { requests: number; inputTokens: number; outputTokens: number };
+  groups: Array<{ group: string; requests: number }>;
+}
+const report = async (p: ProxyProcess, groupBy: string): Promise<Groups> =>
+  (await (
+    await fetch(`${p.base}/v1/usage?groupBy=${groupBy}&from=2026-01-01T00:00:00Z`, { headers: { 'x-api-key': KEY } })
+  ).json()) as Groups;
+const byGroup = (g: Groups) => Object.fromEntries(g.groups.map((x) => [x.group, x.requests]));
+const dropped = async (p: ProxyProcess) =>
+  Number(/gateway_usage_records_dropped_total (\d+)/.exec(await (await fetch(`${p.metrics}/metrics`)).text())?.[1]);
+
+beforeAll(async () => {
+  pg = await startPostgres();
+  double = await startOllamaDouble({ models: MODELS, record: false });
+  dir = mkdtempSync(join(tmpdir(), 'pao-usage-pg-'));
+}, 60_000);
+
+afterAll(async () => {
+  for (const p of proxies) await p.stop('SIGTERM');
+  await double?.close();
+  await pg?.destroy();
+  await standby?.destroy();
+  if (dir) rmSync(dir, { recursive: true, force: true });
+});
+
+describe('usage on PostgreSQL shared by two proxy processes', () => {
+  it('counts every request exactly, through a 30 s database outage under load, and both replicas report the same', {
+    timeout: 180_000,
+  }, async () => {
+    const [a, b] = [await proxy(pg.url), await proxy(pg.url)];
+    if (!a || !b) throw new Error('no proxies');
+    const sent: Record<string, number> = {};
+    const statuses: number[] = [];
+    let stop = false;
+    // Four callers, alternating replicas, models and teams, until told to stop.
+    const load = Array.from({ length: 4 }, async (_, w) => {
+      for (let i = 0; !stop; i++) {
+        const p = (i + w) % 2 ? a : b;
+        const model = MODELS[(i + w) % 2] as string;
+        const team = `t${w}`;
+        const status = await chat(p, model, team);
+        statuses.push(status);
+        if (status === 200) sent[team] = (sent[team] ?? 0) + 1;
+      }
+    });
+    await new Promise((r) => setTimeout(r, 3_000));
+    await pg.stop();
+    const down = statuses.length;
+    await new Promise((r) => setTimeout(r, OUTAGE_MS));
+    const servedDuringOutage = statuses.length - down;
+    await pg.start();
+    await new Promise((r) => setTimeout(r, 3_000));
+    stop = true;
+    await Promise.all(load);
+
+    // Usage never takes the gateway down: every request was answered, during the outage too.
+    expect(statuses.every((s) => s === 200)).toBe(true);
+    expect(servedDuringOutage).toBeGreaterThan(100);
+    const total = statuses.length;
+    // Both replicas wrote what they held; from either one the totals are exact.
+    await eventually('all records written', 30_000, async () =>
+      (await report(a, 'model')).totals.requests === total ? true : undefined,
+    );
+    for (const p of [a, b]) {
+      const byTeam = byGroup(await report(p, 'team'));
+      expect(byTeam).toEqual(sent);
+      const byModel = await report(p, 'model');
+      expect(byModel.totals.requests).toBe(total);
+      expect(byModel.totals.outputTokens).toBe(total * 8);
+      expect(await dropped(p)).toBe(0);
+    }
+    // Each said so, once each way.
+    for (const p of [a, b]) {
+      expect(p.output().match(/usage store failing/g)?.length).toBe(1);
+      expect(p.output()).toContain('usage store answering again');
+    }
+    console.log(
+      `[usage-pg] ${total} requests (${servedDuringOutage} during the ${OUTAGE_MS / 1000} s outage), all 200, all counted once`,
+    );
+    await Promise.all([a.stop('SIGTERM'), b.stop('SIGTERM')]);
+  });
+
+  it('holds records through a write error (read-only database, as on a full disk) and writes them after', {
+    timeout: 60_000,
+  }, async () => {
+    pg.psql('CREATE DATABASE readonly_case');
+    const url = pg.url.replace(/\/postgres$/, '/readonly_case');
+    const p = await proxy(url);
+    expect(await chat(p, 'llama3.1:8b', 'ro')).toBe(200);
+    await eventually('first record', 10_000, async () =>
+      (await report(p, 'team')).totals.requests === 1 ? true : undefined,
+    );
+    pg.psql('ALTER DATABASE readonly_case SET default_transaction_read_only = on');
+    pg.psql("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = 'readonly_case'");
+    for (let i = 0; i < 20; i++) expect(await chat(p, 'llama3.1:8b', 'ro')).toBe(200);
+    await eventually('failing said', 10_000, () => (p.output().includes('usage store failing') ? true : undefined));
+    expect((await report(p, 'team')).totals.requests).toBe(1);
+    pg.psql('ALTER DATABASE readonly_case SET default_transaction_read_only = off');
+    pg.psql("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = 'readonly_case'");
+    await eventually('held records written', 20_000, async () =>
+      (await report(p, 'team')).totals.requests === 21 ? true : undefined,
+    );
+    expect(await dropped(p)).toBe(0);
+    await p.stop('SIGTERM');
+  });
+
+  it('follows a failover to another address listed in the DSN', { timeout: 60_000 }, async () => {
+    standby = await startPostgres();
+    // The standby has the schema, as a promoted replica would: a proxy opened against it first.
+    const warm = await proxy(standby.url);
+    await warm.stop('SIGTERM');
+    const both = `postgres://postgres@127.0.0.1:${pg.port},127.0.0.1:${standby.port}/postgres`;
+    const p = await proxy(both);
+    expect(await chat(p, 'llama3.1:8b', 'fo')).toBe(200);
+    await eventually('on the primary', 10_000, async () =>
+      byGroup(await report(p, 'team')).fo === 1 ? true : undefined,
+    );
+    await pg.stop();
+    for (let i = 0; i < 10; i++) expect(await chat(p, 'llama3.1:8b', 'fo')).toBe(200);
+    // The standby now answers for the address list: the held records land there.
+    await eventually('on the standby', 20_000, async () =>
+      byGroup(await report(p, 'team')).fo === 10 ? true : undefined,
+    );
+    expect(await dropped(p)).toBe(0);
+    await p.stop('SIGTERM');
+    await pg.start();
+  });
+
+  it('past its buffer, drops records and counts them, never silently', { timeout: 60_000 }, async () => {
+    const p = await proxy(pg.url, ['--usage-buffer', '50']);
+    await pg.stop();
+    for (let i = 0; i < 120; i++) expect(await chat(p, 'llama3.1:8b', 'bound')).toBe(200);
+    expect(await dropped(p)).toBe(70);
+    await pg.start();
+    await eventually('the 50 held written', 20_000, async () =>
+      byGroup(await report(p, 'team')).bound === 50 ? true : undefined,
+    );
+    expect(p.output()).toContain('usage store failing');
+    await p.stop('SIGTERM');
+  });
+});

@@ -1,0 +1,407 @@
+import postgres from 'postgres';
+import {
+  type AnalyticsNumbers,
+  analyticsNumbers,
+  answeredByRollups,
+  assembleReport,
+  BUCKET_COLUMNS,
+  DAY,
+  groupLimit,
+  groupsByTag,
+  HOUR,
+  LATENCY_BUCKETS_MS,
+  OTHER_GROUP,
+  type Report,
+  type ReportRows,
+  type RollupRow,
+  rollupDeltas,
+  type StoredUsage,
+  type TagCount,
+  type UsageNumbers,
+  type UsageQuery,
+  type UsageStore,
+  usageNumbers,
+} from './store.js';
+
+/**
+ * The usage store on PostgreSQL, shared by proxy replicas on any node.
+ *
+ * Built for volume: raw records live in daily range partitions of `usage_requests` (retention
+ * drops whole partitions, never deletes rows), with a GIN index on the tag array for multi-tag
+ * AND queries; hourly rollups are upserted once per (hour, model, provider, tag) per batch, in
+ * key order so that replicas writing the same rows cannot deadlock. A batch is one
+ * transaction and idempotent: raw records are keyed by request id, and rollups are incremented
+ * only for the records the batch actually inserted, so a batch retried after a lost commit
+ * acknowledgement counts once. Migrations are versioned and applied at start under an
+ * advisory lock, so replicas starting together do not race.
+ *
+ * Driver: postgres (porsager/postgres.js): the fastest Node client in its own and third-party
+ * benchmarks (pipelining, prepared statements by default), no native parts, no dependencies,
+ * typed, actively kept; it reconnects on its own after a restart or a failover.
+ */
+
+type Sql = postgres.Sql;
+
+const MIGRATION_LOCK = 0x7061_6f75; // "paou": one number for every replica of this product
+const MIGRATIONS: string[] = [
+  // 1: raw records by day, tags as an array, rollups by hour.
+  `CREATE TABLE usage_requests (
+     ts bigint NOT NULL,
+     request_id text NOT NULL,
+     key_prefix text NOT NULL,
+     model text NOT NULL,
+     provider text NOT NULL,
+     tags text[] NOT NULL,
+     prompt integer NOT NULL,
+     completion integer NOT NULL,
+     cost double precision NOT NULL,
+     savings double precision NOT NULL,
+     latency_ms double precision NOT NULL,
+     ttft_ms double precision,
+     status smallint NOT NULL,
+     error_type text,
+     stream boolean NOT NULL,
+     tokens_counted boolean NOT NULL,
+     unpriced boolean NOT NULL,
+     PRIMARY KEY (request_id, ts)
+   ) PARTITION BY RANGE (ts);
+   CREATE INDEX usage_requests_ts ON usage_requests (ts);
+   CREATE INDEX usage_requests_tags ON usage_requests USING gin (tags);
+   CREATE TABLE usage_rollup (
+     hour bigint NOT NULL,
+     model text NOT NULL,
+     provider text NOT NULL,
+     tag_key text NOT NULL,
+     tag_value text NOT NULL,
+     requests bigint NOT NULL,
+     errors bigint NOT NULL,
+     prompt bigint NOT NULL,
+     completion bigint NOT NULL,
+     cost double precision NOT NULL,
+     savings double precision NOT NULL,
+     ${BUCKET_COLUMNS.map((c) => `${c} bigint NOT NULL DEFAULT 0`).join(',\n     ')},
+     PRIMARY KEY (hour, model, provider, tag_key, tag_value)
+   );
+   CREATE INDEX usage_rollup_tag ON usage_rollup (tag_key, tag_value, hour);`,
+];
+
+const partitionName = (day: number) => `usage_requests_${new Date(day).toISOString().slice(0, 10).replaceAll('-', '')}`;
+
+/** A query under construction: SQL text with typed $n placeholders and their values. */
+class Query {
+  readonly params: Array<string | number | string[]> = [];
+  bind(value: string | number | string[]): string {
+    this.params.push(value);
+    const type = typeof value === 'number' ? 'bigint' : typeof value === 'string' ? 'text' : 'text[]';
+    return `$${this.params.length}::${type}`;
+  }
+}
+
+export interface PostgresStoreOptions {
+  /** Connections in the pool (writes and reports). */
+  max?: number;
+  /** Seconds to wait for a connection before a query fails (the recorder then holds its batch). */
+  connectTimeoutSeconds?: number;
+}
+
+export class PostgresUsageStore implements UsageStore {
+  private readonly partitions = new Set<number>();
+  private schema: Promise<void> | undefined;
+
+  private constructor(private readonly sql: Sql) {}
+
+  private static pool(url: string, opts: PostgresStoreOptions): Sql {
+    return postgres(url, {
+      max: opts.max ?? 10,
+      connect_timeout: opts.connectTimeoutSeconds ?? 5,
+      idle_timeout: 60,
+      onnotice: () => {},
+    });
+  }
+
+  /** Connects and brings the schema up to date; fails if the database cannot be reached. */
+  static async open(url: string, opts: PostgresStoreOptions = {}): Promise<PostgresUsageStore> {
+    const store = new PostgresUsageStore(PostgresUsageStore.pool(url, opts));
+    try {
+      await store.ensureSchema();
+    } catch (err) {
+      await store.close();
+      throw err;
+    }
+    return store;
+  }
+
+  /**
+   * A store that connects when first used: a gateway starting while its database is down
+   * serves traffic anyway (the recorder holds the records) and migrates once it answers.
+   */
+  static connect(url: string, opts: PostgresStoreOptions = {}): PostgresUsageStore {
+    return new PostgresUsageStore(PostgresUsageStore.pool(url, opts));
+  }
+
+  /** Applies the migrations once per process; a failed attempt is retried by the next caller. */
+  ensureSchema(): Promise<void> {
+    this.schema ??= this.migrate().catch((err: unknown) => {
+      this.schema = undefined;
+      throw err;
+    });
+    return this.schema;
+  }
+
+  private async migrate(): Promise<void> {
+    await this.sql.begin(async (tx) => {
+      await tx`SELECT pg_advisory_xact_lock(${MIGRATION_LOCK})`;
+      await tx`CREATE TABLE IF NOT EXISTS usage_migrations (version integer PRIMARY KEY, applied_at timestamptz NOT NULL DEFAULT now())`;
+      const [row] = await tx<Array<{ v: number | null }>>`SELECT max(version)::int AS v FROM usage_migrations`;
+      for (let v = (row?.v ?? 0) + 1; v <= MIGRATIONS.length; v++) {
+        await tx.unsafe(MIGRATIONS[v - 1] as string);
+        await tx`INSERT INTO usage_migrations (version) VALUES (${v})`;
+      }
+    });
+  }
+
+  /** Creates the daily partitions a batch needs (concurrent replicas may create the same one). */
+  private async ensurePartitions(records: StoredUsage[]): Promise<void> {
+    const days = new Set(records.map((r) => Math.floor(Date.parse(r.time) / DAY) * DAY));
+    for (const day of days) {
+      if (this.partitions.has(day)) continue;
+      try {
+        await this.sql.unsafe(
+          `CREATE TABLE IF NOT EXISTS ${partitionName(day)} PARTITION OF usage_requests FOR VALUES FROM (${day}) TO (${day + DAY})`,
+        );
+      } catch (err) {
+        // Another replica created it between our check and create: 42P07 or a catalog unique violation.
+        const code = (err as { code?: string }).code;
+        if (code !== '42P07' && code !== '23505') throw err;
+      }
+      this.partitions.add(day);
+    }
+  }
+
+  async insert(records: StoredUsage[]): Promise<void> {
+    if (records.length === 0) return;
+    await this.ensureSchema();
+    await this.ensurePartitions(records);
+    const rows = records.map((r) => ({
+      ts: Date.parse(r.time),
+      request_id: r.requestId,
+      key_prefix: r.keyHashPrefix,
+      model: r.model,
+      provider: r.provider,
+      tags: r.tags.map((t) => `${t.key}:${t.value}`),
+      prompt: r.promptTokens,
+      completion: r.completionTokens,
+      cost: r.costUsd,
+      savings: r.savingsUsd,
+      latency_ms: r.latencyMs,
+      ttft_ms: r.firstTokenMs ?? null,
+      status: r.status,
+      error_type: r.errorType ?? null,
+      stream: r.stream,
+      tokens_counted: r.tokensCounted ?? false,
+      unpriced: r.unpriced ?? false,
+    }));
+    await this.sql
+      .begin((tx) => this.write(tx, records, rows))
+      .catch((err: unknown) => {
+        // No partition for a row (dropped, or a failover to a server that lacks it): make them again next time.
+        if ((err as { code?: string }).code === '23514') this.partitions.clear();
+        throw err;
+      });
+  }
+
+  private async write(
+    tx: postgres.TransactionSql,
+    records: StoredUsage[],
+    rows: Array<Record<string, unknown>>,
+  ): Promise<void> {
+    const inserted = new Set<string>();
+    // Multi-row inserts of at most 1000 rows (17 parameters each, under the 65535 limit).
+    for (let i = 0; i < rows.length; i += 1000) {
+      const chunk = rows.slice(i, i + 1000);
+      const done = await tx<Array<{ request_id: string; ts: string }>>`
+          INSERT INTO usage_requests ${tx(chunk)} ON CONFLICT DO NOTHING RETURNING request_id, ts::text`;
+      for (const d of done) inserted.add(`${d.request_id}|${d.ts}`);
+    }
+    const fresh = records.filter((r) => inserted.has(`${r.requestId}|${Date.parse(r.time)}`));
+    const deltas = rollupDeltas(fresh).sort((a, b) =>
+      a.hour !== b.hour
+        ? a.hour - b.hour
+        : `${a.model}\u0000${a.provider}\u0000${a.tagKey}\u0000${a.tagValue}`.localeCompare(
+            `${b.model}\u0000${b.provider}\u0000${b.tagKey}\u0000${b.tagValue}`,
+          ),
+    );
+    for (let i = 0; i < deltas.length; i += 500) {
+      const chunk = deltas.slice(i, i + 500).map((d) => ({
+        hour: d.hour,
+        model: d.model,
+        provider: d.provider,
+        tag_key: d.tagKey,
+        tag_value: d.tagValue,
+        requests: d.requests,
+        errors: d.error,
+        prompt: d.prompt,
+        completion: d.completion,
+        cost: d.cost,
+        savings: d.savings,
+        ...Object.fromEntries(BUCKET_COLUMNS.map((c) => [c, Number(d[c] ?? 0)])),
+      }));
+      await tx`
+          INSERT INTO usage_rollup ${tx(chunk)}
+          ON CONFLICT (hour, model, provider, tag_key, tag_value) DO UPDATE SET
+            requests = usage_rollup.requests + excluded.requests,
+            errors = usage_rollup.errors + excluded.errors,
+            prompt = usage_rollup.prompt + excluded.prompt,
+            completion = usage_rollup.completion + excluded.completion,
+            cost = usage_rollup.cost + excluded.cost,
+            savings = usage_rollup.savings + excluded.savings,
+            ${tx.unsafe(BUCKET_COLUMNS.map((c) => `${c} = usage_rollup.${c} + excluded.${c}`).join(', '))}`;
+    }
+  }
+
+  async prune(before: Date, rollupsBefore?: Date): Promise<void> {
+    await this.ensureSchema();
+    // Whole days only: a partition goes once all of its day is past retention.
+    const cutoff = Math.floor(before.getTime() / DAY) * DAY;
+    const parts = await this.sql<Array<{ name: string; bound: string }>>`
+      SELECT c.relname AS name, pg_get_expr(c.relpartbound, c.oid) AS bound
+      FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid
+      WHERE i.inhparent = 'usage_requests'::regclass`;
+    for (const p of parts) {
+      const to = Number(/TO \('?(\d+)'?\)/.exec(p.bound)?.[1] ?? Number.NaN);
+      if (Number.isFinite(to) && to <= cutoff) {
+        await this.sql.unsafe(`DROP TABLE IF EXISTS ${p.name}`);
+        this.partitions.delete(to - DAY);
+      }
+    }
+    if (rollupsBefore) await this.sql`DELETE FROM usage_rollup WHERE hour < ${rollupsBefore.getTime()}`;
+  }
+
+  async savingsByProvider(): Promise<Map<string, number>> {
+    await this.ensureSchema();
+    const rows = await this.sql<Array<{ provider: string; s: number }>>`
+      SELECT provider, SUM(savings)::float8 AS s FROM usage_rollup WHERE tag_key = '' GROUP BY provider`;
+    return new Map(rows.map((r) => [r.provider, r.s]));
+  }
+
+  async count(): Promise<number> {
+    await this.ensureSchema();
+    const [row] = await this.sql<Array<{ n: number }>>`SELECT count(*)::float8 AS n FROM usage_requests`;
+    return row?.n ?? 0;
+  }
+
+  private async rows(q: UsageQuery): Promise<ReportRows> {
+    await this.ensureSchema();
+    return answeredByRollups(q) ? this.rollupRows(q) : this.rawRows(q);
+  }
+
+  private async rollupRows(q: UsageQuery): Promise<ReportRows> {
+    const query = new Query();
+    const size = q.granularity === 'day' ? DAY : HOUR;
+    const where = [
+      `hour >= ${query.bind(Math.floor(q.from.getTime() / HOUR) * HOUR)}`,
+      `hour < ${query.bind(q.to.getTime())}`,
+    ];
+    const filter = q.tags[0];
+    const byTag = groupsByTag(q);
+    if (byTag) {
+      where.push(`tag_key = ${query.bind(q.groupBy)}`);
+      if (filter) where.push(`tag_value = ${query.bind(filter.value)}`);
+    } else if (filter) {
+      where.push(`tag_key = ${query.bind(filter.key)}`, `tag_value = ${query.bind(filter.value)}`);
+    } else {
+      where.push("tag_key = ''");
+    }
+    const group = byTag ? 'tag_value' : q.groupBy;
+    const source = `FROM usage_rollup WHERE ${where.join(' AND ')}`;
+    const { named, folded } = await this.topGroups(q, query, group, 'SUM(requests)', source);
+    const sums = `SUM(requests)::float8 AS requests, SUM(errors)::float8 AS errors, SUM(prompt)::float8 AS prompt,
+      SUM(completion)::float8 AS completion, SUM(cost)::float8 AS cost, SUM(savings)::float8 AS savings,
+      ${BUCKET_COLUMNS.map((c) => `SUM(${c})::float8 AS ${c}`).join(', ')}`;
+    const rows = await this.sql.unsafe<RollupRow[]>(
+      `SELECT (hour - (hour % ${size}))::float8 AS bucket, ${named} AS grp, ${sums} ${source}
+       GROUP BY 1, 2 ORDER BY 1, 2 NULLS FIRST`,
+      query.params,
+    );
+    return { rows: [...rows], folded };
+  }
+
+  private async rawRows(q: UsageQuery): Promise<ReportRows> {
+    const query = new Query();
+    const size = q.granularity === 'day' ? DAY : HOUR;
+    const where = [`ts >= ${query.bind(q.from.getTime())}`, `ts < ${query.bind(q.to.getTime())}`];
+    // The GIN index answers "carries every one of these tags" in one step.
+    if (q.tags.length > 0) where.push(`tags @> ${query.bind(q.tags.map((t) => `${t.key}:${t.value}`))}`);
+    let group = q.groupBy === 'model' ? 'model' : 'provider';
+    if (groupsByTag(q)) {
+      const prefix = query.bind(`${q.groupBy}:`);
+      group = `(SELECT substr(t, length(${prefix}) + 1) FROM unnest(r.tags) t WHERE starts_with(t, ${prefix}) LIMIT 1)`;
+    }
+    const buckets = LATENCY_BUCKETS_MS.map((bound, i) => {
+      const lower = i === 0 ? -1 : (LATENCY_BUCKETS_MS[i - 1] ?? 0);
+      return Number.isFinite(bound)
+        ? `count(*) FILTER (WHERE latency_ms > ${lower} AND latency_ms <= ${bound})::float8 AS b${i}`
+        : `count(*) FILTER (WHERE latency_ms > ${lower})::float8 AS b${i}`;
+    });
+    const source = `FROM usage_requests r WHERE ${where.join(' AND ')}`;
+    const { named, folded } = await this.topGroups(q, query, group, 'count(*)', source);
+    const rows = await this.sql.unsafe<RollupRow[]>(
+      `SELECT (ts - (ts % ${size}))::float8 AS bucket, ${named} AS grp, count(*)::float8 AS requests,
+         count(*) FILTER (WHERE status >= 400)::float8 AS errors, SUM(prompt)::float8 AS prompt,
+         SUM(completion)::float8 AS completion, SUM(cost)::float8 AS cost, SUM(savings)::float8 AS savings,
+         ${buckets.join(', ')}
+       ${source}
+       GROUP BY 1, 2 ORDER BY 1, 2 NULLS FIRST`,
+      query.params,
+    );
+    return { rows: [...rows], folded };
+  }
+
+  /**
+   * As in the SQLite store: the `limit` groups with most requests by name, the rest as
+   * OTHER_GROUP (NULLS FIRST everywhere: the order SQLite gives, so both stores agree).
+   */
+  private async topGroups(
+    q: UsageQuery,
+    query: Query,
+    group: string,
+    count: string,
+    source: string,
+  ): Promise<{ named: string; folded: number }> {
+    const limit = groupLimit(q);
+    const ranked = await this.sql.unsafe<Array<{ grp: string | null; total: number }>>(
+      `SELECT grp, (count(*) OVER ())::float8 AS total FROM (SELECT ${group} AS grp, ${count} AS n ${source} GROUP BY 1) g
+       ORDER BY n DESC, grp NULLS FIRST LIMIT ${limit}`,
+      query.params,
+    );
+    const total = ranked[0]?.total ?? 0;
+    const folded = Math.max(0, total - ranked.length);
+    if (folded === 0) return { named: group, folded };
+    const top = query.bind(ranked.flatMap((r) => (r.grp === null ? [] : [r.grp])));
+    return {
+      named: `CASE WHEN ${group} = ANY(${top}) THEN ${group} ELSE ${query.bind(OTHER_GROUP)} END`,
+      folded,
+    };
+  }
+
+  async usage(q: UsageQuery): Promise<Report<UsageNumbers>> {
+    return assembleReport(q, await this.rows(q), usageNumbers);
+  }
+
+  async analytics(q: UsageQuery): Promise<Report<AnalyticsNumbers>> {
+    return assembleReport(q, await this.rows(q), analyticsNumbers);
+  }
+
+  async tags(search: string, limit = 50): Promise<TagCount[]> {
+    await this.ensureSchema();
+    const rows = await this.sql<TagCount[]>`
+      SELECT tag_key AS key, tag_value AS value, SUM(requests)::float8 AS requests FROM usage_rollup
+      WHERE tag_key != '' AND strpos(lower(tag_key || ':' || tag_value), lower(${search})) > 0
+      GROUP BY tag_key, tag_value ORDER BY requests DESC, key, value LIMIT ${Math.min(limit, 50)}`;
+    return [...rows];
+  }
+
+  async close(): Promise<void> {
+    await this.sql.end({ timeout: 5 });
+  }
+}
