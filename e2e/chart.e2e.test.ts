@@ -221,6 +221,54 @@ describe('Helm chart', () => {
     expect(res.stderr).toContain("values don't meet the specifications of the schema");
   });
 
+  it('with usage on PostgreSQL: the DSN from a Secret, no usage volume, replicas spread across nodes', () => {
+    type Pod = {
+      spec: {
+        template: {
+          spec: {
+            affinity?: unknown;
+            topologySpreadConstraints?: Array<{ topologyKey: string; maxSkew: number }>;
+            volumes: Array<{ name: string }>;
+            containers: Array<{
+              env: Array<{
+                name: string;
+                value?: string;
+                valueFrom?: { secretKeyRef?: { name: string; key: string } };
+              }>;
+              volumeMounts: Array<{ name: string }>;
+            }>;
+          };
+        };
+      };
+    };
+    const objs = render('usage.postgres.existingSecret=usage-db', 'proxy.replicas=3');
+    const pod = (find(objs, 'Deployment', 'platform-ai-optimizer-proxy') as Obj & Pod).spec.template.spec;
+    const env = pod.containers[0]?.env ?? [];
+    expect(env.find((e) => e.name === 'USAGE_DB')).toEqual({
+      name: 'USAGE_DB',
+      valueFrom: { secretKeyRef: { name: 'usage-db', key: 'url' } },
+    });
+    expect(pod.volumes.map((v) => v.name)).toEqual(['tmp']);
+    expect(pod.containers[0]?.volumeMounts.map((v) => v.name)).toEqual(['tmp']);
+    expect(pod.affinity).toBeUndefined();
+    expect(pod.topologySpreadConstraints).toMatchObject([{ topologyKey: 'kubernetes.io/hostname', maxSkew: 1 }]);
+    expect(objs.some((o) => o.kind === 'PersistentVolumeClaim')).toBe(false);
+    // ReadWriteOncePod is about the volume, which PostgreSQL mode does not have: any replica count.
+    expect(
+      render(
+        'usage.postgres.existingSecret=usage-db',
+        'usage.persistence.accessMode=ReadWriteOncePod',
+        'proxy.replicas=3',
+      ).length,
+    ).toBeGreaterThan(0);
+    const res = kubectl(
+      ['apply', '--dry-run=server', '-f', '-'],
+      JSON.stringify({ apiVersion: 'v1', kind: 'List', items: objs }),
+    );
+    expect(res.stderr).not.toMatch(/error/i);
+    expect(res.code).toBe(0);
+  });
+
   it('keeps proxy replicas on the node of a ReadWriteOnce usage volume, and refuses ReadWriteOncePod with replicas', () => {
     type Spec = {
       spec: {

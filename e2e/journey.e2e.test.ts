@@ -16,13 +16,16 @@ import { ProxyMetrics } from '../proxy/metrics.js';
 import { RouteTable } from '../proxy/routing.js';
 import { BedrockUpstream } from '../proxy/upstreams/bedrock.js';
 import { OpenAICompatibleUpstream } from '../proxy/upstreams/openai-compatible.js';
+import { openUsageStore } from '../proxy/usage/open-store.js';
 import { SqliteUsageStore } from '../proxy/usage/sqlite-store.js';
+import type { UsageStore } from '../proxy/usage/store.js';
 import { UsageRecorder } from '../proxy/usage-recorder.js';
 import { capturedLogger } from './capture.js';
 import { type AwsDouble, startAwsDouble } from './doubles/aws.js';
 import { type OllamaDouble, startOllamaDouble } from './doubles/ollama.js';
 import { JOURNEY_GATEWAY, PROMPT_CANARY, USER_ACCESS_KEY } from './known-secrets.js';
 import { eventually, kubeConfig, kubectl, kubectlOk } from './kube.js';
+import { type Postgres, startPostgres } from './postgres/server.js';
 
 /**
  * The README's install path on the real control plane: helm install, then the operator and
@@ -109,6 +112,8 @@ let source: ClusterSource;
 let recorder: UsageRecorder;
 let store: SqliteUsageStore;
 let app: ReturnType<typeof createApp>;
+let replica: (store: UsageStore, usage: UsageRecorder) => ReturnType<typeof createApp>;
+let pg: Postgres | undefined;
 let apiKey = '';
 const quiet = capturedLogger('operator-journey');
 const proxyLog = capturedLogger('proxy-journey');
@@ -171,26 +176,31 @@ describe.runIf(inject('localControlPlane'))('install journey', () => {
     recorder = new UsageRecorder({ store, flushMs: 50 });
     const roles = new RoleCredentials({ base: async () => GATEWAY, endpoint: aws.url });
     const metrics = new ProxyMetrics();
-    app = createApp({
-      keys,
-      routes,
-      upstreams: {
-        'openai-compatible': new OpenAICompatibleUpstream({
-          // Cluster DNS of the model server's Service, resolved to the Ollama double here.
-          resolve: (url) => (url === 'http://qwen.platform-llms.svc.cluster.local:11434' ? ollama.url : url),
-        }),
-        bedrock: new BedrockUpstream({
-          endpoint: aws.url,
-          credentialsFor: (route) =>
-            providerCredentials(route.source, roles, () => source.secret(route.source.spec.auth.secretRef?.name ?? '')),
-        }),
-      },
-      usage: recorder,
-      metrics,
-      cost: new CostMeter(loadCatalog(), loadBedrockPrices()),
-      store,
-      onError: (err, requestId) => proxyLog.error('request failed', { requestId, error: errorMessage(err) }),
-    });
+    // A proxy replica over a given usage store (the chart's SQLite first; PostgreSQL later).
+    replica = (replicaStore: UsageStore, usage: UsageRecorder) =>
+      createApp({
+        keys,
+        routes,
+        upstreams: {
+          'openai-compatible': new OpenAICompatibleUpstream({
+            // Cluster DNS of the model server's Service, resolved to the Ollama double here.
+            resolve: (url) => (url === 'http://qwen.platform-llms.svc.cluster.local:11434' ? ollama.url : url),
+          }),
+          bedrock: new BedrockUpstream({
+            endpoint: aws.url,
+            credentialsFor: (route) =>
+              providerCredentials(route.source, roles, () =>
+                source.secret(route.source.spec.auth.secretRef?.name ?? ''),
+              ),
+          }),
+        },
+        usage,
+        metrics,
+        cost: new CostMeter(loadCatalog(), loadBedrockPrices()),
+        store: replicaStore,
+        onError: (err, requestId) => proxyLog.error('request failed', { requestId, error: errorMessage(err) }),
+      });
+    app = replica(store, recorder);
   }, 180_000);
 
   afterAll(async () => {
@@ -200,6 +210,8 @@ describe.runIf(inject('localControlPlane'))('install journey', () => {
     await store?.close();
     await aws?.close();
     await ollama?.close();
+    await pg?.destroy();
+    kubectl(['delete', 'secret', 'usage-db', '-n', 'platform-agent', '--ignore-not-found']);
     kubectl(['delete', 'md', 'qwen', '-n', 'platform-llms', '--ignore-not-found']);
     // What the operator created for the deployment: the template and the switched-on policy.
     kubectl(['delete', 'nodetemplate', 'llms-by-platform', '--ignore-not-found']);
@@ -439,6 +451,71 @@ describe.runIf(inject('localControlPlane'))('install journey', () => {
       ]),
     ).toBe('3');
   });
+
+  it('switches usage to PostgreSQL by helm upgrade: the DSN from a Secret, replicas spread, one record for all', async () => {
+    pg = await startPostgres();
+    kubectlOk(['create', 'secret', 'generic', 'usage-db', '-n', 'platform-agent', `--from-literal=url=${pg.url}`]);
+    helm(
+      'upgrade',
+      RELEASE,
+      ...installArgs,
+      '--set',
+      'proxy.replicas=3',
+      '--set',
+      'usage.postgres.existingSecret=usage-db',
+    );
+    const deploy = JSON.parse(
+      kubectlOk(['get', 'deploy', 'platform-ai-optimizer-proxy', '-n', 'platform-agent', '-o', 'json']),
+    ) as {
+      spec: {
+        template: {
+          spec: {
+            topologySpreadConstraints?: unknown[];
+            affinity?: unknown;
+            volumes: Array<{ name: string }>;
+            containers: Array<{
+              env: Array<{ name: string; valueFrom?: { secretKeyRef?: { name: string; key: string } } }>;
+            }>;
+          };
+        };
+      };
+    };
+    const pod = deploy.spec.template.spec;
+    expect(pod.topologySpreadConstraints).toHaveLength(1);
+    expect(pod.affinity).toBeUndefined();
+    expect(pod.volumes.map((v) => v.name)).not.toContain('usage');
+    // What the kubelet hands each replica: the DSN from the Secret the Deployment names.
+    const ref = pod.containers[0]?.env.find((e) => e.name === 'USAGE_DB')?.valueFrom?.secretKeyRef;
+    expect(ref).toEqual({ name: 'usage-db', key: 'url' });
+    const dsn = Buffer.from(
+      kubectlOk(['get', 'secret', ref?.name ?? '', '-n', 'platform-agent', '-o', `jsonpath={.data.${ref?.key}}`]),
+      'base64',
+    ).toString('utf8');
+    // Two replicas on it: requests through either land in one record, and either reports all.
+    const replicas = [0, 1].map(() => {
+      const s = openUsageStore(dsn);
+      const r = new UsageRecorder({ store: s, flushMs: 50 });
+      return { store: s, recorder: r, app: replica(s, r) };
+    });
+    for (let i = 0; i < 5; i++) {
+      const res = await (replicas[i % 2]?.app as typeof app).request('/openai/v1/chat/completions', {
+        method: 'POST',
+        headers: { 'content-type': 'application/json', 'x-api-key': apiKey, 'x-tags': 'team:pg' },
+        body: JSON.stringify({ model: 'qwen2.5:0.5b', messages: [{ role: 'user', content: 'hi' }] }),
+      });
+      expect(res.status).toBe(200);
+    }
+    for (const r of replicas) await r.recorder.flush();
+    for (const r of replicas) {
+      const res = await r.app.request('/v1/usage?groupBy=team', { headers: { 'x-api-key': apiKey } });
+      const body = (await res.json()) as { groups: Array<{ group: string; requests: number }> };
+      expect(body.groups).toMatchObject([{ group: 'pg', requests: 5 }]);
+    }
+    for (const r of replicas) {
+      await r.recorder.close();
+      await r.store.close();
+    }
+  }, 120_000);
 
   it('helm uninstall removes what it installed, keeping CRDs and the kept data', () => {
     helm('uninstall', RELEASE, '-n', 'platform-agent', '--wait');

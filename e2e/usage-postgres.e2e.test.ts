@@ -11,7 +11,7 @@ import { type ProxyProcess, startProxyProcess } from './proxy-process.js';
  * Usage on a real PostgreSQL shared by proxy processes: two replicas under load write one
  * record of every request; the database stopped for 30 s in the middle costs no request and
  * no record (each replica holds its records and writes them after recovery); reports from
- * either replica agree to the request. Then the faults one at a time: a write error (the
+ * either replica agree to the request. Then the faults one at a time: dropped connections, a write error (the
  * database turned read-only, as a full disk does), a failover to another address, and a
  * buffer bound that drops, counted, what it cannot hold.
  */
@@ -146,6 +146,21 @@ describe('usage on PostgreSQL shared by two proxy processes', () => {
       `[usage-pg] ${total} requests (${servedDuringOutage} during the ${OUTAGE_MS / 1000} s outage), all 200, all counted once`,
     );
     await Promise.all([a.stop('SIGTERM'), b.stop('SIGTERM')]);
+  });
+
+  it('loses nothing when the database drops every connection mid-load', { timeout: 60_000 }, async () => {
+    pg.psql('CREATE DATABASE dropped_case');
+    const p = await proxy(pg.url.replace(/\/postgres$/, '/dropped_case'));
+    for (let i = 0; i < 200; i++) {
+      expect(await chat(p, 'llama3.1:8b', 'conn')).toBe(200);
+      if (i % 50 === 25)
+        pg.psql("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = 'dropped_case'");
+    }
+    await eventually('all written', 20_000, async () =>
+      byGroup(await report(p, 'team')).conn === 200 ? true : undefined,
+    );
+    expect(await dropped(p)).toBe(0);
+    await p.stop('SIGTERM');
   });
 
   it('holds records through a write error (read-only database, as on a full disk) and writes them after', {

@@ -141,7 +141,7 @@ export function chatHandler(deps: ChatDeps): ChatHandler {
       extra: { firstTokenMs?: number; errorType?: string } = {},
     ) => {
       const latencyMs = performance.now() - started;
-      const charge = deps.cost?.charge(entry, usage) ?? { costUsd: 0, savingsUsd: 0 };
+      const charge = deps.cost?.charge(entry, usage) ?? { costUsd: 0 };
       if (charge.unpriced) {
         deps.metrics.unpriced.inc({ model, provider });
         if (!unpricedSeen.has(model) && unpricedSeen.size < 1000) {
@@ -160,7 +160,8 @@ export function chatHandler(deps: ChatDeps): ChatHandler {
         promptTokens: usage?.promptTokens ?? 0,
         completionTokens: usage?.completionTokens ?? 0,
         costUsd: charge.costUsd,
-        savingsUsd: charge.savingsUsd,
+        savingsUsd: 0,
+        ...(charge.creditsUsd ? { creditsUsd: charge.creditsUsd } : {}),
         latencyMs,
         ...(extra.firstTokenMs !== undefined ? { firstTokenMs: extra.firstTokenMs } : {}),
         status,

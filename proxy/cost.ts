@@ -9,7 +9,9 @@ import type { Usage } from './upstream.js';
  * What a request cost. In-cluster models: the catalog's price per 1M tokens (the hourly
  * price of the recommended GPU spread over its assumed throughput). Bedrock: the price table
  * (input and output per 1M tokens, per region where it differs), overridable. A provider's
- * free credits pay first: that part is reported as savings, until the credits are used up.
+ * free credits pay first: that part is reported as savings, until the credits are used up;
+ * the usage store allocates them when it writes the records (see allocateCredits), so that
+ * several replicas spend them once.
  */
 
 export interface TokenPrice {
@@ -45,23 +47,20 @@ const baseModel = (id: string) => id.replace(/^(us|eu|apac|us-gov|ca|jp|au)\./, 
 
 export interface Charge {
   costUsd: number;
-  savingsUsd: number;
+  /** The serving provider's free credits (its whole grant), for the store to allocate from. */
+  creditsUsd?: number;
   /** Tokens were used but the model has no price: the cost is unknown, not zero. */
   unpriced?: true;
 }
 
 export class CostMeter {
   private prices: BedrockPriceTable;
-  /** Free credits already used, per provider. */
-  private readonly used: Map<string, number>;
 
   constructor(
     private readonly catalog: Catalog,
     prices: BedrockPriceTable,
-    usedCredits: Map<string, number> = new Map(),
   ) {
     this.prices = prices;
-    this.used = usedCredits;
   }
 
   setPrices(prices: BedrockPriceTable): void {
@@ -80,21 +79,15 @@ export class CostMeter {
   }
 
   charge(entry: RouteEntry | undefined, usage: Usage | undefined): Charge {
-    if (!entry || !usage) return { costUsd: 0, savingsUsd: 0 };
+    if (!entry || !usage) return { costUsd: 0 };
     const price = this.priceOf(entry);
     if (!price) {
       return usage.promptTokens + usage.completionTokens > 0
-        ? { costUsd: 0, savingsUsd: 0, unpriced: true }
-        : { costUsd: 0, savingsUsd: 0 };
+        ? { costUsd: 0, unpriced: true }
+        : { costUsd: 0 };
     }
     const costUsd = (usage.promptTokens * price.input + usage.completionTokens * price.output) / 1_000_000;
-    let savingsUsd = 0;
-    if (entry.kind === 'bedrock') {
-      const credits = entry.source.spec.freeCredits ?? 0;
-      const used = this.used.get(entry.provider) ?? 0;
-      savingsUsd = Math.max(0, Math.min(costUsd, credits - used));
-      if (savingsUsd > 0) this.used.set(entry.provider, used + savingsUsd);
-    }
-    return { costUsd, savingsUsd };
+    const credits = entry.kind === 'bedrock' ? (entry.source.spec.freeCredits ?? 0) : 0;
+    return credits > 0 ? { costUsd, creditsUsd: credits } : { costUsd };
   }
 }

@@ -226,7 +226,6 @@ const cost = new CostMeter(
   values['prices-file']
     ? mergePrices(basePrices, parseBedrockPrices(readFileSync(values['prices-file'], 'utf8')))
     : basePrices,
-  await store.savingsByProvider().catch(() => new Map<string, number>()),
 );
 source?.onPrices((text) => {
   try {

@@ -5,6 +5,7 @@ import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { launchChromium } from '../e2e/browser.js';
 import { type OllamaDouble, startOllamaDouble } from '../e2e/doubles/ollama.js';
+import { startPostgres } from '../e2e/postgres/server.js';
 import { type ProxyProcess, startProxyProcess } from '../e2e/proxy-process.js';
 import { SqliteUsageStore } from './usage/sqlite-store.js';
 
@@ -22,14 +23,14 @@ const PER_TOKEN = 2.4352 / 1_000_000;
 let double: OllamaDouble;
 let dir: string;
 
-const startProxy = () =>
+const startProxy = (usageDb = join(dir, 'usage.db')) =>
   startProxyProcess([
     '--config',
     join(dir, 'gateway.yaml'),
     '--keys-file',
     join(dir, 'keys.txt'),
     '--usage-db',
-    join(dir, 'usage.db'),
+    usageDb,
   ]);
 
 const chat = (base: string, tags: string, content: string) =>
@@ -64,56 +65,72 @@ afterAll(async () => {
   await double.close();
 });
 
+/** The report APIs over one usage store through the proxy process: exact sums, by tag, after a restart. */
+async function reportsExactly(usageDb: string): Promise<ProxyProcess> {
+  let proxy = await startProxy(usageDb);
+  // 3 requests of team:ml (prompts of 2, 3 and 4 words), 2 of team:web; 8 completion tokens each.
+  for (const [tags, content] of [
+    ['team:ml,project:chat', 'one two'],
+    ['team:ml,project:search', 'one two three'],
+    ['team:ml,project:chat', 'one two three four'],
+    ['team:web', 'a b'],
+    ['team:web,project:chat', 'a b c d e'],
+  ] as const) {
+    expect((await chat(proxy.base, tags, content)).status).toBe(200);
+  }
+  await new Promise((r) => setTimeout(r, 600));
+  const ml = await get<UsageBody>(proxy.base, '/v1/usage?tag=team:ml');
+  expect(ml.totals).toMatchObject({ requests: 3, inputTokens: 9, outputTokens: 24 });
+  expect(ml.totals.costUsd).toBeCloseTo(33 * PER_TOKEN, 9);
+  const chatOfMl = await get<UsageBody>(proxy.base, '/v1/usage?tag=team:ml&tag=project:chat');
+  expect(chatOfMl.totals).toMatchObject({ requests: 2, inputTokens: 6, outputTokens: 16 });
+  const byTeam = await get<UsageBody>(proxy.base, '/v1/usage?groupBy=team');
+  expect(byTeam.groups.map((g) => [g.group, g.requests])).toEqual([
+    ['ml', 3],
+    ['web', 2],
+  ]);
+  const analytics = await get<{ totals: { requests: number; errorRate: number; latencyMs: { p99: number } } }>(
+    proxy.base,
+    '/v1/analytics',
+  );
+  expect(analytics.totals.requests).toBe(5);
+  expect(analytics.totals.errorRate).toBe(0);
+  expect(analytics.totals.latencyMs.p99).toBeGreaterThan(0);
+  const tags = await get<{ data: Array<{ key: string; value: string; requests: number }> }>(
+    proxy.base,
+    '/v1/tags?search=proj',
+  );
+  expect(tags.data).toEqual([
+    { key: 'project', value: 'chat', requests: 3 },
+    { key: 'project', value: 'search', requests: 1 },
+  ]);
+
+  await proxy.stop('SIGTERM');
+  proxy = await startProxy(usageDb);
+  const after = await get<UsageBody>(proxy.base, '/v1/usage');
+  expect(after.totals).toMatchObject({ requests: 5, inputTokens: 16, outputTokens: 40 });
+  return proxy;
+}
+
 describe('usage through the proxy process', () => {
   let proxy: ProxyProcess | undefined;
   afterAll(async () => {
     await proxy?.stop('SIGKILL');
   });
 
-  it('reports tagged traffic with exact sums, by tag, and after a restart', async () => {
-    proxy = await startProxy();
-    // 3 requests of team:ml (prompts of 2, 3 and 4 words), 2 of team:web; 8 completion tokens each.
-    for (const [tags, content] of [
-      ['team:ml,project:chat', 'one two'],
-      ['team:ml,project:search', 'one two three'],
-      ['team:ml,project:chat', 'one two three four'],
-      ['team:web', 'a b'],
-      ['team:web,project:chat', 'a b c d e'],
-    ] as const) {
-      expect((await chat(proxy.base, tags, content)).status).toBe(200);
-    }
-    await new Promise((r) => setTimeout(r, 600));
-    const ml = await get<UsageBody>(proxy.base, '/v1/usage?tag=team:ml');
-    expect(ml.totals).toMatchObject({ requests: 3, inputTokens: 9, outputTokens: 24 });
-    expect(ml.totals.costUsd).toBeCloseTo(33 * PER_TOKEN, 9);
-    const chatOfMl = await get<UsageBody>(proxy.base, '/v1/usage?tag=team:ml&tag=project:chat');
-    expect(chatOfMl.totals).toMatchObject({ requests: 2, inputTokens: 6, outputTokens: 16 });
-    const byTeam = await get<UsageBody>(proxy.base, '/v1/usage?groupBy=team');
-    expect(byTeam.groups.map((g) => [g.group, g.requests])).toEqual([
-      ['ml', 3],
-      ['web', 2],
-    ]);
-    const analytics = await get<{ totals: { requests: number; errorRate: number; latencyMs: { p99: number } } }>(
-      proxy.base,
-      '/v1/analytics',
-    );
-    expect(analytics.totals.requests).toBe(5);
-    expect(analytics.totals.errorRate).toBe(0);
-    expect(analytics.totals.latencyMs.p99).toBeGreaterThan(0);
-    const tags = await get<{ data: Array<{ key: string; value: string; requests: number }> }>(
-      proxy.base,
-      '/v1/tags?search=proj',
-    );
-    expect(tags.data).toEqual([
-      { key: 'project', value: 'chat', requests: 3 },
-      { key: 'project', value: 'search', requests: 1 },
-    ]);
-
-    await proxy.stop('SIGTERM');
-    proxy = await startProxy();
-    const after = await get<UsageBody>(proxy.base, '/v1/usage');
-    expect(after.totals).toMatchObject({ requests: 5, inputTokens: 16, outputTokens: 40 });
+  it('reports tagged traffic with exact sums, by tag, and after a restart (SQLite)', async () => {
+    proxy = await reportsExactly(join(dir, 'usage.db'));
   }, 30_000);
+
+  it('reports the same through PostgreSQL', async () => {
+    const pg = await startPostgres();
+    try {
+      const other = await reportsExactly(pg.url);
+      await other.stop('SIGTERM');
+    } finally {
+      await pg.destroy();
+    }
+  }, 60_000);
 
   it('shows the same numbers on the Usage page in a real browser', async () => {
     if (!proxy) throw new Error('the proxy of the first test is not running');

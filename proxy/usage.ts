@@ -17,8 +17,13 @@ export interface UsageRecord {
   completionTokens: number;
   /** List price of the tokens, USD. */
   costUsd: number;
-  /** The part of costUsd paid by the provider's free credits. */
+  /**
+   * The part of costUsd paid by the provider's free credits. With creditsUsd set, the store
+   * decides it when it writes the record (credits are spent once, however many replicas record).
+   */
   savingsUsd: number;
+  /** The free credits of the provider that served it (its whole grant), when it has any. */
+  creditsUsd?: number;
   latencyMs: number;
   /** Streaming only: time until the first content token. */
   firstTokenMs?: number;

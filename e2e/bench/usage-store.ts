@@ -141,6 +141,18 @@ try {
       store = await PostgresUsageStore.open(pg.url);
     }
     const { rate, results, pruneMs } = await bench(kind, store);
+    if (kind === 'postgres' && pg) {
+      // What a record costs on disk after retention kept half: raw partitions with their indexes.
+      const bytes = Number(
+        pg.psql(
+          "SELECT sum(pg_total_relation_size(inhrelid)) FROM pg_inherits WHERE inhparent = 'usage_requests'::regclass",
+        ),
+      );
+      const rollup = Number(pg.psql("SELECT pg_total_relation_size('usage_rollup')"));
+      console.log(
+        `[postgres] disk: ${Math.round(bytes / (N / 2))} bytes per raw record (with indexes), rollups ${(rollup / 1e6).toFixed(1)} MB`,
+      );
+    }
     all.push(...results);
     for (const r of results) {
       const limit = Number(r.target.replace('<= ', ''));

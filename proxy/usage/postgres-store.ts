@@ -1,10 +1,12 @@
 import postgres from 'postgres';
 import {
   type AnalyticsNumbers,
+  allocateCredits,
   analyticsNumbers,
   answeredByRollups,
   assembleReport,
   BUCKET_COLUMNS,
+  creditProviders,
   DAY,
   groupLimit,
   groupsByTag,
@@ -82,7 +84,8 @@ const MIGRATIONS: string[] = [
      ${BUCKET_COLUMNS.map((c) => `${c} bigint NOT NULL DEFAULT 0`).join(',\n     ')},
      PRIMARY KEY (hour, model, provider, tag_key, tag_value)
    );
-   CREATE INDEX usage_rollup_tag ON usage_rollup (tag_key, tag_value, hour);`,
+   CREATE INDEX usage_rollup_tag ON usage_rollup (tag_key, tag_value, hour);
+   CREATE TABLE usage_credits (provider text PRIMARY KEY, used double precision NOT NULL);`,
 ];
 
 const partitionName = (day: number) => `usage_requests_${new Date(day).toISOString().slice(0, 10).replaceAll('-', '')}`;
@@ -182,6 +185,43 @@ export class PostgresUsageStore implements UsageStore {
     if (records.length === 0) return;
     await this.ensureSchema();
     await this.ensurePartitions(records);
+    await this.sql
+      .begin(async (tx) => {
+        await this.spendCredits(tx, records);
+        await this.write(tx, records);
+      })
+      .catch((err: unknown) => {
+        // No partition for a row (dropped, or a failover to a server that lacks it): make them again next time.
+        if ((err as { code?: string }).code === '23514') this.partitions.clear();
+        throw err;
+      });
+  }
+
+  /**
+   * Free credits, spent once across replicas: the providers' rows are locked (in name order, so
+   * two replicas cannot deadlock) for the rest of the transaction, and only records not yet
+   * stored spend them.
+   */
+  private async spendCredits(tx: postgres.TransactionSql, records: StoredUsage[]): Promise<void> {
+    const providers = creditProviders(records);
+    if (providers.length === 0) return;
+    await tx`INSERT INTO usage_credits ${tx(providers.map((provider) => ({ provider, used: 0 })))} ON CONFLICT DO NOTHING`;
+    const locked = await tx<Array<{ provider: string; used: number }>>`
+      SELECT provider, used FROM usage_credits WHERE provider IN ${tx(providers)} ORDER BY provider FOR UPDATE`;
+    const used = new Map(locked.map((r) => [r.provider, r.used]));
+    const candidates = records.filter((r) => r.creditsUsd !== undefined);
+    const stored = await tx<Array<{ id: string }>>`
+      SELECT request_id || '|' || ts AS id FROM usage_requests
+      WHERE request_id IN ${tx(candidates.map((r) => r.requestId))}`;
+    const seen = new Set(stored.map((r) => r.id));
+    allocateCredits(
+      candidates.filter((r) => !seen.has(`${r.requestId}|${Date.parse(r.time)}`)),
+      used,
+    );
+    for (const [provider, u] of used) await tx`UPDATE usage_credits SET used = ${u} WHERE provider = ${provider}`;
+  }
+
+  private async write(tx: postgres.TransactionSql, records: StoredUsage[]): Promise<void> {
     const rows = records.map((r) => ({
       ts: Date.parse(r.time),
       request_id: r.requestId,
@@ -201,20 +241,6 @@ export class PostgresUsageStore implements UsageStore {
       tokens_counted: r.tokensCounted ?? false,
       unpriced: r.unpriced ?? false,
     }));
-    await this.sql
-      .begin((tx) => this.write(tx, records, rows))
-      .catch((err: unknown) => {
-        // No partition for a row (dropped, or a failover to a server that lacks it): make them again next time.
-        if ((err as { code?: string }).code === '23514') this.partitions.clear();
-        throw err;
-      });
-  }
-
-  private async write(
-    tx: postgres.TransactionSql,
-    records: StoredUsage[],
-    rows: Array<Record<string, unknown>>,
-  ): Promise<void> {
     const inserted = new Set<string>();
     // Multi-row inserts of at most 1000 rows (17 parameters each, under the 65535 limit).
     for (let i = 0; i < rows.length; i += 1000) {

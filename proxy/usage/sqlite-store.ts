@@ -3,10 +3,12 @@ import { dirname } from 'node:path';
 import Database from 'better-sqlite3';
 import {
   type AnalyticsNumbers,
+  allocateCredits,
   analyticsNumbers,
   answeredByRollups,
   assembleReport,
   BUCKET_COLUMNS,
+  creditProviders,
   DAY,
   groupLimit,
   groupsByTag,
@@ -38,6 +40,7 @@ export class SqliteUsageStore implements UsageStore {
   private readonly insertTag: Database.Statement;
   private readonly upsertRollup: Database.Statement;
   private readonly insertMany: (records: StoredUsage[]) => void;
+  private readonly spendCredits: (records: StoredUsage[]) => void;
 
   constructor(path: string) {
     if (path !== ':memory:') mkdirSync(dirname(path), { recursive: true });
@@ -101,6 +104,23 @@ export class SqliteUsageStore implements UsageStore {
     }
     // One row per request: a batch retried after an unacknowledged write counts once.
     this.db.exec('CREATE UNIQUE INDEX IF NOT EXISTS requests_request ON requests(request_id, ts)');
+    // Free credits spent so far per provider (allocated as records are written).
+    this.db.exec('CREATE TABLE IF NOT EXISTS credits (provider TEXT PRIMARY KEY, used REAL NOT NULL)');
+    const exists = this.db.prepare('SELECT 1 FROM requests WHERE request_id = ? AND ts = ?');
+    const usedOf = this.db.prepare('SELECT used FROM credits WHERE provider = ?');
+    const setUsed = this.db.prepare(
+      'INSERT INTO credits (provider, used) VALUES (?, ?) ON CONFLICT (provider) DO UPDATE SET used = excluded.used',
+    );
+    this.spendCredits = (records) => {
+      const providers = creditProviders(records);
+      if (providers.length === 0) return;
+      const used = new Map(providers.map((p) => [p, (usedOf.get(p) as { used: number } | undefined)?.used ?? 0]));
+      allocateCredits(
+        records.filter((r) => r.creditsUsd !== undefined && !exists.get(r.requestId, Date.parse(r.time))),
+        used,
+      );
+      for (const [p, u] of used) setUsed.run(p, u);
+    };
     this.insertRaw = this.db.prepare(
       `INSERT OR IGNORE INTO requests (ts, request_id, key_prefix, model, provider, tags, prompt, completion, cost, savings,
         latency_ms, ttft_ms, status, error_type, stream, tokens_counted, unpriced)
@@ -117,6 +137,8 @@ export class SqliteUsageStore implements UsageStore {
          ${BUCKET_COLUMNS.map((c) => `${c} = ${c} + excluded.${c}`).join(', ')}`,
     );
     this.insertMany = this.db.transaction((records: StoredUsage[]) => {
+      // The transaction holds the file's write lock: credits are read and spent by one writer at a time.
+      this.spendCredits(records);
       const fresh = records.filter((r) => this.insertOne(r));
       for (const delta of rollupDeltas(fresh)) this.upsertRollup.run(delta);
     });

@@ -230,6 +230,41 @@ describe.each(KINDS)('UsageStore on %s', (_kind, open) => {
   });
 });
 
+describe.each(KINDS)('UsageStore on %s spending free credits', (_kind, open) => {
+  const credited = (i: number, writer: string) =>
+    ({
+      ...rec({ at: T0 + i * 1000, provider: 'platform-agent/bedrock', costUsd: 0.3 }),
+      requestId: `${writer}-${i}`,
+      creditsUsd: 1,
+    }) as StoredUsage;
+
+  it('spends them in order until they run out, and a retried batch spends nothing twice', async () => {
+    const { store } = await open();
+    const batch = [credited(0, 'a'), credited(1, 'a'), credited(2, 'a'), credited(3, 'a')];
+    await store.insert(batch);
+    await store.insert(batch.map((r) => ({ ...r })));
+    expect(batch.map((r) => r.savingsUsd)).toEqual([0.3, 0.3, 0.3, expect.closeTo(0.1, 9)]);
+    expect((await store.savingsByProvider()).get('platform-agent/bedrock')).toBeCloseTo(1, 9);
+    const r = await store.usage({ ...range, granularity: 'day', groupBy: 'provider', tags: [] });
+    expect(r.totals).toMatchObject({ requests: 4, costUsd: 1.2, savingsUsd: 1 });
+    await store.close();
+  });
+
+  it('spends them once across two writers (replicas) writing at the same time', async () => {
+    const first = await open();
+    const second = await first.reopen();
+    await Promise.all(
+      [first.store, second].map(async (s, w) => {
+        for (let i = 0; i < 20; i++) await s.insert([credited(i, `w${w}`)]);
+      }),
+    );
+    const r = await first.store.usage({ ...range, granularity: 'day', groupBy: 'provider', tags: [] });
+    expect(r.totals.requests).toBe(40);
+    expect(r.totals.savingsUsd).toBeCloseTo(1, 9);
+    await Promise.all([first.store.close(), second.close()]);
+  });
+});
+
 describe.each(KINDS)('UsageStore on %s under poisoning', (_kind, open) => {
   it('reports at most `limit` groups by name, the rest summed as _other, totals exact', async () => {
     const { store } = await open();
@@ -336,12 +371,10 @@ describe('CostMeter', () => {
     expect(
       meter.charge(bedrockRoute('us.anthropic.claude-3-7-sonnet-20250219-v1:0', 'us-east-1'), usage).costUsd,
     ).toBeCloseTo(18);
-    const credited = new CostMeter(catalog, loadBedrockPrices(), new Map([['platform-agent/bedrock', 0.5]]));
+    // A provider with credits: the charge names them; the store spends them (next test group).
     const route = bedrockRoute('amazon.nova-lite-v1:0', 'us-east-1', 1);
-    expect(credited.charge(route, usage)).toEqual({ costUsd: 0.3, savingsUsd: 0.3 });
-    const second = credited.charge(route, usage);
-    expect(second.savingsUsd).toBeCloseTo(0.2);
-    expect(credited.charge(route, usage).savingsUsd).toBe(0);
+    expect(meter.charge(route, usage)).toEqual({ costUsd: 0.3, creditsUsd: 1 });
+    expect(meter.charge(bedrockRoute('amazon.nova-lite-v1:0', 'us-east-1'), usage)).toEqual({ costUsd: 0.3 });
   });
 
   it('takes overrides over the shipped table', () => {

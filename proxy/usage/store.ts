@@ -216,6 +216,26 @@ export function rollupDeltas(records: StoredUsage[]): RollupDelta[] {
   return [...rollups.values()];
 }
 
+/**
+ * Spends providers' free credits on the records of a batch, in order: a record whose provider
+ * has credits (creditsUsd) gets as savings what is left of them, up to its cost. `used` holds
+ * what each provider has spent so far (read under a lock by the store) and is updated. The
+ * stores call it inside the write transaction, so that credits are spent once across
+ * replicas; records without creditsUsd keep the savings they came with.
+ */
+export function allocateCredits(records: StoredUsage[], used: Map<string, number>): void {
+  for (const r of records) {
+    if (r.creditsUsd === undefined) continue;
+    const spent = used.get(r.provider) ?? 0;
+    r.savingsUsd = Math.max(0, Math.min(r.costUsd, r.creditsUsd - spent));
+    used.set(r.provider, spent + r.savingsUsd);
+  }
+}
+
+/** Providers whose credits a batch spends, in a fixed order (the order rows are locked in). */
+export const creditProviders = (records: StoredUsage[]): string[] =>
+  [...new Set(records.filter((r) => r.creditsUsd !== undefined).map((r) => r.provider))].sort();
+
 /** The groups a report may name: at most MAX_GROUP_LIMIT, DEFAULT_GROUP_LIMIT unless asked. */
 export const groupLimit = (q: UsageQuery): number =>
   Math.min(MAX_GROUP_LIMIT, Math.max(1, q.limit ?? DEFAULT_GROUP_LIMIT));

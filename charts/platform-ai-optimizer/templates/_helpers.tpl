@@ -32,3 +32,8 @@ readOnlyRootFilesystem: true
 capabilities:
   drop: [ALL]
 {{- end -}}
+
+{{/* Usage on PostgreSQL (a DSN in an existing Secret) instead of the SQLite file on a volume. */}}
+{{- define "pao.usageOnPostgres" -}}
+{{- if .Values.usage.postgres.existingSecret }}true{{ end -}}
+{{- end -}}
