@@ -498,7 +498,9 @@ describe.runIf(inject('localControlPlane'))('install journey', () => {
       return { store: s, recorder: r, app: replica(s, r) };
     });
     for (let i = 0; i < 5; i++) {
-      const res = await (replicas[i % 2]?.app as typeof app).request('/openai/v1/chat/completions', {
+      const through = replicas[i % 2];
+      if (!through) throw new Error('no replica');
+      const res = await through.app.request('/openai/v1/chat/completions', {
         method: 'POST',
         headers: { 'content-type': 'application/json', 'x-api-key': apiKey, 'x-tags': 'team:pg' },
         body: JSON.stringify({ model: 'qwen2.5:0.5b', messages: [{ role: 'user', content: 'hi' }] }),

@@ -82,9 +82,7 @@ export class CostMeter {
     if (!entry || !usage) return { costUsd: 0 };
     const price = this.priceOf(entry);
     if (!price) {
-      return usage.promptTokens + usage.completionTokens > 0
-        ? { costUsd: 0, unpriced: true }
-        : { costUsd: 0 };
+      return usage.promptTokens + usage.completionTokens > 0 ? { costUsd: 0, unpriced: true } : { costUsd: 0 };
     }
     const costUsd = (usage.promptTokens * price.input + usage.completionTokens * price.output) / 1_000_000;
     const credits = entry.kind === 'bedrock' ? (entry.source.spec.freeCredits ?? 0) : 0;
