@@ -1,7 +1,9 @@
+import { execFileSync } from 'node:child_process';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { PostgresUsageStore } from '../proxy/usage/postgres-store.js';
 import { type OllamaDouble, startOllamaDouble } from './doubles/ollama.js';
 import { eventually } from './kube.js';
 import { type Postgres, startPostgres } from './postgres/server.js';
@@ -11,8 +13,9 @@ import { type ProxyProcess, startProxyProcess } from './proxy-process.js';
  * Usage on a real PostgreSQL shared by proxy processes: two replicas under load write one
  * record of every request; the database stopped for 30 s in the middle costs no request and
  * no record (each replica holds its records and writes them after recovery); reports from
- * either replica agree to the request. Then the faults one at a time: dropped connections, a write error (the
- * database turned read-only, as a full disk does), a failover to another address, and a
+ * either replica agree to the request. Then the faults one at a time: dropped connections, a
+ * write error (the database turned read-only), a real full disk (a tablespace on a small tmpfs),
+ * a failover (the address now reaching a promoted standby), and a
  * buffer bound that drops, counted, what it cannot hold.
  */
 
@@ -24,6 +27,7 @@ let standby: Postgres | undefined;
 let double: OllamaDouble;
 let dir: string;
 const proxies: ProxyProcess[] = [];
+let unmount: (() => void) | undefined;
 
 function config(): string {
   const file = join(dir, 'config.yaml');
@@ -88,6 +92,7 @@ afterAll(async () => {
   await double?.close();
   await pg?.destroy();
   await standby?.destroy();
+  unmount?.();
   if (dir) rmSync(dir, { recursive: true, force: true });
 });
 
@@ -163,7 +168,7 @@ describe('usage on PostgreSQL shared by two proxy processes', () => {
     await p.stop('SIGTERM');
   });
 
-  it('holds records through a write error (read-only database, as on a full disk) and writes them after', {
+  it('holds records through a write error (a read-only database) and writes them after', {
     timeout: 60_000,
   }, async () => {
     pg.psql('CREATE DATABASE readonly_case');
@@ -187,25 +192,74 @@ describe('usage on PostgreSQL shared by two proxy processes', () => {
     await p.stop('SIGTERM');
   });
 
-  it('follows a failover to another address listed in the DSN', { timeout: 60_000 }, async () => {
+  it('holds records while its disk is full and writes them once there is room', { timeout: 90_000 }, async (ctx) => {
+    // A real full disk: a tablespace on a small tmpfs (mounting needs root, as CI runs).
+    if (process.getuid?.() !== 0) ctx.skip();
+    const mnt = mkdtempSync(join(tmpdir(), 'pao-pg-disk-'));
+    execFileSync('mount', ['-t', 'tmpfs', '-o', 'size=24m', 'tmpfs', mnt]);
+    unmount = () => execFileSync('umount', ['-l', mnt]);
+    execFileSync('chown', ['65534:65534', mnt]);
+    pg.psql(`CREATE TABLESPACE small LOCATION '${mnt}'`);
+    pg.psql('CREATE DATABASE full_case TABLESPACE small');
+    const p = await proxy(pg.url.replace(/\/postgres$/, '/full_case'));
+    expect(await chat(p, 'llama3.1:8b', 'disk')).toBe(200);
+    await eventually('first record', 10_000, async () =>
+      byGroup(await report(p, 'team')).disk === 1 ? true : undefined,
+    );
+    // Fill the disk with committed rows (an aborted insert's pages would be vacuumed away) until it refuses.
+    pg.psql('CREATE TABLE filler (x text) TABLESPACE small');
+    let full = '';
+    for (let i = 0; i < 200 && !full; i++) {
+      try {
+        pg.psql('INSERT INTO filler SELECT repeat(md5(g::text), 60) FROM generate_series(1, 500) g');
+      } catch (err) {
+        full = String(err);
+      }
+    }
+    expect(full).toMatch(/No space left on device|could not extend/);
+    // Rows still fit in the pages already allocated; traffic goes on until a write needs a new one.
+    let sent = 1;
+    while (!p.output().includes('usage store failing') && sent < 20_000) {
+      for (let i = 0; i < 100; i++) expect(await chat(p, 'llama3.1:8b', 'disk')).toBe(200);
+      sent += 100;
+      await new Promise((r) => setTimeout(r, 300));
+    }
+    expect(p.output()).toMatch(/usage store failing.*(No space left on device|could not extend)/);
+    for (let i = 0; i < 100; i++) expect(await chat(p, 'llama3.1:8b', 'disk')).toBe(200);
+    sent += 100;
+    expect(byGroup(await report(p, 'team')).disk).toBeLessThan(sent);
+    execFileSync('mount', ['-o', 'remount,size=96m', mnt]);
+    await eventually('held records written', 30_000, async () =>
+      byGroup(await report(p, 'team')).disk === sent ? true : undefined,
+    );
+    console.log(
+      `[usage-pg] full disk after ${sent - 100} requests; ${sent} sent, all 200, all written once there was room`,
+    );
+    expect(await dropped(p)).toBe(0);
+    await p.stop('SIGTERM');
+  });
+
+  it('follows a failover: the address now reaches the promoted standby', { timeout: 60_000 }, async () => {
+    // The standby has the schema, as a promoted replica would.
     standby = await startPostgres();
-    // The standby has the schema, as a promoted replica would: a proxy opened against it first.
-    const warm = await proxy(standby.url);
-    await warm.stop('SIGTERM');
-    const both = `postgres://postgres@127.0.0.1:${pg.port},127.0.0.1:${standby.port}/postgres`;
-    const p = await proxy(both);
+    await (await PostgresUsageStore.open(standby.url)).close();
+    await standby.stop();
+    const p = await proxy(pg.url);
     expect(await chat(p, 'llama3.1:8b', 'fo')).toBe(200);
     await eventually('on the primary', 10_000, async () =>
       byGroup(await report(p, 'team')).fo === 1 ? true : undefined,
     );
+    // The primary fails; the standby takes over its address (a Service, a DNS name or a VIP moves).
+    const address = pg.port;
     await pg.stop();
     for (let i = 0; i < 10; i++) expect(await chat(p, 'llama3.1:8b', 'fo')).toBe(200);
-    // The standby now answers for the address list: the held records land there.
+    await standby.start(address);
     await eventually('on the standby', 20_000, async () =>
       byGroup(await report(p, 'team')).fo === 10 ? true : undefined,
     );
     expect(await dropped(p)).toBe(0);
     await p.stop('SIGTERM');
+    await standby.stop();
     await pg.start();
   });
 
@@ -219,6 +273,8 @@ describe('usage on PostgreSQL shared by two proxy processes', () => {
       byGroup(await report(p, 'team')).bound === 50 ? true : undefined,
     );
     expect(p.output()).toContain('usage store failing');
+    expect(p.output()).toContain('usage buffer full: dropping records');
+    expect(p.output()).toMatch(/usage store answering again.*"dropped":70/);
     await p.stop('SIGTERM');
   });
 });

@@ -218,7 +218,14 @@ const recorder = new UsageRecorder({
       error: errorMessage(err),
       buffer: recorder.pending,
     }),
-  onRecovered: (held) => log.info('usage store answering again', { held }),
+  onDropping: () =>
+    log.error(
+      'usage buffer full: dropping records until the store answers (counted in gateway_usage_records_dropped_total)',
+      {
+        buffer: recorder.pending,
+      },
+    ),
+  onRecovered: (held, dropped) => log.info('usage store answering again', { held, dropped }),
 });
 const basePrices = loadBedrockPrices();
 const cost = new CostMeter(

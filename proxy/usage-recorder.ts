@@ -23,8 +23,10 @@ export interface UsageRecorderOptions {
   maxBackoffMs?: number;
   dropped?: Counter;
   onError?: (err: unknown) => void;
-  /** The store answers again after failing. */
-  onRecovered?: (held: number) => void;
+  /** Records were dropped (buffer full): said once until the store recovers, then counted there. */
+  onDropping?: () => void;
+  /** The store answers again after failing: how many records are held and how many were dropped meanwhile. */
+  onRecovered?: (held: number, dropped: number) => void;
 }
 
 export class UsageRecorder implements UsageSink {
@@ -67,7 +69,11 @@ export class UsageRecorder implements UsageSink {
     return this.failing;
   }
 
+  private droppedInOutage = 0;
+
   private drop(n: number): void {
+    if (this.droppedInOutage === 0) this.opts.onDropping?.();
+    this.droppedInOutage += n;
     this.droppedCount += n;
     this.opts.dropped?.inc(n);
   }
@@ -106,7 +112,8 @@ export class UsageRecorder implements UsageSink {
         this.failing = false;
         this.backoffMs = 0;
         this.retryAt = 0;
-        this.opts.onRecovered?.(this.queue.length);
+        this.opts.onRecovered?.(this.queue.length, this.droppedInOutage);
+        this.droppedInOutage = 0;
       }
     }
   }

@@ -16,12 +16,12 @@ export interface Postgres {
   port: number;
   /** Fast shutdown (what a restart or failover looks like to clients). */
   stop(): Promise<void>;
-  /** Starts it again on the same port and data. */
-  start(): Promise<void>;
+  /** Starts it again on its data; on `port` when given (another server's address: a failover). */
+  start(port?: number): Promise<void>;
   /** Stops it and deletes its data. */
   destroy(): Promise<void>;
-  /** Runs SQL as the superuser through psql (setup and fault injection). */
-  psql(sql: string): string;
+  /** Runs SQL as the superuser through psql (setup and fault injection), in `database` (default postgres). */
+  psql(sql: string, database?: string): string;
 }
 
 const NOBODY = 65534;
@@ -55,21 +55,23 @@ export async function startPostgres(): Promise<Postgres> {
     return res.stdout;
   };
   run('initdb', ['-D', data, '-U', 'postgres', '--auth=trust', '--no-sync', '-E', 'UTF8', '--locale=C']);
-  const port = await freePort();
-  const options = [
-    `-p ${port}`,
-    `-k ${dir}`,
-    "-c listen_addresses='127.0.0.1'",
-    '-c fsync=off',
-    '-c synchronous_commit=off',
-    '-c full_page_writes=off',
-    '-c max_connections=200',
-  ].join(' ');
+  const options = (port: number) =>
+    [
+      `-p ${port}`,
+      `-k ${dir}`,
+      "-c listen_addresses='127.0.0.1'",
+      '-c fsync=off',
+      '-c synchronous_commit=off',
+      '-c full_page_writes=off',
+      '-c max_connections=200',
+    ].join(' ');
   const pg: Postgres = {
-    url: `postgres://postgres@127.0.0.1:${port}/postgres`,
-    port,
-    start: async () => {
-      run('pg_ctl', ['-D', data, '-o', options, '-l', join(dir, 'server.log'), '-w', '-t', '30', 'start']);
+    url: '',
+    port: await freePort(),
+    start: async (port?: number) => {
+      if (port !== undefined) pg.port = port;
+      pg.url = `postgres://postgres@127.0.0.1:${pg.port}/postgres`;
+      run('pg_ctl', ['-D', data, '-o', options(pg.port), '-l', join(dir, 'server.log'), '-w', '-t', '30', 'start']);
     },
     stop: async () => {
       run('pg_ctl', ['-D', data, '-m', 'fast', '-w', 'stop']);
@@ -86,10 +88,12 @@ export async function startPostgres(): Promise<Postgres> {
       ]);
       rmSync(dir, { recursive: true, force: true });
     },
-    psql: (sql: string) =>
-      execFileSync(join(bin, 'psql'), ['-X', '-q', '-A', '-t', '-v', 'ON_ERROR_STOP=1', pg.url, '-c', sql], {
-        encoding: 'utf8',
-      }),
+    psql: (sql: string, database = 'postgres') =>
+      execFileSync(
+        join(bin, 'psql'),
+        ['-X', '-q', '-A', '-t', '-v', 'ON_ERROR_STOP=1', pg.url.replace(/\/postgres$/, `/${database}`), '-c', sql],
+        { encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'] },
+      ),
   };
   await pg.start();
   return pg;

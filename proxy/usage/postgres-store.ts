@@ -1,4 +1,4 @@
-import postgres from 'postgres';
+import pg from 'pg';
 import {
   type AnalyticsNumbers,
   allocateCredits,
@@ -37,12 +37,14 @@ import {
  * acknowledgement counts once. Migrations are versioned and applied at start under an
  * advisory lock, so replicas starting together do not race.
  *
- * Driver: postgres (porsager/postgres.js): the fastest Node client in its own and third-party
- * benchmarks (pipelining, prepared statements by default), no native parts, no dependencies,
- * typed, actively kept; it reconnects on its own after a restart or a failover.
+ * Driver: pg (node-postgres) with its pool, pure JavaScript. postgres.js was tried first (it is
+ * faster on paper), but the gateway's own fault test found it crashing the process when the
+ * server drops a connection while a small write is queued (porsager/postgres#1154, #1208, open
+ * in 3.4.9); node-postgres reports such losses as errors of the query or the pool, which the
+ * store turns into a failed batch that the recorder holds and retries.
  */
 
-type Sql = postgres.Sql;
+type Client = pg.PoolClient;
 
 const MIGRATION_LOCK = 0x7061_6f75; // "paou": one number for every replica of this product
 const MIGRATIONS: string[] = [
@@ -88,6 +90,14 @@ const MIGRATIONS: string[] = [
    CREATE TABLE usage_credits (provider text PRIMARY KEY, used double precision NOT NULL);`,
 ];
 
+/** ($1, $2, ...), (...) for `rows` rows of `columns` values each. */
+function placeholders(rows: number, columns: number): string {
+  return Array.from(
+    { length: rows },
+    (_, r) => `(${Array.from({ length: columns }, (_, c) => `$${r * columns + c + 1}`).join(', ')})`,
+  ).join(', ');
+}
+
 const partitionName = (day: number) => `usage_requests_${new Date(day).toISOString().slice(0, 10).replaceAll('-', '')}`;
 
 /** A query under construction: SQL text with typed $n placeholders and their values. */
@@ -111,15 +121,45 @@ export class PostgresUsageStore implements UsageStore {
   private readonly partitions = new Set<number>();
   private schema: Promise<void> | undefined;
 
-  private constructor(private readonly sql: Sql) {}
+  private constructor(private readonly pool: pg.Pool) {
+    // An idle pooled connection that breaks (server restart, failover) must not take the
+    // process down: it is dropped from the pool, and the next query connects again.
+    pool.on('error', () => {});
+  }
 
-  private static pool(url: string, opts: PostgresStoreOptions): Sql {
-    return postgres(url, {
+  private static pool(url: string, opts: PostgresStoreOptions): pg.Pool {
+    return new pg.Pool({
+      connectionString: url,
       max: opts.max ?? 10,
-      connect_timeout: opts.connectTimeoutSeconds ?? 5,
-      idle_timeout: 60,
-      onnotice: () => {},
+      connectionTimeoutMillis: (opts.connectTimeoutSeconds ?? 5) * 1000,
+      idleTimeoutMillis: 60_000,
     });
+  }
+
+  /** One transaction on one pooled connection; a connection that failed is discarded, not reused. */
+  private async transaction<T>(work: (client: Client) => Promise<T>): Promise<T> {
+    const client = await this.pool.connect();
+    // Errors of a checked-out connection between queries would otherwise be unhandled.
+    const ignore = () => {};
+    client.on('error', ignore);
+    let broken: Error | undefined;
+    try {
+      await client.query('BEGIN');
+      const result = await work(client);
+      await client.query('COMMIT');
+      return result;
+    } catch (err) {
+      broken = err instanceof Error ? err : new Error(String(err));
+      await client.query('ROLLBACK').catch(() => {});
+      throw err;
+    } finally {
+      client.off('error', ignore);
+      client.release(broken);
+    }
+  }
+
+  private async query<R extends pg.QueryResultRow>(text: string, params: unknown[] = []): Promise<R[]> {
+    return (await this.pool.query<R>(text, params)).rows;
   }
 
   /** Connects and brings the schema up to date; fails if the database cannot be reached. */
@@ -152,13 +192,15 @@ export class PostgresUsageStore implements UsageStore {
   }
 
   private async migrate(): Promise<void> {
-    await this.sql.begin(async (tx) => {
-      await tx`SELECT pg_advisory_xact_lock(${MIGRATION_LOCK})`;
-      await tx`CREATE TABLE IF NOT EXISTS usage_migrations (version integer PRIMARY KEY, applied_at timestamptz NOT NULL DEFAULT now())`;
-      const [row] = await tx<Array<{ v: number | null }>>`SELECT max(version)::int AS v FROM usage_migrations`;
-      for (let v = (row?.v ?? 0) + 1; v <= MIGRATIONS.length; v++) {
-        await tx.unsafe(MIGRATIONS[v - 1] as string);
-        await tx`INSERT INTO usage_migrations (version) VALUES (${v})`;
+    await this.transaction(async (tx) => {
+      await tx.query('SELECT pg_advisory_xact_lock($1)', [MIGRATION_LOCK]);
+      await tx.query(
+        'CREATE TABLE IF NOT EXISTS usage_migrations (version integer PRIMARY KEY, applied_at timestamptz NOT NULL DEFAULT now())',
+      );
+      const { rows } = await tx.query<{ v: number | null }>('SELECT max(version)::int AS v FROM usage_migrations');
+      for (let v = (rows[0]?.v ?? 0) + 1; v <= MIGRATIONS.length; v++) {
+        await tx.query(MIGRATIONS[v - 1] as string);
+        await tx.query('INSERT INTO usage_migrations (version) VALUES ($1)', [v]);
       }
     });
   }
@@ -169,7 +211,7 @@ export class PostgresUsageStore implements UsageStore {
     for (const day of days) {
       if (this.partitions.has(day)) continue;
       try {
-        await this.sql.unsafe(
+        await this.pool.query(
           `CREATE TABLE IF NOT EXISTS ${partitionName(day)} PARTITION OF usage_requests FOR VALUES FROM (${day}) TO (${day + DAY})`,
         );
       } catch (err) {
@@ -185,16 +227,14 @@ export class PostgresUsageStore implements UsageStore {
     if (records.length === 0) return;
     await this.ensureSchema();
     await this.ensurePartitions(records);
-    await this.sql
-      .begin(async (tx) => {
-        await this.spendCredits(tx, records);
-        await this.write(tx, records);
-      })
-      .catch((err: unknown) => {
-        // No partition for a row (dropped, or a failover to a server that lacks it): make them again next time.
-        if ((err as { code?: string }).code === '23514') this.partitions.clear();
-        throw err;
-      });
+    await this.transaction(async (tx) => {
+      await this.spendCredits(tx, records);
+      await this.write(tx, records);
+    }).catch((err: unknown) => {
+      // No partition for a row (dropped, or a failover to a server that lacks it): make them again next time.
+      if ((err as { code?: string }).code === '23514') this.partitions.clear();
+      throw err;
+    });
   }
 
   /**
@@ -202,52 +242,63 @@ export class PostgresUsageStore implements UsageStore {
    * two replicas cannot deadlock) for the rest of the transaction, and only records not yet
    * stored spend them.
    */
-  private async spendCredits(tx: postgres.TransactionSql, records: StoredUsage[]): Promise<void> {
+  private async spendCredits(tx: Client, records: StoredUsage[]): Promise<void> {
     const providers = creditProviders(records);
     if (providers.length === 0) return;
-    await tx`INSERT INTO usage_credits ${tx(providers.map((provider) => ({ provider, used: 0 })))} ON CONFLICT DO NOTHING`;
-    const locked = await tx<Array<{ provider: string; used: number }>>`
-      SELECT provider, used FROM usage_credits WHERE provider IN ${tx(providers)} ORDER BY provider FOR UPDATE`;
+    await tx.query('INSERT INTO usage_credits (provider, used) SELECT unnest($1::text[]), 0 ON CONFLICT DO NOTHING', [
+      providers,
+    ]);
+    const { rows: locked } = await tx.query<{ provider: string; used: number }>(
+      'SELECT provider, used FROM usage_credits WHERE provider = ANY($1::text[]) ORDER BY provider FOR UPDATE',
+      [providers],
+    );
     const used = new Map(locked.map((r) => [r.provider, r.used]));
     const candidates = records.filter((r) => r.creditsUsd !== undefined);
-    const stored = await tx<Array<{ id: string }>>`
-      SELECT request_id || '|' || ts AS id FROM usage_requests
-      WHERE request_id IN ${tx(candidates.map((r) => r.requestId))}`;
+    const { rows: stored } = await tx.query<{ id: string }>(
+      "SELECT request_id || '|' || ts AS id FROM usage_requests WHERE request_id = ANY($1::text[])",
+      [candidates.map((r) => r.requestId)],
+    );
     const seen = new Set(stored.map((r) => r.id));
     allocateCredits(
       candidates.filter((r) => !seen.has(`${r.requestId}|${Date.parse(r.time)}`)),
       used,
     );
-    for (const [provider, u] of used) await tx`UPDATE usage_credits SET used = ${u} WHERE provider = ${provider}`;
+    for (const [provider, u] of used) {
+      await tx.query('UPDATE usage_credits SET used = $1 WHERE provider = $2', [u, provider]);
+    }
   }
 
-  private async write(tx: postgres.TransactionSql, records: StoredUsage[]): Promise<void> {
-    const rows = records.map((r) => ({
-      ts: Date.parse(r.time),
-      request_id: r.requestId,
-      key_prefix: r.keyHashPrefix,
-      model: r.model,
-      provider: r.provider,
-      tags: r.tags.map((t) => `${t.key}:${t.value}`),
-      prompt: r.promptTokens,
-      completion: r.completionTokens,
-      cost: r.costUsd,
-      savings: r.savingsUsd,
-      latency_ms: r.latencyMs,
-      ttft_ms: r.firstTokenMs ?? null,
-      status: r.status,
-      error_type: r.errorType ?? null,
-      stream: r.stream,
-      tokens_counted: r.tokensCounted ?? false,
-      unpriced: r.unpriced ?? false,
-    }));
+  private async write(tx: Client, records: StoredUsage[]): Promise<void> {
     const inserted = new Set<string>();
     // Multi-row inserts of at most 1000 rows (17 parameters each, under the 65535 limit).
-    for (let i = 0; i < rows.length; i += 1000) {
-      const chunk = rows.slice(i, i + 1000);
-      const done = await tx<Array<{ request_id: string; ts: string }>>`
-          INSERT INTO usage_requests ${tx(chunk)} ON CONFLICT DO NOTHING RETURNING request_id, ts::text`;
-      for (const d of done) inserted.add(`${d.request_id}|${d.ts}`);
+    for (let i = 0; i < records.length; i += 1000) {
+      const chunk = records.slice(i, i + 1000);
+      const values = chunk.map((r) => [
+        Date.parse(r.time),
+        r.requestId,
+        r.keyHashPrefix,
+        r.model,
+        r.provider,
+        r.tags.map((t) => `${t.key}:${t.value}`),
+        r.promptTokens,
+        r.completionTokens,
+        r.costUsd,
+        r.savingsUsd,
+        r.latencyMs,
+        r.firstTokenMs ?? null,
+        r.status,
+        r.errorType ?? null,
+        r.stream,
+        r.tokensCounted ?? false,
+        r.unpriced ?? false,
+      ]);
+      const { rows } = await tx.query<{ request_id: string; ts: string }>(
+        `INSERT INTO usage_requests (ts, request_id, key_prefix, model, provider, tags, prompt, completion, cost,
+           savings, latency_ms, ttft_ms, status, error_type, stream, tokens_counted, unpriced)
+         VALUES ${placeholders(values.length, 17)} ON CONFLICT DO NOTHING RETURNING request_id, ts::text`,
+        values.flat(),
+      );
+      for (const d of rows) inserted.add(`${d.request_id}|${d.ts}`);
     }
     const fresh = records.filter((r) => inserted.has(`${r.requestId}|${Date.parse(r.time)}`));
     const deltas = rollupDeltas(fresh).sort((a, b) =>
@@ -257,31 +308,46 @@ export class PostgresUsageStore implements UsageStore {
             `${b.model}\u0000${b.provider}\u0000${b.tagKey}\u0000${b.tagValue}`,
           ),
     );
+    const columns = [
+      'hour',
+      'model',
+      'provider',
+      'tag_key',
+      'tag_value',
+      'requests',
+      'errors',
+      'prompt',
+      'completion',
+      'cost',
+      'savings',
+      ...BUCKET_COLUMNS,
+    ];
     for (let i = 0; i < deltas.length; i += 500) {
-      const chunk = deltas.slice(i, i + 500).map((d) => ({
-        hour: d.hour,
-        model: d.model,
-        provider: d.provider,
-        tag_key: d.tagKey,
-        tag_value: d.tagValue,
-        requests: d.requests,
-        errors: d.error,
-        prompt: d.prompt,
-        completion: d.completion,
-        cost: d.cost,
-        savings: d.savings,
-        ...Object.fromEntries(BUCKET_COLUMNS.map((c) => [c, Number(d[c] ?? 0)])),
-      }));
-      await tx`
-          INSERT INTO usage_rollup ${tx(chunk)}
-          ON CONFLICT (hour, model, provider, tag_key, tag_value) DO UPDATE SET
-            requests = usage_rollup.requests + excluded.requests,
-            errors = usage_rollup.errors + excluded.errors,
-            prompt = usage_rollup.prompt + excluded.prompt,
-            completion = usage_rollup.completion + excluded.completion,
-            cost = usage_rollup.cost + excluded.cost,
-            savings = usage_rollup.savings + excluded.savings,
-            ${tx.unsafe(BUCKET_COLUMNS.map((c) => `${c} = usage_rollup.${c} + excluded.${c}`).join(', '))}`;
+      const values = deltas
+        .slice(i, i + 500)
+        .map((d) => [
+          d.hour,
+          d.model,
+          d.provider,
+          d.tagKey,
+          d.tagValue,
+          d.requests,
+          d.error,
+          d.prompt,
+          d.completion,
+          d.cost,
+          d.savings,
+          ...BUCKET_COLUMNS.map((c) => Number(d[c] ?? 0)),
+        ]);
+      await tx.query(
+        `INSERT INTO usage_rollup (${columns.join(', ')}) VALUES ${placeholders(values.length, columns.length)}
+         ON CONFLICT (hour, model, provider, tag_key, tag_value) DO UPDATE SET
+           ${columns
+             .slice(5)
+             .map((c) => `${c} = usage_rollup.${c} + excluded.${c}`)
+             .join(', ')}`,
+        values.flat(),
+      );
     }
   }
 
@@ -289,30 +355,32 @@ export class PostgresUsageStore implements UsageStore {
     await this.ensureSchema();
     // Whole days only: a partition goes once all of its day is past retention.
     const cutoff = Math.floor(before.getTime() / DAY) * DAY;
-    const parts = await this.sql<Array<{ name: string; bound: string }>>`
-      SELECT c.relname AS name, pg_get_expr(c.relpartbound, c.oid) AS bound
-      FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid
-      WHERE i.inhparent = 'usage_requests'::regclass`;
+    const parts = await this.query<{ name: string; bound: string }>(
+      `SELECT c.relname AS name, pg_get_expr(c.relpartbound, c.oid) AS bound
+       FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid
+       WHERE i.inhparent = 'usage_requests'::regclass`,
+    );
     for (const p of parts) {
       const to = Number(/TO \('?(\d+)'?\)/.exec(p.bound)?.[1] ?? Number.NaN);
       if (Number.isFinite(to) && to <= cutoff) {
-        await this.sql.unsafe(`DROP TABLE IF EXISTS ${p.name}`);
+        await this.pool.query(`DROP TABLE IF EXISTS ${p.name}`);
         this.partitions.delete(to - DAY);
       }
     }
-    if (rollupsBefore) await this.sql`DELETE FROM usage_rollup WHERE hour < ${rollupsBefore.getTime()}`;
+    if (rollupsBefore) await this.pool.query('DELETE FROM usage_rollup WHERE hour < $1', [rollupsBefore.getTime()]);
   }
 
   async savingsByProvider(): Promise<Map<string, number>> {
     await this.ensureSchema();
-    const rows = await this.sql<Array<{ provider: string; s: number }>>`
-      SELECT provider, SUM(savings)::float8 AS s FROM usage_rollup WHERE tag_key = '' GROUP BY provider`;
+    const rows = await this.query<{ provider: string; s: number }>(
+      "SELECT provider, SUM(savings)::float8 AS s FROM usage_rollup WHERE tag_key = '' GROUP BY provider",
+    );
     return new Map(rows.map((r) => [r.provider, r.s]));
   }
 
   async count(): Promise<number> {
     await this.ensureSchema();
-    const [row] = await this.sql<Array<{ n: number }>>`SELECT count(*)::float8 AS n FROM usage_requests`;
+    const [row] = await this.query<{ n: number }>('SELECT count(*)::float8 AS n FROM usage_requests');
     return row?.n ?? 0;
   }
 
@@ -344,7 +412,7 @@ export class PostgresUsageStore implements UsageStore {
     const sums = `SUM(requests)::float8 AS requests, SUM(errors)::float8 AS errors, SUM(prompt)::float8 AS prompt,
       SUM(completion)::float8 AS completion, SUM(cost)::float8 AS cost, SUM(savings)::float8 AS savings,
       ${BUCKET_COLUMNS.map((c) => `SUM(${c})::float8 AS ${c}`).join(', ')}`;
-    const rows = await this.sql.unsafe<RollupRow[]>(
+    const rows = await this.query<RollupRow>(
       `SELECT (hour - (hour % ${size}))::float8 AS bucket, ${named} AS grp, ${sums} ${source}
        GROUP BY 1, 2 ORDER BY 1, 2 NULLS FIRST`,
       query.params,
@@ -371,7 +439,7 @@ export class PostgresUsageStore implements UsageStore {
     });
     const source = `FROM usage_requests r WHERE ${where.join(' AND ')}`;
     const { named, folded } = await this.topGroups(q, query, group, 'count(*)', source);
-    const rows = await this.sql.unsafe<RollupRow[]>(
+    const rows = await this.query<RollupRow>(
       `SELECT (ts - (ts % ${size}))::float8 AS bucket, ${named} AS grp, count(*)::float8 AS requests,
          count(*) FILTER (WHERE status >= 400)::float8 AS errors, SUM(prompt)::float8 AS prompt,
          SUM(completion)::float8 AS completion, SUM(cost)::float8 AS cost, SUM(savings)::float8 AS savings,
@@ -395,7 +463,7 @@ export class PostgresUsageStore implements UsageStore {
     source: string,
   ): Promise<{ named: string; folded: number }> {
     const limit = groupLimit(q);
-    const ranked = await this.sql.unsafe<Array<{ grp: string | null; total: number }>>(
+    const ranked = await this.query<{ grp: string | null; total: number }>(
       `SELECT grp, (count(*) OVER ())::float8 AS total FROM (SELECT ${group} AS grp, ${count} AS n ${source} GROUP BY 1) g
        ORDER BY n DESC, grp NULLS FIRST LIMIT ${limit}`,
       query.params,
@@ -420,14 +488,16 @@ export class PostgresUsageStore implements UsageStore {
 
   async tags(search: string, limit = 50): Promise<TagCount[]> {
     await this.ensureSchema();
-    const rows = await this.sql<TagCount[]>`
-      SELECT tag_key AS key, tag_value AS value, SUM(requests)::float8 AS requests FROM usage_rollup
-      WHERE tag_key != '' AND strpos(lower(tag_key || ':' || tag_value), lower(${search})) > 0
-      GROUP BY tag_key, tag_value ORDER BY requests DESC, key, value LIMIT ${Math.min(limit, 50)}`;
+    const rows = await this.query<TagCount & pg.QueryResultRow>(
+      `SELECT tag_key AS key, tag_value AS value, SUM(requests)::float8 AS requests FROM usage_rollup
+       WHERE tag_key != '' AND strpos(lower(tag_key || ':' || tag_value), lower($1)) > 0
+       GROUP BY tag_key, tag_value ORDER BY requests DESC, key, value LIMIT $2`,
+      [search, Math.min(limit, 50)],
+    );
     return [...rows];
   }
 
   async close(): Promise<void> {
-    await this.sql.end({ timeout: 5 });
+    await this.pool.end();
   }
 }

@@ -325,6 +325,22 @@ describe.each(KINDS)('UsageStore on %s under poisoning', (_kind, open) => {
   });
 });
 
+describe('PostgreSQL schema', () => {
+  it('replicas starting together apply each migration once (advisory lock), into daily partitions', async () => {
+    pg?.psql('CREATE DATABASE migrate_race');
+    const url = pg?.url.replace(/\/postgres$/, '/migrate_race') ?? '';
+    const stores = await Promise.all(Array.from({ length: 4 }, () => PostgresUsageStore.open(url)));
+    expect(pg?.psql('SELECT count(*) FROM usage_migrations', 'migrate_race').trim()).toBe('1');
+    // Concurrent writers of the same new day create its partition once between them.
+    await Promise.all(stores.map((s, i) => s.insert([{ ...rec({ at: T0 }), requestId: `r${i}` }])));
+    expect(
+      pg?.psql("SELECT count(*) FROM pg_inherits WHERE inhparent = 'usage_requests'::regclass", 'migrate_race').trim(),
+    ).toBe('1');
+    expect(await stores[0]?.count()).toBe(4);
+    await Promise.all(stores.map((s) => s.close()));
+  });
+});
+
 describe('UsageRecorder', () => {
   it('writes batches off the request path and drops (counting) when its queue is full', async () => {
     const store = new SqliteUsageStore(':memory:');
