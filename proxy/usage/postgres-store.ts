@@ -437,18 +437,30 @@ export class PostgresUsageStore implements UsageStore {
         ? `count(*) FILTER (WHERE latency_ms > ${lower} AND latency_ms <= ${bound})::float8 AS b${i}`
         : `count(*) FILTER (WHERE latency_ms > ${lower})::float8 AS b${i}`;
     });
-    const source = `FROM usage_requests r WHERE ${where.join(' AND ')}`;
-    const { named, folded } = await this.topGroups(q, query, group, 'count(*)', source);
-    const rows = await this.query<RollupRow>(
-      `SELECT (ts - (ts % ${size}))::float8 AS bucket, ${named} AS grp, count(*)::float8 AS requests,
-         count(*) FILTER (WHERE status >= 400)::float8 AS errors, SUM(prompt)::float8 AS prompt,
-         SUM(completion)::float8 AS completion, SUM(cost)::float8 AS cost, SUM(savings)::float8 AS savings,
-         ${buckets.join(', ')}
-       ${source}
+    // One scan of the raw records: aggregate per (bucket, group) once, then rank the groups and
+    // fold those past the limit from that aggregate (ranking with a second scan doubled the cost).
+    const limit = query.bind(groupLimit(q));
+    const other = query.bind(OTHER_GROUP);
+    const sums = ['requests', 'errors', 'prompt', 'completion', 'cost', 'savings', ...BUCKET_COLUMNS];
+    const rows = await this.query<RollupRow & { groups: number }>(
+      `WITH agg AS MATERIALIZED (
+         SELECT ts - (ts % ${size}) AS bucket, ${group} AS grp, count(*) AS requests,
+           count(*) FILTER (WHERE status >= 400) AS errors, SUM(prompt) AS prompt, SUM(completion) AS completion,
+           SUM(cost) AS cost, SUM(savings) AS savings, ${buckets.join(', ')}
+         FROM usage_requests r WHERE ${where.join(' AND ')}
+         GROUP BY 1, 2),
+       ranked AS (SELECT grp, row_number() OVER (ORDER BY sum(requests) DESC, grp NULLS FIRST) AS rank,
+                    count(*) OVER () AS groups
+                  FROM agg GROUP BY grp)
+       SELECT agg.bucket::float8 AS bucket,
+         CASE WHEN ranked.groups <= ${limit} OR ranked.rank <= ${limit} THEN agg.grp ELSE ${other} END AS grp,
+         ${sums.map((c) => `SUM(agg.${c})::float8 AS ${c}`).join(', ')}, max(ranked.groups)::float8 AS groups
+       FROM agg JOIN ranked ON ranked.grp IS NOT DISTINCT FROM agg.grp
        GROUP BY 1, 2 ORDER BY 1, 2 NULLS FIRST`,
       query.params,
     );
-    return { rows: [...rows], folded };
+    const groups = rows.reduce((n, r) => Math.max(n, r.groups), 0);
+    return { rows: [...rows], folded: Math.max(0, groups - groupLimit(q)) };
   }
 
   /**
