@@ -91,6 +91,17 @@ const callProblem = (reason: string, code: string, status: number, type: CallerE
   code,
 });
 
+// Problems two rules reach by different evidence (an error code, or only a message or status).
+const ASSUME_ROLE_DENIED: Rule['problem'] = {
+  ...credentialProblem('AssumeRoleDenied', 'assume_role_denied', 403, 'permission_error'),
+  message: `STS denied sts:AssumeRole on the provider's role: ${TRUST_FIX}`,
+};
+const THROTTLED: Rule['problem'] = {
+  ...callProblem('Throttled', 'upstream_rate_limited', 429, 'rate_limit_error'),
+  retryAfterSeconds: 5,
+  message: '{subject} is throttling requests; retry in a few seconds',
+};
+
 export const AWS_ERROR_RULES: readonly Rule[] = [
   // Credentials that never reached AWS.
   {
@@ -118,21 +129,8 @@ export const AWS_ERROR_RULES: readonly Rule[] = [
     },
   },
   // STS refused the role: the trust policy (seed: AccessDeniedException on assume role).
-  {
-    codes: ACCESS_DENIED,
-    stages: ['credentials'],
-    problem: {
-      ...credentialProblem('AssumeRoleDenied', 'assume_role_denied', 403, 'permission_error'),
-      message: `STS denied sts:AssumeRole on the provider's role: ${TRUST_FIX}`,
-    },
-  },
-  {
-    text: /sts:AssumeRole/,
-    problem: {
-      ...credentialProblem('AssumeRoleDenied', 'assume_role_denied', 403, 'permission_error'),
-      message: `STS denied sts:AssumeRole on the provider's role: ${TRUST_FIX}`,
-    },
-  },
+  { codes: ACCESS_DENIED, stages: ['credentials'], problem: ASSUME_ROLE_DENIED },
+  { text: /sts:AssumeRole/, problem: ASSUME_ROLE_DENIED },
   // Rejected or expired credentials: whose they are decides the fix.
   {
     codes: [...SIGNATURE, ...EXPIRED],
@@ -230,14 +228,7 @@ export const AWS_ERROR_RULES: readonly Rule[] = [
       message: "AWS denied the gateway access to {subject}; its role needs {action} on this model's resource{detail}",
     },
   },
-  {
-    codes: ['ThrottlingException', 'TooManyRequestsException'],
-    problem: {
-      ...callProblem('Throttled', 'upstream_rate_limited', 429, 'rate_limit_error'),
-      retryAfterSeconds: 5,
-      message: '{subject} is throttling requests; retry in a few seconds',
-    },
-  },
+  { codes: ['ThrottlingException', 'TooManyRequestsException'], problem: THROTTLED },
   {
     codes: ['ServiceQuotaExceededException'],
     problem: {
@@ -299,14 +290,8 @@ export const AWS_ERROR_RULES: readonly Rule[] = [
       message: '{subject} failed in the middle of the answer{detail}',
     },
   },
-  {
-    httpStatus: 429,
-    problem: {
-      ...callProblem('Throttled', 'upstream_rate_limited', 429, 'rate_limit_error'),
-      retryAfterSeconds: 5,
-      message: '{subject} is throttling requests; retry in a few seconds',
-    },
-  },
+  // Any other 429: after the named codes, which may carry 429 and mean something else.
+  { httpStatus: 429, problem: THROTTLED },
   {
     stages: ['discovery'],
     problem: {

@@ -1,3 +1,4 @@
+import type { SecretLookup } from './aws-credentials.js';
 import { Informer } from './informer.js';
 import { KubeApiError, type KubeClient, resourcePath } from './kube-client.js';
 
@@ -114,6 +115,12 @@ export class NamedSecrets {
 
   get(name: string): SecretObject | undefined {
     return this.watches.get(name)?.informer.get(`${this.namespace}/${name}`);
+  }
+
+  /** What a component may use of a Secret: its data, or that RBAC refuses it (for providerCredentials). */
+  lookup(name: string): SecretLookup {
+    const data = this.data(name);
+    return { ...(data ? { data } : {}), forbidden: this.access(name) === 'forbidden' };
   }
 
   /** Undefined for a name that is not watched. */

@@ -63,11 +63,9 @@ export class ExternalProviderController {
     const secret = this.secretOf(ep);
     const key = ep.spec.auth.method === 'AccessKey' ? accessKeyFromSecretData(secret?.data) : undefined;
     const keyLast4 = key ? { accessKeyLast4: last4(key.accessKeyId) } : {};
-    const name = ep.spec.auth.secretRef?.name ?? '';
-    const credentials = providerCredentials(ep, this.opts.roles, () => ({
-      ...(secret?.data ? { data: secret.data } : {}),
-      forbidden: this.secrets.access(name) === 'forbidden',
-    }));
+    const credentials = providerCredentials(ep, this.opts.roles, () =>
+      this.secrets.lookup(ep.spec.auth.secretRef?.name ?? ''),
+    );
     try {
       await credentials();
     } catch (err) {

@@ -116,8 +116,7 @@ export class ClusterSource {
 
   /** An access-key provider's Secret in the proxy's namespace, as far as the proxy may read it. */
   secret(name: string): SecretLookup {
-    const data = this.secrets.data(name);
-    return { ...(data ? { data } : {}), forbidden: this.secrets.access(name) === 'forbidden' };
+    return this.secrets.lookup(name);
   }
 
   async start(): Promise<void> {

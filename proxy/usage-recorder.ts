@@ -64,11 +64,6 @@ export class UsageRecorder implements UsageSink {
     return this.queue.length;
   }
 
-  /** True while the store is failing and records are being held. */
-  get holding(): boolean {
-    return this.failing;
-  }
-
   private droppedInOutage = 0;
 
   private drop(n: number): void {

@@ -370,14 +370,6 @@ export class PostgresUsageStore implements UsageStore {
     if (rollupsBefore) await this.pool.query('DELETE FROM usage_rollup WHERE hour < $1', [rollupsBefore.getTime()]);
   }
 
-  async savingsByProvider(): Promise<Map<string, number>> {
-    await this.ensureSchema();
-    const rows = await this.query<{ provider: string; s: number }>(
-      "SELECT provider, SUM(savings)::float8 AS s FROM usage_rollup WHERE tag_key = '' GROUP BY provider",
-    );
-    return new Map(rows.map((r) => [r.provider, r.s]));
-  }
-
   async count(): Promise<number> {
     await this.ensureSchema();
     const [row] = await this.query<{ n: number }>('SELECT count(*)::float8 AS n FROM usage_requests');

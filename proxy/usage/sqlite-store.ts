@@ -183,13 +183,6 @@ export class SqliteUsageStore implements UsageStore {
     this.db.prepare('DELETE FROM requests WHERE ts < ?').run(ts);
   }
 
-  async savingsByProvider(): Promise<Map<string, number>> {
-    const rows = this.db
-      .prepare("SELECT provider, SUM(savings) AS s FROM rollup WHERE tag_key = '' GROUP BY provider")
-      .all() as Array<{ provider: string; s: number }>;
-    return new Map(rows.map((r) => [r.provider, r.s]));
-  }
-
   async count(): Promise<number> {
     return (this.db.prepare('SELECT COUNT(*) AS n FROM requests').get() as { n: number }).n;
   }

@@ -18,8 +18,6 @@ export interface UsageStore {
    * `rollupsBefore` (rollups answer long-range reports, so they usually live longer).
    */
   prune(before: Date, rollupsBefore?: Date): Promise<void>;
-  /** Savings recorded so far per provider: free credits already used. */
-  savingsByProvider(): Promise<Map<string, number>>;
   /** Raw records held. */
   count(): Promise<number>;
   usage(q: UsageQuery): Promise<Report<UsageNumbers>>;
