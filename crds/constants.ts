@@ -13,6 +13,8 @@ export const KINDS = {
   NodeTemplate: { kind: 'NodeTemplate', plural: 'nodetemplates', namespaced: false },
   NodeConfiguration: { kind: 'NodeConfiguration', plural: 'nodeconfigurations', namespaced: false },
   AutoscalerPolicy: { kind: 'AutoscalerPolicy', plural: 'autoscalerpolicies', namespaced: false },
+  ApiKey: { kind: 'ApiKey', plural: 'apikeys', namespaced: true },
+  Budget: { kind: 'Budget', plural: 'budgets', namespaced: true },
 } as const;
 
 export type KindName = keyof typeof KINDS;
@@ -59,6 +61,12 @@ export const CLUSTER_DOMAIN = 'cluster.local';
 export const MANAGED_BY_LABEL = 'app.kubernetes.io/managed-by';
 export const MANAGED_BY_VALUE = 'platform-ai-optimizer';
 export const MODEL_DEPLOYMENT_LABEL = `${API_GROUP}/model-deployment`;
+
+/** The Secret holding an ApiKey's key (owned by the ApiKey), and the data key the key is under. */
+export const apiKeySecretName = (apiKeyName: string): string => `apikey-${apiKeyName}`;
+export const API_KEY_SECRET_KEY = 'key';
+/** The tag key every request of an ApiKey carries with the key's team as value. */
+export const TEAM_TAG = 'team';
 
 /** Keys of the Secret an AccessKey ExternalProvider references. */
 export const ACCESS_KEY_ID_KEY = 'accessKeyId';

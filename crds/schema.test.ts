@@ -1,6 +1,8 @@
 import { parse as parseCel } from '@marcbachmann/cel-js';
 import { describe, expect, it } from 'vitest';
+import type { ApiKeySpec, ApiKeyStatus, UsageStatus } from './api-key.js';
 import type { AutoscalerPolicySpec } from './autoscaler-policy.js';
+import type { BudgetStatus, TagBudgetSpec } from './budget.js';
 import { API_GROUP, API_VERSION, KINDS, type KindName } from './constants.js';
 import { invalidExamples } from './examples.js';
 import type { ExternalProviderSpec, ExternalProviderStatus } from './external-provider.js';
@@ -91,6 +93,11 @@ describe('CEL rules', () => {
         "ExternalProvider.spec.auth.roleArn: self.method != 'AccessKey' || (!has(self.roleArn) && !has(self.externalId))",
         "ExternalProvider.spec.freeCredits: self >= 0.0",
         "NodeTemplate.spec.constraints.gpu.minCount: !has(self.minCount) || !has(self.maxCount) || self.minCount <= self.maxCount",
+        "ApiKey.spec.tags: !has(self.tags) || !('team' in self.tags) || self.tags['team'] == self.team",
+        "ApiKey.spec.tags: self.all(k, k.matches('^[A-Za-z0-9_.-]{1,64}$'))",
+        "ApiKey.spec.rateLimit.burst: !has(self.burst) || has(self.requestsPerSecond)",
+        "ApiKey.spec.budget.usd: self > 0.0",
+        "Budget.spec.usd: self > 0.0",
       ]
     `);
   });
@@ -117,6 +124,14 @@ type Full<T> = T extends Array<infer U> ? Full<U>[] : T extends object ? { [K in
 const condition = [
   { type: 'Ready', status: 'True', observedGeneration: 1, lastTransitionTime: 't', reason: 'R', message: 'm' },
 ] satisfies Full<CommonStatus>['conditions'];
+
+const usage = {
+  period: 'Monthly',
+  periodStart: 't',
+  spendUsd: 1,
+  lastUsed: 't',
+  updated: 't',
+} satisfies Full<UsageStatus>;
 
 const full: Record<KindName, { spec: object; status: object }> = {
   ModelDeployment: {
@@ -189,12 +204,40 @@ const full: Record<KindName, { spec: object; status: object }> = {
     spec: { optimizationMode: 'Automated', unschedulablePods: { enabled: true } } satisfies Full<AutoscalerPolicySpec>,
     status: { observedGeneration: 1, conditions: condition } satisfies Full<CommonStatus>,
   },
+  ApiKey: {
+    spec: {
+      team: 't',
+      role: 'User',
+      tags: {},
+      models: ['m'],
+      rateLimit: { requestsPerSecond: 1, burst: 1, tokensPerMinute: 1 },
+      budget: { usd: 1, period: 'Monthly' },
+      expiresAt: 't',
+      rotation: 0,
+    } satisfies Full<ApiKeySpec>,
+    status: {
+      digest: 'd',
+      keyHint: 'k',
+      rotation: 0,
+      observedGeneration: 1,
+      usage,
+      conditions: condition,
+    } satisfies Full<ApiKeyStatus>,
+  },
+  Budget: {
+    spec: { tag: 't:v', usd: 1, period: 'Daily' } satisfies Full<TagBudgetSpec>,
+    status: {
+      observedGeneration: 1,
+      usage: { period: usage.period, periodStart: 't', spendUsd: 1, updated: 't' },
+      conditions: condition,
+    } satisfies Full<BudgetStatus>,
+  },
 };
 
 function valuePaths(value: unknown, path: string, out: string[]): string[] {
   out.push(path);
   if (Array.isArray(value)) valuePaths(value[0], `${path}[]`, out);
-  else if (value !== null && typeof value === 'object' && !path.endsWith('.labels')) {
+  else if (value !== null && typeof value === 'object' && !path.endsWith('.labels') && !path.endsWith('.tags')) {
     for (const [k, v] of Object.entries(value)) valuePaths(v, `${path}.${k}`, out);
   }
   return out;

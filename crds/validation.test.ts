@@ -8,7 +8,15 @@ describe('valid examples', () => {
   it('cover every kind of the API', () => {
     const kinds = new Set(examples.flatMap((e) => e.documents.map((d) => kindOf(d)).filter(Boolean)));
     expect([...kinds].sort()).toEqual(
-      ['AutoscalerPolicy', 'ExternalProvider', 'ModelDeployment', 'NodeConfiguration', 'NodeTemplate'].sort(),
+      [
+        'ApiKey',
+        'AutoscalerPolicy',
+        'Budget',
+        'ExternalProvider',
+        'ModelDeployment',
+        'NodeConfiguration',
+        'NodeTemplate',
+      ].sort(),
     );
     const auth = examples.flatMap((e) =>
       e.documents

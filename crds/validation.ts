@@ -1,7 +1,9 @@
 import { parse as parseCel } from '@marcbachmann/cel-js';
 import { Ajv, type ErrorObject, type ValidateFunction } from 'ajv';
 import ajvFormats from 'ajv-formats';
+import type { ApiKey } from './api-key.js';
 import type { AutoscalerPolicy } from './autoscaler-policy.js';
+import type { Budget } from './budget.js';
 import { API_GROUP_VERSION, KINDS, type KindName } from './constants.js';
 import type { ExternalProvider } from './external-provider.js';
 import type { ModelDeployment } from './model-deployment.js';
@@ -17,7 +19,14 @@ import { type CelRule, type JsonSchema, KIND_NAMES, openApiSchema } from './sche
  * (those reading oldSelf) only when an old object is given.
  */
 
-export type PlatformResource = ModelDeployment | ExternalProvider | NodeTemplate | NodeConfiguration | AutoscalerPolicy;
+export type PlatformResource =
+  | ModelDeployment
+  | ExternalProvider
+  | NodeTemplate
+  | NodeConfiguration
+  | AutoscalerPolicy
+  | ApiKey
+  | Budget;
 
 export interface ValidationIssue {
   /** Dotted path of the offending field, as the API server reports it (e.g. spec.auth.roleArn). */

@@ -90,7 +90,12 @@ describe('Helm chart', () => {
     });
     expect(proxy.spec.template.spec.containers[0]?.readinessProbe).toBeDefined();
     expect(find(objs, 'PodDisruptionBudget', 'platform-ai-optimizer-proxy')).toBeDefined();
-    expect(find(objs, 'Secret', 'platform-ai-optimizer-api-keys')).toBeDefined();
+    // The Admin key is an ApiKey the operator issues, not a Secret the chart generates.
+    expect(find(objs, 'Secret', 'platform-ai-optimizer-api-keys')).toBeUndefined();
+    expect(find(objs, 'ApiKey', 'platform-admin')).toMatchObject({
+      metadata: { namespace: 'platform-agent' },
+      spec: { team: 'platform', role: 'Admin', rotation: 0 },
+    });
     expect(find(objs, 'PersistentVolumeClaim', 'platform-ai-optimizer-usage')).toBeDefined();
     expect(find(objs, 'Namespace', 'platform-llms')).toBeDefined();
     expect(objs.some((o) => o.kind === 'ServiceMonitor')).toBe(false);
@@ -329,13 +334,23 @@ describe('Helm chart', () => {
     }
   });
 
-  it('grants no Secret at all without listed provider Secrets (an empty resourceNames would grant every one)', () => {
-    type Role = Obj & { rules: Array<{ resources: string[]; resourceNames?: string[] }> };
+  it('renders the same objects every time (GitOps: no generated key, no lookup)', () => {
+    expect(JSON.stringify(render())).toBe(JSON.stringify(render()));
+    expect(JSON.stringify(render('usage.postgres.existingSecret=usage-db'))).toBe(
+      JSON.stringify(render('usage.postgres.existingSecret=usage-db')),
+    );
+  });
+
+  it('grants no Secret read without listed provider Secrets (an empty resourceNames would grant every one)', () => {
+    type Role = Obj & { rules: Array<{ resources: string[]; resourceNames?: string[]; verbs: string[] }> };
     const secretRules = (objs: Obj[], name: string) =>
       (objs.filter((o) => o.kind === 'Role' && o.metadata.name === name) as Role[])
         .flatMap((r) => r.rules)
         .filter((r) => r.resources.includes('secrets'));
-    expect(secretRules(render(), 'platform-ai-optimizer-operator')).toEqual([]);
+    // The operator writes ApiKeys' Secrets with verbs that return no data, and reads none.
+    expect(secretRules(render(), 'platform-ai-optimizer-operator')).toEqual([
+      { apiGroups: [''], resources: ['secrets'], verbs: ['create', 'delete'] },
+    ]);
     for (const rule of secretRules(render(), 'platform-ai-optimizer-proxy')) {
       expect(rule.resourceNames).toEqual(['platform-ai-optimizer-api-keys']);
     }
@@ -370,8 +385,21 @@ describe('Helm chart', () => {
     expect(can('operator', 'create', 'deployments.apps', '-n', 'platform-llms')).toBe('yes');
     expect(can('operator', 'update', 'leases.coordination.k8s.io', '-n', 'platform-agent')).toBe('yes');
     expect(can('operator', 'create', 'deployments.apps', '-n', 'default')).toBe('no');
-    expect(can('operator', 'delete', 'secrets', '-n', 'platform-agent')).toBe('no');
+    // ApiKeys' Secrets: written by create and delete (neither answers with the data), never read.
+    expect(can('operator', 'create', 'secrets', '-n', 'platform-agent')).toBe('yes');
+    expect(can('operator', 'delete', 'secrets', '-n', 'platform-agent')).toBe('yes');
+    for (const verb of ['patch', 'update']) {
+      expect(can('operator', verb, 'secrets', '-n', 'platform-agent'), `operator ${verb}`).toBe('no');
+    }
+    expect(can('operator', 'create', 'secrets', '-n', 'default')).toBe('no');
     expect(can('operator', 'get', 'secrets', '-n', 'kube-system')).toBe('no');
+    expect(can('operator', 'patch', 'apikeys.ai.platform', '--subresource=status', '-n', 'platform-agent')).toBe('yes');
+    // The proxy authenticates from ApiKeys' digests and reports spend; it never reads their Secrets.
+    expect(can('proxy', 'watch', 'apikeys.ai.platform', '-n', 'platform-agent')).toBe('yes');
+    expect(can('proxy', 'patch', 'apikeys.ai.platform', '--subresource=status', '-n', 'platform-agent')).toBe('yes');
+    expect(can('proxy', 'patch', 'budgets.ai.platform', '--subresource=status', '-n', 'platform-agent')).toBe('yes');
+    expect(can('proxy', 'patch', 'apikeys.ai.platform', '-n', 'platform-agent')).toBe('no');
+    expect(can('proxy', 'get', 'secrets/apikey-platform-admin', '-n', 'platform-agent')).toBe('no');
     expect(can('proxy', 'list', 'modeldeployments.ai.platform', '-n', 'platform-llms')).toBe('yes');
     // Secrets by name only: the API-key Secret (proxy) and the listed provider Secrets (both),
     // never the namespace's others, Helm's release record (it holds the rendered key) included.

@@ -20,7 +20,9 @@ describe('CRD manifests', () => {
   it('are established and parse with kubectl apply --dry-run=client', () => {
     const out = kubectlOk(['apply', '--dry-run=client', '-f', 'crds/', '-o', 'name']);
     expect(out.trim().split('\n').sort()).toEqual([
+      'customresourcedefinition.apiextensions.k8s.io/apikeys.ai.platform',
       'customresourcedefinition.apiextensions.k8s.io/autoscalerpolicies.ai.platform',
+      'customresourcedefinition.apiextensions.k8s.io/budgets.ai.platform',
       'customresourcedefinition.apiextensions.k8s.io/externalproviders.ai.platform',
       'customresourcedefinition.apiextensions.k8s.io/modeldeployments.ai.platform',
       'customresourcedefinition.apiextensions.k8s.io/nodeconfigurations.ai.platform',
@@ -35,7 +37,9 @@ describe('CRD manifests', () => {
       'jsonpath={range .items[*]}{.metadata.name}={.status.conditions[?(@.type=="Established")].status}{"\\n"}{end}',
     ]);
     expect(established.trim().split('\n').sort()).toEqual([
+      'apikeys.ai.platform=True',
       'autoscalerpolicies.ai.platform=True',
+      'budgets.ai.platform=True',
       'externalproviders.ai.platform=True',
       'modeldeployments.ai.platform=True',
       'nodeconfigurations.ai.platform=True',

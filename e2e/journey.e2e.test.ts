@@ -72,22 +72,23 @@ function serviceAccountConfig(name: string): KubeConfig {
   return kc;
 }
 
-/** The key the chart generated, as a user reads it from the Secret. */
+/** The Admin key the chart's ApiKey got from the operator, as a user reads it from its Secret. */
 const chartApiKey = () =>
-  Buffer.from(
-    kubectlOk([
+  eventually('the Admin ApiKey issued', 20_000, () => {
+    const res = kubectl([
       'get',
       'secret',
-      'platform-ai-optimizer-api-keys',
+      'apikey-platform-admin',
       '-n',
       'platform-agent',
       '-o',
-      'jsonpath={.data.keys}',
-    ]),
-    'base64',
-  )
-    .toString('utf8')
-    .trim();
+      'jsonpath={.data.key}',
+    ]);
+    return res.code === 0 && res.stdout ? Buffer.from(res.stdout, 'base64').toString('utf8') : undefined;
+  });
+
+/** What an install from before ApiKeys left behind: the generated key Secret (kept on upgrade). */
+const LEGACY_KEY = 'sk-legacy-journey-key';
 
 const installArgs = [
   CHART,
@@ -130,8 +131,16 @@ describe.runIf(inject('localControlPlane'))('install journey', () => {
       'meta.helm.sh/release-namespace=platform-agent',
       '--overwrite',
     ]);
+    kubectlOk([
+      'create',
+      'secret',
+      'generic',
+      'platform-ai-optimizer-api-keys',
+      '-n',
+      'platform-agent',
+      `--from-literal=keys=${LEGACY_KEY}`,
+    ]);
     helm('install', RELEASE, ...installArgs);
-    apiKey = chartApiKey();
 
     aws = await startAwsDouble({
       principals: [
@@ -167,6 +176,7 @@ describe.runIf(inject('localControlPlane'))('install journey', () => {
     });
     await operator.start();
     await eventually('leader', 20_000, () => operator.isLeader() || undefined);
+    apiKey = await chartApiKey();
 
     const routes = new RouteTable();
     const keys = new ApiKeys();
@@ -211,7 +221,15 @@ describe.runIf(inject('localControlPlane'))('install journey', () => {
     await aws?.close();
     await ollama?.close();
     await pg?.destroy();
-    kubectl(['delete', 'secret', 'usage-db', '-n', 'platform-agent', '--ignore-not-found']);
+    kubectl([
+      'delete',
+      'secret',
+      'usage-db',
+      'platform-ai-optimizer-api-keys',
+      '-n',
+      'platform-agent',
+      '--ignore-not-found',
+    ]);
     kubectl(['delete', 'md', 'qwen', '-n', 'platform-llms', '--ignore-not-found']);
     // What the operator created for the deployment: the template and the switched-on policy.
     kubectl(['delete', 'nodetemplate', 'llms-by-platform', '--ignore-not-found']);
@@ -238,7 +256,7 @@ describe.runIf(inject('localControlPlane'))('install journey', () => {
       body: JSON.stringify({ model, messages: [{ role: 'user', content: `hello journey ${PROMPT_CANARY}` }] }),
     });
 
-  it('installs the chart: workloads, Service :443, ServiceAccounts and a generated API key', () => {
+  it('installs the chart: workloads, Service :443, ServiceAccounts and an Admin ApiKey the operator issued', async () => {
     const names = kubectlOk([
       'get',
       'deploy,svc,sa,pdb',
@@ -270,7 +288,21 @@ describe.runIf(inject('localControlPlane'))('install journey', () => {
         'jsonpath={.spec.ports[0].port}',
       ]),
     ).toBe('443');
-    expect(apiKey).toMatch(/^sk-[A-Za-z0-9]{40}$/);
+    expect(apiKey).toMatch(/^sk-[A-Za-z0-9_-]{43}$/);
+    const status = JSON.parse(
+      kubectlOk(['get', 'apikey', 'platform-admin', '-n', 'platform-agent', '-o', 'jsonpath={.status}']),
+    ) as { digest: string; keyHint: string };
+    expect(status.keyHint).toBe(`${apiKey.slice(0, 7)}...${apiKey.slice(-4)}`);
+    expect(status.digest).toMatch(/^sha256:[0-9a-f]{64}$/);
+    expect(JSON.stringify(status)).not.toContain(apiKey);
+    // The proxy authenticates it from the digest; the old install's key works until its Secret goes.
+    await eventually(
+      'the Admin key authenticates',
+      10_000,
+      async () =>
+        (await app.request('/openai/v1/models', { headers: { 'x-api-key': apiKey } })).status === 200 || undefined,
+    );
+    expect((await app.request('/openai/v1/models', { headers: { 'x-api-key': LEGACY_KEY } })).status).toBe(200);
   });
 
   it('deploys a model as the operator ServiceAccount, and the proxy ServiceAccount routes to it', async () => {
@@ -415,7 +447,7 @@ describe.runIf(inject('localControlPlane'))('install journey', () => {
     expect(source.secret('unlisted-keys').forbidden).toBe(false);
   }, 150_000);
 
-  it('keeps the API key and the usage volume on helm upgrade', () => {
+  it('keeps the API key and the usage volume on helm upgrade', async () => {
     const pvc = kubectlOk([
       'get',
       'pvc',
@@ -426,8 +458,7 @@ describe.runIf(inject('localControlPlane'))('install journey', () => {
       'jsonpath={.metadata.uid}',
     ]);
     helm('upgrade', RELEASE, ...installArgs, '--set', 'proxy.replicas=3');
-    const key = chartApiKey();
-    expect(key).toBe(apiKey);
+    expect(await chartApiKey()).toBe(apiKey);
     expect(
       kubectlOk([
         'get',
@@ -519,7 +550,18 @@ describe.runIf(inject('localControlPlane'))('install journey', () => {
     }
   }, 120_000);
 
-  it('helm uninstall removes what it installed, keeping CRDs and the kept data', () => {
+  it("retires the old install's key when its Secret is removed, within seconds", async () => {
+    kubectlOk(['delete', 'secret', 'platform-ai-optimizer-api-keys', '-n', 'platform-agent']);
+    await eventually(
+      'the old key refused',
+      10_000,
+      async () =>
+        (await app.request('/openai/v1/models', { headers: { 'x-api-key': LEGACY_KEY } })).status === 401 || undefined,
+    );
+    expect((await app.request('/openai/v1/models', { headers: { 'x-api-key': apiKey } })).status).toBe(200);
+  });
+
+  it('helm uninstall removes what it installed, keeping CRDs and the kept data', async () => {
     helm('uninstall', RELEASE, '-n', 'platform-agent', '--wait');
     const left = kubectl([
       'get',
@@ -536,8 +578,14 @@ describe.runIf(inject('localControlPlane'))('install journey', () => {
     expect(kubectlOk(['get', 'crd', 'modeldeployments.ai.platform', '-o', 'name']).trim()).toBe(
       'customresourcedefinition.apiextensions.k8s.io/modeldeployments.ai.platform',
     );
-    // Marked helm.sh/resource-policy: keep: the key, the usage history and the model namespace.
-    expect(kubectl(['get', 'secret', 'platform-ai-optimizer-api-keys', '-n', 'platform-agent']).code).toBe(0);
+    // Marked helm.sh/resource-policy: keep: the usage history and the model namespace.
     expect(kubectl(['get', 'pvc', 'platform-ai-optimizer-usage', '-n', 'platform-agent']).code).toBe(0);
+    // The Admin ApiKey went with the release, and its key Secret with it (owner reference).
+    expect(kubectl(['get', 'apikey', 'platform-admin', '-n', 'platform-agent']).code).not.toBe(0);
+    await eventually(
+      'the key Secret collected',
+      30_000,
+      () => kubectl(['get', 'secret', 'apikey-platform-admin', '-n', 'platform-agent']).code !== 0 || undefined,
+    );
   });
 });

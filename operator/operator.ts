@@ -4,8 +4,10 @@ import { serve } from '@hono/node-server';
 import type { KubeConfig, V1DaemonSet, V1Deployment, V1Pod, V1Service } from '@kubernetes/client-node';
 import { Hono } from 'hono';
 import { Counter, Gauge, Histogram, Registry } from 'prom-client';
+import type { ApiKey } from '../crds/api-key.js';
 import type { AutoscalerPolicy } from '../crds/autoscaler-policy.js';
 import { type AwsEndpoints, type CredentialProvider, RoleCredentials } from '../crds/aws-credentials.js';
+import type { Budget } from '../crds/budget.js';
 import { type Catalog, type ClusterInfo, loadCatalog } from '../crds/catalog/catalog.js';
 import {
   AGENT_NAMESPACE,
@@ -24,6 +26,8 @@ import type { ModelDeployment } from '../crds/model-deployment.js';
 import { NamedSecrets } from '../crds/named-secrets.js';
 import type { NodeConfiguration } from '../crds/node-configuration.js';
 import type { NodeTemplate } from '../crds/node-template.js';
+import { ApiKeyController } from './api-key-controller.js';
+import { BudgetController } from './budget-controller.js';
 import { EventRecorder } from './events.js';
 import { ExternalProviderController } from './external-provider-controller.js';
 import { LeaderElector } from './leader-election.js';
@@ -78,6 +82,7 @@ export class Operator {
   private queue: WorkQueue | undefined;
   private providerQueue: WorkQueue | undefined;
   private providers: { eps: Informer<ExternalProvider>; secrets: NamedSecrets } | undefined;
+  private keys: { apiKeys: Informer<ApiKey>; budgets: Informer<Budget>; queue: WorkQueue } | undefined;
   private caches: ModelDeploymentCaches | undefined;
   private leading = false;
   private synced = false;
@@ -140,6 +145,8 @@ export class Operator {
   resyncAll(): void {
     for (const md of this.caches?.modelDeployments.list() ?? []) this.queue?.add(keyOf(md));
     for (const ep of this.providers?.eps.list() ?? []) this.providerQueue?.add(keyOf(ep));
+    for (const ak of this.keys?.apiKeys.list() ?? []) this.keys?.queue.add(`ApiKey/${keyOf(ak)}`);
+    for (const b of this.keys?.budgets.list() ?? []) this.keys?.queue.add(`Budget/${keyOf(b)}`);
   }
 
   url(): string {
@@ -283,6 +290,7 @@ export class Operator {
     });
     enqueueAll();
     await this.startProviders();
+    await this.startKeys();
     this.log.info('controllers running', { namespace: LLMS_NAMESPACE, agentNamespace: AGENT_NAMESPACE });
   }
 
@@ -334,6 +342,36 @@ export class Operator {
     for (const ep of eps.list()) queue.add(keyOf(ep));
   }
 
+  /** ApiKeys and Budgets share one queue: keys are `ApiKey/<ns>/<name>` and `Budget/<ns>/<name>`. */
+  private async startKeys(): Promise<void> {
+    const path = (plural: string) =>
+      resourcePath({ group: API_GROUP, version: API_VERSION, plural, namespace: AGENT_NAMESPACE });
+    const apiKeys = this.informer<ApiKey>(path('apikeys'));
+    const budgets = this.informer<Budget>(path('budgets'));
+    const queue = new WorkQueue({
+      concurrency: this.opts.concurrency ?? 4,
+      onError: (key, err, attempt) => this.log.warn('key reconcile failed', { key, attempt, error: errorMessage(err) }),
+    });
+    this.keys = { apiKeys, budgets, queue };
+    apiKeys.on((_e, ak) => queue.add(`ApiKey/${keyOf(ak)}`));
+    budgets.on((_e, b) => queue.add(`Budget/${keyOf(b)}`));
+    await Promise.all([apiKeys.start(), budgets.start()]);
+    if (!this.leading) return;
+    const events = new EventRecorder(this.client, 'platform-ai-optimizer-operator', (err) =>
+      this.log.warn('event not recorded', { error: errorMessage(err) }),
+    );
+    const now = this.opts.now ?? (() => new Date());
+    const keyController = new ApiKeyController(this.client, apiKeys, events, { now });
+    const budgetController = new BudgetController(this.client, budgets, events, { now });
+    queue.run((key) => {
+      const slash = key.indexOf('/');
+      const rest = key.slice(slash + 1);
+      return key.startsWith('ApiKey/') ? keyController.reconcile(rest) : budgetController.reconcile(rest);
+    });
+    for (const ak of apiKeys.list()) queue.add(`ApiKey/${keyOf(ak)}`);
+    for (const b of budgets.list()) queue.add(`Budget/${keyOf(b)}`);
+  }
+
   private async stopLeading(): Promise<void> {
     this.leading = false;
     this.synced = false;
@@ -345,11 +383,15 @@ export class Operator {
     const providers = this.providers;
     this.providerQueue = undefined;
     this.providers = undefined;
-    await Promise.all([queue?.shutdown(), providerQueue?.shutdown()]);
+    const keys = this.keys;
+    this.keys = undefined;
+    await Promise.all([queue?.shutdown(), providerQueue?.shutdown(), keys?.queue.shutdown()]);
     await Promise.all([
       ...Object.values(caches ?? {}).map((i: Informer<KubeObject>) => i.stop()),
       providers?.eps.stop(),
       providers?.secrets.stop(),
+      keys?.apiKeys.stop(),
+      keys?.budgets.stop(),
     ]);
   }
 

@@ -1,5 +1,5 @@
 import { Hono } from 'hono';
-import { authenticate, type Caller } from './auth.js';
+import { authenticate, type Caller, mayCall, readScope } from './auth.js';
 import {
   type ChatDeps,
   type ChatHandler,
@@ -108,20 +108,25 @@ export function createGateway(deps: AppDeps): Gateway {
 
   if (deps.store) {
     usageRoutes(app, deps.reports ?? inThreadReports(deps.store), (headers) =>
-      auth({ apiKey: headers.get('x-api-key') ?? undefined, authorization: headers.get('authorization') ?? undefined }),
+      readScope(
+        auth({
+          apiKey: headers.get('x-api-key') ?? undefined,
+          authorization: headers.get('authorization') ?? undefined,
+        }),
+      ),
     );
   }
   if (deps.extraRoutes) app.route('/', deps.extraRoutes);
 
   app.get('/openai/v1/models', (c) => {
-    auth({ apiKey: c.req.header('x-api-key'), authorization: c.req.header('authorization') });
-    return c.json({ object: 'list', data: deps.routes.models() });
+    const { policy } = auth({ apiKey: c.req.header('x-api-key'), authorization: c.req.header('authorization') });
+    return c.json({ object: 'list', data: deps.routes.models().filter((m) => mayCall(policy, m.id)) });
   });
   // Model ids may contain slashes and colons (namespace/model:tag, Bedrock ids): the rest of the path is the id.
   app.get('/openai/v1/models/:id{.+}', (c) => {
-    auth({ apiKey: c.req.header('x-api-key'), authorization: c.req.header('authorization') });
+    const { policy } = auth({ apiKey: c.req.header('x-api-key'), authorization: c.req.header('authorization') });
     const id = c.req.param('id');
-    const model = deps.routes.models().find((m) => m.id === id);
+    const model = deps.routes.models().find((m) => m.id === id && mayCall(policy, m.id));
     if (!model) {
       throw new ProxyError(
         404,

@@ -1,5 +1,6 @@
 import { randomBytes } from 'node:crypto';
-import { type ApiKeys, authenticate } from './auth.js';
+import { type ApiKeys, authenticate, type Caller, mayCall } from './auth.js';
+import type { BudgetGuard } from './budgets.js';
 import { MAX_JSON_VALUES, MAX_NESTING, parseChatRequest } from './chat-request.js';
 import type { CostMeter } from './cost.js';
 import { invalidRequest, ProxyError } from './errors.js';
@@ -9,7 +10,7 @@ import type { ProxyMetrics } from './metrics.js';
 import { type Admission, KeyRateLimiter, type RateLimit } from './rate-limit.js';
 import { DEFAULT_RETRY, type RetryPolicy, shouldFallBack, withRetries } from './resilience.js';
 import type { OpenAICompatibleRoute, RouteEntry, RouteTable, Unavailable } from './routing.js';
-import { parseTags, type Tag } from './tags.js';
+import { applyEnforcedTags, parseTags, type Tag } from './tags.js';
 import type { ChatCall, ChatResult, StreamOutcome, Upstream, Usage } from './upstream.js';
 import type { UsageSink } from './usage.js';
 
@@ -40,6 +41,10 @@ export interface ChatDeps {
   onUnpriced?: (model: string, provider: string) => void;
   /** Memory all request bodies in flight may hold together; none when absent. */
   budget?: MemoryBudget;
+  /** Spend budgets of keys and tags; none checked when absent. */
+  budgets?: BudgetGuard;
+  /** Told every authenticated caller (the ApiKey status writer notes the last use). */
+  onCaller?: (caller: Caller) => void;
 }
 
 /** What the handler needs from an HTTP request. */
@@ -91,11 +96,13 @@ export type ChatHandler = (input: ChatInput) => Promise<ChatOutput>;
 export function chatHandler(deps: ChatDeps): ChatHandler {
   const maxBody = deps.maxBodyBytes ?? MAX_BODY_BYTES;
   const retry = deps.retry ?? DEFAULT_RETRY;
-  const limiter = deps.rateLimit ? new KeyRateLimiter(deps.rateLimit) : undefined;
-  const rateHeaders = (a: Admission): Record<string, string> =>
-    limiter?.enabled
+  // The gateway's default request rate per key, and each ApiKey's own rates where it has them.
+  const limiter = new KeyRateLimiter(deps.rateLimit ?? { requestsPerSecond: 0, burst: 1 });
+  const tokenLimiter = new KeyRateLimiter({ requestsPerSecond: 0, burst: 1 });
+  const rateHeaders = (limit: RateLimit, a: Admission): Record<string, string> =>
+    limit.requestsPerSecond > 0
       ? {
-          'x-ratelimit-limit-requests': String(limiter.limit.burst),
+          'x-ratelimit-limit-requests': String(limit.burst),
           'x-ratelimit-remaining-requests': String(a.ok ? a.remaining : 0),
         }
       : {};
@@ -127,6 +134,14 @@ export function chatHandler(deps: ChatDeps): ChatHandler {
     });
     // Unauthenticated requests are answered without a usage record: nobody to bill.
     if (caller instanceof ProxyError) return errorOutput(caller, requestId);
+    const { policy } = caller;
+    deps.onCaller?.(caller);
+    // An ApiKey's buckets go by its name: a rotated key keeps its rates.
+    const bucket = policy.name ? `key:${policy.name}` : caller.keyHashPrefix;
+    const rate = policy.rate ?? limiter.limit;
+    const tokenRate = policy.tokensPerMinute
+      ? { requestsPerSecond: policy.tokensPerMinute / 60, burst: policy.tokensPerMinute }
+      : undefined;
     let admission: Admission = { ok: true, remaining: 0 };
     let model = '';
     let provider = '';
@@ -150,10 +165,15 @@ export function chatHandler(deps: ChatDeps): ChatHandler {
         }
       }
       if (usage?.counted) deps.metrics.countedTokens.inc({ model, provider });
+      const tokens = (usage?.promptTokens ?? 0) + (usage?.completionTokens ?? 0);
+      if (tokenRate) tokenLimiter.debit(bucket, tokenRate, tokens);
+      deps.budgets?.add(policy, tags, charge.costUsd);
       deps.usage.record({
         time: new Date().toISOString(),
         requestId,
         keyHashPrefix: caller.keyHashPrefix,
+        ...(policy.team ? { team: policy.team } : {}),
+        ...(policy.name ? { apiKey: policy.name } : {}),
         model: model.slice(0, MAX_MODEL_CHARS),
         provider,
         tags,
@@ -190,17 +210,31 @@ export function chatHandler(deps: ChatDeps): ChatHandler {
           connection: 'close',
         });
       }
-      if (limiter) {
-        admission = limiter.take(caller.keyHashPrefix);
+      if (rate.requestsPerSecond > 0) {
+        admission = limiter.take(bucket, rate);
         if (!admission.ok) {
           deps.metrics.rateLimited.inc();
           throw new ProxyError(
             429,
             'rate_limit_error',
             'rate_limit_exceeded',
-            `this API key sent more than ${limiter.limit.requestsPerSecond} requests per second (burst ${limiter.limit.burst}); retry in ${admission.retryAfterSeconds} s`,
+            `this API key sent more than ${rate.requestsPerSecond} requests per second (burst ${rate.burst}); retry in ${admission.retryAfterSeconds} s`,
             null,
-            { 'Retry-After': String(admission.retryAfterSeconds), ...rateHeaders(admission) },
+            { 'Retry-After': String(admission.retryAfterSeconds), ...rateHeaders(rate, admission) },
+          );
+        }
+      }
+      if (tokenRate) {
+        const tokens = tokenLimiter.admit(bucket, tokenRate);
+        if (!tokens.ok) {
+          deps.metrics.rateLimited.inc();
+          throw new ProxyError(
+            429,
+            'rate_limit_error',
+            'rate_limit_exceeded',
+            `this API key used its ${policy.tokensPerMinute} tokens per minute; retry in ${tokens.retryAfterSeconds} s`,
+            null,
+            { 'Retry-After': String(tokens.retryAfterSeconds) },
           );
         }
       }
@@ -246,8 +280,19 @@ export function chatHandler(deps: ChatDeps): ChatHandler {
         body: req.tags,
       });
       if (parsedTags instanceof ProxyError) throw parsedTags;
-      tags = parsedTags;
+      const enforced = applyEnforcedTags(parsedTags, policy.tags);
+      if (enforced instanceof ProxyError) throw enforced;
+      tags = enforced;
 
+      if (!mayCall(policy, req.model)) {
+        throw new ProxyError(
+          403,
+          'permission_error',
+          'model_not_allowed',
+          `this API key may not call the model ${JSON.stringify(req.model.slice(0, MAX_MODEL_CHARS))}; GET /openai/v1/models lists the models it may call`,
+          'model',
+        );
+      }
       entry = deps.routes.lookup(req.model);
       if (!entry) {
         throw new ProxyError(
@@ -259,6 +304,11 @@ export function chatHandler(deps: ChatDeps): ChatHandler {
         );
       }
       provider = entry.provider;
+      const refused = deps.budgets?.check(policy, tags);
+      if (refused) {
+        deps.metrics.budgetRefused.inc({ scope: refused.scope });
+        throw refused.error;
+      }
 
       const { signal } = input;
       const call = { body: req.forward, stream: req.stream, clientWantsUsage: req.includeUsage, signal };
@@ -266,7 +316,7 @@ export function chatHandler(deps: ChatDeps): ChatHandler {
       const chain: RouteEntry[] = [entry];
       for (const name of entry.fallback ?? []) {
         const f = deps.routes.lookup(name);
-        if (f && !chain.includes(f)) chain.push(f);
+        if (f && !chain.includes(f) && mayCall(policy, f.model)) chain.push(f);
       }
       let result: ChatResult | undefined;
       let first: ProxyError | undefined;
@@ -302,7 +352,7 @@ export function chatHandler(deps: ChatDeps): ChatHandler {
       }
       const headers: Record<string, string> = {
         'x-request-id': requestId,
-        ...rateHeaders(admission),
+        ...rateHeaders(rate, admission),
         ...(model !== req.model ? { 'x-gateway-fallback': model } : {}),
       };
       if (result.kind === 'json') {
@@ -337,10 +387,10 @@ export function chatHandler(deps: ChatDeps): ChatHandler {
       if (err instanceof ProxyError) {
         account(err.status, undefined, { errorType: err.code });
         return errorOutput(
-          limiter?.enabled && err.status !== 429
+          rate.requestsPerSecond > 0 && err.status !== 429
             ? new ProxyError(err.status, err.type, err.code, err.message, err.param, {
                 ...err.headers,
-                ...rateHeaders(admission),
+                ...rateHeaders(rate, admission),
               })
             : err,
           requestId,

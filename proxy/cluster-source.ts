@@ -1,12 +1,15 @@
 import type { KubeConfig } from '@kubernetes/client-node';
+import type { ApiKey } from '../crds/api-key.js';
 import type { SecretLookup } from '../crds/aws-credentials.js';
+import type { Budget } from '../crds/budget.js';
 import { AGENT_NAMESPACE, API_GROUP, API_VERSION, LLMS_NAMESPACE } from '../crds/constants.js';
 import type { ExternalProvider } from '../crds/external-provider.js';
 import { Informer } from '../crds/informer.js';
 import { KubeClient, resourcePath } from '../crds/kube-client.js';
 import type { ModelDeployment } from '../crds/model-deployment.js';
 import { NamedSecrets } from '../crds/named-secrets.js';
-import { ApiKeys } from './auth.js';
+import { ApiKeys, policyOf } from './auth.js';
+import { type TagBudget, tagBudgetOf } from './budgets.js';
 import { buildRoutes, type RouteTable } from './routing.js';
 
 /**
@@ -31,6 +34,8 @@ export interface ClusterSourceOptions {
   routes: RouteTable;
   keys: ApiKeys;
   keysSecret?: string;
+  /** Told the Budgets (their tags and limits) now and on every change. */
+  onBudgets?: (budgets: TagBudget[]) => void;
   onError?: (err: unknown) => void;
 }
 
@@ -39,12 +44,23 @@ export class ClusterSource {
   private readonly eps: Informer<ExternalProvider>;
   private readonly secrets: NamedSecrets;
   private readonly prices: Informer<ConfigMap>;
+  private readonly apiKeys: Informer<ApiKey>;
+  private readonly budgets: Informer<Budget>;
+  readonly client: KubeClient;
   private readonly keysSecret: string;
   private pricesListener: ((yamlText: string) => void) | undefined;
 
   constructor(private readonly opts: ClusterSourceOptions) {
     const client = new KubeClient(opts.kubeConfig, { userAgent: 'platform-ai-optimizer-proxy' });
+    this.client = client;
     const onError = opts.onError ?? (() => {});
+    const agentPath = (plural: string) =>
+      resourcePath({ group: API_GROUP, version: API_VERSION, plural, namespace: AGENT_NAMESPACE });
+    // ApiKeys by digest: the proxy never reads the key Secrets the operator writes.
+    this.apiKeys = new Informer<ApiKey>(client, { path: agentPath('apikeys'), onError });
+    this.apiKeys.on(() => this.reloadApiKeys());
+    this.budgets = new Informer<Budget>(client, { path: agentPath('budgets'), onError });
+    this.budgets.on(() => this.reloadBudgets());
     this.mds = new Informer<ModelDeployment>(client, {
       path: resourcePath({
         group: API_GROUP,
@@ -104,6 +120,23 @@ export class ClusterSource {
     this.opts.keys.replace(ApiKeys.parse(text));
   }
 
+  private reloadApiKeys(): void {
+    this.opts.keys.setManaged(this.apiKeys.list().flatMap((ak) => policyOf(ak) ?? []));
+  }
+
+  private reloadBudgets(): void {
+    this.opts.onBudgets?.(this.budgets.list().flatMap((b) => tagBudgetOf(b) ?? []));
+  }
+
+  /** The ApiKey and Budget objects as last seen (the proxy reports spend into their status). */
+  apiKeyObjects(): ApiKey[] {
+    return this.apiKeys.list();
+  }
+
+  budgetObjects(): Budget[] {
+    return this.budgets.list();
+  }
+
   private reloadPrices(): void {
     this.pricesListener?.(this.prices.list()[0]?.data?.[PRICES_KEY] ?? '');
   }
@@ -120,19 +153,34 @@ export class ClusterSource {
   }
 
   async start(): Promise<void> {
-    await Promise.all([this.mds.start(), this.eps.start(), this.prices.start()]);
+    await Promise.all([
+      this.mds.start(),
+      this.eps.start(),
+      this.prices.start(),
+      this.apiKeys.start(),
+      this.budgets.start(),
+    ]);
     await this.secrets.track(this.secretNames());
     this.reloadPrices();
     this.rebuildRoutes();
     this.reloadKeys();
+    this.reloadApiKeys();
+    this.reloadBudgets();
   }
 
   ready(): boolean {
-    return this.mds.hasSynced() && this.eps.hasSynced() && this.secrets.settled() && this.prices.hasSynced();
+    return (
+      this.mds.hasSynced() &&
+      this.eps.hasSynced() &&
+      this.secrets.settled() &&
+      this.prices.hasSynced() &&
+      this.apiKeys.hasSynced() &&
+      this.budgets.hasSynced()
+    );
   }
 
   async stop(): Promise<void> {
-    await Promise.all([this.mds.stop(), this.eps.stop(), this.prices.stop()]);
+    await Promise.all([this.mds.stop(), this.eps.stop(), this.prices.stop(), this.apiKeys.stop(), this.budgets.stop()]);
     await this.secrets.stop();
   }
 }

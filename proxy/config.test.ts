@@ -28,7 +28,7 @@ describe('standalone config', () => {
       'apiVersion: ai.platform/v1beta1\nkind: ModelDeployment\nmetadata: {name: m}\nspec: {model: llama3.1:8b, serviceName: m}\n';
     expect(() => parseStandaloneConfig(md, 'a.yaml')).toThrow('spec.endpoint is required in standalone mode');
     expect(() => parseStandaloneConfig('apiVersion: v1\nkind: Secret\nmetadata: {name: s}\n', 'b.yaml')).toThrow(
-      'document 1: expected a ModelDeployment or ExternalProvider',
+      'document 1: expected a ModelDeployment, ExternalProvider, ApiKey, Budget',
     );
     expect(() => parseStandaloneConfig('a: [', 'c.yaml')).toThrow(ConfigError);
     expect(() => loadStandaloneConfig('/nonexistent/gw.yaml')).toThrow('cannot read /nonexistent/gw.yaml: ENOENT');

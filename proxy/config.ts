@@ -1,19 +1,26 @@
 import { readFileSync } from 'node:fs';
 import yaml from 'js-yaml';
+import type { ApiKey } from '../crds/api-key.js';
+import type { Budget } from '../crds/budget.js';
 import type { ExternalProvider } from '../crds/external-provider.js';
 import type { ModelDeployment } from '../crds/model-deployment.js';
 import { formatIssues, kindOf, validateResource } from '../crds/validation.js';
 
 /**
- * Standalone mode's resources: the same ModelDeployment and ExternalProvider documents a
- * cluster would hold, read from a YAML file and checked by the CRD schemas (defaults,
+ * Standalone mode's resources: the same ModelDeployment, ExternalProvider, ApiKey and Budget
+ * documents a cluster would hold, read from a YAML file and checked by the CRD schemas (defaults,
  * patterns and CEL rules) instead of an API server.
  */
 
 export interface StandaloneConfig {
   modelDeployments: ModelDeployment[];
   externalProviders: ExternalProvider[];
+  /** Keys by digest (status.digest) or by a `name=key` line of the keys file. */
+  apiKeys: ApiKey[];
+  budgets: Budget[];
 }
+
+const KINDS = ['ModelDeployment', 'ExternalProvider', 'ApiKey', 'Budget'];
 
 export class ConfigError extends Error {
   override name = 'ConfigError';
@@ -26,13 +33,13 @@ export function parseStandaloneConfig(text: string, source: string): StandaloneC
   } catch (err) {
     throw new ConfigError(`${source} is not valid YAML: ${(err as Error).message.split('\n')[0]}`);
   }
-  const config: StandaloneConfig = { modelDeployments: [], externalProviders: [] };
+  const config: StandaloneConfig = { modelDeployments: [], externalProviders: [], apiKeys: [], budgets: [] };
   const problems: string[] = [];
   for (const [i, doc] of docs.entries()) {
     if (doc === null || doc === undefined) continue;
     const kind = kindOf(doc);
-    if (kind !== 'ModelDeployment' && kind !== 'ExternalProvider') {
-      problems.push(`document ${i + 1}: expected a ModelDeployment or ExternalProvider of ai.platform/v1beta1`);
+    if (!kind || !KINDS.includes(kind)) {
+      problems.push(`document ${i + 1}: expected a ${KINDS.join(', ')} of ai.platform/v1beta1`);
       continue;
     }
     const result = validateResource(doc);
@@ -51,6 +58,10 @@ export function parseStandaloneConfig(text: string, source: string): StandaloneC
       config.modelDeployments.push(result.resource);
     } else if (result.resource.kind === 'ExternalProvider') {
       config.externalProviders.push(result.resource);
+    } else if (result.resource.kind === 'ApiKey') {
+      config.apiKeys.push(result.resource);
+    } else if (result.resource.kind === 'Budget') {
+      config.budgets.push(result.resource);
     }
   }
   if (problems.length > 0) throw new ConfigError(`${source} is not a valid gateway config:\n${problems.join('\n')}`);

@@ -12,6 +12,8 @@ export type ErrorType =
   | 'permission_error'
   | 'not_found_error'
   | 'rate_limit_error'
+  // OpenAI's type and code for a spent quota; the SDKs surface it as a RateLimitError with this code.
+  | 'insufficient_quota'
   | 'api_error'
   | 'server_error'
   | 'timeout_error';

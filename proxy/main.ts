@@ -9,7 +9,8 @@ import { ACCESS_KEY_ID_KEY, PROXY_SERVICE_PORT, SECRET_ACCESS_KEY_KEY } from '..
 import { errorMessage, jsonLogger } from '../crds/log.js';
 import { serveMetrics } from '../crds/metrics-server.js';
 import { createGateway } from './app.js';
-import { ApiKeys } from './auth.js';
+import { ApiKeys, standaloneKeys } from './auth.js';
+import { BudgetGuard, type TagBudget, tagBudgetOf } from './budgets.js';
 import { ClusterSource } from './cluster-source.js';
 import { ConfigError, loadStandaloneConfig } from './config.js';
 import { CostMeter, loadBedrockPrices, mergePrices, parseBedrockPrices } from './cost.js';
@@ -26,6 +27,7 @@ import { OpenAICompatibleUpstream } from './upstreams/openai-compatible.js';
 import { isPostgresUrl, openUsageStore } from './usage/open-store.js';
 import { UsageRecorder } from './usage-recorder.js';
 import { WorkerReports } from './usage-reports.js';
+import { UsageStatusWriter } from './usage-status.js';
 
 /**
  * Entry point of the proxy. With --config it runs standalone: resources from that file, API
@@ -71,6 +73,7 @@ const { values } = parseArgs({
     'keep-alive-timeout-seconds': { type: 'string', default: process.env.GATEWAY_KEEP_ALIVE_TIMEOUT_SECONDS },
     'max-connections': { type: 'string', default: process.env.GATEWAY_MAX_CONNECTIONS },
     'request-memory-mb': { type: 'string', default: process.env.GATEWAY_REQUEST_MEMORY_MB ?? '128' },
+    'budget-refresh-ms': { type: 'string', default: process.env.GATEWAY_BUDGET_REFRESH_MS },
   },
 });
 
@@ -90,6 +93,10 @@ const standalone = values.config !== undefined;
 const routes = new RouteTable();
 const keys = new ApiKeys();
 let source: ClusterSource | undefined;
+let tagBudgets: TagBudget[] = [];
+let onBudgets: (budgets: TagBudget[]) => void = (b) => {
+  tagBudgets = b;
+};
 
 try {
   if (standalone) {
@@ -103,8 +110,9 @@ try {
     );
     const keysFile = values['keys-file'] ?? process.env.GATEWAY_API_KEYS_FILE;
     if (!keysFile) throw new ConfigError('standalone mode needs --keys-file FILE (one API key per line)');
-    keys.replace(ApiKeys.parse(readFileSync(keysFile, 'utf8')));
+    keys.replaceAll(standaloneKeys(config.apiKeys, readFileSync(keysFile, 'utf8')));
     if (keys.size === 0) throw new ConfigError(`${keysFile} holds no API key`);
+    tagBudgets = config.budgets.flatMap((b) => tagBudgetOf(b) ?? []);
   } else {
     const kc = new KubeConfig();
     if (values.kubeconfig) kc.loadFromFile(values.kubeconfig);
@@ -114,6 +122,7 @@ try {
       routes,
       keys,
       ...(values['keys-secret'] ? { keysSecret: values['keys-secret'] } : {}),
+      onBudgets: (b) => onBudgets(b),
       onError: (err) => log.warn('watch failed, retrying', { error: errorMessage(err) }),
     });
     await source.start();
@@ -243,6 +252,21 @@ source?.onPrices((text) => {
 });
 
 // Reports on their own thread and connection, so they never hold chat traffic.
+const budgets = new BudgetGuard(store, () => keys.policies(), {
+  writtenThrough: () => recorder.writtenThrough(),
+  refreshMs: numberFlag('budget-refresh-ms', values['budget-refresh-ms'], 2_000),
+  onError: (err) => log.warn('budget spend not refreshed: using the last figures', { error: errorMessage(err) }),
+});
+budgets.setTagBudgets(tagBudgets);
+onBudgets = (b) => budgets.setTagBudgets(b);
+budgets.start();
+const statusWriter = source
+  ? new UsageStatusWriter(source, store, {
+      onError: (err) => log.warn('ApiKey or Budget status not written', { error: errorMessage(err) }),
+    })
+  : undefined;
+statusWriter?.start();
+
 const reports = usageDb === ':memory:' || isPostgresUrl(usageDb) ? undefined : new WorkerReports(usageDb);
 const gateway = createGateway({
   keys,
@@ -256,6 +280,8 @@ const gateway = createGateway({
   retry,
   rateLimit,
   extraRoutes: uiRoutes(),
+  budgets,
+  onCaller: (caller) => statusWriter?.used(caller.policy.name),
   budget: new MemoryBudget(numberFlag('request-memory-mb', values['request-memory-mb'], 128) * 1024 * 1024),
   ready: () => !notReady && (source?.ready() ?? true),
   draining: () => closing,
@@ -327,6 +353,8 @@ for (const signal of ['SIGTERM', 'SIGINT'] as const) {
     });
     // Streams cut at the end of the grace period settle their usage on the next turns.
     await new Promise((r) => setTimeout(r, 50));
+    budgets.stop();
+    statusWriter?.stop();
     await recorder.close();
     await reports?.close();
     await store.close();

@@ -46,6 +46,7 @@ export class ProxyMetrics {
   readonly retries: Counter;
   readonly fallbacks: Counter;
   readonly rateLimited: Counter;
+  readonly budgetRefused: Counter<'scope'>;
   readonly unpriced: Counter;
   readonly countedTokens: Counter;
 
@@ -123,7 +124,13 @@ export class ProxyMetrics {
     // No key label: anything derived from a key (even a hash prefix) helps an offline guess.
     this.rateLimited = new Counter({
       name: 'gateway_rate_limited_total',
-      help: 'Requests refused with 429 because their API key ran out of its request budget.',
+      help: 'Requests refused with 429 because their API key ran out of its request or token rate.',
+      registers: [this.registry],
+    });
+    this.budgetRefused = new Counter({
+      name: 'gateway_budget_exhausted_total',
+      help: 'Requests refused with 429 insufficient_quota: the budget of their key (scope=key) or of one of their tags (scope=tag) is spent.',
+      labelNames: ['scope'],
       registers: [this.registry],
     });
   }

@@ -1,7 +1,8 @@
 /**
- * Per-API-key request budget: a token bucket per key that refills at `requestsPerSecond` up to
- * `burst`. Each proxy replica keeps its own buckets, so a key's cluster-wide budget is the
- * configured rate times the number of replicas.
+ * Per-API-key rates: a token bucket per key that refills at `requestsPerSecond` up to `burst`
+ * (an ApiKey's own limit, or the gateway's default), and the same for tokens per minute. These
+ * buckets are this replica's: without Redis a key's cluster-wide rate is its limit times the
+ * number of replicas.
  */
 
 export interface RateLimit {
@@ -16,6 +17,9 @@ export type Admission = { ok: true; remaining: number } | { ok: false; retryAfte
 interface Bucket {
   tokens: number;
   at: number;
+  /** The limit it last refilled by (keys have limits of their own). */
+  rate: number;
+  burst: number;
 }
 
 /** Above this many buckets, full ones (keys idle long enough to have refilled) are forgotten. */
@@ -37,20 +41,11 @@ export class KeyRateLimiter {
     return this.limit.requestsPerSecond > 0;
   }
 
-  /** Takes one request from the key's budget, or says how long until one is available. */
-  take(key: string): Admission {
-    const { requestsPerSecond: rate, burst } = this.limit;
+  /** Takes one request from the key's budget (its own limit, or the default), or says how long until one is available. */
+  take(key: string, limit: RateLimit = this.limit): Admission {
+    const { requestsPerSecond: rate, burst } = limit;
     if (rate <= 0) return { ok: true, remaining: burst };
-    const t = this.now();
-    let b = this.buckets.get(key);
-    if (!b) {
-      if (this.buckets.size >= PRUNE_ABOVE) this.prune(t);
-      b = { tokens: burst, at: t };
-      this.buckets.set(key, b);
-    } else {
-      b.tokens = Math.min(burst, b.tokens + ((t - b.at) / 1000) * rate);
-      b.at = t;
-    }
+    const b = this.bucket(key, limit);
     if (b.tokens >= 1) {
       b.tokens -= 1;
       return { ok: true, remaining: Math.floor(b.tokens) };
@@ -58,10 +53,40 @@ export class KeyRateLimiter {
     return { ok: false, retryAfterSeconds: Math.max(1, Math.ceil((1 - b.tokens) / rate)) };
   }
 
+  /**
+   * For amounts known only afterwards (tokens): admitted while the bucket is above zero; `debit`
+   * then takes what was used, possibly below zero, which later requests wait out.
+   */
+  admit(key: string, limit: RateLimit): Admission {
+    const b = this.bucket(key, limit);
+    if (b.tokens > 0) return { ok: true, remaining: Math.floor(b.tokens) };
+    return { ok: false, retryAfterSeconds: Math.max(1, Math.ceil((1 - b.tokens) / limit.requestsPerSecond)) };
+  }
+
+  debit(key: string, limit: RateLimit, amount: number): void {
+    if (amount > 0) this.bucket(key, limit).tokens -= amount;
+  }
+
+  /** The key's bucket, refilled to now. */
+  private bucket(key: string, { requestsPerSecond: rate, burst }: RateLimit): Bucket {
+    const t = this.now();
+    let b = this.buckets.get(key);
+    if (!b) {
+      if (this.buckets.size >= PRUNE_ABOVE) this.prune(t);
+      b = { tokens: burst, at: t, rate, burst };
+      this.buckets.set(key, b);
+    } else {
+      b.tokens = Math.min(burst, b.tokens + ((t - b.at) / 1000) * rate);
+      b.at = t;
+      b.rate = rate;
+      b.burst = burst;
+    }
+    return b;
+  }
+
   private prune(t: number): void {
-    const { requestsPerSecond: rate, burst } = this.limit;
     for (const [key, b] of this.buckets) {
-      if (b.tokens + ((t - b.at) / 1000) * rate >= burst) this.buckets.delete(key);
+      if (b.tokens + ((t - b.at) / 1000) * b.rate >= b.burst) this.buckets.delete(key);
     }
   }
 }

@@ -98,3 +98,34 @@ export function parseTags(sources: TagSources): Tag[] | ProxyError {
 }
 
 export const formatTag = (t: Tag): string => `${t.key}:${t.value}`;
+
+/**
+ * A key's enforced tags over the caller's: a caller tag with one of their keys and another value
+ * is refused (a key of team ml cannot bill team web); the rest are added. Enforced tags count
+ * toward MAX_TAGS.
+ */
+export function applyEnforcedTags(tags: Tag[], enforced: Tag[]): Tag[] | ProxyError {
+  if (enforced.length === 0) return tags;
+  const merged = [...enforced];
+  for (const t of tags) {
+    const own = enforced.find((e) => e.key === t.key);
+    if (!own) merged.push(t);
+    else if (own.value !== t.value) {
+      return new ProxyError(
+        400,
+        'invalid_request_error',
+        'tag_not_allowed',
+        `tag ${show(`${t.key}:${t.value}`)}: this API key always sends ${t.key}:${own.value} and may not send another ${t.key}`,
+        'tags',
+      );
+    }
+  }
+  if (merged.length > MAX_TAGS) {
+    return invalidRequest(
+      `too many tags: this API key applies ${enforced.length}, so a request may add at most ${MAX_TAGS - enforced.length} of its own`,
+      'tags',
+      'too_many_tags',
+    );
+  }
+  return merged;
+}

@@ -56,7 +56,8 @@ export function parseUsageQuery(params: URLSearchParams, now = new Date()): Usag
 export function usageRoutes<E extends Env>(
   app: Hono<E>,
   reports: UsageReports,
-  authorize: (headers: Headers) => void,
+  /** Authenticates the caller and says whose usage it may read: one team's, or all (no team). */
+  authorize: (headers: Headers) => { team?: string },
 ): void {
   const query = (url: string) => {
     const q = parseUsageQuery(new URL(url).searchParams);
@@ -64,16 +65,16 @@ export function usageRoutes<E extends Env>(
     return q;
   };
   app.get('/v1/usage', async (c) => {
-    authorize(c.req.raw.headers);
-    return c.json(await reports.usage(query(c.req.url)));
+    const scope = authorize(c.req.raw.headers);
+    return c.json(await reports.usage({ ...query(c.req.url), ...scope }));
   });
   app.get('/v1/analytics', async (c) => {
-    authorize(c.req.raw.headers);
-    return c.json(await reports.analytics(query(c.req.url)));
+    const scope = authorize(c.req.raw.headers);
+    return c.json(await reports.analytics({ ...query(c.req.url), ...scope }));
   });
   app.get('/v1/tags', async (c) => {
-    authorize(c.req.raw.headers);
+    const scope = authorize(c.req.raw.headers);
     const search = (c.req.query('search') ?? '').slice(0, 129);
-    return c.json({ data: await reports.tags(search, 50) });
+    return c.json({ data: await reports.tags(search, 50, scope.team) });
   });
 }

@@ -64,6 +64,15 @@ export class UsageRecorder implements UsageSink {
     return this.queue.length;
   }
 
+  /**
+   * Every record accounted before this time (epoch ms) is in the store: the time of the oldest
+   * record not yet written (the buffer is in order), or now when none is waiting.
+   */
+  writtenThrough(): number {
+    const oldest = this.queue[0];
+    return oldest ? Date.parse(oldest.time) : Date.now();
+  }
+
   private droppedInOutage = 0;
 
   private drop(n: number): void {

@@ -9,7 +9,7 @@ parentPort?.on('message', async (req: ReportRequest) => {
   let res: ReportResponse;
   try {
     if (req.kind === 'tags') {
-      res = { id: req.id, result: await store.tags(req.search, req.limit) };
+      res = { id: req.id, result: await store.tags(req.search, req.limit, req.team) };
     } else {
       const q = { ...req.query, from: new Date(req.query.from), to: new Date(req.query.to) };
       res = { id: req.id, result: req.kind === 'usage' ? await store.usage(q) : await store.analytics(q) };

@@ -11,7 +11,7 @@ import type { AnalyticsNumbers, Report, TagCount, UsageNumbers, UsageQuery, Usag
 export interface UsageReports {
   usage(q: UsageQuery): Promise<Report<UsageNumbers>>;
   analytics(q: UsageQuery): Promise<Report<AnalyticsNumbers>>;
-  tags(search: string, limit: number): Promise<TagCount[]>;
+  tags(search: string, limit: number, team?: string): Promise<TagCount[]>;
   close(): Promise<void>;
 }
 
@@ -19,7 +19,7 @@ export function inThreadReports(store: UsageStore): UsageReports {
   return {
     usage: (q) => store.usage(q),
     analytics: (q) => store.analytics(q),
-    tags: (search, limit) => store.tags(search, limit),
+    tags: (search, limit, team) => store.tags(search, limit, team),
     close: async () => {},
   };
 }
@@ -27,7 +27,7 @@ export function inThreadReports(store: UsageStore): UsageReports {
 /** What the worker is asked: one report, by id. Dates travel as epoch ms. */
 export type ReportRequest =
   | { id: number; kind: 'usage' | 'analytics'; query: Omit<UsageQuery, 'from' | 'to'> & { from: number; to: number } }
-  | { id: number; kind: 'tags'; search: string; limit: number };
+  | { id: number; kind: 'tags'; search: string; limit: number; team?: string };
 
 /** A request before it is numbered (Omit applied to each member of the union). */
 type Unnumbered<T> = T extends unknown ? Omit<T, 'id'> : never;
@@ -91,8 +91,8 @@ export class WorkerReports implements UsageReports {
     return this.ask({ kind: 'analytics', query: this.query(q) });
   }
 
-  tags(search: string, limit: number): Promise<TagCount[]> {
-    return this.ask({ kind: 'tags', search, limit });
+  tags(search: string, limit: number, team?: string): Promise<TagCount[]> {
+    return this.ask({ kind: 'tags', search, limit, ...(team !== undefined ? { team } : {}) });
   }
 
   async close(): Promise<void> {

@@ -9,6 +9,10 @@ export interface UsageRecord {
   time: string;
   requestId: string;
   keyHashPrefix: string;
+  /** The team of the ApiKey that sent it; '' for keys of no team (a keys file, the legacy Secret). */
+  team?: string;
+  /** The ApiKey's name (its spend survives rotation, unlike the key's hash). */
+  apiKey?: string;
   model: string;
   /** The ModelDeployment or ExternalProvider that served it; empty when routing failed. */
   provider: string;

@@ -67,7 +67,11 @@ interface Result {
   target: string;
 }
 
-async function bench(name: string, store: UsageStore): Promise<{ rate: number; results: Result[]; pruneMs: number }> {
+async function bench(
+  name: string,
+  store: UsageStore,
+  settle: () => void = () => {},
+): Promise<{ rate: number; results: Result[]; pruneMs: number }> {
   const t0 = performance.now();
   for (let i = 0; i < N; i += BATCH) {
     await store.insert(Array.from({ length: Math.min(BATCH, N - i) }, (_, j) => record(i + j)));
@@ -76,6 +80,7 @@ async function bench(name: string, store: UsageStore): Promise<{ rate: number; r
   const writeS = (performance.now() - t0) / 1000;
   const rate = Math.round(N / writeS);
   console.log(`[${name}] records: ${N}, write: ${writeS.toFixed(1)} s (${rate} records/s, batches of ${BATCH})`);
+  settle();
 
   // Reports over the newest 30 days (the raw records' retention), p50 of 5 runs after a warm-up.
   const range = { from: new Date(start + span - 30 * DAY), to: new Date(start + span) };
@@ -140,7 +145,9 @@ try {
       pg = await startPostgres();
       store = await PostgresUsageStore.open(pg.url);
     }
-    const { rate, results, pruneMs } = await bench(kind, store);
+    // Statistics as autovacuum leaves them shortly after each day's partition fills; taken at
+    // once so the plans measured do not depend on where its schedule happens to be.
+    const { rate, results, pruneMs } = await bench(kind, store, () => pg?.psql('ANALYZE usage_requests'));
     if (kind === 'postgres' && pg) {
       // What a record costs on disk after retention kept half: raw partitions with their indexes.
       const bytes = Number(

@@ -13,13 +13,16 @@ import {
   groupLimit,
   groupsByTag,
   HOUR,
+  keySpendDeltas,
   LATENCY_BUCKETS_MS,
   OTHER_GROUP,
   type Report,
   type ReportRows,
   type RollupRow,
   rollupDeltas,
+  type SpendScope,
   type StoredUsage,
+  spendSince,
   type TagCount,
   type UsageNumbers,
   type UsageQuery,
@@ -69,7 +72,9 @@ export class SqliteUsageStore implements UsageStore {
         error_type TEXT,
         stream INTEGER NOT NULL,
         tokens_counted INTEGER NOT NULL DEFAULT 0,
-        unpriced INTEGER NOT NULL DEFAULT 0
+        unpriced INTEGER NOT NULL DEFAULT 0,
+        team TEXT NOT NULL DEFAULT '',
+        api_key TEXT NOT NULL DEFAULT ''
       );
       CREATE INDEX IF NOT EXISTS requests_ts ON requests(ts);
       CREATE TABLE IF NOT EXISTS request_tags (
@@ -83,6 +88,7 @@ export class SqliteUsageStore implements UsageStore {
         hour INTEGER NOT NULL,
         model TEXT NOT NULL,
         provider TEXT NOT NULL,
+        team TEXT NOT NULL DEFAULT '',
         tag_key TEXT NOT NULL,
         tag_value TEXT NOT NULL,
         requests INTEGER NOT NULL,
@@ -92,7 +98,13 @@ export class SqliteUsageStore implements UsageStore {
         cost REAL NOT NULL,
         savings REAL NOT NULL,
         ${BUCKET_COLUMNS.map((c) => `${c} INTEGER NOT NULL DEFAULT 0`).join(',\n        ')},
-        PRIMARY KEY (hour, model, provider, tag_key, tag_value)
+        PRIMARY KEY (hour, model, provider, team, tag_key, tag_value)
+      );
+      CREATE TABLE IF NOT EXISTS key_spend (
+        api_key TEXT NOT NULL,
+        hour INTEGER NOT NULL,
+        cost REAL NOT NULL,
+        PRIMARY KEY (api_key, hour)
       );
     `);
     // Files written before these columns existed get them (SQLite has no ADD COLUMN IF NOT EXISTS).
@@ -102,6 +114,12 @@ export class SqliteUsageStore implements UsageStore {
     for (const column of ['tokens_counted', 'unpriced']) {
       if (!columns.has(column)) this.db.exec(`ALTER TABLE requests ADD COLUMN ${column} INTEGER NOT NULL DEFAULT 0`);
     }
+    for (const column of ['team', 'api_key']) {
+      if (!columns.has(column)) this.db.exec(`ALTER TABLE requests ADD COLUMN ${column} TEXT NOT NULL DEFAULT ''`);
+    }
+    this.addRollupTeam();
+    // Tag budgets read one tag's spend since the period's start.
+    this.db.exec('CREATE INDEX IF NOT EXISTS rollup_tag ON rollup(tag_key, tag_value, hour)');
     // One row per request: a batch retried after an unacknowledged write counts once.
     this.db.exec('CREATE UNIQUE INDEX IF NOT EXISTS requests_request ON requests(request_id, ts)');
     // Free credits spent so far per provider (allocated as records are written).
@@ -123,15 +141,19 @@ export class SqliteUsageStore implements UsageStore {
     };
     this.insertRaw = this.db.prepare(
       `INSERT OR IGNORE INTO requests (ts, request_id, key_prefix, model, provider, tags, prompt, completion, cost, savings,
-        latency_ms, ttft_ms, status, error_type, stream, tokens_counted, unpriced)
+        latency_ms, ttft_ms, status, error_type, stream, tokens_counted, unpriced, team, api_key)
        VALUES (@ts, @requestId, @keyPrefix, @model, @provider, @tags, @prompt, @completion, @cost, @savings,
-        @latency, @ttft, @status, @errorType, @stream, @tokensCounted, @unpriced)`,
+        @latency, @ttft, @status, @errorType, @stream, @tokensCounted, @unpriced, @team, @apiKey)`,
+    );
+    const addSpend = this.db.prepare(
+      `INSERT INTO key_spend (api_key, hour, cost) VALUES (@apiKey, @hour, @cost)
+       ON CONFLICT (api_key, hour) DO UPDATE SET cost = cost + excluded.cost`,
     );
     this.insertTag = this.db.prepare('INSERT INTO request_tags (request, tag, ts) VALUES (?, ?, ?)');
     this.upsertRollup = this.db.prepare(
-      `INSERT INTO rollup (hour, model, provider, tag_key, tag_value, requests, errors, prompt, completion, cost, savings, ${BUCKET_COLUMNS.join(', ')})
-       VALUES (@hour, @model, @provider, @tagKey, @tagValue, @requests, @error, @prompt, @completion, @cost, @savings, ${BUCKET_COLUMNS.map((c) => `@${c}`).join(', ')})
-       ON CONFLICT (hour, model, provider, tag_key, tag_value) DO UPDATE SET
+      `INSERT INTO rollup (hour, model, provider, team, tag_key, tag_value, requests, errors, prompt, completion, cost, savings, ${BUCKET_COLUMNS.join(', ')})
+       VALUES (@hour, @model, @provider, @team, @tagKey, @tagValue, @requests, @error, @prompt, @completion, @cost, @savings, ${BUCKET_COLUMNS.map((c) => `@${c}`).join(', ')})
+       ON CONFLICT (hour, model, provider, team, tag_key, tag_value) DO UPDATE SET
          requests = requests + excluded.requests, errors = errors + excluded.errors, prompt = prompt + excluded.prompt,
          completion = completion + excluded.completion, cost = cost + excluded.cost, savings = savings + excluded.savings,
          ${BUCKET_COLUMNS.map((c) => `${c} = ${c} + excluded.${c}`).join(', ')}`,
@@ -141,7 +163,31 @@ export class SqliteUsageStore implements UsageStore {
       this.spendCredits(records);
       const fresh = records.filter((r) => this.insertOne(r));
       for (const delta of rollupDeltas(fresh)) this.upsertRollup.run(delta);
+      for (const d of keySpendDeltas(fresh)) addSpend.run(d);
     });
+  }
+
+  /**
+   * Files from before teams: the rollup table gets a team column in its primary key, which
+   * SQLite can only do by copying the table (in one transaction: all or nothing).
+   */
+  private addRollupTeam(): void {
+    const cols = (this.db.prepare('PRAGMA table_info(rollup)').all() as Array<{ name: string }>).map((c) => c.name);
+    if (cols.includes('team')) return;
+    const copy = cols.join(', ');
+    this.db.transaction(() => {
+      this.db.exec('ALTER TABLE rollup RENAME TO rollup_before_teams');
+      this.db.exec(`
+        CREATE TABLE rollup (
+          hour INTEGER NOT NULL, model TEXT NOT NULL, provider TEXT NOT NULL, team TEXT NOT NULL DEFAULT '',
+          tag_key TEXT NOT NULL, tag_value TEXT NOT NULL, requests INTEGER NOT NULL, errors INTEGER NOT NULL,
+          prompt INTEGER NOT NULL, completion INTEGER NOT NULL, cost REAL NOT NULL, savings REAL NOT NULL,
+          ${BUCKET_COLUMNS.map((c) => `${c} INTEGER NOT NULL DEFAULT 0`).join(', ')},
+          PRIMARY KEY (hour, model, provider, team, tag_key, tag_value)
+        )`);
+      this.db.exec(`INSERT INTO rollup (${copy}) SELECT ${copy} FROM rollup_before_teams`);
+      this.db.exec('DROP TABLE rollup_before_teams');
+    })();
   }
 
   /** False when the request was already stored. */
@@ -166,6 +212,8 @@ export class SqliteUsageStore implements UsageStore {
       stream: r.stream ? 1 : 0,
       tokensCounted: r.tokensCounted ? 1 : 0,
       unpriced: r.unpriced ? 1 : 0,
+      team: r.team ?? '',
+      apiKey: r.apiKey ?? '',
     });
     if (info.changes === 0) return false;
     for (const t of tags) this.insertTag.run(info.lastInsertRowid, t, ts);
@@ -179,7 +227,10 @@ export class SqliteUsageStore implements UsageStore {
   async prune(before: Date, rollupsBefore?: Date): Promise<void> {
     const ts = before.getTime();
     this.db.prepare('DELETE FROM request_tags WHERE ts < ?').run(ts);
-    if (rollupsBefore) this.db.prepare('DELETE FROM rollup WHERE hour < ?').run(rollupsBefore.getTime());
+    if (rollupsBefore) {
+      this.db.prepare('DELETE FROM rollup WHERE hour < ?').run(rollupsBefore.getTime());
+      this.db.prepare('DELETE FROM key_spend WHERE hour < ?').run(rollupsBefore.getTime());
+    }
     this.db.prepare('DELETE FROM requests WHERE ts < ?').run(ts);
   }
 
@@ -203,6 +254,10 @@ export class SqliteUsageStore implements UsageStore {
       const filter = q.tags[0];
       const where: string[] = ['hour >= @from', 'hour < @to'];
       const params: Record<string, string | number> = { from: Math.floor(from / HOUR) * HOUR, to, size };
+      if (q.team !== undefined) {
+        where.push('team = @team');
+        params.team = q.team;
+      }
       if (byTag) {
         where.push('tag_key = @groupKey');
         params.groupKey = q.groupBy;
@@ -239,6 +294,10 @@ export class SqliteUsageStore implements UsageStore {
       return `SELECT request FROM request_tags WHERE tag = @t${i} AND ts >= @from AND ts < @to`;
     });
     const conditions = tagged.length > 0 ? [`r.id IN (${tagged.join(' INTERSECT ')})`] : [];
+    if (q.team !== undefined) {
+      conditions.push('r.team = @team');
+      params.team = q.team;
+    }
     const byTag = groupsByTag(q);
     let group = `r.${q.groupBy}`;
     if (byTag) {
@@ -303,15 +362,29 @@ export class SqliteUsageStore implements UsageStore {
   }
 
   /** Known tags whose "key:value" contains `search`, most used first, at most `limit`. */
-  async tags(search: string, limit = 50): Promise<TagCount[]> {
+  async tags(search: string, limit = 50, team?: string): Promise<TagCount[]> {
     const rows = this.db
       .prepare(
         `SELECT tag_key AS key, tag_value AS value, SUM(requests) AS requests FROM rollup
          WHERE tag_key != '' AND instr(lower(tag_key || ':' || tag_value), lower(@search)) > 0
+           AND (@team IS NULL OR team = @team)
          GROUP BY tag_key, tag_value ORDER BY requests DESC, key, value LIMIT @limit`,
       )
-      .all({ search, limit: Math.min(limit, 50) }) as TagCount[];
+      .all({ search, limit: Math.min(limit, 50), team: team ?? null }) as TagCount[];
     return rows;
+  }
+
+  async spend(scopes: SpendScope[]): Promise<number[]> {
+    const byKey = this.db.prepare('SELECT SUM(cost) AS usd FROM key_spend WHERE api_key = ? AND hour >= ?');
+    const byTag = this.db.prepare(
+      'SELECT SUM(cost - savings) AS usd FROM rollup WHERE tag_key = ? AND tag_value = ? AND hour >= ?',
+    );
+    return scopes.map((s) => {
+      const row = (
+        'apiKey' in s ? byKey.get(s.apiKey, spendSince(s)) : byTag.get(s.tag.key, s.tag.value, spendSince(s))
+      ) as { usd: number | null } | undefined;
+      return row?.usd ?? 0;
+    });
   }
 
   async close(): Promise<void> {

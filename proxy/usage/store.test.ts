@@ -12,7 +12,7 @@ import type { BedrockRoute, OpenAICompatibleRoute } from '../routing.js';
 import type { Tag } from '../tags.js';
 import { parseUsageQuery } from '../usage-api.js';
 import { UsageRecorder } from '../usage-recorder.js';
-import { PostgresUsageStore } from './postgres-store.js';
+import { MIGRATIONS, PostgresUsageStore } from './postgres-store.js';
 import { SqliteUsageStore } from './sqlite-store.js';
 import { percentileFromHistogram, type StoredUsage, type UsageStore } from './store.js';
 
@@ -34,6 +34,8 @@ function rec(o: Partial<StoredUsage> & { at: number; tags?: Tag[] }): StoredUsag
     latencyMs: o.latencyMs ?? 40,
     status: o.status ?? 200,
     stream: false,
+    ...(o.team !== undefined ? { team: o.team } : {}),
+    ...(o.apiKey !== undefined ? { apiKey: o.apiKey } : {}),
   };
 }
 const tag = (key: string, value: string): Tag => ({ key, value });
@@ -170,6 +172,15 @@ describe.each(KINDS)('UsageStore on %s', (_kind, open) => {
       ['chat', 1],
       ['search', 1],
     ]);
+    // Records without the key still count, in a group of their own.
+    const projectsOfWeb = await store.usage({
+      ...range,
+      granularity: 'day',
+      groupBy: 'project',
+      tags: [tag('team', 'web')],
+    });
+    expect(projectsOfWeb.totals.requests).toBe(1);
+    expect(projectsOfWeb.groups.map((g) => [g.group, g.requests])).toEqual([['(none)', 1]]);
   });
 
   it('reports error rate and latency percentiles', async () => {
@@ -327,11 +338,40 @@ describe.each(KINDS)('UsageStore on %s under poisoning', (_kind, open) => {
 });
 
 describe('PostgreSQL schema', () => {
+  it('a database of the first version gets teams and keeps its records', async () => {
+    pg?.psql('CREATE DATABASE migrate_v1');
+    pg?.psql(
+      `CREATE TABLE usage_migrations (version integer PRIMARY KEY, applied_at timestamptz NOT NULL DEFAULT now());
+      ${MIGRATIONS[0]}; INSERT INTO usage_migrations (version) VALUES (1);
+      CREATE TABLE usage_requests_20261120 PARTITION OF usage_requests
+        FOR VALUES FROM (${Date.parse('2026-11-20T00:00:00Z')}) TO (${Date.parse('2026-11-21T00:00:00Z')});
+      INSERT INTO usage_requests (ts, request_id, key_prefix, model, provider, tags, prompt, completion, cost, savings,
+        latency_ms, status, stream, tokens_counted, unpriced)
+        VALUES (${T0}, 'old', 'k', 'llama3.1:8b', 'platform-llms/llama', '{team:ml,project:a}', 1, 2, 0.5, 0, 40, 200, false, false, false);
+      INSERT INTO usage_rollup (hour, model, provider, tag_key, tag_value, requests, errors, prompt, completion, cost, savings, b4)
+        VALUES (${T0}, 'llama3.1:8b', 'platform-llms/llama', '', '', 1, 0, 1, 2, 0.5, 0, 1),
+               (${T0}, 'llama3.1:8b', 'platform-llms/llama', 'team', 'ml', 1, 0, 1, 2, 0.5, 0, 1);`,
+      'migrate_v1',
+    );
+    const store = await PostgresUsageStore.open(pg?.url.replace(/\/postgres$/, '/migrate_v1') ?? '');
+    await store.insert([rec({ at: T0 + 60_000, team: 'ml', apiKey: 'k1', tags: [tag('team', 'ml')] })]);
+    const q = { ...range, granularity: 'day' as const, groupBy: 'model', tags: [] as Tag[] };
+    expect((await store.usage(q)).totals.requests).toBe(2);
+    expect((await store.usage({ ...q, tags: [tag('team', 'ml')] })).totals.requests).toBe(2);
+    // Records from before teams belong to no team.
+    expect((await store.usage({ ...q, team: 'ml' })).totals.requests).toBe(1);
+    expect((await store.usage({ ...q, team: '' })).totals.requests).toBe(1);
+    expect((await store.usage({ ...q, tags: [tag('team', 'ml'), tag('project', 'a')] })).totals.requests).toBe(1);
+    await store.close();
+  });
+
   it('replicas starting together apply each migration once (advisory lock), into daily partitions', async () => {
     pg?.psql('CREATE DATABASE migrate_race');
     const url = pg?.url.replace(/\/postgres$/, '/migrate_race') ?? '';
     const stores = await Promise.all(Array.from({ length: 4 }, () => PostgresUsageStore.open(url)));
-    expect(pg?.psql('SELECT count(*) FROM usage_migrations', 'migrate_race').trim()).toBe('1');
+    expect(
+      pg?.psql("SELECT string_agg(version::text, ',' ORDER BY version) FROM usage_migrations", 'migrate_race').trim(),
+    ).toBe(MIGRATIONS.map((_, i) => i + 1).join(','));
     // Concurrent writers of the same new day create its partition once between them.
     await Promise.all(stores.map((s, i) => s.insert([{ ...rec({ at: T0 }), requestId: `r${i}` }])));
     expect(
@@ -445,6 +485,104 @@ describe('parseUsageQuery', () => {
       expect(r, bad).toBeInstanceOf(ProxyError);
       expect(r instanceof ProxyError && r.status).toBe(400);
     }
+  });
+});
+
+describe.each(KINDS)('UsageStore on %s with teams and keys', (_kind, open) => {
+  async function teams(): Promise<UsageStore> {
+    const { store } = await open();
+    await store.insert([
+      rec({ at: T0, team: 'ml', apiKey: 'ml-key', tags: [tag('team', 'ml'), tag('project', 'a')], costUsd: 0.5 }),
+      rec({
+        at: T0 + HOUR,
+        team: 'ml',
+        apiKey: 'ml-key',
+        tags: [tag('team', 'ml'), tag('project', 'b')],
+        costUsd: 0.25,
+      }),
+      rec({ at: T0, team: 'web', apiKey: 'web-key', tags: [tag('team', 'web'), tag('project', 'a')], costUsd: 2 }),
+      // An admin's request billed to ml by tag: ml's tag budget counts it, ml's reads do not.
+      rec({ at: T0, team: 'platform', apiKey: 'admin', tags: [tag('team', 'ml')], costUsd: 1 }),
+      // A key of no team (a keys file).
+      rec({ at: T0, tags: [tag('project', 'a')], costUsd: 4 }),
+    ]);
+    return store;
+  }
+
+  it("scopes every report and the tag list to one team's requests", async () => {
+    const store = await teams();
+    const q = { ...range, granularity: 'day' as const, groupBy: 'model', tags: [] as Tag[] };
+    expect((await store.usage(q)).totals.requests).toBe(5);
+    expect((await store.usage({ ...q, team: 'ml' })).totals).toMatchObject({ requests: 2, costUsd: 0.75 });
+    expect((await store.usage({ ...q, team: 'web' })).totals).toMatchObject({ requests: 1, costUsd: 2 });
+    expect((await store.usage({ ...q, team: 'nobody' })).totals.requests).toBe(0);
+    // From the rollups: one tag, and grouped by a tag key.
+    expect((await store.usage({ ...q, tags: [tag('project', 'a')], team: 'ml' })).totals.requests).toBe(1);
+    const byProject = await store.usage({ ...q, groupBy: 'project', team: 'ml' });
+    expect(byProject.groups.map((g) => [g.group, g.requests])).toEqual([
+      ['a', 1],
+      ['b', 1],
+    ]);
+    // From the raw records: two tags.
+    const raw = await store.analytics({ ...q, tags: [tag('team', 'ml'), tag('project', 'a')], team: 'ml' });
+    expect(raw.totals.requests).toBe(1);
+    expect((await store.analytics({ ...q, tags: [tag('team', 'ml'), tag('project', 'a')] })).totals.requests).toBe(1);
+    expect((await store.tags('', 50, 'web')).map((t) => `${t.key}:${t.value}`).sort()).toEqual([
+      'project:a',
+      'team:web',
+    ]);
+    expect((await store.tags('team', 50)).map((t) => `${t.key}:${t.value}`).sort()).toEqual(['team:ml', 'team:web']);
+    await store.close();
+  });
+
+  it('sums spend by ApiKey and by tag since a time, after free credits', async () => {
+    const store = await teams();
+    const since = new Date(T0 + HOUR);
+    expect(
+      await store.spend([
+        { apiKey: 'ml-key', since: new Date(T0) },
+        { apiKey: 'ml-key', since },
+        { tag: tag('team', 'ml'), since: new Date(T0) },
+        { tag: tag('project', 'a'), since: new Date(T0) },
+        { apiKey: 'nobody', since: new Date(T0) },
+        { tag: tag('team', 'nobody'), since: new Date(T0) },
+      ]),
+    ).toEqual([0.75, 0.25, 1.75, 6.5, 0, 0]);
+    expect(await store.spend([])).toEqual([]);
+    // A retried batch counts once.
+    const again = rec({ at: T0 + 2 * HOUR, team: 'ml', apiKey: 'ml-key', costUsd: 1 });
+    await store.insert([again]);
+    await store.insert([again]);
+    expect(await store.spend([{ apiKey: 'ml-key', since }])).toEqual([1.25]);
+    await store.close();
+  });
+});
+
+describe('a SQLite usage file from before teams', () => {
+  it('gets the team column in its rollups and keeps every row', async () => {
+    const file = dbFile();
+    const Database = (await import('better-sqlite3')).default;
+    const old = new Database(file);
+    old.exec(`CREATE TABLE rollup (hour INTEGER NOT NULL, model TEXT NOT NULL, provider TEXT NOT NULL,
+      tag_key TEXT NOT NULL, tag_value TEXT NOT NULL, requests INTEGER NOT NULL, errors INTEGER NOT NULL,
+      prompt INTEGER NOT NULL, completion INTEGER NOT NULL, cost REAL NOT NULL, savings REAL NOT NULL,
+      b0 INTEGER NOT NULL DEFAULT 0, PRIMARY KEY (hour, model, provider, tag_key, tag_value))`);
+    old.exec(
+      `INSERT INTO rollup VALUES (${T0}, 'llama3.1:8b', 'platform-llms/llama', '', '', 7, 0, 70, 140, 0.7, 0, 7)`,
+    );
+    old.close();
+    const store = new SqliteUsageStore(file);
+    await store.insert([rec({ at: T0, team: 'ml' })]);
+    const r = await store.usage({ ...range, granularity: 'day', groupBy: 'model', tags: [] });
+    expect(r.totals.requests).toBe(8);
+    expect(
+      (await store.usage({ ...range, granularity: 'day', groupBy: 'model', tags: [], team: 'ml' })).totals.requests,
+    ).toBe(1);
+    await store.close();
+    // Opening it again changes nothing.
+    const again = new SqliteUsageStore(file);
+    expect((await again.usage({ ...range, granularity: 'day', groupBy: 'model', tags: [] })).totals.requests).toBe(8);
+    await again.close();
   });
 });
 

@@ -22,10 +22,18 @@ export interface UsageStore {
   count(): Promise<number>;
   usage(q: UsageQuery): Promise<Report<UsageNumbers>>;
   analytics(q: UsageQuery): Promise<Report<AnalyticsNumbers>>;
-  /** Known tags whose "key:value" contains `search`, most used first, at most `limit` (<= 50). */
-  tags(search: string, limit?: number): Promise<TagCount[]>;
+  /**
+   * Known tags whose "key:value" contains `search`, most used first, at most `limit` (<= 50);
+   * of one team's requests when `team` is given.
+   */
+  tags(search: string, limit?: number, team?: string): Promise<TagCount[]>;
+  /** USD spent since each scope's start: by an ApiKey (by name), or by requests carrying a tag. */
+  spend(scopes: SpendScope[]): Promise<number[]>;
   close(): Promise<void>;
 }
+
+/** What a budget counts: an ApiKey's requests, or every request carrying a tag, since a time (whole hours). */
+export type SpendScope = { apiKey: string; since: Date } | { tag: Tag; since: Date };
 
 /** What the stores keep: the proxy's usage record as it is. */
 export type StoredUsage = UsageRecord;
@@ -42,6 +50,8 @@ export interface UsageQuery {
   tags: Tag[];
   /** Most groups reported by name (most requests first); the rest are summed as OTHER_GROUP. */
   limit?: number;
+  /** Only this team's requests (a User key's reads); every team's when absent. */
+  team?: string;
 }
 
 /** The group the groups past a report's limit are summed into. */
@@ -150,6 +160,7 @@ export interface RollupDelta {
   hour: number;
   model: string;
   provider: string;
+  team: string;
   tagKey: string;
   tagValue: string;
   requests: number;
@@ -182,14 +193,16 @@ export function rollupDeltas(records: StoredUsage[]): RollupDelta[] {
     const bucket = BUCKET_COLUMNS[bucketOf(r.latencyMs)];
     const tagged = r.provider ? r.tags.map((t) => [t.key, t.value]) : [];
     const model = r.provider ? r.model : UNROUTED_MODEL;
+    const team = r.team ?? '';
     for (const [tagKey, tagValue] of [['', ''], ...tagged] as Array<[string, string]>) {
-      const key = JSON.stringify([hour, model, r.provider, tagKey, tagValue]);
+      const key = JSON.stringify([hour, model, r.provider, team, tagKey, tagValue]);
       let d = rollups.get(key);
       if (!d) {
         d = {
           hour,
           model,
           provider: r.provider,
+          team,
           tagKey,
           tagValue,
           requests: 0,
@@ -213,6 +226,25 @@ export function rollupDeltas(records: StoredUsage[]): RollupDelta[] {
   }
   return [...rollups.values()];
 }
+
+/** Hour, key and cost (after free credits) to add to the per-key spend rows, summed per (key, hour); records of no ApiKey add none. */
+export function keySpendDeltas(records: StoredUsage[]): Array<{ apiKey: string; hour: number; cost: number }> {
+  const sums = new Map<string, { apiKey: string; hour: number; cost: number }>();
+  for (const r of records) {
+    // What the team pays: the list price less the provider's free credits.
+    const cost = r.costUsd - r.savingsUsd;
+    if (!r.apiKey || cost <= 0) continue;
+    const hour = Math.floor(Date.parse(r.time) / HOUR) * HOUR;
+    const k = `${r.apiKey}\u0000${hour}`;
+    const d = sums.get(k);
+    if (d) d.cost += cost;
+    else sums.set(k, { apiKey: r.apiKey, hour, cost });
+  }
+  return [...sums.values()].sort((a, b) => (a.apiKey < b.apiKey ? -1 : a.apiKey > b.apiKey ? 1 : a.hour - b.hour));
+}
+
+/** A scope's start as the stores count it: the whole hour it falls in. */
+export const spendSince = (s: SpendScope): number => Math.floor(s.since.getTime() / HOUR) * HOUR;
 
 /**
  * Spends providers' free credits on the records of a batch, in order: a record whose provider
