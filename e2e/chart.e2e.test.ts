@@ -334,6 +334,21 @@ describe('Helm chart', () => {
     }
   });
 
+  it('shares rate limits through Redis when given its Secret, the URL never in the pod spec', () => {
+    type Env = Array<{ name: string; value?: string; valueFrom?: unknown }>;
+    const env = (objs: Obj[]) =>
+      (
+        find(objs, 'Deployment', 'platform-ai-optimizer-proxy') as Obj & {
+          spec: { template: { spec: { containers: Array<{ env: Env }> } } };
+        }
+      ).spec.template.spec.containers[0]?.env ?? [];
+    expect(env(render()).find((e) => e.name === 'GATEWAY_REDIS_URL')).toBeUndefined();
+    expect(env(render('redis.existingSecret=gateway-redis')).find((e) => e.name === 'GATEWAY_REDIS_URL')).toEqual({
+      name: 'GATEWAY_REDIS_URL',
+      valueFrom: { secretKeyRef: { name: 'gateway-redis', key: 'url' } },
+    });
+  });
+
   it('renders the same objects every time (GitOps: no generated key, no lookup)', () => {
     expect(JSON.stringify(render())).toBe(JSON.stringify(render()));
     expect(JSON.stringify(render('usage.postgres.existingSecret=usage-db'))).toBe(

@@ -7,7 +7,7 @@ import { invalidRequest, ProxyError } from './errors.js';
 import { checkJsonShape } from './json-shape.js';
 import { BODY_MEMORY_FACTOR, type MemoryBudget, MIN_RESERVATION } from './memory-budget.js';
 import type { ProxyMetrics } from './metrics.js';
-import { type Admission, KeyRateLimiter, type RateLimit } from './rate-limit.js';
+import { type Admission, LocalRateLimiter, type RateLimit, type RateLimiter } from './rate-limit.js';
 import { DEFAULT_RETRY, type RetryPolicy, shouldFallBack, withRetries } from './resilience.js';
 import type { OpenAICompatibleRoute, RouteEntry, RouteTable, Unavailable } from './routing.js';
 import { applyEnforcedTags, parseTags, type Tag } from './tags.js';
@@ -34,7 +34,10 @@ export interface ChatDeps {
   maxBodyBytes?: number;
   deployingRetryAfterSeconds?: number;
   retry?: RetryPolicy;
+  /** The gateway's default request rate per key (ApiKeys may have their own). */
   rateLimit?: RateLimit;
+  /** Where the buckets live: this replica by default, Redis when shared. */
+  limiter?: RateLimiter;
   draining?: () => boolean;
   onError?: (err: unknown, requestId: string) => void;
   /** Told once per model that it served tokens without a price. */
@@ -97,8 +100,8 @@ export function chatHandler(deps: ChatDeps): ChatHandler {
   const maxBody = deps.maxBodyBytes ?? MAX_BODY_BYTES;
   const retry = deps.retry ?? DEFAULT_RETRY;
   // The gateway's default request rate per key, and each ApiKey's own rates where it has them.
-  const limiter = new KeyRateLimiter(deps.rateLimit ?? { requestsPerSecond: 0, burst: 1 });
-  const tokenLimiter = new KeyRateLimiter({ requestsPerSecond: 0, burst: 1 });
+  const defaultRate = deps.rateLimit ?? { requestsPerSecond: 0, burst: 1 };
+  const limiter = deps.limiter ?? new LocalRateLimiter();
   const rateHeaders = (limit: RateLimit, a: Admission): Record<string, string> =>
     limit.requestsPerSecond > 0
       ? {
@@ -138,7 +141,7 @@ export function chatHandler(deps: ChatDeps): ChatHandler {
     deps.onCaller?.(caller);
     // An ApiKey's buckets go by its name: a rotated key keeps its rates.
     const bucket = policy.name ? `key:${policy.name}` : caller.keyHashPrefix;
-    const rate = policy.rate ?? limiter.limit;
+    const rate = policy.rate ?? defaultRate;
     const tokenRate = policy.tokensPerMinute
       ? { requestsPerSecond: policy.tokensPerMinute / 60, burst: policy.tokensPerMinute }
       : undefined;
@@ -166,7 +169,7 @@ export function chatHandler(deps: ChatDeps): ChatHandler {
       }
       if (usage?.counted) deps.metrics.countedTokens.inc({ model, provider });
       const tokens = (usage?.promptTokens ?? 0) + (usage?.completionTokens ?? 0);
-      if (tokenRate) tokenLimiter.debit(bucket, tokenRate, tokens);
+      if (tokenRate) limiter.debit(bucket, tokenRate, tokens);
       deps.budgets?.add(policy, tags, charge.costUsd);
       deps.usage.record({
         time: new Date().toISOString(),
@@ -210,33 +213,25 @@ export function chatHandler(deps: ChatDeps): ChatHandler {
           connection: 'close',
         });
       }
-      if (rate.requestsPerSecond > 0) {
-        admission = limiter.take(bucket, rate);
-        if (!admission.ok) {
+      if (rate.requestsPerSecond > 0 || tokenRate) {
+        const verdict = await limiter.admit(bucket, {
+          ...(rate.requestsPerSecond > 0 ? { requests: rate } : {}),
+          ...(tokenRate ? { tokens: tokenRate } : {}),
+        });
+        if (!verdict.ok) {
           deps.metrics.rateLimited.inc();
           throw new ProxyError(
             429,
             'rate_limit_error',
             'rate_limit_exceeded',
-            `this API key sent more than ${rate.requestsPerSecond} requests per second (burst ${rate.burst}); retry in ${admission.retryAfterSeconds} s`,
+            verdict.which === 'tokens'
+              ? `this API key used its ${policy.tokensPerMinute} tokens per minute; retry in ${verdict.retryAfterSeconds} s`
+              : `this API key sent more than ${rate.requestsPerSecond} requests per second (burst ${rate.burst}); retry in ${verdict.retryAfterSeconds} s`,
             null,
-            { 'Retry-After': String(admission.retryAfterSeconds), ...rateHeaders(rate, admission) },
+            { 'Retry-After': String(verdict.retryAfterSeconds), ...rateHeaders(rate, verdict) },
           );
         }
-      }
-      if (tokenRate) {
-        const tokens = tokenLimiter.admit(bucket, tokenRate);
-        if (!tokens.ok) {
-          deps.metrics.rateLimited.inc();
-          throw new ProxyError(
-            429,
-            'rate_limit_error',
-            'rate_limit_exceeded',
-            `this API key used its ${policy.tokensPerMinute} tokens per minute; retry in ${tokens.retryAfterSeconds} s`,
-            null,
-            { 'Retry-After': String(tokens.retryAfterSeconds) },
-          );
-        }
+        admission = verdict;
       }
       const type = input.header('content-type') ?? '';
       if (!JSON_TYPE.test(type)) {

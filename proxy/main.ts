@@ -16,6 +16,7 @@ import { ConfigError, loadStandaloneConfig } from './config.js';
 import { CostMeter, loadBedrockPrices, mergePrices, parseBedrockPrices } from './cost.js';
 import { MemoryBudget } from './memory-budget.js';
 import { ProxyMetrics } from './metrics.js';
+import { RedisRateLimiter } from './redis-rate-limit.js';
 import { DEFAULT_RETRY } from './resilience.js';
 import { buildRoutes, RouteTable } from './routing.js';
 import { createProxyServer, DEFAULT_CONNECTION_LIMITS } from './serve.js';
@@ -74,6 +75,7 @@ const { values } = parseArgs({
     'max-connections': { type: 'string', default: process.env.GATEWAY_MAX_CONNECTIONS },
     'request-memory-mb': { type: 'string', default: process.env.GATEWAY_REQUEST_MEMORY_MB ?? '128' },
     'budget-refresh-ms': { type: 'string', default: process.env.GATEWAY_BUDGET_REFRESH_MS },
+    redis: { type: 'string', default: process.env.GATEWAY_REDIS_URL },
   },
 });
 
@@ -267,6 +269,18 @@ const statusWriter = source
   : undefined;
 statusWriter?.start();
 
+// Without Redis every replica keeps its own buckets: a key's cluster-wide rate is its limit
+// times the number of replicas.
+const limiter = values.redis
+  ? new RedisRateLimiter({
+      url: values.redis,
+      fallbacks: metrics.rateLimitFallbacks,
+      onFallback: (err) =>
+        log.warn('Redis not answering: rate limits are per replica until it does', { error: errorMessage(err) }),
+      onRecovered: () => log.info('Redis answering again: rate limits shared by all replicas'),
+    })
+  : undefined;
+
 const reports = usageDb === ':memory:' || isPostgresUrl(usageDb) ? undefined : new WorkerReports(usageDb);
 const gateway = createGateway({
   keys,
@@ -279,6 +293,7 @@ const gateway = createGateway({
   reports,
   retry,
   rateLimit,
+  ...(limiter ? { limiter } : {}),
   extraRoutes: uiRoutes(),
   budgets,
   onCaller: (caller) => statusWriter?.used(caller.policy.name),
@@ -355,6 +370,7 @@ for (const signal of ['SIGTERM', 'SIGINT'] as const) {
     await new Promise((r) => setTimeout(r, 50));
     budgets.stop();
     statusWriter?.stop();
+    await limiter?.close();
     await recorder.close();
     await reports?.close();
     await store.close();

@@ -47,6 +47,7 @@ export class ProxyMetrics {
   readonly fallbacks: Counter;
   readonly rateLimited: Counter;
   readonly budgetRefused: Counter<'scope'>;
+  readonly rateLimitFallbacks: Counter;
   readonly unpriced: Counter;
   readonly countedTokens: Counter;
 
@@ -125,6 +126,11 @@ export class ProxyMetrics {
     this.rateLimited = new Counter({
       name: 'gateway_rate_limited_total',
       help: 'Requests refused with 429 because their API key ran out of its request or token rate.',
+      registers: [this.registry],
+    });
+    this.rateLimitFallbacks = new Counter({
+      name: 'gateway_rate_limit_fallbacks_total',
+      help: 'Rate-limit checks this replica answered with its own buckets because Redis did not answer in time.',
       registers: [this.registry],
     });
     this.budgetRefused = new Counter({

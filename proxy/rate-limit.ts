@@ -90,3 +90,48 @@ export class KeyRateLimiter {
     }
   }
 }
+
+/** A request's rates: requests per second, and tokens (refilling per second, burst a minute's worth). */
+export interface Rates {
+  requests?: RateLimit;
+  tokens?: RateLimit;
+}
+
+export type Verdict = Admission & { which?: 'requests' | 'tokens' };
+
+/**
+ * Where buckets live: this replica (LocalRateLimiter), or Redis shared by all replicas
+ * (RedisRateLimiter, proxy/redis-rate-limit.ts). One admission per request, tokens counted after.
+ */
+export interface RateLimiter {
+  admit(key: string, rates: Rates): Verdict | Promise<Verdict>;
+  debit(key: string, tokens: RateLimit, used: number): void;
+  close?(): Promise<void>;
+}
+
+export class LocalRateLimiter implements RateLimiter {
+  private readonly requests: KeyRateLimiter;
+  private readonly tokens: KeyRateLimiter;
+
+  constructor(now?: () => number) {
+    this.requests = new KeyRateLimiter({ requestsPerSecond: 0, burst: 1 }, now);
+    this.tokens = new KeyRateLimiter({ requestsPerSecond: 0, burst: 1 }, now);
+  }
+
+  admit(key: string, rates: Rates): Verdict {
+    // Tokens first: a request refused for its tokens must not spend a request.
+    if (rates.tokens) {
+      const t = this.tokens.admit(key, rates.tokens);
+      if (!t.ok) return { ...t, which: 'tokens' };
+    }
+    if (rates.requests && rates.requests.requestsPerSecond > 0) {
+      const r = this.requests.take(key, rates.requests);
+      return r.ok ? r : { ...r, which: 'requests' };
+    }
+    return { ok: true, remaining: 0 };
+  }
+
+  debit(key: string, tokens: RateLimit, used: number): void {
+    this.tokens.debit(key, tokens, used);
+  }
+}

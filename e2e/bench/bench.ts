@@ -11,6 +11,7 @@ import { type GatewaysResult, machineFacts, printRows, printVerdicts } from './g
  * e2e/bench/out/results-<date>.json and e2e/bench/out/latest.json, with one summary per section at the end.
  *   gateways  gateways.ts: proxy overhead against direct, a bare Node proxy, Portkey and LiteLLM
  *   latency   proxy-latency.ts: sequential added latency, in-process proxy
+ *   keys      key-checks.ts: what a team key's lookup, limits (local or Redis) and budgets add
  *   bedrock   bedrock-latency.ts: streaming overhead of the Bedrock path through the AWS double
  *   usage     usage-store.ts: SQLite usage store at 1M records
  *   operator  operator-scale.ts: operator on a local control plane (binaries from e2e/cluster/build.sh)
@@ -31,6 +32,7 @@ interface Section {
 const SECTIONS: Record<string, Section> = {
   gateways: { script: 'e2e/bench/gateways.ts', args: (opts) => opts.gatewayArgs, structured: true },
   latency: { script: 'e2e/bench/proxy-latency.ts', args: (opts) => (opts.quick ? ['300'] : []) },
+  keys: { script: 'e2e/bench/key-checks.ts', args: (opts) => (opts.quick ? ['300'] : []) },
   bedrock: { script: 'e2e/bench/bedrock-latency.ts', args: (opts) => (opts.quick ? ['50'] : []) },
   usage: { script: 'e2e/bench/usage-store.ts', args: (opts) => (opts.quick ? ['100000'] : []) },
   operator: { script: 'e2e/bench/operator-scale.ts', args: (opts) => (opts.quick ? ['20'] : []) },
