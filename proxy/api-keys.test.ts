@@ -1,3 +1,5 @@
+import type { AddressInfo } from 'node:net';
+import OpenAI from 'openai';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { ApiKey, ApiKeySpec } from '../crds/api-key.js';
 import { loadCatalog } from '../crds/catalog/catalog.js';
@@ -9,6 +11,7 @@ import { BudgetGuard } from './budgets.js';
 import { CostMeter, loadBedrockPrices } from './cost.js';
 import { ProxyMetrics } from './metrics.js';
 import { buildRoutes, RouteTable } from './routing.js';
+import { createProxyServer } from './serve.js';
 import { OpenAICompatibleUpstream } from './upstreams/openai-compatible.js';
 import { SqliteUsageStore } from './usage/sqlite-store.js';
 import type { UsageRecord } from './usage.js';
@@ -45,6 +48,7 @@ function md(name: string, model: string, endpoint: string): ModelDeployment {
 
 let double: OllamaDouble;
 let store: SqliteUsageStore;
+let gateway: ReturnType<typeof createGateway>;
 let app: ReturnType<typeof createGateway>['app'];
 let keys: ApiKeys;
 let budgets: BudgetGuard;
@@ -79,7 +83,7 @@ beforeAll(async () => {
   metrics = new ProxyMetrics();
   budgets = new BudgetGuard(store, () => keys.policies(), { now: () => now });
   budgets.setTagBudgets([{ name: 'web-monthly', tag: { key: 'team', value: 'web' }, usd: 0.005, period: 'Monthly' }]);
-  app = createGateway({
+  gateway = createGateway({
     keys,
     routes,
     upstreams: { 'openai-compatible': new OpenAICompatibleUpstream() },
@@ -89,7 +93,8 @@ beforeAll(async () => {
     cost: new CostMeter(loadCatalog(), loadBedrockPrices()),
     store,
     budgets,
-  }).app;
+  });
+  app = gateway.app;
 });
 
 afterAll(async () => {
@@ -181,6 +186,20 @@ describe('ApiKeys on one gateway', () => {
     expect(refused.status).toBe(429);
     expect(await errorOf(refused)).toMatchObject({ code: 'insufficient_quota', type: 'insufficient_quota' });
     expect(Number(refused.headers.get('retry-after'))).toBe((Date.parse('2026-12-01T00:00:00Z') - now) / 1000);
+    // As the official SDK surfaces it: a RateLimitError whose code is insufficient_quota.
+    const server = createProxyServer(gateway);
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    const client = new OpenAI({
+      baseURL: `http://127.0.0.1:${(server.address() as AddressInfo).port}/openai/v1`,
+      apiKey: WEB,
+      maxRetries: 0,
+    });
+    const sdkError = await client.chat.completions
+      .create({ model: 'llama3.1:8b', messages: [{ role: 'user', content: 'hi' }] })
+      .catch((err: unknown) => err);
+    server.close();
+    expect(sdkError).toBeInstanceOf(OpenAI.RateLimitError);
+    expect(sdkError).toMatchObject({ status: 429, code: 'insufficient_quota', type: 'insufficient_quota' });
     // The admin key is not tagged team:web: unaffected.
     expect((await chat(ADMIN, { model: 'llama3.1:8b' })).status).toBe(200);
     // The store agrees after a refresh; a new month starts from zero.
