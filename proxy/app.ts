@@ -3,12 +3,13 @@ import { authenticate, type Caller, mayCall, readScope } from './auth.js';
 import {
   type ChatDeps,
   type ChatHandler,
-  chatHandler,
+  endpointHandlers,
   errorOutput,
   internalError,
   newRequestId,
   readLimited,
 } from './chat-handler.js';
+import { ENDPOINTS } from './endpoints.js';
 import { ProxyError } from './errors.js';
 import type { UsageStore } from './usage/store.js';
 import { usageRoutes } from './usage-api.js';
@@ -35,7 +36,7 @@ type Vars = { requestId: string };
 
 /** The OpenAI paths served and their method: another method there is a 405, not an unknown route. */
 const KNOWN_PATHS = new Map([
-  ['/openai/v1/chat/completions', 'POST'],
+  ...Object.values(ENDPOINTS).map((e) => [e.path, 'POST'] as const),
   ['/openai/v1/models', 'GET'],
 ]);
 
@@ -47,10 +48,12 @@ const errorResponse = (err: ProxyError, requestId: string) => {
 };
 
 export interface Gateway {
-  /** Every route, chat completions included (tests call it with app.request()). */
+  /** Every route, the OpenAI endpoints included (tests call it with app.request()). */
   app: Hono<{ Variables: Vars }>;
-  /** The chat completions handler the app's route uses; proxy/serve.ts serves it directly. */
+  /** The chat completions handler the app's route uses. */
   chat: ChatHandler;
+  /** Every POST endpoint's handler by path; proxy/serve.ts serves them straight from node:http. */
+  endpoints: Map<string, ChatHandler>;
 }
 
 export const createApp = (deps: AppDeps): Hono<{ Variables: Vars }> => createGateway(deps).app;
@@ -139,18 +142,23 @@ export function createGateway(deps: AppDeps): Gateway {
     return c.json(model);
   });
 
-  const chat = chatHandler(deps);
-  app.post('/openai/v1/chat/completions', async (c) => {
-    const raw = c.req.raw;
-    const out = await chat({
-      requestId: c.get('requestId'),
-      header: (name) => c.req.header(name),
-      body: (limit, grow) =>
-        raw.body ? readLimited(raw.body, limit, c.req.header('content-length'), grow) : Promise.resolve(''),
-      signal: raw.signal,
+  const handlers = endpointHandlers(deps);
+  const endpoints = new Map<string, ChatHandler>();
+  for (const endpoint of Object.values(ENDPOINTS)) {
+    const handler = handlers[endpoint.name];
+    endpoints.set(endpoint.path, handler);
+    app.post(endpoint.path, async (c) => {
+      const raw = c.req.raw;
+      const out = await handler({
+        requestId: c.get('requestId'),
+        header: (name) => c.req.header(name),
+        body: (limit, grow) =>
+          raw.body ? readLimited(raw.body, limit, c.req.header('content-length'), grow) : Promise.resolve(''),
+        signal: raw.signal,
+      });
+      return new Response(out.body, { status: out.status, headers: out.headers });
     });
-    return new Response(out.body, { status: out.status, headers: out.headers });
-  });
+  }
 
-  return { app, chat };
+  return { app, chat: handlers.chat, endpoints };
 }

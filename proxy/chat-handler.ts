@@ -1,8 +1,9 @@
 import { randomBytes } from 'node:crypto';
 import { type ApiKeys, authenticate, type Caller, mayCall } from './auth.js';
 import type { BudgetGuard } from './budgets.js';
-import { MAX_JSON_VALUES, MAX_NESTING, parseChatRequest } from './chat-request.js';
+import { MAX_JSON_VALUES, MAX_NESTING } from './chat-request.js';
 import type { CostMeter } from './cost.js';
+import { ENDPOINTS, type Endpoint, type EndpointName } from './endpoints.js';
 import { invalidRequest, ProxyError } from './errors.js';
 import { checkJsonShape } from './json-shape.js';
 import { BODY_MEMORY_FACTOR, type MemoryBudget, MIN_RESERVATION } from './memory-budget.js';
@@ -15,10 +16,11 @@ import type { ChatCall, ChatResult, StreamOutcome, Upstream, Usage } from './ups
 import type { UsageSink } from './usage.js';
 
 /**
- * POST /openai/v1/chat/completions, independent of the HTTP framework: auth, rate limit, body,
- * tags, routing with retries and fallbacks, and one usage record per request. The Hono app
+ * The request pipeline of the OpenAI POST endpoints (proxy/endpoints.ts), independent of the
+ * HTTP framework: auth, rate limits, body, the endpoint's parser, tags, model allow-list,
+ * routing with budgets, retries and fallbacks, and one usage record per request. The Hono app
  * (app.request() in tests, every other route) and the node:http fast path (proxy/serve.ts,
- * what production serves) both call it, so there is one implementation of the endpoint.
+ * what production serves) both call it, so there is one implementation of every endpoint.
  */
 
 export interface ChatDeps {
@@ -96,7 +98,14 @@ const JSON_TYPE = /^application\/json\s*(;|$)/i;
 
 export type ChatHandler = (input: ChatInput) => Promise<ChatOutput>;
 
-export function chatHandler(deps: ChatDeps): ChatHandler {
+/** POST /openai/v1/chat/completions alone (tests and benches that need only it). */
+export const chatHandler = (deps: ChatDeps): ChatHandler => endpointHandlers(deps).chat;
+
+/**
+ * The handler of every endpoint of proxy/endpoints.ts: one pipeline, one set of rate buckets,
+ * each endpoint contributing its parser and upstream path.
+ */
+export function endpointHandlers(deps: ChatDeps): Record<EndpointName, ChatHandler> {
   const maxBody = deps.maxBodyBytes ?? MAX_BODY_BYTES;
   const retry = deps.retry ?? DEFAULT_RETRY;
   // The gateway's default request rate per key, and each ApiKey's own rates where it has them.
@@ -128,276 +137,294 @@ export function chatHandler(deps: ChatDeps): ChatHandler {
     });
   };
 
-  return async (input) => {
-    const started = performance.now();
-    const { requestId } = input;
-    const caller = authenticate(deps.keys, {
-      apiKey: input.header('x-api-key'),
-      authorization: input.header('authorization'),
-    });
-    // Unauthenticated requests are answered without a usage record: nobody to bill.
-    if (caller instanceof ProxyError) return errorOutput(caller, requestId);
-    const { policy } = caller;
-    deps.onCaller?.(caller);
-    // An ApiKey's buckets go by its name: a rotated key keeps its rates.
-    const bucket = policy.name ? `key:${policy.name}` : caller.keyHashPrefix;
-    const rate = policy.rate ?? defaultRate;
-    const tokenRate = policy.tokensPerMinute
-      ? { requestsPerSecond: policy.tokensPerMinute / 60, burst: policy.tokensPerMinute }
-      : undefined;
-    let admission: Admission = { ok: true, remaining: 0 };
-    let model = '';
-    let provider = '';
-    let entry: RouteEntry | undefined;
-    let tags: Tag[] = [];
-    let stream = false;
-    let reserved = 0;
+  const handle =
+    (endpoint: Endpoint): ChatHandler =>
+    async (input) => {
+      const started = performance.now();
+      const { requestId } = input;
+      const caller = authenticate(deps.keys, {
+        apiKey: input.header('x-api-key'),
+        authorization: input.header('authorization'),
+      });
+      // Unauthenticated requests are answered without a usage record: nobody to bill.
+      if (caller instanceof ProxyError) return errorOutput(caller, requestId);
+      const { policy } = caller;
+      deps.onCaller?.(caller);
+      // An ApiKey's buckets go by its name: a rotated key keeps its rates.
+      const bucket = policy.name ? `key:${policy.name}` : caller.keyHashPrefix;
+      const rate = policy.rate ?? defaultRate;
+      const tokenRate = policy.tokensPerMinute
+        ? { requestsPerSecond: policy.tokensPerMinute / 60, burst: policy.tokensPerMinute }
+        : undefined;
+      let admission: Admission = { ok: true, remaining: 0 };
+      let model = '';
+      let provider = '';
+      let entry: RouteEntry | undefined;
+      let tags: Tag[] = [];
+      let stream = false;
+      let reserved = 0;
 
-    const account = (
-      status: number,
-      usage: Usage | undefined,
-      extra: { firstTokenMs?: number; errorType?: string } = {},
-    ) => {
-      const latencyMs = performance.now() - started;
-      const charge = deps.cost?.charge(entry, usage) ?? { costUsd: 0 };
-      if (charge.unpriced) {
-        deps.metrics.unpriced.inc({ model, provider });
-        if (!unpricedSeen.has(model) && unpricedSeen.size < 1000) {
-          unpricedSeen.add(model);
-          deps.onUnpriced?.(model, provider);
+      const account = (
+        status: number,
+        usage: Usage | undefined,
+        extra: { firstTokenMs?: number; errorType?: string } = {},
+      ) => {
+        const latencyMs = performance.now() - started;
+        const charge = deps.cost?.charge(entry, usage) ?? { costUsd: 0 };
+        if (charge.unpriced) {
+          deps.metrics.unpriced.inc({ model, provider });
+          if (!unpricedSeen.has(model) && unpricedSeen.size < 1000) {
+            unpricedSeen.add(model);
+            deps.onUnpriced?.(model, provider);
+          }
         }
-      }
-      if (usage?.counted) deps.metrics.countedTokens.inc({ model, provider });
-      const tokens = (usage?.promptTokens ?? 0) + (usage?.completionTokens ?? 0);
-      if (tokenRate) limiter.debit(bucket, tokenRate, tokens);
-      deps.budgets?.add(policy, tags, charge.costUsd);
-      deps.usage.record({
-        time: new Date().toISOString(),
-        requestId,
-        keyHashPrefix: caller.keyHashPrefix,
-        ...(policy.team ? { team: policy.team } : {}),
-        ...(policy.name ? { apiKey: policy.name } : {}),
-        model: model.slice(0, MAX_MODEL_CHARS),
-        provider,
-        tags,
-        promptTokens: usage?.promptTokens ?? 0,
-        completionTokens: usage?.completionTokens ?? 0,
-        costUsd: charge.costUsd,
-        savingsUsd: 0,
-        ...(charge.creditsUsd ? { creditsUsd: charge.creditsUsd } : {}),
-        latencyMs,
-        ...(extra.firstTokenMs !== undefined ? { firstTokenMs: extra.firstTokenMs } : {}),
-        status,
-        ...(extra.errorType ? { errorType: extra.errorType } : {}),
-        stream,
-        ...(usage?.counted ? { tokensCounted: true } : {}),
-        ...(charge.unpriced ? { unpriced: true } : {}),
-      });
-      deps.metrics.observeRequest({
-        // Only routable models become label values: a caller's made-up names must not add series.
-        model: entry ? model : '',
-        provider,
-        tags,
-        status,
-        code: extra.errorType ?? '',
-        seconds: latencyMs / 1000,
-        ...(usage ? { usage } : {}),
-        costUsd: charge.costUsd,
-      });
-    };
+        if (usage?.counted) deps.metrics.countedTokens.inc({ model, provider });
+        const tokens = (usage?.promptTokens ?? 0) + (usage?.completionTokens ?? 0);
+        if (tokenRate) limiter.debit(bucket, tokenRate, tokens);
+        deps.budgets?.add(policy, tags, charge.costUsd);
+        deps.usage.record({
+          time: new Date().toISOString(),
+          requestId,
+          keyHashPrefix: caller.keyHashPrefix,
+          ...(policy.team ? { team: policy.team } : {}),
+          ...(policy.name ? { apiKey: policy.name } : {}),
+          model: model.slice(0, MAX_MODEL_CHARS),
+          provider,
+          tags,
+          promptTokens: usage?.promptTokens ?? 0,
+          completionTokens: usage?.completionTokens ?? 0,
+          costUsd: charge.costUsd,
+          savingsUsd: 0,
+          ...(charge.creditsUsd ? { creditsUsd: charge.creditsUsd } : {}),
+          latencyMs,
+          ...(extra.firstTokenMs !== undefined ? { firstTokenMs: extra.firstTokenMs } : {}),
+          status,
+          ...(extra.errorType ? { errorType: extra.errorType } : {}),
+          stream,
+          ...(usage?.counted ? { tokensCounted: true } : {}),
+          ...(charge.unpriced ? { unpriced: true } : {}),
+        });
+        deps.metrics.observeRequest({
+          // Only routable models become label values: a caller's made-up names must not add series.
+          model: entry ? model : '',
+          provider,
+          tags,
+          status,
+          code: extra.errorType ?? '',
+          seconds: latencyMs / 1000,
+          ...(usage ? { usage } : {}),
+          costUsd: charge.costUsd,
+        });
+      };
 
-    try {
-      if (deps.draining?.()) {
-        throw new ProxyError(503, 'api_error', 'shutting_down', 'this gateway replica is shutting down; retry', null, {
-          'Retry-After': '1',
-          connection: 'close',
-        });
-      }
-      if (rate.requestsPerSecond > 0 || tokenRate) {
-        const verdict = await limiter.admit(bucket, {
-          ...(rate.requestsPerSecond > 0 ? { requests: rate } : {}),
-          ...(tokenRate ? { tokens: tokenRate } : {}),
-        });
-        if (!verdict.ok) {
-          deps.metrics.rateLimited.inc();
+      try {
+        if (deps.draining?.()) {
           throw new ProxyError(
-            429,
-            'rate_limit_error',
-            'rate_limit_exceeded',
-            verdict.which === 'tokens'
-              ? `this API key used its ${policy.tokensPerMinute} tokens per minute; retry in ${verdict.retryAfterSeconds} s`
-              : `this API key sent more than ${rate.requestsPerSecond} requests per second (burst ${rate.burst}); retry in ${verdict.retryAfterSeconds} s`,
+            503,
+            'api_error',
+            'shutting_down',
+            'this gateway replica is shutting down; retry',
             null,
-            { 'Retry-After': String(verdict.retryAfterSeconds), ...rateHeaders(rate, verdict) },
+            {
+              'Retry-After': '1',
+              connection: 'close',
+            },
           );
         }
-        admission = verdict;
-      }
-      const type = input.header('content-type') ?? '';
-      if (!JSON_TYPE.test(type)) {
-        throw new ProxyError(
-          415,
-          'invalid_request_error',
-          'unsupported_media_type',
-          `the request body must be JSON with Content-Type: application/json (got ${JSON.stringify(type.slice(0, 100))})`,
-        );
-      }
-      // Reserve what the body will cost before reading it (Content-Length, else grown as it arrives).
-      const budget = deps.budget;
-      const reserve = (need: number) => {
-        if (!budget || need <= reserved) return;
-        budget.take(need - reserved);
-        reserved = need;
-      };
-      const declared = Number(input.header('content-length'));
-      const expect = Number.isFinite(declared) && declared > 0 ? Math.min(declared, maxBody) : 0;
-      reserve(Math.max(MIN_RESERVATION, expect * BODY_MEMORY_FACTOR));
-      const text = await input.body(maxBody, budget ? (size) => reserve(size * BODY_MEMORY_FACTOR) : undefined);
-      // The shape is judged from the text, before JSON.parse builds anything of it.
-      const shape = checkJsonShape(text, { maxDepth: MAX_NESTING, maxValues: MAX_JSON_VALUES });
-      if (shape) throw shape;
-      let body: unknown;
-      try {
-        body = JSON.parse(text);
-      } catch {
-        throw invalidRequest('the request body is not valid JSON', null, 'invalid_json');
-      }
-      // Refused requests are recorded under the model they asked for, whatever else is wrong with them.
-      const asked = (body as { model?: unknown } | null)?.model;
-      if (typeof asked === 'string') model = asked;
-      const req = parseChatRequest(body);
-      if (req instanceof ProxyError) throw req;
-      model = req.model;
-      stream = req.stream;
-      const parsedTags = parseTags({
-        xTags: input.header('x-tags'),
-        xGatewayTags: input.header('x-gateway-tags'),
-        body: req.tags,
-      });
-      if (parsedTags instanceof ProxyError) throw parsedTags;
-      const enforced = applyEnforcedTags(parsedTags, policy.tags);
-      if (enforced instanceof ProxyError) throw enforced;
-      tags = enforced;
-
-      if (!mayCall(policy, req.model)) {
-        throw new ProxyError(
-          403,
-          'permission_error',
-          'model_not_allowed',
-          `this API key may not call the model ${JSON.stringify(req.model.slice(0, MAX_MODEL_CHARS))}; GET /openai/v1/models lists the models it may call`,
-          'model',
-        );
-      }
-      entry = deps.routes.lookup(req.model);
-      if (!entry) {
-        throw new ProxyError(
-          404,
-          'invalid_request_error',
-          'model_not_found',
-          `the model ${JSON.stringify(req.model.slice(0, MAX_MODEL_CHARS))} does not exist or is not routable here; GET /openai/v1/models lists the models you can use`,
-          'model',
-        );
-      }
-      provider = entry.provider;
-      const refused = deps.budgets?.check(policy, tags);
-      if (refused) {
-        deps.metrics.budgetRefused.inc({ scope: refused.scope });
-        throw refused.error;
-      }
-
-      const { signal } = input;
-      const call = { body: req.forward, stream: req.stream, clientWantsUsage: req.includeUsage, signal };
-      // The model itself, then its fallbacks (not theirs: no chains, no loops).
-      const chain: RouteEntry[] = [entry];
-      for (const name of entry.fallback ?? []) {
-        const f = deps.routes.lookup(name);
-        if (f && !chain.includes(f) && mayCall(policy, f.model)) chain.push(f);
-      }
-      let result: ChatResult | undefined;
-      let first: ProxyError | undefined;
-      const failed: string[] = [];
-      for (const [i, target] of chain.entries()) {
-        try {
-          result = await callRoute(target, i === 0 ? call : { ...call, body: { ...call.body, model: target.model } });
-          if (i > 0) {
-            model = target.model;
-            provider = target.provider;
-            entry = target;
+        if (rate.requestsPerSecond > 0 || tokenRate) {
+          const verdict = await limiter.admit(bucket, {
+            ...(rate.requestsPerSecond > 0 ? { requests: rate } : {}),
+            ...(tokenRate ? { tokens: tokenRate } : {}),
+          });
+          if (!verdict.ok) {
+            deps.metrics.rateLimited.inc();
+            throw new ProxyError(
+              429,
+              'rate_limit_error',
+              'rate_limit_exceeded',
+              verdict.which === 'tokens'
+                ? `this API key used its ${policy.tokensPerMinute} tokens per minute; retry in ${verdict.retryAfterSeconds} s`
+                : `this API key sent more than ${rate.requestsPerSecond} requests per second (burst ${rate.burst}); retry in ${verdict.retryAfterSeconds} s`,
+              null,
+              { 'Retry-After': String(verdict.retryAfterSeconds), ...rateHeaders(rate, verdict) },
+            );
           }
-          break;
-        } catch (err) {
-          if (!(err instanceof ProxyError) || (i === 0 && !shouldFallBack(err)) || signal.aborted) throw err;
-          first ??= err;
-          if (i > 0) failed.push(`${target.model} (${err.code})`);
-          const next = chain[i + 1];
-          if (next) deps.metrics.fallbacks.inc({ model: req.model, fallback: next.model, code: err.code });
+          admission = verdict;
         }
-      }
-      if (!result) {
-        const e = first as ProxyError;
-        if (failed.length === 0) throw e;
-        throw new ProxyError(
-          e.status,
-          e.type,
-          e.code,
-          `${e.message}; its fallbacks failed too: ${failed.join(', ')}`,
-          e.param,
-          e.headers,
-        );
-      }
-      const headers: Record<string, string> = {
-        'x-request-id': requestId,
-        ...rateHeaders(rate, admission),
-        ...(model !== req.model ? { 'x-gateway-fallback': model } : {}),
-      };
-      if (result.kind === 'json') {
-        account(result.status, result.usage);
-        return {
-          kind: 'json',
-          status: 200,
-          headers: { 'content-type': 'application/json', ...headers },
-          body: result.raw ?? JSON.stringify(result.body),
+        const type = input.header('content-type') ?? '';
+        if (!JSON_TYPE.test(type)) {
+          throw new ProxyError(
+            415,
+            'invalid_request_error',
+            'unsupported_media_type',
+            `the request body must be JSON with Content-Type: application/json (got ${JSON.stringify(type.slice(0, 100))})`,
+          );
+        }
+        // Reserve what the body will cost before reading it (Content-Length, else grown as it arrives).
+        const budget = deps.budget;
+        const reserve = (need: number) => {
+          if (!budget || need <= reserved) return;
+          budget.take(need - reserved);
+          reserved = need;
         };
-      }
-      result.outcome.then(
-        (o: StreamOutcome) =>
-          account(o.error ? o.error.status : o.clientAborted ? 499 : 200, o.usage, {
-            ...(o.firstTokenMs !== undefined ? { firstTokenMs: o.firstTokenMs } : {}),
-            ...(o.error ? { errorType: o.error.code } : o.clientAborted ? { errorType: 'client_closed_request' } : {}),
-          }),
-        (err: unknown) => deps.onError?.(err, requestId),
-      );
-      return {
-        kind: 'stream',
-        status: 200,
-        headers: {
-          'content-type': 'text/event-stream; charset=utf-8',
-          'cache-control': 'no-cache',
-          connection: 'keep-alive',
-          ...headers,
-        },
-        body: result.body,
-      };
-    } catch (err) {
-      if (err instanceof ProxyError) {
-        account(err.status, undefined, { errorType: err.code });
-        return errorOutput(
-          rate.requestsPerSecond > 0 && err.status !== 429
-            ? new ProxyError(err.status, err.type, err.code, err.message, err.param, {
-                ...err.headers,
-                ...rateHeaders(rate, admission),
-              })
-            : err,
-          requestId,
+        const declared = Number(input.header('content-length'));
+        const expect = Number.isFinite(declared) && declared > 0 ? Math.min(declared, maxBody) : 0;
+        reserve(Math.max(MIN_RESERVATION, expect * BODY_MEMORY_FACTOR));
+        const text = await input.body(maxBody, budget ? (size) => reserve(size * BODY_MEMORY_FACTOR) : undefined);
+        // The shape is judged from the text, before JSON.parse builds anything of it.
+        const shape = checkJsonShape(text, { maxDepth: MAX_NESTING, maxValues: MAX_JSON_VALUES });
+        if (shape) throw shape;
+        let body: unknown;
+        try {
+          body = JSON.parse(text);
+        } catch {
+          throw invalidRequest('the request body is not valid JSON', null, 'invalid_json');
+        }
+        // Refused requests are recorded under the model they asked for, whatever else is wrong with them.
+        const asked = (body as { model?: unknown } | null)?.model;
+        if (typeof asked === 'string') model = asked;
+        const req = endpoint.parse(body);
+        if (req instanceof ProxyError) throw req;
+        model = req.model;
+        stream = req.stream;
+        const parsedTags = parseTags({
+          xTags: input.header('x-tags'),
+          xGatewayTags: input.header('x-gateway-tags'),
+          body: req.tags,
+        });
+        if (parsedTags instanceof ProxyError) throw parsedTags;
+        const enforced = applyEnforcedTags(parsedTags, policy.tags);
+        if (enforced instanceof ProxyError) throw enforced;
+        tags = enforced;
+
+        if (!mayCall(policy, req.model)) {
+          throw new ProxyError(
+            403,
+            'permission_error',
+            'model_not_allowed',
+            `this API key may not call the model ${JSON.stringify(req.model.slice(0, MAX_MODEL_CHARS))}; GET /openai/v1/models lists the models it may call`,
+            'model',
+          );
+        }
+        entry = deps.routes.lookup(req.model);
+        if (!entry) {
+          throw new ProxyError(
+            404,
+            'invalid_request_error',
+            'model_not_found',
+            `the model ${JSON.stringify(req.model.slice(0, MAX_MODEL_CHARS))} does not exist or is not routable here; GET /openai/v1/models lists the models you can use`,
+            'model',
+          );
+        }
+        provider = entry.provider;
+        const refused = deps.budgets?.check(policy, tags);
+        if (refused) {
+          deps.metrics.budgetRefused.inc({ scope: refused.scope });
+          throw refused.error;
+        }
+
+        const { signal } = input;
+        const call = { endpoint, body: req.forward, stream: req.stream, clientWantsUsage: req.includeUsage, signal };
+        // The model itself, then its fallbacks (not theirs: no chains, no loops).
+        const chain: RouteEntry[] = [entry];
+        for (const name of entry.fallback ?? []) {
+          const f = deps.routes.lookup(name);
+          if (f && !chain.includes(f) && mayCall(policy, f.model)) chain.push(f);
+        }
+        let result: ChatResult | undefined;
+        let first: ProxyError | undefined;
+        const failed: string[] = [];
+        for (const [i, target] of chain.entries()) {
+          try {
+            result = await callRoute(target, i === 0 ? call : { ...call, body: { ...call.body, model: target.model } });
+            if (i > 0) {
+              model = target.model;
+              provider = target.provider;
+              entry = target;
+            }
+            break;
+          } catch (err) {
+            if (!(err instanceof ProxyError) || (i === 0 && !shouldFallBack(err)) || signal.aborted) throw err;
+            first ??= err;
+            if (i > 0) failed.push(`${target.model} (${err.code})`);
+            const next = chain[i + 1];
+            if (next) deps.metrics.fallbacks.inc({ model: req.model, fallback: next.model, code: err.code });
+          }
+        }
+        if (!result) {
+          const e = first as ProxyError;
+          if (failed.length === 0) throw e;
+          throw new ProxyError(
+            e.status,
+            e.type,
+            e.code,
+            `${e.message}; its fallbacks failed too: ${failed.join(', ')}`,
+            e.param,
+            e.headers,
+          );
+        }
+        const headers: Record<string, string> = {
+          'x-request-id': requestId,
+          ...rateHeaders(rate, admission),
+          ...(model !== req.model ? { 'x-gateway-fallback': model } : {}),
+        };
+        if (result.kind === 'json') {
+          account(result.status, result.usage);
+          return {
+            kind: 'json',
+            status: 200,
+            headers: { 'content-type': 'application/json', ...headers },
+            body: result.raw ?? JSON.stringify(result.body),
+          };
+        }
+        result.outcome.then(
+          (o: StreamOutcome) =>
+            account(o.error ? o.error.status : o.clientAborted ? 499 : 200, o.usage, {
+              ...(o.firstTokenMs !== undefined ? { firstTokenMs: o.firstTokenMs } : {}),
+              ...(o.error
+                ? { errorType: o.error.code }
+                : o.clientAborted
+                  ? { errorType: 'client_closed_request' }
+                  : {}),
+            }),
+          (err: unknown) => deps.onError?.(err, requestId),
         );
+        return {
+          kind: 'stream',
+          status: 200,
+          headers: {
+            'content-type': 'text/event-stream; charset=utf-8',
+            'cache-control': 'no-cache',
+            connection: 'keep-alive',
+            ...headers,
+          },
+          body: result.body,
+        };
+      } catch (err) {
+        if (err instanceof ProxyError) {
+          account(err.status, undefined, { errorType: err.code });
+          return errorOutput(
+            rate.requestsPerSecond > 0 && err.status !== 429
+              ? new ProxyError(err.status, err.type, err.code, err.message, err.param, {
+                  ...err.headers,
+                  ...rateHeaders(rate, admission),
+                })
+              : err,
+            requestId,
+          );
+        }
+        account(500, undefined, { errorType: 'internal_error' });
+        deps.onError?.(err, requestId);
+        return errorOutput(internalError(requestId), requestId);
+      } finally {
+        // By now the body went to the upstream (or was refused): its memory is no longer held.
+        if (reserved > 0) deps.budget?.give(reserved);
       }
-      account(500, undefined, { errorType: 'internal_error' });
-      deps.onError?.(err, requestId);
-      return errorOutput(internalError(requestId), requestId);
-    } finally {
-      // By now the body went to the upstream (or was refused): its memory is no longer held.
-      if (reserved > 0) deps.budget?.give(reserved);
-    }
+    };
+  return {
+    chat: handle(ENDPOINTS.chat),
+    completions: handle(ENDPOINTS.completions),
+    embeddings: handle(ENDPOINTS.embeddings),
   };
 }
 

@@ -12,14 +12,13 @@ import {
 import { ProxyError } from './errors.js';
 
 /**
- * The proxy's HTTP server. Chat completions, the one hot path, are served straight on node:http:
+ * The proxy's HTTP server. The OpenAI POST endpoints (chat completions, the hot path, and
+ * completions and embeddings) are served straight on node:http:
  * the handler is the same as the Hono route's (proxy/chat-handler.ts), but without turning every
  * request and response into Fetch API objects and back, which the profile showed to be the
  * largest cost the gateway added to a call (e2e/bench/RESULTS.md). Every other route goes to the
  * Hono app.
  */
-
-const CHAT_PATH = '/openai/v1/chat/completions';
 
 const headerOf =
   (req: IncomingMessage) =>
@@ -136,10 +135,10 @@ async function writeOutput(out: ChatOutput, res: ServerResponse, signal: AbortSi
   }
 }
 
-/** Only what the server calls: the app's fetch and the chat handler. */
+/** Only what the server calls: the app's fetch and the POST endpoints' handlers by path. */
 export interface Servable {
   app: Pick<Hono, 'fetch'>;
-  chat: ChatHandler;
+  endpoints: Map<string, ChatHandler>;
 }
 
 /** How long callers may take, and how many connections they may hold. */
@@ -162,16 +161,16 @@ export const DEFAULT_CONNECTION_LIMITS: ConnectionLimits = {
 };
 
 export function createProxyServer(
-  { app, chat }: Servable,
+  { app, endpoints }: Servable,
   limits: ConnectionLimits = DEFAULT_CONNECTION_LIMITS,
 ): Server {
   const hono = getRequestListener(app.fetch);
-  const serveChat = async (req: IncomingMessage, res: ServerResponse) => {
+  const serveEndpoint = async (handler: ChatHandler, req: IncomingMessage, res: ServerResponse) => {
     const gone = new AbortController();
     res.once('close', () => {
       if (!res.writableFinished) gone.abort();
     });
-    const out = await chat({
+    const out = await handler({
       requestId: newRequestId(),
       header: headerOf(req),
       body: (limit, grow) => readBody(req, limit, limits.bodyTimeoutMs, grow),
@@ -191,8 +190,10 @@ export function createProxyServer(
     },
     (req, res) => {
       const url = req.url ?? '';
-      if (req.method === 'POST' && (url === CHAT_PATH || url.startsWith(`${CHAT_PATH}?`))) {
-        serveChat(req, res).catch(() => {
+      const query = url.indexOf('?');
+      const handler = req.method === 'POST' ? endpoints.get(query < 0 ? url : url.slice(0, query)) : undefined;
+      if (handler) {
+        serveEndpoint(handler, req, res).catch(() => {
           // The handler answers every error itself; this is a socket that failed under us.
           if (!res.headersSent) res.writeHead(500).end();
           else res.destroy();

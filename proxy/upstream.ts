@@ -1,3 +1,4 @@
+import type { Endpoint } from './endpoints.js';
 import type { ProxyError } from './errors.js';
 import type { Route } from './routing.js';
 
@@ -19,6 +20,8 @@ export interface Usage {
 
 export interface ChatCall<R extends Route = Route> {
   route: R;
+  /** Which OpenAI endpoint the call is for; chat completions when absent. */
+  endpoint?: Endpoint;
   /** The client's OpenAI request body, validated, without the gateway's own fields (tags). */
   body: Record<string, unknown>;
   stream: boolean;

@@ -127,6 +127,8 @@ export async function startOllamaDouble(opts: OllamaDoubleOptions = {}): Promise
     const path = new URL(req.url ?? '/', 'http://double').pathname;
     const method = req.method ?? 'GET';
     if (method === 'POST' && path === '/v1/chat/completions') return chat(req, res);
+    if (method === 'POST' && path === '/v1/completions') return complete(req, res);
+    if (method === 'POST' && path === '/v1/embeddings') return embed(req, res);
     // node:http drops the body of a HEAD response by itself.
     if ((method === 'GET' || method === 'HEAD') && path === '/') return sendText(res, 200, 'Ollama is running');
     if (method === 'GET' && path === '/api/version') return sendJson(res, 200, { version: OLLAMA_VERSION });
@@ -274,6 +276,108 @@ export async function startOllamaDouble(opts: OllamaDoubleOptions = {}): Promise
     if (v.includeUsage && !(await send(res, frame({ ...head, choices: [], usage })))) return;
     if (!(await send(res, 'data: [DONE]\n\n'))) return;
     res.end();
+  }
+
+  /** The body of a POST as JSON, or the 400 Ollama sends (its Gin binding) and undefined. */
+  async function jsonBody(req: IncomingMessage, res: ServerResponse): Promise<Record<string, unknown> | undefined> {
+    let text: string;
+    try {
+      text = await readBody(req);
+    } catch {
+      return undefined;
+    }
+    try {
+      const body = JSON.parse(text) as unknown;
+      if (isRecord(body)) return body;
+      sendOpenAIError(res, 400, 'invalid_request_error', 'invalid request body');
+    } catch (err) {
+      sendOpenAIError(res, 400, 'invalid_request_error', `invalid JSON body: ${errorMessage(err)}`);
+    }
+    return undefined;
+  }
+
+  /**
+   * /v1/completions as Ollama 0.17 answers it (openai/openai.go CompletionRequest: one prompt
+   * string; text_completion objects; usage in the last chunk only with stream_options.include_usage).
+   */
+  async function complete(req: IncomingMessage, res: ServerResponse): Promise<void> {
+    const body = await jsonBody(req, res);
+    if (!body) return;
+    if (typeof body.prompt !== 'string') {
+      return sendOpenAIError(res, 400, 'invalid_request_error', 'prompt must be a string');
+    }
+    const model = nonEmptyString(body.model);
+    if (model === undefined || findModel(model) === undefined) {
+      return sendOpenAIError(
+        res,
+        404,
+        'api_error',
+        `model ${JSON.stringify(String(body.model ?? ''))} not found, try pulling it first`,
+      );
+    }
+    const b: Behavior = { ...behavior };
+    const max = typeof body.max_tokens === 'number' ? body.max_tokens : undefined;
+    const n = max !== undefined ? Math.min(max, b.completionTokens) : b.completionTokens;
+    const promptTokens = Math.max(1, Math.ceil(body.prompt.length / 4));
+    const usage = { prompt_tokens: promptTokens, completion_tokens: n, total_tokens: promptTokens + n };
+    const head = {
+      id: `cmpl-${nextId++}`,
+      object: 'text_completion',
+      created: Math.floor(Date.now() / 1000),
+      model,
+      system_fingerprint: 'fp_ollama',
+    };
+    const finishReason = n < b.completionTokens ? 'length' : 'stop';
+    if (body.stream !== true) {
+      let text = '';
+      for (let i = 0; i < n; i++) text += tokenText(i, n);
+      return sendJson(res, 200, { ...head, choices: [{ text, index: 0, finish_reason: finishReason }], usage });
+    }
+    const includeUsage = isRecord(body.stream_options) && body.stream_options.include_usage === true;
+    res.writeHead(200, { 'Content-Type': 'text/event-stream', 'Cache-Control': 'no-cache', Connection: 'keep-alive' });
+    for (let i = 0; i < n; i++) {
+      if (!(await send(res, frame({ ...head, choices: [{ text: tokenText(i, n), index: 0, finish_reason: null }] })))) {
+        return;
+      }
+    }
+    if (!(await send(res, frame({ ...head, choices: [{ text: '', index: 0, finish_reason: finishReason }] })))) return;
+    if (includeUsage && !(await send(res, frame({ ...head, choices: [], usage })))) return;
+    if (!(await send(res, 'data: [DONE]\n\n'))) return;
+    res.end();
+  }
+
+  /** /v1/embeddings as Ollama 0.17 answers it: a list of float vectors, usage with prompt and total tokens. */
+  async function embed(req: IncomingMessage, res: ServerResponse): Promise<void> {
+    const body = await jsonBody(req, res);
+    if (!body) return;
+    const model = nonEmptyString(body.model);
+    if (model === undefined || findModel(model) === undefined) {
+      return sendOpenAIError(
+        res,
+        404,
+        'api_error',
+        `model ${JSON.stringify(String(body.model ?? ''))} not found, try pulling it first`,
+      );
+    }
+    const inputs = typeof body.input === 'string' ? [body.input] : Array.isArray(body.input) ? body.input : [];
+    if (inputs.length === 0) return sendOpenAIError(res, 400, 'invalid_request_error', 'invalid input');
+    const dims = typeof body.dimensions === 'number' && body.dimensions > 0 ? body.dimensions : 8;
+    const tokens = inputs.reduce<number>(
+      (sum, i) =>
+        sum + (typeof i === 'string' ? Math.max(1, Math.ceil(i.length / 4)) : Array.isArray(i) ? i.length : 1),
+      0,
+    );
+    return sendJson(res, 200, {
+      object: 'list',
+      data: inputs.map((input, index) => ({
+        object: 'embedding',
+        // A unit vector that depends on the input, so answers can be told apart.
+        embedding: Array.from({ length: dims }, (_, d) => ((JSON.stringify(input).length + d) % 7) / 7),
+        index,
+      })),
+      model,
+      usage: { prompt_tokens: tokens, total_tokens: tokens },
+    });
   }
 
   await new Promise<void>((resolve, reject) => {

@@ -68,6 +68,15 @@ export class BedrockUpstream implements Upstream<BedrockRoute> {
   }
 
   async chat(call: ChatCall<BedrockRoute>): Promise<ChatResult> {
+    if (call.endpoint && call.endpoint.name !== 'chat') {
+      throw new ProxyError(
+        400,
+        'invalid_request_error',
+        'unsupported_endpoint',
+        `${call.endpoint.path} is not served for Bedrock models yet; ${call.route.model} answers chat completions`,
+        'model',
+      );
+    }
     const started = performance.now();
     const input = toConverseInput(call.route.model, call.body);
     if (input instanceof ProxyError) throw input;

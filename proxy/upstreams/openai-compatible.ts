@@ -20,14 +20,17 @@ import { DEFAULT_TIMEOUTS } from '../upstream.js';
 
 const encoder = new TextEncoder();
 /** A delta with non-empty content, as OpenAI-compatible servers serialize it. */
-const HAS_CONTENT = /"content":\s*"(?!")/;
+// A token in a chat chunk ("content") or a completions chunk ("text").
+const HAS_CONTENT = /"(?:content|text)":\s*"(?!")/;
 const frame = (data: string) => `data: ${data}\n\n`;
 const DONE = frame('[DONE]');
 
 function usageOf(body: unknown): Usage | undefined {
   const u = (body as { usage?: { prompt_tokens?: unknown; completion_tokens?: unknown } } | null)?.usage;
-  if (!u || typeof u.prompt_tokens !== 'number' || typeof u.completion_tokens !== 'number') return undefined;
-  return { promptTokens: u.prompt_tokens, completionTokens: u.completion_tokens };
+  if (!u || typeof u.prompt_tokens !== 'number') return undefined;
+  // Embeddings report only prompt tokens.
+  const completion = typeof u.completion_tokens === 'number' ? u.completion_tokens : 0;
+  return { promptTokens: u.prompt_tokens, completionTokens: completion };
 }
 
 /**
@@ -141,7 +144,8 @@ export class OpenAICompatibleUpstream implements Upstream<OpenAICompatibleRoute>
 
   async chat(call: ChatCall): Promise<ChatResult> {
     const started = performance.now();
-    const translated = forOllama(call.body);
+    const endpoint = call.endpoint?.name ?? 'chat';
+    const translated = endpoint === 'chat' ? forOllama(call.body) : call.body;
     const body = call.stream
       ? {
           ...translated,
@@ -155,16 +159,22 @@ export class OpenAICompatibleUpstream implements Upstream<OpenAICompatibleRoute>
     const payload = JSON.stringify(body);
     let res: Dispatcher.ResponseData;
     try {
-      res = await request(`${this.resolve(call.route.baseUrl)}/v1/chat/completions`, {
-        method: 'POST',
-        headers: { 'content-type': 'application/json', accept: call.stream ? 'text/event-stream' : 'application/json' },
-        body: payload,
-        dispatcher: this.agent,
-        signal: call.signal,
-        headersTimeout: limit,
-        // Streams: the longest silence between chunks; whole answers: the whole body.
-        bodyTimeout: call.stream ? idleMs : limit,
-      });
+      res = await request(
+        `${this.resolve(call.route.baseUrl)}${call.endpoint?.upstreamPath ?? '/v1/chat/completions'}`,
+        {
+          method: 'POST',
+          headers: {
+            'content-type': 'application/json',
+            accept: call.stream ? 'text/event-stream' : 'application/json',
+          },
+          body: payload,
+          dispatcher: this.agent,
+          signal: call.signal,
+          headersTimeout: limit,
+          // Streams: the longest silence between chunks; whole answers: the whole body.
+          bodyTimeout: call.stream ? idleMs : limit,
+        },
+      );
     } catch (err) {
       throw transportError(err, call, idleMs);
     }
