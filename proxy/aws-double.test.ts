@@ -512,6 +512,44 @@ describe('Bedrock Runtime Converse', () => {
     expect(zero.message).toMatch(/'inferenceConfig.maxTokens' failed to satisfy constraint/);
   });
 
+  it('calls a tool when given tools, and checks tool turns as Bedrock does', async () => {
+    const toolConfig = {
+      tools: [
+        {
+          toolSpec: {
+            name: 'get_weather',
+            inputSchema: { json: { type: 'object', properties: { city: { type: 'string' } }, required: ['city'] } },
+          },
+        },
+      ],
+    };
+    const called = await converse({ toolConfig });
+    expect(called.stopReason).toBe('tool_use');
+    const use = called.output?.message?.content?.[0]?.toolUse;
+    expect(use).toMatchObject({ name: 'get_weather', input: { city: 'tok0' } });
+    const id = use?.toolUseId ?? '';
+    const turns = [
+      user('hi'),
+      {
+        role: 'assistant' as const,
+        content: [{ toolUse: { toolUseId: id, name: 'get_weather', input: { city: 'tok0' } } }],
+      },
+    ];
+    const answered = await converse({
+      toolConfig,
+      messages: [...turns, { role: 'user', content: [{ toolResult: { toolUseId: id, content: [{ text: '18 C' }] } }] }],
+    });
+    expect(answered.stopReason).toBe('end_turn');
+    expect((await failure(converse({ messages: [...turns, user('and?')] }))).message).toBe(
+      'The toolConfig field must be defined when using toolUse and toolResult content blocks.',
+    );
+    expect((await failure(converse({ toolConfig, messages: [...turns, user('and?')] }))).message).toBe(
+      `Expected toolResult blocks at messages.2.content for the following Ids: ${id}`,
+    );
+    const named = await failure(converse({ toolConfig: { ...toolConfig, toolChoice: { tool: { name: 'other' } } } }));
+    expect(named.message).toMatch(/toolChoice is not defined/);
+  });
+
   it('throttles the next N calls with HTTP 429', async () => {
     double.throttle(2);
     for (let i = 0; i < 2; i++) {

@@ -1,6 +1,7 @@
 import { appendFileSync, mkdirSync, mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import OpenAI from 'openai';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type AwsDouble, startAwsDouble } from '../e2e/doubles/aws.js';
 import { type OllamaDouble, startOllamaDouble } from '../e2e/doubles/ollama.js';
@@ -107,6 +108,48 @@ describe('standalone proxy process', () => {
     expect(aws.calls.map((c) => [c.action, c.accessKeyId, c.status])).toEqual([
       ['ConverseStream', 'AKIASTANDALONE000001', 200],
     ]);
+  });
+
+  it('runs a tool-calling loop of the official SDK on a Bedrock model: call, tool result, final answer', async () => {
+    const client = new OpenAI({ baseURL: `${base}/openai/v1`, apiKey: 'sk-standalone', maxRetries: 0 });
+    const tools: OpenAI.Chat.Completions.ChatCompletionTool[] = [
+      {
+        type: 'function',
+        function: {
+          name: 'get_weather',
+          description: 'Weather in a city',
+          parameters: { type: 'object', properties: { city: { type: 'string' } }, required: ['city'] },
+        },
+      },
+    ];
+    for (const stream of [false, true]) {
+      const messages: OpenAI.Chat.Completions.ChatCompletionMessageParam[] = [
+        { role: 'user', content: 'What is the weather in Paris?' },
+      ];
+      let first: OpenAI.Chat.Completions.ChatCompletionMessage;
+      let finish: string | null;
+      if (stream) {
+        const s = client.chat.completions.stream({ model: 'amazon.nova-lite-v1:0', messages, tools });
+        const done = await s.finalChatCompletion();
+        first = done.choices[0]?.message as OpenAI.Chat.Completions.ChatCompletionMessage;
+        finish = done.choices[0]?.finish_reason ?? null;
+      } else {
+        const done = await client.chat.completions.create({ model: 'amazon.nova-lite-v1:0', messages, tools });
+        first = done.choices[0]?.message as OpenAI.Chat.Completions.ChatCompletionMessage;
+        finish = done.choices[0]?.finish_reason ?? null;
+      }
+      expect(finish, `stream ${stream}`).toBe('tool_calls');
+      const call = first.tool_calls?.[0];
+      if (call?.type !== 'function') throw new Error('no function call');
+      expect(call.function.name).toBe('get_weather');
+      expect(JSON.parse(call.function.arguments)).toEqual({ city: 'tok0' });
+      messages.push(first, { role: 'tool', tool_call_id: call.id, content: '18 C and sunny' });
+      const answer = await client.chat.completions.create({ model: 'amazon.nova-lite-v1:0', messages, tools });
+      expect(answer.choices[0]?.finish_reason).toBe('stop');
+      expect(answer.choices[0]?.message.content).toMatch(/tok0/);
+    }
+    // The double checked the tool turns as Bedrock does (ids answered, toolConfig present): all 200.
+    expect(aws.calls.filter((c) => c.status !== 200)).toEqual([]);
   });
 
   it('logs no key and no prompt, and stops on SIGTERM', async () => {

@@ -176,6 +176,11 @@ interface ConversePlan {
   promptTokens: number;
   maxTokens: number | undefined;
   stopSequences: string[];
+  /** toolConfig: the tools by name with their input schema, and toolChoice. */
+  tools?: {
+    specs: Array<{ name: string; schema: Record<string, unknown> }>;
+    choice: 'auto' | 'any' | { tool: string };
+  };
 }
 
 type Rejection = { status: number; code: string; message: string };
@@ -658,6 +663,42 @@ export async function startAwsDouble(opts: AwsDoubleOptions): Promise<AwsDouble>
       });
     }
 
+    const use = toolCall(plan, body);
+    if (use) {
+      const args = JSON.stringify(use.input);
+      const toolUsage = { inputTokens: plan.promptTokens, outputTokens: 5, totalTokens: plan.promptTokens + 5 };
+      record('bedrock', action, ex, 200);
+      if (!stream) {
+        sendJson(ex, 200, {
+          output: { message: { role: 'assistant', content: [{ toolUse: use }] } },
+          stopReason: 'tool_use',
+          usage: toolUsage,
+          metrics: { latencyMs: Date.now() - ex.startedAt },
+        });
+        return;
+      }
+      ex.wire.writeHead(200, {
+        'Content-Type': 'application/vnd.amazon.eventstream',
+        'x-amzn-RequestId': ex.requestId,
+      });
+      ex.wire.write(event('messageStart', { role: 'assistant' }));
+      ex.wire.write(
+        event('contentBlockStart', {
+          contentBlockIndex: 0,
+          start: { toolUse: { toolUseId: use.toolUseId, name: use.name } },
+        }),
+      );
+      // The input as JSON text in pieces, as Bedrock streams it.
+      const cut = Math.ceil(args.length / 2);
+      for (const piece of [args.slice(0, cut), args.slice(cut)]) {
+        if (piece)
+          ex.wire.write(event('contentBlockDelta', { contentBlockIndex: 0, delta: { toolUse: { input: piece } } }));
+      }
+      ex.wire.write(event('contentBlockStop', { contentBlockIndex: 0 }));
+      ex.wire.write(event('messageStop', { stopReason: 'tool_use' }));
+      ex.wire.end(event('metadata', { usage: toolUsage, metrics: { latencyMs: Date.now() - ex.startedAt } }));
+      return;
+    }
     const { tokens, stopReason } = complete(completionTokens, plan);
     const usage = {
       inputTokens: plan.promptTokens,
@@ -866,6 +907,45 @@ function validateShape(body: unknown): ConversePlan | string {
   if (body.additionalModelRequestFields !== undefined && !isRecord(body.additionalModelRequestFields)) {
     return MALFORMED;
   }
+  let tools: ConversePlan['tools'];
+  if (body.toolConfig !== undefined) {
+    const tc = body.toolConfig;
+    if (!isRecord(tc) || !Array.isArray(tc.tools)) return MALFORMED;
+    const specs: Array<{ name: string; schema: Record<string, unknown> }> = [];
+    for (const t of tc.tools) {
+      const spec = isRecord(t) ? t.toolSpec : undefined;
+      if (
+        !isRecord(spec) ||
+        typeof spec.name !== 'string' ||
+        !isRecord(spec.inputSchema) ||
+        !isRecord(spec.inputSchema.json)
+      ) {
+        return MALFORMED;
+      }
+      // ToolSpecification.name in botocore: pattern [a-zA-Z0-9_-]+, length 1-64.
+      if (!/^[a-zA-Z0-9_-]{1,64}$/.test(spec.name)) {
+        return `1 validation error detected: Value '${spec.name}' at 'toolConfig.tools.1.member.toolSpec.name' failed to satisfy constraint: Member must satisfy regular expression pattern: [a-zA-Z0-9_-]+`;
+      }
+      specs.push({ name: spec.name, schema: spec.inputSchema.json });
+    }
+    if (specs.length === 0) {
+      return "1 validation error detected: Value '[]' at 'toolConfig.tools' failed to satisfy constraint: Member must have length greater than or equal to 1";
+    }
+    let choice: 'auto' | 'any' | { tool: string } = 'auto';
+    if (tc.toolChoice !== undefined) {
+      const c = tc.toolChoice;
+      if (!isRecord(c)) return MALFORMED;
+      if (isRecord(c.any)) choice = 'any';
+      else if (isRecord(c.tool) && typeof c.tool.name === 'string') {
+        const name = c.tool.name;
+        if (!specs.some((t) => t.name === name)) {
+          return 'The tool specified in toolChoice is not defined in the toolConfig.';
+        }
+        choice = { tool: name };
+      } else if (!isRecord(c.auto)) return MALFORMED;
+    }
+    tools = { specs, choice };
+  }
   if (body.messages !== undefined && !Array.isArray(body.messages)) return MALFORMED;
   const messages: unknown[] = Array.isArray(body.messages) ? body.messages : [];
   const blockLists = [body.system, ...messages.map((m) => (isRecord(m) ? m.content : undefined))];
@@ -876,9 +956,24 @@ function validateShape(body: unknown): ConversePlan | string {
     for (const block of blocks) {
       if (!isRecord(block) || (block.text !== undefined && typeof block.text !== 'string')) return MALFORMED;
       if (typeof block.text === 'string') promptTokens += countWords(block.text);
+      if (block.toolUse !== undefined) {
+        const u = block.toolUse;
+        if (!isRecord(u) || typeof u.toolUseId !== 'string' || typeof u.name !== 'string' || !isRecord(u.input)) {
+          return MALFORMED;
+        }
+        promptTokens += countWords(JSON.stringify(u.input));
+      }
+      if (block.toolResult !== undefined) {
+        const r = block.toolResult;
+        if (!isRecord(r) || typeof r.toolUseId !== 'string' || !Array.isArray(r.content)) return MALFORMED;
+        for (const c of r.content) {
+          if (!isRecord(c)) return MALFORMED;
+          if (typeof c.text === 'string') promptTokens += countWords(c.text);
+        }
+      }
     }
   }
-  return { promptTokens, maxTokens, stopSequences };
+  return { promptTokens, maxTokens, stopSequences, ...(tools ? { tools } : {}) };
 }
 
 /** Converse's conversation rules; runs once the model is known, as Bedrock does. */
@@ -907,7 +1002,59 @@ function validateConversation(body: unknown): string | undefined {
       }
     }
   }
+  // Tool turns: Converse needs the toolConfig for them, and each assistant turn's toolUse ids
+  // answered by toolResult blocks in the next user turn, no more and no fewer.
+  const blocksOf = (m: unknown): Record<string, unknown>[] =>
+    isRecord(m) && Array.isArray(m.content) ? m.content.filter(isRecord) : [];
+  const usesTools = messages.some((m) =>
+    blocksOf(m).some((b) => b.toolUse !== undefined || b.toolResult !== undefined),
+  );
+  if (usesTools && !(isRecord(body) && body.toolConfig !== undefined)) {
+    return 'The toolConfig field must be defined when using toolUse and toolResult content blocks.';
+  }
+  for (const [i, m] of messages.entries()) {
+    const results = blocksOf(m).flatMap((b) => (isRecord(b.toolResult) ? [String(b.toolResult.toolUseId)] : []));
+    const asked = blocksOf(messages[i - 1]).flatMap((b) => (isRecord(b.toolUse) ? [String(b.toolUse.toolUseId)] : []));
+    if (results.length > asked.length) {
+      return `The number of toolResult blocks at messages.${i}.content exceeds the number of toolUse blocks of previous turn.`;
+    }
+    const missing = asked.filter((id) => !results.includes(id));
+    if (isRecord(m) && m.role === 'user' && missing.length > 0) {
+      return `Expected toolResult blocks at messages.${i}.content for the following Ids: ${missing.join(', ')}`;
+    }
+  }
   return undefined;
+}
+
+/**
+ * The tool call the double's model makes: when the request gives tools and the conversation does
+ * not end with tool results, it calls the chosen tool (the named one, else the first), with every
+ * required string property of its schema filled in.
+ */
+function toolCall(
+  plan: ConversePlan,
+  body: unknown,
+): { toolUseId: string; name: string; input: Record<string, unknown> } | undefined {
+  if (!plan.tools) return undefined;
+  const messages = isRecord(body) && Array.isArray(body.messages) ? body.messages : [];
+  const last = messages.at(-1);
+  const answered =
+    isRecord(last) &&
+    Array.isArray(last.content) &&
+    last.content.some((b) => isRecord(b) && b.toolResult !== undefined);
+  if (answered) return undefined;
+  const choice = plan.tools.choice;
+  const spec = typeof choice === 'object' ? plan.tools.specs.find((t) => t.name === choice.tool) : plan.tools.specs[0];
+  if (!spec) return undefined;
+  const input: Record<string, unknown> = {};
+  const props = isRecord(spec.schema.properties) ? spec.schema.properties : {};
+  const required = Array.isArray(spec.schema.required) ? spec.schema.required : [];
+  for (const name of required) {
+    const prop = props[String(name)];
+    input[String(name)] =
+      isRecord(prop) && prop.type === 'number' ? 1 : isRecord(prop) && prop.type === 'boolean' ? true : 'tok0';
+  }
+  return { toolUseId: `tooluse_${messages.length}`, name: spec.name, input };
 }
 
 function complete(available: number, plan: ConversePlan): { tokens: string[]; stopReason: string } {

@@ -226,24 +226,18 @@ describe('toConverseInput: messages', () => {
   });
 
   it.each([
-    ['a tool message', [user('a'), { role: 'tool', tool_call_id: 't', content: 'r' }], 'messages[1].role'],
     ['a function message', [user('a'), { role: 'function', name: 'f', content: 'r' }], 'messages[1].role'],
-    [
-      'an assistant message with tool_calls',
-      [user('a'), { role: 'assistant', content: null, tool_calls: [{ id: 't', type: 'function' }] }],
-      'messages[1].tool_calls',
-    ],
     [
       'an assistant message with function_call',
       [user('a'), { role: 'assistant', content: null, function_call: { name: 'f' } }],
       'messages[1].function_call',
     ],
-  ])('refuses tool calling in messages: %s', (_name, messages, param) => {
+  ])('refuses the deprecated function-calling forms: %s', (_name, messages, param) => {
     const e = rejection({ messages });
     expect(e.status).toBe(400);
     expect(e.code).toBe('unsupported_parameter');
     expect(e.param).toBe(param);
-    expect(e.message).toMatch(/tool calling is not supported for Bedrock models/);
+    expect(e.message).toMatch(/deprecated/);
   });
 
   it.each([
@@ -319,9 +313,6 @@ describe('toConverseInput: parameters', () => {
 
   // A value that changes behaviour for each refused field; the first test fails if a field is added without one.
   const REJECTED_SAMPLES: Record<string, unknown> = {
-    tools: [{ type: 'function', function: { name: 'f', parameters: {} } }],
-    tool_choice: 'auto',
-    parallel_tool_calls: true,
     functions: [{ name: 'f' }],
     function_call: 'auto',
     seed: 42,
@@ -393,12 +384,19 @@ describe('toConverseInput: parameters', () => {
       stream_options: { include_usage: true },
       n: 1,
       user: 'end-user-7',
+      tools: [{ type: 'function', function: { name: 'f' } }],
+      tool_choice: 'required',
+      parallel_tool_calls: true,
     };
     expect(Object.keys(body).sort()).toEqual(Object.keys(MAPPED_FIELDS).sort());
     expect(input(body)).toEqual({
       modelId: MODEL_ID,
       messages: [{ role: 'user', content: [{ text: 'Hi' }] }],
       inferenceConfig: { maxTokens: 20, temperature: 0.3, topP: 0.8, stopSequences: ['x'] },
+      toolConfig: {
+        tools: [{ toolSpec: { name: 'f', inputSchema: { json: { type: 'object', properties: {} } } } }],
+        toolChoice: { any: {} },
+      },
     });
   });
 
@@ -954,5 +952,205 @@ describe('mapBedrockError', () => {
   it('keeps the message short', () => {
     const e = mapBedrockError(awsError('ValidationException', 'word '.repeat(200), 400), ctx);
     expect(e.message.length).toBeLessThan(400);
+  });
+});
+
+describe('tool calling, OpenAI <-> Converse', () => {
+  const weather = {
+    type: 'function',
+    function: {
+      name: 'get_weather',
+      description: 'Weather in a city',
+      parameters: { type: 'object', properties: { city: { type: 'string' } }, required: ['city'] },
+    },
+  };
+  const call = { id: 'tooluse_1', type: 'function', function: { name: 'get_weather', arguments: '{"city":"Paris"}' } };
+  const second = { id: 'tooluse_2', type: 'function', function: { name: 'get_weather', arguments: '{"city":"Oslo"}' } };
+
+  it('sends tools as toolSpecs and each tool_choice as Converse has it', () => {
+    const base = { messages: [user('Weather in Paris?')], tools: [weather] };
+    const spec = {
+      toolSpec: {
+        name: 'get_weather',
+        description: 'Weather in a city',
+        inputSchema: { json: weather.function.parameters },
+      },
+    };
+    expect(input(base).toolConfig).toEqual({ tools: [spec] });
+    expect(input({ ...base, tool_choice: 'auto' }).toolConfig).toEqual({ tools: [spec] });
+    expect(input({ ...base, tool_choice: 'required' }).toolConfig?.toolChoice).toEqual({ any: {} });
+    expect(
+      input({ ...base, tool_choice: { type: 'function', function: { name: 'get_weather' } } }).toolConfig?.toolChoice,
+    ).toEqual({ tool: { name: 'get_weather' } });
+    // none: the model is not given the tools at all (Converse has no "none").
+    expect(input({ ...base, tool_choice: 'none' }).toolConfig).toBeUndefined();
+  });
+
+  it('sends a tool loop: assistant tool_calls as toolUse, parallel tool results as one user turn of toolResults', () => {
+    const r = input({
+      tools: [weather],
+      messages: [
+        user('Weather in Paris and Oslo?'),
+        { role: 'assistant', content: null, tool_calls: [call, second] },
+        { role: 'tool', tool_call_id: 'tooluse_1', content: '18 C' },
+        { role: 'tool', tool_call_id: 'tooluse_2', content: [{ type: 'text', text: '4 C' }] },
+      ],
+    });
+    expect(r.messages).toEqual([
+      { role: 'user', content: [{ text: 'Weather in Paris and Oslo?' }] },
+      {
+        role: 'assistant',
+        content: [
+          { toolUse: { toolUseId: 'tooluse_1', name: 'get_weather', input: { city: 'Paris' } } },
+          { toolUse: { toolUseId: 'tooluse_2', name: 'get_weather', input: { city: 'Oslo' } } },
+        ],
+      },
+      {
+        role: 'user',
+        content: [
+          { toolResult: { toolUseId: 'tooluse_1', content: [{ text: '18 C' }] } },
+          { toolResult: { toolUseId: 'tooluse_2', content: [{ text: '4 C' }] } },
+        ],
+      },
+    ]);
+  });
+
+  it.each([
+    ['tools that are not functions', { tools: [{ type: 'retrieval' }] }, 'tools[0]'],
+    [
+      'a tool name Converse refuses',
+      { tools: [{ type: 'function', function: { name: 'get weather' } }] },
+      'tools[0].function.name',
+    ],
+    [
+      'tool_choice naming no tool',
+      { tools: [weather], tool_choice: { type: 'function', function: { name: 'x' } } },
+      'tool_choice',
+    ],
+    ['tool_choice without tools', { tool_choice: 'required' }, 'tool_choice'],
+    [
+      'arguments that are not JSON',
+      {
+        tools: [weather],
+        messages: [
+          user('a'),
+          { role: 'assistant', tool_calls: [{ ...call, function: { name: 'get_weather', arguments: '{city' } }] },
+        ],
+      },
+      'messages[1].tool_calls[0].function.arguments',
+    ],
+    [
+      'a tool message without tool_call_id',
+      {
+        tools: [weather],
+        messages: [user('a'), { role: 'assistant', tool_calls: [call] }, { role: 'tool', content: 'x' }],
+      },
+      'messages[2].tool_call_id',
+    ],
+    [
+      'tool history without tools',
+      {
+        messages: [
+          user('a'),
+          { role: 'assistant', tool_calls: [call] },
+          { role: 'tool', tool_call_id: 'tooluse_1', content: 'x' },
+        ],
+      },
+      'tools',
+    ],
+    [
+      'tool_choice none with tool history',
+      {
+        tools: [weather],
+        tool_choice: 'none',
+        messages: [
+          user('a'),
+          { role: 'assistant', tool_calls: [call] },
+          { role: 'tool', tool_call_id: 'tooluse_1', content: 'x' },
+        ],
+      },
+      'tool_choice',
+    ],
+    ['parallel_tool_calls false', { tools: [weather], parallel_tool_calls: false }, 'parallel_tool_calls'],
+  ])('refuses %s with 400 naming the field', (_name, body, param) => {
+    const e = rejection({ messages: [user('a')], ...body });
+    expect(e.status).toBe(400);
+    expect(e.param).toBe(param);
+  });
+
+  it('answers toolUse blocks as tool_calls with content null and finish_reason tool_calls', () => {
+    const r = fromConverseOutput(
+      {
+        $metadata: {},
+        stopReason: 'tool_use',
+        usage: { inputTokens: 20, outputTokens: 9, totalTokens: 29 },
+        metrics: { latencyMs: 1 },
+        output: {
+          message: {
+            role: 'assistant',
+            content: [{ toolUse: { toolUseId: 'tooluse_1', name: 'get_weather', input: { city: 'Paris' } } }],
+          },
+        },
+      },
+      'm',
+      'id',
+      0,
+    );
+    expect(r.body.choices[0]).toEqual({
+      index: 0,
+      message: { role: 'assistant', content: null, tool_calls: [call] },
+      finish_reason: 'tool_calls',
+      logprobs: null,
+    });
+  });
+
+  const toolStream: ConverseStreamOutput[] = [
+    { messageStart: { role: 'assistant' } },
+    { contentBlockDelta: { contentBlockIndex: 0, delta: { text: 'Checking.' } } },
+    { contentBlockStop: { contentBlockIndex: 0 } },
+    {
+      contentBlockStart: { contentBlockIndex: 1, start: { toolUse: { toolUseId: 'tooluse_1', name: 'get_weather' } } },
+    },
+    { contentBlockDelta: { contentBlockIndex: 1, delta: { toolUse: { input: '{"city":' } } } },
+    { contentBlockDelta: { contentBlockIndex: 1, delta: { toolUse: { input: '"Paris"}' } } } },
+    { contentBlockStop: { contentBlockIndex: 1 } },
+    {
+      contentBlockStart: { contentBlockIndex: 2, start: { toolUse: { toolUseId: 'tooluse_2', name: 'get_weather' } } },
+    },
+    { contentBlockDelta: { contentBlockIndex: 2, delta: { toolUse: { input: '{"city":"Oslo"}' } } } },
+    { contentBlockStop: { contentBlockIndex: 2 } },
+    { messageStop: { stopReason: 'tool_use' } },
+    { metadata: { usage: { inputTokens: 20, outputTokens: 30, totalTokens: 50 }, metrics: { latencyMs: 1 } } },
+  ];
+
+  it('streams tool-use blocks as tool_calls deltas: id and name first, then the argument text, by tool index', () => {
+    const t = new ConverseStreamTranslator('m', 'id', 0, false);
+    const deltas = toolStream.flatMap((e) => t.push(e)).map((c) => c.choices[0]?.delta);
+    expect(deltas).toEqual([
+      { role: 'assistant', content: '' },
+      { content: 'Checking.' },
+      {
+        tool_calls: [{ index: 0, id: 'tooluse_1', type: 'function', function: { name: 'get_weather', arguments: '' } }],
+      },
+      { tool_calls: [{ index: 0, function: { arguments: '{"city":' } }] },
+      { tool_calls: [{ index: 0, function: { arguments: '"Paris"}' } }] },
+      {
+        tool_calls: [{ index: 1, id: 'tooluse_2', type: 'function', function: { name: 'get_weather', arguments: '' } }],
+      },
+      { tool_calls: [{ index: 1, function: { arguments: '{"city":"Oslo"}' } }] },
+      {},
+    ]);
+    expect(t.finishReason()).toBe('tool_calls');
+  });
+
+  it('aggregates a tool-use stream into the answer Converse would give (non-streaming callers)', () => {
+    const a = new ConverseStreamAggregator();
+    for (const e of toolStream) a.push(e);
+    expect(a.result('m', 'id', 0).body.choices[0]).toEqual({
+      index: 0,
+      message: { role: 'assistant', content: 'Checking.', tool_calls: [call, second] },
+      finish_reason: 'tool_calls',
+      logprobs: null,
+    });
   });
 });

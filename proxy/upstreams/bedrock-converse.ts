@@ -9,6 +9,9 @@ import type {
   StopReason,
   SystemContentBlock,
   TokenUsage,
+  Tool,
+  ToolChoice,
+  ToolConfiguration,
 } from '@aws-sdk/client-bedrock-runtime';
 import type { ContentfulStatusCode } from 'hono/utils/http-status';
 import { CredentialsError } from '../../crds/aws-credentials.js';
@@ -36,15 +39,15 @@ export const MAPPED_FIELDS = {
   stream_options: 'consumed: include_usage decides whether the usage chunk is sent',
   n: 'consumed: only 1 is accepted',
   user: 'consumed: not sent to Bedrock',
+  tools: 'toolConfig.tools (toolSpec: name, description, inputSchema.json)',
+  tool_choice: 'toolConfig.toolChoice: auto -> auto, required -> any, a function -> tool; none -> no toolConfig',
+  parallel_tool_calls: 'consumed: Bedrock models may call several tools in one turn; false is refused',
 } as const satisfies Record<string, string>;
 
 /** OpenAI fields refused with 400 unsupported_parameter, and why. */
 export const REJECTED_FIELDS = {
-  tools: 'tool calling is not translated yet',
-  tool_choice: 'tool calling is not translated yet',
-  parallel_tool_calls: 'tool calling is not translated yet',
-  functions: 'function calling is not translated yet',
-  function_call: 'function calling is not translated yet',
+  functions: 'the deprecated functions field is not translated: send tools',
+  function_call: 'the deprecated function_call field is not translated: send tool_choice',
   seed: 'Converse has no sampling seed',
   presence_penalty: 'Converse has no presence penalty',
   frequency_penalty: 'Converse has no frequency penalty',
@@ -97,6 +100,20 @@ export interface OpenAIUsage {
   total_tokens: number;
 }
 
+export interface OpenAIToolCall {
+  id: string;
+  type: 'function';
+  function: { name: string; arguments: string };
+}
+
+/** A tool call as streamed: the first chunk of each carries id, type and name; later ones argument text. */
+export interface OpenAIToolCallDelta {
+  index: number;
+  id?: string;
+  type?: 'function';
+  function: { name?: string; arguments: string };
+}
+
 export interface OpenAIChatCompletion {
   id: string;
   object: 'chat.completion';
@@ -104,7 +121,7 @@ export interface OpenAIChatCompletion {
   model: string;
   choices: Array<{
     index: 0;
-    message: { role: 'assistant'; content: string };
+    message: { role: 'assistant'; content: string | null; tool_calls?: OpenAIToolCall[] };
     finish_reason: FinishReason;
     logprobs: null;
   }>;
@@ -118,7 +135,7 @@ export interface OpenAIChatChunk {
   model: string;
   choices: Array<{
     index: 0;
-    delta: { role?: 'assistant'; content?: string };
+    delta: { role?: 'assistant'; content?: string; tool_calls?: OpenAIToolCallDelta[] };
     finish_reason: FinishReason | null;
     logprobs: null;
   }>;
@@ -158,15 +175,102 @@ export function toConverseInput(modelId: string, body: Record<string, unknown>):
   if (body.n !== undefined && body.n !== null && body.n !== 1) {
     return unsupportedParameter('n must be 1: the gateway returns one choice per request', 'n');
   }
+  if (body.parallel_tool_calls === false) {
+    return unsupportedParameter(
+      'parallel_tool_calls false is not supported for Bedrock models: they may call several tools in one turn',
+      'parallel_tool_calls',
+    );
+  }
   const config = inferenceConfig(body);
   if (config instanceof ProxyError) return config;
   const conv = conversation(body.messages);
   if (conv instanceof ProxyError) return conv;
+  const tools = toolConfig(body.tools, body.tool_choice, conv.usesTools);
+  if (tools instanceof ProxyError) return tools;
 
   const input: ConverseCommandInput = { modelId, messages: conv.messages };
   if (conv.system.length > 0) input.system = conv.system;
   if (Object.keys(config).length > 0) input.inferenceConfig = config;
+  if (tools) input.toolConfig = tools;
   return input;
+}
+
+const TOOL_NAME = /^[a-zA-Z0-9_-]{1,64}$/;
+
+/**
+ * OpenAI's tools and tool_choice as Converse's toolConfig. Converse has no "none": without tools
+ * in the conversation the toolConfig is left out (the model cannot call what it is not given);
+ * with tool calls or results in it Converse needs the toolConfig, so "none" is refused there
+ * rather than silently letting the model call tools.
+ */
+function toolConfig(tools: unknown, choice: unknown, usesTools: boolean): ToolConfiguration | undefined | ProxyError {
+  if (tools === undefined || tools === null) {
+    if (choice !== undefined && choice !== null && choice !== 'none' && choice !== 'auto') {
+      return invalidRequest('tool_choice needs tools', 'tool_choice');
+    }
+    if (usesTools) {
+      return invalidRequest(
+        'messages carry tool calls or tool results but the request has no tools: Bedrock models need the tools of the conversation',
+        'tools',
+      );
+    }
+    return undefined;
+  }
+  if (!Array.isArray(tools) || tools.length === 0 || tools.length > 128) {
+    return invalidRequest('tools must be an array of 1 to 128 function tools', 'tools');
+  }
+  const specs: Tool[] = [];
+  const names = new Set<string>();
+  for (const [i, t] of tools.entries()) {
+    const at = `tools[${i}]`;
+    if (!isRecord(t) || t.type !== 'function' || !isRecord(t.function)) {
+      return invalidRequest(`${at} must be {"type": "function", "function": {...}}`, at);
+    }
+    const { name, description, parameters } = t.function;
+    if (typeof name !== 'string' || !TOOL_NAME.test(name)) {
+      return invalidRequest(`${at}.function.name must be 1-64 letters, digits, '_' or '-'`, `${at}.function.name`);
+    }
+    if (names.has(name)) return invalidRequest(`${at}.function.name ${name} is given twice`, `${at}.function.name`);
+    names.add(name);
+    if (description !== undefined && typeof description !== 'string') {
+      return invalidRequest(`${at}.function.description must be a string`, `${at}.function.description`);
+    }
+    if (parameters !== undefined && !isRecord(parameters)) {
+      return invalidRequest(`${at}.function.parameters must be a JSON Schema object`, `${at}.function.parameters`);
+    }
+    specs.push({
+      toolSpec: {
+        name,
+        ...(description ? { description } : {}),
+        // Converse needs a schema; OpenAI allows none for a function without arguments.
+        inputSchema: { json: (parameters ?? { type: 'object', properties: {} }) as never },
+      },
+    });
+  }
+  let toolChoice: ToolChoice | undefined;
+  if (choice === undefined || choice === null || choice === 'auto') toolChoice = undefined;
+  else if (choice === 'required') toolChoice = { any: {} };
+  else if (choice === 'none') {
+    if (usesTools) {
+      return unsupportedParameter(
+        'tool_choice none is not supported for Bedrock models in a conversation that already has tool calls: Converse cannot forbid them',
+        'tool_choice',
+      );
+    }
+    return undefined;
+  } else if (isRecord(choice) && choice.type === 'function' && isRecord(choice.function)) {
+    const name = choice.function.name;
+    if (typeof name !== 'string' || !names.has(name)) {
+      return invalidRequest('tool_choice names a function that is not in tools', 'tool_choice');
+    }
+    toolChoice = { tool: { name } };
+  } else {
+    return invalidRequest(
+      'tool_choice must be none, auto, required or {"type": "function", "function": {"name": ...}}',
+      'tool_choice',
+    );
+  }
+  return { tools: specs, ...(toolChoice ? { toolChoice } : {}) };
 }
 
 function inferenceConfig(body: Record<string, unknown>): InferenceConfiguration | ProxyError {
@@ -211,12 +315,25 @@ interface Turn {
   to: number;
 }
 
-function conversation(messages: unknown): { system: SystemContentBlock[]; messages: Message[] } | ProxyError {
+function conversation(
+  messages: unknown,
+): { system: SystemContentBlock[]; messages: Message[]; usesTools: boolean } | ProxyError {
   if (!Array.isArray(messages) || messages.length === 0) {
     return invalidRequest('messages must be a non-empty array of {role, content} objects', 'messages');
   }
   const system: SystemContentBlock[] = [];
   const turns: Turn[] = [];
+  let usesTools = false;
+  const add = (role: 'user' | 'assistant', blocks: ContentBlock[], i: number) => {
+    const last = turns.at(-1);
+    // Bedrock requires user and assistant turns to alternate: tool results are the user's turn.
+    if (last?.role === role) {
+      last.content.push(...blocks);
+      last.to = i;
+    } else {
+      turns.push({ role, content: blocks, from: i, to: i });
+    }
+  };
   for (const [i, m] of messages.entries()) {
     const at = `messages[${i}]`;
     if (!isRecord(m)) return invalidRequest(`${at} must be an object with role and content`, at);
@@ -227,33 +344,36 @@ function conversation(messages: unknown): { system: SystemContentBlock[]; messag
       if (!isBlank(text)) system.push({ text });
       continue;
     }
-    if (role === 'tool' || role === 'function') {
+    if (role === 'function') {
       return unsupportedParameter(
-        `${at} has role ${role}: tool calling is not supported for Bedrock models yet`,
+        `${at} has role function, the deprecated form: send tool messages with tool_call_id`,
         `${at}.role`,
       );
     }
-    if (role !== 'user' && role !== 'assistant') {
-      return invalidRequest(`${at}.role must be one of system, developer, user, assistant`, `${at}.role`);
+    if (role === 'tool') {
+      const result = toolResult(m, at);
+      if (result instanceof ProxyError) return result;
+      usesTools = true;
+      add('user', [result], i);
+      continue;
     }
-    for (const key of ['tool_calls', 'function_call'] as const) {
-      if (m[key] !== undefined && m[key] !== null) {
-        return unsupportedParameter(
-          `${at}.${key}: tool calling is not supported for Bedrock models yet`,
-          `${at}.${key}`,
-        );
-      }
+    if (role !== 'user' && role !== 'assistant') {
+      return invalidRequest(`${at}.role must be one of system, developer, user, assistant, tool`, `${at}.role`);
+    }
+    if (m.function_call !== undefined && m.function_call !== null) {
+      return unsupportedParameter(`${at}.function_call is the deprecated form: send tool_calls`, `${at}.function_call`);
     }
     const blocks = contentBlocks(m.content, role, at);
     if (blocks instanceof ProxyError) return blocks;
-    const last = turns.at(-1);
-    // Bedrock requires user and assistant turns to alternate.
-    if (last?.role === role) {
-      last.content.push(...blocks);
-      last.to = i;
-    } else {
-      turns.push({ role, content: blocks, from: i, to: i });
+    if (m.tool_calls !== undefined && m.tool_calls !== null) {
+      if (role !== 'assistant')
+        return invalidRequest(`${at}.tool_calls: only assistant messages carry tool calls`, `${at}.tool_calls`);
+      const calls = toolUses(m.tool_calls, at);
+      if (calls instanceof ProxyError) return calls;
+      if (calls.length > 0) usesTools = true;
+      blocks.push(...calls);
     }
+    add(role, blocks, i);
   }
 
   const first = turns[0];
@@ -275,7 +395,60 @@ function conversation(messages: unknown): { system: SystemContentBlock[]; messag
       );
     }
   }
-  return { system, messages: turns.map((t) => ({ role: t.role, content: t.content })) };
+  return { system, messages: turns.map((t) => ({ role: t.role, content: t.content })), usesTools };
+}
+
+/** An assistant message's tool_calls as Converse toolUse blocks (arguments parsed: Converse takes JSON). */
+function toolUses(calls: unknown, at: string): ContentBlock[] | ProxyError {
+  if (!Array.isArray(calls)) return invalidRequest(`${at}.tool_calls must be an array`, `${at}.tool_calls`);
+  const blocks: ContentBlock[] = [];
+  for (const [j, c] of calls.entries()) {
+    const p = `${at}.tool_calls[${j}]`;
+    if (!isRecord(c) || typeof c.id !== 'string' || c.id === '' || !isRecord(c.function)) {
+      return invalidRequest(`${p} must be {"id", "type": "function", "function": {"name", "arguments"}}`, p);
+    }
+    const { name, arguments: args } = c.function;
+    if (typeof name !== 'string' || !TOOL_NAME.test(name)) {
+      return invalidRequest(`${p}.function.name must be 1-64 letters, digits, '_' or '-'`, `${p}.function.name`);
+    }
+    let input: unknown = {};
+    if (typeof args === 'string' && args.trim() !== '') {
+      try {
+        input = JSON.parse(args);
+      } catch {
+        return invalidRequest(`${p}.function.arguments is not valid JSON`, `${p}.function.arguments`);
+      }
+    }
+    if (!isRecord(input)) {
+      return invalidRequest(`${p}.function.arguments must be a JSON object`, `${p}.function.arguments`);
+    }
+    blocks.push({ toolUse: { toolUseId: c.id, name, input: input as never } });
+  }
+  return blocks;
+}
+
+/** A tool message as a Converse toolResult block (its text parts as text content). */
+function toolResult(m: Record<string, unknown>, at: string): ContentBlock | ProxyError {
+  if (typeof m.tool_call_id !== 'string' || m.tool_call_id === '') {
+    return invalidRequest(`${at}.tool_call_id is required on tool messages`, `${at}.tool_call_id`);
+  }
+  let text = '';
+  if (typeof m.content === 'string') text = m.content;
+  else if (Array.isArray(m.content)) {
+    for (const [j, part] of m.content.entries()) {
+      if (!isRecord(part) || part.type !== 'text' || typeof part.text !== 'string') {
+        return unsupportedContent(
+          `${at}.content[${j}]: tool results can only carry text for Bedrock models`,
+          `${at}.content[${j}]`,
+        );
+      }
+      text += part.text;
+    }
+  } else if (m.content !== undefined && m.content !== null) {
+    return invalidRequest(`${at}.content must be a string or an array of text parts`, `${at}.content`);
+  }
+  // Converse refuses empty text blocks; an empty result is still a result.
+  return { toolResult: { toolUseId: m.tool_call_id, content: [{ text: text === '' ? ' ' : text }] } };
 }
 
 function systemText(content: unknown, at: string): string | ProxyError {
@@ -375,30 +548,46 @@ function completion(
   content: string,
   stop: string | undefined,
   usage: Usage | undefined,
+  toolCalls: OpenAIToolCall[] = [],
 ): { body: OpenAIChatCompletion; usage?: Usage } {
+  // With tool calls and no text OpenAI sends content null.
+  const message: OpenAIChatCompletion['choices'][number]['message'] =
+    toolCalls.length > 0
+      ? { role: 'assistant', content: content === '' ? null : content, tool_calls: toolCalls }
+      : { role: 'assistant', content };
   const body: OpenAIChatCompletion = {
     id,
     object: 'chat.completion',
     created,
     model,
-    choices: [
-      { index: 0, message: { role: 'assistant', content }, finish_reason: finishReasonOf(stop), logprobs: null },
-    ],
+    choices: [{ index: 0, message, finish_reason: finishReasonOf(stop), logprobs: null }],
   };
   if (!usage) return { body };
   body.usage = openAIUsage(usage);
   return { body, usage };
 }
 
-/** Reasoning, tool-use and other non-text blocks are left out: nothing in the request asks for them. */
+/** Text and tool calls; reasoning and other blocks are left out: nothing in the request asks for them. */
 export function fromConverseOutput(
   out: ConverseCommandOutput,
   model: string,
   id: string,
   created: number,
 ): { body: OpenAIChatCompletion; usage?: Usage } {
-  const text = (out.output?.message?.content ?? []).map((b) => b.text ?? '').join('');
-  return completion(model, id, created, text, out.stopReason, usageOf(out.usage));
+  const blocks = out.output?.message?.content ?? [];
+  const text = blocks.map((b) => b.text ?? '').join('');
+  const calls = blocks.flatMap((b) =>
+    b.toolUse
+      ? [
+          {
+            id: b.toolUse.toolUseId ?? '',
+            type: 'function' as const,
+            function: { name: b.toolUse.name ?? '', arguments: JSON.stringify(b.toolUse.input ?? {}) },
+          },
+        ]
+      : [],
+  );
+  return completion(model, id, created, text, out.stopReason, usageOf(out.usage), calls);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -430,6 +619,8 @@ export class ConverseStreamTranslator {
   private contentSeen = false;
   private seenUsage: Usage | undefined;
   private finish: FinishReason | undefined;
+  /** Converse content-block index -> OpenAI tool-call index, for the tool-use blocks seen so far. */
+  private readonly toolIndex = new Map<number, number>();
 
   constructor(
     private readonly model: string,
@@ -445,7 +636,25 @@ export class ConverseStreamTranslator {
     const failure = streamException(event, { model: this.model, provider: this.provider, streaming: true });
     if (failure) throw failure;
     if (event.messageStart) return this.opening();
+    const start = event.contentBlockStart?.start?.toolUse;
+    if (start) {
+      const index = this.toolIndex.size;
+      this.toolIndex.set(event.contentBlockStart?.contentBlockIndex ?? 0, index);
+      this.contentSeen = true;
+      const call: OpenAIToolCallDelta = {
+        index,
+        id: start.toolUseId ?? '',
+        type: 'function',
+        function: { name: start.name ?? '', arguments: '' },
+      };
+      return [...this.opening(), this.chunk({ tool_calls: [call] }, null)];
+    }
     if (event.contentBlockDelta) {
+      const toolInput = event.contentBlockDelta.delta?.toolUse?.input;
+      if (toolInput) {
+        const index = this.toolIndex.get(event.contentBlockDelta.contentBlockIndex ?? 0) ?? 0;
+        return [...this.opening(), this.chunk({ tool_calls: [{ index, function: { arguments: toolInput } }] }, null)];
+      }
       const text = event.contentBlockDelta.delta?.text;
       if (!text) return [];
       this.contentSeen = true;
@@ -510,6 +719,7 @@ export class ConverseStreamTranslator {
 /** Collects a ConverseStream into the answer Converse would have given, for non-streaming clients. */
 export class ConverseStreamAggregator {
   private readonly texts = new Map<number, string>();
+  private readonly tools = new Map<number, { id: string; name: string; input: string }>();
   private stop: string | undefined;
   private seenUsage: Usage | undefined;
 
@@ -520,10 +730,20 @@ export class ConverseStreamAggregator {
   push(event: ConverseStreamOutput): void {
     const failure = streamException(event, { ...this.errorContext, streaming: true });
     if (failure) throw failure;
-    if (event.contentBlockDelta) {
+    const start = event.contentBlockStart?.start?.toolUse;
+    if (start) {
+      const index = event.contentBlockStart?.contentBlockIndex ?? 0;
+      this.tools.set(index, { id: start.toolUseId ?? '', name: start.name ?? '', input: '' });
+    } else if (event.contentBlockDelta) {
+      const index = event.contentBlockDelta.contentBlockIndex ?? 0;
+      const toolInput = event.contentBlockDelta.delta?.toolUse?.input;
+      const tool = this.tools.get(index);
+      if (toolInput && tool) {
+        tool.input += toolInput;
+        return;
+      }
       const text = event.contentBlockDelta.delta?.text;
       if (!text) return;
-      const index = event.contentBlockDelta.contentBlockIndex ?? 0;
       this.texts.set(index, (this.texts.get(index) ?? '') + text);
     } else if (event.messageStop) {
       this.stop = event.messageStop.stopReason;
@@ -547,7 +767,15 @@ export class ConverseStreamAggregator {
       .sort(([a], [b]) => a - b)
       .map(([, t]) => t)
       .join('');
-    return completion(model, id, created, text, this.stop, this.seenUsage);
+    const calls = [...this.tools.entries()]
+      .sort(([a], [b]) => a - b)
+      .map(([, t]) => ({
+        id: t.id,
+        type: 'function' as const,
+        // Converse streams the input as JSON text: what OpenAI's arguments are (empty input: {}).
+        function: { name: t.name, arguments: t.input === '' ? '{}' : t.input },
+      }));
+    return completion(model, id, created, text, this.stop, this.seenUsage, calls);
   }
 }
 
