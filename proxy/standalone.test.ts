@@ -152,6 +152,29 @@ describe('standalone proxy process', () => {
     expect(aws.calls.filter((c) => c.status !== 200)).toEqual([]);
   });
 
+  it('answers response_format json_schema on a Bedrock model with JSON that fits the schema', async () => {
+    const client = new OpenAI({ baseURL: `${base}/openai/v1`, apiKey: 'sk-standalone', maxRetries: 0 });
+    for (const stream of [false, true]) {
+      const params = {
+        model: 'amazon.nova-lite-v1:0',
+        messages: [{ role: 'user' as const, content: 'Who wrote the first program?' }],
+        response_format: {
+          type: 'json_schema' as const,
+          json_schema: {
+            name: 'person',
+            schema: { type: 'object', properties: { name: { type: 'string' } }, required: ['name'] },
+          },
+        },
+      };
+      const done = stream
+        ? await client.chat.completions.stream(params).finalChatCompletion()
+        : await client.chat.completions.create(params);
+      expect(done.choices[0]?.finish_reason, `stream ${stream}`).toBe('stop');
+      expect(done.choices[0]?.message.tool_calls ?? []).toEqual([]);
+      expect(JSON.parse(done.choices[0]?.message.content ?? '')).toEqual({ name: 'tok0' });
+    }
+  });
+
   it('logs no key and no prompt, and stops on SIGTERM', async () => {
     expect(await proxy.stop('SIGTERM')).toBe(0);
     const log = proxy.output();

@@ -9,8 +9,11 @@ import type { Route } from './routing.js';
  */
 
 export interface Usage {
+  /** Every prompt token, those read from or written to a prompt cache included. */
   promptTokens: number;
   completionTokens: number;
+  /** Of promptTokens, those read from the prompt cache. */
+  cachedTokens?: number;
   /**
    * The upstream never reported usage (a stream cut by the client, a timeout or a broken
    * connection): the tokens were counted from what the caller received, prompt tokens unknown (0).

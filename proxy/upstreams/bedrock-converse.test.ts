@@ -17,6 +17,8 @@ import {
   ConverseStreamAggregator,
   ConverseStreamTranslator,
   fromConverseOutput,
+  JSON_TOOL,
+  jsonMode,
   MAPPED_FIELDS,
   mapBedrockError,
   type OpenAIChatChunk,
@@ -268,7 +270,7 @@ describe('toConverseInput: parameters', () => {
       { max_completion_tokens: 50, max_tokens: 100 },
       { maxTokens: 50 },
     ],
-    ['temperature passed through unclamped', { temperature: 1.7 }, { temperature: 1.7 }],
+    ['temperature 1, the most Converse takes', { temperature: 1 }, { temperature: 1 }],
     ['temperature 0', { temperature: 0 }, { temperature: 0 }],
     ['top_p', { top_p: 0.9 }, { topP: 0.9 }],
     [
@@ -294,6 +296,8 @@ describe('toConverseInput: parameters', () => {
     ['max_tokens', '100'],
     ['max_completion_tokens', 0],
     ['temperature', -0.1],
+    // OpenAI allows up to 2; Converse's InferenceConfiguration.temperature is 0 to 1 (botocore).
+    ['temperature', 1.7],
     ['temperature', 2.01],
     ['temperature', '0.5'],
     ['temperature', Number.NaN],
@@ -321,7 +325,6 @@ describe('toConverseInput: parameters', () => {
     logit_bias: { '50256': -100 },
     logprobs: true,
     top_logprobs: 3,
-    response_format: { type: 'json_object' },
     service_tier: 'flex',
     store: true,
     metadata: { team: 'ml' },
@@ -340,9 +343,13 @@ describe('toConverseInput: parameters', () => {
     expect(e.message).toContain(`${name} is not supported for Bedrock models`);
   });
 
-  it('refuses a JSON schema response_format too', () => {
-    const e = rejection({ messages, response_format: { type: 'json_schema', json_schema: { name: 's', schema: {} } } });
-    expect(e.param).toBe('response_format');
+  it('refuses a JSON response_format together with tools, and an unknown type', () => {
+    const tools = [{ type: 'function', function: { name: 'f' } }];
+    expect(rejection({ messages, tools, response_format: { type: 'json_object' } }).param).toBe('response_format');
+    expect(rejection({ messages, response_format: { type: 'yaml' } }).param).toBe('response_format.type');
+    expect(rejection({ messages, response_format: { type: 'json_schema', json_schema: { name: 's' } } }).param).toBe(
+      'response_format.json_schema.schema',
+    );
   });
 
   it.each([
@@ -387,6 +394,7 @@ describe('toConverseInput: parameters', () => {
       tools: [{ type: 'function', function: { name: 'f' } }],
       tool_choice: 'required',
       parallel_tool_calls: true,
+      response_format: { type: 'text' },
     };
     expect(Object.keys(body).sort()).toEqual(Object.keys(MAPPED_FIELDS).sort());
     expect(input(body)).toEqual({
@@ -1152,5 +1160,121 @@ describe('tool calling, OpenAI <-> Converse', () => {
       finish_reason: 'tool_calls',
       logprobs: null,
     });
+  });
+});
+
+describe('prompt-cache tokens', () => {
+  it('count in prompt_tokens, cache reads in prompt_tokens_details (they were dropped before)', () => {
+    const r = fromConverseOutput(
+      {
+        $metadata: {},
+        stopReason: 'end_turn',
+        usage: {
+          inputTokens: 10,
+          outputTokens: 5,
+          cacheReadInputTokens: 1500,
+          cacheWriteInputTokens: 20,
+          totalTokens: 1535,
+        },
+        metrics: { latencyMs: 1 },
+        output: { message: { role: 'assistant', content: [{ text: 'ok' }] } },
+      },
+      'm',
+      'id',
+      0,
+    );
+    expect(r.body.usage).toEqual({
+      prompt_tokens: 1530,
+      completion_tokens: 5,
+      total_tokens: 1535,
+      prompt_tokens_details: { cached_tokens: 1500 },
+    });
+    expect(r.usage).toEqual({ promptTokens: 1530, completionTokens: 5, cachedTokens: 1500 });
+    const t = new ConverseStreamTranslator('m', 'id', 0, true);
+    const [chunk] = t.push({
+      metadata: {
+        usage: { inputTokens: 10, outputTokens: 5, cacheReadInputTokens: 1500, totalTokens: 1515 },
+        metrics: { latencyMs: 1 },
+      },
+    });
+    expect(chunk?.usage).toEqual({
+      prompt_tokens: 1510,
+      completion_tokens: 5,
+      total_tokens: 1515,
+      prompt_tokens_details: { cached_tokens: 1500 },
+    });
+  });
+});
+
+describe('JSON output modes, as a forced tool', () => {
+  const schema = { type: 'object', properties: { name: { type: 'string' } }, required: ['name'] };
+
+  it('sends json_object and json_schema as a tool the model must call', () => {
+    expect(input({ messages: [user('a')], response_format: { type: 'json_object' } }).toolConfig).toEqual({
+      tools: [
+        {
+          toolSpec: {
+            name: JSON_TOOL,
+            description: 'Give the answer as a JSON object.',
+            inputSchema: { json: { type: 'object' } },
+          },
+        },
+      ],
+      toolChoice: { tool: { name: JSON_TOOL } },
+    });
+    const withSchema = input({
+      messages: [user('a')],
+      response_format: { type: 'json_schema', json_schema: { name: 'person', schema } },
+    });
+    expect(withSchema.toolConfig?.tools?.[0]?.toolSpec?.inputSchema).toEqual({ json: schema });
+    expect(jsonMode(withSchema)).toBe(true);
+    expect(jsonMode(input({ messages: [user('a')] }))).toBe(false);
+  });
+
+  const forced = { toolUse: { toolUseId: 't1', name: JSON_TOOL, input: { name: 'Ada' } } };
+
+  it('answers the forced call as JSON content with finish_reason stop, whole, aggregated and streamed', () => {
+    const whole = fromConverseOutput(
+      {
+        $metadata: {},
+        stopReason: 'tool_use',
+        usage: { inputTokens: 3, outputTokens: 4, totalTokens: 7 },
+        metrics: { latencyMs: 1 },
+        output: { message: { role: 'assistant', content: [forced] } },
+      },
+      'm',
+      'id',
+      0,
+      true,
+    );
+    expect(whole.body.choices[0]).toEqual({
+      index: 0,
+      message: { role: 'assistant', content: '{"name":"Ada"}' },
+      finish_reason: 'stop',
+      logprobs: null,
+    });
+    const events: ConverseStreamOutput[] = [
+      { messageStart: { role: 'assistant' } },
+      { contentBlockStart: { contentBlockIndex: 0, start: { toolUse: { toolUseId: 't1', name: JSON_TOOL } } } },
+      { contentBlockDelta: { contentBlockIndex: 0, delta: { toolUse: { input: '{"name":' } } } },
+      { contentBlockDelta: { contentBlockIndex: 0, delta: { toolUse: { input: '"Ada"}' } } } },
+      { contentBlockStop: { contentBlockIndex: 0 } },
+      { messageStop: { stopReason: 'tool_use' } },
+      { metadata: { usage: { inputTokens: 3, outputTokens: 4, totalTokens: 7 }, metrics: { latencyMs: 1 } } },
+    ];
+    const a = new ConverseStreamAggregator();
+    for (const e of events) a.push(e);
+    expect(a.result('m', 'id', 0, true).body.choices[0]?.message).toEqual({
+      role: 'assistant',
+      content: '{"name":"Ada"}',
+    });
+    const t = new ConverseStreamTranslator('m', 'id', 0, false, '', true);
+    const deltas = events.flatMap((e) => t.push(e)).map((c) => [c.choices[0]?.delta, c.choices[0]?.finish_reason]);
+    expect(deltas).toEqual([
+      [{ role: 'assistant', content: '' }, null],
+      [{ content: '{"name":' }, null],
+      [{ content: '"Ada"}' }, null],
+      [{}, 'stop'],
+    ]);
   });
 });

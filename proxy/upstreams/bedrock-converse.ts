@@ -42,7 +42,16 @@ export const MAPPED_FIELDS = {
   tools: 'toolConfig.tools (toolSpec: name, description, inputSchema.json)',
   tool_choice: 'toolConfig.toolChoice: auto -> auto, required -> any, a function -> tool; none -> no toolConfig',
   parallel_tool_calls: 'consumed: Bedrock models may call several tools in one turn; false is refused',
+  response_format:
+    'json_object and json_schema: a tool the model must call with that schema, its input returned as the content',
 } as const satisfies Record<string, string>;
+
+/**
+ * The tool a JSON output mode forces (Converse has no JSON mode of its own, so the schema goes
+ * in as a tool the model must call, and the call's input comes back as the message content:
+ * LiteLLM's and Portkey's approach too).
+ */
+export const JSON_TOOL = 'json_output';
 
 /** OpenAI fields refused with 400 unsupported_parameter, and why. */
 export const REJECTED_FIELDS = {
@@ -54,7 +63,6 @@ export const REJECTED_FIELDS = {
   logit_bias: 'Converse cannot bias tokens',
   logprobs: 'Converse returns no log probabilities',
   top_logprobs: 'Converse returns no log probabilities',
-  response_format: 'only {"type": "text"} is accepted; JSON output modes are not translated yet',
   service_tier: 'the Bedrock service tier is not chosen per request',
   store: 'Bedrock does not store completions',
   metadata: 'request metadata is not passed to Bedrock',
@@ -67,7 +75,6 @@ type RejectedField = keyof typeof REJECTED_FIELDS;
  * them, so refusing them would break those clients for no gain.
  */
 const NO_OP_VALUES: Partial<Record<RejectedField, (v: unknown) => boolean>> = {
-  response_format: (v) => isRecord(v) && v.type === 'text' && Object.keys(v).length === 1,
   presence_penalty: (v) => v === 0,
   frequency_penalty: (v) => v === 0,
   logprobs: (v) => v === false,
@@ -98,6 +105,7 @@ export interface OpenAIUsage {
   prompt_tokens: number;
   completion_tokens: number;
   total_tokens: number;
+  prompt_tokens_details?: { cached_tokens: number };
 }
 
 export interface OpenAIToolCall {
@@ -185,7 +193,9 @@ export function toConverseInput(modelId: string, body: Record<string, unknown>):
   if (config instanceof ProxyError) return config;
   const conv = conversation(body.messages);
   if (conv instanceof ProxyError) return conv;
-  const tools = toolConfig(body.tools, body.tool_choice, conv.usesTools);
+  const json = jsonOutput(body.response_format, body.tools);
+  if (json instanceof ProxyError) return json;
+  const tools = json ?? toolConfig(body.tools, body.tool_choice, conv.usesTools);
   if (tools instanceof ProxyError) return tools;
 
   const input: ConverseCommandInput = { modelId, messages: conv.messages };
@@ -196,6 +206,50 @@ export function toConverseInput(modelId: string, body: Record<string, unknown>):
 }
 
 const TOOL_NAME = /^[a-zA-Z0-9_-]{1,64}$/;
+
+/** response_format as a forced tool; undefined for text (or none). */
+function jsonOutput(format: unknown, tools: unknown): ToolConfiguration | undefined | ProxyError {
+  if (format === undefined || format === null) return undefined;
+  if (!isRecord(format) || typeof format.type !== 'string') {
+    return invalidRequest(
+      'response_format must be {"type": "text" | "json_object" | "json_schema", ...}',
+      'response_format',
+    );
+  }
+  if (format.type === 'text') return undefined;
+  let schema: Record<string, unknown> = { type: 'object' };
+  let description = 'Give the answer as a JSON object.';
+  if (format.type === 'json_schema') {
+    const js = format.json_schema;
+    if (!isRecord(js) || !isRecord(js.schema)) {
+      return invalidRequest(
+        'response_format.json_schema.schema must be a JSON Schema object',
+        'response_format.json_schema.schema',
+      );
+    }
+    schema = js.schema;
+    if (typeof js.description === 'string' && js.description !== '') description = js.description;
+  } else if (format.type !== 'json_object') {
+    return invalidRequest(
+      `response_format.type ${JSON.stringify(format.type)} is not one of text, json_object, json_schema`,
+      'response_format.type',
+    );
+  }
+  if (tools !== undefined && tools !== null) {
+    return unsupportedParameter(
+      'response_format JSON together with tools is not supported for Bedrock models: the JSON mode is itself a tool the model must call',
+      'response_format',
+    );
+  }
+  return {
+    tools: [{ toolSpec: { name: JSON_TOOL, description, inputSchema: { json: schema as never } } }],
+    toolChoice: { tool: { name: JSON_TOOL } },
+  };
+}
+
+/** Whether a Converse input asks for JSON output (the forced JSON tool). */
+export const jsonMode = (input: ConverseCommandInput): boolean =>
+  input.toolConfig?.toolChoice?.tool?.name === JSON_TOOL;
 
 /**
  * OpenAI's tools and tool_choice as Converse's toolConfig. Converse has no "none": without tools
@@ -283,16 +337,18 @@ function inferenceConfig(body: Record<string, unknown>): InferenceConfiguration 
     }
     config.maxTokens ??= v;
   }
-  // Bedrock's ranges differ per model: OpenAI's range is checked here and Bedrock judges the rest.
+  // Converse's own ranges (InferenceConfiguration in botocore's model: both 0 to 1), checked
+  // here so that the caller gets a clear 400 rather than the upstream's; OpenAI allows
+  // temperature up to 2.
   const ranges = [
-    ['temperature', 'temperature', 2],
+    ['temperature', 'temperature', 1],
     ['top_p', 'topP', 1],
   ] as const;
   for (const [name, key, max] of ranges) {
     const v = body[name];
     if (v === undefined || v === null) continue;
     if (typeof v !== 'number' || !Number.isFinite(v) || v < 0 || v > max) {
-      return invalidRequest(`${name} must be a number from 0 to ${max}`, name);
+      return invalidRequest(`${name} must be a number from 0 to ${max} for Bedrock models`, name);
     }
     config[key] = v;
   }
@@ -530,15 +586,26 @@ function imageBlock(imageUrl: unknown, p: string): ContentBlock | ProxyError {
 // Response
 // ---------------------------------------------------------------------------------------------
 
+/**
+ * Bedrock's inputTokens leaves out the prompt tokens read from or written to the prompt cache;
+ * OpenAI's prompt_tokens counts them all, with the cache reads in prompt_tokens_details.
+ */
 function usageOf(u: TokenUsage | undefined): Usage | undefined {
   if (!u || typeof u.inputTokens !== 'number' || typeof u.outputTokens !== 'number') return undefined;
-  return { promptTokens: u.inputTokens, completionTokens: u.outputTokens };
+  const read = u.cacheReadInputTokens ?? 0;
+  const written = u.cacheWriteInputTokens ?? 0;
+  return {
+    promptTokens: u.inputTokens + read + written,
+    completionTokens: u.outputTokens,
+    ...(read > 0 ? { cachedTokens: read } : {}),
+  };
 }
 
 const openAIUsage = (u: Usage): OpenAIUsage => ({
   prompt_tokens: u.promptTokens,
   completion_tokens: u.completionTokens,
   total_tokens: u.promptTokens + u.completionTokens,
+  ...(u.cachedTokens ? { prompt_tokens_details: { cached_tokens: u.cachedTokens } } : {}),
 });
 
 function completion(
@@ -573,8 +640,15 @@ export function fromConverseOutput(
   model: string,
   id: string,
   created: number,
+  json = false,
 ): { body: OpenAIChatCompletion; usage?: Usage } {
   const blocks = out.output?.message?.content ?? [];
+  if (json) {
+    // The forced tool's input is the answer; the call itself is an artifact of the translation.
+    const use = blocks.find((b) => b.toolUse?.name === JSON_TOOL)?.toolUse;
+    const stop = out.stopReason === 'tool_use' ? 'end_turn' : out.stopReason;
+    return completion(model, id, created, use ? JSON.stringify(use.input ?? {}) : '', stop, usageOf(out.usage));
+  }
   const text = blocks.map((b) => b.text ?? '').join('');
   const calls = blocks.flatMap((b) =>
     b.toolUse
@@ -629,6 +703,8 @@ export class ConverseStreamTranslator {
     private readonly includeUsage: boolean,
     /** Named in error messages only. */
     private readonly provider = '',
+    /** JSON output mode: the forced tool's input streams as content. */
+    private readonly json = false,
   ) {}
 
   /** The chunks to send for one event; throws a ProxyError for an exception event. */
@@ -637,6 +713,7 @@ export class ConverseStreamTranslator {
     if (failure) throw failure;
     if (event.messageStart) return this.opening();
     const start = event.contentBlockStart?.start?.toolUse;
+    if (start && this.json) return this.opening();
     if (start) {
       const index = this.toolIndex.size;
       this.toolIndex.set(event.contentBlockStart?.contentBlockIndex ?? 0, index);
@@ -651,6 +728,10 @@ export class ConverseStreamTranslator {
     }
     if (event.contentBlockDelta) {
       const toolInput = event.contentBlockDelta.delta?.toolUse?.input;
+      if (toolInput && this.json) {
+        this.contentSeen = true;
+        return [...this.opening(), this.chunk({ content: toolInput }, null)];
+      }
       if (toolInput) {
         const index = this.toolIndex.get(event.contentBlockDelta.contentBlockIndex ?? 0) ?? 0;
         return [...this.opening(), this.chunk({ tool_calls: [{ index, function: { arguments: toolInput } }] }, null)];
@@ -661,7 +742,8 @@ export class ConverseStreamTranslator {
       return [...this.opening(), this.chunk({ content: text }, null)];
     }
     if (event.messageStop) {
-      this.finish = finishReasonOf(event.messageStop.stopReason);
+      const stop = event.messageStop.stopReason;
+      this.finish = finishReasonOf(this.json && stop === 'tool_use' ? 'end_turn' : stop);
       return [...this.opening(), this.chunk({}, this.finish)];
     }
     if (event.metadata) {
@@ -761,7 +843,12 @@ export class ConverseStreamAggregator {
     return this.stop === undefined ? undefined : finishReasonOf(this.stop);
   }
 
-  result(model: string, id: string, created: number): { body: OpenAIChatCompletion; usage?: Usage } {
+  result(model: string, id: string, created: number, json = false): { body: OpenAIChatCompletion; usage?: Usage } {
+    if (json) {
+      const tool = [...this.tools.values()].find((t) => t.name === JSON_TOOL);
+      const stop = this.stop === 'tool_use' ? 'end_turn' : this.stop;
+      return completion(model, id, created, tool ? tool.input || '{}' : '', stop, this.seenUsage);
+    }
     // Blocks are joined in block order, as fromConverseOutput joins the content array.
     const text = [...this.texts.entries()]
       .sort(([a], [b]) => a - b)

@@ -14,6 +14,7 @@ import {
   ConverseStreamAggregator,
   ConverseStreamTranslator,
   fromConverseOutput,
+  jsonMode,
   mapBedrockError,
   type OpenAIChatChunk,
   toConverseInput,
@@ -97,7 +98,7 @@ export class BedrockUpstream implements Upstream<BedrockRoute> {
       } catch (err) {
         throw mapBedrockError(err, ctx);
       }
-      const { body, usage } = fromConverseOutput(out, call.route.model, id, created);
+      const { body, usage } = fromConverseOutput(out, call.route.model, id, created, jsonMode(input));
       if (!call.stream) return usage ? { kind: 'json', status: 200, body, usage } : { kind: 'json', status: 200, body };
       // A streaming client of a non-streaming provider gets the whole answer as one stream.
       const chunks = completionAsChunks(body, call.clientWantsUsage);
@@ -131,10 +132,10 @@ export class BedrockUpstream implements Upstream<BedrockRoute> {
       }
       const cut = cutOff(aggregator.finishReason() !== undefined, aggregator.usage() !== undefined, ctx);
       if (cut) throw cut;
-      const { body, usage } = aggregator.result(call.route.model, id, created);
+      const { body, usage } = aggregator.result(call.route.model, id, created, jsonMode(input));
       return usage ? { kind: 'json', status: 200, body, usage } : { kind: 'json', status: 200, body };
     }
-    return this.relay(events, call, ctx, id, created, started);
+    return this.relay(events, call, ctx, id, created, started, jsonMode(input));
   }
 
   private relay(
@@ -144,6 +145,7 @@ export class BedrockUpstream implements Upstream<BedrockRoute> {
     id: string,
     created: number,
     started: number,
+    json: boolean,
   ): ChatResult {
     const iterator = events[Symbol.asyncIterator]();
     const translator = new ConverseStreamTranslator(
@@ -152,6 +154,7 @@ export class BedrockUpstream implements Upstream<BedrockRoute> {
       created,
       call.clientWantsUsage,
       call.route.provider,
+      json,
     );
     const outcome: StreamOutcome = {};
     let settle: (o: StreamOutcome) => void = () => {};
