@@ -106,11 +106,8 @@ beforeAll(async () => {
     ),
   );
   store = new SqliteUsageStore(join(mkdtempSync(join(tmpdir(), 'api-keys-')), 'usage.db'));
-  recorder = new UsageRecorder({ store, flushMs: 50 });
-  budgets = new BudgetGuard(store, () => keys.policies(), {
-    refreshMs: 200,
-    writtenThrough: () => recorder.writtenThrough(),
-  });
+  recorder = new UsageRecorder({ store, flushMs: 50, onWritten: (records) => budgets.written(records) });
+  budgets = new BudgetGuard(store, () => keys.policies(), { refreshMs: 200 });
   budgets.start();
   writer = new UsageStatusWriter(source, store, { onError: (err) => console.error('status write failed', err) });
   app = createApp({

@@ -9,8 +9,9 @@ import type { SpendScope, UsageStore } from './usage/store.js';
 /**
  * Budgets, checked before the upstream call: an ApiKey's own (spec.budget) and those of Budget
  * objects (every request carrying a tag). Spend comes from the usage store, shared by the
- * replicas, re-read every `refreshMs`; what this replica spent and has not yet written is added
- * as it happens. So a replica sees its own spend at once and the others' at most refreshMs plus
+ * replicas, re-read every `refreshMs`; what this replica spent is added as it happens and
+ * counted until a read that began after its record was written has returned (the recorder says
+ * which records it wrote), so its own spend is never missed and counted twice only briefly. So a replica sees its own spend at once and the others' at most refreshMs plus
  * their recorder's batch interval (and write time) late: the overshoot past a budget is bounded
  * by what the other replicas spend in that window, plus the requests already in flight when the
  * budget ran out (their cost is known only when they end).
@@ -39,20 +40,31 @@ export function tagBudgetOf(b: Budget): TagBudget | undefined {
 export interface BudgetGuardOptions {
   /** How often spend is re-read from the store. Default 2 s. */
   refreshMs?: number;
-  /**
-   * Time before which every record this replica accounted is in the store (the recorder's
-   * writtenThrough): local spend up to it is dropped once a read that began after it returns.
-   * Without it, local spend is kept for 5 s past each read (counted twice meanwhile).
-   */
-  writtenThrough?: () => number;
   now?: () => number;
   onError?: (err: unknown) => void;
 }
 
-/** Without writtenThrough: records are assumed written this long after they were accounted. */
-const IN_FLIGHT_MS = 5_000;
-/** Local spend is summed in slots of this many ms (bounded by time, not by requests). */
-const SLOT_MS = 100;
+/** Local spend is summed per scope and hour (bounded by time, not by requests). */
+const HOUR_MS = 3_600_000;
+
+type Slots = Map<string, Map<number, number>>;
+
+function addTo(slots: Slots, scope: string, at: number, usd: number): void {
+  const hour = Math.floor(at / HOUR_MS);
+  const byHour = slots.get(scope) ?? new Map<number, number>();
+  slots.set(scope, byHour);
+  const v = (byHour.get(hour) ?? 0) + usd;
+  // Sums of floats rarely return to exactly 0.
+  if (Math.abs(v) < 1e-12) byHour.delete(hour);
+  else byHour.set(hour, v);
+  if (byHour.size === 0) slots.delete(scope);
+}
+
+function sumSince(slots: Slots, scope: string, since: number): number {
+  let usd = 0;
+  for (const [hour, v] of slots.get(scope) ?? []) if ((hour + 1) * HOUR_MS > since) usd += v;
+  return usd;
+}
 
 interface Tally {
   usd: number;
@@ -63,8 +75,16 @@ interface Tally {
 export class BudgetGuard {
   private tagBudgets = new Map<string, TagBudget>();
   private readonly stored = new Map<string, Tally>();
-  /** This replica's spend per scope per SLOT_MS not yet in the store as last read. */
-  private readonly local = new Map<string, Map<number, number>>();
+  /** This replica's spend not yet written to the store (the recorder says when it is). */
+  private readonly unwritten: Slots = new Map();
+  /**
+   * Written, by the read epoch it was written in: a write counts here until a read that began
+   * after it has returned (then the store's figure has it). Writes while a read runs may be in
+   * its figure or not: they stay one more read (counted twice at worst, briefly: erring on the
+   * side of the budget).
+   */
+  private readonly writtenByEpoch = new Map<number, Slots>();
+  private epoch = 0;
   private timer: NodeJS.Timeout | undefined;
   private refreshing: Promise<void> | undefined;
   private readonly refreshMs: number;
@@ -109,7 +129,6 @@ export class BudgetGuard {
   private async load(): Promise<void> {
     const started = this.now();
     const now = new Date(started);
-    const through = this.opts.writtenThrough?.() ?? started - IN_FLIGHT_MS;
     const scopes: Array<{ id: string; scope: SpendScope }> = [];
     for (const p of this.keys()) {
       if (p.budget)
@@ -118,15 +137,14 @@ export class BudgetGuard {
     for (const [id, b] of this.tagBudgets)
       scopes.push({ id, scope: { tag: b.tag, since: periodStart(b.period, now) } });
     if (scopes.length === 0) return;
+    // Everything written before this point is in the figure the read returns.
+    const before = this.epoch;
+    this.epoch += 1;
     try {
       const usd = await this.store.spend(scopes.map((s) => s.scope));
       for (const [i, s] of scopes.entries())
         this.stored.set(s.id, { usd: usd[i] ?? 0, since: s.scope.since.getTime() });
-      // Slots wholly before `through` were in the store when the read began, so in what it returned.
-      for (const [scope, slots] of this.local) {
-        for (const slot of slots.keys()) if ((slot + 1) * SLOT_MS <= through) slots.delete(slot);
-        if (slots.size === 0) this.local.delete(scope);
-      }
+      for (const e of this.writtenByEpoch.keys()) if (e <= before) this.writtenByEpoch.delete(e);
     } catch (err) {
       // The last figures stand (the store is down: the recorder holds the records meanwhile).
       this.opts.onError?.(err);
@@ -138,7 +156,8 @@ export class BudgetGuard {
     const since = periodStart(period, new Date(now)).getTime();
     const stored = this.stored.get(scope);
     let usd = stored && stored.since === since ? stored.usd : 0;
-    for (const [slot, v] of this.local.get(scope) ?? []) if (slot * SLOT_MS >= since) usd += v;
+    usd += sumSince(this.unwritten, scope, since);
+    for (const slots of this.writtenByEpoch.values()) usd += sumSince(slots, scope, since);
     return usd;
   }
 
@@ -160,19 +179,39 @@ export class BudgetGuard {
     return undefined;
   }
 
-  /** A request's cost, counted at once toward its key's and tags' budgets on this replica. */
-  add(policy: KeyPolicy, tags: Tag[], usd: number): void {
-    if (usd <= 0) return;
-    const slot = Math.floor(this.now() / SLOT_MS);
-    const count = (scope: string) => {
-      const slots = this.local.get(scope) ?? new Map<number, number>();
-      this.local.set(scope, slots);
-      slots.set(slot, (slots.get(slot) ?? 0) + usd);
-    };
-    if (policy.budget) count(`key:${policy.name}`);
+  /** The scopes a request's cost counts toward: its key's budget and its tags' budgets. */
+  private scopesOf(apiKey: string | undefined, withBudget: boolean, tags: Tag[]): string[] {
+    const scopes = apiKey && withBudget ? [`key:${apiKey}`] : [];
     for (const t of tags) {
       const scope = `tag:${t.key}:${t.value}`;
-      if (this.tagBudgets.has(scope)) count(scope);
+      if (this.tagBudgets.has(scope)) scopes.push(scope);
+    }
+    return scopes;
+  }
+
+  /** A request's cost, counted at once toward its key's and tags' budgets on this replica. */
+  add(policy: KeyPolicy, tags: Tag[], usd: number, at = this.now()): void {
+    if (usd <= 0) return;
+    for (const scope of this.scopesOf(policy.name, policy.budget !== undefined, tags))
+      addTo(this.unwritten, scope, at, usd);
+  }
+
+  /**
+   * Records the recorder has written (the store counts them from now on): they leave this
+   * replica's own tally. Records it dropped leave it too, as the store never gets them.
+   */
+  written(records: Array<{ time: string; apiKey?: string; tags: Tag[]; costUsd: number }>): void {
+    for (const r of records) {
+      if (r.costUsd <= 0) continue;
+      const at = Date.parse(r.time);
+      // Only scopes this replica counted: a record of no budgeted scope costs a map lookup.
+      for (const scope of this.scopesOf(r.apiKey, true, r.tags)) {
+        if (!this.unwritten.has(scope)) continue;
+        addTo(this.unwritten, scope, at, -r.costUsd);
+        const slots = this.writtenByEpoch.get(this.epoch) ?? new Map();
+        this.writtenByEpoch.set(this.epoch, slots);
+        addTo(slots, scope, at, r.costUsd);
+      }
     }
   }
 }

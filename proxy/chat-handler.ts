@@ -181,9 +181,11 @@ export function endpointHandlers(deps: ChatDeps): Record<EndpointName, ChatHandl
         if (usage?.counted) deps.metrics.countedTokens.inc({ model, provider });
         const tokens = (usage?.promptTokens ?? 0) + (usage?.completionTokens ?? 0);
         if (tokenRate) limiter.debit(bucket, tokenRate, tokens);
-        deps.budgets?.add(policy, tags, charge.costUsd);
+        const now = Date.now();
+        // The record's own time: the budgets match the two when the recorder writes it.
+        deps.budgets?.add(policy, tags, charge.costUsd, now);
         deps.usage.record({
-          time: new Date().toISOString(),
+          time: new Date(now).toISOString(),
           requestId,
           keyHashPrefix: caller.keyHashPrefix,
           ...(policy.team ? { team: policy.team } : {}),

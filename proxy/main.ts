@@ -237,6 +237,8 @@ const recorder = new UsageRecorder({
       },
     ),
   onRecovered: (held, dropped) => log.info('usage store answering again', { held, dropped }),
+  // budgets is made below, before the recorder's first write (its timer).
+  onWritten: (records) => budgets.written(records),
 });
 const basePrices = loadBedrockPrices();
 const cost = new CostMeter(
@@ -255,7 +257,6 @@ source?.onPrices((text) => {
 
 // Reports on their own thread and connection, so they never hold chat traffic.
 const budgets = new BudgetGuard(store, () => keys.policies(), {
-  writtenThrough: () => recorder.writtenThrough(),
   refreshMs: numberFlag('budget-refresh-ms', values['budget-refresh-ms'], 2_000),
   onError: (err) => log.warn('budget spend not refreshed: using the last figures', { error: errorMessage(err) }),
 });

@@ -27,6 +27,8 @@ export interface UsageRecorderOptions {
   onDropping?: () => void;
   /** The store answers again after failing: how many records are held and how many were dropped meanwhile. */
   onRecovered?: (held: number, dropped: number) => void;
+  /** A batch is in the store (budgets stop counting it as this replica's own). */
+  onWritten?: (records: StoredUsage[]) => void;
 }
 
 export class UsageRecorder implements UsageSink {
@@ -62,15 +64,6 @@ export class UsageRecorder implements UsageSink {
 
   get pending(): number {
     return this.queue.length;
-  }
-
-  /**
-   * Every record accounted before this time (epoch ms) is in the store: the time of the oldest
-   * record not yet written (the buffer is in order), or now when none is waiting.
-   */
-  writtenThrough(): number {
-    const oldest = this.queue[0];
-    return oldest ? Date.parse(oldest.time) : Date.now();
   }
 
   private droppedInOutage = 0;
@@ -112,6 +105,7 @@ export class UsageRecorder implements UsageSink {
       }
       this.queue.splice(0, batch.length);
       this.written += batch.length;
+      this.opts.onWritten?.(batch);
       if (this.failing) {
         this.failing = false;
         this.backoffMs = 0;

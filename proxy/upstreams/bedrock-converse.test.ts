@@ -366,10 +366,10 @@ describe('toConverseInput: parameters', () => {
   });
 
   it('refuses a top-level field it does not know', () => {
-    const e = rejection({ messages, reasoning_effort: 'high' });
+    const e = rejection({ messages, prediction: { type: 'content', content: 'x' } });
     expect(e.code).toBe('unsupported_parameter');
-    expect(e.param).toBe('reasoning_effort');
-    expect(e.message).toContain('reasoning_effort is not supported for Bedrock models');
+    expect(e.param).toBe('prediction');
+    expect(e.message).toContain('prediction is not supported for Bedrock models');
   });
 
   it('refuses n other than 1', () => {
@@ -395,6 +395,7 @@ describe('toConverseInput: parameters', () => {
       tool_choice: 'required',
       parallel_tool_calls: true,
       response_format: { type: 'text' },
+      reasoning_effort: 'none',
     };
     expect(Object.keys(body).sort()).toEqual(Object.keys(MAPPED_FIELDS).sort());
     expect(input(body)).toEqual({
@@ -569,12 +570,12 @@ describe('ConverseStreamTranslator', () => {
     expect(t.finishReason()).toBe('stop');
   });
 
-  it('sends nothing for empty text, reasoning or block-start events', () => {
+  it('sends nothing for empty text, a reasoning signature or non-tool block-start events', () => {
     const t = new ConverseStreamTranslator('m', 'id', 0, true);
     t.push({ messageStart: { role: 'assistant' } });
     expect(t.push({ contentBlockDelta: { contentBlockIndex: 0, delta: { text: '' } } })).toEqual([]);
     expect(
-      t.push({ contentBlockDelta: { contentBlockIndex: 0, delta: { reasoningContent: { text: 'hmm' } } } }),
+      t.push({ contentBlockDelta: { contentBlockIndex: 0, delta: { reasoningContent: { signature: 'sig' } } } }),
     ).toEqual([]);
     expect(t.push({ contentBlockStart: { contentBlockIndex: 1, start: { image: { format: 'png' } } } })).toEqual([]);
   });
@@ -1276,5 +1277,83 @@ describe('JSON output modes, as a forced tool', () => {
       [{ content: '"Ada"}' }, null],
       [{}, 'stop'],
     ]);
+  });
+});
+
+describe('reasoning, as Anthropic extended thinking', () => {
+  it('sends reasoning_effort as a thinking budget, for Anthropic models only', () => {
+    expect(input({ messages: [user('a')], reasoning_effort: 'medium' }).additionalModelRequestFields).toEqual({
+      thinking: { type: 'enabled', budget_tokens: 2048 },
+    });
+    const profile = toConverseInput('us.anthropic.claude-3-7-sonnet-20250219-v1:0', {
+      messages: [user('a')],
+      reasoning_effort: 'high',
+      max_tokens: 8000,
+    });
+    expect(profile instanceof ProxyError ? profile.message : profile.additionalModelRequestFields).toEqual({
+      thinking: { type: 'enabled', budget_tokens: 4096 },
+    });
+    expect(input({ messages: [user('a')], reasoning_effort: 'none' })).not.toHaveProperty(
+      'additionalModelRequestFields',
+    );
+    const nova = toConverseInput('amazon.nova-lite-v1:0', { messages: [user('a')], reasoning_effort: 'low' });
+    expect(nova instanceof ProxyError && [nova.status, nova.code, nova.param]).toEqual([
+      400,
+      'unsupported_parameter',
+      'reasoning_effort',
+    ]);
+  });
+
+  it.each([
+    ['max_tokens within the budget', { reasoning_effort: 'low', max_tokens: 1024 }, 'max_tokens'],
+    ['a temperature other than 1', { reasoning_effort: 'low', temperature: 0.2 }, 'temperature'],
+    ['an unknown effort', { reasoning_effort: 'max' }, 'reasoning_effort'],
+  ])('refuses %s with 400 naming the field', (_name, params, param) => {
+    expect(rejection({ messages: [user('a')], ...params }).param).toBe(param);
+  });
+
+  it('answers reasoning blocks as reasoning_content, whole, aggregated and streamed', () => {
+    const whole = fromConverseOutput(
+      {
+        $metadata: {},
+        stopReason: 'end_turn',
+        usage: { inputTokens: 3, outputTokens: 9, totalTokens: 12 },
+        metrics: { latencyMs: 1 },
+        output: {
+          message: {
+            role: 'assistant',
+            content: [{ reasoningContent: { reasoningText: { text: 'Think. ', signature: 's' } } }, { text: '42' }],
+          },
+        },
+      },
+      'm',
+      'id',
+      0,
+    );
+    expect(whole.body.choices[0]?.message).toEqual({ role: 'assistant', content: '42', reasoning_content: 'Think. ' });
+    const events: ConverseStreamOutput[] = [
+      { messageStart: { role: 'assistant' } },
+      { contentBlockDelta: { contentBlockIndex: 0, delta: { reasoningContent: { text: 'Think' } } } },
+      { contentBlockDelta: { contentBlockIndex: 0, delta: { reasoningContent: { text: '. ' } } } },
+      { contentBlockDelta: { contentBlockIndex: 0, delta: { reasoningContent: { signature: 'sig' } } } },
+      { contentBlockStop: { contentBlockIndex: 0 } },
+      { contentBlockDelta: { contentBlockIndex: 1, delta: { text: '42' } } },
+      { messageStop: { stopReason: 'end_turn' } },
+    ];
+    const t = new ConverseStreamTranslator('m', 'id', 0, false);
+    expect(events.flatMap((e) => t.push(e)).map((c) => c.choices[0]?.delta)).toEqual([
+      { role: 'assistant', content: '' },
+      { reasoning_content: 'Think' },
+      { reasoning_content: '. ' },
+      { content: '42' },
+      {},
+    ]);
+    const a = new ConverseStreamAggregator();
+    for (const e of events) a.push(e);
+    expect(a.result('m', 'id', 0).body.choices[0]?.message).toEqual({
+      role: 'assistant',
+      content: '42',
+      reasoning_content: 'Think. ',
+    });
   });
 });

@@ -44,7 +44,17 @@ export const MAPPED_FIELDS = {
   parallel_tool_calls: 'consumed: Bedrock models may call several tools in one turn; false is refused',
   response_format:
     'json_object and json_schema: a tool the model must call with that schema, its input returned as the content',
+  reasoning_effort:
+    'Anthropic models: additionalModelRequestFields.thinking with budget_tokens low 1024, medium 2048, high 4096',
 } as const satisfies Record<string, string>;
+
+/** Thinking budgets per reasoning_effort (LiteLLM's mapping; Anthropic's minimum is 1024). */
+export const THINKING_BUDGETS: Readonly<Record<string, number>> = {
+  minimal: 1024,
+  low: 1024,
+  medium: 2048,
+  high: 4096,
+};
 
 /**
  * The tool a JSON output mode forces (Converse has no JSON mode of its own, so the schema goes
@@ -129,7 +139,7 @@ export interface OpenAIChatCompletion {
   model: string;
   choices: Array<{
     index: 0;
-    message: { role: 'assistant'; content: string | null; tool_calls?: OpenAIToolCall[] };
+    message: { role: 'assistant'; content: string | null; tool_calls?: OpenAIToolCall[]; reasoning_content?: string };
     finish_reason: FinishReason;
     logprobs: null;
   }>;
@@ -143,7 +153,7 @@ export interface OpenAIChatChunk {
   model: string;
   choices: Array<{
     index: 0;
-    delta: { role?: 'assistant'; content?: string; tool_calls?: OpenAIToolCallDelta[] };
+    delta: { role?: 'assistant'; content?: string; tool_calls?: OpenAIToolCallDelta[]; reasoning_content?: string };
     finish_reason: FinishReason | null;
     logprobs: null;
   }>;
@@ -198,11 +208,51 @@ export function toConverseInput(modelId: string, body: Record<string, unknown>):
   const tools = json ?? toolConfig(body.tools, body.tool_choice, conv.usesTools);
   if (tools instanceof ProxyError) return tools;
 
+  const thinking = thinkingOf(modelId, body.reasoning_effort, config);
+  if (thinking instanceof ProxyError) return thinking;
+
   const input: ConverseCommandInput = { modelId, messages: conv.messages };
   if (conv.system.length > 0) input.system = conv.system;
   if (Object.keys(config).length > 0) input.inferenceConfig = config;
   if (tools) input.toolConfig = tools;
+  if (thinking) input.additionalModelRequestFields = { thinking } as never;
   return input;
+}
+
+/**
+ * reasoning_effort as Anthropic's extended thinking on Bedrock: a token budget, which the answer's
+ * max tokens must exceed and which needs the default temperature. Other Bedrock models take
+ * their reasoning settings in shapes of their own, not translated yet.
+ */
+function thinkingOf(
+  modelId: string,
+  effort: unknown,
+  config: InferenceConfiguration,
+): { type: 'enabled'; budget_tokens: number } | undefined | ProxyError {
+  if (effort === undefined || effort === null || effort === 'none') return undefined;
+  if (typeof effort !== 'string' || !Object.hasOwn(THINKING_BUDGETS, effort)) {
+    return invalidRequest('reasoning_effort must be one of none, minimal, low, medium, high', 'reasoning_effort');
+  }
+  if (!/(^|\.)anthropic\./.test(modelId)) {
+    return unsupportedParameter(
+      'reasoning_effort is translated for Anthropic models on Bedrock only (extended thinking)',
+      'reasoning_effort',
+    );
+  }
+  const budget = THINKING_BUDGETS[effort] ?? 1024;
+  if (config.maxTokens !== undefined && config.maxTokens <= budget) {
+    return invalidRequest(
+      `max_tokens must be greater than the thinking budget of reasoning_effort ${effort} (${budget} tokens)`,
+      'max_tokens',
+    );
+  }
+  if (config.temperature !== undefined && config.temperature !== 1) {
+    return invalidRequest(
+      'temperature must be 1 (or left out) with reasoning_effort on Anthropic models',
+      'temperature',
+    );
+  }
+  return { type: 'enabled', budget_tokens: budget };
 }
 
 const TOOL_NAME = /^[a-zA-Z0-9_-]{1,64}$/;
@@ -616,12 +666,14 @@ function completion(
   stop: string | undefined,
   usage: Usage | undefined,
   toolCalls: OpenAIToolCall[] = [],
+  reasoning = '',
 ): { body: OpenAIChatCompletion; usage?: Usage } {
   // With tool calls and no text OpenAI sends content null.
   const message: OpenAIChatCompletion['choices'][number]['message'] =
     toolCalls.length > 0
       ? { role: 'assistant', content: content === '' ? null : content, tool_calls: toolCalls }
       : { role: 'assistant', content };
+  if (reasoning !== '') message.reasoning_content = reasoning;
   const body: OpenAIChatCompletion = {
     id,
     object: 'chat.completion',
@@ -650,6 +702,7 @@ export function fromConverseOutput(
     return completion(model, id, created, use ? JSON.stringify(use.input ?? {}) : '', stop, usageOf(out.usage));
   }
   const text = blocks.map((b) => b.text ?? '').join('');
+  const reasoning = blocks.map((b) => b.reasoningContent?.reasoningText?.text ?? '').join('');
   const calls = blocks.flatMap((b) =>
     b.toolUse
       ? [
@@ -661,7 +714,7 @@ export function fromConverseOutput(
         ]
       : [],
   );
-  return completion(model, id, created, text, out.stopReason, usageOf(out.usage), calls);
+  return completion(model, id, created, text, out.stopReason, usageOf(out.usage), calls, reasoning);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -731,6 +784,11 @@ export class ConverseStreamTranslator {
       if (toolInput && this.json) {
         this.contentSeen = true;
         return [...this.opening(), this.chunk({ content: toolInput }, null)];
+      }
+      const thought = event.contentBlockDelta.delta?.reasoningContent?.text;
+      if (thought) {
+        this.contentSeen = true;
+        return [...this.opening(), this.chunk({ reasoning_content: thought }, null)];
       }
       if (toolInput) {
         const index = this.toolIndex.get(event.contentBlockDelta.contentBlockIndex ?? 0) ?? 0;
@@ -802,6 +860,7 @@ export class ConverseStreamTranslator {
 export class ConverseStreamAggregator {
   private readonly texts = new Map<number, string>();
   private readonly tools = new Map<number, { id: string; name: string; input: string }>();
+  private reasoning = '';
   private stop: string | undefined;
   private seenUsage: Usage | undefined;
 
@@ -822,6 +881,11 @@ export class ConverseStreamAggregator {
       const tool = this.tools.get(index);
       if (toolInput && tool) {
         tool.input += toolInput;
+        return;
+      }
+      const thought = event.contentBlockDelta.delta?.reasoningContent?.text;
+      if (thought) {
+        this.reasoning += thought;
         return;
       }
       const text = event.contentBlockDelta.delta?.text;
@@ -862,7 +926,7 @@ export class ConverseStreamAggregator {
         // Converse streams the input as JSON text: what OpenAI's arguments are (empty input: {}).
         function: { name: t.name, arguments: t.input === '' ? '{}' : t.input },
       }));
-    return completion(model, id, created, text, this.stop, this.seenUsage, calls);
+    return completion(model, id, created, text, this.stop, this.seenUsage, calls, this.reasoning);
   }
 }
 
