@@ -191,7 +191,8 @@ export class BudgetGuard {
 
   /** A request's cost, counted at once toward its key's and tags' budgets on this replica. */
   add(policy: KeyPolicy, tags: Tag[], usd: number, at = this.now()): void {
-    if (usd <= 0) return;
+    // Without budgets (most requests of most installs) this is all it costs.
+    if (usd <= 0 || (!policy.budget && this.tagBudgets.size === 0)) return;
     for (const scope of this.scopesOf(policy.name, policy.budget !== undefined, tags))
       addTo(this.unwritten, scope, at, usd);
   }
@@ -201,6 +202,7 @@ export class BudgetGuard {
    * replica's own tally. Records it dropped leave it too, as the store never gets them.
    */
   written(records: Array<{ time: string; apiKey?: string; tags: Tag[]; costUsd: number }>): void {
+    if (this.unwritten.size === 0) return;
     for (const r of records) {
       if (r.costUsd <= 0) continue;
       const at = Date.parse(r.time);
