@@ -32,7 +32,7 @@ export const MAX_NESTING = 64;
  */
 export const MAX_JSON_VALUES = 200_000;
 
-function isRecord(v: unknown): v is Record<string, unknown> {
+export function isRecord(v: unknown): v is Record<string, unknown> {
   return v !== null && typeof v === 'object' && !Array.isArray(v);
 }
 
@@ -53,9 +53,9 @@ function checkContent(content: unknown, at: string): ProxyError | undefined {
   return undefined;
 }
 
-export function parseChatRequest(body: unknown): ChatRequest | ProxyError {
-  if (!isRecord(body)) return invalidRequest('the request body must be a JSON object');
-  const { model, messages, stream, stream_options, n, tags, ...rest } = body;
+/** The request's `model`, as every endpoint requires it. */
+export function modelOf(body: Record<string, unknown>): string | ProxyError {
+  const { model } = body;
   if (typeof model !== 'string' || model.trim() === '') {
     return invalidRequest(
       'model is required: the name of a deployed model or a provider model id',
@@ -64,6 +64,14 @@ export function parseChatRequest(body: unknown): ChatRequest | ProxyError {
     );
   }
   if (model.length > 256) return invalidRequest('model is longer than 256 characters', 'model');
+  return model;
+}
+
+export function parseChatRequest(body: unknown): ChatRequest | ProxyError {
+  if (!isRecord(body)) return invalidRequest('the request body must be a JSON object');
+  const { model: _model, messages, stream, stream_options, n, tags, ...rest } = body;
+  const model = modelOf(body);
+  if (typeof model !== 'string') return model;
   if (!Array.isArray(messages) || messages.length === 0) {
     return invalidRequest(
       'messages must be a non-empty array of {role, content} objects',

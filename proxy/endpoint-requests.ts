@@ -1,4 +1,4 @@
-import type { ChatRequest } from './chat-request.js';
+import { type ChatRequest, isRecord, modelOf } from './chat-request.js';
 import { invalidRequest, type ProxyError } from './errors.js';
 
 /**
@@ -6,21 +6,6 @@ import { invalidRequest, type ProxyError } from './errors.js';
  * see to route and account for the call (the model, whether it streams, the tags); the rest goes
  * to the upstream untouched, which refuses what it does not support in OpenAI's envelope.
  */
-
-const isRecord = (v: unknown): v is Record<string, unknown> => v !== null && typeof v === 'object' && !Array.isArray(v);
-
-function modelOf(body: Record<string, unknown>): string | ProxyError {
-  const { model } = body;
-  if (typeof model !== 'string' || model.trim() === '') {
-    return invalidRequest(
-      'model is required: the name of a deployed model or a provider model id',
-      'model',
-      'missing_model',
-    );
-  }
-  if (model.length > 256) return invalidRequest('model is longer than 256 characters', 'model');
-  return model;
-}
 
 export function parseCompletionRequest(body: unknown): ChatRequest | ProxyError {
   if (!isRecord(body)) return invalidRequest('the request body must be a JSON object');

@@ -278,6 +278,15 @@ export async function startOllamaDouble(opts: OllamaDoubleOptions = {}): Promise
     res.end();
   }
 
+  /** Ollama's 404 for a model it does not have (the same text validateChat gives chat). */
+  const modelNotFound = (res: ServerResponse, model: unknown) =>
+    sendOpenAIError(
+      res,
+      404,
+      'api_error',
+      `model ${JSON.stringify(String(model ?? ''))} not found, try pulling it first`,
+    );
+
   /** The body of a POST as JSON, or the 400 Ollama sends (its Gin binding) and undefined. */
   async function jsonBody(req: IncomingMessage, res: ServerResponse): Promise<Record<string, unknown> | undefined> {
     let text: string;
@@ -307,14 +316,7 @@ export async function startOllamaDouble(opts: OllamaDoubleOptions = {}): Promise
       return sendOpenAIError(res, 400, 'invalid_request_error', 'prompt must be a string');
     }
     const model = nonEmptyString(body.model);
-    if (model === undefined || findModel(model) === undefined) {
-      return sendOpenAIError(
-        res,
-        404,
-        'api_error',
-        `model ${JSON.stringify(String(body.model ?? ''))} not found, try pulling it first`,
-      );
-    }
+    if (model === undefined || findModel(model) === undefined) return modelNotFound(res, body.model);
     const b: Behavior = { ...behavior };
     const max = typeof body.max_tokens === 'number' ? body.max_tokens : undefined;
     const n = max !== undefined ? Math.min(max, b.completionTokens) : b.completionTokens;
@@ -351,14 +353,7 @@ export async function startOllamaDouble(opts: OllamaDoubleOptions = {}): Promise
     const body = await jsonBody(req, res);
     if (!body) return;
     const model = nonEmptyString(body.model);
-    if (model === undefined || findModel(model) === undefined) {
-      return sendOpenAIError(
-        res,
-        404,
-        'api_error',
-        `model ${JSON.stringify(String(body.model ?? ''))} not found, try pulling it first`,
-      );
-    }
+    if (model === undefined || findModel(model) === undefined) return modelNotFound(res, body.model);
     const inputs = typeof body.input === 'string' ? [body.input] : Array.isArray(body.input) ? body.input : [];
     if (inputs.length === 0) return sendOpenAIError(res, 400, 'invalid_request_error', 'invalid input');
     const dims = typeof body.dimensions === 'number' && body.dimensions > 0 ? body.dimensions : 8;
