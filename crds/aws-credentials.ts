@@ -1,7 +1,7 @@
 import { AssumeRoleCommand, STSClient } from '@aws-sdk/client-sts';
 import { SECRET_FORBIDDEN, SECRET_NOT_FOUND } from './aws-errors.js';
 import { ACCESS_KEY_ID_KEY, SECRET_ACCESS_KEY_KEY } from './constants.js';
-import type { ExternalProvider } from './external-provider.js';
+import type { ProviderAuth } from './external-provider.js';
 
 /**
  * AWS credentials of an ExternalProvider, shared by the operator (discovery) and the proxy
@@ -144,16 +144,16 @@ export interface SecretLookup {
   forbidden?: boolean;
 }
 
-/** The credential provider of one ExternalProvider; `secret` looks up its Secret (AccessKey). */
+/** The credential provider of one ExternalProvider's auth; `secret` looks up its Secret (AccessKey). */
 export function providerCredentials(
-  ep: ExternalProvider,
+  auth: ProviderAuth,
+  region: string,
   roles: RoleCredentials,
   secret: () => SecretLookup | undefined,
 ): CredentialProvider {
-  const auth = ep.spec.auth;
   if (auth.method === 'IAMRole' && auth.roleArn) {
     const roleArn = auth.roleArn;
-    return () => roles.get(roleArn, ep.spec.region, auth.externalId);
+    return () => roles.get(roleArn, region, auth.externalId);
   }
   return async () => {
     const found = secret();

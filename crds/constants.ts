@@ -79,3 +79,7 @@ export const DEPLOYMENT_TIMEOUT_MS = 25 * 60 * 1000;
 export function modelServerEndpoint(serviceName: string, port: number): string {
   return `http://${serviceName}.${LLMS_NAMESPACE}.svc.${CLUSTER_DOMAIN}:${port}`;
 }
+
+/** ConfigMap (in platform-agent) whose `bedrock-prices.yaml` overrides the shipped Bedrock price table. */
+export const PRICES_CONFIGMAP = 'platform-ai-optimizer-prices';
+export const PRICES_KEY = 'bedrock-prices.yaml';

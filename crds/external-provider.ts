@@ -26,6 +26,35 @@ export interface ExternalProviderSpec {
   models: string[];
   /** Models tried in order when the provider is not Ready or fails before answering. */
   fallback?: string[];
+  /** A Bedrock guardrail applied to every Converse call of this provider. */
+  guardrail?: ProviderGuardrail;
+}
+
+export interface ProviderGuardrail {
+  /** The guardrail's id (or ARN). */
+  identifier: string;
+  /** A version number or DRAFT. */
+  version: string;
+  /** Bedrock's trace of the guardrail's assessment; not passed to callers. Default disabled. */
+  trace?: 'enabled' | 'disabled' | 'enabled_full';
+  /** ConverseStream only: check the stream as it is generated (async) or before it is sent (sync, default). */
+  streamProcessingMode?: 'sync' | 'async';
+}
+
+/** What discovery found for one selected model. */
+export interface DiscoveredModel {
+  id: string;
+  /** Text: Converse (chat); Embedding: InvokeModel (embeddings). */
+  type: 'Text' | 'Embedding';
+  /** The foundation model an inference profile routes to (priced as it); absent for foundation ids. */
+  baseModel?: string;
+  profile?: 'SystemDefined' | 'Application';
+  /** Bedrock streams its answers (ConverseStream); false: the gateway calls Converse. */
+  streaming: boolean;
+  /** Legacy: AWS is retiring the model. */
+  lifecycle: 'Active' | 'Legacy';
+  /** The gateway's price table has a price for it. */
+  priced: boolean;
 }
 
 export type ExternalProviderPhase = 'Ready' | 'Degraded' | 'Failed';
@@ -33,11 +62,13 @@ export type ExternalProviderPhase = 'Ready' | 'Degraded' | 'Failed';
 export interface ExternalProviderStatus extends CommonStatus {
   phase?: ExternalProviderPhase;
   availableModels?: string[];
+  /** The selected models that are available, as discovery found them. */
+  models?: DiscoveredModel[];
   accessKeyLast4?: string;
   lastDiscoveryTime?: string;
 }
 
 /** Condition types of an ExternalProvider. */
-export const EXTERNAL_PROVIDER_CONDITIONS = ['CredentialsValid', 'ModelsAvailable', 'Ready'] as const;
+export const EXTERNAL_PROVIDER_CONDITIONS = ['CredentialsValid', 'ModelsAvailable', 'ModelsPriced', 'Ready'] as const;
 
 export type ExternalProvider = Resource<'ExternalProvider', ExternalProviderSpec, ExternalProviderStatus>;

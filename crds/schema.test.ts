@@ -165,10 +165,22 @@ const full: Record<KindName, { spec: object; status: object }> = {
       streaming: true,
       models: ['m'],
       fallback: ['f'],
+      guardrail: { identifier: 'g', version: '1', trace: 'disabled', streamProcessingMode: 'sync' },
     } satisfies Full<ExternalProviderSpec>,
     status: {
       phase: 'Ready',
       availableModels: ['m'],
+      models: [
+        {
+          id: 'm',
+          type: 'Text',
+          baseModel: 'b',
+          profile: 'SystemDefined',
+          streaming: true,
+          lifecycle: 'Active',
+          priced: true,
+        },
+      ],
       accessKeyLast4: 'abcd',
       lastDiscoveryTime: 't',
       observedGeneration: 1,

@@ -29,6 +29,11 @@ const USER_KEY = USER_ACCESS_KEY;
 const INVOKE = ['bedrock:InvokeModel', 'bedrock:InvokeModelWithResponseStream', 'bedrock:ListFoundationModels'];
 const role = (name: string) => `arn:aws:iam::123456789012:role/${name}`;
 const HAIKU = 'anthropic.claude-3-haiku-20240307-v1:0';
+const SONNET = 'anthropic.claude-3-7-sonnet-20250219-v1:0';
+const TITAN = 'amazon.titan-embed-text-v2:0';
+const APP_PROFILE = 'h41ku0profil';
+/** The permission policy the README gives today: with ListInferenceProfiles. */
+const CURRENT = [...INVOKE, 'bedrock:ListInferenceProfiles'];
 
 let aws: AwsDouble;
 let operator: Operator;
@@ -97,22 +102,24 @@ beforeAll(async () => {
         allow: ['bedrock:InvokeModel', 'bedrock:ListFoundationModels'],
       },
       { arn: role('no-invoke'), trusted: [GATEWAY_ARN], allow: ['bedrock:ListFoundationModels'] },
+      { arn: role('current'), trusted: [GATEWAY_ARN], allow: CURRENT },
     ],
     models: {
       'us-east-1': [
         { modelId: HAIKU, providerName: 'Anthropic' },
         { modelId: 'meta.llama3-1-8b-instruct-v1:0', providerName: 'Meta' },
-        {
-          modelId: 'anthropic.claude-3-7-sonnet-20250219-v1:0',
-          providerName: 'Anthropic',
-          inferenceTypesSupported: ['INFERENCE_PROFILE'],
-        },
+        { modelId: SONNET, providerName: 'Anthropic', inferenceTypesSupported: ['INFERENCE_PROFILE'], global: true },
+        { modelId: TITAN, providerName: 'Amazon', outputModalities: ['EMBEDDING'] },
+        { modelId: 'cohere.command-r-v1:0', providerName: 'Cohere', streaming: false },
+        { modelId: 'ai21.jamba-1-5-mini-v1:0', providerName: 'AI21 Labs' },
+        { modelId: 'anthropic.claude-v2:1', providerName: 'Anthropic', lifecycle: 'LEGACY' },
         { modelId: 'mistral.mistral-large-2402-v1:0', providerName: 'Mistral AI' },
         { modelId: 'anthropic.claude-3-5-sonnet-20240620-v1:0', providerName: 'Anthropic' },
         { modelId: 'amazon.titan-image-generator-v2:0', providerName: 'Amazon', outputModalities: ['IMAGE'] },
       ],
       'eu-central-1': [{ modelId: 'amazon.nova-lite-v1:0', providerName: 'Amazon' }],
     },
+    applicationProfiles: { 'us-east-1': [{ id: APP_PROFILE, name: 'team-ml-haiku', modelId: HAIKU }] },
     notEnabled: ['mistral.mistral-large-2402-v1:0'],
     needsUseCase: ['anthropic.claude-3-5-sonnet-20240620-v1:0'],
   });
@@ -141,7 +148,7 @@ beforeAll(async () => {
     endpoint: aws.url,
     maxAttempts: 1,
     credentialsFor: (route) =>
-      providerCredentials(route.source, roles, () => source.secret(route.source.spec.auth.secretRef?.name ?? '')),
+      providerCredentials(route.auth, route.region, roles, () => source.secret(route.auth.secretRef?.name ?? '')),
   });
   app = createApp({
     keys,
@@ -178,6 +185,76 @@ describe('ExternalProvider discovery', () => {
     expect(available).not.toContain('amazon.titan-image-generator-v2:0');
     expect(condition('by-role', 'CredentialsValid', 'status')).toBe('True');
     expect(field('by-role', '{.status.accessKeyLast4}')).toBe('');
+  });
+
+  it('lists inference profiles (global., application) and says per model: kind, streaming, lifecycle, price', async () => {
+    const selected = [
+      `global.${SONNET}`,
+      APP_PROFILE,
+      TITAN,
+      'cohere.command-r-v1:0',
+      'ai21.jamba-1-5-mini-v1:0',
+      'anthropic.claude-v2:1',
+    ];
+    kubectlOk(['apply', '-f', '-'], provider('current', { ...roleAuth('current'), models: selected }));
+    await phase('current', 'Ready');
+    const models = JSON.parse(field('current', '{.status.models}')) as Array<Record<string, unknown>>;
+    expect(Object.fromEntries(models.map(({ id, ...rest }) => [id, rest]))).toEqual({
+      [`global.${SONNET}`]: {
+        type: 'Text',
+        baseModel: SONNET,
+        profile: 'SystemDefined',
+        streaming: true,
+        lifecycle: 'Active',
+        priced: true,
+      },
+      [APP_PROFILE]: {
+        type: 'Text',
+        baseModel: HAIKU,
+        profile: 'Application',
+        streaming: true,
+        lifecycle: 'Active',
+        priced: true,
+      },
+      [TITAN]: { type: 'Embedding', streaming: false, lifecycle: 'Active', priced: true },
+      'cohere.command-r-v1:0': { type: 'Text', streaming: false, lifecycle: 'Active', priced: true },
+      'ai21.jamba-1-5-mini-v1:0': { type: 'Text', streaming: true, lifecycle: 'Active', priced: false },
+      'anthropic.claude-v2:1': { type: 'Text', streaming: true, lifecycle: 'Legacy', priced: false },
+    });
+    expect(condition('current', 'ModelsPriced')).toBe('UnpricedModels');
+    expect(condition('current', 'ModelsPriced', 'message')).toContain(
+      'no price for ai21.jamba-1-5-mini-v1:0, anthropic.claude-v2:1',
+    );
+    expect(condition('current', 'ModelsAvailable')).toBe('LegacyModels');
+    expect(condition('current', 'ModelsAvailable', 'message')).not.toContain('ListInferenceProfiles was denied');
+    // The older policy (no ListInferenceProfiles) still works, with geographic ids derived and a hint.
+    expect(condition('by-role', 'ModelsAvailable', 'message')).toContain('grant bedrock:ListInferenceProfiles');
+    expect(aws.calls.filter((c) => c.action === 'ListInferenceProfiles').map((c) => c.status)).toContain(200);
+
+    // The proxy routes what discovery found: the application profile by its id, the embedding
+    // model on /embeddings, the non-streaming model through Converse.
+    await eventually('routes of current', 20_000, () =>
+      routes.lookup(APP_PROFILE)?.kind === 'bedrock' ? true : undefined,
+    );
+    const before = aws.calls.length;
+    expect((await chat(APP_PROFILE, false)).status).toBe(200);
+    expect((await chat('cohere.command-r-v1:0', true)).status).toBe(200);
+    const embedded = await app.request('/openai/v1/embeddings', {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', 'x-api-key': 'sk-bedrock-e2e', 'x-tags': 'team:bedrock' },
+      body: JSON.stringify({ model: TITAN, input: ['one two three', 'four'], encoding_format: 'float' }),
+    });
+    expect(embedded.status).toBe(200);
+    expect(((await embedded.json()) as { usage: unknown }).usage).toEqual({ prompt_tokens: 4, total_tokens: 4 });
+    expect(usage.records.at(-1)).toMatchObject({ model: TITAN, promptTokens: 4, completionTokens: 0, status: 200 });
+    // (The proxy assumed the role first: STS calls aside.)
+    const runtime = aws.calls.slice(before).filter((c) => c.service === 'bedrock');
+    expect(runtime.map((c) => `${c.action} ${c.status}`)).toEqual([
+      'ConverseStream 200',
+      'Converse 200',
+      'InvokeModel 200',
+      'InvokeModel 200',
+    ]);
   });
 
   it("an access-key provider becomes Ready and shows only the key's last 4 characters", async () => {
@@ -267,10 +344,10 @@ describe('ExternalProvider discovery', () => {
 
     kubectlOk(
       ['apply', '-f', '-'],
-      provider('partial', { ...roleAuth('bedrock'), models: [HAIKU, 'cohere.command-r-v1:0'] }),
+      provider('partial', { ...roleAuth('bedrock'), models: [HAIKU, 'cohere.command-r-plus-v1:0'] }),
     );
     await phase('partial', 'Degraded');
-    expect(condition('partial', 'ModelsAvailable', 'message')).toContain('cohere.command-r-v1:0');
+    expect(condition('partial', 'ModelsAvailable', 'message')).toContain('cohere.command-r-plus-v1:0');
   });
 });
 

@@ -199,8 +199,8 @@ describe.runIf(inject('localControlPlane'))('install journey', () => {
           bedrock: new BedrockUpstream({
             endpoint: aws.url,
             credentialsFor: (route) =>
-              providerCredentials(route.source, roles, () =>
-                source.secret(route.source.spec.auth.secretRef?.name ?? ''),
+              providerCredentials(route.auth, route.region, roles, () =>
+                source.secret(route.auth.secretRef?.name ?? ''),
               ),
           }),
         },

@@ -7,7 +7,7 @@ import OpenAI from 'openai';
 import type { ChatCompletion, ChatCompletionChunk, ChatCompletionCreateParamsNonStreaming } from 'openai/resources';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { PROMPT_CANARY } from './known-secrets.js';
-import { OLLAMA_MODEL, type OllamaServer, startOllama } from './ollama/server.js';
+import { OLLAMA_MODEL, OLLAMA_VERSIONS, type OllamaServer, startOllama } from './ollama/server.js';
 import { type ProxyProcess, startProxyProcess } from './proxy-process.js';
 
 /**
@@ -25,6 +25,8 @@ const IMPATIENT = 'smollm2:impatient';
 /** Routed by the config, absent from the Ollama server. */
 const GHOST = 'ghost:1b';
 const KEY = 'sk-e2e-ollama-5b1f0c2d9e8a7b6c';
+/** all-MiniLM-L6-v2, converted by Ollama from a PyPI wheel's safetensors (e2e/ollama/build.sh). */
+const EMBED = OLLAMA_VERSIONS.OLLAMA_EMBED_MODEL ?? 'all-minilm:l6-v2';
 
 let ollama: OllamaServer;
 let proxy: ProxyProcess;
@@ -124,6 +126,7 @@ ${extra}`;
       md('smollm2', MODEL),
       md('impatient', IMPATIENT, '  timeouts: { firstByteSeconds: 2 }\n'),
       md('ghost', GHOST),
+      md('minilm', EMBED),
     ].join('---\n'),
   );
   writeFileSync(join(dir, 'keys.txt'), `${KEY}\n`);
@@ -153,6 +156,50 @@ afterAll(async () => {
 });
 
 describe('the gateway in front of real Ollama, called with the openai SDK', () => {
+  it('embeddings: the same vectors as Ollama (the SDK asks base64 by default), usage recorded', async () => {
+    const input = [`The cat sat on the mat (${PROMPT_CANARY})`, 'Stock markets fell sharply today'];
+    const d = await direct.embeddings.create({ model: EMBED, input });
+    const { data: p, response } = await proxied.embeddings.create({ model: EMBED, input }).withResponse();
+    expect(p.data.map((e) => e.embedding.length)).toEqual([384, 384]);
+    for (const [i, e] of p.data.entries()) {
+      const want = d.data[i]?.embedding ?? [];
+      expect(e.embedding.every((v, j) => Math.abs(v - (want[j] ?? Number.NaN)) < 1e-6)).toBe(true);
+    }
+    expect(p.usage).toEqual(d.usage);
+    // float as well: the same vectors.
+    const floats = await proxied.embeddings.create({ model: EMBED, input: 'kitten', encoding_format: 'float' });
+    const cat = await proxied.embeddings.create({ model: EMBED, input: 'cat', encoding_format: 'float' });
+    const cos = (a: number[], b: number[]) => a.reduce((n, v, j) => n + v * (b[j] ?? 0), 0);
+    expect(cos(floats.data[0]?.embedding ?? [], cat.data[0]?.embedding ?? [])).toBeGreaterThan(
+      cos(floats.data[0]?.embedding ?? [], p.data[1]?.embedding ?? []),
+    );
+    const rec = await record(response.headers.get('x-request-id'));
+    expect(rec).toMatchObject({
+      model: EMBED,
+      provider: 'minilm',
+      prompt: d.usage.prompt_tokens,
+      completion: 0,
+      status: 200,
+    });
+    note('embeddings, 2 texts', `384 dims, ${d.usage.prompt_tokens} tokens`, 'equal vectors', `${rec.prompt}+0`);
+  });
+
+  it('legacy completions: the same text as Ollama, streamed and not, usage recorded', async () => {
+    const params = { model: MODEL, prompt: 'The capital of France is', max_tokens: 8, temperature: 0, seed: 7 };
+    const d = await direct.completions.create(params);
+    const { data: p, response } = await proxied.completions.create(params).withResponse();
+    expect(p.choices[0]?.text).toBe(d.choices[0]?.text);
+    expect(p.usage).toEqual(d.usage);
+    const rec = await record(response.headers.get('x-request-id'));
+    expect(rec).toMatchObject({ model: MODEL, prompt: d.usage?.prompt_tokens, completion: d.usage?.completion_tokens });
+    let streamed = '';
+    for await (const chunk of await proxied.completions.create({ ...params, stream: true })) {
+      streamed += chunk.choices[0]?.text ?? '';
+    }
+    expect(streamed).toBe(d.choices[0]?.text);
+    note('completions', JSON.stringify(d.choices[0]?.text), 'equal, stream too', `${rec.prompt}+${rec.completion}`);
+  });
+
   it('non-streaming: the same answer as Ollama, sent with Content-Length, usage as Ollama counted it', async () => {
     const params = base('Name three colors.', 24);
     const d = await direct.chat.completions.create(params);

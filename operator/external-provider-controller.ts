@@ -1,4 +1,10 @@
-import { BedrockClient, ListFoundationModelsCommand } from '@aws-sdk/client-bedrock';
+import {
+  BedrockClient,
+  type InferenceProfileSummary,
+  type InferenceProfileType,
+  ListFoundationModelsCommand,
+  ListInferenceProfilesCommand,
+} from '@aws-sdk/client-bedrock';
 import {
   type AwsEndpoints,
   accessKeyFromSecretData,
@@ -7,18 +13,21 @@ import {
   type RoleCredentials,
 } from '../crds/aws-credentials.js';
 import { awsFailure } from '../crds/aws-errors.js';
+import { type BedrockPriceTable, loadBedrockPrices, mergePrices, parseBedrockPrices } from '../crds/bedrock-prices.js';
+import { AGENT_NAMESPACE, PRICES_CONFIGMAP, PRICES_KEY } from '../crds/constants.js';
 import type { ExternalProvider } from '../crds/external-provider.js';
 import type { Informer } from '../crds/informer.js';
 import type { KubeClient } from '../crds/kube-client.js';
 import type { NamedSecrets, SecretObject } from '../crds/named-secrets.js';
 import type { EventRecorder } from './events.js';
-import { availableModelIds, type DiscoveryOutcome, externalProviderStatus } from './external-provider-status.js';
+import { type DiscoveryOutcome, discoveredModels, externalProviderStatus } from './external-provider-status.js';
 import { writeStatusIfChanged } from './status-write.js';
 import type { ReconcileResult } from './work-queue.js';
 
 /**
  * Reconciles an ExternalProvider: resolves its credentials, lists the region's foundation
- * models, and records what is available. Discovery runs on a spec or Secret change and then
+ * models and inference profiles, and records what is available and which selected models the
+ * price table (shipped, with the prices ConfigMap over it) does not price. Discovery runs on a spec or Secret change and then
  * every `rediscoveryMs`; reconciles in between (our own status write, a resync) reuse the
  * last result, so a status write never triggers another discovery.
  */
@@ -38,6 +47,7 @@ interface LastDiscovery {
 
 export class ExternalProviderController {
   private readonly last = new Map<string, LastDiscovery>();
+  private readonly basePrices = loadBedrockPrices();
 
   constructor(
     private readonly client: KubeClient,
@@ -63,7 +73,7 @@ export class ExternalProviderController {
     const secret = this.secretOf(ep);
     const key = ep.spec.auth.method === 'AccessKey' ? accessKeyFromSecretData(secret?.data) : undefined;
     const keyLast4 = key ? { accessKeyLast4: last4(key.accessKeyId) } : {};
-    const credentials = providerCredentials(ep, this.opts.roles, () =>
+    const credentials = providerCredentials(ep.spec.auth, ep.spec.region, this.opts.roles, () =>
       this.secrets.lookup(ep.spec.auth.secretRef?.name ?? ''),
     );
     try {
@@ -78,12 +88,57 @@ export class ExternalProviderController {
       ...(this.opts.endpoints?.bedrock ? { endpoint: this.opts.endpoints.bedrock } : {}),
     });
     try {
-      const out = await bedrock.send(new ListFoundationModelsCommand({ byOutputModality: 'TEXT' }));
-      return { ok: true, modelIds: availableModelIds(out.modelSummaries ?? [], ep.spec.region), ...keyLast4 };
+      // Text and embedding models: no modality filter, the summaries say which is which.
+      const out = await bedrock.send(new ListFoundationModelsCommand({}));
+      const profiles = await this.profiles(bedrock);
+      return {
+        ok: true,
+        models: discoveredModels(out.modelSummaries ?? [], profiles, ep.spec.region),
+        ...(profiles ? {} : { profilesGuessed: true as const }),
+        ...keyLast4,
+      };
     } catch (err) {
       return { ok: false, stage: 'discovery', failure: awsFailure(err), ...keyLast4 };
     } finally {
       bedrock.destroy();
+    }
+  }
+
+  /**
+   * System-defined and application inference profiles, every page; undefined when IAM denies
+   * ListInferenceProfiles (a policy written before the gateway needed it): discovery then
+   * derives the region's geographic ids instead of failing the provider.
+   */
+  private async profiles(bedrock: BedrockClient): Promise<InferenceProfileSummary[] | undefined> {
+    const all: InferenceProfileSummary[] = [];
+    for (const typeEquals of ['SYSTEM_DEFINED', 'APPLICATION'] satisfies InferenceProfileType[]) {
+      let nextToken: string | undefined;
+      do {
+        try {
+          const page = await bedrock.send(
+            new ListInferenceProfilesCommand({ typeEquals, maxResults: 1000, nextToken }),
+          );
+          all.push(...(page.inferenceProfileSummaries ?? []));
+          nextToken = page.nextToken;
+        } catch (err) {
+          if (awsFailure(err).code === 'AccessDeniedException') return undefined;
+          throw err;
+        }
+      } while (nextToken);
+    }
+    return all;
+  }
+
+  /** The shipped price table with the prices ConfigMap over it; the shipped one alone when that cannot be read. */
+  private async prices(): Promise<BedrockPriceTable> {
+    try {
+      const cm = await this.client.get<{ data?: Record<string, string> }>(
+        `/api/v1/namespaces/${AGENT_NAMESPACE}/configmaps/${PRICES_CONFIGMAP}`,
+      );
+      const text = cm?.data?.[PRICES_KEY];
+      return text ? mergePrices(this.basePrices, parseBedrockPrices(text)) : this.basePrices;
+    } catch {
+      return this.basePrices;
     }
   }
 
@@ -107,7 +162,7 @@ export class ExternalProviderController {
 
     const outcome = await this.discover(ep);
     this.last.set(key, { generation, secretVersion, at: now });
-    const status = externalProviderStatus(ep, outcome, this.opts.now());
+    const status = externalProviderStatus(ep, outcome, this.opts.now(), await this.prices());
     await writeStatusIfChanged(this.client, 'externalproviders', ep, status);
     if (status.phase !== ep.status?.phase) {
       const ready = status.conditions?.find((c) => c.type === 'Ready');

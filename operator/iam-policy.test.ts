@@ -13,9 +13,21 @@ describe('IAM documents', () => {
           Resource: [
             'arn:aws-us-gov:bedrock:*::foundation-model/*',
             'arn:aws-us-gov:bedrock:*:123456789012:inference-profile/*',
+            'arn:aws-us-gov:bedrock:*:123456789012:application-inference-profile/*',
           ],
         },
-        { Sid: 'BedrockDiscovery', Effect: 'Allow', Action: 'bedrock:ListFoundationModels', Resource: '*' },
+        {
+          Sid: 'BedrockDiscovery',
+          Effect: 'Allow',
+          Action: ['bedrock:ListFoundationModels', 'bedrock:ListInferenceProfiles'],
+          Resource: '*',
+        },
+        {
+          Sid: 'BedrockGuardrails',
+          Effect: 'Allow',
+          Action: 'bedrock:ApplyGuardrail',
+          Resource: 'arn:aws-us-gov:bedrock:*:123456789012:guardrail/*',
+        },
       ],
     });
     expect(partitionOf('cn-north-1')).toBe('aws-cn');

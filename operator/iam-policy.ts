@@ -1,8 +1,9 @@
 /**
  * The IAM documents a Bedrock provider needs, rendered for an account: the permission policy
  * of the identity the gateway uses (role or IAM user) and the trust policy of the role.
- * Invoke and streaming invoke are separate actions and both are needed; ListFoundationModels
- * supports no resource-level scoping, hence "*".
+ * Invoke and streaming invoke are separate actions and both are needed, on foundation models,
+ * system-defined and application inference profiles; the two List actions support no
+ * resource-level scoping, hence "*"; ApplyGuardrail only matters for providers with a guardrail.
  */
 
 export interface PolicyDocument {
@@ -33,9 +34,21 @@ export function bedrockPermissionPolicy(accountId: string, partition = 'aws'): P
         Resource: [
           `arn:${partition}:bedrock:*::foundation-model/*`,
           `arn:${partition}:bedrock:*:${accountId}:inference-profile/*`,
+          `arn:${partition}:bedrock:*:${accountId}:application-inference-profile/*`,
         ],
       },
-      { Sid: 'BedrockDiscovery', Effect: 'Allow', Action: 'bedrock:ListFoundationModels', Resource: '*' },
+      {
+        Sid: 'BedrockDiscovery',
+        Effect: 'Allow',
+        Action: ['bedrock:ListFoundationModels', 'bedrock:ListInferenceProfiles'],
+        Resource: '*',
+      },
+      {
+        Sid: 'BedrockGuardrails',
+        Effect: 'Allow',
+        Action: 'bedrock:ApplyGuardrail',
+        Resource: `arn:${partition}:bedrock:*:${accountId}:guardrail/*`,
+      },
     ],
   };
 }

@@ -2,7 +2,14 @@ import type { KubeConfig } from '@kubernetes/client-node';
 import type { ApiKey } from '../crds/api-key.js';
 import type { SecretLookup } from '../crds/aws-credentials.js';
 import type { Budget } from '../crds/budget.js';
-import { AGENT_NAMESPACE, API_GROUP, API_VERSION, LLMS_NAMESPACE } from '../crds/constants.js';
+import {
+  AGENT_NAMESPACE,
+  API_GROUP,
+  API_VERSION,
+  LLMS_NAMESPACE,
+  PRICES_CONFIGMAP,
+  PRICES_KEY,
+} from '../crds/constants.js';
 import type { ExternalProvider } from '../crds/external-provider.js';
 import { Informer } from '../crds/informer.js';
 import { KubeClient, resourcePath } from '../crds/kube-client.js';
@@ -20,9 +27,7 @@ import { buildRoutes, type RouteTable } from './routing.js';
  */
 
 export const API_KEYS_SECRET = 'platform-ai-optimizer-api-keys';
-/** ConfigMap whose `bedrock-prices.yaml` overrides the shipped Bedrock price table. */
-export const PRICES_CONFIGMAP = 'platform-ai-optimizer-prices';
-export const PRICES_KEY = 'bedrock-prices.yaml';
+export { PRICES_CONFIGMAP, PRICES_KEY } from '../crds/constants.js';
 
 interface ConfigMap {
   metadata?: { name?: string; namespace?: string; resourceVersion?: string };

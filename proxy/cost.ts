@@ -1,49 +1,25 @@
-import { readFileSync } from 'node:fs';
-import { fileURLToPath } from 'node:url';
-import yaml from 'js-yaml';
+import { type BedrockPriceTable, bedrockPrice, type TokenPrice } from '../crds/bedrock-prices.js';
 import { type Catalog, pricing } from '../crds/catalog/catalog.js';
 import type { RouteEntry } from './routing.js';
 import type { Usage } from './upstream.js';
 
+export {
+  type BedrockPriceTable,
+  loadBedrockPrices,
+  mergePrices,
+  parseBedrockPrices,
+  type TokenPrice,
+} from '../crds/bedrock-prices.js';
+
 /**
  * What a request cost. In-cluster models: the catalog's price per 1M tokens (the hourly
  * price of the recommended GPU spread over its assumed throughput). Bedrock: the price table
- * (input and output per 1M tokens, per region where it differs), overridable. A provider's
+ * (crds/bedrock-prices.ts: input, output and prompt-cache prices per 1M tokens, per region and
+ * for global routing where they differ), overridable. A provider's
  * free credits pay first: that part is reported as savings, until the credits are used up;
  * the usage store allocates them when it writes the records (see allocateCredits), so that
  * several replicas spend them once.
  */
-
-export interface TokenPrice {
-  input: number;
-  output: number;
-}
-
-export interface BedrockPriceTable {
-  models: Record<string, TokenPrice>;
-  regions?: Record<string, Record<string, TokenPrice>>;
-}
-
-export function loadBedrockPrices(
-  path = fileURLToPath(new URL('./bedrock-prices.yaml', import.meta.url)),
-): BedrockPriceTable {
-  return parseBedrockPrices(readFileSync(path, 'utf8'));
-}
-
-export function parseBedrockPrices(text: string): BedrockPriceTable {
-  const t = yaml.load(text) as Partial<BedrockPriceTable> | null;
-  return { models: t?.models ?? {}, regions: t?.regions ?? {} };
-}
-
-/** Overrides replace single entries; everything else stays from the base table. */
-export function mergePrices(base: BedrockPriceTable, over: BedrockPriceTable): BedrockPriceTable {
-  const regions: Record<string, Record<string, TokenPrice>> = { ...base.regions };
-  for (const [r, models] of Object.entries(over.regions ?? {})) regions[r] = { ...regions[r], ...models };
-  return { models: { ...base.models, ...over.models }, regions };
-}
-
-/** Inference-profile ids (us.x, eu.x, apac.x) are priced like their base model. */
-const baseModel = (id: string) => id.replace(/^(us|eu|apac|us-gov|ca|jp|au)\./, '');
 
 export interface Charge {
   costUsd: number;
@@ -68,10 +44,7 @@ export class CostMeter {
   }
 
   priceOf(entry: RouteEntry): TokenPrice | undefined {
-    if (entry.kind === 'bedrock') {
-      const id = baseModel(entry.model);
-      return this.prices.regions?.[entry.region]?.[id] ?? this.prices.models[id];
-    }
+    if (entry.kind === 'bedrock') return bedrockPrice(this.prices, entry.model, entry.region, entry.baseModel);
     const model = this.catalog.models.find((m) => m.name === entry.model);
     if (!model) return undefined;
     const per1M = pricing(this.catalog, model, model.gpu.recommended).usdPer1MTokens;
@@ -84,8 +57,16 @@ export class CostMeter {
     if (!price) {
       return usage.promptTokens + usage.completionTokens > 0 ? { costUsd: 0, unpriced: true } : { costUsd: 0 };
     }
-    const costUsd = (usage.promptTokens * price.input + usage.completionTokens * price.output) / 1_000_000;
-    const credits = entry.kind === 'bedrock' ? (entry.source.spec.freeCredits ?? 0) : 0;
+    const read = usage.cachedTokens ?? 0;
+    const written = usage.cacheWriteTokens ?? 0;
+    const fresh = Math.max(0, usage.promptTokens - read - written);
+    const costUsd =
+      (fresh * price.input +
+        read * (price.cacheRead ?? price.input) +
+        written * (price.cacheWrite ?? price.input) +
+        usage.completionTokens * price.output) /
+      1_000_000;
+    const credits = entry.kind === 'bedrock' ? (entry.freeCredits ?? 0) : 0;
     return credits > 0 ? { costUsd, creditsUsd: credits } : { costUsd };
   }
 }

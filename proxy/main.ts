@@ -200,7 +200,7 @@ const secret = (name: string): SecretLookup | undefined => {
 const roles = new RoleCredentials();
 const bedrock = new BedrockUpstream({
   credentialsFor: (route) =>
-    providerCredentials(route.source, roles, () => secret(route.source.spec.auth.secretRef?.name ?? '')),
+    providerCredentials(route.auth, route.region, roles, () => secret(route.auth.secretRef?.name ?? '')),
 });
 // Usage: an SQLite file (a PVC in a cluster) or PostgreSQL (replicas on several nodes), written
 // off the hot path, pruned hourly.

@@ -1,5 +1,6 @@
+import { foundationModelOf } from '../crds/bedrock-prices.js';
 import { modelServerEndpoint } from '../crds/constants.js';
-import type { ExternalProvider } from '../crds/external-provider.js';
+import type { ExternalProvider, ProviderAuth, ProviderGuardrail } from '../crds/external-provider.js';
 import type { ModelDeployment } from '../crds/model-deployment.js';
 import type { RouteTimeouts } from './upstream.js';
 
@@ -34,10 +35,19 @@ export interface BedrockRoute {
   /** Usage attribution: the ExternalProvider's namespace/name. */
   provider: string;
   region: string;
-  /** Call ConverseStream (default) or Converse. */
+  /** Text models answer chat (Converse); embedding models answer embeddings (InvokeModel). */
+  modelType: 'text' | 'embedding';
+  /** Call ConverseStream (the provider streams and so does the model) or Converse. */
   streaming: boolean;
-  /** The provider resource, for its credentials. */
-  source: ExternalProvider;
+  /** The foundation model the id routes to: its price and its parameter ranges apply. */
+  baseModel: string;
+  /** How the provider authenticates (a copy of its spec.auth), for its credentials. */
+  auth: ProviderAuth;
+  /** Changes with the provider's spec: the SDK client and its credentials are made anew. */
+  version: string;
+  /** USD the provider's usage spends first. */
+  freeCredits?: number;
+  guardrail?: ProviderGuardrail;
   /** Models to try, in order, when this one fails before answering. */
   fallback?: readonly string[];
 }
@@ -94,6 +104,9 @@ function timeoutsOf(md: ModelDeployment): RouteTimeouts | undefined {
   };
 }
 
+/** Bedrock's embedding models by their ids (amazon.titan-embed-*, cohere.embed-*), where no discovery ran. */
+export const isEmbeddingModel = (id: string): boolean => /(^|\.)(amazon\.titan-embed|cohere\.embed)-/.test(id);
+
 const nameOf = (o: { metadata: { namespace?: string; name?: string } }) =>
   `${o.metadata.namespace ?? ''}/${o.metadata.name ?? ''}`.replace(/^\//, '');
 
@@ -133,17 +146,28 @@ function providerRoutes(
       continue;
     }
     const available = opts.standalone ? undefined : new Set(ep.status?.availableModels ?? []);
+    const found = new Map((ep.status?.models ?? []).map((m) => [m.id, m]));
+    const shared = {
+      provider: nameOf(ep),
+      region: ep.spec.region,
+      auth: { ...ep.spec.auth },
+      version: ep.metadata.resourceVersion ?? `${ep.metadata.generation ?? ''}`,
+      ...(ep.spec.freeCredits ? { freeCredits: ep.spec.freeCredits } : {}),
+      ...(ep.spec.guardrail ? { guardrail: { ...ep.spec.guardrail } } : {}),
+      ...fallback,
+    };
     for (const model of ep.spec.models) {
       if (available && !available.has(model)) continue;
+      // Discovery's findings where it ran; standalone, what the id itself says.
+      const info = found.get(model);
       out.push({
         route: {
           kind: 'bedrock',
           model,
-          provider: nameOf(ep),
-          region: ep.spec.region,
-          streaming: ep.spec.streaming,
-          source: ep,
-          ...fallback,
+          ...shared,
+          modelType: (info ? info.type === 'Embedding' : isEmbeddingModel(model)) ? 'embedding' : 'text',
+          streaming: ep.spec.streaming && (info?.streaming ?? true),
+          baseModel: info?.baseModel ?? foundationModelOf(model),
         },
         listed: ep.spec.includeInCLI,
         created: at,

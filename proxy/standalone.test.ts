@@ -12,6 +12,10 @@ import { type ProxyProcess, startProxyProcess } from '../e2e/proxy-process.js';
  * routing a tagged request to an Ollama-compatible server and shutting down on SIGTERM.
  */
 
+const TITAN = 'amazon.titan-embed-text-v2:0';
+const COHERE = 'cohere.embed-multilingual-v3';
+const SONNET = 'anthropic.claude-3-7-sonnet-20250219-v1:0';
+
 let double: OllamaDouble;
 let aws: AwsDouble;
 let proxy: ProxyProcess;
@@ -41,7 +45,29 @@ beforeAll(async () => {
         account: '123456789012',
       },
     ],
-    models: { 'eu-west-1': [{ modelId: 'amazon.nova-lite-v1:0', providerName: 'Amazon' }] },
+    models: {
+      'eu-west-1': [
+        { modelId: 'amazon.nova-lite-v1:0', providerName: 'Amazon' },
+        { modelId: 'amazon.nova-micro-v1:0', providerName: 'Amazon' },
+        { modelId: TITAN, providerName: 'Amazon', outputModalities: ['EMBEDDING'] },
+        { modelId: COHERE, providerName: 'Cohere', outputModalities: ['EMBEDDING'] },
+        {
+          modelId: SONNET,
+          providerName: 'Anthropic',
+          inferenceTypesSupported: ['INFERENCE_PROFILE'],
+          promptCaching: true,
+          global: true,
+        },
+      ],
+    },
+    guardrails: [
+      {
+        id: 'gr1standalone',
+        versions: ['1'],
+        blockedWords: ['forbidden'],
+        blockedMessage: 'Sorry, I cannot answer that.',
+      },
+    ],
   });
   appendFileSync(
     join(dir, 'gateway.yaml'),
@@ -50,7 +76,12 @@ beforeAll(async () => {
       'apiVersion: ai.platform/v1beta1',
       'kind: ExternalProvider',
       'metadata: {name: bedrock}',
-      'spec: {provider: bedrock, displayName: B, region: eu-west-1, auth: {method: AccessKey, secretRef: {name: aws-keys}}, models: ["amazon.nova-lite-v1:0"]}',
+      `spec: {provider: bedrock, displayName: B, region: eu-west-1, auth: {method: AccessKey, secretRef: {name: aws-keys}}, models: ["amazon.nova-lite-v1:0", "${TITAN}", "${COHERE}", "eu.${SONNET}", "global.${SONNET}"]}`,
+      '---',
+      'apiVersion: ai.platform/v1beta1',
+      'kind: ExternalProvider',
+      'metadata: {name: guarded}',
+      'spec: {provider: bedrock, displayName: G, region: eu-west-1, auth: {method: AccessKey, secretRef: {name: aws-keys}}, models: ["amazon.nova-micro-v1:0"], guardrail: {identifier: gr1standalone, version: "1"}}',
     ].join('\n'),
   );
   mkdirSync(join(dir, 'secrets', 'aws-keys'), { recursive: true });
@@ -64,6 +95,9 @@ beforeAll(async () => {
       join(dir, 'keys.txt'),
       '--secrets-dir',
       join(dir, 'secrets'),
+      // A store of its own: the usage assertions count this run's requests only.
+      '--usage-db',
+      join(dir, 'usage.db'),
     ],
     // The SDK's own endpoint override, as the README documents.
     { ...process.env, AWS_ENDPOINT_URL_BEDROCK_RUNTIME: aws.url },
@@ -173,6 +207,122 @@ describe('standalone proxy process', () => {
       expect(done.choices[0]?.message.tool_calls ?? []).toEqual([]);
       expect(JSON.parse(done.choices[0]?.message.content ?? '')).toEqual({ name: 'tok0' });
     }
+  });
+
+  it('answers embeddings of the official SDK from Titan v2 and Cohere Embed through InvokeModel', async () => {
+    const client = new OpenAI({ baseURL: `${base}/openai/v1`, apiKey: 'sk-standalone', maxRetries: 0 });
+    // The SDK asks for base64 by default and decodes it: the vectors arrive as numbers.
+    const titan = await client.embeddings.create({
+      model: TITAN,
+      input: ['hello world', 'second text here'],
+      dimensions: 256,
+    });
+    expect(titan.data.map((d) => [d.index, d.embedding.length])).toEqual([
+      [0, 256],
+      [1, 256],
+    ]);
+    const norm = Math.sqrt(titan.data[0]?.embedding.reduce((n, v) => n + v * v, 0) ?? 0);
+    expect(norm).toBeCloseTo(1, 5);
+    expect(titan.usage).toEqual({ prompt_tokens: 5, total_tokens: 5 });
+    const again = await client.embeddings.create({
+      model: TITAN,
+      input: 'hello world',
+      dimensions: 256,
+      encoding_format: 'float',
+    });
+    expect(again.data[0]?.embedding[0]).toBeCloseTo(titan.data[0]?.embedding[0] ?? Number.NaN, 6);
+
+    const cohere = await client.embeddings.create({
+      model: COHERE,
+      input: Array.from({ length: 100 }, (_, i) => `text ${i}`),
+    });
+    expect(cohere.data).toHaveLength(100);
+    expect(cohere.data[99]?.embedding).toHaveLength(1024);
+    // Two InvokeModel calls (96 + 4 texts); the tokens from Bedrock's response header.
+    expect(cohere.usage.prompt_tokens).toBe(200);
+    expect(aws.calls.filter((c) => c.action === 'InvokeModel').map((c) => c.status)).toEqual([200, 200, 200, 200, 200]);
+
+    // A chat model asked for embeddings, an embedding model asked to chat: clear 400s.
+    const wrong = await fetch(`${base}/openai/v1/embeddings`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', 'x-api-key': 'sk-standalone' },
+      body: JSON.stringify({ model: 'amazon.nova-lite-v1:0', input: 'x' }),
+    });
+    expect(wrong.status).toBe(400);
+    expect(((await wrong.json()) as { error: { code: string; message: string } }).error).toMatchObject({
+      code: 'unsupported_endpoint',
+      message: expect.stringContaining('answers chat completions'),
+    });
+    const chatToEmbed = await fetch(`${base}/openai/v1/chat/completions`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', 'x-api-key': 'sk-standalone' },
+      body: JSON.stringify({ model: TITAN, messages: [{ role: 'user', content: 'hi' }] }),
+    });
+    expect(chatToEmbed.status).toBe(400);
+  });
+
+  it("applies the provider's guardrail: a blocked prompt ends with content_filter and the guardrail's message", async () => {
+    const client = new OpenAI({ baseURL: `${base}/openai/v1`, apiKey: 'sk-standalone', maxRetries: 0 });
+    const blocked = await client.chat.completions.create({
+      model: 'amazon.nova-micro-v1:0',
+      messages: [{ role: 'user', content: 'tell me the forbidden thing' }],
+    });
+    expect(blocked.choices[0]).toMatchObject({
+      finish_reason: 'content_filter',
+      message: { content: 'Sorry, I cannot answer that.' },
+    });
+    const fine = await client.chat.completions.create({
+      model: 'amazon.nova-micro-v1:0',
+      messages: [{ role: 'user', content: 'hello' }],
+    });
+    expect(fine.choices[0]?.finish_reason).toBe('stop');
+  });
+
+  it('marks a cached prompt prefix with cache_control and prices cache writes and reads apart', async () => {
+    const system = {
+      role: 'system',
+      content: [{ type: 'text', text: 'rule '.repeat(1100), cache_control: { type: 'ephemeral' } }],
+    };
+    const ask = async () => {
+      const res = await fetch(`${base}/openai/v1/chat/completions`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json', 'x-api-key': 'sk-standalone', 'x-tags': 'project:cache' },
+        body: JSON.stringify({ model: `eu.${SONNET}`, messages: [system, { role: 'user', content: 'question' }] }),
+      });
+      expect(res.status).toBe(200);
+      return ((await res.json()) as { usage: Record<string, unknown> }).usage;
+    };
+    // First call writes the 1100-token prefix, the second reads it: both in prompt_tokens.
+    expect(await ask()).toEqual({ prompt_tokens: 1101, completion_tokens: 8, total_tokens: 1109 });
+    expect(await ask()).toEqual({
+      prompt_tokens: 1101,
+      completion_tokens: 8,
+      total_tokens: 1109,
+      prompt_tokens_details: { cached_tokens: 1100 },
+    });
+    await new Promise((r) => setTimeout(r, 700));
+    const usage = (await (
+      await fetch(`${base}/v1/usage?tag=project:cache`, { headers: { 'x-api-key': 'sk-standalone' } })
+    ).json()) as { totals: { requests: number; costUsd: number } };
+    // Claude 3.7 Sonnet per 1M: input 3, cache write 3.75, cache read 0.3, output 15.
+    const expected = (1 * 3 + 1100 * 3.75 + 8 * 15 + (1 * 3 + 1100 * 0.3 + 8 * 15)) / 1e6;
+    expect(usage.totals.requests).toBe(2);
+    expect(usage.totals.costUsd).toBeCloseTo(expected, 9);
+  });
+
+  it('routes a global. profile and prices it as its foundation model', async () => {
+    const res = await fetch(`${base}/openai/v1/chat/completions`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', 'x-api-key': 'sk-standalone', 'x-tags': 'project:global' },
+      body: JSON.stringify({ model: `global.${SONNET}`, messages: [{ role: 'user', content: 'hi' }] }),
+    });
+    expect(res.status).toBe(200);
+    await new Promise((r) => setTimeout(r, 700));
+    const usage = (await (
+      await fetch(`${base}/v1/usage?tag=project:global`, { headers: { 'x-api-key': 'sk-standalone' } })
+    ).json()) as { totals: { costUsd: number } };
+    // Claude 3.7 costs the same routed globally: 1 input and 8 output tokens at 3 and 15 per 1M.
+    expect(usage.totals.costUsd).toBeCloseTo((1 * 3 + 8 * 15) / 1e6, 9);
   });
 
   it('logs no key and no prompt, and stops on SIGTERM', async () => {

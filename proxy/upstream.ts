@@ -14,6 +14,8 @@ export interface Usage {
   completionTokens: number;
   /** Of promptTokens, those read from the prompt cache. */
   cachedTokens?: number;
+  /** Of promptTokens, those written to the prompt cache (priced apart). */
+  cacheWriteTokens?: number;
   /**
    * The upstream never reported usage (a stream cut by the client, a timeout or a broken
    * connection): the tokens were counted from what the caller received, prompt tokens unknown (0).

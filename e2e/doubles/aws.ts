@@ -11,6 +11,7 @@ import { Sha256 } from '@aws-crypto/sha256-js';
 import { EventStreamCodec } from '@smithy/eventstream-codec';
 import { SignatureV4 } from '@smithy/signature-v4';
 import { fromUtf8, toUtf8 } from '@smithy/util-utf8';
+import { embeddingModel } from './aws-embeddings.js';
 
 /**
  * A loopback stand-in for AWS STS (AssumeRole), Bedrock (ListFoundationModels) and Bedrock Runtime (Converse,
@@ -58,6 +59,29 @@ export interface FoundationModel {
   inferenceTypesSupported?: string[];
   /** responseStreamingSupported; ConverseStream refuses models without it. Default: true when outputs include TEXT. */
   streaming?: boolean;
+  /** modelLifecycle.status. Default ACTIVE. */
+  lifecycle?: 'ACTIVE' | 'LEGACY';
+  /** It also has a `global.` system-defined inference profile (routed to any commercial region). */
+  global?: boolean;
+  /** Converse caches the prompt up to a cachePoint block (prefixes of at least cacheMinTokens). */
+  promptCaching?: boolean;
+}
+
+/** An application inference profile the account created, copying a foundation model in the region. */
+export interface ApplicationProfile {
+  /** The 12-character id (ARN .../application-inference-profile/<id>). */
+  id: string;
+  name: string;
+  modelId: string;
+}
+
+/** A guardrail the account defined: it intervenes when a user text contains a blocked word. */
+export interface Guardrail {
+  id: string;
+  /** Versions that exist; DRAFT always does. */
+  versions?: string[];
+  blockedWords: string[];
+  blockedMessage: string;
 }
 
 export interface AwsDoubleOptions {
@@ -65,6 +89,11 @@ export interface AwsDoubleOptions {
   roles?: Role[];
   /** Per region. */
   models: Record<string, FoundationModel[]>;
+  /** Per region. */
+  applicationProfiles?: Record<string, ApplicationProfile[]>;
+  guardrails?: Guardrail[];
+  /** The shortest prompt prefix a cachePoint caches (Claude 3.7 Sonnet's minimum). Default 1024. */
+  cacheMinTokens?: number;
   /** Model ids the account has NOT enabled (invoke -> AccessDeniedException). */
   notEnabled?: string[];
   /** Model ids needing use-case details (invoke -> ValidationException). */
@@ -78,7 +107,7 @@ export interface AwsDoubleOptions {
 
 export interface AwsCall {
   service: 'sts' | 'bedrock';
-  /** AssumeRole | ListFoundationModels | Converse | ConverseStream | Unknown (or STS's Action parameter as sent). */
+  /** AssumeRole | ListFoundationModels | ListInferenceProfiles | Converse | ConverseStream | InvokeModel | Unknown (or STS's Action parameter as sent). */
   action: string;
   /** From the SigV4 credential scope ('' when the request carried none). */
   region: string;
@@ -263,6 +292,8 @@ export async function startAwsDouble(opts: AwsDoubleOptions): Promise<AwsDouble>
   const calls: AwsCall[] = [];
   const sockets = new Set<Socket>();
   let throttleRemaining = 0;
+  /** Prompt prefixes cached by a cachePoint, by their text. */
+  const promptCache = new Set<string>();
   let completionTokens = DEFAULT_COMPLETION_TOKENS;
   let breakRemaining = 0;
   let breakHow: StreamBreak = 'no-stop';
@@ -318,8 +349,10 @@ export async function startAwsDouble(opts: AwsDoubleOptions): Promise<AwsDouble>
   async function route(ex: Exchange): Promise<void> {
     if (ex.rawPath === '/') return sts(ex);
     if (ex.method === 'GET' && ex.rawPath === '/foundation-models') return listFoundationModels(ex);
-    const invoke = /^\/model\/([^/]+)\/(converse|converse-stream)$/.exec(ex.rawPath);
+    if (ex.method === 'GET' && ex.rawPath === '/inference-profiles') return listInferenceProfiles(ex);
+    const invoke = /^\/model\/([^/]+)\/(converse|converse-stream|invoke)$/.exec(ex.rawPath);
     if (ex.method === 'POST' && invoke !== null) {
+      if (invoke[2] === 'invoke') return invokeModel(ex, invoke[1] ?? '');
       return converse(ex, invoke[1] ?? '', invoke[2] === 'converse-stream');
     }
     // AWS authenticates before it routes, so an unknown operation with a bad signature is still a signature error.
@@ -584,9 +617,145 @@ export async function startAwsDouble(opts: AwsDoubleOptions): Promise<AwsDouble>
         responseStreamingSupported: streamingOf(m),
         customizationsSupported: [],
         inferenceTypesSupported: inferenceTypesOf(m),
-        modelLifecycle: { status: 'ACTIVE' },
+        modelLifecycle: { status: m.lifecycle ?? 'ACTIVE' },
       }));
     reply(200, { modelSummaries: summaries });
+  }
+
+  /** The system-defined profiles callable from a region: each geography containing it, and global where offered. */
+  function systemProfiles(region: string): Array<{ id: string; model: FoundationModel }> {
+    const out: Array<{ id: string; model: FoundationModel }> = [];
+    for (const m of opts.models[region] ?? []) {
+      if (!inferenceTypesOf(m).includes('INFERENCE_PROFILE')) continue;
+      for (const [geo, allows] of Object.entries(GEO_PREFIXES)) {
+        if (geo === 'global' ? m.global === true : allows(region)) out.push({ id: `${geo}.${m.modelId}`, model: m });
+      }
+    }
+    return out;
+  }
+
+  async function listInferenceProfiles(ex: Exchange): Promise<void> {
+    const action = 'ListInferenceProfiles';
+    const reply = (status: number, payload: unknown, rejection?: Rejection): void => {
+      record('bedrock', action, ex, status);
+      if (rejection !== undefined) sendBedrockError(ex, rejection);
+      else sendJson(ex, status, payload);
+    };
+    const auth = await authenticate(ex, 'bedrock');
+    if (!auth.ok) {
+      const e = bedrockAuthError(auth);
+      return reply(e.status, undefined, e);
+    }
+    const { identity, region } = auth;
+    if (!allows(identity.allow, `bedrock:${action}`)) {
+      const message = `User: ${identity.arn} is not authorized to perform: bedrock:${action} on resource: arn:aws:bedrock:${region}:${identity.account}:inference-profile/* because no identity-based policy allows the bedrock:${action} action`;
+      return reply(403, undefined, { status: 403, code: 'AccessDeniedException', message });
+    }
+    const query = new URLSearchParams(ex.rawQuery);
+    const type = query.get('type');
+    if (type !== null && type !== 'SYSTEM_DEFINED' && type !== 'APPLICATION') {
+      const message = `1 validation error detected: Value '${type}' at 'typeEquals' failed to satisfy constraint: Member must satisfy enum value set: [SYSTEM_DEFINED, APPLICATION]`;
+      return reply(400, undefined, { status: 400, code: 'ValidationException', message });
+    }
+    const max = query.get('maxResults');
+    const bad = max === null ? false : rangeViolation(max, 'maxResults', 1, 1000);
+    if (bad) return reply(400, undefined, { status: 400, code: 'ValidationException', message: bad });
+    const at = Number(query.get('nextToken') ?? '0');
+    const now = new Date(0).toISOString();
+    const all = [
+      ...(type === 'APPLICATION'
+        ? []
+        : systemProfiles(region).map(({ id, model }) => ({
+            inferenceProfileName: `${id.split('.')[0]?.toUpperCase()} ${model.modelName ?? model.modelId}`,
+            createdAt: now,
+            updatedAt: now,
+            inferenceProfileArn: `arn:aws:bedrock:${region}:${identity.account}:inference-profile/${id}`,
+            models: [{ modelArn: foundationModelArn(region, model.modelId) }],
+            inferenceProfileId: id,
+            status: 'ACTIVE',
+            type: 'SYSTEM_DEFINED',
+          }))),
+      ...(type === 'SYSTEM_DEFINED'
+        ? []
+        : (opts.applicationProfiles?.[region] ?? []).map((p) => ({
+            inferenceProfileName: p.name,
+            createdAt: now,
+            updatedAt: now,
+            inferenceProfileArn: `arn:aws:bedrock:${region}:${identity.account}:application-inference-profile/${p.id}`,
+            models: [{ modelArn: foundationModelArn(region, p.modelId) }],
+            inferenceProfileId: p.id,
+            status: 'ACTIVE',
+            type: 'APPLICATION',
+          }))),
+    ];
+    const size = max === null ? 1000 : Number(max);
+    const page = all.slice(at, at + size);
+    const next = at + size < all.length ? { nextToken: String(at + size) } : {};
+    reply(200, { inferenceProfileSummaries: page, ...next });
+  }
+
+  // ---------------------------------------------------------------- InvokeModel (embedding models)
+
+  async function invokeModel(ex: Exchange, encodedModelId: string): Promise<void> {
+    const action = 'InvokeModel';
+    const reject = (r: Rejection): void => {
+      record('bedrock', action, ex, r.status);
+      sendBedrockError(ex, r);
+    };
+    const validation = (message: string): void => reject({ status: 400, code: 'ValidationException', message });
+    const auth = await authenticate(ex, 'bedrock');
+    if (!auth.ok) return reject(bedrockAuthError(auth));
+    const { identity, region } = auth;
+    let modelId: string;
+    try {
+      modelId = decodeURIComponent(encodedModelId);
+    } catch {
+      return validation('The provided model identifier is invalid.');
+    }
+    const target = resolveTarget(region, identity.account, modelId);
+    if (!allows(identity.allow, 'bedrock:InvokeModel')) {
+      return reject({
+        status: 403,
+        code: 'AccessDeniedException',
+        message: `User: ${identity.arn} is not authorized to perform: bedrock:InvokeModel on resource: ${target.resourceArn} because no identity-based policy allows the bedrock:InvokeModel action`,
+      });
+    }
+    if (target.model === undefined) return validation(target.problem ?? 'The provided model identifier is invalid.');
+    if (notEnabled.has(target.model.modelId)) {
+      return reject({
+        status: 403,
+        code: 'AccessDeniedException',
+        message: "You don't have access to the model with the specified model ID.",
+      });
+    }
+    const contentType = headerValue(ex.req.headers, 'content-type') ?? 'application/json';
+    if (!contentType.startsWith('application/json')) {
+      return validation(`The provided content type ${contentType} is not supported.`);
+    }
+    let body: unknown;
+    try {
+      body = JSON.parse(ex.body.toString('utf8'));
+    } catch {
+      return validation('Malformed input request, please reformat your input and try again.');
+    }
+    const model = embeddingModel(target.model.modelId);
+    // The double serves InvokeModel for its embedding models; text models take Converse here.
+    if (model === undefined) return validation(MALFORMED);
+    if (throttleRemaining > 0) {
+      throttleRemaining -= 1;
+      return reject({
+        status: 429,
+        code: 'ThrottlingException',
+        message: 'Too many requests, please wait before trying again.',
+      });
+    }
+    const answer = model(body);
+    if ('error' in answer) return validation(answer.error);
+    record('bedrock', action, ex, 200);
+    sendJson(ex, 200, answer.body, {
+      'X-Amzn-Bedrock-Input-Token-Count': String(answer.inputTokens),
+      'X-Amzn-Bedrock-Invocation-Latency': String(Date.now() - ex.startedAt),
+    });
   }
 
   // ---------------------------------------------------------------- Bedrock Runtime (restJson1 + eventstream)
@@ -663,6 +832,34 @@ export async function startAwsDouble(opts: AwsDoubleOptions): Promise<AwsDouble>
       });
     }
 
+    const guard = guardrailOf(body, stream, region, identity);
+    if (typeof guard === 'object' && 'rejection' in guard) return reject(guard.rejection);
+    if (guard !== undefined && isRecord(body) && blockedBy(guard, body)) {
+      // The guardrail's message replaces the model's answer; the prompt was still read.
+      const usage = { inputTokens: plan.promptTokens, outputTokens: 0, totalTokens: plan.promptTokens };
+      record('bedrock', action, ex, 200);
+      const text = guard.blockedMessage;
+      if (!stream) {
+        sendJson(ex, 200, {
+          output: { message: { role: 'assistant', content: [{ text }] } },
+          stopReason: 'guardrail_intervened',
+          usage,
+          metrics: { latencyMs: Date.now() - ex.startedAt },
+        });
+        return;
+      }
+      ex.wire.writeHead(200, {
+        'Content-Type': 'application/vnd.amazon.eventstream',
+        'x-amzn-RequestId': ex.requestId,
+      });
+      ex.wire.write(event('messageStart', { role: 'assistant' }));
+      ex.wire.write(event('contentBlockDelta', { contentBlockIndex: 0, delta: { text } }));
+      ex.wire.write(event('contentBlockStop', { contentBlockIndex: 0 }));
+      ex.wire.write(event('messageStop', { stopReason: 'guardrail_intervened' }));
+      ex.wire.end(event('metadata', { usage, metrics: { latencyMs: Date.now() - ex.startedAt } }));
+      return;
+    }
+
     const use = toolCall(plan, body);
     if (use) {
       const args = JSON.stringify(use.input);
@@ -700,10 +897,21 @@ export async function startAwsDouble(opts: AwsDoubleOptions): Promise<AwsDouble>
       return;
     }
     const { tokens, stopReason } = complete(completionTokens, plan);
+    // A prompt prefix up to a cachePoint is written to the cache once, then read from it.
+    const prefix = model.promptCaching && isRecord(body) ? cachedPrefix(body) : undefined;
+    const cache =
+      prefix !== undefined && prefix.tokens >= (opts.cacheMinTokens ?? 1024)
+        ? promptCache.has(prefix.key)
+          ? { cacheReadInputTokens: prefix.tokens }
+          : { cacheWriteInputTokens: prefix.tokens }
+        : {};
+    if (prefix !== undefined) promptCache.add(prefix.key);
+    const cached = Object.keys(cache).length > 0 ? (prefix?.tokens ?? 0) : 0;
     const usage = {
-      inputTokens: plan.promptTokens,
+      inputTokens: plan.promptTokens - cached,
       outputTokens: tokens.length,
       totalTokens: plan.promptTokens + tokens.length,
+      ...cache,
     };
     record('bedrock', action, ex, 200);
     if (!stream) {
@@ -744,6 +952,59 @@ export async function startAwsDouble(opts: AwsDoubleOptions): Promise<AwsDouble>
     ex.wire.end(event('metadata', { usage, metrics: { latencyMs: Date.now() - ex.startedAt } }));
   }
 
+  /**
+   * The guardrail a Converse body names, checked as Bedrock does: its config's shape, that it exists at that
+   * version, and that the caller may bedrock:ApplyGuardrail on it.
+   */
+  function guardrailOf(
+    body: unknown,
+    stream: boolean,
+    region: string,
+    identity: Identity,
+  ): Guardrail | { rejection: Rejection } | undefined {
+    const cfg = isRecord(body) ? body.guardrailConfig : undefined;
+    if (cfg === undefined) return undefined;
+    const invalid = (message: string) => ({ rejection: { status: 400, code: 'ValidationException', message } });
+    if (!isRecord(cfg) || typeof cfg.guardrailIdentifier !== 'string' || typeof cfg.guardrailVersion !== 'string') {
+      return invalid(MALFORMED);
+    }
+    const allowedKeys = [
+      'guardrailIdentifier',
+      'guardrailVersion',
+      'trace',
+      ...(stream ? ['streamProcessingMode'] : []),
+    ];
+    const extra = Object.keys(cfg).find((k) => !allowedKeys.includes(k));
+    if (extra !== undefined) return invalid(MALFORMED);
+    if (!/^(([1-9][0-9]{0,7})|(DRAFT))$/.test(cfg.guardrailVersion)) {
+      return invalid(
+        `1 validation error detected: Value '${cfg.guardrailVersion}' at 'guardrailConfig.guardrailVersion' failed to satisfy constraint: Member must satisfy regular expression pattern: (([1-9][0-9]{0,7})|(DRAFT))`,
+      );
+    }
+    if (cfg.trace !== undefined && !['enabled', 'disabled', 'enabled_full'].includes(String(cfg.trace))) {
+      return invalid(
+        `1 validation error detected: Value '${String(cfg.trace)}' at 'guardrailConfig.trace' failed to satisfy constraint: Member must satisfy enum value set: [enabled, disabled, enabled_full]`,
+      );
+    }
+    const id = cfg.guardrailIdentifier.replace(/^arn:aws[\w-]*:bedrock:[\w-]+:\d{12}:guardrail\//, '');
+    const resourceArn = `arn:aws:bedrock:${region}:${identity.account}:guardrail/${id}`;
+    if (!allows(identity.allow, 'bedrock:ApplyGuardrail')) {
+      return {
+        rejection: {
+          status: 403,
+          code: 'AccessDeniedException',
+          message: `User: ${identity.arn} is not authorized to perform: bedrock:ApplyGuardrail on resource: ${resourceArn} because no identity-based policy allows the bedrock:ApplyGuardrail action`,
+        },
+      };
+    }
+    const guardrail = (opts.guardrails ?? []).find((g) => g.id === id);
+    const version = cfg.guardrailVersion;
+    if (guardrail === undefined || (version !== 'DRAFT' && !(guardrail.versions ?? []).includes(version))) {
+      return invalid('The guardrail identifier or version provided in the request does not exist.');
+    }
+    return guardrail;
+  }
+
   /** The model a runtime id names in this region, and the ARN IAM would evaluate for it. */
   function resolveTarget(
     region: string,
@@ -751,20 +1012,32 @@ export async function startAwsDouble(opts: AwsDoubleOptions): Promise<AwsDouble>
     id: string,
   ): { resourceArn: string; model?: FoundationModel; problem?: string } {
     let ref = id;
-    let kind: 'foundation-model' | 'inference-profile' | undefined;
-    const arn = /^arn:aws[\w-]*:bedrock:([\w-]+):(\d*):(foundation-model|inference-profile)\/(.+)$/.exec(id);
+    let kind: 'foundation-model' | 'inference-profile' | 'application-inference-profile' | undefined;
+    const arn =
+      /^arn:aws[\w-]*:bedrock:([\w-]+):(\d*):(foundation-model|inference-profile|application-inference-profile)\/(.+)$/.exec(
+        id,
+      );
     if (arn !== null) {
       if (arn[1] !== region) return { resourceArn: id };
-      kind = arn[3] === 'inference-profile' ? 'inference-profile' : 'foundation-model';
+      kind = arn[3] as typeof kind;
       ref = arn[4] ?? '';
     }
     const models = opts.models[region] ?? [];
+    const application = (opts.applicationProfiles?.[region] ?? []).find((p) => p.id === ref);
+    if (application !== undefined && (kind === undefined || kind === 'application-inference-profile')) {
+      return {
+        resourceArn: `arn:aws:bedrock:${region}:${account}:application-inference-profile/${ref}`,
+        model: models.find((m) => m.modelId === application.modelId),
+      };
+    }
+    if (kind === 'application-inference-profile') return { resourceArn: id };
     const geo = /^([a-z]+(?:-gov)?)\.(.+)$/.exec(ref);
     const geoAllows = geo === null ? undefined : GEO_PREFIXES[geo[1] ?? ''];
     if (geo !== null && geoAllows !== undefined && kind !== 'foundation-model') {
       const resourceArn = `arn:aws:bedrock:${region}:${account}:inference-profile/${ref}`;
       const model = models.find((m) => m.modelId === geo[2]);
-      const usable = model !== undefined && geoAllows(region) && inferenceTypesOf(model).includes('INFERENCE_PROFILE');
+      const offered = geo[1] === 'global' ? model?.global === true : geoAllows(region);
+      const usable = model !== undefined && offered && inferenceTypesOf(model).includes('INFERENCE_PROFILE');
       return usable ? { resourceArn, model } : { resourceArn };
     }
     const resourceArn = foundationModelArn(region, ref);
@@ -1066,6 +1339,36 @@ function complete(available: number, plan: ConversePlan): { tokens: string[]; st
     tokens.push(tok);
   }
   return { tokens, stopReason: limit < available ? 'max_tokens' : 'end_turn' };
+}
+
+/** The words before the last cachePoint block (system first, then the messages), and that text as the cache key. */
+function cachedPrefix(body: Record<string, unknown>): { tokens: number; key: string } | undefined {
+  const blocks = [
+    ...(Array.isArray(body.system) ? body.system : []),
+    ...(Array.isArray(body.messages) ? body.messages : []).flatMap((m) =>
+      isRecord(m) && Array.isArray(m.content) ? m.content : [],
+    ),
+  ];
+  let last = -1;
+  blocks.forEach((b, i) => {
+    if (isRecord(b) && b.cachePoint !== undefined) last = i;
+  });
+  if (last < 0) return undefined;
+  const text = blocks
+    .slice(0, last)
+    .map((b) => (isRecord(b) && typeof b.text === 'string' ? b.text : ''))
+    .join('\n');
+  return { tokens: countWords(text), key: text };
+}
+
+/** A user text of the conversation contains one of the guardrail's blocked words. */
+function blockedBy(guardrail: Guardrail, body: Record<string, unknown>): boolean {
+  const messages = Array.isArray(body.messages) ? body.messages : [];
+  const texts = messages
+    .filter((m) => isRecord(m) && m.role === 'user' && Array.isArray(m.content))
+    .flatMap((m) => (m as { content: unknown[] }).content)
+    .map((b) => (isRecord(b) && typeof b.text === 'string' ? b.text.toLowerCase() : ''));
+  return guardrail.blockedWords.some((w) => texts.some((t) => t.includes(w.toLowerCase())));
 }
 
 function event(type: string, payload: unknown): Uint8Array {

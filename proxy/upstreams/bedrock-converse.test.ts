@@ -1190,7 +1190,7 @@ describe('prompt-cache tokens', () => {
       total_tokens: 1535,
       prompt_tokens_details: { cached_tokens: 1500 },
     });
-    expect(r.usage).toEqual({ promptTokens: 1530, completionTokens: 5, cachedTokens: 1500 });
+    expect(r.usage).toEqual({ promptTokens: 1530, completionTokens: 5, cachedTokens: 1500, cacheWriteTokens: 20 });
     const t = new ConverseStreamTranslator('m', 'id', 0, true);
     const [chunk] = t.push({
       metadata: {
@@ -1355,5 +1355,97 @@ describe('reasoning, as Anthropic extended thinking', () => {
       content: '42',
       reasoning_content: 'Think. ',
     });
+  });
+});
+
+describe('prompt caching, cache_control as cachePoint', () => {
+  const cachePoint = { cachePoint: { type: 'default' } };
+  it('puts a cachePoint after each marked system part, content part and tool', () => {
+    const input = toConverseInput('anthropic.claude-3-7-sonnet-20250219-v1:0', {
+      messages: [
+        { role: 'system', content: [{ type: 'text', text: 'long rules', cache_control: { type: 'ephemeral' } }] },
+        {
+          role: 'user',
+          content: [
+            { type: 'text', text: 'a long document', cache_control: { type: 'ephemeral' } },
+            { type: 'text', text: 'the question' },
+          ],
+        },
+      ],
+      tools: [
+        {
+          type: 'function',
+          function: { name: 'lookup', parameters: { type: 'object' } },
+          cache_control: { type: 'ephemeral' },
+        },
+      ],
+    });
+    if (input instanceof ProxyError) throw input;
+    expect(input.system).toEqual([{ text: 'long rules' }, cachePoint]);
+    expect(input.messages?.[0]?.content).toEqual([{ text: 'a long document' }, cachePoint, { text: 'the question' }]);
+    expect(input.toolConfig?.tools?.[1]).toEqual(cachePoint);
+  });
+
+  it('refuses a cache_control that is not ephemeral, naming where', () => {
+    const err = toConverseInput('m', {
+      messages: [{ role: 'user', content: [{ type: 'text', text: 'x', cache_control: { type: 'persistent' } }] }],
+    });
+    expect(err).toBeInstanceOf(ProxyError);
+    expect((err as ProxyError).param).toBe('messages[0].content[0].cache_control');
+  });
+});
+
+describe('guardrails and per-model limits', () => {
+  const messages = [{ role: 'user', content: 'hi' }];
+  it('sends the provider guardrail, with streamProcessingMode only on ConverseStream', () => {
+    const guardrail = { identifier: 'gr1abc', version: '2', streamProcessingMode: 'async' } as const;
+    const streaming = toConverseInput('m', { messages }, { guardrail, streaming: true });
+    const whole = toConverseInput('m', { messages }, { guardrail, streaming: false });
+    if (streaming instanceof ProxyError || whole instanceof ProxyError) throw new Error('refused');
+    expect(streaming.guardrailConfig).toEqual({
+      guardrailIdentifier: 'gr1abc',
+      guardrailVersion: '2',
+      trace: 'disabled',
+      streamProcessingMode: 'async',
+    });
+    expect(whole.guardrailConfig).toEqual({ guardrailIdentifier: 'gr1abc', guardrailVersion: '2', trace: 'disabled' });
+    expect(toConverseInput('m', { messages })).not.toHaveProperty('guardrailConfig');
+  });
+
+  it.each([
+    [
+      'max_tokens above the model maximum',
+      'amazon.nova-lite-v1:0',
+      { max_tokens: 10_001 },
+      'max_tokens',
+      /maximum of 10000/,
+    ],
+    ['Llama max_gen_len', 'us.meta.llama3-1-8b-instruct-v1:0', { max_tokens: 4096 }, 'max_tokens', /maximum of 2048/],
+    [
+      'temperature with top_p on Claude 4.5',
+      'global.anthropic.claude-sonnet-4-5-20250929-v1:0',
+      { temperature: 0.5, top_p: 0.9 },
+      'top_p',
+      /temperature or top_p, not both/,
+    ],
+  ] as const)('refuses %s with a 400 before the upstream', (_name, model, params, param, message) => {
+    const err = toConverseInput(model, { messages, ...params });
+    expect(err).toBeInstanceOf(ProxyError);
+    expect((err as ProxyError).status).toBe(400);
+    expect((err as ProxyError).param).toBe(param);
+    expect((err as ProxyError).message).toMatch(message);
+  });
+
+  it('checks an application profile against the model behind it', () => {
+    const err = toConverseInput(
+      'a1b2c3d4e5f6',
+      { messages, max_tokens: 5000 },
+      { baseModel: 'anthropic.claude-3-haiku-20240307-v1:0' },
+    );
+    expect((err as ProxyError).message).toMatch(/maximum of 4096/);
+    expect(toConverseInput('a1b2c3d4e5f6', { messages, max_tokens: 5000 })).not.toBeInstanceOf(ProxyError);
+    expect(
+      toConverseInput('amazon.nova-lite-v1:0', { messages, max_tokens: 10_000, temperature: 0.5, top_p: 0.5 }),
+    ).not.toBeInstanceOf(ProxyError);
   });
 });

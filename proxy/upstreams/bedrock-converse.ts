@@ -16,8 +16,11 @@ import type {
 import type { ContentfulStatusCode } from 'hono/utils/http-status';
 import { CredentialsError } from '../../crds/aws-credentials.js';
 import { type AwsAuthMethod, awsFailure, classifyAwsError } from '../../crds/aws-errors.js';
+import { foundationModelOf } from '../../crds/bedrock-prices.js';
+import type { ProviderGuardrail } from '../../crds/external-provider.js';
 import { invalidRequest, ProxyError } from '../errors.js';
 import type { Usage } from '../upstream.js';
+import { limitsOf } from './bedrock-limits.js';
 
 /**
  * OpenAI chat completions <-> Bedrock Converse, as pure functions and small state machines:
@@ -176,7 +179,21 @@ const isBlank = (text: string) => text.trim() === '';
 // Request
 // ---------------------------------------------------------------------------------------------
 
-export function toConverseInput(modelId: string, body: Record<string, unknown>): ConverseCommandInput | ProxyError {
+/** What the route adds to a chat request's translation. */
+export interface ConverseOptions {
+  /** The foundation model behind the id (an inference profile is checked as its model). */
+  baseModel?: string;
+  /** The provider's guardrail. */
+  guardrail?: ProviderGuardrail;
+  /** The call is ConverseStream (a guardrail's streamProcessingMode only exists there). */
+  streaming?: boolean;
+}
+
+export function toConverseInput(
+  modelId: string,
+  body: Record<string, unknown>,
+  opts: ConverseOptions = {},
+): ConverseCommandInput | ProxyError {
   for (const [name, value] of Object.entries(body)) {
     // JSON null is OpenAI's "not given".
     if (value === null || value === undefined || Object.hasOwn(MAPPED_FIELDS, name)) continue;
@@ -201,6 +218,8 @@ export function toConverseInput(modelId: string, body: Record<string, unknown>):
   }
   const config = inferenceConfig(body);
   if (config instanceof ProxyError) return config;
+  const limited = checkLimits(opts.baseModel ?? modelId, config);
+  if (limited) return limited;
   const conv = conversation(body.messages);
   if (conv instanceof ProxyError) return conv;
   const json = jsonOutput(body.response_format, body.tools);
@@ -216,7 +235,35 @@ export function toConverseInput(modelId: string, body: Record<string, unknown>):
   if (Object.keys(config).length > 0) input.inferenceConfig = config;
   if (tools) input.toolConfig = tools;
   if (thinking) input.additionalModelRequestFields = { thinking } as never;
+  const g = opts.guardrail;
+  if (g) {
+    input.guardrailConfig = {
+      guardrailIdentifier: g.identifier,
+      guardrailVersion: g.version,
+      trace: g.trace ?? 'disabled',
+      ...(opts.streaming && g.streamProcessingMode ? { streamProcessingMode: g.streamProcessingMode } : {}),
+    } as never;
+  }
   return input;
+}
+
+/** The model family's own limits (bedrock-limits.ts), as a 400 naming the parameter. */
+function checkLimits(model: string, config: InferenceConfiguration): ProxyError | undefined {
+  const limits = limitsOf(foundationModelOf(model));
+  if (!limits) return undefined;
+  if (config.maxTokens !== undefined && config.maxTokens > limits.maxTokens) {
+    return invalidRequest(
+      `max_tokens ${config.maxTokens} is above ${model}'s maximum of ${limits.maxTokens} output tokens`,
+      'max_tokens',
+    );
+  }
+  if ((config.stopSequences?.length ?? 0) > limits.stopSequences) {
+    return invalidRequest(`${model} takes at most ${limits.stopSequences} stop sequences`, 'stop');
+  }
+  if (limits.temperatureOrTopP && config.temperature !== undefined && config.topP !== undefined) {
+    return invalidRequest(`${model} takes temperature or top_p, not both: send one of them`, 'top_p');
+  }
+  return undefined;
 }
 
 /**
@@ -350,6 +397,9 @@ function toolConfig(tools: unknown, choice: unknown, usesTools: boolean): ToolCo
         inputSchema: { json: (parameters ?? { type: 'object', properties: {} }) as never },
       },
     });
+    const cache = cachePoint(t.cache_control, `${at}.cache_control`);
+    if (cache instanceof ProxyError) return cache;
+    if (cache) specs.push(cache);
   }
   let toolChoice: ToolChoice | undefined;
   if (choice === undefined || choice === null || choice === 'auto') toolChoice = undefined;
@@ -447,7 +497,8 @@ function conversation(
     if (role === 'system' || role === 'developer') {
       const text = systemText(m.content, at);
       if (text instanceof ProxyError) return text;
-      if (!isBlank(text)) system.push({ text });
+      if (!isBlank(text.text)) system.push({ text: text.text });
+      if (text.cache) system.push(text.cache);
       continue;
     }
     if (role === 'function') {
@@ -557,22 +608,42 @@ function toolResult(m: Record<string, unknown>, at: string): ContentBlock | Prox
   return { toolResult: { toolUseId: m.tool_call_id, content: [{ text: text === '' ? ' ' : text }] } };
 }
 
-function systemText(content: unknown, at: string): string | ProxyError {
-  if (content === undefined || content === null) return '';
-  if (typeof content === 'string') return content;
+function systemText(content: unknown, at: string): { text: string; cache?: CachePointBlock } | ProxyError {
+  if (content === undefined || content === null) return { text: '' };
+  if (typeof content === 'string') return { text: content };
   if (!Array.isArray(content)) {
     return invalidRequest(`${at}.content must be a string or an array of content parts`, `${at}.content`);
   }
   const texts: string[] = [];
+  let cache: CachePointBlock | undefined;
   for (const [j, part] of content.entries()) {
     const p = `${at}.content[${j}]`;
     if (!isRecord(part) || part.type !== 'text' || typeof part.text !== 'string') {
       return unsupportedContent(`${p}: system and developer messages can only carry text parts for Bedrock models`, p);
     }
     if (!isBlank(part.text)) texts.push(part.text);
+    const point = cachePoint(part.cache_control, `${p}.cache_control`);
+    if (point instanceof ProxyError) return point;
+    cache ??= point;
   }
   // Bedrock takes the parts as one system block; a newline keeps separate parts from running together.
-  return texts.join('\n');
+  // A cache breakpoint on any part marks the end of that block (Converse caches up to a cachePoint).
+  return cache ? { text: texts.join('\n'), cache } : { text: texts.join('\n') };
+}
+
+/** Converse's prompt-cache breakpoint: everything before it is cached. */
+type CachePointBlock = { cachePoint: { type: 'default' } };
+
+/**
+ * Anthropic-style `cache_control: {"type": "ephemeral"}` on a content part or a tool (as the
+ * Anthropic SDK and LiteLLM send it) as a Converse cachePoint after that block.
+ */
+function cachePoint(control: unknown, at: string): CachePointBlock | undefined | ProxyError {
+  if (control === undefined || control === null) return undefined;
+  if (!isRecord(control) || control.type !== 'ephemeral') {
+    return invalidRequest(`${at} must be {"type": "ephemeral"}`, at);
+  }
+  return { cachePoint: { type: 'default' } };
 }
 
 function contentBlocks(content: unknown, role: 'user' | 'assistant', at: string): ContentBlock[] | ProxyError {
@@ -592,15 +663,16 @@ function contentBlocks(content: unknown, role: 'user' | 'assistant', at: string)
       const text = part[key];
       if (typeof text !== 'string') return invalidRequest(`${p}.${key} must be a string`, `${p}.${key}`);
       if (!isBlank(text)) blocks.push({ text });
-      continue;
-    }
-    if (part.type === 'image_url' && role === 'user') {
+    } else if (part.type === 'image_url' && role === 'user') {
       const image = imageBlock(part.image_url, p);
       if (image instanceof ProxyError) return image;
       blocks.push(image);
-      continue;
+    } else {
+      return unsupportedContent(`${p} has type ${part.type}, which ${role} messages to Bedrock models cannot carry`, p);
     }
-    return unsupportedContent(`${p} has type ${part.type}, which ${role} messages to Bedrock models cannot carry`, p);
+    const cache = cachePoint(part.cache_control, `${p}.cache_control`);
+    if (cache instanceof ProxyError) return cache;
+    if (cache) blocks.push(cache);
   }
   return blocks;
 }
@@ -648,6 +720,7 @@ function usageOf(u: TokenUsage | undefined): Usage | undefined {
     promptTokens: u.inputTokens + read + written,
     completionTokens: u.outputTokens,
     ...(read > 0 ? { cachedTokens: read } : {}),
+    ...(written > 0 ? { cacheWriteTokens: written } : {}),
   };
 }
 

@@ -4,6 +4,7 @@ import {
   type ConverseCommandOutput,
   ConverseStreamCommand,
   type ConverseStreamOutput,
+  InvokeModelCommand,
 } from '@aws-sdk/client-bedrock-runtime';
 import type { CredentialProvider } from '../../crds/aws-credentials.js';
 import { ProxyError } from '../errors.js';
@@ -19,6 +20,7 @@ import {
   type OpenAIChatChunk,
   toConverseInput,
 } from './bedrock-converse.js';
+import { type EmbeddingAnswer, fromEmbeddingAnswers, toEmbeddingCalls } from './bedrock-embeddings.js';
 
 /**
  * AWS Bedrock through the Converse API. The gateway calls ConverseStream by default, also for
@@ -39,6 +41,9 @@ export interface BedrockUpstreamOptions {
   maxAttempts?: number;
 }
 
+/** InvokeModel calls one embeddings request makes at once (Titan embeds one text per call). */
+const EMBED_CONCURRENCY = 8;
+
 const completionId = () => `chatcmpl-${Math.random().toString(36).slice(2, 14)}`;
 
 export class BedrockUpstream implements Upstream<BedrockRoute> {
@@ -49,7 +54,7 @@ export class BedrockUpstream implements Upstream<BedrockRoute> {
   private client(route: BedrockRoute): BedrockRuntimeClient {
     const key = `${route.provider}|${route.region}`;
     // A changed provider (new role, new Secret reference) gets a fresh client and credentials.
-    const version = route.source.metadata.resourceVersion ?? `${route.source.metadata.generation ?? ''}`;
+    const version = route.version;
     const cached = this.clients.get(key);
     if (cached && cached.version === version) return cached.client;
     cached?.client.destroy();
@@ -69,23 +74,34 @@ export class BedrockUpstream implements Upstream<BedrockRoute> {
   }
 
   async chat(call: ChatCall<BedrockRoute>): Promise<ChatResult> {
-    if (call.endpoint && call.endpoint.name !== 'chat') {
+    const endpoint = call.endpoint?.name ?? 'chat';
+    const wants = endpoint === 'embeddings' ? 'embedding' : 'text';
+    if (endpoint === 'completions' || wants !== call.route.modelType) {
+      const serves =
+        call.route.modelType === 'embedding'
+          ? 'embeddings (/openai/v1/embeddings)'
+          : 'chat completions (/openai/v1/chat/completions)';
       throw new ProxyError(
         400,
         'invalid_request_error',
         'unsupported_endpoint',
-        `${call.endpoint.path} is not served for Bedrock models yet; ${call.route.model} answers chat completions`,
+        `${call.endpoint?.path ?? '/openai/v1/chat/completions'} is not served for ${call.route.model}: it answers ${serves}`,
         'model',
       );
     }
+    if (endpoint === 'embeddings') return this.embeddings(call);
     const started = performance.now();
-    const input = toConverseInput(call.route.model, call.body);
+    const input = toConverseInput(call.route.model, call.body, {
+      baseModel: call.route.baseModel,
+      streaming: call.route.streaming,
+      ...(call.route.guardrail ? { guardrail: call.route.guardrail } : {}),
+    });
     if (input instanceof ProxyError) throw input;
     const ctx: BedrockErrorContext = {
       model: call.route.model,
       provider: call.route.provider,
       streaming: call.route.streaming,
-      auth: call.route.source.spec.auth.method,
+      auth: call.route.auth.method,
     };
     const client = this.client(call.route);
     const id = completionId();
@@ -136,6 +152,74 @@ export class BedrockUpstream implements Upstream<BedrockRoute> {
       return usage ? { kind: 'json', status: 200, body, usage } : { kind: 'json', status: 200, body };
     }
     return this.relay(events, call, ctx, id, created, started, jsonMode(input));
+  }
+
+  /**
+   * Embeddings through InvokeModel: one call per Titan text, per 96 Cohere texts, at most
+   * EMBED_CONCURRENCY at a time; the input tokens come from Bedrock's response header
+   * (Cohere's body has no count).
+   */
+  private async embeddings(call: ChatCall<BedrockRoute>): Promise<ChatResult> {
+    const route = call.route;
+    const plan = toEmbeddingCalls(route.baseModel, call.body);
+    if (plan instanceof ProxyError) throw plan;
+    const ctx: BedrockErrorContext = {
+      model: route.model,
+      provider: route.provider,
+      streaming: false,
+      auth: route.auth.method,
+    };
+    const client = this.client(route);
+    const answers: EmbeddingAnswer[] = new Array(plan.calls.length);
+    let next = 0;
+    let failed = false;
+    const worker = async () => {
+      // The first failure stops the others from starting more calls: the request fails whole.
+      while (!failed && next < plan.calls.length) {
+        const i = next++;
+        const command = new InvokeModelCommand({
+          modelId: route.model,
+          contentType: 'application/json',
+          accept: 'application/json',
+          body: JSON.stringify(plan.calls[i]?.body),
+        });
+        let inputTokens: number | undefined;
+        command.middlewareStack.add(
+          (nextHandler) => async (args) => {
+            const out = await nextHandler(args);
+            const headers = (out.response as { headers?: Record<string, string> }).headers ?? {};
+            const count = Number(headers['x-amzn-bedrock-input-token-count']);
+            if (Number.isFinite(count)) inputTokens = count;
+            return out;
+          },
+          { step: 'deserialize', name: 'inputTokenCount' },
+        );
+        let text: string;
+        try {
+          const out = await client.send(command, { abortSignal: call.signal });
+          text = new TextDecoder().decode(out.body);
+        } catch (err) {
+          failed = true;
+          throw mapBedrockError(err, ctx);
+        }
+        let json: unknown;
+        try {
+          json = JSON.parse(text);
+        } catch {
+          throw new ProxyError(
+            502,
+            'api_error',
+            'upstream_error',
+            `Bedrock answered ${route.model} with a body that is not JSON`,
+          );
+        }
+        answers[i] = inputTokens === undefined ? { json } : { json, inputTokens };
+      }
+    };
+    await Promise.all(Array.from({ length: Math.min(EMBED_CONCURRENCY, plan.calls.length) }, worker));
+    const result = fromEmbeddingAnswers(plan, answers, route.model);
+    if (result instanceof ProxyError) throw result;
+    return { kind: 'json', status: 200, body: result.body, usage: result.usage };
   }
 
   private relay(

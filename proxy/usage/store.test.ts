@@ -3,8 +3,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Counter, Registry } from 'prom-client';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { foundationModelOf } from '../../crds/bedrock-prices.js';
 import { loadCatalog } from '../../crds/catalog/catalog.js';
-import type { ExternalProvider } from '../../crds/external-provider.js';
 import { type Postgres, startPostgres } from '../../e2e/postgres/server.js';
 import { CostMeter, loadBedrockPrices, mergePrices, parseBedrockPrices } from '../cost.js';
 import { ProxyError } from '../errors.js';
@@ -405,13 +405,17 @@ describe('CostMeter', () => {
     baseUrl: 'x',
     provider: 'p',
   };
-  const bedrockRoute = (model: string, region: string, freeCredits?: number): BedrockRoute => ({
+  const bedrockRoute = (model: string, region: string, freeCredits?: number, baseModel?: string): BedrockRoute => ({
     kind: 'bedrock',
     model,
     region,
     provider: 'platform-agent/bedrock',
+    modelType: 'text',
     streaming: true,
-    source: { spec: { freeCredits } } as unknown as ExternalProvider,
+    baseModel: baseModel ?? foundationModelOf(model),
+    auth: { method: 'IAMRole', roleArn: 'r' },
+    version: '1',
+    ...(freeCredits ? { freeCredits } : {}),
   });
 
   it('prices in-cluster tokens at the catalog price per 1M tokens', () => {
@@ -432,6 +436,45 @@ describe('CostMeter', () => {
     const route = bedrockRoute('amazon.nova-lite-v1:0', 'us-east-1', 1);
     expect(meter.charge(route, usage)).toEqual({ costUsd: 0.3, creditsUsd: 1 });
     expect(meter.charge(bedrockRoute('amazon.nova-lite-v1:0', 'us-east-1'), usage)).toEqual({ costUsd: 0.3 });
+  });
+
+  it('prices global profiles as AWS does (Claude 4.5: global 10% below geographic) and application profiles by their model', () => {
+    const meter = new CostMeter(catalog, loadBedrockPrices());
+    const usage = { promptTokens: 1_000_000, completionTokens: 1_000_000 };
+    const sonnet = 'anthropic.claude-sonnet-4-5-20250929-v1:0';
+    expect(meter.charge(bedrockRoute(`global.${sonnet}`, 'us-east-1'), usage).costUsd).toBeCloseTo(18);
+    expect(meter.charge(bedrockRoute(`us.${sonnet}`, 'us-east-1'), usage).costUsd).toBeCloseTo(19.8);
+    expect(meter.charge(bedrockRoute(`jp.${sonnet}`, 'ap-northeast-1'), usage).costUsd).toBeCloseTo(19.8);
+    // Older models cost the same whichever way they are routed.
+    const haiku = 'anthropic.claude-3-5-haiku-20241022-v1:0';
+    expect(meter.charge(bedrockRoute(`global.${haiku}`, 'us-east-1'), usage).costUsd).toBeCloseTo(4.8);
+    // An application profile's opaque id is priced as the model discovery found behind it.
+    expect(meter.charge(bedrockRoute('a1b2c3d4e5f6', 'us-east-1', undefined, haiku), usage).costUsd).toBeCloseTo(4.8);
+    expect(meter.charge(bedrockRoute('a1b2c3d4e5f6', 'us-east-1'), usage)).toEqual({ costUsd: 0, unpriced: true });
+  });
+
+  it('prices prompt-cache reads and writes apart from fresh prompt tokens', () => {
+    const meter = new CostMeter(catalog, loadBedrockPrices());
+    // Claude 3.7 Sonnet: input 3, cache read 0.3, cache write 3.75, output 15 per 1M.
+    const route = bedrockRoute('us.anthropic.claude-3-7-sonnet-20250219-v1:0', 'us-east-1');
+    const usage = {
+      promptTokens: 3_000_000,
+      cachedTokens: 1_000_000,
+      cacheWriteTokens: 1_000_000,
+      completionTokens: 1_000_000,
+    };
+    expect(meter.charge(route, usage).costUsd).toBeCloseTo(3 + 0.3 + 3.75 + 15);
+    // Without cache prices (Llama) cached tokens cost the input price.
+    const llama = bedrockRoute('meta.llama3-1-8b-instruct-v1:0', 'us-east-1');
+    expect(meter.charge(llama, { ...usage, completionTokens: 0 }).costUsd).toBeCloseTo(3 * 0.22);
+  });
+
+  it('refuses a malformed price table with the entry at fault', () => {
+    expect(() => parseBedrockPrices('models:\n  x: {input: -1, output: 2}\n')).toThrow(
+      /models\.x\.input must be a number >= 0/,
+    );
+    expect(() => parseBedrockPrices('models: [1, 2]\n')).toThrow(/models must be a map/);
+    expect(() => parseBedrockPrices('global:\n  x: {input: 1}\n')).toThrow(/global\.x\.output/);
   });
 
   it('takes overrides over the shipped table', () => {
