@@ -34,6 +34,16 @@ describe('the AWS error table', () => {
       /lacks bedrock:InvokeModelWithResponseStream; add it/,
     ],
     [
+      'a provider guardrail the role may not apply',
+      {
+        code: 'AccessDeniedException',
+        message: 'not authorized to perform: bedrock:ApplyGuardrail on resource: arn:aws:bedrock:us-east-1:123456789012:guardrail/g1',
+      },
+      invoke,
+      'GuardrailDenied',
+      /lacks bedrock:ApplyGuardrail/,
+    ],
+    [
       'AccessDeniedException on assume role',
       { code: 'AccessDenied', message: 'not authorized to perform: sts:AssumeRole' },
       { auth: 'IAMRole', stage: 'credentials' },

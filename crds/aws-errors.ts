@@ -205,6 +205,15 @@ export const AWS_ERROR_RULES: readonly Rule[] = [
   },
   {
     codes: ACCESS_DENIED,
+    text: /bedrock:ApplyGuardrail/,
+    problem: {
+      ...callProblem('GuardrailDenied', 'bedrock_access_denied', 403, 'permission_error'),
+      message:
+        "the gateway's AWS role may not apply the guardrail of spec.guardrail to {subject}: its permission policy lacks bedrock:ApplyGuardrail on the guardrail",
+    },
+  },
+  {
+    codes: ACCESS_DENIED,
     text: /bedrock:InvokeModelWithResponseStream/,
     problem: {
       ...callProblem('StreamingDenied', 'bedrock_access_denied', 403, 'permission_error'),

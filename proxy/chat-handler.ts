@@ -288,6 +288,7 @@ export function endpointHandlers(deps: ChatDeps): Record<EndpointName, ChatHandl
         const req = endpoint.parse(body);
         if (req instanceof ProxyError) throw req;
         model = req.model;
+        if (endpoint.answerBytes) reserve(Math.max(reserved, endpoint.answerBytes(req)));
         stream = req.stream;
         const parsedTags = parseTags({
           xTags: input.header('x-tags'),

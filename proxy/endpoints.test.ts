@@ -8,6 +8,7 @@ import { type OllamaDouble, startOllamaDouble } from '../e2e/doubles/ollama.js';
 import { createGateway } from './app.js';
 import { ApiKeys } from './auth.js';
 import { CostMeter, loadBedrockPrices } from './cost.js';
+import { MemoryBudget } from './memory-budget.js';
 import { ProxyMetrics } from './metrics.js';
 import { buildRoutes, RouteTable } from './routing.js';
 import { createProxyServer } from './serve.js';
@@ -26,6 +27,8 @@ let server: Server;
 let client: OpenAI;
 let base: string;
 const usage = new MemoryUsage();
+/** 32 MiB for all requests in flight: room for ordinary embeddings, not for the largest answers. */
+const budget = new MemoryBudget(32 * 1024 * 1024);
 
 function md(name: string, model: string): ModelDeployment {
   return {
@@ -47,6 +50,7 @@ beforeAll(async () => {
     usage,
     metrics: new ProxyMetrics(),
     cost: new CostMeter(loadCatalog(), loadBedrockPrices()),
+    budget,
   });
   server = createProxyServer(gateway);
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
@@ -105,6 +109,25 @@ describe('POST /openai/v1/embeddings', () => {
       status: 404,
       code: 'model_not_found',
     });
+  });
+});
+
+describe('the memory an embeddings answer will take', () => {
+  it('is reserved with the body: a small request for 2,048 vectors is refused with 503 while memory is in use', async () => {
+    budget.take(1); // another request in flight
+    try {
+      const many = Array.from({ length: 2048 }, (_, i) => `t${i}`);
+      await expect(client.embeddings.create({ model: 'nomic-embed-text', input: many })).rejects.toMatchObject({
+        status: 503,
+        code: 'server_busy',
+      });
+      const few = await client.embeddings.create({ model: 'nomic-embed-text', input: ['a', 'b'] });
+      expect(few.data).toHaveLength(2);
+    } finally {
+      budget.give(1);
+    }
+    // Every reservation was given back.
+    expect(budget.inUse).toBe(0);
   });
 });
 

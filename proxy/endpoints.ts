@@ -18,6 +18,23 @@ export interface Endpoint {
   /** Where an OpenAI-compatible server (Ollama) takes it. */
   upstreamPath: string;
   parse(body: unknown): ChatRequest | ProxyError;
+  /**
+   * Bytes the answer may hold while it is built, where that can dwarf the request: reserved from
+   * the memory budget with the body's, so that small requests for huge answers are bounded too.
+   */
+  answerBytes?(req: ChatRequest): number;
+}
+
+/**
+ * An embeddings answer: per vector, its dimensions (asked, else 1024, the common maximum of
+ * Titan v2 and Cohere v3) as JSON numbers of ~20 characters plus the parsed array's 8 bytes each.
+ * 2,048 inputs of 1,024 dimensions: 56 MiB.
+ */
+export function embeddingAnswerBytes(req: ChatRequest): number {
+  const input = req.forward.input;
+  const vectors = Array.isArray(input) ? input.length : 1;
+  const dims = typeof req.forward.dimensions === 'number' ? req.forward.dimensions : 1024;
+  return vectors * dims * 28;
 }
 
 export const ENDPOINTS: Record<EndpointName, Endpoint> = {
@@ -38,5 +55,6 @@ export const ENDPOINTS: Record<EndpointName, Endpoint> = {
     path: '/openai/v1/embeddings',
     upstreamPath: '/v1/embeddings',
     parse: parseEmbeddingRequest,
+    answerBytes: embeddingAnswerBytes,
   },
 };
