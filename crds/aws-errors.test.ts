@@ -37,7 +37,8 @@ describe('the AWS error table', () => {
       'a provider guardrail the role may not apply',
       {
         code: 'AccessDeniedException',
-        message: 'not authorized to perform: bedrock:ApplyGuardrail on resource: arn:aws:bedrock:us-east-1:123456789012:guardrail/g1',
+        message:
+          'not authorized to perform: bedrock:ApplyGuardrail on resource: arn:aws:bedrock:us-east-1:123456789012:guardrail/g1',
       },
       invoke,
       'GuardrailDenied',

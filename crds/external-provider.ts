@@ -51,6 +51,8 @@ export interface DiscoveredModel {
   profile?: 'SystemDefined' | 'Application';
   /** Bedrock streams its answers (ConverseStream); false: the gateway calls Converse. */
   streaming: boolean;
+  /** The model takes images (its input modalities include IMAGE). */
+  images?: boolean;
   /** Legacy: AWS is retiring the model. */
   lifecycle: 'Active' | 'Legacy';
   /** The gateway's price table has a price for it. */

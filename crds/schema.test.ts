@@ -177,6 +177,7 @@ const full: Record<KindName, { spec: object; status: object }> = {
           baseModel: 'b',
           profile: 'SystemDefined',
           streaming: true,
+          images: true,
           lifecycle: 'Active',
           priced: true,
         },

@@ -110,9 +110,9 @@ beforeAll(async () => {
         { modelId: 'meta.llama3-1-8b-instruct-v1:0', providerName: 'Meta' },
         { modelId: SONNET, providerName: 'Anthropic', inferenceTypesSupported: ['INFERENCE_PROFILE'], global: true },
         { modelId: TITAN, providerName: 'Amazon', outputModalities: ['EMBEDDING'] },
-        { modelId: 'cohere.command-r-v1:0', providerName: 'Cohere', streaming: false },
-        { modelId: 'ai21.jamba-1-5-mini-v1:0', providerName: 'AI21 Labs' },
-        { modelId: 'anthropic.claude-v2:1', providerName: 'Anthropic', lifecycle: 'LEGACY' },
+        { modelId: 'cohere.command-r-v1:0', providerName: 'Cohere', streaming: false, inputModalities: ['TEXT'] },
+        { modelId: 'ai21.jamba-1-5-mini-v1:0', providerName: 'AI21 Labs', inputModalities: ['TEXT'] },
+        { modelId: 'anthropic.claude-v2:1', providerName: 'Anthropic', lifecycle: 'LEGACY', inputModalities: ['TEXT'] },
         { modelId: 'mistral.mistral-large-2402-v1:0', providerName: 'Mistral AI' },
         { modelId: 'anthropic.claude-3-5-sonnet-20240620-v1:0', providerName: 'Anthropic' },
         { modelId: 'amazon.titan-image-generator-v2:0', providerName: 'Amazon', outputModalities: ['IMAGE'] },
@@ -205,6 +205,7 @@ describe('ExternalProvider discovery', () => {
         baseModel: SONNET,
         profile: 'SystemDefined',
         streaming: true,
+        images: true,
         lifecycle: 'Active',
         priced: true,
       },
@@ -213,6 +214,7 @@ describe('ExternalProvider discovery', () => {
         baseModel: HAIKU,
         profile: 'Application',
         streaming: true,
+        images: true,
         lifecycle: 'Active',
         priced: true,
       },
@@ -239,6 +241,23 @@ describe('ExternalProvider discovery', () => {
     const before = aws.calls.length;
     expect((await chat(APP_PROFILE, false)).status).toBe(200);
     expect((await chat('cohere.command-r-v1:0', true)).status).toBe(200);
+    // An image for a text-only model is refused before the call, naming why.
+    const image = await chat('cohere.command-r-v1:0', false, {
+      messages: [
+        {
+          role: 'user',
+          content: [
+            { type: 'text', text: 'what is this?' },
+            { type: 'image_url', image_url: { url: 'data:image/png;base64,iVBORw0KGgo=' } },
+          ],
+        },
+      ],
+    });
+    expect(image.status).toBe(400);
+    expect(await errorOf(image)).toMatchObject({
+      code: 'unsupported_content',
+      message: expect.stringContaining('takes text only'),
+    });
     const embedded = await app.request('/openai/v1/embeddings', {
       method: 'POST',
       headers: { 'content-type': 'application/json', 'x-api-key': 'sk-bedrock-e2e', 'x-tags': 'team:bedrock' },

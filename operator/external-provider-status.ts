@@ -44,6 +44,7 @@ export interface ModelSummary {
   inferenceTypesSupported?: string[];
   responseStreamingSupported?: boolean;
   modelLifecycle?: { status?: string };
+  inputModalities?: string[];
 }
 
 /** ListInferenceProfiles' InferenceProfileSummary, the fields discovery reads. */
@@ -78,6 +79,7 @@ export function discoveredModels(
       type,
       streaming: type === 'Text' && m.responseStreamingSupported !== false,
       lifecycle: m.modelLifecycle?.status === 'LEGACY' ? 'Legacy' : 'Active',
+      ...(m.inputModalities?.includes('IMAGE') ? { images: true } : {}),
     };
     byId.set(m.modelId, info);
     const types = m.inferenceTypesSupported ?? [];

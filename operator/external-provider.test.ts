@@ -56,6 +56,7 @@ describe('discoveredModels', () => {
     },
     {
       modelId: 'anthropic.claude-sonnet-4-5-20250929-v1:0',
+      inputModalities: ['TEXT', 'IMAGE'],
       outputModalities: ['TEXT'],
       inferenceTypesSupported: ['INFERENCE_PROFILE'],
       responseStreamingSupported: true,
@@ -123,8 +124,13 @@ describe('discoveredModels', () => {
       'jp.other.model-v1:0',
       `us.${sonnet}`,
     ]);
-    expect(models.get('a1b2c3d4e5f6')).toEqual({ ...TEXT, baseModel: sonnet, profile: 'Application' });
-    expect(models.get(`global.${sonnet}`)).toEqual({ ...TEXT, baseModel: sonnet, profile: 'SystemDefined' });
+    expect(models.get('a1b2c3d4e5f6')).toEqual({ ...TEXT, images: true, baseModel: sonnet, profile: 'Application' });
+    expect(models.get(`global.${sonnet}`)).toEqual({
+      ...TEXT,
+      images: true,
+      baseModel: sonnet,
+      profile: 'SystemDefined',
+    });
     expect(models.get('amazon.titan-embed-text-v2:0')).toEqual({
       type: 'Embedding',
       streaming: false,
@@ -137,7 +143,7 @@ describe('discoveredModels', () => {
 
   it('derives the geographic ids from the region when the profiles cannot be listed', () => {
     const models = discoveredModels(summaries, undefined, 'us-east-1');
-    expect(models.get(`us.${sonnet}`)).toEqual({ ...TEXT, baseModel: sonnet, profile: 'SystemDefined' });
+    expect(models.get(`us.${sonnet}`)).toEqual({ ...TEXT, images: true, baseModel: sonnet, profile: 'SystemDefined' });
     expect(models.has(`global.${sonnet}`)).toBe(false);
     expect(['eu-central-1', 'ap-northeast-1', 'us-gov-west-1'].map(inferenceProfileGeo)).toEqual([
       'eu',

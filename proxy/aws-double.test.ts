@@ -57,6 +57,8 @@ const MODELS = {
       modelId: HAIKU,
       providerName: 'Anthropic',
       modelName: 'Claude 3.5 Haiku',
+      // Claude 3.5 Haiku takes no images on Bedrock.
+      inputModalities: ['TEXT'],
       inferenceTypesSupported: ['INFERENCE_PROFILE'],
     },
     {

@@ -39,6 +39,8 @@ export interface BedrockRoute {
   modelType: 'text' | 'embedding';
   /** Call ConverseStream (the provider streams and so does the model) or Converse. */
   streaming: boolean;
+  /** False where discovery found the model takes no images; unknown (standalone): Bedrock decides. */
+  images?: boolean;
   /** The foundation model the id routes to: its price and its parameter ranges apply. */
   baseModel: string;
   /** How the provider authenticates (a copy of its spec.auth), for its credentials. */
@@ -167,6 +169,7 @@ function providerRoutes(
           ...shared,
           modelType: (info ? info.type === 'Embedding' : isEmbeddingModel(model)) ? 'embedding' : 'text',
           streaming: ep.spec.streaming && (info?.streaming ?? true),
+          ...(info ? { images: info.images === true } : {}),
           baseModel: info?.baseModel ?? foundationModelOf(model),
         },
         listed: ep.spec.includeInCLI,

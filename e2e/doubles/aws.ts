@@ -64,6 +64,8 @@ export interface FoundationModel {
   inferenceTypesSupported?: string[];
   /** responseStreamingSupported; ConverseStream refuses models without it. Default: true when outputs include TEXT. */
   streaming?: boolean;
+  /** Default TEXT and IMAGE for text models, TEXT for embedding models. Converse refuses image blocks without IMAGE. */
+  inputModalities?: string[];
   /** modelLifecycle.status. Default ACTIVE. */
   lifecycle?: 'ACTIVE' | 'LEGACY';
   /** It also has a `global.` system-defined inference profile (routed to any commercial region). */
@@ -617,7 +619,7 @@ export async function startAwsDouble(opts: AwsDoubleOptions): Promise<AwsDouble>
         modelId: m.modelId,
         modelName: m.modelName ?? m.modelId,
         providerName: m.providerName,
-        inputModalities: ['TEXT'],
+        inputModalities: inputsOf(m),
         outputModalities: outputsOf(m),
         responseStreamingSupported: streamingOf(m),
         customizationsSupported: [],
@@ -816,6 +818,11 @@ export async function startAwsDouble(opts: AwsDoubleOptions): Promise<AwsDouble>
     if (needsUseCase.has(model.modelId) || needsUseCase.has(modelId)) {
       return validation(
         'Model use case details have not been submitted for this account. Fill out the Anthropic use case details form before using the model.',
+      );
+    }
+    if (!inputsOf(model).includes('IMAGE') && hasImage(body)) {
+      return validation(
+        "This model doesn't support the image content block that you provided. Try again with a supported model.",
       );
     }
     if (!outputsOf(model).includes('TEXT')) {
@@ -1366,6 +1373,13 @@ function cachedPrefix(body: Record<string, unknown>): { tokens: number; key: str
   return { tokens: countWords(text), key: text };
 }
 
+function hasImage(body: unknown): boolean {
+  const messages = isRecord(body) && Array.isArray(body.messages) ? body.messages : [];
+  return messages.some(
+    (m) => isRecord(m) && Array.isArray(m.content) && m.content.some((b) => isRecord(b) && b.image !== undefined),
+  );
+}
+
 /** A user text of the conversation contains one of the guardrail's blocked words. */
 function blockedBy(guardrail: Guardrail, body: Record<string, unknown>): boolean {
   const messages = Array.isArray(body.messages) ? body.messages : [];
@@ -1525,6 +1539,10 @@ function rangeViolation(value: string, field: string, min: number, max: number):
 
 function outputsOf(m: FoundationModel): string[] {
   return m.outputModalities ?? ['TEXT'];
+}
+
+function inputsOf(m: FoundationModel): string[] {
+  return m.inputModalities ?? (outputsOf(m).includes('TEXT') ? ['TEXT', 'IMAGE'] : ['TEXT']);
 }
 
 function inferenceTypesOf(m: FoundationModel): string[] {

@@ -1436,6 +1436,21 @@ describe('guardrails and per-model limits', () => {
     expect((err as ProxyError).message).toMatch(message);
   });
 
+  it('refuses image parts for a model discovery found text-only, before the call', () => {
+    const body = {
+      messages: [
+        { role: 'user', content: [{ type: 'image_url', image_url: { url: `data:image/png;base64,${PNG_B64}` } }] },
+      ],
+    };
+    const err = toConverseInput('meta.llama3-1-8b-instruct-v1:0', body, { images: false });
+    expect(err).toMatchObject({
+      status: 400,
+      code: 'unsupported_content',
+      message: expect.stringContaining('takes text only'),
+    });
+    expect(toConverseInput('meta.llama3-1-8b-instruct-v1:0', body)).not.toBeInstanceOf(ProxyError);
+  });
+
   it('checks an application profile against the model behind it', () => {
     const err = toConverseInput(
       'a1b2c3d4e5f6',

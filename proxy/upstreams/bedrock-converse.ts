@@ -187,6 +187,8 @@ export interface ConverseOptions {
   guardrail?: ProviderGuardrail;
   /** The call is ConverseStream (a guardrail's streamProcessingMode only exists there). */
   streaming?: boolean;
+  /** false: the model takes text only, and an image part is refused before the call. */
+  images?: boolean;
 }
 
 export function toConverseInput(
@@ -222,6 +224,9 @@ export function toConverseInput(
   if (limited) return limited;
   const conv = conversation(body.messages);
   if (conv instanceof ProxyError) return conv;
+  if (opts.images === false && conv.messages.some((m) => m.content?.some((b) => b.image !== undefined))) {
+    return unsupportedContent(`${modelId} takes text only: send the request without image parts`, 'messages');
+  }
   const json = jsonOutput(body.response_format, body.tools);
   if (json instanceof ProxyError) return json;
   const tools = json ?? toolConfig(body.tools, body.tool_choice, conv.usesTools);

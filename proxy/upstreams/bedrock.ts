@@ -94,6 +94,7 @@ export class BedrockUpstream implements Upstream<BedrockRoute> {
     const input = toConverseInput(call.route.model, call.body, {
       baseModel: call.route.baseModel,
       streaming: call.route.streaming,
+      ...(call.route.images === false ? { images: false } : {}),
       ...(call.route.guardrail ? { guardrail: call.route.guardrail } : {}),
     });
     if (input instanceof ProxyError) throw input;
