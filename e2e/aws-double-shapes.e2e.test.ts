@@ -409,12 +409,29 @@ const ROWS: Array<Row | PendingRow> = [
       expect(last?.type).toBe('modelStreamErrorException');
     },
   },
-  {
-    service: 'bedrock-runtime',
-    operation: 'ConverseStream',
-    name: 'other exception frames (throttlingException, validationException, serviceUnavailableException, internalServerException)',
-    pending: "the double's breakStreams only sends modelStreamErrorException frames",
-  },
+  ...(
+    [
+      ['throttling', 'throttlingException'],
+      ['unavailable', 'serviceUnavailableException'],
+      ['internal', 'internalServerException'],
+      ['validation', 'validationException'],
+    ] as const
+  ).map(
+    ([how, type]): Row => ({
+      service: 'bedrock-runtime',
+      operation: 'ConverseStream',
+      name: `${type} frame after the deltas`,
+      call: () => {
+        aws.breakStreams(1, how);
+        return converseStream({ modelId: NOVA, messages: [user('say hello')] });
+      },
+      expect: (r) => {
+        const last = r.events?.at(-1);
+        expect(last?.messageType).toBe('exception');
+        expect(last?.type).toBe(type);
+      },
+    }),
+  ),
   {
     service: 'bedrock-runtime',
     operation: 'ConverseStream',

@@ -145,7 +145,18 @@ export interface AwsDouble {
 
 type Service = AwsCall['service'];
 
-export type StreamBreak = 'no-stop' | 'no-usage' | 'exception';
+export type StreamBreak = 'no-stop' | 'no-usage' | 'exception' | keyof typeof STREAM_EXCEPTIONS;
+
+/** The other exception frames of ConverseStreamOutput, as Bedrock sends them mid-stream. */
+const STREAM_EXCEPTIONS = {
+  throttling: ['throttlingException', 'Too many requests, please wait before trying again.'],
+  unavailable: ['serviceUnavailableException', 'Bedrock is unable to process your request.'],
+  internal: [
+    'internalServerException',
+    'The system encountered an unexpected error during processing. Try your request again.',
+  ],
+  validation: ['validationException', 'The model returned an invalid response for this request.'],
+} as const;
 
 /** Who signed a request: a long-term principal or a role session the double issued. */
 interface Identity {
@@ -955,6 +966,10 @@ export async function startAwsDouble(opts: AwsDoubleOptions): Promise<AwsDouble>
             originalStatusCode: 500,
           }),
         );
+      }
+      if (breakHow !== 'no-usage') {
+        const [type, message] = STREAM_EXCEPTIONS[breakHow];
+        return void ex.wire.end(exceptionFrame(type, { message }));
       }
       ex.wire.write(event('contentBlockStop', { contentBlockIndex: 0 }));
       return void ex.wire.end(event('messageStop', { stopReason }));
