@@ -658,6 +658,27 @@ const ROWS: Array<Row | PendingRow> = [
   },
   {
     service: 'bedrock-runtime',
+    operation: 'ConverseStream',
+    name: 'extended thinking: a signed reasoning block, then a tool use (streamed)',
+    call: () =>
+      converseStream({
+        modelId: `us.${SONNET}`,
+        messages: [user('what time is it?')],
+        toolConfig: { tools: [WEATHER_TOOL] },
+        additionalModelRequestFields: { thinking: { type: 'enabled', budget_tokens: 1024 } } as never,
+        inferenceConfig: { maxTokens: 2000 },
+      }),
+    expect: (r) => {
+      const deltas = (r.events ?? []).filter((e) => e.type === 'contentBlockDelta').map((e) => e.payload);
+      expect(deltas[0]).toMatchObject({
+        contentBlockIndex: 0,
+        delta: { reasoningContent: { text: expect.any(String) } },
+      });
+      expect(deltas[1]).toMatchObject({ delta: { reasoningContent: { signature: expect.any(String) } } });
+    },
+  },
+  {
+    service: 'bedrock-runtime',
     operation: 'Converse',
     name: 'a prompt-cache write (cachePoint)',
     call: () =>

@@ -186,6 +186,43 @@ describe('standalone proxy process', () => {
     expect(aws.calls.filter((c) => c.status !== 200)).toEqual([]);
   });
 
+  it('runs a tool loop with reasoning_effort on Claude: the signed thinking blocks go back with the tool result', async () => {
+    const client = new OpenAI({ baseURL: `${base}/openai/v1`, apiKey: 'sk-standalone', maxRetries: 0 });
+    const tools: OpenAI.Chat.Completions.ChatCompletionTool[] = [
+      { type: 'function', function: { name: 'get_time', parameters: { type: 'object', properties: {} } } },
+    ];
+    const params = { model: `eu.${SONNET}`, tools, reasoning_effort: 'low' as const, max_tokens: 2000 };
+    for (const stream of [false, true]) {
+      const messages: OpenAI.Chat.Completions.ChatCompletionMessageParam[] = [
+        { role: 'user', content: 'What time is it?' },
+      ];
+      const done = stream
+        ? await client.chat.completions.stream({ ...params, messages }).finalChatCompletion()
+        : await client.chat.completions.create({ ...params, messages });
+      const first = done.choices[0]?.message as OpenAI.Chat.Completions.ChatCompletionMessage & {
+        reasoning_content?: string;
+        thinking_blocks?: Array<{ type: string; thinking: string; signature: string }>;
+      };
+      expect(done.choices[0]?.finish_reason, `stream ${stream}`).toBe('tool_calls');
+      expect(first.reasoning_content).toBe('The user asks; a short answer will do.');
+      expect(first.thinking_blocks).toEqual([
+        { type: 'thinking', thinking: 'The user asks; a short answer will do.', signature: expect.any(String) },
+      ]);
+      const call = first.tool_calls?.[0];
+      if (call?.type !== 'function') throw new Error('no function call');
+      const result = { role: 'tool' as const, tool_call_id: call.id, content: '12:00' };
+      // Without the thinking blocks Bedrock refuses the next turn (the double checks it as Anthropic does).
+      const { thinking_blocks: _dropped, ...bare } = first;
+      await expect(
+        client.chat.completions.create({ ...params, messages: [...messages, bare, result] }),
+      ).rejects.toMatchObject({ status: 400, message: expect.stringContaining('thinking') });
+      // With them, as the answer gave them, the loop goes on.
+      const answer = await client.chat.completions.create({ ...params, messages: [...messages, first, result] });
+      expect(answer.choices[0]?.finish_reason, `stream ${stream}`).toBe('stop');
+      expect(answer.choices[0]?.message.content).toMatch(/tok0/);
+    }
+  });
+
   it('answers response_format json_schema on a Bedrock model with JSON that fits the schema', async () => {
     const client = new OpenAI({ baseURL: `${base}/openai/v1`, apiKey: 'sk-standalone', maxRetries: 0 });
     for (const stream of [false, true]) {

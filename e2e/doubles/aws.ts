@@ -883,6 +883,28 @@ export async function startAwsDouble(opts: AwsDoubleOptions): Promise<AwsDouble>
       return;
     }
 
+    // Extended thinking (Anthropic): a signed reasoning block first; a tool-use loop must hand it back.
+    const thought = isRecord(body) && thinkingOn(body) && model.modelId.startsWith('anthropic.') ? THOUGHT : undefined;
+    if (thought !== undefined && isRecord(body)) {
+      const problem = thinkingTurnProblem(body);
+      if (problem !== undefined) return validation(problem);
+    }
+    const reasoningBlock = thought === undefined ? [] : [{ reasoningContent: { reasoningText: thought } }];
+    const b = thought === undefined ? 0 : 1;
+    const writeThought = () => {
+      if (thought === undefined) return;
+      ex.wire.write(
+        event('contentBlockDelta', { contentBlockIndex: 0, delta: { reasoningContent: { text: thought.text } } }),
+      );
+      ex.wire.write(
+        event('contentBlockDelta', {
+          contentBlockIndex: 0,
+          delta: { reasoningContent: { signature: thought.signature } },
+        }),
+      );
+      ex.wire.write(event('contentBlockStop', { contentBlockIndex: 0 }));
+    };
+
     const use = toolCall(plan, body);
     if (use) {
       const args = JSON.stringify(use.input);
@@ -890,7 +912,7 @@ export async function startAwsDouble(opts: AwsDoubleOptions): Promise<AwsDouble>
       record('bedrock', action, ex, 200);
       if (!stream) {
         sendJson(ex, 200, {
-          output: { message: { role: 'assistant', content: [{ toolUse: use }] } },
+          output: { message: { role: 'assistant', content: [...reasoningBlock, { toolUse: use }] } },
           stopReason: 'tool_use',
           usage: toolUsage,
           metrics: { latencyMs: Date.now() - ex.startedAt },
@@ -902,9 +924,10 @@ export async function startAwsDouble(opts: AwsDoubleOptions): Promise<AwsDouble>
         'x-amzn-RequestId': ex.requestId,
       });
       ex.wire.write(event('messageStart', { role: 'assistant' }));
+      writeThought();
       ex.wire.write(
         event('contentBlockStart', {
-          contentBlockIndex: 0,
+          contentBlockIndex: b,
           start: { toolUse: { toolUseId: use.toolUseId, name: use.name } },
         }),
       );
@@ -912,9 +935,9 @@ export async function startAwsDouble(opts: AwsDoubleOptions): Promise<AwsDouble>
       const cut = Math.ceil(args.length / 2);
       for (const piece of [args.slice(0, cut), args.slice(cut)]) {
         if (piece)
-          ex.wire.write(event('contentBlockDelta', { contentBlockIndex: 0, delta: { toolUse: { input: piece } } }));
+          ex.wire.write(event('contentBlockDelta', { contentBlockIndex: b, delta: { toolUse: { input: piece } } }));
       }
-      ex.wire.write(event('contentBlockStop', { contentBlockIndex: 0 }));
+      ex.wire.write(event('contentBlockStop', { contentBlockIndex: b }));
       ex.wire.write(event('messageStop', { stopReason: 'tool_use' }));
       ex.wire.end(event('metadata', { usage: toolUsage, metrics: { latencyMs: Date.now() - ex.startedAt } }));
       return;
@@ -939,7 +962,7 @@ export async function startAwsDouble(opts: AwsDoubleOptions): Promise<AwsDouble>
     record('bedrock', action, ex, 200);
     if (!stream) {
       sendJson(ex, 200, {
-        output: { message: { role: 'assistant', content: [{ text: tokens.join(' ') }] } },
+        output: { message: { role: 'assistant', content: [...reasoningBlock, { text: tokens.join(' ') }] } },
         stopReason,
         usage,
         metrics: { latencyMs: Date.now() - ex.startedAt },
@@ -951,10 +974,11 @@ export async function startAwsDouble(opts: AwsDoubleOptions): Promise<AwsDouble>
       'x-amzn-RequestId': ex.requestId,
     });
     ex.wire.write(event('messageStart', { role: 'assistant' }));
+    writeThought();
     tokens.forEach((tok, i) => {
       // Every token but the last carries its separating space, so the deltas concatenate to Converse's text.
       const text = i < tokens.length - 1 ? `${tok} ` : tok;
-      ex.wire.write(event('contentBlockDelta', { contentBlockIndex: 0, delta: { text } }));
+      ex.wire.write(event('contentBlockDelta', { contentBlockIndex: b, delta: { text } }));
     });
     if (breakRemaining > 0) {
       breakRemaining -= 1;
@@ -971,10 +995,10 @@ export async function startAwsDouble(opts: AwsDoubleOptions): Promise<AwsDouble>
         const [type, message] = STREAM_EXCEPTIONS[breakHow];
         return void ex.wire.end(exceptionFrame(type, { message }));
       }
-      ex.wire.write(event('contentBlockStop', { contentBlockIndex: 0 }));
+      ex.wire.write(event('contentBlockStop', { contentBlockIndex: b }));
       return void ex.wire.end(event('messageStop', { stopReason }));
     }
-    ex.wire.write(event('contentBlockStop', { contentBlockIndex: 0 }));
+    ex.wire.write(event('contentBlockStop', { contentBlockIndex: b }));
     ex.wire.write(event('messageStop', { stopReason }));
     ex.wire.end(event('metadata', { usage, metrics: { latencyMs: Date.now() - ex.startedAt } }));
   }
@@ -1393,6 +1417,46 @@ function hasImage(body: unknown): boolean {
   return messages.some(
     (m) => isRecord(m) && Array.isArray(m.content) && m.content.some((b) => isRecord(b) && b.image !== undefined),
   );
+}
+
+/** The double's one thought, signed as Bedrock signs reasoning (a client cannot forge or alter it). */
+const THOUGHT = {
+  text: 'The user asks; a short answer will do.',
+  signature: signatureOf('The user asks; a short answer will do.'),
+};
+
+function signatureOf(text: string): string {
+  return createHash('sha256').update(`aws-double-thinking:${text}`).digest('base64');
+}
+
+function thinkingOn(body: Record<string, unknown>): boolean {
+  const fields = body.additionalModelRequestFields;
+  return isRecord(fields) && isRecord(fields.thinking) && fields.thinking.type === 'enabled';
+}
+
+/**
+ * Anthropic's rule with thinking on: the last assistant turn of a tool-use loop starts with its
+ * reasoning block, returned unchanged (the signature must match).
+ */
+function thinkingTurnProblem(body: Record<string, unknown>): string | undefined {
+  const messages = Array.isArray(body.messages) ? body.messages : [];
+  for (let i = messages.length - 1; i >= 0; i--) {
+    const m = messages[i];
+    if (!isRecord(m) || m.role !== 'assistant' || !Array.isArray(m.content)) continue;
+    if (!m.content.some((c) => isRecord(c) && c.toolUse !== undefined)) return undefined;
+    const first = m.content[0];
+    const reasoning = isRecord(first) && isRecord(first.reasoningContent) ? first.reasoningContent : undefined;
+    if (reasoning === undefined) {
+      const found = isRecord(first) && first.toolUse !== undefined ? 'tool_use' : 'text';
+      return `messages.${i}.content.0.type: Expected \`thinking\` or \`redacted_thinking\`, but found \`${found}\`. When \`thinking\` is enabled, a final \`assistant\` message must start with a thinking block (preceeding the lastmost set of \`tool_use\` and \`tool_result\` blocks). We recommend you include thinking blocks from previous turns.`;
+    }
+    const text = isRecord(reasoning.reasoningText) ? reasoning.reasoningText : undefined;
+    if (text !== undefined && text.signature !== signatureOf(String(text.text))) {
+      return `messages.${i}.content.0: Invalid \`signature\` in \`thinking\` block`;
+    }
+    return undefined;
+  }
+  return undefined;
 }
 
 /** A user text of the conversation contains one of the guardrail's blocked words. */

@@ -570,13 +570,10 @@ describe('ConverseStreamTranslator', () => {
     expect(t.finishReason()).toBe('stop');
   });
 
-  it('sends nothing for empty text, a reasoning signature or non-tool block-start events', () => {
+  it('sends nothing for empty text or non-tool block-start events', () => {
     const t = new ConverseStreamTranslator('m', 'id', 0, true);
     t.push({ messageStart: { role: 'assistant' } });
     expect(t.push({ contentBlockDelta: { contentBlockIndex: 0, delta: { text: '' } } })).toEqual([]);
-    expect(
-      t.push({ contentBlockDelta: { contentBlockIndex: 0, delta: { reasoningContent: { signature: 'sig' } } } }),
-    ).toEqual([]);
     expect(t.push({ contentBlockStart: { contentBlockIndex: 1, start: { image: { format: 'png' } } } })).toEqual([]);
   });
 
@@ -1330,7 +1327,12 @@ describe('reasoning, as Anthropic extended thinking', () => {
       'id',
       0,
     );
-    expect(whole.body.choices[0]?.message).toEqual({ role: 'assistant', content: '42', reasoning_content: 'Think. ' });
+    expect(whole.body.choices[0]?.message).toEqual({
+      role: 'assistant',
+      content: '42',
+      reasoning_content: 'Think. ',
+      thinking_blocks: [{ type: 'thinking', thinking: 'Think. ', signature: 's' }],
+    });
     const events: ConverseStreamOutput[] = [
       { messageStart: { role: 'assistant' } },
       { contentBlockDelta: { contentBlockIndex: 0, delta: { reasoningContent: { text: 'Think' } } } },
@@ -1345,6 +1347,7 @@ describe('reasoning, as Anthropic extended thinking', () => {
       { role: 'assistant', content: '' },
       { reasoning_content: 'Think' },
       { reasoning_content: '. ' },
+      { thinking_blocks: [{ type: 'thinking', thinking: 'Think. ', signature: 'sig' }] },
       { content: '42' },
       {},
     ]);
@@ -1354,6 +1357,7 @@ describe('reasoning, as Anthropic extended thinking', () => {
       role: 'assistant',
       content: '42',
       reasoning_content: 'Think. ',
+      thinking_blocks: [{ type: 'thinking', thinking: 'Think. ', signature: 'sig' }],
     });
   });
 });
@@ -1462,5 +1466,90 @@ describe('guardrails and per-model limits', () => {
     expect(
       toConverseInput('amazon.nova-lite-v1:0', { messages, max_tokens: 10_000, temperature: 0.5, top_p: 0.5 }),
     ).not.toBeInstanceOf(ProxyError);
+  });
+});
+
+describe('signed reasoning, round-tripped as thinking_blocks', () => {
+  const thinking = { type: 'thinking', thinking: 'Let me check the clock.', signature: 'c2lnbmVk' };
+  const turn = [
+    { role: 'user', content: 'What time is it?' },
+    {
+      role: 'assistant',
+      content: null,
+      tool_calls: [{ id: 't1', type: 'function', function: { name: 'clock', arguments: '{}' } }],
+      thinking_blocks: [thinking, { type: 'redacted_thinking', data: 'AQID' }],
+    },
+    { role: 'tool', tool_call_id: 't1', content: '12:00' },
+  ];
+  const tools = [{ type: 'function', function: { name: 'clock', parameters: { type: 'object' } } }];
+
+  it('puts an assistant turn’s thinking blocks first, as reasoningContent, for Anthropic models', () => {
+    const r = toConverseInput(MODEL_ID, { messages: turn, tools });
+    if (r instanceof ProxyError) throw r;
+    const content = r.messages?.[1]?.content ?? [];
+    expect(content[0]).toEqual({
+      reasoningContent: { reasoningText: { text: 'Let me check the clock.', signature: 'c2lnbmVk' } },
+    });
+    expect(content[1]).toEqual({ reasoningContent: { redactedContent: new Uint8Array([1, 2, 3]) } });
+    expect(content[2]?.toolUse?.toolUseId).toBe('t1');
+  });
+
+  it('leaves them out for other families (a fallback cannot read another model’s signed reasoning)', () => {
+    const r = toConverseInput('amazon.nova-lite-v1:0', { messages: turn, tools });
+    if (r instanceof ProxyError) throw r;
+    expect(r.messages?.[1]?.content?.some((b) => b.reasoningContent !== undefined)).toBe(false);
+  });
+
+  it('refuses malformed blocks and blocks on other roles, naming them', () => {
+    const bad = structuredClone(turn) as Array<Record<string, unknown>>;
+    (bad[1] as { thinking_blocks: unknown[] }).thinking_blocks = [{ type: 'thinking', thinking: 'x' }];
+    expect(toConverseInput(MODEL_ID, { messages: bad, tools })).toMatchObject({
+      status: 400,
+      param: 'messages[1].thinking_blocks[0]',
+    });
+    expect(
+      toConverseInput(MODEL_ID, { messages: [{ role: 'user', content: 'hi', thinking_blocks: [thinking] }] }),
+    ).toMatchObject({ status: 400, param: 'messages[0].thinking_blocks' });
+  });
+
+  it('returns them in answers, whole in a stream once signed, and aggregated', () => {
+    const out = fromConverseOutput(
+      {
+        $metadata: {},
+        stopReason: 'end_turn',
+        usage: { inputTokens: 1, outputTokens: 1, totalTokens: 2 },
+        metrics: { latencyMs: 1 },
+        output: {
+          message: {
+            role: 'assistant',
+            content: [{ reasoningContent: { reasoningText: { text: 'Hm.', signature: 'sig' } } }, { text: 'ok' }],
+          },
+        },
+      },
+      'm',
+      'id',
+      0,
+    );
+    expect(out.body.choices[0]?.message.thinking_blocks).toEqual([
+      { type: 'thinking', thinking: 'Hm.', signature: 'sig' },
+    ]);
+
+    const events = [
+      { contentBlockDelta: { contentBlockIndex: 0, delta: { reasoningContent: { text: 'H' } } } },
+      { contentBlockDelta: { contentBlockIndex: 0, delta: { reasoningContent: { text: 'm.' } } } },
+      { contentBlockDelta: { contentBlockIndex: 0, delta: { reasoningContent: { signature: 'sig' } } } },
+      { contentBlockDelta: { contentBlockIndex: 1, delta: { text: 'ok' } } },
+    ];
+    const t = new ConverseStreamTranslator('m', 'id', 0, false);
+    const deltas = events.flatMap((e) => t.push(e)).map((c) => c.choices[0]?.delta);
+    expect(deltas).toContainEqual({ thinking_blocks: [{ type: 'thinking', thinking: 'Hm.', signature: 'sig' }] });
+    const a = new ConverseStreamAggregator();
+    for (const e of events) a.push(e);
+    a.push({ messageStop: { stopReason: 'end_turn' } });
+    expect(a.result('m', 'id', 0).body.choices[0]?.message).toMatchObject({
+      content: 'ok',
+      reasoning_content: 'Hm.',
+      thinking_blocks: [{ type: 'thinking', thinking: 'Hm.', signature: 'sig' }],
+    });
   });
 });

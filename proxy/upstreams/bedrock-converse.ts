@@ -142,7 +142,13 @@ export interface OpenAIChatCompletion {
   model: string;
   choices: Array<{
     index: 0;
-    message: { role: 'assistant'; content: string | null; tool_calls?: OpenAIToolCall[]; reasoning_content?: string };
+    message: {
+      role: 'assistant';
+      content: string | null;
+      tool_calls?: OpenAIToolCall[];
+      reasoning_content?: string;
+      thinking_blocks?: ThinkingBlock[];
+    };
     finish_reason: FinishReason;
     logprobs: null;
   }>;
@@ -156,13 +162,28 @@ export interface OpenAIChatChunk {
   model: string;
   choices: Array<{
     index: 0;
-    delta: { role?: 'assistant'; content?: string; tool_calls?: OpenAIToolCallDelta[]; reasoning_content?: string };
+    delta: {
+      role?: 'assistant';
+      content?: string;
+      tool_calls?: OpenAIToolCallDelta[];
+      reasoning_content?: string;
+      thinking_blocks?: ThinkingBlock[];
+    };
     finish_reason: FinishReason | null;
     logprobs: null;
   }>;
   /** With include_usage OpenAI sends null on every chunk but the last, which has choices []. */
   usage?: OpenAIUsage | null;
 }
+
+/**
+ * A model's signed reasoning, as LiteLLM returns it beside reasoning_content: Anthropic models
+ * on Bedrock need these blocks back, unchanged, in the assistant turn of a tool-use loop while
+ * thinking is on, and OpenAI's format has no field for a signature.
+ */
+export type ThinkingBlock =
+  | { type: 'thinking'; thinking: string; signature: string }
+  | { type: 'redacted_thinking'; data: string };
 
 function isRecord(v: unknown): v is Record<string, unknown> {
   return v !== null && typeof v === 'object' && !Array.isArray(v);
@@ -235,7 +256,12 @@ export function toConverseInput(
   const thinking = thinkingOf(modelId, body.reasoning_effort, config);
   if (thinking instanceof ProxyError) return thinking;
 
-  const input: ConverseCommandInput = { modelId, messages: conv.messages };
+  // Signed reasoning is the model's own: another family (a fallback, a switched model) cannot read it.
+  const anthropic = /(^|\.)anthropic\./.test(opts.baseModel ?? modelId);
+  const messages = anthropic
+    ? conv.messages
+    : conv.messages.map((m) => ({ ...m, content: m.content?.filter((b) => b.reasoningContent === undefined) }));
+  const input: ConverseCommandInput = { modelId, messages };
   if (conv.system.length > 0) input.system = conv.system;
   if (Object.keys(config).length > 0) input.inferenceConfig = config;
   if (tools) input.toolConfig = tools;
@@ -525,8 +551,13 @@ function conversation(
     if (m.function_call !== undefined && m.function_call !== null) {
       return unsupportedParameter(`${at}.function_call is the deprecated form: send tool_calls`, `${at}.function_call`);
     }
-    const blocks = contentBlocks(m.content, role, at);
-    if (blocks instanceof ProxyError) return blocks;
+    const content = contentBlocks(m.content, role, at);
+    if (content instanceof ProxyError) return content;
+    const thoughts =
+      m.thinking_blocks === undefined || m.thinking_blocks === null ? [] : thinkingBlocks(m.thinking_blocks, role, at);
+    if (thoughts instanceof ProxyError) return thoughts;
+    // Reasoning comes first in the assistant turn, as the model produced it.
+    const blocks = [...thoughts, ...content];
     if (m.tool_calls !== undefined && m.tool_calls !== null) {
       if (role !== 'assistant')
         return invalidRequest(`${at}.tool_calls: only assistant messages carry tool calls`, `${at}.tool_calls`);
@@ -634,6 +665,28 @@ function systemText(content: unknown, at: string): { text: string; cache?: Cache
   // Bedrock takes the parts as one system block; a newline keeps separate parts from running together.
   // A cache breakpoint on any part marks the end of that block (Converse caches up to a cachePoint).
   return cache ? { text: texts.join('\n'), cache } : { text: texts.join('\n') };
+}
+
+/** An assistant message's thinking_blocks, returned by an earlier answer, as reasoningContent blocks. */
+function thinkingBlocks(value: unknown, role: string, at: string): ContentBlock[] | ProxyError {
+  const param = `${at}.thinking_blocks`;
+  if (role !== 'assistant') return invalidRequest(`${param}: only assistant messages carry thinking blocks`, param);
+  if (!Array.isArray(value)) return invalidRequest(`${param} must be an array`, param);
+  const blocks: ContentBlock[] = [];
+  for (const [j, b] of value.entries()) {
+    const p = `${param}[${j}]`;
+    if (isRecord(b) && b.type === 'thinking' && typeof b.thinking === 'string' && typeof b.signature === 'string') {
+      blocks.push({ reasoningContent: { reasoningText: { text: b.thinking, signature: b.signature } } });
+    } else if (isRecord(b) && b.type === 'redacted_thinking' && typeof b.data === 'string') {
+      blocks.push({ reasoningContent: { redactedContent: new Uint8Array(Buffer.from(b.data, 'base64')) } });
+    } else {
+      return invalidRequest(
+        `${p} must be {"type": "thinking", "thinking", "signature"} or {"type": "redacted_thinking", "data"}, as the answer gave it`,
+        p,
+      );
+    }
+  }
+  return blocks;
 }
 
 /** Converse's prompt-cache breakpoint: everything before it is cached. */
@@ -745,6 +798,7 @@ function completion(
   usage: Usage | undefined,
   toolCalls: OpenAIToolCall[] = [],
   reasoning = '',
+  thinking: ThinkingBlock[] = [],
 ): { body: OpenAIChatCompletion; usage?: Usage } {
   // With tool calls and no text OpenAI sends content null.
   const message: OpenAIChatCompletion['choices'][number]['message'] =
@@ -752,6 +806,7 @@ function completion(
       ? { role: 'assistant', content: content === '' ? null : content, tool_calls: toolCalls }
       : { role: 'assistant', content };
   if (reasoning !== '') message.reasoning_content = reasoning;
+  if (thinking.length > 0) message.thinking_blocks = thinking;
   const body: OpenAIChatCompletion = {
     id,
     object: 'chat.completion',
@@ -792,7 +847,16 @@ export function fromConverseOutput(
         ]
       : [],
   );
-  return completion(model, id, created, text, out.stopReason, usageOf(out.usage), calls, reasoning);
+  const thinking = blocks.flatMap((b): ThinkingBlock[] => {
+    const r = b.reasoningContent;
+    if (r?.reasoningText) {
+      return [{ type: 'thinking', thinking: r.reasoningText.text ?? '', signature: r.reasoningText.signature ?? '' }];
+    }
+    if (r?.redactedContent)
+      return [{ type: 'redacted_thinking', data: Buffer.from(r.redactedContent).toString('base64') }];
+    return [];
+  });
+  return completion(model, id, created, text, out.stopReason, usageOf(out.usage), calls, reasoning, thinking);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -826,6 +890,8 @@ export class ConverseStreamTranslator {
   private finish: FinishReason | undefined;
   /** Converse content-block index -> OpenAI tool-call index, for the tool-use blocks seen so far. */
   private readonly toolIndex = new Map<number, number>();
+  /** Reasoning text per content block, sent again whole with its signature. */
+  private readonly thoughts = new Map<number, string>();
 
   constructor(
     private readonly model: string,
@@ -863,10 +929,24 @@ export class ConverseStreamTranslator {
         this.contentSeen = true;
         return [...this.opening(), this.chunk({ content: toolInput }, null)];
       }
-      const thought = event.contentBlockDelta.delta?.reasoningContent?.text;
-      if (thought) {
+      const reasoning = event.contentBlockDelta.delta?.reasoningContent;
+      const block = event.contentBlockDelta.contentBlockIndex ?? 0;
+      if (reasoning?.text) {
         this.contentSeen = true;
-        return [...this.opening(), this.chunk({ reasoning_content: thought }, null)];
+        this.thoughts.set(block, (this.thoughts.get(block) ?? '') + reasoning.text);
+        return [...this.opening(), this.chunk({ reasoning_content: reasoning.text }, null)];
+      }
+      if (reasoning?.signature) {
+        // The block is complete once signed: sent whole, so that a client can return it next turn.
+        const thinking = this.thoughts.get(block) ?? '';
+        return [
+          ...this.opening(),
+          this.chunk({ thinking_blocks: [{ type: 'thinking', thinking, signature: reasoning.signature }] }, null),
+        ];
+      }
+      if (reasoning?.redactedContent) {
+        const data = Buffer.from(reasoning.redactedContent).toString('base64');
+        return [...this.opening(), this.chunk({ thinking_blocks: [{ type: 'redacted_thinking', data }] }, null)];
       }
       if (toolInput) {
         const index = this.toolIndex.get(event.contentBlockDelta.contentBlockIndex ?? 0) ?? 0;
@@ -939,6 +1019,8 @@ export class ConverseStreamAggregator {
   private readonly texts = new Map<number, string>();
   private readonly tools = new Map<number, { id: string; name: string; input: string }>();
   private reasoning = '';
+  /** Per content block: its reasoning text, signature or redacted bytes. */
+  private readonly thoughts = new Map<number, { text: string; signature?: string; redacted?: string }>();
   private stop: string | undefined;
   private seenUsage: Usage | undefined;
 
@@ -961,9 +1043,16 @@ export class ConverseStreamAggregator {
         tool.input += toolInput;
         return;
       }
-      const thought = event.contentBlockDelta.delta?.reasoningContent?.text;
-      if (thought) {
-        this.reasoning += thought;
+      const reasoning = event.contentBlockDelta.delta?.reasoningContent;
+      if (reasoning) {
+        const thought = this.thoughts.get(index) ?? { text: '' };
+        if (reasoning.text) {
+          this.reasoning += reasoning.text;
+          thought.text += reasoning.text;
+        }
+        if (reasoning.signature) thought.signature = reasoning.signature;
+        if (reasoning.redactedContent) thought.redacted = Buffer.from(reasoning.redactedContent).toString('base64');
+        this.thoughts.set(index, thought);
         return;
       }
       const text = event.contentBlockDelta.delta?.text;
@@ -1004,7 +1093,13 @@ export class ConverseStreamAggregator {
         // Converse streams the input as JSON text: what OpenAI's arguments are (empty input: {}).
         function: { name: t.name, arguments: t.input === '' ? '{}' : t.input },
       }));
-    return completion(model, id, created, text, this.stop, this.seenUsage, calls, this.reasoning);
+    const thinking = [...this.thoughts.entries()]
+      .sort(([a], [b]) => a - b)
+      .flatMap(([, t]): ThinkingBlock[] => {
+        if (t.redacted !== undefined) return [{ type: 'redacted_thinking', data: t.redacted }];
+        return t.signature !== undefined ? [{ type: 'thinking', thinking: t.text, signature: t.signature }] : [];
+      });
+    return completion(model, id, created, text, this.stop, this.seenUsage, calls, this.reasoning, thinking);
   }
 }
 

@@ -18,6 +18,7 @@ import {
   jsonMode,
   mapBedrockError,
   type OpenAIChatChunk,
+  type OpenAIChatCompletion,
   toConverseInput,
 } from './bedrock-converse.js';
 import { type EmbeddingAnswer, fromEmbeddingAnswers, toEmbeddingCalls } from './bedrock-embeddings.js';
@@ -312,26 +313,17 @@ function cutOff(stopped: boolean, usage: boolean, ctx: { model: string; provider
   );
 }
 
-/** A whole completion as the chunk sequence a streaming client expects. */
-function completionAsChunks(
-  body: {
-    id: string;
-    created: number;
-    model: string;
-    choices: Array<{ message: { content: string | null }; finish_reason: string | null }>;
-    usage?: unknown;
-  },
-  includeUsage: boolean,
-): object[] {
+/** A whole completion as the chunk sequence a streaming client expects: text, reasoning and tool calls. */
+function completionAsChunks(body: OpenAIChatCompletion, includeUsage: boolean): object[] {
   const base = { id: body.id, object: 'chat.completion.chunk', created: body.created, model: body.model };
   const choice = body.choices[0];
+  const message = choice?.message;
+  const delta: Record<string, unknown> = { role: 'assistant', content: message?.content ?? '' };
+  if (message?.reasoning_content) delta.reasoning_content = message.reasoning_content;
+  if (message?.thinking_blocks) delta.thinking_blocks = message.thinking_blocks;
+  if (message?.tool_calls) delta.tool_calls = message.tool_calls.map((call, index) => ({ index, ...call }));
   const chunks: object[] = [
-    {
-      ...base,
-      choices: [
-        { index: 0, delta: { role: 'assistant', content: choice?.message.content ?? '' }, finish_reason: null },
-      ],
-    },
+    { ...base, choices: [{ index: 0, delta, finish_reason: null }] },
     { ...base, choices: [{ index: 0, delta: {}, finish_reason: choice?.finish_reason ?? 'stop' }] },
   ];
   if (includeUsage && body.usage) chunks.push({ ...base, choices: [], usage: body.usage });
