@@ -143,6 +143,12 @@ export class PostgresUsageStore implements UsageStore {
     // An idle pooled connection that breaks (server restart, failover) must not take the
     // process down: it is dropped from the pool, and the next query connects again.
     pool.on('error', () => {});
+    // pg emits a connection's errors on its client, and the pool listens only while the client
+    // is idle in it: an error that arrives while it is checked out, or after a broken one was
+    // released and is being ended (a fast shutdown terminates every backend at once), would be
+    // unhandled and end the process. Each client gets a listener for its whole life; the query
+    // that was running fails on its own.
+    pool.on('connect', (client) => client.on('error', () => {}));
   }
 
   private static pool(url: string, opts: PostgresStoreOptions): pg.Pool {
@@ -157,9 +163,6 @@ export class PostgresUsageStore implements UsageStore {
   /** One transaction on one pooled connection; a connection that failed is discarded, not reused. */
   private async transaction<T>(work: (client: Client) => Promise<T>): Promise<T> {
     const client = await this.pool.connect();
-    // Errors of a checked-out connection between queries would otherwise be unhandled.
-    const ignore = () => {};
-    client.on('error', ignore);
     let broken: Error | undefined;
     try {
       await client.query('BEGIN');
@@ -171,7 +174,6 @@ export class PostgresUsageStore implements UsageStore {
       await client.query('ROLLBACK').catch(() => {});
       throw err;
     } finally {
-      client.off('error', ignore);
       client.release(broken);
     }
   }
