@@ -586,9 +586,19 @@ export async function startAwsDouble(opts: AwsDoubleOptions): Promise<AwsDouble>
 
   // ---------------------------------------------------------------- Bedrock control plane (restJson1)
 
-  async function listFoundationModels(ex: Exchange): Promise<void> {
-    const action = 'ListFoundationModels';
-    const reply = (status: number, payload: unknown, rejection?: Rejection): void => {
+  type Reply = (status: number, payload: unknown, rejection?: Rejection) => void;
+
+  /**
+   * A control-plane call, authenticated and allowed by IAM, with the reply that records it;
+   * undefined when it was already answered with the rejection. `resource` is what the denial
+   * names, for the actions IAM evaluates against one.
+   */
+  async function controlPlane(
+    ex: Exchange,
+    action: string,
+    resource?: (region: string, account: string) => string,
+  ): Promise<{ reply: Reply; identity: Identity; region: string } | undefined> {
+    const reply: Reply = (status, payload, rejection) => {
       record('bedrock', action, ex, status);
       if (rejection !== undefined) sendBedrockError(ex, rejection);
       else sendJson(ex, status, payload);
@@ -596,12 +606,23 @@ export async function startAwsDouble(opts: AwsDoubleOptions): Promise<AwsDouble>
     const auth = await authenticate(ex, 'bedrock');
     if (!auth.ok) {
       const e = bedrockAuthError(auth);
-      return reply(e.status, undefined, e);
+      reply(e.status, undefined, e);
+      return undefined;
     }
-    if (!allows(auth.identity.allow, `bedrock:${action}`)) {
-      const message = `User: ${auth.identity.arn} is not authorized to perform: bedrock:${action} because no identity-based policy allows the bedrock:${action} action`;
-      return reply(403, undefined, { status: 403, code: 'AccessDeniedException', message });
+    const { identity, region } = auth;
+    if (!allows(identity.allow, `bedrock:${action}`)) {
+      const on = resource ? ` on resource: ${resource(region, identity.account)}` : '';
+      const message = `User: ${identity.arn} is not authorized to perform: bedrock:${action}${on} because no identity-based policy allows the bedrock:${action} action`;
+      reply(403, undefined, { status: 403, code: 'AccessDeniedException', message });
+      return undefined;
     }
+    return { reply, identity, region };
+  }
+
+  async function listFoundationModels(ex: Exchange): Promise<void> {
+    const call = await controlPlane(ex, 'ListFoundationModels');
+    if (call === undefined) return;
+    const { reply, region } = call;
     const query = new URLSearchParams(ex.rawQuery);
     for (const [name, allowed] of Object.entries(LIST_FILTERS)) {
       const value = query.get(name);
@@ -618,7 +639,6 @@ export async function startAwsDouble(opts: AwsDoubleOptions): Promise<AwsDouble>
     const byOutput = query.get('byOutputModality');
     const byInference = query.get('byInferenceType');
     const byCustomization = query.get('byCustomizationType');
-    const region = auth.region;
     const summaries = (opts.models[region] ?? [])
       .filter((m) => byProvider === null || m.providerName.toLowerCase() === byProvider.toLowerCase())
       .filter((m) => byOutput === null || outputsOf(m).includes(byOutput))
@@ -653,22 +673,13 @@ export async function startAwsDouble(opts: AwsDoubleOptions): Promise<AwsDouble>
   }
 
   async function listInferenceProfiles(ex: Exchange): Promise<void> {
-    const action = 'ListInferenceProfiles';
-    const reply = (status: number, payload: unknown, rejection?: Rejection): void => {
-      record('bedrock', action, ex, status);
-      if (rejection !== undefined) sendBedrockError(ex, rejection);
-      else sendJson(ex, status, payload);
-    };
-    const auth = await authenticate(ex, 'bedrock');
-    if (!auth.ok) {
-      const e = bedrockAuthError(auth);
-      return reply(e.status, undefined, e);
-    }
-    const { identity, region } = auth;
-    if (!allows(identity.allow, `bedrock:${action}`)) {
-      const message = `User: ${identity.arn} is not authorized to perform: bedrock:${action} on resource: arn:aws:bedrock:${region}:${identity.account}:inference-profile/* because no identity-based policy allows the bedrock:${action} action`;
-      return reply(403, undefined, { status: 403, code: 'AccessDeniedException', message });
-    }
+    const call = await controlPlane(
+      ex,
+      'ListInferenceProfiles',
+      (region, account) => `arn:aws:bedrock:${region}:${account}:inference-profile/*`,
+    );
+    if (call === undefined) return;
+    const { reply, identity, region } = call;
     const query = new URLSearchParams(ex.rawQuery);
     const type = query.get('type');
     if (type !== null && type !== 'SYSTEM_DEFINED' && type !== 'APPLICATION') {
@@ -724,28 +735,12 @@ export async function startAwsDouble(opts: AwsDoubleOptions): Promise<AwsDouble>
     const auth = await authenticate(ex, 'bedrock');
     if (!auth.ok) return reject(bedrockAuthError(auth));
     const { identity, region } = auth;
-    let modelId: string;
-    try {
-      modelId = decodeURIComponent(encodedModelId);
-    } catch {
-      return validation('The provided model identifier is invalid.');
-    }
-    const target = resolveTarget(region, identity.account, modelId);
-    if (!allows(identity.allow, 'bedrock:InvokeModel')) {
-      return reject({
-        status: 403,
-        code: 'AccessDeniedException',
-        message: `User: ${identity.arn} is not authorized to perform: bedrock:InvokeModel on resource: ${target.resourceArn} because no identity-based policy allows the bedrock:InvokeModel action`,
-      });
-    }
+    const named = authorisedTarget(encodedModelId, identity, region, 'bedrock:InvokeModel');
+    if ('code' in named) return reject(named);
+    const { modelId, target } = named;
     if (target.model === undefined) return validation(target.problem ?? 'The provided model identifier is invalid.');
-    if (notEnabled.has(target.model.modelId)) {
-      return reject({
-        status: 403,
-        code: 'AccessDeniedException',
-        message: "You don't have access to the model with the specified model ID.",
-      });
-    }
+    const denied = notEnabledFor(target.model, modelId);
+    if (denied) return reject(denied);
     const contentType = headerValue(ex.req.headers, 'content-type') ?? 'application/json';
     if (!contentType.startsWith('application/json')) {
       return validation(`The provided content type ${contentType} is not supported.`);
@@ -759,14 +754,8 @@ export async function startAwsDouble(opts: AwsDoubleOptions): Promise<AwsDouble>
     const model = embeddingModel(target.model.modelId);
     // The double serves InvokeModel for its embedding models; text models take Converse here.
     if (model === undefined) return validation(MALFORMED);
-    if (throttleRemaining > 0) {
-      throttleRemaining -= 1;
-      return reject({
-        status: 429,
-        code: 'ThrottlingException',
-        message: 'Too many requests, please wait before trying again.',
-      });
-    }
+    const throttled = takeThrottle();
+    if (throttled) return reject(throttled);
     const answer = model(body);
     if ('error' in answer) return validation(answer.error);
     record('bedrock', action, ex, 200);
@@ -797,35 +786,18 @@ export async function startAwsDouble(opts: AwsDoubleOptions): Promise<AwsDouble>
       return reject({ status: 400, code: 'SerializationException', message: 'Unable to parse request body as JSON.' });
     }
 
-    let modelId: string;
-    try {
-      modelId = decodeURIComponent(encodedModelId);
-    } catch {
-      return validation('The provided model identifier is invalid.');
-    }
-    const target = resolveTarget(region, identity.account, modelId);
-    // IAM authorises against the resource the id names, before Bedrock looks the model up.
     const iamAction = stream ? 'bedrock:InvokeModelWithResponseStream' : 'bedrock:InvokeModel';
-    if (!allows(identity.allow, iamAction)) {
-      return reject({
-        status: 403,
-        code: 'AccessDeniedException',
-        message: `User: ${identity.arn} is not authorized to perform: ${iamAction} on resource: ${target.resourceArn} because no identity-based policy allows the ${iamAction} action`,
-      });
-    }
+    const named = authorisedTarget(encodedModelId, identity, region, iamAction);
+    if ('code' in named) return reject(named);
+    const { modelId, target } = named;
 
     const plan = validateShape(body);
     if (typeof plan === 'string') return validation(plan);
 
     if (target.model === undefined) return validation(target.problem ?? 'The provided model identifier is invalid.');
     const model = target.model;
-    if (notEnabled.has(model.modelId) || notEnabled.has(modelId)) {
-      return reject({
-        status: 403,
-        code: 'AccessDeniedException',
-        message: "You don't have access to the model with the specified model ID.",
-      });
-    }
+    const denied = notEnabledFor(model, modelId);
+    if (denied) return reject(denied);
     if (needsUseCase.has(model.modelId) || needsUseCase.has(modelId)) {
       return validation(
         'Model use case details have not been submitted for this account. Fill out the Anthropic use case details form before using the model.',
@@ -846,14 +818,8 @@ export async function startAwsDouble(opts: AwsDoubleOptions): Promise<AwsDouble>
     const conversation = validateConversation(body);
     if (conversation !== undefined) return validation(conversation);
 
-    if (throttleRemaining > 0) {
-      throttleRemaining -= 1;
-      return reject({
-        status: 429,
-        code: 'ThrottlingException',
-        message: 'Too many requests, please wait before trying again.',
-      });
-    }
+    const throttled = takeThrottle();
+    if (throttled) return reject(throttled);
 
     const guard = guardrailOf(body, stream, region, identity);
     if (typeof guard === 'object' && 'rejection' in guard) return reject(guard.rejection);
@@ -1054,6 +1020,50 @@ export async function startAwsDouble(opts: AwsDoubleOptions): Promise<AwsDouble>
       return invalid('The guardrail identifier or version provided in the request does not exist.');
     }
     return guardrail;
+  }
+
+  /**
+   * A runtime path's model id, decoded, with the model it names, once IAM allows `iamAction` on
+   * the resource the id names (IAM authorises before Bedrock looks the model up); else the rejection.
+   */
+  function authorisedTarget(
+    encodedModelId: string,
+    identity: Identity,
+    region: string,
+    iamAction: string,
+  ): { modelId: string; target: ReturnType<typeof resolveTarget> } | Rejection {
+    let modelId: string;
+    try {
+      modelId = decodeURIComponent(encodedModelId);
+    } catch {
+      return { status: 400, code: 'ValidationException', message: 'The provided model identifier is invalid.' };
+    }
+    const target = resolveTarget(region, identity.account, modelId);
+    if (!allows(identity.allow, iamAction)) {
+      return {
+        status: 403,
+        code: 'AccessDeniedException',
+        message: `User: ${identity.arn} is not authorized to perform: ${iamAction} on resource: ${target.resourceArn} because no identity-based policy allows the ${iamAction} action`,
+      };
+    }
+    return { modelId, target };
+  }
+
+  /** The account has not enabled the model (by its id, or by the id the caller sent). */
+  function notEnabledFor(model: FoundationModel, modelId: string): Rejection | undefined {
+    if (!notEnabled.has(model.modelId) && !notEnabled.has(modelId)) return undefined;
+    return {
+      status: 403,
+      code: 'AccessDeniedException',
+      message: "You don't have access to the model with the specified model ID.",
+    };
+  }
+
+  /** One of the throttled calls throttle(n) asked for, if any are left. */
+  function takeThrottle(): Rejection | undefined {
+    if (throttleRemaining <= 0) return undefined;
+    throttleRemaining -= 1;
+    return { status: 429, code: 'ThrottlingException', message: 'Too many requests, please wait before trying again.' };
   }
 
   /** The model a runtime id names in this region, and the ARN IAM would evaluate for it. */

