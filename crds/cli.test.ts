@@ -9,7 +9,7 @@ describe('validate command', () => {
   it('accepts the shipped examples, one line per resource, skipping other APIs', () => {
     const lines: string[] = [];
     expect(validateFiles([EXAMPLES_DIR], (l) => lines.push(l))).toBe(true);
-    expect(lines).toHaveLength(10);
+    expect(lines).toHaveLength(12);
     expect(lines.every((l) => l.startsWith('✓ '))).toBe(true);
     expect(lines.some((l) => l.includes('Secret'))).toBe(false);
   });

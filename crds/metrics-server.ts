@@ -15,9 +15,23 @@ export interface MetricsServer {
   close(): Promise<void>;
 }
 
-export async function serveMetrics(registry: Registry, port: number, host: string): Promise<MetricsServer> {
+/**
+ * `json` adds GET routes answering JSON (the proxy's /load, which the operator's autoscaler
+ * reads): machine-to-machine numbers of the same kind as the metrics, on the same guarded port.
+ */
+export async function serveMetrics(
+  registry: Registry,
+  port: number,
+  host: string,
+  json: Record<string, () => unknown> = {},
+): Promise<MetricsServer> {
   const server = createServer((req, res) => {
-    const path = (req.url ?? '').split('?')[0];
+    const path = (req.url ?? '').split('?')[0] ?? '';
+    const route = req.method === 'GET' && Object.hasOwn(json, path) ? json[path] : undefined;
+    if (route) {
+      res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify(route()));
+      return;
+    }
     if (req.method !== 'GET' || path !== '/metrics') {
       res.writeHead(404, { 'content-type': 'text/plain' }).end('only GET /metrics is served on this port\n');
       return;

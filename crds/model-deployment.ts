@@ -9,27 +9,49 @@ export interface ModelDeploymentSpec {
   port: number;
   /** Existing NodeTemplate; omitted means llms-by-platform. */
   nodeTemplate?: string;
-  /** Defaults to 1. */
+  /** Defaults to 1; 0 hibernates. With autoscaling the operator writes it. */
   replicas: number;
+  autoscaling?: ModelAutoscaling;
   /** Standalone proxy mode only: an already running Ollama server. */
   endpoint?: string;
   /** Models tried in order when this one is not Running or fails before answering. */
   fallback?: string[];
   /** The proxy's waits for this model's server; omitted fields take the proxy's flags. */
-  timeouts?: { firstByteSeconds?: number; idleSeconds?: number };
+  timeouts?: { firstByteSeconds?: number; idleSeconds?: number; queueSeconds?: number };
   /** Ollama server settings; omitted fields come from the catalog's serving defaults. */
   server?: { numParallel?: number; maxQueue?: number; contextLength?: number };
+  /** Where the model is kept; omitted: the operator's model cache (or an emptyDir without one). */
+  cache?: { existingClaim?: string };
 }
+
+/** spec.autoscaling; defaults applied by the schema. */
+export interface ModelAutoscaling {
+  minReplicas: number;
+  maxReplicas: number;
+  /** In-flight + queued requests per replica; omitted: the replica's parallel slots. */
+  targetInFlight?: number;
+  targetRequestsPerSecond?: number;
+  scaleDownDelaySeconds: number;
+  /** With minReplicas 0; omitted: DEFAULT_HIBERNATE_AFTER_SECONDS. */
+  hibernateAfterSeconds?: number;
+  whileWaking: 'Wait' | 'Fallback';
+}
+
+export const DEFAULT_HIBERNATE_AFTER_SECONDS = 600;
 
 export type ModelDeploymentPhase = 'Deploying' | 'Running' | 'Failed';
 
 export interface ModelDeploymentStatus extends CommonStatus {
   phase?: ModelDeploymentPhase;
   endpoint?: string;
+  /** Pods that exist, ready ones, and their selector (the scale subresource reads these). */
+  replicas?: number;
+  readyReplicas?: number;
+  selector?: string;
   deployingSince?: string;
 }
 
 /** Condition types of a ModelDeployment. */
-export const MODEL_DEPLOYMENT_CONDITIONS = ['Scheduled', 'ModelPulled', 'Ready'] as const;
+export const MODEL_DEPLOYMENT_CONDITIONS = ['Scheduled', 'ModelPulled', 'Ready', 'Autoscaling'] as const;
 
 export type ModelDeployment = Resource<'ModelDeployment', ModelDeploymentSpec, ModelDeploymentStatus>;

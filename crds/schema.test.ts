@@ -29,7 +29,19 @@ describe('CRD manifests', () => {
       expect(crd.spec.names.plural).toBe(KINDS[kind].plural);
       expect(crd.spec.scope).toBe(KINDS[kind].namespaced ? 'Namespaced' : 'Cluster');
       expect(crd.spec.versions.map((v) => [v.name, v.served, v.storage])).toEqual([[API_VERSION, true, true]]);
-      expect(crd.spec.versions[0]?.subresources).toEqual({ status: {} });
+      // ModelDeployment also has the scale subresource (kubectl scale, HPA, the autoscaler).
+      expect(crd.spec.versions[0]?.subresources).toEqual(
+        kind === 'ModelDeployment'
+          ? {
+              status: {},
+              scale: {
+                specReplicasPath: '.spec.replicas',
+                statusReplicasPath: '.status.replicas',
+                labelSelectorPath: '.status.selector',
+              },
+            }
+          : { status: {} },
+      );
     }
   });
 
@@ -55,7 +67,7 @@ describe('CRD manifests', () => {
       crdManifest(kind)
         .spec.versions[0]?.additionalPrinterColumns?.filter((c) => !c.priority)
         .map((c) => c.name.toUpperCase());
-    expect(columns('ModelDeployment')).toEqual(['MODEL', 'STATUS', 'ENDPOINT', 'AGE']);
+    expect(columns('ModelDeployment')).toEqual(['MODEL', 'STATUS', 'READY', 'DESIRED', 'ENDPOINT', 'AGE']);
     expect(columns('ExternalProvider')).toEqual(['PROVIDER', 'REGION', 'AUTH', 'STATUS', 'MODELS', 'AGE']);
     expect(crdManifest('ModelDeployment').spec.names.shortNames).toContain('md');
     expect(crdManifest('ExternalProvider').spec.names.shortNames).toContain('ep');
@@ -83,8 +95,12 @@ describe('CEL rules', () => {
     expect(rules.map((r) => `${r.at}: ${r.rule}`)).toMatchInlineSnapshot(`
       [
         "ModelDeployment.spec.fallback: !has(self.fallback) || !(self.model in self.fallback)",
+        "ModelDeployment.spec.autoscaling.whileWaking: !has(self.autoscaling) || !has(self.autoscaling.whileWaking) || self.autoscaling.whileWaking != 'Fallback' || (has(self.fallback) && size(self.fallback) > 0)",
+        "ModelDeployment.spec.autoscaling: !has(self.autoscaling) || !has(self.endpoint)",
         "ModelDeployment.spec.serviceName: self == oldSelf",
         "ModelDeployment.spec.port: self == oldSelf",
+        "ModelDeployment.spec.autoscaling.minReplicas: self.minReplicas <= self.maxReplicas",
+        "ModelDeployment.spec.autoscaling.hibernateAfterSeconds: !has(self.hibernateAfterSeconds) || self.minReplicas == 0",
         "ExternalProvider.spec.auth.roleArn: !has(self.auth.roleArn) || !self.auth.roleArn.startsWith('arn:') || (self.region.startsWith('us-gov-') ? self.auth.roleArn.startsWith('arn:aws-us-gov:') : self.region.startsWith('cn-') ? self.auth.roleArn.startsWith('arn:aws-cn:') : self.auth.roleArn.startsWith('arn:aws:'))",
         "ExternalProvider.spec.fallback: !has(self.fallback) || self.fallback.all(f, !(f in self.models))",
         "ExternalProvider.spec.auth.roleArn: self.method != 'IAMRole' || has(self.roleArn)",
@@ -141,14 +157,27 @@ const full: Record<KindName, { spec: object; status: object }> = {
       port: 1,
       nodeTemplate: 't',
       replicas: 1,
+      autoscaling: {
+        minReplicas: 0,
+        maxReplicas: 2,
+        targetInFlight: 4,
+        targetRequestsPerSecond: 1.5,
+        scaleDownDelaySeconds: 60,
+        hibernateAfterSeconds: 600,
+        whileWaking: 'Wait',
+      },
       endpoint: 'e',
       fallback: ['f'],
-      timeouts: { firstByteSeconds: 1, idleSeconds: 1 },
+      timeouts: { firstByteSeconds: 1, idleSeconds: 1, queueSeconds: 1 },
       server: { numParallel: 1, maxQueue: 1, contextLength: 256 },
+      cache: { existingClaim: 'c' },
     } satisfies Full<ModelDeploymentSpec>,
     status: {
       phase: 'Running',
       endpoint: 'e',
+      replicas: 1,
+      readyReplicas: 1,
+      selector: 's',
       deployingSince: 't',
       observedGeneration: 1,
       conditions: condition,

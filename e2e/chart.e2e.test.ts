@@ -196,12 +196,25 @@ describe('Helm chart', () => {
     expect(callers.spec.ports.map((p) => p.name)).toEqual(['http']);
     expect(callers.metadata.labels['ai.platform/metrics']).toBeUndefined();
     const policy = find(objs, 'NetworkPolicy', 'platform-ai-optimizer-proxy') as Obj & {
-      spec: { ingress: Array<{ from: Array<{ namespaceSelector: object }>; ports: Array<{ port: number }> }> };
+      spec: {
+        ingress: Array<{
+          from: Array<{ namespaceSelector?: object; podSelector?: object }>;
+          ports: Array<{ port: number }>;
+        }>;
+      };
     };
-    expect(policy.spec.ingress.map((r) => r.ports.map((p) => p.port))).toEqual([[8080], [9090]]);
+    expect(policy.spec.ingress.map((r) => r.ports.map((p) => p.port))).toEqual([[8080], [9090], [9090]]);
     expect(policy.spec.ingress[1]?.from[0]?.namespaceSelector).toEqual({
       matchLabels: { 'kubernetes.io/metadata.name': 'monitoring' },
     });
+    // The operator's autoscaler reads the proxies' /load on the metrics port: its pods only.
+    expect(policy.spec.ingress[2]?.from).toEqual([
+      {
+        podSelector: {
+          matchLabels: { 'app.kubernetes.io/instance': expect.any(String), 'app.kubernetes.io/component': 'operator' },
+        },
+      },
+    ]);
     const dashboard = find(objs, 'ConfigMap', 'platform-ai-optimizer-dashboard') as Obj & {
       data: Record<string, string>;
     };
@@ -219,6 +232,8 @@ describe('Helm chart', () => {
     ['cluster.cloud=oracle'],
     ['usage.persistence.size=lots'],
     ['apiKeys.existingSecret=Not_A_Name'],
+    ['modelCache.accessMode=ReadOnlyMany'],
+    ['modelCache.storageClassName=Not_A_Class'],
     ['unknownSetting=true'],
   ])('rejects %s through values.schema.json', (bad) => {
     const res = helm(['template', 'x', CHART, '-n', 'platform-agent', '--set', bad]);
@@ -317,6 +332,30 @@ describe('Helm chart', () => {
     ).toBe(0);
   });
 
+  it('turns the model cache on by default, with its class and access mode, and off on request', () => {
+    type Env = Array<{ name: string; value?: string }>;
+    const env = (objs: Obj[]) =>
+      Object.fromEntries(
+        (
+          (
+            find(objs, 'Deployment', 'platform-ai-optimizer-operator') as Obj & {
+              spec: { template: { spec: { containers: Array<{ env: Env }> } } };
+            }
+          ).spec.template.spec.containers[0]?.env ?? []
+        ).map((e) => [e.name, e.value]),
+      );
+    const defaults = env(render());
+    expect(defaults).toMatchObject({ MODEL_CACHE: 'pvc', MODEL_CACHE_ACCESS_MODE: 'ReadWriteMany' });
+    // No class named: the cluster's default class.
+    expect(defaults.MODEL_CACHE_STORAGE_CLASS).toBeUndefined();
+    expect(env(render('modelCache.storageClassName=efs-sc', 'modelCache.accessMode=ReadWriteOnce'))).toMatchObject({
+      MODEL_CACHE: 'pvc',
+      MODEL_CACHE_STORAGE_CLASS: 'efs-sc',
+      MODEL_CACHE_ACCESS_MODE: 'ReadWriteOnce',
+    });
+    expect(env(render('modelCache.enabled=false')).MODEL_CACHE).toBe('off');
+  });
+
   it('refuses a namespace other than platform-agent', () => {
     const res = helm(['template', 'x', CHART, '-n', 'default']);
     expect(res.code).not.toBe(0);
@@ -400,6 +439,15 @@ describe('Helm chart', () => {
     expect(can('operator', 'create', 'deployments.apps', '-n', 'platform-llms')).toBe('yes');
     expect(can('operator', 'update', 'leases.coordination.k8s.io', '-n', 'platform-agent')).toBe('yes');
     expect(can('operator', 'create', 'deployments.apps', '-n', 'default')).toBe('no');
+    // The model cache's claims: made and grown in platform-llms, deleted only by garbage collection.
+    for (const verb of ['get', 'list', 'watch', 'create', 'patch']) {
+      expect(can('operator', verb, 'persistentvolumeclaims', '-n', 'platform-llms'), `operator ${verb} pvc`).toBe(
+        'yes',
+      );
+    }
+    expect(can('operator', 'delete', 'persistentvolumeclaims', '-n', 'platform-llms')).toBe('no');
+    expect(can('operator', 'create', 'persistentvolumeclaims', '-n', 'platform-agent')).toBe('no');
+    expect(can('operator', 'create', 'persistentvolumes')).toBe('no');
     // ApiKeys' Secrets: written by create and delete (neither answers with the data), never read.
     expect(can('operator', 'create', 'secrets', '-n', 'platform-agent')).toBe('yes');
     expect(can('operator', 'delete', 'secrets', '-n', 'platform-agent')).toBe('yes');

@@ -155,14 +155,16 @@ describe('status subresource', () => {
 describe('printer columns', () => {
   const header = (out: string) => out.split('\n')[0]?.split(/\s{2,}/);
 
-  it('kubectl get md shows MODEL, STATUS, ENDPOINT, AGE', () => {
+  it('kubectl get md shows MODEL, STATUS, READY, DESIRED, ENDPOINT, AGE', () => {
     const out = kubectlOk(['get', 'md', '-n', 'platform-llms']);
-    expect(header(out)).toEqual(['NAME', 'MODEL', 'STATUS', 'ENDPOINT', 'AGE']);
+    expect(header(out)).toEqual(['NAME', 'MODEL', 'STATUS', 'READY', 'DESIRED', 'ENDPOINT', 'AGE']);
     const row = out.split('\n').find((l) => l.startsWith('status-probe'));
-    expect(row?.split(/\s+/).slice(0, 4)).toEqual([
+    // Its status was written by hand without replica counts: READY is blank, DESIRED the default.
+    expect(row?.split(/\s+/).slice(0, 5)).toEqual([
       'status-probe',
       'qwen2.5:7b',
       'Running',
+      '1',
       'http://status-probe.platform-llms.svc.cluster.local:11434',
     ]);
   });

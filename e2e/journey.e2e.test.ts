@@ -7,6 +7,7 @@ import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { type AwsCredentials, providerCredentials, RoleCredentials } from '../crds/aws-credentials.js';
 import { loadCatalog } from '../crds/catalog/catalog.js';
 import { errorMessage } from '../crds/log.js';
+import { type ModelCacheSetting, parseModelCache } from '../operator/model-cache.js';
 import { Operator } from '../operator/operator.js';
 import { createApp } from '../proxy/app.js';
 import { ApiKeys } from '../proxy/auth.js';
@@ -104,7 +105,31 @@ const installArgs = [
   'cluster.region=us-east-1',
   '--set',
   'providerSecrets={journey-keys}',
+  // The model cache is on by default; the class names the volume this test provides.
+  '--set',
+  'modelCache.storageClassName=journey-models',
 ];
+
+/** The operator's model cache as the installed chart configures it, read as operator/main.ts reads it. */
+function chartModelCache(): ModelCacheSetting {
+  const env = JSON.parse(
+    kubectlOk([
+      'get',
+      'deploy',
+      'platform-ai-optimizer-operator',
+      '-n',
+      'platform-agent',
+      '-o',
+      'jsonpath={.spec.template.spec.containers[0].env}',
+    ]),
+  ) as Array<{ name: string; value?: string }>;
+  const value = (name: string) => env.find((e) => e.name === name)?.value;
+  return parseModelCache(
+    value('MODEL_CACHE') ?? 'off',
+    value('MODEL_CACHE_STORAGE_CLASS'),
+    value('MODEL_CACHE_ACCESS_MODE'),
+  );
+}
 
 let aws: AwsDouble;
 let ollama: OllamaDouble;
@@ -141,6 +166,23 @@ describe.runIf(inject('localControlPlane'))('install journey', () => {
       `--from-literal=keys=${LEGACY_KEY}`,
     ]);
     helm('install', RELEASE, ...installArgs);
+    // The test cluster has no provisioner: a static ReadWriteMany volume of the class the
+    // release names binds the model cache's claim, as EFS or Filestore would.
+    kubectlOk(
+      ['apply', '-f', '-'],
+      JSON.stringify({
+        apiVersion: 'v1',
+        kind: 'PersistentVolume',
+        metadata: { name: 'journey-models' },
+        spec: {
+          capacity: { storage: '10Gi' },
+          accessModes: ['ReadWriteMany'],
+          storageClassName: 'journey-models',
+          persistentVolumeReclaimPolicy: 'Delete',
+          hostPath: { path: '/tmp/journey-models', type: 'DirectoryOrCreate' },
+        },
+      }),
+    );
 
     aws = await startAwsDouble({
       principals: [
@@ -172,6 +214,7 @@ describe.runIf(inject('localControlPlane'))('install journey', () => {
       resyncMs: 0,
       leaderElection: { namespace: 'platform-agent', name: 'platform-ai-optimizer-operator', identity: 'journey' },
       logger: quiet,
+      modelCache: chartModelCache(),
       aws: { endpoints: { sts: aws.url, bedrock: aws.url }, base: async () => GATEWAY },
     });
     await operator.start();
@@ -193,8 +236,12 @@ describe.runIf(inject('localControlPlane'))('install journey', () => {
         routes,
         upstreams: {
           'openai-compatible': new OpenAICompatibleUpstream({
-            // Cluster DNS of the model server's Service, resolved to the Ollama double here.
-            resolve: (url) => (url === 'http://qwen.platform-llms.svc.cluster.local:11434' ? ollama.url : url),
+            // The model server's pods (their EndpointSlice addresses, kwok's pod IPs) and its
+            // Service's DNS name, resolved to the Ollama double here.
+            resolve: (url) =>
+              url === 'http://qwen.platform-llms.svc.cluster.local:11434' || /^http:\/\/[\d.]+:11434$/.test(url)
+                ? ollama.url
+                : url,
           }),
           bedrock: new BedrockUpstream({
             endpoint: aws.url,
@@ -235,6 +282,8 @@ describe.runIf(inject('localControlPlane'))('install journey', () => {
     kubectl(['delete', 'nodetemplate', 'llms-by-platform', '--ignore-not-found']);
     kubectl(['delete', 'autoscalerpolicy', 'cluster', '--ignore-not-found']);
     kubectl(['delete', 'deploy,svc', '--all', '-n', 'platform-llms']);
+    kubectl(['delete', 'pvc', 'qwen-models', '-n', 'platform-llms', '--ignore-not-found', '--wait=false']);
+    kubectl(['delete', 'pv', 'journey-models', '--ignore-not-found', '--wait=false']);
     kubectl([
       'delete',
       'externalproviders',
@@ -320,6 +369,30 @@ describe.runIf(inject('localControlPlane'))('install journey', () => {
         ? true
         : undefined,
     );
+    // With the chart's model cache: the operator's ServiceAccount created the claim, it bound, the pod mounts it.
+    expect(
+      kubectlOk([
+        'get',
+        'pvc',
+        'qwen-models',
+        '-n',
+        'platform-llms',
+        '-o',
+        'jsonpath={.status.phase}/{.spec.volumeName}',
+      ]),
+    ).toBe('Bound/journey-models');
+    expect(
+      kubectlOk([
+        'get',
+        'pods',
+        '-n',
+        'platform-llms',
+        '-l',
+        'ai.platform/model-deployment=qwen',
+        '-o',
+        'jsonpath={.items[0].spec.volumes[?(@.name=="models")].persistentVolumeClaim.claimName}',
+      ]),
+    ).toBe('qwen-models');
     // Probe untagged: refused attempts are requests too, and would count against team:ml below.
     await eventually('routed', 20_000, async () =>
       (await chat('qwen2.5:0.5b', { 'x-api-key': apiKey })).status === 200 ? true : undefined,

@@ -133,7 +133,7 @@ describe.runIf(inject('localControlPlane'))('operator on the real control plane'
     // What `kubectl get md` showed while deploying and once running, kept in the CI log.
     console.log(`[e2e] kubectl get md -n ${NS}:\n${[...new Set(phasesSeen)].join('\n')}`);
     const header = phasesSeen.at(-1)?.split('\n')[0];
-    expect(header?.split(/\s+/)).toEqual(['NAME', 'MODEL', 'STATUS', 'ENDPOINT', 'AGE']);
+    expect(header?.split(/\s+/)).toEqual(['NAME', 'MODEL', 'STATUS', 'READY', 'DESIRED', 'ENDPOINT', 'AGE']);
   });
 
   it('owns the Deployment and Service, and records Events for the phases', async () => {
@@ -191,9 +191,9 @@ describe.runIf(inject('localControlPlane'))('operator on the real control plane'
         kubectlOk(['get', 'deploy', 'qwen', '-n', NS, '-o', 'jsonpath={.metadata.resourceVersion}']),
         kubectlOk(['get', 'svc', 'qwen', '-n', NS, '-o', 'jsonpath={.metadata.resourceVersion}']),
       ].join(',');
-    const before = versions();
-    // Let what the previous rollout set off settle first (its Events, watches reopening, and a
-    // reconcile that may still have judged from a cache a moment behind its own last write).
+    // Let what the previous rollout set off settle first (its Events, watches reopening, the
+    // Deployment's replica counts reaching status, and a reconcile that may still have judged from
+    // a cache a moment behind its own last write).
     op.resyncAll();
     let requests = await op.apiRequestCount();
     for (let i = 0; i < 20; i++) {
@@ -202,6 +202,7 @@ describe.runIf(inject('localControlPlane'))('operator on the real control plane'
       if (now === requests) break;
       requests = now;
     }
+    const before = versions();
     const metricsBefore = await (await fetch(`${op.metricsUrl()}/metrics`)).text();
     op.resyncAll();
     op.resyncAll();

@@ -4,6 +4,7 @@ import { KubeConfig } from '@kubernetes/client-node';
 import type { Cloud } from '../crds/catalog/catalog.js';
 import { AGENT_NAMESPACE } from '../crds/constants.js';
 import { errorMessage, jsonLogger } from '../crds/log.js';
+import { type ModelCacheSetting, parseModelCache } from './model-cache.js';
 import { Operator } from './operator.js';
 
 /**
@@ -24,6 +25,13 @@ const { values } = parseArgs({
     'lease-namespace': { type: 'string', default: process.env.POD_NAMESPACE ?? AGENT_NAMESPACE },
     concurrency: { type: 'string', default: process.env.CONCURRENCY ?? '4' },
     'rediscovery-minutes': { type: 'string', default: process.env.REDISCOVERY_MINUTES ?? '10' },
+    // pvc: one PersistentVolumeClaim per ModelDeployment keeps its model; off: an emptyDir per pod.
+    'model-cache': { type: 'string', default: process.env.MODEL_CACHE ?? 'off' },
+    'model-cache-storage-class': { type: 'string', default: process.env.MODEL_CACHE_STORAGE_CLASS },
+    'model-cache-access-mode': { type: 'string', default: process.env.MODEL_CACHE_ACCESS_MODE ?? 'ReadWriteMany' },
+    'autoscale-interval-seconds': { type: 'string', default: process.env.AUTOSCALE_INTERVAL_SECONDS ?? '5' },
+    // Outside a cluster (or to pin them): the proxies' metrics URLs, comma-separated.
+    'proxy-load-urls': { type: 'string', default: process.env.PROXY_LOAD_URLS },
   },
 });
 
@@ -51,6 +59,18 @@ async function detectRegion(operator: Operator): Promise<string> {
   return best;
 }
 
+let modelCache: ModelCacheSetting;
+try {
+  modelCache = parseModelCache(
+    values['model-cache'] ?? 'off',
+    values['model-cache-storage-class'],
+    values['model-cache-access-mode'],
+  );
+} catch (err) {
+  log.error('bad model cache settings', { error: errorMessage(err) });
+  process.exit(2);
+}
+
 const cluster = {
   organizationId: values['organization-id'] ?? 'default',
   clusterId: values['cluster-id'] ?? 'default',
@@ -66,6 +86,11 @@ const operator = new Operator({
   metricsPort: Number(values['metrics-port']),
   concurrency: Number(values.concurrency),
   rediscoveryMs: Number(values['rediscovery-minutes']) * 60_000,
+  modelCache,
+  autoscaleIntervalMs: Math.max(1, Number(values['autoscale-interval-seconds'])) * 1000,
+  ...(values['proxy-load-urls']
+    ? { proxyLoadUrls: values['proxy-load-urls'].split(',').map((u) => u.trim().replace(/\/+$/, '')) }
+    : {}),
   leaderElection:
     values['leader-elect'] === 'false'
       ? false

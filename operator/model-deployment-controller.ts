@@ -1,4 +1,4 @@
-import type { V1DaemonSet, V1Deployment, V1Pod, V1Service } from '@kubernetes/client-node';
+import type { V1DaemonSet, V1Deployment, V1PersistentVolumeClaim, V1Pod, V1Service } from '@kubernetes/client-node';
 import type { AutoscalerPolicy } from '../crds/autoscaler-policy.js';
 import { type Catalog, type ClusterInfo, deployableGpuTypes, resolveModel } from '../crds/catalog/catalog.js';
 import {
@@ -11,11 +11,14 @@ import {
 } from '../crds/constants.js';
 import type { Informer } from '../crds/informer.js';
 import { type KubeClient, resourcePath } from '../crds/kube-client.js';
+import { errorMessage } from '../crds/log.js';
 import type { ModelDeployment } from '../crds/model-deployment.js';
 import type { NodeConfiguration } from '../crds/node-configuration.js';
 import type { NodeTemplate } from '../crds/node-template.js';
 import { planUnschedulablePods } from './autoscaler-policy.js';
 import type { EventRecorder } from './events.js';
+import type { AutoscalingCondition } from './model-autoscaler.js';
+import { type CacheCondition, cacheCondition, type ModelCacheSetting, modelStore } from './model-cache.js';
 import { type Blocker, computeStatus } from './model-deployment-status.js';
 import { desiredModelServer } from './model-server.js';
 import { checkNodeConfiguration, checkTemplateGpus, desiredLlmNodeTemplate } from './node-template.js';
@@ -30,12 +33,15 @@ import type { ReconcileResult } from './work-queue.js';
  */
 
 export const FIELD_MANAGER = 'platform-ai-optimizer-operator';
+const CLAIM_RETRY_MS = 30_000;
 
 export interface ModelDeploymentCaches {
   modelDeployments: Informer<ModelDeployment>;
   deployments: Informer<V1Deployment>;
   services: Informer<V1Service>;
   pods: Informer<V1Pod>;
+  /** All claims in platform-llms: the caches the operator made and the existing ones specs name. */
+  claims: Informer<V1PersistentVolumeClaim>;
   nodeTemplates: Informer<NodeTemplate>;
   nodeConfigurations: Informer<NodeConfiguration>;
   policies: Informer<AutoscalerPolicy>;
@@ -43,11 +49,15 @@ export interface ModelDeploymentCaches {
 }
 
 export interface ModelDeploymentControllerOptions {
+  /** The autoscaler's Autoscaling condition of a deployment (namespace/name), if it decided one. */
+  autoscaling?: (key: string) => AutoscalingCondition | undefined;
   catalog: Catalog;
   cluster: ClusterInfo;
   ollamaImage: string;
   timeoutMs: number;
   now: () => Date;
+  /** A PersistentVolumeClaim per deployment for its model; absent or false: an emptyDir per pod. */
+  modelCache?: ModelCacheSetting;
 }
 
 const ref = (plural: string, namespace?: string, name?: string, subresource?: string) =>
@@ -217,15 +227,48 @@ export class ModelDeploymentController {
     const name = md.metadata.name ?? '';
 
     const { blocker, template, gpuTypes } = await this.blocker(md);
+    let cache: CacheCondition | undefined;
     if (!blocker && template && gpuTypes) {
       const resolved = resolveModel(this.opts.catalog, this.opts.cluster, md.spec.model);
       if (resolved.ok) {
         if (md.status?.phase !== 'Running') await this.ensurePolicy(template);
+        const store = modelStore(md, resolved.model, this.opts.modelCache);
+        const claimName = store.claimName;
+        const observedClaim = claimName ? this.caches.claims.get(`${LLMS_NAMESPACE}/${claimName}`) : undefined;
         const desired = desiredModelServer(md, resolved.model, this.opts.catalog, {
           image: this.opts.ollamaImage,
           template,
           gpuTypes,
+          ...(this.opts.modelCache ? { modelCache: this.opts.modelCache } : {}),
+          ...(observedClaim ? { observedClaim } : {}),
         });
+        // The claim before the Deployment, so its pods find it. A claim that cannot be written
+        // (a class without expansion refusing to grow, missing RBAC) must not hold back the
+        // Deployment: the ModelCache condition says why and the reconcile is retried.
+        let claimError: string | undefined;
+        if (desired.claim && claimName && !observedClaim?.metadata?.deletionTimestamp) {
+          try {
+            await this.applyIfChanged(
+              resourcePath({
+                group: '',
+                version: 'v1',
+                plural: 'persistentvolumeclaims',
+                namespace: LLMS_NAMESPACE,
+                name: claimName,
+              }),
+              observedClaim,
+              desired.claim,
+            );
+          } catch (err) {
+            claimError = errorMessage(err);
+          }
+        }
+        cache = cacheCondition(
+          md,
+          modelStore(md, resolved.model, this.opts.modelCache, observedClaim),
+          observedClaim,
+          claimError,
+        );
         await this.applyIfChanged(
           resourcePath({ group: 'apps', version: 'v1', plural: 'deployments', namespace: LLMS_NAMESPACE, name }),
           this.caches.deployments.get(`${LLMS_NAMESPACE}/${name}`),
@@ -245,6 +288,7 @@ export class ModelDeploymentController {
       }
     }
 
+    const autoscaling = md.spec.autoscaling ? this.opts.autoscaling?.(key) : undefined;
     const pods = this.caches.pods.list().filter((p) => p.metadata?.labels?.[MODEL_DEPLOYMENT_LABEL] === name);
     const out = computeStatus({
       md,
@@ -255,10 +299,15 @@ export class ModelDeploymentController {
       pods,
       extraConditions: [
         checkPrerequisites(this.caches.daemonSets.list(), this.caches.policies.get(AUTOSCALER_POLICY_NAME)),
+        ...(cache ? [cache] : []),
+        ...(autoscaling ? [autoscaling] : []),
       ],
     });
     await writeStatusIfChanged(this.client, 'modeldeployments', md, out.status);
     if (out.event) await this.events.record(md, out.event.type, out.event.reason, out.event.message);
-    return out.requeueAfterMs ? { requeueAfterMs: out.requeueAfterMs } : undefined;
+    // A claim the API refused is tried again soon, not only at the next event.
+    const retry = cache?.reason === 'ClaimNotApplied' ? CLAIM_RETRY_MS : undefined;
+    const after = [out.requeueAfterMs, retry].filter((ms): ms is number => ms !== undefined);
+    return after.length ? { requeueAfterMs: Math.min(...after) } : undefined;
   }
 }

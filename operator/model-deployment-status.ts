@@ -3,7 +3,7 @@ import { modelServerEndpoint } from '../crds/constants.js';
 import { type Condition, rfc3339 } from '../crds/meta.js';
 import type { ModelDeployment, ModelDeploymentPhase, ModelDeploymentStatus } from '../crds/model-deployment.js';
 import { findCondition, setCondition } from './conditions.js';
-import { MODEL_ANNOTATION, PULL_CONTAINER, SERVER_CONTAINER } from './model-server.js';
+import { MODEL_ANNOTATION, PULL_CONTAINER, SERVER_CONTAINER, selectorLabels } from './model-server.js';
 
 /**
  * A ModelDeployment's status as a pure function of what the operator observes: the result
@@ -65,8 +65,20 @@ export function computeStatus(input: StatusInput): StatusOutput {
   for (const c of input.extraConditions ?? []) set(c.type, c.status, c.reason, c.message);
 
   let phase: ModelDeploymentPhase;
-  // The 25-minute clock starts with each rollout, and again when a Running server stops answering.
-  const since = newRollout || !prev.deployingSince || prev.phase === 'Running' ? rfc3339(now) : prev.deployingSince;
+  const prevReady = findCondition(prev.conditions, 'Ready');
+  // Waking from zero: the autoscaler (or the proxy, on a request) raised replicas from 0 and no
+  // replica answers yet. The model stays Running (callers are held, not refused); the clock runs.
+  const waking =
+    md.spec.replicas > 0 &&
+    md.spec.autoscaling !== undefined &&
+    prev.phase === 'Running' &&
+    (prevReady?.reason === 'ScaledToZero' || prevReady?.reason === 'Waking');
+  // The 25-minute clock starts with each rollout, and again when a Running server stops answering
+  // (scaling alone is no rollout: generation changes, but a waking model keeps its clock).
+  const since =
+    (newRollout && !(waking && prevReady?.reason === 'Waking')) || !prev.deployingSince || prevReady?.status === 'True'
+      ? rfc3339(now)
+      : prev.deployingSince;
   let requeueAfterMs: number | undefined;
 
   if (input.blocker) {
@@ -121,14 +133,10 @@ export function computeStatus(input: StatusInput): StatusOutput {
     } else if (scheduled) set('ModelPulled', 'False', 'Pulling', `pulling model ${md.spec.model}`);
     else set('ModelPulled', 'False', 'Pending', 'the model is pulled once the pod is scheduled');
 
-    const dep = input.deployment;
     const want = md.spec.replicas;
-    const rolledOut =
-      dep !== undefined &&
-      (dep.status?.observedGeneration ?? 0) >= (dep.metadata?.generation ?? 0) &&
-      (dep.status?.updatedReplicas ?? 0) >= want &&
-      (dep.status?.readyReplicas ?? 0) >= want &&
-      current.some((p) => podCondition(p, 'Ready')?.status === 'True');
+    // One replica of the current model answering is enough to serve: scaling out (or losing one of
+    // several replicas) must not take the model out of routing.
+    const answering = current.filter((p) => podCondition(p, 'Ready')?.status === 'True').length;
 
     const elapsed = now.getTime() - Date.parse(since);
     if (pullError) {
@@ -140,9 +148,33 @@ export function computeStatus(input: StatusInput): StatusOutput {
         'ImagePullFailed',
         `image ${pullError.image} cannot be pulled (${w?.reason}): ${w?.message ?? ''}`.trim(),
       );
-    } else if (rolledOut) {
+    } else if (want === 0) {
       phase = 'Running';
-      set('Ready', 'True', 'ModelAnswering', `model ${md.spec.model} answers on ${want} replica(s)`);
+      if (md.spec.autoscaling) {
+        set(
+          'Ready',
+          'True',
+          'ScaledToZero',
+          `hibernated with 0 replicas; the next request for ${md.spec.model} wakes it`,
+        );
+      } else {
+        set('Ready', 'False', 'ScaledToZero', 'spec.replicas is 0: scale it up (kubectl scale) to serve the model');
+      }
+    } else if (answering > 0) {
+      phase = 'Running';
+      set('Ready', 'True', 'ModelAnswering', `model ${md.spec.model} answers on ${answering} of ${want} replica(s)`);
+    } else if (waking && elapsed < input.timeoutMs) {
+      phase = 'Running';
+      requeueAfterMs = Math.max(1000, input.timeoutMs - elapsed);
+      const step = [findCondition(conditions, 'Scheduled'), findCondition(conditions, 'ModelPulled')].find(
+        (c) => c?.status !== 'True',
+      );
+      set(
+        'Ready',
+        'False',
+        'Waking',
+        `waking from zero: waiting for a replica to answer${step ? ` (${step.type}: ${step.message})` : ''}`,
+      );
     } else if (
       prev.phase === 'Failed' &&
       findCondition(prev.conditions, 'Ready')?.reason === 'DeploymentTimeout' &&
@@ -194,6 +226,11 @@ export function computeStatus(input: StatusInput): StatusOutput {
   const status: ModelDeploymentStatus = {
     phase,
     observedGeneration: generation,
+    replicas: input.deployment?.status?.replicas ?? 0,
+    readyReplicas: input.deployment?.status?.readyReplicas ?? 0,
+    selector: Object.entries(selectorLabels(md))
+      .map(([k, v]) => `${k}=${v}`)
+      .join(','),
     deployingSince:
       phase === 'Running' && prev.phase === 'Running' && !newRollout ? (prev.deployingSince ?? since) : since,
     conditions,

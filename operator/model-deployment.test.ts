@@ -440,6 +440,118 @@ describe('computeStatus', () => {
     expect(out.status.endpoint).toBeUndefined();
   });
 
+  describe('scaling', () => {
+    const autoscaling = {
+      minReplicas: 0,
+      maxReplicas: 3,
+      scaleDownDelaySeconds: 60,
+      whileWaking: 'Wait' as const,
+    };
+    const scaled = (replicas: number, generation: number, status?: ModelDeployment['status'], auto = true) => {
+      const m = md('llama3.1:8b', generation, status);
+      return { ...m, spec: { ...m.spec, replicas, ...(auto ? { autoscaling } : {}) } };
+    };
+    const readyDeployment = (replicas: number, ready: number): V1Deployment => ({
+      metadata: { generation: 1 },
+      status: { observedGeneration: 1, replicas, updatedReplicas: replicas, readyReplicas: ready },
+    });
+    const running = () =>
+      computeStatus({
+        md: scaled(1, 1),
+        now: t0,
+        timeoutMs,
+        pods: [pod({ scheduled: true, pulled: true, ready: true })],
+        deployment: readyDeployment(1, 1),
+      }).status;
+
+    it('stays Running while it scales out, with ready and existing replicas for the scale subresource', () => {
+      const out = computeStatus({
+        md: scaled(3, 2, running()),
+        now: minutes(1),
+        timeoutMs,
+        pods: [pod({ scheduled: true, pulled: true, ready: true }), pod({ scheduled: true }), pod({})],
+        deployment: readyDeployment(3, 1),
+      });
+      expect(out.status).toMatchObject({
+        phase: 'Running',
+        replicas: 3,
+        readyReplicas: 1,
+        selector: 'ai.platform/model-deployment=llama',
+      });
+      expect(out.status.conditions?.find((c) => c.type === 'Ready')?.message).toBe(
+        'model llama3.1:8b answers on 1 of 3 replica(s)',
+      );
+      expect(out.event).toBeUndefined();
+    });
+
+    it('is Running with 0 replicas when hibernated, then Waking, then answering again', () => {
+      const asleep = computeStatus({ md: scaled(0, 2, running()), now: minutes(10), timeoutMs, pods: [] });
+      expect(asleep.status).toMatchObject({ phase: 'Running', replicas: 0, readyReplicas: 0 });
+      expect(asleep.status.endpoint).toBe('http://llama-svc.platform-llms.svc.cluster.local:8080');
+      expect(asleep.status.conditions?.find((c) => c.type === 'Ready')).toMatchObject({
+        status: 'True',
+        reason: 'ScaledToZero',
+      });
+      const waking = computeStatus({
+        md: scaled(1, 3, asleep.status),
+        now: minutes(20),
+        timeoutMs,
+        pods: [pod({ scheduled: true })],
+        deployment: readyDeployment(1, 0),
+      });
+      expect(waking.status.phase).toBe('Running');
+      expect(waking.status.deployingSince).toBe('2026-11-21T10:20:00Z');
+      expect(waking.status.conditions?.find((c) => c.type === 'Ready')).toMatchObject({
+        status: 'False',
+        reason: 'Waking',
+        message: 'waking from zero: waiting for a replica to answer (ModelPulled: pulling model llama3.1:8b)',
+      });
+      expect(waking.requeueAfterMs).toBe(timeoutMs);
+      // A second scale change while waking keeps the clock.
+      const still = computeStatus({
+        md: scaled(2, 4, waking.status),
+        now: minutes(21),
+        timeoutMs,
+        pods: [pod({ scheduled: true })],
+        deployment: readyDeployment(2, 0),
+      });
+      expect(still.status.deployingSince).toBe('2026-11-21T10:20:00Z');
+      const awake = computeStatus({
+        md: scaled(2, 4, still.status),
+        now: minutes(22),
+        timeoutMs,
+        pods: [pod({ scheduled: true, pulled: true, ready: true })],
+        deployment: readyDeployment(2, 1),
+      });
+      expect(awake.status.phase).toBe('Running');
+      expect(awake.status.conditions?.find((c) => c.type === 'Ready')?.reason).toBe('ModelAnswering');
+      expect(awake.event).toBeUndefined();
+    });
+
+    it('fails a wake that does not answer within the deployment timeout', () => {
+      const asleep = computeStatus({ md: scaled(0, 2, running()), now: minutes(10), timeoutMs, pods: [] });
+      const waking = computeStatus({ md: scaled(1, 3, asleep.status), now: minutes(11), timeoutMs, pods: [] });
+      const late = computeStatus({
+        md: scaled(1, 3, waking.status),
+        now: minutes(36),
+        timeoutMs,
+        pods: [pod({ unschedulable: true })],
+      });
+      expect(late.status.phase).toBe('Failed');
+      expect(late.status.conditions?.find((c) => c.type === 'Ready')?.reason).toBe('DeploymentTimeout');
+    });
+
+    it('scaled to zero by hand: Running but not Ready, saying how to serve again', () => {
+      const out = computeStatus({ md: scaled(0, 2, running(), false), now: minutes(1), timeoutMs, pods: [] });
+      expect(out.status.phase).toBe('Running');
+      expect(out.status.conditions?.find((c) => c.type === 'Ready')).toMatchObject({
+        status: 'False',
+        reason: 'ScaledToZero',
+        message: 'spec.replicas is 0: scale it up (kubectl scale) to serve the model',
+      });
+    });
+  });
+
   it('ignores pods of the previous model during a rollout', () => {
     const first = computeStatus({
       md: md('llama3.1:8b'),

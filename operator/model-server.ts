@@ -1,4 +1,10 @@
-import type { V1Deployment, V1NodeSelectorTerm, V1Service } from '@kubernetes/client-node';
+import type {
+  V1Affinity,
+  V1Deployment,
+  V1NodeSelectorTerm,
+  V1PersistentVolumeClaim,
+  V1Service,
+} from '@kubernetes/client-node';
 import type { Catalog, CatalogModel } from '../crds/catalog/catalog.js';
 import {
   API_GROUP_VERSION,
@@ -12,12 +18,14 @@ import {
   NODE_TEMPLATE_KEY,
 } from '../crds/constants.js';
 import type { ModelDeployment } from '../crds/model-deployment.js';
+import { desiredCacheClaim, type ModelCacheSetting, modelStore } from './model-cache.js';
 
 /**
  * The desired model server of a ModelDeployment: an Ollama Deployment and its Service in
  * platform-llms, as pure data. An init container pulls the model into a volume the server
  * shares, so "ModelPulled" is observable as that container's completion, and the server's
- * readiness probe has the model generate a token, so Ready means the model answers.
+ * readiness probe has the model generate a token, so Ready means the model answers. With the
+ * model cache that volume is a claim the pods share (model-cache.ts), also built here.
  */
 
 /** Annotation on pods naming the model they serve, to tell a rollout's old pods from new. */
@@ -33,11 +41,17 @@ export interface ModelServerOptions {
   template: string;
   /** GPU types that fit the model and the region, from the catalog. */
   gpuTypes: string[];
+  /** One PersistentVolumeClaim per deployment for the model; absent or false: an emptyDir per pod. */
+  modelCache?: ModelCacheSetting;
+  /** The pods' claim as the API server has it (ours or spec.cache.existingClaim), if it exists. */
+  observedClaim?: V1PersistentVolumeClaim;
 }
 
 export interface ModelServer {
   deployment: V1Deployment;
   service: V1Service;
+  /** The model cache's claim to apply before the Deployment; absent without one of our own. */
+  claim?: V1PersistentVolumeClaim;
 }
 
 export function ownerReference(md: ModelDeployment) {
@@ -116,6 +130,53 @@ export const MODEL_ANSWERS_SCRIPT = [
   `head -c 65536 <&3 | grep -q '"done":true'`,
 ].join('\n');
 
+/**
+ * The init container: the model from the volume when it is there (a restart, a new replica on
+ * the shared cache), else from the registry, unless MODEL_PULL_POLICY is Never (an existing
+ * claim filled by hand). Replicas starting together on one shared volume pull one at a time
+ * under flock (util-linux, in the image), so two downloads of one blob never interleave, and
+ * whoever waited finds the model and pulls nothing; without flock or locks on the volume it
+ * pulls unserialized rather than not at all. Failures go to the termination message, which
+ * ModelPulled reports. The server it starts for the pull is stopped, so only the exit counts.
+ */
+export const PULL_MODEL_SCRIPT = [
+  'fail() {',
+  '  printf "%s\\n" "$1" >&2',
+  // biome-ignore lint/suspicious/noTemplateCurlyInString: shell parameter expansion (the kubelet's default path)
+  '  printf "%s" "$1" >"${TERMINATION_MESSAGE_PATH:-/dev/termination-log}"',
+  '  kill "$server" 2>/dev/null',
+  '  exit 1',
+  '}',
+  'present() { ollama show "$MODEL" >/dev/null 2>&1; }',
+  'ollama serve &',
+  'server=$!',
+  'until ollama list >/dev/null 2>&1; do',
+  '  kill -0 "$server" 2>/dev/null || fail "ollama serve exited before answering; see the log of container pull-model"',
+  '  sleep 0.5',
+  'done',
+  'if present; then',
+  '  echo "$MODEL is on the volume already: nothing to pull"',
+  'elif [ "$MODEL_PULL_POLICY" = Never ]; then',
+  '  fail "model $MODEL is not on PersistentVolumeClaim $MODEL_CLAIM (spec.cache.existingClaim), and this deployment never pulls: copy the model onto the claim (README: Model cache), or remove spec.cache"',
+  'else',
+  '  if command -v flock >/dev/null 2>&1 && command exec 9>>"$OLLAMA_MODELS/.pull.lock"; then',
+  '    flock 9 || echo "cannot lock $OLLAMA_MODELS/.pull.lock: pulling unserialized" >&2',
+  '  else',
+  '    echo "no lock on $OLLAMA_MODELS (no flock, or the volume refused the lock file): pulling unserialized" >&2',
+  '  fi',
+  '  if present; then',
+  '    echo "$MODEL was pulled by another pod meanwhile: nothing to pull"',
+  '  else',
+  '    log=$(mktemp)',
+  '    { ollama pull "$MODEL" 2>&1; echo $? >"$log.rc"; } | tee "$log"',
+  '    [ "$(cat "$log.rc")" = 0 ] || fail "pulling $MODEL failed: $(tr "\\r" "\\n" <"$log" | grep "^Error" | tail -n 1)"',
+  '  fi',
+  'fi',
+  'kill "$server"',
+  'wait "$server"',
+  'exit 0',
+].join('\n');
+
 /** Memory for the server process: the weights are mapped from disk, plus working room. */
 function memoryRequest(model: CatalogModel): string {
   return `${Math.ceil(model.sizeGiB) + 4}Gi`;
@@ -133,11 +194,14 @@ export function desiredModelServer(
     labels: labels(md),
     ownerReferences: [ownerReference(md)],
   };
+  const store = modelStore(md, model, opts.modelCache, opts.observedClaim);
   const env = [
     { name: 'MODEL', value: model.name },
     { name: 'OLLAMA_MODELS', value: '/models' },
     // Ollama writes its identity key under $HOME/.ollama: a writable volume, not the image's /root.
     { name: 'HOME', value: '/home/ollama' },
+    // At start Ollama deletes blobs no manifest names: on a shared volume, a pull in progress.
+    { name: 'OLLAMA_NOPRUNE', value: '1' },
   ];
   const mounts = [
     { name: 'models', mountPath: '/models' },
@@ -154,6 +218,22 @@ export function desiredModelServer(
   };
   const modelAnswers = { exec: { command: ['/bin/bash', '-c', MODEL_ANSWERS_SCRIPT] } };
   const settings = serverSettings(md, model);
+  const nodeAffinity = {
+    requiredDuringSchedulingIgnoredDuringExecution: {
+      nodeSelectorTerms: nodeSelectorTerms(catalog, opts.template, opts.gpuTypes),
+    },
+  };
+  // A ReadWriteOnce volume attaches to one node: a replica elsewhere would wait for it forever.
+  const affinity: V1Affinity = store.singleNode
+    ? {
+        nodeAffinity,
+        podAffinity: {
+          requiredDuringSchedulingIgnoredDuringExecution: [
+            { labelSelector: { matchLabels: selectorLabels(md) }, topologyKey: 'kubernetes.io/hostname' },
+          ],
+        },
+      }
+    : { nodeAffinity };
 
   const deployment: V1Deployment = {
     apiVersion: 'apps/v1',
@@ -163,17 +243,15 @@ export function desiredModelServer(
       replicas: md.spec.replicas,
       selector: { matchLabels: selectorLabels(md) },
       // The new server must answer before the old one goes: no gap in service on a model change.
-      strategy: { type: 'RollingUpdate', rollingUpdate: { maxSurge: 1, maxUnavailable: 0 } },
+      // Except on a one-node volume, where the new pod could wait for the old one's node forever.
+      strategy: {
+        type: 'RollingUpdate',
+        rollingUpdate: store.singleNode ? { maxSurge: 0, maxUnavailable: 1 } : { maxSurge: 1, maxUnavailable: 0 },
+      },
       template: {
         metadata: { labels: labels(md), annotations: { [MODEL_ANNOTATION]: model.name } },
         spec: {
-          affinity: {
-            nodeAffinity: {
-              requiredDuringSchedulingIgnoredDuringExecution: {
-                nodeSelectorTerms: nodeSelectorTerms(catalog, opts.template, opts.gpuTypes),
-              },
-            },
-          },
+          affinity,
           tolerations: [
             { key: NODE_TEMPLATE_KEY, operator: 'Exists' },
             { key: GPU_RESOURCE, operator: 'Exists', effect: 'NoSchedule' },
@@ -182,12 +260,13 @@ export function desiredModelServer(
             {
               name: PULL_CONTAINER,
               image: opts.image,
-              command: [
-                '/bin/sh',
-                '-c',
-                'ollama serve & until ollama list >/dev/null 2>&1; do sleep 1; done; ollama pull "$MODEL"',
+              command: ['/bin/sh', '-c', PULL_MODEL_SCRIPT],
+              env: [
+                ...env,
+                { name: 'OLLAMA_HOST', value: '127.0.0.1:11434' },
+                { name: 'MODEL_PULL_POLICY', value: store.pullPolicy },
+                ...(store.claimName ? [{ name: 'MODEL_CLAIM', value: store.claimName }] : []),
               ],
-              env: [...env, { name: 'OLLAMA_HOST', value: '127.0.0.1:11434' }],
               volumeMounts: mounts,
               securityContext: hardened,
               resources: { requests: { cpu: '500m', memory: '1Gi' } },
@@ -233,12 +312,14 @@ export function desiredModelServer(
             runAsUser: MODEL_SERVER_UID,
             runAsGroup: MODEL_SERVER_UID,
             fsGroup: MODEL_SERVER_UID,
+            // A claim keeps its files: re-owning a model's every blob at each mount would delay each start.
+            ...(store.claimName ? { fsGroupChangePolicy: 'OnRootMismatch' } : {}),
             seccompProfile: { type: 'RuntimeDefault' },
           },
           // Model servers talk to nobody but their callers: no API token in the pod.
           automountServiceAccountToken: false,
           volumes: [
-            { name: 'models', emptyDir: { sizeLimit: `${Math.ceil(model.sizeGiB * 1.5) + 1}Gi` } },
+            store.volume,
             { name: 'home', emptyDir: { sizeLimit: '64Mi' } },
             { name: 'tmp', emptyDir: { sizeLimit: '1Gi' } },
           ],
@@ -258,5 +339,6 @@ export function desiredModelServer(
       ports: [{ name: 'http', port: md.spec.port, targetPort: 'http', protocol: 'TCP' }],
     },
   };
-  return { deployment, service };
+  const claim = desiredCacheClaim(md, model, opts.modelCache, meta, opts.observedClaim);
+  return claim ? { deployment, service, claim } : { deployment, service };
 }

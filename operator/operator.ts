@@ -1,7 +1,14 @@
 import type { Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { serve } from '@hono/node-server';
-import type { KubeConfig, V1DaemonSet, V1Deployment, V1Pod, V1Service } from '@kubernetes/client-node';
+import type {
+  KubeConfig,
+  V1DaemonSet,
+  V1Deployment,
+  V1PersistentVolumeClaim,
+  V1Pod,
+  V1Service,
+} from '@kubernetes/client-node';
 import { Hono } from 'hono';
 import { Counter, Gauge, Histogram, Registry } from 'prom-client';
 import type { ApiKey } from '../crds/api-key.js';
@@ -32,6 +39,8 @@ import { EventRecorder } from './events.js';
 import { ExternalProviderController } from './external-provider-controller.js';
 import { LeaderElector } from './leader-election.js';
 import { managementApi } from './management-api.js';
+import { ModelAutoscaler, ProxyLoad, proxyTargets } from './model-autoscaler.js';
+import type { ModelCacheSetting } from './model-cache.js';
 import { type ModelDeploymentCaches, ModelDeploymentController } from './model-deployment-controller.js';
 import { WorkQueue } from './work-queue.js';
 
@@ -67,6 +76,15 @@ export interface OperatorOptions {
   aws?: { endpoints?: AwsEndpoints; base?: CredentialProvider };
   /** How often ExternalProviders are discovered again. Default 10 minutes. */
   rediscoveryMs?: number;
+  /** A PersistentVolumeClaim per ModelDeployment for its model; absent or false: an emptyDir per pod. */
+  modelCache?: ModelCacheSetting;
+  /** How often the model autoscaler reads the proxies' load and decides. Default 5 s. */
+  autoscaleIntervalMs?: number;
+  /**
+   * The proxies' metrics URLs (http://host:port) whose /load the autoscaler reads. Default: the
+   * ready endpoints of the chart's proxy metrics Service.
+   */
+  proxyLoadUrls?: string[];
 }
 
 export class Operator {
@@ -84,6 +102,7 @@ export class Operator {
   private providers: { eps: Informer<ExternalProvider>; secrets: NamedSecrets } | undefined;
   private keys: { apiKeys: Informer<ApiKey>; budgets: Informer<Budget>; queue: WorkQueue } | undefined;
   private caches: ModelDeploymentCaches | undefined;
+  private autoscaler: ModelAutoscaler | undefined;
   private leading = false;
   private synced = false;
   private stopping = false;
@@ -139,6 +158,11 @@ export class Operator {
 
   isLeader(): boolean {
     return this.leading;
+  }
+
+  /** One autoscaler round now (tests, instead of waiting for the interval). */
+  async autoscaleNow(): Promise<void> {
+    await this.autoscaler?.tick();
   }
 
   /** Reconcile everything again now (resync on demand; tests use it after moving the clock). */
@@ -228,6 +252,10 @@ export class Operator {
         resourcePath({ group: '', version: 'v1', plural: 'pods', namespace: LLMS_NAMESPACE }),
         owned,
       ),
+      // Unfiltered: a spec.cache.existingClaim is the user's and carries no label of ours.
+      claims: this.informer<V1PersistentVolumeClaim>(
+        resourcePath({ group: '', version: 'v1', plural: 'persistentvolumeclaims', namespace: LLMS_NAMESPACE }),
+      ),
       nodeTemplates: this.informer<NodeTemplate>(crd('nodetemplates')),
       nodeConfigurations: this.informer<NodeConfiguration>(crd('nodeconfigurations')),
       policies: this.informer<AutoscalerPolicy>(crd('autoscalerpolicies')),
@@ -251,6 +279,12 @@ export class Operator {
     caches.deployments.on(byOwner);
     caches.services.on(byOwner);
     caches.pods.on(byOwner);
+    caches.claims.on((e, claim) => {
+      byOwner(e, claim);
+      for (const md of caches.modelDeployments.list()) {
+        if (md.spec.cache?.existingClaim === claim.metadata?.name) queue.add(keyOf(md));
+      }
+    });
     // Templates, configurations, the policy and device plugins affect every deployment.
     for (const inf of [caches.nodeTemplates, caches.nodeConfigurations, caches.policies, caches.daemonSets]) {
       inf.on((event) => {
@@ -261,20 +295,29 @@ export class Operator {
     await Promise.all(Object.values(caches).map((i: Informer<KubeObject>) => i.start()));
     if (!this.leading) return;
     this.synced = true;
-    const controller = new ModelDeploymentController(
-      this.client,
-      caches,
-      new EventRecorder(this.client, 'platform-ai-optimizer-operator', (err) =>
-        this.log.warn('event not recorded', { error: errorMessage(err) }),
-      ),
-      {
-        catalog: this.opts.catalog ?? loadCatalog(),
-        cluster: this.opts.cluster,
-        ollamaImage: this.opts.ollamaImage,
-        timeoutMs: this.opts.timeoutMs ?? DEPLOYMENT_TIMEOUT_MS,
-        now: this.opts.now ?? (() => new Date()),
-      },
+    const events = new EventRecorder(this.client, 'platform-ai-optimizer-operator', (err) =>
+      this.log.warn('event not recorded', { error: errorMessage(err) }),
     );
+    const catalog = this.opts.catalog ?? loadCatalog();
+    const urls = this.opts.proxyLoadUrls;
+    const autoscaler = new ModelAutoscaler(this.client, caches.modelDeployments, events, {
+      catalog,
+      intervalMs: this.opts.autoscaleIntervalMs ?? 5_000,
+      load: new ProxyLoad(urls ? async () => urls : proxyTargets(this.client)),
+      now: () => (this.opts.now?.() ?? new Date()).getTime(),
+      onCondition: (key) => queue.add(key),
+      onError: (err) => this.log.warn('autoscaler round failed', { error: errorMessage(err) }),
+    });
+    this.autoscaler = autoscaler;
+    const controller = new ModelDeploymentController(this.client, caches, events, {
+      autoscaling: (key) => autoscaler.condition(key),
+      catalog,
+      cluster: this.opts.cluster,
+      ollamaImage: this.opts.ollamaImage,
+      timeoutMs: this.opts.timeoutMs ?? DEPLOYMENT_TIMEOUT_MS,
+      now: this.opts.now ?? (() => new Date()),
+      ...(this.opts.modelCache ? { modelCache: this.opts.modelCache } : {}),
+    });
     queue.run(async (key) => {
       const end = this.reconcileSeconds.startTimer();
       try {
@@ -289,6 +332,7 @@ export class Operator {
       }
     });
     enqueueAll();
+    autoscaler.start();
     await this.startProviders();
     await this.startKeys();
     this.log.info('controllers running', { namespace: LLMS_NAMESPACE, agentNamespace: AGENT_NAMESPACE });
@@ -385,6 +429,9 @@ export class Operator {
     this.providers = undefined;
     const keys = this.keys;
     this.keys = undefined;
+    const autoscaler = this.autoscaler;
+    this.autoscaler = undefined;
+    await autoscaler?.stop();
     await Promise.all([queue?.shutdown(), providerQueue?.shutdown(), keys?.queue.shutdown()]);
     await Promise.all([
       ...Object.values(caches ?? {}).map((i: Informer<KubeObject>) => i.stop()),

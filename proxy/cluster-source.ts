@@ -12,7 +12,7 @@ import {
 } from '../crds/constants.js';
 import type { ExternalProvider } from '../crds/external-provider.js';
 import { Informer } from '../crds/informer.js';
-import { KubeClient, resourcePath } from '../crds/kube-client.js';
+import { KubeApiError, KubeClient, resourcePath } from '../crds/kube-client.js';
 import type { ModelDeployment } from '../crds/model-deployment.js';
 import { NamedSecrets } from '../crds/named-secrets.js';
 import { ApiKeys, policyOf } from './auth.js';
@@ -29,6 +29,39 @@ import { buildRoutes, type RouteTable } from './routing.js';
 export const API_KEYS_SECRET = 'platform-ai-optimizer-api-keys';
 export { PRICES_CONFIGMAP, PRICES_KEY } from '../crds/constants.js';
 
+/** The fields of a discovery.k8s.io/v1 EndpointSlice the proxy reads. */
+interface EndpointSlice {
+  metadata?: { name?: string; namespace?: string; labels?: Record<string, string>; resourceVersion?: string };
+  addressType?: string;
+  endpoints?: Array<{ addresses?: string[]; conditions?: { ready?: boolean; terminating?: boolean } }>;
+  ports?: Array<{ name?: string; port?: number }> | null;
+}
+
+const SERVICE_NAME_LABEL = 'kubernetes.io/service-name';
+
+/**
+ * Ready replicas of each Service in platform-llms: base URLs of its slices' ready endpoints on the
+ * port named http (the model server's). A ready condition left unset means ready (the API's rule).
+ */
+export function replicasByService(slices: EndpointSlice[]): Map<string, string[]> {
+  const out = new Map<string, string[]>();
+  for (const slice of slices) {
+    const service = slice.metadata?.labels?.[SERVICE_NAME_LABEL];
+    if (!service) continue;
+    const urls = out.get(service) ?? [];
+    out.set(service, urls);
+    const port = slice.ports?.find((p) => p.name === 'http')?.port;
+    if (!port || (slice.addressType !== 'IPv4' && slice.addressType !== 'IPv6')) continue;
+    for (const e of slice.endpoints ?? []) {
+      if (e.conditions?.ready === false) continue;
+      const ip = e.addresses?.[0];
+      if (ip) urls.push(`http://${slice.addressType === 'IPv6' ? `[${ip}]` : ip}:${port}`);
+    }
+  }
+  for (const urls of out.values()) urls.sort();
+  return out;
+}
+
 interface ConfigMap {
   metadata?: { name?: string; namespace?: string; resourceVersion?: string };
   data?: Record<string, string>;
@@ -39,6 +72,8 @@ export interface ClusterSourceOptions {
   routes: RouteTable;
   keys: ApiKeys;
   keysSecret?: string;
+  /** A deployment's parallel slots per replica (spec.server.numParallel or the catalog's default). */
+  slotsOf?: (md: ModelDeployment) => number | undefined;
   /** Told the Budgets (their tags and limits) now and on every change. */
   onBudgets?: (budgets: TagBudget[]) => void;
   onError?: (err: unknown) => void;
@@ -47,6 +82,8 @@ export interface ClusterSourceOptions {
 export class ClusterSource {
   private readonly mds: Informer<ModelDeployment>;
   private readonly eps: Informer<ExternalProvider>;
+  private readonly slices: Informer<EndpointSlice>;
+  private replicas = new Map<string, string[]>();
   private readonly secrets: NamedSecrets;
   private readonly prices: Informer<ConfigMap>;
   private readonly apiKeys: Informer<ApiKey>;
@@ -74,6 +111,23 @@ export class ClusterSource {
         namespace: LLMS_NAMESPACE,
       }),
       onError,
+    });
+    // The model servers' ready pods, to balance over them instead of the Service's virtual IP.
+    this.slices = new Informer<EndpointSlice>(client, {
+      path: resourcePath({
+        group: 'discovery.k8s.io',
+        version: 'v1',
+        plural: 'endpointslices',
+        namespace: LLMS_NAMESPACE,
+      }),
+      onError,
+    });
+    this.slices.on((event) => {
+      if (event === 'resync') return;
+      const next = replicasByService(this.slices.list());
+      if (sameReplicas(this.replicas, next)) return;
+      this.replicas = next;
+      this.rebuildRoutes();
     });
     this.eps = new Informer<ExternalProvider>(client, {
       path: resourcePath({
@@ -109,7 +163,49 @@ export class ClusterSource {
   }
 
   private rebuildRoutes(): void {
-    this.opts.routes.set(buildRoutes(this.mds.list(), { standalone: false }, this.eps.list()));
+    this.opts.routes.set(
+      buildRoutes(
+        this.mds.list(),
+        {
+          standalone: false,
+          replicasOf: (service) => this.replicas.get(service),
+          ...(this.opts.slotsOf ? { slotsOf: this.opts.slotsOf } : {}),
+        },
+        this.eps.list(),
+      ),
+    );
+  }
+
+  /**
+   * Wakes a hibernated model: spec.replicas 0 -> 1 through the scale subresource, only if it is
+   * still 0. A Scale omits replicas when they are 0, so a JSON-patch test cannot check it: read the
+   * Scale, then write it back under its resourceVersion (409 if anyone, a proxy replica or the
+   * autoscaler, changed it meanwhile; then read again).
+   */
+  async wake(namespace: string, name: string): Promise<void> {
+    const path = resourcePath({
+      group: API_GROUP,
+      version: API_VERSION,
+      plural: 'modeldeployments',
+      namespace,
+      name,
+      subresource: 'scale',
+    });
+    for (let attempt = 0; attempt < 3; attempt++) {
+      const scale = await this.client.get<{ metadata?: { resourceVersion?: string }; spec?: { replicas?: number } }>(
+        path,
+      );
+      if (!scale || (scale.spec?.replicas ?? 0) > 0) return;
+      try {
+        await this.client.mergePatch(path, {
+          metadata: { resourceVersion: scale.metadata?.resourceVersion },
+          spec: { replicas: 1 },
+        });
+        return;
+      } catch (err) {
+        if (!(err instanceof KubeApiError && err.status === 409)) throw err;
+      }
+    }
   }
 
   /** The API-key Secret and the access-key Secrets the providers name. */
@@ -159,6 +255,7 @@ export class ClusterSource {
 
   async start(): Promise<void> {
     await Promise.all([
+      this.slices.start(),
       this.mds.start(),
       this.eps.start(),
       this.prices.start(),
@@ -176,6 +273,7 @@ export class ClusterSource {
   ready(): boolean {
     return (
       this.mds.hasSynced() &&
+      this.slices.hasSynced() &&
       this.eps.hasSynced() &&
       this.secrets.settled() &&
       this.prices.hasSynced() &&
@@ -185,7 +283,23 @@ export class ClusterSource {
   }
 
   async stop(): Promise<void> {
-    await Promise.all([this.mds.stop(), this.eps.stop(), this.prices.stop(), this.apiKeys.stop(), this.budgets.stop()]);
+    await Promise.all([
+      this.slices.stop(),
+      this.mds.stop(),
+      this.eps.stop(),
+      this.prices.stop(),
+      this.apiKeys.stop(),
+      this.budgets.stop(),
+    ]);
     await this.secrets.stop();
   }
+}
+
+function sameReplicas(a: Map<string, string[]>, b: Map<string, string[]>): boolean {
+  if (a.size !== b.size) return false;
+  for (const [k, v] of a) {
+    const w = b.get(k);
+    if (!w || w.length !== v.length || v.some((x, i) => x !== w[i])) return false;
+  }
+  return true;
 }

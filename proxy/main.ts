@@ -17,8 +17,9 @@ import { CostMeter, loadBedrockPrices, mergePrices, parseBedrockPrices } from '.
 import { MemoryBudget } from './memory-budget.js';
 import { ProxyMetrics } from './metrics.js';
 import { RedisRateLimiter } from './redis-rate-limit.js';
+import { ReplicaPools } from './replica-pool.js';
 import { DEFAULT_RETRY } from './resilience.js';
-import { buildRoutes, RouteTable } from './routing.js';
+import { buildRoutes, type RouteScaling, RouteTable } from './routing.js';
 import { createProxyServer, DEFAULT_CONNECTION_LIMITS } from './serve.js';
 import { shutdownGracefully } from './shutdown.js';
 import { uiRoutes } from './ui/pages.js';
@@ -76,6 +77,9 @@ const { values } = parseArgs({
     'request-memory-mb': { type: 'string', default: process.env.GATEWAY_REQUEST_MEMORY_MB ?? '128' },
     'budget-refresh-ms': { type: 'string', default: process.env.GATEWAY_BUDGET_REFRESH_MS },
     redis: { type: 'string', default: process.env.GATEWAY_REDIS_URL },
+    // Requests one in-cluster model may hold waiting for a replica slot, and how long each may wait.
+    'queue-per-model': { type: 'string', default: process.env.GATEWAY_QUEUE_PER_MODEL ?? '100' },
+    'queue-timeout-seconds': { type: 'string', default: process.env.GATEWAY_QUEUE_TIMEOUT_SECONDS ?? '300' },
   },
 });
 
@@ -119,10 +123,13 @@ try {
     const kc = new KubeConfig();
     if (values.kubeconfig) kc.loadFromFile(values.kubeconfig);
     else kc.loadFromDefault();
+    const catalog = loadCatalog();
     source = new ClusterSource({
       kubeConfig: kc,
       routes,
       keys,
+      slotsOf: (md) =>
+        md.spec.server?.numParallel ?? catalog.models.find((m) => m.name === md.spec.model)?.serving.numParallel,
       ...(values['keys-secret'] ? { keysSecret: values['keys-secret'] } : {}),
       onBudgets: (b) => onBudgets(b),
       onError: (err) => log.warn('watch failed, retrying', { error: errorMessage(err) }),
@@ -282,11 +289,25 @@ const limiter = values.redis
     })
   : undefined;
 
+// In-cluster models: least in-flight over ready replicas, the excess held here; a request for a
+// hibernated model wakes it.
+const pools = new ReplicaPools({
+  maxQueued: Math.max(1, Math.floor(numberFlag('queue-per-model', values['queue-per-model'], 100))),
+  queueMs: positiveSeconds('queue-timeout-seconds', values['queue-timeout-seconds'], 300_000),
+  lookup: (model) => routes.lookup(model),
+  ...(source ? { wake: (s: RouteScaling) => (source as ClusterSource).wake(s.namespace, s.name) } : {}),
+  onQueued: (model, seconds) => metrics.queueWait.observe({ model }, seconds),
+  onWakeError: (model, err) => log.warn('could not wake the model', { model, error: errorMessage(err) }),
+});
+routes.onChange(() => pools.refresh());
+metrics.modelLoad = () => pools.load();
+const startedAt = Date.now();
+
 const reports = usageDb === ':memory:' || isPostgresUrl(usageDb) ? undefined : new WorkerReports(usageDb);
 const gateway = createGateway({
   keys,
   routes,
-  upstreams: { 'openai-compatible': new OpenAICompatibleUpstream({ timeouts }), bedrock },
+  upstreams: { 'openai-compatible': new OpenAICompatibleUpstream({ timeouts, pools }), bedrock },
   usage: recorder,
   metrics,
   cost,
@@ -335,6 +356,9 @@ const metricsServer = await serveMetrics(
   metrics.registry,
   Math.floor(numberFlag('metrics-port', values['metrics-port'], 9090)),
   host,
+  // The operator's autoscaler sums these over the proxy replicas; `startedAt` tells it a restart
+  // reset the request counters.
+  { '/load': () => ({ startedAt, models: pools.load() }) },
 ).catch((err: unknown) => {
   log.error('metrics port unavailable', { error: errorMessage(err) });
   process.exit(1);

@@ -1,4 +1,5 @@
-import { Counter, Histogram, Registry } from 'prom-client';
+import { Counter, Gauge, Histogram, Registry } from 'prom-client';
+import type { ModelLoadReport } from './replica-pool.js';
 import type { Tag } from './tags.js';
 
 /**
@@ -50,6 +51,9 @@ export class ProxyMetrics {
   readonly rateLimitFallbacks: Counter;
   readonly unpriced: Counter;
   readonly countedTokens: Counter;
+  readonly queueWait: Histogram<'model'>;
+  /** The in-cluster models' load, read when scraped (set by the gateway's wiring). */
+  modelLoad: () => Record<string, ModelLoadReport> = () => ({});
 
   private readonly seenValues: Set<string>[];
   private readonly children = new Map<string, Children>();
@@ -138,6 +142,35 @@ export class ProxyMetrics {
       help: 'Requests refused with 429 insufficient_quota: the budget of their key (scope=key) or of one of their tags (scope=tag) is spent.',
       labelNames: ['scope'],
       registers: [this.registry],
+    });
+    this.queueWait = new Histogram({
+      name: 'gateway_queue_wait_seconds',
+      help: 'Time requests for an in-cluster model waited in this proxy for a free replica slot (busy replicas, or waking from zero); only requests that waited.',
+      labelNames: ['model'],
+      buckets: [0.01, 0.05, 0.1, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300],
+      registers: [this.registry],
+    });
+    const self = this;
+    // Models are the deployed ones (bounded by the cluster), never what callers send.
+    new Gauge({
+      name: 'gateway_model_in_flight',
+      help: 'Requests this proxy has in flight on an in-cluster model (the autoscaler sums them over proxies; KEDA/HPA may too).',
+      labelNames: ['model'],
+      registers: [this.registry],
+      collect() {
+        this.reset();
+        for (const [model, l] of Object.entries(self.modelLoad())) this.set({ model }, l.inFlight);
+      },
+    });
+    new Gauge({
+      name: 'gateway_model_queued',
+      help: 'Requests this proxy holds for an in-cluster model: every replica slot busy, or the model waking from zero.',
+      labelNames: ['model'],
+      registers: [this.registry],
+      collect() {
+        this.reset();
+        for (const [model, l] of Object.entries(self.modelLoad())) this.set({ model }, l.queued);
+      },
     });
   }
 

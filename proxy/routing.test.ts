@@ -1,6 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import type { ExternalProvider } from '../crds/external-provider.js';
 import type { ModelDeployment } from '../crds/model-deployment.js';
+import { replicasByService } from './cluster-source.js';
 import { buildRoutes, RouteTable } from './routing.js';
 
 function md(name: string, model: string, status?: ModelDeployment['status'], endpoint?: string): ModelDeployment {
@@ -25,10 +26,34 @@ describe('buildRoutes (cluster)', () => {
       model: 'llama3.1:8b',
       baseUrl: 'http://llama.platform-llms.svc.cluster.local:11434',
       provider: 'platform-llms/llama',
+      scaling: { namespace: 'platform-llms', name: 'llama', replicas: 1, autoscaled: false, whileWaking: 'Wait' },
     });
     expect(snap.models).toEqual([
       { id: 'llama3.1:8b', object: 'model', created: 1793491200, owned_by: 'platform-llms/llama' },
     ]);
+  });
+
+  it('carries the ready replicas of its Service, the slots per replica and how it scales', () => {
+    const m = md('llama', 'llama3.1:8b', running('llama'));
+    m.spec.replicas = 0;
+    m.spec.autoscaling = { minReplicas: 0, maxReplicas: 2, scaleDownDelaySeconds: 60, whileWaking: 'Fallback' };
+    m.spec.timeouts = { queueSeconds: 30 };
+    const replicas = ['http://10.0.0.7:11434'];
+    const snap = buildRoutes([m], {
+      standalone: false,
+      replicasOf: (service) => (service === 'llama' ? replicas : undefined),
+      slotsOf: () => 4,
+    });
+    expect(snap.entries.get('llama3.1:8b')).toMatchObject({
+      replicas,
+      slots: 4,
+      timeouts: { queueMs: 30_000 },
+      scaling: { namespace: 'platform-llms', name: 'llama', replicas: 0, autoscaled: true, whileWaking: 'Fallback' },
+    });
+    // No slice seen for the Service: no replica list, the Service's address is called.
+    expect(
+      buildRoutes([m], { standalone: false, replicasOf: () => undefined }).entries.get('llama3.1:8b'),
+    ).not.toHaveProperty('replicas');
   });
 
   it('carries a deployment’s own timeouts, in ms, and only the fields it sets', () => {
@@ -190,5 +215,33 @@ describe('buildRoutes (external providers)', () => {
       'anthropic.claude-3-haiku-20240307-v1:0',
       'meta.llama3-1-8b-instruct-v1:0',
     ]);
+  });
+});
+
+describe('replicasByService', () => {
+  it('takes the ready endpoints of each Service’s slices on the http port', () => {
+    const slice = (service: string, addressType: string, endpoints: Array<[string, boolean | undefined]>) => ({
+      metadata: { labels: { 'kubernetes.io/service-name': service } },
+      addressType,
+      ports: [{ name: 'http', port: 11434 }],
+      endpoints: endpoints.map(([ip, ready]) => ({
+        addresses: [ip],
+        ...(ready === undefined ? {} : { conditions: { ready } }),
+      })),
+    });
+    const got = replicasByService([
+      slice('llama', 'IPv4', [
+        ['10.0.0.2', true],
+        ['10.0.0.1', undefined],
+        ['10.0.0.3', false],
+      ]),
+      slice('llama', 'IPv6', [['fd00::1', true]]),
+      slice('empty', 'IPv4', []),
+      { metadata: { labels: {} }, addressType: 'IPv4', endpoints: [{ addresses: ['10.9.9.9'] }] },
+    ]);
+    expect(Object.fromEntries(got)).toEqual({
+      llama: ['http://10.0.0.1:11434', 'http://10.0.0.2:11434', 'http://[fd00::1]:11434'],
+      empty: [],
+    });
   });
 });

@@ -26,6 +26,26 @@ export interface OpenAICompatibleRoute {
   fallback?: readonly string[];
   /** The deployment's own timeouts, where it sets them. */
   timeouts?: RouteTimeouts;
+  /**
+   * Base URLs of the replicas that answer now (the Service's ready EndpointSlice endpoints): the
+   * proxy balances over them itself. Absent where it cannot see them (standalone, or no slice
+   * yet): baseUrl, and whatever balances behind it.
+   */
+  replicas?: readonly string[];
+  /** Requests one replica serves at once (OLLAMA_NUM_PARALLEL); more wait in the proxy. Absent: no limit. */
+  slots?: number;
+  /** How the deployment scales, for requests that find no replica ready. */
+  scaling?: RouteScaling;
+}
+
+export interface RouteScaling {
+  namespace: string;
+  name: string;
+  /** spec.replicas now: 0 means hibernated (or scaled to zero by hand). */
+  replicas: number;
+  /** The operator's autoscaler manages it: a request may wake it from zero. */
+  autoscaled: boolean;
+  whileWaking: 'Wait' | 'Fallback';
 }
 
 export interface BedrockRoute {
@@ -85,6 +105,10 @@ export interface RouteSnapshot {
 export interface BuildOptions {
   /** Standalone mode: a ModelDeployment's spec.endpoint is the upstream, no operator involved. */
   standalone: boolean;
+  /** The ready replicas of a Service (its EndpointSlices); undefined when no slice is known. */
+  replicasOf?: (serviceName: string) => readonly string[] | undefined;
+  /** A deployment's parallel slots per replica (spec.server.numParallel or the catalog's default). */
+  slotsOf?: (md: ModelDeployment) => number | undefined;
   /**
    * `created` of models whose resource has no creationTimestamp (standalone config documents):
    * when the config was loaded, in seconds since the epoch. Defaults to now.
@@ -99,10 +123,12 @@ const createdAt = (iso: string | undefined, opts: BuildOptions) => {
 
 function timeoutsOf(md: ModelDeployment): RouteTimeouts | undefined {
   const t = md.spec.timeouts;
-  if (!t || (t.firstByteSeconds === undefined && t.idleSeconds === undefined)) return undefined;
+  if (!t || (t.firstByteSeconds === undefined && t.idleSeconds === undefined && t.queueSeconds === undefined))
+    return undefined;
   return {
     ...(t.firstByteSeconds !== undefined ? { firstByteMs: t.firstByteSeconds * 1000 } : {}),
     ...(t.idleSeconds !== undefined ? { idleMs: t.idleSeconds * 1000 } : {}),
+    ...(t.queueSeconds !== undefined ? { queueMs: t.queueSeconds * 1000 } : {}),
   };
 }
 
@@ -189,13 +215,35 @@ export function buildRoutes(mds: ModelDeployment[], opts: BuildOptions, eps: Ext
     const model = md.spec.model;
     const provider = nameOf(md);
     let entry: RouteEntry;
+    const slots = opts.slotsOf?.(md);
     if (opts.standalone) {
       if (!md.spec.endpoint) continue;
-      entry = { kind: 'openai-compatible', model, baseUrl: md.spec.endpoint.replace(/\/+$/, ''), provider };
+      entry = {
+        kind: 'openai-compatible',
+        model,
+        baseUrl: md.spec.endpoint.replace(/\/+$/, ''),
+        provider,
+        ...(md.spec.server?.numParallel ? { slots: md.spec.server.numParallel } : {}),
+      };
     } else {
       const expected = modelServerEndpoint(md.spec.serviceName, md.spec.port);
       if (md.status?.phase === 'Running' && md.status.endpoint === expected) {
-        entry = { kind: 'openai-compatible', model, baseUrl: expected, provider };
+        const replicas = opts.replicasOf?.(md.spec.serviceName);
+        entry = {
+          kind: 'openai-compatible',
+          model,
+          baseUrl: expected,
+          provider,
+          ...(replicas ? { replicas } : {}),
+          ...(slots ? { slots } : {}),
+          scaling: {
+            namespace: md.metadata.namespace ?? '',
+            name: md.metadata.name ?? '',
+            replicas: md.spec.replicas,
+            autoscaled: md.spec.autoscaling !== undefined,
+            whileWaking: md.spec.autoscaling?.whileWaking ?? 'Wait',
+          },
+        };
       } else {
         const ready = md.status?.conditions?.find((c) => c.type === 'Ready');
         entry = {
@@ -241,10 +289,17 @@ export function buildRoutes(mds: ModelDeployment[], opts: BuildOptions, eps: Ext
 
 export class RouteTable {
   private snapshot: RouteSnapshot = { entries: new Map(), models: [] };
+  private readonly listeners: Array<() => void> = [];
 
   /** Replaces the table; readers holding the old snapshot finish with it. */
   set(next: RouteSnapshot): void {
     this.snapshot = next;
+    for (const l of this.listeners) l();
+  }
+
+  /** Called after every change (requests waiting for a replica look again). */
+  onChange(listener: () => void): void {
+    this.listeners.push(listener);
   }
 
   lookup(model: string): RouteEntry | undefined {

@@ -79,6 +79,8 @@ export interface Timeouts {
 export interface RouteTimeouts {
   firstByteMs?: number;
   idleMs?: number;
+  /** Longest wait in the proxy for a free replica slot (busy replicas, or waking from zero). */
+  queueMs?: number;
 }
 
 export const DEFAULT_TIMEOUTS: Timeouts = {

@@ -15,6 +15,7 @@ import { type GatewaysResult, machineFacts, printRows, printVerdicts } from './g
  *   bedrock   bedrock-latency.ts: streaming overhead of the Bedrock path through the AWS double
  *   usage     usage-store.ts: SQLite usage store at 1M records
  *   operator  operator-scale.ts: operator on a local control plane (binaries from e2e/cluster/build.sh)
+ *   cold-start  cold-start.ts: time to first token after scale from zero (control plane, kwok, real Ollama)
  * Flags: --only gateways,usage,...  --quick (smaller runs)  --duration S (gateways, per row)  --install-litellm
  */
 
@@ -36,6 +37,7 @@ const SECTIONS: Record<string, Section> = {
   bedrock: { script: 'e2e/bench/bedrock-latency.ts', args: (opts) => (opts.quick ? ['50'] : []) },
   usage: { script: 'e2e/bench/usage-store.ts', args: (opts) => (opts.quick ? ['100000'] : []) },
   operator: { script: 'e2e/bench/operator-scale.ts', args: (opts) => (opts.quick ? ['20'] : []) },
+  'cold-start': { script: 'e2e/bench/cold-start.ts', args: (opts) => (opts.quick ? ['1'] : []) },
 };
 
 /**

@@ -1,6 +1,7 @@
 import { createParser } from 'eventsource-parser';
 import { Agent, type Dispatcher, request } from 'undici';
 import { ProxyError } from '../errors.js';
+import { ReplicaPools } from '../replica-pool.js';
 import type { OpenAICompatibleRoute } from '../routing.js';
 import type { ChatCall as AnyChatCall, ChatResult, StreamOutcome, Timeouts, Upstream, Usage } from '../upstream.js';
 
@@ -121,16 +122,21 @@ export interface OpenAICompatibleOptions {
   resolve?: (baseUrl: string) => string;
   /** Keep-alive connections per upstream origin. */
   connections?: number;
+  /** Balances over a model's replicas and holds what finds no free slot; one without waking by default. */
+  pools?: ReplicaPools;
 }
 
 export class OpenAICompatibleUpstream implements Upstream<OpenAICompatibleRoute> {
   private readonly timeouts: Timeouts;
   private readonly resolve: (baseUrl: string) => string;
   private readonly agent: Dispatcher;
+  readonly pools: ReplicaPools;
 
   constructor(opts: OpenAICompatibleOptions = {}) {
     this.timeouts = opts.timeouts ?? DEFAULT_TIMEOUTS;
     this.resolve = opts.resolve ?? ((u) => u);
+    this.pools =
+      opts.pools ?? new ReplicaPools({ maxQueued: 1000, queueMs: this.timeouts.firstByteMs, lookup: () => undefined });
     this.agent = new Agent({
       connect: { timeout: this.timeouts.connectMs },
       connections: opts.connections ?? 256,
@@ -144,6 +150,19 @@ export class OpenAICompatibleUpstream implements Upstream<OpenAICompatibleRoute>
 
   async chat(call: ChatCall): Promise<ChatResult> {
     const started = performance.now();
+    const lease = await this.pools.acquire(call.route, call.signal);
+    try {
+      const result = await this.call(call, lease.url, started);
+      if (result.kind === 'json') lease.release();
+      else void result.outcome.finally(lease.release);
+      return result;
+    } catch (err) {
+      lease.release();
+      throw err;
+    }
+  }
+
+  private async call(call: ChatCall, baseUrl: string, started: number): Promise<ChatResult> {
     const endpoint = call.endpoint?.name ?? 'chat';
     const translated = endpoint === 'chat' ? forOllama(call.body) : call.body;
     const body = call.stream
@@ -159,22 +178,19 @@ export class OpenAICompatibleUpstream implements Upstream<OpenAICompatibleRoute>
     const payload = JSON.stringify(body);
     let res: Dispatcher.ResponseData;
     try {
-      res = await request(
-        `${this.resolve(call.route.baseUrl)}${call.endpoint?.upstreamPath ?? '/v1/chat/completions'}`,
-        {
-          method: 'POST',
-          headers: {
-            'content-type': 'application/json',
-            accept: call.stream ? 'text/event-stream' : 'application/json',
-          },
-          body: payload,
-          dispatcher: this.agent,
-          signal: call.signal,
-          headersTimeout: limit,
-          // Streams: the longest silence between chunks; whole answers: the whole body.
-          bodyTimeout: call.stream ? idleMs : limit,
+      res = await request(`${this.resolve(baseUrl)}${call.endpoint?.upstreamPath ?? '/v1/chat/completions'}`, {
+        method: 'POST',
+        headers: {
+          'content-type': 'application/json',
+          accept: call.stream ? 'text/event-stream' : 'application/json',
         },
-      );
+        body: payload,
+        dispatcher: this.agent,
+        signal: call.signal,
+        headersTimeout: limit,
+        // Streams: the longest silence between chunks; whole answers: the whole body.
+        bodyTimeout: call.stream ? idleMs : limit,
+      });
     } catch (err) {
       throw transportError(err, call, idleMs);
     }
