@@ -139,3 +139,16 @@ describe('validateResource', () => {
     expect(result.ok ? '' : formatIssues(result.issues)).toBe('');
   });
 });
+
+describe('defaults before CEL rules', () => {
+  it('evaluates an object’s rules with its fields’ defaults filled in, as the API server does', () => {
+    const r = validateResource({
+      apiVersion: 'ai.platform/v1beta1',
+      kind: 'ModelDeployment',
+      metadata: { name: 'a', namespace: 'platform-llms' },
+      spec: { model: 'llama3.1:8b', serviceName: 's', autoscaling: { maxReplicas: 2 } },
+    });
+    expect(r.ok).toBe(true);
+    if (r.ok) expect(r.resource.spec).toMatchObject({ autoscaling: { minReplicas: 1, scaleDownDelaySeconds: 120 } });
+  });
+});

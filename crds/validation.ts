@@ -267,6 +267,10 @@ export function validateResource(doc: unknown, options: { old?: unknown } = {}):
   const validate = validatorFor(kind);
   currentOld = options.old;
   try {
+    // ajv fills defaults while it walks, and an object's CEL rules run before its properties are
+    // walked: the first pass defaults, the second validates the defaulted copy, as the API server
+    // (which defaults before it validates) does.
+    validate(copy);
     validate(copy);
   } finally {
     currentOld = undefined;

@@ -297,6 +297,7 @@ export class ModelDeploymentController {
       ...(blocker ? { blocker } : {}),
       deployment: this.caches.deployments.get(`${LLMS_NAMESPACE}/${name}`),
       pods,
+      ...(cache ? { cache } : {}),
       extraConditions: [
         checkPrerequisites(this.caches.daemonSets.list(), this.caches.policies.get(AUTOSCALER_POLICY_NAME)),
         ...(cache ? [cache] : []),

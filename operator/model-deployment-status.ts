@@ -25,6 +25,8 @@ export interface StatusInput {
   deployment?: V1Deployment;
   /** Pods of this deployment (all revisions). */
   pods: V1Pod[];
+  /** The model cache's condition (also carried as a condition): an unusable claim blocks the pods. */
+  cache?: Omit<Condition, 'lastTransitionTime' | 'observedGeneration'>;
   /** Extra conditions to carry, e.g. cluster prerequisite warnings. */
   extraConditions?: Array<Omit<Condition, 'lastTransitionTime'>>;
 }
@@ -42,6 +44,9 @@ export interface StatusOutput {
   /** A Kubernetes Event to record when the phase changed. */
   event?: PhaseEvent;
 }
+
+/** ModelCache reasons that keep the pods from being scheduled. */
+const CLAIM_BLOCKS = new Set(['ClaimPending', 'ClaimNotFound', 'ClaimLost', 'ClaimTerminating']);
 
 const PULL_ERRORS = new Set(['ErrImagePull', 'ImagePullBackOff', 'InvalidImageName', 'ErrImageNeverPull']);
 
@@ -205,6 +210,9 @@ export function computeStatus(input: StatusInput): StatusOutput {
       const silent = current.find((p) =>
         p.status?.containerStatuses?.some((c) => c.name === SERVER_CONTAINER && c.state?.running && !c.ready),
       );
+      // A pod that cannot be scheduled because its model cache claim is not usable: the claim is
+      // the reason, not "a GPU node" (the scheduler only says "unbound PersistentVolumeClaims").
+      const cache = input.cache;
       if (!step && silent) {
         set(
           'Ready',
@@ -212,6 +220,8 @@ export function computeStatus(input: StatusInput): StatusOutput {
           'ModelNotAnswering',
           `the model server ${silent.metadata?.name} runs but ${md.spec.model} does not answer its readiness probe (generating one token)`,
         );
+      } else if (!scheduled && cache?.status === 'False' && CLAIM_BLOCKS.has(cache.reason)) {
+        set('Ready', 'False', cache.reason, cache.message);
       } else {
         set(
           'Ready',

@@ -390,6 +390,30 @@ describe('computeStatus', () => {
     expect(lost.status.endpoint).toBeUndefined();
   });
 
+  it('names the model cache claim, not a GPU node, when the claim keeps the pod from scheduling', () => {
+    const pending = {
+      type: 'ModelCache',
+      status: 'False' as const,
+      reason: 'ClaimPending',
+      message: 'PersistentVolumeClaim llama-models is not bound: no volume of class efs-sc',
+    };
+    const out = computeStatus({ md: md(), now: t0, timeoutMs, pods: [pod({ unschedulable: true })], cache: pending });
+    expect(out.status.phase).toBe('Deploying');
+    expect(out.status.conditions?.find((c) => c.type === 'Ready')).toMatchObject({
+      reason: 'ClaimPending',
+      message: pending.message,
+    });
+    // A bound claim leaves the scheduler's reason.
+    const bound = computeStatus({
+      md: md(),
+      now: t0,
+      timeoutMs,
+      pods: [pod({ unschedulable: true })],
+      cache: { ...pending, status: 'True', reason: 'Bound' },
+    });
+    expect(bound.status.conditions?.find((c) => c.type === 'Ready')?.reason).toBe('Unschedulable');
+  });
+
   it('fails on an image that cannot be pulled', () => {
     const out = computeStatus({ md: md(), now: t0, timeoutMs, pods: [pod({ scheduled: true, pullError: true })] });
     expect(out.status.phase).toBe('Failed');

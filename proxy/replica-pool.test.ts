@@ -1,9 +1,13 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type OllamaDouble, startOllamaDouble } from '../e2e/doubles/ollama.js';
+import { createApp } from './app.js';
+import { ApiKeys } from './auth.js';
 import { ProxyError } from './errors.js';
+import { ProxyMetrics } from './metrics.js';
 import { ReplicaPools } from './replica-pool.js';
-import type { OpenAICompatibleRoute, RouteEntry, RouteScaling } from './routing.js';
+import { type OpenAICompatibleRoute, type RouteEntry, type RouteScaling, RouteTable } from './routing.js';
 import { OpenAICompatibleUpstream } from './upstreams/openai-compatible.js';
+import { MemoryUsage } from './usage.js';
 
 const route = (over: Partial<OpenAICompatibleRoute> = {}): OpenAICompatibleRoute => ({
   kind: 'openai-compatible',
@@ -240,5 +244,85 @@ describe('a wake the API server refuses', () => {
     const lease = await p.acquire(asleep, never);
     expect(lease.url).toBe('http://10.0.0.9:11434');
     expect(calls).toBe(2);
+  });
+});
+
+describe('a hibernated model through the whole pipeline', () => {
+  let double: OllamaDouble;
+  const KEY = 'sk-wake-test';
+  beforeAll(async () => {
+    double = await startOllamaDouble({ models: ['qwen2.5:0.5b', 'llama3.1:8b'] });
+  });
+  afterAll(async () => {
+    await double?.close();
+  });
+
+  function gateway(whileWaking: 'Wait' | 'Fallback') {
+    const routes = new RouteTable();
+    const asleep = (replicas: string[]) =>
+      route({
+        replicas,
+        scaling: scaling({ whileWaking, replicas: replicas.length }),
+        fallback: ['llama3.1:8b'],
+      });
+    const awake = route({ model: 'llama3.1:8b', provider: 'platform-llms/llama', replicas: [double.url] });
+    const set = (replicas: string[]) =>
+      routes.set({
+        entries: new Map<string, RouteEntry>([
+          ['qwen2.5:0.5b', asleep(replicas)],
+          ['llama3.1:8b', awake],
+        ]),
+        models: [],
+      });
+    set([]);
+    const woken: RouteScaling[] = [];
+    const pools = new ReplicaPools({
+      maxQueued: 10,
+      queueMs: 5_000,
+      lookup: (m) => routes.lookup(m),
+      // The wake lands, and a moment later the replica is ready (as the API server would tell).
+      wake: async (s) => {
+        woken.push(s);
+        setTimeout(() => set([double.url]), 200);
+      },
+    });
+    routes.onChange(() => pools.refresh());
+    const app = createApp({
+      keys: ApiKeys.fromKeys([KEY]),
+      routes,
+      upstreams: { 'openai-compatible': new OpenAICompatibleUpstream({ pools }) },
+      usage: new MemoryUsage(),
+      metrics: new ProxyMetrics(),
+    });
+    const chat = () =>
+      app.request('/openai/v1/chat/completions', {
+        method: 'POST',
+        headers: { 'content-type': 'application/json', 'x-api-key': KEY },
+        body: JSON.stringify({ model: 'qwen2.5:0.5b', messages: [{ role: 'user', content: 'hi' }] }),
+      });
+    return { chat, woken };
+  }
+
+  it('Wait: the caller is held until the replica is ready, then served by the model itself', async () => {
+    const { chat, woken } = gateway('Wait');
+    const started = performance.now();
+    const res = await chat();
+    expect(res.status).toBe(200);
+    expect(res.headers.get('x-gateway-fallback')).toBeNull();
+    expect(((await res.json()) as { model: string }).model).toBe('qwen2.5:0.5b');
+    expect(performance.now() - started).toBeGreaterThanOrEqual(150);
+    expect(woken).toHaveLength(1);
+  });
+
+  it('Fallback: the caller is served by the fallback at once, and the model wakes all the same', async () => {
+    const { chat, woken } = gateway('Fallback');
+    const res = await chat();
+    expect(res.status).toBe(200);
+    expect(res.headers.get('x-gateway-fallback')).toBe('llama3.1:8b');
+    expect(woken).toHaveLength(1);
+    await new Promise((r) => setTimeout(r, 300));
+    // Awake now: the model serves its own requests again.
+    const next = await chat();
+    expect(next.headers.get('x-gateway-fallback')).toBeNull();
   });
 });
