@@ -70,7 +70,8 @@ describe('CRD manifests', () => {
     expect(columns('ModelDeployment')).toEqual(['MODEL', 'STATUS', 'READY', 'DESIRED', 'ENDPOINT', 'AGE']);
     expect(columns('ExternalProvider')).toEqual(['PROVIDER', 'REGION', 'AUTH', 'STATUS', 'MODELS', 'AGE']);
     expect(crdManifest('ModelDeployment').spec.names.shortNames).toContain('md');
-    expect(crdManifest('ExternalProvider').spec.names.shortNames).toContain('ep');
+    // Not `ep`: core Endpoints owns it, and kubectl would resolve `kubectl get ep` to Endpoints.
+    expect(crdManifest('ExternalProvider').spec.names.shortNames).toEqual(['xp']);
   });
 
   it('default the Ollama port and one replica', () => {

@@ -439,6 +439,16 @@ describe('Helm chart', () => {
     expect(can('operator', 'create', 'deployments.apps', '-n', 'platform-llms')).toBe('yes');
     expect(can('operator', 'update', 'leases.coordination.k8s.io', '-n', 'platform-agent')).toBe('yes');
     expect(can('operator', 'create', 'deployments.apps', '-n', 'default')).toBe('no');
+    // Owner references with blockOwnerDeletion (OwnerReferencesPermissionEnforcement), in platform-llms only.
+    expect(
+      can('operator', 'update', 'modeldeployments.ai.platform', '--subresource=finalizers', '-n', 'platform-llms'),
+    ).toBe('yes');
+    expect(can('operator', 'update', 'modeldeployments.ai.platform', '-n', 'platform-llms')).toBe('no');
+    // The autoscaler: replicas through the scale subresource, the proxy replicas from their EndpointSlices.
+    expect(can('operator', 'patch', 'modeldeployments.ai.platform', '--subresource=scale', '-n', 'platform-llms')).toBe(
+      'yes',
+    );
+    expect(can('operator', 'list', 'endpointslices.discovery.k8s.io', '-n', 'platform-agent')).toBe('yes');
     // The model cache's claims: made and grown in platform-llms, deleted only by garbage collection.
     for (const verb of ['get', 'list', 'watch', 'create', 'patch']) {
       expect(can('operator', verb, 'persistentvolumeclaims', '-n', 'platform-llms'), `operator ${verb} pvc`).toBe(
@@ -464,6 +474,16 @@ describe('Helm chart', () => {
     expect(can('proxy', 'patch', 'apikeys.ai.platform', '-n', 'platform-agent')).toBe('no');
     expect(can('proxy', 'get', 'secrets/apikey-platform-admin', '-n', 'platform-agent')).toBe('no');
     expect(can('proxy', 'list', 'modeldeployments.ai.platform', '-n', 'platform-llms')).toBe('yes');
+    // A request wakes a hibernated model through the scale subresource, and nothing else of its spec.
+    expect(can('proxy', 'get', 'modeldeployments.ai.platform', '--subresource=scale', '-n', 'platform-llms')).toBe(
+      'yes',
+    );
+    expect(can('proxy', 'patch', 'modeldeployments.ai.platform', '--subresource=scale', '-n', 'platform-llms')).toBe(
+      'yes',
+    );
+    expect(can('proxy', 'patch', 'modeldeployments.ai.platform', '-n', 'platform-llms')).toBe('no');
+    expect(can('proxy', 'watch', 'endpointslices.discovery.k8s.io', '-n', 'platform-llms')).toBe('yes');
+    expect(can('proxy', 'watch', 'endpointslices.discovery.k8s.io', '-n', 'platform-agent')).toBe('no');
     // Secrets by name only: the API-key Secret (proxy) and the listed provider Secrets (both),
     // never the namespace's others, Helm's release record (it holds the rendered key) included.
     const helmRecord = 'secrets/sh.helm.release.v1.platform-ai-optimizer.v1';

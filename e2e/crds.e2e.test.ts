@@ -176,10 +176,10 @@ describe('printer columns', () => {
     expect(row).toMatch(/^bedrock-us-east-1\s+bedrock\s+us-east-1\s+IAMRole\s+/);
   });
 
-  it('short names reach the kinds (ep is shadowed by core Endpoints, xp is not)', () => {
+  it('short names reach the kinds: xp; ep stays core Endpoints’ (the CRD does not claim it)', () => {
     expect(header(kubectlOk(['get', 'xp', '-n', 'platform-agent']))).toContain('PROVIDER');
     expect(header(kubectlOk(['get', 'md', '-A']))).toContain('MODEL');
-    // kubectl expands `ep` to core Endpoints before any CRD short name: the README says so.
+    // `ep` is core Endpoints' short name: ExternalProvider does not declare it.
     const ep = kubectl(['get', 'ep', '-n', 'platform-agent']);
     expect(ep.stdout).not.toContain('bedrock-us-east-1');
     expect(ep.stderr).toContain('No resources found');

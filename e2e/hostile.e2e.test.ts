@@ -228,8 +228,10 @@ describe('hostile callers against the real proxy process', () => {
       return performance.now() - started;
     };
     const p99 = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length * 0.99)] ?? 0;
+    // Idle measured before and after the busy phase: a machine that slows down meanwhile (CI's
+    // other work on 2 cores) moves both, not only the busy samples.
     const idle: number[] = [];
-    for (let i = 0; i < 300; i++) idle.push(await chatOnce());
+    for (let i = 0; i < 150; i++) idle.push(await chatOnce());
     let looping = true;
     const loop = (async () => {
       while (looping) {
@@ -241,6 +243,7 @@ describe('hostile callers against the real proxy process', () => {
     for (let i = 0; i < 300; i++) busy.push(await chatOnce());
     looping = false;
     await loop;
+    for (let i = 0; i < 150; i++) idle.push(await chatOnce());
     report.push(
       `| 20k refused requests, distinct tags | 20000x 404; reports ${Object.values(slowest)
         .map((ms) => Math.round(ms))
@@ -249,9 +252,12 @@ describe('hostile callers against the real proxy process', () => {
         )} ms; chat p99 idle ${p99(idle).toFixed(1)} ms, during reports ${p99(busy).toFixed(1)} ms | - | ${Math.round(peakRssMiB)} MiB |`,
     );
     // p95, not p99: of 300 samples p99 is the third slowest, one scheduler hiccup on a 2-core
-    // machine under CI; a report stalling the event loop would move the whole tail.
+    // machine under CI; a report stalling the event loop would move the whole tail. Twice idle,
+    // or idle + 20 ms when idle is a few ms: the report loop shares the proxy's two cores with
+    // the chats, which alone can double a 4 ms p95 (8.5 vs 8.4 ms failed a run once), while a
+    // report computed on the event loop (100+ ms at 20k records) stalls by far more.
     const p95 = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length * 0.95)] ?? 0;
-    expect(p95(busy)).toBeLessThan(2 * p95(idle));
+    expect(p95(busy)).toBeLessThan(Math.max(2 * p95(idle), p95(idle) + 20));
   });
 
   it('200 slow uploads and 200 never-ending headers are cut at the timeouts while /healthz answers', {

@@ -225,7 +225,7 @@ export async function startControlPlane(
         `--cert-dir=${join(dir, 'pki')}`,
         `--token-auth-file=${join(dir, 'tokens.csv')}`,
         '--authorization-mode=Node,RBAC',
-        '--enable-admission-plugins=NamespaceLifecycle,LimitRanger,ServiceAccount,DefaultStorageClass,ResourceQuota,DefaultTolerationSeconds,MutatingAdmissionWebhook,ValidatingAdmissionWebhook,ValidatingAdmissionPolicy,NodeRestriction,PodSecurity',
+        '--enable-admission-plugins=NamespaceLifecycle,LimitRanger,ServiceAccount,DefaultStorageClass,ResourceQuota,DefaultTolerationSeconds,MutatingAdmissionWebhook,ValidatingAdmissionWebhook,ValidatingAdmissionPolicy,NodeRestriction,PodSecurity,OwnerReferencesPermissionEnforcement',
         '--service-account-issuer=https://kubernetes.default.svc.cluster.local',
         `--service-account-key-file=${join(dir, 'sa.pub')}`,
         `--service-account-signing-key-file=${join(dir, 'sa.key')}`,
