@@ -1,4 +1,7 @@
 import { spawnSync } from 'node:child_process';
+import { mkdtempSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import yaml from 'js-yaml';
 import { afterAll, describe, expect, inject, it } from 'vitest';
 import { loadCatalog, resolveModel } from '../crds/catalog/catalog.js';
@@ -37,6 +40,16 @@ function render(...set: string[]): Obj[] {
   ]);
   if (res.code !== 0) throw new Error(res.stderr);
   return (yaml.loadAll(res.stdout) as Array<Obj | null>).filter((o): o is Obj => o !== null);
+}
+
+interface PodTemplate {
+  metadata: { labels: Record<string, string>; annotations?: Record<string, string> };
+  spec: {
+    priorityClassName?: string;
+    topologySpreadConstraints?: unknown[];
+    volumes: unknown[];
+    containers: Array<{ image: string; env: unknown[]; volumeMounts: unknown[] }>;
+  };
 }
 
 const find = (objs: Obj[], kind: string, name: string) => objs.find((o) => o.kind === kind && o.metadata.name === name);
@@ -354,6 +367,76 @@ describe('Helm chart', () => {
       MODEL_CACHE_ACCESS_MODE: 'ReadWriteOnce',
     });
     expect(env(render('modelCache.enabled=false')).MODEL_CACHE).toBe('off');
+  });
+
+  it('takes the extension values users expect, on both components, and the API server accepts the result', () => {
+    const dir = mkdtempSync(join(tmpdir(), 'chart-values-'));
+    const file = join(dir, 'values.yaml');
+    const extras = (component: string) => ({
+      podLabels: { team: 'platform' },
+      podAnnotations: { 'example.com/owner': 'platform' },
+      extraEnv: [{ name: 'HTTPS_PROXY', value: 'http://egress:3128' }],
+      extraVolumes: [{ name: 'corp-ca', configMap: { name: 'corp-ca' } }],
+      extraVolumeMounts: [{ name: 'corp-ca', mountPath: '/etc/corp-ca', readOnly: true }],
+      topologySpreadConstraints: [
+        {
+          maxSkew: 1,
+          topologyKey: 'topology.kubernetes.io/zone',
+          whenUnsatisfiable: 'ScheduleAnyway',
+          labelSelector: { matchLabels: { 'app.kubernetes.io/component': component } },
+        },
+      ],
+      priorityClassName: 'system-cluster-critical',
+    });
+    const digest = `sha256:${'ab'.repeat(32)}`;
+    writeFileSync(
+      file,
+      yaml.dump({
+        image: { digest },
+        metrics: { serviceMonitor: { enabled: true, labels: { release: 'kube-prometheus-stack' } } },
+        operator: extras('operator'),
+        // Usage on PostgreSQL: the chart's own spread across nodes gives way to the user's.
+        usage: { postgres: { existingSecret: 'usage-db' } },
+        proxy: extras('proxy'),
+      }),
+    );
+    const res = helm(['template', 'platform-ai-optimizer', CHART, '-n', 'platform-agent', '-f', file]);
+    expect(res.stderr).not.toMatch(/error/i);
+    const objs = (yaml.loadAll(res.stdout) as Array<Obj | null>).filter((o): o is Obj => o !== null);
+    for (const name of ['platform-ai-optimizer-operator', 'platform-ai-optimizer-proxy']) {
+      const component = name.endsWith('operator') ? 'operator' : 'proxy';
+      const d = find(objs, 'Deployment', name) as Obj & { spec: { template: PodTemplate } };
+      const pod = d.spec.template;
+      expect(pod.metadata.labels).toMatchObject({
+        team: 'platform',
+        'app.kubernetes.io/name': 'platform-ai-optimizer',
+        'app.kubernetes.io/version': expect.any(String),
+      });
+      expect(pod.metadata.annotations).toEqual({ 'example.com/owner': 'platform' });
+      expect(pod.spec.priorityClassName).toBe('system-cluster-critical');
+      expect(pod.spec.topologySpreadConstraints).toEqual(extras(component).topologySpreadConstraints);
+      expect(pod.spec.volumes).toContainEqual({ name: 'corp-ca', configMap: { name: 'corp-ca' } });
+      const c = pod.spec.containers[0];
+      expect(c?.image).toBe(`ghcr.io/platform/platform-ai-optimizer@${digest}`);
+      expect(c?.env).toContainEqual({ name: 'HTTPS_PROXY', value: 'http://egress:3128' });
+      expect(c?.volumeMounts).toContainEqual({ name: 'corp-ca', mountPath: '/etc/corp-ca', readOnly: true });
+    }
+    expect(find(objs, 'ServiceMonitor', 'platform-ai-optimizer')?.metadata).toMatchObject({
+      labels: expect.objectContaining({ release: 'kube-prometheus-stack' }),
+    });
+    // The operator gets a disruption budget too: one replica at a time.
+    expect(find(objs, 'PodDisruptionBudget', 'platform-ai-optimizer-operator')).toMatchObject({
+      spec: { maxUnavailable: 1 },
+    });
+    // The ServiceMonitor's CRD is not installed here; everything else must pass the API server.
+    const list = JSON.stringify({
+      apiVersion: 'v1',
+      kind: 'List',
+      items: objs.filter((o) => o.kind !== 'ServiceMonitor'),
+    });
+    const dry = kubectl(['apply', '--dry-run=server', '-f', '-'], list);
+    expect(dry.stderr).not.toMatch(/error/i);
+    expect(dry.code).toBe(0);
   });
 
   it('refuses a namespace other than platform-agent', () => {

@@ -1,13 +1,27 @@
 {{/* Names and labels shared by every object of the chart. */}}
 {{- define "pao.labels" -}}
+app.kubernetes.io/name: platform-ai-optimizer
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
 app.kubernetes.io/part-of: platform-ai-optimizer
 app.kubernetes.io/managed-by: {{ .Release.Service }}
 app.kubernetes.io/instance: {{ .Release.Name }}
 helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version }}
 {{- end -}}
 
+{{/* A digest, when given, pins the image (GitOps, admission policies that require digests). */}}
 {{- define "pao.image" -}}
+{{- if .Values.image.digest -}}
+{{ printf "%s@%s" .Values.image.repository .Values.image.digest }}
+{{- else -}}
 {{ printf "%s:%s" .Values.image.repository (default .Chart.AppVersion .Values.image.tag) }}
+{{- end -}}
+{{- end -}}
+
+{{/* What a user adds to a component's pods: priority, extra volumes (rendered inside spec). */}}
+{{- define "pao.podExtras" -}}
+{{- with .priorityClassName }}
+priorityClassName: {{ . }}
+{{- end }}
 {{- end -}}
 
 {{/* The product's names are fixed: callers and other components rely on them. */}}
