@@ -1,5 +1,6 @@
 import type { Catalog } from '../crds/catalog/catalog.js';
 import { AGENT_NAMESPACE, API_GROUP, API_VERSION, LLMS_NAMESPACE } from '../crds/constants.js';
+import { type EndpointSlice, readyUrls, SERVICE_NAME_LABEL } from '../crds/endpoint-slices.js';
 import type { Informer } from '../crds/informer.js';
 import { type KubeClient, resourcePath } from '../crds/kube-client.js';
 import type { Condition } from '../crds/meta.js';
@@ -94,28 +95,13 @@ export class ProxyLoad {
   }
 }
 
-interface EndpointSliceList {
-  items: Array<{
-    addressType?: string;
-    endpoints?: Array<{ addresses?: string[]; conditions?: { ready?: boolean } }>;
-    ports?: Array<{ name?: string; port?: number }> | null;
-  }>;
-}
-
 /** The proxy replicas' metrics URLs, from the EndpointSlices of the chart's metrics Service. */
 export const proxyTargets = (client: KubeClient) => async (): Promise<string[]> => {
-  const slices = await client.list<EndpointSliceList['items'][number]>(
+  const slices = await client.list<EndpointSlice>(
     resourcePath({ group: 'discovery.k8s.io', version: 'v1', plural: 'endpointslices', namespace: AGENT_NAMESPACE }),
-    { labelSelector: `kubernetes.io/service-name=${PROXY_METRICS_SERVICE}` },
+    { labelSelector: `${SERVICE_NAME_LABEL}=${PROXY_METRICS_SERVICE}` },
   );
-  return slices.items.flatMap((s) => {
-    const port = s.ports?.find((p) => p.name === 'metrics')?.port;
-    if (!port) return [];
-    return (s.endpoints ?? [])
-      .filter((e) => e.conditions?.ready !== false)
-      .flatMap((e) => e.addresses?.slice(0, 1) ?? [])
-      .map((ip) => `http://${s.addressType === 'IPv6' ? `[${ip}]` : ip}:${port}`);
-  });
+  return slices.items.flatMap((s) => readyUrls(s, 'metrics'));
 };
 
 export interface ModelAutoscalerOptions {

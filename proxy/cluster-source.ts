@@ -10,6 +10,7 @@ import {
   PRICES_CONFIGMAP,
   PRICES_KEY,
 } from '../crds/constants.js';
+import { type EndpointSlice, readyUrls, SERVICE_NAME_LABEL } from '../crds/endpoint-slices.js';
 import type { ExternalProvider } from '../crds/external-provider.js';
 import { Informer } from '../crds/informer.js';
 import { KubeApiError, KubeClient, resourcePath } from '../crds/kube-client.js';
@@ -29,19 +30,9 @@ import { buildRoutes, type RouteTable } from './routing.js';
 export const API_KEYS_SECRET = 'platform-ai-optimizer-api-keys';
 export { PRICES_CONFIGMAP, PRICES_KEY } from '../crds/constants.js';
 
-/** The fields of a discovery.k8s.io/v1 EndpointSlice the proxy reads. */
-interface EndpointSlice {
-  metadata?: { name?: string; namespace?: string; labels?: Record<string, string>; resourceVersion?: string };
-  addressType?: string;
-  endpoints?: Array<{ addresses?: string[]; conditions?: { ready?: boolean; terminating?: boolean } }>;
-  ports?: Array<{ name?: string; port?: number }> | null;
-}
-
-const SERVICE_NAME_LABEL = 'kubernetes.io/service-name';
-
 /**
  * Ready replicas of each Service in platform-llms: base URLs of its slices' ready endpoints on the
- * port named http (the model server's). A ready condition left unset means ready (the API's rule).
+ * port named http (the model server's).
  */
 export function replicasByService(slices: EndpointSlice[]): Map<string, string[]> {
   const out = new Map<string, string[]>();
@@ -50,13 +41,7 @@ export function replicasByService(slices: EndpointSlice[]): Map<string, string[]
     if (!service) continue;
     const urls = out.get(service) ?? [];
     out.set(service, urls);
-    const port = slice.ports?.find((p) => p.name === 'http')?.port;
-    if (!port || (slice.addressType !== 'IPv4' && slice.addressType !== 'IPv6')) continue;
-    for (const e of slice.endpoints ?? []) {
-      if (e.conditions?.ready === false) continue;
-      const ip = e.addresses?.[0];
-      if (ip) urls.push(`http://${slice.addressType === 'IPv6' ? `[${ip}]` : ip}:${port}`);
-    }
+    urls.push(...readyUrls(slice, 'http'));
   }
   for (const urls of out.values()) urls.sort();
   return out;
