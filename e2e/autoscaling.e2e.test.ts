@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import type { ClusterInfo } from '../crds/catalog/catalog.js';
-import { loadCatalog } from '../crds/catalog/catalog.js';
+import { loadCatalog, parallelSlots } from '../crds/catalog/catalog.js';
 import { type MetricsServer, serveMetrics } from '../crds/metrics-server.js';
 import { Operator } from '../operator/operator.js';
 import { createApp } from '../proxy/app.js';
@@ -55,8 +55,7 @@ async function proxyReplica(): Promise<ProxyReplica> {
     kubeConfig: kubeConfig(),
     routes,
     keys,
-    slotsOf: (md) =>
-      md.spec.server?.numParallel ?? catalog.models.find((m) => m.name === md.spec.model)?.serving.numParallel,
+    slotsOf: (md) => parallelSlots(catalog, md),
     onError: (err) => log.warn('watch', { error: String(err) }),
   });
   const metrics = new ProxyMetrics();

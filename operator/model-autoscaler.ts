@@ -1,4 +1,4 @@
-import type { Catalog } from '../crds/catalog/catalog.js';
+import { type Catalog, parallelSlots } from '../crds/catalog/catalog.js';
 import { AGENT_NAMESPACE, API_GROUP, API_VERSION, LLMS_NAMESPACE } from '../crds/constants.js';
 import { type EndpointSlice, readyUrls, SERVICE_NAME_LABEL } from '../crds/endpoint-slices.js';
 import type { Informer } from '../crds/informer.js';
@@ -154,14 +154,6 @@ export class ModelAutoscaler {
     return this.running;
   }
 
-  private slots(md: ModelDeployment): number {
-    return (
-      md.spec.server?.numParallel ??
-      this.opts.catalog.models.find((m) => m.name === md.spec.model)?.serving.numParallel ??
-      1
-    );
-  }
-
   private async round(): Promise<void> {
     const now = this.opts.now();
     // Nothing autoscaled: no proxy to ask (an idle operator sends the API server nothing).
@@ -198,7 +190,7 @@ export class ModelAutoscaler {
       }
       const d = decideReplicas({
         spec,
-        slots: this.slots(md),
+        slots: parallelSlots(this.opts.catalog, md) ?? 1,
         current: md.spec.replicas,
         load: loads ? ((routed.get(md.spec.model) === uid ? loads.get(md.spec.model) : undefined) ?? zero) : undefined,
         now,

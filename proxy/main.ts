@@ -4,7 +4,7 @@ import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import { KubeConfig } from '@kubernetes/client-node';
 import { providerCredentials, RoleCredentials, type SecretLookup } from '../crds/aws-credentials.js';
-import { loadCatalog } from '../crds/catalog/catalog.js';
+import { loadCatalog, parallelSlots } from '../crds/catalog/catalog.js';
 import { ACCESS_KEY_ID_KEY, PROXY_SERVICE_PORT, SECRET_ACCESS_KEY_KEY } from '../crds/constants.js';
 import { errorMessage, jsonLogger } from '../crds/log.js';
 import { serveMetrics } from '../crds/metrics-server.js';
@@ -128,8 +128,7 @@ try {
       kubeConfig: kc,
       routes,
       keys,
-      slotsOf: (md) =>
-        md.spec.server?.numParallel ?? catalog.models.find((m) => m.name === md.spec.model)?.serving.numParallel,
+      slotsOf: (md) => parallelSlots(catalog, md),
       ...(values['keys-secret'] ? { keysSecret: values['keys-secret'] } : {}),
       onBudgets: (b) => onBudgets(b),
       onError: (err) => log.warn('watch failed, retrying', { error: errorMessage(err) }),

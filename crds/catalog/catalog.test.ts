@@ -4,6 +4,7 @@ import {
   eligibleGpuTypes,
   hostedModels,
   loadCatalog,
+  parallelSlots,
   pricing,
   regionGpuTypes,
   resolveModel,
@@ -129,5 +130,13 @@ describe('hostedModels', () => {
   it('prices multi-GPU needs by the GPU count', () => {
     const m = { ...model('llama3.1:8b'), gpu: { ...model('llama3.1:8b').gpu, count: 2 } };
     expect(pricing(catalog, m, 'L4').usdPerHour).toBe(1.61);
+  });
+});
+
+describe('parallelSlots', () => {
+  it('takes spec.server.numParallel, else the catalog’s serving default, else nothing', () => {
+    expect(parallelSlots(catalog, { spec: { model: 'qwen2.5:0.5b', server: { numParallel: 2 } } })).toBe(2);
+    expect(parallelSlots(catalog, { spec: { model: 'qwen2.5:0.5b' } })).toBe(4);
+    expect(parallelSlots(catalog, { spec: { model: 'not-in:catalog' } })).toBeUndefined();
   });
 });

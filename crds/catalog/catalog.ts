@@ -63,6 +63,18 @@ export function loadCatalog(): Catalog {
   return cached;
 }
 
+/**
+ * Requests one replica of a deployment generates at once (its OLLAMA_NUM_PARALLEL): the spec's
+ * server.numParallel, or the catalog's serving default for its model; undefined for a model the
+ * catalog does not know.
+ */
+export function parallelSlots(
+  catalog: Catalog,
+  md: { spec: { model: string; server?: { numParallel?: number } } },
+): number | undefined {
+  return md.spec.server?.numParallel ?? catalog.models.find((m) => m.name === md.spec.model)?.serving.numParallel;
+}
+
 const cc = (v: string): number => Number.parseFloat(v);
 
 /** Whether a GPU type (in `count`) can serve the model: memory, compute capability, ARM rule. */

@@ -3,7 +3,7 @@ import { mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { KubeConfig, type V1Pod } from '@kubernetes/client-node';
-import { loadCatalog } from '../../crds/catalog/catalog.js';
+import { loadCatalog, parallelSlots } from '../../crds/catalog/catalog.js';
 import { Informer } from '../../crds/informer.js';
 import { KubeClient } from '../../crds/kube-client.js';
 import { jsonLogger } from '../../crds/log.js';
@@ -115,8 +115,7 @@ async function main() {
       kubeConfig: kc,
       routes,
       keys,
-      slotsOf: (md) =>
-        md.spec.server?.numParallel ?? catalog.models.find((m) => m.name === md.spec.model)?.serving.numParallel,
+      slotsOf: (md) => parallelSlots(catalog, md),
     });
     const marks: Record<string, number> = {};
     const mark = (name: string) => {
