@@ -2,12 +2,13 @@ import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import type { ClusterInfo } from '../crds/catalog/catalog.js';
 import { loadCatalog, parallelSlots } from '../crds/catalog/catalog.js';
 import { type MetricsServer, serveMetrics } from '../crds/metrics-server.js';
+import { LOAD_PATH } from '../crds/proxy-load.js';
 import { Operator } from '../operator/operator.js';
 import { createApp } from '../proxy/app.js';
 import { ApiKeys } from '../proxy/auth.js';
 import { API_KEYS_SECRET, ClusterSource } from '../proxy/cluster-source.js';
 import { ProxyMetrics } from '../proxy/metrics.js';
-import { ReplicaPools } from '../proxy/replica-pool.js';
+import { type ReplicaPools, routedPools } from '../proxy/replica-pool.js';
 import { RouteTable } from '../proxy/routing.js';
 import { OpenAICompatibleUpstream } from '../proxy/upstreams/openai-compatible.js';
 import { MemoryUsage } from '../proxy/usage.js';
@@ -59,15 +60,11 @@ async function proxyReplica(): Promise<ProxyReplica> {
     onError: (err) => log.warn('watch', { error: String(err) }),
   });
   const metrics = new ProxyMetrics();
-  const pools = new ReplicaPools({
+  const pools = routedPools(routes, metrics, {
     maxQueued: 100,
     queueMs: 90_000,
-    lookup: (m) => routes.lookup(m),
     wake: (s) => source.wake(s.namespace, s.name),
-    onQueued: (model, seconds) => metrics.queueWait.observe({ model }, seconds),
   });
-  routes.onChange(() => pools.refresh());
-  metrics.modelLoad = () => pools.load();
   const called = new Set<string>();
   const upstream = new OpenAICompatibleUpstream({
     pools,
@@ -78,10 +75,7 @@ async function proxyReplica(): Promise<ProxyReplica> {
     },
   });
   await source.start();
-  const startedAt = Date.now();
-  const load = await serveMetrics(metrics.registry, 0, '127.0.0.1', {
-    '/load': () => ({ startedAt, models: pools.load() }),
-  });
+  const load = await serveMetrics(metrics.registry, 0, '127.0.0.1', { [LOAD_PATH]: () => pools.report() });
   const app = createApp({
     keys,
     routes,

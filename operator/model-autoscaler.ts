@@ -5,6 +5,7 @@ import type { Informer } from '../crds/informer.js';
 import { type KubeClient, resourcePath } from '../crds/kube-client.js';
 import type { Condition } from '../crds/meta.js';
 import type { ModelDeployment } from '../crds/model-deployment.js';
+import { LOAD_PATH, type ProxyLoadReport } from '../crds/proxy-load.js';
 import type { EventRecorder } from './events.js';
 import { decideReplicas, type ModelLoad, type ScaleMemory } from './scale-decision.js';
 
@@ -19,25 +20,20 @@ import { decideReplicas, type ModelLoad, type ScaleMemory } from './scale-decisi
 /** Service whose ready endpoints are the proxy replicas' metrics ports (the chart's). */
 export const PROXY_METRICS_SERVICE = 'platform-ai-optimizer-proxy-metrics';
 
-interface LoadReport {
-  startedAt: number;
-  models: Record<string, { inFlight: number; queued: number; requests: number }>;
-}
-
 interface Seen {
   startedAt: number;
   at: number;
   requests: Map<string, number>;
 }
 
-function parseReport(v: unknown): LoadReport | undefined {
-  const r = v as Partial<LoadReport> | null;
+function parseReport(v: unknown): ProxyLoadReport | undefined {
+  const r = v as Partial<ProxyLoadReport> | null;
   if (!r || typeof r.startedAt !== 'number' || !r.models || typeof r.models !== 'object') return undefined;
   for (const l of Object.values(r.models)) {
     if (![l?.inFlight, l?.queued, l?.requests].every((n) => typeof n === 'number' && Number.isFinite(n) && n >= 0))
       return undefined;
   }
-  return r as LoadReport;
+  return r as ProxyLoadReport;
 }
 
 /**
@@ -58,7 +54,7 @@ export class ProxyLoad {
     const reports = await Promise.all(
       urls.map(async (url) => {
         try {
-          const res = await fetch(`${url}/load`, { signal: AbortSignal.timeout(this.timeoutMs) });
+          const res = await fetch(`${url}${LOAD_PATH}`, { signal: AbortSignal.timeout(this.timeoutMs) });
           return res.ok ? { url, report: parseReport(await res.json()) } : { url };
         } catch {
           return { url };

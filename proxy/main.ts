@@ -8,6 +8,7 @@ import { loadCatalog, parallelSlots } from '../crds/catalog/catalog.js';
 import { ACCESS_KEY_ID_KEY, PROXY_SERVICE_PORT, SECRET_ACCESS_KEY_KEY } from '../crds/constants.js';
 import { errorMessage, jsonLogger } from '../crds/log.js';
 import { serveMetrics } from '../crds/metrics-server.js';
+import { LOAD_PATH } from '../crds/proxy-load.js';
 import { createGateway } from './app.js';
 import { ApiKeys, standaloneKeys } from './auth.js';
 import { BudgetGuard, type TagBudget, tagBudgetOf } from './budgets.js';
@@ -17,7 +18,7 @@ import { CostMeter, loadBedrockPrices, mergePrices, parseBedrockPrices } from '.
 import { MemoryBudget } from './memory-budget.js';
 import { ProxyMetrics } from './metrics.js';
 import { RedisRateLimiter } from './redis-rate-limit.js';
-import { ReplicaPools } from './replica-pool.js';
+import { routedPools } from './replica-pool.js';
 import { DEFAULT_RETRY } from './resilience.js';
 import { buildRoutes, type RouteScaling, RouteTable } from './routing.js';
 import { createProxyServer, DEFAULT_CONNECTION_LIMITS } from './serve.js';
@@ -290,17 +291,12 @@ const limiter = values.redis
 
 // In-cluster models: least in-flight over ready replicas, the excess held here; a request for a
 // hibernated model wakes it.
-const pools = new ReplicaPools({
+const pools = routedPools(routes, metrics, {
   maxQueued: Math.max(1, Math.floor(numberFlag('queue-per-model', values['queue-per-model'], 100))),
   queueMs: positiveSeconds('queue-timeout-seconds', values['queue-timeout-seconds'], 300_000),
-  lookup: (model) => routes.lookup(model),
   ...(source ? { wake: (s: RouteScaling) => (source as ClusterSource).wake(s.namespace, s.name) } : {}),
-  onQueued: (model, seconds) => metrics.queueWait.observe({ model }, seconds),
   onWakeError: (model, err) => log.warn('could not wake the model', { model, error: errorMessage(err) }),
 });
-routes.onChange(() => pools.refresh());
-metrics.modelLoad = () => pools.load();
-const startedAt = Date.now();
 
 const reports = usageDb === ':memory:' || isPostgresUrl(usageDb) ? undefined : new WorkerReports(usageDb);
 const gateway = createGateway({
@@ -355,9 +351,8 @@ const metricsServer = await serveMetrics(
   metrics.registry,
   Math.floor(numberFlag('metrics-port', values['metrics-port'], 9090)),
   host,
-  // The operator's autoscaler sums these over the proxy replicas; `startedAt` tells it a restart
-  // reset the request counters.
-  { '/load': () => ({ startedAt, models: pools.load() }) },
+  // The operator's autoscaler sums these over the proxy replicas.
+  { [LOAD_PATH]: () => pools.report() },
 ).catch((err: unknown) => {
   log.error('metrics port unavailable', { error: errorMessage(err) });
   process.exit(1);

@@ -1,5 +1,5 @@
 import { Counter, Gauge, Histogram, Registry } from 'prom-client';
-import type { ModelLoadReport } from './replica-pool.js';
+import type { ModelLoadReport } from '../crds/proxy-load.js';
 import type { Tag } from './tags.js';
 
 /**

@@ -1,5 +1,7 @@
+import type { ModelLoadReport, ProxyLoadReport } from '../crds/proxy-load.js';
 import { ProxyError } from './errors.js';
-import type { OpenAICompatibleRoute, RouteEntry, RouteScaling } from './routing.js';
+import type { ProxyMetrics } from './metrics.js';
+import type { OpenAICompatibleRoute, RouteEntry, RouteScaling, RouteTable } from './routing.js';
 
 /**
  * The replicas of each in-cluster model, balanced by the proxy: a request goes to the ready
@@ -15,13 +17,6 @@ export interface Lease {
   url: string;
   /** Once, when the call is over (answer read, stream ended, or failed). */
   release(): void;
-}
-
-export interface ModelLoadReport {
-  inFlight: number;
-  queued: number;
-  /** Requests since the process started (a counter: the autoscaler takes differences). */
-  requests: number;
 }
 
 export interface ReplicaPoolOptions {
@@ -67,6 +62,8 @@ const WAKE_RETRY_MS = 1_000;
 export class ReplicaPools {
   private readonly pools = new Map<string, Pool>();
   private readonly now: () => number;
+  /** Its request counters count from here (the autoscaler sees a restart by a new value). */
+  private readonly startedAt = Date.now();
 
   constructor(private readonly opts: ReplicaPoolOptions) {
     this.now = opts.now ?? (() => performance.now());
@@ -258,8 +255,32 @@ export class ReplicaPools {
     return out;
   }
 
+  /** What GET /load on the metrics port answers (crds/proxy-load.ts). */
+  report(): ProxyLoadReport {
+    return { startedAt: this.startedAt, models: this.load() };
+  }
+
   /** In flight per replica of a model (tests, and the spread they check). */
   replicaLoad(model: string): Record<string, number> {
     return Object.fromEntries(this.pools.get(model)?.inFlight ?? []);
   }
+}
+
+/**
+ * A gateway's pools as proxy/main.ts runs them: over its routing table (waiting requests look
+ * again on every change), their waits and load on its metrics.
+ */
+export function routedPools(
+  routes: RouteTable,
+  metrics: ProxyMetrics,
+  opts: Omit<ReplicaPoolOptions, 'lookup' | 'onQueued'>,
+): ReplicaPools {
+  const pools = new ReplicaPools({
+    ...opts,
+    lookup: (model) => routes.lookup(model),
+    onQueued: (model, seconds) => metrics.queueWait.observe({ model }, seconds),
+  });
+  routes.onChange(() => pools.refresh());
+  metrics.modelLoad = () => pools.load();
+  return pools;
 }
