@@ -47,6 +47,10 @@ export function parseModelCache(
 /** The claim the operator creates for a ModelDeployment. */
 export const cacheClaimName = (md: ModelDeployment): string => `${md.metadata.name ?? ''}-models`;
 
+/** The claim a deployment's pods mount: the user's existing one, ours with the cache on, or none. */
+export const mountedClaimName = (md: ModelDeployment, cache: ModelCacheSetting | undefined): string | undefined =>
+  md.spec.cache?.existingClaim ?? (cache ? cacheClaimName(md) : undefined);
+
 /** Room for the model's blobs plus Ollama's working files; also the emptyDir's limit. */
 export const cacheSizeGiB = (model: CatalogModel): number => Math.ceil(model.sizeGiB * 1.5) + 1;
 
@@ -78,7 +82,8 @@ export function modelStore(
   observed?: V1PersistentVolumeClaim,
 ): ModelStore {
   const existing = md.spec.cache?.existingClaim;
-  if (!existing && !cache) {
+  const claimName = mountedClaimName(md, cache);
+  if (!claimName) {
     return {
       volume: { name: 'models', emptyDir: { sizeLimit: `${cacheSizeGiB(model)}Gi` } },
       pullPolicy: 'IfNotPresent',
@@ -86,7 +91,6 @@ export function modelStore(
       singleNode: false,
     };
   }
-  const claimName = existing ?? cacheClaimName(md);
   const modes = observed?.spec?.accessModes ?? (!existing && cache ? [cache.accessMode] : []);
   return {
     // Read-only when the user filled it: nothing here writes to it, so nothing can damage it.

@@ -18,7 +18,7 @@ import type { NodeTemplate } from '../crds/node-template.js';
 import { planUnschedulablePods } from './autoscaler-policy.js';
 import type { EventRecorder } from './events.js';
 import type { AutoscalingCondition } from './model-autoscaler.js';
-import { type CacheCondition, cacheCondition, type ModelCacheSetting, modelStore } from './model-cache.js';
+import { type CacheCondition, cacheCondition, type ModelCacheSetting, mountedClaimName } from './model-cache.js';
 import { type Blocker, computeStatus } from './model-deployment-status.js';
 import { desiredModelServer } from './model-server.js';
 import { checkNodeConfiguration, checkTemplateGpus, desiredLlmNodeTemplate } from './node-template.js';
@@ -232,8 +232,7 @@ export class ModelDeploymentController {
       const resolved = resolveModel(this.opts.catalog, this.opts.cluster, md.spec.model);
       if (resolved.ok) {
         if (md.status?.phase !== 'Running') await this.ensurePolicy(template);
-        const store = modelStore(md, resolved.model, this.opts.modelCache);
-        const claimName = store.claimName;
+        const claimName = mountedClaimName(md, this.opts.modelCache);
         const observedClaim = claimName ? this.caches.claims.get(`${LLMS_NAMESPACE}/${claimName}`) : undefined;
         const desired = desiredModelServer(md, resolved.model, this.opts.catalog, {
           image: this.opts.ollamaImage,
@@ -263,12 +262,7 @@ export class ModelDeploymentController {
             claimError = errorMessage(err);
           }
         }
-        cache = cacheCondition(
-          md,
-          modelStore(md, resolved.model, this.opts.modelCache, observedClaim),
-          observedClaim,
-          claimError,
-        );
+        cache = cacheCondition(md, desired.store, observedClaim, claimError);
         await this.applyIfChanged(
           resourcePath({ group: 'apps', version: 'v1', plural: 'deployments', namespace: LLMS_NAMESPACE, name }),
           this.caches.deployments.get(`${LLMS_NAMESPACE}/${name}`),

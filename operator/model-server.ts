@@ -18,7 +18,7 @@ import {
   NODE_TEMPLATE_KEY,
 } from '../crds/constants.js';
 import type { ModelDeployment } from '../crds/model-deployment.js';
-import { desiredCacheClaim, type ModelCacheSetting, modelStore } from './model-cache.js';
+import { desiredCacheClaim, type ModelCacheSetting, type ModelStore, modelStore } from './model-cache.js';
 
 /**
  * The desired model server of a ModelDeployment: an Ollama Deployment and its Service in
@@ -52,6 +52,8 @@ export interface ModelServer {
   service: V1Service;
   /** The model cache's claim to apply before the Deployment; absent without one of our own. */
   claim?: V1PersistentVolumeClaim;
+  /** What the pods keep the model on (the ModelCache condition describes it). */
+  store: ModelStore;
 }
 
 export function ownerReference(md: ModelDeployment) {
@@ -340,5 +342,5 @@ export function desiredModelServer(
     },
   };
   const claim = desiredCacheClaim(md, model, opts.modelCache, meta, opts.observedClaim);
-  return claim ? { deployment, service, claim } : { deployment, service };
+  return claim ? { deployment, service, claim, store } : { deployment, service, store };
 }

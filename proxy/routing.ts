@@ -215,7 +215,6 @@ export function buildRoutes(mds: ModelDeployment[], opts: BuildOptions, eps: Ext
     const model = md.spec.model;
     const provider = nameOf(md);
     let entry: RouteEntry;
-    const slots = opts.slotsOf?.(md);
     if (opts.standalone) {
       if (!md.spec.endpoint) continue;
       entry = {
@@ -229,6 +228,7 @@ export function buildRoutes(mds: ModelDeployment[], opts: BuildOptions, eps: Ext
       const expected = modelServerEndpoint(md.spec.serviceName, md.spec.port);
       if (md.status?.phase === 'Running' && md.status.endpoint === expected) {
         const replicas = opts.replicasOf?.(md.spec.serviceName);
+        const slots = opts.slotsOf?.(md);
         entry = {
           kind: 'openai-compatible',
           model,
