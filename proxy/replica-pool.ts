@@ -44,14 +44,9 @@ interface Waiter {
 
 interface Pool {
   model: string;
-  /**
-   * The route's replica list last seen, by identity (routes are rebuilt, never mutated), or its
-   * base URL where it has no list (a string compares by value, so no rebuild on every call).
-   */
-  source: readonly string[] | string | undefined;
+  /** The replica list last seen, by identity: routes are rebuilt, never mutated. */
+  source: readonly string[] | undefined;
   inFlight: Map<string, number>;
-  /** inFlight's keys, in order: what pick() walks. */
-  urls: string[];
   slots: number;
   queue: Waiter[];
   requests: number;
@@ -81,7 +76,6 @@ export class ReplicaPools {
         model: route.model,
         source: undefined,
         inFlight: new Map(),
-        urls: [],
         slots: Infinity,
         queue: [],
         requests: 0,
@@ -98,20 +92,19 @@ export class ReplicaPools {
   /** Takes the route's replicas and slots; replicas that left keep their calls but get no new ones. */
   private sync(p: Pool, route: OpenAICompatibleRoute): void {
     p.slots = route.slots ?? Infinity;
-    const source = route.replicas ?? route.baseUrl;
-    if (source === p.source) return;
-    p.source = source;
+    const list = route.replicas ?? [route.baseUrl];
+    if (list === p.source) return;
+    p.source = list;
     const next = new Map<string, number>();
-    for (const url of typeof source === 'string' ? [source] : source) next.set(url, p.inFlight.get(url) ?? 0);
+    for (const url of list) next.set(url, p.inFlight.get(url) ?? 0);
     p.inFlight = next;
-    p.urls = [...next.keys()];
     if (next.size > 0) p.wokeAt = undefined;
   }
 
   private pick(p: Pool): string | undefined {
     let best: string | undefined;
     let bestLoad = Infinity;
-    const urls = p.urls;
+    const urls = [...p.inFlight.keys()];
     for (let i = 0; i < urls.length; i++) {
       const url = urls[(p.next + i) % urls.length] as string;
       const load = p.inFlight.get(url) ?? 0;
