@@ -1,9 +1,12 @@
 # One image runs either component:
 #   operator: node dist/operator/main.js      proxy: node dist/proxy/main.js
 # The Helm chart sets the command. Build: docker build -t platform-ai-optimizer .
+# NODE_IMAGE: any Debian bookworm image with Node.js 20 in PATH (CI builds one from debootstrap
+# and the npm registry: e2e/image/build.sh).
+ARG NODE_IMAGE=node:20-bookworm-slim
 
 # Build: compile TypeScript and the native SQLite module (better-sqlite3) once.
-FROM node:20-bookworm-slim AS build
+FROM ${NODE_IMAGE} AS build
 RUN apt-get update && apt-get install -y --no-install-recommends python3 make g++ && rm -rf /var/lib/apt/lists/*
 WORKDIR /app
 COPY package.json package-lock.json ./
@@ -15,7 +18,7 @@ COPY proxy ./proxy
 RUN npm run build && npm ci --omit=dev
 
 # Run: production dependencies and compiled output only, as an unprivileged user.
-FROM node:20-bookworm-slim
+FROM ${NODE_IMAGE}
 ENV NODE_ENV=production
 WORKDIR /app
 COPY --from=build /app/node_modules ./node_modules

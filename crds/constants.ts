@@ -83,3 +83,9 @@ export function modelServerEndpoint(serviceName: string, port: number): string {
 /** ConfigMap (in platform-agent) whose `bedrock-prices.yaml` overrides the shipped Bedrock price table. */
 export const PRICES_CONFIGMAP = 'platform-ai-optimizer-prices';
 export const PRICES_KEY = 'bedrock-prices.yaml';
+
+/**
+ * The product's release: package.json's version and both charts' appVersion (a unit test holds
+ * them equal). Traces carry it as service.version.
+ */
+export const PRODUCT_VERSION = '0.2.0';

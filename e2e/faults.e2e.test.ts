@@ -198,15 +198,19 @@ const leaseOf = async (namespace: string, name: string) =>
 // --- in-process operators ------------------------------------------------------------------
 
 async function reconcileCount(op: Operator): Promise<number> {
-  const metric = op.registry.getSingleMetric('operator_reconcile_total');
+  const metric = op.registry.getSingleMetric('controller_runtime_reconcile_total');
   if (!metric) return 0;
-  return (await metric.get()).values.reduce((n, v) => n + v.value, 0);
+  return (await metric.get()).values
+    .filter((v) => v.labels.controller === 'modeldeployment')
+    .reduce((n, v) => n + v.value, 0);
 }
 
 async function reconcileErrors(op: Operator): Promise<number> {
-  const metric = op.registry.getSingleMetric('operator_reconcile_total');
+  const metric = op.registry.getSingleMetric('controller_runtime_reconcile_total');
   if (!metric) return 0;
-  return (await metric.get()).values.filter((v) => v.labels.result === 'error').reduce((n, v) => n + v.value, 0);
+  return (await metric.get()).values
+    .filter((v) => v.labels.controller === 'modeldeployment' && v.labels.result === 'error')
+    .reduce((n, v) => n + v.value, 0);
 }
 
 interface WatchEnd {
@@ -313,8 +317,9 @@ async function scrape(url: string): Promise<{ reconciles: number; leader: boolea
   let reconciles = 0;
   let leader = false;
   for (const line of text.split('\n')) {
-    if (line.startsWith('operator_reconcile_total{')) reconciles += Number(line.split(' ').at(-1));
-    if (line.startsWith('operator_is_leader ')) leader = line.endsWith(' 1');
+    if (line.startsWith('controller_runtime_reconcile_total{controller="modeldeployment"'))
+      reconciles += Number(line.split(' ').at(-1));
+    if (line.startsWith('leader_election_master_status{')) leader = line.endsWith(' 1');
   }
   return { reconciles, leader };
 }

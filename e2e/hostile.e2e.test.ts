@@ -323,7 +323,7 @@ describe('hostile callers against the real proxy process', () => {
     const onApiPort = await fetch(`${proxy.base}/metrics`);
     expect(onApiPort.status).toBe(404);
     const metrics = await (await fetch(`${proxy.metrics}/metrics`)).text();
-    expect(metrics).toContain('gateway_requests_total');
+    expect(metrics).toContain('pao_gateway_requests_total');
     expect(metrics).not.toMatch(/key="/);
     // The 20k refused requests claimed no label value: the paid team:ml is labelled, no junk is.
     expect(metrics).toMatch(/tag_team="ml"/);

@@ -25,7 +25,7 @@ import { capturedLogger } from './capture.js';
 import { type AwsDouble, startAwsDouble } from './doubles/aws.js';
 import { type OllamaDouble, startOllamaDouble } from './doubles/ollama.js';
 import { JOURNEY_GATEWAY, PROMPT_CANARY, USER_ACCESS_KEY } from './known-secrets.js';
-import { eventually, kubeConfig, kubectl, kubectlOk } from './kube.js';
+import { adoptLlmsNamespace, eventually, helmOk, kubeConfig, kubectl, kubectlOk } from './kube.js';
 import { type Postgres, startPostgres } from './postgres/server.js';
 
 /**
@@ -47,15 +47,6 @@ const ROLE = 'arn:aws:iam::123456789012:role/platform-ai-bedrock';
 const HAIKU = 'anthropic.claude-3-haiku-20240307-v1:0';
 const NOVA = 'amazon.nova-lite-v1:0';
 const LLAMA = 'meta.llama3-1-8b-instruct-v1:0';
-
-function helm(...args: string[]): string {
-  const res = spawnSync(inject('helm'), [...args, '--kubeconfig', inject('kubeconfig')], {
-    encoding: 'utf8',
-    timeout: 120_000,
-  });
-  if (res.status !== 0) throw new Error(`helm ${args.join(' ')}: ${res.stderr}`);
-  return res.stdout;
-}
 
 /** A kubeconfig for a ServiceAccount: the admin's cluster, the account's token. */
 function serviceAccountConfig(name: string): KubeConfig {
@@ -146,16 +137,7 @@ const proxyLog = capturedLogger('proxy-journey');
 
 describe.runIf(inject('localControlPlane'))('install journey', () => {
   beforeAll(async () => {
-    // The suites' setup made platform-llms; let the release adopt it as Helm would its own.
-    kubectlOk(['label', 'ns', 'platform-llms', 'app.kubernetes.io/managed-by=Helm', '--overwrite']);
-    kubectlOk([
-      'annotate',
-      'ns',
-      'platform-llms',
-      `meta.helm.sh/release-name=${RELEASE}`,
-      'meta.helm.sh/release-namespace=platform-agent',
-      '--overwrite',
-    ]);
+    adoptLlmsNamespace(RELEASE);
     kubectlOk([
       'create',
       'secret',
@@ -165,7 +147,7 @@ describe.runIf(inject('localControlPlane'))('install journey', () => {
       'platform-agent',
       `--from-literal=keys=${LEGACY_KEY}`,
     ]);
-    helm('install', RELEASE, ...installArgs);
+    helmOk('install', RELEASE, ...installArgs);
     // The test cluster has no provisioner: a static ReadWriteMany volume of the class the
     // release names binds the model cache's claim, as EFS or Filestore would.
     kubectlOk(
@@ -509,7 +491,7 @@ describe.runIf(inject('localControlPlane'))('install journey', () => {
       expect(res.stderr).toContain('forbidden');
     }
 
-    helm('upgrade', RELEASE, ...installArgs, '--set', 'providerSecrets={journey-keys,unlisted-keys}');
+    helmOk('upgrade', RELEASE, ...installArgs, '--set', 'providerSecrets={journey-keys,unlisted-keys}');
     // Both components retry the refused watch and pick the grant up without a restart.
     await eventually('unlisted Ready after the upgrade', 45_000, () =>
       status('unlisted').phase === 'Ready' ? true : undefined,
@@ -530,7 +512,7 @@ describe.runIf(inject('localControlPlane'))('install journey', () => {
       '-o',
       'jsonpath={.metadata.uid}',
     ]);
-    helm('upgrade', RELEASE, ...installArgs, '--set', 'proxy.replicas=3');
+    helmOk('upgrade', RELEASE, ...installArgs, '--set', 'proxy.replicas=3');
     expect(await chartApiKey()).toBe(apiKey);
     expect(
       kubectlOk([
@@ -559,7 +541,7 @@ describe.runIf(inject('localControlPlane'))('install journey', () => {
   it('switches usage to PostgreSQL by helm upgrade: the DSN from a Secret, replicas spread, one record for all', async () => {
     pg = await startPostgres();
     kubectlOk(['create', 'secret', 'generic', 'usage-db', '-n', 'platform-agent', `--from-literal=url=${pg.url}`]);
-    helm(
+    helmOk(
       'upgrade',
       RELEASE,
       ...installArgs,
@@ -635,7 +617,7 @@ describe.runIf(inject('localControlPlane'))('install journey', () => {
   });
 
   it('helm uninstall removes what it installed, keeping CRDs and the kept data', async () => {
-    helm('uninstall', RELEASE, '-n', 'platform-agent', '--wait');
+    helmOk('uninstall', RELEASE, '-n', 'platform-agent', '--wait');
     const left = kubectl([
       'get',
       'deploy,svc,sa,pdb,role,rolebinding',

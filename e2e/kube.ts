@@ -59,3 +59,26 @@ export async function eventually<T>(
   }
   throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}${last ? `: ${String(last)}` : ''}`);
 }
+
+/** The real helm against the suite's cluster, which must succeed; returns stdout. */
+export function helmOk(...args: string[]): string {
+  const res = spawnSync(inject('helm'), [...args, '--kubeconfig', inject('kubeconfig')], {
+    encoding: 'utf8',
+    timeout: 180_000,
+  });
+  if (res.status !== 0) throw new Error(`helm ${args.join(' ')}: ${res.stderr}`);
+  return res.stdout;
+}
+
+/** The suites' setup made platform-llms; lets a release of the chart adopt it as Helm would its own. */
+export function adoptLlmsNamespace(release: string): void {
+  kubectlOk(['label', 'ns', 'platform-llms', 'app.kubernetes.io/managed-by=Helm', '--overwrite']);
+  kubectlOk([
+    'annotate',
+    'ns',
+    'platform-llms',
+    `meta.helm.sh/release-name=${release}`,
+    'meta.helm.sh/release-namespace=platform-agent',
+    '--overwrite',
+  ]);
+}

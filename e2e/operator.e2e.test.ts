@@ -411,7 +411,13 @@ describe.runIf(inject('localControlPlane'))('operator on the real control plane'
     const other = await fetch(`${op.url()}/ai-optimizer/v1beta/organizations/acme/clusters/other/hosted-models`);
     expect(other.status).toBe(404);
     const metrics = await (await fetch(`${op.metricsUrl()}/metrics`)).text();
-    expect(metrics).toMatch(/operator_reconcile_total\{result="success"\} \d+/);
+    // controller-runtime's names, per controller: stock operator dashboards read them.
+    expect(metrics).toMatch(
+      /controller_runtime_reconcile_total\{controller="modeldeployment",result="(success|requeue_after)"\} [1-9]/,
+    );
+    expect(metrics).toMatch(/controller_runtime_reconcile_time_seconds_count\{controller="modeldeployment"\} [1-9]/);
+    expect(metrics).toMatch(/workqueue_adds_total\{name="modeldeployment",controller="modeldeployment"\} [1-9]/);
+    expect(metrics).toMatch(/controller_runtime_max_concurrent_reconciles\{controller="externalprovider"\} 4/);
     // Metrics have their own port: the API port neither serves them nor names this cluster to strangers.
     expect((await fetch(`${op.url()}/metrics`)).status).toBe(404);
     expect(await other.text()).not.toContain('prod-1');

@@ -106,7 +106,7 @@ describe('rate limits across two proxy processes', () => {
     for (const p of [a, b]) {
       expect(p.output().match(/Redis not answering/g)).toHaveLength(1);
       const metrics = await (await fetch(`${p.metrics}/metrics`)).text();
-      expect(Number(/gateway_rate_limit_fallbacks_total (\d+)/.exec(metrics)?.[1])).toBe(2 * BURST);
+      expect(Number(/pao_gateway_rate_limit_fallbacks_total (\d+)/.exec(metrics)?.[1])).toBe(2 * BURST);
     }
 
     // A fresh Redis (no persistence): a full shared bucket once both replicas reconnect.

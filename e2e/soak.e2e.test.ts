@@ -137,12 +137,12 @@ describe('soak', () => {
       expect(byTeam.totals.outputTokens).toBe(requests * 16);
       expect(Object.fromEntries(byTeam.groups.map((g) => [g.group, g.requests]))).toEqual(Object.fromEntries(sent));
       const metrics = await (await fetch(`${proxy.metrics}/metrics`)).text();
-      const counted = [...metrics.matchAll(/^gateway_requests_total\{[^}]*status="200"[^}]*\} (\d+)/gm)].reduce(
+      const counted = [...metrics.matchAll(/^pao_gateway_requests_total\{[^}]*status="200"[^}]*\} (\d+)/gm)].reduce(
         (a, m) => a + Number(m[1]),
         0,
       );
       expect(counted).toBe(requests);
-      expect(metrics).toMatch(/^gateway_usage_records_dropped_total 0$/m);
+      expect(metrics).toMatch(/^pao_gateway_usage_records_dropped_total 0$/m);
     },
     (SECONDS + 60) * 1000,
   );

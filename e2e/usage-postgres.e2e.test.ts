@@ -79,7 +79,7 @@ const report = async (p: ProxyProcess, groupBy: string): Promise<Groups> =>
   ).json()) as Groups;
 const byGroup = (g: Groups) => Object.fromEntries(g.groups.map((x) => [x.group, x.requests]));
 const dropped = async (p: ProxyProcess) =>
-  Number(/gateway_usage_records_dropped_total (\d+)/.exec(await (await fetch(`${p.metrics}/metrics`)).text())?.[1]);
+  Number(/pao_gateway_usage_records_dropped_total (\d+)/.exec(await (await fetch(`${p.metrics}/metrics`)).text())?.[1]);
 
 beforeAll(async () => {
   pg = await startPostgres();

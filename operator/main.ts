@@ -1,6 +1,7 @@
 import { hostname } from 'node:os';
 import { parseArgs } from 'node:util';
 import { KubeConfig } from '@kubernetes/client-node';
+import { collectDefaultMetrics } from 'prom-client';
 import type { Cloud } from '../crds/catalog/catalog.js';
 import { AGENT_NAMESPACE } from '../crds/constants.js';
 import { errorMessage, jsonLogger } from '../crds/log.js';
@@ -97,6 +98,8 @@ const operator = new Operator({
       : { namespace: values['lease-namespace'] ?? AGENT_NAMESPACE, name: 'platform-ai-optimizer-operator', identity },
   logger: log,
 });
+// Process and Node.js runtime metrics under their standard names (process_*, nodejs_*).
+collectDefaultMetrics({ register: operator.registry });
 
 try {
   if (!cluster.region) cluster.region = await detectRegion(operator);

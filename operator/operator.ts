@@ -10,7 +10,7 @@ import type {
   V1Service,
 } from '@kubernetes/client-node';
 import { Hono } from 'hono';
-import { Counter, Gauge, Histogram, Registry } from 'prom-client';
+import { Counter, Gauge, Registry } from 'prom-client';
 import type { ApiKey } from '../crds/api-key.js';
 import type { AutoscalerPolicy } from '../crds/autoscaler-policy.js';
 import { type AwsEndpoints, type CredentialProvider, RoleCredentials } from '../crds/aws-credentials.js';
@@ -35,6 +35,7 @@ import type { NodeConfiguration } from '../crds/node-configuration.js';
 import type { NodeTemplate } from '../crds/node-template.js';
 import { ApiKeyController } from './api-key-controller.js';
 import { BudgetController } from './budget-controller.js';
+import { ControllerMetrics } from './controller-metrics.js';
 import { EventRecorder } from './events.js';
 import { ExternalProviderController } from './external-provider-controller.js';
 import { LeaderElector } from './leader-election.js';
@@ -92,8 +93,7 @@ export class Operator {
   readonly log: Logger;
   readonly client: KubeClient;
   private readonly apiRequests: Counter<'method' | 'resource'>;
-  private readonly reconciles: Counter<'result'>;
-  private readonly reconcileSeconds: Histogram;
+  private readonly controllers: ControllerMetrics;
   private server: Server | undefined;
   private metricsServer: MetricsServer | undefined;
   private elector: LeaderElector | undefined;
@@ -110,38 +110,21 @@ export class Operator {
   constructor(private readonly opts: OperatorOptions) {
     this.log = opts.logger ?? jsonLogger('operator');
     this.apiRequests = new Counter({
-      name: 'operator_kube_api_requests_total',
+      name: 'pao_operator_kube_api_requests_total',
       help: 'Requests the operator sent to the Kubernetes API (watches counted when opened).',
       labelNames: ['method', 'resource'],
       registers: [this.registry],
     });
-    this.reconciles = new Counter({
-      name: 'operator_reconcile_total',
-      help: 'ModelDeployment reconciles by result.',
-      labelNames: ['result'],
-      registers: [this.registry],
-    });
-    this.reconcileSeconds = new Histogram({
-      name: 'operator_reconcile_duration_seconds',
-      help: 'Time one ModelDeployment reconcile took.',
-      buckets: [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5],
-      registers: [this.registry],
-    });
+    this.controllers = new ControllerMetrics(this.registry);
     const self = this;
+    // client-go's name for it, as controller-runtime operators export it.
     new Gauge({
-      name: 'operator_workqueue_depth',
-      help: 'Keys waiting in the work queue.',
+      name: 'leader_election_master_status',
+      help: 'Gauge of if the reporting system is master of the relevant lease, 0 indicates backup, 1 indicates master.',
+      labelNames: ['name'],
       registers: [this.registry],
       collect() {
-        this.set(self.queue?.depth ?? 0);
-      },
-    });
-    new Gauge({
-      name: 'operator_is_leader',
-      help: '1 while this replica holds the leader lease.',
-      registers: [this.registry],
-      collect() {
-        this.set(self.leading ? 1 : 0);
+        this.set({ name: self.opts.leaderElection ? self.opts.leaderElection.name : 'none' }, self.leading ? 1 : 0);
       },
     });
     this.client = new KubeClient(opts.kubeConfig, {
@@ -262,10 +245,13 @@ export class Operator {
       daemonSets: this.informer<V1DaemonSet>(resourcePath({ group: 'apps', version: 'v1', plural: 'daemonsets' })),
     };
     this.caches = caches;
+    const concurrency = this.opts.concurrency ?? 4;
     const queue = new WorkQueue({
-      concurrency: this.opts.concurrency ?? 4,
+      concurrency,
       onError: (key, err, attempt) => this.log.warn('reconcile failed', { key, attempt, error: errorMessage(err) }),
+      observer: this.controllers.queueObserver('modeldeployment', 'modeldeployment'),
     });
+    this.controllers.watchQueue('modeldeployment', ['modeldeployment'], queue, concurrency);
     this.queue = queue;
 
     const enqueueAll = () => {
@@ -318,19 +304,7 @@ export class Operator {
       now: this.opts.now ?? (() => new Date()),
       ...(this.opts.modelCache ? { modelCache: this.opts.modelCache } : {}),
     });
-    queue.run(async (key) => {
-      const end = this.reconcileSeconds.startTimer();
-      try {
-        const result = await controller.reconcile(key);
-        this.reconciles.inc({ result: 'success' });
-        return result;
-      } catch (err) {
-        this.reconciles.inc({ result: 'error' });
-        throw err;
-      } finally {
-        end();
-      }
-    });
+    queue.run(this.controllers.instrument('modeldeployment', (key) => controller.reconcile(key)));
     enqueueAll();
     autoscaler.start();
     await this.startProviders();
@@ -342,11 +316,14 @@ export class Operator {
     const eps = this.informer<ExternalProvider>(
       resourcePath({ group: API_GROUP, version: API_VERSION, plural: 'externalproviders', namespace: AGENT_NAMESPACE }),
     );
+    const concurrency = this.opts.concurrency ?? 4;
     const queue = new WorkQueue({
-      concurrency: this.opts.concurrency ?? 4,
+      concurrency,
       onError: (key, err, attempt) =>
         this.log.warn('provider reconcile failed', { key, attempt, error: errorMessage(err) }),
+      observer: this.controllers.queueObserver('externalprovider', 'externalprovider'),
     });
+    this.controllers.watchQueue('externalprovider', ['externalprovider'], queue, concurrency);
     // Only the Secrets that providers name, each watched by name: RBAC grants exactly those.
     // A changed (or newly readable) Secret is rediscovered for the providers that reference it.
     const secrets = new NamedSecrets(this.client, AGENT_NAMESPACE, {
@@ -382,7 +359,7 @@ export class Operator {
         now: this.opts.now ?? (() => new Date()),
       },
     );
-    queue.run((key) => controller.reconcile(key));
+    queue.run(this.controllers.instrument('externalprovider', (key) => controller.reconcile(key)));
     for (const ep of eps.list()) queue.add(keyOf(ep));
   }
 
@@ -392,10 +369,13 @@ export class Operator {
       resourcePath({ group: API_GROUP, version: API_VERSION, plural, namespace: AGENT_NAMESPACE });
     const apiKeys = this.informer<ApiKey>(path('apikeys'));
     const budgets = this.informer<Budget>(path('budgets'));
+    const concurrency = this.opts.concurrency ?? 4;
     const queue = new WorkQueue({
-      concurrency: this.opts.concurrency ?? 4,
+      concurrency,
       onError: (key, err, attempt) => this.log.warn('key reconcile failed', { key, attempt, error: errorMessage(err) }),
+      observer: this.controllers.queueObserver('apikey-budget', 'apikey,budget'),
     });
+    this.controllers.watchQueue('apikey-budget', ['apikey', 'budget'], queue, concurrency);
     this.keys = { apiKeys, budgets, queue };
     apiKeys.on((_e, ak) => queue.add(`ApiKey/${keyOf(ak)}`));
     budgets.on((_e, b) => queue.add(`Budget/${keyOf(b)}`));
@@ -407,10 +387,11 @@ export class Operator {
     const now = this.opts.now ?? (() => new Date());
     const keyController = new ApiKeyController(this.client, apiKeys, events, { now });
     const budgetController = new BudgetController(this.client, budgets, events, { now });
+    const reconcileKey = this.controllers.instrument('apikey', (key) => keyController.reconcile(key));
+    const reconcileBudget = this.controllers.instrument('budget', (key) => budgetController.reconcile(key));
     queue.run((key) => {
-      const slash = key.indexOf('/');
-      const rest = key.slice(slash + 1);
-      return key.startsWith('ApiKey/') ? keyController.reconcile(rest) : budgetController.reconcile(rest);
+      const rest = key.slice(key.indexOf('/') + 1);
+      return key.startsWith('ApiKey/') ? reconcileKey(rest) : reconcileBudget(rest);
     });
     for (const ak of apiKeys.list()) queue.add(`ApiKey/${keyOf(ak)}`);
     for (const b of budgets.list()) queue.add(`Budget/${keyOf(b)}`);

@@ -12,6 +12,8 @@ export interface WorkQueueOptions {
   /** Injectable timer so tests can drive delayed adds. */
   setTimer?: (fn: () => void, ms: number) => { cancel(): void };
   onError?: (key: string, err: unknown, attempt: number) => void;
+  /** Told of every key that enters the queue and every retry (the workqueue metrics). */
+  observer?: { added(): void; retried(): void };
 }
 
 // biome-ignore lint/suspicious/noConfusingVoidType: a reconciler that asks for no requeue just returns.
@@ -53,6 +55,7 @@ export class WorkQueue {
     // A key being processed is queued again by done(), never run twice at once.
     if (this.processing.has(key)) return;
     this.queue.push(key);
+    this.options.observer?.added();
     this.wake();
   }
 
@@ -121,6 +124,7 @@ export class WorkQueue {
               const attempt = (this.failures.get(key) ?? 0) + 1;
               this.failures.set(key, attempt);
               this.options.onError?.(key, err, attempt);
+              this.options.observer?.retried();
               this.done(key);
               this.addAfter(key, this.backoffMs(attempt));
               continue;

@@ -211,7 +211,9 @@ describe('ApiKeys on one gateway', () => {
     now = Date.parse('2026-12-01T00:00:01Z');
     await budgets.refresh();
     expect((await chat(WEB, { model: 'llama3.1:8b' })).status).toBe(200);
-    expect(await metrics.registry.getSingleMetricAsString('gateway_budget_exhausted_total')).toContain('scope="tag"');
+    expect(await metrics.registry.getSingleMetricAsString('pao_gateway_budget_exhausted_total')).toContain(
+      'scope="tag"',
+    );
   });
 });
 

@@ -217,7 +217,7 @@ describe('streaming', () => {
     const counted = async () =>
       (await metrics.registry.metrics())
         .split('\n')
-        .find((l) => l.startsWith('gateway_counted_usage_total{model="llama3.1:8b"'))
+        .find((l) => l.startsWith('pao_gateway_counted_usage_total{model="llama3.1:8b"'))
         ?.split(' ')[1] ?? '0';
     const before = Number(await counted());
     double.behave({ resetAfterTokens: 3 });
@@ -389,7 +389,7 @@ describe('bad input', () => {
     expect(usage.records.at(-1)).toMatchObject({ costUsd: 0, unpriced: true });
     expect(bare.unpriced).toEqual(['llama3.1:8b']);
     expect(await bare.metrics.registry.metrics()).toMatch(
-      /gateway_unpriced_requests_total\{model="llama3.1:8b",provider="platform-llms\/llama"\} 2/,
+      /pao_gateway_unpriced_requests_total\{model="llama3.1:8b",provider="platform-llms\/llama"\} 2/,
     );
   });
 });

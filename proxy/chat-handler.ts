@@ -12,8 +12,42 @@ import { type Admission, LocalRateLimiter, type RateLimit, type RateLimiter } fr
 import { DEFAULT_RETRY, type RetryPolicy, shouldFallBack, withRetries } from './resilience.js';
 import type { OpenAICompatibleRoute, RouteEntry, RouteTable, Unavailable } from './routing.js';
 import { applyEnforcedTags, parseTags, type Tag } from './tags.js';
+import type { GenAiOperation, RequestSpan, RequestTracer } from './tracing.js';
 import type { ChatCall, ChatResult, StreamOutcome, Upstream, Usage } from './upstream.js';
 import type { UsageSink } from './usage.js';
+
+/**
+ * One upstream call in a CLIENT span, the span's trace context in the call's headers; the span
+ * ends with the answer (a stream, when its last byte went out) or the error.
+ */
+async function traced(
+  span: RequestSpan,
+  target: RouteEntry,
+  call: Omit<ChatCall, 'route'>,
+  send: (call: Omit<ChatCall, 'route'>) => Promise<ChatResult>,
+): Promise<ChatResult> {
+  const up = span.upstream({
+    model: target.model,
+    provider: target.provider,
+    ...(target.kind === 'openai-compatible' ? { address: target.baseUrl } : {}),
+  });
+  let result: ChatResult;
+  try {
+    result = await send({ ...call, headers: up.headers });
+  } catch (err) {
+    up.end(
+      err instanceof ProxyError ? { code: err.code, status: err.status } : { code: 'internal_error', status: 500 },
+    );
+    throw err;
+  }
+  if (result.kind === 'json') up.end();
+  else
+    result.outcome.then(
+      (o) => up.end(o.error ? { code: o.error.code, status: o.error.status } : undefined),
+      () => up.end({ code: 'internal_error', status: 500 }),
+    );
+  return result;
+}
 
 /**
  * The request pipeline of the OpenAI POST endpoints (proxy/endpoints.ts), independent of the
@@ -50,7 +84,15 @@ export interface ChatDeps {
   budgets?: BudgetGuard;
   /** Told every authenticated caller (the ApiKey status writer notes the last use). */
   onCaller?: (caller: Caller) => void;
+  /** OpenTelemetry spans per request and upstream call; none when absent (tracing off). */
+  tracer?: RequestTracer;
 }
+
+const OPERATION: Record<EndpointName, GenAiOperation> = {
+  chat: 'chat',
+  completions: 'text_completion',
+  embeddings: 'embeddings',
+};
 
 /** What the handler needs from an HTTP request. */
 export interface ChatInput {
@@ -122,16 +164,21 @@ export function endpointHandlers(deps: ChatDeps): Record<EndpointName, ChatHandl
   const unpricedSeen = new Set<string>();
 
   /** One route, with retries; throws the ProxyError the caller should see. */
-  const callRoute = (target: RouteEntry, call: Omit<ChatCall, 'route'>): Promise<ChatResult> => {
+  const callRoute = (
+    target: RouteEntry,
+    call: Omit<ChatCall, 'route'>,
+    span: RequestSpan | undefined,
+  ): Promise<ChatResult> => {
     if (target.kind === 'unavailable') throw unavailable(target, deps.deployingRetryAfterSeconds ?? 30);
     const { bedrock, 'openai-compatible': openai } = deps.upstreams;
     if (target.kind === 'bedrock' && !bedrock) {
       throw new ProxyError(503, 'api_error', 'provider_unavailable', 'this gateway has no Bedrock upstream configured');
     }
-    const attempt = () =>
+    const send = (c: Omit<ChatCall, 'route'>) =>
       target.kind === 'bedrock' && bedrock
-        ? bedrock.chat({ ...call, route: target })
-        : openai.chat({ ...call, route: target as OpenAICompatibleRoute });
+        ? bedrock.chat({ ...c, route: target })
+        : openai.chat({ ...c, route: target as OpenAICompatibleRoute });
+    const attempt = span ? () => traced(span, target, call, send) : () => send(call);
     return withRetries(attempt, retry, call.signal, {
       onRetry: (err) => deps.metrics.retries.inc({ model: target.model, provider: target.provider, code: err.code }),
     });
@@ -148,6 +195,9 @@ export function endpointHandlers(deps: ChatDeps): Record<EndpointName, ChatHandl
       });
       // Unauthenticated requests are answered without a usage record: nobody to bill.
       if (caller instanceof ProxyError) return errorOutput(caller, requestId);
+      const span = deps.tracer?.start({ operation: OPERATION[endpoint.name], header: input.header, requestId });
+      // What the in-flight gauge counted this request under (a fallback changes model/provider).
+      let flying: { model: string; provider: string } | undefined;
       const { policy } = caller;
       deps.onCaller?.(caller);
       // An ApiKey's buckets go by its name: a rotated key keeps its rates.
@@ -170,6 +220,15 @@ export function endpointHandlers(deps: ChatDeps): Record<EndpointName, ChatHandl
         extra: { firstTokenMs?: number; errorType?: string } = {},
       ) => {
         const latencyMs = performance.now() - started;
+        if (flying) deps.metrics.finished(flying.model, flying.provider);
+        span?.end({
+          status,
+          provider,
+          stream,
+          ...(usage ? { usage } : {}),
+          ...(extra.errorType ? { errorType: extra.errorType } : {}),
+          ...(extra.firstTokenMs !== undefined ? { firstTokenMs: extra.firstTokenMs } : {}),
+        });
         const charge = deps.cost?.charge(entry, usage) ?? { costUsd: 0 };
         if (charge.unpriced) {
           deps.metrics.unpriced.inc({ model, provider });
@@ -214,6 +273,7 @@ export function endpointHandlers(deps: ChatDeps): Record<EndpointName, ChatHandl
           status,
           code: extra.errorType ?? '',
           seconds: latencyMs / 1000,
+          ...(extra.firstTokenMs !== undefined ? { firstTokenSeconds: extra.firstTokenMs / 1000 } : {}),
           ...(usage ? { usage } : {}),
           costUsd: charge.costUsd,
         });
@@ -320,6 +380,9 @@ export function endpointHandlers(deps: ChatDeps): Record<EndpointName, ChatHandl
           );
         }
         provider = entry.provider;
+        span?.routed(model, provider, req.forward);
+        flying = { model, provider };
+        deps.metrics.started(model, provider);
         const refused = deps.budgets?.check(policy, tags);
         if (refused) {
           deps.metrics.budgetRefused.inc({ scope: refused.scope });
@@ -339,7 +402,11 @@ export function endpointHandlers(deps: ChatDeps): Record<EndpointName, ChatHandl
         const failed: string[] = [];
         for (const [i, target] of chain.entries()) {
           try {
-            result = await callRoute(target, i === 0 ? call : { ...call, body: { ...call.body, model: target.model } });
+            result = await callRoute(
+              target,
+              i === 0 ? call : { ...call, body: { ...call.body, model: target.model } },
+              span,
+            );
             if (i > 0) {
               model = target.model;
               provider = target.provider;

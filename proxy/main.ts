@@ -5,7 +5,7 @@ import { parseArgs } from 'node:util';
 import { KubeConfig } from '@kubernetes/client-node';
 import { providerCredentials, RoleCredentials, type SecretLookup } from '../crds/aws-credentials.js';
 import { loadCatalog, parallelSlots } from '../crds/catalog/catalog.js';
-import { ACCESS_KEY_ID_KEY, PROXY_SERVICE_PORT, SECRET_ACCESS_KEY_KEY } from '../crds/constants.js';
+import { ACCESS_KEY_ID_KEY, PRODUCT_VERSION, PROXY_SERVICE_PORT, SECRET_ACCESS_KEY_KEY } from '../crds/constants.js';
 import { errorMessage, jsonLogger } from '../crds/log.js';
 import { serveMetrics } from '../crds/metrics-server.js';
 import { LOAD_PATH } from '../crds/proxy-load.js';
@@ -23,6 +23,7 @@ import { DEFAULT_RETRY } from './resilience.js';
 import { buildRoutes, type RouteScaling, RouteTable } from './routing.js';
 import { createProxyServer, DEFAULT_CONNECTION_LIMITS } from './serve.js';
 import { shutdownGracefully } from './shutdown.js';
+import { tracerFromEnv } from './tracing.js';
 import { uiRoutes } from './ui/pages.js';
 import { DEFAULT_TIMEOUTS } from './upstream.js';
 import { BedrockUpstream } from './upstreams/bedrock.js';
@@ -188,6 +189,9 @@ const metrics = new ProxyMetrics(
     .map((k) => k.trim())
     .filter(Boolean),
 );
+metrics.collectProcessMetrics();
+// OpenTelemetry traces, when an OTLP endpoint is configured (OTEL_EXPORTER_OTLP_ENDPOINT).
+const tracer = tracerFromEnv(process.env, PRODUCT_VERSION);
 // Access keys of providers: the watched Secrets in a cluster; standalone, files laid out like a
 // mounted Secret (<secrets-dir>/<secret name>/accessKeyId and /secretAccessKey).
 const secretsDir = values['secrets-dir'];
@@ -238,7 +242,7 @@ const recorder = new UsageRecorder({
     }),
   onDropping: () =>
     log.error(
-      'usage buffer full: dropping records until the store answers (counted in gateway_usage_records_dropped_total)',
+      'usage buffer full: dropping records until the store answers (counted in pao_gateway_usage_records_dropped_total)',
       {
         buffer: recorder.pending,
       },
@@ -314,6 +318,7 @@ const gateway = createGateway({
   extraRoutes: uiRoutes(),
   budgets,
   onCaller: (caller) => statusWriter?.used(caller.policy.name),
+  ...(tracer ? { tracer } : {}),
   budget: new MemoryBudget(numberFlag('request-memory-mb', values['request-memory-mb'], 128) * 1024 * 1024),
   ready: () => !notReady && (source?.ready() ?? true),
   draining: () => closing,
@@ -363,6 +368,7 @@ server.listen(port, host, () => {
     url: `http://${host}:${info.port}`,
     metrics: metricsServer.url,
     mode: standalone ? 'standalone' : 'cluster',
+    tracing: tracer ? 'otlp' : 'off',
     models: routes
       .models()
       .map((m) => m.id)
@@ -394,6 +400,7 @@ for (const signal of ['SIGTERM', 'SIGINT'] as const) {
     await reports?.close();
     await store.close();
     await source?.stop().catch(() => {});
+    await tracer?.shutdown().catch(() => {});
     log.info('stopped', {
       drainedMs: ms,
       cut,

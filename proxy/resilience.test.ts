@@ -241,7 +241,7 @@ describe('retries through the app', () => {
     expect(flaky.hits).toBe(3);
     expect(usage.records).toHaveLength(1);
     expect(usage.records[0]).toMatchObject({ status: 200, model: 'llama3.1:8b', completionTokens: 8 });
-    expect(await metricValue('gateway_upstream_retries_total', { code: 'upstream_error' })).toBe(2);
+    expect(await metricValue('pao_gateway_upstream_retries_total', { code: 'upstream_error' })).toBe(2);
   });
 
   it('gives up after the configured retries with the upstream error, recorded as such', async () => {
@@ -295,8 +295,8 @@ describe('fallbacks', () => {
     expect(double.requests[0]?.body).toMatchObject({ model: 'llama3.1:8b' });
     expect(usage.records).toHaveLength(1);
     expect(usage.records[0]).toMatchObject({ status: 200, model: 'llama3.1:8b', provider: 'platform-llms/llama' });
-    expect(await metricValue('gateway_fallbacks_total', { model: 'gemma2:9b', fallback: 'mistral:7b' })).toBe(1);
-    expect(await metricValue('gateway_fallbacks_total', { model: 'gemma2:9b', fallback: 'llama3.1:8b' })).toBe(1);
+    expect(await metricValue('pao_gateway_fallbacks_total', { model: 'gemma2:9b', fallback: 'mistral:7b' })).toBe(1);
+    expect(await metricValue('pao_gateway_fallbacks_total', { model: 'gemma2:9b', fallback: 'llama3.1:8b' })).toBe(1);
   });
 
   it('streams from the fallback too', async () => {

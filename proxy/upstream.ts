@@ -34,6 +34,8 @@ export interface ChatCall<R extends Route = Route> {
   clientWantsUsage: boolean;
   /** Aborted when the client goes away: the upstream call is cancelled with it. */
   signal: AbortSignal;
+  /** Headers for the upstream request: the trace context of its span, when tracing is on. */
+  headers?: Record<string, string>;
 }
 
 /** How a stream ended, known once the last byte went to the client (or the client left). */

@@ -424,9 +424,9 @@ async function inspectOurs(metricsBase: string, usageDb: string): Promise<Record
   try {
     const row = db.prepare('SELECT count(*) AS n FROM requests').get() as { n: number };
     return {
-      metricsRequestsTeamBench: sum('gateway_requests_total{', 'team="bench"'),
+      metricsRequestsTeamBench: sum('pao_gateway_requests_total{', 'team="bench"'),
       usageRowsInSqlite: row.n,
-      usageRecordsDropped: sum('gateway_usage_records_dropped_total'),
+      usageRecordsDropped: sum('pao_gateway_usage_records_dropped_total'),
     };
   } finally {
     db.close();

@@ -86,7 +86,7 @@ async function main() {
       if ((await fetch(`http://127.0.0.1:${port}/readyz`).catch(() => undefined))?.ok) break;
       await sleep(100);
     }
-    const requestsBefore = await metric(port, 'operator_kube_api_requests_total');
+    const requestsBefore = await metric(port, 'pao_operator_kube_api_requests_total');
 
     const mds = Array.from({ length: N }, (_, i) => ({
       apiVersion: 'ai.platform/v1beta1',
@@ -106,14 +106,14 @@ async function main() {
         .filter((p) => p === 'Running').length;
     }
     const allRunningS = (Date.now() - started) / 1000;
-    const reconciles = await metric(port, 'operator_reconcile_total');
-    const requests = (await metric(port, 'operator_kube_api_requests_total')) - requestsBefore;
+    const reconciles = await metric(port, 'controller_runtime_reconcile_total', 'controller="modeldeployment"');
+    const requests = (await metric(port, 'pao_operator_kube_api_requests_total')) - requestsBefore;
 
     // Idle: nothing changes for 10 s; count what the operator still sends.
     await sleep(2000);
-    const idleBefore = await metric(port, 'operator_kube_api_requests_total');
+    const idleBefore = await metric(port, 'pao_operator_kube_api_requests_total');
     await sleep(10_000);
-    const idleRequests = (await metric(port, 'operator_kube_api_requests_total')) - idleBefore;
+    const idleRequests = (await metric(port, 'pao_operator_kube_api_requests_total')) - idleBefore;
 
     const result = {
       date: new Date().toISOString(),

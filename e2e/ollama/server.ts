@@ -1,9 +1,9 @@
 import { type ChildProcess, execFileSync, spawn } from 'node:child_process';
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
-import { createServer } from 'node:net';
+import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { cachedBuild, freePort, readVersionsEnv } from '../cached-build.js';
 
 /**
  * Real Ollama servers for the tests: the binary and model that e2e/ollama/build.sh builds into
@@ -14,42 +14,16 @@ import { fileURLToPath } from 'node:url';
 const HERE = fileURLToPath(new URL('.', import.meta.url));
 
 /** KEY=value lines of e2e/ollama/versions.env. */
-export const OLLAMA_VERSIONS: Readonly<Record<string, string>> = Object.fromEntries(
-  readFileSync(join(HERE, 'versions.env'), 'utf8')
-    .split('\n')
-    .filter((l) => /^[A-Z_]+=/.test(l))
-    .map((l) => [l.slice(0, l.indexOf('=')), l.slice(l.indexOf('=') + 1).trim()]),
-);
+export const OLLAMA_VERSIONS = readVersionsEnv(HERE);
 /** The model the build creates: SmolLM2-135M-Instruct with a ChatML tool template. */
 export const OLLAMA_MODEL = OLLAMA_VERSIONS.OLLAMA_MODEL ?? 'smollm2:135m';
 
-let built: string | undefined;
 /** Builds (or finds in the cache) the binary and model; returns the cache dir. Cold: ~4-5 min. */
-export function ollamaHome(): string {
-  built ??= execFileSync('bash', [join(HERE, 'build.sh')], {
-    encoding: 'utf8',
-    stdio: ['ignore', 'pipe', 'inherit'],
-    maxBuffer: 16 * 1024 * 1024,
-  })
-    .trim()
-    .split('\n')
-    .pop();
-  if (!built) throw new Error('e2e/ollama/build.sh printed no directory');
-  return built;
-}
+export const ollamaHome: () => string = cachedBuild(HERE);
 
 export const ollamaBin = (): string => join(ollamaHome(), 'bin', 'ollama');
 
-export async function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const s = createServer();
-    s.once('error', reject);
-    s.listen(0, '127.0.0.1', () => {
-      const { port } = s.address() as { port: number };
-      s.close(() => resolve(port));
-    });
-  });
-}
+export { freePort };
 
 export interface OllamaOptions {
   /** OLLAMA_NUM_PARALLEL (default 1: Ollama's own default for a CPU-only machine). */

@@ -183,6 +183,7 @@ export class OpenAICompatibleUpstream implements Upstream<OpenAICompatibleRoute>
         headers: {
           'content-type': 'application/json',
           accept: call.stream ? 'text/event-stream' : 'application/json',
+          ...call.headers,
         },
         body: payload,
         dispatcher: this.agent,
