@@ -191,7 +191,7 @@ const metrics = new ProxyMetrics(
 );
 metrics.collectProcessMetrics();
 // OpenTelemetry traces, when an OTLP endpoint is configured (OTEL_EXPORTER_OTLP_ENDPOINT).
-const tracer = tracerFromEnv(process.env, PRODUCT_VERSION);
+const tracer = await tracerFromEnv(process.env, PRODUCT_VERSION);
 // Access keys of providers: the watched Secrets in a cluster; standalone, files laid out like a
 // mounted Secret (<secrets-dir>/<secret name>/accessKeyId and /secretAccessKey).
 const secretsDir = values['secrets-dir'];

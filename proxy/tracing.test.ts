@@ -5,8 +5,9 @@ import { type OllamaDouble, startOllamaDouble } from '../e2e/doubles/ollama.js';
 import { createGateway, type Gateway } from './app.js';
 import { ApiKeys } from './auth.js';
 import { ProxyMetrics } from './metrics.js';
+import { OtelRequestTracer } from './otel-tracer.js';
 import { buildRoutes, RouteTable } from './routing.js';
-import { OtelRequestTracer, tracerFromEnv } from './tracing.js';
+import { tracerFromEnv } from './tracing.js';
 import { OpenAICompatibleUpstream } from './upstreams/openai-compatible.js';
 import { MemoryUsage } from './usage.js';
 
@@ -144,12 +145,12 @@ describe('traces (OpenTelemetry GenAI conventions)', () => {
     expect(JSON.stringify(server?.attributes)).not.toContain('made-up');
   });
 
-  it('is off unless an OTLP endpoint is configured', () => {
-    expect(tracerFromEnv({}, '0.2.0')).toBeUndefined();
-    expect(tracerFromEnv({ OTEL_EXPORTER_OTLP_ENDPOINT: 'http://c:4318', OTEL_SDK_DISABLED: 'true' }, '0')).toBe(
-      undefined,
-    );
-    const on = tracerFromEnv({ OTEL_EXPORTER_OTLP_TRACES_ENDPOINT: 'http://127.0.0.1:1/v1/traces' }, '0.2.0');
+  it('is off unless an OTLP endpoint is configured', async () => {
+    expect(await tracerFromEnv({}, '0.2.0')).toBeUndefined();
+    expect(
+      await tracerFromEnv({ OTEL_EXPORTER_OTLP_ENDPOINT: 'http://c:4318', OTEL_SDK_DISABLED: 'true' }, '0'),
+    ).toBeUndefined();
+    const on = await tracerFromEnv({ OTEL_EXPORTER_OTLP_TRACES_ENDPOINT: 'http://127.0.0.1:1/v1/traces' }, '0.2.0');
     expect(on).toBeInstanceOf(OtelRequestTracer);
     return on?.shutdown();
   });
