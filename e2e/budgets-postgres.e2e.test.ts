@@ -1,5 +1,5 @@
 import { createHash } from 'node:crypto';
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -7,7 +7,7 @@ import { periodStart } from '../crds/budget-period.js';
 import { PostgresUsageStore } from '../proxy/usage/postgres-store.js';
 import { type OllamaDouble, startOllamaDouble } from './doubles/ollama.js';
 import { type Postgres, startPostgres } from './postgres/server.js';
-import { type ProxyProcess, startProxyProcess } from './proxy-process.js';
+import { type ProxyProcess, routedModel, standaloneFiles, startProxyProcess } from './proxy-process.js';
 
 /**
  * One budget, two proxy processes, one real PostgreSQL: the key may spend BUDGET_USD a day.
@@ -33,34 +33,21 @@ beforeAll(async () => {
   double = await startOllamaDouble({ models: ['llama3.1:8b'], record: false });
   dir = mkdtempSync(join(tmpdir(), 'pao-budget-'));
   const digest = createHash('sha256').update(KEY).digest('hex');
-  writeFileSync(
-    join(dir, 'config.yaml'),
-    `apiVersion: ai.platform/v1beta1
-kind: ModelDeployment
-metadata: { name: llama }
-spec: { model: "llama3.1:8b", serviceName: llama, endpoint: "${double.url}" }
----
-apiVersion: ai.platform/v1beta1
+  const files = standaloneFiles(
+    dir,
+    [
+      routedModel('llama3.1:8b', double.url),
+      `apiVersion: ai.platform/v1beta1
 kind: ApiKey
 metadata: { name: spender }
 spec: { team: data, budget: { usd: ${BUDGET_USD}, period: Daily } }
 status: { digest: "sha256:${digest}" }
 `,
+    ],
+    '# keys come from the ApiKey documents\nsk-unused-admin\n',
   );
-  writeFileSync(join(dir, 'keys.txt'), '# keys come from the ApiKey documents\nsk-unused-admin\n');
   for (let i = 0; i < 2; i++) {
-    proxies.push(
-      await startProxyProcess([
-        '--config',
-        join(dir, 'config.yaml'),
-        '--keys-file',
-        join(dir, 'keys.txt'),
-        '--usage-db',
-        pg.url,
-        '--budget-refresh-ms',
-        String(REFRESH_MS),
-      ]),
-    );
+    proxies.push(await startProxyProcess([...files, '--usage-db', pg.url, '--budget-refresh-ms', String(REFRESH_MS)]));
   }
 }, 90_000);
 

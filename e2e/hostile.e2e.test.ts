@@ -1,10 +1,10 @@
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { connect, type Socket } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type OllamaDouble, startOllamaDouble } from './doubles/ollama.js';
-import { type ProxyProcess, startProxyProcess } from './proxy-process.js';
+import { type ProxyProcess, routedModel, standaloneFiles, startProxyProcess } from './proxy-process.js';
 
 /**
  * Hostile callers against the real proxy process, started with the chart's memory settings
@@ -76,21 +76,9 @@ const report: string[] = [];
 beforeAll(async () => {
   double = await startOllamaDouble({ models: [MODEL], record: false });
   dir = mkdtempSync(join(tmpdir(), 'pao-hostile-'));
-  writeFileSync(
-    join(dir, 'config.yaml'),
-    `apiVersion: ai.platform/v1beta1
-kind: ModelDeployment
-metadata: { name: llama }
-spec: { model: "${MODEL}", serviceName: llama, endpoint: "${double.url}" }
-`,
-  );
-  writeFileSync(join(dir, 'keys.txt'), `${KEY}\n`);
   proxy = await startProxyProcess(
     [
-      '--config',
-      join(dir, 'config.yaml'),
-      '--keys-file',
-      join(dir, 'keys.txt'),
+      ...standaloneFiles(dir, [routedModel(MODEL, double.url)], `${KEY}\n`),
       '--usage-db',
       join(dir, 'u.db'),
       // Shorter than the defaults (10 s, 30 s) so the slow-client attack runs in seconds.

@@ -5,7 +5,7 @@ import OpenAI from 'openai';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { capture } from './capture.js';
 import { type DeploymentLike, IMAGE, podCommand, podFlags, podman, podmanOk } from './image/podman.js';
-import { adoptLlmsNamespace, eventually, helmOk, kubectl, kubectlOk } from './kube.js';
+import { adoptLlmsNamespace, eventually, helmOk, kubeConfig, kubectl, kubectlOk } from './kube.js';
 import { freePort, OLLAMA_MODEL, type OllamaServer, startOllama } from './ollama/server.js';
 
 /**
@@ -39,9 +39,7 @@ function inClusterFlags(serviceAccount: string): string[] {
   // The API server's self-signed serving certificate file ends with the CA that signed it.
   writeFileSync(join(dir, 'ca.crt'), readFileSync(join(dirname(inject('kubeconfig')), 'pki', 'apiserver.crt')));
   writeFileSync(join(dir, 'namespace'), NS);
-  const server = new URL(
-    kubectlOk(['config', 'view', '--minify', '-o', 'jsonpath={.clusters[0].cluster.server}']).trim(),
-  );
+  const server = new URL(kubeConfig().getCurrentCluster()?.server ?? '');
   return [
     '-v',
     `${dir}:${SA_DIR}:ro`,

@@ -1,10 +1,29 @@
 import { type ChildProcess, spawn } from 'node:child_process';
+import { writeFileSync } from 'node:fs';
+import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { capture } from './capture.js';
 
 /** The proxy as its own process (`tsx proxy/main.ts ...`), as `npm start` runs it. */
 
 const ROOT = fileURLToPath(new URL('..', import.meta.url));
+
+/** A ModelDeployment document routing `model` to an OpenAI-compatible server (a double) at `url`. */
+export const routedModel = (model: string, url: string): string => `apiVersion: ai.platform/v1beta1
+kind: ModelDeployment
+metadata: { name: llama }
+spec: { model: "${model}", serviceName: llama, endpoint: "${url}" }
+`;
+
+/**
+ * A standalone proxy's files in `dir`: config.yaml holding `documents`, keys.txt holding `keys`
+ * as written; returns the flags that name them.
+ */
+export function standaloneFiles(dir: string, documents: string[], keys: string): string[] {
+  writeFileSync(join(dir, 'config.yaml'), documents.join('---\n'));
+  writeFileSync(join(dir, 'keys.txt'), keys);
+  return ['--config', join(dir, 'config.yaml'), '--keys-file', join(dir, 'keys.txt')];
+}
 
 export interface ProxyProcess {
   child: ChildProcess;

@@ -1,11 +1,11 @@
 import { createHash } from 'node:crypto';
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type OllamaDouble, startOllamaDouble } from './doubles/ollama.js';
 import { eventually } from './kube.js';
-import { type ProxyProcess, startProxyProcess } from './proxy-process.js';
+import { type ProxyProcess, routedModel, standaloneFiles, startProxyProcess } from './proxy-process.js';
 import { type RedisServer, startRedis } from './redis/server.js';
 
 /**
@@ -20,18 +20,12 @@ const BURST = 10;
 let redis: RedisServer;
 let double: OllamaDouble;
 let dir: string;
+/** The flags naming the standalone config and keys files. */
+let files: string[] = [];
 const proxies: ProxyProcess[] = [];
 
 async function replica(redisUrl?: string): Promise<ProxyProcess> {
-  const p = await startProxyProcess([
-    '--config',
-    join(dir, 'config.yaml'),
-    '--keys-file',
-    join(dir, 'keys.txt'),
-    '--usage-db',
-    ':memory:',
-    ...(redisUrl ? ['--redis', redisUrl] : []),
-  ]);
+  const p = await startProxyProcess([...files, '--usage-db', ':memory:', ...(redisUrl ? ['--redis', redisUrl] : [])]);
   proxies.push(p);
   return p;
 }
@@ -58,21 +52,19 @@ beforeAll(async () => {
   dir = mkdtempSync(join(tmpdir(), 'pao-rate-'));
   const digest = createHash('sha256').update(KEY).digest('hex');
   // Refills one request per 1000 s: what a test sees is the burst.
-  writeFileSync(
-    join(dir, 'config.yaml'),
-    `apiVersion: ai.platform/v1beta1
-kind: ModelDeployment
-metadata: { name: llama }
-spec: { model: "llama3.1:8b", serviceName: llama, endpoint: "${double.url}" }
----
-apiVersion: ai.platform/v1beta1
+  files = standaloneFiles(
+    dir,
+    [
+      routedModel('llama3.1:8b', double.url),
+      `apiVersion: ai.platform/v1beta1
 kind: ApiKey
 metadata: { name: limited }
 spec: { team: ml, rateLimit: { requestsPerSecond: 0.001, burst: ${BURST} } }
 status: { digest: "sha256:${digest}" }
 `,
+    ],
+    'sk-unused-admin\n',
   );
-  writeFileSync(join(dir, 'keys.txt'), 'sk-unused-admin\n');
 }, 60_000);
 
 afterAll(async () => {

@@ -1,4 +1,4 @@
-import { mkdtempSync, writeFileSync } from 'node:fs';
+import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import OpenAI from 'openai';
@@ -6,7 +6,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { PRODUCT_VERSION } from '../crds/constants.js';
 import { type OllamaDouble, startOllamaDouble } from './doubles/ollama.js';
 import { type Collector, startCollector } from './otel/collector.js';
-import { type ProxyProcess, startProxyProcess } from './proxy-process.js';
+import { type ProxyProcess, routedModel, standaloneFiles, startProxyProcess } from './proxy-process.js';
 
 /**
  * Traces of the proxy process at a real OpenTelemetry Collector (e2e/otel/build.sh, built from
@@ -28,16 +28,7 @@ beforeAll(async () => {
   otel = await startCollector();
   double = await startOllamaDouble();
   const dir = mkdtempSync(join(tmpdir(), 'pao-tracing-'));
-  writeFileSync(
-    join(dir, 'config.yaml'),
-    `apiVersion: ai.platform/v1beta1
-kind: ModelDeployment
-metadata: { name: llama }
-spec: { model: "llama3.1:8b", serviceName: llama, endpoint: "${double.url}" }
-`,
-  );
-  writeFileSync(join(dir, 'keys.txt'), `${KEY}\n`);
-  proxy = await startProxyProcess(['--config', join(dir, 'config.yaml'), '--keys-file', join(dir, 'keys.txt')], {
+  proxy = await startProxyProcess(standaloneFiles(dir, [routedModel('llama3.1:8b', double.url)], `${KEY}\n`), {
     ...process.env,
     OTEL_EXPORTER_OTLP_ENDPOINT: otel.otlpHttpUrl,
     OTEL_BSP_SCHEDULE_DELAY: '200',

@@ -8,7 +8,7 @@ describe('controller metrics under controller-runtime names', () => {
   it('counts reconciles per controller and result, their time, the queue adds, retries and depth', async () => {
     const registry = new Registry();
     const m = new ControllerMetrics(registry);
-    const queue = new WorkQueue({ concurrency: 2, baseDelayMs: 1, observer: m.queueObserver('things', 'thing') });
+    const queue = new WorkQueue({ concurrency: 2, baseDelayMs: 1, observer: m.queueObserver('things', ['thing']) });
     m.watchQueue('things', ['thing'], queue, 2);
     let failures = 1;
     const done: string[] = [];

@@ -91,8 +91,8 @@ export class ControllerMetrics {
   }
 
   /** The observer a controller's WorkQueue reports its adds and retries to. */
-  queueObserver(name: string, controller: string): { added(): void; retried(): void } {
-    const labels = { name, controller };
+  queueObserver(name: string, controllers: string[]): { added(): void; retried(): void } {
+    const labels = { name, controller: controllers.join(',') };
     return { added: () => this.adds.inc(labels), retried: () => this.retries.inc(labels) };
   }
 

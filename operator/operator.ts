@@ -245,13 +245,7 @@ export class Operator {
       daemonSets: this.informer<V1DaemonSet>(resourcePath({ group: 'apps', version: 'v1', plural: 'daemonsets' })),
     };
     this.caches = caches;
-    const concurrency = this.opts.concurrency ?? 4;
-    const queue = new WorkQueue({
-      concurrency,
-      onError: (key, err, attempt) => this.log.warn('reconcile failed', { key, attempt, error: errorMessage(err) }),
-      observer: this.controllers.queueObserver('modeldeployment', 'modeldeployment'),
-    });
-    this.controllers.watchQueue('modeldeployment', ['modeldeployment'], queue, concurrency);
+    const queue = this.workQueue('modeldeployment', ['modeldeployment'], 'reconcile failed');
     this.queue = queue;
 
     const enqueueAll = () => {
@@ -312,18 +306,23 @@ export class Operator {
     this.log.info('controllers running', { namespace: LLMS_NAMESPACE, agentNamespace: AGENT_NAMESPACE });
   }
 
+  /** A work queue of `--concurrency` workers whose failures are logged and whose metrics are exported. */
+  private workQueue(name: string, controllers: string[], failure: string): WorkQueue {
+    const concurrency = this.opts.concurrency ?? 4;
+    const queue = new WorkQueue({
+      concurrency,
+      onError: (key, err, attempt) => this.log.warn(failure, { key, attempt, error: errorMessage(err) }),
+      observer: this.controllers.queueObserver(name, controllers),
+    });
+    this.controllers.watchQueue(name, controllers, queue, concurrency);
+    return queue;
+  }
+
   private async startProviders(): Promise<void> {
     const eps = this.informer<ExternalProvider>(
       resourcePath({ group: API_GROUP, version: API_VERSION, plural: 'externalproviders', namespace: AGENT_NAMESPACE }),
     );
-    const concurrency = this.opts.concurrency ?? 4;
-    const queue = new WorkQueue({
-      concurrency,
-      onError: (key, err, attempt) =>
-        this.log.warn('provider reconcile failed', { key, attempt, error: errorMessage(err) }),
-      observer: this.controllers.queueObserver('externalprovider', 'externalprovider'),
-    });
-    this.controllers.watchQueue('externalprovider', ['externalprovider'], queue, concurrency);
+    const queue = this.workQueue('externalprovider', ['externalprovider'], 'provider reconcile failed');
     // Only the Secrets that providers name, each watched by name: RBAC grants exactly those.
     // A changed (or newly readable) Secret is rediscovered for the providers that reference it.
     const secrets = new NamedSecrets(this.client, AGENT_NAMESPACE, {
@@ -369,13 +368,7 @@ export class Operator {
       resourcePath({ group: API_GROUP, version: API_VERSION, plural, namespace: AGENT_NAMESPACE });
     const apiKeys = this.informer<ApiKey>(path('apikeys'));
     const budgets = this.informer<Budget>(path('budgets'));
-    const concurrency = this.opts.concurrency ?? 4;
-    const queue = new WorkQueue({
-      concurrency,
-      onError: (key, err, attempt) => this.log.warn('key reconcile failed', { key, attempt, error: errorMessage(err) }),
-      observer: this.controllers.queueObserver('apikey-budget', 'apikey,budget'),
-    });
-    this.controllers.watchQueue('apikey-budget', ['apikey', 'budget'], queue, concurrency);
+    const queue = this.workQueue('apikey-budget', ['apikey', 'budget'], 'key reconcile failed');
     this.keys = { apiKeys, budgets, queue };
     apiKeys.on((_e, ak) => queue.add(`ApiKey/${keyOf(ak)}`));
     budgets.on((_e, b) => queue.add(`Budget/${keyOf(b)}`));

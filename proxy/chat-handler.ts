@@ -7,7 +7,7 @@ import { ENDPOINTS, type Endpoint, type EndpointName } from './endpoints.js';
 import { invalidRequest, ProxyError } from './errors.js';
 import { checkJsonShape } from './json-shape.js';
 import { BODY_MEMORY_FACTOR, type MemoryBudget, MIN_RESERVATION } from './memory-budget.js';
-import type { ProxyMetrics } from './metrics.js';
+import type { InFlight, ProxyMetrics } from './metrics.js';
 import { type Admission, LocalRateLimiter, type RateLimit, type RateLimiter } from './rate-limit.js';
 import { DEFAULT_RETRY, type RetryPolicy, shouldFallBack, withRetries } from './resilience.js';
 import type { OpenAICompatibleRoute, RouteEntry, RouteTable, Unavailable } from './routing.js';
@@ -196,8 +196,8 @@ export function endpointHandlers(deps: ChatDeps): Record<EndpointName, ChatHandl
       // Unauthenticated requests are answered without a usage record: nobody to bill.
       if (caller instanceof ProxyError) return errorOutput(caller, requestId);
       const span = deps.tracer?.start({ operation: OPERATION[endpoint.name], header: input.header, requestId });
-      // What the in-flight gauge counted this request under (a fallback changes model/provider).
-      let flying: { model: string; provider: string } | undefined;
+      // Where the in-flight gauge counted this request (a fallback changes model/provider).
+      let flying: InFlight | undefined;
       const { policy } = caller;
       deps.onCaller?.(caller);
       // An ApiKey's buckets go by its name: a rotated key keeps its rates.
@@ -220,7 +220,7 @@ export function endpointHandlers(deps: ChatDeps): Record<EndpointName, ChatHandl
         extra: { firstTokenMs?: number; errorType?: string } = {},
       ) => {
         const latencyMs = performance.now() - started;
-        if (flying) deps.metrics.finished(flying.model, flying.provider);
+        if (flying) deps.metrics.finished(flying);
         span?.end({
           status,
           provider,
@@ -381,8 +381,7 @@ export function endpointHandlers(deps: ChatDeps): Record<EndpointName, ChatHandl
         }
         provider = entry.provider;
         span?.routed(model, provider, req.forward);
-        flying = { model, provider };
-        deps.metrics.started(model, provider);
+        flying = deps.metrics.started(model, provider);
         const refused = deps.budgets?.check(policy, tags);
         if (refused) {
           deps.metrics.budgetRefused.inc({ scope: refused.scope });

@@ -36,6 +36,13 @@ interface Children {
   cost: Counter.Internal;
 }
 
+/** Requests in flight for one model and provider (the gauge reads n when scraped). */
+export interface InFlight {
+  readonly model: string;
+  readonly provider: string;
+  n: number;
+}
+
 const labelName = (key: string) => `tag_${key.replace(/[^A-Za-z0-9_]/g, '_')}`;
 
 export class ProxyMetrics {
@@ -47,7 +54,7 @@ export class ProxyMetrics {
   readonly latency: Histogram;
   readonly firstToken: Histogram;
   readonly perToken: Histogram;
-  private readonly inFlight = new Map<string, { model: string; provider: string; n: number }>();
+  private readonly inFlight = new Map<string, InFlight>();
   readonly tokens: Counter;
   readonly cost: Counter;
   readonly usageDropped: Counter;
@@ -246,17 +253,23 @@ export class ProxyMetrics {
     if (o.costUsd > 0) c.cost.inc(o.costUsd);
   }
 
-  /** A routed request starts (models and providers are routable ones: bounded by the config). */
-  started(model: string, provider: string): void {
+  /**
+   * A routed request starts (models and providers are routable ones: bounded by the config).
+   * Returns its count, which finished() takes back: a fallback may change the request's model.
+   */
+  started(model: string, provider: string): InFlight {
     const key = `${model}\u0000${provider}`;
-    const f = this.inFlight.get(key);
-    if (f) f.n++;
-    else this.inFlight.set(key, { model, provider, n: 1 });
+    let f = this.inFlight.get(key);
+    if (!f) {
+      f = { model, provider, n: 0 };
+      this.inFlight.set(key, f);
+    }
+    f.n++;
+    return f;
   }
 
-  finished(model: string, provider: string): void {
-    const f = this.inFlight.get(`${model}\u0000${provider}`);
-    if (f) f.n--;
+  finished(f: InFlight): void {
+    f.n--;
   }
 
   /**

@@ -116,7 +116,6 @@ class OtelRequestSpan implements RequestSpan {
     const s = this.span;
     s.setAttribute('http.response.status_code', o.status);
     s.setAttribute('gen_ai.provider.name', providerName(o.provider));
-    if (o.responseModel) s.setAttribute('gen_ai.response.model', o.responseModel);
     if (o.usage) {
       s.setAttribute('gen_ai.usage.input_tokens', o.usage.promptTokens);
       s.setAttribute('gen_ai.usage.output_tokens', o.usage.completionTokens);

@@ -25,7 +25,6 @@ export interface RequestSpanEnd {
   status: number;
   /** The provider that answered (after a fallback, the fallback's). */
   provider: string;
-  responseModel?: string;
   usage?: Usage;
   errorType?: string;
   stream: boolean;
