@@ -84,7 +84,10 @@ function withQuery(path: string, query: Query = {}): string {
 }
 
 export interface KubeClientOptions {
-  /** Called once per API request (method, path without query), e.g. to count requests. */
+  /**
+   * Called once per API request (method, path without query), e.g. to count requests. A watch is
+   * told as WATCH, the API server's verb for it, so that counts can tell it from a GET.
+   */
   onRequest?: (method: string, path: string) => void;
   userAgent?: string;
   /** Per-request timeout for non-watch requests. */
@@ -110,6 +113,7 @@ export class KubeClient {
     contentType: string | undefined,
     signal: AbortSignal | undefined,
     timeoutMs: number | undefined,
+    verb = method,
   ): Promise<IncomingMessage> {
     const url = new URL(path, this.server);
     const opts: RequestOptions & { headers: Record<string, string> } = {
@@ -128,7 +132,7 @@ export class KubeClient {
     };
     // Sets the CA, client certificate and Authorization header of the current user.
     await this.kc.applyToHTTPSOptions(opts);
-    this.options.onRequest?.(method, url.pathname);
+    this.options.onRequest?.(verb, url.pathname);
     const send = url.protocol === 'https:' ? httpsRequest : httpRequest;
     return new Promise((resolve, reject) => {
       const req = send(opts, resolve);
@@ -224,7 +228,15 @@ export class KubeClient {
   async watch<T>(path: string, query: Query, onEvent: (e: WatchEvent<T>) => void, signal: AbortSignal): Promise<void> {
     let res: IncomingMessage;
     try {
-      res = await this.open('GET', withQuery(path, { ...query, watch: true }), undefined, undefined, signal, undefined);
+      res = await this.open(
+        'GET',
+        withQuery(path, { ...query, watch: true }),
+        undefined,
+        undefined,
+        signal,
+        undefined,
+        'WATCH',
+      );
     } catch (err) {
       if (signal.aborted) return;
       throw err;

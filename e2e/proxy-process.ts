@@ -36,17 +36,22 @@ export interface ProxyProcess {
   stop: (signal: NodeJS.Signals) => Promise<number | null>;
 }
 
-export async function startProxyProcess(args: string[], env: NodeJS.ProcessEnv = process.env): Promise<ProxyProcess> {
-  // node itself with tsx as a loader: one process, so SIGKILL (a crash test) leaves no orphan.
-  const child = spawn(
-    process.execPath,
-    ['--import', 'tsx', 'proxy/main.ts', ...args, '--port', '0', '--metrics-port', '0'],
-    {
-      cwd: ROOT,
-      env,
-      stdio: ['ignore', 'pipe', 'pipe'],
-    },
-  );
+/**
+ * `compiled`: dist/proxy/main.js (after `npm run build`), what the image runs; benchmarks measure
+ * that rather than the TypeScript loader.
+ */
+export async function startProxyProcess(
+  args: string[],
+  env: NodeJS.ProcessEnv = process.env,
+  opts: { compiled?: boolean } = {},
+): Promise<ProxyProcess> {
+  // node itself (with tsx as a loader): one process, so SIGKILL (a crash test) leaves no orphan.
+  const entry = opts.compiled ? ['dist/proxy/main.js'] : ['--import', 'tsx', 'proxy/main.ts'];
+  const child = spawn(process.execPath, [...entry, ...args, '--port', '0', '--metrics-port', '0'], {
+    cwd: ROOT,
+    env,
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
   // A test runner that dies mid-test must not leave the proxy running.
   const reap = () => child.kill('SIGKILL');
   process.once('exit', reap);

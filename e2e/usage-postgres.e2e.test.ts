@@ -22,6 +22,18 @@ import { type ProxyProcess, startProxyProcess } from './proxy-process.js';
 const KEY = 'sk-usage-pg-e2e';
 const MODELS = ['llama3.1:8b', 'qwen2.5:0.5b'];
 const OUTAGE_MS = 30_000;
+/**
+ * Requests per second from each of the outage test's four callers. Paced, not as fast as the
+ * machine allows: through the outage each replica holds every record it is sent, and the product
+ * bounds that (--usage-buffer, default 50,000; past it records are dropped and counted by design,
+ * the last test below). An unpaced loop sent about 2,000 requests/s to each replica while the
+ * database was down on a 2-core machine (nothing to insert makes the proxy faster): 50,000 held
+ * after 25-29 s, 7,000-15,000 more dropped, so the result depended on the machine. Paced, a
+ * replica is sent at most 4 x RATE / 2 = 500 requests/s, so from the start of the load to its
+ * recovery (3 s, the outage, the restart, the recorder's backoff of at most 5 s: about 40 s) it
+ * holds at most about 20,000, 40% of the bound, on any machine.
+ */
+const RATE = 250;
 let pg: Postgres;
 let standby: Postgres | undefined;
 let double: OllamaDouble;
@@ -105,9 +117,13 @@ describe('usage on PostgreSQL shared by two proxy processes', () => {
     const sent: Record<string, number> = {};
     const statuses: number[] = [];
     let stop = false;
-    // Four callers, alternating replicas, models and teams, until told to stop.
+    // Four callers, alternating replicas, models and teams, each at RATE, until told to stop.
     const load = Array.from({ length: 4 }, async (_, w) => {
+      const start = Date.now();
       for (let i = 0; !stop; i++) {
+        // On a schedule from the start: a caller that fell behind catches up, never past RATE overall.
+        const wait = start + (i * 1000) / RATE - Date.now();
+        if (wait > 0) await new Promise((r) => setTimeout(r, wait));
         const p = (i + w) % 2 ? a : b;
         const model = MODELS[(i + w) % 2] as string;
         const team = `t${w}`;
@@ -130,6 +146,9 @@ describe('usage on PostgreSQL shared by two proxy processes', () => {
     expect(statuses.every((s) => s === 200)).toBe(true);
     expect(servedDuringOutage).toBeGreaterThan(100);
     const total = statuses.length;
+    // Nothing dropped (the load fits the buffer): checked before waiting for the totals, which
+    // could otherwise only time out, short by exactly what was dropped.
+    for (const p of [a, b]) expect(await dropped(p), 'records dropped past the usage buffer').toBe(0);
     // Both replicas wrote what they held; from either one the totals are exact.
     await eventually('all records written', 30_000, async () =>
       (await report(a, 'model')).totals.requests === total ? true : undefined,

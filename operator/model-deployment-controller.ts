@@ -10,7 +10,7 @@ import {
   MODEL_DEPLOYMENT_LABEL,
 } from '../crds/constants.js';
 import type { Informer } from '../crds/informer.js';
-import { type KubeClient, resourcePath } from '../crds/kube-client.js';
+import { isConflict, type KubeClient, resourcePath } from '../crds/kube-client.js';
 import { errorMessage } from '../crds/log.js';
 import type { ModelDeployment } from '../crds/model-deployment.js';
 import type { NodeConfiguration } from '../crds/node-configuration.js';
@@ -130,12 +130,19 @@ export class ModelDeploymentController {
       await this.client.mergePatch(ref('nodetemplates', undefined, t.name), { spec: { enabled: t.enabled } });
     }
     if (plan.createPolicy) {
-      await this.client.create(ref('autoscalerpolicies'), {
-        apiVersion: `${API_GROUP}/${API_VERSION}`,
-        kind: 'AutoscalerPolicy',
-        metadata: { name: AUTOSCALER_POLICY_NAME },
-        spec: { unschedulablePods: { enabled: true } },
-      });
+      try {
+        await this.client.create(ref('autoscalerpolicies'), {
+          apiVersion: `${API_GROUP}/${API_VERSION}`,
+          kind: 'AutoscalerPolicy',
+          metadata: { name: AUTOSCALER_POLICY_NAME },
+          spec: { unschedulablePods: { enabled: true } },
+        });
+      } catch (err) {
+        // Another worker's reconcile created it first (deployments applied together all find none
+        // in the cache): not a failure. Its informer event brings every deployment back here, to
+        // plan against the policy as it is.
+        if (!isConflict(err)) throw err;
+      }
     } else if (plan.switchOn) {
       await this.client.mergePatch(ref('autoscalerpolicies', undefined, AUTOSCALER_POLICY_NAME), {
         spec: { unschedulablePods: { enabled: true } },

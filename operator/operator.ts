@@ -111,7 +111,7 @@ export class Operator {
     this.log = opts.logger ?? jsonLogger('operator');
     this.apiRequests = new Counter({
       name: 'pao_operator_kube_api_requests_total',
-      help: 'Requests the operator sent to the Kubernetes API (watches counted when opened).',
+      help: 'Requests the operator sent to the Kubernetes API (watches counted when opened, as method WATCH).',
       labelNames: ['method', 'resource'],
       registers: [this.registry],
     });

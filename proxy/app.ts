@@ -9,6 +9,7 @@ import {
   newRequestId,
   readLimited,
 } from './chat-handler.js';
+import { webStream } from './chunk-source.js';
 import { ENDPOINTS } from './endpoints.js';
 import { ProxyError } from './errors.js';
 import type { UsageStore } from './usage/store.js';
@@ -156,7 +157,10 @@ export function createGateway(deps: AppDeps): Gateway {
           raw.body ? readLimited(raw.body, limit, c.req.header('content-length'), grow) : Promise.resolve(''),
         signal: raw.signal,
       });
-      return new Response(out.body, { status: out.status, headers: out.headers });
+      return new Response(out.kind === 'stream' ? webStream(out.body) : out.body, {
+        status: out.status,
+        headers: out.headers,
+      });
     });
   }
 

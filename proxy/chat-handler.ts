@@ -2,6 +2,7 @@ import { randomBytes } from 'node:crypto';
 import { type ApiKeys, authenticate, type Caller, mayCall } from './auth.js';
 import type { BudgetGuard } from './budgets.js';
 import { MAX_JSON_VALUES, MAX_NESTING } from './chat-request.js';
+import type { StreamBody } from './chunk-source.js';
 import type { CostMeter } from './cost.js';
 import { ENDPOINTS, type Endpoint, type EndpointName } from './endpoints.js';
 import { invalidRequest, ProxyError } from './errors.js';
@@ -110,7 +111,7 @@ export interface ChatInput {
 
 export type ChatOutput =
   | { kind: 'json'; status: number; headers: Record<string, string>; body: string }
-  | { kind: 'stream'; status: 200; headers: Record<string, string>; body: ReadableStream<Uint8Array> };
+  | { kind: 'stream'; status: 200; headers: Record<string, string>; body: StreamBody };
 
 export const MAX_BODY_BYTES = 10 * 1024 * 1024;
 /** Longest model name kept in usage records and error messages. */
@@ -121,7 +122,7 @@ const idPrefix = `req_${randomBytes(8).toString('hex')}`;
 let idCounter = 0;
 export const newRequestId = (): string => `${idPrefix}${(idCounter++).toString(16).padStart(8, '0').slice(-8)}`;
 
-export const errorOutput = (err: ProxyError, requestId: string): ChatOutput => ({
+export const errorOutput = (err: ProxyError, requestId: string): Extract<ChatOutput, { kind: 'json' }> => ({
   kind: 'json',
   status: err.status,
   headers: { 'content-type': 'application/json', 'x-request-id': requestId, ...err.headers },

@@ -30,7 +30,7 @@ import { BedrockUpstream } from './upstreams/bedrock.js';
 import { OpenAICompatibleUpstream } from './upstreams/openai-compatible.js';
 import { isPostgresUrl, openUsageStore } from './usage/open-store.js';
 import { UsageRecorder } from './usage-recorder.js';
-import { WorkerReports } from './usage-reports.js';
+import { WorkerInserts, WorkerReports } from './usage-reports.js';
 import { UsageStatusWriter } from './usage-status.js';
 
 /**
@@ -231,8 +231,10 @@ const prune = () =>
     .catch((err: unknown) => log.warn('usage retention not applied', { error: errorMessage(err) }));
 void prune();
 setInterval(prune, 3_600_000).unref();
+// A file's inserts go to a thread of their own; PostgreSQL's run in the database already.
+const inserts = usageDb === ':memory:' || isPostgresUrl(usageDb) ? undefined : new WorkerInserts(usageDb, store);
 const recorder = new UsageRecorder({
-  store,
+  store: inserts ?? store,
   maxQueue: numberFlag('usage-buffer', values['usage-buffer'], 50_000),
   dropped: metrics.usageDropped,
   onError: (err) =>
@@ -397,6 +399,7 @@ for (const signal of ['SIGTERM', 'SIGINT'] as const) {
     statusWriter?.stop();
     await limiter?.close();
     await recorder.close();
+    await inserts?.close();
     await reports?.close();
     await store.close();
     await source?.stop().catch(() => {});

@@ -9,6 +9,7 @@ import {
   tooLarge,
   unreadable,
 } from './chat-handler.js';
+import { chunksOf } from './chunk-source.js';
 import { ProxyError } from './errors.js';
 
 /**
@@ -106,15 +107,15 @@ async function writeOutput(out: ChatOutput, res: ServerResponse, signal: AbortSi
     return;
   }
   res.writeHead(out.status, out.headers);
-  const reader = out.body.getReader();
+  const source = chunksOf(out.body);
   // The caller left: cancelling the body stops the upstream and settles the usage record.
-  const cancel = () => void reader.cancel().catch(() => {});
+  const cancel = () => source.cancel();
   if (signal.aborted) return cancel();
   signal.addEventListener('abort', cancel, { once: true });
   try {
     for (;;) {
-      const { done, value } = await reader.read();
-      if (done) break;
+      const value = await source.read();
+      if (value === undefined) break;
       // Backpressure: read the next chunk only once the socket took this one.
       if (!res.write(value)) {
         await new Promise<void>((resolve) => {

@@ -1,3 +1,4 @@
+import type { StreamBody } from './chunk-source.js';
 import type { Endpoint } from './endpoints.js';
 import type { ProxyError } from './errors.js';
 import type { Route } from './routing.js';
@@ -56,7 +57,7 @@ export type ChatResult =
       /** The body as the upstream sent it, when it goes to the client unchanged (no re-serializing). */
       raw?: string;
     }
-  | { kind: 'stream'; body: ReadableStream<Uint8Array>; outcome: Promise<StreamOutcome> };
+  | { kind: 'stream'; body: StreamBody; outcome: Promise<StreamOutcome> };
 
 export interface Upstream<R extends Route = Route> {
   /** Resolves with the answer or a stream; rejects with a ProxyError. */

@@ -13,7 +13,8 @@ import type { UsageRecord, UsageSink } from './usage.js';
  * twice.
  */
 export interface UsageRecorderOptions {
-  store: UsageStore;
+  /** Only its writes: a thread may do them (proxy/usage-reports.ts WorkerInserts). */
+  store: Pick<UsageStore, 'insert'>;
   /** Records held in memory at most (buffered while the store is down). */
   maxQueue?: number;
   /** Records per write. */

@@ -2,13 +2,16 @@ import { parentPort, workerData } from 'node:worker_threads';
 import { SqliteUsageStore } from './usage/sqlite-store.js';
 import type { ReportRequest, ReportResponse } from './usage-reports.js';
 
-/** The report thread of proxy/usage-reports.ts: its own connection to the usage file. */
+/** The report (or writer) thread of proxy/usage-reports.ts: its own connection to the usage file. */
 const store = new SqliteUsageStore((workerData as { path: string }).path);
 
 parentPort?.on('message', async (req: ReportRequest) => {
   let res: ReportResponse;
   try {
-    if (req.kind === 'tags') {
+    if (req.kind === 'insert') {
+      await store.insert(req.records);
+      res = { id: req.id, result: null };
+    } else if (req.kind === 'tags') {
       res = { id: req.id, result: await store.tags(req.search, req.limit, req.team) };
     } else {
       const q = { ...req.query, from: new Date(req.query.from), to: new Date(req.query.to) };

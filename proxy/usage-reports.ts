@@ -1,5 +1,13 @@
 import { Worker } from 'node:worker_threads';
-import type { AnalyticsNumbers, Report, TagCount, UsageNumbers, UsageQuery, UsageStore } from './usage/store.js';
+import type {
+  AnalyticsNumbers,
+  Report,
+  StoredUsage,
+  TagCount,
+  UsageNumbers,
+  UsageQuery,
+  UsageStore,
+} from './usage/store.js';
 
 /**
  * The report queries behind /v1/usage, /v1/analytics and /v1/tags. Answered on the request thread
@@ -24,17 +32,19 @@ export function inThreadReports(store: UsageStore): UsageReports {
   };
 }
 
-/** What the worker is asked: one report, by id. Dates travel as epoch ms. */
+/** What the worker is asked: one report, or one batch to write, by id. Dates travel as epoch ms. */
 export type ReportRequest =
   | { id: number; kind: 'usage' | 'analytics'; query: Omit<UsageQuery, 'from' | 'to'> & { from: number; to: number } }
-  | { id: number; kind: 'tags'; search: string; limit: number; team?: string };
+  | { id: number; kind: 'tags'; search: string; limit: number; team?: string }
+  | { id: number; kind: 'insert'; records: StoredUsage[] };
 
 /** A request before it is numbered (Omit applied to each member of the union). */
 type Unnumbered<T> = T extends unknown ? Omit<T, 'id'> : never;
 
 export type ReportResponse = { id: number; result: unknown } | { id: number; error: string };
 
-export class WorkerReports implements UsageReports {
+/** A thread with its own connection to the usage file, asked by message (proxy/usage-report-worker.ts). */
+class UsageThread {
   private readonly worker: Worker;
   private nextId = 0;
   private readonly pending = new Map<number, { resolve: (v: unknown) => void; reject: (e: Error) => void }>();
@@ -55,6 +65,7 @@ export class WorkerReports implements UsageReports {
       const p = this.pending.get(m.id);
       if (!p) return;
       this.pending.delete(m.id);
+      if (this.pending.size === 0) this.worker.unref();
       if ('error' in m) p.reject(new Error(m.error));
       else p.resolve(m.result);
     });
@@ -62,7 +73,7 @@ export class WorkerReports implements UsageReports {
     this.worker.on('exit', (code) => this.failAll(new Error(`report worker exited (${code})`)));
   }
 
-  private dead: Error | undefined;
+  protected dead: Error | undefined;
 
   private failAll(err: Error): void {
     this.dead = err;
@@ -70,15 +81,23 @@ export class WorkerReports implements UsageReports {
     this.pending.clear();
   }
 
-  private ask<T>(req: Unnumbered<ReportRequest>): Promise<T> {
+  protected ask<T>(req: Unnumbered<ReportRequest>): Promise<T> {
     const id = this.nextId++;
     if (this.dead) return Promise.reject(this.dead);
+    // Held while it owes an answer: a shutdown awaiting the last batch must not exit under it.
+    if (this.pending.size === 0) this.worker.ref();
     return new Promise<T>((resolve, reject) => {
       this.pending.set(id, { resolve: resolve as (v: unknown) => void, reject });
       this.worker.postMessage({ ...req, id });
     });
   }
 
+  async close(): Promise<void> {
+    await this.worker.terminate();
+  }
+}
+
+export class WorkerReports extends UsageThread implements UsageReports {
   private query(q: UsageQuery) {
     return { ...q, from: q.from.getTime(), to: q.to.getTime() };
   }
@@ -94,8 +113,25 @@ export class WorkerReports implements UsageReports {
   tags(search: string, limit: number, team?: string): Promise<TagCount[]> {
     return this.ask({ kind: 'tags', search, limit, ...(team !== undefined ? { team } : {}) });
   }
+}
 
-  async close(): Promise<void> {
-    await this.worker.terminate();
+/**
+ * The recorder's batches written by a thread of their own: SQLite's inserts (the raw record, its
+ * tags, the rollups, each with its indexes) were the largest cost the request thread still paid
+ * per request after the HTTP exchange (e2e/bench/RESULTS.md 11). A thread of its own, not the
+ * report thread: a long report must not hold the writes up. Should the thread die, batches are
+ * written in place (`fallback`), so no record is lost to it.
+ */
+export class WorkerInserts extends UsageThread implements Pick<UsageStore, 'insert'> {
+  constructor(
+    path: string,
+    private readonly fallback: Pick<UsageStore, 'insert'>,
+  ) {
+    super(path);
+  }
+
+  insert(records: StoredUsage[]): Promise<void> {
+    if (this.dead) return this.fallback.insert(records);
+    return this.ask({ kind: 'insert', records });
   }
 }

@@ -1,21 +1,26 @@
 import { type ChildProcess, spawn } from 'node:child_process';
-import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 import { type GatewaysResult, machineFacts, printRows, printVerdicts } from './gateways.js';
+import { writePlots } from './plot.js';
+import { printPoints, type ScalingResult } from './proxy-scaling.js';
 
 /**
  * `npm run bench`: the benchmarks of this repo, each in a child process of its own, collected into
  * e2e/bench/out/results-<date>.json and e2e/bench/out/latest.json, with one summary per section at the end.
  *   gateways  gateways.ts: proxy overhead against direct, a bare Node proxy, Portkey and LiteLLM
+ *   scaling   proxy-scaling.ts: proxy throughput, p99 and CPU per request at 1..1000 routed models and API keys
  *   latency   proxy-latency.ts: sequential added latency, in-process proxy
  *   keys      key-checks.ts: what a team key's lookup, limits (local or Redis) and budgets add
  *   bedrock   bedrock-latency.ts: streaming overhead of the Bedrock path through the AWS double
  *   usage     usage-store.ts: SQLite usage store at 1M records
  *   operator  operator-scale.ts: operator on a local control plane (binaries from e2e/cluster/build.sh)
  *   cold-start  cold-start.ts: time to first token after scale from zero (control plane, kwok, real Ollama)
+ * Then the charts of the sections that ran (plot.ts) as PNG files in e2e/bench/plots/; `npm run bench:plot -- FILE`
+ * draws them again from a saved results file.
  * Flags: --only gateways,usage,...  --quick (smaller runs)  --duration S (gateways, per row)  --install-litellm
  */
 
@@ -28,15 +33,42 @@ interface Section {
   args: (opts: Options) => string[];
   /** Writes its own JSON result (--json-out); the others' tables are captured from console.table. */
   structured?: true;
+  /** A JSON result it writes to a fixed path of its own: kept as its result when written during the section. */
+  resultFile?: string;
+  /** Prints its structured result again in the final summary. */
+  summary?: (result: unknown) => void;
 }
 
 const SECTIONS: Record<string, Section> = {
-  gateways: { script: 'e2e/bench/gateways.ts', args: (opts) => opts.gatewayArgs, structured: true },
+  gateways: {
+    script: 'e2e/bench/gateways.ts',
+    args: (opts) => opts.gatewayArgs,
+    structured: true,
+    summary: (result) => {
+      const r = result as GatewaysResult;
+      printRows(r.rows);
+      printVerdicts(r.verdicts);
+    },
+  },
+  scaling: {
+    script: 'e2e/bench/proxy-scaling.ts',
+    args: (opts) => (opts.quick ? ['--quick'] : []),
+    structured: true,
+    summary: (result) => {
+      const r = result as ScalingResult;
+      printPoints(r.points);
+      printVerdicts(r.verdicts);
+    },
+  },
   latency: { script: 'e2e/bench/proxy-latency.ts', args: (opts) => (opts.quick ? ['300'] : []) },
   keys: { script: 'e2e/bench/key-checks.ts', args: (opts) => (opts.quick ? ['300'] : []) },
   bedrock: { script: 'e2e/bench/bedrock-latency.ts', args: (opts) => (opts.quick ? ['50'] : []) },
   usage: { script: 'e2e/bench/usage-store.ts', args: (opts) => (opts.quick ? ['100000'] : []) },
-  operator: { script: 'e2e/bench/operator-scale.ts', args: (opts) => (opts.quick ? ['20'] : []) },
+  operator: {
+    script: 'e2e/bench/operator-scale.ts',
+    args: (opts) => (opts.quick ? ['20'] : []),
+    resultFile: join(OUT, 'operator-scale.json'),
+  },
   'cold-start': { script: 'e2e/bench/cold-start.ts', args: (opts) => (opts.quick ? ['1'] : []) },
 };
 
@@ -57,8 +89,8 @@ interface SectionResult {
   status: 'ok' | 'failed' | 'interrupted';
   exitCode: number | null;
   seconds: number;
-  /** gateways: its structured result; the others: the tables they printed. */
-  result?: GatewaysResult;
+  /** A structured section's result (gateways, scaling, operator); the tables the others printed. */
+  result?: unknown;
   tables?: unknown[];
   /** What the section printed (its last 64 KiB), for the facts it does not put in a table. */
   output?: string;
@@ -102,6 +134,7 @@ async function runSection(name: string, section: Section, opts: Options, scratch
     : ['--import', 'tsx', '--import', CAPTURE_TABLES, section.script, ...own];
   console.log(`\n=== ${name}: ${section.script} ${own.join(' ')}`);
   const started = performance.now();
+  const startedAt = Date.now();
   current = spawn(process.execPath, args, {
     cwd: ROOT,
     env: { ...process.env, BENCH_TABLES_FILE: tables },
@@ -122,10 +155,20 @@ async function runSection(name: string, section: Section, opts: Options, scratch
   const seconds = +((performance.now() - started) / 1000).toFixed(1);
   const status = interrupted ? 'interrupted' : exitCode === 0 ? 'ok' : 'failed';
   if (existsSync(jsonOut)) {
-    return { status, exitCode, seconds, result: JSON.parse(readFileSync(jsonOut, 'utf8')) as GatewaysResult };
+    return { status, exitCode, seconds, result: JSON.parse(readFileSync(jsonOut, 'utf8')) as unknown };
   }
   const lines = existsSync(tables) ? readFileSync(tables, 'utf8').split('\n').filter(Boolean) : [];
-  return { status, exitCode, seconds, tables: lines.map((l) => JSON.parse(l) as unknown), output };
+  // A file left by an earlier run is not this run's result.
+  const file = section.resultFile;
+  const fresh = file && existsSync(file) && statSync(file).mtimeMs >= startedAt;
+  return {
+    status,
+    exitCode,
+    seconds,
+    ...(fresh ? { result: JSON.parse(readFileSync(file, 'utf8')) as unknown } : {}),
+    tables: lines.map((l) => JSON.parse(l) as unknown),
+    output,
+  };
 }
 
 interface Options {
@@ -158,11 +201,24 @@ function summarize(results: Record<string, SectionResult>): void {
   console.log('\n================ summary ================');
   for (const [name, r] of Object.entries(results)) {
     console.log(`\n== ${name}: ${r.status} in ${r.seconds} s${r.exitCode ? ` (exit ${r.exitCode})` : ''}`);
-    if (r.result) {
-      printRows(r.result.rows);
-      printVerdicts(r.result.verdicts);
-    }
+    const summary = SECTIONS[name]?.summary;
+    if (r.result !== undefined && summary) summary(r.result);
     for (const table of r.tables ?? []) console.table(table);
+  }
+}
+
+/** Charts of the sections that ran; after the results file, so a drawing problem loses no measurement. */
+async function plot(results: Record<string, SectionResult>): Promise<void> {
+  try {
+    const written = await writePlots({
+      gateways: results.gateways?.result,
+      scaling: results.scaling?.result,
+      operator: results.operator?.result,
+    });
+    for (const path of written) console.log(`plot: ${path}`);
+  } catch (err) {
+    console.error(`plots not drawn: ${err instanceof Error ? err.message : String(err)}`);
+    process.exitCode = 1;
   }
 }
 
@@ -191,6 +247,7 @@ async function main(): Promise<void> {
   if (!interrupted) writeFileSync(join(OUT, 'latest.json'), text);
   console.log(`\nwritten ${file}${interrupted ? '' : ' and e2e/bench/out/latest.json'}`);
   if (interrupted) process.exit(130);
+  await plot(results);
   if (Object.values(results).some((r) => r.status !== 'ok')) process.exitCode = 1;
 }
 

@@ -8,8 +8,11 @@ import { setTimeout as delay } from 'node:timers/promises';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import { parseArgs } from 'node:util';
 import Database from 'better-sqlite3';
+import yaml from 'js-yaml';
 import { Agent, request } from 'undici';
-import { startProxyProcess } from '../proxy-process.js';
+import { startPostgres } from '../postgres/server.js';
+import { type ProxyProcess, startProxyProcess } from '../proxy-process.js';
+import { startRedis } from '../redis/server.js';
 import { findLiteLLM, installLiteLLM, LITELLM_MISSING, liteLLMLaunch } from './litellm.js';
 import type { LoadArgs, LoadResult } from './load.js';
 
@@ -18,19 +21,22 @@ import type { LoadArgs, LoadResult } from './load.js';
  * same requests, non-streaming and streaming, at several concurrencies, against
  *   direct   the Ollama double itself (its own process),
  *   bare     a pass-through node:http proxy (bare-proxy.ts): the floor of any Node proxy here,
- *   ours     proxy/main.ts standalone, as users run it, with auth, tags, routing, usage (SQLite) and metrics on,
+ *   ours     dist/proxy/main.js standalone, as the image runs it, with the chart's heap limit: auth, a per-key rate
+ *            limit (this replica's buckets), tags, routing, usage (SQLite) and metrics on,
+ *   ours-pg  the same with usage in PostgreSQL and the rate limit in Redis (both local; their CPU reported apart),
  *   portkey  Portkey's open-source gateway (@portkey-ai/gateway),
  *   litellm  LiteLLM's proxy, when a `litellm` executable is installed (see litellm.ts).
  * Per run: requests/s, latency mean/p50/p99, errors, latency added over direct, CPU (% of one core) and peak RSS of
  * the process under test. Streaming time to first token comes from a sequential client of its own, since autocannon
- * only times whole responses. Ends with PASS/FAIL lines for the project's overhead targets.
+ * only times whole responses; ours then holds c=128 for a soak (60 s) with its RSS sampled. Ends with PASS/FAIL lines
+ * for the project's overhead and memory targets.
  * Run: npx tsx e2e/bench/gateways.ts [--quick] [--duration S] [--connections 1,16,128] [--targets a,b]
  *      [--ttft-requests N] [--json-out FILE] [--install-litellm]
  */
 
 const ROOT = fileURLToPath(new URL('../..', import.meta.url));
 const MODEL = 'llama3.1:8b';
-const TARGETS = ['direct', 'bare', 'ours', 'portkey', 'litellm'] as const;
+const TARGETS = ['direct', 'bare', 'ours', 'ours-pg', 'portkey', 'litellm'] as const;
 type TargetName = (typeof TARGETS)[number];
 const MODES = ['json', 'stream'] as const;
 type Mode = (typeof MODES)[number];
@@ -53,6 +59,8 @@ const PORTKEY_SHIM =
 
 interface Settings {
   durationS: number;
+  /** The soak of ours at c=128 (streaming), memory sampled throughout. */
+  soakS: number;
   warmupS: number;
   connections: number[];
   targets: TargetName[];
@@ -105,7 +113,7 @@ function readText(path: string): string {
 // ---------------------------------------------------------------------------------------------------------------
 // Child processes: every one is registered so that exit, Ctrl-C or a crash takes it down too.
 
-interface Managed {
+export interface Managed {
   name: string;
   pid: number;
   stop(): Promise<void>;
@@ -114,7 +122,7 @@ interface Managed {
 
 const running = new Set<Managed>();
 
-class Child implements Managed {
+export class Child implements Managed {
   readonly proc: ChildProcess;
   private out = '';
 
@@ -184,7 +192,7 @@ class Child implements Managed {
 }
 
 /** The `{"url": ...}` line our own servers print once listening. */
-function urlLine(out: string): string | undefined {
+export function urlLine(out: string): string | undefined {
   for (const line of out.split('\n')) {
     if (!line.startsWith('{"url"')) continue;
     return (JSON.parse(line) as { url: string }).url;
@@ -259,7 +267,7 @@ function rssKiB(pid: number): number {
 }
 
 /** CPU and peak RSS of one process tree between construction and finish(). */
-class Usage {
+export class Usage {
   private readonly t0 = performance.now();
   private readonly ticks0: number;
   private peakKiB: number;
@@ -292,6 +300,8 @@ interface Target {
   headers: Record<string, string>;
   /** The process whose CPU and memory count as the target's. */
   pid: number;
+  /** Servers the target needs (PostgreSQL, Redis): their CPU is sampled and reported apart. */
+  backing?: Array<{ name: string; pid: number }>;
   notes: string[];
   stop(): Promise<void>;
   /** After the runs, before stop: anything worth checking about what the target did. */
@@ -345,7 +355,9 @@ async function startTarget(name: TargetName, double: Double, dir: string, settin
     case 'bare':
       return startBare(double);
     case 'ours':
-      return startOurs(double, dir);
+      return startOurs(double, dir, 'sqlite');
+    case 'ours-pg':
+      return startOurs(double, dir, 'postgres');
     case 'portkey':
       return startPortkey(double);
     case 'litellm':
@@ -366,8 +378,22 @@ async function startBare(double: Double): Promise<Target> {
   };
 }
 
-async function startOurs(double: Double, dir: string): Promise<Target> {
-  const config = join(dir, 'ours.yaml');
+/** What the chart gives a proxy pod: its V8 heap limit and its memory limit (values.yaml). */
+export function chartProxyMemory(): { heapMiB: number; limitMiB: number } {
+  const values = yaml.load(readFileSync(join(ROOT, 'charts/platform-ai-optimizer/values.yaml'), 'utf8')) as {
+    proxy: { heapMiB: number; resources: { limits: { memory: string } } };
+  };
+  const limit = /^(\d+)(Mi|Gi)$/.exec(values.proxy.resources.limits.memory);
+  if (!limit) throw new Error(`unexpected proxy memory limit ${values.proxy.resources.limits.memory}`);
+  return { heapMiB: values.proxy.heapMiB, limitMiB: Number(limit[1]) * (limit[2] === 'Gi' ? 1024 : 1) };
+}
+
+/** A rate limit every request is checked against and none reaches: the limiter's cost, not its refusals. */
+const UNREACHED_RATE = ['--rate-limit-rps', '1000000', '--rate-limit-burst', '1000000'];
+
+async function startOurs(double: Double, dir: string, store: 'sqlite' | 'postgres'): Promise<Target> {
+  const name: TargetName = store === 'sqlite' ? 'ours' : 'ours-pg';
+  const config = join(dir, `${name}.yaml`);
   writeFileSync(
     config,
     [
@@ -384,10 +410,75 @@ async function startOurs(double: Double, dir: string): Promise<Target> {
   );
   const keys = join(dir, 'keys.txt');
   writeFileSync(keys, 'sk-bench\n');
-  const usageDb = join(dir, 'usage.db');
-  const proxy = await startProxyProcess(['--config', config, '--keys-file', keys, '--usage-db', usageDb]);
+  const pg = store === 'postgres' ? await startPostgres() : undefined;
+  const redis = store === 'postgres' ? await startRedis() : undefined;
+  const stopBacking = async () => {
+    await pg?.destroy();
+    await redis?.destroy();
+  };
+  const usageDb = pg ? pg.url : join(dir, `${name}.db`);
+  const { heapMiB } = chartProxyMemory();
+  let proxy: ProxyProcess;
+  try {
+    proxy = await startProxyProcess(
+      [
+        '--config',
+        config,
+        '--keys-file',
+        keys,
+        '--usage-db',
+        usageDb,
+        ...UNREACHED_RATE,
+        ...(redis ? ['--redis', redis.url] : []),
+      ],
+      // The chart's heap setting (values.yaml proxy.heapMiB), as the pod runs it.
+      { ...process.env, NODE_OPTIONS: `--max-old-space-size=${heapMiB}` },
+      { compiled: true },
+    );
+  } catch (err) {
+    await stopBacking();
+    throw err;
+  }
+  const managed = trackProxy(name, proxy);
+  const backing = [
+    ...(pg ? [{ name: 'postgres', pid: pg.pid() }] : []),
+    ...(redis?.pid() ? [{ name: 'redis', pid: redis.pid() as number }] : []),
+  ];
+  return {
+    name,
+    url: `${proxy.base}/openai/v1/chat/completions`,
+    headers: { ...JSON_HEADERS, 'x-api-key': 'sk-bench', 'x-tags': 'team:bench' },
+    pid: managed.pid,
+    backing,
+    notes: [
+      `node dist/proxy/main.js --config --keys-file --usage-db ${pg ? 'postgres://' : 'FILE'} ${UNREACHED_RATE.join(' ')}` +
+        `${redis ? ' --redis redis://' : ''}, NODE_OPTIONS=--max-old-space-size=${heapMiB} (standalone, all features on)`,
+    ],
+    stop: async () => {
+      await managed.stop();
+      await stopBacking();
+    },
+    inspect: () =>
+      inspectOurs(
+        proxy.metrics,
+        pg ? () => Number(pg.psql('SELECT count(*) FROM usage_requests').trim()) : () => sqliteRows(usageDb),
+      ),
+  };
+}
+
+function sqliteRows(file: string): number {
+  const db = new Database(file, { readonly: true, fileMustExist: true });
+  try {
+    return (db.prepare('SELECT count(*) AS n FROM requests').get() as { n: number }).n;
+  } finally {
+    db.close();
+  }
+}
+
+/** Our proxy as one of the benchmark's processes: stopped with the others on exit, Ctrl-C or a crash. */
+export function trackProxy(name: string, proxy: ProxyProcess): Managed {
   const managed: Managed = {
-    name: 'ours',
+    name,
     pid: proxy.child.pid ?? -1,
     stop: async () => {
       // SIGTERM is the graceful path: the usage recorder flushes what is queued into SQLite.
@@ -397,21 +488,11 @@ async function startOurs(double: Double, dir: string): Promise<Target> {
   };
   running.add(managed);
   proxy.child.once('exit', () => running.delete(managed));
-  return {
-    name: 'ours',
-    url: `${proxy.base}/openai/v1/chat/completions`,
-    headers: { ...JSON_HEADERS, 'x-api-key': 'sk-bench', 'x-tags': 'team:bench' },
-    pid: managed.pid,
-    notes: ['node --import tsx proxy/main.ts --config --keys-file --usage-db (standalone, all features on)'],
-    stop: async () => {
-      await managed.stop();
-    },
-    inspect: () => inspectOurs(proxy.metrics, usageDb),
-  };
+  return managed;
 }
 
-/** Proof that the features ran: tagged requests in the metrics and usage rows in SQLite (read after a flush). */
-async function inspectOurs(metricsBase: string, usageDb: string): Promise<Record<string, number | string>> {
+/** Proof that the features ran: tagged requests in the metrics and usage rows in the store (read after a flush). */
+async function inspectOurs(metricsBase: string, storedRows: () => number): Promise<Record<string, number | string>> {
   const metrics = await (await fetch(`${metricsBase}/metrics`)).text();
   const sum = (prefix: string, filter = '') =>
     metrics
@@ -420,17 +501,12 @@ async function inspectOurs(metricsBase: string, usageDb: string): Promise<Record
       .reduce((acc, l) => acc + Number(l.split(' ').at(-1)), 0);
   // Past the recorder's 250 ms batch interval, so the rows counted below are all there is.
   await sleep(600);
-  const db = new Database(usageDb, { readonly: true, fileMustExist: true });
-  try {
-    const row = db.prepare('SELECT count(*) AS n FROM requests').get() as { n: number };
-    return {
-      metricsRequestsTeamBench: sum('pao_gateway_requests_total{', 'team="bench"'),
-      usageRowsInSqlite: row.n,
-      usageRecordsDropped: sum('pao_gateway_usage_records_dropped_total'),
-    };
-  } finally {
-    db.close();
-  }
+  return {
+    metricsRequestsTeamBench: sum('pao_gateway_requests_total{', 'team="bench"'),
+    usageRowsStored: storedRows(),
+    usageRecordsDropped: sum('pao_gateway_usage_records_dropped_total'),
+    rateLimited: sum('pao_gateway_rate_limited_total'),
+  };
 }
 
 async function startPortkey(double: Double): Promise<Target> {
@@ -525,6 +601,8 @@ interface Run {
   cpuPct: number;
   rssMiB: number;
   doubleCpuPct: number;
+  /** CPU % of the target's servers (PostgreSQL with its backends, Redis), apart from its own. */
+  backingCpuPct: Record<string, number>;
 }
 
 interface LoadEvent {
@@ -532,19 +610,28 @@ interface LoadEvent {
 }
 
 /** One autocannon run in its own process; CPU and RSS are sampled between its start and stop markers. */
-async function runLoad(t: Target, double: Double, mode: Mode, c: number, settings: Settings): Promise<Run> {
+async function runLoad(
+  t: Target,
+  double: Double,
+  mode: Mode,
+  c: number,
+  settings: Settings,
+  durationS = settings.durationS,
+): Promise<Run> {
   const args: LoadArgs = {
     url: t.url,
     headers: t.headers,
     body: BODIES[mode],
     connections: c,
     warmupS: settings.warmupS,
-    durationS: settings.durationS,
+    durationS,
   };
   const child = new Child('load', process.execPath, ['--import', 'tsx', 'e2e/bench/load.ts', JSON.stringify(args)]);
-  const limit = setTimeout(() => child.kill(), (settings.warmupS + settings.durationS + 60) * 1000);
+  const limit = setTimeout(() => child.kill(), (settings.warmupS + durationS + 60) * 1000);
   let target: Usage | undefined;
   let upstream: Usage | undefined;
+  let backing: Array<{ name: string; usage: Usage }> = [];
+  let backingCpuPct: Record<string, number> = {};
   let sampled: { target: ReturnType<Usage['finish']>; double: ReturnType<Usage['finish']> } | undefined;
   let result: LoadResult | undefined;
   try {
@@ -555,8 +642,10 @@ async function runLoad(t: Target, double: Double, mode: Mode, c: number, setting
       if (ev.event === 'start') {
         target = new Usage(t.pid);
         upstream = t.pid === double.pid ? target : new Usage(double.pid);
+        backing = (t.backing ?? []).map((b) => ({ name: b.name, usage: new Usage(b.pid) }));
       } else if (ev.event === 'stop' && target && upstream) {
         const tu = target.finish();
+        backingCpuPct = Object.fromEntries(backing.map((b) => [b.name, b.usage.finish().cpuPct]));
         sampled = { target: tu, double: upstream === target ? tu : upstream.finish() };
       } else if (ev.event === 'result') {
         result = ev as LoadEvent & LoadResult;
@@ -576,6 +665,7 @@ async function runLoad(t: Target, double: Double, mode: Mode, c: number, setting
     cpuPct: sampled.target.cpuPct,
     rssMiB: sampled.target.rssMiB,
     doubleCpuPct: sampled.double.cpuPct,
+    backingCpuPct,
   };
 }
 
@@ -655,6 +745,8 @@ interface Row {
   rssMiB: number;
   doubleCpuPct: number;
   loadgenCpuPct: number;
+  /** CPU time per request of the target's PostgreSQL and Redis, apart from cpuUsPerReq. */
+  backingCpuUsPerReq: Record<string, number>;
   statusCodes: Record<string, number>;
 }
 
@@ -684,6 +776,9 @@ function toRows(runs: Run[]): Row[] {
       rssMiB: r.rssMiB,
       doubleCpuPct: r.doubleCpuPct,
       loadgenCpuPct: r.load.loadCpuPct,
+      backingCpuUsPerReq: Object.fromEntries(
+        Object.entries(r.backingCpuPct).map(([name, pct]) => [name, round(((pct / 100) * 1e6) / r.load.rps, 1)]),
+      ),
       statusCodes: r.load.statusCodes,
     };
   });
@@ -708,53 +803,101 @@ export function printRows(rows: Row[]): void {
       'rss MiB': r.rssMiB,
       'double cpu %': r.doubleCpuPct,
       'loadgen cpu %': r.loadgenCpuPct,
+      'backing µs/req': Object.entries(r.backingCpuUsPerReq ?? {})
+        .map(([name, us]) => `${name} ${us}`)
+        .join(', '),
     })),
   );
 }
 
-interface Verdict {
+export interface Verdict {
   id: string;
   pass: boolean | null;
   detail: string;
 }
 
-function verdicts(rows: Row[], ttft: Ttft[], concurrencies: number[]): Verdict[] {
+/** Our configurations: the standalone default, then PostgreSQL + Redis. */
+const OURS = ['ours', 'ours-pg'] as const;
+
+/** ours held at c=128 for settings.soakS with its memory sampled. */
+interface Soak {
+  target: TargetName;
+  mode: Mode;
+  c: number;
+  seconds: number;
+  rps: number;
+  p99Ms: number;
+  bad: number;
+  rssMiB: number;
+}
+
+function verdicts(
+  rows: Row[],
+  ttft: Ttft[],
+  concurrencies: number[],
+  soaks: Soak[],
+  memory: { heapMiB: number; limitMiB: number },
+): Verdict[] {
   const row = (target: TargetName, mode: Mode, c: number) =>
     rows.find((r) => r.target === target && r.mode === mode && r.c === c);
   const out: Verdict[] = [];
-  for (const mode of MODES) {
-    const [ours, bare] = [row('ours', mode, 1), row('bare', mode, 1)];
+  const directT = ttft.find((t) => t.target === 'direct');
+  for (const name of OURS) {
+    if (!rows.some((r) => r.target === name)) continue;
+    for (const mode of MODES) {
+      const [ours, bare] = [row(name, mode, 1), row('bare', mode, 1)];
+      out.push(
+        ours && bare
+          ? {
+              id: `(a) ${name} ${mode} c=1: added mean latency within 0.1 ms of bare's`,
+              pass: ours.addedMeanMs - bare.addedMeanMs <= 0.1,
+              detail: `${name} +${ours.addedMeanMs} ms, bare +${bare.addedMeanMs} ms, difference ${round(ours.addedMeanMs - bare.addedMeanMs)} ms`,
+            }
+          : { id: `(a) ${name} ${mode} c=1`, pass: null, detail: `${name} or bare not measured at c=1` },
+      );
+    }
+    for (const mode of MODES) {
+      for (const c of concurrencies.filter((n) => n > 1)) {
+        const [ours, bare] = [row(name, mode, c), row('bare', mode, c)];
+        if (!ours || !bare) continue;
+        out.push({
+          id: `(b) ${name} ${mode} c=${c}: throughput >= 85% of bare's`,
+          pass: ours.rps >= 0.85 * bare.rps,
+          detail: `${name} ${ours.rps} req/s, bare ${bare.rps} req/s = ${round((100 * ours.rps) / bare.rps, 1)}%`,
+        });
+        const backing = Object.values(ours.backingCpuUsPerReq).reduce((a, b) => a + b, 0);
+        out.push({
+          id: `(e) ${name} ${mode} c=${c}: CPU per request <= 1.3x bare's`,
+          pass: ours.cpuUsPerReq <= 1.3 * bare.cpuUsPerReq,
+          detail:
+            `${name} ${ours.cpuUsPerReq} µs, bare ${bare.cpuUsPerReq} µs = ${round(ours.cpuUsPerReq / bare.cpuUsPerReq, 2)}x` +
+            (backing > 0 ? ` (PostgreSQL + Redis apart: ${round(backing, 1)} µs)` : ''),
+        });
+      }
+    }
+    const oursT = ttft.find((t) => t.target === name);
     out.push(
-      ours && bare
+      oursT && directT
         ? {
-            id: `(a) ${mode} c=1: ours' added mean latency within 0.1 ms of bare's`,
-            pass: ours.addedMeanMs - bare.addedMeanMs <= 0.1,
-            detail: `ours +${ours.addedMeanMs} ms, bare +${bare.addedMeanMs} ms, difference ${round(ours.addedMeanMs - bare.addedMeanMs)} ms`,
+            id: `(c) ${name} streaming TTFT overhead <= 1 ms (p50)`,
+            pass: oursT.ttftP50Ms - directT.ttftP50Ms <= 1,
+            detail: `p50 +${round(oursT.ttftP50Ms - directT.ttftP50Ms)} ms, mean +${round(oursT.ttftMeanMs - directT.ttftMeanMs)} ms`,
           }
-        : { id: `(a) ${mode} c=1`, pass: null, detail: 'ours or bare not measured at c=1' },
+        : { id: `(c) ${name} streaming TTFT overhead`, pass: null, detail: `${name} or direct TTFT not measured` },
     );
-  }
-  for (const mode of MODES) {
-    for (const c of concurrencies.filter((n) => n > 1)) {
-      const [ours, bare] = [row('ours', mode, c), row('bare', mode, c)];
-      if (!ours || !bare) continue;
+    const loaded = rows.filter((r) => r.target === name && r.c === Math.max(...concurrencies));
+    const soak = soaks.find((k) => k.target === name);
+    for (const [what, rss] of [
+      [`c=${Math.max(...concurrencies)} runs`, Math.max(...loaded.map((r) => r.rssMiB))],
+      [soak ? `${soak.seconds} s soak at c=${soak.c} (${soak.mode})` : 'soak', soak ? soak.rssMiB : Number.NaN],
+    ] as const) {
       out.push({
-        id: `(b) ${mode} c=${c}: ours' throughput >= 85% of bare's`,
-        pass: ours.rps >= 0.85 * bare.rps,
-        detail: `ours ${ours.rps} req/s, bare ${bare.rps} req/s = ${round((100 * ours.rps) / bare.rps, 1)}%`,
+        id: `(m) ${name} peak RSS in the ${what} < the chart's limit`,
+        pass: Number.isFinite(rss) ? rss < memory.limitMiB : null,
+        detail: `peak ${rss} MiB, limit ${memory.limitMiB} MiB with --max-old-space-size=${memory.heapMiB}`,
       });
     }
   }
-  const [oursT, directT] = [ttft.find((t) => t.target === 'ours'), ttft.find((t) => t.target === 'direct')];
-  out.push(
-    oursT && directT
-      ? {
-          id: '(c) streaming TTFT overhead of ours <= 1 ms (p50)',
-          pass: oursT.ttftP50Ms - directT.ttftP50Ms <= 1,
-          detail: `p50 +${round(oursT.ttftP50Ms - directT.ttftP50Ms)} ms, mean +${round(oursT.ttftMeanMs - directT.ttftMeanMs)} ms`,
-        }
-      : { id: '(c) streaming TTFT overhead', pass: null, detail: 'ours or direct TTFT not measured' },
-  );
   for (const mode of MODES) {
     for (const c of concurrencies) {
       const [ours, portkey] = [row('ours', mode, c), row('portkey', mode, c)];
@@ -805,7 +948,11 @@ export interface GatewaysResult {
   verdicts: Verdict[];
   /** Load average when the run ended: with machine.loadAverage, how busy the machine was besides this run. */
   loadAverageEnd: number[];
-  ours?: Record<string, number | string>;
+  /** What each of our configurations did (metrics and stored usage), by target. */
+  ours?: Record<string, Record<string, number | string>>;
+  soaks: Soak[];
+  /** The chart's proxy heap setting and memory limit, which ours ran with and is held to. */
+  chartMemory: { heapMiB: number; limitMiB: number };
 }
 
 function parseSettings(): Settings & { jsonOut: string | undefined } {
@@ -817,6 +964,7 @@ function parseSettings(): Settings & { jsonOut: string | undefined } {
       connections: { type: 'string', default: '1,16,128' },
       targets: { type: 'string', default: TARGETS.join(',') },
       'ttft-requests': { type: 'string' },
+      soak: { type: 'string' },
       'json-out': { type: 'string' },
       'install-litellm': { type: 'boolean', default: false },
     },
@@ -828,6 +976,7 @@ function parseSettings(): Settings & { jsonOut: string | undefined } {
   const ttftRequests = Number(values['ttft-requests'] ?? (quick ? 100 : 500));
   return {
     durationS: Number(values.duration ?? (quick ? 2 : 8)),
+    soakS: Number(values.soak ?? (quick ? 5 : 60)),
     warmupS: Number(values.warmup ?? (quick ? 0.5 : 2)),
     connections: (values.connections ?? '').split(',').map(Number),
     // direct first: every other row is compared with it.
@@ -869,7 +1018,12 @@ async function main(): Promise<void> {
   const runs: Run[] = [];
   const ttfts: Ttft[] = [];
   const targets: GatewaysResult['targets'] = {};
-  let ours: Record<string, number | string> | undefined;
+  const ours: Record<string, Record<string, number | string>> = {};
+  const soaks: Soak[] = [];
+  if (settings.targets.some((t) => (OURS as readonly string[]).includes(t))) {
+    progress('npm run build (ours runs from dist/, as the image does)');
+    execFileSync('npm', ['run', 'build'], { cwd: ROOT, stdio: 'ignore' });
+  }
 
   for (const name of settings.targets) {
     let t: Target | undefined;
@@ -879,7 +1033,21 @@ async function main(): Promise<void> {
       const failures = await probe(t);
       if (failures.length > 0) throw new Error(`not answering 200 through to the double: ${failures.join('; ')}`);
       ttfts.push(await measure(t, double, settings, runs));
-      if (t.inspect) ours = await t.inspect();
+      if ((OURS as readonly string[]).includes(name) && settings.soakS > 0) {
+        const run = await runLoad(t, double, 'stream', 128, settings, settings.soakS);
+        soaks.push({
+          target: name,
+          mode: 'stream',
+          c: 128,
+          seconds: settings.soakS,
+          rps: run.load.rps,
+          p99Ms: run.load.p99Ms,
+          bad: run.load.non2xx + run.load.errors,
+          rssMiB: run.rssMiB,
+        });
+        progress(`${name} soak ${settings.soakS} s at c=128: ${run.load.rps} req/s, peak RSS ${run.rssMiB} MiB`);
+      }
+      if (t.inspect) ours[name] = await t.inspect();
       targets[name] = { status: 'measured', notes: t.notes };
     } catch (err) {
       const status = err instanceof Skip ? 'skipped' : 'failed';
@@ -904,9 +1072,11 @@ async function main(): Promise<void> {
       overheadP50Ms: directTtft ? round(t.ttftP50Ms - directTtft.ttftP50Ms) : Number.NaN,
       overheadMeanMs: directTtft ? round(t.ttftMeanMs - directTtft.ttftMeanMs) : Number.NaN,
     })),
-    verdicts: verdicts(rows, ttfts, settings.connections),
+    verdicts: verdicts(rows, ttfts, settings.connections, soaks, chartProxyMemory()),
     loadAverageEnd: os.loadavg().map((l) => round(l, 2)),
-    ...(ours ? { ours } : {}),
+    ours,
+    soaks,
+    chartMemory: chartProxyMemory(),
   };
   report(result);
   if (jsonOut) {
@@ -928,12 +1098,18 @@ export function report(result: GatewaysResult): void {
   printRows(result.rows);
   console.log(`Streaming time to first token, sequential, ${result.settings.ttftRequests} requests per target:`);
   console.table(result.ttft);
+  if (result.soaks.length > 0) {
+    console.log(
+      `Soak of ours (memory), chart limit ${result.chartMemory.limitMiB} MiB, heap ${result.chartMemory.heapMiB} MiB:`,
+    );
+    console.table(result.soaks);
+  }
   if (result.ours) console.log(`ours' bookkeeping during the run: ${JSON.stringify(result.ours)}`);
   shout(result.rows);
   printVerdicts(result.verdicts);
 }
 
-function installCleanup(dir: string): void {
+export function installCleanup(dir: string): void {
   process.on('exit', () => {
     for (const child of running) child.kill();
     rmSync(dir, { recursive: true, force: true });

@@ -1,3 +1,4 @@
+import { readFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 
 /**
@@ -6,7 +7,15 @@ import { createRequire } from 'node:module';
  * `{"event":"start"}` and `{"event":"stop"}` around the measured run (the parent samples CPU between them), then
  * `{"event":"result",...}`.
  * Run: node --import tsx e2e/bench/load.ts '{"url":"http://...","connections":16,"durationS":8,...}'
+ *      node --import tsx e2e/bench/load.ts @args.json   (the same JSON in a file: a long `variants` list does not
+ *      fit the 128 KiB the kernel allows one argument)
  */
+
+/** What one request changes from the base request: headers added (or replaced) and its own body. */
+export interface LoadVariant {
+  headers?: Record<string, string>;
+  body?: string;
+}
 
 export interface LoadArgs {
   url: string;
@@ -15,6 +24,11 @@ export interface LoadArgs {
   connections: number;
   warmupS: number;
   durationS: number;
+  /**
+   * Successive requests, across all connections together, take these in turn: a benchmark of a lookup then hits
+   * every entry rather than one that stays hot. Absent: every request is the base request.
+   */
+  variants?: LoadVariant[];
 }
 
 export interface LoadResult {
@@ -35,11 +49,18 @@ export interface LoadResult {
 }
 
 /** The part of autocannon's programmatic API used here (it ships no types). */
+interface AutocannonRequest {
+  method: 'POST';
+  headers: Record<string, string>;
+  body: string;
+}
 interface AutocannonOptions {
   url: string;
   method: 'POST';
   headers: Record<string, string>;
   body: string;
+  /** autocannon rebuilds a request whose entry has setupRequest before sending it, every time. */
+  requests?: Array<{ setupRequest: (req: AutocannonRequest) => AutocannonRequest }>;
   connections: number;
   pipelining: number;
   duration: number;
@@ -96,6 +117,7 @@ function options(args: LoadArgs, durationS: number): AutocannonOptions {
     method: 'POST',
     headers: args.headers,
     body: args.body,
+    ...(args.variants?.length ? { requests: [{ setupRequest: rotation(args, args.variants) }] } : {}),
     connections: args.connections,
     pipelining: 1,
     duration: durationS,
@@ -103,11 +125,30 @@ function options(args: LoadArgs, durationS: number): AutocannonOptions {
   };
 }
 
+/**
+ * One counter shared by every connection: autocannon cycles a `requests` list per connection, so with a list of
+ * the variants themselves 16 connections would step in lockstep and a short run would never reach the end of it.
+ */
+function rotation(args: LoadArgs, variants: LoadVariant[]): (req: AutocannonRequest) => AutocannonRequest {
+  // Built once: the generator's own cost per request must not depend on which variant is sent.
+  const built = variants.map((v) => ({ headers: { ...args.headers, ...v.headers }, body: v.body ?? args.body }));
+  let next = 0;
+  return (req) => {
+    const v = built[next] ?? { headers: args.headers, body: args.body };
+    next = (next + 1) % built.length;
+    return { ...req, headers: v.headers, body: v.body };
+  };
+}
+
+function readArgs(arg: string): LoadArgs {
+  return JSON.parse(arg.startsWith('@') ? readFileSync(arg.slice(1), 'utf8') : arg) as LoadArgs;
+}
+
 const emit = (line: object) => process.stdout.write(`${JSON.stringify(line)}\n`);
 const round = (v: number, digits = 3) => +v.toFixed(digits);
 
 async function main(): Promise<void> {
-  const args = JSON.parse(process.argv[2] ?? '{}') as LoadArgs;
+  const args = readArgs(process.argv[2] ?? '{}');
   // Warm-up: JIT, connection pools and the upstream's keep-alive sockets settle before anything is counted.
   if (args.warmupS > 0) await autocannon(options(args, args.warmupS));
 

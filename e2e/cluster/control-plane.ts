@@ -32,6 +32,10 @@ export interface ControlPlane {
   /** Directory holding data, logs and keys; removed by stop(). */
   dir: string;
   binDir: string;
+  /** Loopback HTTPS ports of the controller manager and the scheduler (/metrics with the admin token). */
+  securePorts: { 'kube-controller-manager': number; 'kube-scheduler': number };
+  /** Process id of each running component (e.g. to read its CPU time). */
+  pids(): Partial<Record<Component, number>>;
   /** Stop one component (for fault tests) and start it again with the same flags. */
   restart(component: Component): Promise<void>;
   kill(component: Component): void;
@@ -147,7 +151,12 @@ interface Spec {
 }
 
 export async function startControlPlane(
-  options: { binDir?: string; logToConsole?: boolean } = {},
+  options: {
+    binDir?: string;
+    logToConsole?: boolean;
+    /** Flags added to a component's own (a later flag wins), e.g. a benchmark's client QPS. */
+    extraArgs?: Partial<Record<Component, string[]>>;
+  } = {},
 ): Promise<ControlPlane> {
   const binDir = options.binDir ?? buildControlPlane();
   const pidFile = join(binDir, '..', 'running.pids');
@@ -244,9 +253,13 @@ export async function startControlPlane(
         '--leader-elect=false',
         '--controllers=*,-cloud-node-lifecycle,-service-lb-controller,-node-route-controller',
         '--cluster-signing-duration=24h',
-        // kwok heartbeats can lag on a loaded 2-core machine; a node marked NotReady marks its
-        // pods NotReady, which kwok does not undo. Real kubelets are not under test here.
-        '--node-monitor-grace-period=5m',
+        // kwok 0.7 started without --node-lease-duration-seconds holds no node Lease and posts node
+        // status only every 10 minutes (its heartbeat-with-lease stage, 600-610 s apart). A node
+        // silent for the grace period is marked NotReady, and so are its pods, which kwok does not
+        // undo: with 5m, pods on a plane older than 5 minutes went NotReady for good (the operator
+        // benchmark's 1000-pod phases never finished).
+        // Real kubelets are not under test here.
+        '--node-monitor-grace-period=1h',
         '--v=1',
       ],
     },
@@ -273,7 +286,8 @@ export async function startControlPlane(
   const start = (c: Component) => {
     const spec = specs[c];
     const log = createWriteStream(join(logs, `${c}.log`), { flags: 'a' });
-    const child = spawn(join(binDir, spec.bin), spec.args, { stdio: ['ignore', 'pipe', 'pipe'], cwd: dir });
+    const args = [...spec.args, ...(options.extraArgs?.[c] ?? [])];
+    const child = spawn(join(binDir, spec.bin), args, { stdio: ['ignore', 'pipe', 'pipe'], cwd: dir });
     child.stdout?.pipe(log);
     child.stderr?.pipe(log);
     if (options.logToConsole) child.stderr?.pipe(process.stderr);
@@ -362,6 +376,13 @@ export async function startControlPlane(
     token,
     dir,
     binDir,
+    securePorts: { 'kube-controller-manager': cmPort, 'kube-scheduler': schedPort },
+    pids: () =>
+      Object.fromEntries(
+        [...procs].flatMap(([c, child]) =>
+          child.pid !== undefined && child.exitCode === null ? [[c, child.pid]] : [],
+        ),
+      ),
     kill,
     async crash(c) {
       const done = exited(c);

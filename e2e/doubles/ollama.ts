@@ -103,10 +103,11 @@ export async function startOllamaDouble(opts: OllamaDoubleOptions = {}): Promise
   let nextId = 1;
   let closing: Promise<void> | undefined;
 
-  const findModel = (name: string): string | undefined => {
-    const wanted = withTag(name).toLowerCase();
-    return models.find((m) => withTag(m).toLowerCase() === wanted);
-  };
+  // Indexed, not scanned: the proxy's scaling bench gives it 1000 models, and a lookup that grew with them would
+  // take CPU from the proxy it shares the machine with. The first of two equal names wins, as a scan would.
+  const byName = new Map<string, string>();
+  for (const m of models) if (!byName.has(withTag(m).toLowerCase())) byName.set(withTag(m).toLowerCase(), m);
+  const findModel = (name: string): string | undefined => byName.get(withTag(name).toLowerCase());
 
   const server = createServer((req, res) => {
     route(req, res).catch((err: unknown) => {

@@ -1,5 +1,5 @@
 import { execFileSync, spawnSync } from 'node:child_process';
-import { chmodSync, existsSync, mkdtempSync, readdirSync, rmSync } from 'node:fs';
+import { chmodSync, existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { freePort } from '../ollama/server.js';
@@ -22,6 +22,8 @@ export interface Postgres {
   destroy(): Promise<void>;
   /** Runs SQL as the superuser through psql (setup and fault injection), in `database` (default postgres). */
   psql(sql: string, database?: string): string;
+  /** The postmaster's pid (its backends are its children): benchmarks sample their CPU. */
+  pid(): number;
 }
 
 const NOBODY = 65534;
@@ -88,6 +90,7 @@ export async function startPostgres(): Promise<Postgres> {
       ]);
       rmSync(dir, { recursive: true, force: true });
     },
+    pid: () => Number(readFileSync(join(data, 'postmaster.pid'), 'utf8').split('\n')[0]),
     psql: (sql: string, database = 'postgres') =>
       execFileSync(
         join(bin, 'psql'),

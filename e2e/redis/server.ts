@@ -15,6 +15,8 @@ export interface RedisServer {
   stop(): Promise<void>;
   start(): Promise<void>;
   destroy(): Promise<void>;
+  /** The server's pid while it runs (benchmarks sample its CPU). */
+  pid(): number | undefined;
 }
 
 export async function startRedis(): Promise<RedisServer> {
@@ -68,6 +70,7 @@ export async function startRedis(): Promise<RedisServer> {
     port,
     stop,
     start,
+    pid: () => child?.pid,
     destroy: async () => {
       await stop();
       rmSync(dir, { recursive: true, force: true });

@@ -1,9 +1,17 @@
 import { createParser } from 'eventsource-parser';
-import { Agent, type Dispatcher, request } from 'undici';
+import { Agent, type Dispatcher } from 'undici';
+import type { ChunkSource } from '../chunk-source.js';
 import { ProxyError } from '../errors.js';
 import { ReplicaPools } from '../replica-pool.js';
 import type { OpenAICompatibleRoute } from '../routing.js';
 import type { ChatCall as AnyChatCall, ChatResult, StreamOutcome, Timeouts, Upstream, Usage } from '../upstream.js';
+import {
+  exchangeStreamed,
+  exchangeWhole,
+  type StreamedAnswer,
+  type StreamedBody,
+  type WholeAnswer,
+} from './dispatch.js';
 
 type ChatCall = AnyChatCall<OpenAICompatibleRoute>;
 
@@ -19,7 +27,6 @@ import { DEFAULT_TIMEOUTS } from '../upstream.js';
  * are exactly the gateway's connect, first-byte and idle timeouts.
  */
 
-const encoder = new TextEncoder();
 /** A delta with non-empty content, as OpenAI-compatible servers serialize it. */
 // A token in a chat chunk ("content") or a completions chunk ("text").
 const HAS_CONTENT = /"(?:content|text)":\s*"(?!")/;
@@ -148,6 +155,19 @@ export class OpenAICompatibleUpstream implements Upstream<OpenAICompatibleRoute>
     await this.agent.close();
   }
 
+  /** Replica addresses change as pods come and go: parsed once each, forgotten past a bound. */
+  private readonly urls = new Map<string, URL>();
+
+  private parsedUrl(text: string): URL {
+    let url = this.urls.get(text);
+    if (!url) {
+      if (this.urls.size >= 1_000) this.urls.clear();
+      url = new URL(text);
+      this.urls.set(text, url);
+    }
+    return url;
+  }
+
   async chat(call: ChatCall): Promise<ChatResult> {
     const started = performance.now();
     const lease = await this.pools.acquire(call.route, call.signal);
@@ -176,58 +196,74 @@ export class OpenAICompatibleUpstream implements Upstream<OpenAICompatibleRoute>
     const limit = call.stream ? firstByteMs : Math.max(firstByteMs, this.timeouts.responseMs);
     // Serialized outside the try: a failure here is the gateway's, not a transport error.
     const payload = JSON.stringify(body);
-    let res: Dispatcher.ResponseData;
-    try {
-      res = await request(`${this.resolve(baseUrl)}${call.endpoint?.upstreamPath ?? '/v1/chat/completions'}`, {
-        method: 'POST',
-        headers: {
-          'content-type': 'application/json',
-          accept: call.stream ? 'text/event-stream' : 'application/json',
-          ...call.headers,
-        },
-        body: payload,
-        dispatcher: this.agent,
-        signal: call.signal,
-        headersTimeout: limit,
-        // Streams: the longest silence between chunks; whole answers: the whole body.
-        bodyTimeout: call.stream ? idleMs : limit,
-      });
-    } catch (err) {
-      throw transportError(err, call, idleMs);
-    }
-
-    if (res.statusCode >= 400) {
-      const text = await res.body.text().catch(() => '');
-      const retry = res.headers['retry-after'];
-      throw statusError(res.statusCode, Array.isArray(retry) ? retry[0] : retry, text, call);
-    }
-
+    const url = this.parsedUrl(`${this.resolve(baseUrl)}${call.endpoint?.upstreamPath ?? '/v1/chat/completions'}`);
+    const headers = {
+      'content-type': 'application/json',
+      accept: call.stream ? 'text/event-stream' : 'application/json',
+      ...call.headers,
+    };
     if (!call.stream) {
-      let raw: string;
+      let answer: WholeAnswer;
       try {
-        raw = await res.body.text();
+        answer = await exchangeWhole(
+          this.agent,
+          {
+            origin: url.origin,
+            path: `${url.pathname}${url.search}`,
+            method: 'POST',
+            headers,
+            body: payload,
+            headersTimeout: limit,
+            bodyTimeout: limit,
+          },
+          call.signal,
+        );
       } catch (err) {
         throw transportError(err, call, idleMs);
       }
+      if (answer.status >= 400) {
+        const retry = answer.headers['retry-after'];
+        throw statusError(answer.status, Array.isArray(retry) ? retry[0] : retry, answer.text, call);
+      }
       let json: unknown;
       try {
-        json = JSON.parse(raw);
+        json = JSON.parse(answer.text);
       } catch {
         throw new ProxyError(502, 'api_error', 'upstream_error', `${upstreamName(call)} sent a body that is not JSON`);
       }
       const usage = usageOf(json);
-      return { kind: 'json', status: 200, body: json, raw, ...(usage ? { usage } : {}) };
+      return { kind: 'json', status: 200, body: json, raw: answer.text, ...(usage ? { usage } : {}) };
     }
+    let res: StreamedAnswer;
+    try {
+      res = await exchangeStreamed(
+        this.agent,
+        {
+          origin: url.origin,
+          path: `${url.pathname}${url.search}`,
+          method: 'POST',
+          headers,
+          body: payload,
+          headersTimeout: limit,
+          // The longest silence between chunks.
+          bodyTimeout: idleMs,
+        },
+        call.signal,
+      );
+    } catch (err) {
+      throw transportError(err, call, idleMs);
+    }
+
+    if (res.status >= 400) {
+      const text = await res.body.text().catch(() => '');
+      const retry = res.headers['retry-after'];
+      throw statusError(res.status, Array.isArray(retry) ? retry[0] : retry, text, call);
+    }
+
     return this.relay(res.body, call, started, idleMs);
   }
 
-  private relay(
-    upstream: Dispatcher.ResponseData['body'],
-    call: ChatCall,
-    started: number,
-    idleMs: number,
-  ): ChatResult {
-    const chunks = upstream[Symbol.asyncIterator]();
+  private relay(upstream: StreamedBody, call: ChatCall, started: number, idleMs: number): ChatResult {
     const decoder = new TextDecoder();
     const out: string[] = [];
     const outcome: StreamOutcome = {};
@@ -311,18 +347,30 @@ export class OpenAICompatibleUpstream implements Upstream<OpenAICompatibleRoute>
       },
     });
 
-    const body = new ReadableStream<Uint8Array>({
-      pull: async (controller) => {
+    let ended = false;
+    /** Once: the upstream's connection released (or dropped) and the outcome settled. */
+    const end = () => {
+      if (ended) return;
+      ended = true;
+      // After [DONE] only the end of the chunked body is left: read it so the keep-alive
+      // connection goes back to the pool. Destroying it would cost a new connection per
+      // stream (and an abort error built with its stack). A broken stream is dropped.
+      if (sawDone && !outcome.clientAborted) upstream.discard(64 * 1024);
+      else upstream.destroy();
+      settleOutcome();
+    };
+    const body: ChunkSource = {
+      read: async () => {
         // Read from the upstream only when the client is ready for more: backpressure end to end.
         while (out.length === 0 && !finished) {
-          let r: IteratorResult<Buffer>;
+          let r: Buffer | undefined;
           try {
-            r = (await chunks.next()) as IteratorResult<Buffer>;
+            r = await upstream.next();
           } catch (err) {
             finish(transportError(err, call, idleMs));
             break;
           }
-          if (r.done) {
+          if (r === undefined) {
             parser.feed(decoder.decode());
             if (!sawDone) {
               finish(
@@ -336,27 +384,21 @@ export class OpenAICompatibleUpstream implements Upstream<OpenAICompatibleRoute>
             }
             break;
           }
-          parser.feed(decoder.decode(r.value, { stream: true }));
+          parser.feed(decoder.decode(r, { stream: true }));
         }
-        if (out.length > 0) controller.enqueue(encoder.encode(out.splice(0).join('')));
-        if (finished) {
-          controller.close();
-          // After [DONE] only the end of the chunked body is left: read it so the keep-alive
-          // connection goes back to the pool. Destroying it would cost a new connection per
-          // stream (and an abort error built with its stack). A broken stream is dropped.
-          if (sawDone) void upstream.dump({ limit: 64 * 1024 }).catch(() => {});
-          else upstream.destroy();
-          settleOutcome();
-        }
+        if (outcome.clientAborted) return undefined;
+        const chunk = out.length > 0 ? Buffer.from(out.splice(0).join(''), 'utf8') : undefined;
+        if (finished) end();
+        return chunk;
       },
       cancel: () => {
         // The client went away: stop generating upstream.
+        if (ended) return;
         outcome.clientAborted = true;
         finished = true;
-        upstream.destroy();
-        settleOutcome();
+        end();
       },
-    });
+    };
     return { kind: 'stream', body, outcome: settled };
   }
 }

@@ -188,41 +188,43 @@ export interface ReportRows {
  */
 export function rollupDeltas(records: StoredUsage[]): RollupDelta[] {
   const rollups = new Map<string, RollupDelta>();
+  // Runs over every batch the recorder writes: keys are joined strings, not serialized arrays.
+  const add = (r: StoredUsage, hour: number, model: string, team: string, tagKey: string, tagValue: string) => {
+    const key = `${hour}\u0000${model}\u0000${r.provider}\u0000${team}\u0000${tagKey}\u0000${tagValue}`;
+    let d = rollups.get(key);
+    if (!d) {
+      d = {
+        hour,
+        model,
+        provider: r.provider,
+        team,
+        tagKey,
+        tagValue,
+        requests: 0,
+        error: 0,
+        prompt: 0,
+        completion: 0,
+        cost: 0,
+        savings: 0,
+        ...Object.fromEntries(BUCKET_COLUMNS.map((c) => [c, 0])),
+      };
+      rollups.set(key, d);
+    }
+    d.requests += 1;
+    d.error += r.status >= 400 ? 1 : 0;
+    d.prompt += r.promptTokens;
+    d.completion += r.completionTokens;
+    d.cost += r.costUsd;
+    d.savings += r.savingsUsd;
+    const bucket = BUCKET_COLUMNS[bucketOf(r.latencyMs)];
+    if (bucket) d[bucket] = Number(d[bucket] ?? 0) + 1;
+  };
   for (const r of records) {
     const hour = Math.floor(Date.parse(r.time) / HOUR) * HOUR;
-    const bucket = BUCKET_COLUMNS[bucketOf(r.latencyMs)];
-    const tagged = r.provider ? r.tags.map((t) => [t.key, t.value]) : [];
     const model = r.provider ? r.model : UNROUTED_MODEL;
     const team = r.team ?? '';
-    for (const [tagKey, tagValue] of [['', ''], ...tagged] as Array<[string, string]>) {
-      const key = JSON.stringify([hour, model, r.provider, team, tagKey, tagValue]);
-      let d = rollups.get(key);
-      if (!d) {
-        d = {
-          hour,
-          model,
-          provider: r.provider,
-          team,
-          tagKey,
-          tagValue,
-          requests: 0,
-          error: 0,
-          prompt: 0,
-          completion: 0,
-          cost: 0,
-          savings: 0,
-          ...Object.fromEntries(BUCKET_COLUMNS.map((c) => [c, 0])),
-        };
-        rollups.set(key, d);
-      }
-      d.requests += 1;
-      d.error += r.status >= 400 ? 1 : 0;
-      d.prompt += r.promptTokens;
-      d.completion += r.completionTokens;
-      d.cost += r.costUsd;
-      d.savings += r.savingsUsd;
-      if (bucket) d[bucket] = Number(d[bucket] ?? 0) + 1;
-    }
+    add(r, hour, model, team, '', '');
+    if (r.provider) for (const t of r.tags) add(r, hour, model, team, t.key, t.value);
   }
   return [...rollups.values()];
 }

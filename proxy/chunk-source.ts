@@ -1,0 +1,40 @@
+/**
+ * A streamed answer's body, read chunk by chunk with backpressure: the next chunk is made only
+ * when asked for. The OpenAI-compatible relay hands the node:http server (proxy/serve.ts) one of
+ * these directly; a web ReadableStream costs its construction per stream (on Node 20 a
+ * transferable wrapper, ~3 % of the streaming path's CPU in the profile of e2e/bench/RESULTS.md
+ * 11) and a promise-queued read per chunk. Upstreams that make a ReadableStream anyway (Bedrock's
+ * event stream) keep it; the Hono routes get a ReadableStream of either.
+ */
+export interface ChunkSource {
+  /** The next chunk, undefined at the end. One read at a time. */
+  read(): Promise<Uint8Array | undefined>;
+  /** The reader left: stop producing (and release what the producer holds). */
+  cancel(): void;
+}
+
+export type StreamBody = ReadableStream<Uint8Array> | ChunkSource;
+
+export function chunksOf(body: StreamBody): ChunkSource {
+  if (!(body instanceof ReadableStream)) return body;
+  const reader = body.getReader();
+  return {
+    read: async () => {
+      const { done, value } = await reader.read();
+      return done ? undefined : value;
+    },
+    cancel: () => void reader.cancel().catch(() => {}),
+  };
+}
+
+export function webStream(body: StreamBody): ReadableStream<Uint8Array> {
+  if (body instanceof ReadableStream) return body;
+  return new ReadableStream<Uint8Array>({
+    pull: async (controller) => {
+      const value = await body.read();
+      if (value === undefined) controller.close();
+      else controller.enqueue(value);
+    },
+    cancel: () => body.cancel(),
+  });
+}

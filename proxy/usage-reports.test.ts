@@ -1,0 +1,76 @@
+import { mkdtempSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterEach, describe, expect, it } from 'vitest';
+import { SqliteUsageStore } from './usage/sqlite-store.js';
+import type { StoredUsage } from './usage/store.js';
+import { WorkerInserts, WorkerReports } from './usage-reports.js';
+
+const T0 = Date.UTC(2026, 10, 20, 12);
+
+const rec = (i: number, team: string): StoredUsage => ({
+  time: new Date(T0 + i * 1000).toISOString(),
+  requestId: `req_thread_${i}`,
+  keyHashPrefix: 'abc123def456',
+  model: 'llama3.1:8b',
+  provider: 'platform-llms/llama',
+  tags: [{ key: 'team', value: team }],
+  promptTokens: 10,
+  completionTokens: 20,
+  costUsd: 0.001,
+  savingsUsd: 0,
+  latencyMs: 40,
+  status: 200,
+  stream: false,
+});
+
+const closers: Array<() => Promise<void>> = [];
+afterEach(async () => {
+  for (const close of closers.splice(0)) await close();
+});
+
+function setUp() {
+  const path = join(mkdtempSync(join(tmpdir(), 'usage-thread-')), 'usage.db');
+  const store = new SqliteUsageStore(path);
+  const inserts = new WorkerInserts(path, store);
+  const reports = new WorkerReports(path);
+  closers.push(
+    () => inserts.close(),
+    () => reports.close(),
+    async () => store.close(),
+  );
+  return { store, inserts, reports };
+}
+
+describe('usage threads', () => {
+  it('a batch written by the writer thread is in the file the request thread and the report thread read', async () => {
+    const { store, inserts, reports } = setUp();
+    await inserts.insert([rec(1, 'ml'), rec(2, 'ml'), rec(3, 'search')]);
+    // A batch retried after an unacknowledged write counts once.
+    await inserts.insert([rec(3, 'search')]);
+    expect(await store.count()).toBe(3);
+    const report = await reports.usage({
+      from: new Date(T0 - 3_600_000),
+      to: new Date(T0 + 3_600_000),
+      granularity: 'hour',
+      groupBy: 'team',
+      tags: [],
+    });
+    expect(report.totals.requests).toBe(3);
+    expect(Object.fromEntries(report.groups.map((g) => [g.group, g.requests]))).toEqual({ ml: 2, search: 1 });
+  });
+
+  it('once the writer thread is gone, batches are written in place: none is lost to it', async () => {
+    const { store, inserts } = setUp();
+    await inserts.insert([rec(1, 'ml')]);
+    await inserts.close();
+    await inserts.insert([rec(2, 'ml'), rec(3, 'ml')]);
+    expect(await store.count()).toBe(3);
+  });
+
+  it('a failing write rejects, so the recorder keeps the batch and retries it', async () => {
+    const { inserts } = setUp();
+    const broken = { ...rec(1, 'ml'), tags: null } as unknown as StoredUsage;
+    await expect(inserts.insert([broken])).rejects.toThrow();
+  });
+});
