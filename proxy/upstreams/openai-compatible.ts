@@ -88,7 +88,9 @@ function transportError(err: unknown, call: ChatCall, idleMs: number): ProxyErro
 }
 
 /** An upstream error status mapped to what the client gets; 429 and 504 pass through. */
-function statusError(status: number, retryAfter: string | undefined, text: string, call: ChatCall): ProxyError {
+function statusError(status: number, headers: WholeAnswer['headers'], text: string, call: ChatCall): ProxyError {
+  const retry = headers['retry-after'];
+  const retryAfter = Array.isArray(retry) ? retry[0] : retry;
   let detail = '';
   try {
     const parsed = JSON.parse(text) as { error?: { message?: string } | string };
@@ -202,29 +204,22 @@ export class OpenAICompatibleUpstream implements Upstream<OpenAICompatibleRoute>
       accept: call.stream ? 'text/event-stream' : 'application/json',
       ...call.headers,
     };
+    const exchange = {
+      origin: url.origin,
+      path: `${url.pathname}${url.search}`,
+      method: 'POST' as const,
+      headers,
+      body: payload,
+      headersTimeout: limit,
+    };
     if (!call.stream) {
       let answer: WholeAnswer;
       try {
-        answer = await exchangeWhole(
-          this.agent,
-          {
-            origin: url.origin,
-            path: `${url.pathname}${url.search}`,
-            method: 'POST',
-            headers,
-            body: payload,
-            headersTimeout: limit,
-            bodyTimeout: limit,
-          },
-          call.signal,
-        );
+        answer = await exchangeWhole(this.agent, { ...exchange, bodyTimeout: limit }, call.signal);
       } catch (err) {
         throw transportError(err, call, idleMs);
       }
-      if (answer.status >= 400) {
-        const retry = answer.headers['retry-after'];
-        throw statusError(answer.status, Array.isArray(retry) ? retry[0] : retry, answer.text, call);
-      }
+      if (answer.status >= 400) throw statusError(answer.status, answer.headers, answer.text, call);
       let json: unknown;
       try {
         json = JSON.parse(answer.text);
@@ -236,29 +231,13 @@ export class OpenAICompatibleUpstream implements Upstream<OpenAICompatibleRoute>
     }
     let res: StreamedAnswer;
     try {
-      res = await exchangeStreamed(
-        this.agent,
-        {
-          origin: url.origin,
-          path: `${url.pathname}${url.search}`,
-          method: 'POST',
-          headers,
-          body: payload,
-          headersTimeout: limit,
-          // The longest silence between chunks.
-          bodyTimeout: idleMs,
-        },
-        call.signal,
-      );
+      // bodyTimeout: the longest silence between chunks.
+      res = await exchangeStreamed(this.agent, { ...exchange, bodyTimeout: idleMs }, call.signal);
     } catch (err) {
       throw transportError(err, call, idleMs);
     }
 
-    if (res.status >= 400) {
-      const text = await res.body.text().catch(() => '');
-      const retry = res.headers['retry-after'];
-      throw statusError(res.status, Array.isArray(retry) ? retry[0] : retry, text, call);
-    }
+    if (res.status >= 400) throw statusError(res.status, res.headers, await res.body.text().catch(() => ''), call);
 
     return this.relay(res.body, call, started, idleMs);
   }
