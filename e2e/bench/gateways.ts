@@ -609,7 +609,46 @@ interface LoadEvent {
   event: 'start' | 'stop' | 'result';
 }
 
-/** One autocannon run in its own process; CPU and RSS are sampled between its start and stop markers. */
+type Sampled = ReturnType<Usage['finish']>;
+
+/**
+ * One autocannon run (load.ts) in its own process, given its argument (JSON, or @FILE for large
+ * ones); the CPU and peak RSS of each named process tree are sampled between its start and stop
+ * markers, which are handled as they arrive, not polled, so the sampled window is the measured one.
+ */
+export async function sampledLoad<K extends string>(
+  arg: string,
+  pids: Record<K, number>,
+  timeoutS: number,
+): Promise<{ load: LoadResult; sampled: Record<K, Sampled> }> {
+  const child = new Child('load', process.execPath, ['--import', 'tsx', 'e2e/bench/load.ts', arg]);
+  const limit = setTimeout(() => child.kill(), timeoutS * 1000);
+  const names = Object.keys(pids) as K[];
+  let usage: Array<[K, Usage]> = [];
+  let sampled: Record<K, Sampled> | undefined;
+  let load: LoadResult | undefined;
+  try {
+    for await (const line of createInterface({ input: child.stdout() })) {
+      if (!line.startsWith('{"event"')) continue;
+      const ev = JSON.parse(line) as LoadEvent;
+      if (ev.event === 'start') {
+        usage = names.map((n) => [n, new Usage(pids[n])]);
+      } else if (ev.event === 'stop' && usage.length > 0) {
+        sampled = Object.fromEntries(usage.map(([n, u]) => [n, u.finish()])) as Record<K, Sampled>;
+      } else if (ev.event === 'result') {
+        load = ev as LoadEvent & LoadResult;
+        break;
+      }
+    }
+  } finally {
+    clearTimeout(limit);
+    await child.stop();
+  }
+  if (!load || !sampled) throw new Error(`load generator failed:\n${child.output().slice(-2000)}`);
+  return { load, sampled };
+}
+
+/** One run against a target: its CPU and RSS, the double's CPU and its backing servers' CPU. */
 async function runLoad(
   t: Target,
   double: Double,
@@ -626,46 +665,25 @@ async function runLoad(
     warmupS: settings.warmupS,
     durationS,
   };
-  const child = new Child('load', process.execPath, ['--import', 'tsx', 'e2e/bench/load.ts', JSON.stringify(args)]);
-  const limit = setTimeout(() => child.kill(), (settings.warmupS + durationS + 60) * 1000);
-  let target: Usage | undefined;
-  let upstream: Usage | undefined;
-  let backing: Array<{ name: string; usage: Usage }> = [];
-  let backingCpuPct: Record<string, number> = {};
-  let sampled: { target: ReturnType<Usage['finish']>; double: ReturnType<Usage['finish']> } | undefined;
-  let result: LoadResult | undefined;
-  try {
-    // Lines are handled as they arrive, not polled, so the sampled window matches the measured one.
-    for await (const line of createInterface({ input: child.stdout() })) {
-      if (!line.startsWith('{"event"')) continue;
-      const ev = JSON.parse(line) as LoadEvent;
-      if (ev.event === 'start') {
-        target = new Usage(t.pid);
-        upstream = t.pid === double.pid ? target : new Usage(double.pid);
-        backing = (t.backing ?? []).map((b) => ({ name: b.name, usage: new Usage(b.pid) }));
-      } else if (ev.event === 'stop' && target && upstream) {
-        const tu = target.finish();
-        backingCpuPct = Object.fromEntries(backing.map((b) => [b.name, b.usage.finish().cpuPct]));
-        sampled = { target: tu, double: upstream === target ? tu : upstream.finish() };
-      } else if (ev.event === 'result') {
-        result = ev as LoadEvent & LoadResult;
-        break;
-      }
-    }
-  } finally {
-    clearTimeout(limit);
-    await child.stop();
-  }
-  if (!result || !sampled) throw new Error(`load generator failed:\n${child.output().slice(-2000)}`);
+  const backing = Object.fromEntries((t.backing ?? []).map((b) => [`backing:${b.name}`, b.pid]));
+  const { load, sampled } = await sampledLoad(
+    JSON.stringify(args),
+    { target: t.pid, double: double.pid, ...backing },
+    settings.warmupS + durationS + 60,
+  );
   return {
     target: t.name,
     mode,
     c,
-    load: result,
+    load,
     cpuPct: sampled.target.cpuPct,
     rssMiB: sampled.target.rssMiB,
     doubleCpuPct: sampled.double.cpuPct,
-    backingCpuPct,
+    backingCpuPct: Object.fromEntries(
+      Object.entries(sampled)
+        .filter(([n]) => n.startsWith('backing:'))
+        .map(([n, u]) => [n.slice('backing:'.length), (u as Sampled).cpuPct]),
+    ),
   };
 }
 

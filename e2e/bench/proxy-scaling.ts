@@ -1,7 +1,6 @@
 import { mkdirSync, mkdtempSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import { dirname, join } from 'node:path';
-import { createInterface } from 'node:readline';
 import { pathToFileURL } from 'node:url';
 import { parseArgs } from 'node:util';
 import Database from 'better-sqlite3';
@@ -13,12 +12,12 @@ import {
   type MachineFacts,
   machineFacts,
   printVerdicts,
+  sampledLoad,
   trackProxy,
-  Usage,
   urlLine,
   type Verdict,
 } from './gateways.js';
-import type { LoadArgs, LoadResult, LoadVariant } from './load.js';
+import type { LoadArgs, LoadVariant } from './load.js';
 
 /**
  * Proxy scaling: throughput, p99 latency and CPU per request of proxy/main.ts standalone (auth, tags, routing, usage
@@ -195,10 +194,6 @@ export interface ScalingRun {
   statusCodes: Record<string, number>;
 }
 
-interface LoadEvent {
-  event: 'start' | 'stop' | 'result';
-}
-
 /** One autocannon run in its own process; the proxy's and the double's CPU are sampled between its markers. */
 async function runLoad(proxy: Proxy, double: Double, settings: Settings, dir: string, n: number): Promise<ScalingRun> {
   const args: LoadArgs = {
@@ -210,33 +205,14 @@ async function runLoad(proxy: Proxy, double: Double, settings: Settings, dir: st
     durationS: settings.durationS,
     variants: variants(proxy.models, proxy.keys),
   };
+  // 1000 variants exceed what one command-line argument may hold.
   const file = join(dir, `load-m${proxy.models}-k${proxy.keys}.json`);
   writeFileSync(file, JSON.stringify(args));
-  const child = new Child('load', process.execPath, ['--import', 'tsx', 'e2e/bench/load.ts', `@${file}`]);
-  const limit = setTimeout(() => child.kill(), (settings.warmupS + settings.durationS + 60) * 1000);
-  let target: Usage | undefined;
-  let upstream: Usage | undefined;
-  let sampled: { target: ReturnType<Usage['finish']>; double: ReturnType<Usage['finish']> } | undefined;
-  let result: LoadResult | undefined;
-  try {
-    for await (const line of createInterface({ input: child.stdout() })) {
-      if (!line.startsWith('{"event"')) continue;
-      const ev = JSON.parse(line) as LoadEvent;
-      if (ev.event === 'start') {
-        target = new Usage(proxy.pid);
-        upstream = new Usage(double.child.pid);
-      } else if (ev.event === 'stop' && target && upstream) {
-        sampled = { target: target.finish(), double: upstream.finish() };
-      } else if (ev.event === 'result') {
-        result = ev as LoadEvent & LoadResult;
-        break;
-      }
-    }
-  } finally {
-    clearTimeout(limit);
-    await child.stop();
-  }
-  if (!result || !sampled) throw new Error(`load generator failed:\n${child.output().slice(-2000)}`);
+  const { load: result, sampled } = await sampledLoad(
+    `@${file}`,
+    { target: proxy.pid, double: double.child.pid },
+    settings.warmupS + settings.durationS + 60,
+  );
   const ok = result.ok > 0;
   return {
     round: n,
