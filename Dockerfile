@@ -1,9 +1,9 @@
 # One image runs either component:
 #   operator: node dist/operator/main.js      proxy: node dist/proxy/main.js
 # The Helm chart sets the command. Build: docker build -t platform-ai-optimizer .
-# NODE_IMAGE: any Debian bookworm image with Node.js 20 in PATH (CI builds one from debootstrap
-# and the npm registry: e2e/image/build.sh).
-ARG NODE_IMAGE=node:20-bookworm-slim
+# NODE_IMAGE: any Debian trixie image with Node.js 24 and npm in PATH (CI builds one from
+# debootstrap and the npm registry: e2e/image/build.sh).
+ARG NODE_IMAGE=node:24-trixie-slim
 
 # Build: compile TypeScript and the native SQLite module (better-sqlite3) once.
 FROM ${NODE_IMAGE} AS build

@@ -8,7 +8,7 @@ export interface BudgetSpec {
   period: BudgetPeriod;
 }
 
-export interface ApiKeyRateLimit {
+interface ApiKeyRateLimit {
   requestsPerSecond?: number;
   burst?: number;
   tokensPerMinute?: number;
@@ -45,7 +45,5 @@ export interface ApiKeyStatus extends CommonStatus {
   rotation?: number;
   usage?: UsageStatus;
 }
-
-export const API_KEY_CONDITIONS = ['Ready', 'Expired', 'BudgetExhausted'] as const;
 
 export type ApiKey = Resource<'ApiKey', ApiKeySpec, ApiKeyStatus>;

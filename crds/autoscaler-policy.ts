@@ -1,6 +1,6 @@
 import type { CommonStatus, Resource } from './meta.js';
 
-export type OptimizationMode = 'ReadOnly' | 'Automated';
+type OptimizationMode = 'ReadOnly' | 'Automated';
 
 export interface AutoscalerPolicySpec {
   /** Defaults to ReadOnly. */

@@ -21,7 +21,7 @@ export interface AwsCredentials {
 export type CredentialProvider = () => Promise<AwsCredentials>;
 
 /** Session name in the customer's CloudTrail: says who assumed the role. */
-export const ROLE_SESSION_NAME = 'platform-ai-optimizer-gateway';
+const ROLE_SESSION_NAME = 'platform-ai-optimizer-gateway';
 /** Temporary credentials are renewed this long before they expire. */
 export const REFRESH_BEFORE_EXPIRY_MS = 5 * 60_000;
 

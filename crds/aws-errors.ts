@@ -12,8 +12,8 @@
 
 export type AwsAuthMethod = 'IAMRole' | 'AccessKey';
 /** Where the failure happened: getting credentials (STS or the Secret), ListFoundationModels, or a model call. */
-export type AwsStage = 'credentials' | 'discovery' | 'invoke';
-export type CallerErrorType =
+type AwsStage = 'credentials' | 'discovery' | 'invoke';
+type CallerErrorType =
   | 'invalid_request_error'
   | 'permission_error'
   | 'not_found_error'

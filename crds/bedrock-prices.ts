@@ -26,7 +26,7 @@ export interface BedrockPriceTable {
   regions?: Record<string, Record<string, TokenPrice>>;
 }
 
-export class PriceTableError extends Error {}
+class PriceTableError extends Error {}
 
 export function loadBedrockPrices(
   path = fileURLToPath(new URL('./catalog/bedrock-prices.yaml', import.meta.url)),

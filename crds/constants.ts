@@ -49,13 +49,10 @@ export const GPU_COMPUTE_CAPABILITY_LABEL = 'scheduling.platform/gpu-compute-cap
 /** Extended resource of the NVIDIA device plugin. */
 export const GPU_RESOURCE = 'nvidia.com/gpu';
 
-/** The proxy's Service: in-cluster callers use http://<name>.<AGENT_NAMESPACE>.svc.cluster.local:443. */
-export const PROXY_SERVICE_NAME = 'platform-ai-optimizer-proxy';
 export const PROXY_SERVICE_PORT = 443;
 
-/** Default Ollama port and in-cluster DNS suffix for ModelDeployment endpoints. */
-export const OLLAMA_PORT = 11434;
-export const CLUSTER_DOMAIN = 'cluster.local';
+/** In-cluster DNS suffix of ModelDeployment endpoints. */
+const CLUSTER_DOMAIN = 'cluster.local';
 
 /** Labels put on every object the operator creates. */
 export const MANAGED_BY_LABEL = 'app.kubernetes.io/managed-by';

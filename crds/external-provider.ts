@@ -1,6 +1,6 @@
 import type { CommonStatus, Resource } from './meta.js';
 
-export type AuthMethod = 'IAMRole' | 'AccessKey';
+type AuthMethod = 'IAMRole' | 'AccessKey';
 
 export interface ProviderAuth {
   method: AuthMethod;
@@ -69,8 +69,5 @@ export interface ExternalProviderStatus extends CommonStatus {
   accessKeyLast4?: string;
   lastDiscoveryTime?: string;
 }
-
-/** Condition types of an ExternalProvider. */
-export const EXTERNAL_PROVIDER_CONDITIONS = ['CredentialsValid', 'ModelsAvailable', 'ModelsPriced', 'Ready'] as const;
 
 export type ExternalProvider = Resource<'ExternalProvider', ExternalProviderSpec, ExternalProviderStatus>;

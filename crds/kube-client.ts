@@ -31,7 +31,7 @@ export interface KubeList<T> {
   metadata: { resourceVersion?: string; continue?: string };
 }
 
-export type WatchEventType = 'ADDED' | 'MODIFIED' | 'DELETED' | 'BOOKMARK' | 'ERROR';
+type WatchEventType = 'ADDED' | 'MODIFIED' | 'DELETED' | 'BOOKMARK' | 'ERROR';
 
 export interface WatchEvent<T> {
   type: WatchEventType;

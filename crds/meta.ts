@@ -1,7 +1,7 @@
 import type { API_GROUP_VERSION } from './constants.js';
 
 /** Object metadata as the API server sends it (timestamps are RFC 3339 strings). */
-export interface ObjectMeta {
+interface ObjectMeta {
   name?: string;
   namespace?: string;
   uid?: string;

@@ -51,7 +51,4 @@ export interface ModelDeploymentStatus extends CommonStatus {
   deployingSince?: string;
 }
 
-/** Condition types of a ModelDeployment. */
-export const MODEL_DEPLOYMENT_CONDITIONS = ['Scheduled', 'ModelPulled', 'Ready', 'Autoscaling'] as const;
-
 export type ModelDeployment = Resource<'ModelDeployment', ModelDeploymentSpec, ModelDeploymentStatus>;

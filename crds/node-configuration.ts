@@ -1,6 +1,6 @@
 import type { CommonStatus, Resource } from './meta.js';
 
-export type ImageFamily = 'cos' | 'ubuntu' | 'al2' | 'al2023' | 'bottlerocket' | 'azurelinux';
+type ImageFamily = 'cos' | 'ubuntu' | 'al2' | 'al2023' | 'bottlerocket' | 'azurelinux';
 
 export interface NodeConfigurationSpec {
   image?: string;

@@ -1,14 +1,14 @@
 import type { CommonStatus, Resource } from './meta.js';
 
-export type TaintEffect = 'NoSchedule' | 'PreferNoSchedule' | 'NoExecute';
+type TaintEffect = 'NoSchedule' | 'PreferNoSchedule' | 'NoExecute';
 
-export interface Taint {
+interface Taint {
   key: string;
   value?: string;
   effect: TaintEffect;
 }
 
-export interface GpuConstraints {
+interface GpuConstraints {
   manufacturer: 'NVIDIA';
   models?: string[];
   minCount?: number;
@@ -18,7 +18,7 @@ export interface GpuConstraints {
   minComputeCapability?: string;
 }
 
-export interface NodeConstraints {
+interface NodeConstraints {
   architectures: Array<'amd64' | 'arm64'>;
   spot: boolean;
   gpu?: GpuConstraints;

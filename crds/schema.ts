@@ -36,7 +36,7 @@ export interface JsonSchema {
   'x-kubernetes-list-map-keys'?: string[];
 }
 
-export interface PrinterColumn {
+interface PrinterColumn {
   name: string;
   type: string;
   jsonPath: string;
@@ -71,7 +71,7 @@ export interface CrdManifest {
 }
 
 /** Path of the CRD manifest of a kind: `<group>_<plural>.yaml` beside this module. */
-export function crdFile(kind: KindName): string {
+function crdFile(kind: KindName): string {
   return fileURLToPath(new URL(`./${API_GROUP}_${KINDS[kind].plural}.yaml`, import.meta.url));
 }
 

@@ -19,7 +19,7 @@ import { type CelRule, type JsonSchema, KIND_NAMES, openApiSchema } from './sche
  * (those reading oldSelf) only when an old object is given.
  */
 
-export type PlatformResource =
+type PlatformResource =
   | ModelDeployment
   | ExternalProvider
   | NodeTemplate

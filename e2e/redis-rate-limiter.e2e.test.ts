@@ -1,7 +1,7 @@
 import { spawn } from 'node:child_process';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { type RedisServer, startRedis } from '../e2e/redis/server.js';
-import { RedisRateLimiter } from './redis-rate-limit.js';
+import { RedisRateLimiter } from '../proxy/redis-rate-limit.js';
+import { type RedisServer, startRedis } from './redis/server.js';
 
 /**
  * Shared rate limits on a real redis-server (Debian's package): two limiters stand for two

@@ -1,15 +1,13 @@
-import { execFile } from 'node:child_process';
 import { mkdirSync } from 'node:fs';
 import type { Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { fileURLToPath } from 'node:url';
-import { promisify } from 'node:util';
 import { serve } from '@hono/node-server';
 import { Hono } from 'hono';
 import type { Browser, BrowserContext, Page } from 'playwright-core';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
-import { launchChromium } from '../../e2e/browser.js';
-import { uiRoutes } from './pages.js';
+import { uiRoutes } from '../proxy/ui/pages.js';
+import { launchChromium } from './browser.js';
 
 /**
  * The Usage and Analytics pages in a real browser (Debian's Chromium, driven by playwright-core),
@@ -18,7 +16,7 @@ import { uiRoutes } from './pages.js';
  */
 
 const KEY = 'sk-ui-test-key';
-const OUT = fileURLToPath(new URL('../../.ci/out/', import.meta.url));
+const OUT = fileURLToPath(new URL('../.ci/out/', import.meta.url));
 
 // Bucket times inside the pages' default range (the last 7 days), on the hour as the API sends them.
 const HOUR = 3_600_000;
@@ -232,38 +230,6 @@ function last(path: string): Seen {
 }
 
 describe('UI pages', () => {
-  it('serves the pages and assets from the gateway itself, with a CSP that allows only this origin', async () => {
-    const ui = uiRoutes();
-    const html = await ui.request('/ui/usage');
-    expect(html.status).toBe(200);
-    expect(html.headers.get('content-type')).toContain('text/html');
-    expect(html.headers.get('content-security-policy')).toContain("default-src 'none'");
-    expect(html.headers.get('content-security-policy')).toContain("connect-src 'self'");
-    const body = await html.text();
-    expect(body).not.toMatch(/https?:\/\//);
-    for (const [file, type] of [
-      ['app.js', 'text/javascript'],
-      ['ui.css', 'text/css'],
-      ['uPlot.esm.js', 'text/javascript'],
-      ['uPlot.min.css', 'text/css'],
-    ] as const) {
-      const res = await ui.request(`/ui/assets/${file}`);
-      expect(res.status, file).toBe(200);
-      expect(res.headers.get('content-type')).toContain(type);
-      const etag = res.headers.get('etag') ?? '';
-      expect((await ui.request(`/ui/assets/${file}`, { headers: { 'if-none-match': etag } })).status).toBe(304);
-    }
-    expect((await ui.request('/ui/assets/secrets.txt')).status).toBe(404);
-    expect((await ui.request('/ui/assets/..%2Fpages.ts')).status).toBe(404);
-    expect((await ui.request('/ui')).headers.get('location')).toBe('/ui/usage');
-  });
-
-  it('the browser script type-checks (tsc -p proxy/ui: JSDoc types, DOM lib, uPlot types)', async () => {
-    const tsc = fileURLToPath(new URL('../../node_modules/typescript/bin/tsc', import.meta.url));
-    const project = fileURLToPath(new URL('.', import.meta.url));
-    await expect(promisify(execFile)(process.execPath, [tsc, '-p', project])).resolves.toBeDefined();
-  }, 20_000);
-
   it('usage: totals, table, chart and tag suggestions from the API, with the key and the tag filter sent', async () => {
     const page = await openPage('/ui/usage');
     await page.getByTestId('api-key').fill(KEY);

@@ -3,11 +3,11 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { launchChromium } from '../e2e/browser.js';
-import { type OllamaDouble, startOllamaDouble } from '../e2e/doubles/ollama.js';
-import { startPostgres } from '../e2e/postgres/server.js';
-import { type ProxyProcess, startProxyProcess } from '../e2e/proxy-process.js';
-import { SqliteUsageStore } from './usage/sqlite-store.js';
+import { SqliteUsageStore } from '../proxy/usage/sqlite-store.js';
+import { launchChromium } from './browser.js';
+import { type OllamaDouble, startOllamaDouble } from './doubles/ollama.js';
+import { startPostgres } from './postgres/server.js';
+import { type ProxyProcess, startProxyProcess } from './proxy-process.js';
 
 /**
  * Usage end to end with the real proxy process: tagged traffic shows up in /v1/usage and

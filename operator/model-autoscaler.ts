@@ -18,7 +18,7 @@ import { decideReplicas, type ModelLoad, type ScaleMemory } from './scale-decisi
  */
 
 /** Service whose ready endpoints are the proxy replicas' metrics ports (the chart's). */
-export const PROXY_METRICS_SERVICE = 'platform-ai-optimizer-proxy-metrics';
+const PROXY_METRICS_SERVICE = 'platform-ai-optimizer-proxy-metrics';
 
 interface Seen {
   startedAt: number;

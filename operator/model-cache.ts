@@ -11,9 +11,9 @@ import type { ModelDeployment } from '../crds/model-deployment.js';
  * never pull. With the cache off each pod pulls into its own emptyDir.
  */
 
-export type CacheAccessMode = 'ReadWriteMany' | 'ReadWriteOnce';
+type CacheAccessMode = 'ReadWriteMany' | 'ReadWriteOnce';
 
-export interface ModelCacheOptions {
+interface ModelCacheOptions {
   /** Omitted: the cluster's default class. */
   storageClassName?: string;
   accessMode: CacheAccessMode;
@@ -21,8 +21,8 @@ export interface ModelCacheOptions {
 
 export type ModelCacheSetting = ModelCacheOptions | false;
 
-export const CACHE_CONDITION = 'ModelCache';
-export const CACHE_ACCESS_MODES: readonly CacheAccessMode[] = ['ReadWriteMany', 'ReadWriteOnce'];
+const CACHE_CONDITION = 'ModelCache';
+const CACHE_ACCESS_MODES: readonly CacheAccessMode[] = ['ReadWriteMany', 'ReadWriteOnce'];
 
 /**
  * The setting from the operator's flags (--model-cache pvc|off, --model-cache-storage-class,
@@ -45,14 +45,14 @@ export function parseModelCache(
 }
 
 /** The claim the operator creates for a ModelDeployment. */
-export const cacheClaimName = (md: ModelDeployment): string => `${md.metadata.name ?? ''}-models`;
+const cacheClaimName = (md: ModelDeployment): string => `${md.metadata.name ?? ''}-models`;
 
 /** The claim a deployment's pods mount: the user's existing one, ours with the cache on, or none. */
 export const mountedClaimName = (md: ModelDeployment, cache: ModelCacheSetting | undefined): string | undefined =>
   md.spec.cache?.existingClaim ?? (cache ? cacheClaimName(md) : undefined);
 
 /** Room for the model's blobs plus Ollama's working files; also the emptyDir's limit. */
-export const cacheSizeGiB = (model: CatalogModel): number => Math.ceil(model.sizeGiB * 1.5) + 1;
+const cacheSizeGiB = (model: CatalogModel): number => Math.ceil(model.sizeGiB * 1.5) + 1;
 
 /** What a model server pod keeps the model on. */
 export interface ModelStore {

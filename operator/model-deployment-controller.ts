@@ -32,7 +32,7 @@ import type { ReconcileResult } from './work-queue.js';
  * only when it changed.
  */
 
-export const FIELD_MANAGER = 'platform-ai-optimizer-operator';
+const FIELD_MANAGER = 'platform-ai-optimizer-operator';
 const CLAIM_RETRY_MS = 30_000;
 
 export interface ModelDeploymentCaches {

@@ -31,7 +31,7 @@ export interface StatusInput {
   extraConditions?: Array<Omit<Condition, 'lastTransitionTime'>>;
 }
 
-export interface PhaseEvent {
+interface PhaseEvent {
   type: 'Normal' | 'Warning';
   reason: string;
   message: string;

@@ -33,7 +33,7 @@ export const MODEL_ANNOTATION = 'ai.platform/model';
 export const PULL_CONTAINER = 'pull-model';
 export const SERVER_CONTAINER = 'ollama';
 /** Port Ollama listens on inside the pod; the Service maps spec.port to it. */
-export const CONTAINER_PORT = 11434;
+const CONTAINER_PORT = 11434;
 
 export interface ModelServerOptions {
   image: string;
@@ -56,7 +56,7 @@ export interface ModelServer {
   store: ModelStore;
 }
 
-export function ownerReference(md: ModelDeployment) {
+function ownerReference(md: ModelDeployment) {
   return {
     apiVersion: API_GROUP_VERSION,
     kind: 'ModelDeployment',
@@ -86,7 +86,7 @@ function labels(md: ModelDeployment): Record<string, string> {
  * so that arm64 nodes are only chosen with GPUs the catalog allows there (compute capability
  * 8.0+); the scheduler ORs the terms.
  */
-export function nodeSelectorTerms(catalog: Catalog, template: string, gpuTypes: string[]): V1NodeSelectorTerm[] {
+function nodeSelectorTerms(catalog: Catalog, template: string, gpuTypes: string[]): V1NodeSelectorTerm[] {
   const terms: V1NodeSelectorTerm[] = [];
   for (const arch of ['amd64', 'arm64'] as const) {
     const types = gpuTypes.filter((g) => catalog.gpus[g]?.arch === arch);

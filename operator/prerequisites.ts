@@ -10,11 +10,11 @@ import type { Condition } from '../crds/meta.js';
  * the deployment proceeds and the PrerequisitesMet condition says what to fix.
  */
 
-export const PREREQUISITES_CONDITION = 'PrerequisitesMet';
+const PREREQUISITES_CONDITION = 'PrerequisitesMet';
 
 const DEVICE_PLUGIN = /nvidia.*device-plugin|gpu-device-plugin|nvidia-gpu/;
 
-export function isGpuDevicePlugin(ds: V1DaemonSet): boolean {
+function isGpuDevicePlugin(ds: V1DaemonSet): boolean {
   const name = ds.metadata?.name ?? '';
   const images = (ds.spec?.template.spec?.containers ?? []).map((c) => c.image ?? '');
   return DEVICE_PLUGIN.test(name) || images.some((i) => DEVICE_PLUGIN.test(i));

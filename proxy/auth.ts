@@ -34,7 +34,7 @@ export interface KeyPolicy {
 }
 
 /** A key of no ApiKey: what every key could do before ApiKeys (read all, no limits of its own). */
-export const UNRESTRICTED: KeyPolicy = Object.freeze({ name: '', team: '', role: 'Admin', tags: [] });
+const UNRESTRICTED: KeyPolicy = Object.freeze({ name: '', team: '', role: 'Admin', tags: [] });
 
 export interface Caller {
   /** First 12 hex characters of the key's SHA-256: enough to tell keys apart in reports. */
@@ -158,7 +158,7 @@ export function standaloneKeys(apiKeys: ApiKey[], keysFile: string): ApiKeys {
 }
 
 /** The key from `X-API-Key` (in-cluster) or `Authorization: Bearer` (gateway). */
-export function presentedKey(headers: {
+function presentedKey(headers: {
   apiKey?: string | undefined;
   authorization?: string | undefined;
 }): string | undefined {

@@ -96,7 +96,7 @@ const OPERATION: Record<EndpointName, GenAiOperation> = {
 };
 
 /** What the handler needs from an HTTP request. */
-export interface ChatInput {
+interface ChatInput {
   requestId: string;
   /** A request header by lower-case name. */
   header(name: string): string | undefined;
@@ -140,9 +140,6 @@ export const internalError = (requestId: string) =>
 const JSON_TYPE = /^application\/json\s*(;|$)/i;
 
 export type ChatHandler = (input: ChatInput) => Promise<ChatOutput>;
-
-/** POST /openai/v1/chat/completions alone (tests and benches that need only it). */
-export const chatHandler = (deps: ChatDeps): ChatHandler => endpointHandlers(deps).chat;
 
 /**
  * The handler of every endpoint of proxy/endpoints.ts: one pipeline, one set of rate buckets,

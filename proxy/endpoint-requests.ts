@@ -30,7 +30,7 @@ export function parseCompletionRequest(body: unknown): ChatRequest | ProxyError 
 }
 
 /** Most inputs one embeddings request may carry (OpenAI's own limit). */
-export const MAX_EMBEDDING_INPUTS = 2048;
+const MAX_EMBEDDING_INPUTS = 2048;
 
 export function parseEmbeddingRequest(body: unknown): ChatRequest | ProxyError {
   if (!isRecord(body)) return invalidRequest('the request body must be a JSON object');

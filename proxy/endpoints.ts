@@ -30,7 +30,7 @@ export interface Endpoint {
  * Titan v2 and Cohere v3) as JSON numbers of ~20 characters plus the parsed array's 8 bytes each.
  * 2,048 inputs of 1,024 dimensions: 56 MiB.
  */
-export function embeddingAnswerBytes(req: ChatRequest): number {
+function embeddingAnswerBytes(req: ChatRequest): number {
   const input = req.forward.input;
   const vectors = Array.isArray(input) ? input.length : 1;
   const dims = typeof req.forward.dimensions === 'number' ? req.forward.dimensions : 1024;

@@ -8,7 +8,7 @@ import type { Tag } from './tags.js';
  * a caller inventing tags cannot blow up the number of series.
  */
 
-export const DEFAULT_TAG_LABELS = ['project', 'team', 'environment'];
+const DEFAULT_TAG_LABELS = ['project', 'team', 'environment'];
 
 const OTHER = '_other';
 

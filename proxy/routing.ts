@@ -133,7 +133,7 @@ function timeoutsOf(md: ModelDeployment): RouteTimeouts | undefined {
 }
 
 /** Bedrock's embedding models by their ids (amazon.titan-embed-*, cohere.embed-*), where no discovery ran. */
-export const isEmbeddingModel = (id: string): boolean => /(^|\.)(amazon\.titan-embed|cohere\.embed)-/.test(id);
+const isEmbeddingModel = (id: string): boolean => /(^|\.)(amazon\.titan-embed|cohere\.embed)-/.test(id);
 
 const nameOf = (o: { metadata: { namespace?: string; name?: string } }) =>
   `${o.metadata.namespace ?? ''}/${o.metadata.name ?? ''}`.replace(/^\//, '');

@@ -54,7 +54,7 @@ export interface RequestTracer {
 }
 
 /** Whether the environment asks for traces: an OTLP endpoint is set and the SDK not disabled. */
-export function tracingConfigured(env: NodeJS.ProcessEnv): boolean {
+function tracingConfigured(env: NodeJS.ProcessEnv): boolean {
   if (env.OTEL_SDK_DISABLED === 'true') return false;
   if (!env.OTEL_EXPORTER_OTLP_TRACES_ENDPOINT && !env.OTEL_EXPORTER_OTLP_ENDPOINT) return false;
   return !env.OTEL_TRACES_EXPORTER || env.OTEL_TRACES_EXPORTER === 'otlp';

@@ -9,9 +9,9 @@ import yaml from 'js-yaml';
  */
 
 export type Cloud = 'aws' | 'gcp' | 'azure';
-export type Arch = 'amd64' | 'arm64';
+type Arch = 'amd64' | 'arm64';
 
-export interface GpuType {
+interface GpuType {
   memoryGiB: number;
   computeCapability: string;
   arch: Arch;
@@ -47,7 +47,7 @@ export interface ClusterInfo {
 }
 
 /** GPU inference on ARM needs compute capability 8.0 or higher. */
-export const ARM_MIN_COMPUTE_CAPABILITY = 8.0;
+const ARM_MIN_COMPUTE_CAPABILITY = 8.0;
 
 const load = <T>(file: string): T =>
   yaml.load(readFileSync(fileURLToPath(new URL(file, import.meta.url)), 'utf8')) as T;
@@ -78,7 +78,7 @@ export function parallelSlots(
 const cc = (v: string): number => Number.parseFloat(v);
 
 /** Whether a GPU type (in `count`) can serve the model: memory, compute capability, ARM rule. */
-export function gpuFits(model: CatalogModel, gpu: GpuType): boolean {
+function gpuFits(model: CatalogModel, gpu: GpuType): boolean {
   if (gpu.memoryGiB * model.gpu.count < model.gpu.minMemoryGiB) return false;
   if (cc(gpu.computeCapability) < cc(model.gpu.minComputeCapability)) return false;
   if (gpu.arch === 'arm64' && cc(gpu.computeCapability) < ARM_MIN_COMPUTE_CAPABILITY) return false;

@@ -11,13 +11,13 @@ import type { ServiceModel } from '../doubles/aws-shapes.js';
 
 const HERE = fileURLToPath(new URL('.', import.meta.url));
 
-export const BOTOCORE_SERVICES = ['bedrock-runtime', 'bedrock', 'sts'] as const;
+const BOTOCORE_SERVICES = ['bedrock-runtime', 'bedrock', 'sts'] as const;
 export type BotocoreService = (typeof BOTOCORE_SERVICES)[number];
 
 let dir: string | undefined;
 
 /** Fetches (or finds in the cache) the models; returns their directory. Cold: a few seconds. */
-export function botocoreDir(): string {
+function botocoreDir(): string {
   dir ??= execFileSync('bash', [join(HERE, 'botocore.sh')], {
     encoding: 'utf8',
     stdio: ['ignore', 'pipe', 'inherit'],

@@ -1,4 +1,4 @@
-import { type ChildProcess, execFileSync, spawn } from 'node:child_process';
+import { type ChildProcess, execFileSync, spawn, spawnSync } from 'node:child_process';
 import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:net';
 import os from 'node:os';
@@ -10,7 +10,7 @@ import { parseArgs } from 'node:util';
 import Database from 'better-sqlite3';
 import yaml from 'js-yaml';
 import { Agent, request } from 'undici';
-import { startPostgres } from '../postgres/server.js';
+import { postgresBin, startPostgres } from '../postgres/server.js';
 import { type ProxyProcess, startProxyProcess } from '../proxy-process.js';
 import { startRedis } from '../redis/server.js';
 import { findLiteLLM, installLiteLLM, LITELLM_MISSING, liteLLMLaunch } from './litellm.js';
@@ -328,6 +328,25 @@ const JSON_HEADERS = { 'content-type': 'application/json' };
 
 class Skip extends Error {}
 
+/** Skips the target, in one line, when a Debian package it runs is not installed (`npm run bench` as root installs them). */
+function skipWithout(packages: Array<'redis-server' | 'postgresql'>): void {
+  const installed = {
+    'redis-server': () => spawnSync('redis-server', ['--version']).error === undefined,
+    postgresql: () => {
+      try {
+        postgresBin();
+        return true;
+      } catch {
+        return false;
+      }
+    },
+  };
+  const missing = packages.filter((p) => !installed[p]());
+  if (missing.length > 0) {
+    throw new Skip(`needs Debian's ${missing.join(' and ')} (not installed; as root, npm run bench installs them)`);
+  }
+}
+
 async function startDouble(): Promise<Double> {
   const main = [
     `import { startOllamaDouble } from './e2e/doubles/ollama.ts';`,
@@ -410,6 +429,7 @@ async function startOurs(double: Double, dir: string, store: 'sqlite' | 'postgre
   );
   const keys = join(dir, 'keys.txt');
   writeFileSync(keys, 'sk-bench\n');
+  if (store === 'postgres') skipWithout(['redis-server', 'postgresql']);
   const pg = store === 'postgres' ? await startPostgres() : undefined;
   const redis = store === 'postgres' ? await startRedis() : undefined;
   const stopBacking = async () => {

@@ -15,6 +15,7 @@
 #   checkov full: 237 passed, 0 failed, 5 skipped
 # Installs go to stderr; warm runs only compare stamps. CHART_LINT_OUT=<dir> keeps the renders
 # and the tools' JSON reports there (CI artifacts); otherwise they go to a temporary dir.
+# `lint.sh --install` only installs the tools (e2e/setup.sh); e2e/chart-lint.e2e.test.ts lints.
 set -euo pipefail
 shopt -s inherit_errexit
 
@@ -104,6 +105,7 @@ if ! kube_score_ok || ! checkov_ok; then
   exec 9>&-
 fi
 HELM_BIN="$(find_helm)"
+[[ "${1:-}" != --install ]] || exit 0
 log "kube-score ${KUBE_SCORE_VERSION#v}, checkov $("${CHECKOV}" --version), $("${HELM_BIN}" version --short)"
 
 if [[ -n "${CHART_LINT_OUT:-}" ]]; then

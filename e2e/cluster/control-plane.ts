@@ -66,7 +66,7 @@ export type Component = 'etcd' | 'kube-apiserver' | 'kube-controller-manager' | 
 const HERE = fileURLToPath(new URL('.', import.meta.url));
 
 /** Runs build.sh (a no-op when the cache is warm) and returns the directory of the binaries. */
-export function buildControlPlane(): string {
+function buildControlPlane(): string {
   const out = execFileSync('bash', [join(HERE, 'build.sh')], {
     encoding: 'utf8',
     stdio: ['ignore', 'pipe', 'inherit'],

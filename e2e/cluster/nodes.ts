@@ -24,7 +24,7 @@ export interface FakeNodeSpec {
   template?: string;
 }
 
-export const REGION = 'us-east-1';
+const REGION = 'us-east-1';
 
 export const FAKE_NODES: FakeNodeSpec[] = [
   {

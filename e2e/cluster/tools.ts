@@ -18,7 +18,7 @@ export interface Tools {
 const HERE = fileURLToPath(new URL('.', import.meta.url));
 
 /** KEY=value pairs of versions.env. */
-export function pinnedVersions(): Record<string, string> {
+function pinnedVersions(): Record<string, string> {
   const out: Record<string, string> = {};
   for (const line of readFileSync(join(HERE, 'versions.env'), 'utf8').split('\n')) {
     const m = /^([A-Z0-9_]+)=(.*)$/.exec(line.trim());

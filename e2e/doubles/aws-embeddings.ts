@@ -14,7 +14,7 @@ const isRecord = (v: unknown): v is Record<string, unknown> => typeof v === 'obj
 const words = (text: string) => text.split(/\s+/).filter(Boolean).length;
 
 /** A unit-length (or raw) vector of `dims` numbers that depends only on the text. */
-export function vectorOf(text: string, dims: number, normalize = true): number[] {
+function vectorOf(text: string, dims: number, normalize = true): number[] {
   const out: number[] = [];
   for (let block = 0; out.length < dims; block++) {
     const digest = createHash('sha256').update(`${block}:${text}`).digest();
@@ -29,7 +29,7 @@ const extraneous = (body: Record<string, unknown>, allowed: readonly string[]) =
   Object.keys(body).find((k) => !allowed.includes(k));
 
 /** Titan Text Embeddings v2: one text per call, 256/512/1024 dimensions, up to 8192 tokens (50,000 characters). */
-export function titanEmbedV2(body: unknown): EmbeddingAnswer {
+function titanEmbedV2(body: unknown): EmbeddingAnswer {
   if (!isRecord(body)) return { error: 'Malformed input request: expected type: JSONObject' };
   const extra = extraneous(body, ['inputText', 'dimensions', 'normalize', 'embeddingTypes']);
   if (extra)
@@ -75,7 +75,7 @@ export function titanEmbedV2(body: unknown): EmbeddingAnswer {
 const COHERE_INPUT_TYPES = ['search_document', 'search_query', 'classification', 'clustering'];
 
 /** Cohere Embed v3 (english, multilingual): up to 96 texts of up to 2048 characters, 1024 dimensions. */
-export function cohereEmbedV3(body: unknown): EmbeddingAnswer {
+function cohereEmbedV3(body: unknown): EmbeddingAnswer {
   if (!isRecord(body)) return { error: 'Malformed input request: expected type: JSONObject' };
   const extra = extraneous(body, ['texts', 'images', 'input_type', 'truncate', 'embedding_types']);
   if (extra)

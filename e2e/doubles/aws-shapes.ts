@@ -15,13 +15,13 @@ import { fromUtf8, toUtf8 } from '@smithy/util-utf8';
  * should not rely on that).
  */
 
-export interface ShapeRef {
+interface ShapeRef {
   shape: string;
   location?: 'uri' | 'querystring' | 'header' | 'headers' | 'statusCode';
   locationName?: string;
 }
 
-export interface Shape {
+interface Shape {
   type:
     | 'structure'
     | 'list'
@@ -55,7 +55,7 @@ export interface Shape {
   flattened?: boolean;
 }
 
-export interface Operation {
+interface Operation {
   name: string;
   http: { method: string; requestUri: string; responseCode?: number };
   input?: ShapeRef;
@@ -88,9 +88,9 @@ export interface Problem {
   message: string;
 }
 
-export type TimestampFormat = 'epoch-seconds' | 'iso8601' | 'rfc822';
+type TimestampFormat = 'epoch-seconds' | 'iso8601' | 'rfc822';
 
-export interface ValidateOptions {
+interface ValidateOptions {
   /** How a timestamp without a timestampFormat trait is written where the value travels (protocol default). */
   timestamps: TimestampFormat;
   /** The value is an HTTP body: members bound to the URI, query or headers are not part of it (top level only). */
@@ -123,7 +123,7 @@ const ISO8601 = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d+)?(Z|[+-]\d{2}:\d{2})
 const BASE64 = /^(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=)?$/;
 const INT32 = 2 ** 31;
 
-export function isRecord(v: unknown): v is Record<string, unknown> {
+function isRecord(v: unknown): v is Record<string, unknown> {
   return typeof v === 'object' && v !== null && !Array.isArray(v) && !(v instanceof Uint8Array);
 }
 
@@ -137,7 +137,7 @@ function show(v: unknown): string {
 }
 
 /** Problems of `value` as shape `shapeName`; none means it fits. */
-export function validateShape(
+function validateShape(
   model: ServiceModel,
   shapeName: string,
   value: unknown,
@@ -295,7 +295,7 @@ function fromText(shape: Shape | undefined, text: string): unknown {
 
 // ------------------------------------------------------------------ vnd.amazon.eventstream
 
-export interface StreamMessage {
+interface StreamMessage {
   /** Header values as the codec decoded them (strings for the `:`-headers). */
   headers: Record<string, unknown>;
   /** `:message-type`: event, exception or error. */
@@ -310,7 +310,7 @@ export interface StreamMessage {
 const codec = new EventStreamCodec(toUtf8, fromUtf8);
 
 /** Splits a vnd.amazon.eventstream body into its messages (each frame's prelude and message CRCs are checked). */
-export function decodeEventStream(bytes: Uint8Array): { messages: StreamMessage[]; problems: Problem[] } {
+function decodeEventStream(bytes: Uint8Array): { messages: StreamMessage[]; problems: Problem[] } {
   const messages: StreamMessage[] = [];
   const problems: Problem[] = [];
   const view = new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength);
@@ -355,7 +355,7 @@ export function decodeEventStream(bytes: Uint8Array): { messages: StreamMessage[
 }
 
 /** Each message against the event-stream union: events and exceptions must be its members, their payloads fit. */
-export function checkEventStream(
+function checkEventStream(
   model: ServiceModel,
   unionName: string,
   messages: StreamMessage[],
@@ -398,7 +398,7 @@ export function checkEventStream(
 
 // ------------------------------------------------------------------ XML (awsQuery responses)
 
-export interface XmlElement {
+interface XmlElement {
   name: string;
   children: XmlElement[];
   text: string;
@@ -415,7 +415,7 @@ function xmlText(s: string): string {
 }
 
 /** A small parser for the well-formed XML AWS's query protocol answers with (attributes are dropped). */
-export function parseXml(xml: string): XmlElement {
+function parseXml(xml: string): XmlElement {
   const root: XmlElement = { name: '#document', children: [], text: '' };
   const stack: XmlElement[] = [root];
   const token =
@@ -559,7 +559,7 @@ function queryValue(
 
 // ------------------------------------------------------------------ HTTP exchanges
 
-export interface HttpRequestRecord {
+interface HttpRequestRecord {
   method: string;
   /** Still percent-encoded, as sent. */
   path: string;
@@ -570,7 +570,7 @@ export interface HttpRequestRecord {
   body: Uint8Array;
 }
 
-export interface HttpResponseRecord {
+interface HttpResponseRecord {
   status: number;
   /** Lower-case names. */
   headers: Record<string, string>;

@@ -54,7 +54,7 @@ export interface Role {
   maxSessionDurationSeconds?: number;
 }
 
-export interface FoundationModel {
+interface FoundationModel {
   modelId: string;
   providerName: string;
   modelName?: string;
@@ -75,7 +75,7 @@ export interface FoundationModel {
 }
 
 /** An application inference profile the account created, copying a foundation model in the region. */
-export interface ApplicationProfile {
+interface ApplicationProfile {
   /** The 12-character id (ARN .../application-inference-profile/<id>). */
   id: string;
   name: string;
@@ -83,7 +83,7 @@ export interface ApplicationProfile {
 }
 
 /** A guardrail the account defined: it intervenes when a user text contains a blocked word. */
-export interface Guardrail {
+interface Guardrail {
   id: string;
   /** Versions that exist; DRAFT always does. */
   versions?: string[];
@@ -112,7 +112,7 @@ export interface AwsDoubleOptions {
   credentialTtlSeconds?: number;
 }
 
-export interface AwsCall {
+interface AwsCall {
   service: 'sts' | 'bedrock';
   /** AssumeRole | ListFoundationModels | ListInferenceProfiles | Converse | ConverseStream | InvokeModel | Unknown (or STS's Action parameter as sent). */
   action: string;
@@ -145,7 +145,7 @@ export interface AwsDouble {
 
 type Service = AwsCall['service'];
 
-export type StreamBreak = 'no-stop' | 'no-usage' | 'exception' | keyof typeof STREAM_EXCEPTIONS;
+type StreamBreak = 'no-stop' | 'no-usage' | 'exception' | keyof typeof STREAM_EXCEPTIONS;
 
 /** The other exception frames of ConverseStreamOutput, as Bedrock sends them mid-stream. */
 const STREAM_EXCEPTIONS = {

@@ -45,7 +45,7 @@ export interface Behavior {
   stallAfterTokens?: number;
 }
 
-export interface RecordedRequest {
+interface RecordedRequest {
   method: string;
   /** As received, query string included. */
   path: string;

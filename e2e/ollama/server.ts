@@ -21,8 +21,6 @@ export const OLLAMA_MODEL = OLLAMA_VERSIONS.OLLAMA_MODEL ?? 'smollm2:135m';
 /** Builds (or finds in the cache) the binary and model; returns the cache dir. Cold: ~4-5 min. */
 export const ollamaHome: () => string = cachedBuild(HERE);
 
-export const ollamaBin = (): string => join(ollamaHome(), 'bin', 'ollama');
-
 export { freePort };
 
 export interface OllamaOptions {

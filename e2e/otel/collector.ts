@@ -6,7 +6,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { gunzipSync } from 'node:zlib';
-import { cachedBuild, freePort, readVersionsEnv } from '../cached-build.js';
+import { cachedBuild, freePort } from '../cached-build.js';
 
 /**
  * A real OpenTelemetry Collector for the tests: the binary e2e/otel/build.sh builds into ~/.cache
@@ -22,23 +22,20 @@ import { cachedBuild, freePort, readVersionsEnv } from '../cached-build.js';
 
 const HERE = fileURLToPath(new URL('.', import.meta.url));
 
-/** KEY=value lines of e2e/otel/versions.env. */
-export const OTEL_VERSIONS = readVersionsEnv(HERE);
-
 /** Builds (or finds in the cache) the collector; returns the binary's path. Cold: ~5 min. */
-export const otelcolBin: () => string = cachedBuild(HERE);
+const otelcolBin: () => string = cachedBuild(HERE);
 
 /**
  * An attribute value as the tests compare it. OTLP/JSON's int64 (`intValue`, a decimal string) becomes
  * a number (exact up to 2^53); `arrayValue` and `kvlistValue` become the JSON text of their flattened
  * values (a JS array, an object); `bytesValue` stays base64.
  */
-export type AttributeValue = string | number | boolean;
+type AttributeValue = string | number | boolean;
 
-export type SpanKind = 'UNSPECIFIED' | 'INTERNAL' | 'SERVER' | 'CLIENT' | 'PRODUCER' | 'CONSUMER';
-export type StatusCode = 'UNSET' | 'OK' | 'ERROR';
+type SpanKind = 'UNSPECIFIED' | 'INTERNAL' | 'SERVER' | 'CLIENT' | 'PRODUCER' | 'CONSUMER';
+type StatusCode = 'UNSET' | 'OK' | 'ERROR';
 
-export interface ReceivedSpan {
+interface ReceivedSpan {
   /** 32 lowercase hex digits. */
   traceId: string;
   /** 16 lowercase hex digits. */
@@ -89,8 +86,6 @@ export interface Collector {
   /** SIGTERM (the collector flushes), then SIGKILL after 5 s; closes the sink, removes the temp dir. */
   stop(): Promise<void>;
 }
-
-export { freePort };
 
 // ---- OTLP/JSON flattening ----------------------------------------------------------------------
 
@@ -149,7 +144,7 @@ function enumName<T extends string>(v: unknown, names: readonly T[], prefix: str
 }
 
 /** The spans of one ExportTraceServiceRequest (OTLP/JSON), flattened. */
-export function flattenTraces(body: unknown): ReceivedSpan[] {
+function flattenTraces(body: unknown): ReceivedSpan[] {
   const spans: ReceivedSpan[] = [];
   for (const rs of arr(isObj(body) ? body.resourceSpans : undefined)) {
     if (!isObj(rs)) continue;

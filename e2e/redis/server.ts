@@ -43,6 +43,11 @@ export async function startRedis(): Promise<RedisServer> {
       ],
       { stdio: ['ignore', 'pipe', 'pipe'] },
     );
+    // Without the package, spawn emits 'error' (ENOENT); unhandled, that would kill the caller.
+    let failed: Error | undefined;
+    child.once('error', (err) => {
+      failed = err;
+    });
     const reap = () => child?.kill('SIGKILL');
     process.once('exit', reap);
     child.once('exit', () => process.off('exit', reap));
@@ -52,6 +57,8 @@ export async function startRedis(): Promise<RedisServer> {
     });
     const deadline = Date.now() + 10_000;
     while (!out.includes('Ready to accept connections')) {
+      if (failed)
+        throw new Error(`redis-server did not start (${failed.message}): Debian's redis-server package is needed`);
       if (child.exitCode !== null) throw new Error(`redis-server exited: ${out}`);
       if (Date.now() > deadline) throw new Error(`redis-server did not start: ${out}`);
       await new Promise((r) => setTimeout(r, 20));

@@ -52,7 +52,7 @@ export const MAPPED_FIELDS = {
 } as const satisfies Record<string, string>;
 
 /** Thinking budgets per reasoning_effort (LiteLLM's mapping; Anthropic's minimum is 1024). */
-export const THINKING_BUDGETS: Readonly<Record<string, number>> = {
+const THINKING_BUDGETS: Readonly<Record<string, number>> = {
   minimal: 1024,
   low: 1024,
   medium: 2048,
@@ -97,7 +97,7 @@ const NO_OP_VALUES: Partial<Record<RejectedField, (v: unknown) => boolean>> = {
 export type FinishReason = 'stop' | 'length' | 'content_filter' | 'tool_calls';
 
 /** Keyed by the SDK's StopReason so that a new stop reason fails the type check until mapped. */
-export const FINISH_REASONS: Readonly<Record<StopReason, FinishReason>> = {
+const FINISH_REASONS: Readonly<Record<StopReason, FinishReason>> = {
   end_turn: 'stop',
   stop_sequence: 'stop',
   max_tokens: 'length',
@@ -110,25 +110,25 @@ export const FINISH_REASONS: Readonly<Record<StopReason, FinishReason>> = {
   malformed_tool_use: 'stop',
 };
 
-export function finishReasonOf(stop: string | undefined): FinishReason {
+function finishReasonOf(stop: string | undefined): FinishReason {
   return stop !== undefined && Object.hasOwn(FINISH_REASONS, stop) ? FINISH_REASONS[stop as StopReason] : 'stop';
 }
 
-export interface OpenAIUsage {
+interface OpenAIUsage {
   prompt_tokens: number;
   completion_tokens: number;
   total_tokens: number;
   prompt_tokens_details?: { cached_tokens: number };
 }
 
-export interface OpenAIToolCall {
+interface OpenAIToolCall {
   id: string;
   type: 'function';
   function: { name: string; arguments: string };
 }
 
 /** A tool call as streamed: the first chunk of each carries id, type and name; later ones argument text. */
-export interface OpenAIToolCallDelta {
+interface OpenAIToolCallDelta {
   index: number;
   id?: string;
   type?: 'function';
@@ -181,7 +181,7 @@ export interface OpenAIChatChunk {
  * on Bedrock need these blocks back, unchanged, in the assistant turn of a tool-use loop while
  * thinking is on, and OpenAI's format has no field for a signature.
  */
-export type ThinkingBlock =
+type ThinkingBlock =
   | { type: 'thinking'; thinking: string; signature: string }
   | { type: 'redacted_thinking'; data: string };
 

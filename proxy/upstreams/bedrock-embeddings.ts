@@ -11,7 +11,7 @@ import type { Usage } from '../upstream.js';
 
 type Family = 'titan-v2' | 'cohere-v3';
 
-export interface EmbeddingCall {
+interface EmbeddingCall {
   /** The InvokeModel body. */
   body: Record<string, unknown>;
   /** How many of the request's inputs it embeds, in order. */
@@ -37,7 +37,7 @@ const TITAN_DIMENSIONS = [256, 512, 1024];
 /** Fields of an OpenAI embeddings request the translation reads (tags were taken before). */
 const KNOWN = new Set(['model', 'input', 'encoding_format', 'dimensions', 'user', 'input_type']);
 
-export function familyOf(foundationModel: string): Family | undefined {
+function familyOf(foundationModel: string): Family | undefined {
   if (foundationModel.startsWith('amazon.titan-embed-text-v2')) return 'titan-v2';
   if (foundationModel.startsWith('cohere.embed-')) return 'cohere-v3';
   return undefined;

@@ -17,7 +17,7 @@ export interface ModelLimits {
   temperatureOrTopP?: true;
 }
 
-export const MODEL_LIMITS: readonly ModelLimits[] = [
+const MODEL_LIMITS: readonly ModelLimits[] = [
   {
     match: /^anthropic\.claude-(sonnet|haiku|opus)-4-5/,
     maxTokens: 64_000,

@@ -46,7 +46,7 @@ function usageOf(body: unknown): Usage | undefined {
  * same limit, would be ignored and the model would generate until its context is full. The
  * stricter of the two wins when a caller sends both.
  */
-export function forOllama(body: Record<string, unknown>): Record<string, unknown> {
+function forOllama(body: Record<string, unknown>): Record<string, unknown> {
   const mct = body.max_completion_tokens;
   // Absent: nothing to do (no copy on the hot path); not a number nor null: the upstream's to refuse.
   if (mct !== null && typeof mct !== 'number') return body;

@@ -59,7 +59,7 @@ export const OTHER_GROUP = '_other';
 export const DEFAULT_GROUP_LIMIT = 20;
 export const MAX_GROUP_LIMIT = 100;
 /** The model of requests no model answered, in the rollups (callers choose the names they send). */
-export const UNROUTED_MODEL = '(unrouted)';
+const UNROUTED_MODEL = '(unrouted)';
 
 export interface UsageNumbers {
   requests: number;
@@ -120,7 +120,7 @@ export const HOUR = 3_600_000;
 export const DAY = 24 * HOUR;
 const NO_GROUP = '(none)';
 
-export function bucketOf(ms: number): number {
+function bucketOf(ms: number): number {
   return LATENCY_BUCKETS_MS.findIndex((bound) => ms <= bound);
 }
 
@@ -153,7 +153,7 @@ export interface RollupRow {
 }
 
 // Nano-dollar precision: a single small request costs fractions of a cent.
-export const round = (n: number, d = 9) => Math.round(n * 10 ** d) / 10 ** d;
+const round = (n: number, d = 9) => Math.round(n * 10 ** d) / 10 ** d;
 
 /** Sums of one rollup row's counters over a batch; bucket columns by name. */
 export interface RollupDelta {

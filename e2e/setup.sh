@@ -1,0 +1,106 @@
+#!/usr/bin/env bash
+# What the e2e tier and the benchmarks need on this machine, set up in one idempotent step:
+#   bash e2e/setup.sh e2e     `npm run test:e2e` runs it first (pretest:e2e)
+#   bash e2e/setup.sh bench   `npm run bench` runs it first (prebench)
+#
+# 1. Debian packages. As root, the missing ones are installed (one apt-get update, one install).
+#    Not as root, nothing is installed: e2e stops at once with one line naming each missing
+#    package; bench says which are missing and goes on (the targets that need them skip, and say so).
+# 2. e2e only: the real components built from package registries into
+#    ~/.cache/platform-ai-optimizer/ (each build script compares its stamp and exits when warm):
+#    the control plane, Ollama and its models, the Python clients, botocore's service models, the
+#    image, the OpenTelemetry Collector and the chart linters. The suites would build each at
+#    first use; building here first makes a cold run's time readable, one line per component.
+set -euo pipefail
+
+HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+MODE="${1:-}"
+[[ "${MODE}" == e2e || "${MODE}" == bench ]] || { echo "usage: e2e/setup.sh e2e|bench" >&2; exit 2; }
+
+# Each need: "<how to check> <Debian package>". The check is a command on PATH, an absolute path
+# or glob (a file that must exist), or "py:<module>" (importable by python3).
+E2E_NEEDS=(
+  "unzip unzip"                                   # kubectl and helm from their npm package (cluster/tools.ts)
+  "flock util-linux"                              # the cached builds serialize on a lock
+  "curl curl"                                     # ollama/build.sh waits for its server with it
+  "py:ensurepip python3-venv"                     # the Python clients' venv, checkov's
+  "/usr/bin/chromium chromium"                    # the Usage and Analytics pages in a real browser
+  "/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf fonts-dejavu-core"
+  "/usr/lib/postgresql/*/bin/initdb postgresql"   # usage and budgets in PostgreSQL (initdb + pg_ctl)
+  "redis-server redis-server"                     # the shared rate limit
+  "podman podman"                                 # the image: built and run as the chart runs it
+  "runc runc"
+  "debootstrap debootstrap"                       # the image's base rootfs (Debian trixie)
+  "newuidmap uidmap"
+  "fuse-overlayfs fuse-overlayfs"
+  "/usr/include/nlohmann/json.hpp nlohmann-json3-dev"  # headers Ollama's module zip leaves out
+  "/usr/include/stb/stb_image.h libstb-dev"
+)
+BENCH_NEEDS=(
+  "unzip unzip"
+  "flock util-linux"
+  "curl curl"
+  "py:ensurepip python3-venv"
+  "/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf fonts-dejavu-core"  # the charts' text
+  "/usr/lib/postgresql/*/bin/initdb postgresql"                         # ours-pg
+  "redis-server redis-server"                                          # ours-pg
+  "/usr/include/nlohmann/json.hpp nlohmann-json3-dev"                  # cold-start's Ollama
+  "/usr/include/stb/stb_image.h libstb-dev"
+)
+
+have() {
+  case "$1" in
+    py:*) python3 -c "import ${1#py:}" 2>/dev/null ;;
+    /*) compgen -G "$1" >/dev/null ;;
+    *) command -v "$1" >/dev/null ;;
+  esac
+}
+
+if [[ "${MODE}" == e2e ]]; then needs=("${E2E_NEEDS[@]}"); else needs=("${BENCH_NEEDS[@]}"); fi
+missing=()
+for need in "${needs[@]}"; do
+  read -r check package <<<"${need}"
+  have "${check}" || missing+=("${package}")
+done
+
+if [[ ${#missing[@]} -gt 0 ]]; then
+  if [[ "$(id -u)" -eq 0 ]]; then
+    echo "[setup] apt-get install ${missing[*]}" >&2
+    apt-get update -qq >&2
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null
+    # The package starts its own server on port 6379; the tests start theirs on free ports.
+    if [[ " ${missing[*]} " == *" redis-server "* ]]; then service redis-server stop >/dev/null 2>&1 || true; fi
+  elif [[ "${MODE}" == e2e ]]; then
+    echo "e2e setup: missing Debian packages: ${missing[*]} (as root: apt-get install -y ${missing[*]}; or run npm run test:e2e as root)" >&2
+    exit 1
+  else
+    echo "bench setup: missing Debian packages: ${missing[*]} (the targets that need them are skipped; as root npm run bench installs them)" >&2
+    exit 0
+  fi
+fi
+
+[[ "${MODE}" == e2e ]] || exit 0
+
+# Go is the machine's toolchain (Debian's is too old for Kubernetes): named, not installed.
+command -v go >/dev/null || { echo "e2e setup: the Go toolchain is missing (go on PATH): the control plane, Ollama and the collector are built with it" >&2; exit 1; }
+
+# Each build's own log goes to a file, shown when it fails: a cold run prints a line per component.
+LOGS="${XDG_CACHE_HOME:-$HOME/.cache}/platform-ai-optimizer/setup-logs"
+mkdir -p "${LOGS}"
+build() {
+  local what="$1" log="${LOGS}/$2.log" start=${SECONDS}
+  shift 2
+  if ! "$@" >/dev/null 2>"${log}"; then
+    tail -n 40 "${log}" >&2
+    echo "e2e setup: ${what} failed (its log: ${log})" >&2
+    exit 1
+  fi
+  echo "[setup] ${what} ready in $((SECONDS - start))s" >&2
+}
+build "control plane (cluster/build.sh)" cluster bash "${HERE}/cluster/build.sh"
+build "Ollama and its models (ollama/build.sh)" ollama bash "${HERE}/ollama/build.sh"
+build "Python clients (python/venv.sh)" python bash "${HERE}/python/venv.sh"
+build "botocore service models (aws/botocore.sh)" botocore bash "${HERE}/aws/botocore.sh"
+build "image (image/build.sh)" image bash "${HERE}/image/build.sh"
+build "OpenTelemetry Collector (otel/build.sh)" otel bash "${HERE}/otel/build.sh"
+build "chart linters (chart-lint/lint.sh --install)" chart-lint bash "${HERE}/chart-lint/lint.sh" --install
