@@ -1,8 +1,10 @@
 import { chmodSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
 import OpenAI from 'openai';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
+import { readVersionsEnv } from './cached-build.js';
 import { capture } from './capture.js';
 import { type DeploymentLike, IMAGE, podCommand, podFlags, podman, podmanOk } from './image/podman.js';
 import { adoptLlmsNamespace, eventually, helmOk, kubeConfig, kubectl, kubectlOk } from './kube.js';
@@ -128,6 +130,22 @@ describe.runIf(inject('localControlPlane'))('the image, run as the chart runs it
     expect(user).toBe('10001:10001');
     console.log(`[image] ${IMAGE}: ${(Number(size) / 1e6).toFixed(0)} MB`);
     expect(Number(size)).toBeGreaterThan(0);
+  });
+
+  it('runs the supported runtime: Node.js 24 (the pinned one) on Debian trixie', () => {
+    const { NODE_VERSION } = readVersionsEnv(fileURLToPath(new URL('./image/', import.meta.url)));
+    const out = podmanOk([
+      'run',
+      '--rm',
+      '--network',
+      'none',
+      IMAGE,
+      'sh',
+      '-c',
+      'node --version; . /etc/os-release; echo $VERSION_CODENAME',
+    ]);
+    expect(out.trim().split('\n')).toEqual([`v${NODE_VERSION}`, 'trixie']);
+    expect(NODE_VERSION?.split('.')[0]).toBe('24');
   });
 
   it('operator: starts against the real control plane, reports healthy, issues the Admin key, stops cleanly', async () => {

@@ -26,7 +26,17 @@ CACHE="${XDG_CACHE_HOME:-$HOME/.cache}/platform-ai-optimizer/image"
 BASE_TAG="localhost/pao-node-base:${DEBIAN_SUITE}-node-${NODE_VERSION}"
 HOST_CA=/etc/ssl/certs/ca-certificates.crt
 CA_SIG="$(sha256sum "${HOST_CA}" | cut -c1-12)"
-BASE_TAG="${BASE_TAG}-ca-${CA_SIG}"
+# The image config the base is imported with. node-gyp's own nodedir setting (npm 11 warns about
+# an npm_config_nodedir it does not know): native modules build against /usr/local/include/node
+# instead of downloading headers. Part of the tag, so a change re-imports.
+IMPORT_CHANGES=(
+  'ENV npm_package_config_node_gyp_nodedir=/usr/local'
+  'ENV NODE_EXTRA_CA_CERTS=/etc/ssl/certs/ca-certificates.crt'
+  'ENV PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin'
+  'CMD ["node"]'
+)
+CHANGES_SIG="$(printf '%s\n' "${IMPORT_CHANGES[@]}" | sha256sum | cut -c1-8)"
+BASE_TAG="${BASE_TAG}-ca-${CA_SIG}-${CHANGES_SIG}"
 BASE_TAR="${CACHE}/base-${DEBIAN_SUITE}-node-${NODE_VERSION}-npm-${NPM_VERSION}-ca-${CA_SIG}.tar"
 IMAGE="${PAO_IMAGE:-localhost/platform-ai-optimizer:e2e}"
 
@@ -66,11 +76,7 @@ if ! podman image exists "${BASE_TAG}"; then
     mv "${BASE_TAR}.part" "${BASE_TAR}"
   fi
   log "import ${BASE_TAG}"
-  podman import --quiet \
-    --change 'ENV NODE_EXTRA_CA_CERTS=/etc/ssl/certs/ca-certificates.crt' \
-    --change 'ENV PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin' \
-    --change 'CMD ["node"]' \
-    "${BASE_TAR}" "${BASE_TAG}" >/dev/null
+  podman import --quiet "${IMPORT_CHANGES[@]/#/--change=}" "${BASE_TAR}" "${BASE_TAG}" >/dev/null
 fi
 
 log "podman build ${IMAGE} (FROM ${BASE_TAG})"
