@@ -397,14 +397,21 @@ async function startBare(double: Double): Promise<Target> {
   };
 }
 
-/** What the chart gives a proxy pod: its V8 heap limit and its memory limit (values.yaml). */
-export function chartProxyMemory(): { heapMiB: number; limitMiB: number } {
+/** What the chart gives a proxy pod: its V8 heap and young-generation limits and its memory limit (values.yaml). */
+export function chartProxyMemory(): { heapMiB: number; semiSpaceMiB: number; limitMiB: number; nodeOptions: string } {
   const values = yaml.load(readFileSync(join(ROOT, 'charts/platform-ai-optimizer/values.yaml'), 'utf8')) as {
-    proxy: { heapMiB: number; resources: { limits: { memory: string } } };
+    proxy: { heapMiB: number; semiSpaceMiB: number; resources: { limits: { memory: string } } };
   };
   const limit = /^(\d+)(Mi|Gi)$/.exec(values.proxy.resources.limits.memory);
   if (!limit) throw new Error(`unexpected proxy memory limit ${values.proxy.resources.limits.memory}`);
-  return { heapMiB: values.proxy.heapMiB, limitMiB: Number(limit[1]) * (limit[2] === 'Gi' ? 1024 : 1) };
+  const { heapMiB, semiSpaceMiB } = values.proxy;
+  return {
+    heapMiB,
+    semiSpaceMiB,
+    limitMiB: Number(limit[1]) * (limit[2] === 'Gi' ? 1024 : 1),
+    // What charts/platform-ai-optimizer/templates/proxy.yaml sets.
+    nodeOptions: `--max-old-space-size=${heapMiB} --max-semi-space-size=${semiSpaceMiB}`,
+  };
 }
 
 /** A rate limit every request is checked against and none reaches: the limiter's cost, not its refusals. */
@@ -437,7 +444,7 @@ async function startOurs(double: Double, dir: string, store: 'sqlite' | 'postgre
     await redis?.destroy();
   };
   const usageDb = pg ? pg.url : join(dir, `${name}.db`);
-  const { heapMiB } = chartProxyMemory();
+  const { nodeOptions } = chartProxyMemory();
   let proxy: ProxyProcess;
   try {
     proxy = await startProxyProcess(
@@ -451,8 +458,8 @@ async function startOurs(double: Double, dir: string, store: 'sqlite' | 'postgre
         ...UNREACHED_RATE,
         ...(redis ? ['--redis', redis.url] : []),
       ],
-      // The chart's heap setting (values.yaml proxy.heapMiB), as the pod runs it.
-      { ...process.env, NODE_OPTIONS: `--max-old-space-size=${heapMiB}` },
+      // The chart's heap settings (values.yaml proxy.heapMiB and semiSpaceMiB), as the pod runs it.
+      { ...process.env, NODE_OPTIONS: nodeOptions },
       { compiled: true },
     );
   } catch (err) {
@@ -472,7 +479,7 @@ async function startOurs(double: Double, dir: string, store: 'sqlite' | 'postgre
     backing,
     notes: [
       `node dist/proxy/main.js --config --keys-file --usage-db ${pg ? 'postgres://' : 'FILE'} ${UNREACHED_RATE.join(' ')}` +
-        `${redis ? ' --redis redis://' : ''}, NODE_OPTIONS=--max-old-space-size=${heapMiB} (standalone, all features on)`,
+        `${redis ? ' --redis redis://' : ''}, NODE_OPTIONS=${nodeOptions} (standalone, all features on)`,
     ],
     stop: async () => {
       await managed.stop();
@@ -874,7 +881,7 @@ function verdicts(
   ttft: Ttft[],
   concurrencies: number[],
   soaks: Soak[],
-  memory: { heapMiB: number; limitMiB: number },
+  memory: ReturnType<typeof chartProxyMemory>,
 ): Verdict[] {
   const row = (target: TargetName, mode: Mode, c: number) =>
     rows.find((r) => r.target === target && r.mode === mode && r.c === c);
@@ -932,7 +939,7 @@ function verdicts(
       out.push({
         id: `(m) ${name} peak RSS in the ${what} < the chart's limit`,
         pass: Number.isFinite(rss) ? rss < memory.limitMiB : null,
-        detail: `peak ${rss} MiB, limit ${memory.limitMiB} MiB with --max-old-space-size=${memory.heapMiB}`,
+        detail: `peak ${rss} MiB, limit ${memory.limitMiB} MiB with ${memory.nodeOptions}`,
       });
     }
   }
@@ -990,7 +997,7 @@ export interface GatewaysResult {
   ours?: Record<string, Record<string, number | string>>;
   soaks: Soak[];
   /** The chart's proxy heap setting and memory limit, which ours ran with and is held to. */
-  chartMemory: { heapMiB: number; limitMiB: number };
+  chartMemory: ReturnType<typeof chartProxyMemory>;
 }
 
 function parseSettings(): Settings & { jsonOut: string | undefined } {

