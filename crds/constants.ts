@@ -86,3 +86,17 @@ export const PRICES_KEY = 'bedrock-prices.yaml';
  * them equal). Traces carry it as service.version.
  */
 export const PRODUCT_VERSION = '0.2.0';
+
+/**
+ * The Node.js major line the product runs on (package.json engines, the image's NODE_VERSION; a
+ * unit test holds them equal). Older ones are refused at start: on Node 20 the SQLite module
+ * (better-sqlite3 13) dies with a segmentation fault and no message.
+ */
+export const NODE_MAJOR = 24;
+
+/** Why this Node.js cannot run the product, or undefined when it can. */
+export function unsupportedNode(version: string): string | undefined {
+  const major = Number(/^v?(\d+)\./.exec(version)?.[1]);
+  if (major >= NODE_MAJOR) return undefined;
+  return `Node.js ${NODE_MAJOR} or newer is required, this is ${version}: on an older machine, eval "$(bash e2e/node/node.sh env)" first (README, Set up)`;
+}

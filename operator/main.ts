@@ -3,7 +3,7 @@ import { parseArgs } from 'node:util';
 import { KubeConfig } from '@kubernetes/client-node';
 import { collectDefaultMetrics } from 'prom-client';
 import type { Cloud } from '../crds/catalog/catalog.js';
-import { AGENT_NAMESPACE } from '../crds/constants.js';
+import { AGENT_NAMESPACE, unsupportedNode } from '../crds/constants.js';
 import { errorMessage, jsonLogger } from '../crds/log.js';
 import { type ModelCacheSetting, parseModelCache } from './model-cache.js';
 import { Operator } from './operator.js';
@@ -37,6 +37,11 @@ const { values } = parseArgs({
 });
 
 const log = jsonLogger('operator');
+const unsupported = unsupportedNode(process.version);
+if (unsupported) {
+  log.error(unsupported);
+  process.exit(1);
+}
 const kc = new KubeConfig();
 if (values.kubeconfig) kc.loadFromFile(values.kubeconfig);
 else kc.loadFromDefault();

@@ -5,7 +5,13 @@ import { parseArgs } from 'node:util';
 import { KubeConfig } from '@kubernetes/client-node';
 import { providerCredentials, RoleCredentials, type SecretLookup } from '../crds/aws-credentials.js';
 import { loadCatalog, parallelSlots } from '../crds/catalog/catalog.js';
-import { ACCESS_KEY_ID_KEY, PRODUCT_VERSION, PROXY_SERVICE_PORT, SECRET_ACCESS_KEY_KEY } from '../crds/constants.js';
+import {
+  ACCESS_KEY_ID_KEY,
+  PRODUCT_VERSION,
+  PROXY_SERVICE_PORT,
+  SECRET_ACCESS_KEY_KEY,
+  unsupportedNode,
+} from '../crds/constants.js';
 import { errorMessage, jsonLogger } from '../crds/log.js';
 import { serveMetrics } from '../crds/metrics-server.js';
 import { LOAD_PATH } from '../crds/proxy-load.js';
@@ -97,6 +103,11 @@ function numberFlag(name: string, value: string | undefined, fallback: number): 
 }
 
 const log = jsonLogger('proxy');
+const unsupported = unsupportedNode(process.version);
+if (unsupported) {
+  log.error(unsupported);
+  process.exit(1);
+}
 const standalone = values.config !== undefined;
 const routes = new RouteTable();
 const keys = new ApiKeys();
