@@ -1,4 +1,4 @@
-import { mkdirSync, mkdtempSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -7,7 +7,7 @@ import { SqliteUsageStore } from '../proxy/usage/sqlite-store.js';
 import { launchChromium } from './browser.js';
 import { type OllamaDouble, startOllamaDouble } from './doubles/ollama.js';
 import { startPostgres } from './postgres/server.js';
-import { type ProxyProcess, startProxyProcess } from './proxy-process.js';
+import { type ProxyProcess, standaloneFiles, startProxyProcess } from './proxy-process.js';
 
 /**
  * Usage end to end with the real proxy process: tagged traffic shows up in /v1/usage and
@@ -23,15 +23,10 @@ const PER_TOKEN = 2.4352 / 1_000_000;
 let double: OllamaDouble;
 let dir: string;
 
-const startProxy = (usageDb = join(dir, 'usage.db')) =>
-  startProxyProcess([
-    '--config',
-    join(dir, 'gateway.yaml'),
-    '--keys-file',
-    join(dir, 'keys.txt'),
-    '--usage-db',
-    usageDb,
-  ]);
+/** The flags naming the standalone config and keys files. */
+let files: string[] = [];
+
+const startProxy = (usageDb = join(dir, 'usage.db')) => startProxyProcess([...files, '--usage-db', usageDb]);
 
 const chat = (base: string, tags: string, content: string) =>
   fetch(`${base}/openai/v1/chat/completions`, {
@@ -54,11 +49,13 @@ interface UsageBody {
 beforeAll(async () => {
   double = await startOllamaDouble({ models: ['llama3.2:3b'] });
   dir = mkdtempSync(join(tmpdir(), 'usage-journey-'));
-  writeFileSync(
-    join(dir, 'gateway.yaml'),
-    `apiVersion: ai.platform/v1beta1\nkind: ModelDeployment\nmetadata: {name: local}\nspec: {model: "llama3.2:3b", serviceName: local, endpoint: "${double.url}"}\n`,
+  files = standaloneFiles(
+    dir,
+    [
+      `apiVersion: ai.platform/v1beta1\nkind: ModelDeployment\nmetadata: {name: local}\nspec: {model: "llama3.2:3b", serviceName: local, endpoint: "${double.url}"}\n`,
+    ],
+    `${KEY}\n`,
   );
-  writeFileSync(join(dir, 'keys.txt'), `${KEY}\n`);
 });
 
 afterAll(async () => {
