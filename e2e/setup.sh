@@ -17,35 +17,25 @@ HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 MODE="${1:-}"
 [[ "${MODE}" == e2e || "${MODE}" == bench ]] || { echo "usage: e2e/setup.sh e2e|bench" >&2; exit 2; }
 
-# Each need: "<how to check> <Debian package>". The check is a command on PATH, an absolute path
-# or glob (a file that must exist), or "py:<module>" (importable by python3).
-E2E_NEEDS=(
-  "unzip unzip"                                   # kubectl and helm from their npm package (cluster/tools.ts)
-  "flock util-linux"                              # the cached builds serialize on a lock
-  "curl curl"                                     # ollama/build.sh waits for its server with it
-  "py:ensurepip python3-venv"                     # the Python clients' venv, checkov's
-  "/usr/bin/chromium chromium"                    # the Usage and Analytics pages in a real browser
-  "/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf fonts-dejavu-core"
-  "/usr/lib/postgresql/*/bin/initdb postgresql"   # usage and budgets in PostgreSQL (initdb + pg_ctl)
-  "redis-server redis-server"                     # the shared rate limit
-  "podman podman"                                 # the image: built and run as the chart runs it
-  "runc runc"
-  "debootstrap debootstrap"                       # the image's base rootfs (Debian trixie)
-  "newuidmap uidmap"
-  "fuse-overlayfs fuse-overlayfs"
-  "/usr/include/nlohmann/json.hpp nlohmann-json3-dev"  # headers Ollama's module zip leaves out
-  "/usr/include/stb/stb_image.h libstb-dev"
-)
-BENCH_NEEDS=(
-  "unzip unzip"
-  "flock util-linux"
-  "curl curl"
-  "py:ensurepip python3-venv"
-  "/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf fonts-dejavu-core"  # the charts' text
-  "/usr/lib/postgresql/*/bin/initdb postgresql"                         # ours-pg
-  "redis-server redis-server"                                          # ours-pg
-  "/usr/include/nlohmann/json.hpp nlohmann-json3-dev"                  # cold-start's Ollama
-  "/usr/include/stb/stb_image.h libstb-dev"
+# Each need: "<how to check> <Debian package> <who needs it>". The check is a command on PATH, an
+# absolute path or glob (a file that must exist), or "py:<module>" (importable by python3); who is
+# e2e, or e2e,bench.
+NEEDS=(
+  "unzip unzip e2e,bench"                         # kubectl and helm from their npm package (cluster/tools.ts)
+  "flock util-linux e2e,bench"                    # the cached builds serialize on a lock
+  "curl curl e2e,bench"                           # ollama/build.sh waits for its server with it
+  "py:ensurepip python3-venv e2e,bench"           # the Python clients' venv, checkov's, LiteLLM's
+  "/usr/bin/chromium chromium e2e"                # the Usage and Analytics pages in a real browser
+  "/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf fonts-dejavu-core e2e,bench"  # the bench charts' text
+  "/usr/lib/postgresql/*/bin/initdb postgresql e2e,bench"  # usage and budgets in PostgreSQL; ours-pg
+  "redis-server redis-server e2e,bench"           # the shared rate limit; ours-pg
+  "podman podman e2e"                             # the image: built and run as the chart runs it
+  "runc runc e2e"
+  "debootstrap debootstrap e2e"                   # the image's base rootfs (Debian trixie)
+  "newuidmap uidmap e2e"
+  "fuse-overlayfs fuse-overlayfs e2e"
+  "/usr/include/nlohmann/json.hpp nlohmann-json3-dev e2e,bench"  # headers Ollama's module zip leaves out
+  "/usr/include/stb/stb_image.h libstb-dev e2e,bench"            # (cold-start's Ollama too)
 )
 
 have() {
@@ -56,10 +46,10 @@ have() {
   esac
 }
 
-if [[ "${MODE}" == e2e ]]; then needs=("${E2E_NEEDS[@]}"); else needs=("${BENCH_NEEDS[@]}"); fi
 missing=()
-for need in "${needs[@]}"; do
-  read -r check package <<<"${need}"
+for need in "${NEEDS[@]}"; do
+  read -r check package who <<<"${need}"
+  [[ ",${who}," == *",${MODE},"* ]] || continue
   have "${check}" || missing+=("${package}")
 done
 

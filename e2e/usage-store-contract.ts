@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import type { Tag } from '../proxy/tags.js';
-import { percentileFromHistogram, type StoredUsage, type UsageStore } from '../proxy/usage/store.js';
+import { HOUR, percentileFromHistogram, type StoredUsage, type UsageStore } from '../proxy/usage/store.js';
 
 /**
  * The UsageStore contract: what every implementation reports from the same records. The unit
@@ -9,7 +9,6 @@ import { percentileFromHistogram, type StoredUsage, type UsageStore } from '../p
  */
 
 export const T0 = Date.parse('2026-11-20T10:00:00Z');
-const HOUR = 3_600_000;
 
 export function rec(o: Partial<StoredUsage> & { at: number; tags?: Tag[] }): StoredUsage {
   return {

@@ -58,7 +58,7 @@ if ! podman image exists "${BASE_TAG}"; then
     debootstrap --variant=minbase "${DEBIAN_SUITE}" "${WORK}/rootfs" "${DEBIAN_MIRROR}" >"${WORK}/debootstrap.log" 2>&1 ||
       { tail -20 "${WORK}/debootstrap.log" >&2; exit 1; }
     R="${WORK}/rootfs/usr/local"
-    # Node and its headers (node-gyp builds better-sqlite3 against them, no download): the same
+    # Node and its headers (for node-gyp, should a dependency compile a native module): the same
     # install as development's (e2e/node/node.sh).
     bash "${ROOT}/e2e/node/node.sh" "${R}" && rm -f "${R}/.stamp-node"
     log "npm@${NPM_VERSION} from the npm registry"
