@@ -1,17 +1,19 @@
 import { Hono } from 'hono';
 import { authenticate, type Caller, mayCall, readScope } from './auth.js';
+import { webStream } from './chunk-source.js';
+import { countTokens } from './count-tokens.js';
+import { DIALECTS } from './dialects.js';
+import { ENDPOINTS } from './endpoints.js';
+import { ProxyError } from './errors.js';
 import {
-  type ChatDeps,
-  type ChatHandler,
+  type EndpointHandler,
   endpointHandlers,
   errorOutput,
   internalError,
   newRequestId,
+  type PipelineDeps,
   readLimited,
-} from './chat-handler.js';
-import { webStream } from './chunk-source.js';
-import { ENDPOINTS } from './endpoints.js';
-import { ProxyError } from './errors.js';
+} from './pipeline.js';
 import type { UsageStore } from './usage/store.js';
 import { usageRoutes } from './usage-api.js';
 import { inThreadReports, type UsageReports } from './usage-reports.js';
@@ -22,7 +24,7 @@ import { inThreadReports, type UsageReports } from './usage-reports.js';
  * handler straight from node:http.
  */
 
-export interface AppDeps extends ChatDeps {
+export interface AppDeps extends PipelineDeps {
   /** The usage store the reporting APIs read; without it they are not served. */
   store?: UsageStore;
   /** How reports are answered (a worker thread in production); in the store's thread by default. */
@@ -36,15 +38,22 @@ export interface AppDeps extends ChatDeps {
 type Vars = { requestId: string };
 
 /** The OpenAI paths served and their method: another method there is a 405, not an unknown route. */
+const COUNT_TOKENS_PATH = '/anthropic/v1/messages/count_tokens';
 const KNOWN_PATHS = new Map([
   ...Object.values(ENDPOINTS).map((e) => [e.path, 'POST'] as const),
+  [COUNT_TOKENS_PATH, 'POST'],
   ['/openai/v1/models', 'GET'],
+  ['/v1/models/metadata', 'GET'],
 ]);
 
-export { MAX_BODY_BYTES } from './chat-handler.js';
+/** Errors under /anthropic leave in Anthropic's envelope, all others in OpenAI's. */
+const dialectOfPath = (path: string) =>
+  path.startsWith('/anthropic') ? DIALECTS['anthropic-messages'] : DIALECTS['openai-chat'];
 
-const errorResponse = (err: ProxyError, requestId: string) => {
-  const out = errorOutput(err, requestId);
+export { MAX_BODY_BYTES } from './pipeline.js';
+
+const errorResponse = (err: ProxyError, requestId: string, path = '') => {
+  const out = errorOutput(err, requestId, dialectOfPath(path));
   return new Response(out.body, { status: out.status, headers: out.headers });
 };
 
@@ -52,9 +61,9 @@ export interface Gateway {
   /** Every route, the OpenAI endpoints included (tests call it with app.request()). */
   app: Hono<{ Variables: Vars }>;
   /** The chat completions handler the app's route uses. */
-  chat: ChatHandler;
+  chat: EndpointHandler;
   /** Every POST endpoint's handler by path; proxy/serve.ts serves them straight from node:http. */
-  endpoints: Map<string, ChatHandler>;
+  endpoints: Map<string, EndpointHandler>;
 }
 
 export const createApp = (deps: AppDeps): Hono<{ Variables: Vars }> => createGateway(deps).app;
@@ -68,9 +77,9 @@ export function createGateway(deps: AppDeps): Gateway {
 
   app.onError((err, c) => {
     const requestId = c.get('requestId') ?? '';
-    if (err instanceof ProxyError) return errorResponse(err, requestId);
+    if (err instanceof ProxyError) return errorResponse(err, requestId, c.req.path);
     deps.onError?.(err, requestId);
-    return errorResponse(internalError(requestId), requestId);
+    return errorResponse(internalError(requestId), requestId, c.req.path);
   });
 
   app.notFound((c) => {
@@ -93,12 +102,35 @@ export function createGateway(deps: AppDeps): Gateway {
           'unknown_route',
           path.startsWith('/openai/v1/')
             ? `no route ${method} ${path}; this gateway serves ${[...KNOWN_PATHS.keys()].filter((p) => p.startsWith('/openai/')).join(', ')} and GET /openai/v1/models/{model}`
-            : `no route ${method} ${path}; the OpenAI API is under /openai/v1`,
+            : path.startsWith('/anthropic/')
+              ? `no route ${method} ${path}; this gateway serves POST /anthropic/v1/messages and ${COUNT_TOKENS_PATH}`
+              : `no route ${method} ${path}; the OpenAI API is under /openai/v1, Anthropic's under /anthropic/v1`,
         );
-    return errorResponse(err, c.get('requestId') ?? '');
+    return errorResponse(err, c.get('requestId') ?? '', path);
   });
 
   app.get('/healthz', (c) => c.text('ok'));
+  // Claude Code and other Anthropic clients check the base URL answers before their first call.
+  app.on(['GET', 'HEAD'], ['/anthropic', '/anthropic/'], (c) => c.text('ok'));
+  app.post(COUNT_TOKENS_PATH, async (c) => {
+    const raw = c.req.raw;
+    const text = raw.body ? await readLimited(raw.body, 1024 * 1024 * 10, c.req.header('content-length')) : '';
+    let body: unknown;
+    try {
+      body = JSON.parse(text);
+    } catch {
+      throw new ProxyError(400, 'invalid_request_error', 'invalid_json', 'the request body is not valid JSON');
+    }
+    const counted = await countTokens(
+      { keys: deps.keys, routes: deps.routes, ...(deps.upstreams.bedrock ? { bedrock: deps.upstreams.bedrock } : {}) },
+      { apiKey: c.req.header('x-api-key'), authorization: c.req.header('authorization') },
+      body,
+      raw.signal,
+    );
+    return c.json({ input_tokens: counted.inputTokens }, 200, {
+      'x-gateway-token-count': counted.exact ? 'exact' : 'estimate',
+    });
+  });
   app.get('/readyz', (c) => {
     const ready = deps.ready?.() ?? true;
     return c.text(ready ? 'ok' : 'not ready', ready ? 200 : 503);
@@ -144,7 +176,7 @@ export function createGateway(deps: AppDeps): Gateway {
   });
 
   const handlers = endpointHandlers(deps);
-  const endpoints = new Map<string, ChatHandler>();
+  const endpoints = new Map<string, EndpointHandler>();
   for (const endpoint of Object.values(ENDPOINTS)) {
     const handler = handlers[endpoint.name];
     endpoints.set(endpoint.path, handler);

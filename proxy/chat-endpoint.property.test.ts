@@ -6,11 +6,12 @@ import type { ModelDeployment } from '../crds/model-deployment.js';
 import { createApp, MAX_BODY_BYTES } from './app.js';
 import { ApiKeys } from './auth.js';
 import { MAX_NESTING } from './chat-request.js';
+import type { Dialect } from './dialects.js';
 import { ProxyError } from './errors.js';
 import { ProxyMetrics } from './metrics.js';
 import { buildRoutes, type OpenAICompatibleRoute, RouteTable } from './routing.js';
 import { parseTags } from './tags.js';
-import type { ChatCall, ChatResult, Upstream } from './upstream.js';
+import type { Upstream, UpstreamCall, UpstreamResult } from './upstream.js';
 import { MemoryUsage } from './usage.js';
 
 /**
@@ -39,8 +40,11 @@ const RUNS = 400;
 
 class RecordingUpstream implements Upstream<OpenAICompatibleRoute> {
   calls = 0;
-  last: ChatCall<OpenAICompatibleRoute> | undefined;
-  async chat(call: ChatCall<OpenAICompatibleRoute>): Promise<ChatResult> {
+  last: UpstreamCall<OpenAICompatibleRoute> | undefined;
+  dialects(): readonly Dialect[] {
+    return ['openai-chat'];
+  }
+  async send(call: UpstreamCall<OpenAICompatibleRoute>): Promise<UpstreamResult> {
     this.calls++;
     this.last = call;
     // What a real translator does first; throws (a 5xx) on a body it cannot serialize.

@@ -5,7 +5,7 @@ import { invalidRequest, type ProxyError } from './errors.js';
  * and account for the call. Other fields are passed to the upstream untouched.
  */
 
-export interface ChatRequest {
+export interface ParsedRequest {
   model: string;
   stream: boolean;
   includeUsage: boolean;
@@ -67,7 +67,7 @@ export function modelOf(body: Record<string, unknown>): string | ProxyError {
   return model;
 }
 
-export function parseChatRequest(body: unknown): ChatRequest | ProxyError {
+export function parseChatRequest(body: unknown): ParsedRequest | ProxyError {
   if (!isRecord(body)) return invalidRequest('the request body must be a JSON object');
   const { model: _model, messages, stream, stream_options, n, tags, ...rest } = body;
   const model = modelOf(body);

@@ -1,4 +1,4 @@
-import { type ChatRequest, isRecord, modelOf } from './chat-request.js';
+import { isRecord, modelOf, type ParsedRequest } from './chat-request.js';
 import { invalidRequest, type ProxyError } from './errors.js';
 
 /**
@@ -7,7 +7,7 @@ import { invalidRequest, type ProxyError } from './errors.js';
  * to the upstream untouched, which refuses what it does not support in OpenAI's envelope.
  */
 
-export function parseCompletionRequest(body: unknown): ChatRequest | ProxyError {
+export function parseCompletionRequest(body: unknown): ParsedRequest | ProxyError {
   if (!isRecord(body)) return invalidRequest('the request body must be a JSON object');
   const model = modelOf(body);
   if (typeof model !== 'string') return model;
@@ -32,7 +32,7 @@ export function parseCompletionRequest(body: unknown): ChatRequest | ProxyError 
 /** Most inputs one embeddings request may carry (OpenAI's own limit). */
 const MAX_EMBEDDING_INPUTS = 2048;
 
-export function parseEmbeddingRequest(body: unknown): ChatRequest | ProxyError {
+export function parseEmbeddingRequest(body: unknown): ParsedRequest | ProxyError {
   if (!isRecord(body)) return invalidRequest('the request body must be a JSON object');
   const model = modelOf(body);
   if (typeof model !== 'string') return model;

@@ -1,28 +1,34 @@
-import { type ChatRequest, parseChatRequest } from './chat-request.js';
+import { parseAnthropicRequest } from './anthropic-request.js';
+import { type ParsedRequest, parseChatRequest } from './chat-request.js';
+import type { Dialect } from './dialects.js';
 import { parseCompletionRequest, parseEmbeddingRequest } from './endpoint-requests.js';
 import type { ProxyError } from './errors.js';
+import { parseResponsesRequest } from './responses-request.js';
+import type { GenAiOperation } from './tracing.js';
 
 /**
- * The OpenAI endpoints the gateway serves, as data: each contributes only how its request is
- * parsed and where an OpenAI-compatible upstream takes it; auth, limits, body, tags, routing,
- * budgets and accounting are one pipeline for all (proxy/chat-handler.ts), and each upstream
- * translator says which endpoints it speaks.
+ * The endpoints the gateway serves, as data: each is its dialect (which also says how its errors
+ * leave, proxy/dialects.ts), its parser and its operation name. Auth, limits, body, tags,
+ * routing, budgets and accounting are one pipeline for all (proxy/pipeline.ts); which upstream
+ * takes which dialect, natively or through a translator, is the upstreams' and translators' own
+ * table. Adding an endpoint is a row here and its parser beside the others.
  */
 
-export type EndpointName = 'chat' | 'completions' | 'embeddings';
+export type EndpointName = 'chat' | 'completions' | 'embeddings' | 'responses' | 'messages';
 
 export interface Endpoint {
   name: EndpointName;
+  dialect: Dialect;
   /** Where callers send it. */
   path: string;
-  /** Where an OpenAI-compatible server (Ollama) takes it. */
-  upstreamPath: string;
-  parse(body: unknown): ChatRequest | ProxyError;
+  /** gen_ai.operation.name of its spans. */
+  operation: GenAiOperation;
+  parse(body: unknown): ParsedRequest | ProxyError;
   /**
    * Bytes the answer may hold while it is built, where that can dwarf the request: reserved from
    * the memory budget with the body's, so that small requests for huge answers are bounded too.
    */
-  answerBytes?(req: ChatRequest): number;
+  answerBytes?(req: ParsedRequest): number;
 }
 
 /**
@@ -30,7 +36,7 @@ export interface Endpoint {
  * Titan v2 and Cohere v3) as JSON numbers of ~20 characters plus the parsed array's 8 bytes each.
  * 2,048 inputs of 1,024 dimensions: 56 MiB.
  */
-function embeddingAnswerBytes(req: ChatRequest): number {
+function embeddingAnswerBytes(req: ParsedRequest): number {
   const input = req.forward.input;
   const vectors = Array.isArray(input) ? input.length : 1;
   const dims = typeof req.forward.dimensions === 'number' ? req.forward.dimensions : 1024;
@@ -40,21 +46,38 @@ function embeddingAnswerBytes(req: ChatRequest): number {
 export const ENDPOINTS: Record<EndpointName, Endpoint> = {
   chat: {
     name: 'chat',
+    dialect: 'openai-chat',
     path: '/openai/v1/chat/completions',
-    upstreamPath: '/v1/chat/completions',
+    operation: 'chat',
     parse: parseChatRequest,
   },
   completions: {
     name: 'completions',
+    dialect: 'openai-completions',
     path: '/openai/v1/completions',
-    upstreamPath: '/v1/completions',
+    operation: 'text_completion',
     parse: parseCompletionRequest,
   },
   embeddings: {
     name: 'embeddings',
+    dialect: 'openai-embeddings',
     path: '/openai/v1/embeddings',
-    upstreamPath: '/v1/embeddings',
+    operation: 'embeddings',
     parse: parseEmbeddingRequest,
     answerBytes: embeddingAnswerBytes,
+  },
+  responses: {
+    name: 'responses',
+    dialect: 'openai-responses',
+    path: '/openai/v1/responses',
+    operation: 'chat',
+    parse: parseResponsesRequest,
+  },
+  messages: {
+    name: 'messages',
+    dialect: 'anthropic-messages',
+    path: '/anthropic/v1/messages',
+    operation: 'chat',
+    parse: parseAnthropicRequest,
   },
 };

@@ -173,8 +173,9 @@ describe('two replicas of different speed behind the proxy’s balancing', () =>
   });
 
   const call = (r: OpenAICompatibleRoute) => async () => {
-    const res = await upstream.chat({
+    const res = await upstream.send({
       route: r,
+      dialect: 'openai-chat',
       body: { model: r.model, messages: [{ role: 'user', content: 'hi' }] },
       stream: false,
       clientWantsUsage: false,

@@ -1,21 +1,21 @@
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import { getRequestListener } from '@hono/node-server';
 import type { Hono } from 'hono';
-import {
-  type ChatHandler,
-  type ChatOutput,
-  declaredTooLarge,
-  newRequestId,
-  tooLarge,
-  unreadable,
-} from './chat-handler.js';
 import { chunksOf } from './chunk-source.js';
 import { ProxyError } from './errors.js';
+import {
+  declaredTooLarge,
+  type EndpointHandler,
+  newRequestId,
+  type PipelineOutput,
+  tooLarge,
+  unreadable,
+} from './pipeline.js';
 
 /**
  * The proxy's HTTP server. The OpenAI POST endpoints (chat completions, the hot path, and
  * completions and embeddings) are served straight on node:http:
- * the handler is the same as the Hono route's (proxy/chat-handler.ts), but without turning every
+ * the handler is the same as the Hono route's (proxy/pipeline.ts), but without turning every
  * request and response into Fetch API objects and back, which the profile showed to be the
  * largest cost the gateway added to a call (e2e/bench/RESULTS.md). Every other route goes to the
  * Hono app.
@@ -100,7 +100,7 @@ const uploadTimeout = (ms: number) =>
     { connection: 'close' },
   );
 
-async function writeOutput(out: ChatOutput, res: ServerResponse, signal: AbortSignal): Promise<void> {
+async function writeOutput(out: PipelineOutput, res: ServerResponse, signal: AbortSignal): Promise<void> {
   if (out.kind === 'json') {
     // With the length known, no chunked framing: what OpenAI and Ollama send for whole answers.
     res.writeHead(out.status, { ...out.headers, 'content-length': Buffer.byteLength(out.body) }).end(out.body);
@@ -139,7 +139,7 @@ async function writeOutput(out: ChatOutput, res: ServerResponse, signal: AbortSi
 /** Only what the server calls: the app's fetch and the POST endpoints' handlers by path. */
 export interface Servable {
   app: Pick<Hono, 'fetch'>;
-  endpoints: Map<string, ChatHandler>;
+  endpoints: Map<string, EndpointHandler>;
 }
 
 /** How long callers may take, and how many connections they may hold. */
@@ -166,7 +166,7 @@ export function createProxyServer(
   limits: ConnectionLimits = DEFAULT_CONNECTION_LIMITS,
 ): Server {
   const hono = getRequestListener(app.fetch);
-  const serveEndpoint = async (handler: ChatHandler, req: IncomingMessage, res: ServerResponse) => {
+  const serveEndpoint = async (handler: EndpointHandler, req: IncomingMessage, res: ServerResponse) => {
     const gone = new AbortController();
     res.once('close', () => {
       if (!res.writableFinished) gone.abort();

@@ -288,7 +288,7 @@ describe('standalone proxy process', () => {
     expect(wrong.status).toBe(400);
     expect(((await wrong.json()) as { error: { code: string; message: string } }).error).toMatchObject({
       code: 'unsupported_endpoint',
-      message: expect.stringContaining('answers chat completions'),
+      message: expect.stringContaining('it answers /openai/v1/chat/completions, /openai/v1/responses'),
     });
     const chatToEmbed = await fetch(`${base}/openai/v1/chat/completions`, {
       method: 'POST',
@@ -296,6 +296,9 @@ describe('standalone proxy process', () => {
       body: JSON.stringify({ model: TITAN, messages: [{ role: 'user', content: 'hi' }] }),
     });
     expect(chatToEmbed.status).toBe(400);
+    expect(((await chatToEmbed.json()) as { error: { message: string } }).error.message).toContain(
+      'it answers /openai/v1/embeddings',
+    );
   });
 
   it("applies the provider's guardrail: a blocked prompt ends with content_filter and the guardrail's message", async () => {

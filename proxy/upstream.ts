@@ -1,12 +1,13 @@
 import type { StreamBody } from './chunk-source.js';
-import type { Endpoint } from './endpoints.js';
+import type { Dialect } from './dialects.js';
 import type { ProxyError } from './errors.js';
 import type { Route } from './routing.js';
 
 /**
- * What every upstream translator takes and gives back. A translator turns the OpenAI chat
- * request into its service's call and the answer back into OpenAI's shapes; the app around
- * it does auth, tags, routing and usage the same way for all of them.
+ * What every upstream takes and gives back. An upstream serves some dialects natively for a
+ * route (Upstream.dialects); the pipeline sends it a body in one of them, translated first
+ * where the caller spoke another (proxy/translators/), and does auth, tags, routing and usage
+ * the same way for all of them.
  */
 
 export interface Usage {
@@ -24,11 +25,11 @@ export interface Usage {
   counted?: true;
 }
 
-export interface ChatCall<R extends Route = Route> {
+export interface UpstreamCall<R extends Route = Route> {
   route: R;
-  /** Which OpenAI endpoint the call is for; chat completions when absent. */
-  endpoint?: Endpoint;
-  /** The client's OpenAI request body, validated, without the gateway's own fields (tags). */
+  /** The dialect of `body`: one the upstream serves for the route. */
+  dialect: Dialect;
+  /** The request body in that dialect, validated, without the gateway's own fields (tags). */
   body: Record<string, unknown>;
   stream: boolean;
   /** The client asked for stream_options.include_usage: the usage chunk is passed on. */
@@ -37,6 +38,8 @@ export interface ChatCall<R extends Route = Route> {
   signal: AbortSignal;
   /** Headers for the upstream request: the trace context of its span, when tracing is on. */
   headers?: Record<string, string>;
+  /** anthropic-beta flags the caller sent, for upstreams that take Anthropic's body natively. */
+  betas?: readonly string[];
 }
 
 /** How a stream ended, known once the last byte went to the client (or the client left). */
@@ -48,7 +51,7 @@ export interface StreamOutcome {
   clientAborted?: boolean;
 }
 
-export type ChatResult =
+export type UpstreamResult =
   | {
       kind: 'json';
       status: number;
@@ -60,8 +63,10 @@ export type ChatResult =
   | { kind: 'stream'; body: StreamBody; outcome: Promise<StreamOutcome> };
 
 export interface Upstream<R extends Route = Route> {
+  /** The dialects it serves natively for the route, preferred first. */
+  dialects(route: R): readonly Dialect[];
   /** Resolves with the answer or a stream; rejects with a ProxyError. */
-  chat(call: ChatCall<R>): Promise<ChatResult>;
+  send(call: UpstreamCall<R>): Promise<UpstreamResult>;
 }
 
 export interface Timeouts {

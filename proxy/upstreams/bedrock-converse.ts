@@ -186,7 +186,7 @@ type ThinkingBlock =
   | { type: 'redacted_thinking'; data: string };
 
 /** An Anthropic model, by its foundation id or a system-defined profile's (us.anthropic...). */
-const isAnthropic = (id: string) => /(^|\.)anthropic\./.test(id);
+export const isAnthropic = (id: string) => /(^|\.)anthropic\./.test(id);
 
 function isRecord(v: unknown): v is Record<string, unknown> {
   return v !== null && typeof v === 'object' && !Array.isArray(v);

@@ -7,14 +7,17 @@ import {
   InvokeModelCommand,
 } from '@aws-sdk/client-bedrock-runtime';
 import type { CredentialProvider } from '../../crds/aws-credentials.js';
+import type { Dialect } from '../dialects.js';
 import { ProxyError } from '../errors.js';
 import type { BedrockRoute } from '../routing.js';
-import type { ChatCall, ChatResult, StreamOutcome, Upstream } from '../upstream.js';
+import type { StreamOutcome, Upstream, UpstreamCall, UpstreamResult } from '../upstream.js';
+import { countAnthropicTokens, sendAnthropic } from './bedrock-anthropic.js';
 import {
   type BedrockErrorContext,
   ConverseStreamAggregator,
   ConverseStreamTranslator,
   fromConverseOutput,
+  isAnthropic,
   jsonMode,
   mapBedrockError,
   type OpenAIChatChunk,
@@ -41,6 +44,10 @@ export interface BedrockUpstreamOptions {
   /** SDK attempts per call; default 1, because the gateway's retry policy (proxy/resilience.ts) retries. */
   maxAttempts?: number;
 }
+
+const EMBEDDING_DIALECTS: readonly Dialect[] = ['openai-embeddings'];
+const TEXT_DIALECTS: readonly Dialect[] = ['openai-chat'];
+const CLAUDE_DIALECTS: readonly Dialect[] = ['openai-chat', 'anthropic-messages'];
 
 /** InvokeModel calls one embeddings request makes at once (Titan embeds one text per call). */
 const EMBED_CONCURRENCY = 8;
@@ -74,23 +81,43 @@ export class BedrockUpstream implements Upstream<BedrockRoute> {
     this.clients.clear();
   }
 
-  async chat(call: ChatCall<BedrockRoute>): Promise<ChatResult> {
-    const endpoint = call.endpoint?.name ?? 'chat';
-    const wants = endpoint === 'embeddings' ? 'embedding' : 'text';
-    if (endpoint === 'completions' || wants !== call.route.modelType) {
-      const serves =
-        call.route.modelType === 'embedding'
-          ? 'embeddings (/openai/v1/embeddings)'
-          : 'chat completions (/openai/v1/chat/completions)';
-      throw new ProxyError(
-        400,
-        'invalid_request_error',
-        'unsupported_endpoint',
-        `${call.endpoint?.path ?? '/openai/v1/chat/completions'} is not served for ${call.route.model}: it answers ${serves}`,
-        'model',
-      );
+  /**
+   * Embedding models answer embeddings (InvokeModel); text models chat (Converse), and Claude
+   * models also Anthropic's Messages natively (InvokeModel with Anthropic's body).
+   */
+  dialects(route: BedrockRoute): readonly Dialect[] {
+    if (route.modelType === 'embedding') return EMBEDDING_DIALECTS;
+    return isAnthropic(route.baseModel) || isAnthropic(route.model) ? CLAUDE_DIALECTS : TEXT_DIALECTS;
+  }
+
+  private context(route: BedrockRoute, streaming: boolean): BedrockErrorContext {
+    return { model: route.model, provider: route.provider, streaming, auth: route.auth.method };
+  }
+
+  async send(call: UpstreamCall<BedrockRoute>): Promise<UpstreamResult> {
+    switch (call.dialect) {
+      case 'openai-embeddings':
+        return this.embeddings(call);
+      case 'anthropic-messages':
+        return sendAnthropic(this.client(call.route), call, this.context(call.route, call.stream));
+      case 'openai-chat':
+        return this.converse(call);
+      default:
+        throw new ProxyError(
+          500,
+          'server_error',
+          'internal_error',
+          `Bedrock was sent ${call.dialect}, which it does not serve`,
+        );
     }
-    if (endpoint === 'embeddings') return this.embeddings(call);
+  }
+
+  /** Input tokens of an Anthropic Messages request, counted by Bedrock for a Claude model. */
+  countTokens(route: BedrockRoute, body: Record<string, unknown>, signal: AbortSignal): Promise<number> {
+    return countAnthropicTokens(this.client(route), route, body, signal, this.context(route, false));
+  }
+
+  private async converse(call: UpstreamCall<BedrockRoute>): Promise<UpstreamResult> {
     const started = performance.now();
     const input = toConverseInput(call.route.model, call.body, {
       baseModel: call.route.baseModel,
@@ -161,7 +188,7 @@ export class BedrockUpstream implements Upstream<BedrockRoute> {
    * EMBED_CONCURRENCY at a time; the input tokens come from Bedrock's response header
    * (Cohere's body has no count).
    */
-  private async embeddings(call: ChatCall<BedrockRoute>): Promise<ChatResult> {
+  private async embeddings(call: UpstreamCall<BedrockRoute>): Promise<UpstreamResult> {
     const route = call.route;
     const plan = toEmbeddingCalls(route.baseModel, call.body);
     if (plan instanceof ProxyError) throw plan;
@@ -226,13 +253,13 @@ export class BedrockUpstream implements Upstream<BedrockRoute> {
 
   private relay(
     events: AsyncIterable<ConverseStreamOutput>,
-    call: ChatCall<BedrockRoute>,
+    call: UpstreamCall<BedrockRoute>,
     ctx: BedrockErrorContext,
     id: string,
     created: number,
     started: number,
     json: boolean,
-  ): ChatResult {
+  ): UpstreamResult {
     const iterator = events[Symbol.asyncIterator]();
     const translator = new ConverseStreamTranslator(
       call.route.model,

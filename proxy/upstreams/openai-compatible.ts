@@ -1,10 +1,17 @@
 import { createParser } from 'eventsource-parser';
 import { Agent, type Dispatcher } from 'undici';
 import type { ChunkSource } from '../chunk-source.js';
+import { DIALECTS, type Dialect } from '../dialects.js';
 import { ProxyError } from '../errors.js';
 import { ReplicaPools } from '../replica-pool.js';
 import type { OpenAICompatibleRoute } from '../routing.js';
-import type { ChatCall as AnyChatCall, ChatResult, StreamOutcome, Timeouts, Upstream, Usage } from '../upstream.js';
+import type {
+  UpstreamCall as AnyUpstreamCall,
+  StreamOutcome,
+  Timeouts,
+  Upstream,
+  UpstreamResult,
+} from '../upstream.js';
 import {
   exchangeStreamed,
   exchangeWhole,
@@ -12,51 +19,25 @@ import {
   type StreamedBody,
   type WholeAnswer,
 } from './dispatch.js';
+import { PASS_THROUGH } from './openai-compatible-dialects.js';
 
-type ChatCall = AnyChatCall<OpenAICompatibleRoute>;
+type UpstreamCall = AnyUpstreamCall<OpenAICompatibleRoute>;
 
 import { DEFAULT_TIMEOUTS } from '../upstream.js';
 
 /**
- * OpenAI-compatible upstreams (Ollama's /v1): the request passes through as it came (the
- * gateway's own fields removed), streams are relayed event by event with backpressure, and
- * usage is taken from the upstream's own counts. For streams the gateway always asks for the
- * usage chunk and drops it again when the client did not ask for it.
+ * OpenAI-compatible upstreams (Ollama's /v1, which also speaks Responses and Anthropic's
+ * Messages): the request passes through in the caller's dialect as it came (the gateway's own
+ * fields removed), streams are relayed event by event with backpressure, and usage is taken
+ * from the upstream's own counts (openai-compatible-dialects.ts says where, per dialect). For
+ * chat streams the gateway always asks for the usage chunk and drops it again when the client
+ * did not ask for it.
  *
  * Calls go through undici's pooled keep-alive agent: its connect, headers and body timeouts
  * are exactly the gateway's connect, first-byte and idle timeouts.
  */
 
-/** A delta with non-empty content, as OpenAI-compatible servers serialize it. */
-// A token in a chat chunk ("content") or a completions chunk ("text").
-const HAS_CONTENT = /"(?:content|text)":\s*"(?!")/;
-const frame = (data: string) => `data: ${data}\n\n`;
-const DONE = frame('[DONE]');
-
-function usageOf(body: unknown): Usage | undefined {
-  const u = (body as { usage?: { prompt_tokens?: unknown; completion_tokens?: unknown } } | null)?.usage;
-  if (!u || typeof u.prompt_tokens !== 'number') return undefined;
-  // Embeddings report only prompt tokens.
-  const completion = typeof u.completion_tokens === 'number' ? u.completion_tokens : 0;
-  return { promptTokens: u.prompt_tokens, completionTokens: completion };
-}
-
-/**
- * Ollama (0.17) reads only `max_tokens`: `max_completion_tokens`, OpenAI's current name for the
- * same limit, would be ignored and the model would generate until its context is full. The
- * stricter of the two wins when a caller sends both.
- */
-function forOllama(body: Record<string, unknown>): Record<string, unknown> {
-  const mct = body.max_completion_tokens;
-  // Absent: nothing to do (no copy on the hot path); not a number nor null: the upstream's to refuse.
-  if (mct !== null && typeof mct !== 'number') return body;
-  const { max_completion_tokens: _, ...rest } = body;
-  if (mct === null) return rest;
-  const mt = rest.max_tokens;
-  return { ...rest, max_tokens: typeof mt === 'number' ? Math.min(mt, mct) : mct };
-}
-
-function upstreamName(call: ChatCall): string {
+function upstreamName(call: UpstreamCall): string {
   return `the model server of ${call.route.model} (${call.route.provider})`;
 }
 
@@ -64,7 +45,7 @@ const errorCode = (err: unknown): string | undefined =>
   (err as { code?: string })?.code ?? (err as { cause?: { code?: string } })?.cause?.code;
 
 /** A transport failure as the caller should see it: unreachable or broken (502), too slow (504). */
-function transportError(err: unknown, call: ChatCall, idleMs: number): ProxyError {
+function transportError(err: unknown, call: UpstreamCall, idleMs: number): ProxyError {
   const code = errorCode(err);
   const name = upstreamName(call);
   switch (code) {
@@ -88,7 +69,7 @@ function transportError(err: unknown, call: ChatCall, idleMs: number): ProxyErro
 }
 
 /** An upstream error status mapped to what the client gets; 429 and 504 pass through. */
-function statusError(status: number, headers: WholeAnswer['headers'], text: string, call: ChatCall): ProxyError {
+function statusError(status: number, headers: WholeAnswer['headers'], text: string, call: UpstreamCall): ProxyError {
   const retry = headers['retry-after'];
   const retryAfter = Array.isArray(retry) ? retry[0] : retry;
   let detail = '';
@@ -135,6 +116,8 @@ export interface OpenAICompatibleOptions {
   pools?: ReplicaPools;
 }
 
+const ALL_DIALECTS: readonly Dialect[] = Object.keys(PASS_THROUGH) as Dialect[];
+
 export class OpenAICompatibleUpstream implements Upstream<OpenAICompatibleRoute> {
   private readonly timeouts: Timeouts;
   private readonly resolve: (baseUrl: string) => string;
@@ -170,7 +153,12 @@ export class OpenAICompatibleUpstream implements Upstream<OpenAICompatibleRoute>
     return url;
   }
 
-  async chat(call: ChatCall): Promise<ChatResult> {
+  /** Every dialect passes through: Ollama serves them all. */
+  dialects(): readonly Dialect[] {
+    return ALL_DIALECTS;
+  }
+
+  async send(call: UpstreamCall): Promise<UpstreamResult> {
     const started = performance.now();
     const lease = await this.pools.acquire(call.route, call.signal);
     try {
@@ -184,21 +172,15 @@ export class OpenAICompatibleUpstream implements Upstream<OpenAICompatibleRoute>
     }
   }
 
-  private async call(call: ChatCall, baseUrl: string, started: number): Promise<ChatResult> {
-    const endpoint = call.endpoint?.name ?? 'chat';
-    const translated = endpoint === 'chat' ? forOllama(call.body) : call.body;
-    const body = call.stream
-      ? {
-          ...translated,
-          stream_options: { ...((translated.stream_options as object | undefined) ?? {}), include_usage: true },
-        }
-      : translated;
+  private async call(call: UpstreamCall, baseUrl: string, started: number): Promise<UpstreamResult> {
+    const dialect = PASS_THROUGH[call.dialect];
+    const body = dialect.prepare(call.body, call.stream);
     const firstByteMs = call.route.timeouts?.firstByteMs ?? this.timeouts.firstByteMs;
     const idleMs = call.route.timeouts?.idleMs ?? this.timeouts.idleMs;
     const limit = call.stream ? firstByteMs : Math.max(firstByteMs, this.timeouts.responseMs);
     // Serialized outside the try: a failure here is the gateway's, not a transport error.
     const payload = JSON.stringify(body);
-    const url = this.parsedUrl(`${this.resolve(baseUrl)}${call.endpoint?.upstreamPath ?? '/v1/chat/completions'}`);
+    const url = this.parsedUrl(`${this.resolve(baseUrl)}${dialect.path}`);
     const headers = {
       'content-type': 'application/json',
       accept: call.stream ? 'text/event-stream' : 'application/json',
@@ -226,7 +208,7 @@ export class OpenAICompatibleUpstream implements Upstream<OpenAICompatibleRoute>
       } catch {
         throw new ProxyError(502, 'api_error', 'upstream_error', `${upstreamName(call)} sent a body that is not JSON`);
       }
-      const usage = usageOf(json);
+      const usage = dialect.usageOf(json);
       return { kind: 'json', status: 200, body: json, raw: answer.text, ...(usage ? { usage } : {}) };
     }
     let res: StreamedAnswer;
@@ -242,14 +224,16 @@ export class OpenAICompatibleUpstream implements Upstream<OpenAICompatibleRoute>
     return this.relay(res.body, call, started, idleMs);
   }
 
-  private relay(upstream: StreamedBody, call: ChatCall, started: number, idleMs: number): ChatResult {
+  private relay(upstream: StreamedBody, call: UpstreamCall, started: number, idleMs: number): UpstreamResult {
     const decoder = new TextDecoder();
     const out: string[] = [];
     const outcome: StreamOutcome = {};
-    let sawDone = false;
+    const spec = DIALECTS[call.dialect];
+    const reader = PASS_THROUGH[call.dialect].reader(call.clientWantsUsage);
+    let sawEnd = false;
     let finished = false;
     let delivered = 0;
-    /** A stream cut before the usage chunk still used the tokens it delivered: bill those, marked as counted. */
+    /** A stream cut before its usage still used the tokens it delivered: bill those, marked as counted. */
     const settleOutcome = () => {
       if (!outcome.usage && delivered > 0)
         outcome.usage = { promptTokens: 0, completionTokens: delivered, counted: true };
@@ -264,65 +248,33 @@ export class OpenAICompatibleUpstream implements Upstream<OpenAICompatibleRoute>
       finished = true;
       if (error) {
         outcome.error = error;
-        // The stream already began: the error travels as an event, then the stream ends properly.
-        out.push(frame(JSON.stringify(error.toJSON())));
+        // The stream already began: the error travels as an event of the caller's dialect, then the stream ends properly.
+        out.push(spec.streamError(error));
       }
-      out.push(DONE);
+      if (spec.streamEnd) out.push(spec.streamEnd);
     };
 
     const parser = createParser({
       onEvent: (event) => {
         if (finished) return;
-        const data = event.data;
-        if (data === '[DONE]') {
-          sawDone = true;
-          finish();
-          return;
-        }
-        // Most events are a token: pass them on as they came, parsing only the one with usage
-        // (parsing every event was a visible share of the streaming path's CPU).
-        if (!data.includes('"usage"')) {
-          if (data.charCodeAt(0) !== 123 /* { */) {
-            finish(
-              new ProxyError(
-                502,
-                'api_error',
-                'upstream_error',
-                `${upstreamName(call)} sent an event that is not JSON`,
-              ),
-            );
-            return;
-          }
-          if (HAS_CONTENT.test(data)) {
-            // Ollama sends one token per event: what the caller received, should the usage chunk never come.
-            delivered++;
-            if (outcome.firstTokenMs === undefined) outcome.firstTokenMs = performance.now() - started;
-          }
-          out.push(frame(data));
-          return;
-        }
-        let chunk: { choices?: Array<{ delta?: { content?: string } }>; usage?: unknown };
-        try {
-          chunk = JSON.parse(data) as typeof chunk;
-        } catch {
+        const read = reader.read(event.event, event.data);
+        if (!read) {
           finish(
             new ProxyError(502, 'api_error', 'upstream_error', `${upstreamName(call)} sent an event that is not JSON`),
           );
           return;
         }
-        const usage = usageOf(chunk);
-        if (usage) outcome.usage = usage;
-        if (outcome.firstTokenMs === undefined && chunk.choices?.some((c) => c.delta?.content)) {
-          outcome.firstTokenMs = performance.now() - started;
+        if (read.token) {
+          // Ollama sends one token per event: what the caller received, should the usage never come.
+          delivered++;
+          if (outcome.firstTokenMs === undefined) outcome.firstTokenMs = performance.now() - started;
         }
-        if (usage && !call.clientWantsUsage) {
-          // The usage-only chunk exists because the gateway asked for it; the client did not.
-          if (!chunk.choices || chunk.choices.length === 0) return;
-          delete chunk.usage;
-          out.push(frame(JSON.stringify(chunk)));
-          return;
+        if (read.usage) outcome.usage = read.usage;
+        if (read.out) out.push(read.out);
+        if (read.last) {
+          sawEnd = true;
+          finish();
         }
-        out.push(frame(data));
       },
     });
 
@@ -334,7 +286,7 @@ export class OpenAICompatibleUpstream implements Upstream<OpenAICompatibleRoute>
       // After [DONE] only the end of the chunked body is left: read it so the keep-alive
       // connection goes back to the pool. Destroying it would cost a new connection per
       // stream (and an abort error built with its stack). A broken stream is dropped.
-      if (sawDone && !outcome.clientAborted) upstream.discard(64 * 1024);
+      if (sawEnd && !outcome.clientAborted) upstream.discard(64 * 1024);
       else upstream.destroy();
       settleOutcome();
     };
@@ -351,7 +303,7 @@ export class OpenAICompatibleUpstream implements Upstream<OpenAICompatibleRoute>
           }
           if (r === undefined) {
             parser.feed(decoder.decode());
-            if (!sawDone) {
+            if (!sawEnd) {
               finish(
                 new ProxyError(
                   502,

@@ -4,6 +4,7 @@ import type { BudgetGuard } from './budgets.js';
 import { MAX_JSON_VALUES, MAX_NESTING } from './chat-request.js';
 import type { StreamBody } from './chunk-source.js';
 import type { CostMeter } from './cost.js';
+import { DIALECTS, type Dialect, type DialectSpec } from './dialects.js';
 import { ENDPOINTS, type Endpoint, type EndpointName } from './endpoints.js';
 import { invalidRequest, ProxyError } from './errors.js';
 import { checkJsonShape } from './json-shape.js';
@@ -11,10 +12,12 @@ import { BODY_MEMORY_FACTOR, type MemoryBudget, MIN_RESERVATION } from './memory
 import type { InFlight, ProxyMetrics } from './metrics.js';
 import { type Admission, LocalRateLimiter, type RateLimit, type RateLimiter } from './rate-limit.js';
 import { DEFAULT_RETRY, type RetryPolicy, shouldFallBack, withRetries } from './resilience.js';
-import type { OpenAICompatibleRoute, RouteEntry, RouteTable, Unavailable } from './routing.js';
+import type { BedrockRoute, OpenAICompatibleRoute, Route, RouteEntry, RouteTable, Unavailable } from './routing.js';
 import { applyEnforcedTags, parseTags, type Tag } from './tags.js';
-import type { GenAiOperation, RequestSpan, RequestTracer } from './tracing.js';
-import type { ChatCall, ChatResult, StreamOutcome, Upstream, Usage } from './upstream.js';
+import type { RequestSpan, RequestTracer } from './tracing.js';
+import { translatorFor } from './translators/table.js';
+import type { Translator } from './translators/translator.js';
+import type { StreamOutcome, Upstream, UpstreamCall, UpstreamResult, Usage } from './upstream.js';
 import type { UsageSink } from './usage.js';
 
 /**
@@ -24,15 +27,15 @@ import type { UsageSink } from './usage.js';
 async function traced(
   span: RequestSpan,
   target: RouteEntry,
-  call: Omit<ChatCall, 'route'>,
-  send: (call: Omit<ChatCall, 'route'>) => Promise<ChatResult>,
-): Promise<ChatResult> {
+  call: Omit<UpstreamCall, 'route'>,
+  send: (call: Omit<UpstreamCall, 'route'>) => Promise<UpstreamResult>,
+): Promise<UpstreamResult> {
   const up = span.upstream({
     model: target.model,
     provider: target.provider,
     ...(target.kind === 'openai-compatible' ? { address: target.baseUrl } : {}),
   });
-  let result: ChatResult;
+  let result: UpstreamResult;
   try {
     result = await send({ ...call, headers: up.headers });
   } catch (err) {
@@ -51,19 +54,22 @@ async function traced(
 }
 
 /**
- * The request pipeline of the OpenAI POST endpoints (proxy/endpoints.ts), independent of the
- * HTTP framework: auth, rate limits, body, the endpoint's parser, tags, model allow-list,
- * routing with budgets, retries and fallbacks, and one usage record per request. The Hono app
+ * The request pipeline of every POST endpoint (proxy/endpoints.ts), in every dialect,
+ * independent of the HTTP framework: auth, rate limits, body, the endpoint's parser, tags, model
+ * allow-list, routing with budgets, retries and fallbacks, the translator where the upstream
+ * does not speak the caller's dialect, and one usage record per request. Errors leave in the
+ * caller's dialect. The Hono app
  * (app.request() in tests, every other route) and the node:http fast path (proxy/serve.ts,
  * what production serves) both call it, so there is one implementation of every endpoint.
  */
 
-export interface ChatDeps {
+export interface PipelineDeps {
   keys: ApiKeys;
   routes: RouteTable;
+  /** The upstream of each route kind. */
   upstreams: {
     'openai-compatible': Upstream<OpenAICompatibleRoute>;
-    bedrock?: Upstream<import('./routing.js').BedrockRoute>;
+    bedrock?: Upstream<BedrockRoute>;
   };
   usage: UsageSink;
   metrics: ProxyMetrics;
@@ -89,14 +95,8 @@ export interface ChatDeps {
   tracer?: RequestTracer;
 }
 
-const OPERATION: Record<EndpointName, GenAiOperation> = {
-  chat: 'chat',
-  completions: 'text_completion',
-  embeddings: 'embeddings',
-};
-
 /** What the handler needs from an HTTP request. */
-interface ChatInput {
+interface PipelineInput {
   requestId: string;
   /** A request header by lower-case name. */
   header(name: string): string | undefined;
@@ -109,7 +109,7 @@ interface ChatInput {
   signal: AbortSignal;
 }
 
-export type ChatOutput =
+export type PipelineOutput =
   | { kind: 'json'; status: number; headers: Record<string, string>; body: string }
   | { kind: 'stream'; status: 200; headers: Record<string, string>; body: StreamBody };
 
@@ -122,12 +122,40 @@ const idPrefix = `req_${randomBytes(8).toString('hex')}`;
 let idCounter = 0;
 export const newRequestId = (): string => `${idPrefix}${(idCounter++).toString(16).padStart(8, '0').slice(-8)}`;
 
-export const errorOutput = (err: ProxyError, requestId: string): Extract<ChatOutput, { kind: 'json' }> => ({
+export const errorOutput = (
+  err: ProxyError,
+  requestId: string,
+  dialect: DialectSpec = DIALECTS['openai-chat'],
+): Extract<PipelineOutput, { kind: 'json' }> => ({
   kind: 'json',
   status: err.status,
   headers: { 'content-type': 'application/json', 'x-request-id': requestId, ...err.headers },
-  body: JSON.stringify(err.toJSON()),
+  body: JSON.stringify(dialect.errorBody(err, requestId)),
 });
+
+/**
+ * How a call reaches an upstream: in the caller's dialect where the upstream serves it, else
+ * through the first translator to one it serves, else not at all (400 naming both).
+ */
+type Plan = { dialect: Dialect; translator?: Translator };
+
+function planFor(endpoint: Endpoint, serves: readonly Dialect[], target: Route): Plan | ProxyError {
+  if (serves.includes(endpoint.dialect)) return { dialect: endpoint.dialect };
+  for (const to of serves) {
+    const translator = translatorFor(endpoint.dialect, to);
+    if (translator) return { dialect: to, translator };
+  }
+  const paths = Object.values(ENDPOINTS)
+    .filter((e) => serves.includes(e.dialect) || serves.some((to) => translatorFor(e.dialect, to)))
+    .map((e) => e.path);
+  return new ProxyError(
+    400,
+    'invalid_request_error',
+    'unsupported_endpoint',
+    `${endpoint.path} is not served for ${target.model} (${target.kind === 'bedrock' ? 'Bedrock' : 'in-cluster'}): it answers ${paths.join(', ')}`,
+    'model',
+  );
+}
 
 export const internalError = (requestId: string) =>
   new ProxyError(
@@ -139,13 +167,13 @@ export const internalError = (requestId: string) =>
 
 const JSON_TYPE = /^application\/json\s*(;|$)/i;
 
-export type ChatHandler = (input: ChatInput) => Promise<ChatOutput>;
+export type EndpointHandler = (input: PipelineInput) => Promise<PipelineOutput>;
 
 /**
  * The handler of every endpoint of proxy/endpoints.ts: one pipeline, one set of rate buckets,
  * each endpoint contributing its parser and upstream path.
  */
-export function endpointHandlers(deps: ChatDeps): Record<EndpointName, ChatHandler> {
+export function endpointHandlers(deps: PipelineDeps): Record<EndpointName, EndpointHandler> {
   const maxBody = deps.maxBodyBytes ?? MAX_BODY_BYTES;
   const retry = deps.retry ?? DEFAULT_RETRY;
   // The gateway's default request rate per key, and each ApiKey's own rates where it has them.
@@ -163,27 +191,43 @@ export function endpointHandlers(deps: ChatDeps): Record<EndpointName, ChatHandl
 
   /** One route, with retries; throws the ProxyError the caller should see. */
   const callRoute = (
+    endpoint: Endpoint,
     target: RouteEntry,
-    call: Omit<ChatCall, 'route'>,
+    call: Omit<UpstreamCall, 'route' | 'dialect'>,
     span: RequestSpan | undefined,
-  ): Promise<ChatResult> => {
+  ): Promise<UpstreamResult> => {
     if (target.kind === 'unavailable') throw unavailable(target, deps.deployingRetryAfterSeconds ?? 30);
-    const { bedrock, 'openai-compatible': openai } = deps.upstreams;
-    if (target.kind === 'bedrock' && !bedrock) {
+    const upstream = deps.upstreams[target.kind] as Upstream<Route> | undefined;
+    if (!upstream) {
       throw new ProxyError(503, 'api_error', 'provider_unavailable', 'this gateway has no Bedrock upstream configured');
     }
-    const send = (c: Omit<ChatCall, 'route'>) =>
-      target.kind === 'bedrock' && bedrock
-        ? bedrock.chat({ ...c, route: target })
-        : openai.chat({ ...c, route: target as OpenAICompatibleRoute });
-    const attempt = span ? () => traced(span, target, call, send) : () => send(call);
+    const plan = planFor(endpoint, upstream.dialects(target), target);
+    if (plan instanceof ProxyError) throw plan;
+    const translation = plan.translator?.begin(call.body, call.stream);
+    if (translation instanceof ProxyError) throw translation;
+    const routed: Omit<UpstreamCall, 'route'> = {
+      ...call,
+      dialect: plan.dialect,
+      ...(translation ? { body: translation.body } : {}),
+      ...(translation?.wantsUsage ? { clientWantsUsage: true } : {}),
+    };
+    const send = async (c: Omit<UpstreamCall, 'route'>): Promise<UpstreamResult> => {
+      const result = await upstream.send({ ...c, route: target });
+      if (!translation) return result;
+      if (result.kind === 'json') {
+        const { raw: _raw, ...rest } = result;
+        return { ...rest, body: translation.json(result.body) };
+      }
+      return { ...result, body: translation.stream(result.body, result.outcome) };
+    };
+    const attempt = span ? () => traced(span, target, routed, send) : () => send(routed);
     return withRetries(attempt, retry, call.signal, {
       onRetry: (err) => deps.metrics.retries.inc({ model: target.model, provider: target.provider, code: err.code }),
     });
   };
 
   const handle =
-    (endpoint: Endpoint): ChatHandler =>
+    (endpoint: Endpoint): EndpointHandler =>
     async (input) => {
       const started = performance.now();
       const { requestId } = input;
@@ -192,8 +236,9 @@ export function endpointHandlers(deps: ChatDeps): Record<EndpointName, ChatHandl
         authorization: input.header('authorization'),
       });
       // Unauthenticated requests are answered without a usage record: nobody to bill.
-      if (caller instanceof ProxyError) return errorOutput(caller, requestId);
-      const span = deps.tracer?.start({ operation: OPERATION[endpoint.name], header: input.header, requestId });
+      const dialect = DIALECTS[endpoint.dialect];
+      if (caller instanceof ProxyError) return errorOutput(caller, requestId, dialect);
+      const span = deps.tracer?.start({ operation: endpoint.operation, header: input.header, requestId });
       // Where the in-flight gauge counted this request (a fallback changes model/provider).
       let flying: InFlight | undefined;
       const { policy } = caller;
@@ -387,19 +432,34 @@ export function endpointHandlers(deps: ChatDeps): Record<EndpointName, ChatHandl
         }
 
         const { signal } = input;
-        const call = { endpoint, body: req.forward, stream: req.stream, clientWantsUsage: req.includeUsage, signal };
+        const betas = input.header('anthropic-beta');
+        const call = {
+          body: req.forward,
+          stream: req.stream,
+          clientWantsUsage: req.includeUsage,
+          signal,
+          ...(betas
+            ? {
+                betas: betas
+                  .split(',')
+                  .map((b) => b.trim())
+                  .filter((b) => b !== ''),
+              }
+            : {}),
+        };
         // The model itself, then its fallbacks (not theirs: no chains, no loops).
         const chain: RouteEntry[] = [entry];
         for (const name of entry.fallback ?? []) {
           const f = deps.routes.lookup(name);
           if (f && !chain.includes(f) && mayCall(policy, f.model)) chain.push(f);
         }
-        let result: ChatResult | undefined;
+        let result: UpstreamResult | undefined;
         let first: ProxyError | undefined;
         const failed: string[] = [];
         for (const [i, target] of chain.entries()) {
           try {
             result = await callRoute(
+              endpoint,
               target,
               i === 0 ? call : { ...call, body: { ...call.body, model: target.model } },
               span,
@@ -478,21 +538,20 @@ export function endpointHandlers(deps: ChatDeps): Record<EndpointName, ChatHandl
                 })
               : err,
             requestId,
+            dialect,
           );
         }
         account(500, undefined, { errorType: 'internal_error' });
         deps.onError?.(err, requestId);
-        return errorOutput(internalError(requestId), requestId);
+        return errorOutput(internalError(requestId), requestId, dialect);
       } finally {
         // By now the body went to the upstream (or was refused): its memory is no longer held.
         if (reserved > 0) deps.budget?.give(reserved);
       }
     };
-  return {
-    chat: handle(ENDPOINTS.chat),
-    completions: handle(ENDPOINTS.completions),
-    embeddings: handle(ENDPOINTS.embeddings),
-  };
+  const handlers = {} as Record<EndpointName, EndpointHandler>;
+  for (const endpoint of Object.values(ENDPOINTS)) handlers[endpoint.name] = handle(endpoint);
+  return handlers;
 }
 
 function unavailable(entry: Unavailable, deployingRetryAfterSeconds: number): ProxyError {

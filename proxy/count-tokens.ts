@@ -1,0 +1,52 @@
+import { parseAnthropicRequest, estimateInputTokens } from './anthropic-request.js';
+import { type ApiKeys, authenticate, mayCall } from './auth.js';
+import { isRecord } from './chat-request.js';
+import { invalidRequest, ProxyError } from './errors.js';
+import type { BedrockRoute, RouteTable } from './routing.js';
+import type { Upstream } from './upstream.js';
+
+/**
+ * Anthropic's POST /v1/messages/count_tokens (Claude Code calls it to size its context): exact
+ * where the upstream counts (Bedrock's CountTokens for its Claude models), otherwise an
+ * estimate from the request's length, said so in `x-gateway-token-count: estimate`. Auth and the
+ * model allow-list apply as to a message; nothing is generated, so nothing is billed.
+ */
+
+export interface CountTokensDeps {
+  keys: ApiKeys;
+  routes: RouteTable;
+  bedrock?: Upstream<BedrockRoute> & {
+    countTokens?(route: BedrockRoute, body: Record<string, unknown>, signal: AbortSignal): Promise<number>;
+  };
+}
+
+export interface CountTokensAnswer {
+  inputTokens: number;
+  exact: boolean;
+}
+
+export async function countTokens(
+  deps: CountTokensDeps,
+  headers: { apiKey?: string | undefined; authorization?: string | undefined },
+  body: unknown,
+  signal: AbortSignal,
+): Promise<CountTokensAnswer> {
+  const caller = authenticate(deps.keys, headers);
+  if (caller instanceof ProxyError) throw caller;
+  // count_tokens takes a Messages body without max_tokens.
+  const req = parseAnthropicRequest(isRecord(body) ? { max_tokens: 1, ...body } : body);
+  if (req instanceof ProxyError) throw req;
+  if (!mayCall(caller.policy, req.model)) {
+    throw new ProxyError(403, 'permission_error', 'model_not_allowed', `this API key may not call the model ${JSON.stringify(req.model)}`, 'model');
+  }
+  const route = deps.routes.lookup(req.model);
+  if (!route) {
+    throw new ProxyError(404, 'not_found_error', 'model_not_found', `the model ${JSON.stringify(req.model.slice(0, 256))} does not exist or is not routable here`, 'model');
+  }
+  const { tags: _tags, ...forward } = req.forward;
+  if (route.kind === 'bedrock' && deps.bedrock?.countTokens && deps.bedrock.dialects(route).includes('anthropic-messages')) {
+    return { inputTokens: await deps.bedrock.countTokens(route, forward, signal), exact: true };
+  }
+  if (!Array.isArray(forward.messages)) throw invalidRequest('messages must be an array', 'messages');
+  return { inputTokens: estimateInputTokens(forward), exact: false };
+}

@@ -1,0 +1,586 @@
+import { createParser } from 'eventsource-parser';
+import { isRecord } from '../chat-request.js';
+import { type ChunkSource, chunksOf, type StreamBody } from '../chunk-source.js';
+import { DIALECTS } from '../dialects.js';
+import { invalidRequest, ProxyError } from '../errors.js';
+import type { StreamOutcome } from '../upstream.js';
+import type { Translation, Translator } from './translator.js';
+
+/**
+ * OpenAI's Responses API for upstreams that speak chat completions only (Bedrock, through its
+ * Converse translator). Stateless: the whole conversation is in `input` (the parser refused
+ * references to stored items). Items map to messages: `instructions` and system/developer
+ * messages to system, `function_call` to an assistant's tool call, `function_call_output` to a
+ * tool message. Codex's free-form `custom` tools become function tools taking one string
+ * `input`, and their calls come back as `custom_tool_call` items, so the agent sees its own
+ * shapes. Reasoning items sent back are dropped (chat has nowhere to put an opaque one); other
+ * tool kinds (web search, file search, computer use, ...) are hosted tools of OpenAI's and are
+ * refused with a 400 naming them.
+ */
+
+type Json = Record<string, unknown>;
+
+const unsupported = (message: string, param: string) => invalidRequest(message, param, 'unsupported_parameter');
+
+/** Responses fields with no meaning once translated: not sent on. */
+const DROPPED = new Set([
+  'store',
+  'include',
+  'metadata',
+  'prompt_cache_key',
+  'safety_identifier',
+  'service_tier',
+  'truncation',
+  'user',
+  'background',
+  'text',
+  'reasoning',
+  'max_output_tokens',
+  'instructions',
+  'input',
+  'tools',
+  'tool_choice',
+  'stream',
+  'parallel_tool_calls',
+  'top_logprobs',
+  'prompt',
+]);
+
+function textOf(content: unknown): string {
+  if (typeof content === 'string') return content;
+  if (!Array.isArray(content)) return '';
+  return content
+    .map((p) =>
+      isRecord(p) && typeof p.text === 'string'
+        ? p.text
+        : isRecord(p) && typeof p.refusal === 'string'
+          ? p.refusal
+          : '',
+    )
+    .join('');
+}
+
+function userContent(content: unknown, at: string): unknown | ProxyError {
+  if (typeof content === 'string') return content;
+  if (!Array.isArray(content)) return invalidRequest(`${at}.content must be a string or an array`, `${at}.content`);
+  const parts: Json[] = [];
+  for (const [i, p] of content.entries()) {
+    if (!isRecord(p)) continue;
+    if ((p.type === 'input_text' || p.type === 'output_text') && typeof p.text === 'string')
+      parts.push({ type: 'text', text: p.text });
+    else if (p.type === 'input_image' && typeof p.image_url === 'string')
+      parts.push({ type: 'image_url', image_url: { url: p.image_url } });
+    else
+      return unsupported(`${at}.content[${i}] (${String(p.type)}) cannot be sent to this model`, `${at}.content[${i}]`);
+  }
+  return parts;
+}
+
+function messagesOf(body: Json, custom: ReadonlySet<string>): Json[] | ProxyError {
+  const messages: Json[] = [];
+  if (typeof body.instructions === 'string' && body.instructions !== '')
+    messages.push({ role: 'system', content: body.instructions });
+  const input = body.input;
+  if (typeof input === 'string') {
+    messages.push({ role: 'user', content: input });
+    return messages;
+  }
+  let pendingCalls: Json[] | undefined;
+  const flush = () => {
+    if (pendingCalls) messages.push({ role: 'assistant', content: null, tool_calls: pendingCalls });
+    pendingCalls = undefined;
+  };
+  for (const [i, item] of (input as Json[]).entries()) {
+    const at = `input[${i}]`;
+    const type = item.type ?? 'message';
+    if (type === 'function_call' || type === 'custom_tool_call') {
+      const args =
+        type === 'function_call' ? String(item.arguments ?? '{}') : JSON.stringify({ input: String(item.input ?? '') });
+      pendingCalls ??= [];
+      pendingCalls.push({
+        id: String(item.call_id),
+        type: 'function',
+        function: { name: String(item.name), arguments: args },
+      });
+      continue;
+    }
+    flush();
+    if (type === 'message') {
+      const role = item.role;
+      if (role === 'system' || role === 'developer') messages.push({ role: 'system', content: textOf(item.content) });
+      else if (role === 'assistant') messages.push({ role: 'assistant', content: textOf(item.content) });
+      else if (role === 'user') {
+        const content = userContent(item.content, at);
+        if (content instanceof ProxyError) return content;
+        messages.push({ role: 'user', content });
+      } else return invalidRequest(`${at}.role must be user, assistant, system or developer`, `${at}.role`);
+    } else if (type === 'function_call_output' || type === 'custom_tool_call_output') {
+      messages.push({
+        role: 'tool',
+        tool_call_id: String(item.call_id),
+        content: textOf(item.output) || String(item.output ?? ''),
+      });
+    } else if (type === 'reasoning') {
+      // Opaque to chat completions: dropped (the model reasons afresh).
+    } else {
+      return unsupported(
+        `${at} is a ${String(type)} item, which this model's upstream (chat completions) cannot take`,
+        at,
+      );
+    }
+  }
+  flush();
+  void custom;
+  return messages;
+}
+
+function toolsOf(tools: unknown): { tools: Json[]; custom: Set<string> } | ProxyError {
+  const out: Json[] = [];
+  const custom = new Set<string>();
+  if (!Array.isArray(tools)) return { tools: out, custom };
+  for (const [i, t] of (tools as Json[]).entries()) {
+    if (t.type === 'function') {
+      out.push({
+        type: 'function',
+        function: {
+          name: t.name,
+          ...(typeof t.description === 'string' ? { description: t.description } : {}),
+          parameters: isRecord(t.parameters) ? t.parameters : { type: 'object', properties: {} },
+        },
+      });
+    } else if (t.type === 'custom') {
+      custom.add(String(t.name));
+      out.push({
+        type: 'function',
+        function: {
+          name: t.name,
+          description:
+            `${typeof t.description === 'string' ? t.description : ''} (Its whole input is one string argument "input".)`.trim(),
+          parameters: { type: 'object', properties: { input: { type: 'string' } }, required: ['input'] },
+        },
+      });
+    } else {
+      return unsupported(
+        `tools[${i}] is a ${String(t.type)} tool, hosted by OpenAI; this model takes function and custom tools`,
+        `tools[${i}]`,
+      );
+    }
+  }
+  return { tools: out, custom };
+}
+
+function toolChoiceOf(choice: unknown): unknown {
+  if (choice === undefined || choice === null || typeof choice === 'string') return choice ?? undefined;
+  if (isRecord(choice) && (choice.type === 'function' || choice.type === 'custom') && typeof choice.name === 'string')
+    return { type: 'function', function: { name: choice.name } };
+  return 'auto';
+}
+
+function responseFormatOf(text: unknown): unknown {
+  const format = isRecord(text) ? text.format : undefined;
+  if (!isRecord(format)) return undefined;
+  if (format.type === 'json_object') return { type: 'json_object' };
+  if (format.type === 'json_schema')
+    return {
+      type: 'json_schema',
+      json_schema: {
+        name: format.name ?? 'output',
+        schema: format.schema,
+        ...(format.strict !== undefined ? { strict: format.strict } : {}),
+      },
+    };
+  return undefined;
+}
+
+const EFFORTS = new Set(['low', 'medium', 'high']);
+
+// ---------------------------------------------------------------------------------------------
+// Answers
+
+interface ChatMessage {
+  content?: string | null;
+  reasoning_content?: string;
+  tool_calls?: Array<{ id: string; function: { name: string; arguments: string } }>;
+}
+interface ChatUsage {
+  prompt_tokens?: number;
+  completion_tokens?: number;
+  prompt_tokens_details?: { cached_tokens?: number };
+}
+
+let counter = 0;
+const newId = (prefix: string) => `${prefix}_${Date.now().toString(36)}${(counter++).toString(36).padStart(6, '0')}`;
+
+function responsesUsage(u: ChatUsage | undefined): Json | null {
+  if (!u) return null;
+  const input = u.prompt_tokens ?? 0;
+  const output = u.completion_tokens ?? 0;
+  return {
+    input_tokens: input,
+    input_tokens_details: { cached_tokens: u.prompt_tokens_details?.cached_tokens ?? 0 },
+    output_tokens: output,
+    output_tokens_details: { reasoning_tokens: 0 },
+    total_tokens: input + output,
+  };
+}
+
+function callItem(
+  call: { id: string; function: { name: string; arguments: string } },
+  custom: ReadonlySet<string>,
+): Json {
+  if (custom.has(call.function.name)) {
+    let input = call.function.arguments;
+    try {
+      const parsed = JSON.parse(call.function.arguments) as { input?: unknown };
+      if (typeof parsed.input === 'string') input = parsed.input;
+    } catch {
+      // not JSON: the model's text is the input as it is
+    }
+    return {
+      type: 'custom_tool_call',
+      id: newId('ctc'),
+      call_id: call.id,
+      name: call.function.name,
+      input,
+      status: 'completed',
+    };
+  }
+  return {
+    type: 'function_call',
+    id: newId('fc'),
+    call_id: call.id,
+    name: call.function.name,
+    arguments: call.function.arguments,
+    status: 'completed',
+  };
+}
+
+function messageItem(text: string, id = newId('msg')): Json {
+  return {
+    type: 'message',
+    id,
+    role: 'assistant',
+    status: 'completed',
+    content: [{ type: 'output_text', text, annotations: [], logprobs: [] }],
+  };
+}
+
+function reasoningItem(text: string, id = newId('rs')): Json {
+  return { type: 'reasoning', id, summary: [{ type: 'summary_text', text }] };
+}
+
+/** The response object around its output, as Responses answers and its stream's first and last events carry it. */
+function responseObject(
+  id: string,
+  model: string,
+  request: Json,
+  status: string,
+  output: Json[],
+  usage: Json | null,
+  finish?: string,
+): Json {
+  return {
+    id,
+    object: 'response',
+    created_at: Math.floor(Date.now() / 1000),
+    status,
+    error: null,
+    incomplete_details: finish === 'length' ? { reason: 'max_output_tokens' } : null,
+    instructions: request.instructions ?? null,
+    max_output_tokens: request.max_output_tokens ?? null,
+    model,
+    output,
+    parallel_tool_calls: request.parallel_tool_calls ?? true,
+    temperature: request.temperature ?? null,
+    tool_choice: request.tool_choice ?? 'auto',
+    tools: request.tools ?? [],
+    top_p: request.top_p ?? null,
+    store: false,
+    text: request.text ?? { format: { type: 'text' } },
+    usage,
+    metadata: {},
+  };
+}
+
+function fromCompletion(body: unknown, request: Json, custom: ReadonlySet<string>): Json {
+  const completion = body as {
+    model?: string;
+    choices?: Array<{ message?: ChatMessage; finish_reason?: string }>;
+    usage?: ChatUsage;
+  };
+  const choice = completion.choices?.[0];
+  const message = choice?.message ?? {};
+  const output: Json[] = [];
+  if (message.reasoning_content) output.push(reasoningItem(message.reasoning_content));
+  if (message.content) output.push(messageItem(message.content));
+  for (const call of message.tool_calls ?? []) output.push(callItem(call, custom));
+  const finish = choice?.finish_reason;
+  return responseObject(
+    newId('resp'),
+    String(request.model ?? completion.model ?? ''),
+    request,
+    finish === 'length' ? 'incomplete' : 'completed',
+    output,
+    responsesUsage(completion.usage),
+    finish,
+  );
+}
+
+/** A chat completions stream (SSE bytes) as the Responses event sequence. */
+function streamFrom(upstream: StreamBody, request: Json, custom: ReadonlySet<string>): ChunkSource {
+  const source = chunksOf(upstream);
+  const encoder = new TextEncoder();
+  const decoder = new TextDecoder();
+  const model = String(request.model ?? '');
+  const id = newId('resp');
+  let sequence = 0;
+  const out: string[] = [];
+  const emit = (type: string, data: Json) => {
+    out.push(`event: ${type}\ndata: ${JSON.stringify({ type, sequence_number: sequence++, ...data })}\n\n`);
+  };
+  const items: Json[] = [];
+  let text: { id: string; index: number; text: string } | undefined;
+  let reasoning: { id: string; index: number; text: string } | undefined;
+  const calls = new Map<number, { index: number; id: string; callId: string; name: string; args: string }>();
+  let usage: ChatUsage | undefined;
+  let finish: string | undefined;
+  let ended = false;
+
+  emit('response.created', { response: responseObject(id, model, request, 'in_progress', [], null) });
+  emit('response.in_progress', { response: responseObject(id, model, request, 'in_progress', [], null) });
+
+  const closeReasoning = () => {
+    if (!reasoning) return;
+    const item = reasoningItem(reasoning.text, reasoning.id);
+    emit('response.reasoning_summary_text.done', {
+      item_id: reasoning.id,
+      output_index: reasoning.index,
+      summary_index: 0,
+      text: reasoning.text,
+    });
+    emit('response.output_item.done', { output_index: reasoning.index, item });
+    items[reasoning.index] = item;
+    reasoning = undefined;
+  };
+  const closeText = () => {
+    if (!text) return;
+    const part = { type: 'output_text', text: text.text, annotations: [], logprobs: [] };
+    emit('response.output_text.done', {
+      item_id: text.id,
+      output_index: text.index,
+      content_index: 0,
+      text: text.text,
+      logprobs: [],
+    });
+    emit('response.content_part.done', { item_id: text.id, output_index: text.index, content_index: 0, part });
+    const item = messageItem(text.text, text.id);
+    emit('response.output_item.done', { output_index: text.index, item });
+    items[text.index] = item;
+    text = undefined;
+  };
+  const end = (error?: ProxyError) => {
+    if (ended) return;
+    ended = true;
+    closeReasoning();
+    closeText();
+    for (const c of calls.values()) {
+      const item = callItem({ id: c.callId, function: { name: c.name, arguments: c.args } }, custom);
+      item.id = c.id;
+      if (item.type === 'function_call')
+        emit('response.function_call_arguments.done', { item_id: c.id, output_index: c.index, arguments: c.args });
+      else emit('response.custom_tool_call_input.done', { item_id: c.id, output_index: c.index, input: item.input });
+      emit('response.output_item.done', { output_index: c.index, item });
+      items[c.index] = item;
+    }
+    if (error) {
+      out.push(DIALECTS['openai-responses'].streamError(error));
+      return;
+    }
+    const status = finish === 'length' ? 'incomplete' : 'completed';
+    emit(`response.${status}`, {
+      response: responseObject(id, model, request, status, items.filter(Boolean), responsesUsage(usage), finish),
+    });
+  };
+
+  const parser = createParser({
+    onEvent: (event) => {
+      if (ended || event.data === '[DONE]') return;
+      let chunk: {
+        error?: { message?: string; code?: string; type?: string };
+        choices?: Array<{
+          delta?: {
+            content?: string | null;
+            reasoning_content?: string;
+            tool_calls?: Array<{ index: number; id?: string; function?: { name?: string; arguments?: string } }>;
+          };
+          finish_reason?: string | null;
+        }>;
+        usage?: ChatUsage;
+      };
+      try {
+        chunk = JSON.parse(event.data) as typeof chunk;
+      } catch {
+        return;
+      }
+      if (chunk.error) {
+        end(
+          new ProxyError(
+            502,
+            'api_error',
+            chunk.error.code ?? 'upstream_error',
+            chunk.error.message ?? 'the upstream failed',
+          ),
+        );
+        return;
+      }
+      if (chunk.usage) usage = chunk.usage;
+      for (const choice of chunk.choices ?? []) {
+        const delta = choice.delta ?? {};
+        if (delta.reasoning_content) {
+          if (!reasoning) {
+            reasoning = { id: newId('rs'), index: items.length, text: '' };
+            items.push({});
+            emit('response.output_item.added', {
+              output_index: reasoning.index,
+              item: { type: 'reasoning', id: reasoning.id, summary: [] },
+            });
+            emit('response.reasoning_summary_part.added', {
+              item_id: reasoning.id,
+              output_index: reasoning.index,
+              summary_index: 0,
+              part: { type: 'summary_text', text: '' },
+            });
+          }
+          reasoning.text += delta.reasoning_content;
+          emit('response.reasoning_summary_text.delta', {
+            item_id: reasoning.id,
+            output_index: reasoning.index,
+            summary_index: 0,
+            delta: delta.reasoning_content,
+          });
+        }
+        if (delta.content) {
+          closeReasoning();
+          if (!text) {
+            text = { id: newId('msg'), index: items.length, text: '' };
+            items.push({});
+            emit('response.output_item.added', {
+              output_index: text.index,
+              item: { type: 'message', id: text.id, role: 'assistant', status: 'in_progress', content: [] },
+            });
+            emit('response.content_part.added', {
+              item_id: text.id,
+              output_index: text.index,
+              content_index: 0,
+              part: { type: 'output_text', text: '', annotations: [], logprobs: [] },
+            });
+          }
+          text.text += delta.content;
+          emit('response.output_text.delta', {
+            item_id: text.id,
+            output_index: text.index,
+            content_index: 0,
+            delta: delta.content,
+            logprobs: [],
+          });
+        }
+        for (const tc of delta.tool_calls ?? []) {
+          let call = calls.get(tc.index);
+          if (!call) {
+            closeReasoning();
+            closeText();
+            const name = tc.function?.name ?? '';
+            const isCustom = custom.has(name);
+            call = {
+              index: items.length,
+              id: newId(isCustom ? 'ctc' : 'fc'),
+              callId: tc.id ?? newId('call'),
+              name,
+              args: '',
+            };
+            items.push({});
+            calls.set(tc.index, call);
+            emit('response.output_item.added', {
+              output_index: call.index,
+              item: isCustom
+                ? {
+                    type: 'custom_tool_call',
+                    id: call.id,
+                    call_id: call.callId,
+                    name,
+                    input: '',
+                    status: 'in_progress',
+                  }
+                : {
+                    type: 'function_call',
+                    id: call.id,
+                    call_id: call.callId,
+                    name,
+                    arguments: '',
+                    status: 'in_progress',
+                  },
+            });
+          }
+          const piece = tc.function?.arguments ?? '';
+          if (piece) {
+            call.args += piece;
+            // A custom tool's input is known whole only at the end (it is inside a JSON argument).
+            if (!custom.has(call.name))
+              emit('response.function_call_arguments.delta', {
+                item_id: call.id,
+                output_index: call.index,
+                delta: piece,
+              });
+          }
+        }
+        if (choice.finish_reason) finish = choice.finish_reason;
+      }
+    },
+  });
+
+  return {
+    read: async () => {
+      while (out.length === 0 && !ended) {
+        const chunk = await source.read();
+        if (chunk === undefined) {
+          parser.feed(decoder.decode());
+          end();
+          break;
+        }
+        parser.feed(decoder.decode(chunk, { stream: true }));
+      }
+      return out.length > 0 ? encoder.encode(out.splice(0).join('')) : undefined;
+    },
+    cancel: () => source.cancel(),
+  };
+}
+
+export const openaiResponsesToOpenaiChat: Translator = {
+  from: 'openai-responses',
+  to: 'openai-chat',
+  begin(body, stream): Translation | ProxyError {
+    const tools = toolsOf(body.tools);
+    if (tools instanceof ProxyError) return tools;
+    const messages = messagesOf(body, tools.custom);
+    if (messages instanceof ProxyError) return messages;
+    const chat: Json = { model: body.model, messages, stream };
+    for (const [k, v] of Object.entries(body)) if (!DROPPED.has(k) && k !== 'model' && v !== undefined) chat[k] = v;
+    if (typeof body.max_output_tokens === 'number') chat.max_tokens = body.max_output_tokens;
+    if (tools.tools.length > 0) {
+      chat.tools = tools.tools;
+      const choice = toolChoiceOf(body.tool_choice);
+      if (choice !== undefined) chat.tool_choice = choice;
+    }
+    const format = responseFormatOf(body.text);
+    if (format) chat.response_format = format;
+    const effort = isRecord(body.reasoning) ? body.reasoning.effort : undefined;
+    if (typeof effort === 'string' && EFFORTS.has(effort)) chat.reasoning_effort = effort;
+    if (stream) chat.stream_options = { include_usage: true };
+    return {
+      body: chat,
+      wantsUsage: true,
+      json: (answer) => fromCompletion(answer, body, tools.custom),
+      stream: (upstream: StreamBody, _outcome: Promise<StreamOutcome>) => streamFrom(upstream, body, tools.custom),
+    };
+  },
+};

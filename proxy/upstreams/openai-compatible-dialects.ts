@@ -1,0 +1,152 @@
+import type { Dialect } from '../dialects.js';
+import type { Usage } from '../upstream.js';
+import { anthropicStream, anthropicUsage } from './anthropic-stream.js';
+import { sseFrame as frame, type StreamReader } from './stream-reader.js';
+
+/**
+ * What an OpenAI-compatible server (Ollama 0.17: /v1/chat/completions, /v1/completions,
+ * /v1/embeddings, /v1/responses and Anthropic's /v1/messages) takes per dialect: the path, the
+ * body as it takes it, where its answers carry usage, and how its stream is read. The gateway
+ * passes every dialect through unchanged; it reads only what it accounts for.
+ */
+
+export interface PassThrough {
+  path: string;
+  /** The body as the server takes it (the caller's, plus what the gateway needs of the stream). */
+  prepare(body: Record<string, unknown>, stream: boolean): Record<string, unknown>;
+  /** Usage of a whole answer. */
+  usageOf(json: unknown): Usage | undefined;
+  /** A reader for one stream; `clientWantsUsage`: the usage the gateway asked for goes on too. */
+  reader(clientWantsUsage: boolean): StreamReader;
+}
+
+import { isObject, num } from './stream-reader.js';
+
+function openAIUsage(body: unknown): Usage | undefined {
+  const u = isObject(body) ? body.usage : undefined;
+  if (!isObject(u) || typeof u.prompt_tokens !== 'number') return undefined;
+  const cached = isObject(u.prompt_tokens_details) ? num(u.prompt_tokens_details.cached_tokens) : 0;
+  // Embeddings report only prompt tokens.
+  return {
+    promptTokens: u.prompt_tokens,
+    completionTokens: num(u.completion_tokens),
+    ...(cached ? { cachedTokens: cached } : {}),
+  };
+}
+
+/**
+ * Ollama (0.17) reads only `max_tokens`: `max_completion_tokens`, OpenAI's current name for the
+ * same limit, would be ignored and the model would generate until its context is full. The
+ * stricter of the two wins when a caller sends both.
+ */
+function forOllama(body: Record<string, unknown>): Record<string, unknown> {
+  const mct = body.max_completion_tokens;
+  // Absent: nothing to do (no copy on the hot path); not a number nor null: the upstream's to refuse.
+  if (mct !== null && typeof mct !== 'number') return body;
+  const { max_completion_tokens: _, ...rest } = body;
+  if (mct === null) return rest;
+  const mt = rest.max_tokens;
+  return { ...rest, max_tokens: typeof mt === 'number' ? Math.min(mt, mct) : mct };
+}
+
+/** A delta with non-empty content, as OpenAI-compatible servers serialize it: "content" (chat) or "text" (completions). */
+const HAS_CONTENT = /"(?:content|text)":\s*"(?!")/;
+
+/** Chat and completions streams: `data:` events, the usage chunk asked for, then [DONE]. */
+const openAIStream = (clientWantsUsage: boolean): StreamReader => ({
+  read(_event, data) {
+    if (data === '[DONE]') return { out: '', token: false, last: true };
+    // Most events are a token: pass them on as they came, parsing only the one with usage
+    // (parsing every event was a visible share of the streaming path's CPU).
+    if (!data.includes('"usage"')) {
+      if (data.charCodeAt(0) !== 123 /* { */) return undefined;
+      return { out: frame(data), token: HAS_CONTENT.test(data), last: false };
+    }
+    let chunk: { choices?: Array<{ delta?: { content?: string } }>; usage?: unknown };
+    try {
+      chunk = JSON.parse(data) as typeof chunk;
+    } catch {
+      return undefined;
+    }
+    const usage = openAIUsage(chunk);
+    const token = chunk.choices?.some((c) => c.delta?.content) ?? false;
+    if (usage && !clientWantsUsage) {
+      // The usage-only chunk exists because the gateway asked for it; the client did not.
+      if (!chunk.choices || chunk.choices.length === 0) return { out: '', token, usage, last: false };
+      delete chunk.usage;
+      return { out: frame(JSON.stringify(chunk)), token, usage, last: false };
+    }
+    return { out: frame(data), token, ...(usage ? { usage } : {}), last: false };
+  },
+});
+
+function responsesUsage(body: unknown): Usage | undefined {
+  const u = isObject(body) ? body.usage : undefined;
+  if (!isObject(u) || typeof u.input_tokens !== 'number') return undefined;
+  const cached = isObject(u.input_tokens_details) ? num(u.input_tokens_details.cached_tokens) : 0;
+  return {
+    promptTokens: u.input_tokens,
+    completionTokens: num(u.output_tokens),
+    ...(cached ? { cachedTokens: cached } : {}),
+  };
+}
+
+/** The Responses events that end a response; each carries it whole, usage included. */
+const RESPONSE_ENDS = new Set(['response.completed', 'response.incomplete', 'response.failed']);
+
+const responsesStream = (): StreamReader => ({
+  read(event, data) {
+    if (data.charCodeAt(0) !== 123) return undefined;
+    const out = frame(data, event);
+    const name = event ?? '';
+    if (name.endsWith('.delta'))
+      return { out, token: name === 'response.output_text.delta' || name.includes('reasoning'), last: false };
+    if (!RESPONSE_ENDS.has(name)) return { out, token: false, last: name === 'error' };
+    let parsed: { response?: unknown };
+    try {
+      parsed = JSON.parse(data) as typeof parsed;
+    } catch {
+      return undefined;
+    }
+    const usage = responsesUsage(parsed.response);
+    return { out, token: false, ...(usage ? { usage } : {}), last: true };
+  },
+});
+
+const withUsage = (body: Record<string, unknown>, stream: boolean) =>
+  stream
+    ? { ...body, stream_options: { ...((body.stream_options as object | undefined) ?? {}), include_usage: true } }
+    : body;
+
+export const PASS_THROUGH: Readonly<Record<Dialect, PassThrough>> = {
+  'openai-chat': {
+    path: '/v1/chat/completions',
+    prepare: (body, stream) => withUsage(forOllama(body), stream),
+    usageOf: openAIUsage,
+    reader: openAIStream,
+  },
+  'openai-completions': {
+    path: '/v1/completions',
+    prepare: withUsage,
+    usageOf: openAIUsage,
+    reader: openAIStream,
+  },
+  'openai-embeddings': {
+    path: '/v1/embeddings',
+    prepare: (body) => body,
+    usageOf: openAIUsage,
+    reader: openAIStream,
+  },
+  'openai-responses': {
+    path: '/v1/responses',
+    prepare: (body) => body,
+    usageOf: responsesUsage,
+    reader: responsesStream,
+  },
+  'anthropic-messages': {
+    path: '/v1/messages',
+    prepare: (body) => body,
+    usageOf: (json) => (isObject(json) && isObject(json.usage) ? anthropicUsage(json.usage) : undefined),
+    reader: anthropicStream,
+  },
+};

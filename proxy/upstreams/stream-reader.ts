@@ -1,0 +1,29 @@
+import type { Usage } from '../upstream.js';
+
+/**
+ * Reading an upstream's SSE stream in the dialect it speaks: each event is handed on (or
+ * dropped) and the gateway notes what it accounts for: tokens as they pass, the usage the
+ * upstream reports, and the event that completes the stream.
+ */
+
+/** One upstream SSE event, as the relay hands it on. */
+export interface ReadEvent {
+  /** What goes to the client ('' for nothing). */
+  out: string;
+  /** It carried a generated token (first-token time; the count should usage never come). */
+  token: boolean;
+  usage?: Usage;
+  /** The dialect's last event: the stream is complete. */
+  last: boolean;
+}
+
+export interface StreamReader {
+  /** One event by its SSE name and data; undefined where the data is not the dialect's JSON. */
+  read(event: string | undefined, data: string): ReadEvent | undefined;
+}
+
+export const sseFrame = (data: string, event?: string) => `${event ? `event: ${event}\n` : ''}data: ${data}\n\n`;
+
+export const num = (v: unknown): number => (typeof v === 'number' && Number.isFinite(v) ? v : 0);
+
+export const isObject = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null;
