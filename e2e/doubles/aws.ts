@@ -11,6 +11,7 @@ import { Sha256 } from '@aws-crypto/sha256-js';
 import { EventStreamCodec } from '@smithy/eventstream-codec';
 import { SignatureV4 } from '@smithy/signature-v4';
 import { fromUtf8, toUtf8 } from '@smithy/util-utf8';
+import { anthropicAnswer, anthropicEvents, anthropicInputTokens } from './aws-anthropic.js';
 import { embeddingModel } from './aws-embeddings.js';
 
 /**
@@ -368,9 +369,13 @@ export async function startAwsDouble(opts: AwsDoubleOptions): Promise<AwsDouble>
     if (ex.rawPath === '/') return sts(ex);
     if (ex.method === 'GET' && ex.rawPath === '/foundation-models') return listFoundationModels(ex);
     if (ex.method === 'GET' && ex.rawPath === '/inference-profiles') return listInferenceProfiles(ex);
-    const invoke = /^\/model\/([^/]+)\/(converse|converse-stream|invoke)$/.exec(ex.rawPath);
+    const invoke = /^\/model\/([^/]+)\/(converse|converse-stream|invoke|invoke-with-response-stream|count-tokens)$/.exec(
+      ex.rawPath,
+    );
     if (ex.method === 'POST' && invoke !== null) {
-      if (invoke[2] === 'invoke') return invokeModel(ex, invoke[1] ?? '');
+      if (invoke[2] === 'invoke') return invokeModel(ex, invoke[1] ?? '', false);
+      if (invoke[2] === 'invoke-with-response-stream') return invokeModel(ex, invoke[1] ?? '', true);
+      if (invoke[2] === 'count-tokens') return countTokens(ex, invoke[1] ?? '');
       return converse(ex, invoke[1] ?? '', invoke[2] === 'converse-stream');
     }
     // AWS authenticates before it routes, so an unknown operation with a bad signature is still a signature error.
@@ -725,8 +730,8 @@ export async function startAwsDouble(opts: AwsDoubleOptions): Promise<AwsDouble>
 
   // ---------------------------------------------------------------- InvokeModel (embedding models)
 
-  async function invokeModel(ex: Exchange, encodedModelId: string): Promise<void> {
-    const action = 'InvokeModel';
+  async function invokeModel(ex: Exchange, encodedModelId: string, stream: boolean): Promise<void> {
+    const action = stream ? 'InvokeModelWithResponseStream' : 'InvokeModel';
     const reject = (r: Rejection): void => {
       record('bedrock', action, ex, r.status);
       sendBedrockError(ex, r);
@@ -735,7 +740,12 @@ export async function startAwsDouble(opts: AwsDoubleOptions): Promise<AwsDouble>
     const auth = await authenticate(ex, 'bedrock');
     if (!auth.ok) return reject(bedrockAuthError(auth));
     const { identity, region } = auth;
-    const named = authorisedTarget(encodedModelId, identity, region, 'bedrock:InvokeModel');
+    const named = authorisedTarget(
+      encodedModelId,
+      identity,
+      region,
+      stream ? 'bedrock:InvokeModelWithResponseStream' : 'bedrock:InvokeModel',
+    );
     if ('code' in named) return reject(named);
     const { modelId, target } = named;
     if (target.model === undefined) return validation(target.problem ?? 'The provided model identifier is invalid.');
@@ -751,8 +761,33 @@ export async function startAwsDouble(opts: AwsDoubleOptions): Promise<AwsDouble>
     } catch {
       return validation('Malformed input request, please reformat your input and try again.');
     }
+    if (target.model.modelId.startsWith('anthropic.')) {
+      // Claude: Anthropic's Messages body, answered whole or as Anthropic's events in chunks.
+      const throttledClaude = takeThrottle();
+      if (throttledClaude) return reject(throttledClaude);
+      const answer = anthropicAnswer(body, modelId, completionTokens);
+      if (typeof answer === 'string') return validation(answer);
+      record('bedrock', action, ex, 200);
+      if (!stream) {
+        sendJson(ex, 200, answer.message, {
+          'X-Amzn-Bedrock-Input-Token-Count': String(answer.inputTokens),
+          'X-Amzn-Bedrock-Invocation-Latency': String(Date.now() - ex.startedAt),
+        });
+        return;
+      }
+      ex.wire.writeHead(200, {
+        'Content-Type': 'application/vnd.amazon.eventstream',
+        'x-amzn-RequestId': ex.requestId,
+      });
+      const events = anthropicEvents(answer, () => Date.now() - ex.startedAt);
+      for (const e of events.slice(0, -1))
+        ex.wire.write(event('chunk', { bytes: Buffer.from(JSON.stringify(e)).toString('base64') }));
+      ex.wire.end(event('chunk', { bytes: Buffer.from(JSON.stringify(events.at(-1))).toString('base64') }));
+      return;
+    }
+    if (stream) return validation('The model is unsupported for streaming.');
     const model = embeddingModel(target.model.modelId);
-    // The double serves InvokeModel for its embedding models; text models take Converse here.
+    // The double serves InvokeModel for its embedding and Claude models; other text models take Converse here.
     if (model === undefined) return validation(MALFORMED);
     const throttled = takeThrottle();
     if (throttled) return reject(throttled);
@@ -763,6 +798,39 @@ export async function startAwsDouble(opts: AwsDoubleOptions): Promise<AwsDouble>
       'X-Amzn-Bedrock-Input-Token-Count': String(answer.inputTokens),
       'X-Amzn-Bedrock-Invocation-Latency': String(Date.now() - ex.startedAt),
     });
+  }
+
+  /** CountTokens of a Claude model's InvokeModel body (the double counts as it bills: a quarter of the JSON's length). */
+  async function countTokens(ex: Exchange, encodedModelId: string): Promise<void> {
+    const action = 'CountTokens';
+    const reject = (r: Rejection): void => {
+      record('bedrock', action, ex, r.status);
+      sendBedrockError(ex, r);
+    };
+    const auth = await authenticate(ex, 'bedrock');
+    if (!auth.ok) return reject(bedrockAuthError(auth));
+    const named = authorisedTarget(encodedModelId, auth.identity, auth.region, 'bedrock:CountTokens');
+    if ('code' in named) return reject(named);
+    const { target, modelId: countedId } = named;
+    if (!(target.model?.modelId ?? countedId).startsWith('anthropic.'))
+      return reject({ status: 400, code: 'ValidationException', message: 'The provided model doesn\'t support counting tokens.' });
+    let input: { invokeModel?: { body?: string } };
+    try {
+      input = (JSON.parse(ex.body.toString('utf8')) as { input?: typeof input }).input ?? {};
+    } catch {
+      return reject({ status: 400, code: 'SerializationException', message: 'Unable to parse request body as JSON.' });
+    }
+    let body: unknown;
+    try {
+      // The blob travels base64-encoded in restJson1.
+      body = JSON.parse(Buffer.from(input.invokeModel?.body ?? '', 'base64').toString('utf8'));
+    } catch {
+      return reject({ status: 400, code: 'ValidationException', message: MALFORMED });
+    }
+    const checked = anthropicAnswer(body, countedId, 1);
+    if (typeof checked === 'string') return reject({ status: 400, code: 'ValidationException', message: checked });
+    record('bedrock', action, ex, 200);
+    sendJson(ex, 200, { inputTokens: anthropicInputTokens(body as Record<string, unknown>) });
   }
 
   // ---------------------------------------------------------------- Bedrock Runtime (restJson1 + eventstream)

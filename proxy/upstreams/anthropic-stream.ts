@@ -13,13 +13,14 @@ export function anthropicUsage(u: unknown, into: Usage = { promptTokens: 0, comp
   const read = num(u.cache_read_input_tokens);
   const write = num(u.cache_creation_input_tokens);
   const input = num(u.input_tokens) + read + write;
-  // message_start carries the input, message_delta the cumulative output (and, lately, the input again).
+  // message_start carries the input (Ollama's an early guess), message_delta the cumulative output
+  // and, from Ollama and lately Anthropic, the input again: a later count replaces an earlier one.
   const out: Usage = {
-    promptTokens: Math.max(into.promptTokens, input),
-    completionTokens: Math.max(into.completionTokens, num(u.output_tokens)),
+    promptTokens: input || into.promptTokens,
+    completionTokens: num(u.output_tokens) || into.completionTokens,
   };
-  const cached = Math.max(into.cachedTokens ?? 0, read);
-  const written = Math.max(into.cacheWriteTokens ?? 0, write);
+  const cached = read || (into.cachedTokens ?? 0);
+  const written = write || (into.cacheWriteTokens ?? 0);
   if (cached) out.cachedTokens = cached;
   if (written) out.cacheWriteTokens = written;
   return out;

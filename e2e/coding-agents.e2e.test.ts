@@ -1,0 +1,402 @@
+import { execFile } from 'node:child_process';
+import { mkdirSync, mkdtempSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { promisify } from 'node:util';
+import Anthropic from '@anthropic-ai/sdk';
+import Database from 'better-sqlite3';
+import OpenAI from 'openai';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { bin, installClients } from './agent-clients.js';
+import { type AwsDouble, startAwsDouble } from './doubles/aws.js';
+import { OLLAMA_MODEL, type OllamaServer, startOllama } from './ollama/server.js';
+import { type ProxyProcess, startProxyProcess } from './proxy-process.js';
+
+/**
+ * The dialects coding agents speak, through the gateway: Anthropic's Messages (Claude Code, the
+ * Anthropic SDK) and OpenAI's Responses (Codex, the OpenAI SDK), each call made to Ollama 0.17.4
+ * directly and then through the gateway in front of it, the two compared; and to a Claude model
+ * on Bedrock (the AWS double serving Anthropic's body on InvokeModel as Bedrock does). Usage
+ * and tags are read back from the gateway's store. The real CLIs run non-interactively with
+ * their telemetry off; Claude Code with a short system prompt and one tool, as a 135M model on
+ * two cores cannot answer its full 18k-token prompt in time.
+ */
+
+const run = promisify(execFile);
+const MODEL = OLLAMA_MODEL;
+const CLAUDE = 'anthropic.claude-sonnet-4-5-20250929-v1:0';
+const KEY = 'sk-e2e-agents-4c1d9e0b7a6f5e3d';
+const TAGS = 'team:agents,tool:e2e';
+
+let ollama: OllamaServer;
+let aws: AwsDouble;
+let proxy: ProxyProcess;
+let dir: string;
+let clients: string;
+
+const BASH = {
+  name: 'Bash',
+  description: 'Run a shell command',
+  input_schema: { type: 'object' as const, properties: { command: { type: 'string' } }, required: ['command'] },
+};
+/** A one-shot example in the conversation: SmolLM2 then calls the tool (as Ollama parses <tool_call>). */
+const FEW_SHOT: Anthropic.MessageParam[] = [
+  { role: 'user', content: 'Use the Bash tool to run: echo one' },
+  { role: 'assistant', content: '<tool_call>\n{"name": "Bash", "arguments": {"command": "echo one"}}\n</tool_call>' },
+  { role: 'user', content: 'Use the Bash tool to run: echo three' },
+  { role: 'assistant', content: '<tool_call>\n{"name": "Bash", "arguments": {"command": "echo three"}}\n</tool_call>' },
+  { role: 'user', content: 'Use the Bash tool to run: echo two' },
+];
+
+interface Row {
+  model: string;
+  provider: string;
+  prompt: number;
+  completion: number;
+  status: number;
+  stream: number;
+  tags: string;
+}
+
+async function record(requestId: string | null | undefined): Promise<Row> {
+  expect(requestId).toMatch(/^req_/);
+  const deadline = Date.now() + 10_000;
+  for (;;) {
+    const db = new Database(join(dir, 'usage.db'), { readonly: true, fileMustExist: true });
+    try {
+      const row = db.prepare('SELECT * FROM requests WHERE request_id = ?').get(requestId) as Row | undefined;
+      if (row) return row;
+    } catch {
+      // the store creates its tables on its first batch
+    } finally {
+      db.close();
+    }
+    if (Date.now() > deadline) throw new Error(`no usage record for ${requestId}`);
+    await new Promise((r) => setTimeout(r, 100));
+  }
+}
+
+/** Rows of `model` once at least `count` are written (the recorder batches every 250 ms). */
+async function rowsAtLeast(model: string, count: number): Promise<Row[]> {
+  const deadline = Date.now() + 10_000;
+  for (;;) {
+    const rows = rowsFor(model);
+    if (rows.length >= count || Date.now() > deadline) return rows;
+    await new Promise((r) => setTimeout(r, 100));
+  }
+}
+
+const rowsFor = (model: string): Row[] => {
+  const db = new Database(join(dir, 'usage.db'), { readonly: true, fileMustExist: true });
+  try {
+    return db.prepare('SELECT * FROM requests WHERE model = ? ORDER BY id').all(model) as Row[];
+  } finally {
+    db.close();
+  }
+};
+
+beforeAll(async () => {
+  clients = installClients();
+  ollama = await startOllama({ parallel: 1 });
+  aws = await startAwsDouble({
+    principals: [
+      {
+        accessKeyId: 'AKIAAGENTS0000000001',
+        secretAccessKey: 'agentsSecret0000000000000000000000000000',
+        arn: 'arn:aws:iam::123456789012:user/agents',
+        allow: ['bedrock:*'],
+        account: '123456789012',
+      },
+    ],
+    models: {
+      'us-east-1': [{ modelId: CLAUDE, providerName: 'Anthropic', inferenceTypesSupported: ['INFERENCE_PROFILE'], global: true }],
+    },
+  });
+  dir = mkdtempSync(join(tmpdir(), 'pao-agents-'));
+  writeFileSync(
+    join(dir, 'gateway.yaml'),
+    [
+      'apiVersion: ai.platform/v1beta1',
+      'kind: ModelDeployment',
+      'metadata: {name: smollm2}',
+      `spec: {model: "${MODEL}", serviceName: smollm2, endpoint: "${ollama.url}"}`,
+      '---',
+      'apiVersion: ai.platform/v1beta1',
+      'kind: ExternalProvider',
+      'metadata: {name: bedrock}',
+      `spec: {provider: bedrock, displayName: B, region: us-east-1, auth: {method: AccessKey, secretRef: {name: aws-keys}}, models: ["us.${CLAUDE}"]}`,
+    ].join('\n'),
+  );
+  writeFileSync(join(dir, 'keys.txt'), `${KEY}\n`);
+  mkdirSync(join(dir, 'secrets', 'aws-keys'), { recursive: true });
+  writeFileSync(join(dir, 'secrets', 'aws-keys', 'accessKeyId'), 'AKIAAGENTS0000000001');
+  writeFileSync(join(dir, 'secrets', 'aws-keys', 'secretAccessKey'), 'agentsSecret0000000000000000000000000000');
+  proxy = await startProxyProcess(
+    [
+      '--config',
+      join(dir, 'gateway.yaml'),
+      '--keys-file',
+      join(dir, 'keys.txt'),
+      '--secrets-dir',
+      join(dir, 'secrets'),
+      '--usage-db',
+      join(dir, 'usage.db'),
+    ],
+    { ...process.env, AWS_ENDPOINT_URL_BEDROCK_RUNTIME: aws.url },
+  );
+  // Load the model once.
+  await fetch(`${ollama.url}/api/generate`, { method: 'POST', body: JSON.stringify({ model: MODEL, prompt: 'hi', options: { num_predict: 1 } }) });
+}, 600_000);
+
+afterAll(async () => {
+  await proxy?.stop('SIGTERM');
+  await aws?.close();
+  await ollama?.stop();
+});
+
+const anthropic = (baseURL: string, apiKey = KEY) =>
+  new Anthropic({ baseURL, apiKey, maxRetries: 0, defaultHeaders: { 'X-Tags': TAGS } });
+const without = <T extends { id?: unknown }>({ id: _id, ...rest }: T) => rest;
+
+describe('Anthropic Messages at /anthropic/v1/messages', () => {
+  const params = {
+    model: MODEL,
+    max_tokens: 16,
+    temperature: 0,
+    system: 'You are terse.',
+    messages: [{ role: 'user' as const, content: 'Name a fruit.' }],
+  };
+
+  it('answers create as Ollama does directly, with usage and tags recorded', async () => {
+    const direct = await anthropic(ollama.url, 'ollama').messages.create(params);
+    const { data, response } = await anthropic(`${proxy.base}/anthropic`).messages.create(params).withResponse();
+    expect(without(data)).toEqual(without(direct));
+    const row = await record(response.headers.get('x-request-id'));
+    expect(row).toMatchObject({ model: MODEL, status: 200, stream: 0, prompt: direct.usage.input_tokens, completion: direct.usage.output_tokens });
+    expect(JSON.parse(row.tags)).toEqual(expect.arrayContaining(['team:agents', 'tool:e2e']));
+  });
+
+  it('streams the same events as Ollama, and the final message matches', async () => {
+    const direct = await anthropic(ollama.url, 'ollama').messages.stream(params).finalMessage();
+    const before = rowsFor(MODEL).length;
+    const stream = anthropic(`${proxy.base}/anthropic`).messages.stream(params);
+    const types: string[] = [];
+    stream.on('streamEvent', (e) => types.push(e.type));
+    const viaGateway = await stream.finalMessage();
+    expect(without(viaGateway)).toEqual(without(direct));
+    expect(types[0]).toBe('message_start');
+    expect(types.at(-1)).toBe('message_stop');
+    const rows = (await rowsAtLeast(MODEL, before + 1)).filter((r) => r.stream === 1);
+    expect(rows.at(-1)).toMatchObject({ status: 200, completion: direct.usage.output_tokens });
+  });
+
+  it('carries a tool call and its result both ways (tool_use, then tool_result)', async () => {
+    const body = { model: MODEL, max_tokens: 80, temperature: 0, tools: [BASH], messages: FEW_SHOT };
+    const direct = await anthropic(ollama.url, 'ollama').messages.create(body);
+    const first = await anthropic(`${proxy.base}/anthropic`).messages.create(body);
+    expect(first.stop_reason).toBe('tool_use');
+    const use = first.content.find((b) => b.type === 'tool_use');
+    expect(use).toMatchObject({ name: 'Bash', input: { command: 'echo two' } });
+    expect(direct.content.find((b) => b.type === 'tool_use')).toMatchObject({ name: 'Bash', input: { command: 'echo two' } });
+    const next = {
+      ...body,
+      messages: [
+        ...FEW_SHOT,
+        { role: 'assistant' as const, content: first.content },
+        { role: 'user' as const, content: [{ type: 'tool_result' as const, tool_use_id: (use as { id: string }).id, content: 'two' }] },
+      ],
+    };
+    const second = await anthropic(`${proxy.base}/anthropic`).messages.create(next);
+    expect(second.content.length).toBeGreaterThan(0);
+    expect(second.usage.input_tokens).toBeGreaterThan(first.usage.input_tokens);
+  });
+
+  it('answers count_tokens (an estimate for Ollama, Bedrock CountTokens for Claude)', async () => {
+    const client = anthropic(`${proxy.base}/anthropic`);
+    const { data, response } = await client.messages.countTokens({ model: MODEL, messages: params.messages }).withResponse();
+    expect(data.input_tokens).toBeGreaterThan(0);
+    expect(response.headers.get('x-gateway-token-count')).toBe('estimate');
+    const exact = await client.messages.countTokens({ model: `us.${CLAUDE}`, messages: params.messages }).withResponse();
+    expect(exact.data.input_tokens).toBeGreaterThan(0);
+    expect(exact.response.headers.get('x-gateway-token-count')).toBe('exact');
+    expect(aws.calls.some((c) => c.action === 'CountTokens' && c.status === 200)).toBe(true);
+  });
+
+  it('routes Claude on Bedrock natively (InvokeModel), create and stream, with a tool', async () => {
+    const client = anthropic(`${proxy.base}/anthropic`);
+    const model = `us.${CLAUDE}`;
+    const answer = await client.messages.create({ model, max_tokens: 8, messages: [{ role: 'user', content: 'hello' }] });
+    expect(answer.content[0]).toMatchObject({ type: 'text' });
+    expect(answer.usage.output_tokens).toBe(8);
+    const streamed = await client.messages
+      .stream({ model, max_tokens: 6, messages: [{ role: 'user', content: 'hello' }] }, { headers: { 'anthropic-beta': 'interleaved-thinking-2025-05-14' } })
+      .finalMessage();
+    expect(streamed.usage.output_tokens).toBe(6);
+    expect(JSON.stringify(streamed)).not.toContain('amazon-bedrock-invocationMetrics');
+    const tool = await client.messages.create({ model, max_tokens: 50, tools: [BASH], messages: [{ role: 'user', content: 'Use Bash to list files' }] });
+    expect(tool.content[0]).toMatchObject({ type: 'tool_use', name: 'Bash', input: { command: 'gateway-double' } });
+    const calls = aws.calls.filter((c) => c.action.startsWith('InvokeModel'));
+    expect(calls.map((c) => c.action)).toEqual(expect.arrayContaining(['InvokeModel', 'InvokeModelWithResponseStream']));
+    const rows = await rowsAtLeast(model, 3);
+    expect(rows.length).toBeGreaterThanOrEqual(3);
+    expect(rows.every((r) => r.status === 200 && r.prompt > 0)).toBe(true);
+  });
+
+  it("refuses bad input in Anthropic's envelope, naming the field", async () => {
+    const res = await fetch(`${proxy.base}/anthropic/v1/messages`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', 'x-api-key': KEY },
+      body: JSON.stringify({ model: MODEL, max_tokens: 5, messages: [{ role: 'robot', content: 'x' }] }),
+    });
+    expect(res.status).toBe(400);
+    const body = (await res.json()) as { type: string; error: { type: string; message: string } };
+    expect(body).toMatchObject({ type: 'error', error: { type: 'invalid_request_error' } });
+    expect(body.error.message).toContain('messages.0.role');
+    const denied = anthropic(`${proxy.base}/anthropic`, 'sk-wrong').messages.create({ ...params });
+    await expect(denied).rejects.toBeInstanceOf(Anthropic.AuthenticationError);
+    expect((await fetch(`${proxy.base}/anthropic`, { method: 'HEAD' })).status).toBe(200);
+  });
+});
+
+describe('OpenAI Responses at /openai/v1/responses', () => {
+  const params = { model: MODEL, input: 'Name a fruit.', instructions: 'You are terse.', max_output_tokens: 16, temperature: 0, store: false };
+  const openai = (baseURL: string, apiKey = KEY) => new OpenAI({ baseURL, apiKey, maxRetries: 0, defaultHeaders: { 'X-Tags': TAGS } });
+
+  it('answers create and stream as Ollama does directly, with usage recorded', async () => {
+    const direct = await openai(`${ollama.url}/v1`, 'ollama').responses.create(params);
+    const { data, response } = await openai(`${proxy.base}/openai/v1`).responses.create(params).withResponse();
+    expect(data.output_text).toBe(direct.output_text);
+    expect(data.usage).toEqual(direct.usage);
+    const row = await record(response.headers.get('x-request-id'));
+    expect(row).toMatchObject({ status: 200, prompt: direct.usage?.input_tokens, completion: direct.usage?.output_tokens });
+    const stream = await openai(`${proxy.base}/openai/v1`).responses.create({ ...params, stream: true });
+    let text = '';
+    let completed: OpenAI.Responses.Response | undefined;
+    for await (const e of stream) {
+      if (e.type === 'response.output_text.delta') text += e.delta;
+      if (e.type === 'response.completed') completed = e.response;
+    }
+    expect(text).toBe(direct.output_text);
+    expect(completed?.usage).toEqual(direct.usage);
+  });
+
+  it('reaches Claude on Bedrock through the Responses-to-chat translator (Converse), with a function tool', async () => {
+    const client = openai(`${proxy.base}/openai/v1`);
+    const model = `us.${CLAUDE}`;
+    const answer = await client.responses.create({ model, input: 'hello', max_output_tokens: 10, store: false });
+    expect(answer.status).toBe('completed');
+    expect(answer.output_text.length).toBeGreaterThan(0);
+    expect(answer.usage?.input_tokens).toBeGreaterThan(0);
+    const stream = await client.responses.create({ model, input: 'hello', max_output_tokens: 10, stream: true, store: false });
+    const types: string[] = [];
+    let done: OpenAI.Responses.Response | undefined;
+    for await (const e of stream) {
+      types.push(e.type);
+      if (e.type === 'response.completed' || e.type === 'response.incomplete') done = e.response;
+    }
+    expect(types[0]).toBe('response.created');
+    const streamedText = done?.output
+      .flatMap((item) => (item.type === 'message' ? item.content : []))
+      .map((part) => (part.type === 'output_text' ? part.text : ''))
+      .join('');
+    expect(streamedText).toBe(answer.output_text);
+    expect(done?.usage).toEqual(answer.usage);
+    const previous = client.responses.create({ model, input: 'x', previous_response_id: 'resp_1' });
+    await expect(previous).rejects.toMatchObject({ status: 400, code: 'unsupported_parameter' });
+  });
+
+  it('refuses a malformed body in OpenAI\'s envelope naming the field', async () => {
+    const res = await fetch(`${proxy.base}/openai/v1/responses`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', 'x-api-key': KEY },
+      body: JSON.stringify({ model: MODEL, input: 42 }),
+    });
+    expect(res.status).toBe(400);
+    expect(((await res.json()) as { error: { param: string } }).error.param).toBe('input');
+  });
+});
+
+describe('the coding agents themselves', () => {
+  const quiet = {
+    DISABLE_TELEMETRY: '1',
+    DISABLE_AUTOUPDATER: '1',
+    DISABLE_ERROR_REPORTING: '1',
+    CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC: '1',
+  };
+
+  const claude = async (model: string, prompt: string) => {
+    const home = mkdtempSync(join(tmpdir(), 'pao-claude-home-'));
+    const { stdout } = await run(
+      bin(clients, 'claude'),
+      ['-p', prompt, '--model', model, '--system-prompt', 'You are terse.', '--tools', 'Bash', '--output-format', 'json'],
+      {
+        cwd: home,
+        timeout: 300_000,
+        env: {
+          PATH: process.env.PATH ?? '',
+          HOME: home,
+          ...quiet,
+          ANTHROPIC_BASE_URL: `${proxy.base}/anthropic`,
+          ANTHROPIC_API_KEY: KEY,
+          ANTHROPIC_CUSTOM_HEADERS: 'X-Tags: team:agents,agent:claude-code',
+          ANTHROPIC_DEFAULT_HAIKU_MODEL: model,
+        },
+      },
+    );
+    return JSON.parse(stdout) as { is_error: boolean; result: string; usage: { input_tokens: number; output_tokens: number } };
+  };
+
+  it('Claude Code (claude -p) completes a turn with a tool offered, to Ollama and to Claude on Bedrock', async () => {
+    for (const model of [MODEL, `us.${CLAUDE}`]) {
+      const before = rowsFor(model).length;
+      const out = await claude(model, 'Use Bash to run: echo gateway-ok');
+      expect(out.is_error).toBe(false);
+      expect(out.usage.output_tokens).toBeGreaterThan(0);
+      const rows = (await rowsAtLeast(model, before + 1)).slice(before);
+      expect(rows.length).toBeGreaterThan(0);
+      expect(rows.filter((r) => r.status !== 200)).toEqual([]);
+      expect(rows.flatMap((r) => JSON.parse(r.tags) as string[])).toContain('agent:claude-code');
+    }
+    // On the double, Claude called Bash: Claude Code ran it and sent the result back in a second call.
+    const invokes = aws.calls.filter((c) => c.action === 'InvokeModelWithResponseStream');
+    expect(invokes.length).toBeGreaterThanOrEqual(2);
+  }, 600_000);
+
+  it('Codex (codex exec) completes a turn over Responses, to Ollama and to Claude on Bedrock', async () => {
+    for (const model of [MODEL, `us.${CLAUDE}`]) {
+      const home = mkdtempSync(join(tmpdir(), 'pao-codex-home-'));
+      writeFileSync(join(home, 'instructions.md'), 'Answer in one short sentence.\n');
+      writeFileSync(
+        join(home, 'config.toml'),
+        [
+          `model = "${model}"`,
+          'model_provider = "gateway"',
+          `model_instructions_file = "${join(home, 'instructions.md')}"`,
+          '[model_providers.gateway]',
+          'name = "gateway"',
+          `base_url = "${proxy.base}/openai/v1"`,
+          'env_key = "GATEWAY_KEY"',
+          'wire_api = "responses"',
+          'request_max_retries = 0',
+          'stream_max_retries = 0',
+          'http_headers = { "X-Tags" = "team:agents,agent:codex" }',
+          '[analytics]',
+          'enabled = false',
+          '[otel]',
+          'exporter = "none"',
+        ].join('\n'),
+      );
+      const before = rowsFor(model).length;
+      const { stdout } = await run(bin(clients, 'codex'), ['exec', '--skip-git-repo-check', 'Say hi'], {
+        cwd: home,
+        timeout: 300_000,
+        env: { PATH: process.env.PATH ?? '', HOME: home, CODEX_HOME: home, GATEWAY_KEY: KEY },
+      });
+      expect(stdout.trim().length).toBeGreaterThan(0);
+      const rows = (await rowsAtLeast(model, before + 1)).slice(before);
+      expect(rows.length).toBeGreaterThan(0);
+      expect(rows.filter((r) => r.status !== 200 || r.completion === 0)).toEqual([]);
+      expect(rows.flatMap((r) => JSON.parse(r.tags) as string[])).toContain('agent:codex');
+    }
+  }, 600_000);
+});

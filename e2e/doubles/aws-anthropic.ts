@@ -1,0 +1,105 @@
+/**
+ * The AWS double's Claude models on InvokeModel / InvokeModelWithResponseStream / CountTokens,
+ * answering Anthropic's Messages body as Bedrock does (its documented request: anthropic_version
+ * "bedrock-2023-05-31", no `model` or `stream` key; its answers: Anthropic's message, or the
+ * stream's events each as a `chunk` whose `bytes` are the event's JSON, with Bedrock's
+ * invocation metrics added to message_stop). Deterministic: the answer is words of a fixed text;
+ * a tool whose name the last user message mentions is called once (its required string
+ * properties set to "gateway-double"), a tool_result then gets a text answer.
+ */
+
+type Json = Record<string, unknown>;
+const isRecord = (v: unknown): v is Json => typeof v === 'object' && v !== null && !Array.isArray(v);
+
+const WORDS = 'Claude answers through the Bedrock double with a steady deterministic text of plain words'.split(' ');
+/** Keys Bedrock refuses in the body ("extraneous key [model] is not permitted"). */
+const EXTRANEOUS = ['model', 'stream'];
+
+export interface AnthropicAnswer {
+  message: Json;
+  inputTokens: number;
+}
+
+export const anthropicInputTokens = (body: Json): number =>
+  Math.max(1, Math.ceil(JSON.stringify([body.system ?? '', body.messages ?? [], body.tools ?? []]).length / 4));
+
+/** The body checked as Bedrock checks it: a message for a ValidationException, or the answer. */
+export function anthropicAnswer(body: unknown, modelId: string, maxWords: number): AnthropicAnswer | string {
+  if (!isRecord(body)) return 'Malformed input request, please reformat your input and try again.';
+  for (const key of EXTRANEOUS) if (key in body) return `extraneous key [${key}] is not permitted, please reformat your input and try again.`;
+  if (body.anthropic_version !== 'bedrock-2023-05-31') return 'Invalid API version: anthropic_version must be bedrock-2023-05-31';
+  const messages = body.messages;
+  if (!Array.isArray(messages) || messages.length === 0) return 'messages: field required';
+  if (typeof body.max_tokens !== 'number' || body.max_tokens < 1) return 'max_tokens: field required';
+  const last = messages[messages.length - 1] as Json;
+  const inputTokens = anthropicInputTokens(body);
+  const id = `msg_bdrk_${Math.random().toString(36).slice(2, 12)}`;
+  const base = { id, type: 'message', role: 'assistant', model: modelId, stop_sequence: null };
+  const lastText =
+    typeof last.content === 'string'
+      ? last.content
+      : Array.isArray(last.content)
+        ? (last.content as Json[]).map((b) => (typeof b.text === 'string' ? b.text : '')).join(' ')
+        : '';
+  const answeredTool = Array.isArray(last.content) && (last.content as Json[]).some((b) => b.type === 'tool_result');
+  const tools = Array.isArray(body.tools) ? (body.tools as Json[]) : [];
+  const tool = answeredTool ? undefined : tools.find((t) => typeof t.name === 'string' && lastText.includes(t.name));
+  if (tool) {
+    const schema = isRecord(tool.input_schema) ? tool.input_schema : {};
+    const required = Array.isArray(schema.required) ? (schema.required as string[]) : [];
+    const input = Object.fromEntries(required.map((k) => [k, 'gateway-double']));
+    return {
+      inputTokens,
+      message: {
+        ...base,
+        content: [{ type: 'tool_use', id: `toolu_bdrk_${id.slice(9)}`, name: tool.name, input }],
+        stop_reason: 'tool_use',
+        usage: { input_tokens: inputTokens, output_tokens: 5 },
+      },
+    };
+  }
+  const n = Math.min(maxWords, body.max_tokens);
+  const words = Array.from({ length: n }, (_, i) => WORDS[i % WORDS.length] as string);
+  return {
+    inputTokens,
+    message: {
+      ...base,
+      content: [{ type: 'text', text: words.join(' ') }],
+      stop_reason: n === body.max_tokens ? 'max_tokens' : 'end_turn',
+      usage: { input_tokens: inputTokens, output_tokens: n },
+    },
+  };
+}
+
+/** The answer as Anthropic's stream events, in order, as InvokeModelWithResponseStream sends them (one per chunk). */
+export function anthropicEvents(answer: AnthropicAnswer, latencyMs: () => number): Json[] {
+  const m = answer.message;
+  const usage = m.usage as { input_tokens: number; output_tokens: number };
+  const events: Json[] = [
+    { type: 'message_start', message: { ...m, content: [], stop_reason: null, usage: { input_tokens: usage.input_tokens, output_tokens: 1 } } },
+  ];
+  for (const [index, block] of (m.content as Json[]).entries()) {
+    if (block.type === 'text') {
+      events.push({ type: 'content_block_start', index, content_block: { type: 'text', text: '' } });
+      const words = String(block.text).split(' ');
+      words.forEach((w, i) =>
+        events.push({ type: 'content_block_delta', index, delta: { type: 'text_delta', text: i < words.length - 1 ? `${w} ` : w } }),
+      );
+    } else {
+      events.push({ type: 'content_block_start', index, content_block: { ...block, input: {} } });
+      events.push({ type: 'content_block_delta', index, delta: { type: 'input_json_delta', partial_json: JSON.stringify(block.input) } });
+    }
+    events.push({ type: 'content_block_stop', index });
+  }
+  events.push({ type: 'message_delta', delta: { stop_reason: m.stop_reason, stop_sequence: null }, usage: { output_tokens: usage.output_tokens } });
+  events.push({
+    type: 'message_stop',
+    'amazon-bedrock-invocationMetrics': {
+      inputTokenCount: usage.input_tokens,
+      outputTokenCount: usage.output_tokens,
+      invocationLatency: latencyMs(),
+      firstByteLatency: 1,
+    },
+  });
+  return events;
+}
