@@ -17,7 +17,11 @@ const HERE = fileURLToPath(new URL('./clients/', import.meta.url));
 
 export function installClients(): string {
   const lock = readFileSync(join(HERE, 'package-lock.json'));
-  const hash = createHash('sha256').update(readFileSync(join(HERE, 'package.json'))).update(lock).digest('hex').slice(0, 12);
+  const hash = createHash('sha256')
+    .update(readFileSync(join(HERE, 'package.json')))
+    .update(lock)
+    .digest('hex')
+    .slice(0, 12);
   const cache = join(process.env.XDG_CACHE_HOME ?? join(homedir(), '.cache'), 'platform-ai-optimizer');
   const dir = join(cache, `clients-${hash}`);
   if (existsSync(join(dir, 'node_modules', '.bin', 'codex'))) return dir;

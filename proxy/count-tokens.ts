@@ -1,4 +1,4 @@
-import { parseAnthropicRequest, estimateInputTokens } from './anthropic-request.js';
+import { estimateInputTokens, parseAnthropicRequest } from './anthropic-request.js';
 import { type ApiKeys, authenticate, mayCall } from './auth.js';
 import { isRecord } from './chat-request.js';
 import { invalidRequest, ProxyError } from './errors.js';
@@ -37,14 +37,30 @@ export async function countTokens(
   const req = parseAnthropicRequest(isRecord(body) ? { max_tokens: 1, ...body } : body);
   if (req instanceof ProxyError) throw req;
   if (!mayCall(caller.policy, req.model)) {
-    throw new ProxyError(403, 'permission_error', 'model_not_allowed', `this API key may not call the model ${JSON.stringify(req.model)}`, 'model');
+    throw new ProxyError(
+      403,
+      'permission_error',
+      'model_not_allowed',
+      `this API key may not call the model ${JSON.stringify(req.model)}`,
+      'model',
+    );
   }
   const route = deps.routes.lookup(req.model);
   if (!route) {
-    throw new ProxyError(404, 'not_found_error', 'model_not_found', `the model ${JSON.stringify(req.model.slice(0, 256))} does not exist or is not routable here`, 'model');
+    throw new ProxyError(
+      404,
+      'not_found_error',
+      'model_not_found',
+      `the model ${JSON.stringify(req.model.slice(0, 256))} does not exist or is not routable here`,
+      'model',
+    );
   }
   const { tags: _tags, ...forward } = req.forward;
-  if (route.kind === 'bedrock' && deps.bedrock?.countTokens && deps.bedrock.dialects(route).includes('anthropic-messages')) {
+  if (
+    route.kind === 'bedrock' &&
+    deps.bedrock?.countTokens &&
+    deps.bedrock.dialects(route).includes('anthropic-messages')
+  ) {
     return { inputTokens: await deps.bedrock.countTokens(route, forward, signal), exact: true };
   }
   if (!Array.isArray(forward.messages)) throw invalidRequest('messages must be an array', 'messages');

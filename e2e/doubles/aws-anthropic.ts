@@ -26,8 +26,10 @@ export const anthropicInputTokens = (body: Json): number =>
 /** The body checked as Bedrock checks it: a message for a ValidationException, or the answer. */
 export function anthropicAnswer(body: unknown, modelId: string, maxWords: number): AnthropicAnswer | string {
   if (!isRecord(body)) return 'Malformed input request, please reformat your input and try again.';
-  for (const key of EXTRANEOUS) if (key in body) return `extraneous key [${key}] is not permitted, please reformat your input and try again.`;
-  if (body.anthropic_version !== 'bedrock-2023-05-31') return 'Invalid API version: anthropic_version must be bedrock-2023-05-31';
+  for (const key of EXTRANEOUS)
+    if (key in body) return `extraneous key [${key}] is not permitted, please reformat your input and try again.`;
+  if (body.anthropic_version !== 'bedrock-2023-05-31')
+    return 'Invalid API version: anthropic_version must be bedrock-2023-05-31';
   const messages = body.messages;
   if (!Array.isArray(messages) || messages.length === 0) return 'messages: field required';
   if (typeof body.max_tokens !== 'number' || body.max_tokens < 1) return 'max_tokens: field required';
@@ -76,22 +78,36 @@ export function anthropicEvents(answer: AnthropicAnswer, latencyMs: () => number
   const m = answer.message;
   const usage = m.usage as { input_tokens: number; output_tokens: number };
   const events: Json[] = [
-    { type: 'message_start', message: { ...m, content: [], stop_reason: null, usage: { input_tokens: usage.input_tokens, output_tokens: 1 } } },
+    {
+      type: 'message_start',
+      message: { ...m, content: [], stop_reason: null, usage: { input_tokens: usage.input_tokens, output_tokens: 1 } },
+    },
   ];
   for (const [index, block] of (m.content as Json[]).entries()) {
     if (block.type === 'text') {
       events.push({ type: 'content_block_start', index, content_block: { type: 'text', text: '' } });
       const words = String(block.text).split(' ');
-      words.forEach((w, i) =>
-        events.push({ type: 'content_block_delta', index, delta: { type: 'text_delta', text: i < words.length - 1 ? `${w} ` : w } }),
-      );
+      for (const [i, w] of words.entries())
+        events.push({
+          type: 'content_block_delta',
+          index,
+          delta: { type: 'text_delta', text: i < words.length - 1 ? `${w} ` : w },
+        });
     } else {
       events.push({ type: 'content_block_start', index, content_block: { ...block, input: {} } });
-      events.push({ type: 'content_block_delta', index, delta: { type: 'input_json_delta', partial_json: JSON.stringify(block.input) } });
+      events.push({
+        type: 'content_block_delta',
+        index,
+        delta: { type: 'input_json_delta', partial_json: JSON.stringify(block.input) },
+      });
     }
     events.push({ type: 'content_block_stop', index });
   }
-  events.push({ type: 'message_delta', delta: { stop_reason: m.stop_reason, stop_sequence: null }, usage: { output_tokens: usage.output_tokens } });
+  events.push({
+    type: 'message_delta',
+    delta: { stop_reason: m.stop_reason, stop_sequence: null },
+    usage: { output_tokens: usage.output_tokens },
+  });
   events.push({
     type: 'message_stop',
     'amazon-bedrock-invocationMetrics': {

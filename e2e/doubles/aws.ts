@@ -369,9 +369,8 @@ export async function startAwsDouble(opts: AwsDoubleOptions): Promise<AwsDouble>
     if (ex.rawPath === '/') return sts(ex);
     if (ex.method === 'GET' && ex.rawPath === '/foundation-models') return listFoundationModels(ex);
     if (ex.method === 'GET' && ex.rawPath === '/inference-profiles') return listInferenceProfiles(ex);
-    const invoke = /^\/model\/([^/]+)\/(converse|converse-stream|invoke|invoke-with-response-stream|count-tokens)$/.exec(
-      ex.rawPath,
-    );
+    const invoke =
+      /^\/model\/([^/]+)\/(converse|converse-stream|invoke|invoke-with-response-stream|count-tokens)$/.exec(ex.rawPath);
     if (ex.method === 'POST' && invoke !== null) {
       if (invoke[2] === 'invoke') return invokeModel(ex, invoke[1] ?? '', false);
       if (invoke[2] === 'invoke-with-response-stream') return invokeModel(ex, invoke[1] ?? '', true);
@@ -813,7 +812,11 @@ export async function startAwsDouble(opts: AwsDoubleOptions): Promise<AwsDouble>
     if ('code' in named) return reject(named);
     const { target, modelId: countedId } = named;
     if (!(target.model?.modelId ?? countedId).startsWith('anthropic.'))
-      return reject({ status: 400, code: 'ValidationException', message: 'The provided model doesn\'t support counting tokens.' });
+      return reject({
+        status: 400,
+        code: 'ValidationException',
+        message: "The provided model doesn't support counting tokens.",
+      });
     let input: { invokeModel?: { body?: string } };
     try {
       input = (JSON.parse(ex.body.toString('utf8')) as { input?: typeof input }).input ?? {};

@@ -44,7 +44,13 @@ const DROPPED = new Set([
   'parallel_tool_calls',
   'top_logprobs',
   'prompt',
+  // Codex's own request metadata (installation, session): for OpenAI's servers, not the model.
+  'client_metadata',
+  'model',
 ]);
+
+/** Responses fields chat completions takes as they are. */
+const PASSED = new Set(['temperature', 'top_p']);
 
 function textOf(content: unknown): string {
   if (typeof content === 'string') return content;
@@ -138,7 +144,11 @@ function toolsOf(tools: unknown): { tools: Json[]; custom: Set<string> } | Proxy
   const out: Json[] = [];
   const custom = new Set<string>();
   if (!Array.isArray(tools)) return { tools: out, custom };
-  for (const [i, t] of (tools as Json[]).entries()) {
+  // Codex groups some tools in a namespace: chat has none, so its tools join the others by name.
+  const flat = (tools as Json[]).flatMap((t) =>
+    t.type === 'namespace' && Array.isArray(t.tools) ? (t.tools as Json[]) : t.type === 'namespace' ? [] : [t],
+  );
+  for (const [i, t] of flat.entries()) {
     if (t.type === 'function') {
       out.push({
         type: 'function',
@@ -564,7 +574,12 @@ export const openaiResponsesToOpenaiChat: Translator = {
     const messages = messagesOf(body, tools.custom);
     if (messages instanceof ProxyError) return messages;
     const chat: Json = { model: body.model, messages, stream };
-    for (const [k, v] of Object.entries(body)) if (!DROPPED.has(k) && k !== 'model' && v !== undefined) chat[k] = v;
+    for (const [k, v] of Object.entries(body)) {
+      if (v === undefined || v === null || DROPPED.has(k)) continue;
+      if (!PASSED.has(k))
+        return unsupported(`${k} cannot be translated for this model (its upstream speaks chat completions)`, k);
+      chat[k] = v;
+    }
     if (typeof body.max_output_tokens === 'number') chat.max_tokens = body.max_output_tokens;
     if (tools.tools.length > 0) {
       chat.tools = tools.tools;

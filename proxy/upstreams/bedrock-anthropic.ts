@@ -26,7 +26,7 @@ const BEDROCK_ANTHROPIC_VERSION = 'bedrock-2023-05-31';
 const encoder = new TextEncoder();
 const decoder = new TextDecoder();
 
-export function invokeBody(body: Record<string, unknown>, betas: readonly string[] | undefined): Uint8Array {
+function invokeBody(body: Record<string, unknown>, betas: readonly string[] | undefined): Uint8Array {
   const { model: _model, stream: _stream, ...rest } = body;
   return encoder.encode(
     JSON.stringify({

@@ -7,7 +7,7 @@ import type { Usage } from '../upstream.js';
  */
 
 /** One upstream SSE event, as the relay hands it on. */
-export interface ReadEvent {
+interface ReadEvent {
   /** What goes to the client ('' for nothing). */
   out: string;
   /** It carried a generated token (first-token time; the count should usage never come). */
