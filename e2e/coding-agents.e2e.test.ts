@@ -24,6 +24,8 @@ import { type ProxyProcess, startProxyProcess } from './proxy-process.js';
 
 const run = promisify(execFile);
 const MODEL = OLLAMA_MODEL;
+/** The same weights with temperature 0 and at most 64 tokens an answer: the CLIs set neither, and an agent's turn must end. */
+const AGENT_MODEL = 'smollm2:agent';
 const CLAUDE = 'anthropic.claude-sonnet-4-5-20250929-v1:0';
 const KEY = 'sk-e2e-agents-4c1d9e0b7a6f5e3d';
 const TAGS = 'team:agents,tool:e2e';
@@ -114,6 +116,12 @@ beforeAll(async () => {
       ],
     },
   });
+  const created = await fetch(`${ollama.url}/api/create`, {
+    method: 'POST',
+    body: JSON.stringify({ model: AGENT_MODEL, from: MODEL, parameters: { temperature: 0, num_predict: 64 } }),
+  });
+  expect(created.status).toBe(200);
+  await created.text();
   dir = mkdtempSync(join(tmpdir(), 'pao-agents-'));
   writeFileSync(
     join(dir, 'gateway.yaml'),
@@ -122,6 +130,11 @@ beforeAll(async () => {
       'kind: ModelDeployment',
       'metadata: {name: smollm2}',
       `spec: {model: "${MODEL}", serviceName: smollm2, endpoint: "${ollama.url}"}`,
+      '---',
+      'apiVersion: ai.platform/v1beta1',
+      'kind: ModelDeployment',
+      'metadata: {name: agent}',
+      `spec: {model: "${AGENT_MODEL}", serviceName: agent, endpoint: "${ollama.url}"}`,
       '---',
       'apiVersion: ai.platform/v1beta1',
       'kind: ExternalProvider',
@@ -415,14 +428,16 @@ describe('the coding agents themselves', () => {
   };
 
   it('Claude Code (claude -p) completes a turn with a tool offered, to Ollama and to Claude on Bedrock', async () => {
-    for (const model of [MODEL, `us.${CLAUDE}`]) {
+    for (const model of [AGENT_MODEL, `us.${CLAUDE}`]) {
       const before = rowsFor(model).length;
       const out = await claude(model, 'Use Bash to run: echo gateway-ok');
       expect(out.is_error).toBe(false);
       expect(out.usage.output_tokens).toBeGreaterThan(0);
       const rows = (await rowsAtLeast(model, before + 1)).slice(before);
       expect(rows.length).toBeGreaterThan(0);
-      expect(rows.filter((r) => r.status !== 200)).toEqual([]);
+      expect(rows.some((r) => r.status === 200)).toBe(true);
+      // 499: Claude Code abandons a side request of its own (a title, a suggestion) once the turn ended.
+      expect(rows.filter((r) => r.status !== 200 && r.status !== 499)).toEqual([]);
       expect(rows.flatMap((r) => JSON.parse(r.tags) as string[])).toContain('agent:claude-code');
     }
     // On the double, Claude called Bash: Claude Code ran it and sent the result back in a second call.
@@ -433,7 +448,7 @@ describe('the coding agents themselves', () => {
   // To Ollama only: the AWS double's Converse calls a tool on every turn that offers one, so Codex
   // (which offers a dozen) would loop against it; the Responses-to-Converse path is the SDK test's above.
   it('Codex (codex exec) completes a turn over Responses to Ollama', async () => {
-    for (const model of [MODEL]) {
+    for (const model of [AGENT_MODEL]) {
       const home = mkdtempSync(join(tmpdir(), 'pao-codex-home-'));
       writeFileSync(join(home, 'instructions.md'), 'Answer in one short sentence.\n');
       writeFileSync(
