@@ -82,7 +82,7 @@ function userContent(content: unknown, at: string): unknown | ProxyError {
   return parts;
 }
 
-function messagesOf(body: Json, custom: ReadonlySet<string>): Json[] | ProxyError {
+function messagesOf(body: Json): Json[] | ProxyError {
   const messages: Json[] = [];
   if (typeof body.instructions === 'string' && body.instructions !== '')
     messages.push({ role: 'system', content: body.instructions });
@@ -136,7 +136,6 @@ function messagesOf(body: Json, custom: ReadonlySet<string>): Json[] | ProxyErro
     }
   }
   flush();
-  void custom;
   return messages;
 }
 
@@ -571,7 +570,7 @@ export const openaiResponsesToOpenaiChat: Translator = {
   begin(body, stream): Translation | ProxyError {
     const tools = toolsOf(body.tools);
     if (tools instanceof ProxyError) return tools;
-    const messages = messagesOf(body, tools.custom);
+    const messages = messagesOf(body);
     if (messages instanceof ProxyError) return messages;
     const chat: Json = { model: body.model, messages, stream };
     for (const [k, v] of Object.entries(body)) {

@@ -1,5 +1,6 @@
+import { isRecord } from '../chat-request.js';
 import type { Usage } from '../upstream.js';
-import { isObject, num, type StreamReader, sseFrame } from './stream-reader.js';
+import { num, type StreamReader, sseFrame } from './stream-reader.js';
 
 /**
  * Anthropic's Messages stream as any upstream sends it natively (Ollama's /v1/messages,
@@ -9,7 +10,7 @@ import { isObject, num, type StreamReader, sseFrame } from './stream-reader.js';
 
 /** Anthropic's usage: input_tokens excludes the cache's reads and writes, which the gateway counts as prompt tokens. */
 export function anthropicUsage(u: unknown, into: Usage = { promptTokens: 0, completionTokens: 0 }): Usage {
-  if (!isObject(u)) return into;
+  if (!isRecord(u)) return into;
   const read = num(u.cache_read_input_tokens);
   const write = num(u.cache_creation_input_tokens);
   const input = num(u.input_tokens) + read + write;

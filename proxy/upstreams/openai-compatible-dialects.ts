@@ -20,12 +20,13 @@ export interface PassThrough {
   reader(clientWantsUsage: boolean): StreamReader;
 }
 
-import { isObject, num } from './stream-reader.js';
+import { isRecord } from '../chat-request.js';
+import { num } from './stream-reader.js';
 
 function openAIUsage(body: unknown): Usage | undefined {
-  const u = isObject(body) ? body.usage : undefined;
-  if (!isObject(u) || typeof u.prompt_tokens !== 'number') return undefined;
-  const cached = isObject(u.prompt_tokens_details) ? num(u.prompt_tokens_details.cached_tokens) : 0;
+  const u = isRecord(body) ? body.usage : undefined;
+  if (!isRecord(u) || typeof u.prompt_tokens !== 'number') return undefined;
+  const cached = isRecord(u.prompt_tokens_details) ? num(u.prompt_tokens_details.cached_tokens) : 0;
   // Embeddings report only prompt tokens.
   return {
     promptTokens: u.prompt_tokens,
@@ -81,9 +82,9 @@ const openAIStream = (clientWantsUsage: boolean): StreamReader => ({
 });
 
 function responsesUsage(body: unknown): Usage | undefined {
-  const u = isObject(body) ? body.usage : undefined;
-  if (!isObject(u) || typeof u.input_tokens !== 'number') return undefined;
-  const cached = isObject(u.input_tokens_details) ? num(u.input_tokens_details.cached_tokens) : 0;
+  const u = isRecord(body) ? body.usage : undefined;
+  if (!isRecord(u) || typeof u.input_tokens !== 'number') return undefined;
+  const cached = isRecord(u.input_tokens_details) ? num(u.input_tokens_details.cached_tokens) : 0;
   return {
     promptTokens: u.input_tokens,
     completionTokens: num(u.output_tokens),
@@ -146,7 +147,7 @@ export const PASS_THROUGH: Readonly<Record<Dialect, PassThrough>> = {
   'anthropic-messages': {
     path: '/v1/messages',
     prepare: (body) => body,
-    usageOf: (json) => (isObject(json) && isObject(json.usage) ? anthropicUsage(json.usage) : undefined),
+    usageOf: (json) => (isRecord(json) && isRecord(json.usage) ? anthropicUsage(json.usage) : undefined),
     reader: anthropicStream,
   },
 };

@@ -25,5 +25,3 @@ export interface StreamReader {
 export const sseFrame = (data: string, event?: string) => `${event ? `event: ${event}\n` : ''}data: ${data}\n\n`;
 
 export const num = (v: unknown): number => (typeof v === 'number' && Number.isFinite(v) ? v : 0);
-
-export const isObject = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null;
