@@ -62,6 +62,14 @@ const chat = (key: string, tags = '') =>
 const becomes = (what: string, key: string, status: number, ms = 10_000) =>
   eventually(what, ms, async () => ((await chat(key)).status === status ? true : undefined));
 
+/** Waits for an Event: the operator writes status first and records the Event after it. */
+const eventRecorded = (name: string, reason: string) =>
+  eventually(`${reason} Event for ${name}`, 15_000, () =>
+    kubectlOk(['get', 'events', '-n', NS, '--field-selector', `involvedObject.name=${name}`]).includes(reason)
+      ? true
+      : undefined,
+  );
+
 function apiKey(name: string, spec: Partial<ApiKey['spec']>): object {
   return {
     apiVersion: 'ai.platform/v1beta1',
@@ -153,9 +161,7 @@ describe('ApiKeys on the real control plane', () => {
       expect.objectContaining({ kind: 'ApiKey', name: 'ml-team', controller: true }),
     ]);
     await becomes('the new key accepted', first, 200);
-    expect(kubectlOk(['get', 'events', '-n', NS, '--field-selector', 'involvedObject.name=ml-team'])).toContain(
-      'KeyIssued',
-    );
+    await eventRecorded('ml-team', 'KeyIssued');
   });
 
   it('rotate: a new key works and the old one is refused within seconds', async () => {
@@ -270,9 +276,7 @@ describe('ApiKeys on the real control plane', () => {
       spendUsd: expect.any(Number),
       lastUsed: expect.any(String),
     });
-    expect(kubectlOk(['get', 'events', '-n', NS, '--field-selector', 'involvedObject.name=spender'])).toContain(
-      'BudgetExhausted',
-    );
+    await eventRecorded('spender', 'BudgetExhausted');
     // The operator's own status writes leave the proxies' usage alone.
     operator.resyncAll();
     await new Promise((r) => setTimeout(r, 500));
