@@ -24,10 +24,18 @@ export interface ExternalProviderSpec {
   streaming: boolean;
   /** Selected Bedrock model ids. */
   models: string[];
+  /** Other names callers may send for one of `models`; unique across the cluster (crds/model-names.ts). */
+  aliases?: ProviderAlias[];
   /** Models tried in order when the provider is not Ready or fails before answering. */
   fallback?: string[];
   /** A Bedrock guardrail applied to every Converse call of this provider. */
   guardrail?: ProviderGuardrail;
+}
+
+export interface ProviderAlias {
+  name: string;
+  /** One of spec.models. */
+  model: string;
 }
 
 export interface ProviderGuardrail {

@@ -18,6 +18,10 @@ export interface ModelDeploymentSpec {
   fallback?: string[];
   /** The proxy's waits for this model's server; omitted fields take the proxy's flags. */
   timeouts?: { firstByteSeconds?: number; idleSeconds?: number; queueSeconds?: number };
+  /** Other names callers may send for this model; unique across the cluster (crds/model-names.ts). */
+  aliases?: string[];
+  /** In the CLI model list (GET /v1/models/metadata?include_in_cli=true); defaults to true. */
+  includeInCLI?: boolean;
   /** Ollama server settings; omitted fields come from the catalog's serving defaults. */
   server?: { numParallel?: number; maxQueue?: number; contextLength?: number };
   /** Where the model is kept; omitted: the operator's model cache (or an emptyDir without one). */

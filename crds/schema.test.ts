@@ -96,6 +96,7 @@ describe('CEL rules', () => {
     expect(rules.map((r) => `${r.at}: ${r.rule}`)).toMatchInlineSnapshot(`
       [
         "ModelDeployment.spec.fallback: !has(self.fallback) || !(self.model in self.fallback)",
+        "ModelDeployment.spec.aliases: !has(self.aliases) || !(self.model in self.aliases)",
         "ModelDeployment.spec.autoscaling.whileWaking: !has(self.autoscaling) || !has(self.autoscaling.whileWaking) || self.autoscaling.whileWaking != 'Fallback' || (has(self.fallback) && size(self.fallback) > 0)",
         "ModelDeployment.spec.autoscaling: !has(self.autoscaling) || !has(self.endpoint)",
         "ModelDeployment.spec.serviceName: self == oldSelf",
@@ -104,6 +105,8 @@ describe('CEL rules', () => {
         "ModelDeployment.spec.autoscaling.hibernateAfterSeconds: !has(self.hibernateAfterSeconds) || self.minReplicas == 0",
         "ExternalProvider.spec.auth.roleArn: !has(self.auth.roleArn) || !self.auth.roleArn.startsWith('arn:') || (self.region.startsWith('us-gov-') ? self.auth.roleArn.startsWith('arn:aws-us-gov:') : self.region.startsWith('cn-') ? self.auth.roleArn.startsWith('arn:aws-cn:') : self.auth.roleArn.startsWith('arn:aws:'))",
         "ExternalProvider.spec.fallback: !has(self.fallback) || self.fallback.all(f, !(f in self.models))",
+        "ExternalProvider.spec.aliases: !has(self.aliases) || self.aliases.all(a, a.model in self.models)",
+        "ExternalProvider.spec.aliases: !has(self.aliases) || self.aliases.all(a, !(a.name in self.models))",
         "ExternalProvider.spec.auth.roleArn: self.method != 'IAMRole' || has(self.roleArn)",
         "ExternalProvider.spec.auth.secretRef: self.method != 'IAMRole' || !has(self.secretRef)",
         "ExternalProvider.spec.auth.secretRef: self.method != 'AccessKey' || has(self.secretRef)",
@@ -169,6 +172,8 @@ const full: Record<KindName, { spec: object; status: object }> = {
       },
       endpoint: 'e',
       fallback: ['f'],
+      aliases: ['a'],
+      includeInCLI: true,
       timeouts: { firstByteSeconds: 1, idleSeconds: 1, queueSeconds: 1 },
       server: { numParallel: 1, maxQueue: 1, contextLength: 256 },
       cache: { existingClaim: 'c' },
@@ -194,6 +199,7 @@ const full: Record<KindName, { spec: object; status: object }> = {
       includeInCLI: true,
       streaming: true,
       models: ['m'],
+      aliases: [{ name: 'a', model: 'm' }],
       fallback: ['f'],
       guardrail: { identifier: 'g', version: '1', trace: 'disabled', streamProcessingMode: 'sync' },
     } satisfies Full<ExternalProviderSpec>,

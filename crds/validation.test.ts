@@ -69,7 +69,13 @@ describe('validateResource', () => {
     const result = validateResource(md);
     expect(result.ok).toBe(true);
     if (!result.ok) return;
-    expect(result.resource.spec).toEqual({ model: 'llama3.1:8b', serviceName: 'llm', port: 11434, replicas: 1 });
+    expect(result.resource.spec).toEqual({
+      model: 'llama3.1:8b',
+      serviceName: 'llm',
+      port: 11434,
+      replicas: 1,
+      includeInCLI: true,
+    });
     expect(md.spec).toEqual({ model: 'llama3.1:8b', serviceName: 'llm' });
   });
 

@@ -15,10 +15,13 @@ import {
 import { awsFailure } from '../crds/aws-errors.js';
 import { type BedrockPriceTable, loadBedrockPrices, mergePrices, parseBedrockPrices } from '../crds/bedrock-prices.js';
 import { AGENT_NAMESPACE, PRICES_CONFIGMAP, PRICES_KEY } from '../crds/constants.js';
-import type { ExternalProvider } from '../crds/external-provider.js';
+import type { ExternalProvider, ExternalProviderStatus } from '../crds/external-provider.js';
 import type { Informer } from '../crds/informer.js';
 import type { KubeClient } from '../crds/kube-client.js';
+import type { ModelDeployment } from '../crds/model-deployment.js';
+import { resolveNames } from '../crds/model-names.js';
 import type { NamedSecrets, SecretObject } from '../crds/named-secrets.js';
+import { aliasCondition, aliasConflictEvent, withAliasCondition } from './alias-condition.js';
 import type { EventRecorder } from './events.js';
 import { type DiscoveryOutcome, discoveredModels, externalProviderStatus } from './external-provider-status.js';
 import { writeStatusIfChanged } from './status-write.js';
@@ -37,6 +40,8 @@ export interface ExternalProviderControllerOptions {
   endpoints?: AwsEndpoints;
   rediscoveryMs: number;
   now: () => Date;
+  /** The ModelDeployments as cached, whose models and aliases a provider's aliases may clash with. */
+  deployments?: () => readonly ModelDeployment[];
 }
 
 interface LastDiscovery {
@@ -142,6 +147,17 @@ export class ExternalProviderController {
     }
   }
 
+  /** Writes `status` with the provider's AliasesAccepted condition, and the Event when its aliases start to clash. */
+  private async writeStatus(ep: ExternalProvider, status: ExternalProviderStatus): Promise<ExternalProviderStatus> {
+    const aliases = aliasCondition(ep, resolveNames(this.opts.deployments?.() ?? [], this.providers.list()));
+    const conditions = withAliasCondition(status.conditions, aliases, this.opts.now());
+    const next = conditions ? { ...status, conditions } : status;
+    await writeStatusIfChanged(this.client, 'externalproviders', ep, next);
+    const clash = aliasConflictEvent(ep.status?.conditions, aliases);
+    if (clash) await this.events.record(ep, 'Warning', clash.reason, clash.message);
+    return next;
+  }
+
   async reconcile(key: string): Promise<ReconcileResult> {
     const ep = this.providers.get(key);
     if (!ep || ep.metadata.deletionTimestamp) {
@@ -158,12 +174,18 @@ export class ExternalProviderController {
       last.secretVersion !== secretVersion ||
       now - last.at >= this.opts.rediscoveryMs ||
       ep.status?.observedGeneration !== generation;
-    if (!due) return { requeueAfterMs: Math.max(1000, this.opts.rediscoveryMs - (now - last.at)) };
+    if (!due) {
+      // Between discoveries only the aliases can change (another resource claimed or freed one).
+      await this.writeStatus(ep, ep.status ?? {});
+      return { requeueAfterMs: Math.max(1000, this.opts.rediscoveryMs - (now - last.at)) };
+    }
 
     const outcome = await this.discover(ep);
     this.last.set(key, { generation, secretVersion, at: now });
-    const status = externalProviderStatus(ep, outcome, this.opts.now(), await this.prices());
-    await writeStatusIfChanged(this.client, 'externalproviders', ep, status);
+    const status = await this.writeStatus(
+      ep,
+      externalProviderStatus(ep, outcome, this.opts.now(), await this.prices()),
+    );
     if (status.phase !== ep.status?.phase) {
       const ready = status.conditions?.find((c) => c.type === 'Ready');
       await this.events.record(

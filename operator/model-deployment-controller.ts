@@ -9,12 +9,15 @@ import {
   LLMS_NAMESPACE,
   MODEL_DEPLOYMENT_LABEL,
 } from '../crds/constants.js';
+import type { ExternalProvider } from '../crds/external-provider.js';
 import type { Informer } from '../crds/informer.js';
 import { isConflict, type KubeClient, resourcePath } from '../crds/kube-client.js';
 import { errorMessage } from '../crds/log.js';
 import type { ModelDeployment } from '../crds/model-deployment.js';
+import { resolveNames } from '../crds/model-names.js';
 import type { NodeConfiguration } from '../crds/node-configuration.js';
 import type { NodeTemplate } from '../crds/node-template.js';
+import { aliasCondition, aliasConflictEvent, withAliasCondition } from './alias-condition.js';
 import { planUnschedulablePods } from './autoscaler-policy.js';
 import type { EventRecorder } from './events.js';
 import type { AutoscalingCondition } from './model-autoscaler.js';
@@ -58,6 +61,8 @@ export interface ModelDeploymentControllerOptions {
   now: () => Date;
   /** A PersistentVolumeClaim per deployment for its model; absent or false: an emptyDir per pod. */
   modelCache?: ModelCacheSetting;
+  /** The ExternalProviders as cached, whose models and aliases a deployment's aliases may clash with. */
+  providers?: () => readonly ExternalProvider[];
 }
 
 const ref = (plural: string, namespace?: string, name?: string, subresource?: string) =>
@@ -305,8 +310,16 @@ export class ModelDeploymentController {
         ...(autoscaling ? [autoscaling] : []),
       ],
     });
-    await writeStatusIfChanged(this.client, 'modeldeployments', md, out.status);
+    const aliases = aliasCondition(
+      md,
+      resolveNames(this.caches.modelDeployments.list(), this.opts.providers?.() ?? []),
+    );
+    const conditions = withAliasCondition(out.status.conditions, aliases, this.opts.now());
+    const status = conditions ? { ...out.status, conditions } : out.status;
+    await writeStatusIfChanged(this.client, 'modeldeployments', md, status);
     if (out.event) await this.events.record(md, out.event.type, out.event.reason, out.event.message);
+    const clash = aliasConflictEvent(md.status?.conditions, aliases);
+    if (clash) await this.events.record(md, 'Warning', clash.reason, clash.message);
     // A claim the API refused is tried again soon, not only at the next event.
     const retry = cache?.reason === 'ClaimNotApplied' ? CLAIM_RETRY_MS : undefined;
     const after = [out.requeueAfterMs, retry].filter((ms): ms is number => ms !== undefined);

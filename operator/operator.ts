@@ -30,6 +30,7 @@ import { KubeClient, type KubeObject, resourcePath } from '../crds/kube-client.j
 import { errorMessage, jsonLogger, type Logger } from '../crds/log.js';
 import { type MetricsServer, serveMetrics } from '../crds/metrics-server.js';
 import type { ModelDeployment } from '../crds/model-deployment.js';
+import { namesMayChange } from '../crds/model-names.js';
 import { NamedSecrets } from '../crds/named-secrets.js';
 import type { NodeConfiguration } from '../crds/node-configuration.js';
 import type { NodeTemplate } from '../crds/node-template.js';
@@ -251,7 +252,12 @@ export class Operator {
     const enqueueAll = () => {
       for (const md of caches.modelDeployments.list()) queue.add(keyOf(md));
     };
-    caches.modelDeployments.on((_e: InformerEvent, md) => queue.add(keyOf(md)));
+    caches.modelDeployments.on((e: InformerEvent, md, old) => {
+      queue.add(keyOf(md));
+      // A deployment's model or aliases may free or take a provider's alias.
+      if (namesMayChange(e, md, old))
+        for (const ep of this.providers?.eps.list() ?? []) this.providerQueue?.add(keyOf(ep));
+    });
     const byOwner = (_e: InformerEvent, obj: KubeObject & { metadata?: { labels?: Record<string, string> } }) => {
       const owner = obj.metadata?.labels?.[owned];
       if (owner) queue.add(`${LLMS_NAMESPACE}/${owner}`);
@@ -297,6 +303,7 @@ export class Operator {
       timeoutMs: this.opts.timeoutMs ?? DEPLOYMENT_TIMEOUT_MS,
       now: this.opts.now ?? (() => new Date()),
       ...(this.opts.modelCache ? { modelCache: this.opts.modelCache } : {}),
+      providers: () => this.providers?.eps.list() ?? [],
     });
     queue.run(this.controllers.instrument('modeldeployment', (key) => controller.reconcile(key)));
     enqueueAll();
@@ -334,9 +341,12 @@ export class Operator {
     const secretNames = () => eps.list().flatMap((ep) => ep.spec.auth.secretRef?.name ?? []);
     this.providers = { eps, secrets };
     this.providerQueue = queue;
-    eps.on((event, ep) => {
+    eps.on((event, ep, old) => {
       queue.add(keyOf(ep));
       if (event !== 'resync') void secrets.track(secretNames());
+      // A provider's models or aliases may free or take a deployment's alias.
+      if (namesMayChange(event, ep, old))
+        for (const md of this.caches?.modelDeployments.list() ?? []) this.queue?.add(keyOf(md));
     });
     await eps.start();
     await secrets.track(secretNames());
@@ -355,6 +365,7 @@ export class Operator {
         }),
         ...(this.opts.aws?.endpoints ? { endpoints: this.opts.aws.endpoints } : {}),
         rediscoveryMs: this.opts.rediscoveryMs ?? 10 * 60_000,
+        deployments: () => this.caches?.modelDeployments.list() ?? [],
         now: this.opts.now ?? (() => new Date()),
       },
     );

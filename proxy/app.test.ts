@@ -459,6 +459,8 @@ describe('over a real socket', () => {
       object: 'model',
       created: 1_790_000_000,
       owned_by: 'platform-llms/llama',
+      context_window: 8192,
+      max_output_tokens: 8192,
     });
     const missing = await fetch(`${base}/openai/v1/models/nope:1b`, { headers: { authorization: `Bearer ${KEY}` } });
     expect(missing.status).toBe(404);

@@ -1,10 +1,13 @@
 import { Hono } from 'hono';
-import { authenticate, type Caller, mayCall, readScope } from './auth.js';
+import { loadBedrockModels } from '../crds/catalog/bedrock-models.js';
+import { loadCatalog } from '../crds/catalog/catalog.js';
+import { authenticate, type Caller, type KeyPolicy, mayCall, readScope } from './auth.js';
 import { webStream } from './chunk-source.js';
 import { countTokens } from './count-tokens.js';
 import { DIALECTS } from './dialects.js';
 import { ENDPOINTS } from './endpoints.js';
 import { ProxyError } from './errors.js';
+import { cliModel, type ModelFacts, ModelMetadata, openAIModel } from './model-metadata.js';
 import {
   type EndpointHandler,
   endpointHandlers,
@@ -14,6 +17,7 @@ import {
   type PipelineDeps,
   readLimited,
 } from './pipeline.js';
+import type { ModelListing } from './routing.js';
 import type { UsageStore } from './usage/store.js';
 import { usageRoutes } from './usage-api.js';
 import { inThreadReports, type UsageReports } from './usage-reports.js';
@@ -33,6 +37,8 @@ export interface AppDeps extends PipelineDeps {
   extraRoutes?: Hono;
   /** Readiness: routes and keys loaded. */
   ready?: () => boolean;
+  /** What listed models can do (limits, capabilities, prices); the shipped tables without it. */
+  metadata?: ModelMetadata;
 }
 
 type Vars = { requestId: string };
@@ -154,15 +160,56 @@ export function createGateway(deps: AppDeps): Gateway {
   }
   if (deps.extraRoutes) app.route('/', deps.extraRoutes);
 
-  app.get('/openai/v1/models', (c) => {
-    const { policy } = auth({ apiKey: c.req.header('x-api-key'), authorization: c.req.header('authorization') });
-    return c.json({ object: 'list', data: deps.routes.models().filter((m) => mayCall(policy, m.id)) });
+  const metadata =
+    deps.metadata ??
+    new ModelMetadata({
+      catalog: loadCatalog(),
+      bedrockModels: loadBedrockModels(),
+      priceOf: (entry) => deps.cost?.priceOf(entry),
+    });
+  /** The listed names the key may use: by the name itself, or by the model an alias stands for. */
+  const visible = (policy: KeyPolicy) =>
+    deps.routes.models().filter((m) => mayCall(policy, m.id) || mayCall(policy, m.model));
+  const factsOf = async (m: ModelListing): Promise<ModelFacts | undefined> => {
+    const entry = deps.routes.lookup(m.id);
+    return entry && entry.kind !== 'unavailable' ? metadata.facts(entry) : undefined;
+  };
+  const callerPolicy = (h: (name: string) => string | undefined) =>
+    auth({ apiKey: h('x-api-key'), authorization: h('authorization') }).policy;
+
+  app.get('/openai/v1/models', async (c) => {
+    const listed = visible(callerPolicy((n) => c.req.header(n)));
+    const data = await Promise.all(listed.map(async (m) => openAIModel(m, await factsOf(m))));
+    return c.json({ object: 'list', data });
+  });
+  // The CLI model list: the coding CLI and the editor plugin read it; include_in_cli=true keeps the
+  // models whose resource has includeInCLI.
+  app.get('/v1/models/metadata', async (c) => {
+    const cliOnly = c.req.query('include_in_cli');
+    if (cliOnly !== undefined && cliOnly !== 'true' && cliOnly !== 'false') {
+      throw new ProxyError(
+        400,
+        'invalid_request_error',
+        'invalid_value',
+        'include_in_cli must be true or false',
+        'include_in_cli',
+      );
+    }
+    const listed = visible(callerPolicy((n) => c.req.header(n))).filter((m) => cliOnly !== 'true' || m.cli);
+    const models = (
+      await Promise.all(
+        listed.map(async (m) => {
+          const facts = await factsOf(m);
+          return facts ? cliModel(m, facts) : undefined;
+        }),
+      )
+    ).filter((m) => m !== undefined);
+    return c.json({ object: 'list', models });
   });
   // Model ids may contain slashes and colons (namespace/model:tag, Bedrock ids): the rest of the path is the id.
-  app.get('/openai/v1/models/:id{.+}', (c) => {
-    const { policy } = auth({ apiKey: c.req.header('x-api-key'), authorization: c.req.header('authorization') });
+  app.get('/openai/v1/models/:id{.+}', async (c) => {
     const id = c.req.param('id');
-    const model = deps.routes.models().find((m) => m.id === id && mayCall(policy, m.id));
+    const model = visible(callerPolicy((n) => c.req.header(n))).find((m) => m.id === id);
     if (!model) {
       throw new ProxyError(
         404,
@@ -172,7 +219,7 @@ export function createGateway(deps: AppDeps): Gateway {
         'model',
       );
     }
-    return c.json(model);
+    return c.json(openAIModel(model, await factsOf(model)));
   });
 
   const handlers = endpointHandlers(deps);

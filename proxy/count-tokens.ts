@@ -1,7 +1,8 @@
 import { estimateInputTokens, parseAnthropicRequest } from './anthropic-request.js';
-import { type ApiKeys, authenticate, mayCall } from './auth.js';
+import { type ApiKeys, authenticate } from './auth.js';
 import { isRecord } from './chat-request.js';
 import { invalidRequest, ProxyError } from './errors.js';
+import { routeFor } from './model-access.js';
 import type { BedrockRoute, RouteTable } from './routing.js';
 import type { Upstream } from './upstream.js';
 
@@ -36,25 +37,8 @@ export async function countTokens(
   // count_tokens takes a Messages body without max_tokens.
   const req = parseAnthropicRequest(isRecord(body) ? { max_tokens: 1, ...body } : body);
   if (req instanceof ProxyError) throw req;
-  if (!mayCall(caller.policy, req.model)) {
-    throw new ProxyError(
-      403,
-      'permission_error',
-      'model_not_allowed',
-      `this API key may not call the model ${JSON.stringify(req.model)}`,
-      'model',
-    );
-  }
-  const route = deps.routes.lookup(req.model);
-  if (!route) {
-    throw new ProxyError(
-      404,
-      'not_found_error',
-      'model_not_found',
-      `the model ${JSON.stringify(req.model.slice(0, 256))} does not exist or is not routable here`,
-      'model',
-    );
-  }
+  const route = routeFor(deps.routes, caller.policy, req.model);
+  if (route instanceof ProxyError) throw route;
   const { tags: _tags, ...forward } = req.forward;
   if (
     route.kind === 'bedrock' &&

@@ -47,8 +47,9 @@ const ANTHROPIC_TYPES: Readonly<Record<ErrorType, string>> = {
   timeout_error: 'timeout_error',
 };
 
+/** Anthropic types a status first (OpenAI calls a missing model an invalid_request_error, Anthropic not_found_error). */
 const anthropicType = (err: ProxyError): string =>
-  err.status === 413 ? 'request_too_large' : ANTHROPIC_TYPES[err.type];
+  err.status === 413 ? 'request_too_large' : err.status === 404 ? 'not_found_error' : ANTHROPIC_TYPES[err.type];
 
 const anthropicBody = (err: ProxyError, requestId: string) => ({
   type: 'error',

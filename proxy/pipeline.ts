@@ -10,6 +10,7 @@ import { invalidRequest, ProxyError } from './errors.js';
 import { checkJsonShape } from './json-shape.js';
 import { BODY_MEMORY_FACTOR, type MemoryBudget, MIN_RESERVATION } from './memory-budget.js';
 import type { InFlight, ProxyMetrics } from './metrics.js';
+import { MAX_MODEL_CHARS, routeFor } from './model-access.js';
 import { type Admission, LocalRateLimiter, type RateLimit, type RateLimiter } from './rate-limit.js';
 import { DEFAULT_RETRY, type RetryPolicy, shouldFallBack, withRetries } from './resilience.js';
 import type { BedrockRoute, OpenAICompatibleRoute, Route, RouteEntry, RouteTable, Unavailable } from './routing.js';
@@ -115,7 +116,6 @@ export type PipelineOutput =
 
 export const MAX_BODY_BYTES = 10 * 1024 * 1024;
 /** Longest model name kept in usage records and error messages. */
-const MAX_MODEL_CHARS = 256;
 
 // Unique without a syscall per request: a random per-process prefix and a counter.
 const idPrefix = `req_${randomBytes(8).toString('hex')}`;
@@ -403,26 +403,12 @@ export function endpointHandlers(deps: PipelineDeps): Record<EndpointName, Endpo
         if (enforced instanceof ProxyError) throw enforced;
         tags = enforced;
 
-        if (!mayCall(policy, req.model)) {
-          throw new ProxyError(
-            403,
-            'permission_error',
-            'model_not_allowed',
-            `this API key may not call the model ${JSON.stringify(req.model.slice(0, MAX_MODEL_CHARS))}; GET /openai/v1/models lists the models it may call`,
-            'model',
-          );
-        }
-        entry = deps.routes.lookup(req.model);
-        if (!entry) {
-          throw new ProxyError(
-            404,
-            'invalid_request_error',
-            'model_not_found',
-            `the model ${JSON.stringify(req.model.slice(0, MAX_MODEL_CHARS))} does not exist or is not routable here; GET /openai/v1/models lists the models you can use`,
-            'model',
-          );
-        }
+        const routed = routeFor(deps.routes, policy, req.model);
+        if (routed instanceof ProxyError) throw routed;
+        entry = routed;
         provider = entry.provider;
+        // Usage, metrics and traces name the model that serves, not the alias the caller sent.
+        model = entry.model;
         span?.routed(model, provider, req.forward);
         flying = deps.metrics.started(model, provider);
         const refused = deps.budgets?.check(policy, tags);
@@ -461,7 +447,7 @@ export function endpointHandlers(deps: PipelineDeps): Record<EndpointName, Endpo
             result = await callRoute(
               endpoint,
               target,
-              i === 0 ? call : { ...call, body: { ...call.body, model: target.model } },
+              call.body.model === target.model ? call : { ...call, body: { ...call.body, model: target.model } },
               span,
             );
             if (i > 0) {

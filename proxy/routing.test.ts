@@ -29,7 +29,7 @@ describe('buildRoutes (cluster)', () => {
       scaling: { namespace: 'platform-llms', name: 'llama', replicas: 1, autoscaled: false, whileWaking: 'Wait' },
     });
     expect(snap.models).toEqual([
-      { id: 'llama3.1:8b', object: 'model', created: 1793491200, owned_by: 'platform-llms/llama' },
+      { id: 'llama3.1:8b', model: 'llama3.1:8b', created: 1793491200, provider: 'platform-llms/llama', cli: true },
     ]);
   });
 
@@ -167,7 +167,7 @@ describe('buildRoutes (external providers)', () => {
     ...(status ? { status } : {}),
   });
 
-  it('routes the selected models a Ready provider found available, listing them only with includeInCLI', () => {
+  it('routes and lists the selected models a Ready provider found available, in the CLI list only with includeInCLI', () => {
     const snap = buildRoutes([], { standalone: false }, [
       ep('listed', true, { phase: 'Degraded', availableModels: ['anthropic.claude-3-haiku-20240307-v1:0'] }),
       ep('hidden', false, { phase: 'Ready', availableModels: ['amazon.nova-lite-v1:0'] }, ['amazon.nova-lite-v1:0']),
@@ -183,7 +183,40 @@ describe('buildRoutes (external providers)', () => {
     expect(snap.entries.get('amazon.nova-lite-v1:0')?.kind).toBe('bedrock');
     // A Failed provider's models exist but are unavailable (503 naming why, fallbacks apply); never listed.
     expect(snap.entries.get('x.y-v1:0')).toMatchObject({ kind: 'unavailable', phase: 'Failed' });
-    expect(snap.models.map((m) => m.id)).toEqual(['anthropic.claude-3-haiku-20240307-v1:0']);
+    expect(snap.models.map((m) => [m.id, m.cli])).toEqual([
+      ['amazon.nova-lite-v1:0', false],
+      ['anthropic.claude-3-haiku-20240307-v1:0', true],
+    ]);
+  });
+
+  it('routes aliases to their model, lists them beside it, and leaves a clashing alias with its older claim', () => {
+    const haiku = 'anthropic.claude-3-haiku-20240307-v1:0';
+    const provider = ep('bedrock', true, { phase: 'Ready', availableModels: [haiku] }, [haiku]);
+    provider.metadata.creationTimestamp = '2026-10-01T00:00:00Z';
+    provider.spec.aliases = [
+      { name: 'claude-haiku-4-5', model: haiku },
+      { name: 'llama3.1:8b', model: haiku },
+    ];
+    const llama = md('llama', 'llama3.1:8b', running('llama'));
+    llama.spec.aliases = ['claude-haiku-4-5', 'house-model'];
+    llama.spec.includeInCLI = false;
+    const snap = buildRoutes([llama], { standalone: false }, [provider]);
+    // The provider is older: its claim on claude-haiku-4-5 stands; llama3.1:8b stays the deployment's model.
+    expect(snap.entries.get('claude-haiku-4-5')).toBe(snap.entries.get(haiku));
+    expect(snap.entries.get('house-model')).toBe(snap.entries.get('llama3.1:8b'));
+    expect(snap.entries.get('llama3.1:8b')?.kind).toBe('openai-compatible');
+    expect(snap.models.map((m) => [m.id, m.model, m.cli])).toEqual([
+      [haiku, haiku, true],
+      ['claude-haiku-4-5', haiku, true],
+      ['house-model', 'llama3.1:8b', false],
+      ['llama3.1:8b', 'llama3.1:8b', false],
+    ]);
+    // An alias of a model that takes no traffic routes (503, fallbacks) but is not listed.
+    const pending = md('llama', 'llama3.1:8b');
+    pending.spec.aliases = ['house-model'];
+    const down = buildRoutes([pending], { standalone: false });
+    expect(down.entries.get('house-model')).toMatchObject({ kind: 'unavailable', model: 'llama3.1:8b' });
+    expect(down.models).toEqual([]);
   });
 
   it('carries fallbacks, and lets a usable provider win a model over an unusable one', () => {

@@ -2,6 +2,7 @@ import { foundationModelOf } from '../crds/bedrock-prices.js';
 import { modelServerEndpoint } from '../crds/constants.js';
 import type { ExternalProvider, ProviderAuth, ProviderGuardrail } from '../crds/external-provider.js';
 import type { ModelDeployment } from '../crds/model-deployment.js';
+import { resolveNames } from '../crds/model-names.js';
 import type { RouteTimeouts } from './upstream.js';
 
 /**
@@ -36,6 +37,8 @@ export interface OpenAICompatibleRoute {
   slots?: number;
   /** How the deployment scales, for requests that find no replica ready. */
   scaling?: RouteScaling;
+  /** Tokens of context the server runs with where the spec sets it (spec.server.contextLength). */
+  contextLength?: number;
 }
 
 export interface RouteScaling {
@@ -63,6 +66,8 @@ export interface BedrockRoute {
   images?: boolean;
   /** The foundation model the id routes to: its price and its parameter ranges apply. */
   baseModel: string;
+  /** Bedrock's lifecycle of the model, where discovery ran: Legacy means AWS is retiring it. */
+  lifecycle?: 'Active' | 'Legacy';
   /** How the provider authenticates (a copy of its spec.auth), for its credentials. */
   auth: ProviderAuth;
   /** Changes with the provider's spec: the SDK client and its credentials are made anew. */
@@ -90,16 +95,24 @@ export interface Unavailable {
 
 export type RouteEntry = Route | Unavailable;
 
-export interface ListedModel {
+/** A name the model lists show: a model that takes traffic now, or an alias of one. */
+export interface ModelListing {
+  /** The name callers send. */
   id: string;
-  object: 'model';
+  /** The served model name: `id` itself, or the model an alias stands for. */
+  model: string;
+  /** Seconds since the epoch: when its resource was created (or the config loaded). */
   created: number;
-  owned_by: string;
+  /** The resource serving it (namespace/name). */
+  provider: string;
+  /** In the CLI model list (the resource's includeInCLI). */
+  cli: boolean;
 }
 
 export interface RouteSnapshot {
+  /** Model names and aliases -> their route (an alias shares its model's entry). */
   entries: ReadonlyMap<string, RouteEntry>;
-  models: readonly ListedModel[];
+  models: readonly ModelListing[];
 }
 
 export interface BuildOptions {
@@ -147,8 +160,8 @@ const nameOf = (o: { metadata: { namespace?: string; name?: string } }) =>
 function providerRoutes(
   eps: ExternalProvider[],
   opts: BuildOptions,
-): Array<{ route: BedrockRoute | Unavailable; listed: boolean; created: number }> {
-  const out: Array<{ route: BedrockRoute | Unavailable; listed: boolean; created: number }> = [];
+): Array<{ route: BedrockRoute | Unavailable; cli: boolean; created: number }> {
+  const out: Array<{ route: BedrockRoute | Unavailable; cli: boolean; created: number }> = [];
   for (const ep of [...eps].sort((a, b) => nameOf(a).localeCompare(nameOf(b)))) {
     const usable = opts.standalone || ep.status?.phase === 'Ready' || ep.status?.phase === 'Degraded';
     const fallback = ep.spec.fallback?.length ? { fallback: ep.spec.fallback } : {};
@@ -167,7 +180,7 @@ function providerRoutes(
               ready?.message ?? (failed ? 'the provider failed' : 'the operator has not checked the provider yet'),
             ...fallback,
           },
-          listed: false,
+          cli: false,
           created: at,
         });
       }
@@ -197,8 +210,9 @@ function providerRoutes(
           streaming: ep.spec.streaming && (info?.streaming ?? true),
           ...(info ? { images: info.images === true } : {}),
           baseModel: info?.baseModel ?? foundationModelOf(model),
+          ...(info ? { lifecycle: info.lifecycle } : {}),
         },
-        listed: ep.spec.includeInCLI,
+        cli: ep.spec.includeInCLI,
         created: at,
       });
     }
@@ -208,7 +222,7 @@ function providerRoutes(
 
 export function buildRoutes(mds: ModelDeployment[], opts: BuildOptions, eps: ExternalProvider[] = []): RouteSnapshot {
   const entries = new Map<string, RouteEntry>();
-  const models: ListedModel[] = [];
+  const models: ModelListing[] = [];
   // Deterministic choice when several deployments serve one model: the first by name.
   const sorted = [...mds].sort((a, b) => (a.metadata.name ?? '').localeCompare(b.metadata.name ?? ''));
   for (const md of sorted) {
@@ -223,6 +237,7 @@ export function buildRoutes(mds: ModelDeployment[], opts: BuildOptions, eps: Ext
         baseUrl: md.spec.endpoint.replace(/\/+$/, ''),
         provider,
         ...(md.spec.server?.numParallel ? { slots: md.spec.server.numParallel } : {}),
+        ...(md.spec.server?.contextLength ? { contextLength: md.spec.server.contextLength } : {}),
       };
     } else {
       const expected = modelServerEndpoint(md.spec.serviceName, md.spec.port);
@@ -236,6 +251,7 @@ export function buildRoutes(mds: ModelDeployment[], opts: BuildOptions, eps: Ext
           provider,
           ...(replicas ? { replicas } : {}),
           ...(slots ? { slots } : {}),
+          ...(md.spec.server?.contextLength ? { contextLength: md.spec.server.contextLength } : {}),
           scaling: {
             namespace: md.metadata.namespace ?? '',
             name: md.metadata.name ?? '',
@@ -269,19 +285,31 @@ export function buildRoutes(mds: ModelDeployment[], opts: BuildOptions, eps: Ext
     const md = sorted.find((m) => nameOf(m) === entry.provider);
     models.push({
       id,
-      object: 'model',
+      model: id,
       created: createdAt(md?.metadata.creationTimestamp, opts),
-      owned_by: entry.provider,
+      provider: entry.provider,
+      cli: md?.spec.includeInCLI !== false,
     });
   }
   const inCluster = new Set(entries.keys());
-  for (const { route, listed, created: at } of providerRoutes(eps, opts)) {
+  for (const { route, cli, created: at } of providerRoutes(eps, opts)) {
     // An in-cluster model of the same name keeps the name; a usable provider beats an unusable one.
     const existing = entries.get(route.model);
     if (inCluster.has(route.model) || (existing && (existing.kind !== 'unavailable' || route.kind === 'unavailable')))
       continue;
     entries.set(route.model, route);
-    if (listed) models.push({ id: route.model, object: 'model', created: at, owned_by: route.provider });
+    if (route.kind !== 'unavailable') {
+      models.push({ id: route.model, model: route.model, created: at, provider: route.provider, cli });
+    }
+  }
+  // Aliases route to their model's entry and are listed beside it (crds/model-names.ts decides who holds one).
+  const listed = new Map(models.map((m) => [m.id, m]));
+  for (const [alias, model] of resolveNames(mds, eps).aliases) {
+    const entry = entries.get(model);
+    if (!entry || entries.has(alias)) continue;
+    entries.set(alias, entry);
+    const of = listed.get(model);
+    if (of) models.push({ ...of, id: alias });
   }
   models.sort((a, b) => a.id.localeCompare(b.id));
   return { entries, models };
@@ -306,7 +334,7 @@ export class RouteTable {
     return this.snapshot.entries.get(model);
   }
 
-  models(): readonly ListedModel[] {
+  models(): readonly ModelListing[] {
     return this.snapshot.models;
   }
 }

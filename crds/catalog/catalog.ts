@@ -23,6 +23,9 @@ export interface CatalogModel {
   name: string;
   family: string;
   kind: 'chat' | 'embedding';
+  displayName: string;
+  /** In Ollama's words (its /api/show): completion, tools, thinking, vision, embedding. */
+  capabilities: string[];
   parameters: string;
   contextLength: number;
   sizeGiB: number;
