@@ -14,9 +14,9 @@ import {
   type PipelineDeps,
   readLimited,
 } from './pipeline.js';
+import { usageRoutes } from './usage/api.js';
+import { inThreadReports, type UsageReports } from './usage/reports.js';
 import type { UsageStore } from './usage/store.js';
-import { usageRoutes } from './usage-api.js';
-import { inThreadReports, type UsageReports } from './usage-reports.js';
 
 /**
  * The gateway as a Hono app, built from its dependencies so tests call it with app.request().

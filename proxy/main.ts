@@ -35,9 +35,9 @@ import { DEFAULT_TIMEOUTS } from './upstream.js';
 import { BedrockUpstream } from './upstreams/bedrock.js';
 import { OpenAICompatibleUpstream } from './upstreams/openai-compatible.js';
 import { isPostgresUrl, openUsageStore } from './usage/open-store.js';
-import { UsageRecorder } from './usage-recorder.js';
-import { WorkerInserts, WorkerReports } from './usage-reports.js';
-import { UsageStatusWriter } from './usage-status.js';
+import { UsageRecorder } from './usage/recorder.js';
+import { WorkerInserts, WorkerReports } from './usage/reports.js';
+import { UsageStatusWriter } from './usage/status.js';
 
 /**
  * Entry point of the proxy. With --config it runs standalone: resources from that file, API

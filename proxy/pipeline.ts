@@ -18,7 +18,7 @@ import type { RequestSpan, RequestTracer } from './tracing.js';
 import { translatorFor } from './translators/table.js';
 import type { Translator } from './translators/translator.js';
 import type { StreamOutcome, Upstream, UpstreamCall, UpstreamResult, Usage } from './upstream.js';
-import type { UsageSink } from './usage.js';
+import type { UsageSink } from './usage/record.js';
 
 /**
  * One upstream call in a CLIENT span, the span's trace context in the call's headers; the span

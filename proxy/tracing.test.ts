@@ -9,7 +9,7 @@ import { OtelRequestTracer } from './otel-tracer.js';
 import { buildRoutes, RouteTable } from './routing.js';
 import { tracerFromEnv } from './tracing.js';
 import { OpenAICompatibleUpstream } from './upstreams/openai-compatible.js';
-import { MemoryUsage } from './usage.js';
+import { MemoryUsage } from './usage/record.js';
 
 /**
  * Traces and the latency metrics of streamed answers, through the whole pipeline against the
