@@ -5,9 +5,9 @@ import { type OllamaDouble, startOllamaDouble } from '../e2e/doubles/ollama.js';
 import { createGateway, type Gateway } from './app.js';
 import { ApiKeys } from './auth.js';
 import { ProxyMetrics } from './metrics.js';
+import { tracerFromEnv } from './otel-env.js';
 import { OtelRequestTracer } from './otel-tracer.js';
 import { buildRoutes, RouteTable } from './routing.js';
-import { tracerFromEnv } from './tracing.js';
 import { OpenAICompatibleUpstream } from './upstreams/openai-compatible.js';
 import { MemoryUsage } from './usage/record.js';
 
