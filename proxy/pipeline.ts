@@ -32,6 +32,7 @@ async function traced(
 ): Promise<UpstreamResult> {
   const up = span.upstream({
     model: target.model,
+    kind: target.kind,
     provider: target.provider,
     ...(target.kind === 'openai-compatible' ? { address: target.baseUrl } : {}),
   });
@@ -266,7 +267,7 @@ export function endpointHandlers(deps: PipelineDeps): Record<EndpointName, Endpo
         if (flying) deps.metrics.finished(flying);
         span?.end({
           status,
-          provider,
+          ...(entry ? { route: entry } : {}),
           stream,
           ...(usage ? { usage } : {}),
           ...(extra.errorType ? { errorType: extra.errorType } : {}),
@@ -423,7 +424,7 @@ export function endpointHandlers(deps: PipelineDeps): Record<EndpointName, Endpo
           );
         }
         provider = entry.provider;
-        span?.routed(model, provider, req.forward);
+        span?.routed(model, entry, req.forward);
         flying = deps.metrics.started(model, provider);
         const refused = deps.budgets?.check(policy, tags);
         if (refused) {

@@ -1,3 +1,4 @@
+import type { RouteEntry } from './routing.js';
 import type { Usage } from './upstream.js';
 
 /**
@@ -14,6 +15,12 @@ import type { Usage } from './upstream.js';
 /** GenAI operation names (gen_ai.operation.name) of the gateway's endpoints. */
 export type GenAiOperation = 'chat' | 'text_completion' | 'embeddings';
 
+/**
+ * Who serves a route: its kind names the provider system (gen_ai.provider.name: ollama,
+ * aws.bedrock), its provider the gateway's resource (namespace/name) behind it.
+ */
+export type RouteProvider = Pick<RouteEntry, 'kind' | 'provider'>;
+
 export interface RequestSpanStart {
   operation: GenAiOperation;
   /** The incoming request's header lookup, for traceparent/tracestate. */
@@ -23,8 +30,8 @@ export interface RequestSpanStart {
 
 export interface RequestSpanEnd {
   status: number;
-  /** The provider that answered (after a fallback, the fallback's). */
-  provider: string;
+  /** The route that answered (after a fallback, the fallback's); absent when routing failed. */
+  route?: RouteProvider;
   usage?: Usage;
   errorType?: string;
   stream: boolean;
@@ -39,12 +46,12 @@ export interface UpstreamSpan {
 
 export interface RequestSpan {
   /** A child span for one call to a provider. */
-  upstream(target: { model: string; provider: string; address?: string }): UpstreamSpan;
+  upstream(target: RouteProvider & { model: string; address?: string }): UpstreamSpan;
   /**
    * Names the model once the request is routed (a 404 keeps the generic name), with the
    * client's parameters worth an attribute (never message content).
    */
-  routed(model: string, provider: string, params: Record<string, unknown>): void;
+  routed(model: string, route: RouteProvider, params: Record<string, unknown>): void;
   end(outcome: RequestSpanEnd): void;
 }
 
