@@ -32,7 +32,7 @@ export interface ExternalProviderSpec {
   guardrail?: ProviderGuardrail;
 }
 
-export interface ProviderAlias {
+interface ProviderAlias {
   name: string;
   /** One of spec.models. */
   model: string;

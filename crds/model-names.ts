@@ -16,14 +16,14 @@ import type { ModelDeployment } from './model-deployment.js';
 
 type Owner = ModelDeployment | ExternalProvider;
 
-export interface AliasClaim {
+interface AliasClaim {
   alias: string;
   /** The model name the alias stands for (a served model name). */
   model: string;
   owner: { kind: Owner['kind']; namespace: string; name: string };
 }
 
-export interface AliasRefusal {
+interface AliasRefusal {
   alias: string;
   message: string;
 }

@@ -11,7 +11,7 @@ import { ProxyMetrics } from '../proxy/metrics.js';
 import { type ReplicaPools, routedPools } from '../proxy/replica-pool.js';
 import { RouteTable } from '../proxy/routing.js';
 import { OpenAICompatibleUpstream } from '../proxy/upstreams/openai-compatible.js';
-import { MemoryUsage } from '../proxy/usage.js';
+import { MemoryUsage } from '../proxy/usage/record.js';
 import { capturedLogger } from './capture.js';
 import { eventually, kubeConfig, kubectl, kubectlOk } from './kube.js';
 import { OLLAMA_MODEL, type OllamaServer, startOllama } from './ollama/server.js';

@@ -17,7 +17,7 @@ import { EventStreamCodec } from '@smithy/eventstream-codec';
 import { fromUtf8, toUtf8 } from '@smithy/util-utf8';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { ProxyError } from '../proxy/errors.js';
-import { toConverseInput } from '../proxy/upstreams/bedrock-converse.js';
+import { toConverseInput } from '../proxy/upstreams/bedrock-converse-request.js';
 import { type BotocoreService, botocoreModel } from './aws/botocore.js';
 import { type AwsDouble, type Principal, type Role, startAwsDouble } from './doubles/aws.js';
 import {

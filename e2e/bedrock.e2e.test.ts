@@ -9,7 +9,7 @@ import { ProxyMetrics } from '../proxy/metrics.js';
 import { RouteTable } from '../proxy/routing.js';
 import { BedrockUpstream } from '../proxy/upstreams/bedrock.js';
 import { OpenAICompatibleUpstream } from '../proxy/upstreams/openai-compatible.js';
-import { MemoryUsage } from '../proxy/usage.js';
+import { MemoryUsage } from '../proxy/usage/record.js';
 import { capturedLogger } from './capture.js';
 import { type AwsDouble, startAwsDouble } from './doubles/aws.js';
 import { BEDROCK_GATEWAY, PROMPT_CANARY, USER_ACCESS_KEY } from './known-secrets.js';

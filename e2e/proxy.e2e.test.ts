@@ -6,7 +6,7 @@ import { API_KEYS_SECRET, ClusterSource, PRICES_CONFIGMAP, PRICES_KEY } from '..
 import { ProxyMetrics } from '../proxy/metrics.js';
 import { RouteTable } from '../proxy/routing.js';
 import { OpenAICompatibleUpstream } from '../proxy/upstreams/openai-compatible.js';
-import { MemoryUsage } from '../proxy/usage.js';
+import { MemoryUsage } from '../proxy/usage/record.js';
 import { capturedLogger } from './capture.js';
 import { type OllamaDouble, startOllamaDouble } from './doubles/ollama.js';
 import { PROMPT_CANARY } from './known-secrets.js';

@@ -69,7 +69,8 @@ describe('OpenTelemetry traces at a real collector', () => {
     expect(server?.attributes).toMatchObject({
       'gen_ai.operation.name': 'chat',
       'gen_ai.request.model': 'llama3.1:8b',
-      'gen_ai.provider.name': 'llama',
+      'gen_ai.provider.name': 'ollama',
+      'gateway.route.provider': 'llama',
       'gen_ai.request.max_tokens': 16,
       'gen_ai.request.temperature': 0.5,
       'gen_ai.usage.output_tokens': chat.usage?.completion_tokens,
@@ -79,7 +80,11 @@ describe('OpenTelemetry traces at a real collector', () => {
     expect(server?.status.code).not.toBe('ERROR');
     expect(upstream?.name).toBe('chat llama3.1:8b');
     expect(upstream?.parentSpanId).toBe(server?.spanId);
-    expect(upstream?.attributes).toMatchObject({ 'server.address': '127.0.0.1', 'gen_ai.provider.name': 'llama' });
+    expect(upstream?.attributes).toMatchObject({
+      'server.address': '127.0.0.1',
+      'gen_ai.provider.name': 'ollama',
+      'gateway.route.provider': 'llama',
+    });
     // The model server received the upstream span's context.
     const sent = double.requests.at(-1)?.headers.traceparent;
     expect(sent).toBe(`00-${CALLER_TRACE}-${upstream?.spanId}-01`);

@@ -9,7 +9,7 @@ import { setCondition } from './conditions.js';
  * without aliases carries no such condition.
  */
 
-export const ALIASES_ACCEPTED = 'AliasesAccepted';
+const ALIASES_ACCEPTED = 'AliasesAccepted';
 
 type Owner = {
   kind: string;

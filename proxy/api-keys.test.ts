@@ -13,8 +13,8 @@ import { ProxyMetrics } from './metrics.js';
 import { buildRoutes, RouteTable } from './routing.js';
 import { createProxyServer } from './serve.js';
 import { OpenAICompatibleUpstream } from './upstreams/openai-compatible.js';
+import type { UsageRecord } from './usage/record.js';
 import { SqliteUsageStore } from './usage/sqlite-store.js';
-import type { UsageRecord } from './usage.js';
 
 /**
  * Two teams on one gateway, through the app: each key's enforced tags, model allow-list,

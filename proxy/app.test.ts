@@ -11,7 +11,7 @@ import { ProxyMetrics } from './metrics.js';
 import { buildRoutes, RouteTable } from './routing.js';
 import { createProxyServer } from './serve.js';
 import { OpenAICompatibleUpstream } from './upstreams/openai-compatible.js';
-import { MemoryUsage } from './usage.js';
+import { MemoryUsage } from './usage/record.js';
 
 /**
  * The gateway app end to end against the Ollama double: through app.request() for the

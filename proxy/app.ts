@@ -18,9 +18,9 @@ import {
   readLimited,
 } from './pipeline.js';
 import type { ModelListing } from './routing.js';
+import { usageRoutes } from './usage/api.js';
+import { inThreadReports, type UsageReports } from './usage/reports.js';
 import type { UsageStore } from './usage/store.js';
-import { usageRoutes } from './usage-api.js';
-import { inThreadReports, type UsageReports } from './usage-reports.js';
 
 /**
  * The gateway as a Hono app, built from its dependencies so tests call it with app.request().

@@ -12,7 +12,7 @@ import { ProxyMetrics } from './metrics.js';
 import { buildRoutes, type OpenAICompatibleRoute, RouteTable } from './routing.js';
 import { parseTags } from './tags.js';
 import type { Upstream, UpstreamCall, UpstreamResult } from './upstream.js';
-import { MemoryUsage } from './usage.js';
+import { MemoryUsage } from './usage/record.js';
 
 /**
  * Property tests of POST /openai/v1/chat/completions against bad input (issue #10): random

@@ -13,7 +13,7 @@ import { ProxyMetrics } from './metrics.js';
 import { buildRoutes, RouteTable } from './routing.js';
 import { createProxyServer } from './serve.js';
 import { OpenAICompatibleUpstream } from './upstreams/openai-compatible.js';
-import { MemoryUsage } from './usage.js';
+import { MemoryUsage } from './usage/record.js';
 
 /**
  * The legacy completions and the embeddings endpoints, through the same pipeline as chat

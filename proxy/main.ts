@@ -25,21 +25,21 @@ import { CostMeter, loadBedrockPrices, mergePrices, parseBedrockPrices } from '.
 import { MemoryBudget } from './memory-budget.js';
 import { ProxyMetrics } from './metrics.js';
 import { ModelMetadata, ollamaShow } from './model-metadata.js';
+import { tracerFromEnv } from './otel-env.js';
 import { RedisRateLimiter } from './redis-rate-limit.js';
 import { routedPools } from './replica-pool.js';
 import { DEFAULT_RETRY } from './resilience.js';
 import { buildRoutes, type RouteScaling, RouteTable } from './routing.js';
 import { createProxyServer, DEFAULT_CONNECTION_LIMITS } from './serve.js';
 import { shutdownGracefully } from './shutdown.js';
-import { tracerFromEnv } from './tracing.js';
 import { uiRoutes } from './ui/pages.js';
 import { DEFAULT_TIMEOUTS } from './upstream.js';
 import { BedrockUpstream } from './upstreams/bedrock.js';
 import { OpenAICompatibleUpstream } from './upstreams/openai-compatible.js';
 import { isPostgresUrl, openUsageStore } from './usage/open-store.js';
-import { UsageRecorder } from './usage-recorder.js';
-import { WorkerInserts, WorkerReports } from './usage-reports.js';
-import { UsageStatusWriter } from './usage-status.js';
+import { UsageRecorder } from './usage/recorder.js';
+import { WorkerInserts, WorkerReports } from './usage/reports.js';
+import { UsageStatusWriter } from './usage/status.js';
 
 /**
  * Entry point of the proxy. With --config it runs standalone: resources from that file, API

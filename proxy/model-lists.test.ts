@@ -12,7 +12,7 @@ import { ProxyMetrics } from './metrics.js';
 import { ModelMetadata } from './model-metadata.js';
 import { buildRoutes, RouteTable } from './routing.js';
 import { OpenAICompatibleUpstream } from './upstreams/openai-compatible.js';
-import type { UsageRecord } from './usage.js';
+import type { UsageRecord } from './usage/record.js';
 
 /**
  * The model lists as callers see them: GET /openai/v1/models (with the limits agents size their

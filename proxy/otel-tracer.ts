@@ -13,12 +13,14 @@ import { W3CTraceContextPropagator } from '@opentelemetry/core';
 import { OTLPTraceExporter } from '@opentelemetry/exporter-trace-otlp-proto';
 import { resourceFromAttributes } from '@opentelemetry/resources';
 import { BasicTracerProvider, BatchSpanProcessor, type SpanExporter } from '@opentelemetry/sdk-trace-base';
+import type { Route } from './routing.js';
 import type {
   GenAiOperation,
   RequestSpan,
   RequestSpanEnd,
   RequestSpanStart,
   RequestTracer,
+  RouteProvider,
   UpstreamSpan,
 } from './tracing.js';
 
@@ -37,9 +39,26 @@ const PARAMS: Record<string, string> = {
   n: 'gen_ai.request.choice.count',
 };
 
-/** GenAI provider names (gen_ai.provider.name) for the gateway's route providers. */
-const providerName = (provider: string): string =>
-  provider === 'bedrock' ? 'aws.bedrock' : provider === 'ollama' ? 'ollama' : provider;
+/**
+ * gen_ai.provider.name per route kind: the conventions' provider system, which the kind decides
+ * (in-cluster model servers are Ollama). Keyed by the kind so that a new kind fails the type
+ * check until named.
+ */
+const PROVIDER_NAMES: Readonly<Record<Route['kind'], string>> = {
+  'openai-compatible': 'ollama',
+  bedrock: 'aws.bedrock',
+};
+
+/**
+ * The provider system, and the gateway's resource that served in an attribute of its own. A
+ * model that cannot take traffic (unavailable) has no system to name: only its resource.
+ */
+function providerAttributes(route: RouteProvider): Attributes {
+  const a: Attributes = {};
+  if (route.kind !== 'unavailable') a['gen_ai.provider.name'] = PROVIDER_NAMES[route.kind];
+  if (route.provider !== '') a['gateway.route.provider'] = route.provider;
+  return a;
+}
 
 function paramAttributes(params: Record<string, unknown>): Attributes {
   const a: Attributes = {};
@@ -65,20 +84,20 @@ class OtelRequestSpan implements RequestSpan {
     this.ctx = trace.setSpan(ROOT_CONTEXT, span);
   }
 
-  routed(model: string, provider: string, params: Record<string, unknown>): void {
+  routed(model: string, route: RouteProvider, params: Record<string, unknown>): void {
     this.span.updateName(`${this.operation} ${model}`);
     this.span.setAttributes({
       'gen_ai.request.model': model,
-      'gen_ai.provider.name': providerName(provider),
+      ...providerAttributes(route),
       ...paramAttributes(params),
     });
   }
 
-  upstream(target: { model: string; provider: string; address?: string }): UpstreamSpan {
+  upstream(target: RouteProvider & { model: string; address?: string }): UpstreamSpan {
     const attributes: Attributes = {
       'gen_ai.operation.name': this.operation,
       'gen_ai.request.model': target.model,
-      'gen_ai.provider.name': providerName(target.provider),
+      ...providerAttributes(target),
     };
     if (target.address) {
       try {
@@ -115,7 +134,7 @@ class OtelRequestSpan implements RequestSpan {
   end(o: RequestSpanEnd): void {
     const s = this.span;
     s.setAttribute('http.response.status_code', o.status);
-    s.setAttribute('gen_ai.provider.name', providerName(o.provider));
+    if (o.route) s.setAttributes(providerAttributes(o.route));
     if (o.usage) {
       s.setAttribute('gen_ai.usage.input_tokens', o.usage.promptTokens);
       s.setAttribute('gen_ai.usage.output_tokens', o.usage.completionTokens);

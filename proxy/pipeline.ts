@@ -19,7 +19,7 @@ import type { RequestSpan, RequestTracer } from './tracing.js';
 import { translatorFor } from './translators/table.js';
 import type { Translator } from './translators/translator.js';
 import type { StreamOutcome, Upstream, UpstreamCall, UpstreamResult, Usage } from './upstream.js';
-import type { UsageSink } from './usage.js';
+import type { UsageSink } from './usage/record.js';
 
 /**
  * One upstream call in a CLIENT span, the span's trace context in the call's headers; the span
@@ -33,6 +33,7 @@ async function traced(
 ): Promise<UpstreamResult> {
   const up = span.upstream({
     model: target.model,
+    kind: target.kind,
     provider: target.provider,
     ...(target.kind === 'openai-compatible' ? { address: target.baseUrl } : {}),
   });
@@ -266,7 +267,7 @@ export function endpointHandlers(deps: PipelineDeps): Record<EndpointName, Endpo
         if (flying) deps.metrics.finished(flying);
         span?.end({
           status,
-          provider,
+          ...(entry ? { route: entry } : {}),
           stream,
           ...(usage ? { usage } : {}),
           ...(extra.errorType ? { errorType: extra.errorType } : {}),
@@ -409,7 +410,7 @@ export function endpointHandlers(deps: PipelineDeps): Record<EndpointName, Endpo
         provider = entry.provider;
         // Usage, metrics and traces name the model that serves, not the alias the caller sent.
         model = entry.model;
-        span?.routed(model, provider, req.forward);
+        span?.routed(model, entry, req.forward);
         flying = deps.metrics.started(model, provider);
         const refused = deps.budgets?.check(policy, tags);
         if (refused) {

@@ -7,7 +7,7 @@ import { ProxyMetrics } from './metrics.js';
 import { ReplicaPools } from './replica-pool.js';
 import { type OpenAICompatibleRoute, type RouteEntry, type RouteScaling, RouteTable } from './routing.js';
 import { OpenAICompatibleUpstream } from './upstreams/openai-compatible.js';
-import { MemoryUsage } from './usage.js';
+import { MemoryUsage } from './usage/record.js';
 
 const route = (over: Partial<OpenAICompatibleRoute> = {}): OpenAICompatibleRoute => ({
   kind: 'openai-compatible',

@@ -11,7 +11,7 @@ import { KeyRateLimiter } from './rate-limit.js';
 import { backoffMs, isRetryable, type RetryPolicy, retryAfterMs, shouldFallBack, withRetries } from './resilience.js';
 import { buildRoutes, RouteTable } from './routing.js';
 import { OpenAICompatibleUpstream } from './upstreams/openai-compatible.js';
-import { MemoryUsage } from './usage.js';
+import { MemoryUsage } from './usage/record.js';
 
 /**
  * Retries, fallbacks and the per-key rate limit: the pure rules, then the app over real

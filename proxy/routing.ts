@@ -3,7 +3,6 @@ import { modelServerEndpoint } from '../crds/constants.js';
 import type { ExternalProvider, ProviderAuth, ProviderGuardrail } from '../crds/external-provider.js';
 import type { ModelDeployment } from '../crds/model-deployment.js';
 import { resolveNames } from '../crds/model-names.js';
-import type { RouteTimeouts } from './upstream.js';
 
 /**
  * The routing table: model name -> upstream, rebuilt from the watched resources on every
@@ -49,6 +48,14 @@ export interface RouteScaling {
   /** The operator's autoscaler manages it: a request may wake it from zero. */
   autoscaled: boolean;
   whileWaking: 'Wait' | 'Fallback';
+}
+
+/** A model's own waits (ModelDeployment spec.timeouts), over the gateway's flags. */
+interface RouteTimeouts {
+  firstByteMs?: number;
+  idleMs?: number;
+  /** Longest wait in the proxy for a free replica slot (busy replicas, or waking from zero). */
+  queueMs?: number;
 }
 
 export interface BedrockRoute {

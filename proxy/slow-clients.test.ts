@@ -8,7 +8,7 @@ import { ProxyMetrics } from './metrics.js';
 import { buildRoutes, RouteTable } from './routing.js';
 import { createProxyServer } from './serve.js';
 import { OpenAICompatibleUpstream } from './upstreams/openai-compatible.js';
-import { MemoryUsage } from './usage.js';
+import { MemoryUsage } from './usage/record.js';
 
 /**
  * Callers that hold connections without finishing their requests, over real sockets to the

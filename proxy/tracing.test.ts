@@ -5,11 +5,11 @@ import { type OllamaDouble, startOllamaDouble } from '../e2e/doubles/ollama.js';
 import { createGateway, type Gateway } from './app.js';
 import { ApiKeys } from './auth.js';
 import { ProxyMetrics } from './metrics.js';
+import { tracerFromEnv } from './otel-env.js';
 import { OtelRequestTracer } from './otel-tracer.js';
 import { buildRoutes, RouteTable } from './routing.js';
-import { tracerFromEnv } from './tracing.js';
 import { OpenAICompatibleUpstream } from './upstreams/openai-compatible.js';
-import { MemoryUsage } from './usage.js';
+import { MemoryUsage } from './usage/record.js';
 
 /**
  * Traces and the latency metrics of streamed answers, through the whole pipeline against the
@@ -97,7 +97,8 @@ describe('traces (OpenTelemetry GenAI conventions)', () => {
     expect(server?.attributes).toMatchObject({
       'gen_ai.operation.name': 'chat',
       'gen_ai.request.model': 'llama3.1:8b',
-      'gen_ai.provider.name': 'platform-llms/llama',
+      'gen_ai.provider.name': 'ollama',
+      'gateway.route.provider': 'platform-llms/llama',
       'gen_ai.request.max_tokens': 8,
       'gen_ai.request.temperature': 0.2,
       'gen_ai.usage.input_tokens': expect.any(Number),
@@ -107,7 +108,11 @@ describe('traces (OpenTelemetry GenAI conventions)', () => {
     expect(upstream?.name).toBe('chat llama3.1:8b');
     expect(upstream?.kind).toBe(2); // CLIENT
     expect(upstream?.parentSpanContext?.spanId).toBe(server?.spanContext().spanId);
-    expect(upstream?.attributes['server.address']).toBe('127.0.0.1');
+    expect(upstream?.attributes).toMatchObject({
+      'server.address': '127.0.0.1',
+      'gen_ai.provider.name': 'ollama',
+      'gateway.route.provider': 'platform-llms/llama',
+    });
     // W3C trace context on the wire to the model server: the upstream span is its parent.
     const sent = double.requests[0]?.headers.traceparent;
     expect(sent).toBe(`00-${callerTrace}-${upstream?.spanContext().spanId}-01`);
@@ -143,6 +148,25 @@ describe('traces (OpenTelemetry GenAI conventions)', () => {
     expect(server?.status.code).toBe(2);
     expect(server?.attributes['error.type']).toBe('model_not_found');
     expect(JSON.stringify(server?.attributes)).not.toContain('made-up');
+  });
+
+  it('names the provider system by route kind, the serving resource apart; an unavailable model names none', async () => {
+    const bedrock = { kind: 'bedrock', provider: 'team-a/bedrock' } as const;
+    const span = tracer.start({ operation: 'chat', header: () => undefined, requestId: 'req-1' });
+    span.routed('amazon.nova-micro-v1:0', bedrock, {});
+    span.upstream({ model: 'amazon.nova-micro-v1:0', ...bedrock, address: 'us-east-1' }).end();
+    span.end({ status: 200, route: bedrock, stream: false });
+    const deploying = tracer.start({ operation: 'chat', header: () => undefined, requestId: 'req-2' });
+    const unavailable = { kind: 'unavailable', provider: 'platform-llms/gemma' } as const;
+    deploying.routed('gemma2:9b', unavailable, {});
+    deploying.end({ status: 503, route: unavailable, stream: false, errorType: 'model_deploying' });
+    const [upstream, server, down] = await spans(3);
+    const named = { 'gen_ai.provider.name': 'aws.bedrock', 'gateway.route.provider': 'team-a/bedrock' };
+    expect(server?.attributes).toMatchObject(named);
+    expect(upstream?.attributes).toMatchObject(named);
+    expect(upstream?.attributes['server.address']).toBeUndefined();
+    expect(down?.attributes['gen_ai.provider.name']).toBeUndefined();
+    expect(down?.attributes['gateway.route.provider']).toBe('platform-llms/gemma');
   });
 
   it('is off unless an OTLP endpoint is configured', async () => {

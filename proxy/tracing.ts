@@ -1,3 +1,4 @@
+import type { RouteEntry } from './routing.js';
 import type { Usage } from './upstream.js';
 
 /**
@@ -7,12 +8,18 @@ import type { Usage } from './upstream.js';
  * is its own child), whose W3C trace context goes to in-cluster model servers in `traceparent`.
  * A caller's `traceparent` makes the request span its child. Off unless an OTLP endpoint is set
  * (the standard OTEL_EXPORTER_OTLP_[TRACES_]ENDPOINT; sampler and headers from the standard
- * OTEL_* variables too); off, the request path creates nothing. Prompts and answers are never
- * recorded (the conventions make them opt-in; they are the callers' data).
+ * OTEL_* variables too: otel-env.ts); off, the request path creates nothing. Prompts and answers
+ * are never recorded (the conventions make them opt-in; they are the callers' data).
  */
 
 /** GenAI operation names (gen_ai.operation.name) of the gateway's endpoints. */
 export type GenAiOperation = 'chat' | 'text_completion' | 'embeddings';
+
+/**
+ * Who serves a route: its kind names the provider system (gen_ai.provider.name: ollama,
+ * aws.bedrock), its provider the gateway's resource (namespace/name) behind it.
+ */
+export type RouteProvider = Pick<RouteEntry, 'kind' | 'provider'>;
 
 export interface RequestSpanStart {
   operation: GenAiOperation;
@@ -23,8 +30,8 @@ export interface RequestSpanStart {
 
 export interface RequestSpanEnd {
   status: number;
-  /** The provider that answered (after a fallback, the fallback's). */
-  provider: string;
+  /** The route that answered (after a fallback, the fallback's); absent when routing failed. */
+  route?: RouteProvider;
   usage?: Usage;
   errorType?: string;
   stream: boolean;
@@ -39,37 +46,16 @@ export interface UpstreamSpan {
 
 export interface RequestSpan {
   /** A child span for one call to a provider. */
-  upstream(target: { model: string; provider: string; address?: string }): UpstreamSpan;
+  upstream(target: RouteProvider & { model: string; address?: string }): UpstreamSpan;
   /**
    * Names the model once the request is routed (a 404 keeps the generic name), with the
    * client's parameters worth an attribute (never message content).
    */
-  routed(model: string, provider: string, params: Record<string, unknown>): void;
+  routed(model: string, route: RouteProvider, params: Record<string, unknown>): void;
   end(outcome: RequestSpanEnd): void;
 }
 
 export interface RequestTracer {
   start(req: RequestSpanStart): RequestSpan;
   shutdown(): Promise<void>;
-}
-
-/** Whether the environment asks for traces: an OTLP endpoint is set and the SDK not disabled. */
-function tracingConfigured(env: NodeJS.ProcessEnv): boolean {
-  if (env.OTEL_SDK_DISABLED === 'true') return false;
-  if (!env.OTEL_EXPORTER_OTLP_TRACES_ENDPOINT && !env.OTEL_EXPORTER_OTLP_ENDPOINT) return false;
-  return !env.OTEL_TRACES_EXPORTER || env.OTEL_TRACES_EXPORTER === 'otlp';
-}
-
-/**
- * The tracer the environment asks for: OTLP/HTTP (protobuf) to OTEL_EXPORTER_OTLP_TRACES_ENDPOINT
- * or OTEL_EXPORTER_OTLP_ENDPOINT, or none (tracing off). The SDK is loaded only when asked for:
- * a proxy without tracing neither loads nor initializes it.
- */
-export async function tracerFromEnv(env: NodeJS.ProcessEnv, version: string): Promise<RequestTracer | undefined> {
-  if (!tracingConfigured(env)) return undefined;
-  const { OtelRequestTracer, otlpExporter } = await import('./otel-tracer.js');
-  return new OtelRequestTracer(otlpExporter(), {
-    name: env.OTEL_SERVICE_NAME || 'platform-ai-optimizer-proxy',
-    version,
-  });
 }

@@ -9,7 +9,7 @@ import { ProxyMetrics } from './metrics.js';
 import { buildRoutes, RouteTable } from './routing.js';
 import { createProxyServer } from './serve.js';
 import { OpenAICompatibleUpstream } from './upstreams/openai-compatible.js';
-import { MemoryUsage } from './usage.js';
+import { MemoryUsage } from './usage/record.js';
 
 /**
  * Every upstream fault of the reliability issue, streaming and not, over real sockets to the

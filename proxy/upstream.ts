@@ -83,14 +83,6 @@ export interface Timeouts {
   idleMs: number;
 }
 
-/** A model's own waits (ModelDeployment spec.timeouts), over the gateway's flags. */
-export interface RouteTimeouts {
-  firstByteMs?: number;
-  idleMs?: number;
-  /** Longest wait in the proxy for a free replica slot (busy replicas, or waking from zero). */
-  queueMs?: number;
-}
-
 export const DEFAULT_TIMEOUTS: Timeouts = {
   connectMs: 5_000,
   firstByteMs: 300_000,

@@ -10,7 +10,7 @@ import { ProxyMetrics } from '../../proxy/metrics.js';
 import { buildRoutes, RouteTable } from '../../proxy/routing.js';
 import { BedrockUpstream } from '../../proxy/upstreams/bedrock.js';
 import { OpenAICompatibleUpstream } from '../../proxy/upstreams/openai-compatible.js';
-import { MemoryUsage } from '../../proxy/usage.js';
+import { MemoryUsage } from '../../proxy/usage/record.js';
 import { startAwsDouble } from '../doubles/aws.js';
 
 /**

@@ -15,7 +15,7 @@ import { ProxyMetrics } from '../../proxy/metrics.js';
 import { ReplicaPools } from '../../proxy/replica-pool.js';
 import { type RouteEntry, RouteTable } from '../../proxy/routing.js';
 import { OpenAICompatibleUpstream } from '../../proxy/upstreams/openai-compatible.js';
-import { MemoryUsage } from '../../proxy/usage.js';
+import { MemoryUsage } from '../../proxy/usage/record.js';
 import { startControlPlane } from '../cluster/control-plane.js';
 import { fakeNode } from '../cluster/nodes.js';
 import { ensureTools } from '../cluster/tools.js';

@@ -14,8 +14,8 @@ import { RedisRateLimiter } from '../../proxy/redis-rate-limit.js';
 import { buildRoutes, RouteTable } from '../../proxy/routing.js';
 import { createProxyServer } from '../../proxy/serve.js';
 import { OpenAICompatibleUpstream } from '../../proxy/upstreams/openai-compatible.js';
+import { MemoryUsage } from '../../proxy/usage/record.js';
 import { SqliteUsageStore } from '../../proxy/usage/sqlite-store.js';
-import { MemoryUsage } from '../../proxy/usage.js';
 import { startOllamaDouble } from '../doubles/ollama.js';
 import { startRedis } from '../redis/server.js';
 

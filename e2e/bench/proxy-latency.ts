@@ -8,7 +8,7 @@ import { ApiKeys } from '../../proxy/auth.js';
 import { ProxyMetrics } from '../../proxy/metrics.js';
 import { buildRoutes, RouteTable } from '../../proxy/routing.js';
 import { OpenAICompatibleUpstream } from '../../proxy/upstreams/openai-compatible.js';
-import { MemoryUsage } from '../../proxy/usage.js';
+import { MemoryUsage } from '../../proxy/usage/record.js';
 import { startOllamaDouble } from '../doubles/ollama.js';
 
 /**

@@ -10,7 +10,7 @@ import { ProxyError } from '../errors.js';
 import type { BedrockRoute } from '../routing.js';
 import type { StreamOutcome, UpstreamCall, UpstreamResult, Usage } from '../upstream.js';
 import { anthropicStream, anthropicUsage } from './anthropic-stream.js';
-import { type BedrockErrorContext, mapBedrockError } from './bedrock-converse.js';
+import { type BedrockErrorContext, mapBedrockError } from './bedrock-errors.js';
 
 /**
  * Anthropic's Messages on Bedrock's Claude models, natively: the caller's body goes to

@@ -12,24 +12,17 @@ import { ProxyError } from '../errors.js';
 import type { BedrockRoute } from '../routing.js';
 import type { StreamOutcome, Upstream, UpstreamCall, UpstreamResult } from '../upstream.js';
 import { countAnthropicTokens, sendAnthropic } from './bedrock-anthropic.js';
-import {
-  type BedrockErrorContext,
-  ConverseStreamAggregator,
-  ConverseStreamTranslator,
-  fromConverseOutput,
-  isAnthropic,
-  jsonMode,
-  mapBedrockError,
-  type OpenAIChatChunk,
-  type OpenAIChatCompletion,
-  toConverseInput,
-} from './bedrock-converse.js';
+import { isAnthropic, jsonMode, toConverseInput } from './bedrock-converse-request.js';
+import { fromConverseOutput, type OpenAIChatChunk, type OpenAIChatCompletion } from './bedrock-converse-response.js';
+import { ConverseStreamAggregator, ConverseStreamTranslator } from './bedrock-converse-stream.js';
 import { type EmbeddingAnswer, fromEmbeddingAnswers, toEmbeddingCalls } from './bedrock-embeddings.js';
+import { type BedrockErrorContext, mapBedrockError } from './bedrock-errors.js';
 
 /**
  * AWS Bedrock through the Converse API. The gateway calls ConverseStream by default, also for
  * clients that did not ask to stream (the stream is aggregated into one completion), unless
- * the provider turns streaming off; the translation both ways lives in bedrock-converse.ts.
+ * the provider turns streaming off; the translation both ways lives in bedrock-converse-request.ts,
+ * bedrock-converse-response.ts and bedrock-converse-stream.ts.
  * One SDK client per provider and region; credentials come from the provider's resource
  * (its Secret, or a role assumed per request from the cache of temporary credentials).
  */

@@ -9,8 +9,8 @@ import { range, rec, T0, tag, usageStoreContract } from '../../e2e/usage-store-c
 import { CostMeter, loadBedrockPrices, mergePrices, parseBedrockPrices } from '../cost.js';
 import { ProxyError } from '../errors.js';
 import type { BedrockRoute, OpenAICompatibleRoute } from '../routing.js';
-import { parseUsageQuery } from '../usage-api.js';
-import { UsageRecorder } from '../usage-recorder.js';
+import { parseUsageQuery } from './api.js';
+import { UsageRecorder } from './recorder.js';
 import { SqliteUsageStore } from './sqlite-store.js';
 
 const dbFile = () => join(mkdtempSync(join(tmpdir(), 'usage-')), 'usage.db');

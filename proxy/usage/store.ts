@@ -1,6 +1,6 @@
 import { rfc3339 } from '../../crds/meta.js';
 import type { Tag } from '../tags.js';
-import type { UsageRecord } from '../usage.js';
+import type { UsageRecord } from './record.js';
 
 /**
  * The usage store contract, and what both implementations share: the record and query types,

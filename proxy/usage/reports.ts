@@ -1,13 +1,5 @@
 import { Worker } from 'node:worker_threads';
-import type {
-  AnalyticsNumbers,
-  Report,
-  StoredUsage,
-  TagCount,
-  UsageNumbers,
-  UsageQuery,
-  UsageStore,
-} from './usage/store.js';
+import type { AnalyticsNumbers, Report, StoredUsage, TagCount, UsageNumbers, UsageQuery, UsageStore } from './store.js';
 
 /**
  * The report queries behind /v1/usage, /v1/analytics and /v1/tags. Answered on the request thread
@@ -43,7 +35,7 @@ type Unnumbered<T> = T extends unknown ? Omit<T, 'id'> : never;
 
 export type ReportResponse = { id: number; result: unknown } | { id: number; error: string };
 
-/** A thread with its own connection to the usage file, asked by message (proxy/usage-report-worker.ts). */
+/** A thread with its own connection to the usage file, asked by message (proxy/usage/report-worker.ts). */
 class UsageThread {
   private readonly worker: Worker;
   private nextId = 0;
@@ -53,7 +45,7 @@ class UsageThread {
     // Built (dist/), the worker is a .js file; run from source (tsx), a thread does not inherit
     // tsx's loader, so a two-line bootstrap registers it before importing the .ts file.
     const fromSource = import.meta.url.endsWith('.ts');
-    const entry = new URL(`./usage-report-worker.${fromSource ? 'ts' : 'js'}`, import.meta.url);
+    const entry = new URL(`./report-worker.${fromSource ? 'ts' : 'js'}`, import.meta.url);
     this.worker = fromSource
       ? new Worker(
           `import('tsx/esm/api').then((tsx) => { tsx.register(); return import(${JSON.stringify(entry.href)}); });`,

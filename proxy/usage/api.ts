@@ -1,8 +1,8 @@
 import type { Env, Hono } from 'hono';
-import { invalidRequest, ProxyError } from './errors.js';
-import { parseTag, type Tag } from './tags.js';
-import { DEFAULT_GROUP_LIMIT, type Granularity, MAX_GROUP_LIMIT, type UsageQuery } from './usage/store.js';
-import type { UsageReports } from './usage-reports.js';
+import { invalidRequest, ProxyError } from '../errors.js';
+import { parseTag, type Tag } from '../tags.js';
+import type { UsageReports } from './reports.js';
+import { DEFAULT_GROUP_LIMIT, type Granularity, MAX_GROUP_LIMIT, type UsageQuery } from './store.js';
 
 /**
  * The reporting APIs, on the proxy with the same API keys:

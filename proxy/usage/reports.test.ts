@@ -2,9 +2,9 @@ import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
-import { SqliteUsageStore } from './usage/sqlite-store.js';
-import type { StoredUsage } from './usage/store.js';
-import { WorkerInserts, WorkerReports } from './usage-reports.js';
+import { WorkerInserts, WorkerReports } from './reports.js';
+import { SqliteUsageStore } from './sqlite-store.js';
+import type { StoredUsage } from './store.js';
 
 const T0 = Date.UTC(2026, 10, 20, 12);
 

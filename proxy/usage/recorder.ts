@@ -1,6 +1,6 @@
 import type { Counter } from 'prom-client';
-import type { StoredUsage, UsageStore } from './usage/store.js';
-import type { UsageRecord, UsageSink } from './usage.js';
+import type { UsageRecord, UsageSink } from './record.js';
+import type { StoredUsage, UsageStore } from './store.js';
 
 /**
  * Records usage off the hot path: record() only appends to a bounded in-memory buffer; a timer
@@ -13,7 +13,7 @@ import type { UsageRecord, UsageSink } from './usage.js';
  * twice.
  */
 export interface UsageRecorderOptions {
-  /** Only its writes: a thread may do them (proxy/usage-reports.ts WorkerInserts). */
+  /** Only its writes: a thread may do them (proxy/usage/reports.ts WorkerInserts). */
   store: Pick<UsageStore, 'insert'>;
   /** Records held in memory at most (buffered while the store is down). */
   maxQueue?: number;

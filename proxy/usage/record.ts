@@ -1,4 +1,4 @@
-import type { Tag } from './tags.js';
+import type { Tag } from '../tags.js';
 
 /**
  * One record per proxied request, success or error, streaming or not: what the Usage and

@@ -1,8 +1,8 @@
 import { parentPort, workerData } from 'node:worker_threads';
-import { SqliteUsageStore } from './usage/sqlite-store.js';
-import type { ReportRequest, ReportResponse } from './usage-reports.js';
+import type { ReportRequest, ReportResponse } from './reports.js';
+import { SqliteUsageStore } from './sqlite-store.js';
 
-/** The report (or writer) thread of proxy/usage-reports.ts: its own connection to the usage file. */
+/** The report (or writer) thread of proxy/usage/reports.ts: its own connection to the usage file. */
 const store = new SqliteUsageStore((workerData as { path: string }).path);
 
 parentPort?.on('message', async (req: ReportRequest) => {
