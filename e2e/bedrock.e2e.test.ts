@@ -542,6 +542,82 @@ describe('troubleshooting table at invoke time', () => {
   });
 });
 
+describe('aliases and the CLI model list', () => {
+  const ALIAS = 'claude-haiku-e2e';
+  const mdCondition = (part: 'status' | 'reason' | 'message') =>
+    kubectlOk([
+      'get',
+      'modeldeployments',
+      'alias-clash',
+      '-n',
+      'platform-llms',
+      '-o',
+      `jsonpath={.status.conditions[?(@.type=="AliasesAccepted")].${part}}`,
+    ]);
+  afterAll(() => {
+    kubectl(['delete', 'modeldeployments', 'alias-clash', '-n', 'platform-llms', '--ignore-not-found']);
+  });
+
+  it('an alias routes to its Bedrock model and is listed; a younger clashing claim gets AliasConflict and an Event', async () => {
+    kubectlOk(
+      ['apply', '-f', '-'],
+      provider('aliased', { ...roleAuth('bedrock'), aliases: [{ name: ALIAS, model: HAIKU }] }),
+    );
+    await phase('aliased', 'Ready');
+    await eventually('provider aliases accepted', 15_000, () =>
+      condition('aliased', 'AliasesAccepted', 'status') === 'True' ? true : undefined,
+    );
+    // creationTimestamp has whole seconds: a claim made in the same second would tie (and the tie goes to the deployment).
+    await new Promise((r) => setTimeout(r, 1100));
+    kubectlOk(
+      ['apply', '-f', '-'],
+      JSON.stringify({
+        apiVersion: 'ai.platform/v1beta1',
+        kind: 'ModelDeployment',
+        metadata: { name: 'alias-clash', namespace: 'platform-llms' },
+        spec: { model: 'qwen2.5:0.5b', serviceName: 'alias-clash', aliases: [ALIAS, 'qwen-e2e'], replicas: 0 },
+      }),
+    );
+    await eventually('deployment alias refused', 15_000, () => (mdCondition('status') === 'False' ? true : undefined));
+    expect(mdCondition('reason')).toBe('AliasConflict');
+    expect(mdCondition('message')).toContain(
+      `alias ${ALIAS} already stands for ${HAIKU} (ExternalProvider platform-agent/aliased, the older claim)`,
+    );
+    await eventually('AliasConflict Event', 15_000, () =>
+      kubectlOk([
+        'get',
+        'events',
+        '-n',
+        'platform-llms',
+        '--field-selector',
+        'involvedObject.name=alias-clash',
+      ]).includes('AliasConflict')
+        ? true
+        : undefined,
+    );
+    // The older claim keeps routing: a chat to the alias is Bedrock's Haiku, recorded under its real id.
+    const res = await chat(ALIAS, false);
+    expect(res.status).toBe(200);
+    expect(usage.records.at(-1)).toMatchObject({ model: HAIKU, provider: `${NS}/aliased` });
+    const listed = (await (
+      await app.request('/v1/models/metadata?include_in_cli=true', { headers: { 'x-api-key': 'sk-bedrock-e2e' } })
+    ).json()) as { models: Array<Record<string, unknown>> };
+    expect(listed.models.find((m) => m.slug === ALIAS)).toMatchObject({
+      alias_of: HAIKU,
+      display_name: 'Claude 3 Haiku',
+      provider: 'aws.bedrock',
+      status: 'active',
+      limits: { context_window: 200_000, max_output_tokens: 4096 },
+    });
+  });
+
+  it('deleting the provider frees the alias: the deployment takes it', async () => {
+    kubectlOk(['delete', 'externalproviders', 'aliased', '-n', NS]);
+    await eventually('deployment alias accepted', 15_000, () => (mdCondition('status') === 'True' ? true : undefined));
+    expect(mdCondition('message')).toBe('all 2 aliases route here');
+  });
+});
+
 describe('secrets', () => {
   it('never appear in any object, event or log line', () => {
     const objects = kubectlOk(['get', 'externalproviders', '-n', NS, '-o', 'yaml']);

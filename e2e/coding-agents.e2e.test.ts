@@ -134,12 +134,13 @@ beforeAll(async () => {
       'apiVersion: ai.platform/v1beta1',
       'kind: ModelDeployment',
       'metadata: {name: agent}',
-      `spec: {model: "${AGENT_MODEL}", serviceName: agent, endpoint: "${ollama.url}"}`,
+      // Claude Code asks for Anthropic model ids: the in-cluster model answers to one of them.
+      `spec: {model: "${AGENT_MODEL}", serviceName: agent, endpoint: "${ollama.url}", aliases: [claude-haiku-4-5]}`,
       '---',
       'apiVersion: ai.platform/v1beta1',
       'kind: ExternalProvider',
       'metadata: {name: bedrock}',
-      `spec: {provider: bedrock, displayName: B, region: us-east-1, auth: {method: AccessKey, secretRef: {name: aws-keys}}, models: ["us.${CLAUDE}"]}`,
+      `spec: {provider: bedrock, displayName: B, region: us-east-1, auth: {method: AccessKey, secretRef: {name: aws-keys}}, models: ["us.${CLAUDE}"], aliases: [{name: claude-sonnet-4-5, model: "us.${CLAUDE}"}]}`,
     ].join('\n'),
   );
   writeFileSync(join(dir, 'keys.txt'), `${KEY}\n`);
@@ -382,6 +383,47 @@ describe('OpenAI Responses at /openai/v1/responses', () => {
   });
 });
 
+describe('the model lists', () => {
+  const get = async (path: string) => {
+    const res = await fetch(`${proxy.base}${path}`, { headers: { 'x-api-key': KEY } });
+    expect(res.status).toBe(200);
+    return (await res.json()) as Record<string, unknown>;
+  };
+
+  it('the CLI model list reports what Ollama itself says of a model the catalog lacks, aliases included; includeInCLI keeps Bedrock out', async () => {
+    // Direct: what Ollama reports for the model.
+    const shown = (await (
+      await fetch(`${ollama.url}/api/show`, { method: 'POST', body: JSON.stringify({ model: MODEL }) })
+    ).json()) as { capabilities: string[]; model_info: Record<string, unknown> };
+    const context = Object.entries(shown.model_info).find(([k]) => k.endsWith('.context_length'))?.[1];
+    expect(typeof context).toBe('number');
+    const { models } = (await get('/v1/models/metadata?include_in_cli=true')) as {
+      models: Array<Record<string, unknown>>;
+    };
+    // The provider leaves includeInCLI at its default (false): its models serve but stay out of the CLI.
+    expect(models.map((m) => m.slug).sort()).toEqual(['claude-haiku-4-5', AGENT_MODEL, MODEL].sort());
+    expect(models.find((m) => m.slug === MODEL)).toMatchObject({
+      provider: 'ollama',
+      limits: { context_window: context, max_output_tokens: context },
+      tool_call: shown.capabilities.includes('tools'),
+      reasoning: shown.capabilities.includes('thinking'),
+      supports_images: shown.capabilities.includes('vision'),
+      status: 'active',
+    });
+    expect(models.find((m) => m.slug === 'claude-haiku-4-5')).toMatchObject({ alias_of: AGENT_MODEL });
+    // The OpenAI list has everything the key may use, with the limits agents size prompts by.
+    const { data } = (await get('/openai/v1/models')) as { data: Array<Record<string, unknown>> };
+    expect(data.map((m) => m.id).sort()).toEqual(
+      ['claude-haiku-4-5', 'claude-sonnet-4-5', AGENT_MODEL, MODEL, `us.${CLAUDE}`].sort(),
+    );
+    expect(data.find((m) => m.id === 'claude-sonnet-4-5')).toMatchObject({
+      owned_by: 'bedrock',
+      context_window: 200_000,
+      max_output_tokens: 64_000,
+    });
+  });
+});
+
 describe('the coding agents themselves', () => {
   const quiet = {
     DISABLE_TELEMETRY: '1',
@@ -427,10 +469,14 @@ describe('the coding agents themselves', () => {
     };
   };
 
-  it('Claude Code (claude -p) completes a turn with a tool offered, to Ollama and to Claude on Bedrock', async () => {
-    for (const model of [AGENT_MODEL, `us.${CLAUDE}`]) {
+  it('Claude Code (claude -p) completes a turn with a tool offered, to Ollama and to Claude on Bedrock, by Anthropic model ids', async () => {
+    // The names a Claude Code user types; the aliases route them to the in-cluster model and to Bedrock.
+    for (const [alias, model] of [
+      ['claude-haiku-4-5', AGENT_MODEL],
+      ['claude-sonnet-4-5', `us.${CLAUDE}`],
+    ] as const) {
       const before = rowsFor(model).length;
-      const out = await claude(model, 'Use Bash to run: echo gateway-ok');
+      const out = await claude(alias, 'Use Bash to run: echo gateway-ok');
       expect(out.is_error).toBe(false);
       expect(out.usage.output_tokens).toBeGreaterThan(0);
       const rows = (await rowsAtLeast(model, before + 1)).slice(before);
