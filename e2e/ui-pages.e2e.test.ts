@@ -18,7 +18,7 @@ import { launchChromium } from './browser.js';
 const KEY = 'sk-ui-test-key';
 const OUT = fileURLToPath(new URL('../.ci/out/', import.meta.url));
 
-// Bucket times inside the pages' default range (the last 7 days), on the hour as the API sends them.
+// Bucket times inside the pages' default range (the last 24 hours), on the hour as the API sends them.
 const HOUR = 3_600_000;
 const hourAgo = (n: number) => new Date(Math.floor(Date.now() / HOUR) * HOUR - n * HOUR).toISOString();
 
@@ -28,7 +28,7 @@ const USAGE = {
   totals: { requests: 10, inputTokens: 1200, outputTokens: 845, costUsd: 0.0123, savingsUsd: 0.0045 },
   series: [
     {
-      time: hourAgo(30),
+      time: hourAgo(22),
       group: 'llama3.1:8b',
       requests: 2,
       inputTokens: 200,
@@ -37,7 +37,7 @@ const USAGE = {
       savingsUsd: 0.001,
     },
     {
-      time: hourAgo(20),
+      time: hourAgo(14),
       group: 'llama3.1:8b',
       requests: 1,
       inputTokens: 100,
@@ -46,7 +46,7 @@ const USAGE = {
       savingsUsd: 0.0015,
     },
     {
-      time: hourAgo(20),
+      time: hourAgo(14),
       group: 'claude-3-haiku',
       requests: 4,
       inputTokens: 500,
@@ -70,6 +70,29 @@ const USAGE = {
   ],
 };
 
+const u = (requests: number) => ({
+  requests,
+  inputTokens: requests * 10,
+  outputTokens: requests * 5,
+  costUsd: 0,
+  savingsUsd: 0,
+});
+const BY_ENDPOINT = {
+  granularity: 'hour',
+  groupBy: 'endpoint',
+  totals: u(10),
+  series: [
+    { time: hourAgo(2), group: 'messages', ...u(6) },
+    { time: hourAgo(2), group: 'responses', ...u(3) },
+    { time: hourAgo(3), group: '', ...u(1) },
+  ],
+  groups: [
+    { group: 'messages', ...u(6) },
+    { group: 'responses', ...u(3) },
+    { group: '', ...u(1) },
+  ],
+};
+
 const lat = (p50: number, p95: number, p99: number) => ({ p50, p95, p99 });
 const ANALYTICS = {
   granularity: 'hour',
@@ -77,7 +100,7 @@ const ANALYTICS = {
   totals: { requests: 10, errors: 1, errorRate: 0.1, costUsd: 0.0012, latencyMs: lat(120, 400, 900) },
   series: [
     {
-      time: hourAgo(30),
+      time: hourAgo(22),
       group: 'ml',
       requests: 3,
       errors: 0,
@@ -141,7 +164,9 @@ function fakeApi(seen: Seen[]): Hono {
     from: c.req.query('from'),
     to: c.req.query('to'),
   });
-  api.get('/v1/usage', (c) => c.json({ ...range(c), ...USAGE }));
+  api.get('/v1/usage', (c) =>
+    c.json({ ...range(c), ...(c.req.query('groupBy') === 'endpoint' ? BY_ENDPOINT : USAGE) }),
+  );
   api.get('/v1/analytics', (c) => c.json({ ...range(c), ...ANALYTICS }));
   api.get('/v1/tags', (c) => c.json(TAGS));
   return api;
@@ -263,7 +288,8 @@ describe('UI pages', () => {
     expect(usage.query.get('granularity')).toBe('hour');
     const from = Date.parse(usage.query.get('from') ?? '');
     const to = Date.parse(usage.query.get('to') ?? '');
-    expect((to - from) / 86_400_000).toBeCloseTo(7, 1);
+    // The last day (to rounded up a minute): an hour's traffic is a visible part of the chart, not an edge.
+    expect((to - from) / 86_400_000).toBeCloseTo(1, 2);
 
     // One line per group, drawn by uPlot; the metric toggle redraws without a new request.
     const chart = page.getByTestId('chart');
@@ -337,6 +363,29 @@ describe('UI pages', () => {
     expect(await chart.locator('canvas').count()).toBe(1);
 
     await page.screenshot({ path: `${OUT}ui-analytics.png`, fullPage: true });
+    expectOnlyThisServer(page);
+  });
+
+  it('usage by endpoint: names every endpoint as users know it, records of before included', async () => {
+    const page = await openPage('/ui/usage');
+    expect(await page.locator('p.intro').textContent()).toContain(
+      'every endpoint (chat completions, completions, embeddings, Responses and Anthropic Messages)',
+    );
+    await page.getByTestId('api-key').fill(KEY);
+    await page.getByLabel('Group by').selectOption('endpoint');
+    await page.getByTestId('apply').click();
+    await expect.poll(() => last('/v1/usage').query.get('groupBy')).toBe('endpoint');
+    await expect
+      .poll(() => tableRows(page))
+      .toEqual([
+        ['Anthropic Messages', '6', '60', '30', '$0.0000', '$0.0000'],
+        ['Responses', '3', '30', '15', '$0.0000', '$0.0000'],
+        ['(not recorded)', '1', '10', '5', '$0.0000', '$0.0000'],
+      ]);
+    expect(await page.locator('#group-head').textContent()).toBe('Endpoint');
+    // The view is in the URL: opened again, it groups by endpoint.
+    const again = await openPage(`/ui/usage?${new URL(page.url()).searchParams}`);
+    expect(await again.getByLabel('Group by').inputValue()).toBe('endpoint');
     expectOnlyThisServer(page);
   });
 

@@ -27,6 +27,7 @@ export function rec(o: Partial<StoredUsage> & { at: number; tags?: Tag[] }): Sto
     stream: false,
     ...(o.team !== undefined ? { team: o.team } : {}),
     ...(o.apiKey !== undefined ? { apiKey: o.apiKey } : {}),
+    ...(o.endpoint !== undefined ? { endpoint: o.endpoint } : {}),
   };
 }
 export const tag = (key: string, value: string): Tag => ({ key, value });
@@ -118,6 +119,41 @@ export function usageStoreContract(KINDS: Array<[string, () => Promise<Opened>]>
         tags: [tag('team', 'nobody')],
       });
       expect(none.totals.requests).toBe(0);
+    });
+
+    it('splits by endpoint, from the rollups and from the raw records alike', async () => {
+      const { store } = await open();
+      await store.insert([
+        rec({ at: T0, endpoint: 'chat', tags: [tag('team', 'ml')] }),
+        rec({ at: T0, endpoint: 'messages', tags: [tag('team', 'ml'), tag('agent', 'claude-code')] }),
+        rec({ at: T0 + HOUR, endpoint: 'messages', tags: [tag('team', 'web'), tag('agent', 'claude-code')] }),
+        rec({ at: T0 + HOUR, endpoint: 'responses', tags: [tag('team', 'ml'), tag('agent', 'codex')] }),
+        // Written before records carried their endpoint.
+        rec({ at: T0 }),
+      ]);
+      const byEndpoint = await store.usage({ ...range, granularity: 'day', groupBy: 'endpoint', tags: [] });
+      expect(byEndpoint.groups.map((g) => [g.group, g.requests])).toEqual([
+        ['', 1],
+        ['chat', 1],
+        ['messages', 2],
+        ['responses', 1],
+      ]);
+      // One tag: the rollups; two tags: the raw records. Both name the same endpoints.
+      const ofMl = await store.analytics({
+        ...range,
+        granularity: 'hour',
+        groupBy: 'endpoint',
+        tags: [tag('team', 'ml')],
+      });
+      expect(ofMl.groups.map((g) => g.group).sort()).toEqual(['chat', 'messages', 'responses']);
+      const claudeOfMl = await store.usage({
+        ...range,
+        granularity: 'day',
+        groupBy: 'endpoint',
+        tags: [tag('team', 'ml'), tag('agent', 'claude-code')],
+      });
+      expect(claudeOfMl.groups.map((g) => [g.group, g.requests])).toEqual([['messages', 1]]);
+      await store.close();
     });
 
     it('groups by a tag key, with or without a filter on another key', async () => {

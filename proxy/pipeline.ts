@@ -294,6 +294,7 @@ export function endpointHandlers(deps: PipelineDeps): Record<EndpointName, Endpo
           ...(policy.team ? { team: policy.team } : {}),
           ...(policy.name ? { apiKey: policy.name } : {}),
           model: model.slice(0, MAX_MODEL_CHARS),
+          endpoint: endpoint.name,
           provider,
           tags,
           promptTokens: usage?.promptTokens ?? 0,

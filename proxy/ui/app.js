@@ -18,12 +18,22 @@ import uPlot from 'uplot';
  * @property {Date} from
  * @property {Date} to
  * @property {'hour' | 'day'} granularity
- * @property {string} groupBy model, provider or a tag key
+ * @property {string} groupBy model, provider, endpoint or a tag key
  */
 /** @typedef {{ path: string, label: string, format: Format, missing: 'zero' | 'gap' }} Metric */
 
 const KEY_STORAGE = 'gateway.apiKey';
-const WEEK_MS = 7 * 24 * 3600 * 1000;
+/** The default range: the last day by hour, so what a user just sent is a visible part of the chart. */
+const DEFAULT_RANGE_MS = 24 * 3600 * 1000;
+/** What the endpoint names of the reports mean (proxy/endpoints.ts). */
+const ENDPOINT_LABELS = /** @type {Record<string, string>} */ ({
+  chat: 'Chat completions',
+  completions: 'Completions',
+  embeddings: 'Embeddings',
+  responses: 'Responses',
+  messages: 'Anthropic Messages',
+  '': '(not recorded)',
+});
 const TAG_KEY = /^[A-Za-z0-9_.-]{1,64}$/;
 const MAX_SUGGESTIONS = 50;
 // More lines than this are unreadable; the table still lists every group.
@@ -131,8 +141,12 @@ function pick(obj, path) {
   return typeof cur === 'number' && Number.isFinite(cur) ? cur : null;
 }
 
-/** @param {unknown} group */
-function groupName(group) {
+/**
+ * @param {unknown} group
+ * @param {string} groupBy
+ */
+function groupName(group, groupBy) {
+  if (groupBy === 'endpoint' && typeof group === 'string') return ENDPOINT_LABELS[group] ?? group;
   return typeof group === 'string' && group !== '' ? group : '(none)';
 }
 
@@ -197,19 +211,19 @@ function toParams(f) {
   return q;
 }
 
-/** Fills the form from the page URL, or with the defaults (last 7 days, hourly, by model). */
+/** Fills the form from the page URL, or with the defaults (the last 24 hours, hourly, by model). */
 function initForm() {
   const q = new URLSearchParams(location.search);
   const now = new Date();
   const to = new Date(q.get('to') ?? '');
   const from = new Date(q.get('from') ?? '');
   const toDate = Number.isNaN(to.getTime()) ? now : to;
-  fromInput.value = toLocalInput(Number.isNaN(from.getTime()) ? new Date(toDate.getTime() - WEEK_MS) : from);
+  fromInput.value = toLocalInput(Number.isNaN(from.getTime()) ? new Date(toDate.getTime() - DEFAULT_RANGE_MS) : from);
   // datetime-local has minute precision: round "now" up so the newest requests are inside the range.
   toInput.value = toLocalInput(Number.isNaN(to.getTime()) ? new Date(now.getTime() + 60_000) : to);
   granularitySelect.value = q.get('granularity') === 'day' ? 'day' : 'hour';
   const groupBy = q.get('groupBy') ?? 'model';
-  if (groupBy === 'model' || groupBy === 'provider') {
+  if (groupBy === 'model' || groupBy === 'provider' || groupBy === 'endpoint') {
     groupBySelect.value = groupBy;
   } else {
     groupBySelect.value = 'tag';
@@ -312,6 +326,7 @@ function renderTotals(report) {
 function groupTitle(filters) {
   if (filters.groupBy === 'model') return 'Model';
   if (filters.groupBy === 'provider') return 'Provider';
+  if (filters.groupBy === 'endpoint') return 'Endpoint';
   return `Tag ${filters.groupBy}`;
 }
 
@@ -349,7 +364,7 @@ function renderTable(report, filters) {
   const body = table.tBodies[0];
   const foot = table.tFoot;
   if (!body || !foot) return;
-  body.replaceChildren(...(report?.groups ?? []).map((g) => row(groupName(g.group), g, false)));
+  body.replaceChildren(...(report?.groups ?? []).map((g) => row(groupName(g.group, filters?.groupBy ?? ''), g, false)));
   foot.replaceChildren(...(report && report.groups.length > 0 ? [row('Total', report.totals, true)] : []));
   if (!report) {
     tableEmpty.textContent = errorBox.hidden ? 'Enter an API key and press Apply.' : 'No data: see the error above.';
@@ -407,7 +422,7 @@ function renderChart() {
   const { report, filters } = current;
   const metric = selectedMetric();
   chartBox.setAttribute('aria-label', `${metric.label} over time, one line per ${groupTitle(filters).toLowerCase()}`);
-  const groups = report.groups.map((g) => groupName(g.group)).slice(0, MAX_LINES);
+  const groups = report.groups.map((g) => groupName(g.group, filters.groupBy)).slice(0, MAX_LINES);
   if (groups.length === 0 || report.series.length === 0) {
     chartNote.textContent = 'No requests match these filters in this range.';
     chartNote.hidden = false;
@@ -420,7 +435,7 @@ function renderChart() {
   const lines = groups.map(() => times.map(() => fill));
   const lineOf = new Map(groups.map((g, i) => [g, i]));
   for (const s of report.series) {
-    const line = lineOf.get(groupName(s.group));
+    const line = lineOf.get(groupName(s.group, filters.groupBy));
     const at = index.get(Date.parse(String(s.time)) / 1000);
     if (line === undefined || at === undefined) continue;
     const row = lines[line];

@@ -42,7 +42,8 @@ interface PageSpec {
 const USAGE: PageSpec = {
   name: 'usage',
   title: 'Usage',
-  intro: 'Requests, tokens and cost of chat completions, by model, provider or tag.',
+  intro:
+    'Requests, tokens and cost of every endpoint (chat completions, completions, embeddings, Responses and Anthropic Messages), by model, endpoint, provider or tag.',
   totals: [
     { path: 'requests', label: 'Requests', format: 'int', testId: 'total-requests' },
     { path: 'inputTokens', label: 'Input tokens', format: 'int', testId: 'total-input-tokens' },
@@ -66,7 +67,8 @@ const USAGE: PageSpec = {
 const ANALYTICS: PageSpec = {
   name: 'analytics',
   title: 'Analytics',
-  intro: 'Request volume, errors and latency percentiles, by model, provider or tag.',
+  intro:
+    'Request volume, errors and latency percentiles of every endpoint (chat completions, completions, embeddings, Responses and Anthropic Messages), by model, endpoint, provider or tag.',
   totals: [
     { path: 'costUsd', label: 'Cost (USD)', format: 'usd', testId: 'total-cost' },
     { path: 'requests', label: 'Requests', format: 'int', testId: 'total-requests' },
@@ -190,6 +192,7 @@ function renderPage(page: PageSpec): string {
         <label for="group-by">Group by</label>
         <select id="group-by" data-testid="group-by">
           <option value="model">Model</option>
+          <option value="endpoint">Endpoint</option>
           <option value="provider">Provider</option>
           <option value="tag">Tag key…</option>
         </select>

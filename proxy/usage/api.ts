@@ -10,7 +10,7 @@ import { DEFAULT_GROUP_LIMIT, type Granularity, MAX_GROUP_LIMIT, type UsageQuery
  *   GET /v1/analytics  cost, request volume, latency p50/p95/p99, error rate
  *   GET /v1/tags       known tags matching ?search= (at most 50)
  * Query: from, to (ISO 8601; default the last 7 days), granularity hour|day, groupBy model |
- * provider | a tag key, tag=key:value repeated (all must match), and limit (groups reported by
+ * provider | endpoint (chat, completions, embeddings, responses, messages) | a tag key, tag=key:value repeated (all must match), and limit (groups reported by
  * name, default 20, at most 100; the others are summed as `_other`, their count in otherGroups).
  */
 
@@ -37,7 +37,8 @@ export function parseUsageQuery(params: URLSearchParams, now = new Date()): Usag
   const g = params.get('granularity') ?? (to.getTime() - from.getTime() <= 2 * DAY ? 'hour' : 'day');
   if (g !== 'hour' && g !== 'day') return invalidRequest('granularity must be hour or day', 'granularity');
   const groupBy = params.get('groupBy') ?? 'model';
-  if (!GROUP_KEY.test(groupBy)) return invalidRequest('groupBy must be model, provider or a tag key', 'groupBy');
+  if (!GROUP_KEY.test(groupBy))
+    return invalidRequest('groupBy must be model, provider, endpoint or a tag key', 'groupBy');
   const tags: Tag[] = [];
   for (const raw of params.getAll('tag')) {
     const t = parseTag(raw, 'query parameter tag');

@@ -106,6 +106,12 @@ export const MIGRATIONS: string[] = [
      cost double precision NOT NULL,
      PRIMARY KEY (api_key, hour)
    );`,
+  // 3: endpoints. Records and rollups carry the endpoint (chat, responses, messages, ...): reports
+  // split by it. Rows of before keep ''.
+  `ALTER TABLE usage_requests ADD COLUMN endpoint text NOT NULL DEFAULT '';
+   ALTER TABLE usage_rollup ADD COLUMN endpoint text NOT NULL DEFAULT '';
+   ALTER TABLE usage_rollup DROP CONSTRAINT usage_rollup_pkey;
+   ALTER TABLE usage_rollup ADD PRIMARY KEY (hour, model, endpoint, provider, team, tag_key, tag_value);`,
 ];
 
 /** ($1, $2, ...), (...) for `rows` rows of `columns` values each. */
@@ -313,11 +319,12 @@ export class PostgresUsageStore implements UsageStore {
         r.unpriced ?? false,
         r.team ?? '',
         r.apiKey ?? '',
+        r.endpoint ?? '',
       ]);
       const { rows } = await tx.query<{ request_id: string; ts: string }>(
         `INSERT INTO usage_requests (ts, request_id, key_prefix, model, provider, tags, prompt, completion, cost,
-           savings, latency_ms, ttft_ms, status, error_type, stream, tokens_counted, unpriced, team, api_key)
-         VALUES ${placeholders(values.length, 19)} ON CONFLICT DO NOTHING RETURNING request_id, ts::text`,
+           savings, latency_ms, ttft_ms, status, error_type, stream, tokens_counted, unpriced, team, api_key, endpoint)
+         VALUES ${placeholders(values.length, 20)} ON CONFLICT DO NOTHING RETURNING request_id, ts::text`,
         values.flat(),
       );
       for (const d of rows) inserted.add(`${d.request_id}|${d.ts}`);
@@ -326,13 +333,14 @@ export class PostgresUsageStore implements UsageStore {
     const deltas = rollupDeltas(fresh).sort((a, b) =>
       a.hour !== b.hour
         ? a.hour - b.hour
-        : `${a.model}\u0000${a.provider}\u0000${a.team}\u0000${a.tagKey}\u0000${a.tagValue}`.localeCompare(
-            `${b.model}\u0000${b.provider}\u0000${b.team}\u0000${b.tagKey}\u0000${b.tagValue}`,
+        : `${a.model}\u0000${a.endpoint}\u0000${a.provider}\u0000${a.team}\u0000${a.tagKey}\u0000${a.tagValue}`.localeCompare(
+            `${b.model}\u0000${b.endpoint}\u0000${b.provider}\u0000${b.team}\u0000${b.tagKey}\u0000${b.tagValue}`,
           ),
     );
     const columns = [
       'hour',
       'model',
+      'endpoint',
       'provider',
       'team',
       'tag_key',
@@ -351,6 +359,7 @@ export class PostgresUsageStore implements UsageStore {
         .map((d) => [
           d.hour,
           d.model,
+          d.endpoint,
           d.provider,
           d.team,
           d.tagKey,
@@ -365,9 +374,9 @@ export class PostgresUsageStore implements UsageStore {
         ]);
       await tx.query(
         `INSERT INTO usage_rollup (${columns.join(', ')}) VALUES ${placeholders(values.length, columns.length)}
-         ON CONFLICT (hour, model, provider, team, tag_key, tag_value) DO UPDATE SET
+         ON CONFLICT (hour, model, endpoint, provider, team, tag_key, tag_value) DO UPDATE SET
            ${columns
-             .slice(6)
+             .slice(7)
              .map((c) => `${c} = usage_rollup.${c} + excluded.${c}`)
              .join(', ')}`,
         values.flat(),
@@ -490,7 +499,7 @@ export class PostgresUsageStore implements UsageStore {
     if (q.team !== undefined) where.push(`team = ${query.bind(q.team)}`);
     // The GIN index answers "carries every one of these tags" in one step.
     if (q.tags.length > 0) where.push(`tags @> ${query.bind(q.tags.map((t) => `${t.key}:${t.value}`))}`);
-    let group = q.groupBy === 'model' ? 'model' : 'provider';
+    let group = q.groupBy === 'model' ? 'model' : q.groupBy === 'endpoint' ? 'endpoint' : 'provider';
     let from = 'usage_requests r';
     if (groupsByTag(q)) {
       // A lateral join rather than a subquery in the select list: the plan stays parallel (1.2 s

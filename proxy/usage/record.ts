@@ -14,6 +14,8 @@ export interface UsageRecord {
   /** The ApiKey's name (its spend survives rotation, unlike the key's hash). */
   apiKey?: string;
   model: string;
+  /** The endpoint it came to (proxy/endpoints.ts: chat, completions, embeddings, responses, messages). */
+  endpoint?: string;
   /** The ModelDeployment or ExternalProvider that served it; empty when routing failed. */
   provider: string;
   tags: Tag[];

@@ -74,7 +74,8 @@ export class SqliteUsageStore implements UsageStore {
         tokens_counted INTEGER NOT NULL DEFAULT 0,
         unpriced INTEGER NOT NULL DEFAULT 0,
         team TEXT NOT NULL DEFAULT '',
-        api_key TEXT NOT NULL DEFAULT ''
+        api_key TEXT NOT NULL DEFAULT '',
+        endpoint TEXT NOT NULL DEFAULT ''
       );
       CREATE INDEX IF NOT EXISTS requests_ts ON requests(ts);
       CREATE TABLE IF NOT EXISTS request_tags (
@@ -87,6 +88,7 @@ export class SqliteUsageStore implements UsageStore {
       CREATE TABLE IF NOT EXISTS rollup (
         hour INTEGER NOT NULL,
         model TEXT NOT NULL,
+        endpoint TEXT NOT NULL DEFAULT '',
         provider TEXT NOT NULL,
         team TEXT NOT NULL DEFAULT '',
         tag_key TEXT NOT NULL,
@@ -98,7 +100,7 @@ export class SqliteUsageStore implements UsageStore {
         cost REAL NOT NULL,
         savings REAL NOT NULL,
         ${BUCKET_COLUMNS.map((c) => `${c} INTEGER NOT NULL DEFAULT 0`).join(',\n        ')},
-        PRIMARY KEY (hour, model, provider, team, tag_key, tag_value)
+        PRIMARY KEY (hour, model, endpoint, provider, team, tag_key, tag_value)
       );
       CREATE TABLE IF NOT EXISTS key_spend (
         api_key TEXT NOT NULL,
@@ -114,10 +116,10 @@ export class SqliteUsageStore implements UsageStore {
     for (const column of ['tokens_counted', 'unpriced']) {
       if (!columns.has(column)) this.db.exec(`ALTER TABLE requests ADD COLUMN ${column} INTEGER NOT NULL DEFAULT 0`);
     }
-    for (const column of ['team', 'api_key']) {
+    for (const column of ['team', 'api_key', 'endpoint']) {
       if (!columns.has(column)) this.db.exec(`ALTER TABLE requests ADD COLUMN ${column} TEXT NOT NULL DEFAULT ''`);
     }
-    this.addRollupTeam();
+    this.keyRollupsByEverything();
     // Tag budgets read one tag's spend since the period's start.
     this.db.exec('CREATE INDEX IF NOT EXISTS rollup_tag ON rollup(tag_key, tag_value, hour)');
     // One row per request: a batch retried after an unacknowledged write counts once.
@@ -143,8 +145,8 @@ export class SqliteUsageStore implements UsageStore {
     // visible share of the write path at gateway rates.
     this.insertRaw = this.db.prepare(
       `INSERT OR IGNORE INTO requests (ts, request_id, key_prefix, model, provider, tags, prompt, completion, cost, savings,
-        latency_ms, ttft_ms, status, error_type, stream, tokens_counted, unpriced, team, api_key)
-       VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+        latency_ms, ttft_ms, status, error_type, stream, tokens_counted, unpriced, team, api_key, endpoint)
+       VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
     );
     const addSpend = this.db.prepare(
       `INSERT INTO key_spend (api_key, hour, cost) VALUES (@apiKey, @hour, @cost)
@@ -152,9 +154,9 @@ export class SqliteUsageStore implements UsageStore {
     );
     this.insertTag = this.db.prepare('INSERT INTO request_tags (request, tag, ts) VALUES (?, ?, ?)');
     this.upsertRollup = this.db.prepare(
-      `INSERT INTO rollup (hour, model, provider, team, tag_key, tag_value, requests, errors, prompt, completion, cost, savings, ${BUCKET_COLUMNS.join(', ')})
-       VALUES (@hour, @model, @provider, @team, @tagKey, @tagValue, @requests, @error, @prompt, @completion, @cost, @savings, ${BUCKET_COLUMNS.map((c) => `@${c}`).join(', ')})
-       ON CONFLICT (hour, model, provider, team, tag_key, tag_value) DO UPDATE SET
+      `INSERT INTO rollup (hour, model, endpoint, provider, team, tag_key, tag_value, requests, errors, prompt, completion, cost, savings, ${BUCKET_COLUMNS.join(', ')})
+       VALUES (@hour, @model, @endpoint, @provider, @team, @tagKey, @tagValue, @requests, @error, @prompt, @completion, @cost, @savings, ${BUCKET_COLUMNS.map((c) => `@${c}`).join(', ')})
+       ON CONFLICT (hour, model, endpoint, provider, team, tag_key, tag_value) DO UPDATE SET
          requests = requests + excluded.requests, errors = errors + excluded.errors, prompt = prompt + excluded.prompt,
          completion = completion + excluded.completion, cost = cost + excluded.cost, savings = savings + excluded.savings,
          ${BUCKET_COLUMNS.map((c) => `${c} = ${c} + excluded.${c}`).join(', ')}`,
@@ -169,25 +171,26 @@ export class SqliteUsageStore implements UsageStore {
   }
 
   /**
-   * Files from before teams: the rollup table gets a team column in its primary key, which
-   * SQLite can only do by copying the table (in one transaction: all or nothing).
+   * Files from before teams or endpoints: the rollup table gets those columns in its primary key,
+   * which SQLite can only do by copying the table (in one transaction: all or nothing). Rows of
+   * before keep '' in the new columns.
    */
-  private addRollupTeam(): void {
+  private keyRollupsByEverything(): void {
     const cols = (this.db.prepare('PRAGMA table_info(rollup)').all() as Array<{ name: string }>).map((c) => c.name);
-    if (cols.includes('team')) return;
+    if (cols.includes('team') && cols.includes('endpoint')) return;
     const copy = cols.join(', ');
     this.db.transaction(() => {
-      this.db.exec('ALTER TABLE rollup RENAME TO rollup_before_teams');
+      this.db.exec('ALTER TABLE rollup RENAME TO rollup_before');
       this.db.exec(`
         CREATE TABLE rollup (
-          hour INTEGER NOT NULL, model TEXT NOT NULL, provider TEXT NOT NULL, team TEXT NOT NULL DEFAULT '',
-          tag_key TEXT NOT NULL, tag_value TEXT NOT NULL, requests INTEGER NOT NULL, errors INTEGER NOT NULL,
-          prompt INTEGER NOT NULL, completion INTEGER NOT NULL, cost REAL NOT NULL, savings REAL NOT NULL,
-          ${BUCKET_COLUMNS.map((c) => `${c} INTEGER NOT NULL DEFAULT 0`).join(', ')},
-          PRIMARY KEY (hour, model, provider, team, tag_key, tag_value)
+          hour INTEGER NOT NULL, model TEXT NOT NULL, endpoint TEXT NOT NULL DEFAULT '', provider TEXT NOT NULL,
+          team TEXT NOT NULL DEFAULT '', tag_key TEXT NOT NULL, tag_value TEXT NOT NULL, requests INTEGER NOT NULL,
+          errors INTEGER NOT NULL, prompt INTEGER NOT NULL, completion INTEGER NOT NULL, cost REAL NOT NULL,
+          savings REAL NOT NULL, ${BUCKET_COLUMNS.map((c) => `${c} INTEGER NOT NULL DEFAULT 0`).join(', ')},
+          PRIMARY KEY (hour, model, endpoint, provider, team, tag_key, tag_value)
         )`);
-      this.db.exec(`INSERT INTO rollup (${copy}) SELECT ${copy} FROM rollup_before_teams`);
-      this.db.exec('DROP TABLE rollup_before_teams');
+      this.db.exec(`INSERT INTO rollup (${copy}) SELECT ${copy} FROM rollup_before`);
+      this.db.exec('DROP TABLE rollup_before');
     })();
   }
 
@@ -215,6 +218,7 @@ export class SqliteUsageStore implements UsageStore {
       r.unpriced ? 1 : 0,
       r.team ?? '',
       r.apiKey ?? '',
+      r.endpoint ?? '',
     );
     if (info.changes === 0) return false;
     for (const t of tags) this.insertTag.run(info.lastInsertRowid, t, ts);

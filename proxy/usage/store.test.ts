@@ -203,6 +203,30 @@ describe('a SQLite usage file from before teams', () => {
   });
 });
 
+describe('a SQLite usage file from before endpoints', () => {
+  it('gets the endpoint column in its records and rollups, keeping every row under endpoint ""', async () => {
+    const file = dbFile();
+    const Database = (await import('better-sqlite3')).default;
+    const old = new Database(file);
+    old.exec(`CREATE TABLE rollup (hour INTEGER NOT NULL, model TEXT NOT NULL, provider TEXT NOT NULL,
+      team TEXT NOT NULL DEFAULT '', tag_key TEXT NOT NULL, tag_value TEXT NOT NULL, requests INTEGER NOT NULL,
+      errors INTEGER NOT NULL, prompt INTEGER NOT NULL, completion INTEGER NOT NULL, cost REAL NOT NULL,
+      savings REAL NOT NULL, b0 INTEGER NOT NULL DEFAULT 0, PRIMARY KEY (hour, model, provider, team, tag_key, tag_value))`);
+    old.exec(
+      `INSERT INTO rollup VALUES (${T0}, 'llama3.1:8b', 'platform-llms/llama', 'ml', '', '', 7, 0, 70, 140, 0.7, 0, 7)`,
+    );
+    old.close();
+    const store = new SqliteUsageStore(file);
+    await store.insert([rec({ at: T0, team: 'ml', endpoint: 'messages' })]);
+    const r = await store.usage({ ...range, granularity: 'day', groupBy: 'endpoint', tags: [] });
+    expect(r.groups.map((g) => [g.group, g.requests])).toEqual([
+      ['', 7],
+      ['messages', 1],
+    ]);
+    await store.close();
+  });
+});
+
 describe('two proxy processes sharing one usage file', () => {
   it('both write and every record counts (SQLite locking, busy timeout)', async () => {
     const file = dbFile();

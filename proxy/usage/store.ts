@@ -44,7 +44,7 @@ export interface UsageQuery {
   from: Date;
   to: Date;
   granularity: Granularity;
-  /** model, provider, or a tag key. */
+  /** model, provider, endpoint, or a tag key. */
   groupBy: string;
   /** All must be present on a request (AND). */
   tags: Tag[];
@@ -159,6 +159,7 @@ const round = (n: number, d = 9) => Math.round(n * 10 ** d) / 10 ** d;
 export interface RollupDelta {
   hour: number;
   model: string;
+  endpoint: string;
   provider: string;
   team: string;
   tagKey: string;
@@ -190,12 +191,14 @@ export function rollupDeltas(records: StoredUsage[]): RollupDelta[] {
   const rollups = new Map<string, RollupDelta>();
   // Runs over every batch the recorder writes: keys are joined strings, not serialized arrays.
   const add = (r: StoredUsage, hour: number, model: string, team: string, tagKey: string, tagValue: string) => {
-    const key = `${hour}\u0000${model}\u0000${r.provider}\u0000${team}\u0000${tagKey}\u0000${tagValue}`;
+    const endpoint = r.endpoint ?? '';
+    const key = `${hour}\u0000${model}\u0000${endpoint}\u0000${r.provider}\u0000${team}\u0000${tagKey}\u0000${tagValue}`;
     let d = rollups.get(key);
     if (!d) {
       d = {
         hour,
         model,
+        endpoint,
         provider: r.provider,
         team,
         tagKey,
@@ -272,8 +275,11 @@ export const creditProviders = (records: StoredUsage[]): string[] =>
 export const groupLimit = (q: UsageQuery): number =>
   Math.min(MAX_GROUP_LIMIT, Math.max(1, q.limit ?? DEFAULT_GROUP_LIMIT));
 
-/** Whether a query groups by a tag key (not by model or provider). */
-export const groupsByTag = (q: UsageQuery): boolean => q.groupBy !== 'model' && q.groupBy !== 'provider';
+/** What a report groups by besides tag keys: columns of every record (a tag key of the same name cannot be grouped). */
+export const RECORD_DIMENSIONS: ReadonlySet<string> = new Set(['model', 'provider', 'endpoint']);
+
+/** Whether a query groups by a tag key (not by model, provider or endpoint). */
+export const groupsByTag = (q: UsageQuery): boolean => !RECORD_DIMENSIONS.has(q.groupBy);
 
 /**
  * Which rows answer a query: the rollups when at most one tag filters and that tag is the
