@@ -1,5 +1,7 @@
 import { Agent, request } from 'node:http';
 import { performance } from 'node:perf_hooks';
+import Anthropic from '@anthropic-ai/sdk';
+import OpenAI from 'openai';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { type OllamaDouble, startOllamaDouble } from '../e2e/doubles/ollama.js';
 
@@ -414,5 +416,43 @@ describe('Ollama double', () => {
     const body = await json<Completion>(await chat({ model: 'llama3.1:8b', messages: MESSAGES }));
     expect(body.choices[0]?.message.content).toBe(EIGHT);
     expect(() => double.behave({ completionTokens: -1 })).toThrow(RangeError);
+  });
+});
+
+describe('Ollama double: Responses and Anthropic Messages', () => {
+  let d: OllamaDouble;
+  beforeAll(async () => {
+    d = await startOllamaDouble();
+  });
+  afterAll(async () => {
+    await d.close();
+  });
+
+  it('answers /v1/responses as the OpenAI SDK reads it, whole and streamed, with the same text and usage', async () => {
+    const client = new OpenAI({ baseURL: `${d.url}/v1`, apiKey: 'x' });
+    const whole = await client.responses.create({ model: 'llama3.1:8b', input: 'hello there' });
+    expect(whole.output_text.length).toBeGreaterThan(0);
+    expect(whole.usage).toMatchObject({ input_tokens: expect.any(Number), output_tokens: 8 });
+    const stream = await client.responses.create({ model: 'llama3.1:8b', input: 'hello there', stream: true });
+    let text = '';
+    let done: typeof whole | undefined;
+    for await (const ev of stream) {
+      if (ev.type === 'response.output_text.delta') text += ev.delta;
+      if (ev.type === 'response.completed') done = ev.response;
+    }
+    expect(text).toBe(whole.output_text);
+    expect(done?.usage).toEqual(whole.usage);
+  });
+
+  it('answers /v1/messages as the Anthropic SDK reads it, whole and streamed, with the same text and usage', async () => {
+    const client = new Anthropic({ baseURL: d.url, apiKey: 'x' });
+    const params = { model: 'llama3.1:8b', max_tokens: 5, messages: [{ role: 'user' as const, content: 'hi' }] };
+    const whole = await client.messages.create(params);
+    expect(whole).toMatchObject({ stop_reason: 'max_tokens', usage: { output_tokens: 5 } });
+    const streamed = await client.messages.stream(params).finalMessage();
+    expect(streamed.content).toEqual(whole.content);
+    expect(streamed.usage).toMatchObject({ input_tokens: whole.usage.input_tokens, output_tokens: 5 });
+    const missing = await client.messages.create({ ...params, model: 'nope' }).catch((e: unknown) => e);
+    expect(missing).toBeInstanceOf(Anthropic.NotFoundError);
   });
 });

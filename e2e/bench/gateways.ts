@@ -30,7 +30,8 @@ import type { LoadArgs, LoadResult } from './load.js';
  * the process under test. Streaming time to first token comes from a sequential client of its own, since autocannon
  * only times whole responses; ours then holds c=128 for a soak (60 s) with its RSS sampled. Ends with PASS/FAIL lines
  * for the project's overhead and memory targets.
- * Run: npx tsx e2e/bench/gateways.ts [--quick] [--duration S] [--connections 1,16,128] [--targets a,b]
+ * The same for OpenAI Responses and Anthropic Messages (--dialects), on direct, bare and ours.
+ * Run: npx tsx e2e/bench/gateways.ts [--quick] [--duration S] [--connections 1,16,128] [--targets a,b] [--dialects]
  *      [--ttft-requests N] [--json-out FILE] [--install-litellm]
  */
 
@@ -40,6 +41,12 @@ const TARGETS = ['direct', 'bare', 'ours', 'ours-pg', 'portkey', 'litellm'] as c
 type TargetName = (typeof TARGETS)[number];
 const MODES = ['json', 'stream'] as const;
 type Mode = (typeof MODES)[number];
+/**
+ * The dialects measured: chat completions on every target; OpenAI Responses and Anthropic Messages (what coding
+ * agents speak) on direct, bare and ours, each passed through to the double's own endpoint as to Ollama's.
+ */
+const DIALECTS = ['chat', 'responses', 'messages'] as const;
+type BenchDialect = (typeof DIALECTS)[number];
 /** Fixed upstream behaviour: 8 tokens, no artificial delays, so every difference is the proxy's. */
 const UPSTREAM = { completionTokens: 8, firstByteDelayMs: 0, interTokenDelayMs: 0 };
 const OUTPUT_KEEP = 64 * 1024;
@@ -67,6 +74,8 @@ interface Settings {
   ttftRequests: number;
   ttftWarmup: number;
   installLiteLLM: boolean;
+  /** chat always; responses and messages where the target serves them. */
+  dialects: BenchDialect[];
 }
 
 const errorMessage = (err: unknown) => (err instanceof Error ? err.message : String(err));
@@ -297,6 +306,8 @@ interface Target {
   name: TargetName;
   /** Full chat completions URL. */
   url: string;
+  /** Full URLs of the other dialects, where the target serves them (direct, bare, ours). */
+  dialectUrls?: Partial<Record<BenchDialect, string>>;
   headers: Record<string, string>;
   /** The process whose CPU and memory count as the target's. */
   pid: number;
@@ -324,6 +335,25 @@ function chatBody(mode: Mode): string {
   });
 }
 const BODIES: Record<Mode, string> = { json: chatBody('json'), stream: chatBody('stream') };
+/** The same request in each dialect: one user turn, the double's 8 tokens back (tags by header: only chat has a body field). */
+const DIALECT_BODIES: Record<BenchDialect, Record<Mode, string>> = {
+  chat: BODIES,
+  responses: {
+    json: JSON.stringify({ model: MODEL, input: 'hello there' }),
+    stream: JSON.stringify({ model: MODEL, input: 'hello there', stream: true }),
+  },
+  messages: {
+    json: JSON.stringify({ model: MODEL, max_tokens: 64, messages: [{ role: 'user', content: 'hello there' }] }),
+    stream: JSON.stringify({
+      model: MODEL,
+      max_tokens: 64,
+      messages: [{ role: 'user', content: 'hello there' }],
+      stream: true,
+    }),
+  },
+};
+const urlOf = (t: Target, dialect: BenchDialect): string | undefined =>
+  dialect === 'chat' ? t.url : t.dialectUrls?.[dialect];
 const JSON_HEADERS = { 'content-type': 'application/json' };
 
 class Skip extends Error {}
@@ -366,6 +396,7 @@ async function startTarget(name: TargetName, double: Double, dir: string, settin
       return {
         name,
         url: `${double.url}/v1/chat/completions`,
+        dialectUrls: { responses: `${double.url}/v1/responses`, messages: `${double.url}/v1/messages` },
         headers: JSON_HEADERS,
         pid: double.pid,
         notes: ['the double itself: cpu/rss columns are the double'],
@@ -390,6 +421,7 @@ async function startBare(double: Double): Promise<Target> {
   return {
     name: 'bare',
     url: `${url}/v1/chat/completions`,
+    dialectUrls: { responses: `${url}/v1/responses`, messages: `${url}/v1/messages` },
     headers: JSON_HEADERS,
     pid: child.pid,
     notes: [],
@@ -474,6 +506,15 @@ async function startOurs(double: Double, dir: string, store: 'sqlite' | 'postgre
   return {
     name,
     url: `${proxy.base}/openai/v1/chat/completions`,
+    // ours-pg measures the stores; the dialects are measured once, on ours.
+    ...(name === 'ours'
+      ? {
+          dialectUrls: {
+            responses: `${proxy.base}/openai/v1/responses`,
+            messages: `${proxy.base}/anthropic/v1/messages`,
+          },
+        }
+      : {}),
     headers: { ...JSON_HEADERS, 'x-api-key': 'sk-bench', 'x-tags': 'team:bench' },
     pid: managed.pid,
     backing,
@@ -538,12 +579,12 @@ async function inspectOurs(metricsBase: string, storedRows: () => number): Promi
 
 async function startPortkey(double: Double): Promise<Target> {
   const plain = await launchPortkey(double, false);
-  const failures = await probe(plain);
+  const failures = await probe(plain, ['chat']);
   if (failures.length === 0) return plain;
   const log = plain.log();
   await plain.stop();
   const broken = failures.join('; ');
-  if (!failures.every((f) => f.startsWith('stream')) || !log.includes('immutable')) {
+  if (!failures.every((f) => f.startsWith('chat stream')) || !log.includes('immutable')) {
     throw new Error(`portkey does not answer: ${broken}\n${log.slice(-1500)}`);
   }
   const patched = await launchPortkey(double, true);
@@ -599,19 +640,32 @@ async function startLiteLLM(double: Double, dir: string, settings: Settings): Pr
   };
 }
 
-/** One request per mode; returns what is wrong (nothing: the target reaches the double and answers 200). */
-async function probe(t: Target): Promise<string[]> {
+/** How each dialect's stream ends. */
+const STREAM_END: Record<BenchDialect, string> = {
+  chat: '[DONE]',
+  responses: 'response.completed',
+  messages: 'message_stop',
+};
+
+/** One request per dialect and mode; returns what is wrong (nothing: the target reaches the double and answers 200). */
+async function probe(t: Target, dialects: readonly BenchDialect[]): Promise<string[]> {
   const failures: string[] = [];
-  for (const mode of MODES) {
-    try {
-      const res = await request(t.url, { method: 'POST', headers: t.headers, body: BODIES[mode] });
-      const text = await res.body.text();
-      if (res.statusCode !== 200) failures.push(`${mode}: HTTP ${res.statusCode} ${text.slice(0, 200)}`);
-      else if (!text.includes('tok7'))
-        failures.push(`${mode}: 200 without the double's completion: ${text.slice(0, 200)}`);
-      else if (mode === 'stream' && !text.includes('[DONE]')) failures.push(`${mode}: stream without [DONE]`);
-    } catch (err) {
-      failures.push(`${mode}: ${errorMessage(err)}`);
+  for (const dialect of dialects) {
+    const url = urlOf(t, dialect);
+    if (!url) continue;
+    for (const mode of MODES) {
+      const what = `${dialect} ${mode}`;
+      try {
+        const res = await request(url, { method: 'POST', headers: t.headers, body: DIALECT_BODIES[dialect][mode] });
+        const text = await res.body.text();
+        if (res.statusCode !== 200) failures.push(`${what}: HTTP ${res.statusCode} ${text.slice(0, 200)}`);
+        else if (!text.includes('tok7'))
+          failures.push(`${what}: 200 without the double's completion: ${text.slice(0, 200)}`);
+        else if (mode === 'stream' && !text.includes(STREAM_END[dialect]))
+          failures.push(`${what}: stream without ${STREAM_END[dialect]}`);
+      } catch (err) {
+        failures.push(`${what}: ${errorMessage(err)}`);
+      }
     }
   }
   return failures;
@@ -622,6 +676,7 @@ async function probe(t: Target): Promise<string[]> {
 
 interface Run {
   target: TargetName;
+  dialect: BenchDialect;
   mode: Mode;
   c: number;
   load: LoadResult;
@@ -683,11 +738,14 @@ async function runLoad(
   c: number,
   settings: Settings,
   durationS = settings.durationS,
+  dialect: BenchDialect = 'chat',
 ): Promise<Run> {
+  const url = urlOf(t, dialect);
+  if (!url) throw new Error(`${t.name} does not serve ${dialect}`);
   const args: LoadArgs = {
-    url: t.url,
+    url,
     headers: t.headers,
-    body: BODIES[mode],
+    body: DIALECT_BODIES[dialect][mode],
     connections: c,
     warmupS: settings.warmupS,
     durationS,
@@ -700,6 +758,7 @@ async function runLoad(
   );
   return {
     target: t.name,
+    dialect,
     mode,
     c,
     load,
@@ -772,6 +831,7 @@ function pct(sorted: number[], p: number): number {
 
 interface Row {
   target: TargetName;
+  dialect: BenchDialect;
   mode: Mode;
   c: number;
   rps: number;
@@ -796,16 +856,18 @@ interface Row {
 }
 
 function toRows(runs: Run[]): Row[] {
-  const direct = (mode: Mode, c: number) => runs.find((r) => r.target === 'direct' && r.mode === mode && r.c === c);
+  const direct = (dialect: BenchDialect, mode: Mode, c: number) =>
+    runs.find((r) => r.target === 'direct' && r.dialect === dialect && r.mode === mode && r.c === c);
   // Latencies of a run that completed nothing arrive as null (JSON has no NaN); they must not count as 0 ms.
   const ms = (run: Run | undefined, v: (l: LoadResult) => number) =>
     run && run.load.ok > 0 ? v(run.load) : Number.NaN;
   return runs.map((r) => {
-    const d = direct(r.mode, r.c);
+    const d = direct(r.dialect, r.mode, r.c);
     const mean = ms(r, (l) => l.meanMs);
     const p50 = ms(r, (l) => l.p50Ms);
     return {
       target: r.target,
+      dialect: r.dialect,
       mode: r.mode,
       c: r.c,
       rps: r.load.rps,
@@ -833,6 +895,7 @@ export function printRows(rows: Row[]): void {
   console.table(
     rows.map((r) => ({
       target: r.target,
+      dialect: r.dialect ?? 'chat',
       mode: r.mode,
       c: r.c,
       'req/s': r.rps,
@@ -883,8 +946,8 @@ function verdicts(
   soaks: Soak[],
   memory: ReturnType<typeof chartProxyMemory>,
 ): Verdict[] {
-  const row = (target: TargetName, mode: Mode, c: number) =>
-    rows.find((r) => r.target === target && r.mode === mode && r.c === c);
+  const row = (target: TargetName, mode: Mode, c: number, dialect: BenchDialect = 'chat') =>
+    rows.find((r) => r.target === target && (r.dialect ?? 'chat') === dialect && r.mode === mode && r.c === c);
   const out: Verdict[] = [];
   const directT = ttft.find((t) => t.target === 'direct');
   for (const name of OURS) {
@@ -918,6 +981,33 @@ function verdicts(
             `${name} ${ours.cpuUsPerReq} µs, bare ${bare.cpuUsPerReq} µs = ${round(ours.cpuUsPerReq / bare.cpuUsPerReq, 2)}x` +
             (backing > 0 ? ` (PostgreSQL + Redis apart: ${round(backing, 1)} µs)` : ''),
         });
+      }
+    }
+    // The coding agents' dialects, held to the chat rows' targets against bare passing the same dialect through.
+    for (const dialect of DIALECTS.filter((d) => d !== 'chat')) {
+      for (const mode of MODES) {
+        for (const c of concurrencies) {
+          const [ours, bare] = [row(name, mode, c, dialect), row('bare', mode, c, dialect)];
+          if (!ours || !bare) continue;
+          if (c === 1) {
+            out.push({
+              id: `(a) ${name} ${dialect} ${mode} c=1: added mean latency within 0.1 ms of bare's`,
+              pass: ours.addedMeanMs - bare.addedMeanMs <= 0.1,
+              detail: `${name} +${ours.addedMeanMs} ms, bare +${bare.addedMeanMs} ms, difference ${round(ours.addedMeanMs - bare.addedMeanMs)} ms`,
+            });
+            continue;
+          }
+          out.push({
+            id: `(b) ${name} ${dialect} ${mode} c=${c}: throughput >= 85% of bare's`,
+            pass: ours.rps >= 0.85 * bare.rps,
+            detail: `${name} ${ours.rps} req/s, bare ${bare.rps} req/s = ${round((100 * ours.rps) / bare.rps, 1)}%`,
+          });
+          out.push({
+            id: `(e) ${name} ${dialect} ${mode} c=${c}: CPU per request <= 1.3x bare's`,
+            pass: ours.cpuUsPerReq <= 1.3 * bare.cpuUsPerReq,
+            detail: `${name} ${ours.cpuUsPerReq} µs, bare ${bare.cpuUsPerReq} µs = ${round(ours.cpuUsPerReq / bare.cpuUsPerReq, 2)}x`,
+          });
+        }
       }
     }
     const oursT = ttft.find((t) => t.target === name);
@@ -976,7 +1066,9 @@ function shout(rows: Row[]): void {
       r.ok === 0
         ? 'no request completed within the measured window'
         : `${r.bad} failed requests (status codes ${JSON.stringify(r.statusCodes)})`;
-    console.error(`\n!!!!! ${r.target} ${r.mode} c=${r.c}: ${what}; this row's numbers are not comparable !!!!!\n`);
+    console.error(
+      `\n!!!!! ${r.target} ${r.dialect ?? 'chat'} ${r.mode} c=${r.c}: ${what}; this row's numbers are not comparable !!!!!\n`,
+    );
   }
 }
 
@@ -1012,8 +1104,13 @@ function parseSettings(): Settings & { jsonOut: string | undefined } {
       soak: { type: 'string' },
       'json-out': { type: 'string' },
       'install-litellm': { type: 'boolean', default: false },
+      dialects: { type: 'string', default: DIALECTS.join(',') },
     },
   });
+  const dialects = (values.dialects ?? '').split(',').map((d) => d.trim());
+  const unknownDialects = dialects.filter((d) => !(DIALECTS as readonly string[]).includes(d));
+  if (unknownDialects.length > 0)
+    throw new Error(`unknown dialects ${unknownDialects.join(',')}; known: ${DIALECTS.join(',')}`);
   const quick = values.quick ?? false;
   const targets = (values.targets ?? '').split(',').map((t) => t.trim());
   const unknown = targets.filter((t) => !(TARGETS as readonly string[]).includes(t));
@@ -1029,21 +1126,24 @@ function parseSettings(): Settings & { jsonOut: string | undefined } {
     ttftRequests,
     ttftWarmup: Math.max(10, Math.round(ttftRequests / 10)),
     installLiteLLM: values['install-litellm'] ?? false,
+    dialects: DIALECTS.filter((d) => d === 'chat' || dialects.includes(d)),
     jsonOut: values['json-out'],
   };
 }
 
 async function measure(t: Target, double: Double, settings: Settings, runs: Run[]): Promise<Ttft> {
-  for (const mode of MODES) {
-    for (const c of settings.connections) {
-      const run = await runLoad(t, double, mode, c, settings);
-      runs.push(run);
-      const bad = run.load.non2xx + run.load.errors;
-      progress(
-        `${t.name} ${mode} c=${c}: ${run.load.rps} req/s, mean ${run.load.meanMs} ms, cpu ${run.cpuPct}%` +
-          (bad > 0 ? `, ${bad} FAILED REQUESTS` : '') +
-          (run.load.ok === 0 ? ', NOTHING COMPLETED' : ''),
-      );
+  for (const dialect of settings.dialects.filter((d) => urlOf(t, d) !== undefined)) {
+    for (const mode of MODES) {
+      for (const c of settings.connections) {
+        const run = await runLoad(t, double, mode, c, settings, settings.durationS, dialect);
+        runs.push(run);
+        const bad = run.load.non2xx + run.load.errors;
+        progress(
+          `${t.name} ${dialect} ${mode} c=${c}: ${run.load.rps} req/s, mean ${run.load.meanMs} ms, cpu ${run.cpuPct}%` +
+            (bad > 0 ? `, ${bad} FAILED REQUESTS` : '') +
+            (run.load.ok === 0 ? ', NOTHING COMPLETED' : ''),
+        );
+      }
     }
   }
   // After the load runs: a freshly started process answers its first thousand requests with cold JIT, which
@@ -1075,7 +1175,7 @@ async function main(): Promise<void> {
     try {
       progress(`${name}: starting`);
       t = await startTarget(name, double, dir, settings);
-      const failures = await probe(t);
+      const failures = await probe(t, settings.dialects);
       if (failures.length > 0) throw new Error(`not answering 200 through to the double: ${failures.join('; ')}`);
       ttfts.push(await measure(t, double, settings, runs));
       if ((OURS as readonly string[]).includes(name) && settings.soakS > 0) {

@@ -207,7 +207,10 @@ export function gatewaysFigure(result: GatewaysResult): Figure {
   // Ours against the floor of any Node proxy; the others (direct, Portkey, LiteLLM) sit far off that scale.
   const shown = (target: string) => target === 'bare' || target.startsWith('ours');
   const panel = (mode: 'json' | 'stream', y: 'rps' | 'cpuUsPerReq'): Panel => {
-    const rows = result.rows.filter((r) => r.mode === mode && shown(r.target) && r.bad === 0 && r.ok > 0);
+    // Chat completions: the figure compares releases, and rows from before dialects were measured have none.
+    const rows = result.rows.filter(
+      (r) => (r.dialect ?? 'chat') === 'chat' && r.mode === mode && shown(r.target) && r.bad === 0 && r.ok > 0,
+    );
     const targets = [...new Set(rows.map((r) => r.target))].sort();
     const line = (t: string) =>
       rows

@@ -130,6 +130,8 @@ export async function startOllamaDouble(opts: OllamaDoubleOptions = {}): Promise
     if (method === 'POST' && path === '/v1/chat/completions') return chat(req, res);
     if (method === 'POST' && path === '/v1/completions') return complete(req, res);
     if (method === 'POST' && path === '/v1/embeddings') return embed(req, res);
+    if (method === 'POST' && path === '/v1/responses') return responses(req, res);
+    if (method === 'POST' && path === '/v1/messages') return messages(req, res);
     // node:http drops the body of a HEAD response by itself.
     if ((method === 'GET' || method === 'HEAD') && path === '/') return sendText(res, 200, 'Ollama is running');
     if (method === 'GET' && path === '/api/version') return sendJson(res, 200, { version: OLLAMA_VERSION });
@@ -346,6 +348,138 @@ export async function startOllamaDouble(opts: OllamaDoubleOptions = {}): Promise
     if (!(await send(res, frame({ ...head, choices: [{ text: '', index: 0, finish_reason: finishReason }] })))) return;
     if (includeUsage && !(await send(res, frame({ ...head, choices: [], usage })))) return;
     if (!(await send(res, 'data: [DONE]\n\n'))) return;
+    res.end();
+  }
+
+  /** The prompt tokens of a Responses `input` or a Messages `messages`: words, as chat counts them. */
+  const wordsOf = (v: unknown): number => Math.max(1, countWords(JSON.stringify(v ?? '')));
+
+  /** SSE with an event name, as Ollama's Responses and Anthropic endpoints send it. */
+  const named = (event: string, data: object) => `event: ${event}\ndata: ${JSON.stringify(data)}\n\n`;
+
+  /**
+   * /v1/responses as Ollama 0.17 answers it (openai/responses.go): one message output item; streamed as
+   * response.created, the item and its text part, output_text deltas, their ends, then response.completed with usage.
+   * Text only: the benches and the pipeline's tests need the shape and the usage, not tools.
+   */
+  async function responses(req: IncomingMessage, res: ServerResponse): Promise<void> {
+    const body = await jsonBody(req, res);
+    if (!body) return;
+    const model = nonEmptyString(body.model);
+    if (model === undefined || findModel(model) === undefined) return modelNotFound(res, body.model);
+    const b: Behavior = { ...behavior };
+    const max = typeof body.max_output_tokens === 'number' ? body.max_output_tokens : undefined;
+    const n = max !== undefined ? Math.min(max, b.completionTokens) : b.completionTokens;
+    const inputTokens = wordsOf(body.input) + wordsOf(body.instructions ?? '');
+    const id = `resp_${nextId++}`;
+    const itemId = `msg_${nextId++}`;
+    let text = '';
+    for (let i = 0; i < n; i++) text += tokenText(i, n);
+    const usage = { input_tokens: inputTokens, output_tokens: n, total_tokens: inputTokens + n };
+    const part = { type: 'output_text', text, annotations: [] };
+    const item = { id: itemId, type: 'message', status: 'completed', role: 'assistant', content: [part] };
+    const response = (status: string, output: object[], u?: object) => ({
+      id,
+      object: 'response',
+      created_at: Math.floor(Date.now() / 1000),
+      status,
+      model,
+      output,
+      ...(u ? { usage: u } : {}),
+    });
+    if (body.stream !== true) return sendJson(res, 200, response('completed', [item], usage));
+    res.writeHead(200, { 'Content-Type': 'text/event-stream', 'Cache-Control': 'no-cache', Connection: 'keep-alive' });
+    let seq = 0;
+    const ev = (type: string, data: object) => named(type, { type, sequence_number: seq++, ...data });
+    const opening =
+      ev('response.created', { response: response('in_progress', []) }) +
+      ev('response.in_progress', { response: response('in_progress', []) }) +
+      ev('response.output_item.added', { output_index: 0, item: { ...item, status: 'in_progress', content: [] } }) +
+      ev('response.content_part.added', {
+        item_id: itemId,
+        output_index: 0,
+        content_index: 0,
+        part: { ...part, text: '' },
+      });
+    if (!(await send(res, opening))) return;
+    for (let i = 0; i < n; i++) {
+      const delta = ev('response.output_text.delta', {
+        item_id: itemId,
+        output_index: 0,
+        content_index: 0,
+        delta: tokenText(i, n),
+      });
+      if (!(await send(res, delta))) return;
+    }
+    const closing =
+      ev('response.output_text.done', { item_id: itemId, output_index: 0, content_index: 0, text }) +
+      ev('response.content_part.done', { item_id: itemId, output_index: 0, content_index: 0, part }) +
+      ev('response.output_item.done', { output_index: 0, item }) +
+      ev('response.completed', { response: response('completed', [item], usage) });
+    if (!(await send(res, closing))) return;
+    res.end();
+  }
+
+  /**
+   * Anthropic's /v1/messages as Ollama 0.17 answers it (anthropic/anthropic.go): one text block; streamed as
+   * message_start (input tokens), the block's start, text_delta events and stop, message_delta (stop reason,
+   * output tokens), message_stop.
+   */
+  async function messages(req: IncomingMessage, res: ServerResponse): Promise<void> {
+    const body = await jsonBody(req, res);
+    if (!body) return;
+    const model = nonEmptyString(body.model);
+    if (model === undefined || findModel(model) === undefined) {
+      return sendJson(res, 404, {
+        type: 'error',
+        error: { type: 'not_found_error', message: `model '${String(body.model ?? '')}' not found` },
+      });
+    }
+    const b: Behavior = { ...behavior };
+    const max = typeof body.max_tokens === 'number' ? body.max_tokens : undefined;
+    const n = max !== undefined ? Math.min(max, b.completionTokens) : b.completionTokens;
+    const inputTokens = wordsOf(body.messages) + wordsOf(body.system ?? '');
+    const stopReason = n < b.completionTokens ? 'max_tokens' : 'end_turn';
+    const id = `msg_${nextId++}`;
+    let text = '';
+    for (let i = 0; i < n; i++) text += tokenText(i, n);
+    const message = (content: object[], stop: string | null, out: number) => ({
+      id,
+      type: 'message',
+      role: 'assistant',
+      model,
+      content,
+      stop_reason: stop,
+      stop_sequence: null,
+      usage: { input_tokens: inputTokens, output_tokens: out },
+    });
+    if (body.stream !== true) return sendJson(res, 200, message([{ type: 'text', text }], stopReason, n));
+    res.writeHead(200, { 'Content-Type': 'text/event-stream', 'Cache-Control': 'no-cache', Connection: 'keep-alive' });
+    const opening =
+      named('message_start', { type: 'message_start', message: message([], null, 0) }) +
+      named('content_block_start', {
+        type: 'content_block_start',
+        index: 0,
+        content_block: { type: 'text', text: '' },
+      });
+    if (!(await send(res, opening))) return;
+    for (let i = 0; i < n; i++) {
+      const delta = named('content_block_delta', {
+        type: 'content_block_delta',
+        index: 0,
+        delta: { type: 'text_delta', text: tokenText(i, n) },
+      });
+      if (!(await send(res, delta))) return;
+    }
+    const closing =
+      named('content_block_stop', { type: 'content_block_stop', index: 0 }) +
+      named('message_delta', {
+        type: 'message_delta',
+        delta: { stop_reason: stopReason, stop_sequence: null },
+        usage: { input_tokens: inputTokens, output_tokens: n },
+      }) +
+      named('message_stop', { type: 'message_stop' });
+    if (!(await send(res, closing))) return;
     res.end();
   }
 
