@@ -1,6 +1,7 @@
 import { appendFileSync, mkdirSync, mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import Anthropic from '@anthropic-ai/sdk';
 import OpenAI from 'openai';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type AwsDouble, startAwsDouble } from '../e2e/doubles/aws.js';
@@ -223,6 +224,45 @@ describe('standalone proxy process', () => {
     }
   });
 
+  it('Anthropic Messages to Claude on Bedrock: extended thinking and a tool, the signed block round-trips untouched', async () => {
+    const client = new Anthropic({ baseURL: `${base}/anthropic`, apiKey: 'sk-standalone', maxRetries: 0 });
+    const tools: Anthropic.Tool[] = [
+      { name: 'get_time', description: 'the time', input_schema: { type: 'object', properties: {}, required: [] } },
+    ];
+    const params = {
+      model: `eu.${SONNET}`,
+      max_tokens: 2000,
+      thinking: { type: 'enabled' as const, budget_tokens: 1024 },
+      tools,
+    };
+    for (const stream of [false, true]) {
+      const messages: Anthropic.MessageParam[] = [{ role: 'user', content: 'Use get_time: what time is it?' }];
+      const first = stream
+        ? await client.messages.stream({ ...params, messages }).finalMessage()
+        : await client.messages.create({ ...params, messages });
+      expect(first.stop_reason, `stream ${stream}`).toBe('tool_use');
+      expect(first.content.map((b) => b.type)).toEqual(['thinking', 'tool_use']);
+      const use = first.content[1];
+      if (use?.type !== 'tool_use') throw new Error('no tool_use');
+      const result: Anthropic.MessageParam = {
+        role: 'user',
+        content: [{ type: 'tool_result', tool_use_id: use.id, content: '12:00' }],
+      };
+      // A block altered on the way (here its signature) is refused by Bedrock, in Anthropic's envelope.
+      const altered = first.content.map((b) => (b.type === 'thinking' ? { ...b, signature: `${b.signature}x` } : b));
+      await expect(
+        client.messages.create({ ...params, messages: [...messages, { role: 'assistant', content: altered }, result] }),
+      ).rejects.toMatchObject({ status: 400, message: expect.stringContaining('signature') });
+      // As the answer gave it, the loop goes on.
+      const answer = await client.messages.create({
+        ...params,
+        messages: [...messages, { role: 'assistant', content: first.content }, result],
+      });
+      expect(answer.stop_reason, `stream ${stream}`).toBe('end_turn');
+      expect(answer.content.at(-1)?.type).toBe('text');
+    }
+  });
+
   it('answers response_format json_schema on a Bedrock model with JSON that fits the schema', async () => {
     const client = new OpenAI({ baseURL: `${base}/openai/v1`, apiKey: 'sk-standalone', maxRetries: 0 });
     for (const stream of [false, true]) {
@@ -248,6 +288,7 @@ describe('standalone proxy process', () => {
 
   it('answers embeddings of the official SDK from Titan v2 and Cohere Embed through InvokeModel', async () => {
     const client = new OpenAI({ baseURL: `${base}/openai/v1`, apiKey: 'sk-standalone', maxRetries: 0 });
+    const before = aws.calls.length;
     // The SDK asks for base64 by default and decodes it: the vectors arrive as numbers.
     const titan = await client.embeddings.create({
       model: TITAN,
@@ -277,7 +318,12 @@ describe('standalone proxy process', () => {
     expect(cohere.data[99]?.embedding).toHaveLength(1024);
     // Two InvokeModel calls (96 + 4 texts); the tokens from Bedrock's response header.
     expect(cohere.usage.prompt_tokens).toBe(200);
-    expect(aws.calls.filter((c) => c.action === 'InvokeModel').map((c) => c.status)).toEqual([200, 200, 200, 200, 200]);
+    expect(
+      aws.calls
+        .slice(before)
+        .filter((c) => c.action === 'InvokeModel')
+        .map((c) => c.status),
+    ).toEqual([200, 200, 200, 200, 200]);
 
     // A chat model asked for embeddings, an embedding model asked to chat: clear 400s.
     const wrong = await fetch(`${base}/openai/v1/embeddings`, {

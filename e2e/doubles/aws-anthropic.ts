@@ -5,8 +5,11 @@
  * stream's events each as a `chunk` whose `bytes` are the event's JSON, with Bedrock's
  * invocation metrics added to message_stop). Deterministic: the answer is words of a fixed text;
  * a tool whose name the last user message mentions is called once (its required string
- * properties set to "gateway-double"), a tool_result then gets a text answer.
+ * properties set to "gateway-double"), a tool_result then gets a text answer. With `thinking`
+ * enabled the answer starts with a signed thinking block, and, as Anthropic requires, an assistant
+ * turn that called a tool must be sent back starting with that block, its signature intact.
  */
+import { createHmac } from 'node:crypto';
 
 type Json = Record<string, unknown>;
 const isRecord = (v: unknown): v is Json => typeof v === 'object' && v !== null && !Array.isArray(v);
@@ -23,6 +26,30 @@ export interface AnthropicAnswer {
 export const anthropicInputTokens = (body: Json): number =>
   Math.max(1, Math.ceil(JSON.stringify([body.system ?? '', body.messages ?? [], body.tools ?? []]).length / 4));
 
+/** The double's signature of a thinking text: anything altered on the way back no longer matches. */
+const sign = (thinking: string) => createHmac('sha256', 'aws-double-thinking').update(thinking).digest('base64');
+const THINKING = 'The user wants a short answer; the double thinks this every time.';
+
+/**
+ * With thinking on, Anthropic refuses a tool-use turn sent back without its thinking block first, and
+ * a block whose signature does not match its text. The message it gives, or undefined.
+ */
+function thinkingRefusal(messages: Json[]): string | undefined {
+  for (const [i, m] of messages.entries()) {
+    if (m.role !== 'assistant' || !Array.isArray(m.content)) continue;
+    const blocks = m.content as Json[];
+    if (!blocks.some((b) => b.type === 'tool_use')) continue;
+    const first = blocks[0];
+    if (first?.type !== 'thinking' && first?.type !== 'redacted_thinking') {
+      return `messages.${i}.content.0.type: Expected \`thinking\` or \`redacted_thinking\`, but found \`${String(first?.type)}\`. When \`thinking\` is enabled, a final \`assistant\` message must start with a thinking block (preceeding the lastmost set of \`tool_use\` and \`tool_result\` blocks).`;
+    }
+    if (first.type === 'thinking' && first.signature !== sign(String(first.thinking))) {
+      return `messages.${i}.content.0: Invalid \`signature\` in \`thinking\` block`;
+    }
+  }
+  return undefined;
+}
+
 /** The body checked as Bedrock checks it: a message for a ValidationException, or the answer. */
 export function anthropicAnswer(body: unknown, modelId: string, maxWords: number): AnthropicAnswer | string {
   if (!isRecord(body)) return 'Malformed input request, please reformat your input and try again.';
@@ -34,6 +61,12 @@ export function anthropicAnswer(body: unknown, modelId: string, maxWords: number
   if (!Array.isArray(messages) || messages.length === 0) return 'messages: field required';
   if (typeof body.max_tokens !== 'number' || body.max_tokens < 1) return 'max_tokens: field required';
   const last = messages[messages.length - 1] as Json;
+  const thinking = isRecord(body.thinking) && body.thinking.type === 'enabled';
+  if (thinking) {
+    const refused = thinkingRefusal(messages as Json[]);
+    if (refused) return refused;
+  }
+  const thought = thinking ? [{ type: 'thinking', thinking: THINKING, signature: sign(THINKING) }] : [];
   const inputTokens = anthropicInputTokens(body);
   const id = `msg_bdrk_${Math.random().toString(36).slice(2, 12)}`;
   const base = { id, type: 'message', role: 'assistant', model: modelId, stop_sequence: null };
@@ -54,7 +87,7 @@ export function anthropicAnswer(body: unknown, modelId: string, maxWords: number
       inputTokens,
       message: {
         ...base,
-        content: [{ type: 'tool_use', id: `toolu_bdrk_${id.slice(9)}`, name: tool.name, input }],
+        content: [...thought, { type: 'tool_use', id: `toolu_bdrk_${id.slice(9)}`, name: tool.name, input }],
         stop_reason: 'tool_use',
         usage: { input_tokens: inputTokens, output_tokens: 5 },
       },
@@ -66,7 +99,7 @@ export function anthropicAnswer(body: unknown, modelId: string, maxWords: number
     inputTokens,
     message: {
       ...base,
-      content: [{ type: 'text', text: words.join(' ') }],
+      content: [...thought, { type: 'text', text: words.join(' ') }],
       stop_reason: n === body.max_tokens ? 'max_tokens' : 'end_turn',
       usage: { input_tokens: inputTokens, output_tokens: n },
     },
@@ -93,6 +126,18 @@ export function anthropicEvents(answer: AnthropicAnswer, latencyMs: () => number
           index,
           delta: { type: 'text_delta', text: i < words.length - 1 ? `${w} ` : w },
         });
+    } else if (block.type === 'thinking') {
+      events.push({
+        type: 'content_block_start',
+        index,
+        content_block: { type: 'thinking', thinking: '', signature: '' },
+      });
+      events.push({ type: 'content_block_delta', index, delta: { type: 'thinking_delta', thinking: block.thinking } });
+      events.push({
+        type: 'content_block_delta',
+        index,
+        delta: { type: 'signature_delta', signature: block.signature },
+      });
     } else {
       events.push({ type: 'content_block_start', index, content_block: { ...block, input: {} } });
       events.push({
