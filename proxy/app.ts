@@ -4,7 +4,7 @@ import { loadCatalog } from '../crds/catalog/catalog.js';
 import { authenticate, type Caller, type KeyPolicy, mayCall, readScope } from './auth.js';
 import { webStream } from './chunk-source.js';
 import { countTokens } from './count-tokens.js';
-import { DIALECTS } from './dialects.js';
+import { DIALECTS, type DialectSpec } from './dialects.js';
 import { ENDPOINTS } from './endpoints.js';
 import { ProxyError } from './errors.js';
 import { cliModel, type ModelFacts, ModelMetadata, openAIModel } from './model-metadata.js';
@@ -52,9 +52,15 @@ const KNOWN_PATHS = new Map([
   ['/v1/models/metadata', 'GET'],
 ]);
 
-/** Errors under /anthropic leave in Anthropic's envelope, all others in OpenAI's. */
-const dialectOfPath = (path: string) =>
-  path.startsWith('/anthropic') ? DIALECTS['anthropic-messages'] : DIALECTS['openai-chat'];
+/** An API's prefix: the first segment of its endpoints' paths (/openai, /anthropic). */
+const prefixOf = (path: string) => `/${path.split('/')[1] ?? ''}`;
+/** Each prefix's dialect, from the first endpoint under it (the OpenAI ones share one envelope). */
+const PREFIX_DIALECTS = new Map<string, DialectSpec>();
+for (const e of Object.values(ENDPOINTS)) {
+  if (!PREFIX_DIALECTS.has(prefixOf(e.path))) PREFIX_DIALECTS.set(prefixOf(e.path), DIALECTS[e.dialect]);
+}
+/** Errors under an API's prefix leave in its dialect's envelope; all others (and /v1) in OpenAI's. */
+const dialectOfPath = (path: string) => PREFIX_DIALECTS.get(prefixOf(path)) ?? DIALECTS['openai-chat'];
 
 export { MAX_BODY_BYTES } from './pipeline.js';
 
@@ -106,11 +112,9 @@ export function createGateway(deps: AppDeps): Gateway {
           404,
           'not_found_error',
           'unknown_route',
-          path.startsWith('/openai/v1/')
-            ? `no route ${method} ${path}; this gateway serves ${[...KNOWN_PATHS.keys()].filter((p) => p.startsWith('/openai/')).join(', ')} and GET /openai/v1/models/{model}`
-            : path.startsWith('/anthropic/')
-              ? `no route ${method} ${path}; this gateway serves POST /anthropic/v1/messages and ${COUNT_TOKENS_PATH}`
-              : `no route ${method} ${path}; the OpenAI API is under /openai/v1, Anthropic's under /anthropic/v1`,
+          PREFIX_DIALECTS.has(prefixOf(path))
+            ? `no route ${method} ${path}; this gateway serves ${[...KNOWN_PATHS.keys()].filter((p) => prefixOf(p) === prefixOf(path)).join(', ')}${prefixOf(path) === '/openai' ? ' and GET /openai/v1/models/{model}' : ''}`
+            : `no route ${method} ${path}; the OpenAI API is under /openai/v1, Anthropic's under /anthropic/v1`,
         );
     return errorResponse(err, c.get('requestId') ?? '', path);
   });
