@@ -276,7 +276,7 @@ export const groupLimit = (q: UsageQuery): number =>
   Math.min(MAX_GROUP_LIMIT, Math.max(1, q.limit ?? DEFAULT_GROUP_LIMIT));
 
 /** What a report groups by besides tag keys: columns of every record (a tag key of the same name cannot be grouped). */
-export const RECORD_DIMENSIONS: ReadonlySet<string> = new Set(['model', 'provider', 'endpoint']);
+const RECORD_DIMENSIONS: ReadonlySet<string> = new Set(['model', 'provider', 'endpoint']);
 
 /** Whether a query groups by a tag key (not by model, provider or endpoint). */
 export const groupsByTag = (q: UsageQuery): boolean => !RECORD_DIMENSIONS.has(q.groupBy);
