@@ -113,6 +113,7 @@ beforeAll(async () => {
     models: {
       'us-east-1': [
         { modelId: CLAUDE, providerName: 'Anthropic', inferenceTypesSupported: ['INFERENCE_PROFILE'], global: true },
+        { modelId: 'amazon.nova-lite-v1:0', providerName: 'Amazon' },
       ],
     },
   });
@@ -140,7 +141,7 @@ beforeAll(async () => {
       'apiVersion: ai.platform/v1beta1',
       'kind: ExternalProvider',
       'metadata: {name: bedrock}',
-      `spec: {provider: bedrock, displayName: B, region: us-east-1, auth: {method: AccessKey, secretRef: {name: aws-keys}}, models: ["us.${CLAUDE}"], aliases: [{name: claude-sonnet-4-5, model: "us.${CLAUDE}"}]}`,
+      `spec: {provider: bedrock, displayName: B, region: us-east-1, auth: {method: AccessKey, secretRef: {name: aws-keys}}, models: ["us.${CLAUDE}", "amazon.nova-lite-v1:0"], aliases: [{name: claude-sonnet-4-5, model: "us.${CLAUDE}"}]}`,
     ].join('\n'),
   );
   writeFileSync(join(dir, 'keys.txt'), `${KEY}\n`);
@@ -414,7 +415,7 @@ describe('the model lists', () => {
     // The OpenAI list has everything the key may use, with the limits agents size prompts by.
     const { data } = (await get('/openai/v1/models')) as { data: Array<Record<string, unknown>> };
     expect(data.map((m) => m.id).sort()).toEqual(
-      ['claude-haiku-4-5', 'claude-sonnet-4-5', AGENT_MODEL, MODEL, `us.${CLAUDE}`].sort(),
+      ['claude-haiku-4-5', 'claude-sonnet-4-5', AGENT_MODEL, MODEL, `us.${CLAUDE}`, 'amazon.nova-lite-v1:0'].sort(),
     );
     expect(data.find((m) => m.id === 'claude-sonnet-4-5')).toMatchObject({
       owned_by: 'bedrock',
@@ -535,4 +536,152 @@ describe('the coding agents themselves', () => {
       expect(rows.flatMap((r) => JSON.parse(r.tags) as string[])).toContain('agent:codex');
     }
   }, 600_000);
+});
+
+describe('Anthropic Messages to a non-Claude Bedrock model', () => {
+  // Amazon Nova serves chat only (Converse): the gateway translates Anthropic's Messages to chat and back.
+  const NOVA = 'amazon.nova-lite-v1:0';
+  /** The double's Converse answer: setCompletionTokens' default of 8 words. */
+  const ANSWER = Array.from({ length: 8 }, (_, i) => `tok${i}`).join(' ');
+  const hello = {
+    model: NOVA,
+    max_tokens: 50,
+    system: 'You are terse.',
+    messages: [{ role: 'user' as const, content: 'hello' }],
+  };
+  const toolTurn = {
+    model: NOVA,
+    max_tokens: 50,
+    tools: [BASH],
+    messages: [{ role: 'user' as const, content: 'Use Bash to list files' }],
+  };
+
+  it("answers create and stream with the double's Converse answer, usage recorded", async () => {
+    const client = anthropic(`${proxy.base}/anthropic`);
+    const callsBefore = aws.calls.length;
+    const { data, response } = await client.messages.create(hello).withResponse();
+    expect(data).toMatchObject({
+      type: 'message',
+      role: 'assistant',
+      model: NOVA,
+      content: [{ type: 'text', text: ANSWER }],
+      stop_reason: 'end_turn',
+      stop_sequence: null,
+    });
+    expect(data.id).toMatch(/^msg_/);
+    expect(data.usage.input_tokens).toBeGreaterThan(0);
+    expect(data.usage.output_tokens).toBe(8);
+    expect(await record(response.headers.get('x-request-id'))).toMatchObject({
+      model: NOVA,
+      status: 200,
+      stream: 0,
+      prompt: data.usage.input_tokens,
+      completion: 8,
+    });
+
+    const before = rowsFor(NOVA).length;
+    const stream = client.messages.stream(hello);
+    const types: string[] = [];
+    stream.on('streamEvent', (e) => types.push(e.type));
+    const streamed = await stream.finalMessage();
+    expect(types[0]).toBe('message_start');
+    expect(types.at(-1)).toBe('message_stop');
+    expect(streamed.content).toEqual(data.content);
+    expect(streamed.stop_reason).toBe('end_turn');
+    expect(streamed.usage).toEqual(data.usage);
+    const rows = (await rowsAtLeast(NOVA, before + 1)).slice(before);
+    expect(rows).toEqual([
+      expect.objectContaining({ status: 200, stream: 1, prompt: data.usage.input_tokens, completion: 8 }),
+    ]);
+    // Converse both times (the gateway streams from Bedrock whether or not the caller does), never
+    // InvokeModel with Anthropic's body: Nova does not take it.
+    expect(aws.calls.slice(callsBefore).map((c) => [c.action, c.status])).toEqual([
+      ['ConverseStream', 200],
+      ['ConverseStream', 200],
+    ]);
+  });
+
+  it('carries a tool round trip: tool_use, then the tool_result answered in text (create and stream)', async () => {
+    const client = anthropic(`${proxy.base}/anthropic`);
+    const before = rowsFor(NOVA).length;
+    const first = await client.messages.create(toolTurn);
+    expect(first.stop_reason).toBe('tool_use');
+    const use = first.content.find((b) => b.type === 'tool_use');
+    // The double calls the first tool offered, its required string properties set to tok0.
+    expect(use).toMatchObject({ type: 'tool_use', name: 'Bash', input: { command: 'tok0' } });
+    const streamed = await client.messages.stream(toolTurn).finalMessage();
+    expect(streamed.stop_reason).toBe('tool_use');
+    expect(streamed.content).toEqual(first.content);
+
+    const answered = {
+      ...toolTurn,
+      messages: [
+        ...toolTurn.messages,
+        { role: 'assistant' as const, content: first.content },
+        {
+          role: 'user' as const,
+          content: [{ type: 'tool_result' as const, tool_use_id: (use as { id: string }).id, content: 'a.txt b.txt' }],
+        },
+      ],
+    };
+    const second = await client.messages.create(answered);
+    expect(second).toMatchObject({ stop_reason: 'end_turn', content: [{ type: 'text', text: ANSWER }] });
+    const secondStreamed = await client.messages.stream(answered).finalMessage();
+    expect(secondStreamed.content).toEqual(second.content);
+    expect(secondStreamed.stop_reason).toBe('end_turn');
+    const rows = (await rowsAtLeast(NOVA, before + 4)).slice(before);
+    expect(rows.map((r) => [r.status, r.stream])).toEqual([
+      [200, 0],
+      [200, 1],
+      [200, 0],
+      [200, 1],
+    ]);
+    expect(rows.every((r) => r.prompt > 0 && r.completion > 0)).toBe(true);
+  });
+
+  it('Claude Code (claude -p) completes a tool turn against Nova', async () => {
+    const home = mkdtempSync(join(tmpdir(), 'pao-claude-home-'));
+    const before = rowsFor(NOVA).length;
+    const { stdout } = await run(
+      bin(clients, 'claude'),
+      ['-p', 'Use Bash to run: echo gateway-ok', '--model', NOVA, '--tools', 'Bash', '--output-format', 'json'],
+      {
+        cwd: home,
+        timeout: 300_000,
+        env: {
+          PATH: process.env.PATH ?? '',
+          HOME: home,
+          DISABLE_TELEMETRY: '1',
+          DISABLE_AUTOUPDATER: '1',
+          DISABLE_ERROR_REPORTING: '1',
+          CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC: '1',
+          ANTHROPIC_BASE_URL: `${proxy.base}/anthropic`,
+          ANTHROPIC_API_KEY: KEY,
+          ANTHROPIC_DEFAULT_HAIKU_MODEL: NOVA,
+          // Claude Code asks for 32,000 output tokens; Nova Lite gives at most 10,000 (a 400 naming max_tokens).
+          CLAUDE_CODE_MAX_OUTPUT_TOKENS: '8000',
+        },
+      },
+    );
+    // Its request carries context_management (clear thinking) and output_config (effort): both dropped.
+    const out = JSON.parse(stdout) as { is_error: boolean; result: string; num_turns: number };
+    expect(out).toMatchObject({ is_error: false, result: ANSWER });
+    // The double called Bash, Claude Code answered with a tool_result, the double with text.
+    expect(out.num_turns).toBeGreaterThanOrEqual(2);
+    const rows = (await rowsAtLeast(NOVA, before + 2)).slice(before);
+    expect(rows.length).toBeGreaterThanOrEqual(2);
+    expect(rows.filter((r) => r.status !== 200 && r.status !== 499)).toEqual([]);
+  }, 600_000);
+
+  it("refuses what only Claude runs (Anthropic's server tools) with a 400 naming it", async () => {
+    const refused = anthropic(`${proxy.base}/anthropic`).messages.create({
+      ...hello,
+      tools: [{ type: 'web_search_20250305', name: 'web_search' }],
+    });
+    await expect(refused).rejects.toBeInstanceOf(Anthropic.BadRequestError);
+    await expect(refused).rejects.toMatchObject({
+      status: 400,
+      error: { type: 'error', error: { type: 'invalid_request_error', message: expect.stringContaining('tools.0') } },
+    });
+  });
 });

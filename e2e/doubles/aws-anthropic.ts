@@ -6,8 +6,7 @@
  * invocation metrics added to message_stop). Deterministic: the answer is words of a fixed text;
  * a tool whose name the last user message mentions is called once (its required string
  * properties set to "gateway-double"), a tool_result then gets a text answer. With `thinking`
- * enabled the answer starts with a signed thinking block, and, as Anthropic requires, an assistant
- * turn that called a tool must be sent back starting with that block, its signature intact.
+ * enabled the answer starts with a signed thinking block, which must come back unaltered.
  */
 import { createHmac } from 'node:crypto';
 
@@ -31,20 +30,18 @@ const sign = (thinking: string) => createHmac('sha256', 'aws-double-thinking').u
 const THINKING = 'The user wants a short answer; the double thinks this every time.';
 
 /**
- * With thinking on, Anthropic refuses a tool-use turn sent back without its thinking block first, and
- * a block whose signature does not match its text. The message it gives, or undefined.
+ * With thinking on, a thinking block sent back must be the one given: one whose signature does not
+ * match its text is refused, as Anthropic refuses it. A tool turn sent back without its block is
+ * not refused here: Claude Code 2.1.197 sends its tool turns back without them (with the
+ * clear_thinking context-management edit on), and works against Bedrock itself.
  */
 function thinkingRefusal(messages: Json[]): string | undefined {
   for (const [i, m] of messages.entries()) {
     if (m.role !== 'assistant' || !Array.isArray(m.content)) continue;
-    const blocks = m.content as Json[];
-    if (!blocks.some((b) => b.type === 'tool_use')) continue;
-    const first = blocks[0];
-    if (first?.type !== 'thinking' && first?.type !== 'redacted_thinking') {
-      return `messages.${i}.content.0.type: Expected \`thinking\` or \`redacted_thinking\`, but found \`${String(first?.type)}\`. When \`thinking\` is enabled, a final \`assistant\` message must start with a thinking block (preceeding the lastmost set of \`tool_use\` and \`tool_result\` blocks).`;
-    }
-    if (first.type === 'thinking' && first.signature !== sign(String(first.thinking))) {
-      return `messages.${i}.content.0: Invalid \`signature\` in \`thinking\` block`;
+    for (const [j, b] of (m.content as Json[]).entries()) {
+      if (b.type === 'thinking' && b.signature !== sign(String(b.thinking))) {
+        return `messages.${i}.content.${j}: Invalid \`signature\` in \`thinking\` block`;
+      }
     }
   }
   return undefined;
