@@ -1,6 +1,3 @@
-import { mkdirSync, mkdtempSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import { createOpenAI } from '@ai-sdk/openai';
 import {
   AIMessage,
@@ -23,12 +20,11 @@ import {
   user,
 } from '@openai/agents';
 import { APICallError, generateText, stepCountIs, streamText, tool as vercelTool } from 'ai';
-import Database from 'better-sqlite3';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { z } from 'zod';
-import { type AwsDouble, startAwsDouble } from './doubles/aws.js';
-import { OLLAMA_MODEL, type OllamaServer, startOllama } from './ollama/server.js';
-import { type ProxyProcess, startProxyProcess } from './proxy-process.js';
+import { type AgentGateway, startAgentGateway, type UsageRow } from './agent-gateway.js';
+import { OLLAMA_MODEL, type OllamaServer } from './ollama/server.js';
+import type { ProxyProcess } from './proxy-process.js';
 
 /**
  * Three agent SDKs, pinned, each with its default OpenAI model class (all speak OpenAI's
@@ -50,114 +46,30 @@ const QUESTION = 'Name a fruit.';
 // The Agents SDK would export its traces to OpenAI's platform.
 setTracingDisabled(true);
 
+let gw: AgentGateway;
 let ollama: OllamaServer;
-let aws: AwsDouble;
 let proxy: ProxyProcess;
-let dir: string;
 
-interface Row {
-  model: string;
-  prompt: number;
-  completion: number;
-  status: number;
-  stream: number;
-  tags: string;
-}
-
-/**
- * The gateway's usage rows carrying every tag of `tags` (an X-Tags value), once at least `count`
- * are written (the recorder batches every 250 ms).
- */
-async function rowsTagged(tags: string, count: number): Promise<Row[]> {
+/** The gateway's usage rows carrying every tag of `tags` (an X-Tags value), once at least `count` are written. */
+const rowsTagged = (tags: string, count: number): Promise<UsageRow[]> => {
   const wanted = tags.split(',');
-  const deadline = Date.now() + 10_000;
-  for (;;) {
-    let rows: Row[] = [];
-    const db = new Database(join(dir, 'usage.db'), { readonly: true, fileMustExist: true });
-    try {
-      rows = (db.prepare('SELECT * FROM requests ORDER BY id').all() as Row[]).filter((r) => {
-        const recorded = JSON.parse(r.tags) as string[];
-        return wanted.every((t) => recorded.includes(t));
-      });
-    } catch {
-      // the store creates its tables on its first batch
-    } finally {
-      db.close();
-    }
-    if (rows.length >= count || Date.now() > deadline) return rows;
-    await new Promise((r) => setTimeout(r, 100));
-  }
-}
+  return gw.rowsAtLeast((r) => wanted.every((t) => (JSON.parse(r.tags) as string[]).includes(t)), count);
+};
 
 /** Request tags naming the SDK and the case: each test finds its own usage rows by the case. */
 const tagsFor = (sdk: string, kase: string) => `team:agents,sdk:${sdk},case:${kase}`;
 
 beforeAll(async () => {
-  ollama = await startOllama({ parallel: 1 });
-  aws = await startAwsDouble({
-    principals: [
-      {
-        accessKeyId: 'AKIASDKS000000000001',
-        secretAccessKey: 'sdksSecret00000000000000000000000000000',
-        arn: 'arn:aws:iam::123456789012:user/sdks',
-        allow: ['bedrock:*'],
-        account: '123456789012',
-      },
-    ],
-    models: {
-      'us-east-1': [
-        {
-          modelId: CLAUDE.slice('us.'.length),
-          providerName: 'Anthropic',
-          inferenceTypesSupported: ['INFERENCE_PROFILE'],
-          global: true,
-        },
-      ],
-    },
+  gw = await startAgentGateway({
+    key: KEY,
+    bedrock: [{ modelId: CLAUDE.slice('us.'.length), providerName: 'Anthropic' }],
+    providerModels: [CLAUDE],
   });
-  dir = mkdtempSync(join(tmpdir(), 'pao-sdks-'));
-  writeFileSync(
-    join(dir, 'gateway.yaml'),
-    [
-      'apiVersion: ai.platform/v1beta1',
-      'kind: ModelDeployment',
-      'metadata: {name: smollm2}',
-      `spec: {model: "${MODEL}", serviceName: smollm2, endpoint: "${ollama.url}"}`,
-      '---',
-      'apiVersion: ai.platform/v1beta1',
-      'kind: ExternalProvider',
-      'metadata: {name: bedrock}',
-      `spec: {provider: bedrock, displayName: B, region: us-east-1, auth: {method: AccessKey, secretRef: {name: aws-keys}}, models: ["${CLAUDE}"]}`,
-    ].join('\n'),
-  );
-  writeFileSync(join(dir, 'keys.txt'), `${KEY}\n`);
-  mkdirSync(join(dir, 'secrets', 'aws-keys'), { recursive: true });
-  writeFileSync(join(dir, 'secrets', 'aws-keys', 'accessKeyId'), 'AKIASDKS000000000001');
-  writeFileSync(join(dir, 'secrets', 'aws-keys', 'secretAccessKey'), 'sdksSecret00000000000000000000000000000');
-  proxy = await startProxyProcess(
-    [
-      '--config',
-      join(dir, 'gateway.yaml'),
-      '--keys-file',
-      join(dir, 'keys.txt'),
-      '--secrets-dir',
-      join(dir, 'secrets'),
-      '--usage-db',
-      join(dir, 'usage.db'),
-    ],
-    { ...process.env, AWS_ENDPOINT_URL_BEDROCK_RUNTIME: aws.url },
-  );
-  // Load the model once.
-  await fetch(`${ollama.url}/api/generate`, {
-    method: 'POST',
-    body: JSON.stringify({ model: MODEL, prompt: 'hi', options: { num_predict: 1 } }),
-  });
+  ({ ollama, proxy } = gw);
 }, 600_000);
 
 afterAll(async () => {
-  await proxy?.stop('SIGTERM');
-  await aws?.close();
-  await ollama?.stop();
+  await gw?.stop();
 });
 
 /** Where each SDK is pointed: Ollama's own OpenAI API, or the gateway's (with its key). */

@@ -1,16 +1,16 @@
 import { execFile } from 'node:child_process';
-import { mkdirSync, mkdtempSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import Anthropic from '@anthropic-ai/sdk';
-import Database from 'better-sqlite3';
 import OpenAI from 'openai';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { bin, installClients } from './agent-clients.js';
-import { type AwsDouble, startAwsDouble } from './doubles/aws.js';
-import { OLLAMA_MODEL, type OllamaServer, startOllama } from './ollama/server.js';
-import { type ProxyProcess, startProxyProcess } from './proxy-process.js';
+import { type AgentGateway, startAgentGateway, type UsageRow } from './agent-gateway.js';
+import type { AwsDouble } from './doubles/aws.js';
+import { OLLAMA_MODEL, type OllamaServer } from './ollama/server.js';
+import type { ProxyProcess } from './proxy-process.js';
 
 /**
  * The dialects coding agents speak, through the gateway: Anthropic's Messages (Claude Code, the
@@ -30,10 +30,10 @@ const CLAUDE = 'anthropic.claude-sonnet-4-5-20250929-v1:0';
 const KEY = 'sk-e2e-agents-4c1d9e0b7a6f5e3d';
 const TAGS = 'team:agents,tool:e2e';
 
+let gw: AgentGateway;
 let ollama: OllamaServer;
 let aws: AwsDouble;
 let proxy: ProxyProcess;
-let dir: string;
 let clients: string;
 
 const BASH = {
@@ -50,128 +50,38 @@ const FEW_SHOT: Anthropic.MessageParam[] = [
   { role: 'user', content: 'Use the Bash tool to run: echo two' },
 ];
 
-interface Row {
-  model: string;
-  provider: string;
-  prompt: number;
-  completion: number;
-  status: number;
-  stream: number;
-  tags: string;
-}
+type Row = UsageRow;
 
+/** The usage record of one request, by the X-Request-Id it answered with. */
 async function record(requestId: string | null | undefined): Promise<Row> {
   expect(requestId).toMatch(/^req_/);
-  const deadline = Date.now() + 10_000;
-  for (;;) {
-    const db = new Database(join(dir, 'usage.db'), { readonly: true, fileMustExist: true });
-    try {
-      const row = db.prepare('SELECT * FROM requests WHERE request_id = ?').get(requestId) as Row | undefined;
-      if (row) return row;
-    } catch {
-      // the store creates its tables on its first batch
-    } finally {
-      db.close();
-    }
-    if (Date.now() > deadline) throw new Error(`no usage record for ${requestId}`);
-    await new Promise((r) => setTimeout(r, 100));
-  }
+  const [row] = await gw.rowsAtLeast((r) => r.request_id === requestId, 1);
+  if (!row) throw new Error(`no usage record for ${requestId}`);
+  return row;
 }
 
-/** Rows of `model` once at least `count` are written (the recorder batches every 250 ms). */
-async function rowsAtLeast(model: string, count: number): Promise<Row[]> {
-  const deadline = Date.now() + 10_000;
-  for (;;) {
-    const rows = rowsFor(model);
-    if (rows.length >= count || Date.now() > deadline) return rows;
-    await new Promise((r) => setTimeout(r, 100));
-  }
-}
-
-const rowsFor = (model: string): Row[] => {
-  const db = new Database(join(dir, 'usage.db'), { readonly: true, fileMustExist: true });
-  try {
-    return db.prepare('SELECT * FROM requests WHERE model = ? ORDER BY id').all(model) as Row[];
-  } finally {
-    db.close();
-  }
-};
+/** Rows of `model` once at least `count` are written. */
+const rowsAtLeast = (model: string, count: number): Promise<Row[]> => gw.rowsAtLeast((r) => r.model === model, count);
+const rowsFor = (model: string): Row[] => gw.rows().filter((r) => r.model === model);
 
 beforeAll(async () => {
   clients = installClients();
-  ollama = await startOllama({ parallel: 1 });
-  aws = await startAwsDouble({
-    principals: [
-      {
-        accessKeyId: 'AKIAAGENTS0000000001',
-        secretAccessKey: 'agentsSecret0000000000000000000000000000',
-        arn: 'arn:aws:iam::123456789012:user/agents',
-        allow: ['bedrock:*'],
-        account: '123456789012',
-      },
+  gw = await startAgentGateway({
+    key: KEY,
+    bedrock: [
+      { modelId: CLAUDE, providerName: 'Anthropic' },
+      { modelId: 'amazon.nova-lite-v1:0', providerName: 'Amazon' },
     ],
-    models: {
-      'us-east-1': [
-        { modelId: CLAUDE, providerName: 'Anthropic', inferenceTypesSupported: ['INFERENCE_PROFILE'], global: true },
-        { modelId: 'amazon.nova-lite-v1:0', providerName: 'Amazon' },
-      ],
-    },
+    providerModels: [`us.${CLAUDE}`, 'amazon.nova-lite-v1:0'],
+    providerAliases: [{ name: 'claude-sonnet-4-5', model: `us.${CLAUDE}` }],
+    // Claude Code asks for Anthropic model ids: the in-cluster model answers to one of them.
+    variants: [{ model: AGENT_MODEL, parameters: { temperature: 0, num_predict: 64 }, aliases: ['claude-haiku-4-5'] }],
   });
-  const created = await fetch(`${ollama.url}/api/create`, {
-    method: 'POST',
-    body: JSON.stringify({ model: AGENT_MODEL, from: MODEL, parameters: { temperature: 0, num_predict: 64 } }),
-  });
-  expect(created.status).toBe(200);
-  await created.text();
-  dir = mkdtempSync(join(tmpdir(), 'pao-agents-'));
-  writeFileSync(
-    join(dir, 'gateway.yaml'),
-    [
-      'apiVersion: ai.platform/v1beta1',
-      'kind: ModelDeployment',
-      'metadata: {name: smollm2}',
-      `spec: {model: "${MODEL}", serviceName: smollm2, endpoint: "${ollama.url}"}`,
-      '---',
-      'apiVersion: ai.platform/v1beta1',
-      'kind: ModelDeployment',
-      'metadata: {name: agent}',
-      // Claude Code asks for Anthropic model ids: the in-cluster model answers to one of them.
-      `spec: {model: "${AGENT_MODEL}", serviceName: agent, endpoint: "${ollama.url}", aliases: [claude-haiku-4-5]}`,
-      '---',
-      'apiVersion: ai.platform/v1beta1',
-      'kind: ExternalProvider',
-      'metadata: {name: bedrock}',
-      `spec: {provider: bedrock, displayName: B, region: us-east-1, auth: {method: AccessKey, secretRef: {name: aws-keys}}, models: ["us.${CLAUDE}", "amazon.nova-lite-v1:0"], aliases: [{name: claude-sonnet-4-5, model: "us.${CLAUDE}"}]}`,
-    ].join('\n'),
-  );
-  writeFileSync(join(dir, 'keys.txt'), `${KEY}\n`);
-  mkdirSync(join(dir, 'secrets', 'aws-keys'), { recursive: true });
-  writeFileSync(join(dir, 'secrets', 'aws-keys', 'accessKeyId'), 'AKIAAGENTS0000000001');
-  writeFileSync(join(dir, 'secrets', 'aws-keys', 'secretAccessKey'), 'agentsSecret0000000000000000000000000000');
-  proxy = await startProxyProcess(
-    [
-      '--config',
-      join(dir, 'gateway.yaml'),
-      '--keys-file',
-      join(dir, 'keys.txt'),
-      '--secrets-dir',
-      join(dir, 'secrets'),
-      '--usage-db',
-      join(dir, 'usage.db'),
-    ],
-    { ...process.env, AWS_ENDPOINT_URL_BEDROCK_RUNTIME: aws.url },
-  );
-  // Load the model once.
-  await fetch(`${ollama.url}/api/generate`, {
-    method: 'POST',
-    body: JSON.stringify({ model: MODEL, prompt: 'hi', options: { num_predict: 1 } }),
-  });
+  ({ ollama, aws, proxy } = gw);
 }, 600_000);
 
 afterAll(async () => {
-  await proxy?.stop('SIGTERM');
-  await aws?.close();
-  await ollama?.stop();
+  await gw?.stop();
 });
 
 const anthropic = (baseURL: string, apiKey = KEY) =>
