@@ -31,6 +31,12 @@ export function parseResponsesRequest(body: unknown): ParsedRequest | ProxyError
       'conversation',
       'unsupported_parameter',
     );
+  if (forward.prompt !== undefined && forward.prompt !== null)
+    return bad(
+      'prompt (a stored prompt template) is not supported: the templates live at OpenAI and this gateway keeps none; send the instructions and input themselves',
+      'prompt',
+      'unsupported_parameter',
+    );
   if (background === true)
     return bad(
       'background responses are not supported: this gateway keeps no responses',

@@ -43,7 +43,6 @@ const DROPPED = new Set([
   'stream',
   'parallel_tool_calls',
   'top_logprobs',
-  'prompt',
   // Codex's own request metadata (installation, session): for OpenAI's servers, not the model.
   'client_metadata',
   'model',
@@ -121,10 +120,17 @@ function messagesOf(body: Json): Json[] | ProxyError {
         messages.push({ role: 'user', content });
       } else return invalidRequest(`${at}.role must be user, assistant, system or developer`, `${at}.role`);
     } else if (type === 'function_call_output' || type === 'custom_tool_call_output') {
+      const parts = Array.isArray(item.output) ? (item.output as unknown[]) : [];
+      if (parts.some((p) => isRecord(p) && p.type !== 'input_text' && p.type !== 'output_text')) {
+        return unsupported(
+          `${at}.output holds images or files, which a tool result of this model's upstream (chat completions) cannot carry`,
+          `${at}.output`,
+        );
+      }
       messages.push({
         role: 'tool',
         tool_call_id: String(item.call_id),
-        content: textOf(item.output) || String(item.output ?? ''),
+        content: typeof item.output === 'string' ? item.output : textOf(item.output),
       });
     } else if (type === 'reasoning') {
       // Opaque to chat completions: dropped (the model reasons afresh).
@@ -139,15 +145,46 @@ function messagesOf(body: Json): Json[] | ProxyError {
   return messages;
 }
 
-function toolsOf(tools: unknown): { tools: Json[]; custom: Set<string> } | ProxyError {
+/** What the answer needs to know of the tools asked: which are free-form, and which namespace each came from. */
+interface ToolNames {
+  custom: ReadonlySet<string>;
+  namespaceOf: ReadonlyMap<string, string>;
+}
+
+function toolsOf(tools: unknown): { tools: Json[]; names: ToolNames } | ProxyError {
   const out: Json[] = [];
   const custom = new Set<string>();
-  if (!Array.isArray(tools)) return { tools: out, custom };
-  // Codex groups some tools in a namespace: chat has none, so its tools join the others by name.
-  const flat = (tools as Json[]).flatMap((t) =>
-    t.type === 'namespace' && Array.isArray(t.tools) ? (t.tools as Json[]) : t.type === 'namespace' ? [] : [t],
+  const namespaceOf = new Map<string, string>();
+  const names = { custom, namespaceOf };
+  if (!Array.isArray(tools)) return { tools: out, names };
+  // Codex groups some tools (MCP servers') in a namespace: chat has none, so its tools join the
+  // others by name, and a call names its namespace again on the way back (Codex finds tools by both).
+  const flat = (tools as Json[]).flatMap((t, i) =>
+    t.type === 'namespace'
+      ? (Array.isArray(t.tools) ? (t.tools as Json[]) : []).map((inner, j) => ({
+          t: inner,
+          at: `tools[${i}].tools[${j}]`,
+          namespace: typeof t.name === 'string' ? t.name : undefined,
+        }))
+      : [{ t, at: `tools[${i}]`, namespace: undefined }],
   );
-  for (const [i, t] of flat.entries()) {
+  const seen = new Set<string>();
+  for (const { t, at, namespace } of flat) {
+    if (t.type !== 'function' && t.type !== 'custom') {
+      return unsupported(
+        `${at} is a ${String(t.type)} tool, hosted by OpenAI; this model takes function and custom tools`,
+        at,
+      );
+    }
+    const name = String(t.name);
+    if (seen.has(name)) {
+      return unsupported(
+        `${at}: a second tool named ${JSON.stringify(name.slice(0, 64))}; this model's upstream (chat completions) has one name space for tools`,
+        at,
+      );
+    }
+    seen.add(name);
+    if (namespace) namespaceOf.set(name, namespace);
     if (t.type === 'function') {
       out.push({
         type: 'function',
@@ -157,8 +194,8 @@ function toolsOf(tools: unknown): { tools: Json[]; custom: Set<string> } | Proxy
           parameters: isRecord(t.parameters) ? t.parameters : { type: 'object', properties: {} },
         },
       });
-    } else if (t.type === 'custom') {
-      custom.add(String(t.name));
+    } else {
+      custom.add(name);
       out.push({
         type: 'function',
         function: {
@@ -168,20 +205,17 @@ function toolsOf(tools: unknown): { tools: Json[]; custom: Set<string> } | Proxy
           parameters: { type: 'object', properties: { input: { type: 'string' } }, required: ['input'] },
         },
       });
-    } else {
-      return unsupported(
-        `tools[${i}] is a ${String(t.type)} tool, hosted by OpenAI; this model takes function and custom tools`,
-        `tools[${i}]`,
-      );
     }
   }
-  return { tools: out, custom };
+  return { tools: out, names };
 }
 
 function toolChoiceOf(choice: unknown): unknown {
   if (choice === undefined || choice === null || typeof choice === 'string') return choice ?? undefined;
   if (isRecord(choice) && (choice.type === 'function' || choice.type === 'custom') && typeof choice.name === 'string')
     return { type: 'function', function: { name: choice.name } };
+  // allowed_tools keeps its obligation (chat cannot narrow the set: every tool asked is offered).
+  if (isRecord(choice) && choice.type === 'allowed_tools' && choice.mode === 'required') return 'required';
   return 'auto';
 }
 
@@ -233,11 +267,10 @@ function responsesUsage(u: ChatUsage | undefined): Json | null {
   };
 }
 
-function callItem(
-  call: { id: string; function: { name: string; arguments: string } },
-  custom: ReadonlySet<string>,
-): Json {
-  if (custom.has(call.function.name)) {
+function callItem(call: { id: string; function: { name: string; arguments: string } }, names: ToolNames): Json {
+  const namespace = names.namespaceOf.get(call.function.name);
+  const where = namespace ? { namespace } : {};
+  if (names.custom.has(call.function.name)) {
     let input = call.function.arguments;
     try {
       const parsed = JSON.parse(call.function.arguments) as { input?: unknown };
@@ -250,6 +283,7 @@ function callItem(
       id: newId('ctc'),
       call_id: call.id,
       name: call.function.name,
+      ...where,
       input,
       status: 'completed',
     };
@@ -259,6 +293,7 @@ function callItem(
     id: newId('fc'),
     call_id: call.id,
     name: call.function.name,
+    ...where,
     arguments: call.function.arguments,
     status: 'completed',
   };
@@ -278,6 +313,15 @@ function reasoningItem(text: string, id = newId('rs')): Json {
   return { type: 'reasoning', id, summary: [{ type: 'summary_text', text }] };
 }
 
+/** Why an answer stopped short, in Responses' words: its length, or a content filter (a Bedrock guardrail). */
+const incompleteOf = (finish: string | undefined) =>
+  finish === 'length'
+    ? { reason: 'max_output_tokens' }
+    : finish === 'content_filter'
+      ? { reason: 'content_filter' }
+      : null;
+const statusOf = (finish: string | undefined) => (incompleteOf(finish) ? 'incomplete' : 'completed');
+
 /** The response object around its output, as Responses answers and its stream's first and last events carry it. */
 function responseObject(
   id: string,
@@ -294,7 +338,7 @@ function responseObject(
     created_at: Math.floor(Date.now() / 1000),
     status,
     error: null,
-    incomplete_details: finish === 'length' ? { reason: 'max_output_tokens' } : null,
+    incomplete_details: incompleteOf(finish),
     instructions: request.instructions ?? null,
     max_output_tokens: request.max_output_tokens ?? null,
     model,
@@ -311,7 +355,7 @@ function responseObject(
   };
 }
 
-function fromCompletion(body: unknown, request: Json, custom: ReadonlySet<string>): Json {
+function fromCompletion(body: unknown, request: Json, names: ToolNames): Json {
   const completion = body as {
     model?: string;
     choices?: Array<{ message?: ChatMessage; finish_reason?: string }>;
@@ -322,13 +366,13 @@ function fromCompletion(body: unknown, request: Json, custom: ReadonlySet<string
   const output: Json[] = [];
   if (message.reasoning_content) output.push(reasoningItem(message.reasoning_content));
   if (message.content) output.push(messageItem(message.content));
-  for (const call of message.tool_calls ?? []) output.push(callItem(call, custom));
+  for (const call of message.tool_calls ?? []) output.push(callItem(call, names));
   const finish = choice?.finish_reason;
   return responseObject(
     newId('resp'),
     String(request.model ?? completion.model ?? ''),
     request,
-    finish === 'length' ? 'incomplete' : 'completed',
+    statusOf(finish),
     output,
     responsesUsage(completion.usage),
     finish,
@@ -336,7 +380,7 @@ function fromCompletion(body: unknown, request: Json, custom: ReadonlySet<string
 }
 
 /** A chat completions stream (SSE bytes) as the Responses event sequence. */
-function streamFrom(upstream: StreamBody, request: Json, custom: ReadonlySet<string>): ChunkSource {
+function streamFrom(upstream: StreamBody, request: Json, names: ToolNames): ChunkSource {
   const source = chunksOf(upstream);
   const encoder = new TextEncoder();
   const decoder = new TextDecoder();
@@ -393,10 +437,15 @@ function streamFrom(upstream: StreamBody, request: Json, custom: ReadonlySet<str
     closeReasoning();
     closeText();
     for (const c of calls.values()) {
-      const item = callItem({ id: c.callId, function: { name: c.name, arguments: c.args } }, custom);
+      const item = callItem({ id: c.callId, function: { name: c.name, arguments: c.args } }, names);
       item.id = c.id;
       if (item.type === 'function_call')
-        emit('response.function_call_arguments.done', { item_id: c.id, output_index: c.index, arguments: c.args });
+        emit('response.function_call_arguments.done', {
+          item_id: c.id,
+          output_index: c.index,
+          name: c.name,
+          arguments: c.args,
+        });
       else emit('response.custom_tool_call_input.done', { item_id: c.id, output_index: c.index, input: item.input });
       emit('response.output_item.done', { output_index: c.index, item });
       items[c.index] = item;
@@ -405,7 +454,7 @@ function streamFrom(upstream: StreamBody, request: Json, custom: ReadonlySet<str
       out.push(DIALECTS['openai-responses'].streamError(error));
       return;
     }
-    const status = finish === 'length' ? 'incomplete' : 'completed';
+    const status = statusOf(finish);
     emit(`response.${status}`, {
       response: responseObject(id, model, request, status, items.filter(Boolean), responsesUsage(usage), finish),
     });
@@ -499,7 +548,7 @@ function streamFrom(upstream: StreamBody, request: Json, custom: ReadonlySet<str
             closeReasoning();
             closeText();
             const name = tc.function?.name ?? '';
-            const isCustom = custom.has(name);
+            const isCustom = names.custom.has(name);
             call = {
               index: items.length,
               id: newId(isCustom ? 'ctc' : 'fc'),
@@ -534,7 +583,7 @@ function streamFrom(upstream: StreamBody, request: Json, custom: ReadonlySet<str
           if (piece) {
             call.args += piece;
             // A custom tool's input is known whole only at the end (it is inside a JSON argument).
-            if (!custom.has(call.name))
+            if (!names.custom.has(call.name))
               emit('response.function_call_arguments.delta', {
                 item_id: call.id,
                 output_index: call.index,
@@ -593,8 +642,8 @@ export const openaiResponsesToOpenaiChat: Translator = {
     return {
       body: chat,
       wantsUsage: true,
-      json: (answer) => fromCompletion(answer, body, tools.custom),
-      stream: (upstream: StreamBody, _outcome: Promise<StreamOutcome>) => streamFrom(upstream, body, tools.custom),
+      json: (answer) => fromCompletion(answer, body, tools.names),
+      stream: (upstream: StreamBody, _outcome: Promise<StreamOutcome>) => streamFrom(upstream, body, tools.names),
     };
   },
 };
