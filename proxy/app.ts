@@ -7,7 +7,7 @@ import { countTokens } from './count-tokens.js';
 import { DIALECTS, type DialectSpec } from './dialects.js';
 import { ENDPOINTS } from './endpoints.js';
 import { ProxyError } from './errors.js';
-import { cliModel, type ModelFacts, ModelMetadata, openAIModel } from './model-metadata.js';
+import { cliModel, type ModelFacts, ModelMetadata, ollamaShow, openAIModel } from './model-metadata.js';
 import {
   type EndpointHandler,
   endpointHandlers,
@@ -170,6 +170,7 @@ export function createGateway(deps: AppDeps): Gateway {
       catalog: loadCatalog(),
       bedrockModels: loadBedrockModels(),
       priceOf: (entry) => deps.cost?.priceOf(entry),
+      ask: ollamaShow(),
     });
   /** The listed names the key may use: by the name itself, or by the model an alias stands for. */
   const visible = (policy: KeyPolicy) =>
