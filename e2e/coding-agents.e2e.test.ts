@@ -402,16 +402,19 @@ describe('the coding agents themselves', () => {
     expect(invokes.length).toBeGreaterThanOrEqual(2);
   }, 600_000);
 
-  // To Ollama only: the AWS double's Converse calls a tool on every turn that offers one, so Codex
-  // (which offers a dozen) would loop against it; the Responses-to-Converse path is the SDK test's above.
-  it('Codex (codex exec) completes a turn over Responses to Ollama', async () => {
-    for (const model of [AGENT_MODEL]) {
+  // To Bedrock, Responses is translated to chat, then Converse: the double's Claude calls Codex's
+  // first tool, Codex runs it and sends the output back, and the answer ends the turn.
+  it('Codex (codex exec) completes a turn over Responses to Ollama and, with a tool call, to Claude on Bedrock by an alias', async () => {
+    for (const [name, model] of [
+      [AGENT_MODEL, AGENT_MODEL],
+      ['claude-sonnet-4-5', `us.${CLAUDE}`],
+    ] as const) {
       const home = mkdtempSync(join(tmpdir(), 'pao-codex-home-'));
       writeFileSync(join(home, 'instructions.md'), 'Answer in one short sentence.\n');
       writeFileSync(
         join(home, 'config.toml'),
         [
-          `model = "${model}"`,
+          `model = "${name}"`,
           'model_provider = "gateway"',
           `model_instructions_file = "${join(home, 'instructions.md')}"`,
           // OpenAI's hosted web search runs nowhere else: the gateway refuses it (400) for other models.
@@ -440,9 +443,12 @@ describe('the coding agents themselves', () => {
       codex.child.stdin?.end();
       const { stdout } = await codex;
       expect(stdout.trim().length).toBeGreaterThan(0);
-      const rows = (await rowsAtLeast(model, before + 1)).slice(before);
-      expect(rows.length).toBeGreaterThan(0);
+      const bedrock = model !== AGENT_MODEL;
+      const rows = (await rowsAtLeast(model, before + (bedrock ? 2 : 1))).slice(before);
+      // On Bedrock: the tool call, then the answer to its output.
+      expect(rows.length).toBeGreaterThanOrEqual(bedrock ? 2 : 1);
       expect(rows.filter((r) => r.status !== 200 || r.completion === 0)).toEqual([]);
+      expect(rows.every((r) => r.endpoint === 'responses')).toBe(true);
       expect(rows.flatMap((r) => JSON.parse(r.tags) as string[])).toContain('agent:codex');
     }
   }, 600_000);
