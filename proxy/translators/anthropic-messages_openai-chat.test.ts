@@ -1,10 +1,9 @@
 import Anthropic from '@anthropic-ai/sdk';
 import { describe, expect, it } from 'vitest';
 import { type StreamBody, webStream } from '../chunk-source.js';
-import { ProxyError } from '../errors.js';
 import { anthropicMessagesToOpenaiChat as translator } from './anthropic-messages_openai-chat.js';
 import { translatorFor } from './table.js';
-import type { Translation } from './translator.js';
+import { refusalOf, translationOf } from './translation-probe.js';
 
 type Json = Record<string, unknown>;
 
@@ -16,17 +15,8 @@ const base = (extra: Json = {}): Json => ({
   ...extra,
 });
 
-function begin(body: Json, stream = false): Translation {
-  const t = translator.begin(body, stream);
-  if (t instanceof ProxyError) throw new Error(`expected a translation, got ${t.status} ${t.param}: ${t.message}`);
-  return t;
-}
-
-function refusal(body: Json): ProxyError {
-  const t = translator.begin(body, false);
-  if (!(t instanceof ProxyError)) throw new Error(`expected a ProxyError, got ${JSON.stringify(t.body)}`);
-  return t;
-}
+const begin = (body: Json, stream = false) => translationOf(translator, body, stream);
+const refusal = (body: Json) => refusalOf(translator, body);
 
 const PNG = 'iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNkYPhfDwAChwGA60e6kgAAAABJRU5ErkJggg==';
 const BASH = {

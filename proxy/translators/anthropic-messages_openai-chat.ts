@@ -1,9 +1,9 @@
-import { createParser } from 'eventsource-parser';
 import { isRecord } from '../chat-request.js';
-import { type ChunkSource, chunksOf, type StreamBody } from '../chunk-source.js';
+import type { ChunkSource, StreamBody } from '../chunk-source.js';
 import { DIALECTS } from '../dialects.js';
 import { invalidRequest, ProxyError } from '../errors.js';
 import type { StreamOutcome } from '../upstream.js';
+import { ssePump } from './sse-pump.js';
 import type { Translation, Translator } from './translator.js';
 
 /**
@@ -337,9 +337,6 @@ function fromCompletion(body: unknown, request: Json): Json {
 
 /** A chat completions stream (SSE bytes) as Anthropic's Messages event sequence. */
 function streamFrom(upstream: StreamBody, request: Json): ChunkSource {
-  const source = chunksOf(upstream);
-  const encoder = new TextEncoder();
-  const decoder = new TextDecoder();
   const model = String(request.model ?? '');
   const out: string[] = [];
   const emit = (type: string, data: Json) => {
@@ -393,94 +390,78 @@ function streamFrom(upstream: StreamBody, request: Json): ChunkSource {
     emit('message_stop', {});
   };
 
-  const parser = createParser({
-    onEvent: (event) => {
-      if (ended || event.data === '[DONE]') return;
-      let chunk: {
-        id?: string;
-        error?: { message?: string; code?: string; type?: string };
-        choices?: Array<{
-          delta?: {
-            content?: string | null;
-            tool_calls?: Array<{ index: number; id?: string; function?: { name?: string; arguments?: string } }>;
-          };
-          finish_reason?: string | null;
-        }>;
-        usage?: ChatUsage | null;
-      };
-      try {
-        chunk = JSON.parse(event.data) as typeof chunk;
-      } catch {
-        return;
-      }
-      if (chunk.error) {
-        end(
-          new ProxyError(
-            502,
-            'api_error',
-            chunk.error.code ?? 'upstream_error',
-            chunk.error.message ?? 'the upstream failed',
-          ),
-        );
-        return;
-      }
-      if (chunk.usage) usage = chunk.usage;
-      start(chunk.id);
-      for (const choice of chunk.choices ?? []) {
-        const delta = choice.delta ?? {};
-        if (delta.content) {
-          if (!open?.text) {
-            close();
-            open = { index: blocks++, text: true };
-            emit('content_block_start', { index: open.index, content_block: { type: 'text', text: '' } });
-          }
-          emit('content_block_delta', { index: open.index, delta: { type: 'text_delta', text: delta.content } });
+  const onData = (data: string) => {
+    if (ended || data === '[DONE]') return;
+    let chunk: {
+      id?: string;
+      error?: { message?: string; code?: string; type?: string };
+      choices?: Array<{
+        delta?: {
+          content?: string | null;
+          tool_calls?: Array<{ index: number; id?: string; function?: { name?: string; arguments?: string } }>;
+        };
+        finish_reason?: string | null;
+      }>;
+      usage?: ChatUsage | null;
+    };
+    try {
+      chunk = JSON.parse(data) as typeof chunk;
+    } catch {
+      return;
+    }
+    if (chunk.error) {
+      end(
+        new ProxyError(
+          502,
+          'api_error',
+          chunk.error.code ?? 'upstream_error',
+          chunk.error.message ?? 'the upstream failed',
+        ),
+      );
+      return;
+    }
+    if (chunk.usage) usage = chunk.usage;
+    start(chunk.id);
+    for (const choice of chunk.choices ?? []) {
+      const delta = choice.delta ?? {};
+      if (delta.content) {
+        if (!open?.text) {
+          close();
+          open = { index: blocks++, text: true };
+          emit('content_block_start', { index: open.index, content_block: { type: 'text', text: '' } });
         }
-        for (const tc of delta.tool_calls ?? []) {
-          let call = calls.get(tc.index);
-          if (!call) {
-            close();
-            call = { index: blocks++ };
-            calls.set(tc.index, call);
-            open = { index: call.index, text: false };
-            emit('content_block_start', {
-              index: call.index,
-              content_block: {
-                type: 'tool_use',
-                id: tc.id ?? newId('toolu'),
-                name: tc.function?.name ?? '',
-                input: {},
-              },
-            });
-          }
-          const piece = tc.function?.arguments ?? '';
-          // Chat streams one call after another; a late piece of an earlier one still goes to its block.
-          if (piece)
-            emit('content_block_delta', {
-              index: call.index,
-              delta: { type: 'input_json_delta', partial_json: piece },
-            });
-        }
-        if (choice.finish_reason) finish = choice.finish_reason;
+        emit('content_block_delta', { index: open.index, delta: { type: 'text_delta', text: delta.content } });
       }
-    },
-  });
-
-  return {
-    read: async () => {
-      while (out.length === 0 && !ended) {
-        const chunk = await source.read();
-        if (chunk === undefined) {
-          parser.feed(decoder.decode());
-          end();
-          break;
+      for (const tc of delta.tool_calls ?? []) {
+        let call = calls.get(tc.index);
+        if (!call) {
+          close();
+          call = { index: blocks++ };
+          calls.set(tc.index, call);
+          open = { index: call.index, text: false };
+          emit('content_block_start', {
+            index: call.index,
+            content_block: {
+              type: 'tool_use',
+              id: tc.id ?? newId('toolu'),
+              name: tc.function?.name ?? '',
+              input: {},
+            },
+          });
         }
-        parser.feed(decoder.decode(chunk, { stream: true }));
+        const piece = tc.function?.arguments ?? '';
+        // Chat streams one call after another; a late piece of an earlier one still goes to its block.
+        if (piece)
+          emit('content_block_delta', {
+            index: call.index,
+            delta: { type: 'input_json_delta', partial_json: piece },
+          });
       }
-      return out.length > 0 ? encoder.encode(out.splice(0).join('')) : undefined;
-    },
-    cancel: () => source.cancel(),
+      if (choice.finish_reason) finish = choice.finish_reason;
+    }
   };
+
+  return ssePump(upstream, out, onData, end, () => ended);
 }
 
 export const anthropicMessagesToOpenaiChat: Translator = {

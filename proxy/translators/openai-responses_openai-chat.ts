@@ -1,9 +1,9 @@
-import { createParser } from 'eventsource-parser';
 import { isRecord } from '../chat-request.js';
-import { type ChunkSource, chunksOf, type StreamBody } from '../chunk-source.js';
+import type { ChunkSource, StreamBody } from '../chunk-source.js';
 import { DIALECTS } from '../dialects.js';
 import { invalidRequest, ProxyError } from '../errors.js';
 import type { StreamOutcome } from '../upstream.js';
+import { ssePump } from './sse-pump.js';
 import type { Translation, Translator } from './translator.js';
 
 /**
@@ -381,9 +381,6 @@ function fromCompletion(body: unknown, request: Json, names: ToolNames): Json {
 
 /** A chat completions stream (SSE bytes) as the Responses event sequence. */
 function streamFrom(upstream: StreamBody, request: Json, names: ToolNames): ChunkSource {
-  const source = chunksOf(upstream);
-  const encoder = new TextEncoder();
-  const decoder = new TextDecoder();
   const model = String(request.model ?? '');
   const id = newId('resp');
   let sequence = 0;
@@ -460,157 +457,141 @@ function streamFrom(upstream: StreamBody, request: Json, names: ToolNames): Chun
     });
   };
 
-  const parser = createParser({
-    onEvent: (event) => {
-      if (ended || event.data === '[DONE]') return;
-      let chunk: {
-        error?: { message?: string; code?: string; type?: string };
-        choices?: Array<{
-          delta?: {
-            content?: string | null;
-            reasoning_content?: string;
-            tool_calls?: Array<{ index: number; id?: string; function?: { name?: string; arguments?: string } }>;
-          };
-          finish_reason?: string | null;
-        }>;
-        usage?: ChatUsage;
-      };
-      try {
-        chunk = JSON.parse(event.data) as typeof chunk;
-      } catch {
-        return;
-      }
-      if (chunk.error) {
-        end(
-          new ProxyError(
-            502,
-            'api_error',
-            chunk.error.code ?? 'upstream_error',
-            chunk.error.message ?? 'the upstream failed',
-          ),
-        );
-        return;
-      }
-      if (chunk.usage) usage = chunk.usage;
-      for (const choice of chunk.choices ?? []) {
-        const delta = choice.delta ?? {};
-        if (delta.reasoning_content) {
-          if (!reasoning) {
-            reasoning = { id: newId('rs'), index: items.length, text: '' };
-            items.push({});
-            emit('response.output_item.added', {
-              output_index: reasoning.index,
-              item: { type: 'reasoning', id: reasoning.id, summary: [] },
-            });
-            emit('response.reasoning_summary_part.added', {
-              item_id: reasoning.id,
-              output_index: reasoning.index,
-              summary_index: 0,
-              part: { type: 'summary_text', text: '' },
-            });
-          }
-          reasoning.text += delta.reasoning_content;
-          emit('response.reasoning_summary_text.delta', {
+  const onData = (data: string) => {
+    if (ended || data === '[DONE]') return;
+    let chunk: {
+      error?: { message?: string; code?: string; type?: string };
+      choices?: Array<{
+        delta?: {
+          content?: string | null;
+          reasoning_content?: string;
+          tool_calls?: Array<{ index: number; id?: string; function?: { name?: string; arguments?: string } }>;
+        };
+        finish_reason?: string | null;
+      }>;
+      usage?: ChatUsage;
+    };
+    try {
+      chunk = JSON.parse(data) as typeof chunk;
+    } catch {
+      return;
+    }
+    if (chunk.error) {
+      end(
+        new ProxyError(
+          502,
+          'api_error',
+          chunk.error.code ?? 'upstream_error',
+          chunk.error.message ?? 'the upstream failed',
+        ),
+      );
+      return;
+    }
+    if (chunk.usage) usage = chunk.usage;
+    for (const choice of chunk.choices ?? []) {
+      const delta = choice.delta ?? {};
+      if (delta.reasoning_content) {
+        if (!reasoning) {
+          reasoning = { id: newId('rs'), index: items.length, text: '' };
+          items.push({});
+          emit('response.output_item.added', {
+            output_index: reasoning.index,
+            item: { type: 'reasoning', id: reasoning.id, summary: [] },
+          });
+          emit('response.reasoning_summary_part.added', {
             item_id: reasoning.id,
             output_index: reasoning.index,
             summary_index: 0,
-            delta: delta.reasoning_content,
+            part: { type: 'summary_text', text: '' },
           });
         }
-        if (delta.content) {
-          closeReasoning();
-          if (!text) {
-            text = { id: newId('msg'), index: items.length, text: '' };
-            items.push({});
-            emit('response.output_item.added', {
-              output_index: text.index,
-              item: { type: 'message', id: text.id, role: 'assistant', status: 'in_progress', content: [] },
-            });
-            emit('response.content_part.added', {
-              item_id: text.id,
-              output_index: text.index,
-              content_index: 0,
-              part: { type: 'output_text', text: '', annotations: [], logprobs: [] },
-            });
-          }
-          text.text += delta.content;
-          emit('response.output_text.delta', {
+        reasoning.text += delta.reasoning_content;
+        emit('response.reasoning_summary_text.delta', {
+          item_id: reasoning.id,
+          output_index: reasoning.index,
+          summary_index: 0,
+          delta: delta.reasoning_content,
+        });
+      }
+      if (delta.content) {
+        closeReasoning();
+        if (!text) {
+          text = { id: newId('msg'), index: items.length, text: '' };
+          items.push({});
+          emit('response.output_item.added', {
+            output_index: text.index,
+            item: { type: 'message', id: text.id, role: 'assistant', status: 'in_progress', content: [] },
+          });
+          emit('response.content_part.added', {
             item_id: text.id,
             output_index: text.index,
             content_index: 0,
-            delta: delta.content,
-            logprobs: [],
+            part: { type: 'output_text', text: '', annotations: [], logprobs: [] },
           });
         }
-        for (const tc of delta.tool_calls ?? []) {
-          let call = calls.get(tc.index);
-          if (!call) {
-            closeReasoning();
-            closeText();
-            const name = tc.function?.name ?? '';
-            const isCustom = names.custom.has(name);
-            call = {
-              index: items.length,
-              id: newId(isCustom ? 'ctc' : 'fc'),
-              callId: tc.id ?? newId('call'),
-              name,
-              args: '',
-            };
-            items.push({});
-            calls.set(tc.index, call);
-            emit('response.output_item.added', {
+        text.text += delta.content;
+        emit('response.output_text.delta', {
+          item_id: text.id,
+          output_index: text.index,
+          content_index: 0,
+          delta: delta.content,
+          logprobs: [],
+        });
+      }
+      for (const tc of delta.tool_calls ?? []) {
+        let call = calls.get(tc.index);
+        if (!call) {
+          closeReasoning();
+          closeText();
+          const name = tc.function?.name ?? '';
+          const isCustom = names.custom.has(name);
+          call = {
+            index: items.length,
+            id: newId(isCustom ? 'ctc' : 'fc'),
+            callId: tc.id ?? newId('call'),
+            name,
+            args: '',
+          };
+          items.push({});
+          calls.set(tc.index, call);
+          emit('response.output_item.added', {
+            output_index: call.index,
+            item: isCustom
+              ? {
+                  type: 'custom_tool_call',
+                  id: call.id,
+                  call_id: call.callId,
+                  name,
+                  input: '',
+                  status: 'in_progress',
+                }
+              : {
+                  type: 'function_call',
+                  id: call.id,
+                  call_id: call.callId,
+                  name,
+                  arguments: '',
+                  status: 'in_progress',
+                },
+          });
+        }
+        const piece = tc.function?.arguments ?? '';
+        if (piece) {
+          call.args += piece;
+          // A custom tool's input is known whole only at the end (it is inside a JSON argument).
+          if (!names.custom.has(call.name))
+            emit('response.function_call_arguments.delta', {
+              item_id: call.id,
               output_index: call.index,
-              item: isCustom
-                ? {
-                    type: 'custom_tool_call',
-                    id: call.id,
-                    call_id: call.callId,
-                    name,
-                    input: '',
-                    status: 'in_progress',
-                  }
-                : {
-                    type: 'function_call',
-                    id: call.id,
-                    call_id: call.callId,
-                    name,
-                    arguments: '',
-                    status: 'in_progress',
-                  },
+              delta: piece,
             });
-          }
-          const piece = tc.function?.arguments ?? '';
-          if (piece) {
-            call.args += piece;
-            // A custom tool's input is known whole only at the end (it is inside a JSON argument).
-            if (!names.custom.has(call.name))
-              emit('response.function_call_arguments.delta', {
-                item_id: call.id,
-                output_index: call.index,
-                delta: piece,
-              });
-          }
         }
-        if (choice.finish_reason) finish = choice.finish_reason;
       }
-    },
-  });
-
-  return {
-    read: async () => {
-      while (out.length === 0 && !ended) {
-        const chunk = await source.read();
-        if (chunk === undefined) {
-          parser.feed(decoder.decode());
-          end();
-          break;
-        }
-        parser.feed(decoder.decode(chunk, { stream: true }));
-      }
-      return out.length > 0 ? encoder.encode(out.splice(0).join('')) : undefined;
-    },
-    cancel: () => source.cancel(),
+      if (choice.finish_reason) finish = choice.finish_reason;
+    }
   };
+
+  return ssePump(upstream, out, onData, end, () => ended);
 }
 
 export const openaiResponsesToOpenaiChat: Translator = {
