@@ -377,7 +377,9 @@ describe('the gateway in front of real Ollama, called with the openai SDK', () =
     expect(await proxied.models.retrieve(MODEL)).toEqual(listed);
     // Ollama's own entry's fields, and the limits agents size prompts by (what the model server reports).
     const own = await direct.models.retrieve(MODEL);
-    expect(Object.keys(listed ?? {}).sort()).toEqual([...Object.keys(own), 'context_window', 'max_output_tokens'].sort());
+    expect(Object.keys(listed ?? {}).sort()).toEqual(
+      [...Object.keys(own), 'context_window', 'max_output_tokens'].sort(),
+    );
     expect((listed as unknown as { context_window: number }).context_window).toBeGreaterThan(0);
     const missing = await proxied.models.retrieve('no-such-model:1b').catch((e: unknown) => e);
     expect(missing).toBeInstanceOf(OpenAI.NotFoundError);
