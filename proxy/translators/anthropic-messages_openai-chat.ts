@@ -3,7 +3,7 @@ import type { ChunkSource, StreamBody } from '../chunk-source.js';
 import { DIALECTS } from '../dialects.js';
 import { invalidRequest, ProxyError } from '../errors.js';
 import type { StreamOutcome } from '../upstream.js';
-import { ssePump } from './sse-pump.js';
+import { type ChatChunk, type ChatUsage, chatChunkStream } from './chat-chunks.js';
 import type { Translation, Translator } from './translator.js';
 
 /**
@@ -252,11 +252,6 @@ interface ChatToolCall {
   id: string;
   function: { name: string; arguments: string };
 }
-interface ChatUsage {
-  prompt_tokens?: number;
-  completion_tokens?: number;
-  prompt_tokens_details?: { cached_tokens?: number } | null;
-}
 
 let counter = 0;
 const newId = (prefix: string) => `${prefix}_${Date.now().toString(36)}${(counter++).toString(36).padStart(6, '0')}`;
@@ -390,36 +385,7 @@ function streamFrom(upstream: StreamBody, request: Json): ChunkSource {
     emit('message_stop', {});
   };
 
-  const onData = (data: string) => {
-    if (ended || data === '[DONE]') return;
-    let chunk: {
-      id?: string;
-      error?: { message?: string; code?: string; type?: string };
-      choices?: Array<{
-        delta?: {
-          content?: string | null;
-          tool_calls?: Array<{ index: number; id?: string; function?: { name?: string; arguments?: string } }>;
-        };
-        finish_reason?: string | null;
-      }>;
-      usage?: ChatUsage | null;
-    };
-    try {
-      chunk = JSON.parse(data) as typeof chunk;
-    } catch {
-      return;
-    }
-    if (chunk.error) {
-      end(
-        new ProxyError(
-          502,
-          'api_error',
-          chunk.error.code ?? 'upstream_error',
-          chunk.error.message ?? 'the upstream failed',
-        ),
-      );
-      return;
-    }
+  const onChunk = (chunk: ChatChunk) => {
     if (chunk.usage) usage = chunk.usage;
     start(chunk.id);
     for (const choice of chunk.choices ?? []) {
@@ -461,7 +427,7 @@ function streamFrom(upstream: StreamBody, request: Json): ChunkSource {
     }
   };
 
-  return ssePump(upstream, out, onData, end, () => ended);
+  return chatChunkStream(upstream, out, onChunk, end, () => ended);
 }
 
 export const anthropicMessagesToOpenaiChat: Translator = {

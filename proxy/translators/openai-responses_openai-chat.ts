@@ -3,7 +3,7 @@ import type { ChunkSource, StreamBody } from '../chunk-source.js';
 import { DIALECTS } from '../dialects.js';
 import { invalidRequest, ProxyError } from '../errors.js';
 import type { StreamOutcome } from '../upstream.js';
-import { ssePump } from './sse-pump.js';
+import { type ChatChunk, type ChatUsage, chatChunkStream } from './chat-chunks.js';
 import type { Translation, Translator } from './translator.js';
 
 /**
@@ -245,11 +245,6 @@ interface ChatMessage {
   reasoning_content?: string;
   tool_calls?: Array<{ id: string; function: { name: string; arguments: string } }>;
 }
-interface ChatUsage {
-  prompt_tokens?: number;
-  completion_tokens?: number;
-  prompt_tokens_details?: { cached_tokens?: number };
-}
 
 let counter = 0;
 const newId = (prefix: string) => `${prefix}_${Date.now().toString(36)}${(counter++).toString(36).padStart(6, '0')}`;
@@ -457,36 +452,7 @@ function streamFrom(upstream: StreamBody, request: Json, names: ToolNames): Chun
     });
   };
 
-  const onData = (data: string) => {
-    if (ended || data === '[DONE]') return;
-    let chunk: {
-      error?: { message?: string; code?: string; type?: string };
-      choices?: Array<{
-        delta?: {
-          content?: string | null;
-          reasoning_content?: string;
-          tool_calls?: Array<{ index: number; id?: string; function?: { name?: string; arguments?: string } }>;
-        };
-        finish_reason?: string | null;
-      }>;
-      usage?: ChatUsage;
-    };
-    try {
-      chunk = JSON.parse(data) as typeof chunk;
-    } catch {
-      return;
-    }
-    if (chunk.error) {
-      end(
-        new ProxyError(
-          502,
-          'api_error',
-          chunk.error.code ?? 'upstream_error',
-          chunk.error.message ?? 'the upstream failed',
-        ),
-      );
-      return;
-    }
+  const onChunk = (chunk: ChatChunk) => {
     if (chunk.usage) usage = chunk.usage;
     for (const choice of chunk.choices ?? []) {
       const delta = choice.delta ?? {};
@@ -591,7 +557,7 @@ function streamFrom(upstream: StreamBody, request: Json, names: ToolNames): Chun
     }
   };
 
-  return ssePump(upstream, out, onData, end, () => ended);
+  return chatChunkStream(upstream, out, onChunk, end, () => ended);
 }
 
 export const openaiResponsesToOpenaiChat: Translator = {
