@@ -3,6 +3,7 @@ import { connect, type Socket } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { chartProxyMemory } from './chart-memory.js';
 import { type OllamaDouble, startOllamaDouble } from './doubles/ollama.js';
 import { type ProxyProcess, routedModel, standaloneFiles, startProxyProcess } from './proxy-process.js';
 
@@ -15,8 +16,9 @@ import { type ProxyProcess, routedModel, standaloneFiles, startProxyProcess } fr
 
 const KEY = 'sk-hostile-e2e-7c1d';
 const MODEL = 'llama3.1:8b';
-const HEAP_MIB = 256;
-const CONTAINER_LIMIT_MIB = 512;
+/** The chart's heap, young-generation and container limits: the test holds the proxy to what a pod gets. */
+const MEMORY = chartProxyMemory();
+const CONTAINER_LIMIT_MIB = MEMORY.limitMiB;
 const TEN_MIB = 10 * 1024 * 1024;
 const SLOW_TIMEOUT_S = 3;
 let double: OllamaDouble;
@@ -88,7 +90,7 @@ beforeAll(async () => {
       String(SLOW_TIMEOUT_S),
     ],
     // As the chart runs it.
-    { ...process.env, NODE_OPTIONS: `--max-old-space-size=${HEAP_MIB}`, GATEWAY_REQUEST_MEMORY_MB: '128' },
+    { ...process.env, NODE_OPTIONS: MEMORY.nodeOptions, GATEWAY_REQUEST_MEMORY_MB: '128' },
   );
 });
 

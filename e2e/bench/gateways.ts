@@ -8,8 +8,8 @@ import { setTimeout as delay } from 'node:timers/promises';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import { parseArgs } from 'node:util';
 import Database from 'better-sqlite3';
-import yaml from 'js-yaml';
 import { Agent, request } from 'undici';
+import { chartProxyMemory } from '../chart-memory.js';
 import { postgresBin, startPostgres } from '../postgres/server.js';
 import { type ProxyProcess, startProxyProcess } from '../proxy-process.js';
 import { startRedis } from '../redis/server.js';
@@ -426,23 +426,6 @@ async function startBare(double: Double): Promise<Target> {
     pid: child.pid,
     notes: [],
     stop: () => child.stop(),
-  };
-}
-
-/** What the chart gives a proxy pod: its V8 heap and young-generation limits and its memory limit (values.yaml). */
-export function chartProxyMemory(): { heapMiB: number; semiSpaceMiB: number; limitMiB: number; nodeOptions: string } {
-  const values = yaml.load(readFileSync(join(ROOT, 'charts/platform-ai-optimizer/values.yaml'), 'utf8')) as {
-    proxy: { heapMiB: number; semiSpaceMiB: number; resources: { limits: { memory: string } } };
-  };
-  const limit = /^(\d+)(Mi|Gi)$/.exec(values.proxy.resources.limits.memory);
-  if (!limit) throw new Error(`unexpected proxy memory limit ${values.proxy.resources.limits.memory}`);
-  const { heapMiB, semiSpaceMiB } = values.proxy;
-  return {
-    heapMiB,
-    semiSpaceMiB,
-    limitMiB: Number(limit[1]) * (limit[2] === 'Gi' ? 1024 : 1),
-    // What charts/platform-ai-optimizer/templates/proxy.yaml sets.
-    nodeOptions: `--max-old-space-size=${heapMiB} --max-semi-space-size=${semiSpaceMiB}`,
   };
 }
 
