@@ -13,8 +13,10 @@ import {
   endpointHandlers,
   errorOutput,
   internalError,
+  MAX_BODY_BYTES,
   newRequestId,
   type PipelineDeps,
+  parseJsonBody,
   readLimited,
 } from './pipeline.js';
 import type { ModelListing } from './routing.js';
@@ -124,13 +126,11 @@ export function createGateway(deps: AppDeps): Gateway {
   app.on(['GET', 'HEAD'], ['/anthropic', '/anthropic/'], (c) => c.text('ok'));
   app.post(COUNT_TOKENS_PATH, async (c) => {
     const raw = c.req.raw;
-    const text = raw.body ? await readLimited(raw.body, 1024 * 1024 * 10, c.req.header('content-length')) : '';
-    let body: unknown;
-    try {
-      body = JSON.parse(text);
-    } catch {
-      throw new ProxyError(400, 'invalid_request_error', 'invalid_json', 'the request body is not valid JSON');
-    }
+    const limit = deps.maxBodyBytes ?? MAX_BODY_BYTES;
+    const text = raw.body ? await readLimited(raw.body, limit, c.req.header('content-length')) : '';
+    // The same bounds as every endpoint's body: a count must not cost more than the message would.
+    const body = parseJsonBody(text);
+    if (body instanceof ProxyError) throw body;
     const counted = await countTokens(
       { keys: deps.keys, routes: deps.routes, ...(deps.upstreams.bedrock ? { bedrock: deps.upstreams.bedrock } : {}) },
       { apiKey: c.req.header('x-api-key'), authorization: c.req.header('authorization') },

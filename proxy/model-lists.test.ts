@@ -233,6 +233,17 @@ describe('aliases on the request path', () => {
     const res = await count(SONNET_ONLY, 'house-model');
     expect(res.status).toBe(403);
     expect(await res.json()).toMatchObject({ type: 'error', error: { type: 'permission_error' } });
+    // A hostile body is judged by its shape before it is parsed, as every endpoint's is.
+    const deep = await app.request('/anthropic/v1/messages/count_tokens', {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', 'x-api-key': ALL },
+      body: `${'['.repeat(10_000)}${']'.repeat(10_000)}`,
+    });
+    expect(deep.status).toBe(400);
+    expect(await deep.json()).toMatchObject({
+      type: 'error',
+      error: { type: 'invalid_request_error', message: expect.stringContaining('levels deep') },
+    });
     const missing = await count(ALL, 'nope');
     expect(missing.status).toBe(404);
     expect(await missing.json()).toMatchObject({ type: 'error', error: { type: 'not_found_error' } });

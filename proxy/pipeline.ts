@@ -116,6 +116,20 @@ export type PipelineOutput =
   | { kind: 'stream'; status: 200; headers: Record<string, string>; body: StreamBody };
 
 export const MAX_BODY_BYTES = 10 * 1024 * 1024;
+
+/**
+ * A request body's JSON, its shape judged from the text before JSON.parse builds anything of it
+ * (nesting and value count bounded, so no body costs more than a small multiple of its size).
+ */
+export function parseJsonBody(text: string): unknown {
+  const shape = checkJsonShape(text, { maxDepth: MAX_NESTING, maxValues: MAX_JSON_VALUES });
+  if (shape) return shape;
+  try {
+    return JSON.parse(text) as unknown;
+  } catch {
+    return invalidRequest('the request body is not valid JSON', null, 'invalid_json');
+  }
+}
 /** Longest model name kept in usage records and error messages. */
 
 // Unique without a syscall per request: a random per-process prefix and a counter.
@@ -378,15 +392,8 @@ export function endpointHandlers(deps: PipelineDeps): Record<EndpointName, Endpo
         const expect = Number.isFinite(declared) && declared > 0 ? Math.min(declared, maxBody) : 0;
         reserve(Math.max(MIN_RESERVATION, expect * BODY_MEMORY_FACTOR));
         const text = await input.body(maxBody, budget ? (size) => reserve(size * BODY_MEMORY_FACTOR) : undefined);
-        // The shape is judged from the text, before JSON.parse builds anything of it.
-        const shape = checkJsonShape(text, { maxDepth: MAX_NESTING, maxValues: MAX_JSON_VALUES });
-        if (shape) throw shape;
-        let body: unknown;
-        try {
-          body = JSON.parse(text);
-        } catch {
-          throw invalidRequest('the request body is not valid JSON', null, 'invalid_json');
-        }
+        const body = parseJsonBody(text);
+        if (body instanceof ProxyError) throw body;
         // Refused requests are recorded under the model they asked for, whatever else is wrong with them.
         const asked = (body as { model?: unknown } | null)?.model;
         if (typeof asked === 'string') model = asked;
