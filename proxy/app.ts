@@ -39,7 +39,10 @@ export interface AppDeps extends PipelineDeps {
   extraRoutes?: Hono;
   /** Readiness: routes and keys loaded. */
   ready?: () => boolean;
-  /** What listed models can do (limits, capabilities, prices); the shipped tables without it. */
+  /**
+   * What listed models can do (limits, capabilities, prices). Default: the shipped tables, the
+   * cost meter's prices, and Ollama's /api/show for models the catalog lacks; tests replace it.
+   */
   metadata?: ModelMetadata;
 }
 

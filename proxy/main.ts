@@ -4,7 +4,6 @@ import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import { KubeConfig } from '@kubernetes/client-node';
 import { providerCredentials, RoleCredentials, type SecretLookup } from '../crds/aws-credentials.js';
-import { loadBedrockModels } from '../crds/catalog/bedrock-models.js';
 import { loadCatalog, parallelSlots } from '../crds/catalog/catalog.js';
 import {
   ACCESS_KEY_ID_KEY,
@@ -24,7 +23,6 @@ import { ConfigError, loadStandaloneConfig } from './config.js';
 import { CostMeter, loadBedrockPrices, mergePrices, parseBedrockPrices } from './cost.js';
 import { MemoryBudget } from './memory-budget.js';
 import { ProxyMetrics } from './metrics.js';
-import { ModelMetadata, ollamaShow } from './model-metadata.js';
 import { tracerFromEnv } from './otel-env.js';
 import { RedisRateLimiter } from './redis-rate-limit.js';
 import { routedPools } from './replica-pool.js';
@@ -333,12 +331,6 @@ const gateway = createGateway({
   extraRoutes: uiRoutes(),
   budgets,
   onCaller: (caller) => statusWriter?.used(caller.policy.name),
-  metadata: new ModelMetadata({
-    catalog: loadCatalog(),
-    bedrockModels: loadBedrockModels(),
-    priceOf: (entry) => cost.priceOf(entry),
-    ask: ollamaShow(),
-  }),
   ...(tracer ? { tracer } : {}),
   budget: new MemoryBudget(numberFlag('request-memory-mb', values['request-memory-mb'], 128) * 1024 * 1024),
   ready: () => !notReady && (source?.ready() ?? true),
