@@ -126,6 +126,10 @@ describe('the operator’s model server container, run with the real Ollama bina
     await ollama.kill();
     expect(execProbe(container, 'readinessProbe', probeEnv).code).not.toBe(0);
     await ollama.restart();
+    // A restarted container is gated by its startup probe again (the kubelet runs readiness only
+    // after it passes): the first answer reloads the model, which on a busy machine can take
+    // longer than the readiness probe's timeout (CI once saw it run past 30 s).
+    expect(execProbe(container, 'startupProbe', probeEnv).code).toBe(0);
     expect(execProbe(container, 'readinessProbe', probeEnv).code).toBe(0);
   });
 });
