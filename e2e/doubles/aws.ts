@@ -7,6 +7,7 @@ import {
 } from 'node:http';
 import { createServer as createHttp2Server, type Http2ServerResponse, constants as h2constants } from 'node:http2';
 import { type AddressInfo, createServer as createNetServer, type Socket } from 'node:net';
+import { setTimeout as delay } from 'node:timers/promises';
 import { Sha256 } from '@aws-crypto/sha256-js';
 import { EventStreamCodec } from '@smithy/eventstream-codec';
 import { SignatureV4 } from '@smithy/signature-v4';
@@ -140,6 +141,13 @@ export interface AwsDouble {
    * does) and ends.
    */
   breakStreams(n: number, how: StreamBreak): void;
+  /**
+   * Spaces a ConverseStream's text deltas (and a streamed Claude InvokeModel's chunks) by this
+   * many ms, as a model generating in real time does (0, the default: all at once).
+   */
+  paceStreams(ms: number): void;
+  /** TCP connections accepted so far, and open now (HTTP/1 keep-alive and HTTP/2 sessions alike). */
+  connections(): { accepted: number; open: number };
   /** Destroys open connections (HTTP/1 keep-alive and HTTP/2 sessions) too. */
   close(): Promise<void>;
 }
@@ -316,6 +324,9 @@ export async function startAwsDouble(opts: AwsDoubleOptions): Promise<AwsDouble>
   let completionTokens = DEFAULT_COMPLETION_TOKENS;
   let breakRemaining = 0;
   let breakHow: StreamBreak = 'no-stop';
+  let paceMs = 0;
+  let accepted = 0;
+  const pace = () => (paceMs > 0 ? delay(paceMs) : undefined);
   let port = 0;
   let closing: Promise<void> | undefined;
 
@@ -329,6 +340,7 @@ export async function startAwsDouble(opts: AwsDoubleOptions): Promise<AwsDouble>
 
   const front = createNetServer((socket) => {
     sockets.add(socket);
+    accepted += 1;
     socket.once('close', () => sockets.delete(socket));
     socket.on('error', () => {});
     routeConnection(socket, h1, h2);
@@ -779,8 +791,10 @@ export async function startAwsDouble(opts: AwsDoubleOptions): Promise<AwsDouble>
         'x-amzn-RequestId': ex.requestId,
       });
       const events = anthropicEvents(answer, () => Date.now() - ex.startedAt);
-      for (const e of events.slice(0, -1))
+      for (const e of events.slice(0, -1)) {
+        if ((e as { type?: string }).type === 'content_block_delta') await pace();
         ex.wire.write(event('chunk', { bytes: Buffer.from(JSON.stringify(e)).toString('base64') }));
+      }
       ex.wire.end(event('chunk', { bytes: Buffer.from(JSON.stringify(events.at(-1))).toString('base64') }));
       return;
     }
@@ -1012,11 +1026,12 @@ export async function startAwsDouble(opts: AwsDoubleOptions): Promise<AwsDouble>
     });
     ex.wire.write(event('messageStart', { role: 'assistant' }));
     writeThought();
-    tokens.forEach((tok, i) => {
+    for (const [i, tok] of tokens.entries()) {
+      if (i > 0) await pace();
       // Every token but the last carries its separating space, so the deltas concatenate to Converse's text.
       const text = i < tokens.length - 1 ? `${tok} ` : tok;
       ex.wire.write(event('contentBlockDelta', { contentBlockIndex: b, delta: { text } }));
-    });
+    }
     if (breakRemaining > 0) {
       breakRemaining -= 1;
       if (breakHow === 'no-stop') return void ex.wire.end();
@@ -1220,6 +1235,11 @@ export async function startAwsDouble(opts: AwsDoubleOptions): Promise<AwsDouble>
       breakRemaining = n;
       breakHow = how;
     },
+    paceStreams(ms: number): void {
+      if (!Number.isFinite(ms) || ms < 0) throw new Error(`paceStreams: expected ms >= 0, got ${ms}`);
+      paceMs = ms;
+    },
+    connections: () => ({ accepted, open: sockets.size }),
     close(): Promise<void> {
       closing ??= new Promise<void>((resolve, reject) => {
         front.close((err) => (err ? reject(err) : resolve()));

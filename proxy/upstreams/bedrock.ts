@@ -10,13 +10,20 @@ import type { CredentialProvider } from '../../crds/aws-credentials.js';
 import type { Dialect } from '../dialects.js';
 import { ProxyError } from '../errors.js';
 import type { BedrockRoute } from '../routing.js';
-import type { StreamOutcome, Upstream, UpstreamCall, UpstreamResult } from '../upstream.js';
+import {
+  DEFAULT_TIMEOUTS,
+  type StreamOutcome,
+  type Upstream,
+  type UpstreamCall,
+  type UpstreamResult,
+} from '../upstream.js';
 import { countAnthropicTokens, sendAnthropic } from './bedrock-anthropic.js';
 import { isAnthropic, jsonMode, toConverseInput } from './bedrock-converse-request.js';
 import { fromConverseOutput, type OpenAIChatChunk, type OpenAIChatCompletion } from './bedrock-converse-response.js';
 import { ConverseStreamAggregator, ConverseStreamTranslator } from './bedrock-converse-stream.js';
 import { type EmbeddingAnswer, fromEmbeddingAnswers, toEmbeddingCalls } from './bedrock-embeddings.js';
 import { type BedrockErrorContext, mapBedrockError } from './bedrock-errors.js';
+import { bedrockRequestHandler } from './bedrock-http.js';
 
 /**
  * AWS Bedrock through the Converse API. The gateway calls ConverseStream by default, also for
@@ -63,6 +70,7 @@ export class BedrockUpstream implements Upstream<BedrockRoute> {
       region: route.region,
       credentials: this.opts.credentialsFor(route),
       maxAttempts: this.opts.maxAttempts ?? 1,
+      requestHandler: bedrockRequestHandler({ connectMs: DEFAULT_TIMEOUTS.connectMs }),
       ...(this.opts.endpoint ? { endpoint: this.opts.endpoint } : {}),
     });
     this.clients.set(key, { version, client });

@@ -110,8 +110,6 @@ export interface OpenAICompatibleOptions {
   timeouts?: Timeouts;
   /** Maps a route's base URL to where to connect (tests stand a double behind a Service name). */
   resolve?: (baseUrl: string) => string;
-  /** Keep-alive connections per upstream origin. */
-  connections?: number;
   /** Balances over a model's replicas and holds what finds no free slot; one without waking by default. */
   pools?: ReplicaPools;
 }
@@ -129,9 +127,11 @@ export class OpenAICompatibleUpstream implements Upstream<OpenAICompatibleRoute>
     this.resolve = opts.resolve ?? ((u) => u);
     this.pools =
       opts.pools ?? new ReplicaPools({ maxQueued: 1000, queueMs: this.timeouts.firstByteMs, lookup: () => undefined });
+    // No cap on connections per origin: the pool above holds each replica's calls to its slots
+    // and queues the rest where they are bounded, timed and metered. A cap here would queue them
+    // a second time, unseen (it was 256 and held every stream past that in undici's own queue).
     this.agent = new Agent({
       connect: { timeout: this.timeouts.connectMs },
-      connections: opts.connections ?? 256,
       keepAliveTimeout: 30_000,
     });
   }
