@@ -11,6 +11,21 @@ export interface ChunkSource {
   read(): Promise<Uint8Array | undefined>;
   /** The reader left: stop producing (and release what the producer holds). */
   cancel(): void;
+  /**
+   * Push mode, instead of read(), where the source has it: chunks written to the sink as they
+   * are made, with no promise per chunk (a long stream's cost is per event); the source stops
+   * while the sink is full and resumes once it drained.
+   */
+  pipe?(sink: ChunkSink): void;
+}
+
+/** Where a source in push mode writes: the caller's socket. */
+export interface ChunkSink {
+  /** false: the sink is full; the source waits for onceDrained. */
+  write(chunk: Uint8Array): boolean;
+  onceDrained(resume: () => void): void;
+  /** Once, after the last chunk (or when the reader left). */
+  end(): void;
 }
 
 export type StreamBody = ReadableStream<Uint8Array> | ChunkSource;

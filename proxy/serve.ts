@@ -1,7 +1,7 @@
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import { getRequestListener } from '@hono/node-server';
 import type { Hono } from 'hono';
-import { chunksOf } from './chunk-source.js';
+import { type ChunkSource, chunksOf } from './chunk-source.js';
 import { ProxyError } from './errors.js';
 import {
   declaredTooLarge,
@@ -107,6 +107,7 @@ async function writeOutput(out: PipelineOutput, res: ServerResponse, signal: Abo
     return;
   }
   res.writeHead(out.status, out.headers);
+  if (!(out.body instanceof ReadableStream) && out.body.pipe) return pipeOutput(out.body, res, signal);
   const source = chunksOf(out.body);
   // The caller left: cancelling the body stops the upstream and settles the usage record.
   const cancel = () => source.cancel();
@@ -134,6 +135,39 @@ async function writeOutput(out: PipelineOutput, res: ServerResponse, signal: Abo
   } finally {
     signal.removeEventListener('abort', cancel);
   }
+}
+
+/**
+ * A source in push mode writes straight to the socket: no promise per chunk. Resolves once the
+ * stream ended or the caller left (the source is cancelled then, which settles its usage).
+ */
+function pipeOutput(source: ChunkSource, res: ServerResponse, signal: AbortSignal): Promise<void> {
+  return new Promise<void>((resolve) => {
+    const cancel = () => {
+      source.cancel();
+      resolve();
+    };
+    if (signal.aborted) return cancel();
+    signal.addEventListener('abort', cancel, { once: true });
+    source.pipe?.({
+      write: (chunk) => res.write(chunk),
+      onceDrained: (resume) => {
+        // 'close' too: a caller that left never drains, and the source must not wait forever.
+        const go = () => {
+          res.off('drain', go);
+          res.off('close', go);
+          resume();
+        };
+        res.on('drain', go);
+        res.on('close', go);
+      },
+      end: () => {
+        signal.removeEventListener('abort', cancel);
+        if (!res.writableEnded) res.end();
+        resolve();
+      },
+    });
+  });
 }
 
 /** Only what the server calls: the app's fetch and the POST endpoints' handlers by path. */

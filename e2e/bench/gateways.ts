@@ -15,6 +15,7 @@ import { type ProxyProcess, startProxyProcess } from '../proxy-process.js';
 import { startRedis } from '../redis/server.js';
 import { findLiteLLM, installLiteLLM, LITELLM_MISSING, liteLLMLaunch } from './litellm.js';
 import type { LoadArgs, LoadResult } from './load.js';
+import { TENSORZERO_MODEL, TENSORZERO_VERSION, tensorZeroLaunch } from './tensorzero.js';
 
 /**
  * Proxy overhead, compared: the same upstream double, the same load generator (autocannon in its own process) and the
@@ -24,6 +25,7 @@ import type { LoadArgs, LoadResult } from './load.js';
  *   ours     dist/proxy/main.js standalone, as the image runs it, with the chart's heap limit: auth, a per-key rate
  *            limit (this replica's buckets), tags, routing, usage (SQLite) and metrics on,
  *   ours-pg  the same with usage in PostgreSQL and the rate limit in Redis (both local; their CPU reported apart),
+ *   tensorzero  TensorZero, the Rust gateway (PyPI `tensorzero`, pinned; tensorzero.ts), observability off,
  *   portkey  Portkey's open-source gateway (@portkey-ai/gateway),
  *   litellm  LiteLLM's proxy, when a `litellm` executable is installed (see litellm.ts).
  * Per run: requests/s, latency mean/p50/p99, errors, latency added over direct, CPU (% of one core) and peak RSS of
@@ -37,7 +39,7 @@ import type { LoadArgs, LoadResult } from './load.js';
 
 const ROOT = fileURLToPath(new URL('../..', import.meta.url));
 const MODEL = 'llama3.1:8b';
-const TARGETS = ['direct', 'bare', 'ours', 'ours-pg', 'portkey', 'litellm'] as const;
+const TARGETS = ['direct', 'bare', 'ours', 'ours-pg', 'tensorzero', 'portkey', 'litellm'] as const;
 type TargetName = (typeof TARGETS)[number];
 const MODES = ['json', 'stream'] as const;
 type Mode = (typeof MODES)[number];
@@ -269,7 +271,7 @@ function cpuTicks(pid: number): number {
   return ticks;
 }
 
-function rssKiB(pid: number): number {
+export function rssKiB(pid: number): number {
   let kib = 0;
   for (const p of processTree(pid)) kib += Number(/VmRSS:\s+(\d+)/.exec(readText(`/proc/${p}/status`))?.[1] ?? 0);
   return kib;
@@ -309,6 +311,8 @@ interface Target {
   /** Full URLs of the other dialects, where the target serves them (direct, bare, ours). */
   dialectUrls?: Partial<Record<BenchDialect, string>>;
   headers: Record<string, string>;
+  /** Chat bodies of its own, where it names the model differently (TensorZero). */
+  bodies?: Record<Mode, string>;
   /** The process whose CPU and memory count as the target's. */
   pid: number;
   /** Servers the target needs (PostgreSQL, Redis): their CPU is sampled and reported apart. */
@@ -352,6 +356,8 @@ const DIALECT_BODIES: Record<BenchDialect, Record<Mode, string>> = {
     }),
   },
 };
+const bodyOf = (t: Target, dialect: BenchDialect, mode: Mode): string =>
+  (dialect === 'chat' ? t.bodies?.[mode] : undefined) ?? DIALECT_BODIES[dialect][mode];
 const urlOf = (t: Target, dialect: BenchDialect): string | undefined =>
   dialect === 'chat' ? t.url : t.dialectUrls?.[dialect];
 const JSON_HEADERS = { 'content-type': 'application/json' };
@@ -408,6 +414,8 @@ async function startTarget(name: TargetName, double: Double, dir: string, settin
       return startOurs(double, dir, 'sqlite');
     case 'ours-pg':
       return startOurs(double, dir, 'postgres');
+    case 'tensorzero':
+      return startTensorZero(double, dir);
     case 'portkey':
       return startPortkey(double);
     case 'litellm':
@@ -560,6 +568,27 @@ async function inspectOurs(metricsBase: string, storedRows: () => number): Promi
   };
 }
 
+async function startTensorZero(double: Double, dir: string): Promise<Target> {
+  const launch = tensorZeroLaunch(MODEL, double.url, dir);
+  const child = new Child('tensorzero', launch.command, launch.args, { ...process.env, RUST_LOG: 'error' });
+  const base = await child.waitFor('url', urlLine, 60_000);
+  return {
+    name: 'tensorzero',
+    url: `${base}/chat/completions`,
+    headers: JSON_HEADERS,
+    bodies: {
+      json: chatBody('json').replace(JSON.stringify(MODEL), JSON.stringify(TENSORZERO_MODEL)),
+      stream: chatBody('stream').replace(JSON.stringify(MODEL), JSON.stringify(TENSORZERO_MODEL)),
+    },
+    pid: child.pid,
+    notes: [
+      `tensorzero ${TENSORZERO_VERSION} (PyPI), _start_http_gateway, observability off, one "openai" provider; ` +
+        `called as ${TENSORZERO_MODEL}; cpu/rss include its Python host process`,
+    ],
+    stop: () => child.stop(),
+  };
+}
+
 async function startPortkey(double: Double): Promise<Target> {
   const plain = await launchPortkey(double, false);
   const failures = await probe(plain, ['chat']);
@@ -639,7 +668,7 @@ async function probe(t: Target, dialects: readonly BenchDialect[]): Promise<stri
     for (const mode of MODES) {
       const what = `${dialect} ${mode}`;
       try {
-        const res = await request(url, { method: 'POST', headers: t.headers, body: DIALECT_BODIES[dialect][mode] });
+        const res = await request(url, { method: 'POST', headers: t.headers, body: bodyOf(t, dialect, mode) });
         const text = await res.body.text();
         if (res.statusCode !== 200) failures.push(`${what}: HTTP ${res.statusCode} ${text.slice(0, 200)}`);
         else if (!text.includes('tok7'))
@@ -728,7 +757,7 @@ async function runLoad(
   const args: LoadArgs = {
     url,
     headers: t.headers,
-    body: DIALECT_BODIES[dialect][mode],
+    body: bodyOf(t, dialect, mode),
     connections: c,
     warmupS: settings.warmupS,
     durationS,
@@ -794,7 +823,12 @@ async function timeToFirstToken(t: Target, settings: Settings): Promise<Ttft> {
 
 async function streamOnce(t: Target, dispatcher: Agent): Promise<{ first: number; total: number }> {
   const t0 = performance.now();
-  const res = await request(t.url, { method: 'POST', headers: t.headers, body: BODIES.stream, dispatcher });
+  const res = await request(t.url, {
+    method: 'POST',
+    headers: t.headers,
+    body: bodyOf(t, 'chat', 'stream'),
+    dispatcher,
+  });
   let first = Number.NaN;
   for await (const chunk of res.body) {
     if (Number.isNaN(first) && (chunk as Buffer).includes('"content"')) first = performance.now() - t0;
@@ -1014,6 +1048,29 @@ function verdicts(
         pass: Number.isFinite(rss) ? rss < memory.limitMiB : null,
         detail: `peak ${rss} MiB, limit ${memory.limitMiB} MiB with ${memory.nodeOptions}`,
       });
+    }
+  }
+  // The fastest peer that runs here: every row of ours (all features on), and of ours-pg, ahead of it.
+  for (const name of OURS) {
+    for (const mode of MODES) {
+      for (const c of concurrencies) {
+        const [ours, tz] = [row(name, mode, c), row('tensorzero', mode, c)];
+        if (!ours || !tz) {
+          out.push({
+            id: `(t) ${name} ${mode} c=${c}: vs tensorzero`,
+            pass: null,
+            detail: `${name} or tensorzero not measured`,
+          });
+          continue;
+        }
+        out.push({
+          id: `(t) ${name} ${mode} c=${c}: ahead of tensorzero in throughput and CPU per request`,
+          pass: ours.rps > tz.rps && ours.cpuUsPerReq < tz.cpuUsPerReq,
+          detail:
+            `${ours.rps} vs ${tz.rps} req/s (${round(ours.rps / tz.rps, 2)}x), ` +
+            `${ours.cpuUsPerReq} vs ${tz.cpuUsPerReq} µs CPU per request`,
+        });
+      }
     }
   }
   for (const mode of MODES) {

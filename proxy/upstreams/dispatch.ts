@@ -85,6 +85,10 @@ export class StreamedBody {
   private paused = false;
   /** Bytes still to be read and dropped once the reader is done (discard()). */
   private discarding: number | undefined;
+  /** Called once the discarded rest is gone (read to its end, or the exchange dropped). */
+  private discarded: (() => void) | undefined;
+  /** Push mode (listen()): chunks, the end and the error are handed over as they arrive. */
+  private listener: BodyListener | undefined;
 
   constructor(private readonly controller: () => Dispatcher.DispatchController | undefined) {}
 
@@ -92,6 +96,10 @@ export class StreamedBody {
     if (this.discarding !== undefined) {
       this.discarding -= chunk.length;
       if (this.discarding < 0) this.destroy();
+      return;
+    }
+    if (this.listener) {
+      this.listener.data(chunk);
       return;
     }
     const w = this.waiter;
@@ -109,6 +117,14 @@ export class StreamedBody {
 
   end(): void {
     this.ended = true;
+    if (this.discarding !== undefined) {
+      this.afterDiscard();
+      return;
+    }
+    if (this.listener) {
+      if (this.discarding === undefined) this.listener.end();
+      return;
+    }
     const w = this.waiter;
     this.waiter = undefined;
     w?.resolve(undefined);
@@ -117,9 +133,42 @@ export class StreamedBody {
   fail(err: Error): void {
     if (this.ended) return;
     this.error = err;
+    if (this.discarding !== undefined) {
+      this.afterDiscard();
+      return;
+    }
+    if (this.listener) {
+      if (this.discarding === undefined) this.listener.error(err);
+      return;
+    }
     const w = this.waiter;
     this.waiter = undefined;
     w?.reject(err);
+  }
+
+  /**
+   * Push mode, instead of next(): what is queued, then every chunk as it arrives, then the end or
+   * the error. The reader applies backpressure with pause() and resume().
+   */
+  listen(listener: BodyListener): void {
+    this.listener = listener;
+    for (const chunk of this.queue.splice(0)) listener.data(chunk);
+    if (this.error) listener.error(this.error);
+    else if (this.ended) listener.end();
+    else this.resume();
+  }
+
+  /** The reader is behind (push mode): the socket stops being read. */
+  pause(): void {
+    if (this.paused || this.done) return;
+    this.paused = true;
+    this.controller()?.pause();
+  }
+
+  resume(): void {
+    if (!this.paused) return;
+    this.paused = false;
+    this.controller()?.resume();
   }
 
   get done(): boolean {
@@ -143,9 +192,14 @@ export class StreamedBody {
   /**
    * The reader has what it needs: the rest is read and dropped, so the keep-alive connection goes
    * back to the pool (a destroyed one costs a new connection per stream); past `limit` bytes the
-   * exchange is dropped instead.
+   * exchange is dropped instead. `done` is called once the rest is gone.
    */
-  discard(limit: number): void {
+  discard(limit: number, done?: () => void): void {
+    this.discarded = done;
+    if (this.done) {
+      this.afterDiscard();
+      return;
+    }
     let queued = 0;
     for (const c of this.queue.splice(0)) queued += c.length;
     this.discarding = limit - queued;
@@ -157,6 +211,12 @@ export class StreamedBody {
       this.paused = false;
       this.controller()?.resume();
     }
+  }
+
+  private afterDiscard(): void {
+    const done = this.discarded;
+    this.discarded = undefined;
+    done?.();
   }
 
   /** Drops the exchange (and its connection) unless it already ended. */
@@ -171,6 +231,12 @@ export class StreamedBody {
     for (let c = await this.next(); c; c = await this.next()) parts.push(c);
     return utf8(parts);
   }
+}
+
+export interface BodyListener {
+  data(chunk: Buffer): void;
+  end(): void;
+  error(err: Error): void;
 }
 
 export interface StreamedAnswer {

@@ -53,8 +53,24 @@ function forOllama(body: Record<string, unknown>): Record<string, unknown> {
 /** A delta with non-empty content, as OpenAI-compatible servers serialize it: "content" (chat) or "text" (completions). */
 const HAS_CONTENT = /"(?:content|text)":\s*"(?!")/;
 
+const USAGE_KEY = Buffer.from('"usage"');
+/** How OpenAI-compatible servers write a delta's text, compact or spaced: a token follows unless the string is empty. */
+const CONTENT_KEYS = ['"content":"', '"text":"', '"content": "', '"text": "'].map((k) => Buffer.from(k));
+const QUOTE = 34;
+
+/** HAS_CONTENT on bytes, without decoding them. */
+function hasContent(raw: Buffer): boolean {
+  for (const key of CONTENT_KEYS) {
+    const at = raw.indexOf(key);
+    if (at !== -1 && raw[at + key.length] !== QUOTE) return true;
+  }
+  return false;
+}
+
 /** Chat and completions streams: `data:` events, the usage chunk asked for, then [DONE]. */
 const openAIStream = (clientWantsUsage: boolean): StreamReader => ({
+  // A token event (most of them) passes unchanged; the usage chunk and [DONE] are read.
+  fast: (raw) => (raw.includes(USAGE_KEY) ? undefined : { token: hasContent(raw) }),
   read(_event, data) {
     if (data === '[DONE]') return { out: '', token: false, last: true };
     // Most events are a token: pass them on as they came, parsing only the one with usage

@@ -1,13 +1,10 @@
-import { createParser } from 'eventsource-parser';
 import { Agent, type Dispatcher } from 'undici';
-import type { ChunkSource } from '../chunk-source.js';
 import { DIALECTS, type Dialect } from '../dialects.js';
 import { ProxyError } from '../errors.js';
 import { ReplicaPools } from '../replica-pool.js';
 import type { OpenAICompatibleRoute } from '../routing.js';
 import type {
   UpstreamCall as AnyUpstreamCall,
-  StreamOutcome,
   Timeouts,
   Upstream,
   UpstreamResult,
@@ -20,6 +17,7 @@ import {
   type WholeAnswer,
 } from './dispatch.js';
 import { PASS_THROUGH } from './openai-compatible-dialects.js';
+import { SseRelay } from './sse-relay.js';
 
 type UpstreamCall = AnyUpstreamCall<OpenAICompatibleRoute>;
 
@@ -225,111 +223,24 @@ export class OpenAICompatibleUpstream implements Upstream<OpenAICompatibleRoute>
   }
 
   private relay(upstream: StreamedBody, call: UpstreamCall, started: number, idleMs: number): UpstreamResult {
-    const decoder = new TextDecoder();
-    const out: string[] = [];
-    const outcome: StreamOutcome = {};
     const spec = DIALECTS[call.dialect];
-    const reader = PASS_THROUGH[call.dialect].reader(call.clientWantsUsage);
-    let sawEnd = false;
-    let finished = false;
-    let delivered = 0;
-    /** A stream cut before its usage still used the tokens it delivered: bill those, marked as counted. */
-    const settleOutcome = () => {
-      if (!outcome.usage && delivered > 0)
-        outcome.usage = { promptTokens: 0, completionTokens: delivered, counted: true };
-      settle(outcome);
-    };
-    let settle: (o: StreamOutcome) => void = () => {};
-    const settled = new Promise<StreamOutcome>((r) => {
-      settle = r;
-    });
-    const finish = (error?: ProxyError) => {
-      if (finished) return;
-      finished = true;
-      if (error) {
-        outcome.error = error;
-        // The stream already began: the error travels as an event of the caller's dialect, then the stream ends properly.
-        out.push(spec.streamError(error));
-      }
-      if (spec.streamEnd) out.push(spec.streamEnd);
-    };
-
-    const parser = createParser({
-      onEvent: (event) => {
-        if (finished) return;
-        const read = reader.read(event.event, event.data);
-        if (!read) {
-          finish(
-            new ProxyError(502, 'api_error', 'upstream_error', `${upstreamName(call)} sent an event that is not JSON`),
-          );
-          return;
-        }
-        if (read.token) {
-          // Ollama sends one token per event: what the caller received, should the usage never come.
-          delivered++;
-          if (outcome.firstTokenMs === undefined) outcome.firstTokenMs = performance.now() - started;
-        }
-        if (read.usage) outcome.usage = read.usage;
-        if (read.out) out.push(read.out);
-        if (read.last) {
-          sawEnd = true;
-          finish();
-        }
+    const relay = new SseRelay(
+      upstream,
+      {
+        reader: PASS_THROUGH[call.dialect].reader(call.clientWantsUsage),
+        streamError: (err) => spec.streamError(err),
+        ...(spec.streamEnd ? { streamEnd: spec.streamEnd } : {}),
       },
-    });
-
-    let ended = false;
-    /** Once: the upstream's connection released (or dropped) and the outcome settled. */
-    const end = () => {
-      if (ended) return;
-      ended = true;
-      // After [DONE] only the end of the chunked body is left: read it so the keep-alive
-      // connection goes back to the pool. Destroying it would cost a new connection per
-      // stream (and an abort error built with its stack). A broken stream is dropped.
-      if (sawEnd && !outcome.clientAborted) upstream.discard(64 * 1024);
-      else upstream.destroy();
-      settleOutcome();
-    };
-    const body: ChunkSource = {
-      read: async () => {
-        // Read from the upstream only when the client is ready for more: backpressure end to end.
-        while (out.length === 0 && !finished) {
-          let r: Buffer | undefined;
-          try {
-            r = await upstream.next();
-          } catch (err) {
-            finish(transportError(err, call, idleMs));
-            break;
-          }
-          if (r === undefined) {
-            parser.feed(decoder.decode());
-            if (!sawEnd) {
-              finish(
-                new ProxyError(
-                  502,
-                  'api_error',
-                  'upstream_stream_broken',
-                  `${upstreamName(call)} ended the stream early`,
-                ),
-              );
-            }
-            break;
-          }
-          parser.feed(decoder.decode(r, { stream: true }));
-        }
-        if (outcome.clientAborted) return undefined;
-        const chunk = out.length > 0 ? Buffer.from(out.splice(0).join(''), 'utf8') : undefined;
-        if (finished) end();
-        return chunk;
+      {
+        transport: (err) => transportError(err, call, idleMs),
+        broken: () =>
+          new ProxyError(502, 'api_error', 'upstream_stream_broken', `${upstreamName(call)} ended the stream early`),
+        unreadable: () =>
+          new ProxyError(502, 'api_error', 'upstream_error', `${upstreamName(call)} sent an event that is not JSON`),
       },
-      cancel: () => {
-        // The client went away: stop generating upstream.
-        if (ended) return;
-        outcome.clientAborted = true;
-        finished = true;
-        end();
-      },
-    };
-    return { kind: 'stream', body, outcome: settled };
+      started,
+      call.signal,
+    );
+    return { kind: 'stream', body: relay, outcome: relay.settled };
   }
 }

@@ -1,0 +1,316 @@
+import { TextDecoder } from 'node:util';
+import { createParser, type EventSourceParser } from 'eventsource-parser';
+import type { ChunkSink, ChunkSource } from '../chunk-source.js';
+import type { ProxyError } from '../errors.js';
+import type { StreamOutcome } from '../upstream.js';
+import type { StreamedBody } from './dispatch.js';
+import type { StreamReader } from './stream-reader.js';
+
+/**
+ * An upstream's SSE stream relayed to the caller in the same dialect, reading only what the
+ * gateway accounts for (tokens as they pass, the usage, the last event).
+ *
+ * LLM traffic is thousands of streams held open, one small event every few tens of ms each, so
+ * the cost that counts is per event. Events are split on the bytes as they arrive: one the
+ * dialect's reader passes unchanged (`fast`) is never decoded nor re-encoded, and a chunk made
+ * only of such events goes out as the very buffer that came in. Only the others (usage, the end,
+ * anything the reader rewrites) are decoded and read whole. A stream with CR line ends (legal in
+ * SSE, sent by no server the gateway knows) is read as text by eventsource-parser instead.
+ *
+ * The caller's side takes the chunks pushed (pipe: writes as they come, the upstream paused while
+ * the caller's socket is full) or pulled (read: one chunk per call, for web streams and tests).
+ */
+
+export interface RelayErrors {
+  /** The upstream connection failed or went silent mid-stream. */
+  transport(err: unknown): ProxyError;
+  /** The upstream ended without the dialect's last event. */
+  broken(): ProxyError;
+  /** An event the reader cannot read. */
+  unreadable(): ProxyError;
+}
+
+export interface RelayDialect {
+  reader: StreamReader;
+  /** The dialect's error event, for an error after the stream began. */
+  streamError(err: ProxyError): string;
+  /** What ends the dialect's stream after an error ([DONE] for OpenAI's), if anything. */
+  streamEnd?: string;
+}
+
+/** How long the caller's response waits, after the last event, for the upstream's body to end. */
+const RELEASE_WAIT_MS = 1_000;
+const LF = 10;
+const CR = 13;
+const BLANK_LINE = Buffer.from('\n\n');
+const DATA_PREFIX = Buffer.from('data: {');
+
+export class SseRelay implements ChunkSource {
+  private readonly outcome: StreamOutcome = {};
+  private readonly out: Uint8Array[] = [];
+  private carry: Buffer | undefined;
+  /** Set once CR line ends appear: the rest is parsed as text. */
+  private text: { parser: EventSourceParser; decoder: TextDecoder } | undefined;
+  private sawEnd = false;
+  private finished = false;
+  private ended = false;
+  private delivered = 0;
+  private sink: ChunkSink | undefined;
+  private sinkEnded = false;
+  private settle: (o: StreamOutcome) => void = () => {};
+  /** Resolved once the upstream exchange is over (its connection back in the pool, or dropped). */
+  private released: Promise<void> | undefined;
+  /** How the stream ended, once the last byte went to the caller (or the caller left). */
+  readonly settled: Promise<StreamOutcome>;
+
+  constructor(
+    private readonly upstream: StreamedBody,
+    private readonly dialect: RelayDialect,
+    private readonly errors: RelayErrors,
+    /** performance.now() when the call began: first-token time counts from it. */
+    private readonly started: number,
+    /** The caller's: once it aborts, the upstream's failure that follows is the caller leaving, not an error. */
+    private readonly callerSignal?: AbortSignal,
+  ) {
+    this.settled = new Promise((r) => {
+      this.settle = r;
+    });
+  }
+
+  // ------------------------------------------------------------------------------------ events
+
+  /** One complete event, as bytes (its blank line included). */
+  private event(raw: Buffer): void {
+    const reader = this.dialect.reader;
+    // A single `data: {...}` line the reader passes unchanged: forwarded as the bytes it is.
+    if (
+      reader.fast &&
+      raw.length > DATA_PREFIX.length + 2 &&
+      raw.compare(DATA_PREFIX, 0, DATA_PREFIX.length, 0, DATA_PREFIX.length) === 0 &&
+      raw.indexOf(LF) === raw.length - 2
+    ) {
+      const fast = reader.fast(raw);
+      if (fast) {
+        if (fast.token) this.token();
+        this.out.push(raw);
+        return;
+      }
+    }
+    let name: string | undefined;
+    let data: string | undefined;
+    for (const line of raw.toString('utf8', 0, raw.length - 2).split('\n')) {
+      const colon = line.indexOf(':');
+      // A comment (": ...") or an empty line carries nothing.
+      if (colon === 0 || line === '') continue;
+      const field = colon === -1 ? line : line.slice(0, colon);
+      let value = colon === -1 ? '' : line.slice(colon + 1);
+      if (value.charCodeAt(0) === 32) value = value.slice(1);
+      if (field === 'event') name = value;
+      else if (field === 'data') data = data === undefined ? value : `${data}\n${value}`;
+    }
+    // An event without data is not dispatched (the SSE spec).
+    if (data !== undefined) this.readEvent(name, data);
+  }
+
+  /** One event by name and data: what the dialect's reader makes of it. */
+  private readEvent(name: string | undefined, data: string): void {
+    if (this.finished) return;
+    const r = this.dialect.reader.read(name, data);
+    if (!r) {
+      this.finish(this.errors.unreadable());
+      return;
+    }
+    if (r.token) this.token();
+    if (r.usage) this.outcome.usage = r.usage;
+    if (r.out) this.out.push(Buffer.from(r.out, 'utf8'));
+    if (r.last) {
+      this.sawEnd = true;
+      this.finish();
+    }
+  }
+
+  private token(): void {
+    // One token per event (Ollama): what the caller received, should the usage never come.
+    this.delivered++;
+    if (this.outcome.firstTokenMs === undefined) this.outcome.firstTokenMs = performance.now() - this.started;
+  }
+
+  /** Bytes from the upstream: complete events handed on, a partial one kept for the next chunk. */
+  private feed(chunk: Buffer): void {
+    if (this.finished) return;
+    if (this.text) {
+      this.text.parser.feed(this.text.decoder.decode(chunk, { stream: true }));
+      return;
+    }
+    const buf = this.carry ? Buffer.concat([this.carry, chunk]) : chunk;
+    this.carry = undefined;
+    if (buf.includes(CR)) {
+      this.toText(buf);
+      return;
+    }
+    const before = this.out.length;
+    let start = 0;
+    for (let i = buf.indexOf(BLANK_LINE); i !== -1 && !this.finished; i = buf.indexOf(BLANK_LINE, start)) {
+      this.event(buf.subarray(start, i + 2));
+      start = i + 2;
+    }
+    if (start < buf.length && !this.finished) this.carry = Buffer.from(buf.subarray(start));
+    // The usual chunk, one event or several passed unchanged: the buffer itself, not its pieces.
+    if (start === buf.length && this.out.length > before + 1) {
+      let whole = true;
+      let at = 0;
+      for (let k = before; k < this.out.length && whole; k++) {
+        const piece = this.out[k] as Uint8Array;
+        whole = piece.buffer === buf.buffer && piece.byteOffset === buf.byteOffset + at;
+        at += piece.length;
+      }
+      if (whole && at === buf.length) this.out.splice(before, this.out.length - before, buf);
+    }
+  }
+
+  /** CR line ends: the rest of the stream, this chunk included, is parsed as text. */
+  private toText(buf: Buffer): void {
+    const parser = createParser({ onEvent: (e) => this.readEvent(e.event, e.data) });
+    this.text = { parser, decoder: new TextDecoder() };
+    parser.feed(this.text.decoder.decode(buf, { stream: true }));
+  }
+
+  /** The upstream's body ended. */
+  private upstreamEnded(): void {
+    if (this.text) this.text.parser.feed(this.text.decoder.decode());
+    else if (this.carry) {
+      // A last event without its blank line: SSE drops it, as eventsource-parser does.
+      this.carry = undefined;
+    }
+    if (!this.sawEnd) this.finish(this.errors.broken());
+  }
+
+  private finish(error?: ProxyError): void {
+    if (this.finished) return;
+    this.finished = true;
+    if (error) {
+      this.outcome.error = error;
+      // The stream already began: the error travels as an event of the caller's dialect, then the stream ends properly.
+      this.out.push(Buffer.from(this.dialect.streamError(error), 'utf8'));
+    }
+    if (this.dialect.streamEnd) this.out.push(Buffer.from(this.dialect.streamEnd, 'utf8'));
+  }
+
+  /** Once: the upstream's connection released (or dropped) and the outcome settled. */
+  private end(): void {
+    if (this.ended) return;
+    this.ended = true;
+    // After the last event only the end of the chunked body is left: read it so the keep-alive
+    // connection goes back to the pool. Destroying it would cost a new connection per stream
+    // (and an abort error built with its stack). A broken stream is dropped.
+    // The caller's response ends only then: a caller that sends its next request at once finds the
+    // connection free for it rather than making the gateway open another (a new connection per
+    // stream under load, and the time to first event of each).
+    if (this.sawEnd && !this.outcome.clientAborted) {
+      this.released = new Promise<void>((resolve) => {
+        const timer = setTimeout(() => {
+          this.upstream.destroy();
+          resolve();
+        }, RELEASE_WAIT_MS);
+        timer.unref();
+        this.upstream.discard(64 * 1024, () => {
+          clearTimeout(timer);
+          resolve();
+        });
+      });
+    } else this.upstream.destroy();
+    // A stream cut before its usage still used the tokens it delivered: bill those, marked as counted.
+    if (!this.outcome.usage && this.delivered > 0)
+      this.outcome.usage = { promptTokens: 0, completionTokens: this.delivered, counted: true };
+    this.settle(this.outcome);
+  }
+
+  // ------------------------------------------------------------------------------------ pull
+
+  async read(): Promise<Uint8Array | undefined> {
+    // Read from the upstream only when the caller is ready for more: backpressure end to end.
+    while (this.out.length === 0 && !this.finished) {
+      let chunk: Buffer | undefined;
+      try {
+        chunk = await this.upstream.next();
+      } catch (err) {
+        if (this.callerSignal?.aborted) {
+          this.cancel();
+          return undefined;
+        }
+        this.finish(this.errors.transport(err));
+        break;
+      }
+      if (chunk === undefined) {
+        this.upstreamEnded();
+        break;
+      }
+      this.feed(chunk);
+    }
+    if (this.outcome.clientAborted) return undefined;
+    const chunk = this.take();
+    if (this.finished && this.out.length === 0) {
+      this.end();
+      if (chunk === undefined) await this.released;
+    }
+    return chunk;
+  }
+
+  private take(): Uint8Array | undefined {
+    if (this.out.length === 0) return undefined;
+    if (this.out.length === 1) return this.out.pop();
+    return Buffer.concat(this.out.splice(0));
+  }
+
+  // ------------------------------------------------------------------------------------ push
+
+  pipe(sink: ChunkSink): void {
+    this.sink = sink;
+    this.upstream.listen({
+      data: (chunk) => {
+        this.feed(chunk);
+        this.flush();
+      },
+      end: () => {
+        this.upstreamEnded();
+        this.flush();
+      },
+      error: (err) => {
+        if (this.callerSignal?.aborted) return this.cancel();
+        this.finish(this.errors.transport(err));
+        this.flush();
+      },
+    });
+  }
+
+  /** Pushes what is ready; pauses the upstream while the caller's socket is full. */
+  private flush(): void {
+    const sink = this.sink;
+    if (!sink || this.outcome.clientAborted) return;
+    const chunk = this.take();
+    if (chunk && !sink.write(chunk) && !this.finished) {
+      this.upstream.pause();
+      sink.onceDrained(() => this.upstream.resume());
+    }
+    if (this.finished) {
+      this.end();
+      if (this.released) void this.released.then(() => this.endSink());
+      else this.endSink();
+    }
+  }
+
+  private endSink(): void {
+    if (this.sinkEnded || !this.sink) return;
+    this.sinkEnded = true;
+    this.sink.end();
+  }
+
+  cancel(): void {
+    // The caller went away: stop generating upstream.
+    if (this.ended) return;
+    this.outcome.clientAborted = true;
+    this.finished = true;
+    this.end();
+    this.endSink();
+  }
+}
