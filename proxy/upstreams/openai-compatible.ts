@@ -3,12 +3,7 @@ import { DIALECTS, type Dialect } from '../dialects.js';
 import { ProxyError } from '../errors.js';
 import { ReplicaPools } from '../replica-pool.js';
 import type { OpenAICompatibleRoute } from '../routing.js';
-import type {
-  UpstreamCall as AnyUpstreamCall,
-  Timeouts,
-  Upstream,
-  UpstreamResult,
-} from '../upstream.js';
+import type { UpstreamCall as AnyUpstreamCall, Timeouts, Upstream, UpstreamResult } from '../upstream.js';
 import {
   exchangeStreamed,
   exchangeWhole,
