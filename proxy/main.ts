@@ -28,7 +28,7 @@ import { RedisRateLimiter } from './redis-rate-limit.js';
 import { routedPools } from './replica-pool.js';
 import { DEFAULT_RETRY } from './resilience.js';
 import { buildRoutes, type RouteScaling, RouteTable } from './routing.js';
-import { createProxyServer, DEFAULT_CONNECTION_LIMITS } from './serve.js';
+import { createProxyServer, DEFAULT_CONNECTION_LIMITS, LISTEN_BACKLOG } from './serve.js';
 import { shutdownGracefully } from './shutdown.js';
 import { uiRoutes } from './ui/pages.js';
 import { DEFAULT_TIMEOUTS } from './upstream.js';
@@ -375,7 +375,7 @@ const metricsServer = await serveMetrics(
   log.error('metrics port unavailable', { error: errorMessage(err) });
   process.exit(1);
 });
-server.listen(port, host, () => {
+server.listen({ port, host, backlog: LISTEN_BACKLOG }, () => {
   const info = server.address() as AddressInfo;
   log.info('proxy listening', {
     url: `http://${host}:${info.port}`,

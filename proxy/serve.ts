@@ -188,6 +188,14 @@ export interface ConnectionLimits {
   maxConnections: number;
 }
 
+/**
+ * Connections the kernel holds for the proxy before it accepts them (capped by net.core.somaxconn).
+ * Node's default, 511, overflows when thousands of agents reconnect at once (a rollout, a node
+ * drained): the SYNs past it are dropped and retried after 1 s, 3 s, 7 s, or reset, which callers
+ * see as seconds to their first token and as ECONNRESET (e2e/bench/streams.ts at 5,000 streams).
+ */
+export const LISTEN_BACKLOG = 4096;
+
 export const DEFAULT_CONNECTION_LIMITS: ConnectionLimits = {
   headersTimeoutMs: 10_000,
   bodyTimeoutMs: 30_000,

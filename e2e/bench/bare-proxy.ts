@@ -46,7 +46,8 @@ const server = createServer((req, res) => {
   req.pipe(out);
 });
 
-server.listen(0, '127.0.0.1', () => {
+// The accept queue the proxy has (proxy/serve.ts LISTEN_BACKLOG): a burst of connections is not what is compared.
+server.listen({ port: 0, host: '127.0.0.1', backlog: 4096 }, () => {
   console.log(JSON.stringify({ url: `http://127.0.0.1:${(server.address() as AddressInfo).port}` }));
 });
 // Started by the benchmark with an IPC channel: when it goes away, so does this proxy.

@@ -1211,7 +1211,7 @@ export async function startAwsDouble(opts: AwsDoubleOptions): Promise<AwsDouble>
 
   await new Promise<void>((resolve, reject) => {
     front.once('error', reject);
-    front.listen(0, '127.0.0.1', () => {
+    front.listen({ port: 0, host: '127.0.0.1', backlog: 4096 }, () => {
       front.off('error', reject);
       resolve();
     });

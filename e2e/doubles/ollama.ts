@@ -512,7 +512,8 @@ export async function startOllamaDouble(opts: OllamaDoubleOptions = {}): Promise
 
   await new Promise<void>((resolve, reject) => {
     server.once('error', reject);
-    server.listen(opts.port ?? 0, '127.0.0.1', () => {
+    // As deep an accept queue as Ollama's (Go listens with the kernel's somaxconn), not Node's 511.
+    server.listen({ port: opts.port ?? 0, host: '127.0.0.1', backlog: 4096 }, () => {
       server.off('error', reject);
       resolve();
     });

@@ -45,6 +45,13 @@ const CR = 13;
 const BLANK_LINE = Buffer.from('\n\n');
 const DATA_PREFIX = Buffer.from('data: {');
 
+/** `data: {...}` and its blank line, one line only: compared in place, no native call for 7 bytes. */
+function singleDataLine(raw: Buffer): boolean {
+  if (raw.length <= DATA_PREFIX.length + 2) return false;
+  for (let i = 0; i < DATA_PREFIX.length; i++) if (raw[i] !== DATA_PREFIX[i]) return false;
+  return raw.indexOf(LF) === raw.length - 2;
+}
+
 export class SseRelay implements ChunkSource {
   private readonly outcome: StreamOutcome = {};
   private readonly out: Uint8Array[] = [];
@@ -83,12 +90,7 @@ export class SseRelay implements ChunkSource {
   private event(raw: Buffer): void {
     const reader = this.dialect.reader;
     // A single `data: {...}` line the reader passes unchanged: forwarded as the bytes it is.
-    if (
-      reader.fast &&
-      raw.length > DATA_PREFIX.length + 2 &&
-      raw.compare(DATA_PREFIX, 0, DATA_PREFIX.length, 0, DATA_PREFIX.length) === 0 &&
-      raw.indexOf(LF) === raw.length - 2
-    ) {
+    if (reader.fast && singleDataLine(raw)) {
       const fast = reader.fast(raw);
       if (fast) {
         if (fast.token) this.token();
@@ -146,6 +148,16 @@ export class SseRelay implements ChunkSource {
     this.carry = undefined;
     if (buf.includes(CR)) {
       this.toText(buf);
+      return;
+    }
+    // The usual chunk: one event, one line (a native search for its only LF, no loop).
+    if (
+      buf.length > 2 &&
+      buf[buf.length - 1] === LF &&
+      buf[buf.length - 2] === LF &&
+      buf.indexOf(LF) === buf.length - 2
+    ) {
+      this.event(buf);
       return;
     }
     const before = this.out.length;
