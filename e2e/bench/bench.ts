@@ -7,11 +7,13 @@ import { parseArgs } from 'node:util';
 import { type GatewaysResult, machineFacts, printRows, printVerdicts } from './gateways.js';
 import { writePlots } from './plot.js';
 import { printPoints, type ScalingResult } from './proxy-scaling.js';
+import { printStreamRows, type StreamsResult } from './streams.js';
 
 /**
  * `npm run bench`: the benchmarks of this repo, each in a child process of its own, collected into
  * e2e/bench/out/results-<date>.json and e2e/bench/out/latest.json, with one summary per section at the end.
- *   gateways  gateways.ts: proxy overhead against direct, a bare Node proxy, Portkey and LiteLLM
+ *   gateways  gateways.ts: proxy overhead against direct, a bare Node proxy, TensorZero, Portkey and LiteLLM
+ *   streams   streams.ts: thousands of long streams held open (in-cluster and Bedrock routes), slow readers
  *   scaling   proxy-scaling.ts: proxy throughput, p99 and CPU per request at 1..1000 routed models and API keys
  *   latency   proxy-latency.ts: sequential added latency, in-process proxy
  *   keys      key-checks.ts: what a team key's lookup, limits (local or Redis) and budgets add
@@ -47,6 +49,16 @@ const SECTIONS: Record<string, Section> = {
     summary: (result) => {
       const r = result as GatewaysResult;
       printRows(r.rows);
+      printVerdicts(r.verdicts);
+    },
+  },
+  streams: {
+    script: 'e2e/bench/streams.ts',
+    args: (opts) => (opts.quick ? ['--quick'] : []),
+    structured: true,
+    summary: (result) => {
+      const r = result as StreamsResult;
+      printStreamRows(r.rows);
       printVerdicts(r.verdicts);
     },
   },
