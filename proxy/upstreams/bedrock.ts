@@ -1,3 +1,4 @@
+import type { Readable } from 'node:stream';
 import {
   BedrockRuntimeClient,
   ConverseCommand,
@@ -23,6 +24,7 @@ import { fromConverseOutput, type OpenAIChatChunk, type OpenAIChatCompletion } f
 import { ConverseStreamAggregator, ConverseStreamTranslator } from './bedrock-converse-stream.js';
 import { type EmbeddingAnswer, fromEmbeddingAnswers, toEmbeddingCalls } from './bedrock-embeddings.js';
 import { type BedrockErrorContext, mapBedrockError } from './bedrock-errors.js';
+import { ConverseEventRelay, takeEventStream } from './bedrock-event-stream.js';
 import { bedrockRequestHandler } from './bedrock-http.js';
 
 /**
@@ -161,8 +163,13 @@ export class BedrockUpstream implements Upstream<BedrockRoute> {
     }
 
     let events: AsyncIterable<ConverseStreamOutput>;
+    const command = new ConverseStreamCommand(input);
+    // A streaming caller gets the events from the answer's bytes (bedrock-event-stream.ts).
+    const taken = call.stream ? takeEventStream(command) : undefined;
     try {
-      const out = await client.send(new ConverseStreamCommand(input), { abortSignal: call.signal });
+      const out = await client.send(command, { abortSignal: call.signal });
+      const raw = taken?.body();
+      if (raw) return this.relayRaw(raw, call, ctx, id, created, started, jsonMode(input));
       if (!out.stream) throw new ProxyError(502, 'api_error', 'upstream_error', 'Bedrock returned no stream');
       events = out.stream;
     } catch (err) {
@@ -250,6 +257,42 @@ export class BedrockUpstream implements Upstream<BedrockRoute> {
     const result = fromEmbeddingAnswers(plan, answers, route.model);
     if (result instanceof ProxyError) throw result;
     return { kind: 'json', status: 200, body: result.body, usage: result.usage };
+  }
+
+  private relayRaw(
+    raw: Readable,
+    call: UpstreamCall<BedrockRoute>,
+    ctx: BedrockErrorContext,
+    id: string,
+    created: number,
+    started: number,
+    json: boolean,
+  ): UpstreamResult {
+    const translator = new ConverseStreamTranslator(
+      call.route.model,
+      id,
+      created,
+      call.clientWantsUsage,
+      call.route.provider,
+      json,
+    );
+    const relay = new ConverseEventRelay(
+      raw,
+      {
+        push: (event) => {
+          const chunks = translator.push(event);
+          return chunks.length === 1 ? frame(chunks[0] as OpenAIChatChunk) : chunks.map(frame).join('');
+        },
+        cut: () => cutOff(translator.finishReason() !== undefined, translator.usage() !== undefined, ctx),
+        usage: () => translator.usage(),
+        firstContentSeen: () => translator.firstContentSeen(),
+        errorEvent: (err) => frame(err.toJSON()),
+        end: DONE,
+      },
+      (err) => mapBedrockError(err, ctx),
+      started,
+    );
+    return { kind: 'stream', body: relay, outcome: relay.outcomeSettled };
   }
 
   private relay(

@@ -195,4 +195,21 @@ describe('SseRelay', () => {
     expect(await relay.settled).toMatchObject({ clientAborted: true });
     expect(out.ended()).toBe(1);
   });
+
+  it('ends a stream whose event never ends (past 4 MiB) as unreadable, instead of buffering it', async () => {
+    for (const lineEnd of ['\n', '\r\n']) {
+      const { body } = upstream();
+      const relay = relayOf(body);
+      const out = sink();
+      relay.pipe(out.s);
+      body.push(Buffer.from(chunk('a').replaceAll('\n', lineEnd)));
+      const filler = Buffer.alloc(512 * 1024, 'x');
+      body.push(Buffer.from('data: {"x":"'));
+      for (let i = 0; i < 10 && out.ended() === 0; i++) body.push(filler);
+      const outcome = await relay.settled;
+      expect(outcome.error?.message).toBe('not JSON');
+      expect(out.text().endsWith(DONE)).toBe(true);
+      expect(out.ended()).toBe(1);
+    }
+  });
 });

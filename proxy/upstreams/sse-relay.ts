@@ -40,6 +40,8 @@ export interface RelayDialect {
 
 /** How long the caller's response waits, after the last event, for the upstream's body to end. */
 const RELEASE_WAIT_MS = 1_000;
+/** An event larger than this is not an LLM's: the stream is ended as unreadable, not buffered without end. */
+const MAX_EVENT_BYTES = 4 * 1024 * 1024;
 const LF = 10;
 const CR = 13;
 const BLANK_LINE = Buffer.from('\n\n');
@@ -57,7 +59,7 @@ export class SseRelay implements ChunkSource {
   private readonly out: Uint8Array[] = [];
   private carry: Buffer | undefined;
   /** Set once CR line ends appear: the rest is parsed as text. */
-  private text: { parser: EventSourceParser; decoder: TextDecoder } | undefined;
+  private text: { parser: EventSourceParser; decoder: TextDecoder; pending: number } | undefined;
   private sawEnd = false;
   private finished = false;
   private ended = false;
@@ -141,6 +143,12 @@ export class SseRelay implements ChunkSource {
   private feed(chunk: Buffer): void {
     if (this.finished) return;
     if (this.text) {
+      // Bytes since the last event: the parser would hold a line without end for ever.
+      this.text.pending += chunk.length;
+      if (this.text.pending > MAX_EVENT_BYTES) {
+        this.finish(this.errors.unreadable());
+        return;
+      }
       this.text.parser.feed(this.text.decoder.decode(chunk, { stream: true }));
       return;
     }
@@ -166,7 +174,13 @@ export class SseRelay implements ChunkSource {
       this.event(buf.subarray(start, i + 2));
       start = i + 2;
     }
-    if (start < buf.length && !this.finished) this.carry = Buffer.from(buf.subarray(start));
+    if (start < buf.length && !this.finished) {
+      if (buf.length - start > MAX_EVENT_BYTES) {
+        this.finish(this.errors.unreadable());
+        return;
+      }
+      this.carry = Buffer.from(buf.subarray(start));
+    }
     // The usual chunk, one event or several passed unchanged: the buffer itself, not its pieces.
     if (start === buf.length && this.out.length > before + 1) {
       let whole = true;
@@ -182,8 +196,13 @@ export class SseRelay implements ChunkSource {
 
   /** CR line ends: the rest of the stream, this chunk included, is parsed as text. */
   private toText(buf: Buffer): void {
-    const parser = createParser({ onEvent: (e) => this.readEvent(e.event, e.data) });
-    this.text = { parser, decoder: new TextDecoder() };
+    const parser = createParser({
+      onEvent: (e) => {
+        if (this.text) this.text.pending = 0;
+        this.readEvent(e.event, e.data);
+      },
+    });
+    this.text = { parser, decoder: new TextDecoder(), pending: 0 };
     parser.feed(this.text.decoder.decode(buf, { stream: true }));
   }
 

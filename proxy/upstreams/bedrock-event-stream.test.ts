@@ -1,0 +1,118 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { type AwsDouble, startAwsDouble } from '../../e2e/doubles/aws.js';
+import { webStream } from '../chunk-source.js';
+import type { BedrockRoute } from '../routing.js';
+import type { UpstreamResult } from '../upstream.js';
+import { BedrockUpstream } from './bedrock.js';
+import { ConverseEventRelay } from './bedrock-event-stream.js';
+
+/**
+ * ConverseStream relayed from the answer's bytes (bedrock-event-stream.ts), against the AWS
+ * double's event stream: the same chunks as the SDK's own decoding gave, mid-stream exceptions
+ * and cut streams as errors in the stream, and a caller leaving.
+ */
+
+const creds = { accessKeyId: 'AKIAEVENT00000000001', secretAccessKey: 'eventSecret00000000000000000000000000000' };
+const MODEL = 'amazon.nova-lite-v1:0';
+let aws: AwsDouble;
+let upstream: BedrockUpstream;
+
+const route: BedrockRoute = {
+  kind: 'bedrock',
+  model: MODEL,
+  provider: 'platform-agent/events',
+  region: 'us-east-1',
+  modelType: 'text',
+  streaming: true,
+  baseModel: MODEL,
+  auth: { method: 'AccessKey', secretRef: { name: 'k' } },
+  version: '1',
+};
+
+const send = (stream: boolean, signal = new AbortController().signal) =>
+  upstream.send({
+    route,
+    dialect: 'openai-chat',
+    body: { model: MODEL, messages: [{ role: 'user', content: 'hello there' }] },
+    stream,
+    clientWantsUsage: true,
+    signal,
+  });
+
+async function frames(r: UpstreamResult): Promise<string[]> {
+  if (r.kind !== 'stream') throw new Error('not a stream');
+  const text = await new Response(webStream(r.body)).text();
+  return text
+    .split('\n\n')
+    .filter((f) => f.startsWith('data: '))
+    .map((f) => f.slice(6));
+}
+
+beforeAll(async () => {
+  aws = await startAwsDouble({
+    principals: [{ ...creds, arn: 'arn:aws:iam::123456789012:user/e', allow: ['bedrock:*'], account: '123456789012' }],
+    models: { 'us-east-1': [{ modelId: MODEL, providerName: 'Amazon' }] },
+  });
+  upstream = new BedrockUpstream({ endpoint: aws.url, credentialsFor: () => async () => creds });
+});
+
+afterAll(async () => {
+  upstream?.close();
+  await aws?.close();
+});
+
+describe('ConverseStream from its bytes', () => {
+  it('streams the text, the finish and the usage, as the whole answer has them', async () => {
+    const streamed = await send(true);
+    // From the bytes, not from the SDK's iterator.
+    expect(streamed.kind === 'stream' && streamed.body).toBeInstanceOf(ConverseEventRelay);
+    const f = await frames(streamed);
+    expect(f.at(-1)).toBe('[DONE]');
+    const chunks = f.slice(0, -1).map(
+      (x) =>
+        JSON.parse(x) as {
+          choices: Array<{ delta?: { content?: string }; finish_reason?: string }>;
+          usage?: { completion_tokens: number };
+        },
+    );
+    const text = chunks.map((c) => c.choices[0]?.delta?.content ?? '').join('');
+    const whole = await send(false);
+    expect(whole.kind).toBe('json');
+    const body = (whole as { body: { choices: Array<{ message: { content: string } }> } }).body;
+    expect(text).toBe(body.choices[0]?.message.content);
+    expect(chunks.some((c) => c.choices[0]?.finish_reason === 'stop')).toBe(true);
+    expect(chunks.at(-1)?.usage?.completion_tokens).toBe(8);
+    expect(await (streamed as { outcome: Promise<unknown> }).outcome).toMatchObject({
+      usage: { completionTokens: 8 },
+    });
+  });
+
+  it.each([
+    ['exception', /The model stopped unexpectedly/],
+    ['throttling', /Too many requests/],
+    ['no-stop', /before it finished/],
+  ] as const)('a stream broken mid-way (%s) ends with the mapped error, then [DONE]', async (how, message) => {
+    aws.breakStreams(1, how);
+    const r = await send(true);
+    const f = await frames(r);
+    expect(f.at(-1)).toBe('[DONE]');
+    const error = (JSON.parse(f.at(-2) ?? '{}') as { error: { message: string } }).error;
+    expect(error.message).toMatch(message);
+    const outcome = await (r as { outcome: Promise<{ error?: { status: number } }> }).outcome;
+    expect(outcome.error?.status).toBeGreaterThanOrEqual(429);
+  });
+
+  it('a caller that leaves mid-stream stops it and is recorded as gone', async () => {
+    aws.paceStreams(50);
+    try {
+      const r = await send(true);
+      if (r.kind !== 'stream') throw new Error('not a stream');
+      const reader = webStream(r.body).getReader();
+      await reader.read();
+      await reader.cancel();
+      expect(await r.outcome).toMatchObject({ clientAborted: true });
+    } finally {
+      aws.paceStreams(0);
+    }
+  });
+});
