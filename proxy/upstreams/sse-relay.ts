@@ -59,7 +59,7 @@ export class SseRelay implements ChunkSource {
   private readonly out: Uint8Array[] = [];
   private carry: Buffer | undefined;
   /** Set once CR line ends appear: the rest is parsed as text. */
-  private text: { parser: EventSourceParser; decoder: TextDecoder; pending: number } | undefined;
+  private text: { decoder: TextDecoder; pending: number } | undefined;
   private sawEnd = false;
   private finished = false;
   private ended = false;
@@ -100,20 +100,20 @@ export class SseRelay implements ChunkSource {
         return;
       }
     }
-    let name: string | undefined;
-    let data: string | undefined;
-    for (const line of raw.toString('utf8', 0, raw.length - 2).split('\n')) {
-      const colon = line.indexOf(':');
-      // A comment (": ...") or an empty line carries nothing.
-      if (colon === 0 || line === '') continue;
-      const field = colon === -1 ? line : line.slice(0, colon);
-      let value = colon === -1 ? '' : line.slice(colon + 1);
-      if (value.charCodeAt(0) === 32) value = value.slice(1);
-      if (field === 'event') name = value;
-      else if (field === 'data') data = data === undefined ? value : `${data}\n${value}`;
-    }
-    // An event without data is not dispatched (the SSE spec).
-    if (data !== undefined) this.readEvent(name, data);
+    // The rest (usage, the end, named events): read by eventsource-parser, whole, as text.
+    this.parser().feed(raw.toString('utf8'));
+  }
+
+  private sse: EventSourceParser | undefined;
+
+  private parser(): EventSourceParser {
+    this.sse ??= createParser({
+      onEvent: (e) => {
+        if (this.text) this.text.pending = 0;
+        this.readEvent(e.event, e.data);
+      },
+    });
+    return this.sse;
   }
 
   /** One event by name and data: what the dialect's reader makes of it. */
@@ -149,7 +149,7 @@ export class SseRelay implements ChunkSource {
         this.finish(this.errors.unreadable());
         return;
       }
-      this.text.parser.feed(this.text.decoder.decode(chunk, { stream: true }));
+      this.parser().feed(this.text.decoder.decode(chunk, { stream: true }));
       return;
     }
     const buf = this.carry ? Buffer.concat([this.carry, chunk]) : chunk;
@@ -196,19 +196,13 @@ export class SseRelay implements ChunkSource {
 
   /** CR line ends: the rest of the stream, this chunk included, is parsed as text. */
   private toText(buf: Buffer): void {
-    const parser = createParser({
-      onEvent: (e) => {
-        if (this.text) this.text.pending = 0;
-        this.readEvent(e.event, e.data);
-      },
-    });
-    this.text = { parser, decoder: new TextDecoder(), pending: 0 };
-    parser.feed(this.text.decoder.decode(buf, { stream: true }));
+    this.text = { decoder: new TextDecoder(), pending: 0 };
+    this.parser().feed(this.text.decoder.decode(buf, { stream: true }));
   }
 
   /** The upstream's body ended. */
   private upstreamEnded(): void {
-    if (this.text) this.text.parser.feed(this.text.decoder.decode());
+    if (this.text) this.parser().feed(this.text.decoder.decode());
     else if (this.carry) {
       // A last event without its blank line: SSE drops it, as eventsource-parser does.
       this.carry = undefined;
