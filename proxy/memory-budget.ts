@@ -43,5 +43,11 @@ export class MemoryBudget {
 
 /** What a body of `size` bytes may cost while handled: buffer, string, parsed value, upstream payload. */
 export const BODY_MEMORY_FACTOR = 4;
-/** The least a request reserves, whatever its size. */
-export const MIN_RESERVATION = 64 * 1024;
+/**
+ * The least a request reserves, whatever its size: what a small request holds besides its body
+ * (parsed form, upstream call) until its upstream answers. Small enough that small requests are
+ * bounded by the connection limit (10,000 x 8 KiB = 80 MiB, under the default 128 MiB), not by
+ * this: at 64 KiB, 2,048 streams waiting at once for their first byte (a busy or waking model)
+ * were refused with server_busy, a concurrency cap nobody set.
+ */
+export const MIN_RESERVATION = 8 * 1024;

@@ -1,8 +1,15 @@
 import { createServer, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
+import { Agent, request } from 'undici';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createGateway } from '../app.js';
+import { ApiKeys } from '../auth.js';
 import { webStream } from '../chunk-source.js';
-import type { OpenAICompatibleRoute } from '../routing.js';
+import { MemoryBudget } from '../memory-budget.js';
+import { ProxyMetrics } from '../metrics.js';
+import { buildRoutes, type OpenAICompatibleRoute, RouteTable } from '../routing.js';
+import { createProxyServer, DEFAULT_CONNECTION_LIMITS } from '../serve.js';
+import { MemoryUsage } from '../usage/record.js';
 import { OpenAICompatibleUpstream } from './openai-compatible.js';
 
 /**
@@ -13,10 +20,14 @@ import { OpenAICompatibleUpstream } from './openai-compatible.js';
  */
 
 const STREAMS = 600;
+const chunkLine = `data: ${JSON.stringify({ id: 'c', object: 'chat.completion.chunk', created: 1, model: 'm', choices: [{ index: 0, delta: { role: 'assistant', content: 'hi' }, finish_reason: null }] })}\n\n`;
 let server: Server;
 let base: string;
 const open = new Set<ServerResponse>();
 let peak = 0;
+/** Set: answers wait, headers unsent, until this many requests are open (a model slow to its first token). */
+let holdHeadersUntil = 0;
+const held: Array<() => void> = [];
 
 function releaseAll(): void {
   for (const res of open) res.end('data: [DONE]\n\n');
@@ -26,6 +37,19 @@ function releaseAll(): void {
 beforeAll(async () => {
   server = createServer((req, res) => {
     req.resume();
+    if (holdHeadersUntil > 0) {
+      held.push(() => {
+        res.writeHead(200, { 'content-type': 'text/event-stream' });
+        res.end(`${chunkLine}data: [DONE]\n\n`);
+      });
+      const release = () => {
+        for (const go of held.splice(0)) go();
+      };
+      // All at once; or, should some never arrive (refused on the way), after 5 s, so the test says which.
+      if (held.length === 1) setTimeout(release, 5_000).unref();
+      if (held.length >= holdHeadersUntil) release();
+      return;
+    }
     res.writeHead(200, { 'content-type': 'text/event-stream' });
     res.write(
       `data: ${JSON.stringify({ id: 'c', object: 'chat.completion.chunk', created: 1, model: 'm', choices: [{ index: 0, delta: { role: 'assistant', content: 'hi' }, finish_reason: null }] })}\n\n`,
@@ -80,6 +104,63 @@ describe('many streams through one upstream origin', () => {
       expect(texts.filter((t) => t.includes('[DONE]'))).toHaveLength(STREAMS);
       expect(upstream.pools.load().m).toMatchObject({ inFlight: 0, queued: 0 });
     } finally {
+      await upstream.close();
+    }
+  }, 60_000);
+});
+
+describe('many streams waiting for their first byte, through the whole gateway', () => {
+  const WAITING = 2_500;
+
+  it(`holds ${WAITING} of them with the default request memory: none is refused as server_busy`, async () => {
+    const routes = new RouteTable();
+    routes.set(
+      buildRoutes(
+        [
+          {
+            apiVersion: 'ai.platform/v1beta1',
+            kind: 'ModelDeployment',
+            metadata: { name: 'm', namespace: 'platform-llms' },
+            spec: { model: 'm', serviceName: 'm', port: 11434, replicas: 1, endpoint: base },
+          },
+        ],
+        { standalone: true },
+      ),
+    );
+    const upstream = new OpenAICompatibleUpstream();
+    const gateway = createGateway({
+      keys: ApiKeys.fromKeys(['sk-many']),
+      routes,
+      upstreams: { 'openai-compatible': upstream },
+      usage: new MemoryUsage(10_000),
+      metrics: new ProxyMetrics(),
+      // What main.ts gives it by default (--request-memory-mb 128).
+      budget: new MemoryBudget(128 * 1024 * 1024),
+    });
+    const proxy = createProxyServer(gateway, DEFAULT_CONNECTION_LIMITS);
+    await new Promise<void>((r) => proxy.listen({ port: 0, host: '127.0.0.1', backlog: 4096 }, r));
+    const url = `http://127.0.0.1:${(proxy.address() as AddressInfo).port}/openai/v1/chat/completions`;
+    const client = new Agent({ connections: WAITING });
+    holdHeadersUntil = WAITING;
+    try {
+      const answers = await Promise.all(
+        Array.from({ length: WAITING }, async () => {
+          const res = await request(url, {
+            method: 'POST',
+            dispatcher: client,
+            headers: { 'content-type': 'application/json', 'x-api-key': 'sk-many' },
+            body: JSON.stringify({ model: 'm', stream: true, messages: [{ role: 'user', content: 'hi' }] }),
+          });
+          const text = await res.body.text();
+          return res.statusCode === 200 ? 'ok' : text.slice(0, 120);
+        }),
+      );
+      expect(answers.filter((a) => a !== 'ok')).toEqual([]);
+    } finally {
+      holdHeadersUntil = 0;
+      await client.close();
+      proxy.closeAllConnections();
+      await new Promise((r) => proxy.close(r));
       await upstream.close();
     }
   }, 60_000);
