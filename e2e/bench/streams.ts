@@ -480,8 +480,7 @@ export function streamVerdicts(rows: StreamRow[], memory: ReturnType<typeof char
   for (const r of rows.filter((x) => x.slow > 0 && x.slowReadMs > 0)) {
     // The same callers, those same ones reading at full speed: only how they read differs.
     const base = rows.find(
-      (x) =>
-        x.target === r.target && x.route === r.route && x.S === r.S && x.slow === r.slow && x.slowReadMs === 0,
+      (x) => x.target === r.target && x.route === r.route && x.S === r.S && x.slow === r.slow && x.slowReadMs === 0,
     );
     const at = `${r.target} ${r.route} S=${r.S} with ${r.slow} slow readers`;
     out.push({
