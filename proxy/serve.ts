@@ -100,6 +100,17 @@ const uploadTimeout = (ms: number) =>
     { connection: 'close' },
   );
 
+/** Calls `resume` once the socket drained, or closed: a caller that left never drains. */
+function onceDrained(res: ServerResponse, resume: () => void): void {
+  const go = () => {
+    res.off('drain', go);
+    res.off('close', go);
+    resume();
+  };
+  res.on('drain', go);
+  res.on('close', go);
+}
+
 async function writeOutput(out: PipelineOutput, res: ServerResponse, signal: AbortSignal): Promise<void> {
   if (out.kind === 'json') {
     // With the length known, no chunked framing: what OpenAI and Ollama send for whole answers.
@@ -119,15 +130,7 @@ async function writeOutput(out: PipelineOutput, res: ServerResponse, signal: Abo
       if (value === undefined) break;
       // Backpressure: read the next chunk only once the socket took this one.
       if (!res.write(value)) {
-        await new Promise<void>((resolve) => {
-          const go = () => {
-            res.off('drain', go);
-            res.off('close', go);
-            resolve();
-          };
-          res.on('drain', go);
-          res.on('close', go);
-        });
+        await new Promise<void>((resolve) => onceDrained(res, resolve));
         if (signal.aborted) return;
       }
     }
@@ -151,16 +154,7 @@ function pipeOutput(source: ChunkSource, res: ServerResponse, signal: AbortSigna
     signal.addEventListener('abort', cancel, { once: true });
     source.pipe?.({
       write: (chunk) => res.write(chunk),
-      onceDrained: (resume) => {
-        // 'close' too: a caller that left never drains, and the source must not wait forever.
-        const go = () => {
-          res.off('drain', go);
-          res.off('close', go);
-          resume();
-        };
-        res.on('drain', go);
-        res.on('close', go);
-      },
+      onceDrained: (resume) => onceDrained(res, resume),
       end: () => {
         signal.removeEventListener('abort', cancel);
         if (!res.writableEnded) res.end();

@@ -54,6 +54,9 @@ const CLAUDE_DIALECTS: readonly Dialect[] = ['openai-chat', 'anthropic-messages'
 /** InvokeModel calls one embeddings request makes at once (Titan embeds one text per call). */
 const EMBED_CONCURRENCY = 8;
 
+const translatorFor = (call: UpstreamCall<BedrockRoute>, id: string, created: number, json: boolean) =>
+  new ConverseStreamTranslator(call.route.model, id, created, call.clientWantsUsage, call.route.provider, json);
+
 const completionId = () => `chatcmpl-${Math.random().toString(36).slice(2, 14)}`;
 
 export class BedrockUpstream implements Upstream<BedrockRoute> {
@@ -268,14 +271,7 @@ export class BedrockUpstream implements Upstream<BedrockRoute> {
     started: number,
     json: boolean,
   ): UpstreamResult {
-    const translator = new ConverseStreamTranslator(
-      call.route.model,
-      id,
-      created,
-      call.clientWantsUsage,
-      call.route.provider,
-      json,
-    );
+    const translator = translatorFor(call, id, created, json);
     const relay = new ConverseEventRelay(
       raw,
       {
@@ -305,14 +301,7 @@ export class BedrockUpstream implements Upstream<BedrockRoute> {
     json: boolean,
   ): UpstreamResult {
     const iterator = events[Symbol.asyncIterator]();
-    const translator = new ConverseStreamTranslator(
-      call.route.model,
-      id,
-      created,
-      call.clientWantsUsage,
-      call.route.provider,
-      json,
-    );
+    const translator = translatorFor(call, id, created, json);
     const outcome: StreamOutcome = {};
     let settle: (o: StreamOutcome) => void = () => {};
     const settled = new Promise<StreamOutcome>((r) => {

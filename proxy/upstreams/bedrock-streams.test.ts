@@ -7,20 +7,24 @@ import { BedrockUpstream } from './bedrock.js';
 import { ConverseEventRelay } from './bedrock-event-stream.js';
 
 /**
- * ConverseStream relayed from the answer's bytes (bedrock-event-stream.ts), against the AWS
- * double's event stream: the same chunks as the SDK's own decoding gave, mid-stream exceptions
- * and cut streams as errors in the stream, and a caller leaving.
+ * The Bedrock upstream's streams against the AWS double: the runtime client's HTTP as the gateway
+ * configures it (bedrock-http.ts: many streams at once, none held back by the SDK, sockets reused
+ * between calls), and ConverseStream relayed from its bytes (bedrock-event-stream.ts: the same
+ * chunks as the SDK's own decoding gave, mid-stream exceptions and cut streams as errors in the
+ * stream, a caller leaving).
  */
 
-const creds = { accessKeyId: 'AKIAEVENT00000000001', secretAccessKey: 'eventSecret00000000000000000000000000000' };
+const creds = { accessKeyId: 'AKIAHTTP000000000001', secretAccessKey: 'httpSecret000000000000000000000000000000' };
 const MODEL = 'amazon.nova-lite-v1:0';
+const STREAMS = 300;
+
 let aws: AwsDouble;
 let upstream: BedrockUpstream;
 
 const route: BedrockRoute = {
   kind: 'bedrock',
   model: MODEL,
-  provider: 'platform-agent/events',
+  provider: 'platform-agent/bench',
   region: 'us-east-1',
   modelType: 'text',
   streaming: true,
@@ -50,7 +54,7 @@ async function frames(r: UpstreamResult): Promise<string[]> {
 
 beforeAll(async () => {
   aws = await startAwsDouble({
-    principals: [{ ...creds, arn: 'arn:aws:iam::123456789012:user/e', allow: ['bedrock:*'], account: '123456789012' }],
+    principals: [{ ...creds, arn: 'arn:aws:iam::123456789012:user/h', allow: ['bedrock:*'], account: '123456789012' }],
     models: { 'us-east-1': [{ modelId: MODEL, providerName: 'Amazon' }] },
   });
   upstream = new BedrockUpstream({ endpoint: aws.url, credentialsFor: () => async () => creds });
@@ -59,6 +63,37 @@ beforeAll(async () => {
 afterAll(async () => {
   upstream?.close();
   await aws?.close();
+});
+
+describe('the Bedrock runtime client’s connections', () => {
+  it('reuses one socket for calls one after another (the SDK default opens a session per call)', async () => {
+    await send(false);
+    const before = aws.connections().accepted;
+    for (let i = 0; i < 20; i++) {
+      const r = await send(true);
+      if (r.kind === 'stream') await new Response(webStream(r.body)).text();
+    }
+    expect(aws.connections().accepted - before).toBeLessThanOrEqual(1);
+  });
+
+  it(`holds ${STREAMS} streams at once: the SDK queues none of them`, async () => {
+    // 8 deltas 250 ms apart: each stream stays open ~2 s, so all are open together only if none waits.
+    aws.paceStreams(250);
+    try {
+      const t0 = performance.now();
+      const results = await Promise.all(Array.from({ length: STREAMS }, () => send(true)));
+      const firstBytes = performance.now() - t0;
+      expect(aws.connections().open).toBeGreaterThanOrEqual(STREAMS);
+      // With the SDK's 50-socket pool the last ones would start after five rounds of ~2 s.
+      expect(firstBytes).toBeLessThan(1_500);
+      const texts = await Promise.all(
+        results.map((r) => (r.kind === 'stream' ? new Response(webStream(r.body)).text() : '')),
+      );
+      expect(texts.filter((t) => t.includes('tok7') && t.includes('[DONE]'))).toHaveLength(STREAMS);
+    } finally {
+      aws.paceStreams(0);
+    }
+  }, 60_000);
 });
 
 describe('ConverseStream from its bytes', () => {
