@@ -98,6 +98,8 @@ export class ConverseEventRelay implements ChunkSource {
   private settled = false;
   private sink: ChunkSink | undefined;
   private sinkEnded = false;
+  /** Paused until the caller's socket drains. */
+  private draining = false;
   private waiter: (() => void) | undefined;
   private settle: (o: StreamOutcome) => void = () => {};
   readonly outcomeSettled: Promise<StreamOutcome>;
@@ -209,9 +211,12 @@ export class ConverseEventRelay implements ChunkSource {
     if (!sink) return;
     if (this.out.length > 0) {
       const text = this.out.length === 1 ? (this.out.pop() as string) : this.out.splice(0).join('');
-      if (!sink.write(Buffer.from(text, 'utf8')) && !this.finished) {
+      // One wait per full socket: events already decoded while paused add no listener.
+      if (!sink.write(Buffer.from(text, 'utf8')) && !this.finished && !this.draining) {
+        this.draining = true;
         this.raw.pause();
         sink.onceDrained(() => {
+          this.draining = false;
           if (!this.finished) this.raw.resume();
         });
       }

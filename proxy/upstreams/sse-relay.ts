@@ -66,6 +66,8 @@ export class SseRelay implements ChunkSource {
   private delivered = 0;
   private sink: ChunkSink | undefined;
   private sinkEnded = false;
+  /** Paused until the caller's socket drains. */
+  private draining = false;
   private settle: (o: StreamOutcome) => void = () => {};
   /** Resolved once the upstream exchange is over (its connection back in the pool, or dropped). */
   private released: Promise<void> | undefined;
@@ -313,9 +315,14 @@ export class SseRelay implements ChunkSource {
     const sink = this.sink;
     if (!sink || this.outcome.clientAborted) return;
     const chunk = this.take();
-    if (chunk && !sink.write(chunk) && !this.finished) {
+    // One wait per full socket: chunks already on their way while paused add no listener.
+    if (chunk && !sink.write(chunk) && !this.finished && !this.draining) {
+      this.draining = true;
       this.upstream.pause();
-      sink.onceDrained(() => this.upstream.resume());
+      sink.onceDrained(() => {
+        this.draining = false;
+        this.upstream.resume();
+      });
     }
     if (this.finished) {
       this.end();
