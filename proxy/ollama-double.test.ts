@@ -417,6 +417,29 @@ describe('Ollama double', () => {
     expect(body.choices[0]?.message.content).toBe(EIGHT);
     expect(() => double.behave({ completionTokens: -1 })).toThrow(RangeError);
   });
+
+  it('behaves differently for one model when told so: long tokens for it, the common behaviour for the rest', async () => {
+    const two = await startOllamaDouble({ models: ['llama3.1:8b', 'long:latest'] });
+    try {
+      two.behave({ completionTokens: 3, tokenBytes: 1000 }, 'long');
+      expect(() => two.behave({ tokenBytes: 1 }, 'absent')).toThrow(RangeError);
+      const ask = async (model: string) => {
+        const res = await fetch(`${two.url}/v1/chat/completions`, {
+          method: 'POST',
+          body: JSON.stringify({ model, messages: MESSAGES }),
+        });
+        return (await json<Completion>(res)).choices[0]?.message.content ?? '';
+      };
+      const long = await ask('long');
+      expect(long.split(' ')).toHaveLength(3);
+      expect(long).toHaveLength(3000);
+      expect(await ask('llama3.1:8b')).toBe(EIGHT);
+      two.reset();
+      expect(await ask('long')).toBe(EIGHT);
+    } finally {
+      await two.close();
+    }
+  });
 });
 
 describe('Ollama double: Responses and Anthropic Messages', () => {

@@ -25,9 +25,13 @@ export interface StreamLoadArgs {
   bedrock?: { modelId: string; region: string; accessKeyId: string; secretAccessKey: string };
   /** Callers, each holding one stream open at a time. */
   streams: number;
-  /** Of those, callers that read slowly: one read per slowReadMs (backpressure, not buffering, should pace them). */
+  /**
+   * Of those, callers that read slowly: at most slowBytesPerS, asking with slowBody (a long answer, so
+   * their sockets fill and backpressure, not buffering, must pace them). SSE only.
+   */
   slow?: number;
-  slowReadMs?: number;
+  slowBytesPerS?: number;
+  slowBody?: string;
   /** Seconds over which the callers start (one stream's length), before the window. */
   rampS: number;
   /** Seconds after the ramp before the window opens. */
@@ -50,8 +54,8 @@ export interface StreamLoadResult {
   /** Non-200 answers, transport errors, streams ended without their terminator (any time in the run). */
   errors: number;
   errorSamples: string[];
-  /** The slow callers: events they read in the window, and their time to first event. */
-  slow?: { callers: number; eventsPerS: number; ttfeP99Ms: number; completed: number };
+  /** The slow callers: events and bytes they read in the window, and their time to first event. */
+  slow?: { callers: number; eventsPerS: number; bytesPerS: number; ttfeP99Ms: number; completed: number };
   windowS: number;
   /** CPU of this process over the window, % of one core: whether the generator itself saturated. */
   loadCpuPct: number;
@@ -78,6 +82,7 @@ function sseEvents(chunk: Buffer): number {
 
 interface Tally {
   events: number;
+  bytes: number;
   completed: number;
   ttfe: number[];
   started: number;
@@ -101,8 +106,8 @@ async function main(): Promise<void> {
   const windowStart = t0 + (args.rampS + args.settleS) * 1000;
   const windowEnd = windowStart + args.durationS * 1000;
   const inWindow = (t: number) => t >= windowStart && t < windowEnd;
-  const normal: Tally = { events: 0, completed: 0, ttfe: [], started: 0 };
-  const slowTally: Tally = { events: 0, completed: 0, ttfe: [], started: 0 };
+  const normal: Tally = { events: 0, bytes: 0, completed: 0, ttfe: [], started: 0 };
+  const slowTally: Tally = { events: 0, bytes: 0, completed: 0, ttfe: [], started: 0 };
   let errors = 0;
   const errorSamples: string[] = [];
   const fail = (what: string) => {
@@ -113,12 +118,14 @@ async function main(): Promise<void> {
   const slowCount = args.slow ?? 0;
 
   /** One stream: resolves when it ended (complete or not). */
-  async function one(tally: Tally, slowMs: number): Promise<void> {
+  /** One stream; a slow caller (bytesPerS > 0) reads at most that many bytes a second. */
+  async function one(tally: Tally, bytesPerS: number): Promise<void> {
     const began = performance.now();
     let first = 0;
     let ended = false;
-    const seen = (n: number) => {
+    const seen = (n: number, bytes = 0) => {
       const now = performance.now();
+      if (inWindow(now)) tally.bytes += bytes;
       if (first === 0 && n > 0) {
         first = now;
         if (inWindow(began)) tally.ttfe.push(now - began);
@@ -137,13 +144,12 @@ async function main(): Promise<void> {
         for await (const e of out.stream ?? []) {
           seen(1);
           if (e.metadata) ended = true;
-          if (slowMs > 0) await sleep(slowMs);
         }
       } else {
         const res = await request(args.url, {
           method: 'POST',
           headers: args.headers,
-          body: args.body,
+          body: bytesPerS > 0 ? (args.slowBody ?? args.body) : args.body,
           dispatcher,
           signal: stop.signal,
           headersTimeout: args.firstEventTimeoutMs ?? 60_000,
@@ -154,9 +160,10 @@ async function main(): Promise<void> {
           return;
         }
         for await (const chunk of res.body as AsyncIterable<Buffer>) {
-          seen(sseEvents(chunk));
+          seen(sseEvents(chunk), chunk.length);
           if (chunk.includes('[DONE]')) ended = true;
-          if (slowMs > 0) await sleep(slowMs);
+          // Not reading meanwhile: undici stops reading the socket once its buffer is full.
+          if (bytesPerS > 0) await sleep((chunk.length / bytesPerS) * 1000);
         }
       }
       if (!ended) fail('stream ended without its terminator');
@@ -173,7 +180,7 @@ async function main(): Promise<void> {
     // Spread over the ramp; slow callers interleaved among the others by their index.
     await sleep(((i * 7919) % args.streams) * ((args.rampS * 1000) / args.streams));
     while (!stop.signal.aborted) {
-      await one(isSlow ? slowTally : normal, isSlow ? (args.slowReadMs ?? 200) : 0);
+      await one(isSlow ? slowTally : normal, isSlow ? (args.slowBytesPerS ?? 64 * 1024) : 0);
     }
   }
 
@@ -201,6 +208,7 @@ async function main(): Promise<void> {
           slow: {
             callers: slowCount,
             eventsPerS: r2(slowTally.events / windowS),
+            bytesPerS: r2(slowTally.bytes / windowS),
             ttfeP99Ms: r2(pct(slowTally.ttfe, 99)),
             completed: slowTally.completed,
           },

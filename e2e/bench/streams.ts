@@ -43,6 +43,9 @@ import { TENSORZERO_MODEL, TENSORZERO_VERSION, tensorZeroLaunch } from './tensor
 
 const ROOT = fileURLToPath(new URL('../..', import.meta.url));
 const MODEL = 'llama3.1:8b';
+/** What the slow readers ask for: the same double, each token 16 KiB (a 1.6 MiB answer), so their sockets fill. */
+const LONG_MODEL = 'llama3.1:70b';
+const LONG_TOKEN_BYTES = 16 * 1024;
 const NOVA = 'amazon.nova-lite-v1:0';
 const AWS_KEY = { accessKeyId: 'AKIASTREAMS000000001', secretAccessKey: 'streamsSecret00000000000000000000000000' };
 const EVENT_MS = 50;
@@ -62,10 +65,13 @@ interface Settings {
   /** Streams held for the 30 s-stream run, and its window. */
   longStreams: number;
   longEvents: number;
-  /** Normal callers and slow ones among them for the slow-reader run; one read per slowReadMs. */
+  /**
+   * The slow-reader run: `slow` callers reading at most slowBytesPerS of a long answer, among
+   * `slowAmong` normal ones; compared with the normal ones alone, run just before.
+   */
   slowAmong: number;
   slow: number;
-  slowReadMs: number;
+  slowBytesPerS: number;
 }
 
 const round = (v: number, digits = 2) => (Number.isFinite(v) ? +v.toFixed(digits) : Number.NaN);
@@ -83,8 +89,9 @@ interface Upstreams {
 async function startUpstreams(events: number): Promise<Upstreams> {
   const ollamaMain = [
     `import { startOllamaDouble } from './e2e/doubles/ollama.ts';`,
-    `const double = await startOllamaDouble({ models: [${JSON.stringify(MODEL)}], record: false });`,
+    `const double = await startOllamaDouble({ models: ${JSON.stringify([MODEL, LONG_MODEL])}, record: false });`,
     `double.behave(${JSON.stringify({ completionTokens: events, firstByteDelayMs: 0, interTokenDelayMs: EVENT_MS })});`,
+    `double.behave(${JSON.stringify({ tokenBytes: LONG_TOKEN_BYTES })}, ${JSON.stringify(LONG_MODEL)});`,
     `process.on('disconnect', () => process.exit(0));`,
     `console.log(JSON.stringify({ url: double.url }));`,
   ].join('\n');
@@ -169,7 +176,13 @@ async function startTarget(name: TargetName, up: Upstreams, dir: string): Promis
         pid: ollama.child.pid,
         backing: [],
         routes: {
-          'in-cluster': { kind: 'sse', url: `${ollama.url}/v1/chat/completions`, headers: json, body: chatBody(MODEL) },
+          'in-cluster': {
+            kind: 'sse',
+            url: `${ollama.url}/v1/chat/completions`,
+            headers: json,
+            body: chatBody(MODEL),
+            slowBody: chatBody(LONG_MODEL),
+          },
           bedrock: bedrockCall(aws.url),
         },
         notes: ['node:http in, keep-alive agent out, bytes piped (Bedrock: the SDK signs for the double through it)'],
@@ -227,6 +240,11 @@ async function startOurs(name: 'ours' | 'ours-pg', up: Upstreams, dir: string): 
       `spec: ${JSON.stringify({ model: MODEL, serviceName: 'bench-llama', endpoint: up.ollama.url })}`,
       '---',
       'apiVersion: ai.platform/v1beta1',
+      'kind: ModelDeployment',
+      'metadata: {name: bench-llama-long}',
+      `spec: ${JSON.stringify({ model: LONG_MODEL, serviceName: 'bench-llama-long', endpoint: up.ollama.url })}`,
+      '---',
+      'apiVersion: ai.platform/v1beta1',
       'kind: ExternalProvider',
       'metadata: {name: bedrock}',
       `spec: ${JSON.stringify({ provider: 'bedrock', displayName: 'B', region: 'us-east-1', auth: { method: 'AccessKey', secretRef: { name: 'aws-keys' } }, models: [NOVA] })}`,
@@ -275,7 +293,7 @@ async function startOurs(name: 'ours' | 'ours-pg', up: Upstreams, dir: string): 
       ...(redis?.pid() ? [{ name: 'redis', pid: redis.pid() as number }] : []),
     ],
     routes: {
-      'in-cluster': { kind: 'sse', url, headers, body: chatBody(MODEL) },
+      'in-cluster': { kind: 'sse', url, headers, body: chatBody(MODEL), slowBody: chatBody(LONG_MODEL) },
       bedrock: { kind: 'sse', url, headers, body: chatBody(NOVA) },
     },
     notes: [
@@ -302,8 +320,11 @@ export interface StreamRow {
   /** Seconds each stream lasts at the double's pace. */
   streamS: number;
   slow: number;
-  /** ms between the slow callers' reads; 0: they read as fast as the others (the baseline). */
-  slowReadMs: number;
+  /** The normal callers alone, run just before the slow-reader run as its baseline. */
+  slowBaseline: boolean;
+  /** The pace the slow callers read at (bytes/s), and what they read. */
+  slowBytesPerS?: number;
+  slowReadBytesPerS?: number;
   eventsPerS: number;
   completed: number;
   started: number;
@@ -329,7 +350,14 @@ async function runStreams(
   route: RouteName,
   up: Upstreams,
   idleKiB: number,
-  o: { streams: number; events: number; durationS: number; slow?: number; slowReadMs?: number },
+  o: {
+    streams: number;
+    events: number;
+    durationS: number;
+    slow?: number;
+    slowBytesPerS?: number;
+    slowBaseline?: boolean;
+  },
 ): Promise<StreamRow> {
   const call = t.routes[route];
   if (!call) throw new Error(`${t.name} does not serve ${route}`);
@@ -337,7 +365,7 @@ async function runStreams(
   const args: StreamLoadArgs = {
     ...call,
     streams: o.streams + (o.slow ?? 0),
-    ...(o.slow ? { slow: o.slow, slowReadMs: o.slowReadMs ?? 200 } : {}),
+    ...(o.slow ? { slow: o.slow, slowBytesPerS: o.slowBytesPerS ?? 64 * 1024 } : {}),
     rampS: streamS,
     settleS: 1,
     durationS: o.durationS,
@@ -400,7 +428,8 @@ async function runStreams(
     S: o.streams,
     streamS,
     slow: o.slow ?? 0,
-    slowReadMs: o.slow ? (o.slowReadMs ?? 200) : 0,
+    slowBaseline: o.slowBaseline ?? false,
+    ...(o.slow ? { slowBytesPerS: o.slowBytesPerS ?? 64 * 1024 } : {}),
     eventsPerS: result.eventsPerS,
     completed: result.completed,
     started: result.started,
@@ -416,7 +445,7 @@ async function runStreams(
     doubleCpuPct: sampled.doubleCpuPct,
     backingCpuPct: sampled.backingCpuPct,
     loadCpuPct: result.loadCpuPct,
-    ...(result.slow ? { slowEventsPerS: result.slow.eventsPerS } : {}),
+    ...(result.slow ? { slowEventsPerS: result.slow.eventsPerS, slowReadBytesPerS: result.slow.bytesPerS } : {}),
     errorSamples: result.errorSamples,
   };
 }
@@ -427,8 +456,16 @@ async function runStreams(
 export function streamVerdicts(rows: StreamRow[], memory: ReturnType<typeof chartProxyMemory>): Verdict[] {
   const out: Verdict[] = [];
   const find = (target: TargetName, route: RouteName, S: number, streamS: number, slow = 0) =>
-    rows.find((r) => r.target === target && r.route === route && r.S === S && r.streamS === streamS && r.slow === slow);
-  for (const r of rows.filter((x) => OURS.includes(x.target) && x.slow === 0)) {
+    rows.find(
+      (r) =>
+        r.target === target &&
+        r.route === route &&
+        r.S === S &&
+        r.streamS === streamS &&
+        r.slow === slow &&
+        !r.slowBaseline,
+    );
+  for (const r of rows.filter((x) => OURS.includes(x.target) && x.slow === 0 && !x.slowBaseline)) {
     const at = `${r.target} ${r.route} S=${r.S}${r.streamS > 5 ? ` (${r.streamS} s streams)` : ''}`;
     out.push({
       id: `(s0) ${at}: no errors`,
@@ -458,7 +495,7 @@ export function streamVerdicts(rows: StreamRow[], memory: ReturnType<typeof char
     // Memory per open stream: what one more stream costs, from the fewest to the most streams held
     // (above idle at one S also counts the heap V8 keeps in reserve, which does not grow with S).
     const sameKind = rows.filter(
-      (x) => x.target === r.target && x.route === r.route && x.streamS === r.streamS && x.slow === 0,
+      (x) => x.target === r.target && x.route === r.route && x.streamS === r.streamS && x.slow === 0 && !x.slowBaseline,
     );
     const least = sameKind.reduce((a, b) => (b.S < a.S ? b : a), r);
     if (sameKind.every((x) => x.S <= r.S) && least.S < r.S) {
@@ -477,23 +514,29 @@ export function streamVerdicts(rows: StreamRow[], memory: ReturnType<typeof char
       detail: `${r.rssPeakMiB} MiB, limit ${memory.limitMiB} MiB`,
     });
   }
-  for (const r of rows.filter((x) => x.slow > 0 && x.slowReadMs > 0)) {
-    // The same callers, those same ones reading at full speed: only how they read differs.
-    const base = rows.find(
-      (x) => x.target === r.target && x.route === r.route && x.S === r.S && x.slow === r.slow && x.slowReadMs === 0,
-    );
+  for (const r of rows.filter((x) => x.slow > 0)) {
+    // The normal callers alone, just before: what the slow ones add is the difference.
+    const base = rows
+      .slice(0, rows.indexOf(r))
+      .findLast((x) => x.target === r.target && x.route === r.route && x.S === r.S && x.slowBaseline);
     const at = `${r.target} ${r.route} S=${r.S} with ${r.slow} slow readers`;
     out.push({
-      id: `(s6) ${at}: the others' time to first event p99 within 10% of when those read at full speed`,
+      id: `(s6) ${at}: the others' time to first event p99 within 10% of without them`,
       pass: base ? r.ttfeP99Ms <= 1.1 * base.ttfeP99Ms : null,
       detail: base
-        ? `${r.ttfeP99Ms} ms vs ${base.ttfeP99Ms} ms (p50 ${r.ttfeP50Ms} vs ${base.ttfeP50Ms})`
-        : 'no run with them reading at full speed',
+        ? `${r.ttfeP99Ms} ms vs ${base.ttfeP99Ms} ms (p50 ${r.ttfeP50Ms} vs ${base.ttfeP50Ms}); events/s ${r.eventsPerS} vs ${base.eventsPerS}`
+        : 'no run without them',
     });
+    // Their answers (1.6 MiB each) do not fit the sockets: a gateway that buffered them would grow
+    // by up to that much per slow reader. Allowed: 128 KiB each (a socket's and a relay's buffers).
+    const heldKiB = base ? round(((r.rssSteadyMiB - base.rssSteadyMiB) * 1024) / r.slow, 1) : Number.NaN;
     out.push({
-      id: `(s7) ${at}: no errors, peak RSS under the chart's limit`,
-      pass: r.errors === 0 && r.rssPeakMiB < memory.limitMiB,
-      detail: `${r.errors} errors, peak ${r.rssPeakMiB} MiB (without: ${base?.rssPeakMiB ?? '?'} MiB); slow readers read ${r.slowEventsPerS} events/s`,
+      id: `(s7) ${at}: no errors, paced without buffering their answers (< 128 KiB held per slow reader), peak RSS under the chart's limit`,
+      pass: base ? r.errors === 0 && heldKiB < 128 && r.rssPeakMiB < memory.limitMiB : null,
+      detail:
+        `${r.errors} errors; steady RSS ${r.rssSteadyMiB} MiB vs ${base?.rssSteadyMiB ?? '?'} without them = ${heldKiB} KiB per slow reader ` +
+        `(answers ${round((100 * LONG_TOKEN_BYTES) / 1048576, 1)} MiB); peak ${r.rssPeakMiB} MiB; they read ` +
+        `${round((r.slowReadBytesPerS ?? 0) / r.slow / 1024, 1)} KiB/s each (pace ${round((r.slowBytesPerS ?? 0) / 1024, 1)})`,
     });
   }
   return out;
@@ -538,7 +581,7 @@ function parseSettings(): Settings & { jsonOut?: string } {
     longEvents: quick ? 200 : 600,
     slowAmong: quick ? 500 : 2000,
     slow: quick ? 50 : 200,
-    slowReadMs: 200,
+    slowBytesPerS: 64 * 1024,
     ...(values['json-out'] ? { jsonOut: values['json-out'] } : {}),
   };
 }
@@ -589,18 +632,19 @@ async function measureTarget(
       }
       // Slow readers among normal callers, on ours and on bare (the in-cluster route; 5 s streams).
       if (settings.extras && !longStreams && route === 'in-cluster' && (OURS.includes(name) || name === 'bare')) {
-        for (const slowReadMs of [0, settings.slowReadMs]) {
+        for (const slow of [0, settings.slow]) {
           const row = await runStreams(t, route, up, idle, {
             streams: settings.slowAmong,
             events,
             durationS: settings.durationS,
-            slow: settings.slow,
-            slowReadMs,
+            slow,
+            slowBytesPerS: settings.slowBytesPerS,
+            slowBaseline: slow === 0,
           });
           rows.push(row);
           progress(
-            `${name} ${route} S=${settings.slowAmong} + ${settings.slow} reading every ${slowReadMs} ms: ttfe p99 ` +
-              `${row.ttfeP99Ms} ms, ${row.errors} errors, peak ${row.rssPeakMiB} MiB`,
+            `${name} ${route} S=${settings.slowAmong} + ${slow} reading ${settings.slowBytesPerS / 1024} KiB/s: ttfe p99 ` +
+              `${row.ttfeP99Ms} ms, ${row.errors} errors, rss ${row.rssSteadyMiB} MiB, peak ${row.rssPeakMiB} MiB`,
           );
           await sleep(2_000);
         }
@@ -619,7 +663,7 @@ export function printStreamRows(rows: StreamRow[]): void {
     rows.map((r) => ({
       route: r.route,
       target: r.target,
-      S: r.slow ? `${r.S}+${r.slow} ${r.slowReadMs ? `slow (${r.slowReadMs} ms)` : 'at full speed'}` : r.S,
+      S: r.slow ? `${r.S}+${r.slow} slow` : r.slowBaseline ? `${r.S} (before slow)` : r.S,
       'stream s': r.streamS,
       'events/s': r.eventsPerS,
       completed: r.completed,

@@ -43,6 +43,8 @@ export interface Behavior {
   resetAfterTokens?: number;
   /** Streaming: stop after N token chunks and keep the connection open until the client goes away or close(). */
   stallAfterTokens?: number;
+  /** Chat: each token's text padded to this many bytes (a long answer, for callers that read it slowly). */
+  tokenBytes?: number;
 }
 
 interface RecordedRequest {
@@ -62,7 +64,8 @@ export interface OllamaDouble {
   port: number;
   /** Every /v1/chat/completions request, in arrival order (none with record: false). Cleared in place by reset(). */
   requests: RecordedRequest[];
-  behave(b: Partial<Behavior>): void;
+  /** Changes the behaviour; with `model`, only for requests naming that model (over the common one). */
+  behave(b: Partial<Behavior>, model?: string): void;
   /** Behaviour defaults + clear requests. */
   reset(): void;
   /** Also destroys open sockets (idle keep-alive connections, stalled streams). */
@@ -100,6 +103,8 @@ export async function startOllamaDouble(opts: OllamaDoubleOptions = {}): Promise
   const sockets = new Set<Socket>();
   const inflight = new Set<Exchange>();
   let behavior: Behavior = { ...DEFAULT_BEHAVIOR };
+  /** Per-model changes over `behavior`, by the model's name as listed. */
+  const byModel = new Map<string, Partial<Behavior>>();
   let nextId = 1;
   let closing: Promise<void> | undefined;
 
@@ -220,6 +225,7 @@ export async function startOllamaDouble(opts: OllamaDoubleOptions = {}): Promise
 
     const v = validateChat(body, (m) => findModel(m) !== undefined);
     if (!v.ok) return sendOpenAIError(res, v.status, v.type, v.message);
+    Object.assign(b, byModel.get(findModel(v.model) ?? ''));
 
     const signal = ex.abort.signal;
     if (!(await sleep(b.firstByteDelayMs, signal))) return;
@@ -242,7 +248,7 @@ export async function startOllamaDouble(opts: OllamaDoubleOptions = {}): Promise
     if (!v.stream) {
       if (!(await sleep(Math.max(n - 1, 0) * b.interTokenDelayMs, signal))) return;
       let content = '';
-      for (let i = 0; i < n; i++) content += tokenText(i, n);
+      for (let i = 0; i < n; i++) content += tokenText(i, n, b.tokenBytes);
       return sendJson(res, 200, {
         ...head,
         object: 'chat.completion',
@@ -267,7 +273,9 @@ export async function startOllamaDouble(opts: OllamaDoubleOptions = {}): Promise
       if (i > 0 && !(await sleep(b.interTokenDelayMs, signal))) return;
       const chunk = {
         ...head,
-        choices: [{ index: 0, delta: { role: 'assistant', content: tokenText(i, n) }, finish_reason: null }],
+        choices: [
+          { index: 0, delta: { role: 'assistant', content: tokenText(i, n, b.tokenBytes) }, finish_reason: null },
+        ],
       };
       if (!(await send(res, frame(chunk)))) return;
     }
@@ -524,13 +532,22 @@ export async function startOllamaDouble(opts: OllamaDoubleOptions = {}): Promise
     url: `http://127.0.0.1:${port}`,
     port,
     requests,
-    behave(patch: Partial<Behavior>): void {
+    behave(patch: Partial<Behavior>, model?: string): void {
+      if (model !== undefined) {
+        const name = findModel(model);
+        if (name === undefined) throw new RangeError(`the double does not serve ${model}`);
+        const next = { ...byModel.get(name), ...patch };
+        checkBehavior({ ...behavior, ...next });
+        byModel.set(name, next);
+        return;
+      }
       const next = { ...behavior, ...patch };
       checkBehavior(next);
       behavior = next;
     },
     reset(): void {
       behavior = { ...DEFAULT_BEHAVIOR };
+      byModel.clear();
       requests.length = 0;
     },
     close(): Promise<void> {
@@ -644,7 +661,7 @@ function checkPart(part: unknown, where: string): number | string {
 }
 
 function checkBehavior(b: Behavior): void {
-  const counts = ['completionTokens', 'resetAfterTokens', 'stallAfterTokens'] as const;
+  const counts = ['completionTokens', 'resetAfterTokens', 'stallAfterTokens', 'tokenBytes'] as const;
   for (const key of counts) {
     const v = b[key];
     if (v !== undefined && !(Number.isInteger(v) && v >= 0)) {
@@ -659,8 +676,9 @@ function checkBehavior(b: Behavior): void {
   }
 }
 
-function tokenText(i: number, n: number): string {
-  return i < n - 1 ? `tok${i} ` : `tok${i}`;
+function tokenText(i: number, n: number, bytes = 0): string {
+  const word = `tok${i}`.padEnd(bytes - (i < n - 1 ? 1 : 0), 'x');
+  return i < n - 1 ? `${word} ` : word;
 }
 
 function countWords(text: string): number {

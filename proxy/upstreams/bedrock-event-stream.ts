@@ -115,7 +115,7 @@ export class ConverseEventRelay implements ChunkSource {
     });
     raw.on('data', (chunk: Buffer) => this.feed(chunk));
     raw.once('end', () => this.ended());
-    raw.once('error', (err) => this.fail(this.mapError(err)));
+    raw.on('error', (err) => this.fail(this.mapError(err)));
     // Nothing flows until a reader (pipe or read) asks.
     raw.pause();
   }
