@@ -20,18 +20,24 @@ import { type BedrockErrorContext, mapBedrockError } from './bedrock-errors.js';
  * arrive (streaming clients), or the whole completion once the stream ends (the others).
  */
 
-/** An exception member of the stream union as a ProxyError; undefined for ordinary events. */
-function streamException(event: ConverseStreamOutput, ctx: BedrockErrorContext): ProxyError | undefined {
+/** The exception members of the stream union that name their error as is. */
+const NAMED_EXCEPTIONS = [
+  ['throttlingException', 'ThrottlingException'],
+  ['validationException', 'ValidationException'],
+  ['serviceUnavailableException', 'ServiceUnavailableException'],
+] as const;
+
+/**
+ * An exception member of the stream union as a ProxyError; undefined for ordinary events. Runs for
+ * every event of every stream: nothing is allocated unless the event is an exception.
+ */
+function streamException(event: ConverseStreamOutput, ctx: () => BedrockErrorContext): ProxyError | undefined {
   const failed = event.internalServerException ?? event.modelStreamErrorException;
   // Either way the answer broke off midway: the table's stream error.
-  if (failed) return mapBedrockError({ name: 'ModelStreamErrorException', message: failed.message ?? '' }, ctx);
-  const named: Array<[string, { message?: string } | undefined]> = [
-    ['ThrottlingException', event.throttlingException],
-    ['ValidationException', event.validationException],
-    ['ServiceUnavailableException', event.serviceUnavailableException],
-  ];
-  for (const [name, value] of named) {
-    if (value) return mapBedrockError({ name, message: value.message ?? '' }, ctx);
+  if (failed) return mapBedrockError({ name: 'ModelStreamErrorException', message: failed.message ?? '' }, ctx());
+  for (const [member, name] of NAMED_EXCEPTIONS) {
+    const value = event[member];
+    if (value) return mapBedrockError({ name, message: value.message ?? '' }, ctx());
   }
   return undefined;
 }
@@ -61,9 +67,17 @@ export class ConverseStreamTranslator {
     private readonly json = false,
   ) {}
 
+  private readonly errorContext = () => ({ model: this.model, provider: this.provider, streaming: true });
+
   /** The chunks to send for one event; throws a ProxyError for an exception event. */
   push(event: ConverseStreamOutput): OpenAIChatChunk[] {
-    const failure = streamException(event, { model: this.model, provider: this.provider, streaming: true });
+    // Most events of an answer: a text delta once the role went out.
+    const plain = event.contentBlockDelta?.delta;
+    if (this.started && plain?.text && plain.toolUse === undefined && plain.reasoningContent === undefined) {
+      this.contentSeen = true;
+      return [this.chunk({ content: plain.text }, null)];
+    }
+    const failure = streamException(event, this.errorContext);
     if (failure) throw failure;
     if (event.messageStart) return this.opening();
     const start = event.contentBlockStart?.start?.toolUse;
@@ -186,7 +200,7 @@ export class ConverseStreamAggregator {
 
   /** Throws a ProxyError for an exception event. */
   push(event: ConverseStreamOutput): void {
-    const failure = streamException(event, { ...this.errorContext, streaming: true });
+    const failure = streamException(event, () => ({ ...this.errorContext, streaming: true }));
     if (failure) throw failure;
     const start = event.contentBlockStart?.start?.toolUse;
     if (start) {

@@ -149,7 +149,9 @@ export class ConverseEventRelay implements ChunkSource {
       const m = codec.decode(bytes);
       kind = m.headers[':message-type']?.value as string | undefined;
       type = (m.headers[':event-type']?.value ?? m.headers[':exception-type']?.value) as string | undefined;
-      payload = m.body.length > 0 ? (JSON.parse(Buffer.from(m.body).toString('utf8')) as Record<string, unknown>) : {};
+      // The payload read where it lies, not copied first.
+      const body = Buffer.from(m.body.buffer, m.body.byteOffset, m.body.byteLength);
+      payload = body.length > 0 ? (JSON.parse(body.toString('utf8')) as Record<string, unknown>) : {};
     } catch (err) {
       this.fail(this.mapError(err));
       return;
