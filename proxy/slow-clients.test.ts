@@ -5,8 +5,8 @@ import { type OllamaDouble, startOllamaDouble } from '../e2e/doubles/ollama.js';
 import { createGateway } from './app.js';
 import { ApiKeys } from './auth.js';
 import { ProxyMetrics } from './metrics.js';
-import { buildRoutes, RouteTable } from './routing.js';
 import { createProxyServer } from './serve.js';
+import { oneModelRoutes } from './test-routes.js';
 import { OpenAICompatibleUpstream } from './upstreams/openai-compatible.js';
 import { MemoryUsage } from './usage/record.js';
 
@@ -25,20 +25,7 @@ const sockets: Socket[] = [];
 
 beforeAll(async () => {
   double = await startOllamaDouble();
-  const routes = new RouteTable();
-  routes.set(
-    buildRoutes(
-      [
-        {
-          apiVersion: 'ai.platform/v1beta1',
-          kind: 'ModelDeployment',
-          metadata: { name: 'llama', namespace: 'platform-llms' },
-          spec: { model: 'llama3.1:8b', serviceName: 'llama', port: 11434, replicas: 1, endpoint: double.url },
-        },
-      ],
-      { standalone: true },
-    ),
-  );
+  const routes = oneModelRoutes('llama', 'llama3.1:8b', double.url);
   const gateway = createGateway({
     keys: ApiKeys.fromKeys([KEY]),
     routes,

@@ -4,8 +4,8 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createGateway } from './app.js';
 import { ApiKeys } from './auth.js';
 import { ProxyMetrics } from './metrics.js';
-import { buildRoutes, RouteTable } from './routing.js';
 import { createProxyServer, DEFAULT_CONNECTION_LIMITS } from './serve.js';
+import { oneModelRoutes } from './test-routes.js';
 import { OpenAICompatibleUpstream } from './upstreams/openai-compatible.js';
 import { MemoryUsage } from './usage/record.js';
 
@@ -48,26 +48,7 @@ beforeAll(async () => {
     more();
   });
   await new Promise<void>((r) => upstream.listen(0, '127.0.0.1', r));
-  const routes = new RouteTable();
-  routes.set(
-    buildRoutes(
-      [
-        {
-          apiVersion: 'ai.platform/v1beta1',
-          kind: 'ModelDeployment',
-          metadata: { name: 'm', namespace: 'platform-llms' },
-          spec: {
-            model: 'm',
-            serviceName: 'm',
-            port: 11434,
-            replicas: 1,
-            endpoint: `http://127.0.0.1:${(upstream.address() as AddressInfo).port}`,
-          },
-        },
-      ],
-      { standalone: true },
-    ),
-  );
+  const routes = oneModelRoutes('m', 'm', `http://127.0.0.1:${(upstream.address() as AddressInfo).port}`);
   const gateway = createGateway({
     keys: ApiKeys.fromKeys([KEY]),
     routes,

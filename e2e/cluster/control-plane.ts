@@ -51,8 +51,19 @@ export interface ControlPlane {
  * resourceVersion get 410 Gone. Returns the compacted revision.
  */
 export async function compactEtcd(etcdUrl: string): Promise<number> {
-  const range = await fetch(`${etcdUrl}/v3/kv/range`, { method: 'POST', body: JSON.stringify({ key: 'Lw==' }) });
-  const revision = Number(((await range.json()) as { header: { revision: string } }).header.revision);
+  // A write first, outside the API server's keys (/registry), so the compacted revision is past
+  // every resourceVersion any watcher has seen: each of them gets 410 Gone, as after a real
+  // compaction that followed writes. Without it a watcher whose last event was the newest write
+  // could resume from exactly the compacted revision, and whether it did depended on timing.
+  const put = await fetch(`${etcdUrl}/v3/kv/put`, {
+    method: 'POST',
+    body: JSON.stringify({
+      key: Buffer.from('/e2e/compaction-marker').toString('base64'),
+      value: Buffer.from(String(Date.now())).toString('base64'),
+    }),
+  });
+  if (!put.ok) throw new Error(`etcd put before compaction failed: ${put.status} ${await put.text()}`);
+  const revision = Number(((await put.json()) as { header: { revision: string } }).header.revision);
   const res = await fetch(`${etcdUrl}/v3/kv/compaction`, {
     method: 'POST',
     body: JSON.stringify({ revision, physical: true }),

@@ -7,8 +7,9 @@ import { ApiKeys } from '../auth.js';
 import { webStream } from '../chunk-source.js';
 import { MemoryBudget } from '../memory-budget.js';
 import { ProxyMetrics } from '../metrics.js';
-import { buildRoutes, type OpenAICompatibleRoute, RouteTable } from '../routing.js';
+import type { OpenAICompatibleRoute } from '../routing.js';
 import { createProxyServer, DEFAULT_CONNECTION_LIMITS } from '../serve.js';
+import { oneModelRoutes } from '../test-routes.js';
 import { MemoryUsage } from '../usage/record.js';
 import { OpenAICompatibleUpstream } from './openai-compatible.js';
 
@@ -113,20 +114,7 @@ describe('many streams waiting for their first byte, through the whole gateway',
   const WAITING = 2_500;
 
   it(`holds ${WAITING} of them with the default request memory: none is refused as server_busy`, async () => {
-    const routes = new RouteTable();
-    routes.set(
-      buildRoutes(
-        [
-          {
-            apiVersion: 'ai.platform/v1beta1',
-            kind: 'ModelDeployment',
-            metadata: { name: 'm', namespace: 'platform-llms' },
-            spec: { model: 'm', serviceName: 'm', port: 11434, replicas: 1, endpoint: base },
-          },
-        ],
-        { standalone: true },
-      ),
-    );
+    const routes = oneModelRoutes('m', 'm', base);
     const upstream = new OpenAICompatibleUpstream();
     const gateway = createGateway({
       keys: ApiKeys.fromKeys(['sk-many']),
