@@ -71,12 +71,6 @@ export class ConverseStreamTranslator {
 
   /** The chunks to send for one event; throws a ProxyError for an exception event. */
   push(event: ConverseStreamOutput): OpenAIChatChunk[] {
-    // Most events of an answer: a text delta once the role went out.
-    const plain = event.contentBlockDelta?.delta;
-    if (this.started && plain?.text && plain.toolUse === undefined && plain.reasoningContent === undefined) {
-      this.contentSeen = true;
-      return [this.chunk({ content: plain.text }, null)];
-    }
     const failure = streamException(event, this.errorContext);
     if (failure) throw failure;
     if (event.messageStart) return this.opening();
@@ -198,9 +192,11 @@ export class ConverseStreamAggregator {
   /** model and provider are named in error messages only. */
   constructor(private readonly errorContext: { model: string; provider: string } = { model: '', provider: '' }) {}
 
+  private readonly streamingContext = () => ({ ...this.errorContext, streaming: true });
+
   /** Throws a ProxyError for an exception event. */
   push(event: ConverseStreamOutput): void {
-    const failure = streamException(event, () => ({ ...this.errorContext, streaming: true }));
+    const failure = streamException(event, this.streamingContext);
     if (failure) throw failure;
     const start = event.contentBlockStart?.start?.toolUse;
     if (start) {
