@@ -28,6 +28,31 @@ export interface ChunkSink {
   end(): void;
 }
 
+/**
+ * Holds a push-mode source's producer (its upstream) while the sink is full. One wait per full
+ * sink: chunks already on their way while the producer is paused find it waiting and add no
+ * drain listener of their own.
+ */
+export class DrainGate {
+  private waiting = false;
+
+  constructor(
+    private readonly pause: () => void,
+    private readonly resume: () => void,
+  ) {}
+
+  /** The sink refused a write: pause the producer until it drained (once, however often told). */
+  full(sink: ChunkSink): void {
+    if (this.waiting) return;
+    this.waiting = true;
+    this.pause();
+    sink.onceDrained(() => {
+      this.waiting = false;
+      this.resume();
+    });
+  }
+}
+
 export type StreamBody = ReadableStream<Uint8Array> | ChunkSource;
 
 export function chunksOf(body: StreamBody): ChunkSource {

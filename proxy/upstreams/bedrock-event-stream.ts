@@ -3,7 +3,7 @@ import { Readable as NodeReadable } from 'node:stream';
 import type { ConverseStreamCommand, ConverseStreamOutput } from '@aws-sdk/client-bedrock-runtime';
 import { EventStreamCodec } from '@smithy/eventstream-codec';
 import { fromUtf8, toUtf8 } from '@smithy/util-utf8';
-import type { ChunkSink, ChunkSource } from '../chunk-source.js';
+import { type ChunkSink, type ChunkSource, DrainGate } from '../chunk-source.js';
 import type { ProxyError } from '../errors.js';
 import type { StreamOutcome } from '../upstream.js';
 
@@ -98,8 +98,13 @@ export class ConverseEventRelay implements ChunkSource {
   private settled = false;
   private sink: ChunkSink | undefined;
   private sinkEnded = false;
-  /** Paused until the caller's socket drains. */
-  private draining = false;
+  /** The body paused while the caller's socket is full. */
+  private readonly gate = new DrainGate(
+    () => this.raw.pause(),
+    () => {
+      if (!this.finished) this.raw.resume();
+    },
+  );
   private waiter: (() => void) | undefined;
   private settle: (o: StreamOutcome) => void = () => {};
   readonly outcomeSettled: Promise<StreamOutcome>;
@@ -213,15 +218,7 @@ export class ConverseEventRelay implements ChunkSource {
     if (!sink) return;
     if (this.out.length > 0) {
       const text = this.out.length === 1 ? (this.out.pop() as string) : this.out.splice(0).join('');
-      // One wait per full socket: events already decoded while paused add no listener.
-      if (!sink.write(Buffer.from(text, 'utf8')) && !this.finished && !this.draining) {
-        this.draining = true;
-        this.raw.pause();
-        sink.onceDrained(() => {
-          this.draining = false;
-          if (!this.finished) this.raw.resume();
-        });
-      }
+      if (!sink.write(Buffer.from(text, 'utf8')) && !this.finished) this.gate.full(sink);
     }
     if (this.finished) {
       this.settleOnce();

@@ -1,6 +1,6 @@
 import { TextDecoder } from 'node:util';
 import { createParser, type EventSourceParser } from 'eventsource-parser';
-import type { ChunkSink, ChunkSource } from '../chunk-source.js';
+import { type ChunkSink, type ChunkSource, DrainGate } from '../chunk-source.js';
 import type { ProxyError } from '../errors.js';
 import type { StreamOutcome } from '../upstream.js';
 import type { StreamedBody } from './dispatch.js';
@@ -66,8 +66,11 @@ export class SseRelay implements ChunkSource {
   private delivered = 0;
   private sink: ChunkSink | undefined;
   private sinkEnded = false;
-  /** Paused until the caller's socket drains. */
-  private draining = false;
+  /** The upstream paused while the caller's socket is full. */
+  private readonly gate = new DrainGate(
+    () => this.upstream.pause(),
+    () => this.upstream.resume(),
+  );
   private settle: (o: StreamOutcome) => void = () => {};
   /** Resolved once the upstream exchange is over (its connection back in the pool, or dropped). */
   private released: Promise<void> | undefined;
@@ -315,15 +318,7 @@ export class SseRelay implements ChunkSource {
     const sink = this.sink;
     if (!sink || this.outcome.clientAborted) return;
     const chunk = this.take();
-    // One wait per full socket: chunks already on their way while paused add no listener.
-    if (chunk && !sink.write(chunk) && !this.finished && !this.draining) {
-      this.draining = true;
-      this.upstream.pause();
-      sink.onceDrained(() => {
-        this.draining = false;
-        this.upstream.resume();
-      });
-    }
+    if (chunk && !sink.write(chunk) && !this.finished) this.gate.full(sink);
     if (this.finished) {
       this.end();
       if (this.released) void this.released.then(() => this.endSink());
