@@ -77,8 +77,6 @@ const errorResponse = (err: ProxyError, requestId: string, path = '') => {
 export interface Gateway {
   /** Every route, the OpenAI endpoints included (tests call it with app.request()). */
   app: Hono<{ Variables: Vars }>;
-  /** The chat completions handler the app's route uses. */
-  chat: EndpointHandler;
   /** Every POST endpoint's handler by path; proxy/serve.ts serves them straight from node:http. */
   endpoints: Map<string, EndpointHandler>;
 }
@@ -251,5 +249,5 @@ export function createGateway(deps: AppDeps): Gateway {
     });
   }
 
-  return { app, chat: handlers.chat, endpoints };
+  return { app, endpoints };
 }
