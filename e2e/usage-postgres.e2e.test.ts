@@ -283,7 +283,9 @@ describe('usage on PostgreSQL shared by two proxy processes', () => {
   });
 
   it('past its buffer, drops records and counts them, never silently', { timeout: 60_000 }, async () => {
-    const p = await proxy(pg.url, ['--usage-buffer', '50']);
+    // The memory-only mode (spool off): the buffer is the bound. The spool's own bound is
+    // proxy/usage/spool.test.ts's.
+    const p = await proxy(pg.url, ['--usage-buffer', '50', '--usage-spool-dir', 'off']);
     await pg.stop();
     try {
       for (let i = 0; i < 120; i++) expect(await chat(p, 'llama3.1:8b', 'bound')).toBe(200);

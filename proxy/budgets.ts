@@ -189,12 +189,32 @@ export class BudgetGuard {
     return scopes;
   }
 
+  /** The scopes of a record this replica may hold spend of (budgeted or from the spool's backlog). */
+  private countedScopes(apiKey: string | undefined, tags: Tag[]): string[] {
+    const scopes = apiKey ? [`key:${apiKey}`] : [];
+    for (const t of tags) scopes.push(`tag:${t.key}:${t.value}`);
+    return scopes;
+  }
+
   /** A request's cost, counted at once toward its key's and tags' budgets on this replica. */
   add(policy: KeyPolicy, tags: Tag[], usd: number, at = this.now()): void {
     // Without budgets (most requests of most installs) this is all it costs.
     if (usd <= 0 || (!policy.budget && this.tagBudgets.size === 0)) return;
     for (const scope of this.scopesOf(policy.name, policy.budget !== undefined, tags))
       addTo(this.unwritten, scope, at, usd);
+  }
+
+  /**
+   * Records made before this start and not yet in the store (the usage spool's backlog): counted
+   * as this replica's own until written. Every tag's scope, as the tag budgets may not be known yet.
+   */
+  unwrittenRecords(records: Array<{ time: string; apiKey?: string; tags: Tag[]; costUsd: number }>): void {
+    for (const r of records) {
+      if (r.costUsd <= 0) continue;
+      const at = Date.parse(r.time);
+      if (r.apiKey) addTo(this.unwritten, `key:${r.apiKey}`, at, r.costUsd);
+      for (const t of r.tags) addTo(this.unwritten, `tag:${t.key}:${t.value}`, at, r.costUsd);
+    }
   }
 
   /**
@@ -206,8 +226,8 @@ export class BudgetGuard {
     for (const r of records) {
       if (r.costUsd <= 0) continue;
       const at = Date.parse(r.time);
-      // Only scopes this replica counted: a record of no budgeted scope costs a map lookup.
-      for (const scope of this.scopesOf(r.apiKey, true, r.tags)) {
+      // Only scopes this replica counted: a record of no counted scope costs a map lookup per tag.
+      for (const scope of this.countedScopes(r.apiKey, r.tags)) {
         if (!this.unwritten.has(scope)) continue;
         addTo(this.unwritten, scope, at, -r.costUsd);
         const slots = this.writtenByEpoch.get(this.epoch) ?? new Map();

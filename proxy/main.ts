@@ -1,5 +1,7 @@
+import { createHash } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import type { AddressInfo } from 'node:net';
+import { hostname, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import { KubeConfig } from '@kubernetes/client-node';
@@ -35,8 +37,10 @@ import { DEFAULT_TIMEOUTS } from './upstream.js';
 import { BedrockUpstream } from './upstreams/bedrock.js';
 import { OpenAICompatibleUpstream } from './upstreams/openai-compatible.js';
 import { isPostgresUrl, openUsageStore } from './usage/open-store.js';
+import type { UsageRecord } from './usage/record.js';
 import { UsageRecorder } from './usage/recorder.js';
 import { WorkerInserts, WorkerReports } from './usage/reports.js';
+import { Spool } from './usage/spool.js';
 import { UsageStatusWriter } from './usage/status.js';
 
 /**
@@ -52,8 +56,12 @@ const { values } = parseArgs({
     'keys-secret': { type: 'string', default: process.env.GATEWAY_API_KEYS_SECRET },
     // An SQLite file path, or postgres://... (the chart takes it from a Secret).
     'usage-db': { type: 'string', default: process.env.USAGE_DB },
-    // Records held in memory while the usage store is unreachable; past it they are dropped, counted.
+    // Records held in memory while the usage store is unreachable; past it they wait in the spool
+    // (or, with the spool off, are dropped, counted).
     'usage-buffer': { type: 'string', default: process.env.USAGE_BUFFER_RECORDS },
+    // Where usage records wait on local disk until the store has them ('off': memory only).
+    'usage-spool-dir': { type: 'string', default: process.env.USAGE_SPOOL_DIR },
+    'usage-spool-max-mb': { type: 'string', default: process.env.USAGE_SPOOL_MAX_MB ?? '512' },
     'retention-days': { type: 'string', default: process.env.USAGE_RETENTION_DAYS ?? '30' },
     'rollup-retention-days': { type: 'string', default: process.env.USAGE_ROLLUP_RETENTION_DAYS ?? '400' },
     'prices-file': { type: 'string' },
@@ -90,6 +98,19 @@ const { values } = parseArgs({
     'queue-timeout-seconds': { type: 'string', default: process.env.GATEWAY_QUEUE_TIMEOUT_SECONDS ?? '300' },
   },
 });
+
+/**
+ * Where the spool goes when not told: beside an SQLite file; for PostgreSQL, under the temp
+ * directory in a folder named for the database (host, port, name; never its credentials), so
+ * that a standalone proxy's records are replayed only into the database they were meant for.
+ */
+function defaultSpool(usageDb: string): string {
+  if (usageDb === ':memory:') return 'off';
+  if (!isPostgresUrl(usageDb)) return `${usageDb}-spool`;
+  const u = new URL(usageDb);
+  const id = createHash('sha256').update(`${u.hostname}:${u.port}${u.pathname}`).digest('hex').slice(0, 16);
+  return join(tmpdir(), 'platform-ai-optimizer', `usage-spool-${id}`);
+}
 
 /** A non-negative number flag, or exit with a message naming it. */
 function numberFlag(name: string, value: string | undefined, fallback: number): number {
@@ -244,18 +265,57 @@ void prune();
 setInterval(prune, 3_600_000).unref();
 // A file's inserts go to a thread of their own; PostgreSQL's run in the database already.
 const inserts = usageDb === ':memory:' || isPostgresUrl(usageDb) ? undefined : new WorkerInserts(usageDb, store);
+// The spool: each record on local disk from the moment it is made until the store has it, so a
+// crash (OOM kill, node failure) loses none; replayed here before serving.
+const spoolRoot = values['usage-spool-dir'] ?? defaultSpool(usageDb);
+const spool =
+  spoolRoot === 'off'
+    ? undefined
+    : new Spool({
+        root: spoolRoot,
+        // A pod's name: its container restarts find their own spool; a pod gone is adopted by another.
+        replica: (process.env.HOSTNAME ?? hostname()).replace(/[^A-Za-z0-9._-]/g, '_') || 'proxy',
+        maxBytes: numberFlag('usage-spool-max-mb', values['usage-spool-max-mb'], 512) * 1024 * 1024,
+        onSkipped: (_file, skipped) => {
+          metrics.usageSpoolSkipped.inc(skipped.records);
+          log.warn('usage spool: damaged or torn records skipped', { records: skipped.records, bytes: skipped.bytes });
+        },
+        onWriteError: (err) =>
+          log.error('usage spool not writable: records held in memory only until it is', {
+            error: errorMessage(err),
+          }),
+        onWriteRecovered: () => log.info('usage spool writable again'),
+        onUnwritten: (records) => recorder.unwritten(records),
+      });
+const backlogSpend: UsageRecord[] = [];
+const backlog = spool?.start((rec) => {
+  if (rec.costUsd > 0) backlogSpend.push(rec);
+});
+if (spool) {
+  metrics.usageSpoolBytes = () => spool.bytes();
+  const { records, cutStreams, adopted } = spool.replayed;
+  if (records > 0 || cutStreams > 0 || adopted > 0)
+    log.info('usage spool replayed: writing its records to the store', {
+      records,
+      cutStreams,
+      adoptedReplicas: adopted,
+      skipped: spool.skipped,
+    });
+}
 const recorder = new UsageRecorder({
   store: inserts ?? store,
-  maxQueue: numberFlag('usage-buffer', values['usage-buffer'], 50_000),
+  maxQueue: numberFlag('usage-buffer', values['usage-buffer'], spool ? 2_000 : 50_000),
+  ...(spool ? { spool } : {}),
+  ...(backlog ? { backlog } : {}),
   dropped: metrics.usageDropped,
   onError: (err) =>
-    log.error('usage store failing: holding records until it answers', {
+    log.error(`usage store failing: holding records ${spool ? 'in the spool' : 'in memory'} until it answers`, {
       error: errorMessage(err),
       buffer: recorder.pending,
     }),
   onDropping: () =>
     log.error(
-      'usage buffer full: dropping records until the store answers (counted in pao_gateway_usage_records_dropped_total)',
+      `usage ${spool ? 'spool' : 'buffer'} full: dropping records until the store answers, oldest first (counted in pao_gateway_usage_records_dropped_total)`,
       {
         buffer: recorder.pending,
       },
@@ -286,6 +346,9 @@ const budgets = new BudgetGuard(store, () => keys.policies(), {
 });
 budgets.setTagBudgets(tagBudgets);
 onBudgets = (b) => budgets.setTagBudgets(b);
+// The spool's backlog counts toward budgets until it is written, as buffered records do.
+budgets.unwrittenRecords(backlogSpend);
+backlogSpend.length = 0;
 budgets.start();
 const statusWriter = source
   ? new UsageStatusWriter(source, store, {

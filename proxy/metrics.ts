@@ -58,6 +58,9 @@ export class ProxyMetrics {
   readonly tokens: Counter;
   readonly cost: Counter;
   readonly usageDropped: Counter;
+  readonly usageSpoolSkipped: Counter;
+  /** Bytes the usage spool holds on disk; set by main once it has one. */
+  usageSpoolBytes: () => number = () => 0;
   readonly retries: Counter;
   readonly fallbacks: Counter;
   readonly rateLimited: Counter;
@@ -141,6 +144,20 @@ export class ProxyMetrics {
       name: 'pao_gateway_usage_records_dropped_total',
       help: 'Usage records dropped because the recorder queue was full or the store failed.',
       registers: [this.registry],
+    });
+    this.usageSpoolSkipped = new Counter({
+      name: 'pao_gateway_usage_spool_skipped_total',
+      help: 'Damaged or torn records the usage spool skipped when reading itself back (a crash mid-write, a bad disk).',
+      registers: [this.registry],
+    });
+    const spoolBytes = () => this.usageSpoolBytes();
+    new Gauge({
+      name: 'pao_gateway_usage_spool_bytes',
+      help: "Bytes of usage records on local disk not yet in the usage store (with the open streams' provisional records).",
+      registers: [this.registry],
+      collect() {
+        this.set(spoolBytes());
+      },
     });
     this.retries = new Counter({
       name: 'pao_gateway_upstream_retries_total',

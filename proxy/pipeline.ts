@@ -19,7 +19,7 @@ import type { RequestSpan, RequestTracer } from './tracing.js';
 import { translatorFor } from './translators/table.js';
 import type { Translator } from './translators/translator.js';
 import type { StreamOutcome, Upstream, UpstreamCall, UpstreamResult, Usage } from './upstream.js';
-import type { UsageSink } from './usage/record.js';
+import type { UsageRecord, UsageSink } from './usage/record.js';
 
 /**
  * One upstream call in a CLIENT span, the span's trace context in the call's headers; the span
@@ -272,6 +272,26 @@ export function endpointHandlers(deps: PipelineDeps): Record<EndpointName, Endpo
       let stream = false;
       let reserved = 0;
 
+      /** The record's fields known before the answer is: who, what, where, when. */
+      const recordOf = (now: number, status: number, latencyMs: number): UsageRecord => ({
+        time: new Date(now).toISOString(),
+        requestId,
+        keyHashPrefix: caller.keyHashPrefix,
+        ...(policy.team ? { team: policy.team } : {}),
+        ...(policy.name ? { apiKey: policy.name } : {}),
+        model: model.slice(0, MAX_MODEL_CHARS),
+        endpoint: endpoint.name,
+        provider,
+        tags,
+        promptTokens: 0,
+        completionTokens: 0,
+        costUsd: 0,
+        savingsUsd: 0,
+        latencyMs,
+        status,
+        stream,
+      });
+
       const account = (
         status: number,
         usage: Usage | undefined,
@@ -302,25 +322,13 @@ export function endpointHandlers(deps: PipelineDeps): Record<EndpointName, Endpo
         // The record's own time: the budgets match the two when the recorder writes it.
         deps.budgets?.add(policy, tags, charge.costUsd, now);
         deps.usage.record({
-          time: new Date(now).toISOString(),
-          requestId,
-          keyHashPrefix: caller.keyHashPrefix,
-          ...(policy.team ? { team: policy.team } : {}),
-          ...(policy.name ? { apiKey: policy.name } : {}),
-          model: model.slice(0, MAX_MODEL_CHARS),
-          endpoint: endpoint.name,
-          provider,
-          tags,
+          ...recordOf(now, status, latencyMs),
           promptTokens: usage?.promptTokens ?? 0,
           completionTokens: usage?.completionTokens ?? 0,
           costUsd: charge.costUsd,
-          savingsUsd: 0,
           ...(charge.creditsUsd ? { creditsUsd: charge.creditsUsd } : {}),
-          latencyMs,
           ...(extra.firstTokenMs !== undefined ? { firstTokenMs: extra.firstTokenMs } : {}),
-          status,
           ...(extra.errorType ? { errorType: extra.errorType } : {}),
-          stream,
           ...(usage?.counted ? { tokensCounted: true } : {}),
           ...(charge.unpriced ? { unpriced: true } : {}),
         });
@@ -499,6 +507,7 @@ export function endpointHandlers(deps: PipelineDeps): Record<EndpointName, Endpo
             body: result.raw ?? JSON.stringify(result.body),
           };
         }
+        deps.usage.begin?.(recordOf(Date.now(), 200, performance.now() - started));
         result.outcome.then(
           (o: StreamOutcome) =>
             account(o.error ? o.error.status : o.clientAborted ? 499 : 200, o.usage, {

@@ -45,6 +45,11 @@ export interface UsageRecord {
 
 export interface UsageSink {
   record(rec: UsageRecord): void;
+  /**
+   * A stream began (its answer's first byte is about to go out): what to record should the
+   * process die before the stream ends. Its final record, same request id, replaces it.
+   */
+  begin?(rec: UsageRecord): void;
 }
 
 /** Keeps records in memory: the sink of tests and of a proxy with no store configured. */

@@ -1,10 +1,14 @@
 import type { Counter } from 'prom-client';
 import type { UsageRecord, UsageSink } from './record.js';
+import type { Spool, SpoolPosition } from './spool.js';
 import type { StoredUsage, UsageStore } from './store.js';
 
 /**
- * Records usage off the hot path: record() only appends to a bounded in-memory buffer; a timer
- * writes what is buffered to the store in batches. A store that fails (the database is down,
+ * Records usage off the hot path: record() appends to the spool (proxy/usage/spool.ts: local
+ * disk, so a crash loses nothing) and to a small in-memory buffer; a timer writes what is
+ * buffered to the store in batches. When the store is away for long, the buffer stops growing
+ * and the backlog is read back from the spool once the store answers: memory stays flat
+ * however long the outage. Without a spool the buffer holds the backlog, as before. A store that fails (the database is down,
  * restarting, failing over, out of disk) never fails or slows a request: the batch goes back
  * to the front of the buffer and is written once the store answers again, with backoff in
  * between. Only past the buffer's bound are records dropped, and then counted (metric) and
@@ -15,8 +19,12 @@ import type { StoredUsage, UsageStore } from './store.js';
 export interface UsageRecorderOptions {
   /** Only its writes: a thread may do them (proxy/usage/reports.ts WorkerInserts). */
   store: Pick<UsageStore, 'insert'>;
-  /** Records held in memory at most (buffered while the store is down). */
+  /** Records held in memory at most (buffered while the store is down; with a spool, the rest wait there). */
   maxQueue?: number;
+  /** Where records wait on disk until stored; started (replayed) by the caller. */
+  spool?: Spool;
+  /** Where the spool's backlog from before this start begins (Spool.start's answer). */
+  backlog?: SpoolPosition;
   /** Records per write. */
   batchSize?: number;
   flushMs?: number;
@@ -32,8 +40,16 @@ export interface UsageRecorderOptions {
   onWritten?: (records: StoredUsage[]) => void;
 }
 
+interface Entry {
+  rec: StoredUsage;
+  /** Where it lies in the spool; none without one (or while its disk fails). */
+  pos?: SpoolPosition;
+}
+
 export class UsageRecorder implements UsageSink {
-  private queue: StoredUsage[] = [];
+  private queue: Entry[] = [];
+  /** Records from here on are in the spool only (the buffer was full): read back from there. */
+  private spilled: SpoolPosition | undefined;
   private readonly timer: NodeJS.Timeout;
   private readonly max: number;
   private readonly batchSize: number;
@@ -53,16 +69,46 @@ export class UsageRecorder implements UsageSink {
     this.flushMs = opts.flushMs ?? 250;
     this.timer = setInterval(() => void this.flush(), this.flushMs);
     this.timer.unref();
+    this.spilled = opts.backlog;
+    // A segment the spool's byte bound drops: what of it was not yet read back is lost, counted.
+    opts.spool?.onDrop((seq) => {
+      const from = this.spilled;
+      if (!from || from.seq > seq) return;
+      const lost = opts.spool?.recordsFrom(seq, from.end) ?? 0;
+      this.spilled = { seq: seq + 1, start: 0, end: 0 };
+      if (lost > 0) this.drop(lost);
+    });
   }
 
   record(rec: UsageRecord): void {
-    if (this.queue.length >= this.max) {
-      this.drop(1);
+    const pos = this.opts.spool?.append(rec);
+    if (this.spilled === undefined && this.queue.length < this.max) {
+      this.queue.push(pos ? { rec, pos } : { rec });
       return;
     }
-    this.queue.push(rec);
+    if (pos) {
+      // The spool holds it (and everything after it) until the store takes the backlog.
+      this.spilled ??= { seq: pos.seq, start: pos.start, end: pos.start };
+      return;
+    }
+    this.drop(1);
   }
 
+  /** A stream began: on disk at once, so a crash before it ends still records it (as cut). */
+  begin(rec: UsageRecord): void {
+    this.opts.spool?.begin(rec);
+  }
+
+  /** Records the spool could not write (full disk) while they were only there: held in memory if room. */
+  unwritten(records: UsageRecord[]): void {
+    if (this.spilled === undefined) return;
+    for (const rec of records) {
+      if (this.queue.length < this.max) this.queue.push({ rec });
+      else this.drop(1);
+    }
+  }
+
+  /** Records waiting in memory (the spool may hold more: see `spilled`). */
   get pending(): number {
     return this.queue.length;
   }
@@ -79,16 +125,29 @@ export class UsageRecorder implements UsageSink {
   /** Writes what is buffered, batch by batch; resolves when done or when the store fails. */
   flush(): Promise<void> {
     if (this.writing) return this.writing;
-    if (this.queue.length === 0 || Date.now() < this.retryAt) return Promise.resolve();
+    if ((this.queue.length === 0 && !this.spilled) || Date.now() < this.retryAt) return Promise.resolve();
     this.writing = this.drain().finally(() => {
       this.writing = undefined;
     });
     return this.writing;
   }
 
+  /** The next batch: the buffer's oldest records, else the spool's backlog (none: caught up). */
+  private next(): { entries: Entry[]; next?: SpoolPosition } {
+    if (this.queue.length > 0) return { entries: this.queue.slice(0, this.batchSize) };
+    const spool = this.opts.spool;
+    if (!this.spilled || !spool) return { entries: [] };
+    const { records, next } = spool.read(this.spilled, this.batchSize);
+    // Caught up: from here on new records go to the buffer again (decided in this same turn).
+    if (records.length === 0) this.spilled = undefined;
+    return { entries: records, next };
+  }
+
   private async drain(): Promise<void> {
-    while (this.queue.length > 0) {
-      const batch = this.queue.slice(0, this.batchSize);
+    for (;;) {
+      const { entries, next } = this.next();
+      if (entries.length === 0) return;
+      const batch = entries.map((e) => e.rec);
       try {
         await this.opts.store.insert(batch);
       } catch (err) {
@@ -104,7 +163,14 @@ export class UsageRecorder implements UsageSink {
         }
         return;
       }
-      this.queue.splice(0, batch.length);
+      if (next) {
+        // From the spool: read on after this batch, unless the bound dropped past it meanwhile.
+        const at = this.spilled;
+        if (at && (at.seq < next.seq || (at.seq === next.seq && at.end <= next.end))) this.spilled = next;
+      } else this.queue.splice(0, entries.length);
+      const last = entries.findLast((e) => e.pos)?.pos;
+      if (last) this.opts.spool?.commit(last);
+      if (this.queue.length === 0 && this.spilled === undefined) this.opts.spool?.drained();
       this.written += batch.length;
       this.opts.onWritten?.(batch);
       if (this.failing) {
@@ -117,14 +183,26 @@ export class UsageRecorder implements UsageSink {
     }
   }
 
-  /** Writes what is buffered (trying until `deadlineMs`) and stops the timer (shutdown). */
+  /**
+   * Writes what is buffered (trying until `deadlineMs`) and stops the timer (shutdown). With a
+   * spool, what the store did not take stays there for the next start; without, it is dropped.
+   */
   async close(deadlineMs = 5_000): Promise<void> {
     clearInterval(this.timer);
     const until = Date.now() + deadlineMs;
-    while (this.queue.length > 0 && Date.now() < until) {
+    while ((this.queue.length > 0 || this.spilled) && Date.now() < until) {
       this.retryAt = 0;
       await this.flush();
       if (this.failing) await new Promise((r) => setTimeout(r, Math.min(250, Math.max(0, until - Date.now()))));
+    }
+    if (this.opts.spool) {
+      // Only the records its disk failed to take are lost.
+      const unspooled = this.queue.filter((e) => !e.pos).length;
+      if (unspooled > 0) this.drop(unspooled);
+      const stored = this.queue.length === 0 && this.spilled === undefined;
+      this.queue = [];
+      this.opts.spool.close(stored);
+      return;
     }
     if (this.queue.length > 0) {
       this.drop(this.queue.length);

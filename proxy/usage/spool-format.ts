@@ -1,0 +1,99 @@
+import { crc32 } from 'node:zlib';
+
+/**
+ * How a usage record lies in a spool file: a 12-byte header (the magic `PAU1`, the payload's
+ * length and its CRC-32, both big-endian) and the payload, the record's JSON.
+ *
+ * The magic lets a reader find the next record after a damaged one: a flipped byte costs that
+ * record only, not the rest of the file. A record cut by a crash mid-write (the file's last one)
+ * is too short for its length and is skipped. Neither is ever fatal.
+ */
+
+const MAGIC = Buffer.from('PAU1', 'latin1');
+export const HEADER_BYTES = 12;
+/** No usage record comes near this; a larger length is damage, not a record. */
+export const MAX_RECORD_BYTES = 1024 * 1024;
+
+export function encodeRecord(value: unknown): Buffer {
+  const json = JSON.stringify(value);
+  const length = Buffer.byteLength(json);
+  const out = Buffer.allocUnsafe(HEADER_BYTES + length);
+  MAGIC.copy(out, 0);
+  out.writeUInt32BE(length, 4);
+  out.write(json, HEADER_BYTES, 'utf8');
+  out.writeUInt32BE(crc32(out.subarray(HEADER_BYTES)), 8);
+  return out;
+}
+
+export interface Decoded {
+  /** The record's JSON, parsed. */
+  value: unknown;
+  /** Where it starts and where the next one starts, in the buffer given. */
+  start: number;
+  end: number;
+}
+
+export interface Skipped {
+  /** Damaged records (bad checksum or header), or a record cut at the end. */
+  records: number;
+  bytes: number;
+}
+
+/**
+ * The whole records in `buf` from `from`, and where reading should go on (the start of a record
+ * not yet complete in `buf`, or its end). With `final`, what is left at the end is a torn record
+ * and is counted as skipped.
+ */
+export function decodeRecords(
+  buf: Buffer,
+  from: number,
+  final: boolean,
+  skipped: Skipped,
+): { records: Decoded[]; next: number } {
+  const records: Decoded[] = [];
+  let at = from;
+  while (at < buf.length) {
+    if (buf.length - at < HEADER_BYTES) break;
+    if (buf.compare(MAGIC, 0, 4, at, at + 4) !== 0) {
+      at = resync(buf, at, skipped);
+      continue;
+    }
+    const length = buf.readUInt32BE(at + 4);
+    if (length > MAX_RECORD_BYTES) {
+      at = resync(buf, at, skipped);
+      continue;
+    }
+    if (buf.length - at - HEADER_BYTES < length) break;
+    const payload = buf.subarray(at + HEADER_BYTES, at + HEADER_BYTES + length);
+    let value: unknown;
+    let ok = crc32(payload) === buf.readUInt32BE(at + 8);
+    if (ok) {
+      try {
+        value = JSON.parse(payload.toString('utf8'));
+      } catch {
+        ok = false;
+      }
+    }
+    if (!ok) {
+      at = resync(buf, at, skipped);
+      continue;
+    }
+    records.push({ value, start: at, end: at + HEADER_BYTES + length });
+    at += HEADER_BYTES + length;
+  }
+  if (final && at < buf.length) {
+    skipped.records += 1;
+    skipped.bytes += buf.length - at;
+    at = buf.length;
+  }
+  return { records, next: at };
+}
+
+/** Past a damaged record: to the next magic, the bytes between counted as one skipped record. */
+function resync(buf: Buffer, at: number, skipped: Skipped): number {
+  const next = buf.indexOf(MAGIC, at + 1);
+  const to = next < 0 ? Math.max(at + 1, buf.length - (MAGIC.length - 1)) : next;
+  skipped.records += 1;
+  skipped.bytes += to - at;
+  return to;
+}

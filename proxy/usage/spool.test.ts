@@ -1,0 +1,324 @@
+import {
+  mkdirSync,
+  mkdtempSync,
+  readdirSync,
+  readFileSync,
+  statSync,
+  symlinkSync,
+  truncateSync,
+  utimesSync,
+  writeFileSync,
+} from 'node:fs';
+import { hostname, tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { describe, expect, it } from 'vitest';
+import { rec, T0 } from '../../e2e/usage-store-contract.js';
+import type { UsageRecord } from './record.js';
+import { UsageRecorder } from './recorder.js';
+import { Spool, type SpoolOptions } from './spool.js';
+import type { StoredUsage, UsageStore } from './store.js';
+
+const root = () => mkdtempSync(join(tmpdir(), 'spool-'));
+const segments = (dir: string) => readdirSync(dir).filter((n) => n.startsWith('seg-'));
+const ids = (records: UsageRecord[]) => records.map((r) => r.requestId);
+const numbered = (n: number, from = 0) =>
+  Array.from({ length: n }, (_, i) => ({ ...rec({ at: T0 }), requestId: `req_${from + i}` }));
+
+/** A store that keeps what it is given, counting each request id once (as the real stores do), and can fail. */
+class FakeStore implements Pick<UsageStore, 'insert'> {
+  readonly rows = new Map<string, StoredUsage>();
+  inserts = 0;
+  down = false;
+  async insert(records: StoredUsage[]): Promise<void> {
+    if (this.down) throw new Error('store down');
+    this.inserts += 1;
+    for (const r of records) if (!this.rows.has(r.requestId)) this.rows.set(r.requestId, r);
+  }
+}
+
+/** A spool started the way the proxy starts it, with what its replay handed over. */
+function started(opts: Partial<SpoolOptions> & { root: string }) {
+  const seen: UsageRecord[] = [];
+  const skipped: number[] = [];
+  const spool = new Spool({
+    replica: 'proxy-a',
+    maxBytes: 64 * 1024 * 1024,
+    onSkipped: (_f, s) => skipped.push(s.records),
+    ...opts,
+  });
+  const backlog = spool.start((r) => seen.push(r));
+  return { spool, backlog, seen, skipped };
+}
+
+/** Lets the spool's write (a microtask) and the recorder's timer run. */
+const tick = () => new Promise((r) => setTimeout(r, 0));
+
+describe('usage spool', () => {
+  it('has a record in its file before the job that made it ends, without waiting for a timer', async () => {
+    const dir = root();
+    const { spool } = started({ root: dir });
+    spool.append(numbered(1)[0] as UsageRecord);
+    let onDisk = -1;
+    // The next microtask after the spool's: what a caller's answer written after the record would see.
+    queueMicrotask(() => queueMicrotask(() => (onDisk = statSync(join(spool.dir, segments(spool.dir)[0] ?? '')).size)));
+    await Promise.resolve();
+    await Promise.resolve();
+    await Promise.resolve();
+    expect(onDisk).toBeGreaterThan(100);
+    spool.close();
+  });
+
+  it('writes the records of one synchronous run in one write', async () => {
+    const dir = root();
+    const { spool } = started({ root: dir });
+    const file = () => join(spool.dir, segments(spool.dir)[0] ?? '');
+    for (const r of numbered(50)) spool.append(r);
+    expect(statSync(file()).size).toBe(0);
+    await Promise.resolve();
+    expect(statSync(file()).size).toBeGreaterThan(50 * 200);
+    spool.close();
+  });
+
+  it('replays after a crash what the store never got, and a replay after a partial commit counts each record once', async () => {
+    const dir = root();
+    const store = new FakeStore();
+    const a = started({ root: dir });
+    const recorder = new UsageRecorder({ store, spool: a.spool, flushMs: 60_000 });
+    for (const r of numbered(10)) recorder.record(r);
+    await recorder.flush();
+    expect(store.rows.size).toBe(10);
+    for (const r of numbered(5, 10)) recorder.record(r);
+    await tick();
+    // kill -9 here: the process goes, its files stay as the kernel has them (nothing closed).
+    const b = started({ root: dir });
+    // The 5 unwritten, and those of the 10 written whose segment was not yet deleted (at most all).
+    expect(ids(b.seen)).toEqual(expect.arrayContaining(['req_10', 'req_11', 'req_12', 'req_13', 'req_14']));
+    const again = new UsageRecorder({
+      store,
+      spool: b.spool,
+      ...(b.backlog ? { backlog: b.backlog } : {}),
+      flushMs: 60_000,
+    });
+    await again.flush();
+    expect(store.rows.size).toBe(15);
+    // Replayed twice (a crash during the replay): still 15.
+    const c = started({ root: dir });
+    const third = new UsageRecorder({
+      store,
+      spool: c.spool,
+      ...(c.backlog ? { backlog: c.backlog } : {}),
+      flushMs: 60_000,
+    });
+    await third.flush();
+    expect(store.rows.size).toBe(15);
+    await third.close();
+  });
+
+  it('deletes segments once the store has every record in them', async () => {
+    const dir = root();
+    const store = new FakeStore();
+    const { spool } = started({ root: dir, segmentBytes: 4096 });
+    const recorder = new UsageRecorder({ store, spool, flushMs: 60_000, batchSize: 25 });
+    for (let i = 0; i < 10; i++) {
+      for (const r of numbered(20, i * 20)) recorder.record(r);
+      await tick();
+    }
+    expect(segments(spool.dir).length).toBeGreaterThan(5);
+    await recorder.flush();
+    expect(store.rows.size).toBe(200);
+    expect(segments(spool.dir).length).toBeLessThanOrEqual(2);
+    await recorder.close();
+  });
+
+  it('skips a torn last record (a crash mid-write) and says so', async () => {
+    const dir = root();
+    const a = started({ root: dir });
+    for (const r of numbered(4)) a.spool.append(r);
+    await tick();
+    const file = join(a.spool.dir, segments(a.spool.dir)[0] ?? '');
+    truncateSync(file, statSync(file).size - 7);
+    const b = started({ root: dir });
+    expect(ids(b.seen)).toEqual(['req_0', 'req_1', 'req_2']);
+    expect(b.skipped).toEqual([1]);
+    expect(b.spool.skipped).toBe(1);
+  });
+
+  it('skips a record with a flipped byte and keeps the ones after it', async () => {
+    const dir = root();
+    const a = started({ root: dir });
+    for (const r of numbered(5)) a.spool.append(r);
+    await tick();
+    const file = join(a.spool.dir, segments(a.spool.dir)[0] ?? '');
+    const bytes = readFileSync(file);
+    // Inside the third record's JSON.
+    const at = bytes.indexOf('req_2') + 2;
+    bytes[at] = (bytes[at] as number) ^ 0x20;
+    writeFileSync(file, bytes);
+    const b = started({ root: dir });
+    expect(ids(b.seen)).toEqual(['req_0', 'req_1', 'req_3', 'req_4']);
+    expect(b.spool.skipped).toBe(1);
+  });
+
+  it('records a stream cut by the crash as cut, and a stream that ended only by its final record', async () => {
+    const dir = root();
+    const a = started({ root: dir });
+    const [open, ended] = numbered(2);
+    a.spool.begin({ ...(open as UsageRecord), stream: true, status: 200, completionTokens: 0 });
+    a.spool.begin({ ...(ended as UsageRecord), stream: true, status: 200, completionTokens: 0 });
+    await tick();
+    a.spool.append({ ...(ended as UsageRecord), stream: true, completionTokens: 57 });
+    await tick();
+    const b = started({ root: dir });
+    expect(b.seen).toHaveLength(2);
+    const cut = b.seen.find((r) => r.requestId === 'req_0');
+    expect(cut).toMatchObject({ status: 502, errorType: 'gateway_restarted', stream: true });
+    expect(b.seen.find((r) => r.requestId === 'req_1')).toMatchObject({ status: 200, completionTokens: 57 });
+    expect(b.spool.replayed.cutStreams).toBe(1);
+    // The cut stream is a record now: a third start does not cut it again.
+    const c = started({ root: dir });
+    expect(c.seen.filter((r) => r.requestId === 'req_0')).toHaveLength(1);
+  });
+
+  it('keeps a long stream open across segment deletions, and forgets it once it ends', async () => {
+    const dir = root();
+    const store = new FakeStore();
+    const a = started({ root: dir, segmentBytes: 2048 });
+    const recorder = new UsageRecorder({ store, spool: a.spool, flushMs: 60_000 });
+    const long = { ...(numbered(1, 999)[0] as UsageRecord), stream: true };
+    recorder.begin(long);
+    for (let i = 0; i < 5; i++) {
+      for (const r of numbered(10, i * 10)) recorder.record(r);
+      await tick();
+      await recorder.flush();
+    }
+    // Crash with the long stream still open: it is recorded as cut.
+    const b = started({ root: dir });
+    expect(b.seen.filter((r) => r.requestId === 'req_999')).toMatchObject([{ errorType: 'gateway_restarted' }]);
+    b.spool.close();
+
+    // The same, but the stream ends and its record is stored and its segment deleted before the crash.
+    const dir2 = root();
+    const store2 = new FakeStore();
+    const c = started({ root: dir2, segmentBytes: 2048 });
+    const rec2 = new UsageRecorder({ store: store2, spool: c.spool, flushMs: 60_000 });
+    rec2.begin(long);
+    await tick();
+    rec2.record({ ...long, completionTokens: 300 });
+    for (let i = 0; i < 5; i++) {
+      for (const r of numbered(10, i * 10)) rec2.record(r);
+      await tick();
+      await rec2.flush();
+    }
+    const d = started({ root: dir2 });
+    expect(d.seen.filter((r) => r.requestId === 'req_999')).toEqual([]);
+  });
+
+  it('holds a store outage on disk, not in memory, and writes it all once the store is back', async () => {
+    const dir = root();
+    const store = new FakeStore();
+    store.down = true;
+    const { spool } = started({ root: dir, segmentBytes: 64 * 1024 });
+    const recorder = new UsageRecorder({ store, spool, flushMs: 60_000, maxQueue: 100, batchSize: 500 });
+    for (let i = 0; i < 20; i++) {
+      for (const r of numbered(250, i * 250)) recorder.record(r);
+      await tick();
+      await recorder.flush();
+      expect(recorder.pending).toBeLessThanOrEqual(100);
+    }
+    expect(spool.bytes()).toBeGreaterThan(5000 * 200);
+    store.down = false;
+    (recorder as unknown as { retryAt: number }).retryAt = 0;
+    await recorder.flush();
+    expect(store.rows.size).toBe(5000);
+    // In the order they came.
+    expect([...store.rows.keys()].slice(0, 3)).toEqual(['req_0', 'req_1', 'req_2']);
+    expect([...store.rows.keys()].at(-1)).toBe('req_4999');
+    expect(spool.bytes()).toBeLessThan(128 * 1024);
+    // Caught up: new records go to memory again.
+    recorder.record(numbered(1, 6000)[0] as UsageRecord);
+    expect(recorder.pending).toBe(1);
+    await recorder.close();
+  });
+
+  it('past its byte bound drops the oldest records, counts them, and keeps serving', async () => {
+    const dir = root();
+    const store = new FakeStore();
+    store.down = true;
+    let dropped = 0;
+    const { spool } = started({ root: dir, segmentBytes: 16 * 1024, maxBytes: 64 * 1024 });
+    const recorder = new UsageRecorder({
+      store,
+      spool,
+      flushMs: 60_000,
+      maxQueue: 10,
+      onDropping: () => {
+        dropped = -1;
+      },
+    });
+    for (let i = 0; i < 10; i++) {
+      for (const r of numbered(100, i * 100)) recorder.record(r);
+      await tick();
+    }
+    expect(dropped).toBe(-1);
+    expect(recorder.droppedCount).toBeGreaterThan(0);
+    expect(spool.bytes()).toBeLessThanOrEqual(64 * 1024 + 16 * 1024);
+    store.down = false;
+    (recorder as unknown as { retryAt: number }).retryAt = 0;
+    await recorder.flush();
+    // Every record is either stored or counted as dropped, none twice, the newest kept.
+    expect(store.rows.size + recorder.droppedCount).toBe(1000);
+    expect(store.rows.has('req_999')).toBe(true);
+    await recorder.close();
+  });
+
+  it('keeps serving on a disk that takes no write, holding records in memory, and says so once', async () => {
+    const dir = root();
+    const errors: unknown[] = [];
+    const store = new FakeStore();
+    // Every write fills a segment: the second one the spool opens is a full disk.
+    const { spool } = started({ root: dir, segmentBytes: 1, onWriteError: (e) => errors.push(e) });
+    symlinkSync('/dev/full', join(spool.dir, 'seg-000000000002.log'));
+    const recorder = new UsageRecorder({ store, spool, flushMs: 60_000 });
+    for (let i = 0; i < 3; i++) {
+      for (const r of numbered(10, i * 10)) recorder.record(r);
+      await tick();
+    }
+    expect(errors).toHaveLength(1);
+    expect(String((errors[0] as NodeJS.ErrnoException).code)).toBe('ENOSPC');
+    await recorder.flush();
+    expect(store.rows.size).toBe(30);
+    await recorder.close();
+  });
+
+  it('takes a directory of its own when a live process holds its name, and takes over one a dead process left', () => {
+    const dir = root();
+    mkdirSync(join(dir, 'proxy-a'), { recursive: true });
+    // Held by a live process on this host (the test runner's parent).
+    writeFileSync(join(dir, 'proxy-a', 'lock'), `${hostname()} ${process.ppid}`);
+    const a = started({ root: dir });
+    expect(a.spool.replica).toBe('proxy-a-1');
+    // Left by a process that is gone.
+    mkdirSync(join(dir, 'proxy-c'), { recursive: true });
+    writeFileSync(join(dir, 'proxy-c', 'lock'), `${hostname()} 999999999`);
+    expect(started({ root: dir, replica: 'proxy-c' }).spool.replica).toBe('proxy-c');
+  });
+
+  it('adopts the spool of a replica whose heartbeat stopped, not of one alive', async () => {
+    const dir = root();
+    const alive = started({ root: dir, replica: 'proxy-alive' });
+    const gone = started({ root: dir, replica: 'proxy-gone' });
+    for (const r of numbered(3)) gone.spool.append(r);
+    gone.spool.begin({ ...(numbered(1, 50)[0] as UsageRecord), stream: true });
+    await tick();
+    const old = new Date(Date.now() - 120_000);
+    utimesSync(join(dir, 'proxy-gone', 'heartbeat'), old, old);
+    for (const r of numbered(2, 10)) alive.spool.append(r);
+    await tick();
+
+    const b = started({ root: dir, replica: 'proxy-b' });
+    expect(b.spool.replayed.adopted).toBe(1);
+    expect(ids(b.seen).sort()).toEqual(['req_0', 'req_1', 'req_2', 'req_50']);
+    expect(b.seen.find((r) => r.requestId === 'req_50')).toMatchObject({ errorType: 'gateway_restarted' });
+    expect(readdirSync(dir).sort()).toEqual(['proxy-alive', 'proxy-b']);
+  });
+});
