@@ -281,11 +281,30 @@ describe('Helm chart', () => {
       name: 'USAGE_DB',
       valueFrom: { secretKeyRef: { name: 'usage-db', key: 'url' } },
     });
-    expect(pod.volumes.map((v) => v.name)).toEqual(['tmp']);
-    expect(pod.containers[0]?.volumeMounts.map((v) => v.name)).toEqual(['tmp']);
+    // No usage volume; the usage spool on an emptyDir of each pod's own.
+    expect(pod.volumes).toEqual([
+      { name: 'usage-spool', emptyDir: {} },
+      { name: 'tmp', emptyDir: {} },
+    ]);
+    expect(pod.containers[0]?.volumeMounts.map((v) => v.name)).toEqual(['usage-spool', 'tmp']);
+    expect(env.find((e) => e.name === 'USAGE_SPOOL_DIR')).toEqual({
+      name: 'USAGE_SPOOL_DIR',
+      value: '/var/spool/platform-ai-optimizer',
+    });
     expect(pod.affinity).toBeUndefined();
     expect(pod.topologySpreadConstraints).toMatchObject([{ topologyKey: 'kubernetes.io/hostname', maxSkew: 1 }]);
     expect(objs.some((o) => o.kind === 'PersistentVolumeClaim')).toBe(false);
+    // A spool that survives node failures: one volume shared by the replicas, kept past the release.
+    const shared = render('usage.postgres.existingSecret=usage-db', 'usage.spool.persistence.enabled=true');
+    expect(find(shared, 'PersistentVolumeClaim', 'platform-ai-optimizer-usage-spool')).toMatchObject({
+      metadata: { annotations: { 'helm.sh/resource-policy': 'keep' } },
+      spec: { accessModes: ['ReadWriteMany'], resources: { requests: { storage: '2Gi' } } },
+    });
+    const sharedPod = (find(shared, 'Deployment', 'platform-ai-optimizer-proxy') as Obj & Pod).spec.template.spec;
+    expect(sharedPod.volumes[0]).toEqual({
+      name: 'usage-spool',
+      persistentVolumeClaim: { claimName: 'platform-ai-optimizer-usage-spool' },
+    });
     // ReadWriteOncePod is about the volume, which PostgreSQL mode does not have: any replica count.
     expect(
       render(

@@ -242,6 +242,7 @@ export function createGateway(deps: AppDeps): Gateway {
           raw.body ? readLimited(raw.body, limit, c.req.header('content-length'), grow) : Promise.resolve(''),
         signal: raw.signal,
       });
+      if (out.durable) await out.durable;
       return new Response(out.kind === 'stream' ? webStream(out.body) : out.body, {
         status: out.status,
         headers: out.headers,

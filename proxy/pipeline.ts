@@ -111,9 +111,13 @@ interface PipelineInput {
   signal: AbortSignal;
 }
 
-export type PipelineOutput =
+export type PipelineOutput = (
   | { kind: 'json'; status: number; headers: Record<string, string>; body: string }
-  | { kind: 'stream'; status: 200; headers: Record<string, string>; body: StreamBody };
+  | { kind: 'stream'; status: 200; headers: Record<string, string>; body: StreamBody }
+) & {
+  /** The request's usage record is written (the spool's group commit): the answer goes out after. */
+  durable?: Promise<void>;
+};
 
 export const MAX_BODY_BYTES = 10 * 1024 * 1024;
 
@@ -554,7 +558,24 @@ export function endpointHandlers(deps: PipelineDeps): Record<EndpointName, Endpo
       }
     };
   const handlers = {} as Record<EndpointName, EndpointHandler>;
-  for (const endpoint of Object.values(ENDPOINTS)) handlers[endpoint.name] = handle(endpoint);
+  // Requests being handled (not streams being relayed): the usage spool groups the writes of
+  // concurrent ones into one per event-loop turn, and writes a lone one at once.
+  let handling = 0;
+  for (const endpoint of Object.values(ENDPOINTS)) {
+    const handler = handle(endpoint);
+    handlers[endpoint.name] = async (input) => {
+      handling += 1;
+      let out: PipelineOutput;
+      try {
+        out = await handler(input);
+      } finally {
+        handling -= 1;
+      }
+      const durable = deps.usage.durable?.(handling === 0);
+      if (durable) out.durable = durable;
+      return out;
+    };
+  }
   return handlers;
 }
 

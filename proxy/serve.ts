@@ -213,6 +213,7 @@ export function createProxyServer(
       body: (limit, grow) => readBody(req, limit, limits.bodyTimeoutMs, grow),
       signal: gone.signal,
     });
+    if (out.durable) await out.durable;
     await writeOutput(out, res, gone.signal);
   };
   const server = createServer(

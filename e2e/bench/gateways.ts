@@ -33,14 +33,18 @@ import { TENSORZERO_MODEL, TENSORZERO_VERSION, tensorZeroLaunch } from './tensor
  * only times whole responses; ours then holds c=128 for a soak (60 s) with its RSS sampled. Ends with PASS/FAIL lines
  * for the project's overhead and memory targets.
  * The same for OpenAI Responses and Anthropic Messages (--dialects), on direct, bare and ours.
+ * Then what the usage spool costs: ours against ours with the spool off (--usage-spool-dir off), both
+ * running, rows alternated over --spool-rounds rounds and compared by their medians (this machine's
+ * throughput drifts by more than the 3 % asked of the spool between rows run minutes apart).
  * Run: npx tsx e2e/bench/gateways.ts [--quick] [--duration S] [--connections 1,16,128] [--targets a,b] [--dialects]
- *      [--ttft-requests N] [--json-out FILE] [--install-litellm]
+ *      [--ttft-requests N] [--json-out FILE] [--install-litellm] [--spool-rounds N]
  */
 
 const ROOT = fileURLToPath(new URL('../..', import.meta.url));
 const MODEL = 'llama3.1:8b';
 const TARGETS = ['direct', 'bare', 'ours', 'ours-pg', 'tensorzero', 'portkey', 'litellm'] as const;
-type TargetName = (typeof TARGETS)[number];
+/** ours-nospool: ours with the usage spool off, measured only beside ours (spoolCost). */
+type TargetName = (typeof TARGETS)[number] | 'ours-nospool';
 const MODES = ['json', 'stream'] as const;
 type Mode = (typeof MODES)[number];
 /**
@@ -70,6 +74,8 @@ interface Settings {
   durationS: number;
   /** The soak of ours at c=128 (streaming), memory sampled throughout. */
   soakS: number;
+  /** Rounds of the alternated spool-cost comparison (0: not measured). */
+  spoolRounds: number;
   warmupS: number;
   connections: number[];
   targets: TargetName[];
@@ -412,6 +418,8 @@ async function startTarget(name: TargetName, double: Double, dir: string, settin
       return startBare(double);
     case 'ours':
       return startOurs(double, dir, 'sqlite');
+    case 'ours-nospool':
+      return startOurs(double, dir, 'sqlite', false);
     case 'ours-pg':
       return startOurs(double, dir, 'postgres');
     case 'tensorzero':
@@ -440,8 +448,8 @@ async function startBare(double: Double): Promise<Target> {
 /** A rate limit every request is checked against and none reaches: the limiter's cost, not its refusals. */
 const UNREACHED_RATE = ['--rate-limit-rps', '1000000', '--rate-limit-burst', '1000000'];
 
-async function startOurs(double: Double, dir: string, store: 'sqlite' | 'postgres'): Promise<Target> {
-  const name: TargetName = store === 'sqlite' ? 'ours' : 'ours-pg';
+async function startOurs(double: Double, dir: string, store: 'sqlite' | 'postgres', spool = true): Promise<Target> {
+  const name: TargetName = store === 'postgres' ? 'ours-pg' : spool ? 'ours' : 'ours-nospool';
   const config = join(dir, `${name}.yaml`);
   writeFileSync(
     config,
@@ -480,6 +488,7 @@ async function startOurs(double: Double, dir: string, store: 'sqlite' | 'postgre
         usageDb,
         ...UNREACHED_RATE,
         ...(redis ? ['--redis', redis.url] : []),
+        ...(spool ? ['--usage-spool-dir', join(dir, `${name}-spool`)] : ['--usage-spool-dir', 'off']),
       ],
       // The chart's heap settings (values.yaml proxy.heapMiB and semiSpaceMiB), as the pod runs it.
       { ...process.env, NODE_OPTIONS: nodeOptions },
@@ -511,6 +520,7 @@ async function startOurs(double: Double, dir: string, store: 'sqlite' | 'postgre
     backing,
     notes: [
       `node dist/proxy/main.js --config --keys-file --usage-db ${pg ? 'postgres://' : 'FILE'} ${UNREACHED_RATE.join(' ')}` +
+        ` --usage-spool-dir ${spool ? 'DIR' : 'off'}` +
         `${redis ? ' --redis redis://' : ''}, NODE_OPTIONS=${nodeOptions} (standalone, all features on)`,
     ],
     stop: async () => {
@@ -956,12 +966,62 @@ interface Soak {
   rssMiB: number;
 }
 
+/** ours with and without the usage spool, alternated: the medians of each. */
+interface SpoolCost {
+  mode: Mode;
+  c: number;
+  rounds: number;
+  on: { rps: number; cpuUsPerReq: number };
+  off: { rps: number; cpuUsPerReq: number };
+}
+
+const median = (xs: number[]): number => {
+  const s = [...xs].sort((a, b) => a - b);
+  const m = Math.floor(s.length / 2);
+  return s.length % 2 ? (s[m] as number) : ((s[m - 1] as number) + (s[m] as number)) / 2;
+};
+
+/** Both configurations up at once, each row run on one then the other (order swapped each round). */
+async function spoolCost(double: Double, dir: string, settings: Settings): Promise<SpoolCost[]> {
+  const on = await startOurs(double, dir, 'sqlite');
+  const off = await startOurs(double, dir, 'sqlite', false);
+  const out: SpoolCost[] = [];
+  try {
+    for (const mode of MODES) {
+      for (const c of settings.connections.filter((n) => n <= 16)) {
+        const runs: Record<'on' | 'off', Array<{ rps: number; cpuUsPerReq: number }>> = { on: [], off: [] };
+        for (let i = 0; i < settings.spoolRounds; i++) {
+          const order = i % 2 === 0 ? (['on', 'off'] as const) : (['off', 'on'] as const);
+          for (const which of order) {
+            const run = await runLoad(which === 'on' ? on : off, double, mode, c, settings);
+            runs[which].push({ rps: run.load.rps, cpuUsPerReq: ((run.cpuPct / 100) * 1e6) / run.load.rps });
+          }
+        }
+        const med = (xs: Array<{ rps: number; cpuUsPerReq: number }>) => ({
+          rps: round(median(xs.map((x) => x.rps)), 1),
+          cpuUsPerReq: round(median(xs.map((x) => x.cpuUsPerReq)), 1),
+        });
+        const k = { mode, c, rounds: settings.spoolRounds, on: med(runs.on), off: med(runs.off) };
+        progress(
+          `spool cost ${mode} c=${c}: on ${k.on.rps} req/s ${k.on.cpuUsPerReq} µs, off ${k.off.rps} req/s ${k.off.cpuUsPerReq} µs`,
+        );
+        out.push(k);
+      }
+    }
+  } finally {
+    await on.stop();
+    await off.stop();
+  }
+  return out;
+}
+
 function verdicts(
   rows: Row[],
   ttft: Ttft[],
   concurrencies: number[],
   soaks: Soak[],
   memory: ReturnType<typeof chartProxyMemory>,
+  spool: SpoolCost[],
 ): Verdict[] {
   const row = (target: TargetName, mode: Mode, c: number, dialect: BenchDialect = 'chat') =>
     rows.find((r) => r.target === target && (r.dialect ?? 'chat') === dialect && r.mode === mode && r.c === c);
@@ -1050,6 +1110,16 @@ function verdicts(
       });
     }
   }
+  // The usage spool (one write per event-loop turn, no fsync) costs at most 3 % of throughput.
+  for (const k of spool) {
+    out.push({
+      id: `(u) ours ${k.mode} c=${k.c}: with the usage spool, throughput within 3% of without`,
+      pass: k.on.rps >= 0.97 * k.off.rps,
+      detail:
+        `medians of ${k.rounds} alternated runs: ${k.on.rps} vs ${k.off.rps} req/s (${round((100 * k.on.rps) / k.off.rps, 1)}%), ` +
+        `${k.on.cpuUsPerReq} vs ${k.off.cpuUsPerReq} µs CPU per request (${round(k.on.cpuUsPerReq - k.off.cpuUsPerReq, 1)} µs)`,
+    });
+  }
   // The fastest peer that runs here: every row of ours (all features on), and of ours-pg, ahead of it.
   for (const name of OURS) {
     for (const mode of MODES) {
@@ -1128,6 +1198,8 @@ export interface GatewaysResult {
   /** What each of our configurations did (metrics and stored usage), by target. */
   ours?: Record<string, Record<string, number | string>>;
   soaks: Soak[];
+  /** What the usage spool costs (ours with it against without, alternated). */
+  spool?: SpoolCost[];
   /** The chart's proxy heap setting and memory limit, which ours ran with and is held to. */
   chartMemory: ReturnType<typeof chartProxyMemory>;
 }
@@ -1136,6 +1208,7 @@ function parseSettings(): Settings & { jsonOut: string | undefined } {
   const { values } = parseArgs({
     options: {
       quick: { type: 'boolean', default: false },
+      'spool-rounds': { type: 'string' },
       duration: { type: 'string' },
       warmup: { type: 'string' },
       connections: { type: 'string', default: '1,16,128' },
@@ -1159,6 +1232,7 @@ function parseSettings(): Settings & { jsonOut: string | undefined } {
   return {
     durationS: Number(values.duration ?? (quick ? 2 : 8)),
     soakS: Number(values.soak ?? (quick ? 5 : 60)),
+    spoolRounds: Number(values['spool-rounds'] ?? (quick ? 1 : 5)),
     warmupS: Number(values.warmup ?? (quick ? 0.5 : 2)),
     connections: (values.connections ?? '').split(',').map(Number),
     // direct first: every other row is compared with it.
@@ -1242,6 +1316,8 @@ async function main(): Promise<void> {
       await t?.stop();
     }
   }
+  const spool =
+    settings.targets.includes('ours') && settings.spoolRounds > 0 ? await spoolCost(double, dir, settings) : [];
   await double.child.stop();
 
   const rows = toRows(runs);
@@ -1257,7 +1333,8 @@ async function main(): Promise<void> {
       overheadP50Ms: directTtft ? round(t.ttftP50Ms - directTtft.ttftP50Ms) : Number.NaN,
       overheadMeanMs: directTtft ? round(t.ttftMeanMs - directTtft.ttftMeanMs) : Number.NaN,
     })),
-    verdicts: verdicts(rows, ttfts, settings.connections, soaks, chartProxyMemory()),
+    verdicts: verdicts(rows, ttfts, settings.connections, soaks, chartProxyMemory(), spool),
+    spool,
     loadAverageEnd: os.loadavg().map((l) => round(l, 2)),
     ours,
     soaks,

@@ -50,6 +50,12 @@ export interface UsageSink {
    * process die before the stream ends. Its final record, same request id, replaces it.
    */
   begin?(rec: UsageRecord): void;
+  /**
+   * Resolved once the records so far are durable enough to answer (the spool wrote them); none
+   * when they already are. The server writes an answer after it. `alone`: no other request is in
+   * progress, so there is nothing to group the write with.
+   */
+  durable?(alone?: boolean): Promise<void> | undefined;
 }
 
 /** Keeps records in memory: the sink of tests and of a proxy with no store configured. */

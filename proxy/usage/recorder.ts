@@ -99,6 +99,10 @@ export class UsageRecorder implements UsageSink {
     this.opts.spool?.begin(rec);
   }
 
+  durable(alone = false): Promise<void> | undefined {
+    return this.opts.spool?.durable(alone);
+  }
+
   /** Records the spool could not write (full disk) while they were only there: held in memory if room. */
   unwritten(records: UsageRecord[]): void {
     if (this.spilled === undefined) return;

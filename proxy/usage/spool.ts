@@ -23,10 +23,9 @@ import { decodeRecords, encodeRecord, type Skipped } from './spool-format.js';
 /**
  * The usage spool: every record on local disk before it can be lost, until the store has it.
  *
- * A record is appended to the active segment file when it is made; the appends of one
- * synchronous run (one event-loop job: a burst of requests ending together) go out in one
- * `write`, queued as a microtask, so the record is in the kernel before the answer it accounts
- * for is written to the caller (the answer's own write comes later in the same job). There is no
+ * A record is appended to the active segment file when it is made; the appends of one event-loop
+ * turn go out in one `write` (group commit), and the answers they account for wait for it
+ * (`durable()`), so a record is in the kernel before its answer is on the wire. There is no
  * `fsync`: a process crash (OOM kill, `kill -9`, a panic) keeps what the kernel has; a machine
  * crash may lose the last seconds.
  *
@@ -136,6 +135,8 @@ export class Spool {
   private pendingRecs: UsageRecord[] = [];
   private pendingBytes = 0;
   private flushQueued = false;
+  /** Resolved once the appends queued so far are written: what answers wait for. */
+  private group: { promise: Promise<void>; resolve: () => void } | undefined;
   /** Streams open: their provisional records (for rewriting open.log) and whether any ended since. */
   private readonly open = new Map<string, Buffer>();
   private openFd = -1;
@@ -266,12 +267,45 @@ export class Spool {
   private queueFlush(): void {
     if (this.flushQueued) return;
     this.flushQueued = true;
-    queueMicrotask(() => this.flush());
+    setImmediate(() => this.flush());
   }
 
-  /** Writes the appends of this run: one write per file. */
+  /**
+   * A promise resolved once every record appended so far is written (or its write failed and
+   * only memory holds it); nothing when there is nothing to write, or when `alone` (the caller
+   * knows no other request is in progress) and they were written at once. The gateway writes an answer
+   * only after its record: a crash between the two cannot leave an answered request unrecorded.
+   */
+  durable(alone = false): Promise<void> | undefined {
+    if (this.pending.length === 0 && this.openPending.length === 0) return undefined;
+    // No other request in progress: nothing to group with, so written now and its answer waits for no turn.
+    if (alone) {
+      this.flush();
+      return undefined;
+    }
+    if (!this.group) {
+      let resolve: () => void = () => {};
+      const promise = new Promise<void>((r) => {
+        resolve = r;
+      });
+      this.group = { promise, resolve };
+    }
+    return this.group.promise;
+  }
+
+  /** Writes the appends of this event-loop turn: one write per file, then their answers go out. */
   flush(): void {
     this.flushQueued = false;
+    const group = this.group;
+    this.group = undefined;
+    try {
+      this.write();
+    } finally {
+      group?.resolve();
+    }
+  }
+
+  private write(): void {
     if (this.openPending.length > 0) {
       const buf = this.openPending.length === 1 ? (this.openPending[0] as Buffer) : Buffer.concat(this.openPending);
       this.openPending = [];
