@@ -10,9 +10,9 @@ import { crc32 } from 'node:zlib';
  */
 
 const MAGIC = Buffer.from('PAU1', 'latin1');
-export const HEADER_BYTES = 12;
+const HEADER_BYTES = 12;
 /** No usage record comes near this; a larger length is damage, not a record. */
-export const MAX_RECORD_BYTES = 1024 * 1024;
+const MAX_RECORD_BYTES = 1024 * 1024;
 
 export function encodeRecord(value: unknown): Buffer {
   const json = JSON.stringify(value);

@@ -120,7 +120,7 @@ const mtime = (file: string): number => {
 const segmentName = (seq: number) => `seg-${String(seq).padStart(12, '0')}.log`;
 
 /** The record a provisional record of a stream becomes when the stream was cut by a crash. */
-export function cutByRestart(open: UsageRecord): UsageRecord {
+function cutByRestart(open: UsageRecord): UsageRecord {
   return { ...open, status: 502, errorType: 'gateway_restarted', stream: true };
 }
 
