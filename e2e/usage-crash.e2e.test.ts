@@ -1,5 +1,5 @@
 import { execFileSync } from 'node:child_process';
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import Database from 'better-sqlite3';
@@ -296,6 +296,42 @@ describe('usage survives the proxy being killed', () => {
     expect(spooled).toBeGreaterThan(1024 * 1024);
     // Flat: within what one sample to the next moves at steady load (GC), not growing with the backlog.
     expect(peakOutage).toBeLessThanOrEqual(peakSteady + 16);
+    await q.stop('SIGTERM');
+  });
+
+  it('a spool left damaged by the crash (a record cut short, a flipped byte): the restart skips those, says so, and serves', {
+    timeout: 60_000,
+  }, async () => {
+    const store = sqliteStore();
+    const spool = join(dir, 'spool-damaged');
+    const p = await proxy(store.usageDb, spool);
+    const ask = async (q: ProxyProcess) => {
+      const res = await fetch(`${q.base}/openai/v1/chat/completions`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json', 'x-api-key': KEY, 'x-tags': 'case:damaged' },
+        body: JSON.stringify({ model: JSON_MODEL, messages: [{ role: 'user', content: 'hi' }] }),
+      });
+      await res.text();
+      return { status: res.status, id: res.headers.get('x-request-id') ?? '' };
+    };
+    const answered = [];
+    for (let i = 0; i < 20; i++) answered.push(await ask(p));
+    p.child.kill('SIGKILL');
+    await new Promise((r) => p.child.once('exit', r));
+    // The segment: a byte flipped inside its fifth record's JSON, and its last record cut short.
+    const replica = readdirSync(spool)[0] as string;
+    const segment = readdirSync(join(spool, replica)).find((n) => n.startsWith('seg-')) as string;
+    const file = join(spool, replica, segment);
+    const bytes = readFileSync(file);
+    const fifth = bytes.indexOf(answered[4]?.id ?? '-');
+    expect(fifth).toBeGreaterThan(0);
+    bytes[fifth + 4] = (bytes[fifth + 4] as number) ^ 0x01;
+    writeFileSync(file, bytes.subarray(0, bytes.length - 9));
+    const q = await proxy(store.usageDb, spool);
+    expect(q.output()).toMatch(/usage spool: damaged or torn records skipped.*"records":2/);
+    const metrics = await (await fetch(`${q.metrics}/metrics`)).text();
+    expect(metrics).toMatch(/pao_gateway_usage_spool_skipped_total 2/);
+    expect((await ask(q)).status).toBe(200);
     await q.stop('SIGTERM');
   });
 

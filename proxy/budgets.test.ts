@@ -24,6 +24,10 @@ function guard() {
   const g = new BudgetGuard(store, () => [key], { now: () => NOW });
   return {
     g,
+    /** The store's figure grows (a batch committed), without telling the guard. */
+    store: (usd: number) => {
+      inStore += usd;
+    },
     write: (usd: number) => {
       inStore += usd;
       g.written([{ time: new Date(NOW).toISOString(), apiKey: 'k', tags: [], costUsd: usd }]);
@@ -53,6 +57,28 @@ describe('BudgetGuard', () => {
     expect(g.spent('key:k', 'Daily')).toBeCloseTo(0.3);
     g.add(key, [], 0.2, NOW);
     expect(g.spent('key:k', 'Daily')).toBeCloseTo(0.5);
+  });
+
+  it('counts the spool backlog from before a restart until it is written, then from the store', async () => {
+    const { g, store } = guard();
+    g.setTagBudgets([{ name: 'x', tag: { key: 'project', value: 'x' }, usd: 5, period: 'Daily' }]);
+    // Replayed from the spool: records of a crashed process, not yet in the store.
+    g.unwrittenRecords([
+      { time: new Date(NOW).toISOString(), apiKey: 'k', tags: [{ key: 'project', value: 'x' }], costUsd: 0.6 },
+      { time: new Date(NOW).toISOString(), apiKey: 'k', tags: [], costUsd: 0 },
+    ]);
+    expect(g.spent('key:k', 'Daily')).toBeCloseTo(0.6);
+    expect(g.spent('tag:project:x', 'Daily')).toBeCloseTo(0.6);
+    // Written by the recorder: the store has it now, this replica no longer counts it as its own.
+    store(0.6);
+    g.written([
+      { time: new Date(NOW).toISOString(), apiKey: 'k', tags: [{ key: 'project', value: 'x' }], costUsd: 0.6 },
+    ]);
+    await g.refresh();
+    expect(g.spent('key:k', 'Daily')).toBeCloseTo(0.6);
+    expect(g.spent('tag:project:x', 'Daily')).toBeCloseTo(0.6);
+    g.add(key, [], 0.5, NOW);
+    expect(g.check(key, [])?.error.code).toBe('insufficient_quota');
   });
 
   it('a write during a read may count twice until the next read, never zero times', async () => {
