@@ -75,6 +75,17 @@ async function proxy(usageDb: string, spool: string): Promise<ProxyProcess> {
   return p;
 }
 
+/** One whole (json) chat answer: its status and request id. */
+async function ask(p: ProxyProcess, tags: string): Promise<{ status: number; id: string }> {
+  const res = await fetch(`${p.base}/openai/v1/chat/completions`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json', 'x-api-key': KEY, 'x-tags': tags },
+    body: JSON.stringify({ model: JSON_MODEL, messages: [{ role: 'user', content: 'hi' }] }),
+  });
+  await res.text();
+  return { status: res.status, id: res.headers.get('x-request-id') ?? '' };
+}
+
 /** What the callers know for sure: the request ids the proxy answered (2xx) or streamed a token of. */
 interface Seen {
   owed: Set<string>;
@@ -242,13 +253,8 @@ describe('usage survives the proxy being killed', () => {
         if (wait > 0) await new Promise((r) => setTimeout(r, wait));
         seen.sent += 1;
         try {
-          const res = await fetch(`${p.base}/openai/v1/chat/completions`, {
-            method: 'POST',
-            headers: { 'content-type': 'application/json', 'x-api-key': KEY, 'x-tags': `caller:o${w}` },
-            body: JSON.stringify({ model: JSON_MODEL, messages: [{ role: 'user', content: 'hi' }] }),
-          });
-          await res.text();
-          if (res.ok) seen.owed.add(res.headers.get('x-request-id') ?? '');
+          const { status, id } = await ask(p, `caller:o${w}`);
+          if (status === 200) seen.owed.add(id);
         } catch {
           await new Promise((r) => setTimeout(r, 20));
         }
@@ -305,17 +311,8 @@ describe('usage survives the proxy being killed', () => {
     const store = sqliteStore();
     const spool = join(dir, 'spool-damaged');
     const p = await proxy(store.usageDb, spool);
-    const ask = async (q: ProxyProcess) => {
-      const res = await fetch(`${q.base}/openai/v1/chat/completions`, {
-        method: 'POST',
-        headers: { 'content-type': 'application/json', 'x-api-key': KEY, 'x-tags': 'case:damaged' },
-        body: JSON.stringify({ model: JSON_MODEL, messages: [{ role: 'user', content: 'hi' }] }),
-      });
-      await res.text();
-      return { status: res.status, id: res.headers.get('x-request-id') ?? '' };
-    };
     const answered = [];
-    for (let i = 0; i < 20; i++) answered.push(await ask(p));
+    for (let i = 0; i < 20; i++) answered.push(await ask(p, 'case:damaged'));
     p.child.kill('SIGKILL');
     await new Promise((r) => p.child.once('exit', r));
     // The segment: a byte flipped inside its fifth record's JSON, and its last record cut short.
@@ -331,7 +328,7 @@ describe('usage survives the proxy being killed', () => {
     expect(q.output()).toMatch(/usage spool: damaged or torn records skipped.*"records":2/);
     const metrics = await (await fetch(`${q.metrics}/metrics`)).text();
     expect(metrics).toMatch(/pao_gateway_usage_spool_skipped_total 2/);
-    expect((await ask(q)).status).toBe(200);
+    expect((await ask(q, 'case:damaged')).status).toBe(200);
     await q.stop('SIGTERM');
   });
 
@@ -350,17 +347,7 @@ describe('usage survives the proxy being killed', () => {
     const FILLER = ['a', 'b', 'c', 'd'].map((k) => `${k}:${'x'.repeat(60)}`).join(',');
     // Records of about 500 bytes: the 256 KiB disk is full after some hundreds of them.
     for (let round = 0; round < 40 && !p.output().includes('usage spool not writable'); round++) {
-      const answers = await Promise.all(
-        Array.from({ length: 50 }, async () => {
-          const res = await fetch(`${p.base}/openai/v1/chat/completions`, {
-            method: 'POST',
-            headers: { 'content-type': 'application/json', 'x-api-key': KEY, 'x-tags': FILLER },
-            body: JSON.stringify({ model: JSON_MODEL, messages: [{ role: 'user', content: 'hi' }] }),
-          });
-          await res.text();
-          return { status: res.status, id: res.headers.get('x-request-id') ?? '' };
-        }),
-      );
+      const answers = await Promise.all(Array.from({ length: 50 }, () => ask(p, FILLER)));
       for (const a of answers) {
         expect(a.status).toBe(200);
         ids.push(a.id);

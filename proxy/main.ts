@@ -285,8 +285,14 @@ const spool =
             error: errorMessage(err),
           }),
         onWriteRecovered: () => log.info('usage spool writable again'),
-        onUnwritten: (records) => recorder.unwritten(records),
+        // The recorder is made below, after the spool's replay (whose writes may fail too).
+        onUnwritten: (records) => unwrittenHook(records),
       });
+// Until the recorder exists: records whose spool write failed during the replay, held for it.
+const unwrittenAtStart: UsageRecord[] = [];
+let unwrittenHook = (records: UsageRecord[]) => {
+  unwrittenAtStart.push(...records);
+};
 const backlogSpend: UsageRecord[] = [];
 const backlog = spool?.start((rec) => {
   if (rec.costUsd > 0) backlogSpend.push(rec);
@@ -324,6 +330,10 @@ const recorder = new UsageRecorder({
   // budgets is made below, before the recorder's first write (its timer).
   onWritten: (records) => budgets.written(records),
 });
+unwrittenHook = (records) => recorder.unwritten(records);
+// Streams cut by a crash, recorded at start on a disk that took no write: in memory now.
+recorder.hold(unwrittenAtStart);
+unwrittenAtStart.length = 0;
 const basePrices = loadBedrockPrices();
 const cost = new CostMeter(
   loadCatalog(),

@@ -50,6 +50,10 @@ export class UsageRecorder implements UsageSink {
   private queue: Entry[] = [];
   /** Records from here on are in the spool only (the buffer was full): read back from there. */
   private spilled: SpoolPosition | undefined;
+  /** Records only the spool holds (not in the buffer): what a failed spool write would lose. */
+  private readonly spoolOnly = new WeakSet<UsageRecord>();
+  /** Where the batch being written from the spool ends, while it is. */
+  private reading: SpoolPosition | undefined;
   private readonly timer: NodeJS.Timeout;
   private readonly max: number;
   private readonly batchSize: number;
@@ -74,7 +78,9 @@ export class UsageRecorder implements UsageSink {
     opts.spool?.onDrop((seq) => {
       const from = this.spilled;
       if (!from || from.seq > seq) return;
-      const lost = opts.spool?.recordsFrom(seq, from.end) ?? 0;
+      // A batch read from the spool and being written is not lost: counted from past it.
+      const at = this.reading ?? from;
+      const lost = at.seq > seq ? 0 : (opts.spool?.recordsFrom(seq, at.end) ?? 0);
       this.spilled = { seq: seq + 1, start: 0, end: 0 };
       if (lost > 0) this.drop(lost);
     });
@@ -89,6 +95,7 @@ export class UsageRecorder implements UsageSink {
     if (pos) {
       // The spool holds it (and everything after it) until the store takes the backlog.
       this.spilled ??= { seq: pos.seq, start: pos.start, end: pos.start };
+      this.spoolOnly.add(rec);
       return;
     }
     this.drop(1);
@@ -105,7 +112,12 @@ export class UsageRecorder implements UsageSink {
 
   /** Records the spool could not write (full disk) while they were only there: held in memory if room. */
   unwritten(records: UsageRecord[]): void {
-    if (this.spilled === undefined) return;
+    // Those in the buffer are written from there; only the spool had the others.
+    this.hold(records.filter((rec) => this.spoolOnly.has(rec)));
+  }
+
+  /** Records only memory can hold now (their spool write failed): in the buffer if there is room. */
+  hold(records: UsageRecord[]): void {
     for (const rec of records) {
       if (this.queue.length < this.max) this.queue.push({ rec });
       else this.drop(1);
@@ -152,9 +164,11 @@ export class UsageRecorder implements UsageSink {
       const { entries, next } = this.next();
       if (entries.length === 0) return;
       const batch = entries.map((e) => e.rec);
+      this.reading = next;
       try {
         await this.opts.store.insert(batch);
       } catch (err) {
+        this.reading = undefined;
         // Held for the next attempt; the buffer's bound still holds (the oldest go first).
         if (!this.failing) this.opts.onError?.(err);
         this.failing = true;
@@ -167,6 +181,7 @@ export class UsageRecorder implements UsageSink {
         }
         return;
       }
+      this.reading = undefined;
       if (next) {
         // From the spool: read on after this batch, unless the bound dropped past it meanwhile.
         const at = this.spilled;

@@ -109,6 +109,14 @@ const alive = (pid: number): boolean => {
   }
 };
 
+const readText = (file: string): string => {
+  try {
+    return readFileSync(file, 'utf8');
+  } catch {
+    return '';
+  }
+};
+
 const mtime = (file: string): number => {
   try {
     return statSync(file).mtimeMs;
@@ -174,6 +182,7 @@ export class Spool {
       const mine = `${hostname()} ${process.pid}`;
       try {
         writeFileSync(lock, mine, { flag: 'wx' });
+        this.touchDir(dir);
         return name;
       } catch {
         // Held: by whom?
@@ -189,6 +198,7 @@ export class Spool {
       const silent = Date.now() - mtime(join(dir, HEARTBEAT)) > (this.opts.staleMs ?? 60_000);
       if (holder === '' || dead || (host !== hostname() && silent)) {
         writeFileSync(lock, mine);
+        this.touchDir(dir);
         return name;
       }
     }
@@ -231,7 +241,10 @@ export class Spool {
     }
     this.replayed.cutStreams = cut.length;
     this.flush();
-    this.rewriteOpenLog();
+    // The cut records written: open.log starts empty. Not written (a full disk): it stays as it
+    // is, and the next start records them again, under the same request id and time (once).
+    if (this.failedAt === 0) this.rewriteOpenLog();
+    else this.reopenOpenLog();
     this.heartbeat = setInterval(() => this.touch(), HEARTBEAT_MS);
     this.heartbeat.unref();
     if (first) return { seq: first.seq, start: 0, end: 0 };
@@ -241,6 +254,10 @@ export class Spool {
 
   /** Appends a record; where it lies, or nothing when the disk fails (the caller holds it in memory). */
   append(rec: UsageRecord): SpoolPosition | undefined {
+    // The stream has its final record now (on disk or in memory): its provisional one must go,
+    // whatever happens to this write, or a restart would record it a second time, as cut.
+    if (this.open.delete(rec.requestId)) this.openDirty = true;
+    if (this.closed) return undefined;
     if (this.failedAt > 0 && Date.now() - this.failedAt < RETRY_WRITE_MS) return undefined;
     // A segment that could not be created (a full disk): tried again.
     if (this.fd < 0 && this.started) this.openSegment(this.active.seq);
@@ -251,13 +268,15 @@ export class Spool {
     this.pendingRecs.push(rec);
     this.pendingBytes += bytes.length;
     this.queueFlush();
-    if (this.open.delete(rec.requestId)) this.openDirty = true;
     return { seq: this.active.seq, start, end: start + bytes.length };
   }
 
   /** A stream began: its provisional record, stored as cut should the process die before it ends. */
   begin(rec: UsageRecord): void {
-    if (this.openFd < 0 || (this.failedAt > 0 && Date.now() - this.failedAt < RETRY_WRITE_MS)) return;
+    if (this.closed || (this.failedAt > 0 && Date.now() - this.failedAt < RETRY_WRITE_MS)) return;
+    // open.log not open (its rewrite failed, a full disk): opened again as it is.
+    if (this.openFd < 0) this.reopenOpenLog();
+    if (this.openFd < 0) return;
     const bytes = encodeRecord(rec);
     this.open.set(rec.requestId, bytes);
     this.openPending.push(bytes);
@@ -350,6 +369,7 @@ export class Spool {
   }
 
   private started = false;
+  private closed = false;
 
   private openSegment(seq: number): void {
     this.started = true;
@@ -375,6 +395,9 @@ export class Spool {
   commit(pos: SpoolPosition): void {
     if (!this.segments.some((s) => s.seq < pos.seq)) return;
     if (this.openDirty) this.rewriteOpenLog();
+    // Not rewritten (a full disk): open.log may still name streams whose final records are in
+    // these segments, so they stay until it is.
+    if (this.openDirty) return;
     while ((this.segments[0]?.seq ?? Number.POSITIVE_INFINITY) < pos.seq) this.remove(this.segments[0] as Segment);
   }
 
@@ -406,6 +429,7 @@ export class Spool {
     while (this.bytes() > this.opts.maxBytes && this.segments.length > 1) {
       const oldest = this.segments[0] as Segment;
       if (this.openDirty) this.rewriteOpenLog();
+      if (this.openDirty) return;
       this.dropHook?.(oldest.seq);
       this.remove(oldest);
     }
@@ -469,7 +493,7 @@ export class Spool {
 
   /** Records of a whole segment, for the start-up replay. */
   private scan(seg: Segment, each: (rec: UsageRecord) => void): void {
-    this.scanRange(seg.seq, 0, seg.size, each);
+    this.scanRange(seg.seq, 0, seg.size, each, Number.POSITIVE_INFINITY, true);
   }
 
   private scanRange(
@@ -478,6 +502,7 @@ export class Spool {
     to: number,
     each: (rec: UsageRecord, start: number, end: number) => void,
     max = Number.POSITIVE_INFINITY,
+    report = false,
   ): void {
     const file = join(this.dir, segmentName(seq));
     let fd: number;
@@ -511,7 +536,8 @@ export class Spool {
     } finally {
       closeSync(fd);
     }
-    if (skipped.records > 0) this.reportSkipped(file, skipped);
+    // Said once, by the start-up scan: later reads of the same bytes meet the same damage.
+    if (report && skipped.records > 0) this.reportSkipped(file, skipped);
   }
 
   private readFile(file: string, each: (rec: UsageRecord) => void): void {
@@ -532,6 +558,16 @@ export class Spool {
   private reportSkipped(file: string, skipped: Skipped): void {
     this.skipped += skipped.records;
     this.opts.onSkipped?.(file, skipped);
+  }
+
+  private reopenOpenLog(): void {
+    try {
+      this.openFd = openSync(join(this.dir, OPEN_LOG), 'a');
+      this.openBytes = fstatSync(this.openFd).size;
+    } catch (err) {
+      if (this.failedAt === 0) this.opts.onWriteError?.(err);
+      this.failedAt = Date.now();
+    }
   }
 
   /** open.log holding only the streams still open (a new file renamed over the old). */
@@ -568,7 +604,7 @@ export class Spool {
       .filter((n) => n.startsWith(ADOPTED))
       .map((n) => join(this.dir, n));
     for (const name of readdirSync(this.opts.root)) {
-      if (name === this.opts.replica) continue;
+      if (name === this.replica) continue;
       const other = join(this.opts.root, name);
       try {
         if (!statSync(other).isDirectory()) continue;
@@ -577,6 +613,9 @@ export class Spool {
       }
       // No heartbeat: a replica that died before its first one.
       if (Date.now() - mtime(join(other, HEARTBEAT)) < stale) continue;
+      // A live process on this host holds it (a replay longer than the heartbeat's period).
+      const [host, pid] = readText(join(other, LOCK)).split(' ');
+      if (host === hostname() && Number(pid) !== process.pid && alive(Number(pid))) continue;
       const to = join(this.dir, `${ADOPTED}${name}-${Date.now()}`);
       try {
         renameSync(other, to);
@@ -601,7 +640,11 @@ export class Spool {
   }
 
   private touch(): void {
-    const file = join(this.dir, HEARTBEAT);
+    this.touchDir(this.dir);
+  }
+
+  private touchDir(dir: string): void {
+    const file = join(dir, HEARTBEAT);
     const now = new Date();
     try {
       utimesSync(file, now, now);
@@ -620,6 +663,7 @@ export class Spool {
    */
   close(stored = false): void {
     this.flush();
+    this.closed = true;
     clearInterval(this.heartbeat);
     if (this.openDirty) this.rewriteOpenLog();
     if (this.fd >= 0) closeSync(this.fd);
