@@ -210,18 +210,26 @@ export class Spool {
    * and opens a new active segment. Returns where the backlog starts, if there is one.
    */
   start(backlog: (rec: UsageRecord) => void): SpoolPosition | undefined {
-    this.touch();
+    this.touchDir(this.dir);
     this.replayed.adopted = this.adopt();
     const finals = new Set<string>();
     for (const name of readdirSync(this.dir).sort()) {
       const m = SEGMENT.exec(name);
       if (!m) continue;
       const seg: Segment = { seq: Number(m[1]), size: statSync(join(this.dir, name)).size, records: 0 };
-      this.scan(seg, (rec) => {
-        seg.records += 1;
-        finals.add(rec.requestId);
-        backlog(rec);
-      });
+      // Damage is reported by this start-up scan only (later reads meet the same bytes).
+      this.scanRange(
+        seg.seq,
+        0,
+        seg.size,
+        (rec) => {
+          seg.records += 1;
+          finals.add(rec.requestId);
+          backlog(rec);
+        },
+        Number.POSITIVE_INFINITY,
+        true,
+      );
       this.segments.push(seg);
     }
     this.replayed.records = this.segments.reduce((n, s) => n + s.records, 0);
@@ -245,7 +253,7 @@ export class Spool {
     // is, and the next start records them again, under the same request id and time (once).
     if (this.failedAt === 0) this.rewriteOpenLog();
     else this.reopenOpenLog();
-    this.heartbeat = setInterval(() => this.touch(), HEARTBEAT_MS);
+    this.heartbeat = setInterval(() => this.touchDir(this.dir), HEARTBEAT_MS);
     this.heartbeat.unref();
     if (first) return { seq: first.seq, start: 0, end: 0 };
     if (cut.length > 0) return { seq: this.active.seq, start: 0, end: 0 };
@@ -491,11 +499,6 @@ export class Spool {
     return { records: out, next: { seq, start: offset, end: offset } };
   }
 
-  /** Records of a whole segment, for the start-up replay. */
-  private scan(seg: Segment, each: (rec: UsageRecord) => void): void {
-    this.scanRange(seg.seq, 0, seg.size, each, Number.POSITIVE_INFINITY, true);
-  }
-
   private scanRange(
     seq: number,
     from: number,
@@ -637,10 +640,6 @@ export class Spool {
       rmSync(dir, { recursive: true, force: true });
     }
     return adopted;
-  }
-
-  private touch(): void {
-    this.touchDir(this.dir);
   }
 
   private touchDir(dir: string): void {
