@@ -23,7 +23,7 @@ export interface ModelDeploymentSpec {
   /** In the CLI model list (GET /v1/models/metadata?include_in_cli=true); defaults to true. */
   includeInCLI?: boolean;
   /** Ollama server settings; omitted fields come from the catalog's serving defaults. */
-  server?: { numParallel?: number; maxQueue?: number; contextLength?: number };
+  server?: { numParallel?: number; maxQueue?: number; contextLength?: number; cpu?: string };
   /** Where the model is kept; omitted: the operator's model cache (or an emptyDir without one). */
   cache?: { existingClaim?: string };
 }

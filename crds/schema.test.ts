@@ -175,7 +175,7 @@ const full: Record<KindName, { spec: object; status: object }> = {
       aliases: ['a'],
       includeInCLI: true,
       timeouts: { firstByteSeconds: 1, idleSeconds: 1, queueSeconds: 1 },
-      server: { numParallel: 1, maxQueue: 1, contextLength: 256 },
+      server: { numParallel: 1, maxQueue: 1, contextLength: 256, cpu: '1' },
       cache: { existingClaim: 'c' },
     } satisfies Full<ModelDeploymentSpec>,
     status: {

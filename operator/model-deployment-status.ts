@@ -1,5 +1,5 @@
 import type { V1ContainerStatus, V1Deployment, V1Pod } from '@kubernetes/client-node';
-import { modelServerEndpoint } from '../crds/constants.js';
+import { LLMS_NAMESPACE, modelServerEndpoint } from '../crds/constants.js';
 import { type Condition, rfc3339 } from '../crds/meta.js';
 import type { ModelDeployment, ModelDeploymentPhase, ModelDeploymentStatus } from '../crds/model-deployment.js';
 import { findCondition, setCondition } from './conditions.js';
@@ -54,6 +54,13 @@ function statuses(pod: V1Pod): V1ContainerStatus[] {
   return [...(pod.status?.initContainerStatuses ?? []), ...(pod.status?.containerStatuses ?? [])];
 }
 
+/** The pods' label selector, as kubectl -l and the scale subresource take it. */
+function selectorText(md: ModelDeployment): string {
+  return Object.entries(selectorLabels(md))
+    .map(([k, v]) => `${k}=${v}`)
+    .join(',');
+}
+
 function podCondition(pod: V1Pod, type: string) {
   return pod.status?.conditions?.find((c) => c.type === type);
 }
@@ -93,7 +100,11 @@ export function computeStatus(input: StatusInput): StatusOutput {
     const current = input.pods.filter(
       (p) => !p.metadata?.deletionTimestamp && p.metadata?.annotations?.[MODEL_ANNOTATION] === md.spec.model,
     );
-    const pullError = current
+    // Pods of an older template (an image since changed, e.g. by a chart upgrade that fixed it)
+    // are on their way out: their pull errors and crash loops are not the rollout's.
+    const image = input.deployment?.spec?.template?.spec?.containers?.[0]?.image;
+    const latest = current.filter((p) => !image || p.spec?.containers?.[0]?.image === image);
+    const pullError = latest
       .flatMap(statuses)
       .find((s) => s.state?.waiting?.reason && PULL_ERRORS.has(s.state.waiting.reason));
 
@@ -143,6 +154,13 @@ export function computeStatus(input: StatusInput): StatusOutput {
     // several replicas) must not take the model out of routing.
     const answering = current.filter((p) => podCondition(p, 'Ready')?.status === 'True').length;
 
+    // A container that keeps exiting: the kubelet restarts it with back-off, which never ends by
+    // itself. Failed now with its last exit, instead of Deploying until the rollout times out.
+    const crashLoop =
+      answering > 0
+        ? undefined
+        : current.flatMap(statuses).find((c) => c.state?.waiting?.reason === 'CrashLoopBackOff');
+
     const elapsed = now.getTime() - Date.parse(since);
     if (pullError) {
       phase = 'Failed';
@@ -153,6 +171,25 @@ export function computeStatus(input: StatusInput): StatusOutput {
         'ImagePullFailed',
         `image ${pullError.image} cannot be pulled (${w?.reason}): ${w?.message ?? ''}`.trim(),
       );
+    } else if (crashLoop) {
+      phase = 'Failed';
+      const t = crashLoop.lastState?.terminated;
+      const exit = `exit ${t?.exitCode ?? '?'}${t?.reason ? `, ${t.reason}` : ''}`;
+      if (crashLoop.name === PULL_CONTAINER) {
+        set(
+          'Ready',
+          'False',
+          'PullFailed',
+          `pulling ${md.spec.model} fails (${exit}) and is retried with back-off (${crashLoop.restartCount} restarts): ${t?.message ?? ''}`.trim(),
+        );
+      } else {
+        set(
+          'Ready',
+          'False',
+          'CrashLoopBackOff',
+          `the model server container ${crashLoop.name} keeps exiting (${exit}; ${crashLoop.restartCount} restarts): kubectl logs -n ${LLMS_NAMESPACE} -l ${selectorText(md)} -c ${crashLoop.name} --previous`,
+        );
+      }
     } else if (want === 0) {
       phase = 'Running';
       if (md.spec.autoscaling) {
@@ -238,9 +275,7 @@ export function computeStatus(input: StatusInput): StatusOutput {
     observedGeneration: generation,
     replicas: input.deployment?.status?.replicas ?? 0,
     readyReplicas: input.deployment?.status?.readyReplicas ?? 0,
-    selector: Object.entries(selectorLabels(md))
-      .map(([k, v]) => `${k}=${v}`)
-      .join(','),
+    selector: selectorText(md),
     deployingSince:
       phase === 'Running' && prev.phase === 'Running' && !newRollout ? (prev.deployingSince ?? since) : since,
     conditions,

@@ -8,7 +8,7 @@ import type { NodeTemplate } from '../crds/node-template.js';
 import { planUnschedulablePods } from './autoscaler-policy.js';
 import { containsDesired } from './model-deployment-controller.js';
 import { computeStatus } from './model-deployment-status.js';
-import { desiredModelServer, MODEL_ANNOTATION, MODEL_ANSWERS_SCRIPT, serverSettings } from './model-server.js';
+import { desiredModelServer, MODEL_ANNOTATION, MODEL_ANSWERS_SCRIPTS, serverSettings } from './model-server.js';
 import {
   checkNodeConfiguration,
   checkTemplateGpus,
@@ -59,28 +59,43 @@ describe('desiredModelServer', () => {
     expect(pod?.containers[0]?.image).toBe('ollama/ollama:test');
     expect(pod?.initContainers?.[0]?.command?.join(' ')).toContain('ollama pull "$MODEL"');
     // Readiness generates a token: the model answers, not only its manifest exists (run for real in e2e/ollama.e2e.test.ts).
-    expect(pod?.containers[0]?.readinessProbe?.exec?.command).toEqual(['/bin/bash', '-c', MODEL_ANSWERS_SCRIPT]);
-    expect(pod?.containers[0]?.startupProbe?.exec?.command).toEqual(['/bin/bash', '-c', MODEL_ANSWERS_SCRIPT]);
+    expect(pod?.containers[0]?.readinessProbe?.exec?.command).toEqual(['/bin/bash', '-c', MODEL_ANSWERS_SCRIPTS.chat]);
+    expect(pod?.containers[0]?.startupProbe?.exec?.command).toEqual(['/bin/bash', '-c', MODEL_ANSWERS_SCRIPTS.chat]);
+    expect(MODEL_ANSWERS_SCRIPTS.chat).toContain('POST /api/generate');
     const env = Object.fromEntries((pod?.containers[0]?.env ?? []).map((e) => [e.name, e.value]));
     // The catalog's serving defaults for llama3.1:8b.
     expect(env).toMatchObject({ OLLAMA_NUM_PARALLEL: '4', OLLAMA_MAX_QUEUE: '512', OLLAMA_CONTEXT_LENGTH: '8192' });
     expect(deployment.spec?.template.metadata?.annotations?.[MODEL_ANNOTATION]).toBe('llama3.1:8b');
   });
 
+  it('probes an embedding model by embedding, since Ollama refuses to generate with it', () => {
+    const r = resolveModel(catalog, cluster, 'nomic-embed-text');
+    if (!r.ok) throw new Error(r.message);
+    const pod = desiredModelServer(md('nomic-embed-text'), r.model, catalog, {
+      image: 'ollama',
+      template: 't',
+      gpuTypes: ['L4'],
+    }).deployment.spec?.template.spec;
+    const probe = pod?.containers[0]?.readinessProbe?.exec?.command?.[2];
+    expect(probe).toBe(MODEL_ANSWERS_SCRIPTS.embedding);
+    expect(probe).toContain('POST /api/embed');
+    expect(probe).not.toContain('/api/generate');
+  });
+
   it.each([
-    ['catalog defaults', 'llama3.1:8b', undefined, { numParallel: 4, maxQueue: 512, contextLength: 8192 }],
-    ['70b: fewer slots', 'llama3.1:70b', undefined, { numParallel: 2, maxQueue: 256, contextLength: 8192 }],
+    ['catalog defaults', 'llama3.1:8b', undefined, { numParallel: 4, maxQueue: 512, contextLength: 8192, cpu: '2' }],
+    ['70b: fewer slots', 'llama3.1:70b', undefined, { numParallel: 2, maxQueue: 256, contextLength: 8192, cpu: '2' }],
     [
       'spec overrides one field',
       'llama3.1:8b',
       { numParallel: 1 },
-      { numParallel: 1, maxQueue: 512, contextLength: 8192 },
+      { numParallel: 1, maxQueue: 512, contextLength: 8192, cpu: '2' },
     ],
     [
       'spec overrides all',
       'qwen2.5:0.5b',
-      { numParallel: 8, maxQueue: 16, contextLength: 32768 },
-      { numParallel: 8, maxQueue: 16, contextLength: 32768 },
+      { numParallel: 8, maxQueue: 16, contextLength: 32768, cpu: '500m' },
+      { numParallel: 8, maxQueue: 16, contextLength: 32768, cpu: '500m' },
     ],
   ] as const)('server settings: %s', (_, model, own, want) => {
     const r = resolveModel(catalog, cluster, model);
@@ -88,6 +103,12 @@ describe('desiredModelServer', () => {
     const d = md(model);
     if (own) d.spec.server = { ...own };
     expect(serverSettings(d, r.model)).toEqual(want);
+    // The server container requests that CPU (spec.server.cpu fits a small model onto a shared node).
+    const pod = desiredModelServer(d, r.model, catalog, { image: 'ollama', template: 't', gpuTypes: ['L4'] }).deployment
+      .spec?.template.spec;
+    expect(pod?.containers[0]?.resources?.requests?.cpu).toBe(want.cpu);
+    // The pull asks no more than the server: a pod is scheduled on the larger of the two.
+    expect(pod?.initContainers?.[0]?.resources?.requests?.cpu).toBe(own && 'cpu' in own ? own.cpu : '500m');
   });
 
   it('passes Pod Security restricted: non-root, no escalation, no capabilities, seccomp, read-only image', () => {
@@ -421,6 +442,74 @@ describe('computeStatus', () => {
     expect(ready?.reason).toBe('ImagePullFailed');
     expect(ready?.message).toBe('image ollama/ollama:nope cannot be pulled (ErrImagePull): not found');
     expect(out.event?.type).toBe('Warning');
+  });
+
+  it.each([
+    [
+      'ollama',
+      'CrashLoopBackOff',
+      /keeps exiting \(exit 137, OOMKilled; 4 restarts\): kubectl logs -n platform-llms -l ai\.platform\/model-deployment=llama -c ollama --previous/,
+    ],
+    [
+      'pull-model',
+      'PullFailed',
+      /pulling llama3\.1:8b fails \(exit 1\) and is retried with back-off \(4 restarts\): model missing/,
+    ],
+  ] as const)('fails at once on a crash loop of %s, while no replica answers', (container, reason, message) => {
+    const looping = pod({ scheduled: true });
+    const status = {
+      name: container,
+      ready: false,
+      restartCount: 4,
+      image: 'i',
+      imageID: '',
+      state: { waiting: { reason: 'CrashLoopBackOff', message: 'back-off 40s restarting failed container' } },
+      lastState: {
+        terminated:
+          container === 'ollama' ? { exitCode: 137, reason: 'OOMKilled' } : { exitCode: 1, message: 'model missing' },
+      },
+    };
+    if (looping.status) {
+      if (container === 'ollama') looping.status.containerStatuses = [status];
+      else looping.status.initContainerStatuses = [status];
+    }
+    const out = computeStatus({ md: md(), now: t0, timeoutMs, pods: [looping] });
+    expect(out.status.phase).toBe('Failed');
+    const ready = out.status.conditions?.find((c) => c.type === 'Ready');
+    expect(ready?.reason).toBe(reason);
+    expect(ready?.message).toMatch(message);
+    // A second replica that answers keeps the model Running: one crashing replica is not an outage.
+    const serving = computeStatus({
+      md: md('llama3.1:8b', 2),
+      now: t0,
+      timeoutMs,
+      pods: [looping, pod({ scheduled: true, pulled: true, ready: true })],
+    });
+    expect(serving.status.phase).toBe('Running');
+  });
+
+  it('leaves out the pull errors of an older template: the upgrade that fixed the image is Deploying', () => {
+    const old = pod({ scheduled: true, pullError: true });
+    old.spec = { containers: [{ name: 'ollama', image: 'ollama/ollama:nope' }] };
+    const deployment = (image: string): V1Deployment => ({
+      spec: { selector: {}, template: { spec: { containers: [{ name: 'ollama', image }] } } },
+    });
+    const fixed = computeStatus({
+      md: md(),
+      now: t0,
+      timeoutMs,
+      pods: [old],
+      deployment: deployment('registry.local/ollama:0.17.4'),
+    });
+    expect(fixed.status.phase).toBe('Deploying');
+    const same = computeStatus({
+      md: md(),
+      now: t0,
+      timeoutMs,
+      pods: [old],
+      deployment: deployment('ollama/ollama:nope'),
+    });
+    expect(same.status.phase).toBe('Failed');
   });
 
   it('fails after 25 minutes without becoming ready, and stays failed until the spec changes', () => {

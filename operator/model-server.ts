@@ -102,11 +102,16 @@ function nodeSelectorTerms(catalog: Catalog, template: string, gpuTypes: string[
   return terms;
 }
 
+/** CPU a model server requests unless spec.server.cpu says otherwise. */
+const DEFAULT_SERVER_CPU = '2';
+
 /** How the server is started: the ModelDeployment's spec.server over the catalog's serving defaults. */
 export interface ServerSettings {
   numParallel: number;
   maxQueue: number;
   contextLength: number;
+  /** CPU each replica requests (a quantity). */
+  cpu: string;
 }
 
 export function serverSettings(md: ModelDeployment, model: CatalogModel): ServerSettings {
@@ -115,22 +120,39 @@ export function serverSettings(md: ModelDeployment, model: CatalogModel): Server
     numParallel: own.numParallel ?? model.serving.numParallel,
     maxQueue: own.maxQueue ?? model.serving.maxQueue,
     contextLength: own.contextLength ?? model.serving.contextLength,
+    cpu: own.cpu ?? DEFAULT_SERVER_CPU,
   };
 }
 
 /**
- * Readiness that proves the model answers, not only that its manifest exists: generate one
- * token through Ollama's API and look for the finished answer. A server without the model
- * (404), one that cannot load it, or one that hangs fails the probe. Ollama's image has bash but
- * neither curl nor wget, hence bash's /dev/tcp; HTTP/1.0 makes the server close after answering.
+ * Readiness that proves the model answers, not only that its manifest exists: one request
+ * through Ollama's API that needs the model loaded, and the finished answer looked for. A server
+ * without the model (404), one that cannot load it, or one that hangs fails the probe. Ollama's
+ * image has bash but neither curl nor wget, hence bash's /dev/tcp; HTTP/1.0 makes the server
+ * close after answering.
  */
-export const MODEL_ANSWERS_SCRIPT = [
-  `body='{"model":"'"$MODEL"'","prompt":"hi","stream":false,"options":{"num_predict":1}}'`,
-  // biome-ignore lint/suspicious/noTemplateCurlyInString: bash parameter expansion (the port of OLLAMA_HOST)
-  'exec 3<>"/dev/tcp/127.0.0.1/${OLLAMA_HOST##*:}" || exit 1',
-  `printf 'POST /api/generate HTTP/1.0\\r\\nHost: localhost\\r\\nContent-Type: application/json\\r\\nContent-Length: %d\\r\\n\\r\\n%s' "\${#body}" "$body" >&3`,
-  `head -c 65536 <&3 | grep -q '"done":true'`,
-].join('\n');
+function modelAnswersScript(path: string, body: string, answered: string): string {
+  return [
+    `body='${body}'`,
+    // biome-ignore lint/suspicious/noTemplateCurlyInString: bash parameter expansion (the port of OLLAMA_HOST)
+    'exec 3<>"/dev/tcp/127.0.0.1/${OLLAMA_HOST##*:}" || exit 1',
+    `printf 'POST ${path} HTTP/1.0\\r\\nHost: localhost\\r\\nContent-Type: application/json\\r\\nContent-Length: %d\\r\\n\\r\\n%s' "\${#body}" "$body" >&3`,
+    `head -c 65536 <&3 | grep -q '${answered}'`,
+  ].join('\n');
+}
+
+/**
+ * The probe per kind of model: a chat model generates one token; an embedding model, which
+ * Ollama refuses to generate with (400), embeds a word.
+ */
+export const MODEL_ANSWERS_SCRIPTS: Record<CatalogModel['kind'], string> = {
+  chat: modelAnswersScript(
+    '/api/generate',
+    `{"model":"'"$MODEL"'","prompt":"hi","stream":false,"options":{"num_predict":1}}`,
+    '"done":true',
+  ),
+  embedding: modelAnswersScript('/api/embed', `{"model":"'"$MODEL"'","input":"hi"}`, '"embeddings":\\[\\['),
+};
 
 /**
  * The init container: the model from the volume when it is there (a restart, a new replica on
@@ -142,6 +164,8 @@ export const MODEL_ANSWERS_SCRIPT = [
  * ModelPulled reports. The server it starts for the pull is stopped, so only the exit counts.
  */
 export const PULL_MODEL_SCRIPT = [
+  'serve_log=$(mktemp)',
+  'missing="model $MODEL is not on PersistentVolumeClaim $MODEL_CLAIM (spec.cache.existingClaim), and this deployment never pulls: copy the model onto the claim (README: Model cache), or remove spec.cache"',
   'fail() {',
   '  printf "%s\\n" "$1" >&2',
   // biome-ignore lint/suspicious/noTemplateCurlyInString: shell parameter expansion (the kubelet's default path)
@@ -150,16 +174,22 @@ export const PULL_MODEL_SCRIPT = [
   '  exit 1',
   '}',
   'present() { ollama show "$MODEL" >/dev/null 2>&1; }',
-  'ollama serve &',
+  // An existing claim without Ollama's folders: say so, rather than how serve fails on it (a
+  // read-only volume where it cannot make blobs/).
+  'if [ "$MODEL_PULL_POLICY" = Never ] && [ ! -d "$OLLAMA_MODELS/manifests" ]; then fail "$missing"; fi',
+  'ollama serve >"$serve_log" 2>&1 &',
   'server=$!',
   'until ollama list >/dev/null 2>&1; do',
-  '  kill -0 "$server" 2>/dev/null || fail "ollama serve exited before answering; see the log of container pull-model"',
+  '  if ! kill -0 "$server" 2>/dev/null; then',
+  '    cat "$serve_log" >&2',
+  '    fail "ollama serve exited before answering: $(grep -v "^ *$" "$serve_log" | tail -n 1)"',
+  '  fi',
   '  sleep 0.5',
   'done',
   'if present; then',
   '  echo "$MODEL is on the volume already: nothing to pull"',
   'elif [ "$MODEL_PULL_POLICY" = Never ]; then',
-  '  fail "model $MODEL is not on PersistentVolumeClaim $MODEL_CLAIM (spec.cache.existingClaim), and this deployment never pulls: copy the model onto the claim (README: Model cache), or remove spec.cache"',
+  '  fail "$missing"',
   'else',
   '  if command -v flock >/dev/null 2>&1 && command exec 9>>"$OLLAMA_MODELS/.pull.lock"; then',
   '    flock 9 || echo "cannot lock $OLLAMA_MODELS/.pull.lock: pulling unserialized" >&2',
@@ -218,7 +248,7 @@ export function desiredModelServer(
     runAsNonRoot: true,
     capabilities: { drop: ['ALL'] },
   };
-  const modelAnswers = { exec: { command: ['/bin/bash', '-c', MODEL_ANSWERS_SCRIPT] } };
+  const modelAnswers = { exec: { command: ['/bin/bash', '-c', MODEL_ANSWERS_SCRIPTS[model.kind]] } };
   const settings = serverSettings(md, model);
   const nodeAffinity = {
     requiredDuringSchedulingIgnoredDuringExecution: {
@@ -271,7 +301,9 @@ export function desiredModelServer(
               ],
               volumeMounts: mounts,
               securityContext: hardened,
-              resources: { requests: { cpu: '500m', memory: '1Gi' } },
+              // Never more than the server asks: a pod's request is the larger of its init and its
+              // containers' requests, and spec.server.cpu is what the user sized the node for.
+              resources: { requests: { cpu: md.spec.server?.cpu ?? '500m', memory: '1Gi' } },
             },
           ],
           containers: [
@@ -302,7 +334,7 @@ export function desiredModelServer(
                 timeoutSeconds: 5,
               },
               resources: {
-                requests: { cpu: '2', memory: memoryRequest(model), [GPU_RESOURCE]: String(model.gpu.count) },
+                requests: { cpu: settings.cpu, memory: memoryRequest(model), [GPU_RESOURCE]: String(model.gpu.count) },
                 limits: { memory: memoryRequest(model), [GPU_RESOURCE]: String(model.gpu.count) },
               },
               volumeMounts: mounts,

@@ -1,10 +1,12 @@
+import type { AddressInfo } from 'node:net';
+import { createServer } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type OllamaDouble, startOllamaDouble } from '../e2e/doubles/ollama.js';
 import { createApp } from './app.js';
 import { ApiKeys } from './auth.js';
 import { ProxyError } from './errors.js';
 import { ProxyMetrics } from './metrics.js';
-import { ReplicaPools } from './replica-pool.js';
+import { EJECT_MS, type Lease, ReplicaPools } from './replica-pool.js';
 import { type OpenAICompatibleRoute, type RouteEntry, type RouteScaling, RouteTable } from './routing.js';
 import { OpenAICompatibleUpstream } from './upstreams/openai-compatible.js';
 import { MemoryUsage } from './usage/record.js';
@@ -150,6 +152,35 @@ describe('ReplicaPools', () => {
   });
 });
 
+describe('a replica that refuses connections', () => {
+  it('gets no new calls for a while, unless no other replica has a slot', () => {
+    let t = 0;
+    const { p } = pools(new Map(), { now: () => t });
+    const r = route({ slots: 1 });
+    const [one, two] = r.replicas as [string, string];
+    const first = p.acquire(r, never) as Lease;
+    expect(first.url).toBe(one);
+    first.unreachable();
+    first.release();
+    const b = p.acquire(r, never) as Lease;
+    expect(b.url).toBe(two);
+    // The other one busy (one slot): the ejected replica serves rather than the call waiting.
+    const c = p.acquire(r, never) as Lease;
+    expect(c.url).toBe(one);
+    b.release();
+    c.release();
+    for (let i = 0; i < 4; i++) {
+      const l = p.acquire(r, never) as Lease;
+      expect(l.url).toBe(two);
+      l.release();
+    }
+    // Its time over, it is balanced as before.
+    t += EJECT_MS;
+    const both = [p.acquire(r, never), p.acquire(r, never)].map((l) => (l as Lease).url).sort();
+    expect(both).toEqual([one, two]);
+  });
+});
+
 describe('two replicas of different speed behind the proxy’s balancing', () => {
   let fast: OllamaDouble;
   let slow: OllamaDouble;
@@ -200,6 +231,32 @@ describe('two replicas of different speed behind the proxy’s balancing', () =>
     await callers(4, 10, call(r));
     expect(fast.requests.length + slow.requests.length).toBe(40);
     expect(fast.requests.length).toBeGreaterThan(3 * slow.requests.length);
+  });
+
+  it('sends the retry of a refused call, and the calls after it, to the replica that is up', async () => {
+    fast.reset();
+    fast.behave({ firstByteDelayMs: 1 });
+    // A port nothing listens on: every connection is refused, as to a restarting container.
+    const closed = await new Promise<number>((resolve) => {
+      const srv = createServer().listen(0, '127.0.0.1', () => {
+        const port = (srv.address() as AddressInfo).port;
+        srv.close(() => resolve(port));
+      });
+    });
+    const dead = `http://127.0.0.1:${closed}`;
+    const r = route({ model: 'llama3.1:8b', replicas: [dead, fast.url], slots: undefined });
+    table.set(r.model, r);
+    let refused = 0;
+    for (let i = 0; i < 20; i++) {
+      // One retry, as the pipeline makes for upstream_unreachable.
+      await call(r)().catch(async (err: unknown) => {
+        expect(failure(err)).toMatchObject({ status: 502, code: 'upstream_unreachable' });
+        refused++;
+        await call(r)();
+      });
+    }
+    expect(refused).toBe(1);
+    expect(fast.requests.length).toBe(20);
   });
 
   it('holds the excess in the proxy and never sends a replica more than its slots', async () => {

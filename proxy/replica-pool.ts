@@ -17,6 +17,11 @@ export interface Lease {
   url: string;
   /** Once, when the call is over (answer read, stream ended, or failed). */
   release(): void;
+  /**
+   * The replica could not be reached (refused or never answered the connection): new calls,
+   * the retry of this one first, go to the other replicas for a while (outlier ejection).
+   */
+  unreachable(): void;
 }
 
 export interface ReplicaPoolOptions {
@@ -54,7 +59,16 @@ interface Pool {
   wokeAt?: number;
   /** Rotates among equally loaded replicas so ties do not all land on the first. */
   next: number;
+  /**
+   * Replicas that refused a connection, until when. Their pod may still be listed as ready (a
+   * container restarting is unready only after its probe fails): calls go elsewhere meanwhile,
+   * and to them only when no other replica has a slot.
+   */
+  ejected: Map<string, number>;
 }
+
+/** How long a replica that refused a connection gets no new calls while others can take them. */
+export const EJECT_MS = 5_000;
 
 const WAKE_AGAIN_MS = 15_000;
 const WAKE_RETRY_MS = 1_000;
@@ -80,6 +94,7 @@ export class ReplicaPools {
         queue: [],
         requests: 0,
         next: 0,
+        ejected: new Map(),
       };
       this.pools.set(route.model, p);
     }
@@ -98,22 +113,35 @@ export class ReplicaPools {
     const next = new Map<string, number>();
     for (const url of list) next.set(url, p.inFlight.get(url) ?? 0);
     p.inFlight = next;
+    for (const url of p.ejected.keys()) if (!next.has(url)) p.ejected.delete(url);
     if (next.size > 0) p.wokeAt = undefined;
   }
 
   private pick(p: Pool): string | undefined {
+    const urls = [...p.inFlight.keys()];
+    let best: string | undefined;
+    if (p.ejected.size > 0) {
+      const now = this.now();
+      for (const [url, until] of p.ejected) if (until <= now) p.ejected.delete(url);
+      // The replicas that answer first; an ejected one only when none of them has a slot.
+      best = this.leastLoaded(p, urls, (url) => !p.ejected.has(url));
+    }
+    best ??= this.leastLoaded(p, urls, () => true);
+    if (best !== undefined) p.next = (p.next + 1) % Math.max(1, urls.length);
+    return best;
+  }
+
+  private leastLoaded(p: Pool, urls: string[], eligible: (url: string) => boolean): string | undefined {
     let best: string | undefined;
     let bestLoad = Infinity;
-    const urls = [...p.inFlight.keys()];
     for (let i = 0; i < urls.length; i++) {
       const url = urls[(p.next + i) % urls.length] as string;
       const load = p.inFlight.get(url) ?? 0;
-      if (load < p.slots && load < bestLoad) {
+      if (load < p.slots && load < bestLoad && eligible(url)) {
         best = url;
         bestLoad = load;
       }
     }
-    if (best !== undefined) p.next = (p.next + 1) % Math.max(1, urls.length);
     return best;
   }
 
@@ -129,6 +157,9 @@ export class ReplicaPools {
         // A replica that left the list while the call ran is not in the map any more.
         if (n !== undefined) p.inFlight.set(url, Math.max(0, n - 1));
         this.dispatch(p);
+      },
+      unreachable: () => {
+        if (p.inFlight.has(url)) p.ejected.set(url, this.now() + EJECT_MS);
       },
     };
   }

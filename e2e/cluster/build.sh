@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Build a real Kubernetes control plane (kube-apiserver, kube-controller-manager,
-# kube-scheduler), etcd and kwok from the Go module proxy with the local Go
-# toolchain.
+# kube-scheduler), etcd and kwok, and the real node's kubelet, kube-proxy, kube-router
+# (NetworkPolicy), device plugin and pause program, from the Go module proxy with the
+# local Go toolchain.
 #
 # Why from source: the e2e environment has no docker and no GitHub release
 # downloads, but it does have the Go module proxy. Every component is a Go
@@ -28,6 +29,8 @@ source "${SCRIPT_DIR}/versions.env"
 : "${KUBERNETES_VERSION:?missing in versions.env}"
 : "${ETCD_VERSION:?missing in versions.env}"
 : "${KWOK_VERSION:?missing in versions.env}"
+: "${KUBE_ROUTER_VERSION:?missing in versions.env}"
+: "${COREDNS_VERSION:?missing in versions.env}"
 
 # k8s.io/kubernetes vX.Y.Z publishes its staging repos (k8s.io/api, ...) as
 # v0.Y.Z. Derive it so versions.env has a single Kubernetes knob.
@@ -41,10 +44,14 @@ BIN_DIR="${CACHE_ROOT}/k8s-${KUBERNETES_VERSION}/bin"
 # KWOK_VERSION must rebuild just that component; the stamp is what detects it.
 # Stamps are written only after the binaries are in place, so an interrupted
 # build is never mistaken for a finished one.
-KUBE_BINS=(kube-apiserver kube-controller-manager kube-scheduler)
+# kubelet and kube-proxy run the real node (e2e/cluster/real-node.ts) beside kwok's fake ones.
+KUBE_BINS=(kube-apiserver kube-controller-manager kube-scheduler kubelet kube-proxy)
 KUBE_STAMP="k8s.io/kubernetes@${KUBERNETES_VERSION}"
 ETCD_STAMP="go.etcd.io/etcd/server/v3@${ETCD_VERSION}"
 KWOK_STAMP="sigs.k8s.io/kwok@${KWOK_VERSION}"
+KUBE_ROUTER_STAMP="github.com/cloudnativelabs/kube-router/v2@${KUBE_ROUTER_VERSION}"
+# The real node's own helpers (device-plugin/, pause/): rebuilt when their source changes.
+NODE_HELPERS_STAMP="helpers-$(cat "${SCRIPT_DIR}"/{device-plugin,pause,coredns}/main.go | sha256sum | cut -c1-16)-${KUBERNETES_VERSION}-coredns-${COREDNS_VERSION}"
 
 log() { printf '[build.sh %s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
 
@@ -62,7 +69,9 @@ up_to_date() {
 all_up_to_date() {
   up_to_date kube "${KUBE_STAMP}" "${KUBE_BINS[@]}" &&
     up_to_date etcd "${ETCD_STAMP}" etcd &&
-    up_to_date kwok "${KWOK_STAMP}" kwok
+    up_to_date kwok "${KWOK_STAMP}" kwok &&
+    up_to_date kube-router "${KUBE_ROUTER_STAMP}" kube-router &&
+    up_to_date node-helpers "${NODE_HELPERS_STAMP}" pao-device-plugin pao-pause pao-coredns
 }
 
 # Fast path: no go invocation, no lock, just file checks.
@@ -261,10 +270,46 @@ build_kwok() {
   log "kwok: done in $((SECONDS - start))s"
 }
 
+build_kube_router() {
+  local start=${SECONDS}
+  # Only its firewall (NetworkPolicy) controller runs on the real node: the advisory against
+  # v2.1.0 (GHSA-phqm-jgc3-qf8g) is in its service proxy, which the node never starts. v2.1.0 is
+  # the one version the module proxy serves here.
+  log "kube-router: go install github.com/cloudnativelabs/kube-router/v2/cmd/kube-router@${KUBE_ROUTER_VERSION}"
+  (cd "${WORK}" && GOBIN="${STAGE}" go install -trimpath -ldflags "-s -w" \
+    "github.com/cloudnativelabs/kube-router/v2/cmd/kube-router@${KUBE_ROUTER_VERSION}") >&2
+  install_bins kube-router "${KUBE_ROUTER_STAMP}" kube-router
+  log "kube-router: done in $((SECONDS - start))s"
+}
+
+# The device plugin (k8s.io/kubelet's deviceplugin/v1beta1 at the Kubernetes version), the
+# pause program and the cluster DNS (CoreDNS with three plugins), each a main.go in this folder,
+# built in a throwaway module.
+build_node_helpers() {
+  local start=${SECONDS} name
+  for name in device-plugin pause coredns; do
+    local mod="${WORK}/${name}"
+    mkdir -p "${mod}"
+    cp "${SCRIPT_DIR}/${name}/main.go" "${mod}/"
+    printf 'module pao-e2e/%s\n\ngo 1.24\n' "${name}" >"${mod}/go.mod"
+    if [[ "${name}" == device-plugin ]]; then
+      (cd "${mod}" && go get "k8s.io/kubelet@${K8S_STAGING_VERSION}") >&2
+    fi
+    if [[ "${name}" == coredns ]]; then
+      (cd "${mod}" && go get "github.com/coredns/coredns@${COREDNS_VERSION}") >&2
+    fi
+    (cd "${mod}" && go mod tidy && go build -trimpath -ldflags "-s -w" -o "${STAGE}/pao-${name}" .) >&2
+  done
+  install_bins node-helpers "${NODE_HELPERS_STAMP}" pao-device-plugin pao-pause pao-coredns
+  log "node helpers: done in $((SECONDS - start))s"
+}
+
 # Small components first: they fail fast if the proxy or toolchain is broken.
 up_to_date etcd "${ETCD_STAMP}" etcd || build_etcd
 up_to_date kwok "${KWOK_STAMP}" kwok || build_kwok
 up_to_date kube "${KUBE_STAMP}" "${KUBE_BINS[@]}" || build_kube
+up_to_date node-helpers "${NODE_HELPERS_STAMP}" pao-device-plugin pao-pause pao-coredns || build_node_helpers
+up_to_date kube-router "${KUBE_ROUTER_STAMP}" kube-router || build_kube_router
 
 # Sanity check: the binaries run on this machine and the version stamping
 # took effect (a wrong ldflags package path would silently report v0.0.0).

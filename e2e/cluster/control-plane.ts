@@ -167,6 +167,13 @@ export async function startControlPlane(
     logToConsole?: boolean;
     /** Flags added to a component's own (a later flag wins), e.g. a benchmark's client QPS. */
     extraArgs?: Partial<Record<Component, string[]>>;
+    /**
+     * The address the API server binds and advertises (default 127.0.0.1): a real node's pods
+     * reach it there (e2e/cluster/real-node.ts), through the `kubernetes` Service.
+     */
+    address?: string;
+    /** More static tokens, `token,user,uid,"group"` lines (a real kubelet's system:node user). */
+    tokens?: string[];
   } = {},
 ): Promise<ControlPlane> {
   const binDir = options.binDir ?? buildControlPlane();
@@ -179,11 +186,16 @@ export async function startControlPlane(
     Array.from({ length: 6 }, freePort),
   )) as [number, number, number, number, number, number];
   const token = randomBytes(24).toString('hex');
-  const server = `https://127.0.0.1:${apiPort}`;
+  const address = options.address ?? '127.0.0.1';
+  const server = `https://${address}:${apiPort}`;
 
   // Static token auth keeps the harness free of a PKI: every component and the tests use
   // the admin token; ServiceAccounts get real signed tokens from the keys below.
-  writeFileSync(join(dir, 'tokens.csv'), `${token},admin,admin-uid,"system:masters"\n`, { mode: 0o600 });
+  writeFileSync(
+    join(dir, 'tokens.csv'),
+    [`${token},admin,admin-uid,"system:masters"`, ...(options.tokens ?? [])].map((l) => `${l}\n`).join(''),
+    { mode: 0o600 },
+  );
   const { privateKey, publicKey } = generateKeyPairSync('rsa', { modulusLength: 2048 });
   writeFileSync(join(dir, 'sa.key'), privateKey.export({ type: 'pkcs8', format: 'pem' }), { mode: 0o600 });
   writeFileSync(join(dir, 'sa.pub'), publicKey.export({ type: 'spki', format: 'pem' }));
@@ -239,9 +251,11 @@ export async function startControlPlane(
       bin: 'kube-apiserver',
       args: [
         `--etcd-servers=http://127.0.0.1:${etcdPort}`,
-        '--bind-address=127.0.0.1',
-        '--advertise-address=127.0.0.1',
+        `--bind-address=${address}`,
+        `--advertise-address=${address}`,
         `--secure-port=${apiPort}`,
+        // A real kubelet's logs and exec are reached at its node's InternalIP.
+        '--kubelet-preferred-address-types=InternalIP,Hostname',
         `--cert-dir=${join(dir, 'pki')}`,
         `--token-auth-file=${join(dir, 'tokens.csv')}`,
         '--authorization-mode=Node,RBAC',
@@ -260,6 +274,9 @@ export async function startControlPlane(
       args: [
         ...clientOf(cmPort),
         `--service-account-private-key-file=${join(dir, 'sa.key')}`,
+        // Published to every namespace as kube-root-ca.crt: pods verify the API server with it.
+        // The self-signed serving certificate names the Service IP and kubernetes.default.svc.
+        `--root-ca-file=${join(dir, 'pki', 'apiserver.crt')}`,
         '--use-service-account-credentials=false',
         '--leader-elect=false',
         '--controllers=*,-cloud-node-lifecycle,-service-lb-controller,-node-route-controller',

@@ -109,6 +109,12 @@ export interface OpenAICompatibleOptions {
 
 const ALL_DIALECTS: readonly Dialect[] = Object.keys(PASS_THROUGH) as Dialect[];
 
+/**
+ * Failures that say the replica is not there (connection refused, no route, no answer to the
+ * connection): its pool sends the retry and new calls to other replicas for a while.
+ */
+const UNREACHABLE = new Set(['upstream_unreachable']);
+
 export class OpenAICompatibleUpstream implements Upstream<OpenAICompatibleRoute> {
   private readonly timeouts: Timeouts;
   private readonly resolve: (baseUrl: string) => string;
@@ -160,6 +166,7 @@ export class OpenAICompatibleUpstream implements Upstream<OpenAICompatibleRoute>
       else void result.outcome.finally(lease.release);
       return result;
     } catch (err) {
+      if (err instanceof ProxyError && UNREACHABLE.has(err.code)) lease.unreachable();
       lease.release();
       throw err;
     }
