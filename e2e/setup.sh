@@ -8,8 +8,9 @@
 #    package; bench says which are missing and goes on (the targets that need them skip, and say so).
 # 2. e2e only: the real components built from package registries into
 #    ~/.cache/platform-ai-optimizer/ (each build script compares its stamp and exits when warm):
-#    the control plane, Ollama and its models, the Python clients, botocore's service models, the
-#    image, the OpenTelemetry Collector and the chart linters. The suites would build each at
+#    the control plane and the real node's binaries, Ollama and its models, the Python clients,
+#    botocore's service models, the image and the real node's images, the OpenTelemetry Collector
+#    and the chart linters. The suites would build each at
 #    first use; building here first makes a cold run's time readable, one line per component.
 set -euo pipefail
 
@@ -36,6 +37,12 @@ NEEDS=(
   "fuse-overlayfs fuse-overlayfs e2e"
   "/usr/include/nlohmann/json.hpp nlohmann-json3-dev e2e,bench"  # headers Ollama's module zip leaves out
   "/usr/include/stb/stb_image.h libstb-dev e2e,bench"            # (cold-start's Ollama too)
+  # The real node (cluster/real-node.ts): its runtime, CNI plugins and firewall tools.
+  "containerd containerd e2e"
+  "/usr/lib/cni/bridge containernetworking-plugins e2e"
+  "iptables iptables e2e"
+  "ipset ipset e2e"
+  "conntrack conntrack e2e"
 )
 
 have() {
@@ -92,5 +99,6 @@ build "Ollama and its models (ollama/build.sh)" ollama bash "${HERE}/ollama/buil
 build "Python clients (python/venv.sh)" python bash "${HERE}/python/venv.sh"
 build "botocore service models (aws/botocore.sh)" botocore bash "${HERE}/aws/botocore.sh"
 build "image (image/build.sh)" image bash "${HERE}/image/build.sh"
+build "real node images (image/node-images.sh)" node-images bash "${HERE}/image/node-images.sh"
 build "OpenTelemetry Collector (otel/build.sh)" otel bash "${HERE}/otel/build.sh"
 build "chart linters (chart-lint/lint.sh --install)" chart-lint bash "${HERE}/chart-lint/lint.sh" --install

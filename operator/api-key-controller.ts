@@ -8,13 +8,13 @@ import {
   MANAGED_BY_LABEL,
   MANAGED_BY_VALUE,
 } from '../crds/constants.js';
-import type { Informer } from '../crds/informer.js';
+import { type Informer, keyOf } from '../crds/informer.js';
 import type { KubeClient } from '../crds/kube-client.js';
 import { apiKeyPlan } from './api-key-status.js';
 import { findCondition } from './conditions.js';
 import type { EventRecorder } from './events.js';
 import { writeStatusIfChanged } from './status-write.js';
-import type { ReconcileResult } from './work-queue.js';
+import type { Enqueue, ReconcileResult } from './work-queue.js';
 
 /**
  * Reconciles an ApiKey: issues its key into the Secret apikey-<name> (owned by the ApiKey, so
@@ -31,6 +31,11 @@ export function generateKey(): string {
 
 export const keyDigest = (key: string): string => `sha256:${createHash('sha256').update(key, 'utf8').digest('hex')}`;
 export const keyHint = (key: string): string => `${key.slice(0, 7)}...${key.slice(-4)}`;
+
+/** What the ApiKey controller watches: ApiKeys, each event its own key. */
+export function watchApiKeys(apiKeys: Informer<ApiKey>, enqueue: Enqueue): void {
+  apiKeys.on((_event, ak) => enqueue(keyOf(ak)));
+}
 
 export interface ApiKeyControllerOptions {
   now: () => Date;

@@ -1,18 +1,23 @@
 import type { Budget, BudgetStatus } from '../crds/budget.js';
 import { periodNoun } from '../crds/budget-period.js';
-import type { Informer } from '../crds/informer.js';
+import { type Informer, keyOf } from '../crds/informer.js';
 import type { KubeClient } from '../crds/kube-client.js';
 import { budgetCondition, requeue } from './api-key-status.js';
 import { findCondition, setCondition } from './conditions.js';
 import type { EventRecorder } from './events.js';
 import { writeStatusIfChanged } from './status-write.js';
-import type { ReconcileResult } from './work-queue.js';
+import type { Enqueue, ReconcileResult } from './work-queue.js';
 
 /**
  * Reconciles a Budget: the proxies report the period's spend in status.usage; this turns it
  * into the BudgetExhausted condition and an Event when it becomes exhausted, and looks again
  * when the period resets.
  */
+/** What the Budget controller watches: Budgets, each event its own key. */
+export function watchBudgets(budgets: Informer<Budget>, enqueue: Enqueue): void {
+  budgets.on((_event, b) => enqueue(keyOf(b)));
+}
+
 export class BudgetController {
   constructor(
     private readonly client: KubeClient,

@@ -16,16 +16,16 @@ import { awsFailure } from '../crds/aws-errors.js';
 import { type BedrockPriceTable, loadBedrockPrices, mergePrices, parseBedrockPrices } from '../crds/bedrock-prices.js';
 import { AGENT_NAMESPACE, PRICES_CONFIGMAP, PRICES_KEY } from '../crds/constants.js';
 import type { ExternalProvider, ExternalProviderStatus } from '../crds/external-provider.js';
-import type { Informer } from '../crds/informer.js';
+import { type Informer, keyOf } from '../crds/informer.js';
 import type { KubeClient } from '../crds/kube-client.js';
 import type { ModelDeployment } from '../crds/model-deployment.js';
-import { resolveNames } from '../crds/model-names.js';
-import type { NamedSecrets, SecretObject } from '../crds/named-secrets.js';
+import { namesMayChange, resolveNames } from '../crds/model-names.js';
+import { NamedSecrets, type NamedSecretsOptions, type SecretObject } from '../crds/named-secrets.js';
 import { aliasCondition, aliasConflictEvent, withAliasCondition } from './alias-condition.js';
 import type { EventRecorder } from './events.js';
 import { type DiscoveryOutcome, discoveredModels, externalProviderStatus } from './external-provider-status.js';
 import { writeStatusIfChanged } from './status-write.js';
-import type { ReconcileResult } from './work-queue.js';
+import type { Enqueue, ReconcileResult } from './work-queue.js';
 
 /**
  * Reconciles an ExternalProvider: resolves its credentials, lists the region's foundation
@@ -34,6 +34,37 @@ import type { ReconcileResult } from './work-queue.js';
  * every `rediscoveryMs`; reconciles in between (our own status write, a resync) reuse the
  * last result, so a status write never triggers another discovery.
  */
+
+/**
+ * What the ExternalProvider controller watches and the providers each event requeues: a
+ * provider itself; the Secrets providers name, each watched by name (RBAC grants exactly
+ * those), a change requeueing the providers that name it; and ModelDeployments whose model or
+ * aliases change, which may free or take a provider's alias (every provider). Returns the
+ * Secret watches, and `track` to call once the providers are listed.
+ */
+export function watchExternalProviders(
+  client: KubeClient,
+  sources: { providers: Informer<ExternalProvider>; modelDeployments: Informer<ModelDeployment> },
+  enqueue: Enqueue,
+  onError: NamedSecretsOptions['onError'],
+): { secrets: NamedSecrets; track: () => Promise<void> } {
+  const { providers } = sources;
+  const secrets = new NamedSecrets(client, AGENT_NAMESPACE, {
+    onChange: (name) => {
+      for (const ep of providers.list()) if (ep.spec.auth.secretRef?.name === name) enqueue(keyOf(ep));
+    },
+    ...(onError ? { onError } : {}),
+  });
+  const track = () => secrets.track(providers.list().flatMap((ep) => ep.spec.auth.secretRef?.name ?? []));
+  providers.on((event, ep) => {
+    enqueue(keyOf(ep));
+    if (event !== 'resync') void track();
+  });
+  sources.modelDeployments.on((event, md, old) => {
+    if (namesMayChange(event, md, old)) for (const ep of providers.list()) enqueue(keyOf(ep));
+  });
+  return { secrets, track };
+}
 
 export interface ExternalProviderControllerOptions {
   roles: RoleCredentials;

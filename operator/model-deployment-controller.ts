@@ -10,11 +10,11 @@ import {
   MODEL_DEPLOYMENT_LABEL,
 } from '../crds/constants.js';
 import type { ExternalProvider } from '../crds/external-provider.js';
-import type { Informer } from '../crds/informer.js';
-import { isConflict, type KubeClient, resourcePath } from '../crds/kube-client.js';
+import { type Informer, type InformerEvent, keyOf } from '../crds/informer.js';
+import { isConflict, type KubeClient, type KubeObject, resourcePath } from '../crds/kube-client.js';
 import { errorMessage } from '../crds/log.js';
 import type { ModelDeployment } from '../crds/model-deployment.js';
-import { resolveNames } from '../crds/model-names.js';
+import { namesMayChange, resolveNames } from '../crds/model-names.js';
 import type { NodeConfiguration } from '../crds/node-configuration.js';
 import type { NodeTemplate } from '../crds/node-template.js';
 import { aliasCondition, aliasConflictEvent, withAliasCondition } from './alias-condition.js';
@@ -27,7 +27,7 @@ import { desiredModelServer } from './model-server.js';
 import { checkNodeConfiguration, checkTemplateGpus, desiredLlmNodeTemplate } from './node-template.js';
 import { checkPrerequisites } from './prerequisites.js';
 import { writeStatusIfChanged } from './status-write.js';
-import type { ReconcileResult } from './work-queue.js';
+import type { Enqueue, ReconcileResult } from './work-queue.js';
 
 /**
  * Reconciles one ModelDeployment: reads the cached state, decides with the pure builders,
@@ -49,6 +49,46 @@ export interface ModelDeploymentCaches {
   nodeConfigurations: Informer<NodeConfiguration>;
   policies: Informer<AutoscalerPolicy>;
   daemonSets: Informer<V1DaemonSet>;
+}
+
+/**
+ * What the ModelDeployment controller watches and the deployments (namespace/name) each event
+ * requeues: a deployment itself; what it owns (its Deployment, Service, pods and claim, by the
+ * label it puts on them); an existing claim a spec names; a provider whose models or aliases
+ * change, which may free or take a deployment's alias; and node templates, node configurations,
+ * the autoscaler policy and device-plugin DaemonSets, which decide where and whether any
+ * deployment can run (every deployment).
+ */
+export function watchModelDeployments(
+  caches: ModelDeploymentCaches,
+  providers: Informer<ExternalProvider>,
+  enqueue: Enqueue,
+): void {
+  const all = () => {
+    for (const md of caches.modelDeployments.list()) enqueue(keyOf(md));
+  };
+  caches.modelDeployments.on((_event, md) => enqueue(keyOf(md)));
+  const byOwner = (_event: InformerEvent, obj: KubeObject & { metadata?: { labels?: Record<string, string> } }) => {
+    const owner = obj.metadata?.labels?.[MODEL_DEPLOYMENT_LABEL];
+    if (owner) enqueue(`${LLMS_NAMESPACE}/${owner}`);
+  };
+  caches.deployments.on(byOwner);
+  caches.services.on(byOwner);
+  caches.pods.on(byOwner);
+  caches.claims.on((event, claim) => {
+    byOwner(event, claim);
+    for (const md of caches.modelDeployments.list()) {
+      if (md.spec.cache?.existingClaim === claim.metadata?.name) enqueue(keyOf(md));
+    }
+  });
+  for (const inf of [caches.nodeTemplates, caches.nodeConfigurations, caches.policies, caches.daemonSets]) {
+    inf.on((event) => {
+      if (event !== 'resync') all();
+    });
+  }
+  providers.on((event, ep, old) => {
+    if (namesMayChange(event, ep, old)) all();
+  });
 }
 
 export interface ModelDeploymentControllerOptions {

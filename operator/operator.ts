@@ -25,25 +25,28 @@ import {
   MODEL_DEPLOYMENT_LABEL,
 } from '../crds/constants.js';
 import type { ExternalProvider } from '../crds/external-provider.js';
-import { Informer, type InformerEvent, keyOf } from '../crds/informer.js';
+import { Informer, keyOf } from '../crds/informer.js';
 import { KubeClient, type KubeObject, resourcePath } from '../crds/kube-client.js';
 import { errorMessage, jsonLogger, type Logger } from '../crds/log.js';
 import { type MetricsServer, serveMetrics } from '../crds/metrics-server.js';
 import type { ModelDeployment } from '../crds/model-deployment.js';
-import { namesMayChange } from '../crds/model-names.js';
-import { NamedSecrets } from '../crds/named-secrets.js';
+import type { NamedSecrets } from '../crds/named-secrets.js';
 import type { NodeConfiguration } from '../crds/node-configuration.js';
 import type { NodeTemplate } from '../crds/node-template.js';
-import { ApiKeyController } from './api-key-controller.js';
-import { BudgetController } from './budget-controller.js';
+import { ApiKeyController, watchApiKeys } from './api-key-controller.js';
+import { BudgetController, watchBudgets } from './budget-controller.js';
 import { ControllerMetrics } from './controller-metrics.js';
 import { EventRecorder } from './events.js';
-import { ExternalProviderController } from './external-provider-controller.js';
+import { ExternalProviderController, watchExternalProviders } from './external-provider-controller.js';
 import { LeaderElector } from './leader-election.js';
 import { managementApi } from './management-api.js';
 import { ModelAutoscaler, ProxyLoad, proxyTargets } from './model-autoscaler.js';
 import type { ModelCacheSetting } from './model-cache.js';
-import { type ModelDeploymentCaches, ModelDeploymentController } from './model-deployment-controller.js';
+import {
+  type ModelDeploymentCaches,
+  ModelDeploymentController,
+  watchModelDeployments,
+} from './model-deployment-controller.js';
 import { WorkQueue } from './work-queue.js';
 
 /**
@@ -101,7 +104,9 @@ export class Operator {
   private queue: WorkQueue | undefined;
   private providerQueue: WorkQueue | undefined;
   private providers: { eps: Informer<ExternalProvider>; secrets: NamedSecrets } | undefined;
-  private keys: { apiKeys: Informer<ApiKey>; budgets: Informer<Budget>; queue: WorkQueue } | undefined;
+  private keys:
+    | { apiKeys: Informer<ApiKey>; budgets: Informer<Budget>; keyQueue: WorkQueue; budgetQueue: WorkQueue }
+    | undefined;
   private caches: ModelDeploymentCaches | undefined;
   private autoscaler: ModelAutoscaler | undefined;
   private leading = false;
@@ -153,8 +158,8 @@ export class Operator {
   resyncAll(): void {
     for (const md of this.caches?.modelDeployments.list() ?? []) this.queue?.add(keyOf(md));
     for (const ep of this.providers?.eps.list() ?? []) this.providerQueue?.add(keyOf(ep));
-    for (const ak of this.keys?.apiKeys.list() ?? []) this.keys?.queue.add(`ApiKey/${keyOf(ak)}`);
-    for (const b of this.keys?.budgets.list() ?? []) this.keys?.queue.add(`Budget/${keyOf(b)}`);
+    for (const ak of this.keys?.apiKeys.list() ?? []) this.keys?.keyQueue.add(keyOf(ak));
+    for (const b of this.keys?.budgets.list() ?? []) this.keys?.budgetQueue.add(keyOf(b));
   }
 
   url(): string {
@@ -246,37 +251,31 @@ export class Operator {
       daemonSets: this.informer<V1DaemonSet>(resourcePath({ group: 'apps', version: 'v1', plural: 'daemonsets' })),
     };
     this.caches = caches;
+    const agentPath = (plural: string) =>
+      resourcePath({ group: API_GROUP, version: API_VERSION, plural, namespace: AGENT_NAMESPACE });
+    const providers = this.informer<ExternalProvider>(agentPath('externalproviders'));
+    const apiKeys = this.informer<ApiKey>(agentPath('apikeys'));
+    const budgets = this.informer<Budget>(agentPath('budgets'));
     const queue = this.workQueue('modeldeployment', ['modeldeployment'], 'reconcile failed');
+    const providerQueue = this.workQueue('externalprovider', ['externalprovider'], 'provider reconcile failed');
+    const keyQueue = this.workQueue('apikey', ['apikey'], 'key reconcile failed');
+    const budgetQueue = this.workQueue('budget', ['budget'], 'budget reconcile failed');
     this.queue = queue;
+    this.providerQueue = providerQueue;
+    this.keys = { apiKeys, budgets, keyQueue, budgetQueue };
 
-    const enqueueAll = () => {
-      for (const md of caches.modelDeployments.list()) queue.add(keyOf(md));
-    };
-    caches.modelDeployments.on((e: InformerEvent, md, old) => {
-      queue.add(keyOf(md));
-      // A deployment's model or aliases may free or take a provider's alias.
-      if (namesMayChange(e, md, old))
-        for (const ep of this.providers?.eps.list() ?? []) this.providerQueue?.add(keyOf(ep));
-    });
-    const byOwner = (_e: InformerEvent, obj: KubeObject & { metadata?: { labels?: Record<string, string> } }) => {
-      const owner = obj.metadata?.labels?.[owned];
-      if (owner) queue.add(`${LLMS_NAMESPACE}/${owner}`);
-    };
-    caches.deployments.on(byOwner);
-    caches.services.on(byOwner);
-    caches.pods.on(byOwner);
-    caches.claims.on((e, claim) => {
-      byOwner(e, claim);
-      for (const md of caches.modelDeployments.list()) {
-        if (md.spec.cache?.existingClaim === claim.metadata?.name) queue.add(keyOf(md));
-      }
-    });
-    // Templates, configurations, the policy and device plugins affect every deployment.
-    for (const inf of [caches.nodeTemplates, caches.nodeConfigurations, caches.policies, caches.daemonSets]) {
-      inf.on((event) => {
-        if (event !== 'resync') enqueueAll();
-      });
-    }
+    // What each controller watches and how events map to its keys is declared beside its
+    // reconcile; here the informers and queues are only wired to them.
+    watchModelDeployments(caches, providers, (key) => queue.add(key));
+    const providerWatches = watchExternalProviders(
+      this.client,
+      { providers, modelDeployments: caches.modelDeployments },
+      (key) => providerQueue.add(key),
+      (error) => this.log.warn('Secret watch failed, retrying', { error }),
+    );
+    this.providers = { eps: providers, secrets: providerWatches.secrets };
+    watchApiKeys(apiKeys, (key) => keyQueue.add(key));
+    watchBudgets(budgets, (key) => budgetQueue.add(key));
 
     await Promise.all(Object.values(caches).map((i: Informer<KubeObject>) => i.start()));
     if (!this.leading) return;
@@ -306,10 +305,10 @@ export class Operator {
       providers: () => this.providers?.eps.list() ?? [],
     });
     queue.run(this.controllers.instrument('modeldeployment', (key) => controller.reconcile(key)));
-    enqueueAll();
+    for (const md of caches.modelDeployments.list()) queue.add(keyOf(md));
     autoscaler.start();
-    await this.startProviders();
-    await this.startKeys();
+    await this.startProviders(providers, providerWatches.secrets, providerWatches.track, providerQueue);
+    await this.startKeys(apiKeys, budgets, keyQueue, budgetQueue);
     this.log.info('controllers running', { namespace: LLMS_NAMESPACE, agentNamespace: AGENT_NAMESPACE });
   }
 
@@ -325,31 +324,14 @@ export class Operator {
     return queue;
   }
 
-  private async startProviders(): Promise<void> {
-    const eps = this.informer<ExternalProvider>(
-      resourcePath({ group: API_GROUP, version: API_VERSION, plural: 'externalproviders', namespace: AGENT_NAMESPACE }),
-    );
-    const queue = this.workQueue('externalprovider', ['externalprovider'], 'provider reconcile failed');
-    // Only the Secrets that providers name, each watched by name: RBAC grants exactly those.
-    // A changed (or newly readable) Secret is rediscovered for the providers that reference it.
-    const secrets = new NamedSecrets(this.client, AGENT_NAMESPACE, {
-      onChange: (name) => {
-        for (const ep of eps.list()) if (ep.spec.auth.secretRef?.name === name) queue.add(keyOf(ep));
-      },
-      onError: (error) => this.log.warn('Secret watch failed, retrying', { error }),
-    });
-    const secretNames = () => eps.list().flatMap((ep) => ep.spec.auth.secretRef?.name ?? []);
-    this.providers = { eps, secrets };
-    this.providerQueue = queue;
-    eps.on((event, ep, old) => {
-      queue.add(keyOf(ep));
-      if (event !== 'resync') void secrets.track(secretNames());
-      // A provider's models or aliases may free or take a deployment's alias.
-      if (namesMayChange(event, ep, old))
-        for (const md of this.caches?.modelDeployments.list() ?? []) this.queue?.add(keyOf(md));
-    });
+  private async startProviders(
+    eps: Informer<ExternalProvider>,
+    secrets: NamedSecrets,
+    track: () => Promise<void>,
+    queue: WorkQueue,
+  ): Promise<void> {
     await eps.start();
-    await secrets.track(secretNames());
+    await track();
     if (!this.leading) return;
     const controller = new ExternalProviderController(
       this.client,
@@ -373,16 +355,12 @@ export class Operator {
     for (const ep of eps.list()) queue.add(keyOf(ep));
   }
 
-  /** ApiKeys and Budgets share one queue: keys are `ApiKey/<ns>/<name>` and `Budget/<ns>/<name>`. */
-  private async startKeys(): Promise<void> {
-    const path = (plural: string) =>
-      resourcePath({ group: API_GROUP, version: API_VERSION, plural, namespace: AGENT_NAMESPACE });
-    const apiKeys = this.informer<ApiKey>(path('apikeys'));
-    const budgets = this.informer<Budget>(path('budgets'));
-    const queue = this.workQueue('apikey-budget', ['apikey', 'budget'], 'key reconcile failed');
-    this.keys = { apiKeys, budgets, queue };
-    apiKeys.on((_e, ak) => queue.add(`ApiKey/${keyOf(ak)}`));
-    budgets.on((_e, b) => queue.add(`Budget/${keyOf(b)}`));
+  private async startKeys(
+    apiKeys: Informer<ApiKey>,
+    budgets: Informer<Budget>,
+    keyQueue: WorkQueue,
+    budgetQueue: WorkQueue,
+  ): Promise<void> {
     await Promise.all([apiKeys.start(), budgets.start()]);
     if (!this.leading) return;
     const events = new EventRecorder(this.client, 'platform-ai-optimizer-operator', (err) =>
@@ -391,14 +369,10 @@ export class Operator {
     const now = this.opts.now ?? (() => new Date());
     const keyController = new ApiKeyController(this.client, apiKeys, events, { now });
     const budgetController = new BudgetController(this.client, budgets, events, { now });
-    const reconcileKey = this.controllers.instrument('apikey', (key) => keyController.reconcile(key));
-    const reconcileBudget = this.controllers.instrument('budget', (key) => budgetController.reconcile(key));
-    queue.run((key) => {
-      const rest = key.slice(key.indexOf('/') + 1);
-      return key.startsWith('ApiKey/') ? reconcileKey(rest) : reconcileBudget(rest);
-    });
-    for (const ak of apiKeys.list()) queue.add(`ApiKey/${keyOf(ak)}`);
-    for (const b of budgets.list()) queue.add(`Budget/${keyOf(b)}`);
+    keyQueue.run(this.controllers.instrument('apikey', (key) => keyController.reconcile(key)));
+    budgetQueue.run(this.controllers.instrument('budget', (key) => budgetController.reconcile(key)));
+    for (const ak of apiKeys.list()) keyQueue.add(keyOf(ak));
+    for (const b of budgets.list()) budgetQueue.add(keyOf(b));
   }
 
   private async stopLeading(): Promise<void> {
@@ -417,7 +391,12 @@ export class Operator {
     const autoscaler = this.autoscaler;
     this.autoscaler = undefined;
     await autoscaler?.stop();
-    await Promise.all([queue?.shutdown(), providerQueue?.shutdown(), keys?.queue.shutdown()]);
+    await Promise.all([
+      queue?.shutdown(),
+      providerQueue?.shutdown(),
+      keys?.keyQueue.shutdown(),
+      keys?.budgetQueue.shutdown(),
+    ]);
     await Promise.all([
       ...Object.values(caches ?? {}).map((i: Informer<KubeObject>) => i.stop()),
       providers?.eps.stop(),

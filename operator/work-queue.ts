@@ -147,3 +147,6 @@ export class WorkQueue {
     await Promise.all(this.workers);
   }
 }
+
+/** Adds a key (namespace/name) to a controller's queue: what a controller's watches call. */
+export type Enqueue = (key: string) => void;
