@@ -11,7 +11,7 @@ import { join } from 'node:path';
  */
 
 /** Global (not per network namespace) sysctls the kubelet sets (setupKernelTunables). */
-export const KUBELET_SYSCTLS = [
+const KUBELET_SYSCTLS = [
   'vm/overcommit_memory',
   'vm/panic_on_oom',
   'kernel/panic',
@@ -39,7 +39,7 @@ function run(cmd: string, args: string[]): string {
   }
 }
 
-export function readSysctls(): Record<string, string> {
+function readSysctls(): Record<string, string> {
   return Object.fromEntries(KUBELET_SYSCTLS.map((k) => [k, readFileSync(`/proc/sys/${k}`, 'utf8').trim()]));
 }
 

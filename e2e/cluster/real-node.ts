@@ -49,7 +49,7 @@ export const NODE = {
   dnsIp: '10.77.0.2',
 } as const;
 
-export type NodeComponent = 'containerd' | 'kubelet' | 'kube-proxy' | 'kube-router' | 'device-plugin' | 'coredns';
+type NodeComponent = 'containerd' | 'kubelet' | 'kube-proxy' | 'kube-router' | 'device-plugin' | 'coredns';
 
 const CACHE = join(process.env.XDG_CACHE_HOME ?? join(homedir(), '.cache'), 'platform-ai-optimizer');
 /** What a run leaves for the next one should it die without stopping (SIGKILL of the runner). */
