@@ -137,23 +137,52 @@ export async function apiGet(server: string, token: string, path: string): Promi
 
 /**
  * Components started by an earlier run that died without tearing down (SIGKILL of the test
- * runner, a crash): killed before a new control plane starts, recognised by their binary.
+ * runner, a crash): killed before a new control plane starts, recognised by their binary. Each
+ * line of the file is `<pid> <owner pid>`: a plane whose owner still runs is another live
+ * plane of this run (the real node's suite starts one beside the global one) and is kept.
  */
 function sweepStaleProcesses(binDir: string, pidFile: string): void {
-  let pids: number[] = [];
+  let lines: string[] = [];
   try {
-    pids = readFileSync(pidFile, 'utf8').split('\n').filter(Boolean).map(Number);
+    lines = readFileSync(pidFile, 'utf8').split('\n').filter(Boolean);
   } catch {
     return;
   }
-  for (const pid of pids) {
+  const kept: string[] = [];
+  for (const line of lines) {
+    const [pid, owner] = line.split(' ').map(Number) as [number, number | undefined];
+    if (owner !== undefined && owner !== process.pid && alive(owner)) {
+      kept.push(line);
+      continue;
+    }
     try {
       if (readlinkSync(`/proc/${pid}/exe`).startsWith(binDir)) process.kill(pid, 'SIGKILL');
     } catch {
       // already gone
     }
   }
-  rmSync(pidFile, { force: true });
+  writeFileSync(pidFile, kept.map((l) => `${l}\n`).join(''));
+}
+
+function alive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+/** Drops this plane's lines from the pid file, leaving other live planes' lines. */
+function forgetPids(pidFile: string, pids: Set<number>): void {
+  try {
+    const left = readFileSync(pidFile, 'utf8')
+      .split('\n')
+      .filter((l) => l && !pids.has(Number(l.split(' ')[0])));
+    writeFileSync(pidFile, left.map((l) => `${l}\n`).join(''));
+  } catch {
+    // no file
+  }
 }
 
 interface Spec {
@@ -311,6 +340,8 @@ export async function startControlPlane(
   };
 
   const procs = new Map<Component, ChildProcess>();
+  /** Every process this plane started (the pid file's lines that are its own). */
+  const started = new Set<number>();
   const start = (c: Component) => {
     const spec = specs[c];
     const log = createWriteStream(join(logs, `${c}.log`), { flags: 'a' });
@@ -320,7 +351,10 @@ export async function startControlPlane(
     child.stderr?.pipe(log);
     if (options.logToConsole) child.stderr?.pipe(process.stderr);
     procs.set(c, child);
-    if (child.pid) appendFileSync(pidFile, `${child.pid}\n`);
+    if (child.pid) {
+      appendFileSync(pidFile, `${child.pid} ${process.pid}\n`);
+      started.add(child.pid);
+    }
   };
   const kill = (c: Component) => {
     const child = procs.get(c);
@@ -353,7 +387,7 @@ export async function startControlPlane(
     const order: Component[] = ['kwok', 'kube-scheduler', 'kube-controller-manager', 'kube-apiserver', 'etcd'];
     for (const c of order) await terminate(c);
     procs.clear();
-    rmSync(pidFile, { force: true });
+    forgetPids(pidFile, started);
     if (process.env.KEEP_CONTROL_PLANE_DIR) return;
     rmSync(dir, { recursive: true, force: true });
   };
