@@ -98,7 +98,7 @@ export class ControllerMetrics {
 
   /**
    * Registers a queue (its depth is read when scraped) and the workers of the controllers it
-   * feeds (ApiKeys and Budgets share one queue and its workers).
+   * feeds (one controller per queue today; the label takes several).
    */
   watchQueue(name: string, controllers: string[], queue: WorkQueue, concurrency: number): void {
     this.queues.set(name, { queue, controller: controllers.join(',') });

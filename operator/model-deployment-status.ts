@@ -54,6 +54,28 @@ function statuses(pod: V1Pod): V1ContainerStatus[] {
   return [...(pod.status?.initContainerStatuses ?? []), ...(pod.status?.containerStatuses ?? [])];
 }
 
+const TEMPLATE_HASH = 'pod-template-hash';
+
+/** The pods of the most recently created pod's template (all of them where pods carry no hash). */
+function ofNewestTemplate(pods: V1Pod[]): V1Pod[] {
+  let newest: V1Pod | undefined;
+  const created = (p: V1Pod) => new Date(p.metadata?.creationTimestamp ?? 0).getTime();
+  for (const p of pods) if (!newest || created(p) > created(newest)) newest = p;
+  const hash = newest?.metadata?.labels?.[TEMPLATE_HASH];
+  return hash === undefined ? pods : pods.filter((p) => p.metadata?.labels?.[TEMPLATE_HASH] === hash);
+}
+
+/**
+ * A container that keeps failing: in its back-off now, or run again after two failed runs and not
+ * (yet) ready. Between restarts the kubelet shows it running, which must not read as recovered.
+ */
+function crashLooping(c: V1ContainerStatus): boolean {
+  if (c.state?.waiting?.reason === 'CrashLoopBackOff') return true;
+  const failedBefore = (c.lastState?.terminated?.exitCode ?? 0) !== 0;
+  const doneNow = c.state?.terminated?.exitCode === 0;
+  return c.restartCount >= 2 && failedBefore && !c.ready && !doneNow;
+}
+
 /** The pods' label selector, as kubectl -l and the scale subresource take it. */
 function selectorText(md: ModelDeployment): string {
   return Object.entries(selectorLabels(md))
@@ -100,10 +122,11 @@ export function computeStatus(input: StatusInput): StatusOutput {
     const current = input.pods.filter(
       (p) => !p.metadata?.deletionTimestamp && p.metadata?.annotations?.[MODEL_ANNOTATION] === md.spec.model,
     );
-    // Pods of an older template (an image since changed, e.g. by a chart upgrade that fixed it)
-    // are on their way out: their pull errors and crash loops are not the rollout's.
-    const image = input.deployment?.spec?.template?.spec?.containers?.[0]?.image;
-    const latest = current.filter((p) => !image || p.spec?.containers?.[0]?.image === image);
+    // Pods of an older template (the chart's image since changed, e.g. by the upgrade that fixed
+    // it) are on their way out: their pull errors and crash loops are not the rollout's. The
+    // newest pod's ReplicaSet (pod-template-hash) is the current template; images are not
+    // compared, since an admission webhook may rewrite them (a registry mirror, a digest pin).
+    const latest = ofNewestTemplate(current);
     const pullError = latest
       .flatMap(statuses)
       .find((s) => s.state?.waiting?.reason && PULL_ERRORS.has(s.state.waiting.reason));
@@ -156,10 +179,7 @@ export function computeStatus(input: StatusInput): StatusOutput {
 
     // A container that keeps exiting: the kubelet restarts it with back-off, which never ends by
     // itself. Failed now with its last exit, instead of Deploying until the rollout times out.
-    const crashLoop =
-      answering > 0
-        ? undefined
-        : current.flatMap(statuses).find((c) => c.state?.waiting?.reason === 'CrashLoopBackOff');
+    const crashLoop = answering > 0 ? undefined : latest.flatMap(statuses).find(crashLooping);
 
     const elapsed = now.getTime() - Date.parse(since);
     if (pullError) {

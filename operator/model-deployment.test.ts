@@ -488,28 +488,44 @@ describe('computeStatus', () => {
     expect(serving.status.phase).toBe('Running');
   });
 
+  it('stays Failed while a crash-looping server runs again between restarts; one restart is not a loop', () => {
+    const between = (restartCount: number) => {
+      const p = pod({ scheduled: true });
+      if (p.status) {
+        p.status.containerStatuses = [
+          {
+            name: 'ollama',
+            ready: false,
+            restartCount,
+            image: 'i',
+            imageID: '',
+            state: { running: { startedAt: t0 } },
+            lastState: { terminated: { exitCode: 137, reason: 'OOMKilled' } },
+          },
+        ];
+      }
+      return computeStatus({ md: md(), now: t0, timeoutMs, pods: [p] }).status;
+    };
+    expect(between(3).phase).toBe('Failed');
+    expect(between(3).conditions?.find((c) => c.type === 'Ready')?.reason).toBe('CrashLoopBackOff');
+    // A container killed once (a node event, an OOM under a burst) restarts as Deploying.
+    expect(between(1).phase).toBe('Deploying');
+  });
+
   it('leaves out the pull errors of an older template: the upgrade that fixed the image is Deploying', () => {
     const old = pod({ scheduled: true, pullError: true });
-    old.spec = { containers: [{ name: 'ollama', image: 'ollama/ollama:nope' }] };
-    const deployment = (image: string): V1Deployment => ({
-      spec: { selector: {}, template: { spec: { containers: [{ name: 'ollama', image }] } } },
-    });
-    const fixed = computeStatus({
-      md: md(),
-      now: t0,
-      timeoutMs,
-      pods: [old],
-      deployment: deployment('registry.local/ollama:0.17.4'),
-    });
+    old.metadata = { ...old.metadata, labels: { 'pod-template-hash': 'a' }, creationTimestamp: t0 };
+    const fresh = pod({ scheduled: true });
+    fresh.metadata = {
+      ...fresh.metadata,
+      name: 'llama-new',
+      labels: { 'pod-template-hash': 'b' },
+      creationTimestamp: minutes(1),
+    };
+    const fixed = computeStatus({ md: md(), now: minutes(1), timeoutMs, pods: [old, fresh] });
     expect(fixed.status.phase).toBe('Deploying');
-    const same = computeStatus({
-      md: md(),
-      now: t0,
-      timeoutMs,
-      pods: [old],
-      deployment: deployment('ollama/ollama:nope'),
-    });
-    expect(same.status.phase).toBe('Failed');
+    // Only the old template's pods: theirs is the rollout's error.
+    expect(computeStatus({ md: md(), now: t0, timeoutMs, pods: [old] }).status.phase).toBe('Failed');
   });
 
   it('fails after 25 minutes without becoming ready, and stays failed until the spec changes', () => {

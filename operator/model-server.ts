@@ -167,6 +167,7 @@ export const PULL_MODEL_SCRIPT = [
   'serve_log=$(mktemp)',
   'missing="model $MODEL is not on PersistentVolumeClaim $MODEL_CLAIM (spec.cache.existingClaim), and this deployment never pulls: copy the model onto the claim (README: Model cache), or remove spec.cache"',
   'fail() {',
+  '  [ -s "$serve_log" ] && tail -n 20 "$serve_log" >&2',
   '  printf "%s\\n" "$1" >&2',
   // biome-ignore lint/suspicious/noTemplateCurlyInString: shell parameter expansion (the kubelet's default path)
   '  printf "%s" "$1" >"${TERMINATION_MESSAGE_PATH:-/dev/termination-log}"',
@@ -181,7 +182,6 @@ export const PULL_MODEL_SCRIPT = [
   'server=$!',
   'until ollama list >/dev/null 2>&1; do',
   '  if ! kill -0 "$server" 2>/dev/null; then',
-  '    cat "$serve_log" >&2',
   '    fail "ollama serve exited before answering: $(grep -v "^ *$" "$serve_log" | tail -n 1)"',
   '  fi',
   '  sleep 0.5',

@@ -259,6 +259,39 @@ describe('two replicas of different speed behind the proxy’s balancing', () =>
     expect(fast.requests.length).toBe(20);
   });
 
+  it('does not eject a replica for a call its client abandoned', async () => {
+    fast.reset();
+    slow.reset();
+    slow.behave({ firstByteDelayMs: 400 });
+    fast.behave({ firstByteDelayMs: 1 });
+    // A pool of its own: its first call goes to the first replica, the slow one.
+    const own = new Map<string, RouteEntry>();
+    const up = new OpenAICompatibleUpstream({
+      pools: new ReplicaPools({ maxQueued: 100, queueMs: 30_000, lookup: (m) => own.get(m) }),
+    });
+    const r = route({ replicas: [slow.url, fast.url], slots: undefined });
+    own.set(r.model, r);
+    const send = (signal: AbortSignal) =>
+      up.send({
+        route: r,
+        dialect: 'openai-chat',
+        body: { model: r.model, messages: [{ role: 'user', content: 'hi' }] },
+        stream: false,
+        clientWantsUsage: false,
+        signal,
+      });
+    const gone = new AbortController();
+    const abandoned = send(gone.signal);
+    setTimeout(() => gone.abort(), 50);
+    await expect(abandoned).rejects.toBeDefined();
+    expect(slow.requests.length).toBe(1);
+    slow.behave({ firstByteDelayMs: 1 });
+    for (let i = 0; i < 4; i++) await send(never);
+    await up.close();
+    // Balanced over both as before: the abandoned call said nothing about the replica.
+    expect(slow.requests.length).toBeGreaterThanOrEqual(2);
+  });
+
   it('holds the excess in the proxy and never sends a replica more than its slots', async () => {
     fast.reset();
     slow.reset();

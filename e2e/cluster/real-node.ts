@@ -65,6 +65,30 @@ interface SavedState {
   dir: string;
   /** /var/lib/kubelet did not exist on the host before: removed at stop. */
   madeKubeletDir: boolean;
+  /** This boot's id and each saved pid's start time: a pid reused since is never killed. */
+  bootId: string;
+  started: Record<number, string>;
+}
+
+const BOOT_ID = '/proc/sys/kernel/random/boot_id';
+
+/** A process's start time (clock ticks since boot, /proc/<pid>/stat field 22). */
+function startTime(pid: number): string | undefined {
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+    return stat.slice(stat.lastIndexOf(')') + 2).split(' ')[19];
+  } catch {
+    return undefined;
+  }
+}
+
+/** Whether a saved pid is still the process this state recorded. */
+function same(s: SavedState, pid: number): boolean {
+  return (
+    s.bootId === readFileSync(BOOT_ID, 'utf8').trim() &&
+    s.started[pid] !== undefined &&
+    startTime(pid) === s.started[pid]
+  );
 }
 
 const KUBELET_DIR = '/var/lib/kubelet';
@@ -152,7 +176,7 @@ async function teardown(s: SavedState, children: ChildProcess[]): Promise<string
   await waitFor('node components to exit', 10_000, () => children.every((c) => !alive(c.pid ?? 0))).catch(() => {
     for (const c of children) c.kill('SIGKILL');
   });
-  for (const pid of s.pids) if (pid !== s.holderPid) kill9(pid);
+  for (const pid of s.pids) if (pid !== s.holderPid && same(s, pid)) kill9(pid);
   // Every container: whatever is left in the pods' cgroups.
   for (let i = 0; i < 100; i++) {
     const pids = cgroupPids('kubepods');
@@ -162,8 +186,9 @@ async function teardown(s: SavedState, children: ChildProcess[]): Promise<string
   }
   // The shims and anything else in the node's mount namespace, then its holder.
   let ns = '';
+  const holderAlive = same(s, s.holderPid);
   try {
-    ns = readlinkSync(`/proc/${s.holderPid}/ns/mnt`);
+    if (holderAlive) ns = readlinkSync(`/proc/${s.holderPid}/ns/mnt`);
   } catch {
     // the holder is gone already
   }
@@ -173,10 +198,12 @@ async function teardown(s: SavedState, children: ChildProcess[]): Promise<string
       problems.push(e.message),
     );
   }
-  kill9(s.holderPid);
-  await waitFor('the namespace holder to exit', 10_000, () => !alive(s.holderPid)).catch((e: Error) =>
-    problems.push(e.message),
-  );
+  if (holderAlive) {
+    kill9(s.holderPid);
+    await waitFor('the namespace holder to exit', 10_000, () => !alive(s.holderPid)).catch((e: Error) =>
+      problems.push(e.message),
+    );
+  }
   // The veth goes with the namespace, but a moment later.
   await waitFor('the veth to go', 10_000, () => {
     try {
@@ -194,14 +221,19 @@ async function teardown(s: SavedState, children: ChildProcess[]): Promise<string
   });
   for (const dir of removeCgroups('kubepods')) problems.push(`cgroup left: ${dir}`);
   writeSysctls(s.sysctls);
-  if (existsSync(join(s.dir, 'logs'))) {
-    rmSync(ARTIFACTS, { recursive: true, force: true });
-    mkdirSync(ARTIFACTS, { recursive: true });
-    cpSync(join(s.dir, 'logs'), ARTIFACTS, { recursive: true });
-    // The containers' own output (the kubelet's podLogsDir), for a failed run's reader.
-    if (existsSync(join(s.dir, 'pod-logs'))) {
-      cpSync(join(s.dir, 'pod-logs'), join(ARTIFACTS, 'pods'), { recursive: true, dereference: true });
+  try {
+    if (existsSync(join(s.dir, 'logs'))) {
+      rmSync(ARTIFACTS, { recursive: true, force: true });
+      mkdirSync(ARTIFACTS, { recursive: true });
+      cpSync(join(s.dir, 'logs'), ARTIFACTS, { recursive: true });
+      // The containers' own output (the kubelet's podLogsDir), for a failed run's reader.
+      if (existsSync(join(s.dir, 'pod-logs'))) {
+        cpSync(join(s.dir, 'pod-logs'), join(ARTIFACTS, 'pods'), { recursive: true, dereference: true });
+      }
     }
+  } catch (err) {
+    // A full disk must not keep the rest of the host from being restored.
+    problems.push(`logs not kept: ${(err as Error).message}`);
   }
   try {
     rmSync(s.dir, { recursive: true, force: true });
@@ -298,6 +330,8 @@ export async function createNodeNetwork(): Promise<NodeNetwork> {
     sysctls: before.sysctls,
     dir,
     madeKubeletDir,
+    bootId: readFileSync(BOOT_ID, 'utf8').trim(),
+    started: { [holderPid]: startTime(holderPid) ?? '' },
   };
   writeFileSync(STATE_FILE, JSON.stringify(state));
   try {
@@ -321,6 +355,18 @@ export async function createNodeNetwork(): Promise<NodeNetwork> {
     throw err;
   }
   return { holderPid, dir, before };
+}
+
+/** Takes down a node network whose node never started (a failed set-up); returns what is left. */
+export async function destroyNodeNetwork(net: NodeNetwork): Promise<string[]> {
+  let s: SavedState;
+  try {
+    s = JSON.parse(readFileSync(STATE_FILE, 'utf8')) as SavedState;
+  } catch {
+    return [];
+  }
+  const problems = await teardown(s, []);
+  return [...problems, ...diffHostState(net.before, readHostState())];
 }
 
 export interface RealNodeOptions {
@@ -497,6 +543,7 @@ export async function startRealNode(net: NodeNetwork, opts: RealNodeOptions): Pr
     children.set(c, child);
     if (child.pid) {
       state.pids.push(child.pid);
+      state.started[child.pid] = startTime(child.pid) ?? '';
       writeFileSync(STATE_FILE, JSON.stringify(state));
     }
     return child;

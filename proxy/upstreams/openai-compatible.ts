@@ -1,7 +1,7 @@
 import { Agent, type Dispatcher } from 'undici';
 import { DIALECTS, type Dialect } from '../dialects.js';
 import { ProxyError } from '../errors.js';
-import { ReplicaPools } from '../replica-pool.js';
+import { type Lease, ReplicaPools } from '../replica-pool.js';
 import type { OpenAICompatibleRoute } from '../routing.js';
 import type { UpstreamCall as AnyUpstreamCall, Timeouts, Upstream, UpstreamResult } from '../upstream.js';
 import {
@@ -110,10 +110,12 @@ export interface OpenAICompatibleOptions {
 const ALL_DIALECTS: readonly Dialect[] = Object.keys(PASS_THROUGH) as Dialect[];
 
 /**
- * Failures that say the replica is not there (connection refused, no route, no answer to the
- * connection): its pool sends the retry and new calls to other replicas for a while.
+ * Transport failures that say the replica is not there (connection refused, no route, no
+ * answer to the connection), before anything was sent: its pool sends the retry and new calls
+ * to other replicas for a while. Decided on the transport's own code, never on a call the
+ * client abandoned (that is not the replica's doing).
  */
-const UNREACHABLE = new Set(['upstream_unreachable']);
+const CONNECT_FAILURES = new Set(['ECONNREFUSED', 'EHOSTUNREACH', 'ENETUNREACH', 'UND_ERR_CONNECT_TIMEOUT']);
 
 export class OpenAICompatibleUpstream implements Upstream<OpenAICompatibleRoute> {
   private readonly timeouts: Timeouts;
@@ -161,23 +163,27 @@ export class OpenAICompatibleUpstream implements Upstream<OpenAICompatibleRoute>
     const started = performance.now();
     const lease = await this.pools.acquire(call.route, call.signal);
     try {
-      const result = await this.call(call, lease.url, started);
+      const result = await this.call(call, lease, started);
       if (result.kind === 'json') lease.release();
       else void result.outcome.finally(lease.release);
       return result;
     } catch (err) {
-      if (err instanceof ProxyError && UNREACHABLE.has(err.code)) lease.unreachable();
       lease.release();
       throw err;
     }
   }
 
-  private async call(call: UpstreamCall, baseUrl: string, started: number): Promise<UpstreamResult> {
+  private async call(call: UpstreamCall, lease: Lease, started: number): Promise<UpstreamResult> {
+    const baseUrl = lease.url;
     const dialect = PASS_THROUGH[call.dialect];
     const body = dialect.prepare(call.body, call.stream);
     const firstByteMs = call.route.timeouts?.firstByteMs ?? this.timeouts.firstByteMs;
     const idleMs = call.route.timeouts?.idleMs ?? this.timeouts.idleMs;
     const limit = call.stream ? firstByteMs : Math.max(firstByteMs, this.timeouts.responseMs);
+    const failed = (err: unknown): ProxyError => {
+      if (!call.signal.aborted && CONNECT_FAILURES.has(errorCode(err) ?? '')) lease.unreachable();
+      return transportError(err, call, idleMs);
+    };
     // Serialized outside the try: a failure here is the gateway's, not a transport error.
     const payload = JSON.stringify(body);
     const url = this.parsedUrl(`${this.resolve(baseUrl)}${dialect.path}`);
@@ -199,7 +205,7 @@ export class OpenAICompatibleUpstream implements Upstream<OpenAICompatibleRoute>
       try {
         answer = await exchangeWhole(this.agent, { ...exchange, bodyTimeout: limit }, call.signal);
       } catch (err) {
-        throw transportError(err, call, idleMs);
+        throw failed(err);
       }
       if (answer.status >= 400) throw statusError(answer.status, answer.headers, answer.text, call);
       let json: unknown;
@@ -216,7 +222,7 @@ export class OpenAICompatibleUpstream implements Upstream<OpenAICompatibleRoute>
       // bodyTimeout: the longest silence between chunks.
       res = await exchangeStreamed(this.agent, { ...exchange, bodyTimeout: idleMs }, call.signal);
     } catch (err) {
-      throw transportError(err, call, idleMs);
+      throw failed(err);
     }
 
     if (res.status >= 400) throw statusError(res.status, res.headers, await res.body.text().catch(() => ''), call);
