@@ -14,6 +14,7 @@ import {
   realNodeMissing,
   startRealNode,
 } from './cluster/real-node.js';
+import { eventually, sleep } from './kube.js';
 
 /**
  * The whole journey on real pods: a real node (kubelet, containerd, runc, CNI, kube-proxy,
@@ -82,23 +83,6 @@ function helm(...args: string[]): string {
   });
   if (res.status !== 0) throw new Error(`helm ${args.join(' ')}: ${res.stderr}`);
   return res.stdout;
-}
-
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
-
-async function until<T>(what: string, timeoutMs: number, probe: () => T | undefined | Promise<T | undefined>) {
-  const deadline = Date.now() + timeoutMs;
-  let last: unknown;
-  while (Date.now() < deadline) {
-    try {
-      const v = await probe();
-      if (v !== undefined && v !== false) return v;
-    } catch (err) {
-      last = err;
-    }
-    await sleep(500);
-  }
-  throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}${last ? `: ${String(last)}` : ''}`);
 }
 
 interface PodLite {
@@ -222,7 +206,7 @@ async function runCaller(name: string, script: string, env: Record<string, strin
       ],
     },
   });
-  const phase = await until(`caller ${name} to finish`, 300_000, () => {
+  const phase = await eventually(`caller ${name} to finish`, 300_000, () => {
     const p = kOk(['get', 'pod', name, '-n', CALLERS, '-o', 'jsonpath={.status.phase}']);
     return p === 'Succeeded' || p === 'Failed' ? p : undefined;
   }).catch((err: Error) => {
@@ -359,13 +343,13 @@ describe.skipIf(SKIP)('real pods on a real node', () => {
       'modelCache.storageClassName=real-node-models',
       // The chart's default model server image, ollama/ollama:0.17.4, as an air-gapped cluster has it: unreachable.
     );
-    await until('operator and proxy pods Ready', 300_000, () => {
+    await eventually('operator and proxy pods Ready', 300_000, () => {
       const all = livePods(AGENT, `app.kubernetes.io/instance=${RELEASE}`);
       return all.length === 4 && all.every(isReady) ? all : undefined;
     });
     for (const p of livePods(AGENT, `app.kubernetes.io/instance=${RELEASE}`)) expect(p.spec.nodeName).toBe(NODE.name);
     timings['charts installed, 4 pods Ready'] = `${Date.now() - started} ms`;
-    adminKey = await until('the Admin key issued', 60_000, () => {
+    adminKey = await eventually('the Admin key issued', 60_000, () => {
       const res = k(['get', 'secret', 'apikey-platform-admin', '-n', AGENT, '-o', 'jsonpath={.data.key}']);
       return res.code === 0 && res.stdout ? Buffer.from(res.stdout, 'base64').toString('utf8') : undefined;
     });
@@ -402,7 +386,7 @@ describe.skipIf(SKIP)('real pods on a real node', () => {
       // Two replicas (two of the node's four GPUs), each asking little CPU: the node has two cores.
       spec: { model: CHAT_MODEL, serviceName: 'qwen', replicas: 2, server: { cpu: '250m' } },
     });
-    await until('Failed: ImagePullFailed', 180_000, () => (mdPhase('qwen') === 'Failed' ? true : undefined));
+    await eventually('Failed: ImagePullFailed', 180_000, () => (mdPhase('qwen') === 'Failed' ? true : undefined));
     expect(mdReady('qwen')).toMatchObject({ reason: 'ImagePullFailed' });
     expect(mdReady('qwen').message).toContain('ollama/ollama:0.17.4');
 
@@ -418,7 +402,7 @@ describe.skipIf(SKIP)('real pods on a real node', () => {
       `operator.ollamaImage=${images.ollama}`,
     );
     const phases: [string, number][] = [];
-    await until('Running', 600_000, () => {
+    await eventually('Running', 600_000, () => {
       const p = mdPhase('qwen');
       if (phases.at(-1)?.[0] !== p) phases.push([p, Date.now() - upgraded]);
       return p === 'Running' ? true : undefined;
@@ -426,7 +410,7 @@ describe.skipIf(SKIP)('real pods on a real node', () => {
     // Deploying was seen on the way (the status polls every half second).
     expect(phases.map(([p]) => p)).toContain('Deploying');
     // The rollout ends once the pods of the unpullable image are gone: two replicas, both Ready.
-    const server = await until('the rollout to finish', 300_000, () => {
+    const server = await eventually('the rollout to finish', 300_000, () => {
       const all = livePods(LLMS, 'ai.platform/model-deployment=qwen');
       return all.length === 2 && all.every(isReady) ? all : undefined;
     });
@@ -487,7 +471,7 @@ describe.skipIf(SKIP)('real pods on a real node', () => {
         autoscaling: { minReplicas: 0, maxReplicas: 1 },
       },
     });
-    await until('embed hibernated', 60_000, () =>
+    await eventually('embed hibernated', 60_000, () =>
       mdPhase('embed') === 'Running' && mdReady('embed').reason === 'ScaledToZero' ? true : undefined,
     );
     const script = `
@@ -517,7 +501,7 @@ describe.skipIf(SKIP)('real pods on a real node', () => {
       `${by.embeddings?.wakeMs} ms`;
     console.log(`[e2e] real-pods: wake from zero answered in ${by.embeddings?.wakeMs} ms`);
     expect(livePods(LLMS, 'ai.platform/model-deployment=embed').some(isReady)).toBe(true);
-    const usage = await until('usage recorded', 30_000, async () => {
+    const usage = await eventually('usage recorded', 30_000, async () => {
       const u = await usageFor('team:real');
       return u.requests === 3 ? u : undefined;
     });
@@ -543,7 +527,7 @@ describe.skipIf(SKIP)('real pods on a real node', () => {
     const policy = kOk(['get', 'networkpolicy', '-n', LLMS, '-o', 'json']);
     kOk(['delete', 'networkpolicy', '--all', '-n', LLMS]);
     try {
-      const open = await until('the policy lifted', 30_000, async () => {
+      const open = await eventually('the policy lifted', 30_000, async () => {
         const lines = await runCaller('open', script);
         return lines.every((l) => l === 'status 200') ? lines : undefined;
       });
@@ -595,7 +579,7 @@ describe.skipIf(SKIP)('real pods on a real node', () => {
     const before = statuses.length;
     killedAt = Date.now();
     node.ctr(['tasks', 'kill', '-s', 'SIGKILL', c.containerID.replace('containerd://', '')]);
-    await until('the container restarted and Ready', 180_000, () => {
+    await eventually('the container restarted and Ready', 180_000, () => {
       const p = livePods(LLMS, 'ai.platform/model-deployment=qwen').find(
         (x) => x.metadata.name === victim.metadata.name,
       );
@@ -648,7 +632,7 @@ describe.skipIf(SKIP)('real pods on a real node', () => {
     }
     timings['graceful: stream ran on after the delete'] = `${Date.now() - deleting} ms`;
     expect(text.trim().endsWith('data: [DONE]')).toBe(true);
-    const usage = await until('the stream recorded', 60_000, async () => {
+    const usage = await eventually('the stream recorded', 60_000, async () => {
       const u = await usageFor('test:graceful');
       return u.requests === 1 ? u : undefined;
     });
@@ -656,7 +640,7 @@ describe.skipIf(SKIP)('real pods on a real node', () => {
   }, 300_000);
 
   it('restarts a proxy container the kernel OOM-killed, with every acknowledged usage record kept', async () => {
-    await until('two proxy pods Ready', 120_000, () => {
+    await eventually('two proxy pods Ready', 120_000, () => {
       const all = livePods(AGENT, 'app.kubernetes.io/component=proxy');
       return all.length === 2 && all.every(isReady) ? true : undefined;
     });
@@ -719,7 +703,7 @@ describe.skipIf(SKIP)('real pods on a real node', () => {
       livePods(AGENT, 'app.kubernetes.io/component=proxy')
         .find((x) => x.metadata.name === proxy.metadata.name)
         ?.status.containerStatuses?.find((x) => x.name === 'proxy');
-    const restarted = await until('the proxy container OOMKilled and back', 180_000, () => {
+    const restarted = await eventually('the proxy container OOMKilled and back', 180_000, () => {
       const st = proxyStatus();
       return st && st.restartCount >= 1 && st.ready ? st : undefined;
     }).catch((err: Error) => {
@@ -727,7 +711,7 @@ describe.skipIf(SKIP)('real pods on a real node', () => {
     });
     hog.kill();
     expect(restarted.lastState?.terminated?.reason).toBe('OOMKilled');
-    const usage = await until('the acknowledged records', 60_000, async () => {
+    const usage = await eventually('the acknowledged records', 60_000, async () => {
       const u = await usageFor('test:oom');
       return u.requests >= acknowledged ? u : undefined;
     });
@@ -765,7 +749,7 @@ describe.skipIf(SKIP)('real pods on a real node', () => {
       },
     );
     const failedAfter = Date.now();
-    await until('Failed', 300_000, () => (mdPhase('missing') === 'Failed' ? true : undefined));
+    await eventually('Failed', 300_000, () => (mdPhase('missing') === 'Failed' ? true : undefined));
     timings['crash loop: Failed after'] = `${Date.now() - failedAfter} ms`;
     const ready = mdReady('missing');
     expect(ready.reason).toBe('PullFailed');

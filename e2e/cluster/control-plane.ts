@@ -164,7 +164,29 @@ function sweepStaleProcesses(binDir: string, pidFile: string): void {
   writeFileSync(pidFile, kept.map((l) => `${l}\n`).join(''));
 }
 
-function alive(pid: number): boolean {
+/** A kubeconfig for one user of a plane by its static token (the plane's certificate is self-signed). */
+export function kubeconfigText(server: string, token: string, user: string): string {
+  return [
+    'apiVersion: v1',
+    'kind: Config',
+    'clusters:',
+    '- name: local',
+    '  cluster:',
+    `    server: ${server}`,
+    '    insecure-skip-tls-verify: true',
+    'users:',
+    `- name: ${user}`,
+    '  user:',
+    `    token: ${token}`,
+    'contexts:',
+    '- name: local',
+    `  context: {cluster: local, user: ${user}}`,
+    'current-context: local',
+    '',
+  ].join('\n');
+}
+
+export function alive(pid: number): boolean {
   try {
     process.kill(pid, 0);
     return true;
@@ -230,28 +252,7 @@ export async function startControlPlane(
   writeFileSync(join(dir, 'sa.pub'), publicKey.export({ type: 'spki', format: 'pem' }));
 
   const kubeconfig = join(dir, 'kubeconfig');
-  writeFileSync(
-    kubeconfig,
-    [
-      'apiVersion: v1',
-      'kind: Config',
-      'clusters:',
-      '- name: local',
-      '  cluster:',
-      `    server: ${server}`,
-      '    insecure-skip-tls-verify: true',
-      'users:',
-      '- name: admin',
-      '  user:',
-      `    token: ${token}`,
-      'contexts:',
-      '- name: local',
-      '  context: {cluster: local, user: admin}',
-      'current-context: local',
-      '',
-    ].join('\n'),
-    { mode: 0o600 },
-  );
+  writeFileSync(kubeconfig, kubeconfigText(server, token, 'admin'), { mode: 0o600 });
 
   // Controller manager and scheduler: API access as admin, their own secure port on loopback.
   const clientOf = (port: number) => [

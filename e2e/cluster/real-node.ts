@@ -16,6 +16,7 @@ import {
 import { homedir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { alive, kubeconfigText } from './control-plane.js';
 import { cgroupPids, diffHostState, type HostState, readHostState, removeCgroups, writeSysctls } from './host-state.js';
 
 /**
@@ -130,15 +131,6 @@ async function waitFor(what: string, timeoutMs: number, probe: () => boolean | P
     await sleep(250);
   }
   throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}`);
-}
-
-function alive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch {
-    return false;
-  }
 }
 
 function kill9(pid: number): void {
@@ -399,27 +391,6 @@ export interface RealNode {
   stop(): Promise<string[]>;
 }
 
-function kubeconfigFor(server: string, token: string, user: string): string {
-  return [
-    'apiVersion: v1',
-    'kind: Config',
-    'clusters:',
-    '- name: local',
-    '  cluster:',
-    `    server: ${server}`,
-    '    insecure-skip-tls-verify: true',
-    'users:',
-    `- name: ${user}`,
-    '  user:',
-    `    token: ${token}`,
-    'contexts:',
-    '- name: local',
-    `  context: {cluster: local, user: ${user}}`,
-    'current-context: local',
-    '',
-  ].join('\n');
-}
-
 export async function startRealNode(net: NodeNetwork, opts: RealNodeOptions): Promise<RealNode> {
   const { dir, holderPid } = net;
   const logs = join(dir, 'logs');
@@ -483,11 +454,11 @@ export async function startRealNode(net: NodeNetwork, opts: RealNodeOptions): Pr
   );
   writeFileSync(join(dir, 'resolv.conf'), 'nameserver 127.0.0.1\noptions ndots:1\n');
   const nodeKubeconfig = join(dir, 'kubelet.kubeconfig');
-  writeFileSync(nodeKubeconfig, kubeconfigFor(opts.server, opts.nodeToken, `system:node:${NODE.name}`), {
+  writeFileSync(nodeKubeconfig, kubeconfigText(opts.server, opts.nodeToken, `system:node:${NODE.name}`), {
     mode: 0o600,
   });
   const adminKubeconfig = join(dir, 'admin.kubeconfig');
-  writeFileSync(adminKubeconfig, kubeconfigFor(opts.server, opts.adminToken, 'admin'), { mode: 0o600 });
+  writeFileSync(adminKubeconfig, kubeconfigText(opts.server, opts.adminToken, 'admin'), { mode: 0o600 });
   writeFileSync(
     join(dir, 'kubelet.yaml'),
     JSON.stringify({
