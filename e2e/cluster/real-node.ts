@@ -94,6 +94,9 @@ function same(s: SavedState, pid: number): boolean {
 
 const KUBELET_DIR = '/var/lib/kubelet';
 
+/** The node's cgroup root in every hierarchy; the kubelet makes kubepods under it. */
+const CGROUP_ROOT_NAME = 'pao-real-node';
+
 /** Debian packages and host facts the node needs; an empty list when it can run here. */
 export function realNodeMissing(): string[] {
   const missing: string[] = [];
@@ -171,7 +174,7 @@ async function teardown(s: SavedState, children: ChildProcess[]): Promise<string
   for (const pid of s.pids) if (pid !== s.holderPid && same(s, pid)) kill9(pid);
   // Every container: whatever is left in the pods' cgroups.
   for (let i = 0; i < 100; i++) {
-    const pids = cgroupPids('kubepods');
+    const pids = cgroupPids(CGROUP_ROOT_NAME);
     if (pids.length === 0) break;
     for (const pid of pids) kill9(pid);
     await sleep(100);
@@ -211,7 +214,7 @@ async function teardown(s: SavedState, children: ChildProcess[]): Promise<string
       problems.push(`veth ${NODE.hostLink}: ${(err as Error).message}`);
     }
   });
-  for (const dir of removeCgroups('kubepods')) problems.push(`cgroup left: ${dir}`);
+  for (const dir of removeCgroups(CGROUP_ROOT_NAME)) problems.push(`cgroup left: ${dir}`);
   writeSysctls(s.sysctls);
   try {
     if (existsSync(join(s.dir, 'logs'))) {
@@ -476,6 +479,9 @@ export async function startRealNode(net: NodeNetwork, opts: RealNodeOptions): Pr
       cgroupDriver: 'cgroupfs',
       failCgroupV1: false,
       cgroupsPerQOS: true,
+      // Its pods under a root of its own, not the host's /kubepods: a host that runs a kubelet
+      // already (k3s, a cgroupfs node) keeps its pods, and the teardown touches only these.
+      cgroupRoot: `/${CGROUP_ROOT_NAME}`,
       enforceNodeAllocatable: ['pods'],
       containerRuntimeEndpoint: `unix://${sock}`,
       podLogsDir: join(dir, 'pod-logs'),
@@ -592,6 +598,9 @@ export async function startRealNode(net: NodeNetwork, opts: RealNodeOptions): Pr
     });
     node.importImage(opts.pauseArchive);
 
+    // The kubelet wants its cgroup root to exist in every hierarchy (teardown removes them).
+    for (const h of readdirSync('/sys/fs/cgroup'))
+      mkdirSync(join('/sys/fs/cgroup', h, CGROUP_ROOT_NAME), { recursive: true });
     const labels = Object.entries(opts.labels)
       .map(([k, v]) => `${k}=${v}`)
       .join(',');
