@@ -1,5 +1,5 @@
 import { execFileSync } from 'node:child_process';
-import { readdirSync, readFileSync, rmdirSync, statSync, writeFileSync } from 'node:fs';
+import { readdirSync, readFileSync, rmdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 
 /**
@@ -53,29 +53,28 @@ export function writeSysctls(values: Record<string, string>): void {
   }
 }
 
+/** The directories directly in `dir`; none when it is gone or unreadable (cgroups come and go). */
+function subdirs(dir: string): string[] {
+  try {
+    return readdirSync(dir, { withFileTypes: true })
+      .filter((e) => e.isDirectory())
+      .map((e) => join(dir, e.name));
+  } catch {
+    return [];
+  }
+}
+
 /** Every cgroup directory under the top of each hierarchy, down to `depth` levels. */
 function cgroupDirs(depth: number): string[] {
   const out: string[] = [];
   const walk = (dir: string, left: number) => {
-    let entries: string[];
-    try {
-      entries = readdirSync(dir);
-    } catch {
-      return;
-    }
-    for (const e of entries) {
-      const p = join(dir, e);
-      try {
-        if (!statSync(p).isDirectory()) continue;
-      } catch {
-        continue;
-      }
+    for (const p of subdirs(dir)) {
       out.push(p);
       if (left > 1) walk(p, left - 1);
     }
   };
   // Each hierarchy (cpu, memory, unified, ...) is a directory of /sys/fs/cgroup; its children are cgroups.
-  for (const h of readdirSync(CGROUP_ROOT)) walk(join(CGROUP_ROOT, h), depth);
+  for (const h of subdirs(CGROUP_ROOT)) walk(h, depth);
   return out.sort();
 }
 
@@ -121,34 +120,21 @@ export function diffHostState(before: HostState, after: HostState): string[] {
 }
 
 /**
- * Removes the cgroups the kubelet and runc made (kubepods and everything under it, in every
- * hierarchy), deepest first. A cgroup with a process left in it cannot be removed: those are
- * killed first by the caller.
+ * Removes the cgroup tree `name` (the node's root and everything the kubelet and runc made under
+ * it) in every hierarchy, deepest first. A cgroup with a process left in it cannot be removed:
+ * those are killed first by the caller.
  */
 export function removeCgroups(name: string): string[] {
   const left: string[] = [];
   const remove = (dir: string) => {
-    let entries: string[] = [];
-    try {
-      entries = readdirSync(dir);
-    } catch {
-      return;
-    }
-    for (const e of entries) {
-      const p = join(dir, e);
-      try {
-        if (statSync(p).isDirectory()) remove(p);
-      } catch {
-        // gone meanwhile
-      }
-    }
+    for (const p of subdirs(dir)) remove(p);
     try {
       rmdirSync(dir);
     } catch (err) {
       if ((err as NodeJS.ErrnoException).code !== 'ENOENT') left.push(dir);
     }
   };
-  for (const h of readdirSync(CGROUP_ROOT)) remove(join(CGROUP_ROOT, h, name));
+  for (const h of subdirs(CGROUP_ROOT)) remove(join(h, name));
   return left;
 }
 
@@ -156,26 +142,13 @@ export function removeCgroups(name: string): string[] {
 export function cgroupPids(name: string): number[] {
   const pids = new Set<number>();
   const walk = (dir: string) => {
-    let entries: string[];
-    try {
-      entries = readdirSync(dir);
-    } catch {
-      return;
-    }
     try {
       for (const p of readFileSync(join(dir, 'cgroup.procs'), 'utf8').split('\n')) if (p) pids.add(Number(p));
     } catch {
-      // not a cgroup
+      // not a cgroup, or gone meanwhile
     }
-    for (const e of entries) {
-      const p = join(dir, e);
-      try {
-        if (statSync(p).isDirectory()) walk(p);
-      } catch {
-        // gone meanwhile
-      }
-    }
+    for (const p of subdirs(dir)) walk(p);
   };
-  for (const h of readdirSync(CGROUP_ROOT)) walk(join(CGROUP_ROOT, h, name));
+  for (const h of subdirs(CGROUP_ROOT)) walk(join(h, name));
   return [...pids];
 }

@@ -122,6 +122,11 @@ function sh(cmd: string, args: string[], input?: string): string {
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
+/** Runs a command in the node's network and mount namespaces (those of its holder process). */
+function inNamespaces(holderPid: number, cmd: string[]): string {
+  return sh('nsenter', ['-t', String(holderPid), '-n', '-m', '--', ...cmd]);
+}
+
 async function waitFor(what: string, timeoutMs: number, probe: () => boolean | Promise<boolean>): Promise<void> {
   const deadline = Date.now() + timeoutMs;
   while (Date.now() < deadline) {
@@ -334,7 +339,7 @@ export async function createNodeNetwork(): Promise<NodeNetwork> {
       holder.stdout?.once('data', () => resolve());
       holder.once('exit', (code) => reject(new Error(`the namespace holder exited (${code})`)));
     });
-    const inNode = (cmd: string[]) => sh('nsenter', ['-t', String(holderPid), '-n', '-m', '--', ...cmd]);
+    const inNode = (cmd: string[]) => inNamespaces(holderPid, cmd);
     sh('ip', ['link', 'add', NODE.hostLink, 'type', 'veth', 'peer', 'name', 'eth0', 'netns', String(holderPid)]);
     sh('ip', ['addr', 'add', `${NODE.hostIp}/30`, 'dev', NODE.hostLink]);
     sh('ip', ['link', 'set', NODE.hostLink, 'up']);
@@ -508,7 +513,7 @@ export async function startRealNode(net: NodeNetwork, opts: RealNodeOptions): Pr
     }),
   );
 
-  const inNode = (cmd: string[]) => sh('nsenter', ['-t', String(holderPid), '-n', '-m', '--', ...cmd]);
+  const inNode = (cmd: string[]) => inNamespaces(holderPid, cmd);
   const start = (c: NodeComponent, bin: string, args: string[]) => {
     const log = createWriteStream(join(logs, `${c}.log`), { flags: 'a' });
     const child = spawn('nsenter', ['-t', String(holderPid), '-n', '-m', '--', bin, ...args], {
