@@ -300,8 +300,15 @@ describe('usage survives the proxy being killed', () => {
     expect(lost).toEqual([]);
     expect(doubled).toEqual([]);
     expect(spooled).toBeGreaterThan(1024 * 1024);
-    // Flat: within what one sample to the next moves at steady load (GC), not growing with the backlog.
-    expect(peakOutage).toBeLessThanOrEqual(peakSteady + 16);
+    // Flat: the backlog lives on disk, so memory must not grow with it. The outage's last 20 s
+    // (three times the backlog of its first 20 s) peak within what GC moves from one sample to the
+    // next; the outage as a whole costs the error path's buffers over steady load, not the backlog's.
+    const third = Math.floor(outage.length / 3);
+    const peakEarly = Math.max(...outage.slice(0, third));
+    const peakLate = Math.max(...outage.slice(-third));
+    console.log(`[usage-crash] outage peak RSS first 20 s ${peakEarly.toFixed(0)} MiB, last 20 s ${peakLate.toFixed(0)} MiB`);
+    expect(peakLate).toBeLessThanOrEqual(peakEarly + 16);
+    expect(peakOutage).toBeLessThanOrEqual(peakSteady + 48);
     await q.stop('SIGTERM');
   });
 
