@@ -24,6 +24,8 @@ export interface BedrockPriceTable {
   /** `global.` inference profiles where AWS prices global routing differently. */
   global?: Record<string, TokenPrice>;
   regions?: Record<string, Record<string, TokenPrice>>;
+  /** Hosted providers' prices by spec.provider, then model id (OpenAI's, Anthropic's, Vertex's ids). */
+  providers?: Record<string, Record<string, TokenPrice>>;
 }
 
 class PriceTableError extends Error {}
@@ -67,14 +69,45 @@ export function parseBedrockPrices(text: string): BedrockPriceTable {
     for (const [region, models] of Object.entries(t.regions))
       regions[region] = priceEntries(models, `regions.${region}`);
   }
-  return { models: priceEntries(t.models, 'models'), global: priceEntries(t.global, 'global'), regions };
+  const providers: Record<string, Record<string, TokenPrice>> = {};
+  if (t.providers !== undefined && t.providers !== null) {
+    if (!isRecord(t.providers)) throw new PriceTableError('providers must be a map of provider -> models');
+    for (const [provider, models] of Object.entries(t.providers))
+      providers[provider] = priceEntries(models, `providers.${provider}`);
+  }
+  return {
+    models: priceEntries(t.models, 'models'),
+    global: priceEntries(t.global, 'global'),
+    regions,
+    providers,
+  };
 }
 
 /** Overrides replace single entries; everything else stays from the base table. */
 export function mergePrices(base: BedrockPriceTable, over: BedrockPriceTable): BedrockPriceTable {
   const regions: Record<string, Record<string, TokenPrice>> = { ...base.regions };
   for (const [r, models] of Object.entries(over.regions ?? {})) regions[r] = { ...regions[r], ...models };
-  return { models: { ...base.models, ...over.models }, global: { ...base.global, ...over.global }, regions };
+  const providers: Record<string, Record<string, TokenPrice>> = { ...base.providers };
+  for (const [p, models] of Object.entries(over.providers ?? {})) providers[p] = { ...providers[p], ...models };
+  return {
+    models: { ...base.models, ...over.models },
+    global: { ...base.global, ...over.global },
+    regions,
+    providers,
+  };
+}
+
+/**
+ * The price of a hosted provider's model: its id, else the id without a date or version
+ * (gpt-4o-2024-08-06 -> gpt-4o, claude-sonnet-4-5-20250929 -> claude-sonnet-4-5,
+ * claude-sonnet-4-5@20250929 -> claude-sonnet-4-5). Azure's deployments are priced as their
+ * OpenAI model (the caller passes it), openai-compatible servers only where the table names them.
+ */
+export function hostedPrice(table: BedrockPriceTable, provider: string, model: string): TokenPrice | undefined {
+  const prices = table.providers?.[provider === 'azure-openai' ? 'openai' : provider];
+  if (!prices) return undefined;
+  const bare = model.replace(/@.*$/, '');
+  return prices[model] ?? prices[bare] ?? prices[bare.replace(/-(\d{4}-\d{2}-\d{2}|\d{8}|latest)$/, '')];
 }
 
 /** Prefixes of system-defined inference profiles: geographic ones, and global routing. */

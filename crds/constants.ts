@@ -19,6 +19,17 @@ export const KINDS = {
 
 export type KindName = keyof typeof KINDS;
 
+/**
+ * The wire dialects the gateway speaks, to callers and to upstreams (proxy/dialects.ts says how
+ * each errs and ends its streams; crds/providers/ which each hosted provider serves natively).
+ */
+export type Dialect =
+  | 'openai-chat'
+  | 'openai-completions'
+  | 'openai-embeddings'
+  | 'openai-responses'
+  | 'anthropic-messages';
+
 /** Namespace where model servers (ModelDeployments and what they own) live. */
 export const LLMS_NAMESPACE = 'platform-llms';
 /** Namespace of the proxy, the operator and ExternalProviders. */

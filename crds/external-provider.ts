@@ -1,20 +1,47 @@
 import type { CommonStatus, Resource } from './meta.js';
 
-type AuthMethod = 'IAMRole' | 'AccessKey';
+type AuthMethod = 'IAMRole' | 'AccessKey' | 'APIKey' | 'WorkloadIdentity' | 'None';
+
+/** The hosting services an ExternalProvider registers (crds/providers/ has one module per non-Bedrock one). */
+export type ProviderType = 'bedrock' | 'openai' | 'anthropic' | 'azure-openai' | 'vertex-ai' | 'openai-compatible';
 
 export interface ProviderAuth {
   method: AuthMethod;
-  /** Required with IAMRole, forbidden with AccessKey. */
+  /** Required with IAMRole, forbidden otherwise. */
   roleArn?: string;
   externalId?: string;
-  /** Required with AccessKey, forbidden with IAMRole. */
+  /** Required with AccessKey and APIKey, forbidden otherwise. */
   secretRef?: { name: string };
+  /** azure-openai WorkloadIdentity: the Entra ID tenant and the federated app's client id. */
+  tenantId?: string;
+  clientId?: string;
+  /** vertex-ai WorkloadIdentity outside GKE: the workload identity pool provider to exchange at. */
+  audience?: string;
+  /** vertex-ai WorkloadIdentity with audience: the Google service account to impersonate. */
+  serviceAccount?: string;
+}
+
+export interface AzureSettings {
+  resourceName: string;
+  /** Absent: Azure's v1 API; set: the dated deployments API. */
+  apiVersion?: string;
+  deployments: Array<{ name: string; model: string }>;
+}
+
+export interface VertexSettings {
+  project: string;
+  location: string;
 }
 
 export interface ExternalProviderSpec {
-  provider: 'bedrock';
+  provider: ProviderType;
   displayName: string;
-  region: string;
+  /** Bedrock only. */
+  region?: string;
+  /** openai, anthropic (optional) and openai-compatible (required). */
+  baseUrl?: string;
+  azure?: AzureSettings;
+  vertex?: VertexSettings;
   auth: ProviderAuth;
   /** USD; consumed first and reported as savings. */
   freeCredits?: number;
@@ -65,6 +92,8 @@ export interface DiscoveredModel {
   lifecycle: 'Active' | 'Legacy';
   /** The gateway's price table has a price for it. */
   priced: boolean;
+  /** Hosted providers: the model speaks OpenAI's API or Anthropic's Messages natively. */
+  family?: 'openai' | 'anthropic';
 }
 
 export type ExternalProviderPhase = 'Ready' | 'Degraded' | 'Failed';

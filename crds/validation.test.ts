@@ -18,12 +18,25 @@ describe('valid examples', () => {
         'NodeTemplate',
       ].sort(),
     );
-    const auth = examples.flatMap((e) =>
+    // Every provider, and every way each authenticates, has an example.
+    const ways = examples.flatMap((e) =>
       e.documents
         .filter((d) => d.kind === 'ExternalProvider')
-        .map((d) => (d.spec as { auth: { method: string } }).auth.method),
+        .map((d) => {
+          const spec = d.spec as { provider: string; auth: { method: string } };
+          return `${spec.provider}/${spec.auth.method}`;
+        }),
     );
-    expect(auth.sort()).toEqual(['AccessKey', 'IAMRole']);
+    expect([...new Set(ways)].sort()).toEqual([
+      'anthropic/APIKey',
+      'azure-openai/APIKey',
+      'azure-openai/WorkloadIdentity',
+      'bedrock/AccessKey',
+      'bedrock/IAMRole',
+      'openai-compatible/None',
+      'openai/APIKey',
+      'vertex-ai/WorkloadIdentity',
+    ]);
   });
 
   for (const example of examples) {

@@ -21,9 +21,13 @@ import type { KubeClient } from '../crds/kube-client.js';
 import type { ModelDeployment } from '../crds/model-deployment.js';
 import { namesMayChange, resolveNames } from '../crds/model-names.js';
 import { NamedSecrets, type NamedSecretsOptions, type SecretObject } from '../crds/named-secrets.js';
+import { HostedCredentials } from '../crds/providers/credentials.js';
+import type { FetchJson } from '../crds/providers/provider.js';
+import { isHosted } from '../crds/providers/table.js';
 import { aliasCondition, aliasConflictEvent, withAliasCondition } from './alias-condition.js';
 import type { EventRecorder } from './events.js';
 import { type DiscoveryOutcome, discoveredModels, externalProviderStatus } from './external-provider-status.js';
+import { discoverHosted, hostedProviderStatus } from './hosted-provider-status.js';
 import { writeStatusIfChanged } from './status-write.js';
 import type { Enqueue, ReconcileResult } from './work-queue.js';
 
@@ -73,6 +77,10 @@ export interface ExternalProviderControllerOptions {
   now: () => Date;
   /** The ModelDeployments as cached, whose models and aliases a provider's aliases may clash with. */
   deployments?: () => readonly ModelDeployment[];
+  /** Where hosted providers' endpoint overrides and workload-identity settings are read; process.env by default. */
+  env?: NodeJS.ProcessEnv;
+  /** Discovery's HTTP for hosted providers (tests count calls); the platform's fetch by default. */
+  fetch?: FetchJson;
 }
 
 interface LastDiscovery {
@@ -84,6 +92,7 @@ interface LastDiscovery {
 export class ExternalProviderController {
   private readonly last = new Map<string, LastDiscovery>();
   private readonly basePrices = loadBedrockPrices();
+  private readonly hosted: HostedCredentials;
 
   constructor(
     private readonly client: KubeClient,
@@ -91,7 +100,9 @@ export class ExternalProviderController {
     private readonly secrets: NamedSecrets,
     private readonly events: EventRecorder,
     private readonly opts: ExternalProviderControllerOptions,
-  ) {}
+  ) {
+    this.hosted = new HostedCredentials((name) => this.secrets.lookup(name), { env: opts.env ?? process.env });
+  }
 
   private secretOf(ep: ExternalProvider): SecretObject | undefined {
     const name = ep.spec.auth.secretRef?.name;
@@ -109,7 +120,8 @@ export class ExternalProviderController {
     const secret = this.secretOf(ep);
     const key = ep.spec.auth.method === 'AccessKey' ? accessKeyFromSecretData(secret?.data) : undefined;
     const keyLast4 = key ? { accessKeyLast4: last4(key.accessKeyId) } : {};
-    const credentials = providerCredentials(ep.spec.auth, ep.spec.region, this.opts.roles, () =>
+    const region = ep.spec.region ?? '';
+    const credentials = providerCredentials(ep.spec.auth, region, this.opts.roles, () =>
       this.secrets.lookup(ep.spec.auth.secretRef?.name ?? ''),
     );
     try {
@@ -118,7 +130,7 @@ export class ExternalProviderController {
       return { ok: false, stage: 'credentials', failure: awsFailure(err), ...keyLast4 };
     }
     const bedrock = new BedrockClient({
-      region: ep.spec.region,
+      region,
       credentials,
       maxAttempts: 2,
       ...(this.opts.endpoints?.bedrock ? { endpoint: this.opts.endpoints.bedrock } : {}),
@@ -129,7 +141,7 @@ export class ExternalProviderController {
       const profiles = await this.profiles(bedrock);
       return {
         ok: true,
-        models: discoveredModels(out.modelSummaries ?? [], profiles, ep.spec.region),
+        models: discoveredModels(out.modelSummaries ?? [], profiles, region),
         ...(profiles ? {} : { profilesGuessed: true as const }),
         ...keyLast4,
       };
@@ -211,12 +223,22 @@ export class ExternalProviderController {
       return { requeueAfterMs: Math.max(1000, this.opts.rediscoveryMs - (now - last.at)) };
     }
 
-    const outcome = await this.discover(ep);
+    const next = isHosted(ep.spec.provider)
+      ? hostedProviderStatus(
+          ep,
+          await discoverHosted(
+            ep,
+            this.hosted,
+            (name) => this.secrets.lookup(name),
+            this.opts.env ?? process.env,
+            this.opts.fetch,
+          ),
+          this.opts.now(),
+          await this.prices(),
+        )
+      : externalProviderStatus(ep, await this.discover(ep), this.opts.now(), await this.prices());
     this.last.set(key, { generation, secretVersion, at: now });
-    const status = await this.writeStatus(
-      ep,
-      externalProviderStatus(ep, outcome, this.opts.now(), await this.prices()),
-    );
+    const status = await this.writeStatus(ep, next);
     if (status.phase !== ep.status?.phase) {
       const ready = status.conditions?.find((c) => c.type === 'Ready');
       await this.events.record(

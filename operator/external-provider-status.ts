@@ -118,13 +118,14 @@ export function externalProviderStatus(
   const set = (type: string, status: Condition['status'], reason: string, message: string) => {
     conditions = setCondition(conditions, { type, status, reason, message, observedGeneration: generation }, now);
   };
-  const region = ep.spec.region;
+  const region = ep.spec.region ?? '';
   let phase: ExternalProviderPhase;
   let available = prev.availableModels;
   let models = prev.models;
 
   if (!outcome.ok) {
-    const problem = classifyAwsError(outcome.failure, { auth: ep.spec.auth.method, stage: outcome.stage, region }, [
+    const auth = ep.spec.auth.method === 'AccessKey' ? 'AccessKey' : 'IAMRole';
+    const problem = classifyAwsError(outcome.failure, { auth, stage: outcome.stage, region }, [
       ep.spec.auth.secretRef?.name ?? '',
     ]);
     if (problem.credentials) {

@@ -1,4 +1,4 @@
-import { type BedrockPriceTable, bedrockPrice, type TokenPrice } from '../crds/bedrock-prices.js';
+import { type BedrockPriceTable, bedrockPrice, hostedPrice, type TokenPrice } from '../crds/bedrock-prices.js';
 import { type Catalog, pricing } from '../crds/catalog/catalog.js';
 import type { RouteEntry } from './routing.js';
 import type { Usage } from './upstream.js';
@@ -45,6 +45,7 @@ export class CostMeter {
 
   priceOf(entry: RouteEntry): TokenPrice | undefined {
     if (entry.kind === 'bedrock') return bedrockPrice(this.prices, entry.model, entry.region, entry.baseModel);
+    if (entry.kind === 'hosted') return hostedPrice(this.prices, entry.target.type, entry.baseModel);
     const model = this.catalog.models.find((m) => m.name === entry.model);
     if (!model) return undefined;
     const per1M = pricing(this.catalog, model, model.gpu.recommended).usdPer1MTokens;
@@ -66,7 +67,7 @@ export class CostMeter {
         written * (price.cacheWrite ?? price.input) +
         usage.completionTokens * price.output) /
       1_000_000;
-    const credits = entry.kind === 'bedrock' ? (entry.freeCredits ?? 0) : 0;
+    const credits = entry.kind === 'bedrock' || entry.kind === 'hosted' ? (entry.freeCredits ?? 0) : 0;
     return credits > 0 ? { costUsd, creditsUsd: credits } : { costUsd };
   }
 }

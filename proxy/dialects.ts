@@ -1,3 +1,4 @@
+import type { Dialect } from '../crds/constants.js';
 import type { ErrorType, ProxyError } from './errors.js';
 
 /**
@@ -7,12 +8,7 @@ import type { ErrorType, ProxyError } from './errors.js';
  * and as an event inside a stream that already began, then how its streams end.
  */
 
-export type Dialect =
-  | 'openai-chat'
-  | 'openai-completions'
-  | 'openai-embeddings'
-  | 'openai-responses'
-  | 'anthropic-messages';
+export type { Dialect };
 
 export interface DialectSpec {
   name: Dialect;

@@ -16,6 +16,7 @@ import {
 } from '../crds/constants.js';
 import { errorMessage, jsonLogger } from '../crds/log.js';
 import { serveMetrics } from '../crds/metrics-server.js';
+import { API_KEY_KEY, HostedCredentials } from '../crds/providers/credentials.js';
 import { LOAD_PATH } from '../crds/proxy-load.js';
 import { createGateway } from './app.js';
 import { ApiKeys, standaloneKeys } from './auth.js';
@@ -35,6 +36,7 @@ import { shutdownGracefully } from './shutdown.js';
 import { uiRoutes } from './ui/pages.js';
 import { DEFAULT_TIMEOUTS } from './upstream.js';
 import { BedrockUpstream } from './upstreams/bedrock.js';
+import { HostedUpstream } from './upstreams/hosted.js';
 import { OpenAICompatibleUpstream } from './upstreams/openai-compatible.js';
 import { isPostgresUrl, openUsageStore } from './usage/open-store.js';
 import type { UsageRecord } from './usage/record.js';
@@ -224,26 +226,32 @@ const metrics = new ProxyMetrics(
 metrics.collectProcessMetrics();
 // OpenTelemetry traces, when an OTLP endpoint is configured (OTEL_EXPORTER_OTLP_ENDPOINT).
 const tracer = await tracerFromEnv(process.env, PRODUCT_VERSION);
-// Access keys of providers: the watched Secrets in a cluster; standalone, files laid out like a
-// mounted Secret (<secrets-dir>/<secret name>/accessKeyId and /secretAccessKey).
+// Keys of providers: the watched Secrets in a cluster; standalone, files laid out like a mounted
+// Secret (<secrets-dir>/<secret name>/accessKeyId and /secretAccessKey, or /apiKey).
 const secretsDir = values['secrets-dir'];
 const secret = (name: string): SecretLookup | undefined => {
   if (source) return source.secret(name);
   if (!secretsDir) return undefined;
   const data: Record<string, string> = {};
-  for (const key of [ACCESS_KEY_ID_KEY, SECRET_ACCESS_KEY_KEY]) {
+  for (const key of [ACCESS_KEY_ID_KEY, SECRET_ACCESS_KEY_KEY, API_KEY_KEY]) {
     try {
       data[key] = readFileSync(join(secretsDir, name, key)).toString('base64');
     } catch {
-      return undefined;
+      // absent: a Secret holds an access key pair or an API key
     }
   }
-  return { data };
+  return Object.keys(data).length > 0 ? { data } : undefined;
 };
 const roles = new RoleCredentials();
 const bedrock = new BedrockUpstream({
   credentialsFor: (route) =>
     providerCredentials(route.auth, route.region, roles, () => secret(route.auth.secretRef?.name ?? '')),
+});
+// OpenAI, Anthropic, Azure OpenAI, Vertex AI and OpenAI-compatible servers: keys from the same
+// Secrets, workload-identity tokens cached per identity.
+const hosted = new HostedUpstream({
+  credentials: new HostedCredentials(secret, { env: process.env }),
+  timeouts,
 });
 // Usage: an SQLite file (a PVC in a cluster) or PostgreSQL (replicas on several nodes), written
 // off the hot path, pruned hourly.
@@ -392,7 +400,7 @@ const reports = usageDb === ':memory:' || isPostgresUrl(usageDb) ? undefined : n
 const gateway = createGateway({
   keys,
   routes,
-  upstreams: { 'openai-compatible': new OpenAICompatibleUpstream({ timeouts, pools }), bedrock },
+  upstreams: { 'openai-compatible': new OpenAICompatibleUpstream({ timeouts, pools }), bedrock, hosted },
   usage: recorder,
   metrics,
   cost,

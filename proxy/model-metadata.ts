@@ -2,6 +2,7 @@ import type { TokenPrice } from '../crds/bedrock-prices.js';
 import { foundationModelOf } from '../crds/bedrock-prices.js';
 import type { BedrockModelFacts } from '../crds/catalog/bedrock-models.js';
 import type { Catalog } from '../crds/catalog/catalog.js';
+import type { HostedType } from '../crds/providers/provider.js';
 import type { ModelListing, Route, RouteEntry } from './routing.js';
 
 /**
@@ -16,7 +17,8 @@ import type { ModelListing, Route, RouteEntry } from './routing.js';
 export interface ModelFacts {
   displayName: string;
   /** The serving system, in OpenTelemetry's gen_ai.provider.name words. */
-  provider: 'ollama' | 'aws.bedrock';
+  /** Who serves it: ollama, aws.bedrock, or a hosted provider's spec.provider. */
+  provider: 'ollama' | 'aws.bedrock' | HostedType;
   contextWindow?: number;
   maxOutputTokens?: number;
   tools: boolean;
@@ -63,6 +65,18 @@ export class ModelMetadata {
         images: route.images ?? known?.images === true,
         status: route.lifecycle === 'Legacy' ? 'deprecated' : 'active',
         ...(route.lifecycle === 'Legacy' && known?.replacement ? { replacement: known.replacement } : {}),
+        ...priced,
+      };
+    }
+    if (route.kind === 'hosted') {
+      // The providers' model lists say nothing of limits or abilities: what the route knows.
+      return {
+        displayName: route.model,
+        provider: route.target.type,
+        tools: route.target.modelType === 'text',
+        reasoning: false,
+        images: false,
+        status: 'active',
         ...priced,
       };
     }

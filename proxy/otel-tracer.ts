@@ -13,6 +13,7 @@ import { W3CTraceContextPropagator } from '@opentelemetry/core';
 import { OTLPTraceExporter } from '@opentelemetry/exporter-trace-otlp-proto';
 import { resourceFromAttributes } from '@opentelemetry/resources';
 import { BasicTracerProvider, BatchSpanProcessor, type SpanExporter } from '@opentelemetry/sdk-trace-base';
+import type { HostedType } from '../crds/providers/provider.js';
 import type { Route } from './routing.js';
 import type {
   GenAiOperation,
@@ -44,10 +45,22 @@ const PARAMS: Record<string, string> = {
  * (in-cluster model servers are Ollama). Keyed by the kind so that a new kind fails the type
  * check until named.
  */
-const PROVIDER_NAMES: Readonly<Record<Route['kind'], string>> = {
+const PROVIDER_NAMES: Readonly<Record<Exclude<Route['kind'], 'hosted'> | HostedType, string>> = {
   'openai-compatible': 'ollama',
   bedrock: 'aws.bedrock',
+  openai: 'openai',
+  anthropic: 'anthropic',
+  'azure-openai': 'azure.ai.openai',
+  'vertex-ai': 'gcp.vertex_ai',
 };
+
+/** A hosted provider's system; openai-compatible servers have no well-known name. */
+const systemOf = (route: RouteProvider & { kind: Route['kind'] }): string =>
+  route.kind === 'hosted'
+    ? route.target?.type === 'openai-compatible'
+      ? 'openai_compatible'
+      : PROVIDER_NAMES[route.target?.type ?? 'openai']
+    : PROVIDER_NAMES[route.kind];
 
 /**
  * The provider system, and the gateway's resource that served in an attribute of its own. A
@@ -55,7 +68,7 @@ const PROVIDER_NAMES: Readonly<Record<Route['kind'], string>> = {
  */
 function providerAttributes(route: RouteProvider): Attributes {
   const a: Attributes = {};
-  if (route.kind !== 'unavailable') a['gen_ai.provider.name'] = PROVIDER_NAMES[route.kind];
+  if (route.kind !== 'unavailable') a['gen_ai.provider.name'] = systemOf({ ...route, kind: route.kind });
   if (route.provider !== '') a['gateway.route.provider'] = route.provider;
   return a;
 }

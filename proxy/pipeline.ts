@@ -13,7 +13,15 @@ import type { InFlight, ProxyMetrics } from './metrics.js';
 import { MAX_MODEL_CHARS, routeFor } from './model-access.js';
 import { type Admission, LocalRateLimiter, type RateLimit, type RateLimiter } from './rate-limit.js';
 import { DEFAULT_RETRY, type RetryPolicy, shouldFallBack, withRetries } from './resilience.js';
-import type { BedrockRoute, OpenAICompatibleRoute, Route, RouteEntry, RouteTable, Unavailable } from './routing.js';
+import type {
+  BedrockRoute,
+  HostedRoute,
+  OpenAICompatibleRoute,
+  Route,
+  RouteEntry,
+  RouteTable,
+  Unavailable,
+} from './routing.js';
 import { applyEnforcedTags, parseTags, type Tag } from './tags.js';
 import type { RequestSpan, RequestTracer } from './tracing.js';
 import { translatorFor } from './translators/table.js';
@@ -36,6 +44,7 @@ async function traced(
     kind: target.kind,
     provider: target.provider,
     ...(target.kind === 'openai-compatible' ? { address: target.baseUrl } : {}),
+    ...(target.kind === 'hosted' ? { target: { type: target.target.type } } : {}),
   });
   let result: UpstreamResult;
   try {
@@ -72,6 +81,7 @@ export interface PipelineDeps {
   upstreams: {
     'openai-compatible': Upstream<OpenAICompatibleRoute>;
     bedrock?: Upstream<BedrockRoute>;
+    hosted?: Upstream<HostedRoute>;
   };
   usage: UsageSink;
   metrics: ProxyMetrics;
@@ -158,6 +168,16 @@ export const errorOutput = (
  */
 type Plan = { dialect: Dialect; translator?: Translator };
 
+/** How the 400 for a pair no upstream serves names the upstream. */
+const UPSTREAM_NAMES: Readonly<Record<string, string>> = {
+  'openai-compatible': 'in-cluster',
+  bedrock: 'Bedrock',
+  openai: 'OpenAI',
+  anthropic: 'Anthropic',
+  'azure-openai': 'Azure OpenAI',
+  'vertex-ai': 'Vertex AI',
+};
+
 function planFor(endpoint: Endpoint, serves: readonly Dialect[], target: Route): Plan | ProxyError {
   if (serves.includes(endpoint.dialect)) return { dialect: endpoint.dialect };
   for (const to of serves) {
@@ -171,7 +191,7 @@ function planFor(endpoint: Endpoint, serves: readonly Dialect[], target: Route):
     400,
     'invalid_request_error',
     'unsupported_endpoint',
-    `${endpoint.path} is not served for ${target.model} (${target.kind === 'bedrock' ? 'Bedrock' : 'in-cluster'}): it answers ${paths.join(', ')}`,
+    `${endpoint.path} is not served for ${target.model} (${UPSTREAM_NAMES[target.kind === 'hosted' ? target.target.type : target.kind]}): ${paths.length ? `it answers ${paths.join(', ')}` : 'it answers no endpoint of the gateway'}`,
     'model',
   );
 }
@@ -218,7 +238,12 @@ export function endpointHandlers(deps: PipelineDeps): Record<EndpointName, Endpo
     if (target.kind === 'unavailable') throw unavailable(target, deps.deployingRetryAfterSeconds ?? 30);
     const upstream = deps.upstreams[target.kind] as Upstream<Route> | undefined;
     if (!upstream) {
-      throw new ProxyError(503, 'api_error', 'provider_unavailable', 'this gateway has no Bedrock upstream configured');
+      throw new ProxyError(
+        503,
+        'api_error',
+        'provider_unavailable',
+        `this gateway has no ${target.kind === 'bedrock' ? 'Bedrock' : 'hosted-provider'} upstream configured`,
+      );
     }
     const plan = planFor(endpoint, upstream.dialects(target), target);
     if (plan instanceof ProxyError) throw plan;

@@ -1,8 +1,11 @@
 import { foundationModelOf } from '../crds/bedrock-prices.js';
 import { modelServerEndpoint } from '../crds/constants.js';
-import type { ExternalProvider, ProviderAuth, ProviderGuardrail } from '../crds/external-provider.js';
+import type { ExternalProvider, ProviderAuth, ProviderGuardrail, ProviderType } from '../crds/external-provider.js';
 import type { ModelDeployment } from '../crds/model-deployment.js';
 import { resolveNames } from '../crds/model-names.js';
+import { azureBaseModel } from '../crds/providers/azure-openai.js';
+import { familyOf, type HostedTarget, modelTypeOf } from '../crds/providers/provider.js';
+import { HOSTED_PROVIDERS, isHosted } from '../crds/providers/table.js';
 
 /**
  * The routing table: model name -> upstream, rebuilt from the watched resources on every
@@ -76,7 +79,7 @@ export interface BedrockRoute {
   /** Bedrock's lifecycle of the model, where discovery ran: Legacy means AWS is retiring it. */
   lifecycle?: 'Active' | 'Legacy';
   /** How the provider authenticates (a copy of its spec.auth), for its credentials. */
-  auth: ProviderAuth;
+  auth: ProviderAuth & { method: 'IAMRole' | 'AccessKey' };
   /** Changes with the provider's spec: the SDK client and its credentials are made anew. */
   version: string;
   /** USD the provider's usage spends first. */
@@ -86,7 +89,25 @@ export interface BedrockRoute {
   fallback?: readonly string[];
 }
 
-export type Route = OpenAICompatibleRoute | BedrockRoute;
+/** A model of a hosted provider other than Bedrock (crds/providers/): OpenAI, Anthropic, Azure, Vertex, any OpenAI-compatible server. */
+export interface HostedRoute {
+  kind: 'hosted';
+  /** The name callers send. */
+  model: string;
+  /** Usage attribution: the ExternalProvider's namespace/name. */
+  provider: string;
+  /** The provider's spec.provider and spec.auth, for its module and its credentials. */
+  identity: { provider: ProviderType; auth: ProviderAuth };
+  /** How the provider is called for this model. */
+  target: HostedTarget;
+  /** The model whose price applies (an Azure deployment's model; the id itself elsewhere). */
+  baseModel: string;
+  freeCredits?: number;
+  /** Models to try, in order, when this one fails before answering. */
+  fallback?: readonly string[];
+}
+
+export type Route = OpenAICompatibleRoute | BedrockRoute | HostedRoute;
 
 /** A model that exists but cannot take traffic now. */
 export interface Unavailable {
@@ -129,6 +150,8 @@ export interface BuildOptions {
   replicasOf?: (serviceName: string) => readonly string[] | undefined;
   /** A deployment's parallel slots per replica (spec.server.numParallel or the catalog's default). */
   slotsOf?: (md: ModelDeployment) => number | undefined;
+  /** Where hosted providers' endpoint overrides are read (PAO_ENDPOINT_URL_*); process.env by default. */
+  env?: NodeJS.ProcessEnv;
   /**
    * `created` of models whose resource has no creationTimestamp (standalone config documents):
    * when the config was loaded, in seconds since the epoch. Defaults to now.
@@ -167,8 +190,8 @@ const nameOf = (o: { metadata: { namespace?: string; name?: string } }) =>
 function providerRoutes(
   eps: ExternalProvider[],
   opts: BuildOptions,
-): Array<{ route: BedrockRoute | Unavailable; cli: boolean; created: number }> {
-  const out: Array<{ route: BedrockRoute | Unavailable; cli: boolean; created: number }> = [];
+): Array<{ route: BedrockRoute | HostedRoute | Unavailable; cli: boolean; created: number }> {
+  const out: Array<{ route: BedrockRoute | HostedRoute | Unavailable; cli: boolean; created: number }> = [];
   for (const ep of [...eps].sort((a, b) => nameOf(a).localeCompare(nameOf(b)))) {
     const usable = opts.standalone || ep.status?.phase === 'Ready' || ep.status?.phase === 'Degraded';
     const fallback = ep.spec.fallback?.length ? { fallback: ep.spec.fallback } : {};
@@ -195,10 +218,20 @@ function providerRoutes(
     }
     const available = opts.standalone ? undefined : new Set(ep.status?.availableModels ?? []);
     const found = new Map((ep.status?.models ?? []).map((m) => [m.id, m]));
+    if (isHosted(ep.spec.provider)) {
+      for (const route of hostedRoutes(ep, opts, available, found)) {
+        out.push({ route, cli: ep.spec.includeInCLI, created: at });
+      }
+      continue;
+    }
     const shared = {
       provider: nameOf(ep),
-      region: ep.spec.region,
-      auth: { ...ep.spec.auth },
+      region: ep.spec.region ?? '',
+      // The CRD admits only these two for bedrock.
+      auth: {
+        ...ep.spec.auth,
+        method: ep.spec.auth.method === 'AccessKey' ? ('AccessKey' as const) : ('IAMRole' as const),
+      },
       version: ep.metadata.resourceVersion ?? `${ep.metadata.generation ?? ''}`,
       ...(ep.spec.freeCredits ? { freeCredits: ep.spec.freeCredits } : {}),
       ...(ep.spec.guardrail ? { guardrail: { ...ep.spec.guardrail } } : {}),
@@ -225,6 +258,45 @@ function providerRoutes(
     }
   }
   return out;
+}
+
+/** A hosted provider's selected models the provider lists (all of them standalone), as routes. */
+function hostedRoutes(
+  ep: ExternalProvider,
+  opts: BuildOptions,
+  available: ReadonlySet<string> | undefined,
+  found: ReadonlyMap<string, { type: string; family?: string }>,
+): HostedRoute[] {
+  const type = ep.spec.provider;
+  if (!isHosted(type)) return [];
+  const module = HOSTED_PROVIDERS[type];
+  const baseUrl = module.baseUrl(ep.spec, opts.env ?? process.env);
+  return ep.spec.models.flatMap((model): HostedRoute[] => {
+    if (available && !available.has(model)) return [];
+    const info = found.get(model);
+    const baseModel = type === 'azure-openai' ? azureBaseModel(ep.spec, model) : model;
+    const target: HostedTarget = {
+      type,
+      upstreamModel: model,
+      family: info?.family === 'anthropic' || familyOf(model) === 'anthropic' ? 'anthropic' : 'openai',
+      modelType: info ? (info.type === 'Embedding' ? 'embedding' : 'text') : modelTypeOf(baseModel),
+      baseUrl,
+      ...(ep.spec.azure?.apiVersion ? { apiVersion: ep.spec.azure.apiVersion } : {}),
+      ...(ep.spec.vertex ? { project: ep.spec.vertex.project, location: ep.spec.vertex.location } : {}),
+    };
+    return [
+      {
+        kind: 'hosted',
+        model,
+        provider: nameOf(ep),
+        identity: { provider: type, auth: { ...ep.spec.auth } },
+        target,
+        baseModel,
+        ...(ep.spec.freeCredits ? { freeCredits: ep.spec.freeCredits } : {}),
+        ...(ep.spec.fallback?.length ? { fallback: ep.spec.fallback } : {}),
+      },
+    ];
+  });
 }
 
 export function buildRoutes(mds: ModelDeployment[], opts: BuildOptions, eps: ExternalProvider[] = []): RouteSnapshot {

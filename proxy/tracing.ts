@@ -1,3 +1,4 @@
+import type { HostedType } from '../crds/providers/provider.js';
 import type { RouteEntry } from './routing.js';
 import type { Usage } from './upstream.js';
 
@@ -19,7 +20,10 @@ export type GenAiOperation = 'chat' | 'text_completion' | 'embeddings';
  * Who serves a route: its kind names the provider system (gen_ai.provider.name: ollama,
  * aws.bedrock), its provider the gateway's resource (namespace/name) behind it.
  */
-export type RouteProvider = Pick<RouteEntry, 'kind' | 'provider'>;
+export type RouteProvider = Pick<RouteEntry, 'kind' | 'provider'> & {
+  /** Hosted providers: which one (the system is the provider's, not the route kind's). */
+  target?: { type: HostedType };
+};
 
 export interface RequestSpanStart {
   operation: GenAiOperation;

@@ -1,15 +1,55 @@
 import type { Dialect } from '../dialects.js';
+import { ProxyError } from '../errors.js';
 import { anthropicMessagesToOpenaiChat } from './anthropic-messages_openai-chat.js';
+import { openaiChatToAnthropicMessages } from './openai-chat_anthropic-messages.js';
 import { openaiResponsesToOpenaiChat } from './openai-responses_openai-chat.js';
 import type { Translator } from './translator.js';
 
 /**
- * Every translator, by (caller's dialect, upstream's dialect). A pair absent here is served only
- * by upstreams that speak the caller's dialect natively; elsewhere it is one 400 from the
- * pipeline. Adding a dialect pair is a file beside these and a row here.
+ * Every translator, by (caller's dialect, upstream's dialect). A pair absent here is served by
+ * upstreams that speak the caller's dialect natively, or through two translators that meet in
+ * a dialect between (Responses -> chat -> Anthropic Messages, for a Responses caller of a Claude
+ * model at Anthropic); elsewhere it is one 400 from the pipeline. Adding a dialect pair is a
+ * file beside these and a row here.
  */
-const TRANSLATORS: readonly Translator[] = [openaiResponsesToOpenaiChat, anthropicMessagesToOpenaiChat];
+const TRANSLATORS: readonly Translator[] = [
+  openaiResponsesToOpenaiChat,
+  anthropicMessagesToOpenaiChat,
+  openaiChatToAnthropicMessages,
+];
 
 const byPair = new Map(TRANSLATORS.map((t) => [`${t.from}>${t.to}`, t]));
 
-export const translatorFor = (from: Dialect, to: Dialect): Translator | undefined => byPair.get(`${from}>${to}`);
+/** Two translators, one after the other: the request through both, the answer back through both. */
+function chain(first: Translator, second: Translator): Translator {
+  return {
+    from: first.from,
+    to: second.to,
+    begin(body, stream) {
+      const a = first.begin(body, stream);
+      if (a instanceof ProxyError) return a;
+      const b = second.begin(a.body, stream);
+      if (b instanceof ProxyError) return b;
+      return {
+        body: b.body,
+        wantsUsage: b.wantsUsage,
+        json: (answer) => a.json(b.json(answer)),
+        stream: (upstream, outcome) => a.stream(b.stream(upstream, outcome), outcome),
+      };
+    },
+  };
+}
+
+const chained = new Map<string, Translator | undefined>();
+
+export function translatorFor(from: Dialect, to: Dialect): Translator | undefined {
+  const direct = byPair.get(`${from}>${to}`);
+  if (direct) return direct;
+  const key = `${from}>${to}`;
+  if (!chained.has(key)) {
+    const first = TRANSLATORS.find((t) => t.from === from && byPair.has(`${t.to}>${to}`) && t.to !== to);
+    const second = first ? byPair.get(`${first.to}>${to}`) : undefined;
+    chained.set(key, first && second && first.from !== to ? chain(first, second) : undefined);
+  }
+  return chained.get(key);
+}

@@ -1,0 +1,122 @@
+import type { Dialect } from '../constants.js';
+import {
+  allPages,
+  COMMON_ERRORS,
+  type ErrorRule,
+  type HostedProvider,
+  isRecord,
+  type ListedModel,
+  listed,
+  type ProviderErrorBody,
+  records,
+  rootOf,
+} from './provider.js';
+
+/**
+ * Anthropic's API (https://api.anthropic.com): Messages natively (chat and Responses callers
+ * through the gateway's translators), the key in x-api-key, the API version in
+ * anthropic-version. Errors are `{type: 'error', error: {type, message}}` with the types of
+ * https://docs.anthropic.com/en/api/errors; 529 is overloaded.
+ */
+
+export const ANTHROPIC_VERSION = '2023-06-01';
+const NATIVE: readonly Dialect[] = ['anthropic-messages'];
+
+/** Anthropic's error body (also Claude's on Vertex, inside rawPredict answers). */
+export function anthropicErrorBody(body: unknown): ProviderErrorBody | undefined {
+  const e = isRecord(body) ? body.error : undefined;
+  if (!isRecord(e)) return undefined;
+  return {
+    kind: typeof e.type === 'string' ? e.type : '',
+    message: typeof e.message === 'string' ? e.message : '',
+  };
+}
+
+const ERRORS: readonly ErrorRule[] = [
+  {
+    status: 401,
+    problem: {
+      reason: 'InvalidAPIKey',
+      credentials: true,
+      status: 502,
+      type: 'api_error',
+      code: 'provider_auth_failed',
+      message:
+        '{provider} refused the API key{detail}; put a valid key in the Secret named by spec.auth.secretRef (key apiKey)',
+    },
+  },
+  {
+    status: 403,
+    problem: {
+      reason: 'ModelAccessDenied',
+      credentials: false,
+      status: 403,
+      type: 'permission_error',
+      code: 'provider_access_denied',
+      message: "{provider} denied the key access to {model}{detail}; check the key's workspace and its model access",
+    },
+  },
+  {
+    status: 404,
+    problem: {
+      reason: 'ModelNotFound',
+      credentials: false,
+      status: 404,
+      type: 'not_found_error',
+      code: 'model_not_found',
+      message: '{provider} does not have {model}{detail}; check the id against status.availableModels',
+    },
+  },
+  {
+    status: 400,
+    text: /credit balance/i,
+    problem: {
+      reason: 'QuotaExceeded',
+      credentials: false,
+      status: 429,
+      type: 'rate_limit_error',
+      code: 'provider_quota_exceeded',
+      message: "{provider}'s credit balance is spent{detail}; add credit in the organization's billing",
+    },
+  },
+  ...COMMON_ERRORS,
+];
+
+/** Anthropic lists dated ids (claude-sonnet-4-5-20250929) and serves their undated aliases too. */
+export function undatedMatch(selected: string, models: readonly ListedModel[]): ListedModel | undefined {
+  return (
+    models.find((m) => m.id === selected) ??
+    models.find((m) => m.id.replace(/-[0-9]{8}$/, '') === selected || m.id.replace(/-latest$/, '') === selected)
+  );
+}
+
+export const anthropic: HostedProvider = {
+  type: 'anthropic',
+  label: 'Anthropic',
+  endpointEnv: 'PAO_ENDPOINT_URL_ANTHROPIC',
+  baseUrl: (spec, env) => rootOf(env, 'PAO_ENDPOINT_URL_ANTHROPIC', spec.baseUrl ?? 'https://api.anthropic.com'),
+  credentialStyle: 'x-api-key',
+  fixedHeaders: { 'anthropic-version': ANTHROPIC_VERSION },
+  dialects: (t) => (t.modelType === 'text' ? NATIVE : []),
+  request: (t, _dialect, body) => ({ url: `${t.baseUrl}/v1/messages`, headers: {}, body }),
+  // GET /v1/models pages with after_id while has_more.
+  discover: (_spec, baseUrl, auth, fetch) => {
+    const first = `${baseUrl}/v1/models?limit=1000`;
+    return allPages(
+      first,
+      { ...auth, 'anthropic-version': ANTHROPIC_VERSION },
+      fetch,
+      (body) =>
+        records(isRecord(body) ? body.data : undefined).flatMap((m) =>
+          typeof m.id === 'string' ? [listed(m.id)] : [],
+        ),
+      (body) =>
+        isRecord(body) && body.has_more === true && typeof body.last_id === 'string'
+          ? `${first}&after_id=${encodeURIComponent(body.last_id)}`
+          : undefined,
+    );
+  },
+  matches: undatedMatch,
+  errorBody: anthropicErrorBody,
+  errors: ERRORS,
+};

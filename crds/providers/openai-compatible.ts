@@ -1,0 +1,27 @@
+import type { Dialect } from '../constants.js';
+import { listOpenAIModels, OPENAI_ERRORS } from './openai.js';
+import { type HostedProvider, OPENAI_PATHS, openAIErrorBody, rootOf } from './provider.js';
+
+/**
+ * Any server speaking OpenAI's API at spec.baseUrl (vLLM, TGI, llama.cpp, a hosted inference
+ * API): chat, completions and embeddings pass through; the Responses API and Anthropic's
+ * Messages reach it through the gateway's translators to chat, since few such servers speak
+ * them. A key (APIKey) goes as a bearer token; None sends nothing.
+ */
+
+const NATIVE: readonly Dialect[] = ['openai-chat', 'openai-completions', 'openai-embeddings'];
+const EMBEDDINGS: readonly Dialect[] = ['openai-embeddings'];
+
+export const openaiCompatible: HostedProvider = {
+  type: 'openai-compatible',
+  label: 'the OpenAI-compatible server',
+  endpointEnv: 'PAO_ENDPOINT_URL_OPENAI_COMPATIBLE',
+  // Required by the CRD; the env override is for tests only.
+  baseUrl: (spec, env) => rootOf(env, 'PAO_ENDPOINT_URL_OPENAI_COMPATIBLE', spec.baseUrl ?? ''),
+  credentialStyle: 'bearer',
+  dialects: (t) => (t.modelType === 'embedding' ? EMBEDDINGS : NATIVE),
+  request: (t, dialect, body) => ({ url: `${t.baseUrl}${OPENAI_PATHS[dialect] ?? ''}`, headers: {}, body }),
+  discover: listOpenAIModels,
+  errorBody: openAIErrorBody,
+  errors: OPENAI_ERRORS,
+};

@@ -1,0 +1,189 @@
+import type { Dialect } from '../constants.js';
+import type { ExternalProviderSpec } from '../external-provider.js';
+import { anthropicErrorBody } from './anthropic.js';
+import {
+  allPages,
+  COMMON_ERRORS,
+  type ErrorRule,
+  type HostedProvider,
+  type HostedTarget,
+  isRecord,
+  type ListedModel,
+  modelTypeOf,
+  type ProviderErrorBody,
+  records,
+  rootOf,
+} from './provider.js';
+
+/**
+ * Google Vertex AI in one project and location. Gemini models through Vertex's OpenAI-compatible
+ * chat endpoint (…/endpoints/openapi/chat/completions, `model` google/<id>), which Google
+ * documents for the OpenAI libraries; Anthropic's models through rawPredict/streamRawPredict with
+ * Anthropic's Messages body (anthropic_version vertex-2023-10-16, the model in the path). Calls
+ * carry an OAuth token of the workload identity (the GKE metadata server, or Google STS for a
+ * federated token). Errors are Google's `{error: {code, message, status}}`, or Anthropic's for
+ * a Claude model's own refusals.
+ */
+
+/** The anthropic_version Claude on Vertex takes in the body instead of a header. */
+export const VERTEX_ANTHROPIC_VERSION = 'vertex-2023-10-16';
+/** The scope of the token every call carries. */
+export const GOOGLE_CLOUD_SCOPE = 'https://www.googleapis.com/auth/cloud-platform';
+
+const GEMINI: readonly Dialect[] = ['openai-chat'];
+const CLAUDE: readonly Dialect[] = ['anthropic-messages'];
+const PUBLISHERS = ['google', 'anthropic'] as const;
+
+const hostOf = (location: string) =>
+  location === 'global' ? 'https://aiplatform.googleapis.com' : `https://${location}-aiplatform.googleapis.com`;
+
+/** Google's error body, or Anthropic's (Claude's own errors), or either wrapped in a one-element array. */
+function vertexErrorBody(body: unknown): ProviderErrorBody | undefined {
+  const b = Array.isArray(body) ? body[0] : body;
+  const e = isRecord(b) ? b.error : undefined;
+  if (!isRecord(e)) return undefined;
+  if (typeof e.status === 'string' || typeof e.code === 'number') {
+    return {
+      kind: typeof e.status === 'string' ? e.status : '',
+      message: typeof e.message === 'string' ? e.message : '',
+    };
+  }
+  return anthropicErrorBody(b);
+}
+
+const ERRORS: readonly ErrorRule[] = [
+  {
+    status: 401,
+    problem: {
+      reason: 'InvalidCredentials',
+      credentials: true,
+      status: 502,
+      type: 'api_error',
+      code: 'provider_auth_failed',
+      message:
+        "{provider} refused the token{detail}; check the workload identity binding of the proxy's ServiceAccount (spec.auth.audience, spec.auth.serviceAccount)",
+    },
+  },
+  {
+    status: 403,
+    text: /has not been used|is disabled|SERVICE_DISABLED/i,
+    problem: {
+      reason: 'APIDisabled',
+      credentials: false,
+      status: 502,
+      type: 'api_error',
+      code: 'provider_api_disabled',
+      message: '{provider}: the Vertex AI API is not enabled in the project{detail}; enable aiplatform.googleapis.com',
+    },
+  },
+  {
+    status: 403,
+    problem: {
+      reason: 'AccessDenied',
+      credentials: false,
+      status: 403,
+      type: 'permission_error',
+      code: 'provider_access_denied',
+      message:
+        '{provider} denied access to {model}{detail}; grant the identity roles/aiplatform.user on the project, and enable the model in Model Garden',
+    },
+  },
+  {
+    status: 404,
+    problem: {
+      reason: 'ModelNotFound',
+      credentials: false,
+      status: 404,
+      type: 'not_found_error',
+      code: 'model_not_found',
+      message:
+        '{provider} has no {model} in the location{detail}; check vertex.location and the model id (claude-…@version)',
+    },
+  },
+  {
+    status: 429,
+    kind: /RESOURCE_EXHAUSTED/,
+    problem: {
+      reason: 'QuotaExceeded',
+      credentials: false,
+      status: 429,
+      type: 'rate_limit_error',
+      code: 'provider_quota_exceeded',
+      message:
+        "{provider}'s quota for {model} in the location is used up{detail}; request more quota or use another location",
+    },
+  },
+  {
+    status: 400,
+    kind: /FAILED_PRECONDITION/,
+    text: /billing/i,
+    problem: {
+      reason: 'BillingDisabled',
+      credentials: false,
+      status: 502,
+      type: 'api_error',
+      code: 'provider_billing_disabled',
+      message: '{provider}: billing is not enabled for the project{detail}',
+    },
+  },
+  ...COMMON_ERRORS,
+];
+
+/** Vertex's Claude ids carry a version after @; the list names the model without it. */
+function vertexMatch(selected: string, models: readonly ListedModel[]): ListedModel | undefined {
+  const bare = selected.split('@')[0] ?? selected;
+  return models.find((m) => m.id === selected || m.id === bare);
+}
+
+export const vertexAi: HostedProvider = {
+  type: 'vertex-ai',
+  label: 'Vertex AI',
+  endpointEnv: 'PAO_ENDPOINT_URL_VERTEX_AI',
+  baseUrl: (spec, env) => rootOf(env, 'PAO_ENDPOINT_URL_VERTEX_AI', hostOf(spec.vertex?.location ?? 'global')),
+  credentialStyle: 'bearer',
+  dialects: (t) => (t.modelType === 'embedding' ? [] : t.family === 'anthropic' ? CLAUDE : GEMINI),
+  request: (t: HostedTarget, _dialect, body, stream) => {
+    const at = `${t.baseUrl}/v1/projects/${t.project}/locations/${t.location}`;
+    if (t.family === 'anthropic') {
+      const { model: _, ...rest } = body;
+      return {
+        url: `${at}/publishers/anthropic/models/${encodeURIComponent(t.upstreamModel)}:${stream ? 'streamRawPredict' : 'rawPredict'}`,
+        headers: {},
+        body: { ...rest, anthropic_version: VERTEX_ANTHROPIC_VERSION },
+      };
+    }
+    return {
+      url: `${at}/endpoints/openapi/chat/completions`,
+      headers: {},
+      body: { ...body, model: `google/${t.upstreamModel}` },
+    };
+  },
+  /** publishers.models.list (v1beta1) of Google's and Anthropic's models, every page. */
+  discover: async (spec: ExternalProviderSpec, baseUrl, auth, fetch) => {
+    const out: ListedModel[] = [];
+    for (const publisher of PUBLISHERS) {
+      const first = `${baseUrl}/v1beta1/publishers/${publisher}/models?pageSize=200`;
+      const names = await allPages(
+        first,
+        { ...auth, 'x-goog-user-project': spec.vertex?.project ?? '' },
+        fetch,
+        (body) =>
+          records(isRecord(body) ? body.publisherModels : undefined).flatMap((m) =>
+            typeof m.name === 'string' ? [m.name.split('/').pop() ?? ''] : [],
+          ),
+        (body) =>
+          isRecord(body) && typeof body.nextPageToken === 'string' && body.nextPageToken
+            ? `${first}&pageToken=${encodeURIComponent(body.nextPageToken)}`
+            : undefined,
+      );
+      for (const id of names) {
+        if (id)
+          out.push({ id, family: publisher === 'anthropic' ? 'anthropic' : 'openai', modelType: modelTypeOf(id) });
+      }
+    }
+    return out;
+  },
+  matches: vertexMatch,
+  errorBody: vertexErrorBody,
+  errors: ERRORS,
+};

@@ -1,0 +1,223 @@
+import { Agent, type Dispatcher } from 'undici';
+import { CredentialError, type HostedCredentials } from '../../crds/providers/credentials.js';
+import { classify, type ProviderProblem } from '../../crds/providers/provider.js';
+import { HOSTED_PROVIDERS } from '../../crds/providers/table.js';
+import { DIALECTS, type Dialect } from '../dialects.js';
+import { ProxyError } from '../errors.js';
+import type { HostedRoute } from '../routing.js';
+import {
+  type UpstreamCall as AnyUpstreamCall,
+  DEFAULT_TIMEOUTS,
+  type Timeouts,
+  type Upstream,
+  type UpstreamResult,
+} from '../upstream.js';
+import { exchangeStreamed, exchangeWhole, type StreamedAnswer, type WholeAnswer } from './dispatch.js';
+import { PASS_THROUGH } from './openai-compatible-dialects.js';
+import { SseRelay } from './sse-relay.js';
+
+type UpstreamCall = AnyUpstreamCall<HostedRoute>;
+
+/**
+ * Hosted providers other than Bedrock (crds/providers/): one upstream for all of them, each
+ * provider's module saying where a call goes, how its body is addressed and what its errors
+ * mean. The call is the caller's body in a dialect the model speaks natively (translated before
+ * it gets here where it was not), with the provider's credentials; the answer and its stream
+ * pass through event by event, usage read from the provider's own counts as for in-cluster
+ * servers (openai-compatible-dialects.ts reads each dialect's). Chat and completions streams
+ * always ask for the usage chunk and drop it again when the client did not.
+ */
+
+const errorCode = (err: unknown): string | undefined =>
+  (err as { code?: string })?.code ?? (err as { cause?: { code?: string } })?.cause?.code;
+
+function nameOf(call: UpstreamCall): string {
+  return `${HOSTED_PROVIDERS[call.route.target.type].label} (${call.route.provider})`;
+}
+
+function transportError(err: unknown, call: UpstreamCall, idleMs: number): ProxyError {
+  const code = errorCode(err);
+  const name = nameOf(call);
+  switch (code) {
+    case 'UND_ERR_CONNECT_TIMEOUT':
+      return new ProxyError(504, 'timeout_error', 'upstream_timeout', `${name} did not accept a connection in time`);
+    case 'UND_ERR_HEADERS_TIMEOUT':
+      return new ProxyError(504, 'timeout_error', 'upstream_timeout', `${name} did not answer in time`);
+    case 'UND_ERR_BODY_TIMEOUT':
+      return new ProxyError(504, 'timeout_error', 'upstream_idle_timeout', `${name} sent nothing for ${idleMs} ms`);
+    case 'UND_ERR_SOCKET':
+    case 'ECONNRESET':
+      return new ProxyError(502, 'api_error', 'upstream_stream_broken', `${name} broke off the connection`);
+    default:
+      return new ProxyError(
+        502,
+        'api_error',
+        'upstream_unreachable',
+        `could not reach ${name}${code ? ` (${code})` : ''}`,
+      );
+  }
+}
+
+/** Response headers a provider's rate limiting sends, passed to the caller with its 429. */
+const RATE_HEADERS = /^(retry-after|retry-after-ms|x-ratelimit-[a-z-]+|anthropic-ratelimit-[a-z-]+)$/;
+
+function problemError(
+  p: Pick<ProviderProblem, 'status' | 'type' | 'code' | 'message'>,
+  headers: Record<string, string>,
+) {
+  return new ProxyError(
+    p.status as 400,
+    p.type,
+    p.code,
+    p.message,
+    p.code === 'model_not_found' ? 'model' : null,
+    headers,
+  );
+}
+
+function statusError(answer: Pick<WholeAnswer, 'status' | 'headers' | 'text'>, call: UpstreamCall): ProxyError {
+  let body: unknown;
+  try {
+    body = JSON.parse(answer.text);
+  } catch {
+    body = undefined;
+  }
+  const header = (name: string) => {
+    const v = answer.headers[name];
+    return Array.isArray(v) ? v[0] : v;
+  };
+  const provider = HOSTED_PROVIDERS[call.route.target.type];
+  const problem = classify(
+    provider,
+    answer.status,
+    body,
+    { provider: nameOf(call), model: call.route.model },
+    header('retry-after') ?? null,
+  );
+  const headers: Record<string, string> = {};
+  if (problem.status === 429) {
+    for (const [k, v] of Object.entries(answer.headers)) {
+      const value = Array.isArray(v) ? v[0] : v;
+      if (value !== undefined && RATE_HEADERS.test(k)) headers[k === 'retry-after' ? 'Retry-After' : k] = value;
+    }
+    if (problem.retryAfterSeconds !== undefined) headers['Retry-After'] = String(problem.retryAfterSeconds);
+  }
+  return problemError(problem, headers);
+}
+
+/** Chat and completions streams carry usage only when asked. */
+function prepare(dialect: Dialect, body: Record<string, unknown>, stream: boolean): Record<string, unknown> {
+  if (!stream || (dialect !== 'openai-chat' && dialect !== 'openai-completions')) return body;
+  return { ...body, stream_options: { ...((body.stream_options as object | undefined) ?? {}), include_usage: true } };
+}
+
+export interface HostedUpstreamOptions {
+  credentials: HostedCredentials;
+  timeouts?: Timeouts;
+}
+
+export class HostedUpstream implements Upstream<HostedRoute> {
+  private readonly timeouts: Timeouts;
+  private readonly agent: Dispatcher;
+
+  constructor(private readonly opts: HostedUpstreamOptions) {
+    this.timeouts = opts.timeouts ?? DEFAULT_TIMEOUTS;
+    this.agent = new Agent({ connect: { timeout: this.timeouts.connectMs }, keepAliveTimeout: 30_000 });
+  }
+
+  async close(): Promise<void> {
+    await this.agent.close();
+  }
+
+  dialects(route: HostedRoute): readonly Dialect[] {
+    return HOSTED_PROVIDERS[route.target.type].dialects(route.target);
+  }
+
+  async send(call: UpstreamCall): Promise<UpstreamResult> {
+    const started = performance.now();
+    const provider = HOSTED_PROVIDERS[call.route.target.type];
+    let auth: Record<string, string>;
+    try {
+      auth = await this.opts.credentials.headers(call.route.identity, provider);
+    } catch (err) {
+      if (err instanceof CredentialError) {
+        throw new ProxyError(502, 'api_error', 'provider_credentials', `${nameOf(call)}: ${err.problem.message}`);
+      }
+      throw err;
+    }
+    const wire = provider.request(
+      call.route.target,
+      call.dialect,
+      prepare(call.dialect, call.body, call.stream),
+      call.stream,
+    );
+    const url = new URL(wire.url);
+    const { idleMs, firstByteMs, responseMs } = this.timeouts;
+    const limit = call.stream ? firstByteMs : Math.max(firstByteMs, responseMs);
+    const exchange = {
+      origin: url.origin,
+      path: `${url.pathname}${url.search}`,
+      method: 'POST' as const,
+      headers: {
+        'content-type': 'application/json',
+        accept: call.stream ? 'text/event-stream' : 'application/json',
+        ...provider.fixedHeaders,
+        ...(call.betas?.length && call.dialect === 'anthropic-messages'
+          ? { 'anthropic-beta': call.betas.join(',') }
+          : {}),
+        ...wire.headers,
+        ...call.headers,
+        ...auth,
+      },
+      body: JSON.stringify(wire.body),
+      headersTimeout: limit,
+    };
+    const reader = PASS_THROUGH[call.dialect];
+    if (!call.stream) {
+      let answer: WholeAnswer;
+      try {
+        answer = await exchangeWhole(this.agent, { ...exchange, bodyTimeout: limit }, call.signal);
+      } catch (err) {
+        throw transportError(err, call, idleMs);
+      }
+      if (answer.status >= 400) throw statusError(answer, call);
+      let json: unknown;
+      try {
+        json = JSON.parse(answer.text);
+      } catch {
+        throw new ProxyError(502, 'api_error', 'upstream_error', `${nameOf(call)} sent a body that is not JSON`);
+      }
+      const usage = reader.usageOf(json);
+      return { kind: 'json', status: 200, body: json, raw: answer.text, ...(usage ? { usage } : {}) };
+    }
+    let res: StreamedAnswer;
+    try {
+      res = await exchangeStreamed(this.agent, { ...exchange, bodyTimeout: idleMs }, call.signal);
+    } catch (err) {
+      throw transportError(err, call, idleMs);
+    }
+    if (res.status >= 400) {
+      const text = await res.body.text().catch(() => '');
+      throw statusError({ status: res.status, headers: res.headers, text }, call);
+    }
+    const spec = DIALECTS[call.dialect];
+    const relay = new SseRelay(
+      res.body,
+      {
+        reader: reader.reader(call.clientWantsUsage),
+        streamError: (err) => spec.streamError(err),
+        ...(spec.streamEnd ? { streamEnd: spec.streamEnd } : {}),
+      },
+      {
+        transport: (err) => transportError(err, call, idleMs),
+        broken: () =>
+          new ProxyError(502, 'api_error', 'upstream_stream_broken', `${nameOf(call)} ended the stream early`),
+        unreadable: () =>
+          new ProxyError(502, 'api_error', 'upstream_error', `${nameOf(call)} sent an event that is not JSON`),
+      },
+      started,
+      call.signal,
+    );
+    return { kind: 'stream', body: relay, outcome: relay.settled };
+  }
+}
