@@ -79,6 +79,11 @@ export interface OperatorOptions {
   catalog?: Catalog;
   /** AWS: endpoint overrides (tests) and the base identity for AssumeRole (default chain). */
   aws?: { endpoints?: AwsEndpoints; base?: CredentialProvider };
+  /**
+   * Where hosted providers' endpoint overrides (PAO_ENDPOINT_URL_*) and workload-identity settings
+   * (AZURE_FEDERATED_TOKEN_FILE, GOOGLE_FEDERATED_TOKEN_FILE, ...) are read. Default process.env.
+   */
+  providerEnv?: NodeJS.ProcessEnv;
   /** How often ExternalProviders are discovered again. Default 10 minutes. */
   rediscoveryMs?: number;
   /** A PersistentVolumeClaim per ModelDeployment for its model; absent or false: an emptyDir per pod. */
@@ -347,6 +352,7 @@ export class Operator {
         }),
         ...(this.opts.aws?.endpoints ? { endpoints: this.opts.aws.endpoints } : {}),
         rediscoveryMs: this.opts.rediscoveryMs ?? 10 * 60_000,
+        ...(this.opts.providerEnv ? { env: this.opts.providerEnv } : {}),
         deployments: () => this.caches?.modelDeployments.list() ?? [],
         now: this.opts.now ?? (() => new Date()),
       },

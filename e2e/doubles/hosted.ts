@@ -87,6 +87,8 @@ export interface HostedDoubleOptions {
   /** The federated (ServiceAccount) token Entra and STS accept. */
   federatedToken?: string;
   models?: Partial<Record<HostedKind, string[]>>;
+  /** Client ids Entra ID knows (any, when absent). */
+  azureClients?: string[];
   /** Azure deployments: name -> model. */
   azureDeployments?: Record<string, string>;
 }
@@ -631,6 +633,13 @@ export async function startHostedDouble(opts: HostedDoubleOptions = {}): Promise
   async function identity(req: IncomingMessage, res: ServerResponse, path: string, body: unknown): Promise<boolean> {
     if (/^\/entra\/[^/]+\/oauth2\/v2\.0\/token$/.test(path)) {
       const form = isRecord(body) ? body : {};
+      if (opts.azureClients && !opts.azureClients.includes(String(form.client_id))) {
+        json(res, 400, {
+          error: 'unauthorized_client',
+          error_description: `AADSTS700016: Application with identifier '${String(form.client_id)}' was not found in the directory. Trace ID: 00000000`,
+        });
+        return true;
+      }
       if (form.client_assertion !== federated || form.grant_type !== 'client_credentials') {
         json(res, 400, {
           error: 'invalid_client',
