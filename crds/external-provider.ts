@@ -21,14 +21,14 @@ export interface ProviderAuth {
   serviceAccount?: string;
 }
 
-export interface AzureSettings {
+interface AzureSettings {
   resourceName: string;
   /** Absent: Azure's v1 API; set: the dated deployments API. */
   apiVersion?: string;
   deployments: Array<{ name: string; model: string }>;
 }
 
-export interface VertexSettings {
+interface VertexSettings {
   project: string;
   location: string;
 }

@@ -306,7 +306,9 @@ describe('usage survives the proxy being killed', () => {
     const third = Math.floor(outage.length / 3);
     const peakEarly = Math.max(...outage.slice(0, third));
     const peakLate = Math.max(...outage.slice(-third));
-    console.log(`[usage-crash] outage peak RSS first 20 s ${peakEarly.toFixed(0)} MiB, last 20 s ${peakLate.toFixed(0)} MiB`);
+    console.log(
+      `[usage-crash] outage peak RSS first 20 s ${peakEarly.toFixed(0)} MiB, last 20 s ${peakLate.toFixed(0)} MiB`,
+    );
     expect(peakLate).toBeLessThanOrEqual(peakEarly + 16);
     expect(peakOutage).toBeLessThanOrEqual(peakSteady + 48);
     await q.stop('SIGTERM');

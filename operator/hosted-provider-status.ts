@@ -27,7 +27,7 @@ import { setCondition } from './conditions.js';
  * does; nothing names the key, a token or the Secret.
  */
 
-export interface HostedProblem {
+interface HostedProblem {
   reason: string;
   credentials: boolean;
   message: string;
@@ -38,7 +38,7 @@ export type HostedOutcome =
   | { ok: false; problem: HostedProblem; keyLast4?: string };
 
 /** JSON over the platform's fetch, bounded in time. */
-export const fetchJson: FetchJson = async (url, init) => {
+const fetchJson: FetchJson = async (url, init) => {
   const res = await fetch(url, {
     method: init.method ?? 'GET',
     headers: init.headers,

@@ -19,7 +19,7 @@ import {
  * https://docs.anthropic.com/en/api/errors; 529 is overloaded.
  */
 
-export const ANTHROPIC_VERSION = '2023-06-01';
+const ANTHROPIC_VERSION = '2023-06-01';
 const NATIVE: readonly Dialect[] = ['anthropic-messages'];
 
 /** Anthropic's error body (also Claude's on Vertex, inside rawPredict answers). */

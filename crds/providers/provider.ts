@@ -33,7 +33,7 @@ export interface HostedTarget {
 }
 
 /** One request as the provider takes it. */
-export interface WireRequest {
+interface WireRequest {
   url: string;
   /** Besides content-type, accept and the credentials' headers. */
   headers: Record<string, string>;
@@ -41,7 +41,7 @@ export interface WireRequest {
 }
 
 /** How a credential goes on a request. */
-export type CredentialStyle = 'bearer' | 'x-api-key' | 'api-key' | 'none';
+type CredentialStyle = 'bearer' | 'x-api-key' | 'api-key' | 'none';
 
 /** A failure, classified: the same words for the operator's condition and the caller's error. */
 export interface ProviderProblem {
@@ -154,12 +154,12 @@ export function openAIErrorBody(body: unknown): ProviderErrorBody | undefined {
 
 /** Secrets and identifiers a provider's message may carry: keys, tokens, emails, long numbers. */
 const SECRETISH = [
+  /\b[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\b/gi,
   /\b(sk|pk|sess|rk)-[A-Za-z0-9_*-]{2,}/g,
   /\b(proj|org|acct)[_-][A-Za-z0-9]{3,}/g,
   /\beyJ[A-Za-z0-9_-]{10,}(\.[A-Za-z0-9_-]+)*/g,
   /\b[A-Za-z0-9._%+-]+@[A-Za-z0-9.-]+\.[a-z]{2,}\b/g,
   /\b[0-9]{6,}\b/g,
-  /\b[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\b/gi,
   /\*{3,}[A-Za-z0-9]{2,}/g,
 ];
 

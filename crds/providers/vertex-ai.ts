@@ -26,7 +26,7 @@ import {
  */
 
 /** The anthropic_version Claude on Vertex takes in the body instead of a header. */
-export const VERTEX_ANTHROPIC_VERSION = 'vertex-2023-10-16';
+const VERTEX_ANTHROPIC_VERSION = 'vertex-2023-10-16';
 /** The scope of the token every call carries. */
 export const GOOGLE_CLOUD_SCOPE = 'https://www.googleapis.com/auth/cloud-platform';
 

@@ -37,7 +37,7 @@ import type {
 
 export type HostedKind = 'openai' | 'anthropic' | 'azure' | 'vertex' | 'compatible';
 
-export interface Fault {
+interface Fault {
   kind?: HostedKind;
   /** Matched against the request's path. */
   path?: RegExp;
@@ -48,7 +48,7 @@ export interface Fault {
   times?: number;
 }
 
-export interface HostedBehavior {
+interface HostedBehavior {
   completionTokens: number;
   /** Of the prompt tokens, reported as read from the provider's cache. */
   cacheRead: number;
@@ -58,7 +58,7 @@ export interface HostedBehavior {
   cutAfterTokens?: number;
 }
 
-export interface RecordedCall {
+interface RecordedCall {
   kind: HostedKind | 'identity';
   method: string;
   path: string;
