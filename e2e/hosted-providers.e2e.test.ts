@@ -401,6 +401,26 @@ describe('through the gateway: each provider with the official SDKs', () => {
     ]);
   });
 
+  it('count_tokens is exact where the provider counts (Anthropic, Claude on Vertex), an estimate elsewhere', async () => {
+    const anthropic = gatewayAnthropic();
+    const words = ask[0]?.content.split(/\s+/).length ?? 0;
+    for (const model of ['claude-sonnet-4-5', 'claude-sonnet-4-5@20250929']) {
+      const { data, response } = await anthropic.messages.countTokens({ model, messages: ask }).withResponse();
+      expect(data.input_tokens).toBe(words);
+      expect(response.headers.get('x-gateway-token-count')).toBe('exact');
+    }
+    expect(double.calls.map((c) => c.path)).toEqual(
+      expect.arrayContaining([
+        '/anthropic-api/v1/messages/count_tokens',
+        '/vertex/v1/projects/pao-e2e-project/locations/us-east5/publishers/anthropic/models/count-tokens:rawPredict',
+      ]),
+    );
+    const { response } = await anthropic.messages
+      .countTokens({ model: 'gemini-2.5-flash', messages: ask })
+      .withResponse();
+    expect(response.headers.get('x-gateway-token-count')).toBe('estimate');
+  });
+
   it('an OpenAI-compatible server: chat and stream pass through; Responses and Messages callers are translated to chat', async () => {
     const model = 'meta-llama/Llama-3.1-8B-Instruct';
     const client = gatewayOpenAI();

@@ -133,7 +133,12 @@ export function createGateway(deps: AppDeps): Gateway {
     const body = parseJsonBody(text);
     if (body instanceof ProxyError) throw body;
     const counted = await countTokens(
-      { keys: deps.keys, routes: deps.routes, ...(deps.upstreams.bedrock ? { bedrock: deps.upstreams.bedrock } : {}) },
+      {
+        keys: deps.keys,
+        routes: deps.routes,
+        ...(deps.upstreams.bedrock ? { bedrock: deps.upstreams.bedrock } : {}),
+        ...(deps.upstreams.hosted ? { hosted: deps.upstreams.hosted } : {}),
+      },
       { apiKey: c.req.header('x-api-key'), authorization: c.req.header('authorization') },
       body,
       raw.signal,

@@ -3,7 +3,7 @@ import { type ApiKeys, authenticate } from './auth.js';
 import { isRecord } from './chat-request.js';
 import { invalidRequest, ProxyError } from './errors.js';
 import { routeFor } from './model-access.js';
-import type { BedrockRoute, RouteTable } from './routing.js';
+import type { BedrockRoute, HostedRoute, RouteTable } from './routing.js';
 import type { Upstream } from './upstream.js';
 
 /**
@@ -18,6 +18,10 @@ export interface CountTokensDeps {
   routes: RouteTable;
   bedrock?: Upstream<BedrockRoute> & {
     countTokens?(route: BedrockRoute, body: Record<string, unknown>, signal: AbortSignal): Promise<number>;
+  };
+  /** Hosted providers that count (Anthropic, Claude on Vertex). */
+  hosted?: Upstream<HostedRoute> & {
+    countTokens?(route: HostedRoute, body: Record<string, unknown>, signal: AbortSignal): Promise<number | undefined>;
   };
 }
 
@@ -46,6 +50,10 @@ export async function countTokens(
     deps.bedrock.dialects(route).includes('anthropic-messages')
   ) {
     return { inputTokens: await deps.bedrock.countTokens(route, forward, signal), exact: true };
+  }
+  if (route.kind === 'hosted' && deps.hosted?.countTokens) {
+    const counted = await deps.hosted.countTokens(route, forward, signal);
+    if (counted !== undefined) return { inputTokens: counted, exact: true };
   }
   if (!Array.isArray(forward.messages)) throw invalidRequest('messages must be an array', 'messages');
   return { inputTokens: estimateInputTokens(forward), exact: false };

@@ -99,6 +99,7 @@ export const anthropic: HostedProvider = {
   fixedHeaders: { 'anthropic-version': ANTHROPIC_VERSION },
   dialects: (t) => (t.modelType === 'text' ? NATIVE : []),
   request: (t, _dialect, body) => ({ url: `${t.baseUrl}/v1/messages`, headers: {}, body }),
+  countTokens: (t, body) => ({ url: `${t.baseUrl}/v1/messages/count_tokens`, headers: {}, body }),
   // GET /v1/models pages with after_id while has_more.
   discover: (_spec, baseUrl, auth, fetch) => {
     const first = `${baseUrl}/v1/models?limit=1000`;

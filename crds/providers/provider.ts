@@ -113,6 +113,11 @@ export interface HostedProvider {
   dialects(target: HostedTarget): readonly Dialect[];
   /** One call in a native dialect. */
   request(target: HostedTarget, dialect: Dialect, body: Record<string, unknown>, stream: boolean): WireRequest;
+  /**
+   * Anthropic's count_tokens for a model that speaks Messages, where the provider counts exactly
+   * (its answer is `{input_tokens}`); absent: the gateway estimates.
+   */
+  countTokens?(target: HostedTarget, body: Record<string, unknown>): WireRequest | undefined;
   /** The models the provider lists for the credentials (every page), for status.availableModels. */
   discover(
     spec: ExternalProviderSpec,

@@ -158,6 +158,15 @@ export const vertexAi: HostedProvider = {
       body: { ...body, model: `google/${t.upstreamModel}` },
     };
   },
+  // Claude's token count on Vertex: the count-tokens model's rawPredict, the model in the body.
+  countTokens: (t, body) =>
+    t.family === 'anthropic'
+      ? {
+          url: `${t.baseUrl}/v1/projects/${t.project}/locations/${t.location}/publishers/anthropic/models/count-tokens:rawPredict`,
+          headers: {},
+          body: { ...body, model: t.upstreamModel, anthropic_version: VERTEX_ANTHROPIC_VERSION },
+        }
+      : undefined,
   /** publishers.models.list (v1beta1) of Google's and Anthropic's models, every page. */
   discover: async (spec: ExternalProviderSpec, baseUrl, auth, fetch) => {
     const out: ListedModel[] = [];

@@ -2,6 +2,7 @@ import { randomBytes } from 'node:crypto';
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
 import type { AddressInfo, Socket } from 'node:net';
 import type * as Anthropic from '@anthropic-ai/sdk/resources/messages';
+import type { MessageTokensCount } from '@anthropic-ai/sdk/resources/messages';
 import type { ModelInfo } from '@anthropic-ai/sdk/resources/models';
 import type { ChatCompletion, ChatCompletionChunk } from 'openai/resources/chat/completions';
 import type { Completion } from 'openai/resources/completions';
@@ -797,6 +798,8 @@ export async function startHostedDouble(opts: HostedDoubleOptions = {}): Promise
       const dated = models.anthropic.find((m) => m === model || m.replace(/-[0-9]{8}$/, '') === model);
       if (!dated) return notFound(model);
       if (path === '/v1/messages') return anthropicMessages(req, res, b, model, b.stream === true);
+      if (path === '/v1/messages/count_tokens')
+        return json(res, 200, { input_tokens: promptWords(b) } satisfies MessageTokensCount);
       return json(res, 404, errorOf(kind, 404, 'Not found', 'not_found_error'));
     }
     if (kind === 'azure') {
@@ -849,6 +852,10 @@ export async function startHostedDouble(opts: HostedDoubleOptions = {}): Promise
       const bare = model.replace(/^google\//, '');
       if (!model.startsWith('google/') || !known(bare)) return notFound(model);
       return openAIChat(kind, req, res, b, model);
+    }
+    if (op === '/publishers/anthropic/models/count-tokens:rawPredict') {
+      if (typeof b.model !== 'string' || !known(b.model.split('@')[0] ?? '')) return notFound(String(b.model));
+      return json(res, 200, { input_tokens: promptWords(b) } satisfies MessageTokensCount);
     }
     const raw = /^\/publishers\/anthropic\/models\/([^/:]+):(rawPredict|streamRawPredict)$/.exec(op);
     if (raw) {

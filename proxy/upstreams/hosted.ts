@@ -31,11 +31,11 @@ type UpstreamCall = AnyUpstreamCall<HostedRoute>;
 const errorCode = (err: unknown): string | undefined =>
   (err as { code?: string })?.code ?? (err as { cause?: { code?: string } })?.cause?.code;
 
-function nameOf(call: UpstreamCall): string {
+function nameOf(call: Pick<UpstreamCall, 'route'>): string {
   return `${HOSTED_PROVIDERS[call.route.target.type].label} (${call.route.provider})`;
 }
 
-function transportError(err: unknown, call: UpstreamCall, idleMs: number): ProxyError {
+function transportError(err: unknown, call: Pick<UpstreamCall, 'route'>, idleMs: number): ProxyError {
   const code = errorCode(err);
   const name = nameOf(call);
   switch (code) {
@@ -75,7 +75,10 @@ function problemError(
   );
 }
 
-function statusError(answer: Pick<WholeAnswer, 'status' | 'headers' | 'text'>, call: UpstreamCall): ProxyError {
+function statusError(
+  answer: Pick<WholeAnswer, 'status' | 'headers' | 'text'>,
+  call: Pick<UpstreamCall, 'route'>,
+): ProxyError {
   let body: unknown;
   try {
     body = JSON.parse(answer.text);
@@ -133,18 +136,65 @@ export class HostedUpstream implements Upstream<HostedRoute> {
     return HOSTED_PROVIDERS[route.target.type].dialects(route.target);
   }
 
-  async send(call: UpstreamCall): Promise<UpstreamResult> {
-    const started = performance.now();
-    const provider = HOSTED_PROVIDERS[call.route.target.type];
-    let auth: Record<string, string>;
+  /** The provider's credentials as headers; a credential problem is the caller's 502, in the same words as the condition. */
+  private async auth(call: Pick<UpstreamCall, 'route'>): Promise<Record<string, string>> {
     try {
-      auth = await this.opts.credentials.headers(call.route.identity, provider);
+      return await this.opts.credentials.headers(call.route.identity, HOSTED_PROVIDERS[call.route.target.type]);
     } catch (err) {
       if (err instanceof CredentialError) {
         throw new ProxyError(502, 'api_error', 'provider_credentials', `${nameOf(call)}: ${err.problem.message}`);
       }
       throw err;
     }
+  }
+
+  /** Anthropic's count_tokens where the provider counts (Anthropic, Claude on Vertex); undefined elsewhere. */
+  async countTokens(
+    route: HostedRoute,
+    body: Record<string, unknown>,
+    signal: AbortSignal,
+  ): Promise<number | undefined> {
+    const provider = HOSTED_PROVIDERS[route.target.type];
+    const wire = provider.countTokens?.(route.target, body);
+    if (!wire || route.target.family !== 'anthropic') return undefined;
+    const call = { route };
+    const auth = await this.auth(call);
+    const url = new URL(wire.url);
+    let answer: WholeAnswer;
+    try {
+      answer = await exchangeWhole(
+        this.agent,
+        {
+          origin: url.origin,
+          path: `${url.pathname}${url.search}`,
+          method: 'POST',
+          headers: { 'content-type': 'application/json', ...provider.fixedHeaders, ...wire.headers, ...auth },
+          body: JSON.stringify(wire.body),
+          headersTimeout: this.timeouts.firstByteMs,
+          bodyTimeout: this.timeouts.firstByteMs,
+        },
+        signal,
+      );
+    } catch (err) {
+      throw transportError(err, call, this.timeouts.idleMs);
+    }
+    if (answer.status >= 400) throw statusError(answer, call);
+    const counted = (JSON.parse(answer.text) as { input_tokens?: unknown }).input_tokens;
+    if (typeof counted !== 'number') {
+      throw new ProxyError(
+        502,
+        'api_error',
+        'upstream_error',
+        `${nameOf(call)} answered count_tokens without input_tokens`,
+      );
+    }
+    return counted;
+  }
+
+  async send(call: UpstreamCall): Promise<UpstreamResult> {
+    const started = performance.now();
+    const provider = HOSTED_PROVIDERS[call.route.target.type];
+    const auth = await this.auth(call);
     const wire = provider.request(
       call.route.target,
       call.dialect,
