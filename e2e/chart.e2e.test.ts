@@ -458,6 +458,62 @@ describe('Helm chart', () => {
     expect(dry.code).toBe(0);
   });
 
+  it("mounts each cloud's workload-identity token into both components when asked, and nothing by default", () => {
+    const audience =
+      'https://iam.googleapis.com/projects/123456789012/locations/global/workloadIdentityPools/clusters/providers/prod-1';
+    const deployments = (objs: Obj[]) =>
+      ['platform-ai-optimizer-operator', 'platform-ai-optimizer-proxy'].map(
+        (name) => (find(objs, 'Deployment', name) as Obj & { spec: { template: PodTemplate } }).spec.template,
+      );
+    for (const pod of deployments(render())) {
+      expect(JSON.stringify(pod)).not.toMatch(/identity-token|FEDERATED_TOKEN_FILE/);
+    }
+    const objs = render('workloadIdentity.azure.enabled=true', `workloadIdentity.google.audience=${audience}`);
+    for (const pod of deployments(objs)) {
+      const c = pod.spec.containers[0];
+      expect(c?.env).toEqual(
+        expect.arrayContaining([
+          { name: 'AZURE_FEDERATED_TOKEN_FILE', value: '/var/run/secrets/azure/tokens/azure-identity-token' },
+          { name: 'GOOGLE_FEDERATED_TOKEN_FILE', value: '/var/run/secrets/google/tokens/token' },
+        ]),
+      );
+      expect(pod.spec.volumes).toEqual(
+        expect.arrayContaining([
+          {
+            name: 'azure-identity-token',
+            projected: {
+              sources: [
+                {
+                  serviceAccountToken: {
+                    path: 'azure-identity-token',
+                    audience: 'api://AzureADTokenExchange',
+                    expirationSeconds: 3600,
+                  },
+                },
+              ],
+            },
+          },
+          {
+            name: 'google-identity-token',
+            projected: { sources: [{ serviceAccountToken: { path: 'token', audience, expirationSeconds: 3600 } }] },
+          },
+        ]),
+      );
+      expect(c?.volumeMounts).toEqual(
+        expect.arrayContaining([
+          { name: 'azure-identity-token', mountPath: '/var/run/secrets/azure/tokens', readOnly: true },
+          { name: 'google-identity-token', mountPath: '/var/run/secrets/google/tokens', readOnly: true },
+        ]),
+      );
+    }
+    const list = JSON.stringify({ apiVersion: 'v1', kind: 'List', items: objs });
+    expect(kubectl(['apply', '--dry-run=server', '-f', '-'], list).code).toBe(0);
+    // An audience that is not a pool provider is refused by the values schema.
+    expect(
+      helm(['template', 'x', CHART, '-n', 'platform-agent', '--set', 'workloadIdentity.google.audience=sts']).code,
+    ).not.toBe(0);
+  });
+
   it('refuses a namespace other than platform-agent', () => {
     const res = helm(['template', 'x', CHART, '-n', 'default']);
     expect(res.code).not.toBe(0);

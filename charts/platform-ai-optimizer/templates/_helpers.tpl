@@ -51,3 +51,49 @@ capabilities:
 {{- define "pao.usageOnPostgres" -}}
 {{- if .Values.usage.postgres.existingSecret }}true{{ end -}}
 {{- end -}}
+
+{{/*
+Workload identity for hosted providers (ExternalProvider auth.method WorkloadIdentity): the
+ServiceAccount token each cloud exchanges, projected with that cloud's audience into the operator
+(discovery) and the proxy (calls). Azure's Entra ID takes audience api://AzureADTokenExchange;
+Google STS the pool provider named in workloadIdentity.google.audience. On GKE's own workload
+identity nothing is mounted: the metadata server serves the pod's identity.
+*/}}
+{{- define "pao.workloadIdentityEnv" -}}
+{{- if .Values.workloadIdentity.azure.enabled }}
+- { name: AZURE_FEDERATED_TOKEN_FILE, value: /var/run/secrets/azure/tokens/azure-identity-token }
+{{- end }}
+{{- if .Values.workloadIdentity.google.audience }}
+- { name: GOOGLE_FEDERATED_TOKEN_FILE, value: /var/run/secrets/google/tokens/token }
+{{- end }}
+{{- end }}
+
+{{- define "pao.workloadIdentityMounts" -}}
+{{- if .Values.workloadIdentity.azure.enabled }}
+- { name: azure-identity-token, mountPath: /var/run/secrets/azure/tokens, readOnly: true }
+{{- end }}
+{{- if .Values.workloadIdentity.google.audience }}
+- { name: google-identity-token, mountPath: /var/run/secrets/google/tokens, readOnly: true }
+{{- end }}
+{{- end }}
+
+{{- define "pao.workloadIdentityVolumes" -}}
+{{- if .Values.workloadIdentity.azure.enabled }}
+- name: azure-identity-token
+  projected:
+    sources:
+      - serviceAccountToken:
+          path: azure-identity-token
+          audience: api://AzureADTokenExchange
+          expirationSeconds: 3600
+{{- end }}
+{{- if .Values.workloadIdentity.google.audience }}
+- name: google-identity-token
+  projected:
+    sources:
+      - serviceAccountToken:
+          path: token
+          audience: {{ .Values.workloadIdentity.google.audience | quote }}
+          expirationSeconds: 3600
+{{- end }}
+{{- end }}
