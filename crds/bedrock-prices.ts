@@ -17,6 +17,8 @@ export interface TokenPrice {
   cacheRead?: number;
   /** Prompt tokens written to the prompt cache; the input price where absent. */
   cacheWrite?: number;
+  /** Prompt tokens written to the cache with a 1-hour lifetime (Anthropic); cacheWrite where absent. */
+  cacheWrite1h?: number;
 }
 
 export interface BedrockPriceTable {
@@ -45,9 +47,9 @@ function priceEntries(section: unknown, where: string): Record<string, TokenPric
   for (const [id, raw] of Object.entries(section)) {
     if (!isRecord(raw)) throw new PriceTableError(`${where}.${id} must be {input, output}`);
     const price: TokenPrice = { input: 0, output: 0 };
-    for (const field of ['input', 'output', 'cacheRead', 'cacheWrite'] as const) {
+    for (const field of ['input', 'output', 'cacheRead', 'cacheWrite', 'cacheWrite1h'] as const) {
       const v = raw[field];
-      if (v === undefined && (field === 'cacheRead' || field === 'cacheWrite')) continue;
+      if (v === undefined && field !== 'input' && field !== 'output') continue;
       if (typeof v !== 'number' || !Number.isFinite(v) || v < 0) {
         throw new PriceTableError(`${where}.${id}.${field} must be a number >= 0 (USD per 1M tokens)`);
       }

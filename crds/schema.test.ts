@@ -112,6 +112,7 @@ describe('CEL rules', () => {
         "ExternalProvider.spec.baseUrl: self.provider != 'openai-compatible' || has(self.baseUrl)",
         "ExternalProvider.spec.baseUrl: !has(self.baseUrl) || self.provider == 'openai' || self.provider == 'anthropic' || self.provider == 'openai-compatible'",
         "ExternalProvider.spec.azure: has(self.azure) == (self.provider == 'azure-openai')",
+        "ExternalProvider.spec.models: self.provider != 'azure-openai' || !has(self.azure) || self.models.all(m, self.azure.deployments.exists(d, d.name == m))",
         "ExternalProvider.spec.vertex: has(self.vertex) == (self.provider == 'vertex-ai')",
         "ExternalProvider.spec.auth.clientId: self.provider != 'azure-openai' || self.auth.method != 'WorkloadIdentity' || (has(self.auth.tenantId) && has(self.auth.clientId))",
         "ExternalProvider.spec.auth.tenantId: self.provider == 'azure-openai' || (!has(self.auth.tenantId) && !has(self.auth.clientId))",

@@ -51,7 +51,12 @@ beforeAll(async () => {
       vertex: ['gemini-2.5-flash', 'gemini-2.5-pro', 'claude-sonnet-4-5'],
       openai: ['gpt-4o', 'gpt-4o-mini', 'gpt-4.1', 'text-embedding-3-small'],
     },
-    azureDeployments: { 'gpt4o-prod': 'gpt-4o', 'embed-small': 'text-embedding-3-small', 'gpt4o-wi': 'gpt-4o' },
+    azureDeployments: {
+      'gpt4o-prod': 'gpt-4o',
+      'embed-small': 'text-embedding-3-small',
+      'gpt4o-wi': 'gpt-4o',
+      'gpt4o-old': 'gpt-4o',
+    },
   });
   dir = mkdtempSync(join(tmpdir(), 'hosted-providers-'));
   for (const [name, value] of [
@@ -77,7 +82,22 @@ beforeAll(async () => {
         models: ['gpt-4.1'],
         fallback: ['claude-sonnet-4-5'],
       }),
-      provider('anthropic', { provider: 'anthropic', ...apiKey('anthropic-key'), models: ['claude-sonnet-4-5'] }),
+      provider('anthropic', {
+        provider: 'anthropic',
+        ...apiKey('anthropic-key'),
+        models: ['claude-sonnet-4-5'],
+        aliases: [{ name: 'sonnet', model: 'claude-sonnet-4-5' }],
+      }),
+      provider('azure-old', {
+        provider: 'azure-openai',
+        ...apiKey('azure-key'),
+        azure: {
+          resourceName: 'pao-e2e',
+          apiVersion: '2024-06-01',
+          deployments: [{ name: 'gpt4o-old', model: 'gpt-4o' }],
+        },
+        models: ['gpt4o-old'],
+      }),
       provider('azure', {
         provider: 'azure-openai',
         ...apiKey('azure-key'),
@@ -237,6 +257,34 @@ describe('the official SDKs against each double directly (the doubles speak the 
     const models = [];
     for await (const model of client.models.list()) models.push(model.id);
     expect(models).toContain('claude-sonnet-4-5-20250929');
+  });
+
+  it("vertex: the OpenAI SDK on Vertex's OpenAI-compatible endpoint, as Google documents it", async () => {
+    const token = (
+      (await (
+        await fetch(
+          `http://${double.env.GCE_METADATA_HOST}/computeMetadata/v1/instance/service-accounts/default/token`,
+          {
+            headers: { 'Metadata-Flavor': 'Google' },
+          },
+        )
+      ).json()) as { access_token: string }
+    ).access_token;
+    const client = new OpenAI({
+      apiKey: token,
+      baseURL: `${double.env.PAO_ENDPOINT_URL_VERTEX_AI}/v1/projects/p/locations/us-central1/endpoints/openapi`,
+      maxRetries: 0,
+    });
+    expect(await chatText(client, 'google/gemini-2.5-flash')).toBe(TOKENS);
+    expect((await streamText(client, 'google/gemini-2.5-flash')).text).toBe(TOKENS);
+  });
+
+  it('openai-compatible: the OpenAI SDK on the server directly', async () => {
+    const client = new OpenAI({ apiKey: 'unused', baseURL: `${double.url}/compatible/v1`, maxRetries: 0 });
+    expect(await chatText(client, 'meta-llama/Llama-3.1-8B-Instruct')).toBe(TOKENS);
+    const models = [];
+    for await (const m of client.models.list()) models.push(m.id);
+    expect(models).toEqual(['meta-llama/Llama-3.1-8B-Instruct']);
   });
 
   it('azure: AzureOpenAI on the v1 API with the key and on the dated API', async () => {
@@ -404,11 +452,15 @@ describe('through the gateway: each provider with the official SDKs', () => {
   it('count_tokens is exact where the provider counts (Anthropic, Claude on Vertex), an estimate elsewhere', async () => {
     const anthropic = gatewayAnthropic();
     const words = ask[0]?.content.split(/\s+/).length ?? 0;
-    for (const model of ['claude-sonnet-4-5', 'claude-sonnet-4-5@20250929']) {
+    // A gateway alias counts as its model: the provider is asked with the model's own id.
+    for (const model of ['claude-sonnet-4-5', 'sonnet', 'claude-sonnet-4-5@20250929']) {
       const { data, response } = await anthropic.messages.countTokens({ model, messages: ask }).withResponse();
       expect(data.input_tokens).toBe(words);
       expect(response.headers.get('x-gateway-token-count')).toBe('exact');
     }
+    expect(
+      double.calls.filter((c) => c.path.endsWith('count_tokens')).map((c) => (c.body as { model: string }).model),
+    ).toEqual(['claude-sonnet-4-5', 'claude-sonnet-4-5']);
     expect(double.calls.map((c) => c.path)).toEqual(
       expect.arrayContaining([
         '/anthropic-api/v1/messages/count_tokens',
@@ -433,6 +485,57 @@ describe('through the gateway: each provider with the official SDKs', () => {
       double.calls.filter((c) => c.kind === 'compatible').every((c) => c.path === '/compatible/v1/chat/completions'),
     ).toBe(true);
     expect(double.calls.every((c) => c.headers.authorization === undefined)).toBe(true);
+  });
+
+  it('Azure on a dated API older than stream_options: streams without the usage chunk, usage counted from the stream', async () => {
+    const client = gatewayOpenAI('team:azure-old');
+    // The client asks for the usage chunk; that API version cannot give it.
+    const streamed = await streamText(client, 'gpt4o-old');
+    expect(streamed.text).toBe(TOKENS);
+    expect(streamed.usage).toBeUndefined();
+    expect(double.calls.find((c) => c.kind === 'azure')?.body).not.toHaveProperty('stream_options');
+    await new Promise((r) => setTimeout(r, 400));
+    const usage = (await (
+      await fetch(`${proxy.base}/v1/usage?tag=team:azure-old`, { headers: { 'x-api-key': KEY } })
+    ).json()) as {
+      totals: { requests: number; outputTokens: number };
+    };
+    expect(usage.totals).toMatchObject({ requests: 1, outputTokens: 4 });
+  });
+
+  it('Claude on Vertex takes images inline only: a linked image is a clear 400 before any call', async () => {
+    const err = await gatewayOpenAI()
+      .chat.completions.create({
+        model: 'claude-sonnet-4-5@20250929',
+        messages: [
+          {
+            role: 'user',
+            content: [
+              { type: 'image_url', image_url: { url: 'https://example.com/cat.png' } },
+              { type: 'text', text: 'what is it' },
+            ],
+          },
+        ],
+      })
+      .catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(OpenAI.BadRequestError);
+    expect((err as Error).message).toContain('Claude on Vertex AI takes images and documents inline');
+    expect(double.calls.filter((c) => c.kind === 'vertex')).toEqual([]);
+    // Inline, it goes through.
+    const png = 'iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNkYPhfDwAChwGA60e6kgAAAABJRU5ErkJggg==';
+    const ok = await gatewayOpenAI().chat.completions.create({
+      model: 'claude-sonnet-4-5@20250929',
+      messages: [
+        {
+          role: 'user',
+          content: [
+            { type: 'image_url', image_url: { url: `data:image/png;base64,${png}` } },
+            { type: 'text', text: 'what is it' },
+          ],
+        },
+      ],
+    });
+    expect(ok.choices[0]?.message.content).toBe(TOKENS);
   });
 
   it('a pair no provider serves is one 400 naming the endpoint and the provider', async () => {
@@ -636,7 +739,7 @@ const ROWS: Row[] = [
         status: 'RESOURCE_EXHAUSTED',
       },
     },
-    expect: { status: 429, code: 'provider_quota_exceeded', text: /request more quota/ },
+    expect: { status: 429, code: 'upstream_rate_limited', text: /request more quota/ },
   },
   {
     kind: 'vertex',
@@ -725,6 +828,34 @@ describe('throttling, cuts and fallbacks', () => {
     expect((usage as { totals: { requests: number } }).totals.requests).toBe(2);
   });
 
+  it('a stream cut through the translators (chat to Claude, Responses to Claude) ends with the error the SDK raises', async () => {
+    double.behave({ cutAfterTokens: 2 });
+    await expect(streamText(gatewayOpenAI(), 'claude-sonnet-4-5')).rejects.toThrow(/ended the stream early|broke off/);
+    const events: string[] = [];
+    const run = async () => {
+      for await (const e of await gatewayOpenAI().responses.create({
+        model: 'claude-sonnet-4-5',
+        input: 'hi',
+        stream: true,
+      }))
+        events.push(e.type);
+    };
+    await expect(run()).rejects.toThrow();
+    expect(events).not.toContain('response.completed');
+  });
+
+  it('a Vertex RESOURCE_EXHAUSTED for a moment is retried, not passed on', async () => {
+    double.fail({
+      kind: 'vertex',
+      status: 429,
+      body: {
+        error: { code: 429, message: 'Resource exhausted. Please try again later.', status: 'RESOURCE_EXHAUSTED' },
+      },
+    });
+    expect(await chatText(gatewayOpenAI(), 'gemini-2.5-flash')).toBe(TOKENS);
+    expect(double.calls.filter((c) => c.kind === 'vertex')).toHaveLength(2);
+  });
+
   it('OpenAI failing falls back to Claude at Anthropic (translated), and the answer says who served', async () => {
     double.fail({
       kind: 'openai',
@@ -773,6 +904,39 @@ describe('usage and cost, to the token, from each provider’s own counts', () =
     const vertex = await totals('cost:vertex');
     // gemini-2.5-flash: 0.30 in, 0.03 cached, 2.50 out.
     expect(vertex.costUsd).toBeCloseTo(((words - 2) * 0.3 + 2 * 0.03 + 4 * 2.5) / 1e6, 12);
+  });
+
+  it('streamed answers, Claude on Vertex, Azure deployments and 1-hour cache writes', async () => {
+    // The prompt is 4 words: 1 fresh, 1 read, 2 written (1 of them for an hour).
+    double.behave({ cacheRead: 1, cacheWrite: 2, cacheWrite1h: 1 });
+    const words = ask[0]?.content.split(/\s+/).length ?? 0;
+    await streamText(gatewayOpenAI('cost:stream-openai'), 'gpt-4o');
+    await gatewayAnthropic('cost:stream-claude')
+      .messages.stream({ model: 'claude-sonnet-4-5', max_tokens: 10, messages: ask })
+      .finalMessage();
+    await gatewayAnthropic('cost:vertex-claude').messages.create({
+      model: 'claude-sonnet-4-5@20250929',
+      max_tokens: 10,
+      messages: ask,
+    });
+    await chatText(gatewayOpenAI('cost:azure'), 'gpt4o-prod');
+    await new Promise((r) => setTimeout(r, 400));
+    const totals = async (tag: string) =>
+      (
+        (await (await fetch(`${proxy.base}/v1/usage?tag=${tag}`, { headers: { 'x-api-key': KEY } })).json()) as {
+          totals: { requests: number; inputTokens: number; outputTokens: number; costUsd: number };
+        }
+      ).totals;
+    expect(words).toBe(4);
+    const gpt4o = ((words - 1) * 2.5 + 1 * 1.25 + 4 * 10) / 1e6;
+    expect((await totals('cost:stream-openai')).costUsd).toBeCloseTo(gpt4o, 12);
+    // Azure's deployment of gpt-4o at gpt-4o's prices.
+    expect((await totals('cost:azure')).costUsd).toBeCloseTo(gpt4o, 12);
+    // claude-sonnet-4-5: 3 in, 0.30 read, 3.75 5-minute write, 6.00 1-hour write, 15 out.
+    const claude = (1 * 3 + 1 * 0.3 + 1 * 3.75 + 1 * 6 + 4 * 15) / 1e6;
+    expect(await totals('cost:stream-claude')).toMatchObject({ requests: 1, inputTokens: words, outputTokens: 4 });
+    expect((await totals('cost:stream-claude')).costUsd).toBeCloseTo(claude, 12);
+    expect((await totals('cost:vertex-claude')).costUsd).toBeCloseTo(claude, 12);
   });
 });
 

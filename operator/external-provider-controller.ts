@@ -27,7 +27,7 @@ import { isHosted } from '../crds/providers/table.js';
 import { aliasCondition, aliasConflictEvent, withAliasCondition } from './alias-condition.js';
 import type { EventRecorder } from './events.js';
 import { type DiscoveryOutcome, discoveredModels, externalProviderStatus } from './external-provider-status.js';
-import { discoverHosted, hostedProviderStatus } from './hosted-provider-status.js';
+import { discoverHosted, hostedProviderStatus, isTransient } from './hosted-provider-status.js';
 import { writeStatusIfChanged } from './status-write.js';
 import type { Enqueue, ReconcileResult } from './work-queue.js';
 
@@ -87,7 +87,12 @@ interface LastDiscovery {
   generation: number;
   secretVersion: string;
   at: number;
+  /** A transient failure: discover again this soon, not after rediscoveryMs. */
+  retryMs?: number;
 }
+
+/** How soon a hosted provider's discovery that failed for a moment is tried again. */
+const TRANSIENT_RETRY_MS = 30_000;
 
 export class ExternalProviderController {
   private readonly last = new Map<string, LastDiscovery>();
@@ -215,29 +220,30 @@ export class ExternalProviderController {
       !last ||
       last.generation !== generation ||
       last.secretVersion !== secretVersion ||
-      now - last.at >= this.opts.rediscoveryMs ||
+      now - last.at >= (last.retryMs ?? this.opts.rediscoveryMs) ||
       ep.status?.observedGeneration !== generation;
     if (!due) {
       // Between discoveries only the aliases can change (another resource claimed or freed one).
       await this.writeStatus(ep, ep.status ?? {});
-      return { requeueAfterMs: Math.max(1000, this.opts.rediscoveryMs - (now - last.at)) };
+      return { requeueAfterMs: Math.max(1000, (last.retryMs ?? this.opts.rediscoveryMs) - (now - last.at)) };
     }
 
-    const next = isHosted(ep.spec.provider)
-      ? hostedProviderStatus(
-          ep,
-          await discoverHosted(
-            ep,
-            this.hosted,
-            (name) => this.secrets.lookup(name),
-            this.opts.env ?? process.env,
-            this.opts.fetch,
-          ),
-          this.opts.now(),
-          await this.prices(),
-        )
-      : externalProviderStatus(ep, await this.discover(ep), this.opts.now(), await this.prices());
-    this.last.set(key, { generation, secretVersion, at: now });
+    let retryMs: number | undefined;
+    let next: ExternalProviderStatus;
+    if (isHosted(ep.spec.provider)) {
+      const outcome = await discoverHosted(
+        ep,
+        this.hosted,
+        (name) => this.secrets.lookup(name),
+        this.opts.env ?? process.env,
+        this.opts.fetch,
+      );
+      if (!outcome.ok && isTransient(outcome.problem)) retryMs = Math.min(TRANSIENT_RETRY_MS, this.opts.rediscoveryMs);
+      next = hostedProviderStatus(ep, outcome, this.opts.now(), await this.prices());
+    } else {
+      next = externalProviderStatus(ep, await this.discover(ep), this.opts.now(), await this.prices());
+    }
+    this.last.set(key, { generation, secretVersion, at: now, ...(retryMs ? { retryMs } : {}) });
     const status = await this.writeStatus(ep, next);
     if (status.phase !== ep.status?.phase) {
       const ready = status.conditions?.find((c) => c.type === 'Ready');
@@ -248,6 +254,6 @@ export class ExternalProviderController {
         ready?.message ?? '',
       );
     }
-    return { requeueAfterMs: this.opts.rediscoveryMs };
+    return { requeueAfterMs: retryMs ?? this.opts.rediscoveryMs };
   }
 }

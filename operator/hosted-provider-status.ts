@@ -90,6 +90,18 @@ export async function discoverHosted(
   }
 }
 
+/** Failures a second try soon may not see: throttling, overload, timeouts, the network. */
+const TRANSIENT = new Set([
+  'Throttled',
+  'ProviderUnavailable',
+  'ProviderTimeout',
+  'ProviderUnreachable',
+  'TokenExchangeUnreachable',
+  'MetadataServerUnavailable',
+]);
+
+export const isTransient = (problem: HostedProblem): boolean => TRANSIENT.has(problem.reason);
+
 function failure(provider: HostedProvider, err: unknown): HostedProblem {
   if (err instanceof ProviderHttpError) {
     const p = classify(provider, err.status, err.body, { provider: provider.label }, err.retryAfter);
@@ -125,7 +137,19 @@ export function hostedProviderStatus(
   let phase: ExternalProviderStatus['phase'];
   let available = prev.availableModels;
   let models = prev.models;
-  if (!outcome.ok) {
+  const standing = prev.phase === 'Ready' || prev.phase === 'Degraded';
+  if (!outcome.ok && standing && isTransient(outcome.problem)) {
+    // A provider that answered before and fails for a moment keeps what it found: its models
+    // stay routable (calls retry and fall back on their own) while discovery tries again soon.
+    const { problem } = outcome;
+    set(
+      'ModelsAvailable',
+      'Unknown',
+      problem.reason,
+      `the last discovery failed (${problem.message}); the models found before stay routable, discovery retries in 30 s`,
+    );
+    phase = prev.phase;
+  } else if (!outcome.ok) {
     const { problem } = outcome;
     if (problem.credentials) {
       set('CredentialsValid', 'False', problem.reason, problem.message);
@@ -143,8 +167,9 @@ export function hostedProviderStatus(
       const m = matchOf(provider, id, outcome.models);
       if (m) matched.set(id, m);
     }
-    // The selected names that matched are available under those names too (undated aliases).
-    available = [...new Set([...outcome.models.map((m) => m.id), ...matched.keys()])].sort().slice(0, 1000);
+    // The selected names that matched are available under those names too (undated aliases);
+    // they come first, so the bound never cuts one of them.
+    available = [...new Set([...matched.keys(), ...outcome.models.map((m) => m.id).sort()])].slice(0, 1000).sort();
     models = [...matched].map(([id, m]): DiscoveredModel => {
       const base = type === 'azure-openai' ? azureBaseModel(ep.spec, id) : id;
       return {

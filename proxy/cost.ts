@@ -60,11 +60,13 @@ export class CostMeter {
     }
     const read = usage.cachedTokens ?? 0;
     const written = usage.cacheWriteTokens ?? 0;
+    const hour = Math.min(usage.cacheWrite1hTokens ?? 0, written);
     const fresh = Math.max(0, usage.promptTokens - read - written);
     const costUsd =
       (fresh * price.input +
         read * (price.cacheRead ?? price.input) +
-        written * (price.cacheWrite ?? price.input) +
+        (written - hour) * (price.cacheWrite ?? price.input) +
+        hour * (price.cacheWrite1h ?? price.cacheWrite ?? price.input) +
         usage.completionTokens * price.output) /
       1_000_000;
     const credits = entry.kind === 'bedrock' || entry.kind === 'hosted' ? (entry.freeCredits ?? 0) : 0;

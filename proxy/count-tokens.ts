@@ -52,7 +52,9 @@ export async function countTokens(
     return { inputTokens: await deps.bedrock.countTokens(route, forward, signal), exact: true };
   }
   if (route.kind === 'hosted' && deps.hosted?.countTokens) {
-    const counted = await deps.hosted.countTokens(route, forward, signal);
+    // The served model's own name (not an alias), and no max_tokens: count_tokens refuses it.
+    const { max_tokens: _max, ...counted_ } = forward;
+    const counted = await deps.hosted.countTokens(route, { ...counted_, model: route.model }, signal);
     if (counted !== undefined) return { inputTokens: counted, exact: true };
   }
   if (!Array.isArray(forward.messages)) throw invalidRequest('messages must be an array', 'messages');

@@ -176,6 +176,8 @@ const UPSTREAM_NAMES: Readonly<Record<string, string>> = {
   anthropic: 'Anthropic',
   'azure-openai': 'Azure OpenAI',
   'vertex-ai': 'Vertex AI',
+  // Not 'openai-compatible': that key is the in-cluster route kind's.
+  'hosted-openai-compatible': 'OpenAI-compatible server',
 };
 
 function planFor(endpoint: Endpoint, serves: readonly Dialect[], target: Route): Plan | ProxyError {
@@ -191,7 +193,7 @@ function planFor(endpoint: Endpoint, serves: readonly Dialect[], target: Route):
     400,
     'invalid_request_error',
     'unsupported_endpoint',
-    `${endpoint.path} is not served for ${target.model} (${UPSTREAM_NAMES[target.kind === 'hosted' ? target.target.type : target.kind]}): ${paths.length ? `it answers ${paths.join(', ')}` : 'it answers no endpoint of the gateway'}`,
+    `${endpoint.path} is not served for ${target.model} (${UPSTREAM_NAMES[target.kind === 'hosted' ? (target.target.type === 'openai-compatible' ? 'hosted-openai-compatible' : target.target.type) : target.kind]}): ${paths.length ? `it answers ${paths.join(', ')}` : 'it answers no endpoint of the gateway'}`,
     'model',
   );
 }

@@ -219,7 +219,7 @@ function providerRoutes(
     const available = opts.standalone ? undefined : new Set(ep.status?.availableModels ?? []);
     const found = new Map((ep.status?.models ?? []).map((m) => [m.id, m]));
     if (isHosted(ep.spec.provider)) {
-      for (const route of hostedRoutes(ep, opts, available, found)) {
+      for (const route of hostedRoutes(ep, opts, found)) {
         out.push({ route, cli: ep.spec.includeInCLI, created: at });
       }
       continue;
@@ -260,11 +260,13 @@ function providerRoutes(
   return out;
 }
 
-/** A hosted provider's selected models the provider lists (all of them standalone), as routes. */
+/**
+ * A hosted provider's selected models that discovery found (status.models; all of them
+ * standalone), as routes.
+ */
 function hostedRoutes(
   ep: ExternalProvider,
   opts: BuildOptions,
-  available: ReadonlySet<string> | undefined,
   found: ReadonlyMap<string, { type: string; family?: string }>,
 ): HostedRoute[] {
   const type = ep.spec.provider;
@@ -272,8 +274,8 @@ function hostedRoutes(
   const module = HOSTED_PROVIDERS[type];
   const baseUrl = module.baseUrl(ep.spec, opts.env ?? process.env);
   return ep.spec.models.flatMap((model): HostedRoute[] => {
-    if (available && !available.has(model)) return [];
     const info = found.get(model);
+    if (!opts.standalone && !info) return [];
     const baseModel = type === 'azure-openai' ? azureBaseModel(ep.spec, model) : model;
     const target: HostedTarget = {
       type,

@@ -18,6 +18,8 @@ export interface Usage {
   cachedTokens?: number;
   /** Of promptTokens, those written to the prompt cache (priced apart). */
   cacheWriteTokens?: number;
+  /** Of cacheWriteTokens, those written with Anthropic's 1-hour lifetime (priced higher). */
+  cacheWrite1hTokens?: number;
   /**
    * The upstream never reported usage (a stream cut by the client, a timeout or a broken
    * connection): the tokens were counted from what the caller received, prompt tokens unknown (0).

@@ -82,12 +82,17 @@ const ERRORS: readonly ErrorRule[] = [
   ...COMMON_ERRORS,
 ];
 
-/** Anthropic lists dated ids (claude-sonnet-4-5-20250929) and serves their undated aliases too. */
+/**
+ * Anthropic lists dated ids (claude-sonnet-4-5-20250929) and serves their undated and `-latest`
+ * aliases too (claude-sonnet-4-5, claude-3-5-haiku-latest): an alias matches its newest dated id.
+ */
 export function undatedMatch(selected: string, models: readonly ListedModel[]): ListedModel | undefined {
-  return (
-    models.find((m) => m.id === selected) ??
-    models.find((m) => m.id.replace(/-[0-9]{8}$/, '') === selected || m.id.replace(/-latest$/, '') === selected)
-  );
+  const exact = models.find((m) => m.id === selected);
+  if (exact) return exact;
+  const bare = selected.replace(/-latest$/, '');
+  return models
+    .filter((m) => /-[0-9]{8}$/.test(m.id) && m.id.slice(0, -9) === bare)
+    .sort((a, b) => b.id.localeCompare(a.id))[0];
 }
 
 export const anthropic: HostedProvider = {

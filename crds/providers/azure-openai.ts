@@ -105,6 +105,9 @@ export const azureOpenai: HostedProvider = {
     rootOf(env, 'PAO_ENDPOINT_URL_AZURE_OPENAI', `https://${spec.azure?.resourceName ?? ''}.openai.azure.com`),
   credentialStyle: 'api-key',
   dialects: (t) => (t.modelType === 'embedding' ? EMBEDDINGS : t.apiVersion ? DATED : V1),
+  // stream_options (the usage chunk) came with 2024-09-01-preview; older versions refuse it, and
+  // their streams are counted from what was sent.
+  streamUsage: (t) => !t.apiVersion || t.apiVersion >= '2024-09-01',
   request: (t: HostedTarget, dialect, body) => {
     const path = OPENAI_PATHS[dialect] ?? '';
     if (!t.apiVersion)

@@ -111,6 +111,10 @@ export interface HostedProvider {
   fixedHeaders?: Readonly<Record<string, string>>;
   /** The dialects a model answers natively, preferred first; empty: none (every endpoint is a 400). */
   dialects(target: HostedTarget): readonly Dialect[];
+  /** Why the provider cannot take this body (a 400 to the caller), checked before the call. */
+  refuse?(target: HostedTarget, dialect: Dialect, body: Record<string, unknown>): string | undefined;
+  /** Whether a chat or completions stream may ask for its usage chunk (stream_options); true when absent. */
+  streamUsage?(target: HostedTarget): boolean;
   /** One call in a native dialect. */
   request(target: HostedTarget, dialect: Dialect, body: Record<string, unknown>, stream: boolean): WireRequest;
   /**
@@ -164,7 +168,8 @@ const SECRETISH = [
   /\b(proj|org|acct)[_-][A-Za-z0-9]{3,}/g,
   /\beyJ[A-Za-z0-9_-]{10,}(\.[A-Za-z0-9_-]+)*/g,
   /\b[A-Za-z0-9._%+-]+@[A-Za-z0-9.-]+\.[a-z]{2,}\b/g,
-  /\b[0-9]{6,}\b/g,
+  // Account and project numbers (10+ digits), not token counts or limits.
+  /\b[0-9]{10,}\b/g,
   /\*{3,}[A-Za-z0-9]{2,}/g,
 ];
 

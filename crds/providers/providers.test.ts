@@ -246,6 +246,10 @@ describe('error tables', () => {
     ],
     ['Bearer eyJhbGciOiJSUzI1NiJ9.eyJzdWIiOiJ4In0.sig', 'Bearer <redacted>'],
     ['client 66666666-7777-8888-9999-000000000000', 'client <redacted>'],
+    [
+      'maximum context length is 128000 tokens, you asked for 130532',
+      'maximum context length is 128000 tokens, you asked for 130532',
+    ],
     ['a\n  b', 'a b'],
   ])('redacts %j', (raw, shown) => {
     expect(redact(raw)).toBe(shown);
@@ -254,10 +258,12 @@ describe('error tables', () => {
 
 describe('model matching and prices', () => {
   it('Anthropic serves undated aliases of the dated ids it lists', () => {
-    const list = ['claude-sonnet-4-5-20250929', 'claude-3-7-sonnet-latest'].map(listed);
+    const list = ['claude-sonnet-4-5-20250929', 'claude-3-5-haiku-20241022', 'claude-3-5-haiku-20240307'].map(listed);
     expect(undatedMatch('claude-sonnet-4-5', list)?.id).toBe('claude-sonnet-4-5-20250929');
-    expect(undatedMatch('claude-3-7-sonnet', list)?.id).toBe('claude-3-7-sonnet-latest');
+    expect(undatedMatch('claude-3-5-haiku-latest', list)?.id).toBe('claude-3-5-haiku-20241022');
+    expect(undatedMatch('claude-3-5-haiku', list)?.id).toBe('claude-3-5-haiku-20241022');
     expect(undatedMatch('claude-sonnet-4', list)).toBeUndefined();
+    expect(undatedMatch('claude-sonnet-4-5-2025', list)).toBeUndefined();
   });
 
   it('Vertex ids carry a version after @', () => {

@@ -108,9 +108,11 @@ const ERRORS: readonly ErrorRule[] = [
       credentials: false,
       status: 429,
       type: 'rate_limit_error',
-      code: 'provider_quota_exceeded',
+      // Google answers RESOURCE_EXHAUSTED for a moment's shared-capacity throttling as for a spent
+      // quota: retried like any 429, then the fallbacks.
+      code: 'upstream_rate_limited',
       message:
-        "{provider}'s quota for {model} in the location is used up{detail}; request more quota or use another location",
+        "{provider}'s quota for {model} in the location is exhausted{detail}; retried after a moment; if it lasts, request more quota or use another location",
     },
   },
   {
@@ -129,6 +131,23 @@ const ERRORS: readonly ErrorRule[] = [
   ...COMMON_ERRORS,
 ];
 
+/** A content block anywhere in the messages with `source: {type: 'url'}`. */
+function hasUrlSource(messages: unknown): boolean {
+  if (!Array.isArray(messages)) return false;
+  return messages.some(
+    (m) =>
+      isRecord(m) &&
+      Array.isArray(m.content) &&
+      m.content.some(
+        (b) =>
+          isRecord(b) &&
+          ((isRecord(b.source) && b.source.type === 'url') ||
+            (Array.isArray(b.content) &&
+              b.content.some((c) => isRecord(c) && isRecord(c.source) && c.source.type === 'url'))),
+      ),
+  );
+}
+
 /** Vertex's Claude ids carry a version after @; the list names the model without it. */
 function vertexMatch(selected: string, models: readonly ListedModel[]): ListedModel | undefined {
   const bare = selected.split('@')[0] ?? selected;
@@ -142,6 +161,11 @@ export const vertexAi: HostedProvider = {
   baseUrl: (spec, env) => rootOf(env, 'PAO_ENDPOINT_URL_VERTEX_AI', hostOf(spec.vertex?.location ?? 'global')),
   credentialStyle: 'bearer',
   dialects: (t) => (t.modelType === 'embedding' ? [] : t.family === 'anthropic' ? CLAUDE : GEMINI),
+  // Claude on Vertex takes images and documents inline only; the gateway fetches no URL for it.
+  refuse: (t, _dialect, body) =>
+    t.family === 'anthropic' && hasUrlSource(body.messages)
+      ? 'Claude on Vertex AI takes images and documents inline (base64, or a data: URL), not by URL'
+      : undefined,
   request: (t: HostedTarget, _dialect, body, stream) => {
     const at = `${t.baseUrl}/v1/projects/${t.project}/locations/${t.location}`;
     if (t.family === 'anthropic') {

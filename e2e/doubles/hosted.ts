@@ -55,6 +55,8 @@ interface HostedBehavior {
   cacheRead: number;
   /** Anthropic: prompt tokens reported as written to the cache. */
   cacheWrite: number;
+  /** Anthropic: of cacheWrite, those written with the 1-hour lifetime. */
+  cacheWrite1h?: number;
   /** Streaming: destroy the socket after N token events. */
   cutAfterTokens?: number;
 }
@@ -519,7 +521,12 @@ export async function startHostedDouble(opts: HostedDoubleOptions = {}): Promise
       output_tokens: output,
       cache_creation_input_tokens: write,
       cache_read_input_tokens: read,
-      cache_creation: null,
+      cache_creation: behavior.cacheWrite1h
+        ? {
+            ephemeral_5m_input_tokens: write - Math.min(behavior.cacheWrite1h, write),
+            ephemeral_1h_input_tokens: Math.min(behavior.cacheWrite1h, write),
+          }
+        : null,
       server_tool_use: null,
       service_tier: 'standard',
       inference_geo: null,
@@ -798,8 +805,16 @@ export async function startHostedDouble(opts: HostedDoubleOptions = {}): Promise
       const dated = models.anthropic.find((m) => m === model || m.replace(/-[0-9]{8}$/, '') === model);
       if (!dated) return notFound(model);
       if (path === '/v1/messages') return anthropicMessages(req, res, b, model, b.stream === true);
-      if (path === '/v1/messages/count_tokens')
+      if (path === '/v1/messages/count_tokens') {
+        if ('max_tokens' in b) {
+          return json(
+            res,
+            400,
+            errorOf(kind, 400, 'max_tokens: Extra inputs are not permitted', 'invalid_request_error'),
+          );
+        }
         return json(res, 200, { input_tokens: promptWords(b) } satisfies MessageTokensCount);
+      }
       return json(res, 404, errorOf(kind, 404, 'Not found', 'not_found_error'));
     }
     if (kind === 'azure') {
@@ -823,6 +838,15 @@ export async function startHostedDouble(opts: HostedDoubleOptions = {}): Promise
             'The API deployment for this resource does not exist. If you created the deployment within the last 5 minutes, please wait a moment and try again.',
             'DeploymentNotFound',
           ),
+        );
+      }
+      // stream_options came with 2024-09-01-preview: older API versions refuse it.
+      const version = url.searchParams.get('api-version');
+      if (version && version < '2024-09-01' && 'stream_options' in b) {
+        return json(
+          res,
+          400,
+          errorOf(kind, 400, 'Unrecognized request argument supplied: stream_options', 'invalid_request_error'),
         );
       }
       if (op === '/chat/completions') return openAIChat(kind, req, res, b, deployed);
@@ -861,6 +885,12 @@ export async function startHostedDouble(opts: HostedDoubleOptions = {}): Promise
     if (raw) {
       const m = decodeURIComponent(raw[1] ?? '');
       if (!known(m.split('@')[0] ?? m)) return notFound(m);
+      if (JSON.stringify(b.messages ?? []).includes('"type":"url"')) {
+        return json(res, 400, {
+          type: 'error',
+          error: { type: 'invalid_request_error', message: 'URL sources are not supported' },
+        });
+      }
       if (b.anthropic_version !== 'vertex-2023-10-16' || 'model' in b) {
         return json(res, 400, {
           type: 'error',

@@ -796,6 +796,23 @@ const sdkClient = (text: string) =>
   });
 
 describe('openai-chat -> anthropic-messages: streams', () => {
+  it('a tool called with no input streams "{}" as its arguments, as OpenAI does, never ""', async () => {
+    const text = [
+      start(),
+      blockStart(0, { type: 'tool_use', id: TOOL_ID, name: 'get_time', input: {} }),
+      delta(0, { type: 'input_json_delta', partial_json: '' }),
+      blockStop(0),
+      end('tool_use'),
+    ].join('');
+    const calls = frames(await translated(text)).flatMap((f) =>
+      f === '[DONE]'
+        ? []
+        : ((f.choices as Array<{ delta: { tool_calls?: Array<{ function: { arguments?: string } }> } }>)[0]?.delta
+            .tool_calls ?? []),
+    );
+    expect(calls.map((c) => c.function.arguments).join('')).toBe('{}');
+  });
+
   afterEach(() => {
     vi.useRealTimers();
   });

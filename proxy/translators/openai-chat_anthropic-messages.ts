@@ -701,6 +701,9 @@ function streamFrom(upstream: StreamBody, request: Json, includeUsage: boolean):
     out.push(chat.streamEnd);
   };
 
+  /** Tool-use blocks whose input has not streamed a fragment yet. */
+  const argsPending = new Set<number>();
+
   const onEvent = (e: AnthropicEvent) => {
     const index = e.index ?? 0;
     switch (e.type) {
@@ -713,6 +716,7 @@ function streamFrom(upstream: StreamBody, request: Json, includeUsage: boolean):
         if (block.type === 'tool_use') {
           const call = calls.size;
           calls.set(index, call);
+          argsPending.add(index);
           emit({
             tool_calls: [
               {
@@ -735,6 +739,7 @@ function streamFrom(upstream: StreamBody, request: Json, includeUsage: boolean):
         const d = e.delta ?? {};
         if (d.type === 'text_delta' && d.text) emit({ content: d.text });
         else if (d.type === 'input_json_delta' && d.partial_json) {
+          argsPending.delete(index);
           const call = calls.get(index);
           if (call !== undefined) emit({ tool_calls: [{ index: call, function: { arguments: d.partial_json } }] });
         } else if (d.type === 'thinking_delta' && d.thinking) {
@@ -746,9 +751,14 @@ function streamFrom(upstream: StreamBody, request: Json, includeUsage: boolean):
           });
         return;
       }
-      case 'content_block_stop':
+      case 'content_block_stop': {
         thoughts.delete(index);
+        // A tool called with no input streams no fragment: OpenAI's clients parse "{}", never "".
+        const call = calls.get(index);
+        if (argsPending.delete(index) && call !== undefined)
+          emit({ tool_calls: [{ index: call, function: { arguments: '{}' } }] });
         return;
+      }
       case 'message_delta':
         if (e.delta?.stop_reason) stop = e.delta.stop_reason;
         usage = anthropicUsage(e.usage, usage);

@@ -22,8 +22,12 @@ export function anthropicUsage(u: unknown, into: Usage = { promptTokens: 0, comp
   };
   const cached = read || (into.cachedTokens ?? 0);
   const written = write || (into.cacheWriteTokens ?? 0);
+  const hour =
+    (isRecord(u.cache_creation) ? num(u.cache_creation.ephemeral_1h_input_tokens) : 0) ||
+    (into.cacheWrite1hTokens ?? 0);
   if (cached) out.cachedTokens = cached;
   if (written) out.cacheWriteTokens = written;
+  if (hour) out.cacheWrite1hTokens = Math.min(hour, written);
   return out;
 }
 

@@ -95,7 +95,7 @@ function statusError(
     answer.status,
     body,
     { provider: nameOf(call), model: call.route.model },
-    header('retry-after') ?? null,
+    retryAfterOf(header),
   );
   const headers: Record<string, string> = {};
   if (problem.status === 429) {
@@ -108,9 +108,26 @@ function statusError(
   return problemError(problem, headers);
 }
 
-/** Chat and completions streams carry usage only when asked. */
-function prepare(dialect: Dialect, body: Record<string, unknown>, stream: boolean): Record<string, unknown> {
+/** Seconds to wait: retry-after, or Azure's retry-after-ms rounded up. */
+function retryAfterOf(header: (name: string) => string | undefined): string | null {
+  const ms = Number(header('retry-after-ms'));
+  if (Number.isFinite(ms) && ms > 0) return String(Math.ceil(ms / 1000));
+  return header('retry-after') ?? null;
+}
+
+/** Chat and completions streams carry usage only when asked (where the provider's API version can). */
+function prepare(
+  dialect: Dialect,
+  body: Record<string, unknown>,
+  stream: boolean,
+  usage: boolean,
+): Record<string, unknown> {
   if (!stream || (dialect !== 'openai-chat' && dialect !== 'openai-completions')) return body;
+  if (!usage) {
+    // An API version without stream_options refuses it, the caller's included.
+    const { stream_options: _, ...rest } = body;
+    return rest;
+  }
   return { ...body, stream_options: { ...((body.stream_options as object | undefined) ?? {}), include_usage: true } };
 }
 
@@ -194,11 +211,14 @@ export class HostedUpstream implements Upstream<HostedRoute> {
   async send(call: UpstreamCall): Promise<UpstreamResult> {
     const started = performance.now();
     const provider = HOSTED_PROVIDERS[call.route.target.type];
+    const refused = provider.refuse?.(call.route.target, call.dialect, call.body);
+    if (refused) throw new ProxyError(400, 'invalid_request_error', 'unsupported_content', refused, 'messages');
     const auth = await this.auth(call);
+    const usage = provider.streamUsage?.(call.route.target) ?? true;
     const wire = provider.request(
       call.route.target,
       call.dialect,
-      prepare(call.dialect, call.body, call.stream),
+      prepare(call.dialect, call.body, call.stream, usage),
       call.stream,
     );
     const url = new URL(wire.url);
