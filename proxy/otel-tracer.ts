@@ -13,7 +13,7 @@ import { W3CTraceContextPropagator } from '@opentelemetry/core';
 import { OTLPTraceExporter } from '@opentelemetry/exporter-trace-otlp-proto';
 import { resourceFromAttributes } from '@opentelemetry/resources';
 import { BasicTracerProvider, BatchSpanProcessor, type SpanExporter } from '@opentelemetry/sdk-trace-base';
-import type { HostedType } from '../crds/providers/provider.js';
+import { HOSTED_PROVIDERS } from '../crds/providers/table.js';
 import type { Route } from './routing.js';
 import type {
   GenAiOperation,
@@ -45,21 +45,15 @@ const PARAMS: Record<string, string> = {
  * (in-cluster model servers are Ollama). Keyed by the kind so that a new kind fails the type
  * check until named.
  */
-const PROVIDER_NAMES: Readonly<Record<Exclude<Route['kind'], 'hosted'> | HostedType, string>> = {
+const PROVIDER_NAMES: Readonly<Record<Exclude<Route['kind'], 'hosted'>, string>> = {
   'openai-compatible': 'ollama',
   bedrock: 'aws.bedrock',
-  openai: 'openai',
-  anthropic: 'anthropic',
-  'azure-openai': 'azure.ai.openai',
-  'vertex-ai': 'gcp.vertex_ai',
 };
 
-/** A hosted provider's system; openai-compatible servers have no well-known name. */
+/** A hosted provider's system is its module's (crds/providers/). */
 const systemOf = (route: RouteProvider & { kind: Route['kind'] }): string =>
   route.kind === 'hosted'
-    ? route.target?.type === 'openai-compatible'
-      ? 'openai_compatible'
-      : PROVIDER_NAMES[route.target?.type ?? 'openai']
+    ? HOSTED_PROVIDERS[route.target?.type ?? 'openai-compatible'].system
     : PROVIDER_NAMES[route.kind];
 
 /**

@@ -1,4 +1,5 @@
 import { randomBytes } from 'node:crypto';
+import { HOSTED_PROVIDERS } from '../crds/providers/table.js';
 import { type ApiKeys, authenticate, type Caller, mayCall } from './auth.js';
 import type { BudgetGuard } from './budgets.js';
 import { MAX_JSON_VALUES, MAX_NESTING } from './chat-request.js';
@@ -168,16 +169,10 @@ export const errorOutput = (
  */
 type Plan = { dialect: Dialect; translator?: Translator };
 
-/** How the 400 for a pair no upstream serves names the upstream. */
-const UPSTREAM_NAMES: Readonly<Record<string, string>> = {
+/** How the 400 for a pair no upstream serves names the upstream (a hosted provider by its module's label). */
+const UPSTREAM_NAMES: Readonly<Record<Exclude<Route['kind'], 'hosted'>, string>> = {
   'openai-compatible': 'in-cluster',
   bedrock: 'Bedrock',
-  openai: 'OpenAI',
-  anthropic: 'Anthropic',
-  'azure-openai': 'Azure OpenAI',
-  'vertex-ai': 'Vertex AI',
-  // Not 'openai-compatible': that key is the in-cluster route kind's.
-  'hosted-openai-compatible': 'OpenAI-compatible server',
 };
 
 function planFor(endpoint: Endpoint, serves: readonly Dialect[], target: Route): Plan | ProxyError {
@@ -193,7 +188,7 @@ function planFor(endpoint: Endpoint, serves: readonly Dialect[], target: Route):
     400,
     'invalid_request_error',
     'unsupported_endpoint',
-    `${endpoint.path} is not served for ${target.model} (${UPSTREAM_NAMES[target.kind === 'hosted' ? (target.target.type === 'openai-compatible' ? 'hosted-openai-compatible' : target.target.type) : target.kind]}): ${paths.length ? `it answers ${paths.join(', ')}` : 'it answers no endpoint of the gateway'}`,
+    `${endpoint.path} is not served for ${target.model} (${target.kind === 'hosted' ? HOSTED_PROVIDERS[target.target.type].label : UPSTREAM_NAMES[target.kind]}): ${paths.length ? `it answers ${paths.join(', ')}` : 'it answers no endpoint of the gateway'}`,
     'model',
   );
 }

@@ -98,6 +98,7 @@ export function undatedMatch(selected: string, models: readonly ListedModel[]): 
 export const anthropic: HostedProvider = {
   type: 'anthropic',
   label: 'Anthropic',
+  system: 'anthropic',
   endpointEnv: 'PAO_ENDPOINT_URL_ANTHROPIC',
   baseUrl: (spec, env) => rootOf(env, 'PAO_ENDPOINT_URL_ANTHROPIC', spec.baseUrl ?? 'https://api.anthropic.com'),
   credentialStyle: 'x-api-key',

@@ -100,6 +100,7 @@ const deploymentOf = (spec: ExternalProviderSpec, name: string) => spec.azure?.d
 export const azureOpenai: HostedProvider = {
   type: 'azure-openai',
   label: 'Azure OpenAI',
+  system: 'azure.ai.openai',
   endpointEnv: 'PAO_ENDPOINT_URL_AZURE_OPENAI',
   baseUrl: (spec, env) =>
     rootOf(env, 'PAO_ENDPOINT_URL_AZURE_OPENAI', `https://${spec.azure?.resourceName ?? ''}.openai.azure.com`),

@@ -15,6 +15,7 @@ const EMBEDDINGS: readonly Dialect[] = ['openai-embeddings'];
 export const openaiCompatible: HostedProvider = {
   type: 'openai-compatible',
   label: 'the OpenAI-compatible server',
+  system: 'openai_compatible',
   endpointEnv: 'PAO_ENDPOINT_URL_OPENAI_COMPATIBLE',
   // Required by the CRD; the env override is for tests only.
   baseUrl: (spec, env) => rootOf(env, 'PAO_ENDPOINT_URL_OPENAI_COMPATIBLE', spec.baseUrl ?? ''),

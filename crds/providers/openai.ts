@@ -100,6 +100,7 @@ export const listOpenAIModels: HostedProvider['discover'] = (_spec, baseUrl, aut
 export const openai: HostedProvider = {
   type: 'openai',
   label: 'OpenAI',
+  system: 'openai',
   endpointEnv: 'PAO_ENDPOINT_URL_OPENAI',
   baseUrl: (spec, env) => rootOf(env, 'PAO_ENDPOINT_URL_OPENAI', spec.baseUrl ?? 'https://api.openai.com/v1'),
   credentialStyle: 'bearer',

@@ -101,6 +101,8 @@ export interface HostedProvider {
   type: HostedType;
   /** How messages name it: OpenAI, Azure OpenAI. */
   label: string;
+  /** Its OpenTelemetry gen_ai.provider.name (the semantic conventions' well-known value where there is one). */
+  system: string;
   /** Replaces the default API root (a private endpoint, or a double in tests). */
   endpointEnv: string;
   /** The API root for a provider's spec. */

@@ -157,6 +157,7 @@ function vertexMatch(selected: string, models: readonly ListedModel[]): ListedMo
 export const vertexAi: HostedProvider = {
   type: 'vertex-ai',
   label: 'Vertex AI',
+  system: 'gcp.vertex_ai',
   endpointEnv: 'PAO_ENDPOINT_URL_VERTEX_AI',
   baseUrl: (spec, env) => rootOf(env, 'PAO_ENDPOINT_URL_VERTEX_AI', hostOf(spec.vertex?.location ?? 'global')),
   credentialStyle: 'bearer',
