@@ -1,9 +1,12 @@
+import { execFile } from 'node:child_process';
 import { mkdirSync, mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { promisify } from 'node:util';
 import Anthropic from '@anthropic-ai/sdk';
 import OpenAI, { AzureOpenAI } from 'openai';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { bin, installClients } from './agent-clients.js';
 import { type HostedDouble, type HostedKind, startHostedDouble } from './doubles/hosted.js';
 import { PROMPT_CANARY } from './known-secrets.js';
 import { type ProxyProcess, standaloneFiles, startProxyProcess } from './proxy-process.js';
@@ -20,6 +23,7 @@ import { type ProxyProcess, standaloneFiles, startProxyProcess } from './proxy-p
  * usage and cost to the token, and no key or token in anything the proxy printed or answered.
  */
 
+const run = promisify(execFile);
 const KEY = 'sk-hosted-gateway-e2e';
 const OPENAI_KEY = 'sk-openai-double-0001';
 const ANTHROPIC_KEY = 'sk-ant-double-0002';
@@ -758,6 +762,88 @@ const ROWS: Row[] = [
     expect: { status: 502, code: 'upstream_error', text: /failed \(500\): CUDA out of memory/ },
   },
 ];
+
+describe('the coding agents against hosted providers through the gateway', () => {
+  const clients = installClients();
+  const quiet = {
+    DISABLE_TELEMETRY: '1',
+    DISABLE_AUTOUPDATER: '1',
+    DISABLE_ERROR_REPORTING: '1',
+    CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC: '1',
+  };
+
+  it('Claude Code (claude -p) completes a tool turn against Claude at Anthropic', async () => {
+    const home = mkdtempSync(join(tmpdir(), 'pao-claude-home-'));
+    const { stdout } = await run(
+      bin(clients, 'claude'),
+      [
+        '-p',
+        'Use Bash to run: echo gateway-ok',
+        '--model',
+        'claude-sonnet-4-5',
+        '--tools',
+        'Bash',
+        '--output-format',
+        'json',
+      ],
+      {
+        cwd: home,
+        timeout: 300_000,
+        env: {
+          PATH: process.env.PATH ?? '',
+          HOME: home,
+          ...quiet,
+          ANTHROPIC_BASE_URL: `${proxy.base}/anthropic`,
+          ANTHROPIC_API_KEY: KEY,
+          ANTHROPIC_DEFAULT_HAIKU_MODEL: 'claude-sonnet-4-5',
+        },
+      },
+    );
+    const out = JSON.parse(stdout) as { is_error: boolean; result: string };
+    expect(out.is_error).toBe(false);
+    expect(out.result).toContain('tok0');
+    // The double's Claude called Bash; Claude Code ran it and sent the result back.
+    const messages = double.calls.filter((c) => c.kind === 'anthropic' && c.path === '/anthropic-api/v1/messages');
+    expect(
+      messages.some((c) =>
+        JSON.stringify((c.body as { messages: unknown[] }).messages.at(-1)).includes('"type":"tool_result"'),
+      ),
+    ).toBe(true);
+    expect(messages.every((c) => c.headers['x-api-key'] === ANTHROPIC_KEY)).toBe(true);
+  }, 600_000);
+
+  it('Codex (codex exec) completes a turn over the Responses API at OpenAI', async () => {
+    const home = mkdtempSync(join(tmpdir(), 'pao-codex-home-'));
+    writeFileSync(
+      join(home, 'config.toml'),
+      [
+        'model = "gpt-4o"',
+        'model_provider = "gateway"',
+        'web_search = "disabled"',
+        '[model_providers.gateway]',
+        'name = "gateway"',
+        `base_url = "${proxy.base}/openai/v1"`,
+        'env_key = "GATEWAY_KEY"',
+        'wire_api = "responses"',
+        'request_max_retries = 0',
+        'stream_max_retries = 0',
+        '[analytics]',
+        'enabled = false',
+        '[otel]',
+        'exporter = "none"',
+      ].join('\n'),
+    );
+    const codex = run(bin(clients, 'codex'), ['exec', '--skip-git-repo-check', 'Say hi'], {
+      cwd: home,
+      timeout: 300_000,
+      env: { PATH: process.env.PATH ?? '', HOME: home, CODEX_HOME: home, GATEWAY_KEY: KEY },
+    });
+    codex.child.stdin?.end();
+    const { stdout } = await codex;
+    expect(stdout).toContain('tok0');
+    expect(double.calls.filter((c) => c.kind === 'openai').map((c) => c.path)).toContain('/openai-api/v1/responses');
+  }, 600_000);
+});
 
 describe("each row of each provider's error table, as a caller sees it", () => {
   it.each(ROWS.map((r) => [`${r.kind} ${r.status} -> ${r.expect.code}`, r] as const))('%s', async (_name, row) => {

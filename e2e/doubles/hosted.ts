@@ -254,7 +254,10 @@ export async function startHostedDouble(opts: HostedDoubleOptions = {}): Promise
   ): { content: string | null; toolCalls?: ChatCompletion.Choice['message']['tool_calls'] } {
     const tools = Array.isArray(body.tools) ? body.tools.filter(isRecord) : [];
     const toolChoice = body.tool_choice;
-    if (tools.length > 0 && toolChoice !== 'none') {
+    // A tool's result came back: answer in text, as a model ends its turn (no endless tool loop).
+    const messages = Array.isArray(body.messages) ? body.messages.filter(isRecord) : [];
+    const answered = messages.at(-1)?.role === 'tool';
+    if (tools.length > 0 && toolChoice !== 'none' && !answered) {
       const fn = isRecord(tools[0]?.function) ? tools[0].function : {};
       return {
         content: null,
@@ -545,7 +548,11 @@ export async function startHostedDouble(opts: HostedDoubleOptions = {}): Promise
     const prompt = promptWords(body);
     const tools = Array.isArray(body.tools) ? body.tools.filter(isRecord) : [];
     const choice = isRecord(body.tool_choice) ? body.tool_choice.type : undefined;
-    const useTool = tools.length > 0 && choice !== 'none';
+    // A tool's result came back: answer in text (no endless tool loop).
+    const messages = Array.isArray(body.messages) ? body.messages.filter(isRecord) : [];
+    const last = messages.at(-1);
+    const answered = Array.isArray(last?.content) && last.content.some((b) => isRecord(b) && b.type === 'tool_result');
+    const useTool = tools.length > 0 && choice !== 'none' && !answered;
     const mid = id('msg_');
     const text = tokens(behavior.completionTokens).join('');
     const toolBlock = useTool
