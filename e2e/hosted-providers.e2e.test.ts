@@ -4,6 +4,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import Anthropic from '@anthropic-ai/sdk';
+import { AnthropicVertex } from '@anthropic-ai/vertex-sdk';
+import { OAuth2Client } from 'google-auth-library';
 import OpenAI, { AzureOpenAI } from 'openai';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { bin, installClients } from './agent-clients.js';
@@ -283,6 +285,38 @@ describe('the official SDKs against each double directly (the doubles speak the 
     expect((await streamText(client, 'google/gemini-2.5-flash')).text).toBe(TOKENS);
   });
 
+  it('vertex: the Anthropic Vertex SDK (rawPredict, streamRawPredict) with a Google OAuth client', async () => {
+    const token = (
+      (await (
+        await fetch(
+          `http://${double.env.GCE_METADATA_HOST}/computeMetadata/v1/instance/service-accounts/default/token`,
+          {
+            headers: { 'Metadata-Flavor': 'Google' },
+          },
+        )
+      ).json()) as { access_token: string }
+    ).access_token;
+    const authClient = new OAuth2Client();
+    authClient.setCredentials({ access_token: token, expiry_date: Date.now() + 3_600_000 });
+    const client = new AnthropicVertex({
+      region: 'us-east5',
+      projectId: 'pao-e2e-project',
+      authClient,
+      baseURL: `${double.env.PAO_ENDPOINT_URL_VERTEX_AI}/v1`,
+      maxRetries: 0,
+    });
+    const m = await client.messages.create({ model: 'claude-sonnet-4-5@20250929', max_tokens: 64, messages: ask });
+    expect(m.content[0]?.type === 'text' ? m.content[0].text : '').toBe(TOKENS);
+    const s = await client.messages
+      .stream({ model: 'claude-sonnet-4-5@20250929', max_tokens: 64, messages: ask })
+      .finalMessage();
+    expect(s.usage.output_tokens).toBe(4);
+    expect(double.calls.filter((c) => c.kind === 'vertex').map((c) => c.path)).toEqual([
+      '/vertex/v1/projects/pao-e2e-project/locations/us-east5/publishers/anthropic/models/claude-sonnet-4-5@20250929:rawPredict',
+      '/vertex/v1/projects/pao-e2e-project/locations/us-east5/publishers/anthropic/models/claude-sonnet-4-5@20250929:streamRawPredict',
+    ]);
+  });
+
   it('openai-compatible: the OpenAI SDK on the server directly', async () => {
     const client = new OpenAI({ apiKey: 'unused', baseURL: `${double.url}/compatible/v1`, maxRetries: 0 });
     expect(await chatText(client, 'meta-llama/Llama-3.1-8B-Instruct')).toBe(TOKENS);
@@ -428,6 +462,13 @@ describe('through the gateway: each provider with the official SDKs', () => {
     expect(s.content[0]?.type === 'text' ? s.content[0].text : '').toBe(TOKENS);
     expect(await chatText(client, 'claude-sonnet-4-5@20250929')).toBe(TOKENS);
     const vertex = double.calls.filter((c) => c.kind === 'vertex').map((c) => c.path);
+    // Claude on Vertex: Vertex's own anthropic_version, the model in the path only.
+    const raw = double.calls.filter((c) => /:(stream)?[rR]awPredict$/.test(c.path));
+    expect(raw.length).toBeGreaterThanOrEqual(3);
+    for (const c of raw) {
+      expect(c.body).toMatchObject({ anthropic_version: 'vertex-2023-10-16' });
+      expect(c.body).not.toHaveProperty('model');
+    }
     expect(vertex).toContain(
       '/vertex/v1/projects/pao-e2e-project/locations/us-east5/endpoints/openapi/chat/completions',
     );

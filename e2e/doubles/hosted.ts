@@ -898,7 +898,9 @@ export async function startHostedDouble(opts: HostedDoubleOptions = {}): Promise
           error: { type: 'invalid_request_error', message: 'URL sources are not supported' },
         });
       }
-      if (b.anthropic_version !== 'vertex-2023-10-16' || 'model' in b) {
+      // Vertex's own version, or a dated API version (what the Anthropic Vertex SDK 1.x copies from its header).
+      const version = String(b.anthropic_version ?? '');
+      if (!/^(vertex-2023-10-16|[0-9]{4}-[0-9]{2}-[0-9]{2})$/.test(version) || 'model' in b) {
         return json(res, 400, {
           type: 'error',
           error: {
