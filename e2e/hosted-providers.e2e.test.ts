@@ -210,6 +210,16 @@ async function streamText(
   return { text, usage };
 }
 
+/** A token from the double's GKE metadata server, as a pod on GKE gets one. */
+const gkeToken = async (): Promise<string> =>
+  (
+    (await (
+      await fetch(`http://${double.env.GCE_METADATA_HOST}/computeMetadata/v1/instance/service-accounts/default/token`, {
+        headers: { 'Metadata-Flavor': 'Google' },
+      })
+    ).json()) as { access_token: string }
+  ).access_token;
+
 describe('the official SDKs against each double directly (the doubles speak the real protocols)', () => {
   it('openai: chat, stream, tools, embeddings, responses', async () => {
     const client = new OpenAI({ apiKey: OPENAI_KEY, baseURL: double.env.PAO_ENDPOINT_URL_OPENAI, maxRetries: 0 });
@@ -266,16 +276,7 @@ describe('the official SDKs against each double directly (the doubles speak the 
   });
 
   it("vertex: the OpenAI SDK on Vertex's OpenAI-compatible endpoint, as Google documents it", async () => {
-    const token = (
-      (await (
-        await fetch(
-          `http://${double.env.GCE_METADATA_HOST}/computeMetadata/v1/instance/service-accounts/default/token`,
-          {
-            headers: { 'Metadata-Flavor': 'Google' },
-          },
-        )
-      ).json()) as { access_token: string }
-    ).access_token;
+    const token = await gkeToken();
     const client = new OpenAI({
       apiKey: token,
       baseURL: `${double.env.PAO_ENDPOINT_URL_VERTEX_AI}/v1/projects/p/locations/us-central1/endpoints/openapi`,
@@ -286,16 +287,7 @@ describe('the official SDKs against each double directly (the doubles speak the 
   });
 
   it('vertex: the Anthropic Vertex SDK (rawPredict, streamRawPredict) with a Google OAuth client', async () => {
-    const token = (
-      (await (
-        await fetch(
-          `http://${double.env.GCE_METADATA_HOST}/computeMetadata/v1/instance/service-accounts/default/token`,
-          {
-            headers: { 'Metadata-Flavor': 'Google' },
-          },
-        )
-      ).json()) as { access_token: string }
-    ).access_token;
+    const token = await gkeToken();
     const authClient = new OAuth2Client();
     authClient.setCredentials({ access_token: token, expiry_date: Date.now() + 3_600_000 });
     const client = new AnthropicVertex({
@@ -1002,6 +994,14 @@ describe('throttling, cuts and fallbacks', () => {
   });
 });
 
+/** The usage report's totals for one tag. */
+const totals = async (tag: string) =>
+  (
+    (await (await fetch(`${proxy.base}/v1/usage?tag=${tag}`, { headers: { 'x-api-key': KEY } })).json()) as {
+      totals: { requests: number; inputTokens: number; outputTokens: number; costUsd: number };
+    }
+  ).totals;
+
 describe('usage and cost, to the token, from each provider’s own counts', () => {
   it('OpenAI cached input, Anthropic cache reads and writes, Vertex Gemini: priced apart as the table says', async () => {
     double.behave({ cacheRead: 2, cacheWrite: 1 });
@@ -1014,12 +1014,6 @@ describe('usage and cost, to the token, from each provider’s own counts', () =
     });
     await chatText(gatewayOpenAI('cost:vertex'), 'gemini-2.5-flash');
     await new Promise((r) => setTimeout(r, 400));
-    const totals = async (tag: string) =>
-      (
-        (await (await fetch(`${proxy.base}/v1/usage?tag=${tag}`, { headers: { 'x-api-key': KEY } })).json()) as {
-          totals: { requests: number; inputTokens: number; outputTokens: number; costUsd: number };
-        }
-      ).totals;
     const openai = await totals('cost:openai');
     expect(openai).toMatchObject({ requests: 1, inputTokens: words, outputTokens: 4 });
     // gpt-4o: 2.50 in, 1.25 cached, 10 out per 1M.
@@ -1048,12 +1042,6 @@ describe('usage and cost, to the token, from each provider’s own counts', () =
     });
     await chatText(gatewayOpenAI('cost:azure'), 'gpt4o-prod');
     await new Promise((r) => setTimeout(r, 400));
-    const totals = async (tag: string) =>
-      (
-        (await (await fetch(`${proxy.base}/v1/usage?tag=${tag}`, { headers: { 'x-api-key': KEY } })).json()) as {
-          totals: { requests: number; inputTokens: number; outputTokens: number; costUsd: number };
-        }
-      ).totals;
     expect(words).toBe(4);
     const gpt4o = ((words - 1) * 2.5 + 1 * 1.25 + 4 * 10) / 1e6;
     expect((await totals('cost:stream-openai')).costUsd).toBeCloseTo(gpt4o, 12);

@@ -1,5 +1,6 @@
 import type { Dialect } from '../constants.js';
 import {
+  API_KEY_REFUSED,
   allPages,
   COMMON_ERRORS,
   type ErrorRule,
@@ -7,6 +8,7 @@ import {
   isRecord,
   type ListedModel,
   listed,
+  MODEL_NOT_FOUND,
   type ProviderErrorBody,
   records,
   rootOf,
@@ -33,18 +35,7 @@ export function anthropicErrorBody(body: unknown): ProviderErrorBody | undefined
 }
 
 const ERRORS: readonly ErrorRule[] = [
-  {
-    status: 401,
-    problem: {
-      reason: 'InvalidAPIKey',
-      credentials: true,
-      status: 502,
-      type: 'api_error',
-      code: 'provider_auth_failed',
-      message:
-        '{provider} refused the API key{detail}; put a valid key in the Secret named by spec.auth.secretRef (key apiKey)',
-    },
-  },
+  API_KEY_REFUSED,
   {
     status: 403,
     problem: {
@@ -56,17 +47,7 @@ const ERRORS: readonly ErrorRule[] = [
       message: "{provider} denied the key access to {model}{detail}; check the key's workspace and its model access",
     },
   },
-  {
-    status: 404,
-    problem: {
-      reason: 'ModelNotFound',
-      credentials: false,
-      status: 404,
-      type: 'not_found_error',
-      code: 'model_not_found',
-      message: '{provider} does not have {model}{detail}; check the id against status.availableModels',
-    },
-  },
+  MODEL_NOT_FOUND,
   {
     status: 400,
     text: /credit balance/i,

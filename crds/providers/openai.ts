@@ -1,11 +1,13 @@
 import type { Dialect } from '../constants.js';
 import {
+  API_KEY_REFUSED,
   allPages,
   COMMON_ERRORS,
   type ErrorRule,
   type HostedProvider,
   isRecord,
   listed,
+  MODEL_NOT_FOUND,
   OPENAI_PATHS,
   openAIErrorBody,
   records,
@@ -24,18 +26,7 @@ const EMBEDDINGS: readonly Dialect[] = ['openai-embeddings'];
 
 /** The rows of OpenAI's own errors, shared by the providers that speak its API. */
 export const OPENAI_ERRORS: readonly ErrorRule[] = [
-  {
-    status: 401,
-    problem: {
-      reason: 'InvalidAPIKey',
-      credentials: true,
-      status: 502,
-      type: 'api_error',
-      code: 'provider_auth_failed',
-      message:
-        '{provider} refused the API key{detail}; put a valid key in the Secret named by spec.auth.secretRef (key apiKey)',
-    },
-  },
+  API_KEY_REFUSED,
   {
     status: 403,
     kind: /unsupported_country_region_territory/,
@@ -60,17 +51,7 @@ export const OPENAI_ERRORS: readonly ErrorRule[] = [
         "{provider} denied access to {model}{detail}; give the key's project access to the model (project limits in the provider's console)",
     },
   },
-  {
-    status: 404,
-    problem: {
-      reason: 'ModelNotFound',
-      credentials: false,
-      status: 404,
-      type: 'not_found_error',
-      code: 'model_not_found',
-      message: '{provider} does not have {model}{detail}; check the id against status.availableModels',
-    },
-  },
+  MODEL_NOT_FOUND,
   {
     status: 429,
     kind: /insufficient_quota/,

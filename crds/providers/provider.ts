@@ -224,6 +224,33 @@ const GENERIC: ErrorRule = {
   },
 };
 
+/** A provider's 401 to an API key: the key in the Secret is wrong. */
+export const API_KEY_REFUSED: ErrorRule = {
+  status: 401,
+  problem: {
+    reason: 'InvalidAPIKey',
+    credentials: true,
+    status: 502,
+    type: 'api_error',
+    code: 'provider_auth_failed',
+    message:
+      '{provider} refused the API key{detail}; put a valid key in the Secret named by spec.auth.secretRef (key apiKey)',
+  },
+};
+
+/** A provider's 404 to a model id. */
+export const MODEL_NOT_FOUND: ErrorRule = {
+  status: 404,
+  problem: {
+    reason: 'ModelNotFound',
+    credentials: false,
+    status: 404,
+    type: 'not_found_error',
+    code: 'model_not_found',
+    message: '{provider} does not have {model}{detail}; check the id against status.availableModels',
+  },
+};
+
 /**
  * Rows every provider shares after its own: throttling, overload, server errors, bad requests.
  * A provider's table lists its own rows first, then these.

@@ -15,6 +15,7 @@ import {
 import { exchangeStreamed, exchangeWhole, type StreamedAnswer, type WholeAnswer } from './dispatch.js';
 import { PASS_THROUGH } from './openai-compatible-dialects.js';
 import { SseRelay } from './sse-relay.js';
+import { transportError } from './transport-errors.js';
 
 type UpstreamCall = AnyUpstreamCall<HostedRoute>;
 
@@ -28,34 +29,8 @@ type UpstreamCall = AnyUpstreamCall<HostedRoute>;
  * always ask for the usage chunk and drop it again when the client did not.
  */
 
-const errorCode = (err: unknown): string | undefined =>
-  (err as { code?: string })?.code ?? (err as { cause?: { code?: string } })?.cause?.code;
-
 function nameOf(call: Pick<UpstreamCall, 'route'>): string {
   return `${HOSTED_PROVIDERS[call.route.target.type].label} (${call.route.provider})`;
-}
-
-function transportError(err: unknown, call: Pick<UpstreamCall, 'route'>, idleMs: number): ProxyError {
-  const code = errorCode(err);
-  const name = nameOf(call);
-  switch (code) {
-    case 'UND_ERR_CONNECT_TIMEOUT':
-      return new ProxyError(504, 'timeout_error', 'upstream_timeout', `${name} did not accept a connection in time`);
-    case 'UND_ERR_HEADERS_TIMEOUT':
-      return new ProxyError(504, 'timeout_error', 'upstream_timeout', `${name} did not answer in time`);
-    case 'UND_ERR_BODY_TIMEOUT':
-      return new ProxyError(504, 'timeout_error', 'upstream_idle_timeout', `${name} sent nothing for ${idleMs} ms`);
-    case 'UND_ERR_SOCKET':
-    case 'ECONNRESET':
-      return new ProxyError(502, 'api_error', 'upstream_stream_broken', `${name} broke off the connection`);
-    default:
-      return new ProxyError(
-        502,
-        'api_error',
-        'upstream_unreachable',
-        `could not reach ${name}${code ? ` (${code})` : ''}`,
-      );
-  }
 }
 
 /** Response headers a provider's rate limiting sends, passed to the caller with its 429. */
@@ -193,7 +168,7 @@ export class HostedUpstream implements Upstream<HostedRoute> {
         signal,
       );
     } catch (err) {
-      throw transportError(err, call, this.timeouts.idleMs);
+      throw transportError(err, nameOf(call), this.timeouts.idleMs);
     }
     if (answer.status >= 400) throw statusError(answer, call);
     const counted = (JSON.parse(answer.text) as { input_tokens?: unknown }).input_tokens;
@@ -248,7 +223,7 @@ export class HostedUpstream implements Upstream<HostedRoute> {
       try {
         answer = await exchangeWhole(this.agent, { ...exchange, bodyTimeout: limit }, call.signal);
       } catch (err) {
-        throw transportError(err, call, idleMs);
+        throw transportError(err, nameOf(call), idleMs);
       }
       if (answer.status >= 400) throw statusError(answer, call);
       let json: unknown;
@@ -264,7 +239,7 @@ export class HostedUpstream implements Upstream<HostedRoute> {
     try {
       res = await exchangeStreamed(this.agent, { ...exchange, bodyTimeout: idleMs }, call.signal);
     } catch (err) {
-      throw transportError(err, call, idleMs);
+      throw transportError(err, nameOf(call), idleMs);
     }
     if (res.status >= 400) {
       const text = await res.body.text().catch(() => '');
@@ -279,7 +254,7 @@ export class HostedUpstream implements Upstream<HostedRoute> {
         ...(spec.streamEnd ? { streamEnd: spec.streamEnd } : {}),
       },
       {
-        transport: (err) => transportError(err, call, idleMs),
+        transport: (err) => transportError(err, nameOf(call), idleMs),
         broken: () =>
           new ProxyError(502, 'api_error', 'upstream_stream_broken', `${nameOf(call)} ended the stream early`),
         unreadable: () =>

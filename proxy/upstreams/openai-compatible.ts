@@ -13,6 +13,7 @@ import {
 } from './dispatch.js';
 import { PASS_THROUGH } from './openai-compatible-dialects.js';
 import { SseRelay } from './sse-relay.js';
+import { errorCode, transportError } from './transport-errors.js';
 
 type UpstreamCall = AnyUpstreamCall<OpenAICompatibleRoute>;
 
@@ -32,33 +33,6 @@ import { DEFAULT_TIMEOUTS } from '../upstream.js';
 
 function upstreamName(call: UpstreamCall): string {
   return `the model server of ${call.route.model} (${call.route.provider})`;
-}
-
-const errorCode = (err: unknown): string | undefined =>
-  (err as { code?: string })?.code ?? (err as { cause?: { code?: string } })?.cause?.code;
-
-/** A transport failure as the caller should see it: unreachable or broken (502), too slow (504). */
-function transportError(err: unknown, call: UpstreamCall, idleMs: number): ProxyError {
-  const code = errorCode(err);
-  const name = upstreamName(call);
-  switch (code) {
-    case 'UND_ERR_CONNECT_TIMEOUT':
-      return new ProxyError(504, 'timeout_error', 'upstream_timeout', `${name} did not accept a connection in time`);
-    case 'UND_ERR_HEADERS_TIMEOUT':
-      return new ProxyError(504, 'timeout_error', 'upstream_timeout', `${name} did not answer in time`);
-    case 'UND_ERR_BODY_TIMEOUT':
-      return new ProxyError(504, 'timeout_error', 'upstream_idle_timeout', `${name} sent nothing for ${idleMs} ms`);
-    case 'UND_ERR_SOCKET':
-    case 'ECONNRESET':
-      return new ProxyError(502, 'api_error', 'upstream_stream_broken', `${name} broke off the connection`);
-    default:
-      return new ProxyError(
-        502,
-        'api_error',
-        'upstream_unreachable',
-        `could not reach ${name}${code ? ` (${code})` : ''}`,
-      );
-  }
 }
 
 /** An upstream error status mapped to what the client gets; 429 and 504 pass through. */
@@ -182,7 +156,7 @@ export class OpenAICompatibleUpstream implements Upstream<OpenAICompatibleRoute>
     const limit = call.stream ? firstByteMs : Math.max(firstByteMs, this.timeouts.responseMs);
     const failed = (err: unknown): ProxyError => {
       if (!call.signal.aborted && CONNECT_FAILURES.has(errorCode(err) ?? '')) lease.unreachable();
-      return transportError(err, call, idleMs);
+      return transportError(err, upstreamName(call), idleMs);
     };
     // Serialized outside the try: a failure here is the gateway's, not a transport error.
     const payload = JSON.stringify(body);
@@ -240,7 +214,7 @@ export class OpenAICompatibleUpstream implements Upstream<OpenAICompatibleRoute>
         ...(spec.streamEnd ? { streamEnd: spec.streamEnd } : {}),
       },
       {
-        transport: (err) => transportError(err, call, idleMs),
+        transport: (err) => transportError(err, upstreamName(call), idleMs),
         broken: () =>
           new ProxyError(502, 'api_error', 'upstream_stream_broken', `${upstreamName(call)} ended the stream early`),
         unreadable: () =>
