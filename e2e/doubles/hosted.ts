@@ -192,7 +192,7 @@ export async function startHostedDouble(opts: HostedDoubleOptions = {}): Promise
 
   // ---- each provider's errors, in its own envelope ----
   const errorOf = (kind: HostedKind, status: number, message: string, type: string) => {
-    if (kind === 'anthropic') return { type: 'error', error: { type, message } };
+    if (kind === 'anthropic') return { type: 'error', error: { type, message }, request_id: id('req_') };
     if (kind === 'vertex') return { error: { code: status, message, status: type } };
     if (kind === 'azure') return { error: { code: type, message } };
     return { error: { message, type, param: null, code: type } };
@@ -428,7 +428,7 @@ export async function startHostedDouble(opts: HostedDoubleOptions = {}): Promise
       id: id('msg_'),
       status: 'completed',
       role: 'assistant',
-      content: [{ type: 'output_text', text, annotations: [] }],
+      content: [{ type: 'output_text', text, annotations: [], logprobs: [] }],
     };
     const usage = {
       input_tokens: prompt,
@@ -475,7 +475,7 @@ export async function startHostedDouble(opts: HostedDoubleOptions = {}): Promise
       output_index: 0,
       content_index: 0,
       item_id: message.id,
-      part: { type: 'output_text', text: '', annotations: [] },
+      part: { type: 'output_text', text: '', annotations: [], logprobs: [] },
     });
     for (const [i, t] of tokens(behavior.completionTokens).entries()) {
       if (behavior.cutAfterTokens !== undefined && i >= behavior.cutAfterTokens) {
