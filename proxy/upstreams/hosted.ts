@@ -13,7 +13,7 @@ import {
   type UpstreamResult,
 } from '../upstream.js';
 import { exchangeStreamed, exchangeWhole, type StreamedAnswer, type WholeAnswer } from './dispatch.js';
-import { PASS_THROUGH } from './openai-compatible-dialects.js';
+import { PASS_THROUGH, withUsage } from './openai-compatible-dialects.js';
 import { SseRelay } from './sse-relay.js';
 import { transportError } from './transport-errors.js';
 
@@ -103,7 +103,7 @@ function prepare(
     const { stream_options: _, ...rest } = body;
     return rest;
   }
-  return { ...body, stream_options: { ...((body.stream_options as object | undefined) ?? {}), include_usage: true } };
+  return withUsage(body, true);
 }
 
 export interface HostedUpstreamOptions {
@@ -140,6 +140,26 @@ export class HostedUpstream implements Upstream<HostedRoute> {
     }
   }
 
+  /** One whole exchange: the provider's JSON answer, or the caller's error for a failed call, an error status or a body that is not JSON. */
+  private async whole(
+    call: Pick<UpstreamCall, 'route'>,
+    exchange: Dispatcher.DispatchOptions,
+    signal: AbortSignal,
+  ): Promise<{ json: unknown; text: string }> {
+    let answer: WholeAnswer;
+    try {
+      answer = await exchangeWhole(this.agent, exchange, signal);
+    } catch (err) {
+      throw transportError(err, nameOf(call), this.timeouts.idleMs);
+    }
+    if (answer.status >= 400) throw statusError(answer, call);
+    try {
+      return { json: JSON.parse(answer.text) as unknown, text: answer.text };
+    } catch {
+      throw new ProxyError(502, 'api_error', 'upstream_error', `${nameOf(call)} sent a body that is not JSON`);
+    }
+  }
+
   /** Anthropic's count_tokens where the provider counts (Anthropic, Claude on Vertex); undefined elsewhere. */
   async countTokens(
     route: HostedRoute,
@@ -152,26 +172,20 @@ export class HostedUpstream implements Upstream<HostedRoute> {
     const call = { route };
     const auth = await this.auth(call);
     const url = new URL(wire.url);
-    let answer: WholeAnswer;
-    try {
-      answer = await exchangeWhole(
-        this.agent,
-        {
-          origin: url.origin,
-          path: `${url.pathname}${url.search}`,
-          method: 'POST',
-          headers: { 'content-type': 'application/json', ...provider.fixedHeaders, ...wire.headers, ...auth },
-          body: JSON.stringify(wire.body),
-          headersTimeout: this.timeouts.firstByteMs,
-          bodyTimeout: this.timeouts.firstByteMs,
-        },
-        signal,
-      );
-    } catch (err) {
-      throw transportError(err, nameOf(call), this.timeouts.idleMs);
-    }
-    if (answer.status >= 400) throw statusError(answer, call);
-    const counted = (JSON.parse(answer.text) as { input_tokens?: unknown }).input_tokens;
+    const { json } = await this.whole(
+      call,
+      {
+        origin: url.origin,
+        path: `${url.pathname}${url.search}`,
+        method: 'POST',
+        headers: { 'content-type': 'application/json', ...provider.fixedHeaders, ...wire.headers, ...auth },
+        body: JSON.stringify(wire.body),
+        headersTimeout: this.timeouts.firstByteMs,
+        bodyTimeout: this.timeouts.firstByteMs,
+      },
+      signal,
+    );
+    const counted = (json as { input_tokens?: unknown } | null)?.input_tokens;
     if (typeof counted !== 'number') {
       throw new ProxyError(
         502,
@@ -219,21 +233,9 @@ export class HostedUpstream implements Upstream<HostedRoute> {
     };
     const reader = PASS_THROUGH[call.dialect];
     if (!call.stream) {
-      let answer: WholeAnswer;
-      try {
-        answer = await exchangeWhole(this.agent, { ...exchange, bodyTimeout: limit }, call.signal);
-      } catch (err) {
-        throw transportError(err, nameOf(call), idleMs);
-      }
-      if (answer.status >= 400) throw statusError(answer, call);
-      let json: unknown;
-      try {
-        json = JSON.parse(answer.text);
-      } catch {
-        throw new ProxyError(502, 'api_error', 'upstream_error', `${nameOf(call)} sent a body that is not JSON`);
-      }
+      const { json, text } = await this.whole(call, { ...exchange, bodyTimeout: limit }, call.signal);
       const usage = reader.usageOf(json);
-      return { kind: 'json', status: 200, body: json, raw: answer.text, ...(usage ? { usage } : {}) };
+      return { kind: 'json', status: 200, body: json, raw: text, ...(usage ? { usage } : {}) };
     }
     let res: StreamedAnswer;
     try {

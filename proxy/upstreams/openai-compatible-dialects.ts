@@ -130,7 +130,8 @@ const responsesStream = (): StreamReader => ({
   },
 });
 
-const withUsage = (body: Record<string, unknown>, stream: boolean) =>
+/** A chat or completions body that asks for the stream's usage chunk (stream_options.include_usage). */
+export const withUsage = (body: Record<string, unknown>, stream: boolean) =>
   stream
     ? { ...body, stream_options: { ...((body.stream_options as object | undefined) ?? {}), include_usage: true } }
     : body;
