@@ -6,8 +6,9 @@ import type {
   ExternalProviderPhase,
   ExternalProviderStatus,
 } from '../crds/external-provider.js';
-import { type Condition, rfc3339 } from '../crds/meta.js';
+import type { Condition } from '../crds/meta.js';
 import { setCondition } from './conditions.js';
+import { discoveryStatus, failedConditions, pricedCondition } from './discovery-conditions.js';
 
 /**
  * An ExternalProvider's status as a pure function of one discovery attempt: credentials
@@ -128,14 +129,7 @@ export function externalProviderStatus(
     const problem = classifyAwsError(outcome.failure, { auth, stage: outcome.stage, region }, [
       ep.spec.auth.secretRef?.name ?? '',
     ]);
-    if (problem.credentials) {
-      set('CredentialsValid', 'False', problem.reason, problem.message);
-      set('ModelsAvailable', 'Unknown', 'CredentialsInvalid', 'models cannot be listed without working credentials');
-    } else {
-      set('CredentialsValid', 'True', 'Authenticated', 'AWS accepted the credentials');
-      set('ModelsAvailable', 'Unknown', problem.reason, problem.message);
-    }
-    set('Ready', 'False', problem.reason, problem.message);
+    failedConditions(set, problem, 'AWS accepted the credentials');
     phase = 'Failed';
   } else {
     set(
@@ -187,26 +181,17 @@ export function externalProviderStatus(
       set('Ready', 'True', 'Ready', `${ep.spec.models.length} models routable through the gateway`);
       phase = 'Ready';
     }
-    const unpriced = models.filter((m) => !m.priced).map((m) => m.id);
-    if (unpriced.length > 0) {
-      set(
-        'ModelsPriced',
-        'False',
-        'UnpricedModels',
-        `no price for ${unpriced.join(', ')}: their usage is recorded with its tokens at cost 0 and marked unpriced; ` +
-          'add them to the ConfigMap platform-ai-optimizer-prices (key bedrock-prices.yaml)',
-      );
-    } else if (models.length > 0) {
-      set('ModelsPriced', 'True', 'Priced', `every available selected model has a price`);
-    }
+    pricedCondition(set, models, 'add them to the ConfigMap platform-ai-optimizer-prices (key bedrock-prices.yaml)');
   }
 
-  const status: ExternalProviderStatus = { phase, observedGeneration: generation, conditions };
-  if (available) status.availableModels = available;
-  if (models) status.models = models;
-  const last4 = outcome.accessKeyLast4;
-  if (last4) status.accessKeyLast4 = last4;
-  if (outcome.ok) status.lastDiscoveryTime = rfc3339(now);
-  else if (prev.lastDiscoveryTime) status.lastDiscoveryTime = prev.lastDiscoveryTime;
-  return status;
+  return discoveryStatus(prev, {
+    phase,
+    generation,
+    conditions,
+    ...(available ? { availableModels: available } : {}),
+    ...(models ? { models } : {}),
+    ...(outcome.accessKeyLast4 ? { accessKeyLast4: outcome.accessKeyLast4 } : {}),
+    ok: outcome.ok,
+    now,
+  });
 }

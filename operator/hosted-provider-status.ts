@@ -1,6 +1,6 @@
 import { type BedrockPriceTable, hostedPrice } from '../crds/bedrock-prices.js';
 import type { DiscoveredModel, ExternalProvider, ExternalProviderStatus } from '../crds/external-provider.js';
-import { type Condition, rfc3339 } from '../crds/meta.js';
+import type { Condition } from '../crds/meta.js';
 import { azureBaseModel } from '../crds/providers/azure-openai.js';
 import {
   apiKeyOf,
@@ -18,6 +18,7 @@ import {
 } from '../crds/providers/provider.js';
 import { HOSTED_PROVIDERS, isHosted } from '../crds/providers/table.js';
 import { setCondition } from './conditions.js';
+import { discoveryStatus, failedConditions, pricedCondition } from './discovery-conditions.js';
 
 /**
  * Discovery of a hosted provider other than Bedrock (crds/providers/), and its status as a pure
@@ -150,15 +151,7 @@ export function hostedProviderStatus(
     );
     phase = prev.phase;
   } else if (!outcome.ok) {
-    const { problem } = outcome;
-    if (problem.credentials) {
-      set('CredentialsValid', 'False', problem.reason, problem.message);
-      set('ModelsAvailable', 'Unknown', 'CredentialsInvalid', 'models cannot be listed without working credentials');
-    } else {
-      set('CredentialsValid', 'True', 'Authenticated', `${provider.label} accepted the credentials`);
-      set('ModelsAvailable', 'Unknown', problem.reason, problem.message);
-    }
-    set('Ready', 'False', problem.reason, problem.message);
+    failedConditions(set, outcome.problem, `${provider.label} accepted the credentials`);
     phase = 'Failed';
   } else {
     set('CredentialsValid', 'True', 'Authenticated', `${provider.label} accepted the credentials`);
@@ -201,24 +194,20 @@ export function hostedProviderStatus(
       set('Ready', 'True', 'Ready', `${ep.spec.models.length} models routable through the gateway`);
       phase = 'Ready';
     }
-    const unpriced = models.filter((m) => !m.priced).map((m) => m.id);
-    if (unpriced.length > 0) {
-      set(
-        'ModelsPriced',
-        'False',
-        'UnpricedModels',
-        `no price for ${unpriced.join(', ')}: their usage is recorded with its tokens at cost 0 and marked unpriced; ` +
-          `add them under providers.${type === 'azure-openai' ? 'openai' : type} in the ConfigMap platform-ai-optimizer-prices (key bedrock-prices.yaml)`,
-      );
-    } else if (models.length > 0) {
-      set('ModelsPriced', 'True', 'Priced', 'every available selected model has a price');
-    }
+    pricedCondition(
+      set,
+      models,
+      `add them under providers.${type === 'azure-openai' ? 'openai' : type} in the ConfigMap platform-ai-optimizer-prices (key bedrock-prices.yaml)`,
+    );
   }
-  const status: ExternalProviderStatus = { phase, observedGeneration: generation, conditions };
-  if (available) status.availableModels = available;
-  if (models) status.models = models;
-  if (outcome.keyLast4) status.accessKeyLast4 = outcome.keyLast4;
-  if (outcome.ok) status.lastDiscoveryTime = rfc3339(now);
-  else if (prev.lastDiscoveryTime) status.lastDiscoveryTime = prev.lastDiscoveryTime;
-  return status;
+  return discoveryStatus(prev, {
+    phase,
+    generation,
+    conditions,
+    ...(available ? { availableModels: available } : {}),
+    ...(models ? { models } : {}),
+    ...(outcome.keyLast4 ? { accessKeyLast4: outcome.keyLast4 } : {}),
+    ok: outcome.ok,
+    now,
+  });
 }
