@@ -6,7 +6,7 @@ import { promisify } from 'node:util';
 import Anthropic from '@anthropic-ai/sdk';
 import OpenAI from 'openai';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { bin, installClients } from './agent-clients.js';
+import { bin, claudePrint, installClients } from './agent-clients.js';
 import { type AgentGateway, startAgentGateway, type UsageRow } from './agent-gateway.js';
 import type { AwsDouble } from './doubles/aws.js';
 import { OLLAMA_MODEL, type OllamaServer } from './ollama/server.js';
@@ -336,49 +336,15 @@ describe('the model lists', () => {
 });
 
 describe('the coding agents themselves', () => {
-  const quiet = {
-    DISABLE_TELEMETRY: '1',
-    DISABLE_AUTOUPDATER: '1',
-    DISABLE_ERROR_REPORTING: '1',
-    CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC: '1',
-  };
-
-  const claude = async (model: string, prompt: string) => {
-    const home = mkdtempSync(join(tmpdir(), 'pao-claude-home-'));
-    const { stdout } = await run(
-      bin(clients, 'claude'),
-      [
-        '-p',
-        prompt,
-        '--model',
-        model,
-        '--system-prompt',
-        'You are terse.',
-        '--tools',
-        'Bash',
-        '--output-format',
-        'json',
-      ],
-      {
-        cwd: home,
-        timeout: 300_000,
-        env: {
-          PATH: process.env.PATH ?? '',
-          HOME: home,
-          ...quiet,
-          ANTHROPIC_BASE_URL: `${proxy.base}/anthropic`,
-          ANTHROPIC_API_KEY: KEY,
-          ANTHROPIC_CUSTOM_HEADERS: 'X-Tags: team:agents,agent:claude-code',
-          ANTHROPIC_DEFAULT_HAIKU_MODEL: model,
-        },
-      },
-    );
-    return JSON.parse(stdout) as {
-      is_error: boolean;
-      result: string;
-      usage: { input_tokens: number; output_tokens: number };
-    };
-  };
+  const claude = (model: string, prompt: string) =>
+    claudePrint(clients, {
+      base: proxy.base,
+      key: KEY,
+      model,
+      prompt,
+      args: ['--system-prompt', 'You are terse.'],
+      env: { ANTHROPIC_CUSTOM_HEADERS: 'X-Tags: team:agents,agent:claude-code' },
+    });
 
   it('Claude Code (claude -p) completes a turn with a tool offered, to Ollama and to Claude on Bedrock, by Anthropic model ids', async () => {
     // The names a Claude Code user types; the aliases route them to the in-cluster model and to Bedrock.
@@ -556,31 +522,16 @@ describe('Anthropic Messages to a non-Claude Bedrock model', () => {
   });
 
   it('Claude Code (claude -p) completes a tool turn against Nova', async () => {
-    const home = mkdtempSync(join(tmpdir(), 'pao-claude-home-'));
     const before = rowsFor(NOVA).length;
-    const { stdout } = await run(
-      bin(clients, 'claude'),
-      ['-p', 'Use Bash to run: echo gateway-ok', '--model', NOVA, '--tools', 'Bash', '--output-format', 'json'],
-      {
-        cwd: home,
-        timeout: 300_000,
-        env: {
-          PATH: process.env.PATH ?? '',
-          HOME: home,
-          DISABLE_TELEMETRY: '1',
-          DISABLE_AUTOUPDATER: '1',
-          DISABLE_ERROR_REPORTING: '1',
-          CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC: '1',
-          ANTHROPIC_BASE_URL: `${proxy.base}/anthropic`,
-          ANTHROPIC_API_KEY: KEY,
-          ANTHROPIC_DEFAULT_HAIKU_MODEL: NOVA,
-          // Claude Code asks for 32,000 output tokens; Nova Lite gives at most 10,000 (a 400 naming max_tokens).
-          CLAUDE_CODE_MAX_OUTPUT_TOKENS: '8000',
-        },
-      },
-    );
+    const out = await claudePrint(clients, {
+      base: proxy.base,
+      key: KEY,
+      model: NOVA,
+      prompt: 'Use Bash to run: echo gateway-ok',
+      // Claude Code asks for 32,000 output tokens; Nova Lite gives at most 10,000 (a 400 naming max_tokens).
+      env: { CLAUDE_CODE_MAX_OUTPUT_TOKENS: '8000' },
+    });
     // Its request carries context_management (clear thinking) and output_config (effort): both dropped.
-    const out = JSON.parse(stdout) as { is_error: boolean; result: string; num_turns: number };
     expect(out).toMatchObject({ is_error: false, result: ANSWER });
     // The double called Bash, Claude Code answered with a tool_result, the double with text.
     expect(out.num_turns).toBeGreaterThanOrEqual(2);

@@ -8,7 +8,7 @@ import { AnthropicVertex } from '@anthropic-ai/vertex-sdk';
 import { OAuth2Client } from 'google-auth-library';
 import OpenAI, { AzureOpenAI } from 'openai';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
-import { bin, installClients } from './agent-clients.js';
+import { bin, claudePrint, installClients } from './agent-clients.js';
 import { type HostedDouble, type HostedKind, startHostedDouble } from './doubles/hosted.js';
 import { PROMPT_CANARY } from './known-secrets.js';
 import { type ProxyProcess, standaloneFiles, startProxyProcess } from './proxy-process.js';
@@ -798,41 +798,14 @@ const ROWS: Row[] = [
 
 describe('the coding agents against hosted providers through the gateway', () => {
   const clients = installClients();
-  const quiet = {
-    DISABLE_TELEMETRY: '1',
-    DISABLE_AUTOUPDATER: '1',
-    DISABLE_ERROR_REPORTING: '1',
-    CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC: '1',
-  };
 
   it('Claude Code (claude -p) completes a tool turn against Claude at Anthropic', async () => {
-    const home = mkdtempSync(join(tmpdir(), 'pao-claude-home-'));
-    const { stdout } = await run(
-      bin(clients, 'claude'),
-      [
-        '-p',
-        'Use Bash to run: echo gateway-ok',
-        '--model',
-        'claude-sonnet-4-5',
-        '--tools',
-        'Bash',
-        '--output-format',
-        'json',
-      ],
-      {
-        cwd: home,
-        timeout: 300_000,
-        env: {
-          PATH: process.env.PATH ?? '',
-          HOME: home,
-          ...quiet,
-          ANTHROPIC_BASE_URL: `${proxy.base}/anthropic`,
-          ANTHROPIC_API_KEY: KEY,
-          ANTHROPIC_DEFAULT_HAIKU_MODEL: 'claude-sonnet-4-5',
-        },
-      },
-    );
-    const out = JSON.parse(stdout) as { is_error: boolean; result: string };
+    const out = await claudePrint(clients, {
+      base: proxy.base,
+      key: KEY,
+      model: 'claude-sonnet-4-5',
+      prompt: 'Use Bash to run: echo gateway-ok',
+    });
     expect(out.is_error).toBe(false);
     expect(out.result).toContain('tok0');
     // The double's Claude called Bash; Claude Code ran it and sent the result back.
