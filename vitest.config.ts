@@ -17,7 +17,7 @@ export default defineConfig({
       {
         test: {
           name: 'unit',
-          include: ['crds/**/*.test.ts', 'operator/**/*.test.ts', 'proxy/**/*.test.ts'],
+          include: ['crds/**/*.test.ts', 'operator/**/*.test.ts', 'proxy/**/*.test.ts', 'e2e/doubles/**/*.test.ts'],
           environment: 'node',
         },
       },

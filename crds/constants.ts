@@ -20,7 +20,7 @@ export const KINDS = {
 export type KindName = keyof typeof KINDS;
 
 /**
- * The wire dialects the gateway speaks, to callers and to upstreams (proxy/dialects.ts says how
+ * The wire dialects the gateway speaks, to callers and to upstreams (proxy/endpoints/dialects.ts says how
  * each errs and ends its streams; crds/providers/ which each hosted provider serves natively).
  */
 export type Dialect =

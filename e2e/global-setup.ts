@@ -30,7 +30,7 @@ declare module 'vitest' {
   }
 }
 
-const ROOT = fileURLToPath(new URL('..', import.meta.url));
+const ROOT = fileURLToPath(new URL('../', import.meta.url));
 
 const COMPONENTS: Component[] = ['etcd', 'kube-apiserver', 'kube-controller-manager', 'kube-scheduler', 'kwok'];
 
@@ -65,7 +65,7 @@ function controlServer(plane: ControlPlane): Promise<Server> {
  * fake GPU nodes, and tears the local control plane down afterwards.
  */
 export default async function setup(project: TestProject): Promise<() => Promise<void>> {
-  // Test workers inherit this: the product's output of the whole run goes there (e2e/capture.ts).
+  // Test workers inherit this: the product's output of the whole run goes there (e2e/support/capture.ts).
   const captureDir = join(ROOT, '.e2e-artifacts', 'logs');
   rmSync(captureDir, { recursive: true, force: true });
   mkdirSync(captureDir, { recursive: true });

@@ -8,8 +8,8 @@ import {
   MANAGED_BY_LABEL,
   MANAGED_BY_VALUE,
 } from '../crds/constants.js';
-import { type Informer, keyOf } from '../crds/informer.js';
-import type { KubeClient } from '../crds/kube-client.js';
+import { type Informer, keyOf } from '../crds/kube/informer.js';
+import type { KubeClient } from '../crds/kube/kube-client.js';
 import { apiKeyPlan } from './api-key-status.js';
 import { findCondition } from './conditions.js';
 import type { EventRecorder } from './events.js';

@@ -1,7 +1,7 @@
 import type { Budget, BudgetStatus } from '../crds/budget.js';
 import { periodNoun } from '../crds/budget-period.js';
-import { type Informer, keyOf } from '../crds/informer.js';
-import type { KubeClient } from '../crds/kube-client.js';
+import { type Informer, keyOf } from '../crds/kube/informer.js';
+import type { KubeClient } from '../crds/kube/kube-client.js';
 import { budgetCondition, requeue } from './api-key-status.js';
 import { findCondition, setCondition } from './conditions.js';
 import type { EventRecorder } from './events.js';

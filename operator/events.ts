@@ -1,4 +1,4 @@
-import type { KubeClient, KubeObject } from '../crds/kube-client.js';
+import type { KubeClient, KubeObject } from '../crds/kube/kube-client.js';
 
 /** Records Kubernetes Events (core/v1) about an object, as `kubectl describe` shows them. */
 export class EventRecorder {

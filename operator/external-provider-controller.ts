@@ -5,22 +5,22 @@ import {
   ListFoundationModelsCommand,
   ListInferenceProfilesCommand,
 } from '@aws-sdk/client-bedrock';
+import { type BedrockPriceTable, loadBedrockPrices, mergePrices, parseBedrockPrices } from '../crds/catalog/prices.js';
+import { AGENT_NAMESPACE, PRICES_CONFIGMAP, PRICES_KEY } from '../crds/constants.js';
+import type { ExternalProvider, ExternalProviderStatus } from '../crds/external-provider.js';
+import { type Informer, keyOf } from '../crds/kube/informer.js';
+import type { KubeClient } from '../crds/kube/kube-client.js';
+import { NamedSecrets, type NamedSecretsOptions, type SecretObject } from '../crds/kube/named-secrets.js';
+import type { ModelDeployment } from '../crds/model-deployment.js';
+import { namesMayChange, resolveNames } from '../crds/model-names.js';
 import {
   type AwsEndpoints,
   accessKeyFromSecretData,
   last4,
   providerCredentials,
   type RoleCredentials,
-} from '../crds/aws-credentials.js';
-import { awsFailure } from '../crds/aws-errors.js';
-import { type BedrockPriceTable, loadBedrockPrices, mergePrices, parseBedrockPrices } from '../crds/bedrock-prices.js';
-import { AGENT_NAMESPACE, PRICES_CONFIGMAP, PRICES_KEY } from '../crds/constants.js';
-import type { ExternalProvider, ExternalProviderStatus } from '../crds/external-provider.js';
-import { type Informer, keyOf } from '../crds/informer.js';
-import type { KubeClient } from '../crds/kube-client.js';
-import type { ModelDeployment } from '../crds/model-deployment.js';
-import { namesMayChange, resolveNames } from '../crds/model-names.js';
-import { NamedSecrets, type NamedSecretsOptions, type SecretObject } from '../crds/named-secrets.js';
+} from '../crds/providers/aws-credentials.js';
+import { awsFailure } from '../crds/providers/aws-errors.js';
 import { HostedCredentials } from '../crds/providers/credentials.js';
 import type { FetchJson } from '../crds/providers/provider.js';
 import { isHosted } from '../crds/providers/table.js';

@@ -1,5 +1,4 @@
-import { type AwsFailure, classifyAwsError } from '../crds/aws-errors.js';
-import { type BedrockPriceTable, bedrockPrice } from '../crds/bedrock-prices.js';
+import { type BedrockPriceTable, bedrockPrice } from '../crds/catalog/prices.js';
 import type {
   DiscoveredModel,
   ExternalProvider,
@@ -7,6 +6,7 @@ import type {
   ExternalProviderStatus,
 } from '../crds/external-provider.js';
 import type { Condition } from '../crds/meta.js';
+import { type AwsFailure, classifyAwsError } from '../crds/providers/aws-errors.js';
 import { setCondition } from './conditions.js';
 import { discoveryStatus, failedConditions, pricedCondition } from './discovery-conditions.js';
 
@@ -14,7 +14,7 @@ import { discoveryStatus, failedConditions, pricedCondition } from './discovery-
  * An ExternalProvider's status as a pure function of one discovery attempt: credentials
  * (AssumeRole or the Secret's key), then ListFoundationModels and ListInferenceProfiles in the
  * region, and the price table (which selected models have no price). AWS errors
- * become conditions with the cause and the fix of the shared table (crds/aws-errors.ts), which
+ * become conditions with the cause and the fix of the shared table (crds/providers/aws-errors.ts), which
  * the proxy's caller errors use too; no message names the role, the account or the Secret.
  */
 

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { loadBedrockPrices } from '../crds/bedrock-prices.js';
+import { loadBedrockPrices } from '../crds/catalog/prices.js';
 import type { ExternalProvider } from '../crds/external-provider.js';
 import {
   type DiscoveryOutcome,

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { loadBedrockPrices } from '../crds/bedrock-prices.js';
+import { loadBedrockPrices } from '../crds/catalog/prices.js';
 import type { ExternalProvider, ExternalProviderStatus } from '../crds/external-provider.js';
 import { listed } from '../crds/providers/provider.js';
 import { type HostedOutcome, hostedProviderStatus } from './hosted-provider-status.js';

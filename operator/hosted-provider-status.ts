@@ -1,4 +1,4 @@
-import { type BedrockPriceTable, hostedPrice } from '../crds/bedrock-prices.js';
+import { type BedrockPriceTable, hostedPrice } from '../crds/catalog/prices.js';
 import type { DiscoveredModel, ExternalProvider, ExternalProviderStatus } from '../crds/external-provider.js';
 import type { Condition } from '../crds/meta.js';
 import { azureBaseModel } from '../crds/providers/azure-openai.js';

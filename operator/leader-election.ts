@@ -1,4 +1,4 @@
-import { isConflict, isNotFound, type KubeClient, resourcePath } from '../crds/kube-client.js';
+import { isConflict, isNotFound, type KubeClient, resourcePath } from '../crds/kube/kube-client.js';
 
 /**
  * Leader election on a coordination.k8s.io/v1 Lease, as client-go does it: the holder renews

@@ -4,7 +4,7 @@ import { KubeConfig } from '@kubernetes/client-node';
 import { collectDefaultMetrics } from 'prom-client';
 import type { Cloud } from '../crds/catalog/catalog.js';
 import { AGENT_NAMESPACE, unsupportedNode } from '../crds/constants.js';
-import { errorMessage, jsonLogger } from '../crds/log.js';
+import { errorMessage, jsonLogger } from '../crds/observability/log.js';
 import { type ModelCacheSetting, parseModelCache } from './model-cache.js';
 import { Operator } from './operator.js';
 

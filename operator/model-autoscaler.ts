@@ -1,11 +1,11 @@
 import { type Catalog, parallelSlots } from '../crds/catalog/catalog.js';
 import { AGENT_NAMESPACE, API_GROUP, API_VERSION, LLMS_NAMESPACE } from '../crds/constants.js';
-import { type EndpointSlice, readyUrls, SERVICE_NAME_LABEL } from '../crds/endpoint-slices.js';
-import type { Informer } from '../crds/informer.js';
-import { type KubeClient, resourcePath } from '../crds/kube-client.js';
+import { type EndpointSlice, readyUrls, SERVICE_NAME_LABEL } from '../crds/kube/endpoint-slices.js';
+import type { Informer } from '../crds/kube/informer.js';
+import { type KubeClient, resourcePath } from '../crds/kube/kube-client.js';
 import type { Condition } from '../crds/meta.js';
 import type { ModelDeployment } from '../crds/model-deployment.js';
-import { LOAD_PATH, type ProxyLoadReport } from '../crds/proxy-load.js';
+import { LOAD_PATH, type ProxyLoadReport } from '../crds/observability/proxy-load.js';
 import type { EventRecorder } from './events.js';
 import { decideReplicas, type ModelLoad, type ScaleMemory } from './scale-decision.js';
 
@@ -160,7 +160,7 @@ export class ModelAutoscaler {
     const loads = await this.opts.load.read(now);
     const live = new Set<string>();
     // The proxies report load per model name; it belongs to the deployment they route that name
-    // to: the first Running one by name (proxy/routing.ts). Others of the same model get none.
+    // to: the first Running one by name (proxy/routing/routes.ts). Others of the same model get none.
     const routed = new Map<string, string>();
     for (const md of [...this.mds.list()].sort((x, y) =>
       (x.metadata.name ?? '').localeCompare(y.metadata.name ?? ''),

@@ -10,13 +10,13 @@ import {
   MODEL_DEPLOYMENT_LABEL,
 } from '../crds/constants.js';
 import type { ExternalProvider } from '../crds/external-provider.js';
-import { type Informer, type InformerEvent, keyOf } from '../crds/informer.js';
-import { isConflict, type KubeClient, type KubeObject, resourcePath } from '../crds/kube-client.js';
-import { errorMessage } from '../crds/log.js';
+import { type Informer, type InformerEvent, keyOf } from '../crds/kube/informer.js';
+import { isConflict, type KubeClient, type KubeObject, resourcePath } from '../crds/kube/kube-client.js';
 import type { ModelDeployment } from '../crds/model-deployment.js';
 import { namesMayChange, resolveNames } from '../crds/model-names.js';
 import type { NodeConfiguration } from '../crds/node-configuration.js';
 import type { NodeTemplate } from '../crds/node-template.js';
+import { errorMessage } from '../crds/observability/log.js';
 import { aliasCondition, aliasConflictEvent, withAliasCondition } from './alias-condition.js';
 import { planUnschedulablePods } from './autoscaler-policy.js';
 import type { EventRecorder } from './events.js';

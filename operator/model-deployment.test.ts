@@ -58,7 +58,7 @@ describe('desiredModelServer', () => {
     expect(pod?.containers[0]?.resources?.limits?.['nvidia.com/gpu']).toBe('1');
     expect(pod?.containers[0]?.image).toBe('ollama/ollama:test');
     expect(pod?.initContainers?.[0]?.command?.join(' ')).toContain('ollama pull "$MODEL"');
-    // Readiness generates a token: the model answers, not only its manifest exists (run for real in e2e/ollama.e2e.test.ts).
+    // Readiness generates a token: the model answers, not only its manifest exists (run for real in e2e/no-cluster/ollama.e2e.test.ts).
     expect(pod?.containers[0]?.readinessProbe?.exec?.command).toEqual(['/bin/bash', '-c', MODEL_ANSWERS_SCRIPTS.chat]);
     expect(pod?.containers[0]?.startupProbe?.exec?.command).toEqual(['/bin/bash', '-c', MODEL_ANSWERS_SCRIPTS.chat]);
     expect(MODEL_ANSWERS_SCRIPTS.chat).toContain('POST /api/generate');

@@ -13,7 +13,6 @@ import { Hono } from 'hono';
 import { Counter, Gauge, Registry } from 'prom-client';
 import type { ApiKey } from '../crds/api-key.js';
 import type { AutoscalerPolicy } from '../crds/autoscaler-policy.js';
-import { type AwsEndpoints, type CredentialProvider, RoleCredentials } from '../crds/aws-credentials.js';
 import type { Budget } from '../crds/budget.js';
 import { type Catalog, type ClusterInfo, loadCatalog } from '../crds/catalog/catalog.js';
 import {
@@ -25,14 +24,15 @@ import {
   MODEL_DEPLOYMENT_LABEL,
 } from '../crds/constants.js';
 import type { ExternalProvider } from '../crds/external-provider.js';
-import { Informer, keyOf } from '../crds/informer.js';
-import { KubeClient, type KubeObject, resourcePath } from '../crds/kube-client.js';
-import { errorMessage, jsonLogger, type Logger } from '../crds/log.js';
-import { type MetricsServer, serveMetrics } from '../crds/metrics-server.js';
+import { Informer, keyOf } from '../crds/kube/informer.js';
+import { KubeClient, type KubeObject, resourcePath } from '../crds/kube/kube-client.js';
+import type { NamedSecrets } from '../crds/kube/named-secrets.js';
 import type { ModelDeployment } from '../crds/model-deployment.js';
-import type { NamedSecrets } from '../crds/named-secrets.js';
 import type { NodeConfiguration } from '../crds/node-configuration.js';
 import type { NodeTemplate } from '../crds/node-template.js';
+import { errorMessage, jsonLogger, type Logger } from '../crds/observability/log.js';
+import { type MetricsServer, serveMetrics } from '../crds/observability/metrics-server.js';
+import { type AwsEndpoints, type CredentialProvider, RoleCredentials } from '../crds/providers/aws-credentials.js';
 import { ApiKeyController, watchApiKeys } from './api-key-controller.js';
 import { BudgetController, watchBudgets } from './budget-controller.js';
 import { ControllerMetrics } from './controller-metrics.js';

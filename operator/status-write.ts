@@ -1,6 +1,6 @@
 import { isDeepStrictEqual } from 'node:util';
 import { API_GROUP, API_VERSION } from '../crds/constants.js';
-import { type KubeClient, resourcePath } from '../crds/kube-client.js';
+import { type KubeClient, resourcePath } from '../crds/kube/kube-client.js';
 
 /**
  * Writes a resource's status subresource only when it changed. The server's JSON orders keys

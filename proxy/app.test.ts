@@ -4,13 +4,13 @@ import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { loadCatalog } from '../crds/catalog/catalog.js';
 import type { ModelDeployment } from '../crds/model-deployment.js';
 import { type OllamaDouble, startOllamaDouble } from '../e2e/doubles/ollama.js';
+import { ApiKeys } from './access/auth.js';
 import { createApp, createGateway, type Gateway } from './app.js';
-import { ApiKeys } from './auth.js';
-import { CostMeter } from './cost.js';
-import { ProxyMetrics } from './metrics.js';
-import { buildRoutes, RouteTable } from './routing.js';
+import { buildRoutes, RouteTable } from './routing/routes.js';
 import { createProxyServer } from './serve.js';
+import { ProxyMetrics } from './telemetry/metrics.js';
 import { OpenAICompatibleUpstream } from './upstreams/openai-compatible.js';
+import { CostMeter } from './usage/cost.js';
 import { MemoryUsage } from './usage/record.js';
 
 /**

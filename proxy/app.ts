@@ -1,13 +1,12 @@
 import { Hono } from 'hono';
 import { loadBedrockModels } from '../crds/catalog/bedrock-models.js';
 import { loadCatalog } from '../crds/catalog/catalog.js';
-import { authenticate, type Caller, type KeyPolicy, mayCall, readScope } from './auth.js';
-import { webStream } from './chunk-source.js';
+import { authenticate, type Caller, type KeyPolicy, mayCall, readScope } from './access/auth.js';
 import { countTokens } from './count-tokens.js';
-import { DIALECTS, type DialectSpec } from './dialects.js';
-import { ENDPOINTS } from './endpoints.js';
-import { ProxyError } from './errors.js';
-import { cliModel, type ModelFacts, ModelMetadata, ollamaShow, openAIModel } from './model-metadata.js';
+import { DIALECTS, type DialectSpec } from './endpoints/dialects.js';
+import { ENDPOINTS } from './endpoints/endpoints.js';
+import { ProxyError } from './endpoints/errors.js';
+import { cliModel, type ModelFacts, ModelMetadata, ollamaShow, openAIModel } from './models/model-metadata.js';
 import {
   type EndpointHandler,
   endpointHandlers,
@@ -19,7 +18,8 @@ import {
   parseJsonBody,
   readLimited,
 } from './pipeline.js';
-import type { ModelListing } from './routing.js';
+import type { ModelListing } from './routing/routes.js';
+import { webStream } from './upstreams/chunk-source.js';
 import { usageRoutes } from './usage/api.js';
 import { inThreadReports, type UsageReports } from './usage/reports.js';
 import type { UsageStore } from './usage/store.js';

@@ -3,15 +3,15 @@ import { runInNewContext } from 'node:vm';
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import type { ModelDeployment } from '../crds/model-deployment.js';
+import { ApiKeys } from './access/auth.js';
 import { createApp, MAX_BODY_BYTES } from './app.js';
-import { ApiKeys } from './auth.js';
-import { MAX_NESTING } from './chat-request.js';
-import type { Dialect } from './dialects.js';
-import { ProxyError } from './errors.js';
-import { ProxyMetrics } from './metrics.js';
-import { buildRoutes, type OpenAICompatibleRoute, RouteTable } from './routing.js';
-import { parseTags } from './tags.js';
-import type { Upstream, UpstreamCall, UpstreamResult } from './upstream.js';
+import { MAX_NESTING } from './endpoints/chat-request.js';
+import type { Dialect } from './endpoints/dialects.js';
+import { ProxyError } from './endpoints/errors.js';
+import { parseTags } from './endpoints/tags.js';
+import { buildRoutes, type OpenAICompatibleRoute, RouteTable } from './routing/routes.js';
+import { ProxyMetrics } from './telemetry/metrics.js';
+import type { Upstream, UpstreamCall, UpstreamResult } from './upstreams/upstream.js';
 import { MemoryUsage } from './usage/record.js';
 
 /**

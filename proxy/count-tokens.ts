@@ -1,10 +1,10 @@
-import { estimateInputTokens, parseAnthropicRequest } from './anthropic-request.js';
-import { type ApiKeys, authenticate } from './auth.js';
-import { isRecord } from './chat-request.js';
-import { invalidRequest, ProxyError } from './errors.js';
-import { routeFor } from './model-access.js';
-import type { BedrockRoute, HostedRoute, RouteTable } from './routing.js';
-import type { Upstream } from './upstream.js';
+import { type ApiKeys, authenticate } from './access/auth.js';
+import { routeFor } from './access/model-access.js';
+import { estimateInputTokens, parseAnthropicRequest } from './endpoints/anthropic-request.js';
+import { isRecord } from './endpoints/chat-request.js';
+import { invalidRequest, ProxyError } from './endpoints/errors.js';
+import type { BedrockRoute, HostedRoute, RouteTable } from './routing/routes.js';
+import type { Upstream } from './upstreams/upstream.js';
 
 /**
  * Anthropic's POST /v1/messages/count_tokens (Claude Code calls it to size its context): exact

@@ -5,7 +5,6 @@ import { hostname, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import { KubeConfig } from '@kubernetes/client-node';
-import { providerCredentials, RoleCredentials, type SecretLookup } from '../crds/aws-credentials.js';
 import { loadCatalog, parallelSlots } from '../crds/catalog/catalog.js';
 import {
   ACCESS_KEY_ID_KEY,
@@ -14,30 +13,31 @@ import {
   SECRET_ACCESS_KEY_KEY,
   unsupportedNode,
 } from '../crds/constants.js';
-import { errorMessage, jsonLogger } from '../crds/log.js';
-import { serveMetrics } from '../crds/metrics-server.js';
+import { errorMessage, jsonLogger } from '../crds/observability/log.js';
+import { serveMetrics } from '../crds/observability/metrics-server.js';
+import { LOAD_PATH } from '../crds/observability/proxy-load.js';
+import { providerCredentials, RoleCredentials, type SecretLookup } from '../crds/providers/aws-credentials.js';
 import { API_KEY_KEY, HostedCredentials } from '../crds/providers/credentials.js';
-import { LOAD_PATH } from '../crds/proxy-load.js';
+import { ApiKeys, standaloneKeys } from './access/auth.js';
+import { BudgetGuard, type TagBudget, tagBudgetOf } from './access/budgets.js';
+import { MemoryBudget } from './access/memory-budget.js';
+import { RedisRateLimiter } from './access/redis-rate-limit.js';
 import { createGateway } from './app.js';
-import { ApiKeys, standaloneKeys } from './auth.js';
-import { BudgetGuard, type TagBudget, tagBudgetOf } from './budgets.js';
-import { ClusterSource } from './cluster-source.js';
-import { ConfigError, loadStandaloneConfig } from './config.js';
-import { CostMeter, loadBedrockPrices, mergePrices, parseBedrockPrices } from './cost.js';
-import { MemoryBudget } from './memory-budget.js';
-import { ProxyMetrics } from './metrics.js';
-import { tracerFromEnv } from './otel-env.js';
-import { RedisRateLimiter } from './redis-rate-limit.js';
-import { routedPools } from './replica-pool.js';
-import { DEFAULT_RETRY } from './resilience.js';
-import { buildRoutes, type RouteScaling, RouteTable } from './routing.js';
+import { uiRoutes } from './pages/pages.js';
+import { routedPools } from './routing/replica-pool.js';
+import { buildRoutes, type RouteScaling, RouteTable } from './routing/routes.js';
 import { createProxyServer, DEFAULT_CONNECTION_LIMITS, LISTEN_BACKLOG } from './serve.js';
-import { shutdownGracefully } from './shutdown.js';
-import { uiRoutes } from './ui/pages.js';
-import { DEFAULT_TIMEOUTS } from './upstream.js';
+import { shutdownGracefully } from './server/shutdown.js';
+import { ClusterSource } from './sources/cluster-source.js';
+import { ConfigError, loadStandaloneConfig } from './sources/standalone-config.js';
+import { ProxyMetrics } from './telemetry/metrics.js';
+import { tracerFromEnv } from './telemetry/otel-env.js';
 import { BedrockUpstream } from './upstreams/bedrock.js';
 import { HostedUpstream } from './upstreams/hosted.js';
 import { OpenAICompatibleUpstream } from './upstreams/openai-compatible.js';
+import { DEFAULT_RETRY } from './upstreams/resilience.js';
+import { DEFAULT_TIMEOUTS } from './upstreams/upstream.js';
+import { CostMeter, loadBedrockPrices, mergePrices, parseBedrockPrices } from './usage/cost.js';
 import { isPostgresUrl, openUsageStore } from './usage/open-store.js';
 import type { UsageRecord } from './usage/record.js';
 import { UsageRecorder } from './usage/recorder.js';

@@ -1,19 +1,16 @@
 import { randomBytes } from 'node:crypto';
 import { HOSTED_PROVIDERS } from '../crds/providers/table.js';
-import { type ApiKeys, authenticate, type Caller, mayCall } from './auth.js';
-import type { BudgetGuard } from './budgets.js';
-import { MAX_JSON_VALUES, MAX_NESTING } from './chat-request.js';
-import type { StreamBody } from './chunk-source.js';
-import type { CostMeter } from './cost.js';
-import { DIALECTS, type Dialect, type DialectSpec } from './dialects.js';
-import { ENDPOINTS, type Endpoint, type EndpointName } from './endpoints.js';
-import { invalidRequest, ProxyError } from './errors.js';
-import { checkJsonShape } from './json-shape.js';
-import { BODY_MEMORY_FACTOR, type MemoryBudget, MIN_RESERVATION } from './memory-budget.js';
-import type { InFlight, ProxyMetrics } from './metrics.js';
-import { MAX_MODEL_CHARS, routeFor } from './model-access.js';
-import { type Admission, LocalRateLimiter, type RateLimit, type RateLimiter } from './rate-limit.js';
-import { DEFAULT_RETRY, type RetryPolicy, shouldFallBack, withRetries } from './resilience.js';
+import { type ApiKeys, authenticate, type Caller, mayCall } from './access/auth.js';
+import type { BudgetGuard } from './access/budgets.js';
+import { BODY_MEMORY_FACTOR, type MemoryBudget, MIN_RESERVATION } from './access/memory-budget.js';
+import { MAX_MODEL_CHARS, routeFor } from './access/model-access.js';
+import { type Admission, LocalRateLimiter, type RateLimit, type RateLimiter } from './access/rate-limit.js';
+import { MAX_JSON_VALUES, MAX_NESTING } from './endpoints/chat-request.js';
+import { DIALECTS, type Dialect, type DialectSpec } from './endpoints/dialects.js';
+import { ENDPOINTS, type Endpoint, type EndpointName } from './endpoints/endpoints.js';
+import { invalidRequest, ProxyError } from './endpoints/errors.js';
+import { checkJsonShape } from './endpoints/json-shape.js';
+import { applyEnforcedTags, parseTags, type Tag } from './endpoints/tags.js';
 import type {
   BedrockRoute,
   HostedRoute,
@@ -22,12 +19,15 @@ import type {
   RouteEntry,
   RouteTable,
   Unavailable,
-} from './routing.js';
-import { applyEnforcedTags, parseTags, type Tag } from './tags.js';
-import type { RequestSpan, RequestTracer } from './tracing.js';
+} from './routing/routes.js';
+import type { InFlight, ProxyMetrics } from './telemetry/metrics.js';
+import type { RequestSpan, RequestTracer } from './telemetry/tracing.js';
 import { translatorFor } from './translators/table.js';
 import type { Translator } from './translators/translator.js';
-import type { StreamOutcome, Upstream, UpstreamCall, UpstreamResult, Usage } from './upstream.js';
+import type { StreamBody } from './upstreams/chunk-source.js';
+import { DEFAULT_RETRY, type RetryPolicy, shouldFallBack, withRetries } from './upstreams/resilience.js';
+import type { StreamOutcome, Upstream, UpstreamCall, UpstreamResult, Usage } from './upstreams/upstream.js';
+import type { CostMeter } from './usage/cost.js';
 import type { UsageRecord, UsageSink } from './usage/record.js';
 
 /**
@@ -66,7 +66,7 @@ async function traced(
 }
 
 /**
- * The request pipeline of every POST endpoint (proxy/endpoints.ts), in every dialect,
+ * The request pipeline of every POST endpoint (proxy/endpoints/endpoints.ts), in every dialect,
  * independent of the HTTP framework: auth, rate limits, body, the endpoint's parser, tags, model
  * allow-list, routing with budgets, retries and fallbacks, the translator where the upstream
  * does not speak the caller's dialect, and one usage record per request. Errors leave in the
@@ -206,7 +206,7 @@ const JSON_TYPE = /^application\/json\s*(;|$)/i;
 export type EndpointHandler = (input: PipelineInput) => Promise<PipelineOutput>;
 
 /**
- * The handler of every endpoint of proxy/endpoints.ts: one pipeline, one set of rate buckets,
+ * The handler of every endpoint of proxy/endpoints/endpoints.ts: one pipeline, one set of rate buckets,
  * each endpoint contributing its parser and upstream path.
  */
 export function endpointHandlers(deps: PipelineDeps): Record<EndpointName, EndpointHandler> {

@@ -3,14 +3,21 @@ import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import type { ModelDeployment } from '../crds/model-deployment.js';
 import { type OllamaDouble, startOllamaDouble } from '../e2e/doubles/ollama.js';
+import { ApiKeys } from './access/auth.js';
+import { KeyRateLimiter } from './access/rate-limit.js';
 import { createApp } from './app.js';
-import { ApiKeys } from './auth.js';
-import { ProxyError } from './errors.js';
-import { ProxyMetrics } from './metrics.js';
-import { KeyRateLimiter } from './rate-limit.js';
-import { backoffMs, isRetryable, type RetryPolicy, retryAfterMs, shouldFallBack, withRetries } from './resilience.js';
-import { buildRoutes, RouteTable } from './routing.js';
+import { ProxyError } from './endpoints/errors.js';
+import { buildRoutes, RouteTable } from './routing/routes.js';
+import { ProxyMetrics } from './telemetry/metrics.js';
 import { OpenAICompatibleUpstream } from './upstreams/openai-compatible.js';
+import {
+  backoffMs,
+  isRetryable,
+  type RetryPolicy,
+  retryAfterMs,
+  shouldFallBack,
+  withRetries,
+} from './upstreams/resilience.js';
 import { MemoryUsage } from './usage/record.js';
 
 /**

@@ -1,8 +1,7 @@
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import { getRequestListener } from '@hono/node-server';
 import type { Hono } from 'hono';
-import { type ChunkSource, chunksOf } from './chunk-source.js';
-import { ProxyError } from './errors.js';
+import { ProxyError } from './endpoints/errors.js';
 import {
   declaredTooLarge,
   type EndpointHandler,
@@ -11,6 +10,7 @@ import {
   tooLarge,
   unreadable,
 } from './pipeline.js';
+import { type ChunkSource, chunksOf } from './upstreams/chunk-source.js';
 
 /**
  * The proxy's HTTP server. The OpenAI POST endpoints (chat completions, the hot path, and

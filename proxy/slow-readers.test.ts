@@ -1,11 +1,11 @@
 import { createServer, type Server } from 'node:http';
 import { type AddressInfo, connect, type Socket } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { ApiKeys } from './access/auth.js';
 import { createGateway } from './app.js';
-import { ApiKeys } from './auth.js';
-import { ProxyMetrics } from './metrics.js';
+import { oneModelRoutes } from './routing/test-routes.js';
 import { createProxyServer, DEFAULT_CONNECTION_LIMITS } from './serve.js';
-import { oneModelRoutes } from './test-routes.js';
+import { ProxyMetrics } from './telemetry/metrics.js';
 import { OpenAICompatibleUpstream } from './upstreams/openai-compatible.js';
 import { MemoryUsage } from './usage/record.js';
 

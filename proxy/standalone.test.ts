@@ -6,7 +6,7 @@ import OpenAI from 'openai';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type AwsDouble, startAwsDouble } from '../e2e/doubles/aws.js';
 import { type OllamaDouble, startOllamaDouble } from '../e2e/doubles/ollama.js';
-import { type ProxyProcess, startProxyProcess } from '../e2e/proxy-process.js';
+import { type ProxyProcess, startProxyProcess } from '../e2e/support/proxy-process.js';
 
 /**
  * The README's main job: the proxy process in standalone mode (--config, --keys-file),

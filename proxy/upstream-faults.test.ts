@@ -3,11 +3,11 @@ import { type AddressInfo, createServer as createTcpServer, type Server as TcpSe
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import type { ModelDeployment } from '../crds/model-deployment.js';
 import { type Behavior, type OllamaDouble, startOllamaDouble } from '../e2e/doubles/ollama.js';
+import { ApiKeys } from './access/auth.js';
 import { createGateway } from './app.js';
-import { ApiKeys } from './auth.js';
-import { ProxyMetrics } from './metrics.js';
-import { buildRoutes, RouteTable } from './routing.js';
+import { buildRoutes, RouteTable } from './routing/routes.js';
 import { createProxyServer } from './serve.js';
+import { ProxyMetrics } from './telemetry/metrics.js';
 import { OpenAICompatibleUpstream } from './upstreams/openai-compatible.js';
 import { MemoryUsage } from './usage/record.js';
 

@@ -6,7 +6,7 @@ import type { ExternalProviderSpec, ProviderType } from '../external-provider.js
  * dialects each of its models speaks natively, how one call is addressed and authenticated, how
  * its model list is read (the operator's discovery) and what each of its errors means (one
  * table for the operator's conditions and the proxy's caller errors). Adding a provider is a
- * module beside these, a row in table.ts, its prices in catalog/bedrock-prices.yaml's
+ * module beside these, a row in table.ts, its prices in catalog/prices.yaml's
  * `providers` section and its double; the proxy's upstream and the operator's controller stay
  * as they are.
  */

@@ -2,7 +2,7 @@ import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { hostedPrice, loadBedrockPrices } from '../bedrock-prices.js';
+import { hostedPrice, loadBedrockPrices } from '../catalog/prices.js';
 import type { Dialect } from '../constants.js';
 import type { ExternalProviderSpec } from '../external-provider.js';
 import { undatedMatch } from './anthropic.js';

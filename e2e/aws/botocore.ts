@@ -9,7 +9,7 @@ import type { ServiceModel } from '../doubles/aws-shapes.js';
  * unpacks them from the pinned botocore wheel into ~/.cache (PyPI only; a no-op when warm).
  */
 
-const HERE = fileURLToPath(new URL('.', import.meta.url));
+const HERE = fileURLToPath(new URL('./', import.meta.url));
 
 const BOTOCORE_SERVICES = ['bedrock-runtime', 'bedrock', 'sts'] as const;
 export type BotocoreService = (typeof BOTOCORE_SERVICES)[number];

@@ -4,10 +4,10 @@ import { BedrockRuntimeClient, ConverseStreamCommand } from '@aws-sdk/client-bed
 import { serve } from '@hono/node-server';
 import { Agent, request } from 'undici';
 import type { ExternalProvider } from '../../crds/external-provider.js';
+import { ApiKeys } from '../../proxy/access/auth.js';
 import { createApp } from '../../proxy/app.js';
-import { ApiKeys } from '../../proxy/auth.js';
-import { ProxyMetrics } from '../../proxy/metrics.js';
-import { buildRoutes, RouteTable } from '../../proxy/routing.js';
+import { buildRoutes, RouteTable } from '../../proxy/routing/routes.js';
+import { ProxyMetrics } from '../../proxy/telemetry/metrics.js';
 import { BedrockUpstream } from '../../proxy/upstreams/bedrock.js';
 import { OpenAICompatibleUpstream } from '../../proxy/upstreams/openai-compatible.js';
 import { MemoryUsage } from '../../proxy/usage/record.js';

@@ -5,7 +5,7 @@ import { pathToFileURL } from 'node:url';
 import { parseArgs } from 'node:util';
 import Database from 'better-sqlite3';
 import { Agent, request } from 'undici';
-import { startProxyProcess } from '../proxy-process.js';
+import { startProxyProcess } from '../support/proxy-process.js';
 import {
   Child,
   installCleanup,

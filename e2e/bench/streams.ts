@@ -5,10 +5,10 @@ import { dirname, join } from 'node:path';
 import { createInterface } from 'node:readline';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import { parseArgs } from 'node:util';
-import { chartProxyMemory } from '../chart-memory.js';
 import { postgresBin, startPostgres } from '../postgres/server.js';
-import { startProxyProcess } from '../proxy-process.js';
 import { startRedis } from '../redis/server.js';
+import { chartProxyMemory } from '../support/chart-memory.js';
+import { startProxyProcess } from '../support/proxy-process.js';
 import {
   Child,
   installCleanup,

@@ -1,7 +1,7 @@
 import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import type { Tag } from '../../proxy/tags.js';
+import type { Tag } from '../../proxy/endpoints/tags.js';
 import { PostgresUsageStore } from '../../proxy/usage/postgres-store.js';
 import { SqliteUsageStore } from '../../proxy/usage/sqlite-store.js';
 import type { StoredUsage, UsageStore } from '../../proxy/usage/store.js';

@@ -15,7 +15,7 @@
 #   checkov full: 237 passed, 0 failed, 5 skipped
 # Installs go to stderr; warm runs only compare stamps. CHART_LINT_OUT=<dir> keeps the renders
 # and the tools' JSON reports there (CI artifacts); otherwise they go to a temporary dir.
-# `lint.sh --install` only installs the tools (e2e/setup.sh); e2e/chart-lint.e2e.test.ts lints.
+# `lint.sh --install` only installs the tools (e2e/setup.sh); e2e/no-cluster/chart-lint.e2e.test.ts lints.
 set -euo pipefail
 shopt -s inherit_errexit
 

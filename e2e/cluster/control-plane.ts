@@ -74,7 +74,7 @@ export async function compactEtcd(etcdUrl: string): Promise<number> {
 
 export type Component = 'etcd' | 'kube-apiserver' | 'kube-controller-manager' | 'kube-scheduler' | 'kwok';
 
-const HERE = fileURLToPath(new URL('.', import.meta.url));
+const HERE = fileURLToPath(new URL('./', import.meta.url));
 
 /** Runs build.sh (a no-op when the cache is warm) and returns the directory of the binaries. */
 function buildControlPlane(): string {

@@ -15,7 +15,7 @@ export interface Tools {
   helm: string;
 }
 
-const HERE = fileURLToPath(new URL('.', import.meta.url));
+const HERE = fileURLToPath(new URL('./', import.meta.url));
 
 /** KEY=value pairs of versions.env. */
 function pinnedVersions(): Record<string, string> {

@@ -21,7 +21,7 @@ import { embeddingModel } from './aws-embeddings.js';
  * v3 clients talk to through an `endpoint` override. Beyond the basics it knows inference profiles (geographic,
  * `global.` where a model offers it, application profiles by id), LEGACY models, guardrails (ApplyGuardrail checked,
  * blocked words answered with stopReason guardrail_intervened) and prompt caching (a cachePoint's prefix written once,
- * then read, in the usage's cache token counts). e2e/aws-double-shapes.e2e.test.ts checks all of it against
+ * then read, in the usage's cache token counts). e2e/no-cluster/aws-double-shapes.e2e.test.ts checks all of it against
  * botocore's service models. It speaks the real wire
  * protocols (awsQuery XML for STS, restJson1 for Bedrock, vnd.amazon.eventstream for streams) and checks what AWS
  * checks: every request's SigV4 signature, temporary-credential tokens and expiry, IAM actions, role trust and

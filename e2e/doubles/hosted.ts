@@ -27,7 +27,7 @@ import type {
  *
  * Every answer is built against the official SDKs' types (`satisfies` below: openai and
  * @anthropic-ai/sdk), so a field the SDKs do not know fails the type check; the SDKs pointed at
- * this double parse what it sends (e2e/hosted-providers.e2e.test.ts). Errors are each
+ * this double parse what it sends (e2e/no-cluster/hosted-providers.e2e.test.ts). Errors are each
  * provider's envelope with its statuses and types; throttling carries retry-after and the
  * provider's rate-limit headers.
  *

@@ -3,7 +3,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { cachedBuild, freePort, readVersionsEnv } from '../cached-build.js';
+import { cachedBuild, freePort, readVersionsEnv } from '../support/cached-build.js';
 
 /**
  * Real Ollama servers for the tests: the binary and model that e2e/ollama/build.sh builds into
@@ -11,7 +11,7 @@ import { cachedBuild, freePort, readVersionsEnv } from '../cached-build.js';
  * models dir and HOME, in its own process group so that a kill also takes its model runner.
  */
 
-const HERE = fileURLToPath(new URL('.', import.meta.url));
+const HERE = fileURLToPath(new URL('./', import.meta.url));
 
 /** KEY=value lines of e2e/ollama/versions.env. */
 export const OLLAMA_VERSIONS = readVersionsEnv(HERE);

@@ -6,7 +6,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { gunzipSync } from 'node:zlib';
-import { cachedBuild, freePort } from '../cached-build.js';
+import { cachedBuild, freePort } from '../support/cached-build.js';
 
 /**
  * A real OpenTelemetry Collector for the tests: the binary e2e/otel/build.sh builds into ~/.cache
@@ -20,7 +20,7 @@ import { cachedBuild, freePort } from '../cached-build.js';
  *   await otel.stop();
  */
 
-const HERE = fileURLToPath(new URL('.', import.meta.url));
+const HERE = fileURLToPath(new URL('./', import.meta.url));
 
 /** Builds (or finds in the cache) the collector; returns the binary's path. Cold: ~5 min. */
 const otelcolBin: () => string = cachedBuild(HERE);

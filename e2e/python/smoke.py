@@ -1,7 +1,7 @@
 """The official OpenAI Python SDK and LiteLLM's SDK calling the gateway, as Python users would.
 
 Usage: smoke.py GATEWAY_BASE_URL API_KEY MODEL
-Prints one JSON object: each case's outcome, for e2e/ollama.e2e.test.ts to assert on (and to
+Prints one JSON object: each case's outcome, for e2e/no-cluster/ollama.e2e.test.ts to assert on (and to
 compare with Ollama's direct answers). The prompt is deterministic (temperature 0).
 """
 

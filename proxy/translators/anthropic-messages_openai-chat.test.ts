@@ -1,6 +1,6 @@
 import Anthropic from '@anthropic-ai/sdk';
 import { describe, expect, it } from 'vitest';
-import { type StreamBody, webStream } from '../chunk-source.js';
+import { type StreamBody, webStream } from '../upstreams/chunk-source.js';
 import { anthropicMessagesToOpenaiChat as translator } from './anthropic-messages_openai-chat.js';
 import { translatorFor } from './table.js';
 import { refusalOf, translationOf } from './translation-probe.js';

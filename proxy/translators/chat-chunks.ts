@@ -1,6 +1,6 @@
 import { createParser } from 'eventsource-parser';
-import { type ChunkSource, chunksOf, type StreamBody } from '../chunk-source.js';
-import { ProxyError } from '../errors.js';
+import { ProxyError } from '../endpoints/errors.js';
+import { type ChunkSource, chunksOf, type StreamBody } from '../upstreams/chunk-source.js';
 
 /**
  * The upstream side every translator to chat completions shares: chat's shapes, and its stream

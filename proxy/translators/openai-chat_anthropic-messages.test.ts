@@ -2,9 +2,9 @@ import type { MessageCreateParamsNonStreaming } from '@anthropic-ai/sdk/resource
 import OpenAI from 'openai';
 import type { ChatCompletion, ChatCompletionCreateParamsNonStreaming } from 'openai/resources/chat/completions';
 import { afterEach, describe, expect, it, vi } from 'vitest';
-import { type StreamBody, webStream } from '../chunk-source.js';
-import { DIALECTS } from '../dialects.js';
-import { ProxyError } from '../errors.js';
+import { DIALECTS } from '../endpoints/dialects.js';
+import { ProxyError } from '../endpoints/errors.js';
+import { type StreamBody, webStream } from '../upstreams/chunk-source.js';
 import { openaiChatToAnthropicMessages as translator } from './openai-chat_anthropic-messages.js';
 import { translatorFor } from './table.js';
 import { refusalOf, translationOf } from './translation-probe.js';

@@ -1,12 +1,12 @@
 import { createParser } from 'eventsource-parser';
-import { isRecord } from '../chat-request.js';
-import { type ChunkSource, chunksOf, type StreamBody } from '../chunk-source.js';
-import { DIALECTS } from '../dialects.js';
-import { type ErrorType, invalidRequest, ProxyError } from '../errors.js';
-import type { StreamOutcome, Usage } from '../upstream.js';
+import { isRecord } from '../endpoints/chat-request.js';
+import { DIALECTS } from '../endpoints/dialects.js';
+import { type ErrorType, invalidRequest, ProxyError } from '../endpoints/errors.js';
 import { anthropicUsage } from '../upstreams/anthropic-stream.js';
 import { type FinishReason, openAIUsage, type ThinkingBlock } from '../upstreams/bedrock-converse-response.js';
+import { type ChunkSource, chunksOf, type StreamBody } from '../upstreams/chunk-source.js';
 import { sseFrame } from '../upstreams/stream-reader.js';
+import type { StreamOutcome, Usage } from '../upstreams/upstream.js';
 import type { Translation, Translator } from './translator.js';
 
 /**

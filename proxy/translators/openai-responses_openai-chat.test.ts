@@ -1,7 +1,7 @@
 import OpenAI from 'openai';
 import { describe, expect, it } from 'vitest';
-import { type StreamBody, webStream } from '../chunk-source.js';
-import { ProxyError } from '../errors.js';
+import { ProxyError } from '../endpoints/errors.js';
+import { type StreamBody, webStream } from '../upstreams/chunk-source.js';
 import { openaiResponsesToOpenaiChat as translator } from './openai-responses_openai-chat.js';
 import { translatorFor } from './table.js';
 import { refusalOf, translationOf } from './translation-probe.js';
@@ -421,7 +421,7 @@ describe('openai-responses -> openai-chat: refusals', () => {
     ['apply_patch (the hosted tool, not the custom one)', hosted({ type: 'apply_patch' }), 'tools[1]', 'apply_patch'],
     ['tool_search', hosted({ type: 'tool_search' }), 'tools[1]', 'tool_search'],
     ['an unknown field', base({ frobnicate: true }), 'frobnicate', 'frobnicate'],
-    // proxy/responses-request.ts refuses these first, with a message saying how to send the
+    // proxy/endpoints/responses-request.ts refuses these first, with a message saying how to send the
     // input instead; the translator refuses them on its own too (as fields chat cannot take).
     ['previous_response_id', base({ previous_response_id: 'resp_1' }), 'previous_response_id'],
     ['conversation', base({ conversation: 'conv_1' }), 'conversation'],
@@ -489,7 +489,7 @@ describe('openai-responses -> openai-chat: refusals', () => {
     expect(refusal(body)).toMatchObject({ status: 400, code: 'invalid_request', param });
   });
 
-  it("background is the parser's to refuse (proxy/responses-request.ts): here it is dropped", () => {
+  it("background is the parser's to refuse (proxy/endpoints/responses-request.ts): here it is dropped", () => {
     expect(begin(base({ background: true })).body).toEqual(chat());
   });
 

@@ -1,8 +1,8 @@
-import { isRecord } from '../chat-request.js';
-import type { ChunkSource, StreamBody } from '../chunk-source.js';
-import { DIALECTS } from '../dialects.js';
-import { invalidRequest, ProxyError } from '../errors.js';
-import type { StreamOutcome } from '../upstream.js';
+import { isRecord } from '../endpoints/chat-request.js';
+import { DIALECTS } from '../endpoints/dialects.js';
+import { invalidRequest, ProxyError } from '../endpoints/errors.js';
+import type { ChunkSource, StreamBody } from '../upstreams/chunk-source.js';
+import type { StreamOutcome } from '../upstreams/upstream.js';
 import { type ChatChunk, type ChatUsage, chatChunkStream } from './chat-chunks.js';
 import type { Translation, Translator } from './translator.js';
 

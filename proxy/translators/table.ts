@@ -1,5 +1,5 @@
-import type { Dialect } from '../dialects.js';
-import { ProxyError } from '../errors.js';
+import type { Dialect } from '../endpoints/dialects.js';
+import { ProxyError } from '../endpoints/errors.js';
 import { anthropicMessagesToOpenaiChat } from './anthropic-messages_openai-chat.js';
 import { openaiChatToAnthropicMessages } from './openai-chat_anthropic-messages.js';
 import { openaiResponsesToOpenaiChat } from './openai-responses_openai-chat.js';

@@ -1,4 +1,4 @@
-import { ProxyError } from '../errors.js';
+import { ProxyError } from '../endpoints/errors.js';
 import type { Translation, Translator } from './translator.js';
 
 /**

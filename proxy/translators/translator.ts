@@ -1,7 +1,7 @@
-import type { StreamBody } from '../chunk-source.js';
-import type { Dialect } from '../dialects.js';
-import type { ProxyError } from '../errors.js';
-import type { StreamOutcome } from '../upstream.js';
+import type { Dialect } from '../endpoints/dialects.js';
+import type { ProxyError } from '../endpoints/errors.js';
+import type { StreamBody } from '../upstreams/chunk-source.js';
+import type { StreamOutcome } from '../upstreams/upstream.js';
 
 /**
  * A translator between the dialect a caller speaks and one an upstream serves natively, for the

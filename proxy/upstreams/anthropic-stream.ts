@@ -1,6 +1,6 @@
-import { isRecord } from '../chat-request.js';
-import type { Usage } from '../upstream.js';
+import { isRecord } from '../endpoints/chat-request.js';
 import { num, type StreamReader, sseFrame } from './stream-reader.js';
+import type { Usage } from './upstream.js';
 
 /**
  * Anthropic's Messages stream as any upstream sends it natively (Ollama's /v1/messages,

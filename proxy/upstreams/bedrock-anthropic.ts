@@ -5,12 +5,12 @@ import {
   InvokeModelWithResponseStreamCommand,
   type ResponseStream,
 } from '@aws-sdk/client-bedrock-runtime';
-import { DIALECTS } from '../dialects.js';
-import { ProxyError } from '../errors.js';
-import type { BedrockRoute } from '../routing.js';
-import type { StreamOutcome, UpstreamCall, UpstreamResult, Usage } from '../upstream.js';
+import { DIALECTS } from '../endpoints/dialects.js';
+import { ProxyError } from '../endpoints/errors.js';
+import type { BedrockRoute } from '../routing/routes.js';
 import { anthropicStream, anthropicUsage } from './anthropic-stream.js';
 import { type BedrockErrorContext, mapBedrockError } from './bedrock-errors.js';
+import type { StreamOutcome, UpstreamCall, UpstreamResult, Usage } from './upstream.js';
 
 /**
  * Anthropic's Messages on Bedrock's Claude models, natively: the caller's body goes to

@@ -9,9 +9,9 @@ import type {
   ToolChoice,
   ToolConfiguration,
 } from '@aws-sdk/client-bedrock-runtime';
-import { foundationModelOf } from '../../crds/bedrock-prices.js';
+import { foundationModelOf } from '../../crds/catalog/prices.js';
 import type { ProviderGuardrail } from '../../crds/external-provider.js';
-import { invalidRequest, ProxyError } from '../errors.js';
+import { invalidRequest, ProxyError } from '../endpoints/errors.js';
 import { limitsOf } from './bedrock-limits.js';
 
 /**

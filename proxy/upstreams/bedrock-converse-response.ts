@@ -1,6 +1,6 @@
 import type { ConverseCommandOutput, StopReason, TokenUsage } from '@aws-sdk/client-bedrock-runtime';
-import type { Usage } from '../upstream.js';
 import { JSON_TOOL } from './bedrock-converse-request.js';
+import type { Usage } from './upstream.js';
 
 /**
  * Bedrock Converse answers -> OpenAI chat completions: the OpenAI shapes the gateway answers

@@ -1,6 +1,5 @@
 import type { ConverseStreamOutput } from '@aws-sdk/client-bedrock-runtime';
-import type { ProxyError } from '../errors.js';
-import type { Usage } from '../upstream.js';
+import type { ProxyError } from '../endpoints/errors.js';
 import { JSON_TOOL } from './bedrock-converse-request.js';
 import {
   completion,
@@ -14,6 +13,7 @@ import {
   usageOf,
 } from './bedrock-converse-response.js';
 import { type BedrockErrorContext, mapBedrockError } from './bedrock-errors.js';
+import type { Usage } from './upstream.js';
 
 /**
  * ConverseStream events -> OpenAI chat answers, as small state machines: chunks as the events

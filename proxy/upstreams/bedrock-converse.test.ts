@@ -9,7 +9,7 @@ import {
   ValidationException,
 } from '@aws-sdk/client-bedrock-runtime';
 import { describe, expect, it } from 'vitest';
-import { ProxyError } from '../errors.js';
+import { ProxyError } from '../endpoints/errors.js';
 import { JSON_TOOL, jsonMode, MAPPED_FIELDS, REJECTED_FIELDS, toConverseInput } from './bedrock-converse-request.js';
 import { fromConverseOutput, type OpenAIChatChunk } from './bedrock-converse-response.js';
 import { ConverseStreamAggregator, ConverseStreamTranslator } from './bedrock-converse-stream.js';

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { ProxyError } from '../errors.js';
+import { ProxyError } from '../endpoints/errors.js';
 import { COHERE_BATCH, fromEmbeddingAnswers, toEmbeddingCalls } from './bedrock-embeddings.js';
 
 const TITAN = 'amazon.titan-embed-text-v2:0';

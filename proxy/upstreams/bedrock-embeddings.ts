@@ -1,6 +1,6 @@
-import { isRecord } from '../chat-request.js';
-import { invalidRequest, ProxyError } from '../errors.js';
-import type { Usage } from '../upstream.js';
+import { isRecord } from '../endpoints/chat-request.js';
+import { invalidRequest, ProxyError } from '../endpoints/errors.js';
+import type { Usage } from './upstream.js';
 
 /**
  * OpenAI embeddings <-> Bedrock InvokeModel bodies of the embedding models, as pure functions:

@@ -1,7 +1,7 @@
 import { AccessDeniedException, ThrottlingException } from '@aws-sdk/client-bedrock-runtime';
 import { describe, expect, it } from 'vitest';
-import { CredentialsError } from '../../crds/aws-credentials.js';
-import { ProxyError } from '../errors.js';
+import { CredentialsError } from '../../crds/providers/aws-credentials.js';
+import { ProxyError } from '../endpoints/errors.js';
 import { type BedrockErrorContext, mapBedrockError } from './bedrock-errors.js';
 
 const ctx: BedrockErrorContext = { model: 'claude-haiku', provider: 'team-a/bedrock', streaming: true };

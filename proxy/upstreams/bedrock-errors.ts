@@ -1,7 +1,7 @@
 import type { ContentfulStatusCode } from 'hono/utils/http-status';
-import { CredentialsError } from '../../crds/aws-credentials.js';
-import { type AwsAuthMethod, awsFailure, classifyAwsError } from '../../crds/aws-errors.js';
-import { ProxyError } from '../errors.js';
+import { CredentialsError } from '../../crds/providers/aws-credentials.js';
+import { type AwsAuthMethod, awsFailure, classifyAwsError } from '../../crds/providers/aws-errors.js';
+import { ProxyError } from '../endpoints/errors.js';
 
 export interface BedrockErrorContext {
   /** The model as the caller named it. */
@@ -20,7 +20,7 @@ function subject(ctx: { model: string }): string {
 
 /**
  * An AWS SDK, STS or Secret failure as the caller should see it: the shared table
- * (crds/aws-errors.ts) gives status, code, cause and fix, the same words the operator writes
+ * (crds/providers/aws-errors.ts) gives status, code, cause and fix, the same words the operator writes
  * into the provider's status.
  */
 export function mapBedrockError(err: unknown, ctx: BedrockErrorContext): ProxyError {

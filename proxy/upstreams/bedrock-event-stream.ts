@@ -3,9 +3,9 @@ import { Readable as NodeReadable } from 'node:stream';
 import type { ConverseStreamCommand, ConverseStreamOutput } from '@aws-sdk/client-bedrock-runtime';
 import { EventStreamCodec } from '@smithy/eventstream-codec';
 import { fromUtf8, toUtf8 } from '@smithy/util-utf8';
-import { type ChunkSink, type ChunkSource, DrainGate } from '../chunk-source.js';
-import type { ProxyError } from '../errors.js';
-import type { StreamOutcome } from '../upstream.js';
+import type { ProxyError } from '../endpoints/errors.js';
+import { type ChunkSink, type ChunkSource, DrainGate } from './chunk-source.js';
+import type { StreamOutcome } from './upstream.js';
 
 /**
  * A ConverseStream answer relayed from its raw bytes (vnd.amazon.eventstream).

@@ -1,10 +1,10 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type AwsDouble, startAwsDouble } from '../../e2e/doubles/aws.js';
-import { webStream } from '../chunk-source.js';
-import type { BedrockRoute } from '../routing.js';
-import type { UpstreamResult } from '../upstream.js';
+import type { BedrockRoute } from '../routing/routes.js';
 import { BedrockUpstream } from './bedrock.js';
 import { ConverseEventRelay } from './bedrock-event-stream.js';
+import { webStream } from './chunk-source.js';
+import type { UpstreamResult } from './upstream.js';
 
 /**
  * The Bedrock upstream's streams against the AWS double: the runtime client's HTTP as the gateway

@@ -7,17 +7,10 @@ import {
   type ConverseStreamOutput,
   InvokeModelCommand,
 } from '@aws-sdk/client-bedrock-runtime';
-import type { CredentialProvider } from '../../crds/aws-credentials.js';
-import type { Dialect } from '../dialects.js';
-import { ProxyError } from '../errors.js';
-import type { BedrockRoute } from '../routing.js';
-import {
-  DEFAULT_TIMEOUTS,
-  type StreamOutcome,
-  type Upstream,
-  type UpstreamCall,
-  type UpstreamResult,
-} from '../upstream.js';
+import type { CredentialProvider } from '../../crds/providers/aws-credentials.js';
+import type { Dialect } from '../endpoints/dialects.js';
+import { ProxyError } from '../endpoints/errors.js';
+import type { BedrockRoute } from '../routing/routes.js';
 import { countAnthropicTokens, sendAnthropic } from './bedrock-anthropic.js';
 import { isAnthropic, jsonMode, toConverseInput } from './bedrock-converse-request.js';
 import { fromConverseOutput, type OpenAIChatChunk, type OpenAIChatCompletion } from './bedrock-converse-response.js';
@@ -26,6 +19,13 @@ import { type EmbeddingAnswer, fromEmbeddingAnswers, toEmbeddingCalls } from './
 import { type BedrockErrorContext, mapBedrockError } from './bedrock-errors.js';
 import { ConverseEventRelay, takeEventStream } from './bedrock-event-stream.js';
 import { bedrockRequestHandler } from './bedrock-http.js';
+import {
+  DEFAULT_TIMEOUTS,
+  type StreamOutcome,
+  type Upstream,
+  type UpstreamCall,
+  type UpstreamResult,
+} from './upstream.js';
 
 /**
  * AWS Bedrock through the Converse API. The gateway calls ConverseStream by default, also for
@@ -43,7 +43,7 @@ const DONE = 'data: [DONE]\n\n';
 export interface BedrockUpstreamOptions {
   credentialsFor: (route: BedrockRoute) => CredentialProvider;
   endpoint?: string;
-  /** SDK attempts per call; default 1, because the gateway's retry policy (proxy/resilience.ts) retries. */
+  /** SDK attempts per call; default 1, because the gateway's retry policy (proxy/upstreams/resilience.ts) retries. */
   maxAttempts?: number;
 }
 

@@ -2,20 +2,20 @@ import { Agent, type Dispatcher } from 'undici';
 import { CredentialError, type HostedCredentials } from '../../crds/providers/credentials.js';
 import { classify, type ProviderProblem } from '../../crds/providers/provider.js';
 import { HOSTED_PROVIDERS } from '../../crds/providers/table.js';
-import { DIALECTS, type Dialect } from '../dialects.js';
-import { ProxyError } from '../errors.js';
-import type { HostedRoute } from '../routing.js';
+import { DIALECTS, type Dialect } from '../endpoints/dialects.js';
+import { ProxyError } from '../endpoints/errors.js';
+import type { HostedRoute } from '../routing/routes.js';
+import { exchangeStreamed, exchangeWhole, type StreamedAnswer, type WholeAnswer } from './dispatch.js';
+import { PASS_THROUGH, withUsage } from './openai-compatible-dialects.js';
+import { SseRelay } from './sse-relay.js';
+import { transportError } from './transport-errors.js';
 import {
   type UpstreamCall as AnyUpstreamCall,
   DEFAULT_TIMEOUTS,
   type Timeouts,
   type Upstream,
   type UpstreamResult,
-} from '../upstream.js';
-import { exchangeStreamed, exchangeWhole, type StreamedAnswer, type WholeAnswer } from './dispatch.js';
-import { PASS_THROUGH, withUsage } from './openai-compatible-dialects.js';
-import { SseRelay } from './sse-relay.js';
-import { transportError } from './transport-errors.js';
+} from './upstream.js';
 
 type UpstreamCall = AnyUpstreamCall<HostedRoute>;
 

@@ -2,15 +2,15 @@ import { createServer, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { Agent, request } from 'undici';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { ApiKeys } from '../access/auth.js';
+import { MemoryBudget } from '../access/memory-budget.js';
 import { createGateway } from '../app.js';
-import { ApiKeys } from '../auth.js';
-import { webStream } from '../chunk-source.js';
-import { MemoryBudget } from '../memory-budget.js';
-import { ProxyMetrics } from '../metrics.js';
-import type { OpenAICompatibleRoute } from '../routing.js';
+import type { OpenAICompatibleRoute } from '../routing/routes.js';
+import { oneModelRoutes } from '../routing/test-routes.js';
 import { createProxyServer, DEFAULT_CONNECTION_LIMITS } from '../serve.js';
-import { oneModelRoutes } from '../test-routes.js';
+import { ProxyMetrics } from '../telemetry/metrics.js';
 import { MemoryUsage } from '../usage/record.js';
+import { webStream } from './chunk-source.js';
 import { OpenAICompatibleUpstream } from './openai-compatible.js';
 
 /**

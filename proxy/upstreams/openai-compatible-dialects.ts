@@ -1,7 +1,7 @@
-import type { Dialect } from '../dialects.js';
-import type { Usage } from '../upstream.js';
+import type { Dialect } from '../endpoints/dialects.js';
 import { anthropicStream, anthropicUsage } from './anthropic-stream.js';
 import { sseFrame as frame, type StreamReader } from './stream-reader.js';
+import type { Usage } from './upstream.js';
 
 /**
  * What an OpenAI-compatible server (Ollama 0.17: /v1/chat/completions, /v1/completions,
@@ -20,7 +20,7 @@ export interface PassThrough {
   reader(clientWantsUsage: boolean): StreamReader;
 }
 
-import { isRecord } from '../chat-request.js';
+import { isRecord } from '../endpoints/chat-request.js';
 import { num } from './stream-reader.js';
 
 function openAIUsage(body: unknown): Usage | undefined {

@@ -1,9 +1,8 @@
 import { Agent, type Dispatcher } from 'undici';
-import { DIALECTS, type Dialect } from '../dialects.js';
-import { ProxyError } from '../errors.js';
-import { type Lease, ReplicaPools } from '../replica-pool.js';
-import type { OpenAICompatibleRoute } from '../routing.js';
-import type { UpstreamCall as AnyUpstreamCall, Timeouts, Upstream, UpstreamResult } from '../upstream.js';
+import { DIALECTS, type Dialect } from '../endpoints/dialects.js';
+import { ProxyError } from '../endpoints/errors.js';
+import { type Lease, ReplicaPools } from '../routing/replica-pool.js';
+import type { OpenAICompatibleRoute } from '../routing/routes.js';
 import {
   exchangeStreamed,
   exchangeWhole,
@@ -14,10 +13,11 @@ import {
 import { PASS_THROUGH } from './openai-compatible-dialects.js';
 import { SseRelay } from './sse-relay.js';
 import { errorCode, transportError } from './transport-errors.js';
+import type { UpstreamCall as AnyUpstreamCall, Timeouts, Upstream, UpstreamResult } from './upstream.js';
 
 type UpstreamCall = AnyUpstreamCall<OpenAICompatibleRoute>;
 
-import { DEFAULT_TIMEOUTS } from '../upstream.js';
+import { DEFAULT_TIMEOUTS } from './upstream.js';
 
 /**
  * OpenAI-compatible upstreams (Ollama's /v1, which also speaks Responses and Anthropic's

@@ -1,8 +1,8 @@
 import type { Dispatcher } from 'undici';
 import { describe, expect, it } from 'vitest';
-import type { ChunkSink } from '../chunk-source.js';
-import { DIALECTS } from '../dialects.js';
-import { ProxyError } from '../errors.js';
+import { DIALECTS } from '../endpoints/dialects.js';
+import { ProxyError } from '../endpoints/errors.js';
+import type { ChunkSink } from './chunk-source.js';
 import { StreamedBody } from './dispatch.js';
 import { PASS_THROUGH } from './openai-compatible-dialects.js';
 import { SseRelay } from './sse-relay.js';

@@ -1,10 +1,10 @@
 import { TextDecoder } from 'node:util';
 import { createParser, type EventSourceParser } from 'eventsource-parser';
-import { type ChunkSink, type ChunkSource, DrainGate } from '../chunk-source.js';
-import type { ProxyError } from '../errors.js';
-import type { StreamOutcome } from '../upstream.js';
+import type { ProxyError } from '../endpoints/errors.js';
+import { type ChunkSink, type ChunkSource, DrainGate } from './chunk-source.js';
 import type { StreamedBody } from './dispatch.js';
 import type { StreamReader } from './stream-reader.js';
+import type { StreamOutcome } from './upstream.js';
 
 /**
  * An upstream's SSE stream relayed to the caller in the same dialect, reading only what the

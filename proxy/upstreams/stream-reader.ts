@@ -1,4 +1,4 @@
-import type { Usage } from '../upstream.js';
+import type { Usage } from './upstream.js';
 
 /**
  * Reading an upstream's SSE stream in the dialect it speaks: each event is handed on (or

@@ -1,4 +1,4 @@
-import { ProxyError } from '../errors.js';
+import { ProxyError } from '../endpoints/errors.js';
 
 /**
  * A failed HTTP exchange with an upstream as the caller should see it, from undici's own error

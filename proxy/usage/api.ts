@@ -1,6 +1,6 @@
 import type { Env, Hono } from 'hono';
-import { invalidRequest, ProxyError } from '../errors.js';
-import { parseTag, type Tag } from '../tags.js';
+import { invalidRequest, ProxyError } from '../endpoints/errors.js';
+import { parseTag, type Tag } from '../endpoints/tags.js';
 import type { UsageReports } from './reports.js';
 import { DEFAULT_GROUP_LIMIT, type Granularity, MAX_GROUP_LIMIT, type UsageQuery } from './store.js';
 

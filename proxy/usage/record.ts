@@ -1,4 +1,4 @@
-import type { Tag } from '../tags.js';
+import type { Tag } from '../endpoints/tags.js';
 
 /**
  * One record per proxied request, success or error, streaming or not: what the Usage and
@@ -14,7 +14,7 @@ export interface UsageRecord {
   /** The ApiKey's name (its spend survives rotation, unlike the key's hash). */
   apiKey?: string;
   model: string;
-  /** The endpoint it came to (proxy/endpoints.ts: chat, completions, embeddings, responses, messages). */
+  /** The endpoint it came to (proxy/endpoints/endpoints.ts: chat, completions, embeddings, responses, messages). */
   endpoint?: string;
   /** The ModelDeployment or ExternalProvider that served it; empty when routing failed. */
   provider: string;

@@ -12,7 +12,7 @@ import {
 import { hostname, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { rec, T0 } from '../../e2e/usage-store-contract.js';
+import { rec, T0 } from '../../e2e/support/usage-store-contract.js';
 import type { UsageRecord } from './record.js';
 import { UsageRecorder } from './recorder.js';
 import { Spool, type SpoolOptions } from './spool.js';

@@ -2,7 +2,7 @@ import type { ApiKey, BudgetPeriod, UsageStatus } from '../../crds/api-key.js';
 import type { Budget } from '../../crds/budget.js';
 import { periodStart } from '../../crds/budget-period.js';
 import { AGENT_NAMESPACE, API_GROUP, API_VERSION } from '../../crds/constants.js';
-import { type KubeClient, resourcePath } from '../../crds/kube-client.js';
+import { type KubeClient, resourcePath } from '../../crds/kube/kube-client.js';
 import { rfc3339 } from '../../crds/meta.js';
 import type { SpendScope, UsageStore } from './store.js';
 

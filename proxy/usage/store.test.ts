@@ -3,19 +3,19 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Counter, Registry } from 'prom-client';
 import { describe, expect, it } from 'vitest';
-import { foundationModelOf } from '../../crds/bedrock-prices.js';
 import { loadCatalog } from '../../crds/catalog/catalog.js';
-import { range, rec, T0, tag, usageStoreContract } from '../../e2e/usage-store-contract.js';
-import { CostMeter, loadBedrockPrices, mergePrices, parseBedrockPrices } from '../cost.js';
-import { ProxyError } from '../errors.js';
-import type { BedrockRoute, OpenAICompatibleRoute } from '../routing.js';
+import { foundationModelOf } from '../../crds/catalog/prices.js';
+import { range, rec, T0, tag, usageStoreContract } from '../../e2e/support/usage-store-contract.js';
+import { ProxyError } from '../endpoints/errors.js';
+import type { BedrockRoute, OpenAICompatibleRoute } from '../routing/routes.js';
 import { parseUsageQuery } from './api.js';
+import { CostMeter, loadBedrockPrices, mergePrices, parseBedrockPrices } from './cost.js';
 import { UsageRecorder } from './recorder.js';
 import { SqliteUsageStore } from './sqlite-store.js';
 
 const dbFile = () => join(mkdtempSync(join(tmpdir(), 'usage-')), 'usage.db');
 
-/** The store contract on SQLite; on PostgreSQL it runs in the e2e tier (e2e/usage-store-postgres.e2e.test.ts). */
+/** The store contract on SQLite; on PostgreSQL it runs in the e2e tier (e2e/no-cluster/usage-store-postgres.e2e.test.ts). */
 usageStoreContract([
   [
     'SQLite',

@@ -1,5 +1,5 @@
 import { rfc3339 } from '../../crds/meta.js';
-import type { Tag } from '../tags.js';
+import type { Tag } from '../endpoints/tags.js';
 import type { UsageRecord } from './record.js';
 
 /**

@@ -1,0 +1,419 @@
+import { mkdirSync } from 'node:fs';
+import type { Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { fileURLToPath } from 'node:url';
+import { serve } from '@hono/node-server';
+import { Hono } from 'hono';
+import type { Browser, BrowserContext, Page } from 'playwright-core';
+import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { uiRoutes } from '../../proxy/pages/pages.js';
+import { launchChromium } from '../support/browser.js';
+
+/**
+ * The Usage and Analytics pages in a real browser (Debian's Chromium, driven by playwright-core),
+ * against a stand-in for the data APIs that returns fixed numbers and records what it was asked.
+ * Screenshots go to .ci/out/ as CI artifacts.
+ */
+
+const KEY = 'sk-ui-test-key';
+const OUT = fileURLToPath(new URL('../../.ci/out/', import.meta.url));
+
+// Bucket times inside the pages' default range (the last 24 hours), on the hour as the API sends them.
+const HOUR = 3_600_000;
+const hourAgo = (n: number) => new Date(Math.floor(Date.now() / HOUR) * HOUR - n * HOUR).toISOString();
+
+const USAGE = {
+  granularity: 'hour',
+  groupBy: 'model',
+  totals: { requests: 10, inputTokens: 1200, outputTokens: 845, costUsd: 0.0123, savingsUsd: 0.0045 },
+  series: [
+    {
+      time: hourAgo(22),
+      group: 'llama3.1:8b',
+      requests: 2,
+      inputTokens: 200,
+      outputTokens: 150,
+      costUsd: 0.0011,
+      savingsUsd: 0.001,
+    },
+    {
+      time: hourAgo(14),
+      group: 'llama3.1:8b',
+      requests: 1,
+      inputTokens: 100,
+      outputTokens: 95,
+      costUsd: 0.0009,
+      savingsUsd: 0.0015,
+    },
+    {
+      time: hourAgo(14),
+      group: 'claude-3-haiku',
+      requests: 4,
+      inputTokens: 500,
+      outputTokens: 300,
+      costUsd: 0.006,
+      savingsUsd: 0,
+    },
+    {
+      time: hourAgo(5),
+      group: 'claude-3-haiku',
+      requests: 3,
+      inputTokens: 400,
+      outputTokens: 300,
+      costUsd: 0.0043,
+      savingsUsd: 0.002,
+    },
+  ],
+  groups: [
+    { group: 'claude-3-haiku', requests: 7, inputTokens: 900, outputTokens: 600, costUsd: 0.0103, savingsUsd: 0.002 },
+    { group: 'llama3.1:8b', requests: 3, inputTokens: 300, outputTokens: 245, costUsd: 0.002, savingsUsd: 0.0025 },
+  ],
+};
+
+const u = (requests: number) => ({
+  requests,
+  inputTokens: requests * 10,
+  outputTokens: requests * 5,
+  costUsd: 0,
+  savingsUsd: 0,
+});
+const BY_ENDPOINT = {
+  granularity: 'hour',
+  groupBy: 'endpoint',
+  totals: u(10),
+  series: [
+    { time: hourAgo(2), group: 'messages', ...u(6) },
+    { time: hourAgo(2), group: 'responses', ...u(3) },
+    { time: hourAgo(3), group: '', ...u(1) },
+  ],
+  groups: [
+    { group: 'messages', ...u(6) },
+    { group: 'responses', ...u(3) },
+    { group: '', ...u(1) },
+  ],
+};
+
+const lat = (p50: number, p95: number, p99: number) => ({ p50, p95, p99 });
+const ANALYTICS = {
+  granularity: 'hour',
+  groupBy: 'team',
+  totals: { requests: 10, errors: 1, errorRate: 0.1, costUsd: 0.0012, latencyMs: lat(120, 400, 900) },
+  series: [
+    {
+      time: hourAgo(22),
+      group: 'ml',
+      requests: 3,
+      errors: 0,
+      errorRate: 0,
+      costUsd: 0.0004,
+      latencyMs: lat(100, 300, 300),
+    },
+    {
+      time: hourAgo(10),
+      group: 'ml',
+      requests: 4,
+      errors: 1,
+      errorRate: 0.25,
+      costUsd: 0.0005,
+      latencyMs: lat(140, 450, 900),
+    },
+    {
+      time: hourAgo(10),
+      group: 'search',
+      requests: 3,
+      errors: 0,
+      errorRate: 0,
+      costUsd: 0.0003,
+      latencyMs: lat(110, 380, 420),
+    },
+  ],
+  groups: [
+    { group: 'ml', requests: 7, errors: 1, errorRate: 1 / 7, costUsd: 0.0009, latencyMs: lat(125, 430, 900) },
+    { group: 'search', requests: 3, errors: 0, errorRate: 0, costUsd: 0.0003, latencyMs: lat(110, 380, 420) },
+  ],
+};
+
+const TAGS = {
+  data: [
+    { key: 'team', value: 'ml', requests: 12 },
+    { key: 'team', value: 'search', requests: 3 },
+  ],
+};
+
+interface Seen {
+  path: string;
+  query: URLSearchParams;
+  authorization: string | undefined;
+}
+
+/** The test's own stand-in for the data APIs: fixed answers, 401 in the gateway's error shape for a wrong key. */
+function fakeApi(seen: Seen[]): Hono {
+  const api = new Hono();
+  api.use('/v1/*', async (c, next) => {
+    const authorization = c.req.header('authorization');
+    seen.push({ path: c.req.path, query: new URL(c.req.url).searchParams, authorization });
+    if (authorization !== `Bearer ${KEY}`) {
+      return c.json(
+        { error: { message: 'invalid API key', type: 'authentication_error', param: null, code: 'invalid_api_key' } },
+        401,
+      );
+    }
+    await next();
+  });
+  const range = (c: { req: { query: (k: string) => string | undefined } }) => ({
+    from: c.req.query('from'),
+    to: c.req.query('to'),
+  });
+  api.get('/v1/usage', (c) =>
+    c.json({ ...range(c), ...(c.req.query('groupBy') === 'endpoint' ? BY_ENDPOINT : USAGE) }),
+  );
+  api.get('/v1/analytics', (c) => c.json({ ...range(c), ...ANALYTICS }));
+  api.get('/v1/tags', (c) => c.json(TAGS));
+  return api;
+}
+
+let server: Server;
+let base = '';
+let browser: Browser;
+const seen: Seen[] = [];
+
+beforeAll(async () => {
+  mkdirSync(OUT, { recursive: true });
+  const app = new Hono();
+  app.route('/', uiRoutes());
+  app.route('/', fakeApi(seen));
+  await new Promise<void>((resolve) => {
+    server = serve({ fetch: app.fetch, port: 0, hostname: '127.0.0.1' }, (info: AddressInfo) => {
+      base = `http://127.0.0.1:${info.port}`;
+      resolve();
+    }) as Server;
+  });
+  browser = await launchChromium();
+}, 30_000);
+
+afterAll(async () => {
+  await browser?.close();
+  server?.close();
+});
+
+beforeEach(() => {
+  seen.length = 0;
+});
+
+const contexts: BrowserContext[] = [];
+afterAll(async () => {
+  for (const c of contexts) await c.close();
+});
+
+/** Every URL the page asked for, to prove nothing left this server (no CDN), and its script or CSP errors. */
+const requests = new WeakMap<Page, { urls: string[]; errors: string[] }>();
+
+/** A fresh tab (fresh sessionStorage) with fixed locale and zone, recording every request it makes. */
+async function openPage(path: string): Promise<Page> {
+  const context = await browser.newContext({
+    locale: 'en-US',
+    timezoneId: 'UTC',
+    viewport: { width: 1280, height: 900 },
+  });
+  contexts.push(context);
+  const page = await context.newPage();
+  const log = { urls: [] as string[], errors: [] as string[] };
+  requests.set(page, log);
+  page.on('request', (r) => log.urls.push(r.url()));
+  page.on('pageerror', (e) => log.errors.push(e.message));
+  page.on('console', (m) => {
+    // A refused fetch logs a console error by itself; only script and CSP errors are page errors.
+    if (m.type() === 'error' && !m.text().startsWith('Failed to load resource')) log.errors.push(m.text());
+  });
+  await page.goto(`${base}${path}`);
+  return page;
+}
+
+const text = (page: Page, testId: string) => page.getByTestId(testId).textContent();
+
+async function tableRows(page: Page): Promise<string[][]> {
+  return page
+    .getByTestId('group-table')
+    .locator('tbody tr')
+    .evaluateAll((rows) => rows.map((r) => [...r.children].map((c) => (c.textContent ?? '').trim())));
+}
+
+/** The page loaded its script and the chart library from this server and asked no other host. */
+function expectOnlyThisServer(page: Page): void {
+  const log = requests.get(page);
+  if (!log) throw new Error('page not opened with openPage');
+  expect(log.urls.some((u) => u.endsWith('/ui/assets/uPlot.esm.js'))).toBe(true);
+  expect(log.urls.some((u) => u.endsWith('/ui/assets/app.js'))).toBe(true);
+  expect([...new Set(log.urls.map((u) => new URL(u).origin))]).toEqual([base]);
+  expect(log.errors).toEqual([]);
+}
+
+function last(path: string): Seen {
+  const hit = seen.filter((s) => s.path === path).at(-1);
+  if (!hit) throw new Error(`the fake API got no request for ${path}; it got ${seen.map((s) => s.path).join(', ')}`);
+  return hit;
+}
+
+describe('UI pages', () => {
+  it('usage: totals, table, chart and tag suggestions from the API, with the key and the tag filter sent', async () => {
+    const page = await openPage('/ui/usage');
+    await page.getByTestId('api-key').fill(KEY);
+
+    // Suggestions for the word being typed come from /v1/tags.
+    await page.getByTestId('tag-filter').fill('te');
+    await expect.poll(() => seen.some((s) => s.path === '/v1/tags' && s.query.get('search') === 'te')).toBe(true);
+    expect(last('/v1/tags').authorization).toBe(`Bearer ${KEY}`);
+    await expect
+      .poll(() => page.locator('#tag-suggestions option').evaluateAll((os) => os.map((o) => o.getAttribute('value'))))
+      .toEqual(['team:ml', 'team:search']);
+
+    await page.getByLabel('Tags').fill('team:ml');
+    await page.getByTestId('apply').click();
+    await expect.poll(() => text(page, 'total-requests')).toBe('10');
+
+    expect(await text(page, 'total-input-tokens')).toBe('1,200');
+    expect(await text(page, 'total-output-tokens')).toBe('845');
+    expect(await text(page, 'total-cost')).toBe('$0.0123');
+    expect(await text(page, 'total-savings')).toBe('$0.0045');
+    expect(await tableRows(page)).toEqual([
+      ['claude-3-haiku', '7', '900', '600', '$0.0103', '$0.0020'],
+      ['llama3.1:8b', '3', '300', '245', '$0.0020', '$0.0025'],
+    ]);
+    await expect.poll(() => page.getByTestId('error').isVisible()).toBe(false);
+
+    const usage = last('/v1/usage');
+    expect(usage.authorization).toBe(`Bearer ${KEY}`);
+    expect(usage.query.getAll('tag')).toEqual(['team:ml']);
+    expect(usage.query.get('groupBy')).toBe('model');
+    expect(usage.query.get('granularity')).toBe('hour');
+    const from = Date.parse(usage.query.get('from') ?? '');
+    const to = Date.parse(usage.query.get('to') ?? '');
+    // The last day (to rounded up a minute): an hour's traffic is a visible part of the chart, not an edge.
+    expect((to - from) / 86_400_000).toBeCloseTo(1, 2);
+
+    // One line per group, drawn by uPlot; the metric toggle redraws without a new request.
+    const chart = page.getByTestId('chart');
+    await expect.poll(() => chart.locator('canvas').count()).toBe(1);
+    expect(await chart.locator('.u-legend .u-series:not(:first-child) .u-label').allTextContents()).toEqual([
+      'claude-3-haiku',
+      'llama3.1:8b',
+    ]);
+    expect(await chart.getAttribute('aria-label')).toBe('Cost (USD) over time, one line per model');
+    const usageCalls = () => seen.filter((s) => s.path === '/v1/usage').length;
+    const before = usageCalls();
+    await page.getByLabel('Requests', { exact: true }).check();
+    await expect.poll(() => chart.getAttribute('aria-label')).toBe('Requests over time, one line per model');
+    expect(await chart.locator('canvas').count()).toBe(1);
+    expect(usageCalls()).toBe(before);
+    await page.getByLabel('Cost (USD)', { exact: true }).check();
+
+    // Several tags are ANDed: one repeated tag= each, commas or spaces between them.
+    await page.getByTestId('tag-filter').fill('team:ml, project:x  env:prod');
+    await page.getByTestId('apply').click();
+    await expect.poll(() => last('/v1/usage').query.getAll('tag')).toEqual(['team:ml', 'project:x', 'env:prod']);
+    await page.getByTestId('tag-filter').fill('team:ml');
+    await page.getByTestId('apply').click();
+    await expect.poll(() => last('/v1/usage').query.getAll('tag')).toEqual(['team:ml']);
+    await expect.poll(() => text(page, 'total-requests')).toBe('10');
+
+    await page.screenshot({ path: `${OUT}ui-usage.png`, fullPage: true });
+    expectOnlyThisServer(page);
+  });
+
+  it('analytics: keeps the key and filters from Usage, groups by a tag key, shows errors and latency', async () => {
+    const page = await openPage('/ui/usage');
+    await page.getByTestId('api-key').fill(KEY);
+    await page.getByTestId('tag-filter').fill('team:ml');
+    await page.getByTestId('apply').click();
+    await expect.poll(() => text(page, 'total-requests')).toBe('10');
+
+    await page.getByRole('link', { name: 'Analytics' }).click();
+    await page.waitForURL(/\/ui\/analytics\?/);
+    // Same tab: the key is still in sessionStorage and the filters came along in the URL.
+    expect(await page.getByTestId('api-key').inputValue()).toBe(KEY);
+    expect(await page.getByTestId('tag-filter').inputValue()).toBe('team:ml');
+
+    await page.getByLabel('Group by').selectOption('tag');
+    await page.getByLabel('Tag key').fill('team');
+    await page.getByTestId('apply').click();
+    await expect.poll(() => last('/v1/analytics').query.get('groupBy')).toBe('team');
+
+    await expect.poll(() => text(page, 'total-error-rate')).toBe('10.00%');
+    expect(await text(page, 'total-cost')).toBe('$0.0012');
+    expect(await text(page, 'total-requests')).toBe('10');
+    expect(await text(page, 'latency-p50')).toBe('120 ms');
+    expect(await text(page, 'latency-p95')).toBe('400 ms');
+    expect(await text(page, 'latency-p99')).toBe('900 ms');
+    expect(await tableRows(page)).toEqual([
+      ['ml', '7', '14.29%', '$0.0009', '125 ms', '430 ms', '900 ms'],
+      ['search', '3', '0.00%', '$0.0003', '110 ms', '380 ms', '420 ms'],
+    ]);
+    expect(await page.locator('#group-head').textContent()).toBe('Tag team');
+
+    const analytics = last('/v1/analytics');
+    expect(analytics.authorization).toBe(`Bearer ${KEY}`);
+    expect(analytics.query.getAll('tag')).toEqual(['team:ml']);
+
+    const chart = page.getByTestId('chart');
+    await expect
+      .poll(() => chart.locator('.u-legend .u-series:not(:first-child) .u-label').allTextContents())
+      .toEqual(['ml', 'search']);
+    await page.getByLabel('Latency p95', { exact: true }).check();
+    await expect.poll(() => chart.getAttribute('aria-label')).toBe('Latency p95 over time, one line per tag team');
+    expect(await chart.locator('canvas').count()).toBe(1);
+
+    await page.screenshot({ path: `${OUT}ui-analytics.png`, fullPage: true });
+    expectOnlyThisServer(page);
+  });
+
+  it('usage by endpoint: names every endpoint as users know it, records of before included', async () => {
+    const page = await openPage('/ui/usage');
+    expect(await page.locator('p.intro').textContent()).toContain(
+      'every endpoint (chat completions, completions, embeddings, Responses and Anthropic Messages)',
+    );
+    await page.getByTestId('api-key').fill(KEY);
+    await page.getByLabel('Group by').selectOption('endpoint');
+    await page.getByTestId('apply').click();
+    await expect.poll(() => last('/v1/usage').query.get('groupBy')).toBe('endpoint');
+    await expect
+      .poll(() => tableRows(page))
+      .toEqual([
+        ['Anthropic Messages', '6', '60', '30', '$0.0000', '$0.0000'],
+        ['Responses', '3', '30', '15', '$0.0000', '$0.0000'],
+        ['(not recorded)', '1', '10', '5', '$0.0000', '$0.0000'],
+      ]);
+    expect(await page.locator('#group-head').textContent()).toBe('Endpoint');
+    // The view is in the URL: opened again, it groups by endpoint.
+    const again = await openPage(`/ui/usage?${new URL(page.url()).searchParams}`);
+    expect(await again.getByLabel('Group by').inputValue()).toBe('endpoint');
+    expectOnlyThisServer(page);
+  });
+
+  it("shows the API's error message in the alert, and a malformed tag before any request", async () => {
+    const page = await openPage('/ui/usage');
+    const alert = page.getByRole('alert');
+
+    await page.getByTestId('api-key').fill('sk-wrong');
+    await page.getByTestId('apply').click();
+    await expect.poll(() => alert.isVisible()).toBe(true);
+    expect(await alert.textContent()).toBe('/v1/usage failed (HTTP 401): invalid API key');
+    expect(await page.getByTestId('error').textContent()).toContain('invalid API key');
+    expect(await text(page, 'total-requests')).toBe('–');
+    expect(last('/v1/usage').authorization).toBe('Bearer sk-wrong');
+    await page.screenshot({ path: `${OUT}ui-error.png` });
+
+    const usageCalls = () => seen.filter((s) => s.path === '/v1/usage').length;
+    const before = usageCalls();
+    await page.getByTestId('api-key').fill(KEY);
+    await page.getByTestId('tag-filter').fill('team');
+    await page.getByTestId('apply').click();
+    await expect.poll(() => alert.textContent()).toBe('Tag "team" is not of the form key:value.');
+    expect(usageCalls()).toBe(before);
+
+    await page.getByTestId('tag-filter').fill('team:ml');
+    await page.getByTestId('apply').click();
+    await expect.poll(() => text(page, 'total-requests')).toBe('10');
+    expect(await alert.isVisible()).toBe(false);
+    expectOnlyThisServer(page);
+  });
+});

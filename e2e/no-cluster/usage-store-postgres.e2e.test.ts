@@ -1,0 +1,75 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { Tag } from '../../proxy/endpoints/tags.js';
+import { MIGRATIONS, PostgresUsageStore } from '../../proxy/usage/postgres-store.js';
+import { type Postgres, startPostgres } from '../postgres/server.js';
+import { range, rec, T0, tag, usageStoreContract } from '../support/usage-store-contract.js';
+
+/**
+ * The UsageStore contract on a real PostgreSQL server (Debian's package; one server per run of
+ * this file, a fresh database per store), and the PostgreSQL schema's own migrations.
+ */
+let pg: Postgres | undefined;
+let databases = 0;
+beforeAll(async () => {
+  pg = await startPostgres();
+}, 60_000);
+afterAll(async () => {
+  await pg?.destroy();
+});
+
+usageStoreContract([
+  [
+    'PostgreSQL',
+    async () => {
+      const name = `usage_${++databases}`;
+      pg?.psql(`CREATE DATABASE ${name}`);
+      const url = pg?.url.replace(/\/postgres$/, `/${name}`) ?? '';
+      return { store: await PostgresUsageStore.open(url), reopen: () => PostgresUsageStore.open(url) };
+    },
+  ],
+]);
+
+describe('PostgreSQL schema', () => {
+  it('a database of the first version gets teams and keeps its records', async () => {
+    pg?.psql('CREATE DATABASE migrate_v1');
+    pg?.psql(
+      `CREATE TABLE usage_migrations (version integer PRIMARY KEY, applied_at timestamptz NOT NULL DEFAULT now());
+      ${MIGRATIONS[0]}; INSERT INTO usage_migrations (version) VALUES (1);
+      CREATE TABLE usage_requests_20261120 PARTITION OF usage_requests
+        FOR VALUES FROM (${Date.parse('2026-11-20T00:00:00Z')}) TO (${Date.parse('2026-11-21T00:00:00Z')});
+      INSERT INTO usage_requests (ts, request_id, key_prefix, model, provider, tags, prompt, completion, cost, savings,
+        latency_ms, status, stream, tokens_counted, unpriced)
+        VALUES (${T0}, 'old', 'k', 'llama3.1:8b', 'platform-llms/llama', '{team:ml,project:a}', 1, 2, 0.5, 0, 40, 200, false, false, false);
+      INSERT INTO usage_rollup (hour, model, provider, tag_key, tag_value, requests, errors, prompt, completion, cost, savings, b4)
+        VALUES (${T0}, 'llama3.1:8b', 'platform-llms/llama', '', '', 1, 0, 1, 2, 0.5, 0, 1),
+               (${T0}, 'llama3.1:8b', 'platform-llms/llama', 'team', 'ml', 1, 0, 1, 2, 0.5, 0, 1);`,
+      'migrate_v1',
+    );
+    const store = await PostgresUsageStore.open(pg?.url.replace(/\/postgres$/, '/migrate_v1') ?? '');
+    await store.insert([rec({ at: T0 + 60_000, team: 'ml', apiKey: 'k1', tags: [tag('team', 'ml')] })]);
+    const q = { ...range, granularity: 'day' as const, groupBy: 'model', tags: [] as Tag[] };
+    expect((await store.usage(q)).totals.requests).toBe(2);
+    expect((await store.usage({ ...q, tags: [tag('team', 'ml')] })).totals.requests).toBe(2);
+    // Records from before teams belong to no team.
+    expect((await store.usage({ ...q, team: 'ml' })).totals.requests).toBe(1);
+    expect((await store.usage({ ...q, team: '' })).totals.requests).toBe(1);
+    expect((await store.usage({ ...q, tags: [tag('team', 'ml'), tag('project', 'a')] })).totals.requests).toBe(1);
+    await store.close();
+  });
+
+  it('replicas starting together apply each migration once (advisory lock), into daily partitions', async () => {
+    pg?.psql('CREATE DATABASE migrate_race');
+    const url = pg?.url.replace(/\/postgres$/, '/migrate_race') ?? '';
+    const stores = await Promise.all(Array.from({ length: 4 }, () => PostgresUsageStore.open(url)));
+    expect(
+      pg?.psql("SELECT string_agg(version::text, ',' ORDER BY version) FROM usage_migrations", 'migrate_race').trim(),
+    ).toBe(MIGRATIONS.map((_, i) => i + 1).join(','));
+    // Concurrent writers of the same new day create its partition once between them.
+    await Promise.all(stores.map((s, i) => s.insert([{ ...rec({ at: T0 }), requestId: `r${i}` }])));
+    expect(
+      pg?.psql("SELECT count(*) FROM pg_inherits WHERE inhparent = 'usage_requests'::regclass", 'migrate_race').trim(),
+    ).toBe('1');
+    expect(await stores[0]?.count()).toBe(4);
+    await Promise.all(stores.map((s) => s.close()));
+  });
+});

@@ -1,0 +1,769 @@
+import { execFileSync, spawn, spawnSync } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import { chownSync, copyFileSync, mkdirSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
+import { type ControlPlane, startControlPlane } from '../cluster/control-plane.js';
+import {
+  createNodeNetwork,
+  destroyNodeNetwork,
+  NODE,
+  type NodeNetwork,
+  type RealNode,
+  realNodeMissing,
+  startRealNode,
+} from '../cluster/real-node.js';
+import { eventually, sleep } from '../support/kube.js';
+
+/**
+ * The whole journey on real pods: a real node (kubelet, containerd, runc, CNI, kube-proxy,
+ * kube-router, a device plugin; e2e/cluster/real-node.ts) joins a control plane of its own, both
+ * charts are installed with the image built from the Dockerfile, and everything the chart and
+ * the operator create really runs: probes, Pod Security, NetworkPolicy, Service routing, cluster
+ * DNS, restarts, graceful deletion and kernel OOM kills. The model servers run Ollama on CPU in
+ * pods that asked for a GPU; their models come from volumes this test fills, since no model
+ * registry is reachable. kwok still plays the many GPU shapes of the other suites.
+ *
+ * E2E_REAL_NODE=0 skips it where a machine cannot host a node (not root, no cgroup v1 memory
+ * controller); then it says so in one line.
+ */
+
+const ROOT = fileURLToPath(new URL('../../', import.meta.url));
+const SKIP = process.env.E2E_REAL_NODE === '0';
+if (SKIP) console.log('[e2e] real-pods: skipped (E2E_REAL_NODE=0): the journey on a real node did not run');
+
+const RELEASE = 'platform-ai-optimizer';
+const AGENT = 'platform-agent';
+const LLMS = 'platform-llms';
+const CALLERS = 'callers';
+const PROXY_DNS = `${RELEASE}-proxy.${AGENT}.svc.cluster.local`;
+const CHAT_MODEL = 'qwen2.5:0.5b';
+const EMBED_MODEL = 'nomic-embed-text';
+const OLLAMA_IMAGE = 'localhost/pao-ollama';
+
+let plane: ControlPlane;
+let net: NodeNetwork | undefined;
+let node: RealNode;
+let stopped = false;
+/** The node's images (e2e/image/node-images.sh): references, and the archive of each. */
+const images = { project: '', ollama: '', pause: '' };
+const archives: Record<string, string> = {};
+let adminKey = '';
+const timings: Record<string, string> = {};
+
+function tools(): { kubectl: string; helm: string } {
+  return { kubectl: inject('kubectl'), helm: inject('helm') };
+}
+
+function k(args: string[], input?: string): { code: number; stdout: string; stderr: string } {
+  const res = spawnSync(tools().kubectl, ['--kubeconfig', plane.kubeconfig, ...args], {
+    encoding: 'utf8',
+    input,
+    timeout: 120_000,
+    maxBuffer: 64 * 1024 * 1024,
+  });
+  return { code: res.status ?? -1, stdout: res.stdout ?? '', stderr: res.stderr ?? '' };
+}
+
+function kOk(args: string[], input?: string): string {
+  const res = k(args, input);
+  if (res.code !== 0) throw new Error(`kubectl ${args.join(' ')} failed (${res.code}): ${res.stderr}`);
+  return res.stdout;
+}
+
+const apply = (...objects: object[]) =>
+  kOk(['apply', '-f', '-'], JSON.stringify({ apiVersion: 'v1', kind: 'List', items: objects }));
+
+function helm(...args: string[]): string {
+  const res = spawnSync(tools().helm, [...args, '--kubeconfig', plane.kubeconfig], {
+    encoding: 'utf8',
+    timeout: 300_000,
+    cwd: ROOT,
+  });
+  if (res.status !== 0) throw new Error(`helm ${args.join(' ')}: ${res.stderr}`);
+  return res.stdout;
+}
+
+interface PodLite {
+  metadata: { name: string; creationTimestamp: string; deletionTimestamp?: string };
+  spec: { nodeName?: string };
+  status: {
+    podIP?: string;
+    phase?: string;
+    conditions?: { type: string; status: string; lastTransitionTime?: string }[];
+    containerStatuses?: {
+      name: string;
+      ready: boolean;
+      restartCount: number;
+      containerID?: string;
+      state?: { running?: { startedAt: string }; waiting?: { reason?: string } };
+      lastState?: { terminated?: { reason?: string; exitCode?: number } };
+    }[];
+    initContainerStatuses?: {
+      name: string;
+      restartCount: number;
+      state?: { terminated?: { startedAt: string; finishedAt: string }; waiting?: { reason?: string } };
+    }[];
+  };
+}
+
+function pods(ns: string, selector: string): PodLite[] {
+  return (JSON.parse(kOk(['get', 'pods', '-n', ns, '-l', selector, '-o', 'json'])) as { items: PodLite[] }).items;
+}
+
+const livePods = (ns: string, selector: string) => pods(ns, selector).filter((p) => !p.metadata.deletionTimestamp);
+const isReady = (p: PodLite) => p.status.conditions?.some((c) => c.type === 'Ready' && c.status === 'True') ?? false;
+const mdPhase = (name: string) => kOk(['get', 'md', name, '-n', LLMS, '-o', 'jsonpath={.status.phase}']);
+const mdReady = (name: string) =>
+  JSON.parse(
+    kOk(['get', 'md', name, '-n', LLMS, '-o', 'jsonpath={.status.conditions[?(@.type=="Ready")]}']) || '{}',
+  ) as { reason?: string; message?: string };
+
+/** The container's init process on the host (containerd's task pid). */
+function containerPid(containerId: string): number {
+  const id = containerId.replace(/^containerd:\/\//, '');
+  const line = node
+    .ctr(['tasks', 'ls'])
+    .split('\n')
+    .find((l) => l.startsWith(id));
+  const pid = Number(line?.trim().split(/\s+/)[1]);
+  if (!pid) throw new Error(`no task for container ${id}`);
+  return pid;
+}
+
+/** One Ollama model, as `ollama pull` leaves it, in a volume directory the model server's uid owns. */
+function fillModelVolume(dir: string, sourceModels: string, sourceName: string, servedName: string): void {
+  const [srcRepo, srcTag] = sourceName.split(':') as [string, string];
+  const [dstRepo, dstTag = 'latest'] = servedName.split(':') as [string, string?];
+  const manifestText = readFileSync(
+    join(sourceModels, 'manifests', 'registry.ollama.ai', 'library', srcRepo, srcTag),
+    'utf8',
+  );
+  const manifest = JSON.parse(manifestText) as { config: { digest: string }; layers: { digest: string }[] };
+  mkdirSync(join(dir, 'blobs'), { recursive: true });
+  for (const digest of [manifest.config.digest, ...manifest.layers.map((l) => l.digest)]) {
+    const file = digest.replace(':', '-');
+    copyFileSync(join(sourceModels, 'blobs', file), join(dir, 'blobs', file));
+  }
+  const manifestDir = join(dir, 'manifests', 'registry.ollama.ai', 'library', dstRepo);
+  mkdirSync(manifestDir, { recursive: true });
+  writeFileSync(join(manifestDir, dstTag), manifestText);
+  // The model servers run as uid 10001 (Pod Security restricted); a hostPath volume keeps owners.
+  const own = (p: string) => {
+    chownSync(p, 10001, 10001);
+    for (const e of readdirSync(p, { withFileTypes: true })) {
+      const q = join(p, e.name);
+      if (e.isDirectory()) own(q);
+      else chownSync(q, 10001, 10001);
+    }
+  };
+  own(dir);
+}
+
+/** A static volume for one claim (the node has no provisioner): a directory on the node. */
+function hostVolume(name: string, storageClass: string, claim: { namespace: string; name: string }, path: string) {
+  mkdirSync(path, { recursive: true });
+  chownSync(path, 10001, 10001);
+  return {
+    apiVersion: 'v1',
+    kind: 'PersistentVolume',
+    metadata: { name },
+    spec: {
+      capacity: { storage: '20Gi' },
+      accessModes: ['ReadWriteMany', 'ReadWriteOnce'],
+      storageClassName: storageClass,
+      persistentVolumeReclaimPolicy: 'Retain',
+      claimRef: claim,
+      hostPath: { path, type: 'Directory' },
+    },
+  };
+}
+
+/**
+ * A caller pod in its own namespace, running a Node script in the project's image (it has Node);
+ * returns the lines it printed once it completed.
+ */
+async function runCaller(name: string, script: string, env: Record<string, string> = {}): Promise<string[]> {
+  apply({
+    apiVersion: 'v1',
+    kind: 'Pod',
+    metadata: { name, namespace: CALLERS, labels: { app: 'caller' } },
+    spec: {
+      restartPolicy: 'Never',
+      automountServiceAccountToken: false,
+      containers: [
+        {
+          name: 'caller',
+          image: images.project,
+          imagePullPolicy: 'Never',
+          command: ['node', '--input-type=module', '-e', script],
+          env: Object.entries({ KEY: adminKey, PROXY: `http://${PROXY_DNS}:443`, ...env }).map(([n, value]) => ({
+            name: n,
+            value,
+          })),
+        },
+      ],
+    },
+  });
+  const phase = await eventually(`caller ${name} to finish`, 300_000, () => {
+    const p = kOk(['get', 'pod', name, '-n', CALLERS, '-o', 'jsonpath={.status.phase}']);
+    return p === 'Succeeded' || p === 'Failed' ? p : undefined;
+  }).catch((err: Error) => {
+    const logs = k(['logs', name, '-n', CALLERS]);
+    const status = k(['get', 'pod', name, '-n', CALLERS, '-o', 'jsonpath={.status}']);
+    throw new Error(`${err.message}\nlogs: ${logs.stdout}${logs.stderr}\nstatus: ${status.stdout}`);
+  });
+  const out = kOk(['logs', name, '-n', CALLERS]);
+  kOk(['delete', 'pod', name, '-n', CALLERS, '--wait=false']);
+  if (phase !== 'Succeeded') throw new Error(`caller ${name} failed:\n${out}`);
+  return out.split('\n').filter(Boolean);
+}
+
+/** The proxy's usage totals for one tag, asked from the host through the proxy Service's IP. */
+async function usageFor(tag: string): Promise<{ requests: number; inputTokens: number; outputTokens: number }> {
+  const ip = kOk(['get', 'svc', `${RELEASE}-proxy`, '-n', AGENT, '-o', 'jsonpath={.spec.clusterIP}']);
+  const res = await fetch(`http://${ip}:443/v1/usage?tag=${encodeURIComponent(tag)}`, {
+    headers: { 'x-api-key': adminKey },
+  });
+  if (!res.ok) throw new Error(`usage ${res.status}: ${await res.text()}`);
+  return ((await res.json()) as { totals: { requests: number; inputTokens: number; outputTokens: number } }).totals;
+}
+
+describe.skipIf(SKIP)('real pods on a real node', () => {
+  beforeAll(async () => {
+    const missing = realNodeMissing();
+    if (missing.length > 0) {
+      throw new Error(
+        `the real node cannot run here: missing ${missing.join(', ')}. npm run test:e2e as root installs the packages; E2E_REAL_NODE=0 skips this suite`,
+      );
+    }
+    const started = Date.now();
+    const lines = execFileSync('bash', [join(ROOT, 'e2e/image/node-images.sh')], {
+      encoding: 'utf8',
+      stdio: ['ignore', 'pipe', 'inherit'],
+      maxBuffer: 64 * 1024 * 1024,
+    })
+      .trim()
+      .split('\n')
+      .slice(-3);
+    for (const l of lines) {
+      const [ref, archive] = l.split(' ') as [string, string];
+      archives[ref] = archive;
+      if (ref.startsWith('localhost/platform-ai-optimizer')) images.project = ref;
+      if (ref.startsWith(OLLAMA_IMAGE)) images.ollama = ref;
+      if (ref.startsWith('localhost/pao-pause')) images.pause = ref;
+    }
+    timings.images = `${Date.now() - started} ms`;
+
+    const network = await createNodeNetwork();
+    net = network;
+    const nodeToken = randomBytes(24).toString('hex');
+    plane = await startControlPlane({
+      address: NODE.hostIp,
+      tokens: [`${nodeToken},system:node:${NODE.name},node-uid,"system:nodes"`],
+    });
+    const nodeStart = Date.now();
+    node = await startRealNode(network, {
+      binDir: plane.binDir,
+      server: plane.server,
+      adminToken: plane.token,
+      nodeToken,
+      // An L4 node of the platform's LLM node template, as the catalog and the operator read it.
+      labels: {
+        'topology.kubernetes.io/region': 'us-east-1',
+        'topology.kubernetes.io/zone': 'us-east-1a',
+        'scheduling.platform/gpu-model': 'L4',
+        'scheduling.platform/gpu-compute-capability': '8.9',
+        'scheduling.platform/node-template': 'llms-by-platform',
+      },
+      gpus: 4,
+      gpuResource: 'nvidia.com/gpu',
+      pauseArchive: archives[images.pause] ?? '',
+      pauseImage: images.pause,
+      coredns: join(plane.binDir, 'pao-coredns'),
+    });
+    timings['node Ready'] = `${Date.now() - nodeStart} ms`;
+    const importStart = Date.now();
+    for (const ref of [images.project, images.ollama]) node.importImage(archives[ref] ?? '');
+    timings['image import'] = `${Date.now() - importStart} ms`;
+  }, 1_800_000);
+
+  afterAll(async () => {
+    // What the cluster looked like at the end, for a failed run's reader (CI keeps .e2e-artifacts).
+    if (plane && node && !stopped) {
+      const dump = [
+        'get nodes,pods,svc,endpointslices,pvc,pv,md,networkpolicy -A -o wide',
+        'get events -A --sort-by=.lastTimestamp',
+      ]
+        .map((c) => `$ kubectl ${c}\n${k(c.split(' ')).stdout}`)
+        .join('\n');
+      // The node's logs folder is copied to .e2e-artifacts/real-node/ when it stops.
+      writeFileSync(join(node.dir, 'logs', 'cluster.txt'), dump);
+    }
+    if (!stopped) await node?.stop();
+    // A set-up that failed between the network and the node: its namespace, veth and routes go too.
+    if (!node && net) await destroyNodeNetwork(net);
+    await plane?.stop();
+    console.log(`[e2e] real-pods timings: ${JSON.stringify(timings)}`);
+  });
+
+  it('installs both charts with the image built from the Dockerfile; the operator and proxy pods run on the real node', async () => {
+    const started = Date.now();
+    helm('install', `${RELEASE}-crds`, 'charts/platform-ai-optimizer-crds', '--wait');
+    const [repository, tag] = images.project.split(/:(?=[^:]+$)/);
+    apply(
+      hostVolume(
+        'real-usage',
+        'real-node-usage',
+        { namespace: AGENT, name: `${RELEASE}-usage` },
+        join(node.dir, 'vol', 'usage'),
+      ),
+    );
+    helm(
+      'install',
+      RELEASE,
+      'charts/platform-ai-optimizer',
+      '-n',
+      AGENT,
+      '--create-namespace',
+      '--set',
+      `image.repository=${repository}`,
+      '--set',
+      `image.tag=${tag}`,
+      '--set',
+      'cluster.organizationId=acme',
+      '--set',
+      'cluster.clusterId=real-1',
+      '--set',
+      'cluster.region=us-east-1',
+      '--set',
+      'usage.persistence.storageClass=real-node-usage',
+      '--set',
+      'modelCache.storageClassName=real-node-models',
+      // The chart's default model server image, ollama/ollama:0.17.4, as an air-gapped cluster has it: unreachable.
+    );
+    await eventually('operator and proxy pods Ready', 300_000, () => {
+      const all = livePods(AGENT, `app.kubernetes.io/instance=${RELEASE}`);
+      return all.length === 4 && all.every(isReady) ? all : undefined;
+    });
+    for (const p of livePods(AGENT, `app.kubernetes.io/instance=${RELEASE}`)) expect(p.spec.nodeName).toBe(NODE.name);
+    timings['charts installed, 4 pods Ready'] = `${Date.now() - started} ms`;
+    adminKey = await eventually('the Admin key issued', 60_000, () => {
+      const res = k(['get', 'secret', 'apikey-platform-admin', '-n', AGENT, '-o', 'jsonpath={.data.key}']);
+      return res.code === 0 && res.stdout ? Buffer.from(res.stdout, 'base64').toString('utf8') : undefined;
+    });
+    kOk(['create', 'namespace', CALLERS]);
+  }, 600_000);
+
+  it('reports a model server image the node cannot pull as Failed (ImagePullFailed); helm upgrade to the local image: Deploying -> Running from the real readiness probe', async () => {
+    const models = execFileSync('bash', [join(ROOT, 'e2e/ollama/build.sh')], { encoding: 'utf8' })
+      .trim()
+      .split('\n')
+      .at(-1);
+    if (!models) throw new Error('no Ollama build');
+    const modelDir = join(models, 'models');
+    fillModelVolume(join(node.dir, 'vol', 'qwen'), modelDir, 'smollm2:135m', CHAT_MODEL);
+    fillModelVolume(join(node.dir, 'vol', 'embed'), modelDir, 'all-minilm:l6-v2', EMBED_MODEL);
+    apply(
+      hostVolume(
+        'real-qwen',
+        'real-node-models',
+        { namespace: LLMS, name: 'qwen-models' },
+        join(node.dir, 'vol', 'qwen'),
+      ),
+      hostVolume(
+        'real-embed',
+        'real-node-models',
+        { namespace: LLMS, name: 'embed-models' },
+        join(node.dir, 'vol', 'embed'),
+      ),
+    );
+    apply({
+      apiVersion: 'ai.platform/v1beta1',
+      kind: 'ModelDeployment',
+      metadata: { name: 'qwen', namespace: LLMS },
+      // Two replicas (two of the node's four GPUs), each asking little CPU: the node has two cores.
+      spec: { model: CHAT_MODEL, serviceName: 'qwen', replicas: 2, server: { cpu: '250m' } },
+    });
+    await eventually('Failed: ImagePullFailed', 180_000, () => (mdPhase('qwen') === 'Failed' ? true : undefined));
+    expect(mdReady('qwen')).toMatchObject({ reason: 'ImagePullFailed' });
+    expect(mdReady('qwen').message).toContain('ollama/ollama:0.17.4');
+
+    const upgraded = Date.now();
+    helm(
+      'upgrade',
+      RELEASE,
+      'charts/platform-ai-optimizer',
+      '-n',
+      AGENT,
+      '--reuse-values',
+      '--set',
+      `operator.ollamaImage=${images.ollama}`,
+    );
+    const phases: [string, number][] = [];
+    await eventually('Running', 600_000, () => {
+      const p = mdPhase('qwen');
+      if (phases.at(-1)?.[0] !== p) phases.push([p, Date.now() - upgraded]);
+      return p === 'Running' ? true : undefined;
+    });
+    // Deploying was seen on the way (the status polls every half second).
+    expect(phases.map(([p]) => p)).toContain('Deploying');
+    // The rollout ends once the pods of the unpullable image are gone: two replicas, both Ready.
+    const server = await eventually('the rollout to finish', 300_000, () => {
+      const all = livePods(LLMS, 'ai.platform/model-deployment=qwen');
+      return all.length === 2 && all.every(isReady) ? all : undefined;
+    });
+    timings['qwen: helm upgrade -> rollout done'] = `${Date.now() - upgraded} ms`;
+    for (const p of server) {
+      expect(p.spec.nodeName).toBe(NODE.name);
+      const c = p.status.containerStatuses?.find((s) => s.name === 'ollama');
+      const pull = p.status.initContainerStatuses?.find((s) => s.name === 'pull-model')?.state?.terminated;
+      const ready = p.status.conditions?.find((x) => x.type === 'Ready')?.lastTransitionTime;
+      const started = c?.state?.running?.startedAt;
+      timings[`qwen ${p.metadata.name.slice(-5)}: pull-model ran`] = pull
+        ? `${Date.parse(pull.finishedAt) - Date.parse(pull.startedAt)} ms`
+        : '?';
+      timings[`qwen ${p.metadata.name.slice(-5)}: server start -> Ready (startup + readiness probes)`] =
+        started && ready ? `${Date.parse(ready) - Date.parse(started)} ms` : '?';
+    }
+    timings['qwen: helm upgrade -> Running'] =
+      `${phases.at(-1)?.[1]} ms (${phases.map(([p, t]) => `${p}@${t}`).join(' ')})`;
+    // The device plugin allocated each replica a GPU of its own: its Allocate answer is this env.
+    const gpus = server.map((p) =>
+      kOk(['exec', '-n', LLMS, p.metadata.name, '-c', 'ollama', '--', 'printenv', 'NVIDIA_VISIBLE_DEVICES']).trim(),
+    );
+    for (const g of gpus) expect(g).toMatch(/^gpu-[0-3]$/);
+    expect(new Set(gpus).size).toBe(2);
+  }, 900_000);
+
+  it('runs the pods under Pod Security restricted: uid 10001, no capabilities, no privilege escalation, read-only root', () => {
+    for (const [ns, selector, container] of [
+      [LLMS, 'ai.platform/model-deployment=qwen', 'ollama'],
+      [AGENT, 'app.kubernetes.io/component=proxy', 'proxy'],
+    ] as const) {
+      const p = livePods(ns, selector)[0];
+      const c = p?.status.containerStatuses?.find((s) => s.name === container);
+      if (!p || !c?.containerID) throw new Error(`no ${container} container`);
+      const status = readFileSync(`/proc/${containerPid(c.containerID)}/status`, 'utf8');
+      const field = (name: string) => new RegExp(`^${name}:\\s*(.*)$`, 'm').exec(status)?.[1]?.trim();
+      expect(field('Uid')?.split(/\s+/)).toEqual(['10001', '10001', '10001', '10001']);
+      expect(field('CapEff')).toBe('0000000000000000');
+      expect(field('CapPrm')).toBe('0000000000000000');
+      expect(field('NoNewPrivs')).toBe('1');
+      expect(field('Seccomp')).toBe('2');
+      const write = k(['exec', '-n', ns, p.metadata.name, '-c', container, '--', 'sh', '-c', 'touch /probe']);
+      expect(write.code).not.toBe(0);
+      expect(write.stderr).toContain('Read-only file system');
+    }
+  }, 120_000);
+
+  it(`serves a caller pod at ${PROXY_DNS}:443 (cluster DNS): chat, streaming, and embeddings that wake a model from zero; usage by tag`, async () => {
+    apply({
+      apiVersion: 'ai.platform/v1beta1',
+      kind: 'ModelDeployment',
+      metadata: { name: 'embed', namespace: LLMS },
+      spec: {
+        model: EMBED_MODEL,
+        serviceName: 'embed',
+        replicas: 0,
+        server: { cpu: '250m' },
+        autoscaling: { minReplicas: 0, maxReplicas: 1 },
+      },
+    });
+    await eventually('embed hibernated', 60_000, () =>
+      mdPhase('embed') === 'Running' && mdReady('embed').reason === 'ScaledToZero' ? true : undefined,
+    );
+    const script = `
+      const h = { 'content-type': 'application/json', 'x-api-key': process.env.KEY, 'x-tags': 'team:real,env:pods' };
+      const post = (path, body) => fetch(process.env.PROXY + path, { method: 'POST', headers: h, body: JSON.stringify(body) });
+      const chat = await post('/openai/v1/chat/completions', { model: '${CHAT_MODEL}', max_tokens: 12, messages: [{ role: 'user', content: 'Say hello.' }] });
+      const c = await chat.json();
+      console.log(JSON.stringify({ kind: 'chat', status: chat.status, object: c.object, text: c.choices?.[0]?.message?.content, usage: c.usage }));
+      const stream = await post('/openai/v1/chat/completions', { model: '${CHAT_MODEL}', max_tokens: 12, stream: true, stream_options: { include_usage: true }, messages: [{ role: 'user', content: 'Count to five.' }] });
+      const text = await stream.text();
+      const events = text.split('\\n').filter((l) => l.startsWith('data: '));
+      console.log(JSON.stringify({ kind: 'stream', status: stream.status, type: stream.headers.get('content-type'), events: events.length, done: events.at(-1) }));
+      const t0 = Date.now();
+      const emb = await post('/openai/v1/embeddings', { model: '${EMBED_MODEL}', input: ['real pods', 'real nodes'] });
+      const e = await emb.json();
+      console.log(JSON.stringify({ kind: 'embeddings', status: emb.status, n: e.data?.length, dims: e.data?.[0]?.embedding?.length, wakeMs: Date.now() - t0, error: e.error }));
+    `;
+    const out = (await runCaller('journey', script)).map((l) => JSON.parse(l) as Record<string, unknown>);
+    const by = Object.fromEntries(out.map((o) => [o.kind, o]));
+    expect(by.chat).toMatchObject({ status: 200, object: 'chat.completion' });
+    expect(String(by.chat?.text).length).toBeGreaterThan(0);
+    expect(by.stream).toMatchObject({ status: 200, done: 'data: [DONE]' });
+    expect(String(by.stream?.type)).toContain('text/event-stream');
+    expect(Number(by.stream?.events)).toBeGreaterThan(3);
+    expect(by.embeddings).toMatchObject({ status: 200, n: 2, dims: 384 });
+    timings['embeddings wake from zero (first request, real container start + model load)'] =
+      `${by.embeddings?.wakeMs} ms`;
+    console.log(`[e2e] real-pods: wake from zero answered in ${by.embeddings?.wakeMs} ms`);
+    expect(livePods(LLMS, 'ai.platform/model-deployment=embed').some(isReady)).toBe(true);
+    const usage = await eventually('usage recorded', 30_000, async () => {
+      const u = await usageFor('team:real');
+      return u.requests === 3 ? u : undefined;
+    });
+    const chatUsage = by.chat?.usage as { prompt_tokens: number; completion_tokens: number };
+    expect(usage.inputTokens).toBeGreaterThanOrEqual(chatUsage.prompt_tokens);
+    expect(usage.outputTokens).toBeGreaterThanOrEqual(chatUsage.completion_tokens);
+  }, 600_000);
+
+  it('enforces the NetworkPolicy: another pod cannot reach a model server, the proxy can', async () => {
+    const target = livePods(LLMS, 'ai.platform/model-deployment=qwen')[0]?.status.podIP;
+    const svc = kOk(['get', 'svc', 'qwen', '-n', LLMS, '-o', 'jsonpath={.spec.clusterIP}:{.spec.ports[0].port}']);
+    const script = `
+      for (const url of ['http://${target}:11434/api/tags', 'http://${svc}/api/tags']) {
+        const r = await fetch(url, { signal: AbortSignal.timeout(3000) }).then((x) => 'status ' + x.status, (e) => 'error ' + (e.cause?.code ?? e.name));
+        console.log(r);
+      }
+    `;
+    const denied = await runCaller('direct', script);
+    // kube-router rejects or drops: refused or timed out, never an answer.
+    expect(denied).toHaveLength(2);
+    for (const line of denied) expect(line).toMatch(/^error (ECONNREFUSED|TimeoutError|EHOSTUNREACH)$/);
+    // Without the chart's policy the same pod gets in: the refusal above is the policy's doing.
+    const policy = kOk(['get', 'networkpolicy', '-n', LLMS, '-o', 'json']);
+    kOk(['delete', 'networkpolicy', '--all', '-n', LLMS]);
+    try {
+      const open = await eventually('the policy lifted', 30_000, async () => {
+        const lines = await runCaller('open', script);
+        return lines.every((l) => l === 'status 200') ? lines : undefined;
+      });
+      expect(open).toEqual(['status 200', 'status 200']);
+    } finally {
+      const items = (JSON.parse(policy) as { items: Array<{ metadata: Record<string, unknown> }> }).items.map((i) => ({
+        ...i,
+        metadata: {
+          name: i.metadata.name,
+          namespace: i.metadata.namespace,
+          labels: i.metadata.labels,
+          annotations: i.metadata.annotations,
+        },
+      }));
+      apply(...items);
+    }
+    // And the proxy still reaches it (the policy admits the proxy pods).
+    const ip = kOk(['get', 'svc', `${RELEASE}-proxy`, '-n', AGENT, '-o', 'jsonpath={.spec.clusterIP}']);
+    const res = await fetch(`http://${ip}:443/openai/v1/chat/completions`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', 'x-api-key': adminKey },
+      body: JSON.stringify({ model: CHAT_MODEL, max_tokens: 4, messages: [{ role: 'user', content: 'hi' }] }),
+    });
+    expect(res.status).toBe(200);
+  }, 300_000);
+
+  it('restarts a killed model-server container while the proxy routes around it', async () => {
+    const ip = kOk(['get', 'svc', `${RELEASE}-proxy`, '-n', AGENT, '-o', 'jsonpath={.spec.clusterIP}']);
+    const [victim] = livePods(LLMS, 'ai.platform/model-deployment=qwen');
+    const c = victim?.status.containerStatuses?.find((s) => s.name === 'ollama');
+    if (!victim || !c?.containerID) throw new Error('no model server');
+    const statuses: number[] = [];
+    const failures: string[] = [];
+    let killedAt = 0;
+    let running = true;
+    const callers = Array.from({ length: 3 }, async () => {
+      while (running) {
+        const res = await fetch(`http://${ip}:443/openai/v1/chat/completions`, {
+          method: 'POST',
+          headers: { 'content-type': 'application/json', 'x-api-key': adminKey, 'x-tags': 'test:kill' },
+          body: JSON.stringify({ model: CHAT_MODEL, max_tokens: 8, messages: [{ role: 'user', content: 'hi' }] }),
+        }).catch(() => undefined);
+        statuses.push(res?.status ?? 0);
+        const body = await res?.text().catch(() => '');
+        if (res?.status !== 200) failures.push(`${Date.now() - killedAt} ms: ${res?.status} ${body?.slice(0, 200)}`);
+      }
+    });
+    await sleep(2000);
+    const before = statuses.length;
+    killedAt = Date.now();
+    node.ctr(['tasks', 'kill', '-s', 'SIGKILL', c.containerID.replace('containerd://', '')]);
+    await eventually('the container restarted and Ready', 180_000, () => {
+      const p = livePods(LLMS, 'ai.platform/model-deployment=qwen').find(
+        (x) => x.metadata.name === victim.metadata.name,
+      );
+      const s = p?.status.containerStatuses?.find((x) => x.name === 'ollama');
+      return s && s.restartCount >= 1 && s.ready ? true : undefined;
+    });
+    timings['killed model server: back Ready'] = `${Date.now() - killedAt} ms`;
+    await sleep(1000);
+    running = false;
+    await Promise.all(callers);
+    const failed = statuses.filter((s) => s !== 200);
+    timings['killed model server: requests during the restart'] =
+      `${statuses.length - before} (${failed.length} not 200)`;
+    expect(statuses.length - before).toBeGreaterThan(5);
+    // At most the requests in flight on the killed server when it died (three callers).
+    expect(failed.length, failures.join('\n')).toBeLessThanOrEqual(3);
+  }, 400_000);
+
+  it('lets a stream finish when its proxy pod is deleted (graceful), and records it', async () => {
+    const [proxy] = livePods(AGENT, 'app.kubernetes.io/component=proxy');
+    if (!proxy?.status.podIP) throw new Error('no proxy pod');
+    const res = await fetch(`http://${proxy.status.podIP}:8080/openai/v1/chat/completions`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', 'x-api-key': adminKey, 'x-tags': 'test:graceful' },
+      body: JSON.stringify({
+        model: CHAT_MODEL,
+        stream: true,
+        max_tokens: 200,
+        // Keep generating: the stream must outlive the deletion.
+        messages: [{ role: 'user', content: 'Write a long story about a lighthouse keeper, with many details.' }],
+      }),
+    });
+    expect(res.status).toBe(200);
+    const reader = res.body?.getReader();
+    if (!reader) throw new Error('no body');
+    const first = await reader.read();
+    expect(first.done).toBe(false);
+    const deleting = Date.now();
+    const del = spawnSync(
+      tools().kubectl,
+      ['--kubeconfig', plane.kubeconfig, 'delete', 'pod', proxy.metadata.name, '-n', AGENT, '--wait=false'],
+      { encoding: 'utf8' },
+    );
+    expect(del.status).toBe(0);
+    let text = new TextDecoder().decode(first.value);
+    for (;;) {
+      const { done, value } = await reader.read();
+      if (done) break;
+      text += new TextDecoder().decode(value);
+    }
+    timings['graceful: stream ran on after the delete'] = `${Date.now() - deleting} ms`;
+    expect(text.trim().endsWith('data: [DONE]')).toBe(true);
+    const usage = await eventually('the stream recorded', 60_000, async () => {
+      const u = await usageFor('test:graceful');
+      return u.requests === 1 ? u : undefined;
+    });
+    expect(usage.outputTokens).toBeGreaterThan(0);
+  }, 300_000);
+
+  it('restarts a proxy container the kernel OOM-killed, with every acknowledged usage record kept', async () => {
+    await eventually('two proxy pods Ready', 120_000, () => {
+      const all = livePods(AGENT, 'app.kubernetes.io/component=proxy');
+      return all.length === 2 && all.every(isReady) ? true : undefined;
+    });
+    const [proxy] = livePods(AGENT, 'app.kubernetes.io/component=proxy');
+    const c = proxy?.status.containerStatuses?.find((s) => s.name === 'proxy');
+    if (!proxy?.status.podIP || !c?.containerID) throw new Error('no proxy container');
+    const acknowledged = 25;
+    for (let i = 0; i < acknowledged; i++) {
+      const res = await fetch(`http://${proxy.status.podIP}:8080/openai/v1/chat/completions`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json', 'x-api-key': adminKey, 'x-tags': 'test:oom' },
+        body: JSON.stringify({ model: CHAT_MODEL, max_tokens: 2, messages: [{ role: 'user', content: 'hi' }] }),
+      });
+      expect(res.status).toBe(200);
+      await res.arrayBuffer();
+    }
+    // A leak, on demand: SIGUSR1 opens the proxy's Node inspector on 127.0.0.1:9229 of its pod,
+    // and a process in the same container has the proxy allocate over it, 16 MiB every 10 ms,
+    // until the kernel's OOM killer ends it at the container's memory limit (the proxy is the
+    // one big process there, so the one killed).
+    process.kill(containerPid(c.containerID), 'SIGUSR1');
+    const leak = `globalThis.leak = []; setInterval(() => globalThis.leak.push(Buffer.alloc(16 << 20, 1)), 10); 'leaking'`;
+    const driver = `
+      let list;
+      for (let i = 0; i < 50 && !list; i++) {
+        list = await fetch('http://127.0.0.1:9229/json/list').then((r) => r.json(), () => undefined);
+        if (!list) await new Promise((r) => setTimeout(r, 100));
+      }
+      const ws = new WebSocket(list[0].webSocketDebuggerUrl);
+      ws.onopen = () => ws.send(JSON.stringify({ id: 1, method: 'Runtime.evaluate', params: { expression: ${JSON.stringify(leak)} } }));
+      ws.onmessage = (m) => { console.log(String(m.data)); process.exit(0); };
+    `;
+    const hog = spawn(
+      tools().kubectl,
+      [
+        '--kubeconfig',
+        plane.kubeconfig,
+        'exec',
+        '-n',
+        AGENT,
+        proxy.metadata.name,
+        '-c',
+        'proxy',
+        '--',
+        'node',
+        '--input-type=module',
+        '-e',
+        driver,
+      ],
+      { stdio: ['ignore', 'pipe', 'pipe'] },
+    );
+    let hogOutput = '';
+    hog.stdout.on('data', (d: Buffer) => {
+      hogOutput += d.toString();
+    });
+    hog.stderr.on('data', (d: Buffer) => {
+      hogOutput += d.toString();
+    });
+    const proxyStatus = () =>
+      livePods(AGENT, 'app.kubernetes.io/component=proxy')
+        .find((x) => x.metadata.name === proxy.metadata.name)
+        ?.status.containerStatuses?.find((x) => x.name === 'proxy');
+    const restarted = await eventually('the proxy container OOMKilled and back', 180_000, () => {
+      const st = proxyStatus();
+      return st && st.restartCount >= 1 && st.ready ? st : undefined;
+    }).catch((err: Error) => {
+      throw new Error(`${err.message}; exec: ${hogOutput.slice(-500)}; status: ${JSON.stringify(proxyStatus())}`);
+    });
+    hog.kill();
+    expect(restarted.lastState?.terminated?.reason).toBe('OOMKilled');
+    const usage = await eventually('the acknowledged records', 60_000, async () => {
+      const u = await usageFor('test:oom');
+      return u.requests >= acknowledged ? u : undefined;
+    });
+    expect(usage.requests).toBe(acknowledged);
+  }, 400_000);
+
+  it('reports a real crash loop as Failed: a model missing from its existing claim', async () => {
+    apply(
+      hostVolume(
+        'real-empty',
+        'real-node-empty',
+        { namespace: LLMS, name: 'empty-models' },
+        join(node.dir, 'vol', 'empty'),
+      ),
+      {
+        apiVersion: 'v1',
+        kind: 'PersistentVolumeClaim',
+        metadata: { name: 'empty-models', namespace: LLMS },
+        spec: {
+          storageClassName: 'real-node-empty',
+          accessModes: ['ReadWriteOnce'],
+          resources: { requests: { storage: '1Gi' } },
+        },
+      },
+      {
+        apiVersion: 'ai.platform/v1beta1',
+        kind: 'ModelDeployment',
+        metadata: { name: 'missing', namespace: LLMS },
+        spec: {
+          model: 'llama3.2:3b',
+          serviceName: 'missing',
+          server: { cpu: '100m' },
+          cache: { existingClaim: 'empty-models' },
+        },
+      },
+    );
+    const failedAfter = Date.now();
+    await eventually('Failed', 300_000, () => (mdPhase('missing') === 'Failed' ? true : undefined));
+    timings['crash loop: Failed after'] = `${Date.now() - failedAfter} ms`;
+    const ready = mdReady('missing');
+    expect(ready.reason).toBe('PullFailed');
+    expect(ready.message).toContain('empty-models');
+    const init = livePods(LLMS, 'ai.platform/model-deployment=missing')[0]?.status.initContainerStatuses?.[0];
+    expect(init?.restartCount).toBeGreaterThanOrEqual(1);
+    kOk(['delete', 'md', 'missing', '-n', LLMS]);
+  }, 400_000);
+
+  it('stops the node and leaves the host as it was', async () => {
+    const stopStart = Date.now();
+    stopped = true;
+    const left = await node.stop();
+    timings['node stop and host restore'] = `${Date.now() - stopStart} ms`;
+    expect(left).toEqual([]);
+  }, 120_000);
+});

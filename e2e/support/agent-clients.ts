@@ -1,0 +1,81 @@
+import { execFile, execFileSync } from 'node:child_process';
+import { createHash } from 'node:crypto';
+import { copyFileSync, existsSync, mkdirSync, mkdtempSync, readFileSync, renameSync, rmSync } from 'node:fs';
+import { homedir, tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { promisify } from 'node:util';
+
+/**
+ * The coding-agent CLIs of e2e/clients/package.json (pinned, locked), installed from the npm
+ * registry once per lock into ~/.cache/platform-ai-optimizer/clients-<hash>/ with `npm ci`
+ * (their binaries ship as platform packages; Claude Code's postinstall links its own, nothing is
+ * built or downloaded). Returns the
+ * directory whose node_modules/.bin holds `claude` and `codex`.
+ */
+
+const HERE = fileURLToPath(new URL('../clients/', import.meta.url));
+
+export function installClients(): string {
+  const lock = readFileSync(join(HERE, 'package-lock.json'));
+  const hash = createHash('sha256')
+    .update(readFileSync(join(HERE, 'package.json')))
+    .update(lock)
+    .digest('hex')
+    .slice(0, 12);
+  const cache = join(process.env.XDG_CACHE_HOME ?? join(homedir(), '.cache'), 'platform-ai-optimizer');
+  const dir = join(cache, `clients-${hash}`);
+  if (existsSync(join(dir, 'node_modules', '.bin', 'codex'))) return dir;
+  const tmp = `${dir}.tmp-${process.pid}`;
+  rmSync(tmp, { recursive: true, force: true });
+  mkdirSync(tmp, { recursive: true });
+  copyFileSync(join(HERE, 'package.json'), join(tmp, 'package.json'));
+  copyFileSync(join(HERE, 'package-lock.json'), join(tmp, 'package-lock.json'));
+  execFileSync('npm', ['ci', '--no-audit', '--no-fund'], { cwd: tmp, stdio: 'inherit' });
+  rmSync(dir, { recursive: true, force: true });
+  renameSync(tmp, dir);
+  return dir;
+}
+
+export const bin = (dir: string, name: 'claude' | 'codex') => join(dir, 'node_modules', '.bin', name);
+
+/** What `claude -p --output-format json` prints. */
+export interface ClaudeRun {
+  is_error: boolean;
+  result: string;
+  num_turns: number;
+  usage: { input_tokens: number; output_tokens: number };
+}
+
+/**
+ * One `claude -p` turn with the Bash tool against a gateway at `base` (its /anthropic), in a
+ * fresh HOME, telemetry, updates and error reports off; `args` go after the model, `env` over the
+ * defaults (the small model is the asked one too).
+ */
+export async function claudePrint(
+  clients: string,
+  o: { base: string; key: string; model: string; prompt: string; args?: string[]; env?: Record<string, string> },
+): Promise<ClaudeRun> {
+  const home = mkdtempSync(join(tmpdir(), 'pao-claude-home-'));
+  const { stdout } = await promisify(execFile)(
+    bin(clients, 'claude'),
+    ['-p', o.prompt, '--model', o.model, ...(o.args ?? []), '--tools', 'Bash', '--output-format', 'json'],
+    {
+      cwd: home,
+      timeout: 300_000,
+      env: {
+        PATH: process.env.PATH ?? '',
+        HOME: home,
+        DISABLE_TELEMETRY: '1',
+        DISABLE_AUTOUPDATER: '1',
+        DISABLE_ERROR_REPORTING: '1',
+        CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC: '1',
+        ANTHROPIC_BASE_URL: `${o.base}/anthropic`,
+        ANTHROPIC_API_KEY: o.key,
+        ANTHROPIC_DEFAULT_HAIKU_MODEL: o.model,
+        ...o.env,
+      },
+    },
+  );
+  return JSON.parse(stdout) as ClaudeRun;
+}

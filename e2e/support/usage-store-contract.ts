@@ -1,0 +1,410 @@
+import { describe, expect, it } from 'vitest';
+import type { Tag } from '../../proxy/endpoints/tags.js';
+import { HOUR, percentileFromHistogram, type StoredUsage, type UsageStore } from '../../proxy/usage/store.js';
+
+/**
+ * The UsageStore contract: what every implementation reports from the same records. The unit
+ * tier runs it on SQLite (proxy/usage/store.test.ts), the e2e tier on a real PostgreSQL server
+ * (e2e/no-cluster/usage-store-postgres.e2e.test.ts).
+ */
+
+export const T0 = Date.parse('2026-11-20T10:00:00Z');
+
+export function rec(o: Partial<StoredUsage> & { at: number; tags?: Tag[] }): StoredUsage {
+  return {
+    time: new Date(o.at).toISOString(),
+    requestId: `req_${Math.random()}`,
+    keyHashPrefix: 'abc123def456',
+    model: o.model ?? 'llama3.1:8b',
+    provider: o.provider ?? 'platform-llms/llama',
+    tags: o.tags ?? [],
+    promptTokens: o.promptTokens ?? 10,
+    completionTokens: o.completionTokens ?? 20,
+    costUsd: o.costUsd ?? 0.001,
+    savingsUsd: o.savingsUsd ?? 0,
+    latencyMs: o.latencyMs ?? 40,
+    status: o.status ?? 200,
+    stream: false,
+    ...(o.team !== undefined ? { team: o.team } : {}),
+    ...(o.apiKey !== undefined ? { apiKey: o.apiKey } : {}),
+    ...(o.endpoint !== undefined ? { endpoint: o.endpoint } : {}),
+  };
+}
+export const tag = (key: string, value: string): Tag => ({ key, value });
+export const range = { from: new Date(T0 - HOUR), to: new Date(T0 + 48 * HOUR) };
+
+export interface Opened {
+  store: UsageStore;
+  /** Another connection to the same data (a restart, or a second replica). */
+  reopen(): Promise<UsageStore>;
+}
+
+export function usageStoreContract(KINDS: Array<[string, () => Promise<Opened>]>): void {
+  async function seeded(open: () => Promise<Opened>): Promise<Opened> {
+    const opened = await open();
+    await opened.store.insert([
+      rec({
+        at: T0,
+        tags: [tag('team', 'ml'), tag('project', 'chat')],
+        promptTokens: 100,
+        completionTokens: 50,
+        costUsd: 0.5,
+      }),
+      rec({
+        at: T0 + 10 * 60_000,
+        tags: [tag('team', 'ml'), tag('project', 'search')],
+        promptTokens: 10,
+        completionTokens: 5,
+        costUsd: 0.05,
+        latencyMs: 300,
+      }),
+      rec({
+        at: T0 + HOUR,
+        tags: [tag('team', 'web')],
+        model: 'qwen2.5:7b',
+        provider: 'platform-llms/qwen',
+        promptTokens: 7,
+        completionTokens: 3,
+        costUsd: 0.01,
+        status: 502,
+      }),
+      rec({
+        at: T0 + 26 * HOUR,
+        provider: 'platform-agent/bedrock',
+        model: 'amazon.nova-lite-v1:0',
+        promptTokens: 1000,
+        completionTokens: 1000,
+        costUsd: 0.3,
+        savingsUsd: 0.3,
+      }),
+    ]);
+    return opened;
+  }
+
+  describe.each(KINDS)('UsageStore on %s', (_kind, open) => {
+    it('sums exactly, in total and per model', async () => {
+      const { store } = await seeded(open);
+      const r = await store.usage({ ...range, granularity: 'day', groupBy: 'model', tags: [] });
+      expect(r.totals).toEqual({ requests: 4, inputTokens: 1117, outputTokens: 1058, costUsd: 0.86, savingsUsd: 0.3 });
+      expect(r.groups.find((g) => g.group === 'llama3.1:8b')).toEqual({
+        group: 'llama3.1:8b',
+        requests: 2,
+        inputTokens: 110,
+        outputTokens: 55,
+        costUsd: 0.55,
+        savingsUsd: 0,
+      });
+      expect(r.series.map((s) => [s.time, s.group])).toEqual([
+        ['2026-11-20T00:00:00Z', 'llama3.1:8b'],
+        ['2026-11-20T00:00:00Z', 'qwen2.5:7b'],
+        ['2026-11-21T00:00:00Z', 'amazon.nova-lite-v1:0'],
+      ]);
+    });
+
+    it('filters by one tag (rollups) and by several tags (AND, raw records)', async () => {
+      const { store } = await seeded(open);
+      const ml = await store.usage({ ...range, granularity: 'hour', groupBy: 'provider', tags: [tag('team', 'ml')] });
+      expect(ml.totals).toMatchObject({ requests: 2, inputTokens: 110, costUsd: 0.55 });
+      const both = await store.usage({
+        ...range,
+        granularity: 'hour',
+        groupBy: 'model',
+        tags: [tag('team', 'ml'), tag('project', 'search')],
+      });
+      expect(both.totals).toMatchObject({ requests: 1, inputTokens: 10, outputTokens: 5, costUsd: 0.05 });
+      const none = await store.usage({
+        ...range,
+        granularity: 'hour',
+        groupBy: 'model',
+        tags: [tag('team', 'nobody')],
+      });
+      expect(none.totals.requests).toBe(0);
+    });
+
+    it('splits by endpoint, from the rollups and from the raw records alike', async () => {
+      const { store } = await open();
+      await store.insert([
+        rec({ at: T0, endpoint: 'chat', tags: [tag('team', 'ml')] }),
+        rec({ at: T0, endpoint: 'messages', tags: [tag('team', 'ml'), tag('agent', 'claude-code')] }),
+        rec({ at: T0 + HOUR, endpoint: 'messages', tags: [tag('team', 'web'), tag('agent', 'claude-code')] }),
+        rec({ at: T0 + HOUR, endpoint: 'responses', tags: [tag('team', 'ml'), tag('agent', 'codex')] }),
+        // Written before records carried their endpoint.
+        rec({ at: T0 }),
+      ]);
+      const byEndpoint = await store.usage({ ...range, granularity: 'day', groupBy: 'endpoint', tags: [] });
+      expect(byEndpoint.groups.map((g) => [g.group, g.requests])).toEqual([
+        ['', 1],
+        ['chat', 1],
+        ['messages', 2],
+        ['responses', 1],
+      ]);
+      // One tag: the rollups; two tags: the raw records. Both name the same endpoints.
+      const ofMl = await store.analytics({
+        ...range,
+        granularity: 'hour',
+        groupBy: 'endpoint',
+        tags: [tag('team', 'ml')],
+      });
+      expect(ofMl.groups.map((g) => g.group).sort()).toEqual(['chat', 'messages', 'responses']);
+      const claudeOfMl = await store.usage({
+        ...range,
+        granularity: 'day',
+        groupBy: 'endpoint',
+        tags: [tag('team', 'ml'), tag('agent', 'claude-code')],
+      });
+      expect(claudeOfMl.groups.map((g) => [g.group, g.requests])).toEqual([['messages', 1]]);
+      await store.close();
+    });
+
+    it('groups by a tag key, with or without a filter on another key', async () => {
+      const { store } = await seeded(open);
+      const byTeam = await store.usage({ ...range, granularity: 'day', groupBy: 'team', tags: [] });
+      expect(byTeam.groups.map((g) => [g.group, g.requests])).toEqual([
+        ['ml', 2],
+        ['web', 1],
+      ]);
+      const projectsOfMl = await store.usage({
+        ...range,
+        granularity: 'day',
+        groupBy: 'project',
+        tags: [tag('team', 'ml')],
+      });
+      expect(projectsOfMl.groups.map((g) => [g.group, g.requests]).sort()).toEqual([
+        ['chat', 1],
+        ['search', 1],
+      ]);
+      // Records without the key still count, in a group of their own.
+      const projectsOfWeb = await store.usage({
+        ...range,
+        granularity: 'day',
+        groupBy: 'project',
+        tags: [tag('team', 'web')],
+      });
+      expect(projectsOfWeb.totals.requests).toBe(1);
+      expect(projectsOfWeb.groups.map((g) => [g.group, g.requests])).toEqual([['(none)', 1]]);
+    });
+
+    it('reports error rate and latency percentiles', async () => {
+      const { store } = await open();
+      await store.insert(
+        Array.from({ length: 100 }, (_, i) => rec({ at: T0, latencyMs: i < 90 ? 20 : 800, status: i < 5 ? 500 : 200 })),
+      );
+      const a = await store.analytics({ ...range, granularity: 'hour', groupBy: 'model', tags: [] });
+      expect(a.totals).toMatchObject({
+        requests: 100,
+        errors: 5,
+        errorRate: 0.05,
+        latencyMs: { p50: 25, p95: 1000, p99: 1000 },
+      });
+      expect(percentileFromHistogram([0, 0, 3, 1], 50)).toBe(5);
+    });
+
+    it('lists known tags matching a search, most used first, at most 50', async () => {
+      const { store } = await seeded(open);
+      expect(await store.tags('te')).toEqual([
+        { key: 'team', value: 'ml', requests: 2 },
+        { key: 'team', value: 'web', requests: 1 },
+      ]);
+      const { store: many } = await open();
+      await many.insert(Array.from({ length: 60 }, (_, i) => rec({ at: T0, tags: [tag('run', `r${i}`)] })));
+      expect(await many.tags('run')).toHaveLength(50);
+    });
+
+    it('keeps records across a restart, and pruning raw records keeps the rollups', async () => {
+      const seededStore = await seeded(open);
+      await seededStore.store.close();
+      const reopened = await seededStore.reopen();
+      expect(await reopened.count()).toBe(4);
+      expect((await reopened.usage({ ...range, granularity: 'day', groupBy: 'model', tags: [] })).totals.requests).toBe(
+        4,
+      );
+      // Retention at a day boundary (PostgreSQL drops whole daily partitions).
+      await reopened.prune(new Date('2026-11-21T00:00:00Z'));
+      expect(await reopened.count()).toBe(1);
+      expect(
+        (await reopened.usage({ ...range, granularity: 'day', groupBy: 'model', tags: [tag('team', 'ml')] })).totals
+          .requests,
+      ).toBe(2);
+      const byProvider = await reopened.usage({ ...range, granularity: 'day', groupBy: 'provider', tags: [] });
+      expect(byProvider.groups.find((g) => g.group === 'platform-agent/bedrock')?.savingsUsd).toBeCloseTo(0.3);
+      await reopened.close();
+    });
+
+    it('counts a batch written twice once (a retry after a lost commit acknowledgement)', async () => {
+      const { store } = await open();
+      const batch = [rec({ at: T0, tags: [tag('team', 'ml')] }), rec({ at: T0 + 1000, tags: [tag('team', 'ml')] })];
+      await store.insert(batch);
+      await store.insert(batch);
+      await store.insert([...batch, rec({ at: T0 + 2000, tags: [tag('team', 'ml')] })]);
+      expect(await store.count()).toBe(3);
+      const r = await store.usage({ ...range, granularity: 'day', groupBy: 'team', tags: [] });
+      expect(r.groups).toMatchObject([{ group: 'ml', requests: 3 }]);
+      await store.close();
+    });
+  });
+
+  describe.each(KINDS)('UsageStore on %s spending free credits', (_kind, open) => {
+    const credited = (i: number, writer: string) =>
+      ({
+        ...rec({ at: T0 + i * 1000, provider: 'platform-agent/bedrock', costUsd: 0.3 }),
+        requestId: `${writer}-${i}`,
+        creditsUsd: 1,
+      }) as StoredUsage;
+
+    it('spends them in order until they run out, and a retried batch spends nothing twice', async () => {
+      const { store } = await open();
+      const batch = [credited(0, 'a'), credited(1, 'a'), credited(2, 'a'), credited(3, 'a')];
+      await store.insert(batch);
+      await store.insert(batch.map((r) => ({ ...r })));
+      expect(batch.map((r) => r.savingsUsd)).toEqual([0.3, 0.3, 0.3, expect.closeTo(0.1, 9)]);
+      const r = await store.usage({ ...range, granularity: 'day', groupBy: 'provider', tags: [] });
+      expect(r.groups.find((g) => g.group === 'platform-agent/bedrock')?.savingsUsd).toBeCloseTo(1, 9);
+      expect(r.totals).toMatchObject({ requests: 4, costUsd: 1.2, savingsUsd: 1 });
+      await store.close();
+    });
+
+    it('spends them once across two writers (replicas) writing at the same time', async () => {
+      const first = await open();
+      const second = await first.reopen();
+      await Promise.all(
+        [first.store, second].map(async (s, w) => {
+          for (let i = 0; i < 20; i++) await s.insert([credited(i, `w${w}`)]);
+        }),
+      );
+      const r = await first.store.usage({ ...range, granularity: 'day', groupBy: 'provider', tags: [] });
+      expect(r.totals.requests).toBe(40);
+      expect(r.totals.savingsUsd).toBeCloseTo(1, 9);
+      await Promise.all([first.store.close(), second.close()]);
+    });
+  });
+
+  describe.each(KINDS)('UsageStore on %s under poisoning', (_kind, open) => {
+    it('reports at most `limit` groups by name, the rest summed as _other, totals exact', async () => {
+      const { store } = await open();
+      const records: StoredUsage[] = [];
+      // Team t0 has the most requests, t1 the next, ...: 60 teams.
+      for (let t = 0; t < 60; t++) {
+        for (let i = 0; i < 60 - t; i++) records.push(rec({ at: T0 + i * 1000, tags: [tag('team', `t${t}`)] }));
+      }
+      await store.insert(records);
+      const q = { ...range, granularity: 'day' as const, groupBy: 'team', tags: [], limit: 5 };
+      const r = await store.usage(q);
+      expect(r.groups.map((g) => g.group).sort()).toEqual(['_other', 't0', 't1', 't2', 't3', 't4']);
+      expect(r.otherGroups).toBe(55);
+      expect(r.groups.find((g) => g.group === 't0')?.requests).toBe(60);
+      expect(r.groups.find((g) => g.group === '_other')?.requests).toBe(records.length - (60 + 59 + 58 + 57 + 56));
+      expect(r.totals.requests).toBe(records.length);
+      expect(new Set(r.series.map((s) => s.group)).size).toBe(6);
+      // Under the limit nothing is folded.
+      expect((await store.usage({ ...q, limit: 100 })).otherGroups).toBe(0);
+      // The raw-record path (two tag filters) folds the same way.
+      const raw = await store.analytics({
+        ...q,
+        groupBy: 'model',
+        tags: [tag('team', 't1'), tag('team', 't1')],
+        limit: 1,
+      });
+      expect(raw.totals.requests).toBe(59);
+    });
+
+    it('refused requests (no model answered) add no rollup rows per tag value', async () => {
+      const { store } = await open();
+      await store.insert(
+        Array.from({ length: 2000 }, (_, i) =>
+          rec({ at: T0, provider: '', status: 404, model: 'made-up', tags: [tag('junk', `v${i}`)] }),
+        ),
+      );
+      await store.insert([rec({ at: T0, tags: [tag('team', 'ml')] })]);
+      const byJunk = await store.usage({ ...range, granularity: 'day', groupBy: 'junk', tags: [] });
+      expect(byJunk.groups).toEqual([]);
+      const byModel = await store.usage({ ...range, granularity: 'day', groupBy: 'model', tags: [] });
+      expect(byModel.totals.requests).toBe(2001);
+      // Nor a row per made-up model name: one for all of them.
+      expect(byModel.groups.map((g) => [g.group, g.requests])).toEqual([
+        ['(unrouted)', 2000],
+        ['llama3.1:8b', 1],
+      ]);
+      expect(await store.tags('junk')).toEqual([]);
+      expect((await store.tags('team')).map((t) => t.value)).toEqual(['ml']);
+    });
+
+    it('prunes rollup hours past their own retention', async () => {
+      const { store } = await seeded(open);
+      const q = { ...range, granularity: 'day' as const, groupBy: 'model', tags: [] };
+      await store.prune(new Date(T0 + 2 * HOUR));
+      expect((await store.usage(q)).totals.requests).toBe(4);
+      await store.prune(new Date(T0 + 2 * HOUR), new Date(T0 + 2 * HOUR));
+      expect((await store.usage(q)).totals.requests).toBe(1);
+    });
+  });
+
+  describe.each(KINDS)('UsageStore on %s with teams and keys', (_kind, open) => {
+    async function teams(): Promise<UsageStore> {
+      const { store } = await open();
+      await store.insert([
+        rec({ at: T0, team: 'ml', apiKey: 'ml-key', tags: [tag('team', 'ml'), tag('project', 'a')], costUsd: 0.5 }),
+        rec({
+          at: T0 + HOUR,
+          team: 'ml',
+          apiKey: 'ml-key',
+          tags: [tag('team', 'ml'), tag('project', 'b')],
+          costUsd: 0.25,
+        }),
+        rec({ at: T0, team: 'web', apiKey: 'web-key', tags: [tag('team', 'web'), tag('project', 'a')], costUsd: 2 }),
+        // An admin's request billed to ml by tag: ml's tag budget counts it, ml's reads do not.
+        rec({ at: T0, team: 'platform', apiKey: 'admin', tags: [tag('team', 'ml')], costUsd: 1 }),
+        // A key of no team (a keys file).
+        rec({ at: T0, tags: [tag('project', 'a')], costUsd: 4 }),
+      ]);
+      return store;
+    }
+
+    it("scopes every report and the tag list to one team's requests", async () => {
+      const store = await teams();
+      const q = { ...range, granularity: 'day' as const, groupBy: 'model', tags: [] as Tag[] };
+      expect((await store.usage(q)).totals.requests).toBe(5);
+      expect((await store.usage({ ...q, team: 'ml' })).totals).toMatchObject({ requests: 2, costUsd: 0.75 });
+      expect((await store.usage({ ...q, team: 'web' })).totals).toMatchObject({ requests: 1, costUsd: 2 });
+      expect((await store.usage({ ...q, team: 'nobody' })).totals.requests).toBe(0);
+      // From the rollups: one tag, and grouped by a tag key.
+      expect((await store.usage({ ...q, tags: [tag('project', 'a')], team: 'ml' })).totals.requests).toBe(1);
+      const byProject = await store.usage({ ...q, groupBy: 'project', team: 'ml' });
+      expect(byProject.groups.map((g) => [g.group, g.requests])).toEqual([
+        ['a', 1],
+        ['b', 1],
+      ]);
+      // From the raw records: two tags.
+      const raw = await store.analytics({ ...q, tags: [tag('team', 'ml'), tag('project', 'a')], team: 'ml' });
+      expect(raw.totals.requests).toBe(1);
+      expect((await store.analytics({ ...q, tags: [tag('team', 'ml'), tag('project', 'a')] })).totals.requests).toBe(1);
+      expect((await store.tags('', 50, 'web')).map((t) => `${t.key}:${t.value}`).sort()).toEqual([
+        'project:a',
+        'team:web',
+      ]);
+      expect((await store.tags('team', 50)).map((t) => `${t.key}:${t.value}`).sort()).toEqual(['team:ml', 'team:web']);
+      await store.close();
+    });
+
+    it('sums spend by ApiKey and by tag since a time, after free credits', async () => {
+      const store = await teams();
+      const since = new Date(T0 + HOUR);
+      expect(
+        await store.spend([
+          { apiKey: 'ml-key', since: new Date(T0) },
+          { apiKey: 'ml-key', since },
+          { tag: tag('team', 'ml'), since: new Date(T0) },
+          { tag: tag('project', 'a'), since: new Date(T0) },
+          { apiKey: 'nobody', since: new Date(T0) },
+          { tag: tag('team', 'nobody'), since: new Date(T0) },
+        ]),
+      ).toEqual([0.75, 0.25, 1.75, 6.5, 0, 0]);
+      expect(await store.spend([])).toEqual([]);
+      // A retried batch counts once.
+      const again = rec({ at: T0 + 2 * HOUR, team: 'ml', apiKey: 'ml-key', costUsd: 1 });
+      await store.insert([again]);
+      await store.insert([again]);
+      expect(await store.spend([{ apiKey: 'ml-key', since }])).toEqual([1.25]);
+      await store.close();
+    });
+  });
+}

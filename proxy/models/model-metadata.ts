@@ -1,0 +1,196 @@
+import type { BedrockModelFacts } from '../../crds/catalog/bedrock-models.js';
+import type { Catalog } from '../../crds/catalog/catalog.js';
+import type { TokenPrice } from '../../crds/catalog/prices.js';
+import { foundationModelOf } from '../../crds/catalog/prices.js';
+import type { HostedType } from '../../crds/providers/provider.js';
+import type { ModelListing, Route, RouteEntry } from '../routing/routes.js';
+
+/**
+ * What a listed model can do, for the model lists: GET /openai/v1/models (context window and
+ * max output, which agents size their prompts by) and the CLI model list GET /v1/models/metadata
+ * (the product's coding CLI and editor plugin). Facts come from data, in this order:
+ * in-cluster models from the ModelDeployment's spec.server.contextLength, the hosted-model
+ * catalog, else what the model server itself reports (Ollama's /api/show); Bedrock models from
+ * discovery (images, lifecycle), the Bedrock model table and the price table.
+ */
+
+export interface ModelFacts {
+  displayName: string;
+  /** The serving system, in OpenTelemetry's gen_ai.provider.name words. */
+  /** Who serves it: ollama, aws.bedrock, or a hosted provider's spec.provider. */
+  provider: 'ollama' | 'aws.bedrock' | HostedType;
+  contextWindow?: number;
+  maxOutputTokens?: number;
+  tools: boolean;
+  reasoning: boolean;
+  images: boolean;
+  /** Deprecated: Bedrock marks the model Legacy (AWS is retiring it). */
+  status: 'active' | 'deprecated';
+  replacement?: string;
+  /** USD per 1M tokens, where the gateway has a price. */
+  price?: TokenPrice;
+}
+
+/** What an Ollama server says about a model it has (POST /api/show). */
+export interface ServerReport {
+  capabilities: readonly string[];
+  contextLength?: number;
+}
+
+export interface ModelMetadataOptions {
+  catalog: Catalog;
+  bedrockModels: Readonly<Record<string, BedrockModelFacts>>;
+  priceOf: (entry: RouteEntry) => TokenPrice | undefined;
+  /** Asks a model server about a model the catalog does not know; undefined when it cannot tell. */
+  ask?: (baseUrl: string, model: string) => Promise<ServerReport | undefined>;
+}
+
+const TEXT_ONLY = ['text'] as const;
+
+export class ModelMetadata {
+  constructor(private readonly opts: ModelMetadataOptions) {}
+
+  async facts(route: Route): Promise<ModelFacts> {
+    const price = this.opts.priceOf(route);
+    const priced = price ? { price } : {};
+    if (route.kind === 'bedrock') {
+      const known = this.opts.bedrockModels[route.baseModel] ?? this.opts.bedrockModels[foundationModelOf(route.model)];
+      return {
+        displayName: known?.displayName ?? route.model,
+        provider: 'aws.bedrock',
+        ...(known ? { contextWindow: known.contextWindow, maxOutputTokens: known.maxOutputTokens } : {}),
+        tools: known?.tools === true,
+        reasoning: known?.reasoning === true,
+        // Discovery's input modalities win over the table where it ran.
+        images: route.images ?? known?.images === true,
+        status: route.lifecycle === 'Legacy' ? 'deprecated' : 'active',
+        ...(route.lifecycle === 'Legacy' && known?.replacement ? { replacement: known.replacement } : {}),
+        ...priced,
+      };
+    }
+    if (route.kind === 'hosted') {
+      // The providers' model lists say nothing of limits or abilities: what the route knows.
+      return {
+        displayName: route.model,
+        provider: route.target.type,
+        tools: route.target.modelType === 'text',
+        reasoning: false,
+        images: false,
+        status: 'active',
+        ...priced,
+      };
+    }
+    const known = this.opts.catalog.models.find((m) => m.name === route.model);
+    const report = known ? undefined : await this.opts.ask?.(route.replicas?.[0] ?? route.baseUrl, route.model);
+    const capabilities = known?.capabilities ?? report?.capabilities ?? [];
+    // The context the server runs with (its OLLAMA_CONTEXT_LENGTH), not the most the model could take.
+    const contextWindow = route.contextLength ?? known?.serving.contextLength ?? report?.contextLength;
+    return {
+      displayName: known?.displayName ?? route.model,
+      provider: 'ollama',
+      // Ollama bounds an answer only by the context it runs with.
+      ...(contextWindow ? { contextWindow, maxOutputTokens: contextWindow } : {}),
+      tools: capabilities.includes('tools'),
+      reasoning: capabilities.includes('thinking'),
+      images: capabilities.includes('vision'),
+      status: 'active',
+      ...priced,
+    };
+  }
+}
+
+/** An entry of GET /openai/v1/models: OpenAI's four fields, and the limits agents ask for. */
+export function openAIModel(listing: ModelListing, facts: ModelFacts | undefined): Record<string, unknown> {
+  return {
+    id: listing.id,
+    object: 'model',
+    created: listing.created,
+    owned_by: listing.provider,
+    ...(facts?.contextWindow ? { context_window: facts.contextWindow } : {}),
+    ...(facts?.maxOutputTokens !== undefined && facts.contextWindow
+      ? { max_output_tokens: facts.maxOutputTokens }
+      : {}),
+  };
+}
+
+/** An entry of the CLI model list (GET /v1/models/metadata). */
+export function cliModel(listing: ModelListing, facts: ModelFacts): Record<string, unknown> {
+  return {
+    slug: listing.id,
+    display_name: facts.displayName,
+    provider: facts.provider,
+    owned_by: listing.provider,
+    ...(listing.id !== listing.model ? { alias_of: listing.model } : {}),
+    reasoning: facts.reasoning,
+    input_modalities: facts.images ? ['text', 'image'] : [...TEXT_ONLY],
+    limits: { context_window: facts.contextWindow ?? null, max_output_tokens: facts.maxOutputTokens ?? null },
+    status: facts.status,
+    replacement: facts.replacement ?? null,
+    tool_call: facts.tools,
+    supports_images: facts.images,
+    pricing: facts.price ? { input_per_1m: facts.price.input, output_per_1m: facts.price.output } : null,
+    // Bedrock's lifecycle says Legacy, not when: the dates stay unknown rather than invented.
+    deprecated_at: null,
+    sunset_at: null,
+  };
+}
+
+const MAX_SHOW_BYTES = 1024 * 1024;
+const SHOW_TIMEOUT_MS = 3_000;
+const SHOW_TTL_MS = 10 * 60_000;
+const SHOW_FAILED_TTL_MS = 30_000;
+
+/**
+ * Asks Ollama about a model (POST /api/show): its capabilities and the context length its
+ * weights declare (`<architecture>.context_length`). Answers are kept a while per server and
+ * model, failures briefly, so a listing costs a call only now and then.
+ */
+export function ollamaShow(
+  fetchImpl: typeof fetch = fetch,
+  now: () => number = Date.now,
+): (baseUrl: string, model: string) => Promise<ServerReport | undefined> {
+  const cache = new Map<string, { at: number; ttl: number; report: Promise<ServerReport | undefined> }>();
+  return (baseUrl, model) => {
+    const key = `${baseUrl} ${model}`;
+    const hit = cache.get(key);
+    if (hit && now() - hit.at < hit.ttl) return hit.report;
+    const entry = { at: now(), ttl: SHOW_TTL_MS, report: Promise.resolve<ServerReport | undefined>(undefined) };
+    entry.report = show(fetchImpl, baseUrl, model).then((r) => {
+      if (!r) entry.ttl = SHOW_FAILED_TTL_MS;
+      return r;
+    });
+    if (cache.size > 1000) cache.clear();
+    cache.set(key, entry);
+    return entry.report;
+  };
+}
+
+async function show(fetchImpl: typeof fetch, baseUrl: string, model: string): Promise<ServerReport | undefined> {
+  try {
+    const res = await fetchImpl(`${baseUrl}/api/show`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ model }),
+      signal: AbortSignal.timeout(SHOW_TIMEOUT_MS),
+    });
+    if (!res.ok || Number(res.headers.get('content-length') ?? 0) > MAX_SHOW_BYTES) {
+      await res.body?.cancel();
+      return undefined;
+    }
+    const text = await res.text();
+    if (text.length > MAX_SHOW_BYTES) return undefined;
+    const body = JSON.parse(text) as { capabilities?: unknown; model_info?: unknown };
+    const capabilities = Array.isArray(body.capabilities)
+      ? body.capabilities.filter((c): c is string => typeof c === 'string')
+      : [];
+    let contextLength: number | undefined;
+    if (body.model_info && typeof body.model_info === 'object') {
+      for (const [k, v] of Object.entries(body.model_info)) {
+        if (k.endsWith('.context_length') && typeof v === 'number' && v > 0) contextLength = v;
+      }
+    }
+    return { capabilities, ...(contextLength ? { contextLength } : {}) };
+  } catch {
+    return undefined;
+  }
+}

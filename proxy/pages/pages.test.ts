@@ -1,0 +1,45 @@
+import { execFile } from 'node:child_process';
+import { fileURLToPath } from 'node:url';
+import { promisify } from 'node:util';
+import { describe, expect, it } from 'vitest';
+import { uiRoutes } from './pages.js';
+
+/**
+ * What the gateway serves for the Usage and Analytics pages, without a browser: the pages, their
+ * assets and headers, and the browser script's types. The pages in a real browser are e2e
+ * (e2e/no-cluster/ui-pages.e2e.test.ts).
+ */
+
+describe('UI pages', () => {
+  it('serves the pages and assets from the gateway itself, with a CSP that allows only this origin', async () => {
+    const ui = uiRoutes();
+    const html = await ui.request('/ui/usage');
+    expect(html.status).toBe(200);
+    expect(html.headers.get('content-type')).toContain('text/html');
+    expect(html.headers.get('content-security-policy')).toContain("default-src 'none'");
+    expect(html.headers.get('content-security-policy')).toContain("connect-src 'self'");
+    const body = await html.text();
+    expect(body).not.toMatch(/https?:\/\//);
+    for (const [file, type] of [
+      ['app.js', 'text/javascript'],
+      ['ui.css', 'text/css'],
+      ['uPlot.esm.js', 'text/javascript'],
+      ['uPlot.min.css', 'text/css'],
+    ] as const) {
+      const res = await ui.request(`/ui/assets/${file}`);
+      expect(res.status, file).toBe(200);
+      expect(res.headers.get('content-type')).toContain(type);
+      const etag = res.headers.get('etag') ?? '';
+      expect((await ui.request(`/ui/assets/${file}`, { headers: { 'if-none-match': etag } })).status).toBe(304);
+    }
+    expect((await ui.request('/ui/assets/secrets.txt')).status).toBe(404);
+    expect((await ui.request('/ui/assets/..%2Fpages.ts')).status).toBe(404);
+    expect((await ui.request('/ui')).headers.get('location')).toBe('/ui/usage');
+  });
+
+  it('the browser script type-checks (tsc -p proxy/pages: JSDoc types, DOM lib, uPlot types)', async () => {
+    const tsc = fileURLToPath(new URL('../../node_modules/typescript/bin/tsc', import.meta.url));
+    const project = fileURLToPath(new URL('./', import.meta.url));
+    await expect(promisify(execFile)(process.execPath, [tsc, '-p', project])).resolves.toBeDefined();
+  }, 20_000);
+});

@@ -1,0 +1,419 @@
+import type { AddressInfo } from 'node:net';
+import { createServer } from 'node:net';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { type OllamaDouble, startOllamaDouble } from '../../e2e/doubles/ollama.js';
+import { ApiKeys } from '../access/auth.js';
+import { createApp } from '../app.js';
+import { ProxyError } from '../endpoints/errors.js';
+import { ProxyMetrics } from '../telemetry/metrics.js';
+import { OpenAICompatibleUpstream } from '../upstreams/openai-compatible.js';
+import { MemoryUsage } from '../usage/record.js';
+import { EJECT_MS, type Lease, ReplicaPools } from './replica-pool.js';
+import { type OpenAICompatibleRoute, type RouteEntry, type RouteScaling, RouteTable } from './routes.js';
+
+const route = (over: Partial<OpenAICompatibleRoute> = {}): OpenAICompatibleRoute => ({
+  kind: 'openai-compatible',
+  model: 'qwen2.5:0.5b',
+  baseUrl: 'http://qwen.platform-llms.svc.cluster.local:11434',
+  provider: 'platform-llms/qwen',
+  replicas: ['http://10.0.0.1:11434', 'http://10.0.0.2:11434'],
+  slots: 2,
+  ...over,
+});
+
+const scaling = (over: Partial<RouteScaling> = {}): RouteScaling => ({
+  namespace: 'platform-llms',
+  name: 'qwen',
+  replicas: 0,
+  autoscaled: true,
+  whileWaking: 'Wait',
+  ...over,
+});
+
+function pools(
+  table: Map<string, RouteEntry> = new Map(),
+  over: Partial<ConstructorParameters<typeof ReplicaPools>[0]> = {},
+) {
+  const woken: RouteScaling[] = [];
+  const p = new ReplicaPools({
+    maxQueued: 3,
+    queueMs: 200,
+    lookup: (m) => table.get(m),
+    wake: async (s) => {
+      woken.push(s);
+    },
+    ...over,
+  });
+  return { p, woken, table };
+}
+
+const never = new AbortController().signal;
+const failure = (err: unknown) =>
+  err instanceof ProxyError ? { status: err.status, code: err.code, headers: err.headers } : err;
+
+describe('ReplicaPools', () => {
+  it('sends each call to the replica with the fewest in flight, never past its slots', async () => {
+    const { p } = pools();
+    const r = route();
+    const a = await p.acquire(r, never);
+    const b = await p.acquire(r, never);
+    expect(new Set([a.url, b.url]).size).toBe(2);
+    const c = await p.acquire(r, never);
+    const d = await p.acquire(r, never);
+    expect(p.replicaLoad(r.model)).toEqual({ 'http://10.0.0.1:11434': 2, 'http://10.0.0.2:11434': 2 });
+    // Every slot is taken: the fifth waits, and takes the first slot that frees.
+    const e = p.acquire(r, never);
+    expect(p.load()[r.model]).toEqual({ inFlight: 4, queued: 1, requests: 5 });
+    c.release();
+    c.release(); // a second release changes nothing
+    expect((await e).url).toBe(c.url);
+    expect(p.load()[r.model]).toEqual({ inFlight: 4, queued: 0, requests: 5 });
+    for (const l of [a, b, d]) l.release();
+    expect(p.load()[r.model]?.inFlight).toBe(1);
+  });
+
+  it('refuses past the queue bound and after the queue wait, with Retry-After', async () => {
+    const { p } = pools();
+    const r = route({ replicas: ['http://10.0.0.1:11434'], slots: 1 });
+    await p.acquire(r, never);
+    const waiting = [p.acquire(r, never), p.acquire(r, never), p.acquire(r, never)].map((w) =>
+      Promise.resolve(w).catch(failure),
+    );
+    expect(() => p.acquire(r, never)).toThrow(ProxyError);
+    try {
+      p.acquire(r, never);
+    } catch (err) {
+      expect(failure(err)).toEqual({ status: 503, code: 'model_queue_full', headers: { 'Retry-After': '2' } });
+    }
+    const results = await Promise.all(waiting);
+    expect(results).toEqual(
+      Array(3).fill({ status: 503, code: 'model_queue_timeout', headers: { 'Retry-After': '5' } }),
+    );
+    expect(p.load()[r.model]?.queued).toBe(0);
+  });
+
+  it('lets a caller that goes away leave the queue', async () => {
+    const { p } = pools();
+    const r = route({ replicas: ['http://10.0.0.1:11434'], slots: 1 });
+    await p.acquire(r, never);
+    const gone = new AbortController();
+    const w = Promise.resolve(p.acquire(r, gone.signal)).catch(failure);
+    gone.abort();
+    expect(await w).toMatchObject({ code: 'client_closed' });
+    expect(p.load()[r.model]?.queued).toBe(0);
+  });
+
+  it('wakes a hibernated model once, holds its requests and serves them when a replica is ready', async () => {
+    const table = new Map<string, RouteEntry>();
+    const { p, woken } = pools(table, { queueMs: 5_000 });
+    const asleep = route({ replicas: [], scaling: scaling() });
+    table.set(asleep.model, asleep);
+    const first = p.acquire(asleep, never);
+    const second = p.acquire(asleep, never);
+    expect(woken).toEqual([scaling()]);
+    expect(p.load()[asleep.model]).toEqual({ inFlight: 0, queued: 2, requests: 2 });
+
+    table.set(asleep.model, route({ replicas: ['http://10.0.0.9:11434'], scaling: scaling({ replicas: 1 }) }));
+    p.refresh();
+    expect((await first).url).toBe('http://10.0.0.9:11434');
+    expect((await second).url).toBe('http://10.0.0.9:11434');
+    expect(p.load()[asleep.model]).toEqual({ inFlight: 2, queued: 0, requests: 2 });
+  });
+
+  it('says when nothing woke the model in time', async () => {
+    const { p } = pools();
+    const asleep = route({ replicas: [], scaling: scaling() });
+    expect(await Promise.resolve(p.acquire(asleep, never)).catch(failure)).toEqual({
+      status: 503,
+      code: 'model_queue_timeout',
+      headers: { 'Retry-After': '30' },
+    });
+  });
+
+  it('with whileWaking Fallback, wakes the model and hands the request to its fallback at once', () => {
+    const { p, woken } = pools();
+    const asleep = route({ replicas: [], scaling: scaling({ whileWaking: 'Fallback' }), fallback: ['llama3.1:8b'] });
+    expect(() => p.acquire(asleep, never)).toThrow(expect.objectContaining({ code: 'model_waking', status: 503 }));
+    expect(woken).toHaveLength(1);
+  });
+
+  it('refuses at once a model scaled to zero by hand (nothing would wake it)', () => {
+    const { p, woken } = pools();
+    const manual = route({ replicas: [], scaling: scaling({ autoscaled: false }) });
+    expect(() => p.acquire(manual, never)).toThrow(expect.objectContaining({ code: 'model_scaled_to_zero' }));
+    expect(woken).toHaveLength(0);
+  });
+
+  it('without the replicas (standalone, or no slice seen) calls the base URL without a slot limit', async () => {
+    const { p } = pools();
+    const r = route({ replicas: undefined, slots: undefined });
+    const leases = await Promise.all(Array.from({ length: 50 }, () => p.acquire(r, never)));
+    expect(new Set(leases.map((l) => l.url))).toEqual(new Set([r.baseUrl]));
+  });
+});
+
+describe('a replica that refuses connections', () => {
+  it('gets no new calls for a while, unless no other replica has a slot', () => {
+    let t = 0;
+    const { p } = pools(new Map(), { now: () => t });
+    const r = route({ slots: 1 });
+    const [one, two] = r.replicas as [string, string];
+    const first = p.acquire(r, never) as Lease;
+    expect(first.url).toBe(one);
+    first.unreachable();
+    first.release();
+    const b = p.acquire(r, never) as Lease;
+    expect(b.url).toBe(two);
+    // The other one busy (one slot): the ejected replica serves rather than the call waiting.
+    const c = p.acquire(r, never) as Lease;
+    expect(c.url).toBe(one);
+    b.release();
+    c.release();
+    for (let i = 0; i < 4; i++) {
+      const l = p.acquire(r, never) as Lease;
+      expect(l.url).toBe(two);
+      l.release();
+    }
+    // Its time over, it is balanced as before.
+    t += EJECT_MS;
+    const both = [p.acquire(r, never), p.acquire(r, never)].map((l) => (l as Lease).url).sort();
+    expect(both).toEqual([one, two]);
+  });
+});
+
+describe('two replicas of different speed behind the proxy’s balancing', () => {
+  let fast: OllamaDouble;
+  let slow: OllamaDouble;
+  let upstream: OpenAICompatibleUpstream;
+  const table = new Map<string, RouteEntry>();
+
+  beforeAll(async () => {
+    fast = await startOllamaDouble({ models: ['qwen2.5:0.5b', 'llama3.1:8b'] });
+    slow = await startOllamaDouble({ models: ['qwen2.5:0.5b', 'llama3.1:8b'] });
+    fast.behave({ firstByteDelayMs: 10 });
+    slow.behave({ firstByteDelayMs: 150 });
+    upstream = new OpenAICompatibleUpstream({
+      pools: new ReplicaPools({ maxQueued: 100, queueMs: 30_000, lookup: (m) => table.get(m) }),
+    });
+  });
+
+  afterAll(async () => {
+    await upstream?.close();
+    await fast?.close();
+    await slow?.close();
+  });
+
+  const call = (r: OpenAICompatibleRoute) => async () => {
+    const res = await upstream.send({
+      route: r,
+      dialect: 'openai-chat',
+      body: { model: r.model, messages: [{ role: 'user', content: 'hi' }] },
+      stream: false,
+      clientWantsUsage: false,
+      signal: never,
+    });
+    expect(res.kind).toBe('json');
+  };
+  const callers = (n: number, each: number, one: () => Promise<void>) =>
+    Promise.all(
+      Array.from({ length: n }, async () => {
+        for (let i = 0; i < each; i++) await one();
+      }),
+    );
+
+  it('sends more to the faster one: the fewest in flight first (round robin would split evenly)', async () => {
+    fast.reset();
+    slow.reset();
+    fast.behave({ firstByteDelayMs: 10 });
+    slow.behave({ firstByteDelayMs: 150 });
+    const r = route({ replicas: [fast.url, slow.url], slots: undefined });
+    table.set(r.model, r);
+    await callers(4, 10, call(r));
+    expect(fast.requests.length + slow.requests.length).toBe(40);
+    expect(fast.requests.length).toBeGreaterThan(3 * slow.requests.length);
+  });
+
+  it('sends the retry of a refused call, and the calls after it, to the replica that is up', async () => {
+    fast.reset();
+    fast.behave({ firstByteDelayMs: 1 });
+    // A port nothing listens on: every connection is refused, as to a restarting container.
+    const closed = await new Promise<number>((resolve) => {
+      const srv = createServer().listen(0, '127.0.0.1', () => {
+        const port = (srv.address() as AddressInfo).port;
+        srv.close(() => resolve(port));
+      });
+    });
+    const dead = `http://127.0.0.1:${closed}`;
+    const r = route({ model: 'llama3.1:8b', replicas: [dead, fast.url], slots: undefined });
+    table.set(r.model, r);
+    let refused = 0;
+    for (let i = 0; i < 20; i++) {
+      // One retry, as the pipeline makes for upstream_unreachable.
+      await call(r)().catch(async (err: unknown) => {
+        expect(failure(err)).toMatchObject({ status: 502, code: 'upstream_unreachable' });
+        refused++;
+        await call(r)();
+      });
+    }
+    expect(refused).toBe(1);
+    expect(fast.requests.length).toBe(20);
+  });
+
+  it('does not eject a replica for a call its client abandoned', async () => {
+    fast.reset();
+    slow.reset();
+    slow.behave({ firstByteDelayMs: 400 });
+    fast.behave({ firstByteDelayMs: 1 });
+    // A pool of its own: its first call goes to the first replica, the slow one.
+    const own = new Map<string, RouteEntry>();
+    const up = new OpenAICompatibleUpstream({
+      pools: new ReplicaPools({ maxQueued: 100, queueMs: 30_000, lookup: (m) => own.get(m) }),
+    });
+    const r = route({ replicas: [slow.url, fast.url], slots: undefined });
+    own.set(r.model, r);
+    const send = (signal: AbortSignal) =>
+      up.send({
+        route: r,
+        dialect: 'openai-chat',
+        body: { model: r.model, messages: [{ role: 'user', content: 'hi' }] },
+        stream: false,
+        clientWantsUsage: false,
+        signal,
+      });
+    const gone = new AbortController();
+    const abandoned = send(gone.signal);
+    setTimeout(() => gone.abort(), 50);
+    await expect(abandoned).rejects.toBeDefined();
+    expect(slow.requests.length).toBe(1);
+    slow.behave({ firstByteDelayMs: 1 });
+    for (let i = 0; i < 4; i++) await send(never);
+    await up.close();
+    // Balanced over both as before: the abandoned call said nothing about the replica.
+    expect(slow.requests.length).toBeGreaterThanOrEqual(2);
+  });
+
+  it('holds the excess in the proxy and never sends a replica more than its slots', async () => {
+    fast.reset();
+    slow.reset();
+    fast.behave({ firstByteDelayMs: 10 });
+    slow.behave({ firstByteDelayMs: 150 });
+    const r = route({ model: 'llama3.1:8b', replicas: [fast.url, slow.url], slots: 2 });
+    table.set(r.model, r);
+    let peak = 0;
+    let queuedSeen = 0;
+    const sample = setInterval(() => {
+      peak = Math.max(peak, ...Object.values(upstream.pools.replicaLoad(r.model)));
+      queuedSeen = Math.max(queuedSeen, upstream.pools.load()[r.model]?.queued ?? 0);
+    }, 2);
+    // 8 callers against 4 slots in all.
+    await callers(8, 6, call(r));
+    clearInterval(sample);
+    expect(fast.requests.length + slow.requests.length).toBe(48);
+    expect(peak).toBeLessThanOrEqual(2);
+    expect(queuedSeen).toBeGreaterThan(0);
+    expect(upstream.pools.load()[r.model]).toMatchObject({ inFlight: 0, queued: 0 });
+  });
+});
+
+describe('a wake the API server refuses', () => {
+  it('is tried again while requests wait', async () => {
+    const table = new Map<string, RouteEntry>();
+    let calls = 0;
+    const p = new ReplicaPools({
+      maxQueued: 3,
+      queueMs: 5_000,
+      lookup: (m) => table.get(m),
+      wake: async () => {
+        calls++;
+        if (calls === 1) throw new Error('429 TooManyRequests: storage is (re)initializing');
+        table.set(asleep.model, route({ replicas: ['http://10.0.0.9:11434'], scaling: scaling({ replicas: 1 }) }));
+        p.refresh();
+      },
+    });
+    const asleep = route({ replicas: [], scaling: scaling() });
+    table.set(asleep.model, asleep);
+    const lease = await p.acquire(asleep, never);
+    expect(lease.url).toBe('http://10.0.0.9:11434');
+    expect(calls).toBe(2);
+  });
+});
+
+describe('a hibernated model through the whole pipeline', () => {
+  let double: OllamaDouble;
+  const KEY = 'sk-wake-test';
+  beforeAll(async () => {
+    double = await startOllamaDouble({ models: ['qwen2.5:0.5b', 'llama3.1:8b'] });
+  });
+  afterAll(async () => {
+    await double?.close();
+  });
+
+  function gateway(whileWaking: 'Wait' | 'Fallback') {
+    const routes = new RouteTable();
+    const asleep = (replicas: string[]) =>
+      route({
+        replicas,
+        scaling: scaling({ whileWaking, replicas: replicas.length }),
+        fallback: ['llama3.1:8b'],
+      });
+    const awake = route({ model: 'llama3.1:8b', provider: 'platform-llms/llama', replicas: [double.url] });
+    const set = (replicas: string[]) =>
+      routes.set({
+        entries: new Map<string, RouteEntry>([
+          ['qwen2.5:0.5b', asleep(replicas)],
+          ['llama3.1:8b', awake],
+        ]),
+        models: [],
+      });
+    set([]);
+    const woken: RouteScaling[] = [];
+    const pools = new ReplicaPools({
+      maxQueued: 10,
+      queueMs: 5_000,
+      lookup: (m) => routes.lookup(m),
+      // The wake lands, and a moment later the replica is ready (as the API server would tell).
+      wake: async (s) => {
+        woken.push(s);
+        setTimeout(() => set([double.url]), 200);
+      },
+    });
+    routes.onChange(() => pools.refresh());
+    const app = createApp({
+      keys: ApiKeys.fromKeys([KEY]),
+      routes,
+      upstreams: { 'openai-compatible': new OpenAICompatibleUpstream({ pools }) },
+      usage: new MemoryUsage(),
+      metrics: new ProxyMetrics(),
+    });
+    const chat = () =>
+      app.request('/openai/v1/chat/completions', {
+        method: 'POST',
+        headers: { 'content-type': 'application/json', 'x-api-key': KEY },
+        body: JSON.stringify({ model: 'qwen2.5:0.5b', messages: [{ role: 'user', content: 'hi' }] }),
+      });
+    return { chat, woken };
+  }
+
+  it('Wait: the caller is held until the replica is ready, then served by the model itself', async () => {
+    const { chat, woken } = gateway('Wait');
+    const started = performance.now();
+    const res = await chat();
+    expect(res.status).toBe(200);
+    expect(res.headers.get('x-gateway-fallback')).toBeNull();
+    expect(((await res.json()) as { model: string }).model).toBe('qwen2.5:0.5b');
+    expect(performance.now() - started).toBeGreaterThanOrEqual(150);
+    expect(woken).toHaveLength(1);
+  });
+
+  it('Fallback: the caller is served by the fallback at once, and the model wakes all the same', async () => {
+    const { chat, woken } = gateway('Fallback');
+    const res = await chat();
+    expect(res.status).toBe(200);
+    expect(res.headers.get('x-gateway-fallback')).toBe('llama3.1:8b');
+    expect(woken).toHaveLength(1);
+    await new Promise((r) => setTimeout(r, 300));
+    // Awake now: the model serves its own requests again.
+    const next = await chat();
+    expect(next.headers.get('x-gateway-fallback')).toBeNull();
+  });
+});

@@ -1,0 +1,317 @@
+import type { ModelLoadReport, ProxyLoadReport } from '../../crds/observability/proxy-load.js';
+import { ProxyError } from '../endpoints/errors.js';
+import type { ProxyMetrics } from '../telemetry/metrics.js';
+import type { OpenAICompatibleRoute, RouteEntry, RouteScaling, RouteTable } from './routes.js';
+
+/**
+ * The replicas of each in-cluster model, balanced by the proxy: a request goes to the ready
+ * replica with the fewest requests in flight, and only while that replica has a free slot
+ * (its OLLAMA_NUM_PARALLEL). Beyond that, requests wait here, in a bounded queue per model with
+ * a bounded wait, rather than in Ollama's queue where nobody sees them: the time they wait is
+ * measured, and the count is the load the operator's autoscaler scales on. A model with no
+ * ready replica because it hibernates is woken by the first request that finds it so.
+ */
+
+export interface Lease {
+  /** Base URL of the replica to call. */
+  url: string;
+  /** Once, when the call is over (answer read, stream ended, or failed). */
+  release(): void;
+  /**
+   * The replica could not be reached (refused or never answered the connection): new calls,
+   * the retry of this one first, go to the other replicas for a while (outlier ejection).
+   */
+  unreachable(): void;
+}
+
+export interface ReplicaPoolOptions {
+  /** Requests one model may hold waiting, per proxy replica. */
+  maxQueued: number;
+  /** Longest wait for a slot unless the route sets its own. */
+  queueMs: number;
+  /** Asks for a hibernated model to be woken (scale from zero); may reject, the wait goes on. */
+  wake?: (scaling: RouteScaling) => Promise<void>;
+  /** The route of a model now, to see replicas that became ready while requests wait. */
+  lookup: (model: string) => RouteEntry | undefined;
+  /** Seconds a request waited for a slot, by model (only those that waited). */
+  onQueued?: (model: string, seconds: number) => void;
+  onWakeError?: (model: string, err: unknown) => void;
+  now?: () => number;
+}
+
+interface Waiter {
+  resolve: (lease: Lease) => void;
+  reject: (err: ProxyError) => void;
+  since: number;
+  done: boolean;
+  cleanup: () => void;
+}
+
+interface Pool {
+  model: string;
+  /** The replica list last seen, by identity: routes are rebuilt, never mutated. */
+  source: readonly string[] | undefined;
+  inFlight: Map<string, number>;
+  slots: number;
+  queue: Waiter[];
+  requests: number;
+  /** When a wake was last asked for; cleared once a replica is ready. */
+  wokeAt?: number;
+  /** Rotates among equally loaded replicas so ties do not all land on the first. */
+  next: number;
+  /**
+   * Replicas that refused a connection, until when. Their pod may still be listed as ready (a
+   * container restarting is unready only after its probe fails): calls go elsewhere meanwhile,
+   * and to them only when no other replica has a slot.
+   */
+  ejected: Map<string, number>;
+}
+
+/** How long a replica that refused a connection gets no new calls while others can take them. */
+export const EJECT_MS = 5_000;
+
+const WAKE_AGAIN_MS = 15_000;
+const WAKE_RETRY_MS = 1_000;
+
+export class ReplicaPools {
+  private readonly pools = new Map<string, Pool>();
+  private readonly now: () => number;
+  /** Its request counters count from here (the autoscaler sees a restart by a new value). */
+  private readonly startedAt = Date.now();
+
+  constructor(private readonly opts: ReplicaPoolOptions) {
+    this.now = opts.now ?? (() => performance.now());
+  }
+
+  private pool(route: OpenAICompatibleRoute): Pool {
+    let p = this.pools.get(route.model);
+    if (!p) {
+      p = {
+        model: route.model,
+        source: undefined,
+        inFlight: new Map(),
+        slots: Infinity,
+        queue: [],
+        requests: 0,
+        next: 0,
+        ejected: new Map(),
+      };
+      this.pools.set(route.model, p);
+    }
+    // The caller's route may predate the last rebuild: the table's is the newest.
+    const current = this.opts.lookup(route.model);
+    this.sync(p, current?.kind === 'openai-compatible' && current.provider === route.provider ? current : route);
+    return p;
+  }
+
+  /** Takes the route's replicas and slots; replicas that left keep their calls but get no new ones. */
+  private sync(p: Pool, route: OpenAICompatibleRoute): void {
+    p.slots = route.slots ?? Infinity;
+    const list = route.replicas ?? [route.baseUrl];
+    if (list === p.source) return;
+    p.source = list;
+    const next = new Map<string, number>();
+    for (const url of list) next.set(url, p.inFlight.get(url) ?? 0);
+    p.inFlight = next;
+    for (const url of p.ejected.keys()) if (!next.has(url)) p.ejected.delete(url);
+    if (next.size > 0) p.wokeAt = undefined;
+  }
+
+  private pick(p: Pool): string | undefined {
+    const urls = [...p.inFlight.keys()];
+    let best: string | undefined;
+    if (p.ejected.size > 0) {
+      const now = this.now();
+      for (const [url, until] of p.ejected) if (until <= now) p.ejected.delete(url);
+      // The replicas that answer first; an ejected one only when none of them has a slot.
+      best = this.leastLoaded(p, urls, (url) => !p.ejected.has(url));
+    }
+    best ??= this.leastLoaded(p, urls, () => true);
+    if (best !== undefined) p.next = (p.next + 1) % Math.max(1, urls.length);
+    return best;
+  }
+
+  private leastLoaded(p: Pool, urls: string[], eligible: (url: string) => boolean): string | undefined {
+    let best: string | undefined;
+    let bestLoad = Infinity;
+    for (let i = 0; i < urls.length; i++) {
+      const url = urls[(p.next + i) % urls.length] as string;
+      const load = p.inFlight.get(url) ?? 0;
+      if (load < p.slots && load < bestLoad && eligible(url)) {
+        best = url;
+        bestLoad = load;
+      }
+    }
+    return best;
+  }
+
+  private lease(p: Pool, url: string): Lease {
+    p.inFlight.set(url, (p.inFlight.get(url) ?? 0) + 1);
+    let released = false;
+    return {
+      url,
+      release: () => {
+        if (released) return;
+        released = true;
+        const n = p.inFlight.get(url);
+        // A replica that left the list while the call ran is not in the map any more.
+        if (n !== undefined) p.inFlight.set(url, Math.max(0, n - 1));
+        this.dispatch(p);
+      },
+      unreachable: () => {
+        if (p.inFlight.has(url)) p.ejected.set(url, this.now() + EJECT_MS);
+      },
+    };
+  }
+
+  private dispatch(p: Pool): void {
+    while (p.queue.length > 0) {
+      const url = this.pick(p);
+      if (url === undefined) return;
+      const w = p.queue.shift() as Waiter;
+      w.done = true;
+      w.cleanup();
+      this.opts.onQueued?.(p.model, (this.now() - w.since) / 1000);
+      w.resolve(this.lease(p, url));
+    }
+  }
+
+  private wake(p: Pool, scaling: RouteScaling): void {
+    const now = this.now();
+    if (!this.opts.wake || (p.wokeAt !== undefined && now - p.wokeAt < WAKE_AGAIN_MS)) return;
+    p.wokeAt = now;
+    this.opts.wake(scaling).catch((err) => {
+      this.opts.onWakeError?.(p.model, err);
+      // The API server was busy or unreachable: try again while requests still wait for it.
+      p.wokeAt = undefined;
+      setTimeout(() => {
+        if (p.queue.length > 0 && p.inFlight.size === 0) this.wake(p, scaling);
+      }, WAKE_RETRY_MS).unref();
+    });
+  }
+
+  /** A replica slot for one call: at once, after waiting, or a 503 saying why not. */
+  acquire(route: OpenAICompatibleRoute, signal: AbortSignal): Promise<Lease> | Lease {
+    const p = this.pool(route);
+    p.requests++;
+    const url = p.queue.length === 0 ? this.pick(p) : undefined;
+    if (url !== undefined) return this.lease(p, url);
+
+    const scaling = route.scaling;
+    const asleep = p.inFlight.size === 0;
+    if (asleep && scaling && scaling.replicas === 0 && !scaling.autoscaled) {
+      throw new ProxyError(
+        503,
+        'api_error',
+        'model_scaled_to_zero',
+        `the model ${route.model} is scaled to zero replicas and has no autoscaling to wake it; scale its ModelDeployment up`,
+        'model',
+      );
+    }
+    if (asleep && scaling?.autoscaled) {
+      this.wake(p, scaling);
+      if (scaling.whileWaking === 'Fallback' && route.fallback?.length) {
+        throw new ProxyError(
+          503,
+          'api_error',
+          'model_waking',
+          `the model ${route.model} is waking from zero; its fallback serves meanwhile`,
+          'model',
+          { 'Retry-After': '30' },
+        );
+      }
+    }
+    if (p.queue.length >= this.opts.maxQueued) {
+      throw new ProxyError(
+        503,
+        'api_error',
+        'model_queue_full',
+        `${p.queue.length} requests already wait for a replica of ${route.model}; retry shortly`,
+        'model',
+        { 'Retry-After': '2' },
+      );
+    }
+    const waitMs = route.timeouts?.queueMs ?? this.opts.queueMs;
+    return new Promise<Lease>((resolve, reject) => {
+      const w: Waiter = { resolve, reject, since: this.now(), done: false, cleanup: () => {} };
+      const leave = (err: ProxyError) => {
+        if (w.done) return;
+        w.done = true;
+        w.cleanup();
+        p.queue.splice(p.queue.indexOf(w), 1);
+        reject(err);
+      };
+      const timer = setTimeout(() => {
+        const why = p.inFlight.size === 0 ? 'no replica became ready' : 'every replica stayed busy';
+        leave(
+          new ProxyError(
+            503,
+            'api_error',
+            'model_queue_timeout',
+            `waited ${Math.round(waitMs / 1000)} s for a replica of ${route.model}: ${why}; retry later`,
+            'model',
+            { 'Retry-After': p.inFlight.size === 0 ? '30' : '5' },
+          ),
+        );
+      }, waitMs);
+      const onAbort = () =>
+        leave(new ProxyError(503, 'api_error', 'client_closed', 'the client went away while waiting for a replica'));
+      signal.addEventListener('abort', onAbort, { once: true });
+      w.cleanup = () => {
+        clearTimeout(timer);
+        signal.removeEventListener('abort', onAbort);
+      };
+      p.queue.push(w);
+    });
+  }
+
+  /** After a routing change: replicas that became ready take the waiting requests. */
+  refresh(): void {
+    for (const [model, p] of this.pools) {
+      const route = this.opts.lookup(model);
+      if (route?.kind === 'openai-compatible') this.sync(p, route);
+      if (p.queue.length > 0) this.dispatch(p);
+      else if (!route && [...p.inFlight.values()].every((n) => n === 0)) this.pools.delete(model);
+    }
+  }
+
+  /** Per model: in flight, waiting, and the request counter (what the autoscaler reads). */
+  load(): Record<string, ModelLoadReport> {
+    const out: Record<string, ModelLoadReport> = {};
+    for (const [model, p] of this.pools) {
+      let inFlight = 0;
+      for (const n of p.inFlight.values()) inFlight += n;
+      out[model] = { inFlight, queued: p.queue.length, requests: p.requests };
+    }
+    return out;
+  }
+
+  /** What GET /load on the metrics port answers (crds/observability/proxy-load.ts). */
+  report(): ProxyLoadReport {
+    return { startedAt: this.startedAt, models: this.load() };
+  }
+
+  /** In flight per replica of a model (tests, and the spread they check). */
+  replicaLoad(model: string): Record<string, number> {
+    return Object.fromEntries(this.pools.get(model)?.inFlight ?? []);
+  }
+}
+
+/**
+ * A gateway's pools as proxy/main.ts runs them: over its routing table (waiting requests look
+ * again on every change), their waits and load on its metrics.
+ */
+export function routedPools(
+  routes: RouteTable,
+  metrics: ProxyMetrics,
+  opts: Omit<ReplicaPoolOptions, 'lookup' | 'onQueued'>,
+): ReplicaPools {
+  const pools = new ReplicaPools({
+    ...opts,
+    lookup: (model) => routes.lookup(model),
+    onQueued: (model, seconds) => metrics.queueWait.observe({ model }, seconds),
+  });
+  routes.onChange(() => pools.refresh());
+  metrics.modelLoad = () => pools.load();
+  return pools;
+}

@@ -1,0 +1,421 @@
+import { foundationModelOf } from '../../crds/catalog/prices.js';
+import { modelServerEndpoint } from '../../crds/constants.js';
+import type { ExternalProvider, ProviderAuth, ProviderGuardrail, ProviderType } from '../../crds/external-provider.js';
+import type { ModelDeployment } from '../../crds/model-deployment.js';
+import { resolveNames } from '../../crds/model-names.js';
+import { azureBaseModel } from '../../crds/providers/azure-openai.js';
+import { familyOf, type HostedTarget, modelTypeOf } from '../../crds/providers/provider.js';
+import { HOSTED_PROVIDERS, isHosted } from '../../crds/providers/table.js';
+
+/**
+ * The routing table: model name -> upstream, rebuilt from the watched resources on every
+ * change and swapped in whole, so a request reads one consistent snapshot without locks.
+ *
+ * The proxy only routes to addresses derived from resources it trusts: in a cluster, a
+ * Running ModelDeployment's Service (http://<serviceName>.platform-llms.svc.cluster.local:<port>),
+ * never a URL a caller or a status field could inject; in standalone mode, the endpoint
+ * written in the operator's own config file.
+ */
+
+export interface OpenAICompatibleRoute {
+  kind: 'openai-compatible';
+  /** The model name callers send and the upstream serves. */
+  model: string;
+  /** Base URL without /v1. */
+  baseUrl: string;
+  /** Usage attribution: the ModelDeployment's namespace/name. */
+  provider: string;
+  /** Models to try, in order, when this one fails before answering. */
+  fallback?: readonly string[];
+  /** The deployment's own timeouts, where it sets them. */
+  timeouts?: RouteTimeouts;
+  /**
+   * Base URLs of the replicas that answer now (the Service's ready EndpointSlice endpoints): the
+   * proxy balances over them itself. Absent where it cannot see them (standalone, or no slice
+   * yet): baseUrl, and whatever balances behind it.
+   */
+  replicas?: readonly string[];
+  /** Requests one replica serves at once (OLLAMA_NUM_PARALLEL); more wait in the proxy. Absent: no limit. */
+  slots?: number;
+  /** How the deployment scales, for requests that find no replica ready. */
+  scaling?: RouteScaling;
+  /** Tokens of context the server runs with where the spec sets it (spec.server.contextLength). */
+  contextLength?: number;
+}
+
+export interface RouteScaling {
+  namespace: string;
+  name: string;
+  /** spec.replicas now: 0 means hibernated (or scaled to zero by hand). */
+  replicas: number;
+  /** The operator's autoscaler manages it: a request may wake it from zero. */
+  autoscaled: boolean;
+  whileWaking: 'Wait' | 'Fallback';
+}
+
+/** A model's own waits (ModelDeployment spec.timeouts), over the gateway's flags. */
+interface RouteTimeouts {
+  firstByteMs?: number;
+  idleMs?: number;
+  /** Longest wait in the proxy for a free replica slot (busy replicas, or waking from zero). */
+  queueMs?: number;
+}
+
+export interface BedrockRoute {
+  kind: 'bedrock';
+  /** The Bedrock model id (or inference-profile id) callers send and Bedrock serves. */
+  model: string;
+  /** Usage attribution: the ExternalProvider's namespace/name. */
+  provider: string;
+  region: string;
+  /** Text models answer chat (Converse); embedding models answer embeddings (InvokeModel). */
+  modelType: 'text' | 'embedding';
+  /** Call ConverseStream (the provider streams and so does the model) or Converse. */
+  streaming: boolean;
+  /** False where discovery found the model takes no images; unknown (standalone): Bedrock decides. */
+  images?: boolean;
+  /** The foundation model the id routes to: its price and its parameter ranges apply. */
+  baseModel: string;
+  /** Bedrock's lifecycle of the model, where discovery ran: Legacy means AWS is retiring it. */
+  lifecycle?: 'Active' | 'Legacy';
+  /** How the provider authenticates (a copy of its spec.auth), for its credentials. */
+  auth: ProviderAuth & { method: 'IAMRole' | 'AccessKey' };
+  /** Changes with the provider's spec: the SDK client and its credentials are made anew. */
+  version: string;
+  /** USD the provider's usage spends first. */
+  freeCredits?: number;
+  guardrail?: ProviderGuardrail;
+  /** Models to try, in order, when this one fails before answering. */
+  fallback?: readonly string[];
+}
+
+/** A model of a hosted provider other than Bedrock (crds/providers/): OpenAI, Anthropic, Azure, Vertex, any OpenAI-compatible server. */
+export interface HostedRoute {
+  kind: 'hosted';
+  /** The name callers send. */
+  model: string;
+  /** Usage attribution: the ExternalProvider's namespace/name. */
+  provider: string;
+  /** The provider's spec.provider and spec.auth, for its module and its credentials. */
+  identity: { provider: ProviderType; auth: ProviderAuth };
+  /** How the provider is called for this model. */
+  target: HostedTarget;
+  /** The model whose price applies (an Azure deployment's model; the id itself elsewhere). */
+  baseModel: string;
+  freeCredits?: number;
+  /** Models to try, in order, when this one fails before answering. */
+  fallback?: readonly string[];
+}
+
+export type Route = OpenAICompatibleRoute | BedrockRoute | HostedRoute;
+
+/** A model that exists but cannot take traffic now. */
+export interface Unavailable {
+  kind: 'unavailable';
+  model: string;
+  provider: string;
+  /** Deploying: try again later (503 + Retry-After); Failed: not until someone fixes it. */
+  phase: 'Deploying' | 'Failed';
+  reason: string;
+  /** Models that serve its requests meanwhile, tried in order. */
+  fallback?: readonly string[];
+}
+
+export type RouteEntry = Route | Unavailable;
+
+/** A name the model lists show: a model that takes traffic now, or an alias of one. */
+export interface ModelListing {
+  /** The name callers send. */
+  id: string;
+  /** The served model name: `id` itself, or the model an alias stands for. */
+  model: string;
+  /** Seconds since the epoch: when its resource was created (or the config loaded). */
+  created: number;
+  /** The resource serving it (namespace/name). */
+  provider: string;
+  /** In the CLI model list (the resource's includeInCLI). */
+  cli: boolean;
+}
+
+export interface RouteSnapshot {
+  /** Model names and aliases -> their route (an alias shares its model's entry). */
+  entries: ReadonlyMap<string, RouteEntry>;
+  models: readonly ModelListing[];
+}
+
+export interface BuildOptions {
+  /** Standalone mode: a ModelDeployment's spec.endpoint is the upstream, no operator involved. */
+  standalone: boolean;
+  /** The ready replicas of a Service (its EndpointSlices); undefined when no slice is known. */
+  replicasOf?: (serviceName: string) => readonly string[] | undefined;
+  /** A deployment's parallel slots per replica (spec.server.numParallel or the catalog's default). */
+  slotsOf?: (md: ModelDeployment) => number | undefined;
+  /** Where hosted providers' endpoint overrides are read (PAO_ENDPOINT_URL_*); process.env by default. */
+  env?: NodeJS.ProcessEnv;
+  /**
+   * `created` of models whose resource has no creationTimestamp (standalone config documents):
+   * when the config was loaded, in seconds since the epoch. Defaults to now.
+   */
+  loadedAt?: number;
+}
+
+const createdAt = (iso: string | undefined, opts: BuildOptions) => {
+  const t = iso ? Date.parse(iso) : Number.NaN;
+  return Number.isNaN(t) ? (opts.loadedAt ?? Math.floor(Date.now() / 1000)) : Math.floor(t / 1000);
+};
+
+function timeoutsOf(md: ModelDeployment): RouteTimeouts | undefined {
+  const t = md.spec.timeouts;
+  if (!t || (t.firstByteSeconds === undefined && t.idleSeconds === undefined && t.queueSeconds === undefined))
+    return undefined;
+  return {
+    ...(t.firstByteSeconds !== undefined ? { firstByteMs: t.firstByteSeconds * 1000 } : {}),
+    ...(t.idleSeconds !== undefined ? { idleMs: t.idleSeconds * 1000 } : {}),
+    ...(t.queueSeconds !== undefined ? { queueMs: t.queueSeconds * 1000 } : {}),
+  };
+}
+
+/** Bedrock's embedding models by their ids (amazon.titan-embed-*, cohere.embed-*), where no discovery ran. */
+const isEmbeddingModel = (id: string): boolean => /(^|\.)(amazon\.titan-embed|cohere\.embed)-/.test(id);
+
+const nameOf = (o: { metadata: { namespace?: string; name?: string } }) =>
+  `${o.metadata.namespace ?? ''}/${o.metadata.name ?? ''}`.replace(/^\//, '');
+
+/**
+ * Bedrock routes: a provider the operator found Ready (or Degraded) routes each selected model
+ * the region offers; in standalone mode, where no operator runs discovery, every selected model.
+ * The selected models of a provider that is Failed or not yet checked exist but are unavailable,
+ * so callers learn why and the provider's fallbacks serve them meanwhile.
+ */
+function providerRoutes(
+  eps: ExternalProvider[],
+  opts: BuildOptions,
+): Array<{ route: BedrockRoute | HostedRoute | Unavailable; cli: boolean; created: number }> {
+  const out: Array<{ route: BedrockRoute | HostedRoute | Unavailable; cli: boolean; created: number }> = [];
+  for (const ep of [...eps].sort((a, b) => nameOf(a).localeCompare(nameOf(b)))) {
+    const usable = opts.standalone || ep.status?.phase === 'Ready' || ep.status?.phase === 'Degraded';
+    const fallback = ep.spec.fallback?.length ? { fallback: ep.spec.fallback } : {};
+    const at = createdAt(ep.metadata.creationTimestamp, opts);
+    if (!usable) {
+      const failed = ep.status?.phase === 'Failed';
+      const ready = ep.status?.conditions?.find((c) => c.type === 'Ready');
+      for (const model of ep.spec.models) {
+        out.push({
+          route: {
+            kind: 'unavailable',
+            model,
+            provider: nameOf(ep),
+            phase: failed ? 'Failed' : 'Deploying',
+            reason:
+              ready?.message ?? (failed ? 'the provider failed' : 'the operator has not checked the provider yet'),
+            ...fallback,
+          },
+          cli: false,
+          created: at,
+        });
+      }
+      continue;
+    }
+    const available = opts.standalone ? undefined : new Set(ep.status?.availableModels ?? []);
+    const found = new Map((ep.status?.models ?? []).map((m) => [m.id, m]));
+    if (isHosted(ep.spec.provider)) {
+      for (const route of hostedRoutes(ep, opts, found)) {
+        out.push({ route, cli: ep.spec.includeInCLI, created: at });
+      }
+      continue;
+    }
+    const shared = {
+      provider: nameOf(ep),
+      region: ep.spec.region ?? '',
+      // The CRD admits only these two for bedrock.
+      auth: {
+        ...ep.spec.auth,
+        method: ep.spec.auth.method === 'AccessKey' ? ('AccessKey' as const) : ('IAMRole' as const),
+      },
+      version: ep.metadata.resourceVersion ?? `${ep.metadata.generation ?? ''}`,
+      ...(ep.spec.freeCredits ? { freeCredits: ep.spec.freeCredits } : {}),
+      ...(ep.spec.guardrail ? { guardrail: { ...ep.spec.guardrail } } : {}),
+      ...fallback,
+    };
+    for (const model of ep.spec.models) {
+      if (available && !available.has(model)) continue;
+      // Discovery's findings where it ran; standalone, what the id itself says.
+      const info = found.get(model);
+      out.push({
+        route: {
+          kind: 'bedrock',
+          model,
+          ...shared,
+          modelType: (info ? info.type === 'Embedding' : isEmbeddingModel(model)) ? 'embedding' : 'text',
+          streaming: ep.spec.streaming && (info?.streaming ?? true),
+          ...(info ? { images: info.images === true } : {}),
+          baseModel: info?.baseModel ?? foundationModelOf(model),
+          ...(info ? { lifecycle: info.lifecycle } : {}),
+        },
+        cli: ep.spec.includeInCLI,
+        created: at,
+      });
+    }
+  }
+  return out;
+}
+
+/**
+ * A hosted provider's selected models that discovery found (status.models; all of them
+ * standalone), as routes.
+ */
+function hostedRoutes(
+  ep: ExternalProvider,
+  opts: BuildOptions,
+  found: ReadonlyMap<string, { type: string; family?: string }>,
+): HostedRoute[] {
+  const type = ep.spec.provider;
+  if (!isHosted(type)) return [];
+  const module = HOSTED_PROVIDERS[type];
+  const baseUrl = module.baseUrl(ep.spec, opts.env ?? process.env);
+  return ep.spec.models.flatMap((model): HostedRoute[] => {
+    const info = found.get(model);
+    if (!opts.standalone && !info) return [];
+    const baseModel = type === 'azure-openai' ? azureBaseModel(ep.spec, model) : model;
+    const target: HostedTarget = {
+      type,
+      upstreamModel: model,
+      family: info?.family === 'anthropic' || familyOf(model) === 'anthropic' ? 'anthropic' : 'openai',
+      modelType: info ? (info.type === 'Embedding' ? 'embedding' : 'text') : modelTypeOf(baseModel),
+      baseUrl,
+      ...(ep.spec.azure?.apiVersion ? { apiVersion: ep.spec.azure.apiVersion } : {}),
+      ...(ep.spec.vertex ? { project: ep.spec.vertex.project, location: ep.spec.vertex.location } : {}),
+    };
+    return [
+      {
+        kind: 'hosted',
+        model,
+        provider: nameOf(ep),
+        identity: { provider: type, auth: { ...ep.spec.auth } },
+        target,
+        baseModel,
+        ...(ep.spec.freeCredits ? { freeCredits: ep.spec.freeCredits } : {}),
+        ...(ep.spec.fallback?.length ? { fallback: ep.spec.fallback } : {}),
+      },
+    ];
+  });
+}
+
+export function buildRoutes(mds: ModelDeployment[], opts: BuildOptions, eps: ExternalProvider[] = []): RouteSnapshot {
+  const entries = new Map<string, RouteEntry>();
+  const models: ModelListing[] = [];
+  // Deterministic choice when several deployments serve one model: the first by name.
+  const sorted = [...mds].sort((a, b) => (a.metadata.name ?? '').localeCompare(b.metadata.name ?? ''));
+  for (const md of sorted) {
+    const model = md.spec.model;
+    const provider = nameOf(md);
+    let entry: RouteEntry;
+    if (opts.standalone) {
+      if (!md.spec.endpoint) continue;
+      entry = {
+        kind: 'openai-compatible',
+        model,
+        baseUrl: md.spec.endpoint.replace(/\/+$/, ''),
+        provider,
+        ...(md.spec.server?.numParallel ? { slots: md.spec.server.numParallel } : {}),
+        ...(md.spec.server?.contextLength ? { contextLength: md.spec.server.contextLength } : {}),
+      };
+    } else {
+      const expected = modelServerEndpoint(md.spec.serviceName, md.spec.port);
+      if (md.status?.phase === 'Running' && md.status.endpoint === expected) {
+        const replicas = opts.replicasOf?.(md.spec.serviceName);
+        const slots = opts.slotsOf?.(md);
+        entry = {
+          kind: 'openai-compatible',
+          model,
+          baseUrl: expected,
+          provider,
+          ...(replicas ? { replicas } : {}),
+          ...(slots ? { slots } : {}),
+          ...(md.spec.server?.contextLength ? { contextLength: md.spec.server.contextLength } : {}),
+          scaling: {
+            namespace: md.metadata.namespace ?? '',
+            name: md.metadata.name ?? '',
+            replicas: md.spec.replicas,
+            autoscaled: md.spec.autoscaling !== undefined,
+            whileWaking: md.spec.autoscaling?.whileWaking ?? 'Wait',
+          },
+        };
+      } else {
+        const ready = md.status?.conditions?.find((c) => c.type === 'Ready');
+        entry = {
+          kind: 'unavailable',
+          model,
+          provider,
+          phase: md.status?.phase === 'Failed' ? 'Failed' : 'Deploying',
+          reason: ready?.message ?? 'the model server is being deployed',
+        };
+      }
+    }
+    if (md.spec.fallback?.length) entry.fallback = md.spec.fallback;
+    if (entry.kind === 'openai-compatible') {
+      const timeouts = timeoutsOf(md);
+      if (timeouts) entry.timeouts = timeouts;
+    }
+    const existing = entries.get(model);
+    if (existing && (existing.kind !== 'unavailable' || entry.kind === 'unavailable')) continue;
+    entries.set(model, entry);
+  }
+  for (const [id, entry] of entries) {
+    if (entry.kind === 'unavailable') continue;
+    const md = sorted.find((m) => nameOf(m) === entry.provider);
+    models.push({
+      id,
+      model: id,
+      created: createdAt(md?.metadata.creationTimestamp, opts),
+      provider: entry.provider,
+      cli: md?.spec.includeInCLI !== false,
+    });
+  }
+  const inCluster = new Set(entries.keys());
+  for (const { route, cli, created: at } of providerRoutes(eps, opts)) {
+    // An in-cluster model of the same name keeps the name; a usable provider beats an unusable one.
+    const existing = entries.get(route.model);
+    if (inCluster.has(route.model) || (existing && (existing.kind !== 'unavailable' || route.kind === 'unavailable')))
+      continue;
+    entries.set(route.model, route);
+    if (route.kind !== 'unavailable') {
+      models.push({ id: route.model, model: route.model, created: at, provider: route.provider, cli });
+    }
+  }
+  // Aliases route to their model's entry and are listed beside it (crds/model-names.ts decides who holds one).
+  const listed = new Map(models.map((m) => [m.id, m]));
+  for (const [alias, model] of resolveNames(mds, eps).aliases) {
+    const entry = entries.get(model);
+    if (!entry || entries.has(alias)) continue;
+    entries.set(alias, entry);
+    const of = listed.get(model);
+    if (of) models.push({ ...of, id: alias });
+  }
+  models.sort((a, b) => a.id.localeCompare(b.id));
+  return { entries, models };
+}
+
+export class RouteTable {
+  private snapshot: RouteSnapshot = { entries: new Map(), models: [] };
+  private readonly listeners: Array<() => void> = [];
+
+  /** Replaces the table; readers holding the old snapshot finish with it. */
+  set(next: RouteSnapshot): void {
+    this.snapshot = next;
+    for (const l of this.listeners) l();
+  }
+
+  /** Called after every change (requests waiting for a replica look again). */
+  onChange(listener: () => void): void {
+    this.listeners.push(listener);
+  }
+
+  lookup(model: string): RouteEntry | undefined {
+    return this.snapshot.entries.get(model);
+  }
+
+  models(): readonly ModelListing[] {
+    return this.snapshot.models;
+  }
+}

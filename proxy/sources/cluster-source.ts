@@ -1,0 +1,290 @@
+import type { KubeConfig } from '@kubernetes/client-node';
+import type { ApiKey } from '../../crds/api-key.js';
+import type { Budget } from '../../crds/budget.js';
+import {
+  AGENT_NAMESPACE,
+  API_GROUP,
+  API_VERSION,
+  LLMS_NAMESPACE,
+  PRICES_CONFIGMAP,
+  PRICES_KEY,
+} from '../../crds/constants.js';
+import type { ExternalProvider } from '../../crds/external-provider.js';
+import { type EndpointSlice, readyUrls, SERVICE_NAME_LABEL } from '../../crds/kube/endpoint-slices.js';
+import { Informer } from '../../crds/kube/informer.js';
+import { KubeApiError, KubeClient, resourcePath } from '../../crds/kube/kube-client.js';
+import { NamedSecrets } from '../../crds/kube/named-secrets.js';
+import type { ModelDeployment } from '../../crds/model-deployment.js';
+import type { SecretLookup } from '../../crds/providers/aws-credentials.js';
+import { ApiKeys, policyOf } from '../access/auth.js';
+import { type TagBudget, tagBudgetOf } from '../access/budgets.js';
+import { buildRoutes, type RouteTable } from '../routing/routes.js';
+
+/**
+ * The proxy's view of a cluster: ModelDeployments and ExternalProviders (routes), the price
+ * overrides, and exactly the Secrets it uses (its API keys and the access keys providers
+ * name), each watched by name so that RBAC can grant those and no others; every change
+ * rebuilds the routing table or the key set.
+ */
+
+export const API_KEYS_SECRET = 'platform-ai-optimizer-api-keys';
+export { PRICES_CONFIGMAP, PRICES_KEY } from '../../crds/constants.js';
+
+/**
+ * Ready replicas of each Service in platform-llms: base URLs of its slices' ready endpoints on the
+ * port named http (the model server's).
+ */
+export function replicasByService(slices: EndpointSlice[]): Map<string, string[]> {
+  const out = new Map<string, string[]>();
+  for (const slice of slices) {
+    const service = slice.metadata?.labels?.[SERVICE_NAME_LABEL];
+    if (!service) continue;
+    const urls = out.get(service) ?? [];
+    out.set(service, urls);
+    urls.push(...readyUrls(slice, 'http'));
+  }
+  for (const urls of out.values()) urls.sort();
+  return out;
+}
+
+interface ConfigMap {
+  metadata?: { name?: string; namespace?: string; resourceVersion?: string };
+  data?: Record<string, string>;
+}
+
+export interface ClusterSourceOptions {
+  kubeConfig: KubeConfig;
+  routes: RouteTable;
+  keys: ApiKeys;
+  keysSecret?: string;
+  /** A deployment's parallel slots per replica (spec.server.numParallel or the catalog's default). */
+  slotsOf?: (md: ModelDeployment) => number | undefined;
+  /** Told the Budgets (their tags and limits) now and on every change. */
+  onBudgets?: (budgets: TagBudget[]) => void;
+  onError?: (err: unknown) => void;
+}
+
+export class ClusterSource {
+  private readonly mds: Informer<ModelDeployment>;
+  private readonly eps: Informer<ExternalProvider>;
+  private readonly slices: Informer<EndpointSlice>;
+  private replicas = new Map<string, string[]>();
+  private readonly secrets: NamedSecrets;
+  private readonly prices: Informer<ConfigMap>;
+  private readonly apiKeys: Informer<ApiKey>;
+  private readonly budgets: Informer<Budget>;
+  readonly client: KubeClient;
+  private readonly keysSecret: string;
+  private pricesListener: ((yamlText: string) => void) | undefined;
+
+  constructor(private readonly opts: ClusterSourceOptions) {
+    const client = new KubeClient(opts.kubeConfig, { userAgent: 'platform-ai-optimizer-proxy' });
+    this.client = client;
+    const onError = opts.onError ?? (() => {});
+    const agentPath = (plural: string) =>
+      resourcePath({ group: API_GROUP, version: API_VERSION, plural, namespace: AGENT_NAMESPACE });
+    // ApiKeys by digest: the proxy never reads the key Secrets the operator writes.
+    this.apiKeys = new Informer<ApiKey>(client, { path: agentPath('apikeys'), onError });
+    this.apiKeys.on(() => this.reloadApiKeys());
+    this.budgets = new Informer<Budget>(client, { path: agentPath('budgets'), onError });
+    this.budgets.on(() => this.reloadBudgets());
+    this.mds = new Informer<ModelDeployment>(client, {
+      path: resourcePath({
+        group: API_GROUP,
+        version: API_VERSION,
+        plural: 'modeldeployments',
+        namespace: LLMS_NAMESPACE,
+      }),
+      onError,
+    });
+    // The model servers' ready pods, to balance over them instead of the Service's virtual IP.
+    this.slices = new Informer<EndpointSlice>(client, {
+      path: resourcePath({
+        group: 'discovery.k8s.io',
+        version: 'v1',
+        plural: 'endpointslices',
+        namespace: LLMS_NAMESPACE,
+      }),
+      onError,
+    });
+    this.slices.on((event) => {
+      if (event === 'resync') return;
+      const next = replicasByService(this.slices.list());
+      if (sameReplicas(this.replicas, next)) return;
+      this.replicas = next;
+      this.rebuildRoutes();
+    });
+    this.eps = new Informer<ExternalProvider>(client, {
+      path: resourcePath({
+        group: API_GROUP,
+        version: API_VERSION,
+        plural: 'externalproviders',
+        namespace: AGENT_NAMESPACE,
+      }),
+      onError,
+    });
+    this.secrets = new NamedSecrets(client, AGENT_NAMESPACE, {
+      onChange: (name) => {
+        if (name !== this.keysSecret) return;
+        if (this.secrets.access(name) === 'forbidden') {
+          onError(new Error("the proxy may not read its API-key Secret: check the chart's RBAC"));
+        }
+        this.reloadKeys();
+      },
+      onError: (summary) => onError(new Error(`Secret watch failed: ${summary}`)),
+    });
+    this.prices = new Informer<ConfigMap>(client, {
+      path: resourcePath({ group: '', version: 'v1', plural: 'configmaps', namespace: AGENT_NAMESPACE }),
+      fieldSelector: `metadata.name=${PRICES_CONFIGMAP}`,
+      onError,
+    });
+    this.prices.on(() => this.reloadPrices());
+    this.keysSecret = opts.keysSecret ?? API_KEYS_SECRET;
+    this.mds.on(() => this.rebuildRoutes());
+    this.eps.on((event) => {
+      this.rebuildRoutes();
+      if (event !== 'resync') void this.secrets.track(this.secretNames());
+    });
+  }
+
+  private rebuildRoutes(): void {
+    this.opts.routes.set(
+      buildRoutes(
+        this.mds.list(),
+        {
+          standalone: false,
+          replicasOf: (service) => this.replicas.get(service),
+          ...(this.opts.slotsOf ? { slotsOf: this.opts.slotsOf } : {}),
+        },
+        this.eps.list(),
+      ),
+    );
+  }
+
+  /**
+   * Wakes a hibernated model: spec.replicas 0 -> 1 through the scale subresource, only if it is
+   * still 0. A Scale omits replicas when they are 0, so a JSON-patch test cannot check it: read the
+   * Scale, then write it back under its resourceVersion (409 if anyone, a proxy replica or the
+   * autoscaler, changed it meanwhile; then read again).
+   */
+  async wake(namespace: string, name: string): Promise<void> {
+    const path = resourcePath({
+      group: API_GROUP,
+      version: API_VERSION,
+      plural: 'modeldeployments',
+      namespace,
+      name,
+      subresource: 'scale',
+    });
+    for (let attempt = 0; attempt < 3; attempt++) {
+      const scale = await this.client.get<{ metadata?: { resourceVersion?: string }; spec?: { replicas?: number } }>(
+        path,
+      );
+      if (!scale || (scale.spec?.replicas ?? 0) > 0) return;
+      try {
+        await this.client.mergePatch(path, {
+          metadata: { resourceVersion: scale.metadata?.resourceVersion },
+          spec: { replicas: 1 },
+        });
+        return;
+      } catch (err) {
+        if (!(err instanceof KubeApiError && err.status === 409)) throw err;
+      }
+    }
+  }
+
+  /** The API-key Secret and the access-key Secrets the providers name. */
+  private secretNames(): string[] {
+    return [this.keysSecret, ...this.eps.list().flatMap((ep) => ep.spec.auth.secretRef?.name ?? [])];
+  }
+
+  private reloadKeys(): void {
+    // Every value of the Secret holds keys (one per line, clear text or sha256:<hex>).
+    const text = Object.values(this.secrets.data(this.keysSecret) ?? {})
+      .map((v) => Buffer.from(v, 'base64').toString('utf8'))
+      .join('\n');
+    this.opts.keys.replace(ApiKeys.parse(text));
+  }
+
+  private reloadApiKeys(): void {
+    this.opts.keys.setManaged(this.apiKeys.list().flatMap((ak) => policyOf(ak) ?? []));
+  }
+
+  private reloadBudgets(): void {
+    this.opts.onBudgets?.(this.budgets.list().flatMap((b) => tagBudgetOf(b) ?? []));
+  }
+
+  /** The ApiKey and Budget objects as last seen (the proxy reports spend into their status). */
+  apiKeyObjects(): ApiKey[] {
+    return this.apiKeys.list();
+  }
+
+  budgetObjects(): Budget[] {
+    return this.budgets.list();
+  }
+
+  private reloadPrices(): void {
+    this.pricesListener?.(this.prices.list()[0]?.data?.[PRICES_KEY] ?? '');
+  }
+
+  /** Calls `listener` with the price overrides (YAML text, '' without the ConfigMap) now and on every change. */
+  onPrices(listener: (yamlText: string) => void): void {
+    this.pricesListener = listener;
+    if (this.prices.hasSynced()) this.reloadPrices();
+  }
+
+  /** An access-key provider's Secret in the proxy's namespace, as far as the proxy may read it. */
+  secret(name: string): SecretLookup {
+    return this.secrets.lookup(name);
+  }
+
+  async start(): Promise<void> {
+    await Promise.all([
+      this.slices.start(),
+      this.mds.start(),
+      this.eps.start(),
+      this.prices.start(),
+      this.apiKeys.start(),
+      this.budgets.start(),
+    ]);
+    await this.secrets.track(this.secretNames());
+    this.reloadPrices();
+    this.rebuildRoutes();
+    this.reloadKeys();
+    this.reloadApiKeys();
+    this.reloadBudgets();
+  }
+
+  ready(): boolean {
+    return (
+      this.mds.hasSynced() &&
+      this.slices.hasSynced() &&
+      this.eps.hasSynced() &&
+      this.secrets.settled() &&
+      this.prices.hasSynced() &&
+      this.apiKeys.hasSynced() &&
+      this.budgets.hasSynced()
+    );
+  }
+
+  async stop(): Promise<void> {
+    await Promise.all([
+      this.slices.stop(),
+      this.mds.stop(),
+      this.eps.stop(),
+      this.prices.stop(),
+      this.apiKeys.stop(),
+      this.budgets.stop(),
+    ]);
+    await this.secrets.stop();
+  }
+}
+
+function sameReplicas(a: Map<string, string[]>, b: Map<string, string[]>): boolean {
+  if (a.size !== b.size) return false;
+  for (const [k, v] of a) {
+    const w = b.get(k);
+    if (!w || w.length !== v.length || v.some((x, i) => x !== w[i])) return false;
+  }
+  return true;
+}

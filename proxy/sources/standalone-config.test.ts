@@ -1,0 +1,36 @@
+import { fileURLToPath } from 'node:url';
+import { describe, expect, it } from 'vitest';
+import { ConfigError, loadStandaloneConfig, parseStandaloneConfig } from './standalone-config.js';
+
+describe('standalone config', () => {
+  it('loads the shipped example with schema defaults applied', () => {
+    const config = loadStandaloneConfig(fileURLToPath(new URL('../examples/standalone.yaml', import.meta.url)));
+    expect(config.modelDeployments.map((m) => [m.spec.model, m.spec.endpoint, m.spec.port])).toEqual([
+      ['llama3.2:3b', 'http://localhost:11434', 11434],
+      ['qwen2.5:0.5b', 'http://localhost:11434', 11434],
+    ]);
+  });
+
+  it('rejects documents the CRD schemas reject, naming resource and field', () => {
+    const text = [
+      'apiVersion: ai.platform/v1beta1',
+      'kind: ExternalProvider',
+      'metadata: {name: bedrock}',
+      'spec: {provider: bedrock, displayName: B, region: us-east-1, auth: {method: IAMRole}, models: [amazon.nova-lite-v1:0]}',
+    ].join('\n');
+    expect(() => parseStandaloneConfig(text, 'gw.yaml')).toThrow(
+      'gw.yaml is not a valid gateway config:\nExternalProvider bedrock:\n  spec.auth.roleArn: roleArn is required when auth.method is IAMRole',
+    );
+  });
+
+  it("needs an endpoint on every ModelDeployment, and only this API's kinds", () => {
+    const md =
+      'apiVersion: ai.platform/v1beta1\nkind: ModelDeployment\nmetadata: {name: m}\nspec: {model: llama3.1:8b, serviceName: m}\n';
+    expect(() => parseStandaloneConfig(md, 'a.yaml')).toThrow('spec.endpoint is required in standalone mode');
+    expect(() => parseStandaloneConfig('apiVersion: v1\nkind: Secret\nmetadata: {name: s}\n', 'b.yaml')).toThrow(
+      'document 1: expected a ModelDeployment, ExternalProvider, ApiKey, Budget',
+    );
+    expect(() => parseStandaloneConfig('a: [', 'c.yaml')).toThrow(ConfigError);
+    expect(() => loadStandaloneConfig('/nonexistent/gw.yaml')).toThrow('cannot read /nonexistent/gw.yaml: ENOENT');
+  });
+});
