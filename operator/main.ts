@@ -5,7 +5,7 @@ import { collectDefaultMetrics } from 'prom-client';
 import type { Cloud } from '../crds/catalog/catalog.js';
 import { AGENT_NAMESPACE, unsupportedNode } from '../crds/constants.js';
 import { errorMessage, jsonLogger } from '../crds/observability/log.js';
-import { type ModelCacheSetting, parseModelCache } from './model-cache.js';
+import { type ModelCacheSetting, parseModelCache } from './model-deployment/model-cache.js';
 import { Operator } from './operator.js';
 
 /**

@@ -1,58 +1,31 @@
 import type { Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { serve } from '@hono/node-server';
-import type {
-  KubeConfig,
-  V1DaemonSet,
-  V1Deployment,
-  V1PersistentVolumeClaim,
-  V1Pod,
-  V1Service,
-} from '@kubernetes/client-node';
+import type { KubeConfig } from '@kubernetes/client-node';
 import { Hono } from 'hono';
 import { Counter, Gauge, Registry } from 'prom-client';
-import type { ApiKey } from '../crds/api-key.js';
-import type { AutoscalerPolicy } from '../crds/autoscaler-policy.js';
-import type { Budget } from '../crds/budget.js';
 import { type Catalog, type ClusterInfo, loadCatalog } from '../crds/catalog/catalog.js';
-import {
-  AGENT_NAMESPACE,
-  API_GROUP,
-  API_VERSION,
-  DEPLOYMENT_TIMEOUT_MS,
-  LLMS_NAMESPACE,
-  MODEL_DEPLOYMENT_LABEL,
-} from '../crds/constants.js';
-import type { ExternalProvider } from '../crds/external-provider.js';
-import { Informer, keyOf } from '../crds/kube/informer.js';
-import { KubeClient, type KubeObject, resourcePath } from '../crds/kube/kube-client.js';
-import type { NamedSecrets } from '../crds/kube/named-secrets.js';
-import type { ModelDeployment } from '../crds/model-deployment.js';
-import type { NodeConfiguration } from '../crds/node-configuration.js';
-import type { NodeTemplate } from '../crds/node-template.js';
+import { AGENT_NAMESPACE, LLMS_NAMESPACE } from '../crds/constants.js';
+import { keyOf } from '../crds/kube/informer.js';
+import { KubeClient } from '../crds/kube/kube-client.js';
 import { errorMessage, jsonLogger, type Logger } from '../crds/observability/log.js';
 import { type MetricsServer, serveMetrics } from '../crds/observability/metrics-server.js';
-import { type AwsEndpoints, type CredentialProvider, RoleCredentials } from '../crds/providers/aws-credentials.js';
-import { ApiKeyController, watchApiKeys } from './api-key-controller.js';
-import { BudgetController, watchBudgets } from './budget-controller.js';
-import { ControllerMetrics } from './controller-metrics.js';
-import { EventRecorder } from './events.js';
-import { ExternalProviderController, watchExternalProviders } from './external-provider-controller.js';
-import { LeaderElector } from './leader-election.js';
+import type { AwsEndpoints, CredentialProvider } from '../crds/providers/aws-credentials.js';
+import { CONTROLLERS } from './controllers.js';
 import { managementApi } from './management-api.js';
-import { ModelAutoscaler, ProxyLoad, proxyTargets } from './model-autoscaler.js';
-import type { ModelCacheSetting } from './model-cache.js';
-import {
-  type ModelDeploymentCaches,
-  ModelDeploymentController,
-  watchModelDeployments,
-} from './model-deployment-controller.js';
-import { WorkQueue } from './work-queue.js';
+import type { ModelCacheSetting } from './model-deployment/model-cache.js';
+import { type ControllerDeclaration, type RunningController, watchesOf } from './runtime/controller-declaration.js';
+import { ControllerMetrics } from './runtime/controller-metrics.js';
+import { EventRecorder } from './runtime/events.js';
+import { LeaderElector } from './runtime/leader-election.js';
+import { SharedInformers } from './runtime/shared-informers.js';
+import { WorkQueue } from './runtime/work-queue.js';
 
 /**
  * The operator process: an HTTP server (health, metrics, management API) that runs always,
- * and, while this replica holds the leader lease, the informers, the work queue and the
- * ModelDeployment controller.
+ * and, while this replica holds the leader lease, the controllers the registry declares
+ * (controllers.ts), built alike from their declarations: one informer per watched collection
+ * shared between them, a work queue each with its metrics, resync and teardown.
  */
 
 /** The resource a request path addresses (pods, modeldeployments, leases...), a bounded label. */
@@ -97,23 +70,31 @@ export interface OperatorOptions {
   proxyLoadUrls?: string[];
 }
 
+/** A controller of one leadership term: its queue, and what runs once it started. */
+interface TermController {
+  declaration: ControllerDeclaration;
+  queue: WorkQueue;
+  running?: RunningController;
+}
+
+/** What runs while this replica leads; a new term builds all of it anew. */
+interface Term {
+  informers: SharedInformers;
+  controllers: TermController[];
+  /** Queues every object of the controller's kind (at start and resyncAll). */
+  enqueueAll(c: TermController): void;
+}
+
 export class Operator {
   readonly registry = new Registry();
   readonly log: Logger;
   readonly client: KubeClient;
   private readonly apiRequests: Counter<'method' | 'resource'>;
-  private readonly controllers: ControllerMetrics;
+  private readonly controllerMetrics: ControllerMetrics;
   private server: Server | undefined;
   private metricsServer: MetricsServer | undefined;
   private elector: LeaderElector | undefined;
-  private queue: WorkQueue | undefined;
-  private providerQueue: WorkQueue | undefined;
-  private providers: { eps: Informer<ExternalProvider>; secrets: NamedSecrets } | undefined;
-  private keys:
-    | { apiKeys: Informer<ApiKey>; budgets: Informer<Budget>; keyQueue: WorkQueue; budgetQueue: WorkQueue }
-    | undefined;
-  private caches: ModelDeploymentCaches | undefined;
-  private autoscaler: ModelAutoscaler | undefined;
+  private term: Term | undefined;
   private leading = false;
   private synced = false;
   private stopping = false;
@@ -126,7 +107,7 @@ export class Operator {
       labelNames: ['method', 'resource'],
       registers: [this.registry],
     });
-    this.controllers = new ControllerMetrics(this.registry);
+    this.controllerMetrics = new ControllerMetrics(this.registry);
     const self = this;
     // client-go's name for it, as controller-runtime operators export it.
     new Gauge({
@@ -156,15 +137,13 @@ export class Operator {
 
   /** One autoscaler round now (tests, instead of waiting for the interval). */
   async autoscaleNow(): Promise<void> {
-    await this.autoscaler?.tick();
+    await Promise.all((this.term?.controllers ?? []).map((c) => c.running?.loop?.tick()));
   }
 
   /** Reconcile everything again now (resync on demand; tests use it after moving the clock). */
   resyncAll(): void {
-    for (const md of this.caches?.modelDeployments.list() ?? []) this.queue?.add(keyOf(md));
-    for (const ep of this.providers?.eps.list() ?? []) this.providerQueue?.add(keyOf(ep));
-    for (const ak of this.keys?.apiKeys.list() ?? []) this.keys?.keyQueue.add(keyOf(ak));
-    for (const b of this.keys?.budgets.list() ?? []) this.keys?.budgetQueue.add(keyOf(b));
+    const term = this.term;
+    for (const c of term?.controllers ?? []) term?.enqueueAll(c);
   }
 
   url(): string {
@@ -218,198 +197,88 @@ export class Operator {
     this.elector.start();
   }
 
-  private informer<T extends KubeObject>(path: string, labelSelector?: string): Informer<T> {
-    return new Informer<T>(this.client, {
-      path,
-      ...(labelSelector ? { labelSelector } : {}),
+  /** A leadership term's informers and a queue per controller, wired by the declared watches; nothing runs yet. */
+  private wire(): Term {
+    const informers = new SharedInformers(this.client, {
       resyncMs: this.opts.resyncMs ?? 10 * 60_000,
-      onError: (err) => this.log.warn('watch failed, retrying', { path, error: errorMessage(err) }),
+      onError: (path, err) => this.log.warn('watch failed, retrying', { path, error: errorMessage(err) }),
     });
+    const controllers = CONTROLLERS.map((declaration): TermController => {
+      const queue = this.workQueue(declaration.name, declaration.failure);
+      for (const w of watchesOf(declaration)) {
+        informers.of(w.collection).on((event, obj, old) => {
+          for (const key of w.keys(event, obj, old, informers)) queue.add(key);
+        });
+      }
+      return { declaration, queue };
+    });
+    const enqueueAll = (c: TermController) => {
+      for (const obj of informers.of(c.declaration.for).list()) c.queue.add(keyOf(obj));
+    };
+    return { informers, controllers, enqueueAll };
   }
 
   private async startLeading(): Promise<void> {
     if (this.leading || this.stopping) return;
     this.leading = true;
-    const crd = (plural: string, namespace?: string) =>
-      resourcePath({ group: API_GROUP, version: API_VERSION, plural, ...(namespace ? { namespace } : {}) });
-    const owned = MODEL_DEPLOYMENT_LABEL;
-    const caches: ModelDeploymentCaches = {
-      modelDeployments: this.informer<ModelDeployment>(crd('modeldeployments')),
-      deployments: this.informer<V1Deployment>(
-        resourcePath({ group: 'apps', version: 'v1', plural: 'deployments', namespace: LLMS_NAMESPACE }),
-        owned,
-      ),
-      services: this.informer<V1Service>(
-        resourcePath({ group: '', version: 'v1', plural: 'services', namespace: LLMS_NAMESPACE }),
-      ),
-      pods: this.informer<V1Pod>(
-        resourcePath({ group: '', version: 'v1', plural: 'pods', namespace: LLMS_NAMESPACE }),
-        owned,
-      ),
-      // Unfiltered: a spec.cache.existingClaim is the user's and carries no label of ours.
-      claims: this.informer<V1PersistentVolumeClaim>(
-        resourcePath({ group: '', version: 'v1', plural: 'persistentvolumeclaims', namespace: LLMS_NAMESPACE }),
-      ),
-      nodeTemplates: this.informer<NodeTemplate>(crd('nodetemplates')),
-      nodeConfigurations: this.informer<NodeConfiguration>(crd('nodeconfigurations')),
-      policies: this.informer<AutoscalerPolicy>(crd('autoscalerpolicies')),
-      daemonSets: this.informer<V1DaemonSet>(resourcePath({ group: 'apps', version: 'v1', plural: 'daemonsets' })),
-    };
-    this.caches = caches;
-    const agentPath = (plural: string) =>
-      resourcePath({ group: API_GROUP, version: API_VERSION, plural, namespace: AGENT_NAMESPACE });
-    const providers = this.informer<ExternalProvider>(agentPath('externalproviders'));
-    const apiKeys = this.informer<ApiKey>(agentPath('apikeys'));
-    const budgets = this.informer<Budget>(agentPath('budgets'));
-    const queue = this.workQueue('modeldeployment', ['modeldeployment'], 'reconcile failed');
-    const providerQueue = this.workQueue('externalprovider', ['externalprovider'], 'provider reconcile failed');
-    const keyQueue = this.workQueue('apikey', ['apikey'], 'key reconcile failed');
-    const budgetQueue = this.workQueue('budget', ['budget'], 'budget reconcile failed');
-    this.queue = queue;
-    this.providerQueue = providerQueue;
-    this.keys = { apiKeys, budgets, keyQueue, budgetQueue };
-
-    // What each controller watches and how events map to its keys is declared beside its
-    // reconcile; here the informers and queues are only wired to them.
-    watchModelDeployments(caches, providers, (key) => queue.add(key));
-    const providerWatches = watchExternalProviders(
-      this.client,
-      { providers, modelDeployments: caches.modelDeployments },
-      (key) => providerQueue.add(key),
-      (error) => this.log.warn('Secret watch failed, retrying', { error }),
-    );
-    this.providers = { eps: providers, secrets: providerWatches.secrets };
-    watchApiKeys(apiKeys, (key) => keyQueue.add(key));
-    watchBudgets(budgets, (key) => budgetQueue.add(key));
-
-    await Promise.all(Object.values(caches).map((i: Informer<KubeObject>) => i.start()));
-    if (!this.leading) return;
+    const term = this.wire();
+    this.term = term;
+    await term.informers.start();
+    if (this.term !== term) return;
     this.synced = true;
     const events = new EventRecorder(this.client, 'platform-ai-optimizer-operator', (err) =>
       this.log.warn('event not recorded', { error: errorMessage(err) }),
     );
-    const catalog = this.opts.catalog ?? loadCatalog();
-    const urls = this.opts.proxyLoadUrls;
-    const autoscaler = new ModelAutoscaler(this.client, caches.modelDeployments, events, {
-      catalog,
-      intervalMs: this.opts.autoscaleIntervalMs ?? 5_000,
-      load: new ProxyLoad(urls ? async () => urls : proxyTargets(this.client)),
-      now: () => (this.opts.now?.() ?? new Date()).getTime(),
-      onCondition: (key) => queue.add(key),
-      onError: (err) => this.log.warn('autoscaler round failed', { error: errorMessage(err) }),
-    });
-    this.autoscaler = autoscaler;
-    const controller = new ModelDeploymentController(this.client, caches, events, {
-      autoscaling: (key) => autoscaler.condition(key),
-      catalog,
-      cluster: this.opts.cluster,
-      ollamaImage: this.opts.ollamaImage,
-      timeoutMs: this.opts.timeoutMs ?? DEPLOYMENT_TIMEOUT_MS,
-      now: this.opts.now ?? (() => new Date()),
-      ...(this.opts.modelCache ? { modelCache: this.opts.modelCache } : {}),
-      providers: () => this.providers?.eps.list() ?? [],
-    });
-    queue.run(this.controllers.instrument('modeldeployment', (key) => controller.reconcile(key)));
-    for (const md of caches.modelDeployments.list()) queue.add(keyOf(md));
-    autoscaler.start();
-    await this.startProviders(providers, providerWatches.secrets, providerWatches.track, providerQueue);
-    await this.startKeys(apiKeys, budgets, keyQueue, budgetQueue);
+    // One after another, in the registry's order: a controller that waits for more than its
+    // caches (the ExternalProvider one, for its Secrets) holds back only those after it.
+    for (const c of term.controllers) {
+      const running = await c.declaration.start({
+        client: this.client,
+        caches: term.informers,
+        events,
+        options: this.opts,
+        now: this.opts.now ?? (() => new Date()),
+        log: this.log,
+        enqueue: (key) => c.queue.add(key),
+      });
+      if (this.term !== term) {
+        // Leadership ended while it started: the teardown did not know of its own watches.
+        await running.watches?.stop();
+        return;
+      }
+      c.running = running;
+      c.queue.run(this.controllerMetrics.instrument(c.declaration.name, running.reconcile));
+      term.enqueueAll(c);
+      running.loop?.start();
+    }
     this.log.info('controllers running', { namespace: LLMS_NAMESPACE, agentNamespace: AGENT_NAMESPACE });
   }
 
   /** A work queue of `--concurrency` workers whose failures are logged and whose metrics are exported. */
-  private workQueue(name: string, controllers: string[], failure: string): WorkQueue {
+  private workQueue(name: string, failure: string): WorkQueue {
     const concurrency = this.opts.concurrency ?? 4;
     const queue = new WorkQueue({
       concurrency,
       onError: (key, err, attempt) => this.log.warn(failure, { key, attempt, error: errorMessage(err) }),
-      observer: this.controllers.queueObserver(name, controllers),
+      observer: this.controllerMetrics.queueObserver(name, [name]),
     });
-    this.controllers.watchQueue(name, controllers, queue, concurrency);
+    this.controllerMetrics.watchQueue(name, [name], queue, concurrency);
     return queue;
   }
 
-  private async startProviders(
-    eps: Informer<ExternalProvider>,
-    secrets: NamedSecrets,
-    track: () => Promise<void>,
-    queue: WorkQueue,
-  ): Promise<void> {
-    await eps.start();
-    await track();
-    if (!this.leading) return;
-    const controller = new ExternalProviderController(
-      this.client,
-      eps,
-      secrets,
-      new EventRecorder(this.client, 'platform-ai-optimizer-operator', (err) =>
-        this.log.warn('event not recorded', { error: errorMessage(err) }),
-      ),
-      {
-        roles: new RoleCredentials({
-          ...(this.opts.aws?.base ? { base: this.opts.aws.base } : {}),
-          ...(this.opts.aws?.endpoints?.sts ? { endpoint: this.opts.aws.endpoints.sts } : {}),
-        }),
-        ...(this.opts.aws?.endpoints ? { endpoints: this.opts.aws.endpoints } : {}),
-        rediscoveryMs: this.opts.rediscoveryMs ?? 10 * 60_000,
-        ...(this.opts.providerEnv ? { env: this.opts.providerEnv } : {}),
-        deployments: () => this.caches?.modelDeployments.list() ?? [],
-        now: this.opts.now ?? (() => new Date()),
-      },
-    );
-    queue.run(this.controllers.instrument('externalprovider', (key) => controller.reconcile(key)));
-    for (const ep of eps.list()) queue.add(keyOf(ep));
-  }
-
-  private async startKeys(
-    apiKeys: Informer<ApiKey>,
-    budgets: Informer<Budget>,
-    keyQueue: WorkQueue,
-    budgetQueue: WorkQueue,
-  ): Promise<void> {
-    await Promise.all([apiKeys.start(), budgets.start()]);
-    if (!this.leading) return;
-    const events = new EventRecorder(this.client, 'platform-ai-optimizer-operator', (err) =>
-      this.log.warn('event not recorded', { error: errorMessage(err) }),
-    );
-    const now = this.opts.now ?? (() => new Date());
-    const keyController = new ApiKeyController(this.client, apiKeys, events, { now });
-    const budgetController = new BudgetController(this.client, budgets, events, { now });
-    keyQueue.run(this.controllers.instrument('apikey', (key) => keyController.reconcile(key)));
-    budgetQueue.run(this.controllers.instrument('budget', (key) => budgetController.reconcile(key)));
-    for (const ak of apiKeys.list()) keyQueue.add(keyOf(ak));
-    for (const b of budgets.list()) budgetQueue.add(keyOf(b));
-  }
-
+  /**
+   * Ends the term: loops that write stop first, then running reconciles finish, then the
+   * informers and the controllers' own watches close.
+   */
   private async stopLeading(): Promise<void> {
     this.leading = false;
     this.synced = false;
-    const queue = this.queue;
-    const caches = this.caches;
-    this.queue = undefined;
-    this.caches = undefined;
-    const providerQueue = this.providerQueue;
-    const providers = this.providers;
-    this.providerQueue = undefined;
-    this.providers = undefined;
-    const keys = this.keys;
-    this.keys = undefined;
-    const autoscaler = this.autoscaler;
-    this.autoscaler = undefined;
-    await autoscaler?.stop();
-    await Promise.all([
-      queue?.shutdown(),
-      providerQueue?.shutdown(),
-      keys?.keyQueue.shutdown(),
-      keys?.budgetQueue.shutdown(),
-    ]);
-    await Promise.all([
-      ...Object.values(caches ?? {}).map((i: Informer<KubeObject>) => i.stop()),
-      providers?.eps.stop(),
-      providers?.secrets.stop(),
-      keys?.apiKeys.stop(),
-      keys?.budgets.stop(),
-    ]);
+    const term = this.term;
+    this.term = undefined;
+    const controllers = term?.controllers ?? [];
+    await Promise.all(controllers.map((c) => c.running?.loop?.stop()));
+    await Promise.all(controllers.map((c) => c.queue.shutdown()));
+    await Promise.all([term?.informers.stop(), ...controllers.map((c) => c.running?.watches?.stop())]);
   }
 
   /** Graceful shutdown: not ready, finish running reconciles, release the lease, close HTTP. */

@@ -10,7 +10,7 @@ import { Informer, keyOf } from '../../crds/kube/informer.js';
 import { KubeClient, type KubeObject, resourcePath } from '../../crds/kube/kube-client.js';
 import type { ModelDeployment } from '../../crds/model-deployment.js';
 import { validateResource } from '../../crds/validation.js';
-import { desiredModelServer } from '../../operator/model-server.js';
+import { desiredModelServer } from '../../operator/model-deployment/model-server.js';
 import { apiGet, type ControlPlane, startControlPlane } from '../cluster/control-plane.js';
 import { fakeNode } from '../cluster/nodes.js';
 import { ensureTools } from '../cluster/tools.js';

@@ -6,7 +6,7 @@ import yaml from 'js-yaml';
 import { afterAll, describe, expect, inject, it } from 'vitest';
 import { loadCatalog, resolveModel } from '../../crds/catalog/catalog.js';
 import { LLMS_POD_SECURITY } from '../../crds/constants.js';
-import { desiredModelServer } from '../../operator/model-server.js';
+import { desiredModelServer } from '../../operator/model-deployment/model-server.js';
 import { kubectl, kubectlOk } from '../support/kube.js';
 
 /**

@@ -15,7 +15,7 @@ import {
 } from '../../crds/constants.js';
 import { isGone, KubeClient, resourcePath } from '../../crds/kube/kube-client.js';
 import type { ModelDeployment } from '../../crds/model-deployment.js';
-import { MODEL_ANNOTATION } from '../../operator/model-server.js';
+import { MODEL_ANNOTATION } from '../../operator/model-deployment/model-server.js';
 import { Operator } from '../../operator/operator.js';
 import { fakeNode } from '../cluster/nodes.js';
 import { capture, capturedLogger } from '../support/capture.js';

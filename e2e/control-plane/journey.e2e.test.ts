@@ -7,7 +7,7 @@ import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { loadCatalog } from '../../crds/catalog/catalog.js';
 import { errorMessage } from '../../crds/observability/log.js';
 import { type AwsCredentials, providerCredentials, RoleCredentials } from '../../crds/providers/aws-credentials.js';
-import { type ModelCacheSetting, parseModelCache } from '../../operator/model-cache.js';
+import { type ModelCacheSetting, parseModelCache } from '../../operator/model-deployment/model-cache.js';
 import { Operator } from '../../operator/operator.js';
 import { ApiKeys } from '../../proxy/access/auth.js';
 import { createApp } from '../../proxy/app.js';

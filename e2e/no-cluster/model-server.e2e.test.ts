@@ -5,7 +5,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { loadCatalog, resolveModel } from '../../crds/catalog/catalog.js';
 import { MODEL_SERVER_UID } from '../../crds/constants.js';
 import type { ModelDeployment } from '../../crds/model-deployment.js';
-import { desiredModelServer } from '../../operator/model-server.js';
+import { desiredModelServer } from '../../operator/model-deployment/model-server.js';
 import { OLLAMA_MODEL, type OllamaServer, startOllama } from '../ollama/server.js';
 
 /**

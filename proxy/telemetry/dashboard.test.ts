@@ -1,7 +1,7 @@
 import { readFileSync } from 'node:fs';
 import { Registry } from 'prom-client';
 import { describe, expect, it } from 'vitest';
-import { ControllerMetrics } from '../../operator/controller-metrics.js';
+import { ControllerMetrics } from '../../operator/runtime/controller-metrics.js';
 import { ProxyMetrics } from './metrics.js';
 
 /**

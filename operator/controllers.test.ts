@@ -1,0 +1,34 @@
+import { KubeConfig } from '@kubernetes/client-node';
+import { describe, expect, it } from 'vitest';
+import { KubeClient } from '../crds/kube/kube-client.js';
+import { CONTROLLERS } from './controllers.js';
+import { collectionKey } from './runtime/collection.js';
+import { watchesOf } from './runtime/controller-declaration.js';
+import { SharedInformers } from './runtime/shared-informers.js';
+
+describe('the registered controllers', () => {
+  it('keep the names their queues and metrics are labelled with (dashboards and alerts read them)', () => {
+    expect(CONTROLLERS.map((d) => d.name)).toEqual(['modeldeployment', 'externalprovider', 'apikey', 'budget']);
+  });
+
+  it('list and watch each collection once, however many of them watch it', () => {
+    const kc = new KubeConfig();
+    kc.loadFromOptions({
+      clusters: [{ name: 'c', server: 'https://127.0.0.1:1' }],
+      users: [{ name: 'u' }],
+      contexts: [{ name: 'x', cluster: 'c', user: 'u' }],
+      currentContext: 'x',
+    });
+    const informers = new SharedInformers(new KubeClient(kc), { resyncMs: 0, onError: () => {} });
+    const watched = CONTROLLERS.flatMap((d) => watchesOf(d).map((w) => w.collection));
+    const byController = new Map(CONTROLLERS.map((d) => [d.name, watchesOf(d).map((w) => informers.of(w.collection))]));
+    // ModelDeployment's nine, ExternalProviders, ApiKeys and Budgets; the ExternalProvider
+    // controller's ModelDeployments are the ModelDeployment controller's.
+    expect(informers.size).toBe(12);
+    expect(new Set(watched.map(collectionKey)).size).toBe(12);
+    const md = byController.get('modeldeployment') ?? [];
+    const ep = byController.get('externalprovider') ?? [];
+    expect(ep[1]).toBe(md[0]);
+    expect(ep[0]).toBe(md.at(-1));
+  });
+});

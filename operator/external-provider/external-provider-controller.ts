@@ -1,0 +1,312 @@
+import {
+  BedrockClient,
+  type InferenceProfileSummary,
+  type InferenceProfileType,
+  ListFoundationModelsCommand,
+  ListInferenceProfilesCommand,
+} from '@aws-sdk/client-bedrock';
+import {
+  type BedrockPriceTable,
+  loadBedrockPrices,
+  mergePrices,
+  parseBedrockPrices,
+} from '../../crds/catalog/prices.js';
+import { AGENT_NAMESPACE, API_GROUP, PRICES_CONFIGMAP, PRICES_KEY } from '../../crds/constants.js';
+import type { ExternalProvider, ExternalProviderStatus } from '../../crds/external-provider.js';
+import { type Informer, keyOf } from '../../crds/kube/informer.js';
+import type { KubeClient } from '../../crds/kube/kube-client.js';
+import { NamedSecrets, type SecretObject } from '../../crds/kube/named-secrets.js';
+import type { ModelDeployment } from '../../crds/model-deployment.js';
+import { namesMayChange, resolveNames } from '../../crds/model-names.js';
+import {
+  type AwsEndpoints,
+  accessKeyFromSecretData,
+  last4,
+  providerCredentials,
+  RoleCredentials,
+} from '../../crds/providers/aws-credentials.js';
+import { awsFailure } from '../../crds/providers/aws-errors.js';
+import { HostedCredentials } from '../../crds/providers/credentials.js';
+import type { FetchJson } from '../../crds/providers/provider.js';
+import { isHosted } from '../../crds/providers/table.js';
+import { aliasCondition, aliasConflictEvent, withAliasCondition } from '../aliases/alias-condition.js';
+import { platformCollection } from '../runtime/collection.js';
+import { type ControllerDeclaration, everyKeyOf, watch } from '../runtime/controller-declaration.js';
+import type { EventRecorder } from '../runtime/events.js';
+import { writeStatusIfChanged } from '../runtime/status-write.js';
+import type { ReconcileResult } from '../runtime/work-queue.js';
+import { type DiscoveryOutcome, discoveredModels, externalProviderStatus } from './external-provider-status.js';
+import { discoverHosted, hostedProviderStatus, isTransient } from './hosted-provider-status.js';
+
+/**
+ * Reconciles an ExternalProvider: resolves its credentials, lists the region's foundation
+ * models and inference profiles, and records what is available and which selected models the
+ * price table (shipped, with the prices ConfigMap over it) does not price. Discovery runs on a spec or Secret change and then
+ * every `rediscoveryMs`; reconciles in between (our own status write, a resync) reuse the
+ * last result, so a status write never triggers another discovery.
+ */
+
+interface ExternalProviderControllerOptions {
+  roles: RoleCredentials;
+  endpoints?: AwsEndpoints;
+  rediscoveryMs: number;
+  now: () => Date;
+  /** The ModelDeployments as cached, whose models and aliases a provider's aliases may clash with. */
+  deployments?: () => readonly ModelDeployment[];
+  /** Where hosted providers' endpoint overrides and workload-identity settings are read; process.env by default. */
+  env?: NodeJS.ProcessEnv;
+  /** Discovery's HTTP for hosted providers (tests count calls); the platform's fetch by default. */
+  fetch?: FetchJson;
+}
+
+interface LastDiscovery {
+  generation: number;
+  secretVersion: string;
+  at: number;
+  /** A transient failure: discover again this soon, not after rediscoveryMs. */
+  retryMs?: number;
+}
+
+/** How soon a hosted provider's discovery that failed for a moment is tried again. */
+const TRANSIENT_RETRY_MS = 30_000;
+
+class ExternalProviderController {
+  private readonly last = new Map<string, LastDiscovery>();
+  private readonly basePrices = loadBedrockPrices();
+  private readonly hosted: HostedCredentials;
+
+  constructor(
+    private readonly client: KubeClient,
+    private readonly providers: Informer<ExternalProvider>,
+    private readonly secrets: NamedSecrets,
+    private readonly events: EventRecorder,
+    private readonly opts: ExternalProviderControllerOptions,
+  ) {
+    this.hosted = new HostedCredentials((name) => this.secrets.lookup(name), { env: opts.env ?? process.env });
+  }
+
+  private secretOf(ep: ExternalProvider): SecretObject | undefined {
+    const name = ep.spec.auth.secretRef?.name;
+    return name ? this.secrets.get(name) : undefined;
+  }
+
+  /** Changes when the Secret changes or when this operator gains or loses the right to read it. */
+  private secretVersion(ep: ExternalProvider): string {
+    const name = ep.spec.auth.secretRef?.name;
+    if (!name) return '';
+    return `${this.secrets.access(name) ?? 'untracked'}/${this.secrets.get(name)?.metadata?.resourceVersion ?? ''}`;
+  }
+
+  private async discover(ep: ExternalProvider): Promise<DiscoveryOutcome> {
+    const secret = this.secretOf(ep);
+    const key = ep.spec.auth.method === 'AccessKey' ? accessKeyFromSecretData(secret?.data) : undefined;
+    const keyLast4 = key ? { accessKeyLast4: last4(key.accessKeyId) } : {};
+    const region = ep.spec.region ?? '';
+    const credentials = providerCredentials(ep.spec.auth, region, this.opts.roles, () =>
+      this.secrets.lookup(ep.spec.auth.secretRef?.name ?? ''),
+    );
+    try {
+      await credentials();
+    } catch (err) {
+      return { ok: false, stage: 'credentials', failure: awsFailure(err), ...keyLast4 };
+    }
+    const bedrock = new BedrockClient({
+      region,
+      credentials,
+      maxAttempts: 2,
+      ...(this.opts.endpoints?.bedrock ? { endpoint: this.opts.endpoints.bedrock } : {}),
+    });
+    try {
+      // Text and embedding models: no modality filter, the summaries say which is which.
+      const out = await bedrock.send(new ListFoundationModelsCommand({}));
+      const profiles = await this.profiles(bedrock);
+      return {
+        ok: true,
+        models: discoveredModels(out.modelSummaries ?? [], profiles, region),
+        ...(profiles ? {} : { profilesGuessed: true as const }),
+        ...keyLast4,
+      };
+    } catch (err) {
+      return { ok: false, stage: 'discovery', failure: awsFailure(err), ...keyLast4 };
+    } finally {
+      bedrock.destroy();
+    }
+  }
+
+  /**
+   * System-defined and application inference profiles, every page; undefined when IAM denies
+   * ListInferenceProfiles (a policy written before the gateway needed it): discovery then
+   * derives the region's geographic ids instead of failing the provider.
+   */
+  private async profiles(bedrock: BedrockClient): Promise<InferenceProfileSummary[] | undefined> {
+    const all: InferenceProfileSummary[] = [];
+    for (const typeEquals of ['SYSTEM_DEFINED', 'APPLICATION'] satisfies InferenceProfileType[]) {
+      let nextToken: string | undefined;
+      do {
+        try {
+          const page = await bedrock.send(
+            new ListInferenceProfilesCommand({ typeEquals, maxResults: 1000, nextToken }),
+          );
+          all.push(...(page.inferenceProfileSummaries ?? []));
+          nextToken = page.nextToken;
+        } catch (err) {
+          if (awsFailure(err).code === 'AccessDeniedException') return undefined;
+          throw err;
+        }
+      } while (nextToken);
+    }
+    return all;
+  }
+
+  /** The shipped price table with the prices ConfigMap over it; the shipped one alone when that cannot be read. */
+  private async prices(): Promise<BedrockPriceTable> {
+    try {
+      const cm = await this.client.get<{ data?: Record<string, string> }>(
+        `/api/v1/namespaces/${AGENT_NAMESPACE}/configmaps/${PRICES_CONFIGMAP}`,
+      );
+      const text = cm?.data?.[PRICES_KEY];
+      return text ? mergePrices(this.basePrices, parseBedrockPrices(text)) : this.basePrices;
+    } catch {
+      return this.basePrices;
+    }
+  }
+
+  /** Writes `status` with the provider's AliasesAccepted condition, and the Event when its aliases start to clash. */
+  private async writeStatus(ep: ExternalProvider, status: ExternalProviderStatus): Promise<ExternalProviderStatus> {
+    const aliases = aliasCondition(ep, resolveNames(this.opts.deployments?.() ?? [], this.providers.list()));
+    const conditions = withAliasCondition(status.conditions, aliases, this.opts.now());
+    const next = conditions ? { ...status, conditions } : status;
+    await writeStatusIfChanged(this.client, 'externalproviders', ep, next);
+    const clash = aliasConflictEvent(ep.status?.conditions, aliases);
+    if (clash) await this.events.record(ep, 'Warning', clash.reason, clash.message);
+    return next;
+  }
+
+  async reconcile(key: string): Promise<ReconcileResult> {
+    const ep = this.providers.get(key);
+    if (!ep || ep.metadata.deletionTimestamp) {
+      this.last.delete(key);
+      return;
+    }
+    const generation = ep.metadata.generation ?? 0;
+    const secretVersion = this.secretVersion(ep);
+    const now = this.opts.now().getTime();
+    const last = this.last.get(key);
+    const due =
+      !last ||
+      last.generation !== generation ||
+      last.secretVersion !== secretVersion ||
+      now - last.at >= (last.retryMs ?? this.opts.rediscoveryMs) ||
+      ep.status?.observedGeneration !== generation;
+    if (!due) {
+      // Between discoveries only the aliases can change (another resource claimed or freed one).
+      await this.writeStatus(ep, ep.status ?? {});
+      return { requeueAfterMs: Math.max(1000, (last.retryMs ?? this.opts.rediscoveryMs) - (now - last.at)) };
+    }
+
+    let retryMs: number | undefined;
+    let next: ExternalProviderStatus;
+    if (isHosted(ep.spec.provider)) {
+      const outcome = await discoverHosted(
+        ep,
+        this.hosted,
+        (name) => this.secrets.lookup(name),
+        this.opts.env ?? process.env,
+        this.opts.fetch,
+      );
+      if (!outcome.ok && isTransient(outcome.problem)) retryMs = Math.min(TRANSIENT_RETRY_MS, this.opts.rediscoveryMs);
+      next = hostedProviderStatus(ep, outcome, this.opts.now(), await this.prices());
+    } else {
+      next = externalProviderStatus(ep, await this.discover(ep), this.opts.now(), await this.prices());
+    }
+    this.last.set(key, { generation, secretVersion, at: now, ...(retryMs ? { retryMs } : {}) });
+    const status = await this.writeStatus(ep, next);
+    if (status.phase !== ep.status?.phase) {
+      const ready = status.conditions?.find((c) => c.type === 'Ready');
+      await this.events.record(
+        ep,
+        status.phase === 'Ready' ? 'Normal' : 'Warning',
+        status.phase === 'Ready' ? 'Ready' : (ready?.reason ?? status.phase ?? 'Failed'),
+        ready?.message ?? '',
+      );
+    }
+    return { requeueAfterMs: retryMs ?? this.opts.rediscoveryMs };
+  }
+}
+
+const EXTERNAL_PROVIDERS = platformCollection<ExternalProvider>('externalproviders', AGENT_NAMESPACE);
+const MODEL_DEPLOYMENTS = platformCollection<ModelDeployment>('modeldeployments');
+
+/**
+ * The ExternalProvider controller. Its watches requeue: a provider itself; every provider when
+ * a ModelDeployment's model or aliases change, which may free or take a provider's alias; and,
+ * watched by the controller itself once the providers are listed, the providers naming a Secret
+ * that changed: each Secret providers name is watched by name (RBAC grants exactly those).
+ */
+export const externalProviderController: ControllerDeclaration = {
+  name: 'externalprovider',
+  for: EXTERNAL_PROVIDERS,
+  watches: [watch(MODEL_DEPLOYMENTS, everyKeyOf(EXTERNAL_PROVIDERS, namesMayChange))],
+  rbac: [
+    {
+      scope: AGENT_NAMESPACE,
+      apiGroups: [API_GROUP],
+      resources: ['externalproviders/status'],
+      verbs: ['get', 'patch', 'update'],
+      reason: 'status written by merge patch when it changed',
+    },
+    {
+      scope: AGENT_NAMESPACE,
+      apiGroups: [''],
+      resources: ['secrets'],
+      verbs: ['get', 'list', 'watch'],
+      resourceNamesFromValue: 'providerSecrets',
+      reason: "the providers' credential Secrets, each watched by name: only those the install lists",
+    },
+    {
+      scope: AGENT_NAMESPACE,
+      apiGroups: [''],
+      resources: ['configmaps'],
+      verbs: ['get'],
+      resourceNames: [PRICES_CONFIGMAP],
+      reason: 'the price overrides, read at discovery (which selected models have no price)',
+    },
+    {
+      scope: AGENT_NAMESPACE,
+      apiGroups: [''],
+      resources: ['events'],
+      verbs: ['create', 'patch'],
+      reason: 'Events on ExternalProviders',
+    },
+  ],
+  failure: 'provider reconcile failed',
+  async start(ctx) {
+    const providers = ctx.caches.of(EXTERNAL_PROVIDERS);
+    const deployments = ctx.caches.of(MODEL_DEPLOYMENTS);
+    const secrets = new NamedSecrets(ctx.client, AGENT_NAMESPACE, {
+      onChange: (name) => {
+        for (const ep of providers.list()) if (ep.spec.auth.secretRef?.name === name) ctx.enqueue(keyOf(ep));
+      },
+      onError: (error) => ctx.log.warn('Secret watch failed, retrying', { error }),
+    });
+    const track = () => secrets.track(providers.list().flatMap((ep) => ep.spec.auth.secretRef?.name ?? []));
+    providers.on((event) => {
+      if (event !== 'resync') void track();
+    });
+    // The first discoveries see the Secrets as they are, not as not yet read.
+    await track();
+    const opts = ctx.options;
+    const controller = new ExternalProviderController(ctx.client, providers, secrets, ctx.events, {
+      roles: new RoleCredentials({
+        ...(opts.aws?.base ? { base: opts.aws.base } : {}),
+        ...(opts.aws?.endpoints?.sts ? { endpoint: opts.aws.endpoints.sts } : {}),
+      }),
+      ...(opts.aws?.endpoints ? { endpoints: opts.aws.endpoints } : {}),
+      rediscoveryMs: opts.rediscoveryMs ?? 10 * 60_000,
+      ...(opts.providerEnv ? { env: opts.providerEnv } : {}),
+      deployments: () => deployments.list(),
+      now: ctx.now,
+    });
+    return { reconcile: (key) => controller.reconcile(key), watches: secrets };
+  },
+};
