@@ -1,5 +1,5 @@
 import type { Dialect } from '../constants.js';
-import type { ExternalProviderSpec, ProviderType } from '../external-provider.js';
+import type { ExternalProviderSpec, ProviderGuardrail, ProviderType } from '../external-provider.js';
 
 /**
  * A hosted provider other than Bedrock, as data and a few functions: where its API is, which
@@ -31,6 +31,28 @@ export interface HostedTarget {
   project?: string;
   location?: string;
 }
+
+/** What the proxy needs to call one Bedrock model: plain values, from the spec and discovery. */
+export interface BedrockTarget {
+  type: 'bedrock';
+  /** The model id (or inference-profile id) Bedrock is called with. */
+  upstreamModel: string;
+  /** Text models answer chat (Converse); embedding models answer embeddings (InvokeModel). */
+  modelType: 'text' | 'embedding';
+  region: string;
+  /** Call ConverseStream (the provider streams and so does the model) or Converse. */
+  streaming: boolean;
+  /** False where discovery found the model takes no images; unknown (standalone): Bedrock decides. */
+  images?: boolean;
+  /** Bedrock's lifecycle of the model, where discovery ran: Legacy means AWS is retiring it. */
+  lifecycle?: 'Active' | 'Legacy';
+  guardrail?: ProviderGuardrail;
+  /** Changes with the provider's spec: clients and credentials made for it are made anew. */
+  version: string;
+}
+
+/** How one model of any provider is called. */
+export type ProviderTarget = HostedTarget | BedrockTarget;
 
 /** One request as the provider takes it. */
 interface WireRequest {

@@ -16,3 +16,9 @@ export const HOSTED_PROVIDERS: Readonly<Record<HostedType, HostedProvider>> = {
 };
 
 export const isHosted = (type: ProviderType): type is HostedType => type !== 'bedrock';
+
+/** How callers' errors (its label) and traces (its gen_ai.provider.name) name each provider. */
+export const PROVIDER_NAMES: Readonly<Record<ProviderType, { label: string; system: string }>> = {
+  bedrock: { label: 'Bedrock', system: 'aws.bedrock' },
+  ...HOSTED_PROVIDERS,
+};

@@ -1,17 +1,14 @@
-import type { AddressInfo } from 'node:net';
 import OpenAI from 'openai';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { ApiKey, ApiKeySpec } from '../../crds/api-key.js';
-import { loadCatalog } from '../../crds/catalog/catalog.js';
 import type { ModelDeployment } from '../../crds/model-deployment.js';
 import { type OllamaDouble, startOllamaDouble } from '../../e2e/doubles/ollama.js';
-import { createGateway } from '../app.js';
+import { startGateway, type TestGateway } from '../../e2e/support/gateway.js';
 import { buildRoutes, RouteTable } from '../routing/routes.js';
-import { createProxyServer } from '../serve.js';
 import { ProxyMetrics } from '../telemetry/metrics.js';
 import { OpenAICompatibleUpstream } from '../upstreams/openai-compatible.js';
-import { CostMeter, loadBedrockPrices } from '../usage/cost.js';
 import type { UsageRecord } from '../usage/record.js';
+import { inThreadReports } from '../usage/reports.js';
 import { SqliteUsageStore } from '../usage/sqlite-store.js';
 import { ApiKeys, policyOf, sha256, standaloneKeys } from './auth.js';
 import { BudgetGuard } from './budgets.js';
@@ -48,8 +45,8 @@ function md(name: string, model: string, endpoint: string): ModelDeployment {
 
 let double: OllamaDouble;
 let store: SqliteUsageStore;
-let gateway: ReturnType<typeof createGateway>;
-let app: ReturnType<typeof createGateway>['app'];
+let gateway: TestGateway;
+let app: TestGateway;
 let keys: ApiKeys;
 let budgets: BudgetGuard;
 let metrics: ProxyMetrics;
@@ -83,21 +80,24 @@ beforeAll(async () => {
   metrics = new ProxyMetrics();
   budgets = new BudgetGuard(store, () => keys.policies(), { now: () => now });
   budgets.setTagBudgets([{ name: 'web-monthly', tag: { key: 'team', value: 'web' }, usd: 0.005, period: 'Monthly' }]);
-  gateway = createGateway({
-    keys,
-    routes,
-    upstreams: { 'openai-compatible': new OpenAICompatibleUpstream() },
-    // Straight into the store, so reads see every record at once.
-    usage: { record: (r: UsageRecord) => void store.insert([r]).then(() => budgets.written([r])) },
-    metrics,
-    cost: new CostMeter(loadCatalog(), loadBedrockPrices()),
-    store,
-    budgets,
-  });
-  app = gateway.app;
+  gateway = await startGateway(
+    {},
+    {
+      keys,
+      routes,
+      inCluster: new OpenAICompatibleUpstream(),
+      // Straight into the store, so reads see every record at once.
+      usage: { record: (r: UsageRecord) => void store.insert([r]).then(() => budgets.written([r])) },
+      reports: inThreadReports(store),
+      metrics,
+      budgets,
+    },
+  );
+  app = gateway;
 });
 
 afterAll(async () => {
+  await gateway.stop();
   await double.close();
   await store.close();
 });
@@ -190,17 +190,14 @@ describe('ApiKeys on one gateway', () => {
     expect(await errorOf(refused)).toMatchObject({ code: 'insufficient_quota', type: 'insufficient_quota' });
     expect(Number(refused.headers.get('retry-after'))).toBe((Date.parse('2026-12-01T00:00:00Z') - now) / 1000);
     // As the official SDK surfaces it: a RateLimitError whose code is insufficient_quota.
-    const server = createProxyServer(gateway);
-    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
     const client = new OpenAI({
-      baseURL: `http://127.0.0.1:${(server.address() as AddressInfo).port}/openai/v1`,
+      baseURL: `${gateway.url}/openai/v1`,
       apiKey: WEB,
       maxRetries: 0,
     });
     const sdkError = await client.chat.completions
       .create({ model: 'llama3.1:8b', messages: [{ role: 'user', content: 'hi' }] })
       .catch((err: unknown) => err);
-    server.close();
     expect(sdkError).toBeInstanceOf(OpenAI.RateLimitError);
     expect(sdkError).toMatchObject({ status: 429, code: 'insufficient_quota', type: 'insufficient_quota' });
     // The admin key is not tagged team:web: unaffected.

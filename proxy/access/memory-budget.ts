@@ -51,3 +51,25 @@ export const BODY_MEMORY_FACTOR = 4;
  * were refused with server_busy, a concurrency cap nobody set.
  */
 export const MIN_RESERVATION = 8 * 1024;
+
+/**
+ * One request's share of the budget: grown as its body proves larger, given back whole once its
+ * upstream has the body. Without a budget it holds nothing.
+ */
+export class Reservation {
+  private held = 0;
+
+  constructor(private readonly budget: MemoryBudget | undefined) {}
+
+  /** Holds at least `bytes`; throws the 503 to answer where the budget cannot take the rest. */
+  atLeast(bytes: number): void {
+    if (!this.budget || bytes <= this.held) return;
+    this.budget.take(bytes - this.held);
+    this.held = bytes;
+  }
+
+  release(): void {
+    if (this.held > 0) this.budget?.give(this.held);
+    this.held = 0;
+  }
+}

@@ -75,6 +75,15 @@ export function parseAnthropicRequest(body: unknown): ParsedRequest | ProxyError
 }
 
 /**
+ * Anthropic's POST /v1/messages/count_tokens: a Messages body without max_tokens (it is set to 1
+ * when absent, so the one parser checks both; providers that count are sent it without).
+ */
+export function parseCountTokensRequest(body: unknown): ParsedRequest | ProxyError {
+  const req = parseAnthropicRequest(isRecord(body) ? { max_tokens: 1, ...body } : body);
+  return req instanceof Error ? req : { ...req, stream: false };
+}
+
+/**
  * count_tokens where the upstream cannot count: about four characters of JSON text per token, the
  * ratio Anthropic and OpenAI document for English; an estimate, and answered as one.
  */

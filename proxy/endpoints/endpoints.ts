@@ -1,5 +1,5 @@
 import type { GenAiOperation } from '../telemetry/tracing.js';
-import { parseAnthropicRequest } from './anthropic-request.js';
+import { parseAnthropicRequest, parseCountTokensRequest } from './anthropic-request.js';
 import { type ParsedRequest, parseChatRequest } from './chat-request.js';
 import type { Dialect } from './dialects.js';
 import { parseCompletionRequest, parseEmbeddingRequest } from './endpoint-requests.js';
@@ -14,7 +14,7 @@ import { parseResponsesRequest } from './responses-request.js';
  * table. Adding an endpoint is a row here and its parser beside the others.
  */
 
-export type EndpointName = 'chat' | 'completions' | 'embeddings' | 'responses' | 'messages';
+export type EndpointName = 'chat' | 'completions' | 'embeddings' | 'responses' | 'messages' | 'count_tokens';
 
 export interface Endpoint {
   name: EndpointName;
@@ -24,6 +24,12 @@ export interface Endpoint {
   /** gen_ai.operation.name of its spans. */
   operation: GenAiOperation;
   parse(body: unknown): ParsedRequest | ProxyError;
+  /**
+   * What the call stage does with it: have the model generate an answer (through translators,
+   * retries and fallbacks), or count the request's input tokens (the provider's exact count where
+   * it has one, an estimate elsewhere; nothing generated, nothing billed).
+   */
+  does: 'generate' | 'count-tokens';
   /**
    * Bytes the answer may hold while it is built, where that can dwarf the request: reserved from
    * the memory budget with the body's, so that small requests for huge answers are bounded too.
@@ -50,6 +56,7 @@ export const ENDPOINTS: Record<EndpointName, Endpoint> = {
     path: '/openai/v1/chat/completions',
     operation: 'chat',
     parse: parseChatRequest,
+    does: 'generate',
   },
   completions: {
     name: 'completions',
@@ -57,6 +64,7 @@ export const ENDPOINTS: Record<EndpointName, Endpoint> = {
     path: '/openai/v1/completions',
     operation: 'text_completion',
     parse: parseCompletionRequest,
+    does: 'generate',
   },
   embeddings: {
     name: 'embeddings',
@@ -64,6 +72,7 @@ export const ENDPOINTS: Record<EndpointName, Endpoint> = {
     path: '/openai/v1/embeddings',
     operation: 'embeddings',
     parse: parseEmbeddingRequest,
+    does: 'generate',
     answerBytes: embeddingAnswerBytes,
   },
   responses: {
@@ -72,6 +81,7 @@ export const ENDPOINTS: Record<EndpointName, Endpoint> = {
     path: '/openai/v1/responses',
     operation: 'chat',
     parse: parseResponsesRequest,
+    does: 'generate',
   },
   messages: {
     name: 'messages',
@@ -79,5 +89,15 @@ export const ENDPOINTS: Record<EndpointName, Endpoint> = {
     path: '/anthropic/v1/messages',
     operation: 'chat',
     parse: parseAnthropicRequest,
+    does: 'generate',
+  },
+  // Claude Code calls it to size its context.
+  count_tokens: {
+    name: 'count_tokens',
+    dialect: 'anthropic-messages',
+    path: '/anthropic/v1/messages/count_tokens',
+    operation: 'count_tokens',
+    parse: parseCountTokensRequest,
+    does: 'count-tokens',
   },
 };

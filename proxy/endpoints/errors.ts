@@ -43,3 +43,12 @@ export interface ErrorEnvelope {
 
 export const invalidRequest = (message: string, param: string | null = null, code = 'invalid_request') =>
   new ProxyError(400, 'invalid_request_error', code, message, param);
+
+/** The gateway's own failure (a bug, never a caller's or an upstream's): the request id to find it in the log. */
+export const internalError = (requestId: string) =>
+  new ProxyError(
+    500,
+    'server_error',
+    'internal_error',
+    `the gateway failed to handle the request (request id ${requestId})`,
+  );

@@ -1,9 +1,9 @@
 import type { BedrockModelFacts } from '../../crds/catalog/bedrock-models.js';
 import type { Catalog } from '../../crds/catalog/catalog.js';
-import type { TokenPrice } from '../../crds/catalog/prices.js';
-import { foundationModelOf } from '../../crds/catalog/prices.js';
-import type { HostedType } from '../../crds/providers/provider.js';
-import type { ModelListing, Route, RouteEntry } from '../routing/routes.js';
+import { foundationModelOf, type TokenPrice } from '../../crds/catalog/prices.js';
+import type { ProviderType } from '../../crds/external-provider.js';
+import type { BedrockTarget, HostedTarget } from '../../crds/providers/provider.js';
+import type { ExternalRoute, InClusterRoute, ModelListing } from '../routing/routes.js';
 
 /**
  * What a listed model can do, for the model lists: GET /openai/v1/models (context window and
@@ -11,14 +11,14 @@ import type { ModelListing, Route, RouteEntry } from '../routing/routes.js';
  * (the product's coding CLI and editor plugin). Facts come from data, in this order:
  * in-cluster models from the ModelDeployment's spec.server.contextLength, the hosted-model
  * catalog, else what the model server itself reports (Ollama's /api/show); Bedrock models from
- * discovery (images, lifecycle), the Bedrock model table and the price table.
+ * discovery (images, lifecycle), the Bedrock model table and the price table. Each backend asks
+ * for its own kind's facts (proxy/upstreams/backend.ts).
  */
 
 export interface ModelFacts {
   displayName: string;
-  /** The serving system, in OpenTelemetry's gen_ai.provider.name words. */
   /** Who serves it: ollama, aws.bedrock, or a hosted provider's spec.provider. */
-  provider: 'ollama' | 'aws.bedrock' | HostedType;
+  provider: 'ollama' | 'aws.bedrock' | Exclude<ProviderType, 'bedrock'>;
   contextWindow?: number;
   maxOutputTokens?: number;
   tools: boolean;
@@ -37,66 +37,76 @@ export interface ServerReport {
   contextLength?: number;
 }
 
-export interface ModelMetadataOptions {
-  catalog: Catalog;
-  bedrockModels: Readonly<Record<string, BedrockModelFacts>>;
-  priceOf: (entry: RouteEntry) => TokenPrice | undefined;
-  /** Asks a model server about a model the catalog does not know; undefined when it cannot tell. */
-  ask?: (baseUrl: string, model: string) => Promise<ServerReport | undefined>;
-}
+/** Asks a model server about a model the catalog does not know; undefined when it cannot tell. */
+export type AskServer = (baseUrl: string, model: string) => Promise<ServerReport | undefined>;
 
 const TEXT_ONLY = ['text'] as const;
 
-export class ModelMetadata {
-  constructor(private readonly opts: ModelMetadataOptions) {}
+/** An in-cluster model: the catalog's entry, else what its server reports. */
+export async function inClusterFacts(
+  route: InClusterRoute,
+  price: TokenPrice | undefined,
+  catalog: Catalog,
+  ask?: AskServer,
+): Promise<ModelFacts> {
+  const known = catalog.models.find((m) => m.name === route.model);
+  const report = known ? undefined : await ask?.(route.replicas?.[0] ?? route.baseUrl, route.model);
+  const capabilities = known?.capabilities ?? report?.capabilities ?? [];
+  // The context the server runs with (its OLLAMA_CONTEXT_LENGTH), not the most the model could take.
+  const contextWindow = route.contextLength ?? known?.serving.contextLength ?? report?.contextLength;
+  return {
+    displayName: known?.displayName ?? route.model,
+    provider: 'ollama',
+    // Ollama bounds an answer only by the context it runs with.
+    ...(contextWindow ? { contextWindow, maxOutputTokens: contextWindow } : {}),
+    tools: capabilities.includes('tools'),
+    reasoning: capabilities.includes('thinking'),
+    images: capabilities.includes('vision'),
+    status: 'active',
+    ...(price ? { price } : {}),
+  };
+}
 
-  async facts(route: Route): Promise<ModelFacts> {
-    const price = this.opts.priceOf(route);
-    const priced = price ? { price } : {};
-    if (route.kind === 'bedrock') {
-      const known = this.opts.bedrockModels[route.baseModel] ?? this.opts.bedrockModels[foundationModelOf(route.model)];
-      return {
-        displayName: known?.displayName ?? route.model,
-        provider: 'aws.bedrock',
-        ...(known ? { contextWindow: known.contextWindow, maxOutputTokens: known.maxOutputTokens } : {}),
-        tools: known?.tools === true,
-        reasoning: known?.reasoning === true,
-        // Discovery's input modalities win over the table where it ran.
-        images: route.images ?? known?.images === true,
-        status: route.lifecycle === 'Legacy' ? 'deprecated' : 'active',
-        ...(route.lifecycle === 'Legacy' && known?.replacement ? { replacement: known.replacement } : {}),
-        ...priced,
-      };
-    }
-    if (route.kind === 'hosted') {
-      // The providers' model lists say nothing of limits or abilities: what the route knows.
-      return {
-        displayName: route.model,
-        provider: route.target.type,
-        tools: route.target.modelType === 'text',
-        reasoning: false,
-        images: false,
-        status: 'active',
-        ...priced,
-      };
-    }
-    const known = this.opts.catalog.models.find((m) => m.name === route.model);
-    const report = known ? undefined : await this.opts.ask?.(route.replicas?.[0] ?? route.baseUrl, route.model);
-    const capabilities = known?.capabilities ?? report?.capabilities ?? [];
-    // The context the server runs with (its OLLAMA_CONTEXT_LENGTH), not the most the model could take.
-    const contextWindow = route.contextLength ?? known?.serving.contextLength ?? report?.contextLength;
-    return {
-      displayName: known?.displayName ?? route.model,
-      provider: 'ollama',
-      // Ollama bounds an answer only by the context it runs with.
-      ...(contextWindow ? { contextWindow, maxOutputTokens: contextWindow } : {}),
-      tools: capabilities.includes('tools'),
-      reasoning: capabilities.includes('thinking'),
-      images: capabilities.includes('vision'),
-      status: 'active',
-      ...priced,
-    };
-  }
+/** A Bedrock model: the Bedrock model table, with discovery's input modalities and lifecycle over it. */
+function bedrockFacts(
+  route: ExternalRoute,
+  target: BedrockTarget,
+  bedrockModels: Readonly<Record<string, BedrockModelFacts>>,
+): Omit<ModelFacts, 'price'> {
+  const known = bedrockModels[route.baseModel] ?? bedrockModels[foundationModelOf(route.model)];
+  return {
+    displayName: known?.displayName ?? route.model,
+    provider: 'aws.bedrock',
+    ...(known ? { contextWindow: known.contextWindow, maxOutputTokens: known.maxOutputTokens } : {}),
+    tools: known?.tools === true,
+    reasoning: known?.reasoning === true,
+    images: target.images ?? known?.images === true,
+    status: target.lifecycle === 'Legacy' ? 'deprecated' : 'active',
+    ...(target.lifecycle === 'Legacy' && known?.replacement ? { replacement: known.replacement } : {}),
+  };
+}
+
+/** A hosted provider's model: its model list says nothing of limits or abilities, so what the route knows. */
+function hostedFacts(route: ExternalRoute, target: HostedTarget): Omit<ModelFacts, 'price'> {
+  return {
+    displayName: route.model,
+    provider: target.type,
+    tools: target.modelType === 'text',
+    reasoning: false,
+    images: false,
+    status: 'active',
+  };
+}
+
+/** A provider's model, by its provider's kind of facts. */
+export function externalFacts(
+  route: ExternalRoute,
+  price: TokenPrice | undefined,
+  bedrockModels: Readonly<Record<string, BedrockModelFacts>>,
+): ModelFacts {
+  const { target } = route;
+  const facts = target.type === 'bedrock' ? bedrockFacts(route, target, bedrockModels) : hostedFacts(route, target);
+  return { ...facts, ...(price ? { price } : {}) };
 }
 
 /** An entry of GET /openai/v1/models: OpenAI's four fields, and the limits agents ask for. */

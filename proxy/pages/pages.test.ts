@@ -2,7 +2,7 @@ import { execFile } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
 import { describe, expect, it } from 'vitest';
-import { uiRoutes } from './pages.js';
+import { pagesRoutes } from './pages.js';
 
 /**
  * What the gateway serves for the Usage and Analytics pages, without a browser: the pages, their
@@ -12,7 +12,7 @@ import { uiRoutes } from './pages.js';
 
 describe('UI pages', () => {
   it('serves the pages and assets from the gateway itself, with a CSP that allows only this origin', async () => {
-    const ui = uiRoutes();
+    const ui = pagesRoutes();
     const html = await ui.request('/ui/usage');
     expect(html.status).toBe(200);
     expect(html.headers.get('content-type')).toContain('text/html');

@@ -284,7 +284,7 @@ const COMMON_HEADERS = {
  * and the chart library). No auth on these static files: they contain no data; the pages call
  * the data APIs with the user's API key. Files are read once, here, at startup.
  */
-export function uiRoutes(): Hono {
+export function pagesRoutes(): Hono {
   const assets = loadAssets();
   const pages = new Map([USAGE, ANALYTICS].map((p) => [p.name, renderPage(p)]));
   const app = new Hono();

@@ -1,7 +1,7 @@
 import type { ModelLoadReport, ProxyLoadReport } from '../../crds/observability/proxy-load.js';
 import { ProxyError } from '../endpoints/errors.js';
 import type { ProxyMetrics } from '../telemetry/metrics.js';
-import type { OpenAICompatibleRoute, RouteEntry, RouteScaling, RouteTable } from './routes.js';
+import type { InClusterRoute, RouteEntry, RouteScaling, RouteTable } from './routes.js';
 
 /**
  * The replicas of each in-cluster model, balanced by the proxy: a request goes to the ready
@@ -83,7 +83,7 @@ export class ReplicaPools {
     this.now = opts.now ?? (() => performance.now());
   }
 
-  private pool(route: OpenAICompatibleRoute): Pool {
+  private pool(route: InClusterRoute): Pool {
     let p = this.pools.get(route.model);
     if (!p) {
       p = {
@@ -100,12 +100,12 @@ export class ReplicaPools {
     }
     // The caller's route may predate the last rebuild: the table's is the newest.
     const current = this.opts.lookup(route.model);
-    this.sync(p, current?.kind === 'openai-compatible' && current.provider === route.provider ? current : route);
+    this.sync(p, current?.kind === 'in-cluster' && current.provider === route.provider ? current : route);
     return p;
   }
 
   /** Takes the route's replicas and slots; replicas that left keep their calls but get no new ones. */
-  private sync(p: Pool, route: OpenAICompatibleRoute): void {
+  private sync(p: Pool, route: InClusterRoute): void {
     p.slots = route.slots ?? Infinity;
     const list = route.replicas ?? [route.baseUrl];
     if (list === p.source) return;
@@ -191,7 +191,7 @@ export class ReplicaPools {
   }
 
   /** A replica slot for one call: at once, after waiting, or a 503 saying why not. */
-  acquire(route: OpenAICompatibleRoute, signal: AbortSignal): Promise<Lease> | Lease {
+  acquire(route: InClusterRoute, signal: AbortSignal): Promise<Lease> | Lease {
     const p = this.pool(route);
     p.requests++;
     const url = p.queue.length === 0 ? this.pick(p) : undefined;
@@ -269,7 +269,7 @@ export class ReplicaPools {
   refresh(): void {
     for (const [model, p] of this.pools) {
       const route = this.opts.lookup(model);
-      if (route?.kind === 'openai-compatible') this.sync(p, route);
+      if (route?.kind === 'in-cluster') this.sync(p, route);
       if (p.queue.length > 0) this.dispatch(p);
       else if (!route && [...p.inFlight.values()].every((n) => n === 0)) this.pools.delete(model);
     }

@@ -1,10 +1,10 @@
 import { foundationModelOf } from '../../crds/catalog/prices.js';
 import { modelServerEndpoint } from '../../crds/constants.js';
-import type { ExternalProvider, ProviderAuth, ProviderGuardrail, ProviderType } from '../../crds/external-provider.js';
+import type { ExternalProvider, ProviderAuth, ProviderType } from '../../crds/external-provider.js';
 import type { ModelDeployment } from '../../crds/model-deployment.js';
 import { resolveNames } from '../../crds/model-names.js';
 import { azureBaseModel } from '../../crds/providers/azure-openai.js';
-import { familyOf, type HostedTarget, modelTypeOf } from '../../crds/providers/provider.js';
+import { familyOf, type HostedTarget, modelTypeOf, type ProviderTarget } from '../../crds/providers/provider.js';
 import { HOSTED_PROVIDERS, isHosted } from '../../crds/providers/table.js';
 
 /**
@@ -17,8 +17,9 @@ import { HOSTED_PROVIDERS, isHosted } from '../../crds/providers/table.js';
  * written in the operator's own config file.
  */
 
-export interface OpenAICompatibleRoute {
-  kind: 'openai-compatible';
+/** A model the operator deploys in the cluster (or, standalone, a server the config names). */
+export interface InClusterRoute {
+  kind: 'in-cluster';
   /** The model name callers send and the upstream serves. */
   model: string;
   /** Base URL without /v1. */
@@ -61,37 +62,12 @@ interface RouteTimeouts {
   queueMs?: number;
 }
 
-export interface BedrockRoute {
-  kind: 'bedrock';
-  /** The Bedrock model id (or inference-profile id) callers send and Bedrock serves. */
-  model: string;
-  /** Usage attribution: the ExternalProvider's namespace/name. */
-  provider: string;
-  region: string;
-  /** Text models answer chat (Converse); embedding models answer embeddings (InvokeModel). */
-  modelType: 'text' | 'embedding';
-  /** Call ConverseStream (the provider streams and so does the model) or Converse. */
-  streaming: boolean;
-  /** False where discovery found the model takes no images; unknown (standalone): Bedrock decides. */
-  images?: boolean;
-  /** The foundation model the id routes to: its price and its parameter ranges apply. */
-  baseModel: string;
-  /** Bedrock's lifecycle of the model, where discovery ran: Legacy means AWS is retiring it. */
-  lifecycle?: 'Active' | 'Legacy';
-  /** How the provider authenticates (a copy of its spec.auth), for its credentials. */
-  auth: ProviderAuth & { method: 'IAMRole' | 'AccessKey' };
-  /** Changes with the provider's spec: the SDK client and its credentials are made anew. */
-  version: string;
-  /** USD the provider's usage spends first. */
-  freeCredits?: number;
-  guardrail?: ProviderGuardrail;
-  /** Models to try, in order, when this one fails before answering. */
-  fallback?: readonly string[];
-}
-
-/** A model of a hosted provider other than Bedrock (crds/providers/): OpenAI, Anthropic, Azure, Vertex, any OpenAI-compatible server. */
-export interface HostedRoute {
-  kind: 'hosted';
+/**
+ * A model of a registered ExternalProvider, whichever provider (crds/providers/): its module
+ * says how it is called from `target`, plain values from the spec and discovery.
+ */
+export interface ExternalRoute {
+  kind: 'external';
   /** The name callers send. */
   model: string;
   /** Usage attribution: the ExternalProvider's namespace/name. */
@@ -99,15 +75,28 @@ export interface HostedRoute {
   /** The provider's spec.provider and spec.auth, for its module and its credentials. */
   identity: { provider: ProviderType; auth: ProviderAuth };
   /** How the provider is called for this model. */
-  target: HostedTarget;
-  /** The model whose price applies (an Azure deployment's model; the id itself elsewhere). */
+  target: ProviderTarget;
+  /** The model whose price and limits apply (an inference profile's foundation model, an Azure deployment's model; the id itself elsewhere). */
   baseModel: string;
+  /** USD the provider's usage spends first. */
   freeCredits?: number;
   /** Models to try, in order, when this one fails before answering. */
   fallback?: readonly string[];
 }
 
-export type Route = OpenAICompatibleRoute | BedrockRoute | HostedRoute;
+export type Route = InClusterRoute | ExternalRoute;
+
+/** An external route whose provider's target is of one type (the upstream that carries it knows which). */
+export type ExternalRouteOf<T extends ProviderTarget> = ExternalRoute & { target: T };
+
+/** The route with its target narrowed to the type its upstream carries; a wrong one is the gateway's bug. */
+export function narrowTarget<T extends ProviderTarget>(
+  route: ExternalRoute,
+  is: (target: ProviderTarget) => target is T,
+): ExternalRouteOf<T> {
+  if (!is(route.target)) throw new Error(`the ${route.target.type} route of ${route.model} reached the wrong upstream`);
+  return route as ExternalRouteOf<T>;
+}
 
 /** A model that exists but cannot take traffic now. */
 export interface Unavailable {
@@ -190,8 +179,8 @@ const nameOf = (o: { metadata: { namespace?: string; name?: string } }) =>
 function providerRoutes(
   eps: ExternalProvider[],
   opts: BuildOptions,
-): Array<{ route: BedrockRoute | HostedRoute | Unavailable; cli: boolean; created: number }> {
-  const out: Array<{ route: BedrockRoute | HostedRoute | Unavailable; cli: boolean; created: number }> = [];
+): Array<{ route: ExternalRoute | Unavailable; cli: boolean; created: number }> {
+  const out: Array<{ route: ExternalRoute | Unavailable; cli: boolean; created: number }> = [];
   for (const ep of [...eps].sort((a, b) => nameOf(a).localeCompare(nameOf(b)))) {
     const usable = opts.standalone || ep.status?.phase === 'Ready' || ep.status?.phase === 'Degraded';
     const fallback = ep.spec.fallback?.length ? { fallback: ep.spec.fallback } : {};
@@ -216,41 +205,18 @@ function providerRoutes(
       }
       continue;
     }
-    const available = opts.standalone ? undefined : new Set(ep.status?.availableModels ?? []);
-    const found = new Map((ep.status?.models ?? []).map((m) => [m.id, m]));
-    if (isHosted(ep.spec.provider)) {
-      for (const route of hostedRoutes(ep, opts, found)) {
-        out.push({ route, cli: ep.spec.includeInCLI, created: at });
-      }
-      continue;
-    }
-    const shared = {
-      provider: nameOf(ep),
-      region: ep.spec.region ?? '',
-      // The CRD admits only these two for bedrock.
-      auth: {
-        ...ep.spec.auth,
-        method: ep.spec.auth.method === 'AccessKey' ? ('AccessKey' as const) : ('IAMRole' as const),
-      },
-      version: ep.metadata.resourceVersion ?? `${ep.metadata.generation ?? ''}`,
-      ...(ep.spec.freeCredits ? { freeCredits: ep.spec.freeCredits } : {}),
-      ...(ep.spec.guardrail ? { guardrail: { ...ep.spec.guardrail } } : {}),
-      ...fallback,
-    };
     for (const model of ep.spec.models) {
-      if (available && !available.has(model)) continue;
-      // Discovery's findings where it ran; standalone, what the id itself says.
-      const info = found.get(model);
+      const made = TARGETS[ep.spec.provider](ep, model, opts);
+      if (!made) continue;
       out.push({
         route: {
-          kind: 'bedrock',
+          kind: 'external',
           model,
-          ...shared,
-          modelType: (info ? info.type === 'Embedding' : isEmbeddingModel(model)) ? 'embedding' : 'text',
-          streaming: ep.spec.streaming && (info?.streaming ?? true),
-          ...(info ? { images: info.images === true } : {}),
-          baseModel: info?.baseModel ?? foundationModelOf(model),
-          ...(info ? { lifecycle: info.lifecycle } : {}),
+          provider: nameOf(ep),
+          identity: { provider: ep.spec.provider, auth: { ...ep.spec.auth } },
+          ...made,
+          ...(ep.spec.freeCredits ? { freeCredits: ep.spec.freeCredits } : {}),
+          ...fallback,
         },
         cli: ep.spec.includeInCLI,
         created: at,
@@ -260,46 +226,63 @@ function providerRoutes(
   return out;
 }
 
-/**
- * A hosted provider's selected models that discovery found (status.models; all of them
- * standalone), as routes.
- */
-function hostedRoutes(
+/** How one selected model of a usable provider is called; undefined where discovery did not find it. */
+type TargetOf = (
   ep: ExternalProvider,
+  model: string,
   opts: BuildOptions,
-  found: ReadonlyMap<string, { type: string; family?: string }>,
-): HostedRoute[] {
-  const type = ep.spec.provider;
-  if (!isHosted(type)) return [];
-  const module = HOSTED_PROVIDERS[type];
-  const baseUrl = module.baseUrl(ep.spec, opts.env ?? process.env);
-  return ep.spec.models.flatMap((model): HostedRoute[] => {
-    const info = found.get(model);
-    if (!opts.standalone && !info) return [];
-    const baseModel = type === 'azure-openai' ? azureBaseModel(ep.spec, model) : model;
-    const target: HostedTarget = {
-      type,
+) => { target: ProviderTarget; baseModel: string } | undefined;
+
+/**
+ * A Bedrock model the region offers (status.availableModels; every selected model standalone),
+ * with discovery's findings where it ran and what the id itself says where it did not.
+ */
+const bedrockTarget: TargetOf = (ep, model, opts) => {
+  if (!opts.standalone && !ep.status?.availableModels?.includes(model)) return undefined;
+  const info = ep.status?.models?.find((m) => m.id === model);
+  return {
+    target: {
+      type: 'bedrock',
       upstreamModel: model,
-      family: info?.family === 'anthropic' || familyOf(model) === 'anthropic' ? 'anthropic' : 'openai',
-      modelType: info ? (info.type === 'Embedding' ? 'embedding' : 'text') : modelTypeOf(baseModel),
-      baseUrl,
-      ...(ep.spec.azure?.apiVersion ? { apiVersion: ep.spec.azure.apiVersion } : {}),
-      ...(ep.spec.vertex ? { project: ep.spec.vertex.project, location: ep.spec.vertex.location } : {}),
-    };
-    return [
-      {
-        kind: 'hosted',
-        model,
-        provider: nameOf(ep),
-        identity: { provider: type, auth: { ...ep.spec.auth } },
-        target,
-        baseModel,
-        ...(ep.spec.freeCredits ? { freeCredits: ep.spec.freeCredits } : {}),
-        ...(ep.spec.fallback?.length ? { fallback: ep.spec.fallback } : {}),
-      },
-    ];
-  });
-}
+      modelType: (info ? info.type === 'Embedding' : isEmbeddingModel(model)) ? 'embedding' : 'text',
+      region: ep.spec.region ?? '',
+      streaming: ep.spec.streaming && (info?.streaming ?? true),
+      ...(info ? { images: info.images === true } : {}),
+      ...(info ? { lifecycle: info.lifecycle } : {}),
+      ...(ep.spec.guardrail ? { guardrail: { ...ep.spec.guardrail } } : {}),
+      version: ep.metadata.resourceVersion ?? `${ep.metadata.generation ?? ''}`,
+    },
+    baseModel: info?.baseModel ?? foundationModelOf(model),
+  };
+};
+
+/** A hosted provider's model that discovery found (status.models; every selected model standalone). */
+const hostedTarget: TargetOf = (ep, model, opts) => {
+  const type = ep.spec.provider;
+  if (!isHosted(type)) return undefined;
+  const info = ep.status?.models?.find((m) => m.id === model);
+  if (!opts.standalone && !info) return undefined;
+  const baseModel = type === 'azure-openai' ? azureBaseModel(ep.spec, model) : model;
+  const target: HostedTarget = {
+    type,
+    upstreamModel: model,
+    family: info?.family === 'anthropic' || familyOf(model) === 'anthropic' ? 'anthropic' : 'openai',
+    modelType: info ? (info.type === 'Embedding' ? 'embedding' : 'text') : modelTypeOf(baseModel),
+    baseUrl: HOSTED_PROVIDERS[type].baseUrl(ep.spec, opts.env ?? process.env),
+    ...(ep.spec.azure?.apiVersion ? { apiVersion: ep.spec.azure.apiVersion } : {}),
+    ...(ep.spec.vertex ? { project: ep.spec.vertex.project, location: ep.spec.vertex.location } : {}),
+  };
+  return { target, baseModel };
+};
+
+const TARGETS: Readonly<Record<ProviderType, TargetOf>> = {
+  bedrock: bedrockTarget,
+  openai: hostedTarget,
+  anthropic: hostedTarget,
+  'azure-openai': hostedTarget,
+  'vertex-ai': hostedTarget,
+  'openai-compatible': hostedTarget,
+};
 
 export function buildRoutes(mds: ModelDeployment[], opts: BuildOptions, eps: ExternalProvider[] = []): RouteSnapshot {
   const entries = new Map<string, RouteEntry>();
@@ -313,7 +296,7 @@ export function buildRoutes(mds: ModelDeployment[], opts: BuildOptions, eps: Ext
     if (opts.standalone) {
       if (!md.spec.endpoint) continue;
       entry = {
-        kind: 'openai-compatible',
+        kind: 'in-cluster',
         model,
         baseUrl: md.spec.endpoint.replace(/\/+$/, ''),
         provider,
@@ -326,7 +309,7 @@ export function buildRoutes(mds: ModelDeployment[], opts: BuildOptions, eps: Ext
         const replicas = opts.replicasOf?.(md.spec.serviceName);
         const slots = opts.slotsOf?.(md);
         entry = {
-          kind: 'openai-compatible',
+          kind: 'in-cluster',
           model,
           baseUrl: expected,
           provider,
@@ -353,7 +336,7 @@ export function buildRoutes(mds: ModelDeployment[], opts: BuildOptions, eps: Ext
       }
     }
     if (md.spec.fallback?.length) entry.fallback = md.spec.fallback;
-    if (entry.kind === 'openai-compatible') {
+    if (entry.kind === 'in-cluster') {
       const timeouts = timeoutsOf(md);
       if (timeouts) entry.timeouts = timeouts;
     }

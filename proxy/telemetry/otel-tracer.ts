@@ -13,8 +13,6 @@ import { W3CTraceContextPropagator } from '@opentelemetry/core';
 import { OTLPTraceExporter } from '@opentelemetry/exporter-trace-otlp-proto';
 import { resourceFromAttributes } from '@opentelemetry/resources';
 import { BasicTracerProvider, BatchSpanProcessor, type SpanExporter } from '@opentelemetry/sdk-trace-base';
-import { HOSTED_PROVIDERS } from '../../crds/providers/table.js';
-import type { Route } from '../routing/routes.js';
 import type {
   GenAiOperation,
   RequestSpan,
@@ -40,29 +38,10 @@ const PARAMS: Record<string, string> = {
   n: 'gen_ai.request.choice.count',
 };
 
-/**
- * gen_ai.provider.name per route kind: the conventions' provider system, which the kind decides
- * (in-cluster model servers are Ollama). Keyed by the kind so that a new kind fails the type
- * check until named.
- */
-const PROVIDER_NAMES: Readonly<Record<Exclude<Route['kind'], 'hosted'>, string>> = {
-  'openai-compatible': 'ollama',
-  bedrock: 'aws.bedrock',
-};
-
-/** A hosted provider's system is its module's (crds/providers/). */
-const systemOf = (route: RouteProvider & { kind: Route['kind'] }): string =>
-  route.kind === 'hosted'
-    ? HOSTED_PROVIDERS[route.target?.type ?? 'openai-compatible'].system
-    : PROVIDER_NAMES[route.kind];
-
-/**
- * The provider system, and the gateway's resource that served in an attribute of its own. A
- * model that cannot take traffic (unavailable) has no system to name: only its resource.
- */
+/** The provider system, and the gateway's resource that served in an attribute of its own. */
 function providerAttributes(route: RouteProvider): Attributes {
   const a: Attributes = {};
-  if (route.kind !== 'unavailable') a['gen_ai.provider.name'] = systemOf({ ...route, kind: route.kind });
+  if (route.system) a['gen_ai.provider.name'] = route.system;
   if (route.provider !== '') a['gateway.route.provider'] = route.provider;
   return a;
 }

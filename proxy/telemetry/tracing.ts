@@ -1,5 +1,3 @@
-import type { HostedType } from '../../crds/providers/provider.js';
-import type { RouteEntry } from '../routing/routes.js';
 import type { Usage } from '../upstreams/upstream.js';
 
 /**
@@ -14,16 +12,17 @@ import type { Usage } from '../upstreams/upstream.js';
  */
 
 /** GenAI operation names (gen_ai.operation.name) of the gateway's endpoints. */
-export type GenAiOperation = 'chat' | 'text_completion' | 'embeddings';
+export type GenAiOperation = 'chat' | 'text_completion' | 'embeddings' | 'count_tokens';
 
 /**
- * Who serves a route: its kind names the provider system (gen_ai.provider.name: ollama,
- * aws.bedrock), its provider the gateway's resource (namespace/name) behind it.
+ * Who serves a route: the provider system (gen_ai.provider.name: ollama, aws.bedrock, openai),
+ * which its backend names, and the gateway's resource (namespace/name) behind it. A model that
+ * cannot take traffic has no system to name: only its resource.
  */
-export type RouteProvider = Pick<RouteEntry, 'kind' | 'provider'> & {
-  /** Hosted providers: which one (the system is the provider's, not the route kind's). */
-  target?: { type: HostedType };
-};
+export interface RouteProvider {
+  provider: string;
+  system?: string;
+}
 
 export interface RequestSpanStart {
   operation: GenAiOperation;

@@ -10,7 +10,8 @@ import {
 import type { CredentialProvider } from '../../crds/providers/aws-credentials.js';
 import type { Dialect } from '../endpoints/dialects.js';
 import { ProxyError } from '../endpoints/errors.js';
-import type { BedrockRoute } from '../routing/routes.js';
+import type { BedrockTarget, ProviderTarget } from '../../crds/providers/provider.js';
+import { type ExternalRoute, type ExternalRouteOf, narrowTarget } from '../routing/routes.js';
 import { countAnthropicTokens, sendAnthropic } from './bedrock-anthropic.js';
 import { isAnthropic, jsonMode, toConverseInput } from './bedrock-converse-request.js';
 import { fromConverseOutput, type OpenAIChatChunk, type OpenAIChatCompletion } from './bedrock-converse-response.js';
@@ -47,6 +48,11 @@ export interface BedrockUpstreamOptions {
   maxAttempts?: number;
 }
 
+/** A Bedrock model's route, its target Bedrock's. */
+export type BedrockRoute = ExternalRouteOf<BedrockTarget>;
+const isBedrock = (t: ProviderTarget): t is BedrockTarget => t.type === 'bedrock';
+export const bedrockRoute = (route: ExternalRoute): BedrockRoute => narrowTarget(route, isBedrock);
+
 const EMBEDDING_DIALECTS: readonly Dialect[] = ['openai-embeddings'];
 const TEXT_DIALECTS: readonly Dialect[] = ['openai-chat'];
 const CLAUDE_DIALECTS: readonly Dialect[] = ['openai-chat', 'anthropic-messages'];
@@ -59,20 +65,20 @@ const translatorFor = (call: UpstreamCall<BedrockRoute>, id: string, created: nu
 
 const completionId = () => `chatcmpl-${Math.random().toString(36).slice(2, 14)}`;
 
-export class BedrockUpstream implements Upstream<BedrockRoute> {
+export class BedrockUpstream implements Upstream<ExternalRoute> {
   private readonly clients = new Map<string, { version: string; client: BedrockRuntimeClient }>();
 
   constructor(private readonly opts: BedrockUpstreamOptions) {}
 
   private client(route: BedrockRoute): BedrockRuntimeClient {
-    const key = `${route.provider}|${route.region}`;
+    const key = `${route.provider}|${route.target.region}`;
     // A changed provider (new role, new Secret reference) gets a fresh client and credentials.
-    const version = route.version;
+    const version = route.target.version;
     const cached = this.clients.get(key);
     if (cached && cached.version === version) return cached.client;
     cached?.client.destroy();
     const client = new BedrockRuntimeClient({
-      region: route.region,
+      region: route.target.region,
       credentials: this.opts.credentialsFor(route),
       maxAttempts: this.opts.maxAttempts ?? 1,
       requestHandler: bedrockRequestHandler({ connectMs: DEFAULT_TIMEOUTS.connectMs }),
@@ -91,16 +97,18 @@ export class BedrockUpstream implements Upstream<BedrockRoute> {
    * Embedding models answer embeddings (InvokeModel); text models chat (Converse), and Claude
    * models also Anthropic's Messages natively (InvokeModel with Anthropic's body).
    */
-  dialects(route: BedrockRoute): readonly Dialect[] {
-    if (route.modelType === 'embedding') return EMBEDDING_DIALECTS;
+  dialects(external: ExternalRoute): readonly Dialect[] {
+    const route = bedrockRoute(external);
+    if (route.target.modelType === 'embedding') return EMBEDDING_DIALECTS;
     return isAnthropic(route.baseModel) || isAnthropic(route.model) ? CLAUDE_DIALECTS : TEXT_DIALECTS;
   }
 
   private context(route: BedrockRoute, streaming: boolean): BedrockErrorContext {
-    return { model: route.model, provider: route.provider, streaming, auth: route.auth.method };
+    return { model: route.model, provider: route.provider, streaming, auth: authOf(route) };
   }
 
-  async send(call: UpstreamCall<BedrockRoute>): Promise<UpstreamResult> {
+  async send(external: UpstreamCall<ExternalRoute>): Promise<UpstreamResult> {
+    const call = { ...external, route: bedrockRoute(external.route) };
     switch (call.dialect) {
       case 'openai-embeddings':
         return this.embeddings(call);
@@ -119,7 +127,9 @@ export class BedrockUpstream implements Upstream<BedrockRoute> {
   }
 
   /** Input tokens of an Anthropic Messages request, counted by Bedrock for a Claude model. */
-  countTokens(route: BedrockRoute, body: Record<string, unknown>, signal: AbortSignal): Promise<number> {
+  async countTokens(external: ExternalRoute, body: Record<string, unknown>, signal: AbortSignal): Promise<number | undefined> {
+    const route = bedrockRoute(external);
+    if (!this.dialects(route).includes('anthropic-messages')) return undefined;
     return countAnthropicTokens(this.client(route), route, body, signal, this.context(route, false));
   }
 
@@ -127,22 +137,22 @@ export class BedrockUpstream implements Upstream<BedrockRoute> {
     const started = performance.now();
     const input = toConverseInput(call.route.model, call.body, {
       baseModel: call.route.baseModel,
-      streaming: call.route.streaming,
-      ...(call.route.images === false ? { images: false } : {}),
-      ...(call.route.guardrail ? { guardrail: call.route.guardrail } : {}),
+      streaming: call.route.target.streaming,
+      ...(call.route.target.images === false ? { images: false } : {}),
+      ...(call.route.target.guardrail ? { guardrail: call.route.target.guardrail } : {}),
     });
     if (input instanceof ProxyError) throw input;
     const ctx: BedrockErrorContext = {
       model: call.route.model,
       provider: call.route.provider,
-      streaming: call.route.streaming,
-      auth: call.route.auth.method,
+      streaming: call.route.target.streaming,
+      auth: authOf(call.route),
     };
     const client = this.client(call.route);
     const id = completionId();
     const created = Math.floor(Date.now() / 1000);
 
-    if (!call.route.streaming) {
+    if (!call.route.target.streaming) {
       let out: ConverseCommandOutput;
       try {
         out = await client.send(new ConverseCommand(input), { abortSignal: call.signal });
@@ -207,7 +217,7 @@ export class BedrockUpstream implements Upstream<BedrockRoute> {
       model: route.model,
       provider: route.provider,
       streaming: false,
-      auth: route.auth.method,
+      auth: authOf(route),
     };
     const client = this.client(route);
     const answers: EmbeddingAnswer[] = new Array(plan.calls.length);
@@ -361,6 +371,10 @@ export class BedrockUpstream implements Upstream<BedrockRoute> {
     return { kind: 'stream', body, outcome: settled };
   }
 }
+
+/** The CRD admits only these two methods for Bedrock. */
+const authOf = (route: BedrockRoute): 'IAMRole' | 'AccessKey' =>
+  route.identity.auth.method === 'AccessKey' ? 'AccessKey' : 'IAMRole';
 
 /** The error for a ConverseStream that ended without messageStop or without its usage metadata. */
 function cutOff(stopped: boolean, usage: boolean, ctx: { model: string; provider: string }): ProxyError | undefined {

@@ -4,7 +4,8 @@ import { classify, type ProviderProblem } from '../../crds/providers/provider.js
 import { HOSTED_PROVIDERS } from '../../crds/providers/table.js';
 import { DIALECTS, type Dialect } from '../endpoints/dialects.js';
 import { ProxyError } from '../endpoints/errors.js';
-import type { HostedRoute } from '../routing/routes.js';
+import type { HostedTarget, ProviderTarget } from '../../crds/providers/provider.js';
+import { type ExternalRoute, type ExternalRouteOf, narrowTarget } from '../routing/routes.js';
 import { exchangeStreamed, exchangeWhole, type StreamedAnswer, type WholeAnswer } from './dispatch.js';
 import { PASS_THROUGH, withUsage } from './openai-compatible-dialects.js';
 import { SseRelay } from './sse-relay.js';
@@ -17,7 +18,10 @@ import {
   type UpstreamResult,
 } from './upstream.js';
 
+type HostedRoute = ExternalRouteOf<HostedTarget>;
 type UpstreamCall = AnyUpstreamCall<HostedRoute>;
+const isHostedTarget = (t: ProviderTarget): t is HostedTarget => t.type !== 'bedrock';
+const hostedRoute = (route: ExternalRoute): HostedRoute => narrowTarget(route, isHostedTarget);
 
 /**
  * Hosted providers other than Bedrock (crds/providers/): one upstream for all of them, each
@@ -111,7 +115,7 @@ export interface HostedUpstreamOptions {
   timeouts?: Timeouts;
 }
 
-export class HostedUpstream implements Upstream<HostedRoute> {
+export class HostedUpstream implements Upstream<ExternalRoute> {
   private readonly timeouts: Timeouts;
   private readonly agent: Dispatcher;
 
@@ -124,7 +128,8 @@ export class HostedUpstream implements Upstream<HostedRoute> {
     await this.agent.close();
   }
 
-  dialects(route: HostedRoute): readonly Dialect[] {
+  dialects(external: ExternalRoute): readonly Dialect[] {
+    const route = hostedRoute(external);
     return HOSTED_PROVIDERS[route.target.type].dialects(route.target);
   }
 
@@ -162,10 +167,13 @@ export class HostedUpstream implements Upstream<HostedRoute> {
 
   /** Anthropic's count_tokens where the provider counts (Anthropic, Claude on Vertex); undefined elsewhere. */
   async countTokens(
-    route: HostedRoute,
-    body: Record<string, unknown>,
+    external: ExternalRoute,
+    withMax: Record<string, unknown>,
     signal: AbortSignal,
   ): Promise<number | undefined> {
+    const route = hostedRoute(external);
+    // count_tokens refuses max_tokens.
+    const { max_tokens: _max, ...body } = withMax;
     const provider = HOSTED_PROVIDERS[route.target.type];
     const wire = provider.countTokens?.(route.target, body);
     if (!wire || route.target.family !== 'anthropic') return undefined;
@@ -197,7 +205,8 @@ export class HostedUpstream implements Upstream<HostedRoute> {
     return counted;
   }
 
-  async send(call: UpstreamCall): Promise<UpstreamResult> {
+  async send(external: AnyUpstreamCall<ExternalRoute>): Promise<UpstreamResult> {
+    const call: UpstreamCall = { ...external, route: hostedRoute(external.route) };
     const started = performance.now();
     const provider = HOSTED_PROVIDERS[call.route.target.type];
     const refused = provider.refuse?.(call.route.target, call.dialect, call.body);

@@ -2,7 +2,7 @@ import { Agent, type Dispatcher } from 'undici';
 import { DIALECTS, type Dialect } from '../endpoints/dialects.js';
 import { ProxyError } from '../endpoints/errors.js';
 import { type Lease, ReplicaPools } from '../routing/replica-pool.js';
-import type { OpenAICompatibleRoute } from '../routing/routes.js';
+import type { InClusterRoute } from '../routing/routes.js';
 import {
   exchangeStreamed,
   exchangeWhole,
@@ -15,7 +15,7 @@ import { SseRelay } from './sse-relay.js';
 import { errorCode, transportError } from './transport-errors.js';
 import type { UpstreamCall as AnyUpstreamCall, Timeouts, Upstream, UpstreamResult } from './upstream.js';
 
-type UpstreamCall = AnyUpstreamCall<OpenAICompatibleRoute>;
+type UpstreamCall = AnyUpstreamCall<InClusterRoute>;
 
 import { DEFAULT_TIMEOUTS } from './upstream.js';
 
@@ -91,7 +91,7 @@ const ALL_DIALECTS: readonly Dialect[] = Object.keys(PASS_THROUGH) as Dialect[];
  */
 const CONNECT_FAILURES = new Set(['ECONNREFUSED', 'EHOSTUNREACH', 'ENETUNREACH', 'UND_ERR_CONNECT_TIMEOUT']);
 
-export class OpenAICompatibleUpstream implements Upstream<OpenAICompatibleRoute> {
+export class OpenAICompatibleUpstream implements Upstream<InClusterRoute> {
   private readonly timeouts: Timeouts;
   private readonly resolve: (baseUrl: string) => string;
   private readonly agent: Dispatcher;

@@ -1,6 +1,6 @@
 import type { Dialect } from '../endpoints/dialects.js';
 import type { ProxyError } from '../endpoints/errors.js';
-import type { Route } from '../routing/routes.js';
+import type { RouteEntry } from '../routing/routes.js';
 import type { StreamBody } from './chunk-source.js';
 
 /**
@@ -27,7 +27,7 @@ export interface Usage {
   counted?: true;
 }
 
-export interface UpstreamCall<R extends Route = Route> {
+export interface UpstreamCall<R extends RouteEntry = RouteEntry> {
   route: R;
   /** The dialect of `body`: one the upstream serves for the route. */
   dialect: Dialect;
@@ -61,14 +61,21 @@ export type UpstreamResult =
       usage?: Usage;
       /** The body as the upstream sent it, when it goes to the client unchanged (no re-serializing). */
       raw?: string;
+      /** Headers of the gateway's own for the caller (count_tokens says whether its count is exact). */
+      headers?: Record<string, string>;
     }
   | { kind: 'stream'; body: StreamBody; outcome: Promise<StreamOutcome> };
 
-export interface Upstream<R extends Route = Route> {
+export interface Upstream<R extends RouteEntry = RouteEntry> {
   /** The dialects it serves natively for the route, preferred first. */
   dialects(route: R): readonly Dialect[];
   /** Resolves with the answer or a stream; rejects with a ProxyError. */
   send(call: UpstreamCall<R>): Promise<UpstreamResult>;
+  /**
+   * Input tokens of an Anthropic Messages body (no max_tokens, the served model's own id), where
+   * the provider counts them exactly; undefined where it does not (the gateway estimates).
+   */
+  countTokens?(route: R, body: Record<string, unknown>, signal: AbortSignal): Promise<number | undefined>;
 }
 
 export interface Timeouts {

@@ -1,6 +1,6 @@
-import { type Catalog, pricing } from '../../crds/catalog/catalog.js';
 import { type BedrockPriceTable, bedrockPrice, hostedPrice, type TokenPrice } from '../../crds/catalog/prices.js';
-import type { RouteEntry } from '../routing/routes.js';
+import { type Catalog, pricing } from '../../crds/catalog/catalog.js';
+import type { ProviderTarget } from '../../crds/providers/provider.js';
 import type { Usage } from '../upstreams/upstream.js';
 
 export {
@@ -12,13 +12,14 @@ export {
 } from '../../crds/catalog/prices.js';
 
 /**
- * What a request cost. In-cluster models: the catalog's price per 1M tokens (the hourly
- * price of the recommended GPU spread over its assumed throughput). Bedrock: the price table
- * (crds/catalog/prices.ts: input, output and prompt-cache prices per 1M tokens, per region and
- * for global routing where they differ), overridable. A provider's
- * free credits pay first: that part is reported as savings, until the credits are used up;
- * the usage store allocates them when it writes the records (see allocateCredits), so that
- * several replicas spend them once.
+ * What a request cost. In-cluster models: the catalog's price per 1M tokens (the hourly price of
+ * the recommended GPU spread over its assumed throughput). External providers: the one price
+ * table (crds/catalog/prices.ts: input, output and prompt-cache prices per 1M tokens, Bedrock's
+ * per region and for global routing where they differ), overridable at run time. Which price a
+ * route has is its backend's to say (proxy/upstreams/backend.ts); this module only holds the
+ * current tables and does the arithmetic. A provider's free credits pay first: that part is
+ * reported as savings until the credits are used up; the usage store allocates them when it
+ * writes the records (see allocateCredits), so that several replicas spend them once.
  */
 
 export interface Charge {
@@ -29,47 +30,52 @@ export interface Charge {
   unpriced?: true;
 }
 
-export class CostMeter {
-  private prices: BedrockPriceTable;
+/** The price tables in force: the catalog's, and the providers' table with the ConfigMap's overrides. */
+export class PriceBook {
+  private table: BedrockPriceTable;
 
   constructor(
     private readonly catalog: Catalog,
-    prices: BedrockPriceTable,
+    table: BedrockPriceTable,
   ) {
-    this.prices = prices;
+    this.table = table;
   }
 
-  setPrices(prices: BedrockPriceTable): void {
-    this.prices = prices;
+  /** A new providers' table (the prices ConfigMap changed). */
+  setTable(table: BedrockPriceTable): void {
+    this.table = table;
   }
 
-  priceOf(entry: RouteEntry): TokenPrice | undefined {
-    if (entry.kind === 'bedrock') return bedrockPrice(this.prices, entry.model, entry.region, entry.baseModel);
-    if (entry.kind === 'hosted') return hostedPrice(this.prices, entry.target.type, entry.baseModel);
-    const model = this.catalog.models.find((m) => m.name === entry.model);
-    if (!model) return undefined;
-    const per1M = pricing(this.catalog, model, model.gpu.recommended).usdPer1MTokens;
+  /** An in-cluster model's price, from the catalog's GPU and throughput. */
+  catalogPrice(model: string): TokenPrice | undefined {
+    const known = this.catalog.models.find((m) => m.name === model);
+    if (!known) return undefined;
+    const per1M = pricing(this.catalog, known, known.gpu.recommended).usdPer1MTokens;
     return { input: per1M, output: per1M };
   }
 
-  charge(entry: RouteEntry | undefined, usage: Usage | undefined): Charge {
-    if (!entry || !usage) return { costUsd: 0 };
-    const price = this.priceOf(entry);
-    if (!price) {
-      return usage.promptTokens + usage.completionTokens > 0 ? { costUsd: 0, unpriced: true } : { costUsd: 0 };
-    }
-    const read = usage.cachedTokens ?? 0;
-    const written = usage.cacheWriteTokens ?? 0;
-    const hour = Math.min(usage.cacheWrite1hTokens ?? 0, written);
-    const fresh = Math.max(0, usage.promptTokens - read - written);
-    const costUsd =
-      (fresh * price.input +
-        read * (price.cacheRead ?? price.input) +
-        (written - hour) * (price.cacheWrite ?? price.input) +
-        hour * (price.cacheWrite1h ?? price.cacheWrite ?? price.input) +
-        usage.completionTokens * price.output) /
-      1_000_000;
-    const credits = entry.kind === 'bedrock' || entry.kind === 'hosted' ? (entry.freeCredits ?? 0) : 0;
-    return credits > 0 ? { costUsd, creditsUsd: credits } : { costUsd };
+  /** A provider's model: Bedrock's by id, region and foundation model; the others' by provider and model. */
+  providerPrice(target: ProviderTarget, model: string, baseModel: string): TokenPrice | undefined {
+    return target.type === 'bedrock'
+      ? bedrockPrice(this.table, model, target.region, baseModel)
+      : hostedPrice(this.table, target.type, baseModel);
   }
+}
+
+/** What `usage` cost at `price`; the cache's reads and writes at their own prices. */
+export function charge(price: TokenPrice | undefined, usage: Usage | undefined, creditsUsd: number): Charge {
+  if (!usage) return { costUsd: 0 };
+  if (!price) return usage.promptTokens + usage.completionTokens > 0 ? { costUsd: 0, unpriced: true } : { costUsd: 0 };
+  const read = usage.cachedTokens ?? 0;
+  const written = usage.cacheWriteTokens ?? 0;
+  const hour = Math.min(usage.cacheWrite1hTokens ?? 0, written);
+  const fresh = Math.max(0, usage.promptTokens - read - written);
+  const costUsd =
+    (fresh * price.input +
+      read * (price.cacheRead ?? price.input) +
+      (written - hour) * (price.cacheWrite ?? price.input) +
+      hour * (price.cacheWrite1h ?? price.cacheWrite ?? price.input) +
+      usage.completionTokens * price.output) /
+    1_000_000;
+  return creditsUsd > 0 ? { costUsd, creditsUsd } : { costUsd };
 }

@@ -1,30 +1,27 @@
-import type { Server } from 'node:http';
-import { type AddressInfo, connect } from 'node:net';
+import { connect } from 'node:net';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { loadCatalog } from '../crds/catalog/catalog.js';
 import type { ModelDeployment } from '../crds/model-deployment.js';
+import type { Logger } from '../crds/observability/log.js';
 import { type OllamaDouble, startOllamaDouble } from '../e2e/doubles/ollama.js';
+import { startGateway, type TestGateway } from '../e2e/support/gateway.js';
 import { ApiKeys } from './access/auth.js';
-import { createApp, createGateway, type Gateway } from './app.js';
 import { buildRoutes, RouteTable } from './routing/routes.js';
-import { createProxyServer } from './serve.js';
 import { ProxyMetrics } from './telemetry/metrics.js';
 import { OpenAICompatibleUpstream } from './upstreams/openai-compatible.js';
-import { CostMeter } from './usage/cost.js';
 import { MemoryUsage } from './usage/record.js';
 
 /**
- * The gateway app end to end against the Ollama double: through app.request() for the
- * request/response contract, and over a real socket where the transport matters (streams,
- * client aborts, body limits).
+ * The request path end to end against the Ollama double, through the composed gateway's front
+ * door over a real socket: the request/response contract, and where the transport matters
+ * (streams, client aborts, body limits).
  */
 
 const KEY = 'sk-test-key';
 let double: OllamaDouble;
 let usage: MemoryUsage;
-let gateway: Gateway;
-let app: Gateway['app'];
-let server: Server;
+let gateway: TestGateway;
+let app: TestGateway;
 let base: string;
 let metrics: ProxyMetrics;
 
@@ -60,14 +57,10 @@ function build(timeouts = { connectMs: 1000, firstByteMs: 2000, responseMs: 2000
   );
   usage = new MemoryUsage();
   metrics = new ProxyMetrics();
-  return createGateway({
-    keys: ApiKeys.fromKeys([KEY]),
-    routes,
-    upstreams: { 'openai-compatible': new OpenAICompatibleUpstream({ timeouts }) },
-    usage,
-    metrics,
-    maxBodyBytes: 10 * 1024 * 1024,
-  });
+  return startGateway(
+    { maxBodyBytes: 10 * 1024 * 1024 },
+    { keys: ApiKeys.fromKeys([KEY]), routes, inCluster: new OpenAICompatibleUpstream({ timeouts }), usage, metrics },
+  );
 }
 
 const chat = (body: unknown, headers: Record<string, string> = {}) =>
@@ -90,17 +83,13 @@ async function frames(res: Response): Promise<string[]> {
 
 beforeAll(async () => {
   double = await startOllamaDouble();
-  gateway = build();
-  app = gateway.app;
-  // Socket tests go to the production server (chat completions on the node:http fast path).
-  server = createProxyServer(gateway);
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  base = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+  gateway = await build();
+  app = gateway;
+  base = gateway.url;
 });
 
 afterAll(async () => {
-  server.closeAllConnections();
-  server.close();
+  await gateway.stop();
   await double.close();
 });
 
@@ -251,13 +240,7 @@ describe('routing and upstream errors', () => {
   it('answers 503 with Retry-After for a model still deploying', async () => {
     const routes = new RouteTable();
     routes.set(buildRoutes([md('d', 'llama3.1:8b', undefined, { phase: 'Deploying' })], { standalone: false }));
-    const deploying = createApp({
-      keys: ApiKeys.fromKeys([KEY]),
-      routes,
-      upstreams: { 'openai-compatible': new OpenAICompatibleUpstream() },
-      usage: new MemoryUsage(),
-      metrics: new ProxyMetrics(),
-    });
+    const deploying = await startGateway({}, { keys: ApiKeys.fromKeys([KEY]), routes, usage: new MemoryUsage() });
     const res = await deploying.request('/openai/v1/chat/completions', {
       method: 'POST',
       headers: { 'content-type': 'application/json', 'x-api-key': KEY },
@@ -266,6 +249,7 @@ describe('routing and upstream errors', () => {
     expect(res.status).toBe(503);
     expect(res.headers.get('retry-after')).toBe('30');
     expect(((await res.json()) as { error: { code: string } }).error.code).toBe('model_deploying');
+    await deploying.stop();
   });
 
   it('maps connection refused to 502, upstream 5xx to 502, and passes 429 with Retry-After', async () => {
@@ -358,32 +342,36 @@ describe('bad input', () => {
 
   it('marks the usage of a model without a price as unpriced and counts it', async () => {
     const catalog = loadCatalog();
-    const metered = (models: typeof catalog.models) => {
+    const gateways: TestGateway[] = [];
+    const metered = async (models: typeof catalog.models) => {
       const metrics = new ProxyMetrics();
       const unpriced: string[] = [];
-      const g = createGateway({
-        keys: ApiKeys.fromKeys([KEY]),
-        routes: routesOf(),
-        upstreams: { 'openai-compatible': new OpenAICompatibleUpstream() },
-        usage,
-        metrics,
-        cost: new CostMeter({ ...catalog, models }, { models: {} }),
-        onUnpriced: (model) => unpriced.push(model),
-      });
+      const logger: Logger = {
+        info: () => {},
+        error: () => {},
+        warn: (msg, fields) => {
+          if (msg.startsWith('model has no price')) unpriced.push(String(fields?.model));
+        },
+      };
+      const g = await startGateway(
+        { logger },
+        { keys: ApiKeys.fromKeys([KEY]), routes: routesOf(), usage, metrics, catalog: { ...catalog, models } },
+      );
+      gateways.push(g);
       return { g, metrics, unpriced };
     };
-    const send = (g: Gateway) =>
-      g.app.request('/openai/v1/chat/completions', {
+    const send = (g: TestGateway) =>
+      g.request('/openai/v1/chat/completions', {
         method: 'POST',
         headers: { 'content-type': 'application/json', 'x-api-key': KEY },
         body: JSON.stringify(hello),
       });
-    const priced = metered(catalog.models);
+    const priced = await metered(catalog.models);
     await send(priced.g);
     expect(usage.records.at(-1)?.unpriced).toBeUndefined();
     expect(usage.records.at(-1)?.costUsd).toBeGreaterThan(0);
     // The same model when the catalog does not know it: cost 0, but said to be unknown, once in the log.
-    const bare = metered([]);
+    const bare = await metered([]);
     await send(bare.g);
     await send(bare.g);
     expect(usage.records.at(-1)).toMatchObject({ costUsd: 0, unpriced: true });
@@ -391,6 +379,7 @@ describe('bad input', () => {
     expect(await bare.metrics.registry.metrics()).toMatch(
       /pao_gateway_unpriced_requests_total\{model="llama3.1:8b",provider="platform-llms\/llama"\} 2/,
     );
+    for (const g of gateways) await g.stop();
   });
 });
 

@@ -1,0 +1,191 @@
+import type { BudgetGuard } from './access/budgets.js';
+import type { RateLimiter } from './access/rate-limit.js';
+import { MAX_MODEL_CHARS } from './access/model-access.js';
+import { DIALECTS } from './endpoints/dialects.js';
+import type { ProxyError } from './endpoints/errors.js';
+import type { Admitted, Answer, Answered, Failed, Known } from './exchange.js';
+import type { RouteEntry } from './routing/routes.js';
+import type { ProxyMetrics } from './telemetry/metrics.js';
+import { type Backends, backendOf } from './upstreams/backend.js';
+import type { StreamOutcome, Usage } from './upstreams/upstream.js';
+import { charge } from './usage/cost.js';
+import type { UsageRecord, UsageSink } from './usage/record.js';
+
+/**
+ * The last stage: one usage record per request, answered or refused, with what it cost; the
+ * request's metrics and span; its spend added to the budgets and its tokens debited from its
+ * key's token rate. A whole answer is accounted at once; a stream when its last byte went out
+ * (or the caller left), after a provisional record at its start that a crash would leave
+ * behind. Returns what the front door writes, in the caller's dialect.
+ */
+
+export interface AccountDeps {
+  usage: UsageSink;
+  metrics: ProxyMetrics;
+  backends: Backends;
+  limiter: RateLimiter;
+  budgets?: BudgetGuard;
+  /** Told of every request that used tokens of a model without a price. */
+  onUnpriced?: (model: string, provider: string) => void;
+}
+
+/** What a finished request ended with, to account for it. */
+interface Ending {
+  status: number;
+  usage?: Usage;
+  firstTokenMs?: number;
+  errorType?: string;
+}
+
+export function account(deps: AccountDeps, outcome: Answered | Failed): Answer {
+  if ('failed' in outcome) return accountFailure(deps, outcome);
+  const { result } = outcome;
+  if (result.kind === 'json') {
+    settle(deps, outcome, outcome.known, outcome.served, { status: result.status, ...(result.usage ? { usage: result.usage } : {}) });
+    return {
+      kind: 'json',
+      status: 200,
+      headers: { 'content-type': 'application/json', ...answerHeaders(outcome), ...result.headers },
+      body: result.raw ?? JSON.stringify(result.body),
+    };
+  }
+  deps.usage.begin?.(recordOf(outcome, outcome.known, 200, performance.now() - outcome.started));
+  result.outcome.then(
+    (o: StreamOutcome) => settle(deps, outcome, outcome.known, outcome.served, streamEnding(o)),
+    // A bug in a relay must not lose the record: the stream is accounted as the gateway's failure.
+    () => settle(deps, outcome, outcome.known, outcome.served, { status: 500, errorType: 'internal_error' }),
+  );
+  return {
+    kind: 'stream',
+    status: 200,
+    headers: {
+      'content-type': 'text/event-stream; charset=utf-8',
+      'cache-control': 'no-cache',
+      connection: 'keep-alive',
+      ...answerHeaders(outcome),
+    },
+    body: result.body,
+  };
+}
+
+/** A refusal or a failure: recorded with what was known, answered in the caller's dialect. */
+function accountFailure(deps: AccountDeps, { failed, at }: Failed): Answer {
+  settle(deps, at, at.known, at.route, { status: failed.status, errorType: failed.code });
+  return errorAnswer(failed, at.incoming.requestId, at.incoming.endpoint.dialect, at.headers);
+}
+
+function streamEnding(o: StreamOutcome): Ending {
+  const status = o.error ? o.error.status : o.clientAborted ? 499 : 200;
+  const errorType = o.error ? o.error.code : o.clientAborted ? 'client_closed_request' : undefined;
+  return {
+    status,
+    ...(o.usage ? { usage: o.usage } : {}),
+    ...(o.firstTokenMs !== undefined ? { firstTokenMs: o.firstTokenMs } : {}),
+    ...(errorType ? { errorType } : {}),
+  };
+}
+
+/** The request id, the key's rate state, and which model served where a fallback did. */
+function answerHeaders(answered: Answered): Record<string, string> {
+  return answered.served === answered.route
+    ? { ...answered.headers }
+    : { ...answered.headers, 'x-gateway-fallback': answered.served.model };
+}
+
+function settle(
+  deps: AccountDeps,
+  at: Admitted & { flying?: Answered['flying'] },
+  known: Known,
+  served: RouteEntry | undefined,
+  end: Ending,
+): void {
+  const latencyMs = performance.now() - at.started;
+  if (at.flying) deps.metrics.finished(at.flying);
+  at.span?.end({
+    status: end.status,
+    ...(served ? { route: { provider: served.provider, ...systemOf(deps, served) } } : {}),
+    stream: known.stream,
+    ...(end.usage ? { usage: end.usage } : {}),
+    ...(end.errorType ? { errorType: end.errorType } : {}),
+    ...(end.firstTokenMs !== undefined ? { firstTokenMs: end.firstTokenMs } : {}),
+  });
+  const backend = served && backendOf(deps.backends, served);
+  const cost = served && backend ? charge(backend.price(served), end.usage, backend.credits(served)) : { costUsd: 0 };
+  const { model, provider } = known;
+  if (cost.unpriced) {
+    deps.metrics.unpriced.inc({ model, provider });
+    deps.onUnpriced?.(model, provider);
+  }
+  if (end.usage?.counted) deps.metrics.countedTokens.inc({ model, provider });
+  const tokens = (end.usage?.promptTokens ?? 0) + (end.usage?.completionTokens ?? 0);
+  if (at.tokens) deps.limiter.debit(at.tokens.bucket, at.tokens.rate, tokens);
+  const now = Date.now();
+  // The record's own time: the budgets match the two when the recorder writes it.
+  deps.budgets?.add(at.caller.policy, known.tags, cost.costUsd, now);
+  deps.usage.record({
+    ...recordOf(at, known, end.status, latencyMs, now),
+    promptTokens: end.usage?.promptTokens ?? 0,
+    completionTokens: end.usage?.completionTokens ?? 0,
+    costUsd: cost.costUsd,
+    ...(cost.creditsUsd ? { creditsUsd: cost.creditsUsd } : {}),
+    ...(end.firstTokenMs !== undefined ? { firstTokenMs: end.firstTokenMs } : {}),
+    ...(end.errorType ? { errorType: end.errorType } : {}),
+    ...(end.usage?.counted ? { tokensCounted: true } : {}),
+    ...(cost.unpriced ? { unpriced: true } : {}),
+  });
+  deps.metrics.observeRequest({
+    // Only routable models become label values: a caller's made-up names must not add series.
+    model: served ? model : '',
+    provider,
+    tags: known.tags,
+    status: end.status,
+    code: end.errorType ?? '',
+    seconds: latencyMs / 1000,
+    ...(end.firstTokenMs !== undefined ? { firstTokenSeconds: end.firstTokenMs / 1000 } : {}),
+    ...(end.usage ? { usage: end.usage } : {}),
+    costUsd: cost.costUsd,
+  });
+}
+
+const systemOf = (deps: AccountDeps, route: RouteEntry) => {
+  const { system } = backendOf(deps.backends, route).who(route);
+  return system ? { system } : {};
+};
+
+/** The record's fields known before the answer is: who, what, where, when. */
+function recordOf(at: Admitted, known: Known, status: number, latencyMs: number, now = Date.now()): UsageRecord {
+  const { policy } = at.caller;
+  return {
+    time: new Date(now).toISOString(),
+    requestId: at.incoming.requestId,
+    keyHashPrefix: at.caller.keyHashPrefix,
+    ...(policy.team ? { team: policy.team } : {}),
+    ...(policy.name ? { apiKey: policy.name } : {}),
+    model: known.model.slice(0, MAX_MODEL_CHARS),
+    endpoint: at.incoming.endpoint.name,
+    provider: known.provider,
+    tags: known.tags,
+    promptTokens: 0,
+    completionTokens: 0,
+    costUsd: 0,
+    savingsUsd: 0,
+    latencyMs,
+    status,
+    stream: known.stream,
+  };
+}
+
+/** An error as the caller's dialect answers it, with the headers every answer to the request carries. */
+export function errorAnswer(
+  err: ProxyError,
+  requestId: string,
+  dialect: keyof typeof DIALECTS = 'openai-chat',
+  headers: Readonly<Record<string, string>> = {},
+): Extract<Answer, { kind: 'json' }> {
+  return {
+    kind: 'json',
+    status: err.status,
+    headers: { 'content-type': 'application/json', ...headers, 'x-request-id': requestId, ...err.headers },
+    body: JSON.stringify(DIALECTS[dialect].errorBody(err, requestId)),
+  };
+}

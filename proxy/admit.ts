@@ -1,0 +1,129 @@
+import { type ApiKeys, authenticate, type Caller } from './access/auth.js';
+import { BODY_MEMORY_FACTOR, type MemoryBudget, MIN_RESERVATION, Reservation } from './access/memory-budget.js';
+import type { Admission, RateLimit, RateLimiter } from './access/rate-limit.js';
+import { ProxyError } from './endpoints/errors.js';
+import type { Admitted, Failed, Incoming } from './exchange.js';
+import type { ProxyMetrics } from './telemetry/metrics.js';
+import type { RequestTracer } from './telemetry/tracing.js';
+
+/**
+ * The first stage: who is calling, and whether this replica takes the request now. A request
+ * without a valid key is refused here with nobody to bill (no usage record); past the key,
+ * every refusal is recorded. In order: the key, the replica draining, the key's request and
+ * token rates (one admission, tokens debited after the answer), a JSON body, and the memory its
+ * body will cost (Content-Length's worth before a byte is read; proxy/body.ts grows it).
+ */
+
+export interface AdmitDeps {
+  keys: ApiKeys;
+  /** The rate of keys that have none of their own; 0 requests per second: unlimited. */
+  rateLimit: RateLimit;
+  limiter: RateLimiter;
+  metrics: ProxyMetrics;
+  maxBodyBytes: number;
+  /** Memory all request bodies in flight may hold together; none when absent. */
+  memory?: MemoryBudget;
+  tracer?: RequestTracer;
+  draining?: () => boolean;
+  /** Told every authenticated caller (the ApiKey status writer notes the last use). */
+  onCaller?: (caller: Caller) => void;
+}
+
+const JSON_TYPE = /^application\/json\s*(;|$)/i;
+
+export async function admit(deps: AdmitDeps, incoming: Incoming): Promise<Admitted | Failed | ProxyError> {
+  const started = performance.now();
+  const caller = authenticate(deps.keys, {
+    apiKey: incoming.header('x-api-key'),
+    authorization: incoming.header('authorization'),
+  });
+  if (caller instanceof ProxyError) return caller;
+  deps.onCaller?.(caller);
+  const span = deps.tracer?.start({
+    operation: incoming.endpoint.operation,
+    header: incoming.header,
+    requestId: incoming.requestId,
+  });
+  const { policy } = caller;
+  // An ApiKey's buckets go by its name: a rotated key keeps its rates.
+  const bucket = policy.name ? `key:${policy.name}` : caller.keyHashPrefix;
+  const rate = policy.rate ?? deps.rateLimit;
+  const tokenRate = policy.tokensPerMinute
+    ? { requestsPerSecond: policy.tokensPerMinute / 60, burst: policy.tokensPerMinute }
+    : undefined;
+  const admitted: Admitted = {
+    incoming,
+    started,
+    caller,
+    ...(span ? { span } : {}),
+    headers: { 'x-request-id': incoming.requestId },
+    ...(tokenRate ? { tokens: { bucket, rate: tokenRate } } : {}),
+    reservation: new Reservation(deps.memory),
+    known: { model: '', provider: '', tags: [], stream: false },
+  };
+  const refuse = (failed: ProxyError, at: Admitted = admitted): Failed => ({ failed, at });
+
+  if (deps.draining?.()) {
+    return refuse(
+      new ProxyError(503, 'api_error', 'shutting_down', 'this gateway replica is shutting down; retry', null, {
+        'Retry-After': '1',
+        connection: 'close',
+      }),
+    );
+  }
+  const limited = rate.requestsPerSecond > 0 || tokenRate !== undefined;
+  const verdict = limited
+    ? await deps.limiter.admit(bucket, {
+        ...(rate.requestsPerSecond > 0 ? { requests: rate } : {}),
+        ...(tokenRate ? { tokens: tokenRate } : {}),
+      })
+    : undefined;
+  if (verdict && !verdict.ok) {
+    deps.metrics.rateLimited.inc();
+    return refuse(
+      new ProxyError(
+        429,
+        'rate_limit_error',
+        'rate_limit_exceeded',
+        verdict.which === 'tokens'
+          ? `this API key used its ${policy.tokensPerMinute} tokens per minute; retry in ${verdict.retryAfterSeconds} s`
+          : `this API key sent more than ${rate.requestsPerSecond} requests per second (burst ${rate.burst}); retry in ${verdict.retryAfterSeconds} s`,
+        null,
+        { 'Retry-After': String(verdict.retryAfterSeconds), ...rateHeaders(rate, verdict) },
+      ),
+    );
+  }
+  const within: Admitted = verdict ? { ...admitted, headers: { ...admitted.headers, ...rateHeaders(rate, verdict) } } : admitted;
+  const type = incoming.header('content-type') ?? '';
+  if (!JSON_TYPE.test(type)) {
+    return refuse(
+      new ProxyError(
+        415,
+        'invalid_request_error',
+        'unsupported_media_type',
+        `the request body must be JSON with Content-Type: application/json (got ${JSON.stringify(type.slice(0, 100))})`,
+      ),
+      within,
+    );
+  }
+  // Reserve what the body will cost before reading it (Content-Length, else grown as it arrives).
+  const declared = Number(incoming.header('content-length'));
+  const expect = Number.isFinite(declared) && declared > 0 ? Math.min(declared, deps.maxBodyBytes) : 0;
+  try {
+    within.reservation.atLeast(Math.max(MIN_RESERVATION, expect * BODY_MEMORY_FACTOR));
+  } catch (err) {
+    if (err instanceof ProxyError) return refuse(err, within);
+    throw err;
+  }
+  return within;
+}
+
+/** The key's request rate as OpenAI's headers say it, where it has one. */
+function rateHeaders(limit: RateLimit, a: Admission): Record<string, string> {
+  return limit.requestsPerSecond > 0
+    ? {
+        'x-ratelimit-limit-requests': String(limit.burst),
+        'x-ratelimit-remaining-requests': String(a.ok ? a.remaining : 0),
+      }
+    : {};
+}

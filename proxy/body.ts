@@ -1,0 +1,48 @@
+import { BODY_MEMORY_FACTOR } from './access/memory-budget.js';
+import { MAX_JSON_VALUES, MAX_NESTING } from './endpoints/chat-request.js';
+import { invalidRequest, ProxyError } from './endpoints/errors.js';
+import { checkJsonShape } from './endpoints/json-shape.js';
+import type { Admitted, Failed, Read } from './exchange.js';
+
+/**
+ * The second stage: the body, read to its end within the size limit while the memory it costs
+ * grows its reservation (a replica over its memory budget refuses with 503 rather than dying),
+ * then its JSON, judged by its shape before JSON.parse builds anything of it. A refused request
+ * is recorded under the model its body asked for, whatever else is wrong with it.
+ */
+
+export interface BodyDeps {
+  maxBodyBytes: number;
+}
+
+export const MAX_BODY_BYTES = 10 * 1024 * 1024;
+
+export async function readBody(deps: BodyDeps, admitted: Admitted): Promise<Read | Failed> {
+  let text: string;
+  try {
+    text = await admitted.incoming.body(deps.maxBodyBytes, (size) =>
+      admitted.reservation.atLeast(size * BODY_MEMORY_FACTOR),
+    );
+  } catch (err) {
+    if (err instanceof ProxyError) return { failed: err, at: admitted };
+    throw err;
+  }
+  const body = parseJsonBody(text);
+  if (body instanceof ProxyError) return { failed: body, at: admitted };
+  const asked = (body as { model?: unknown } | null)?.model;
+  return typeof asked === 'string' ? { ...admitted, body, known: { ...admitted.known, model: asked } } : { ...admitted, body };
+}
+
+/**
+ * A request body's JSON, its shape judged from the text before JSON.parse builds anything of it
+ * (nesting and value count bounded, so no body costs more than a small multiple of its size).
+ */
+export function parseJsonBody(text: string): unknown {
+  const shape = checkJsonShape(text, { maxDepth: MAX_NESTING, maxValues: MAX_JSON_VALUES });
+  if (shape) return shape;
+  try {
+    return JSON.parse(text) as unknown;
+  } catch {
+    return invalidRequest('the request body is not valid JSON', null, 'invalid_json');
+  }
+}

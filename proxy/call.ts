@@ -1,0 +1,215 @@
+import type { Endpoint } from './endpoints/endpoints.js';
+import { estimateInputTokens } from './endpoints/anthropic-request.js';
+import { internalError, ProxyError } from './endpoints/errors.js';
+import type { Answered, Attempt, Failed, Routed } from './exchange.js';
+import type { ProxyMetrics } from './telemetry/metrics.js';
+import type { RequestSpan } from './telemetry/tracing.js';
+import type { Translation } from './translators/translator.js';
+import { type Backend, type Backends, backendOf, type Server } from './upstreams/backend.js';
+import { type RetryPolicy, shouldFallBack, withRetries } from './upstreams/resilience.js';
+import type { UpstreamCall, UpstreamResult } from './upstreams/upstream.js';
+
+/**
+ * The fifth stage: the call. Each route of the chain in turn, the model first, then its
+ * fallbacks (on a failure of the model rather than of the request); each with retries where a
+ * second try can help, before the caller got a byte; each through its plan's translators, and
+ * in a CLIENT span of its own when tracing is on. count_tokens asks the backend for an exact
+ * count instead, and estimates where it has none.
+ */
+
+export interface CallDeps {
+  backends: Backends;
+  retry: RetryPolicy;
+  metrics: ProxyMetrics;
+}
+
+type Operation = (deps: CallDeps, routed: Routed) => Promise<Answered | Failed>;
+
+/** What each kind of endpoint does (Endpoint.does). */
+const OPERATIONS: Readonly<Record<Endpoint['does'], Operation>> = {
+  generate,
+  'count-tokens': countTokens,
+};
+
+export function call(deps: CallDeps, routed: Routed): Promise<Answered | Failed> {
+  return OPERATIONS[routed.incoming.endpoint.does](deps, routed);
+}
+
+/** The call as every route of the chain takes it, before its plan translates the body. */
+type Call = Omit<UpstreamCall, 'route' | 'dialect'>;
+
+async function generate(deps: CallDeps, routed: Routed): Promise<Answered | Failed> {
+  const { request, incoming } = routed;
+  const betas = incoming
+    .header('anthropic-beta')
+    ?.split(',')
+    .map((b) => b.trim())
+    .filter((b) => b !== '');
+  const call: Call = {
+    body: request.forward,
+    stream: request.stream,
+    clientWantsUsage: request.includeUsage,
+    signal: incoming.signal,
+    ...(betas?.length ? { betas } : {}),
+  };
+  let first: ProxyError | undefined;
+  const failed: string[] = [];
+  for (const [i, attempt] of routed.chain.entries()) {
+    const { route } = attempt;
+    const result = await callOne(deps, attempt, forModel(call, route.model), routed.span).catch((err: unknown) =>
+      err instanceof ProxyError ? err : { bug: err },
+    );
+    if ('bug' in result) return { failed: internalError(incoming.requestId), at: routed, cause: result.bug };
+    if (!(result instanceof ProxyError)) {
+      return {
+        ...routed,
+        known: { ...routed.known, model: route.model, provider: route.provider },
+        served: route,
+        result,
+      };
+    }
+    if ((i === 0 && !shouldFallBack(result)) || incoming.signal.aborted) return { failed: result, at: routed };
+    first ??= result;
+    if (i > 0) failed.push(`${route.model} (${result.code})`);
+    const next = routed.chain[i + 1];
+    if (next) deps.metrics.fallbacks.inc({ model: request.model, fallback: next.route.model, code: result.code });
+  }
+  const e = first as ProxyError;
+  if (failed.length === 0) return { failed: e, at: routed };
+  return {
+    failed: new ProxyError(
+      e.status,
+      e.type,
+      e.code,
+      `${e.message}; its fallbacks failed too: ${failed.join(', ')}`,
+      e.param,
+      e.headers,
+    ),
+    at: routed,
+  };
+}
+
+/** The body names the model each route serves (a fallback's own, an alias's model). */
+const forModel = (call: Call, model: string): Call =>
+  call.body.model === model ? call : { ...call, body: { ...call.body, model } };
+
+/** One route, with retries; rejects with the ProxyError the caller should see. */
+async function callOne(
+  deps: CallDeps,
+  { route, plan }: Attempt,
+  call: Call,
+  span: RequestSpan | undefined,
+): Promise<UpstreamResult> {
+  if (plan instanceof ProxyError) throw plan;
+  const translation = plan.translator?.begin(call.body, call.stream);
+  if (translation instanceof ProxyError) throw translation;
+  const backend = backendOf(deps.backends, route);
+  const sent: UpstreamCall = {
+    ...call,
+    route,
+    dialect: plan.dialect,
+    ...(translation ? { body: translation.body } : {}),
+    ...(translation?.wantsUsage ? { clientWantsUsage: true } : {}),
+  };
+  const send = async (c: UpstreamCall): Promise<UpstreamResult> => {
+    const result = await backend.send(c);
+    return translation ? translated(result, translation) : result;
+  };
+  const attempt = span ? () => traced(span, backend.who(route), sent, send) : () => send(sent);
+  return withRetries(attempt, deps.retry, call.signal, {
+    onRetry: (err) => deps.metrics.retries.inc({ model: route.model, provider: route.provider, code: err.code }),
+  });
+}
+
+/** The upstream's answer in the caller's dialect. */
+function translated(result: UpstreamResult, translation: Translation): UpstreamResult {
+  if (result.kind === 'json') {
+    const { raw: _raw, ...rest } = result;
+    return { ...rest, body: translation.json(result.body) };
+  }
+  return { ...result, body: translation.stream(result.body, result.outcome) };
+}
+
+/**
+ * One upstream call in a CLIENT span, the span's trace context in the call's headers; the span
+ * ends with the answer (a stream, when its last byte went out) or the error.
+ */
+async function traced(
+  span: RequestSpan,
+  who: Server,
+  call: UpstreamCall,
+  send: (call: UpstreamCall) => Promise<UpstreamResult>,
+): Promise<UpstreamResult> {
+  const up = span.upstream({
+    model: call.route.model,
+    provider: call.route.provider,
+    ...(who.system ? { system: who.system } : {}),
+    ...(who.address ? { address: who.address } : {}),
+  });
+  let result: UpstreamResult;
+  try {
+    result = await send({ ...call, headers: up.headers });
+  } catch (err) {
+    up.end(
+      err instanceof ProxyError ? { code: err.code, status: err.status } : { code: 'internal_error', status: 500 },
+    );
+    throw err;
+  }
+  if (result.kind === 'json') up.end();
+  else
+    result.outcome.then(
+      (o) => up.end(o.error ? { code: o.error.code, status: o.error.status } : undefined),
+      () => up.end({ code: 'internal_error', status: 500 }),
+    );
+  return result;
+}
+
+/**
+ * count_tokens: exact where the model's provider counts (Anthropic, Claude on Vertex and on
+ * Bedrock), said so in `x-gateway-token-count: exact`; elsewhere an estimate from the request's
+ * length, said so too. The served model's own id, never an alias. Nothing is generated.
+ */
+async function countTokens(deps: CallDeps, routed: Routed): Promise<Answered | Failed> {
+  const { route, request, incoming } = routed;
+  const backend: Backend = backendOf(deps.backends, route);
+  const body = { ...request.forward, model: route.model };
+  const count = async () => {
+    const exact = await backend.countTokens(route, body, incoming.signal);
+    return exact === undefined ? { inputTokens: estimateInputTokens(body), exact: false } : { inputTokens: exact, exact: true };
+  };
+  try {
+    const counted = await (routed.span ? countTraced(routed.span, backend.who(route), routed, count) : count());
+    return {
+      ...routed,
+      served: route,
+      result: {
+        kind: 'json',
+        status: 200,
+        body: { input_tokens: counted.inputTokens },
+        headers: { 'x-gateway-token-count': counted.exact ? 'exact' : 'estimate' },
+      },
+    };
+  } catch (err) {
+    if (err instanceof ProxyError) return { failed: err, at: routed };
+    return { failed: internalError(incoming.requestId), at: routed, cause: err };
+  }
+}
+
+/** A count in a CLIENT span, as any upstream call. */
+async function countTraced<T>(span: RequestSpan, who: Server, routed: Routed, count: () => Promise<T>): Promise<T> {
+  const up = span.upstream({
+    model: routed.route.model,
+    provider: routed.route.provider,
+    ...(who.system ? { system: who.system } : {}),
+  });
+  try {
+    const counted = await count();
+    up.end();
+    return counted;
+  } catch (err) {
+    up.end(
+      err instanceof ProxyError ? { code: err.code, status: err.status } : { code: 'internal_error', status: 500 },
+    );
+    throw err;
+  }
+}

@@ -1,0 +1,428 @@
+import { readFileSync } from 'node:fs';
+import type { Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { join } from 'node:path';
+import type { KubeConfig } from '@kubernetes/client-node';
+import type { Hono } from 'hono';
+import { type BedrockModelFacts, loadBedrockModels } from '../crds/catalog/bedrock-models.js';
+import { type Catalog, loadCatalog, parallelSlots } from '../crds/catalog/catalog.js';
+import { ACCESS_KEY_ID_KEY, PRODUCT_VERSION, SECRET_ACCESS_KEY_KEY } from '../crds/constants.js';
+import type { ProviderType } from '../crds/external-provider.js';
+import { errorMessage, jsonLogger, type Logger } from '../crds/observability/log.js';
+import { type MetricsServer, serveMetrics } from '../crds/observability/metrics-server.js';
+import { LOAD_PATH } from '../crds/observability/proxy-load.js';
+import { providerCredentials, RoleCredentials, type SecretLookup } from '../crds/providers/aws-credentials.js';
+import { API_KEY_KEY, HostedCredentials } from '../crds/providers/credentials.js';
+import { ApiKeys, standaloneKeys } from './access/auth.js';
+import { BudgetGuard, type TagBudget, tagBudgetOf } from './access/budgets.js';
+import { MemoryBudget } from './access/memory-budget.js';
+import { LocalRateLimiter, type RateLimit, type RateLimiter } from './access/rate-limit.js';
+import { RedisRateLimiter } from './access/redis-rate-limit.js';
+import { MAX_BODY_BYTES } from './body.js';
+import { type ConnectionLimits, createFrontDoor, DEFAULT_CONNECTION_LIMITS, LISTEN_BACKLOG } from './front-door.js';
+import { type AskServer, ollamaShow } from './models/model-metadata.js';
+import { pagesRoutes } from './pages/pages.js';
+import { createPipeline } from './pipeline.js';
+import { routedPools } from './routing/replica-pool.js';
+import { buildRoutes, type ExternalRoute, type InClusterRoute, type RouteScaling, RouteTable } from './routing/routes.js';
+import { shutdownGracefully } from './server/shutdown.js';
+import { otherRoutes } from './server/routes.js';
+import { ClusterSource } from './sources/cluster-source.js';
+import { ConfigError, loadStandaloneConfig } from './sources/standalone-config.js';
+import { ProxyMetrics } from './telemetry/metrics.js';
+import { tracerFromEnv } from './telemetry/otel-env.js';
+import type { RequestTracer } from './telemetry/tracing.js';
+import type { Backends } from './upstreams/backend.js';
+import { BedrockUpstream } from './upstreams/bedrock.js';
+import { externalBackend } from './upstreams/external.js';
+import { HostedUpstream } from './upstreams/hosted.js';
+import { inClusterBackend } from './upstreams/in-cluster.js';
+import { OpenAICompatibleUpstream } from './upstreams/openai-compatible.js';
+import { DEFAULT_RETRY, type RetryPolicy } from './upstreams/resilience.js';
+import { unavailableBackend } from './upstreams/unavailable.js';
+import { DEFAULT_TIMEOUTS, type Timeouts, type Upstream } from './upstreams/upstream.js';
+import { loadBedrockPrices, mergePrices, PriceBook, parseBedrockPrices } from './usage/cost.js';
+import type { UsageSink } from './usage/record.js';
+import type { UsageReports } from './usage/reports.js';
+import { UsageStatusWriter } from './usage/status.js';
+import { openUsageStack, type UsageSettings, type UsageStack } from './usage/usage-stack.js';
+
+/**
+ * The whole gateway, built once from its configuration: where its models and keys come from (a
+ * standalone config file, or the cluster it runs in), usage, limits, budgets, backends, the
+ * pipeline and the front door. proxy/main.ts turns flags into a GatewayConfig and calls this;
+ * tests build their gateway here too, replacing single parts (GatewayParts) where they need a
+ * double, so the wiring they test is production's.
+ */
+
+export interface GatewayConfig {
+  /** Standalone: resources and keys from files; cluster: the cluster this runs in; none: parts only. */
+  source?:
+    | { kind: 'standalone'; configFile: string; keysFile: string }
+    | { kind: 'cluster'; kubeConfig: KubeConfig; keysSecret?: string };
+  /** Usage records; default an SQLite file beside the working directory (usage.db). */
+  usage?: Partial<Omit<UsageSettings, 'replica'>>;
+  /** Price overrides over the shipped table (standalone; in a cluster the prices ConfigMap). */
+  pricesFile?: string;
+  /** Standalone: provider Secrets as files (<dir>/<secret name>/apiKey, /accessKeyId, /secretAccessKey). */
+  secretsDir?: string;
+  /** Tag keys that become metric labels. */
+  tagLabels?: readonly string[];
+  retry?: RetryPolicy;
+  /** Requests per second of keys that have no rate of their own; 0: unlimited. */
+  rateLimit?: RateLimit;
+  /** Rate buckets shared by every replica in Redis; per replica without. */
+  redisUrl?: string;
+  timeouts?: Timeouts;
+  connections?: ConnectionLimits;
+  /** Memory all request bodies in flight may hold together. */
+  requestMemoryBytes?: number;
+  maxBodyBytes?: number;
+  budgetRefreshMs?: number;
+  /** Requests one in-cluster model may hold waiting for a replica slot, and how long each may wait. */
+  queue?: { perModel: number; timeoutMs: number };
+  deployingRetryAfterSeconds?: number;
+  /** Readiness false this long before the listener closes; then in-flight requests get drainMs. */
+  shutdown?: { delayMs: number; drainMs: number };
+  /** Where OTEL_*, workload-identity settings, endpoint overrides and HOSTNAME are read. */
+  env?: NodeJS.ProcessEnv;
+  logger?: Logger;
+}
+
+/** Parts a test (or an embedding) supplies instead of what the configuration would build. */
+export interface GatewayParts {
+  routes: RouteTable;
+  keys: ApiKeys;
+  /** Where usage records go; the configured store's recorder by default. */
+  usage: UsageSink;
+  /** Where the usage APIs read; the configured store's by default. */
+  reports: UsageReports;
+  metrics: ProxyMetrics;
+  tracer: RequestTracer;
+  limiter: RateLimiter;
+  catalog: Catalog;
+  bedrockModels: Readonly<Record<string, BedrockModelFacts>>;
+  /** The upstream of in-cluster models (a test's recording double, its own timeouts or pools). */
+  inCluster: Upstream<InClusterRoute>;
+  /** Upstreams of external providers by provider type. */
+  providers: Partial<Record<ProviderType, Upstream<ExternalRoute>>>;
+  /** How model lists ask a model server about a model the catalog does not know. */
+  ask: AskServer;
+  /** Without budgets (false): none checked. */
+  budgets: BudgetGuard | false;
+  pages: Hono | false;
+}
+
+export interface Gateway {
+  /** The front door (not listening until listen()). */
+  server: Server;
+  routes: RouteTable;
+  keys: ApiKeys;
+  metrics: ProxyMetrics;
+  usage: UsageSink;
+  /** The configured usage store, where the configuration has one (absent when parts.usage replaced it). */
+  stack?: UsageStack;
+  /** Listens on the API port and, when given, the metrics port; resolves with the API's base URL. */
+  listen(opts: { port: number; host: string; metricsPort?: number }): Promise<string>;
+  /** Where GET /metrics and /load are served, once listening with a metrics port. */
+  metricsUrl(): string | undefined;
+  /** Graceful stop: readiness false, drain, usage flushed, stores and watches closed. */
+  close(): Promise<{ cut: boolean; ms: number }>;
+}
+
+export async function composeGateway(config: GatewayConfig = {}, parts: Partial<GatewayParts> = {}): Promise<Gateway> {
+  const log = config.logger ?? jsonLogger('proxy');
+  const env = config.env ?? process.env;
+  const metrics = parts.metrics ?? new ProxyMetrics([...(config.tagLabels ?? ['project', 'team', 'environment'])]);
+  const catalog = parts.catalog ?? loadCatalog();
+  const routes = parts.routes ?? new RouteTable();
+  const keys = parts.keys ?? new ApiKeys();
+  // Budget objects arrive from the source before the guard that checks them exists.
+  let tagBudgets: TagBudget[] = [];
+  let onBudgets = (b: TagBudget[]) => {
+    tagBudgets = b;
+  };
+  const resources = await loadResources(config, { routes, keys, catalog, log, onBudgets: (b) => onBudgets(b) });
+  const tracer = parts.tracer ?? (await tracerFromEnv(env, PRODUCT_VERSION));
+  const timeouts = config.timeouts ?? DEFAULT_TIMEOUTS;
+  const state = { notReady: false, closing: false };
+
+  const stack = parts.usage
+    ? undefined
+    : openUsageStack(
+        { db: ':memory:', ...config.usage, replica: env.HOSTNAME ?? 'proxy' },
+        metrics,
+        log,
+      );
+  const usage = parts.usage ?? (stack?.recorder as UsageSink);
+  const prices = priceBook(config, catalog, resources.source, log);
+  const budgets =
+    parts.budgets === false ? undefined : (parts.budgets ?? (stack ? budgetGuard(config, stack, keys, log) : undefined));
+  if (config.source) budgets?.setTagBudgets([...resources.tagBudgets, ...tagBudgets]);
+  onBudgets = (b) => budgets?.setTagBudgets(b);
+  const statusWriter =
+    resources.source && stack
+      ? new UsageStatusWriter(resources.source, stack.store, {
+          onError: (err) => log.warn('ApiKey or Budget status not written', { error: errorMessage(err) }),
+        })
+      : undefined;
+  statusWriter?.start();
+  const limiter = parts.limiter ?? rateLimiter(config, metrics, log);
+
+  // In-cluster models: least in-flight over ready replicas, the excess held here; a request for
+  // a hibernated model wakes it.
+  const pools = routedPools(routes, metrics, {
+    maxQueued: config.queue?.perModel ?? 100,
+    queueMs: config.queue?.timeoutMs ?? 300_000,
+    ...(resources.source
+      ? { wake: (s: RouteScaling) => (resources.source as ClusterSource).wake(s.namespace, s.name) }
+      : {}),
+    onWakeError: (model, err) => log.warn('could not wake the model', { model, error: errorMessage(err) }),
+  });
+  const backends = composeBackends(config, parts, { catalog, prices, timeouts, pools, source: resources.source, env });
+
+  const pipeline = createPipeline({
+    keys,
+    rateLimit: config.rateLimit ?? { requestsPerSecond: 0, burst: 1 },
+    limiter,
+    metrics,
+    maxBodyBytes: config.maxBodyBytes ?? MAX_BODY_BYTES,
+    ...(config.requestMemoryBytes ? { memory: new MemoryBudget(config.requestMemoryBytes) } : {}),
+    ...(tracer ? { tracer } : {}),
+    draining: () => state.closing,
+    onCaller: (caller) => statusWriter?.used(caller.policy.name),
+    routes,
+    backends,
+    ...(budgets ? { budgets } : {}),
+    retry: config.retry ?? DEFAULT_RETRY,
+    usage,
+    onUnpriced: oncePerModel((model, provider) =>
+      log.warn('model has no price: its requests are recorded with cost 0 and marked unpriced', { model, provider }),
+    ),
+    onError: (err, requestId) => log.error('request failed', { requestId, error: errorMessage(err) }),
+  });
+  const ready = () => !state.notReady && (resources.source?.ready() ?? true);
+  const others = otherRoutes({
+    keys,
+    routes,
+    backends,
+    ...((parts.reports ?? stack?.reports) ? { reports: parts.reports ?? stack?.reports } : {}),
+    ...(parts.pages !== false ? { pages: parts.pages ?? pagesRoutes() } : {}),
+    ready,
+    onError: (err, requestId) => log.error('request failed', { requestId, error: errorMessage(err) }),
+  });
+  const server = createFrontDoor(pipeline, others, config.connections ?? DEFAULT_CONNECTION_LIMITS);
+  let metricsServer: MetricsServer | undefined;
+
+  return {
+    server,
+    routes,
+    keys,
+    metrics,
+    usage,
+    ...(stack ? { stack } : {}),
+    listen: async ({ port, host, metricsPort }) => {
+      if (metricsPort !== undefined) {
+        // The operator's autoscaler sums these over the proxy replicas.
+        metricsServer = await serveMetrics(metrics.registry, metricsPort, host, { [LOAD_PATH]: () => pools.report() });
+      }
+      await new Promise<void>((resolve) => server.listen({ port, host, backlog: LISTEN_BACKLOG }, resolve));
+      return `http://${host.includes(':') ? `[${host}]` : host}:${(server.address() as AddressInfo).port}`;
+    },
+    metricsUrl: () => metricsServer?.url,
+    close: async () => {
+      const drained = await shutdownGracefully({
+        server,
+        delayMs: config.shutdown?.delayMs ?? 0,
+        graceMs: config.shutdown?.drainMs ?? 25_000,
+        onNotReady: () => {
+          state.notReady = true;
+        },
+        onClosing: () => {
+          state.closing = true;
+        },
+        log: (msg, fields) => log.warn(msg, fields),
+      });
+      // Streams cut at the end of the grace period settle their usage on the next turns.
+      await new Promise((r) => setTimeout(r, 50));
+      budgets?.stop();
+      statusWriter?.stop();
+      await limiter.close?.();
+      await stack?.close();
+      await resources.source?.stop().catch(() => {});
+      await tracer?.shutdown().catch(() => {});
+      await metricsServer?.close();
+      return drained;
+    },
+  };
+}
+
+/** The routes, keys and tag budgets of the configured source, loaded (a cluster's watches started). */
+async function loadResources(
+  config: GatewayConfig,
+  into: {
+    routes: RouteTable;
+    keys: ApiKeys;
+    catalog: Catalog;
+    log: Logger;
+    onBudgets: (budgets: TagBudget[]) => void;
+  },
+): Promise<{ source?: ClusterSource; tagBudgets: TagBudget[] }> {
+  const source = config.source;
+  if (!source) return { tagBudgets: [] };
+  if (source.kind === 'standalone') {
+    const resources = loadStandaloneConfig(source.configFile);
+    into.routes.set(
+      buildRoutes(
+        resources.modelDeployments,
+        { standalone: true, loadedAt: Math.floor(Date.now() / 1000), ...(config.env ? { env: config.env } : {}) },
+        resources.externalProviders,
+      ),
+    );
+    into.keys.replaceAll(standaloneKeys(resources.apiKeys, readFileSync(source.keysFile, 'utf8')));
+    if (into.keys.size === 0) throw new ConfigError(`${source.keysFile} holds no API key`);
+    return { tagBudgets: resources.budgets.flatMap((b) => tagBudgetOf(b) ?? []) };
+  }
+  const cluster = new ClusterSource({
+    kubeConfig: source.kubeConfig,
+    routes: into.routes,
+    keys: into.keys,
+    slotsOf: (md) => parallelSlots(into.catalog, md),
+    ...(source.keysSecret ? { keysSecret: source.keysSecret } : {}),
+    onBudgets: into.onBudgets,
+    onError: (err) => into.log.warn('watch failed, retrying', { error: errorMessage(err) }),
+  });
+  await cluster.start();
+  return { source: cluster, tagBudgets: [] };
+}
+
+/** The shipped price table, the standalone overrides file over it, the cluster's ConfigMap over it as it changes. */
+function priceBook(config: GatewayConfig, catalog: Catalog, source: ClusterSource | undefined, log: Logger): PriceBook {
+  const base = loadBedrockPrices();
+  const prices = new PriceBook(
+    catalog,
+    config.pricesFile ? mergePrices(base, parseBedrockPrices(readFileSync(config.pricesFile, 'utf8'))) : base,
+  );
+  source?.onPrices((text) => {
+    try {
+      prices.setTable(text ? mergePrices(base, parseBedrockPrices(text)) : base);
+    } catch (err) {
+      log.warn('price overrides not applied', { error: errorMessage(err) });
+    }
+  });
+  return prices;
+}
+
+/** Spend budgets of keys and tags, from the store's spend with bounded staleness. */
+function budgetGuard(config: GatewayConfig, stack: UsageStack, keys: ApiKeys, log: Logger): BudgetGuard {
+  const budgets = new BudgetGuard(stack.store, () => keys.policies(), {
+    refreshMs: config.budgetRefreshMs ?? 2_000,
+    onError: (err) => log.warn('budget spend not refreshed: using the last figures', { error: errorMessage(err) }),
+  });
+  stack.onWritten((records) => budgets.written(records));
+  // The spool's backlog counts toward budgets until it is written, as buffered records do.
+  budgets.unwrittenRecords(stack.backlogSpend);
+  stack.backlogSpend.length = 0;
+  budgets.start();
+  return budgets;
+}
+
+/**
+ * Without Redis every replica keeps its own buckets: a key's cluster-wide rate is its limit
+ * times the number of replicas.
+ */
+function rateLimiter(config: GatewayConfig, metrics: ProxyMetrics, log: Logger): RateLimiter {
+  if (!config.redisUrl) return new LocalRateLimiter();
+  return new RedisRateLimiter({
+    url: config.redisUrl,
+    fallbacks: metrics.rateLimitFallbacks,
+    onFallback: (err) =>
+      log.warn('Redis not answering: rate limits are per replica until it does', { error: errorMessage(err) }),
+    onRecovered: () => log.info('Redis answering again: rate limits shared by all replicas'),
+  });
+}
+
+/** Every kind of route's backend, with the upstreams that carry their calls. */
+function composeBackends(
+  config: GatewayConfig,
+  parts: Partial<GatewayParts>,
+  ctx: {
+    catalog: Catalog;
+    prices: PriceBook;
+    timeouts: Timeouts;
+    pools: ReturnType<typeof routedPools>;
+    source: ClusterSource | undefined;
+    env: NodeJS.ProcessEnv;
+  },
+): Backends {
+  const secret = providerSecrets(config, ctx.source);
+  const roles = new RoleCredentials();
+  const bedrock = new BedrockUpstream({
+    credentialsFor: (route) =>
+      providerCredentials(route.identity.auth, route.target.type === 'bedrock' ? route.target.region : '', roles, () =>
+        secret(route.identity.auth.secretRef?.name ?? ''),
+      ),
+  });
+  // OpenAI, Anthropic, Azure OpenAI, Vertex AI and OpenAI-compatible servers: keys from the same
+  // Secrets, workload-identity tokens cached per identity.
+  const hosted = new HostedUpstream({
+    credentials: new HostedCredentials(secret, { env: ctx.env }),
+    timeouts: ctx.timeouts,
+  });
+  const providers: Record<ProviderType, Upstream<ExternalRoute>> = {
+    bedrock,
+    openai: hosted,
+    anthropic: hosted,
+    'azure-openai': hosted,
+    'vertex-ai': hosted,
+    'openai-compatible': hosted,
+    ...parts.providers,
+  };
+  return {
+    'in-cluster': inClusterBackend({
+      upstream: parts.inCluster ?? new OpenAICompatibleUpstream({ timeouts: ctx.timeouts, pools: ctx.pools }),
+      prices: ctx.prices,
+      catalog: ctx.catalog,
+      ask: parts.ask ?? ollamaShow(),
+    }),
+    external: externalBackend({
+      upstreams: providers,
+      prices: ctx.prices,
+      bedrockModels: parts.bedrockModels ?? loadBedrockModels(),
+    }),
+    unavailable: unavailableBackend(config.deployingRetryAfterSeconds),
+  };
+}
+
+/**
+ * Keys of providers: the watched Secrets in a cluster; standalone, files laid out like a mounted
+ * Secret (<secrets-dir>/<secret name>/accessKeyId and /secretAccessKey, or /apiKey).
+ */
+function providerSecrets(
+  config: GatewayConfig,
+  source: ClusterSource | undefined,
+): (name: string) => SecretLookup | undefined {
+  return (name) => {
+    if (source) return source.secret(name);
+    if (!config.secretsDir) return undefined;
+    const data: Record<string, string> = {};
+    for (const key of [ACCESS_KEY_ID_KEY, SECRET_ACCESS_KEY_KEY, API_KEY_KEY]) {
+      try {
+        data[key] = readFileSync(join(config.secretsDir, name, key)).toString('base64');
+      } catch {
+        // absent: a Secret holds an access key pair or an API key
+      }
+    }
+    return Object.keys(data).length > 0 ? { data } : undefined;
+  };
+}
+
+/** A hook called at most once per model (bounded: a flood of made-up names stays small). */
+function oncePerModel(hook: (model: string, provider: string) => void): (model: string, provider: string) => void {
+  const seen = new Set<string>();
+  return (model, provider) => {
+    if (seen.has(model) || seen.size >= 1000) return;
+    seen.add(model);
+    hook(model, provider);
+  };
+}

@@ -1,0 +1,96 @@
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import { getRequestListener } from '@hono/node-server';
+import type { Hono } from 'hono';
+import { ENDPOINTS, type Endpoint } from './endpoints/endpoints.js';
+import type { Pipeline } from './pipeline.js';
+import { headerOf, readBody } from './server/read-body.js';
+import { newRequestId } from './server/request-id.js';
+import { writeAnswer } from './server/write-answer.js';
+
+/**
+ * The proxy's one HTTP front door. Every endpoint (proxy/endpoints/endpoints.ts, count_tokens
+ * included) is served here on node:http: the body read by the front door, the request run
+ * through the pipeline (proxy/pipeline.ts), the answer written by the front door, with no
+ * Fetch API objects between (turning every request and response into them and back was the
+ * largest cost the gateway added to a call, e2e/bench/RESULTS.md). Every other route (health,
+ * model lists, usage APIs, pages) goes to the Hono app of proxy/server/routes.ts.
+ */
+
+/** How long callers may take, and how many connections they may hold. */
+export interface ConnectionLimits {
+  /** Until a request's headers are complete (Node answers 408 and closes). */
+  headersTimeoutMs: number;
+  /** Until a request's body is complete: 408 request_timeout, connection closed. */
+  bodyTimeoutMs: number;
+  /** An idle kept-alive connection is closed after this. */
+  keepAliveTimeoutMs: number;
+  /** Open connections at most; more are closed as they arrive. */
+  maxConnections: number;
+}
+
+/**
+ * Connections the kernel holds for the proxy before it accepts them (capped by net.core.somaxconn).
+ * Node's default, 511, overflows when thousands of agents reconnect at once (a rollout, a node
+ * drained): the SYNs past it are dropped and retried after 1 s, 3 s, 7 s, or reset, which callers
+ * see as seconds to their first token and as ECONNRESET (e2e/bench/streams.ts at 5,000 streams).
+ */
+export const LISTEN_BACKLOG = 4096;
+
+export const DEFAULT_CONNECTION_LIMITS: ConnectionLimits = {
+  headersTimeoutMs: 10_000,
+  bodyTimeoutMs: 30_000,
+  keepAliveTimeoutMs: 30_000,
+  maxConnections: 10_000,
+};
+
+const BY_PATH = new Map<string, Endpoint>(Object.values(ENDPOINTS).map((e) => [e.path, e]));
+
+export function createFrontDoor(
+  pipeline: Pipeline,
+  others: Pick<Hono, 'fetch'>,
+  limits: ConnectionLimits = DEFAULT_CONNECTION_LIMITS,
+): Server {
+  const hono = getRequestListener(others.fetch);
+  const serveEndpoint = async (endpoint: Endpoint, req: IncomingMessage, res: ServerResponse) => {
+    const gone = new AbortController();
+    res.once('close', () => {
+      if (!res.writableFinished) gone.abort();
+    });
+    const answer = await pipeline({
+      requestId: newRequestId(),
+      endpoint,
+      header: headerOf(req),
+      body: (limit, grow) => readBody(req, limit, limits.bodyTimeoutMs, grow),
+      signal: gone.signal,
+    });
+    if (answer.durable) await answer.durable;
+    await writeAnswer(answer, res, gone.signal);
+  };
+  const server = createServer(
+    {
+      headersTimeout: limits.headersTimeoutMs,
+      // Node's own backstop for the whole request (headers and body), past our upload timeout.
+      requestTimeout: limits.headersTimeoutMs + limits.bodyTimeoutMs + 5_000,
+      keepAliveTimeout: limits.keepAliveTimeoutMs,
+      // Node checks the two timeouts above on this period (30 s by default, which would let a
+      // slow-headers caller hold its connection up to 30 s past the limit).
+      connectionsCheckingInterval: Math.max(100, Math.min(1_000, limits.headersTimeoutMs / 4)),
+    },
+    (req, res) => {
+      const url = req.url ?? '';
+      const query = url.indexOf('?');
+      const endpoint = req.method === 'POST' ? BY_PATH.get(query < 0 ? url : url.slice(0, query)) : undefined;
+      if (endpoint) {
+        serveEndpoint(endpoint, req, res).catch(() => {
+          // The pipeline answers every error itself; this is a socket that failed under us.
+          if (!res.headersSent) res.writeHead(500).end();
+          else res.destroy();
+        });
+        return;
+      }
+      void hono(req, res);
+    },
+  );
+  server.maxConnections = limits.maxConnections;
+  return server;
+}

@@ -1,0 +1,105 @@
+import { Hono } from 'hono';
+import { type ApiKeys, authenticate, type Caller, readScope } from '../access/auth.js';
+import { errorAnswer } from '../account.js';
+import type { Dialect } from '../endpoints/dialects.js';
+import { ENDPOINTS } from '../endpoints/endpoints.js';
+import { internalError, ProxyError } from '../endpoints/errors.js';
+import { modelListRoutes } from '../models/model-lists.js';
+import type { RouteTable } from '../routing/routes.js';
+import type { Backends } from '../upstreams/backend.js';
+import { usageRoutes } from '../usage/api.js';
+import type { UsageReports } from '../usage/reports.js';
+import { newRequestId } from './request-id.js';
+
+/**
+ * Every route of the front door other than the pipeline's endpoints: health and readiness, the
+ * model lists, the usage and analytics APIs, the pages. A wrong method on a known path is a 405,
+ * an unknown path a 404 naming what is served, each in the envelope of the API it is under.
+ */
+
+export interface RoutesDeps {
+  keys: ApiKeys;
+  routes: RouteTable;
+  backends: Backends;
+  /** How reports are answered; without them the usage APIs are not served. */
+  reports?: UsageReports;
+  /** Routes mounted as they are (the Usage and Analytics pages). */
+  pages?: Hono;
+  /** Readiness: routes and keys loaded, not shutting down. */
+  ready: () => boolean;
+  onError?: (err: unknown, requestId: string) => void;
+}
+
+type Vars = { requestId: string };
+
+/** The paths served and their method: another method there is a 405, not an unknown route. */
+const KNOWN_PATHS = new Map([
+  ...Object.values(ENDPOINTS).map((e) => [e.path, 'POST'] as const),
+  ['/openai/v1/models', 'GET'],
+  ['/v1/models/metadata', 'GET'],
+]);
+
+/** An API's prefix: the first segment of its endpoints' paths (/openai, /anthropic). */
+const prefixOf = (path: string) => `/${path.split('/')[1] ?? ''}`;
+/** Each prefix's dialect, from the first endpoint under it (the OpenAI ones share one envelope). */
+const PREFIX_DIALECTS = new Map<string, Dialect>();
+for (const e of Object.values(ENDPOINTS)) {
+  if (!PREFIX_DIALECTS.has(prefixOf(e.path))) PREFIX_DIALECTS.set(prefixOf(e.path), e.dialect);
+}
+
+/** An error in the envelope of the API its path is under (/v1 and the rest in OpenAI's). */
+const errorResponse = (err: ProxyError, requestId: string, path: string) => {
+  const out = errorAnswer(err, requestId, PREFIX_DIALECTS.get(prefixOf(path)) ?? 'openai-chat');
+  return new Response(out.body, { status: out.status, headers: out.headers });
+};
+
+function notFound(method: string, path: string): ProxyError {
+  const known = KNOWN_PATHS.get(path);
+  if (known) {
+    return new ProxyError(405, 'invalid_request_error', 'method_not_allowed', `${path} takes ${known}, not ${method}`, null, {
+      Allow: known,
+    });
+  }
+  return new ProxyError(
+    404,
+    'not_found_error',
+    'unknown_route',
+    PREFIX_DIALECTS.has(prefixOf(path))
+      ? `no route ${method} ${path}; this gateway serves ${[...KNOWN_PATHS.keys()].filter((p) => prefixOf(p) === prefixOf(path)).join(', ')}${prefixOf(path) === '/openai' ? ' and GET /openai/v1/models/{model}' : ''}`
+      : `no route ${method} ${path}; the OpenAI API is under /openai/v1, Anthropic's under /anthropic/v1`,
+  );
+}
+
+export function otherRoutes(deps: RoutesDeps): Hono<{ Variables: Vars }> {
+  const app = new Hono<{ Variables: Vars }>();
+  app.use('*', async (c, next) => {
+    c.set('requestId', newRequestId());
+    await next();
+  });
+  app.onError((err, c) => {
+    const requestId = c.get('requestId') ?? '';
+    if (err instanceof ProxyError) return errorResponse(err, requestId, c.req.path);
+    deps.onError?.(err, requestId);
+    return errorResponse(internalError(requestId), requestId, c.req.path);
+  });
+  app.notFound((c) => errorResponse(notFound(c.req.method, c.req.path), c.get('requestId') ?? '', c.req.path));
+
+  app.get('/healthz', (c) => c.text('ok'));
+  app.get('/readyz', (c) => {
+    const ready = deps.ready();
+    return c.text(ready ? 'ok' : 'not ready', ready ? 200 : 503);
+  });
+  // Claude Code and other Anthropic clients check the base URL answers before their first call.
+  app.on(['GET', 'HEAD'], ['/anthropic', '/anthropic/'], (c) => c.text('ok'));
+
+  const caller = (header: (name: string) => string | undefined): Caller => {
+    const found = authenticate(deps.keys, { apiKey: header('x-api-key'), authorization: header('authorization') });
+    if (found instanceof ProxyError) throw found;
+    return found;
+  };
+  if (deps.reports) usageRoutes(app, deps.reports, (headers) => readScope(caller((n) => headers.get(n) ?? undefined)));
+  if (deps.pages) app.route('/', deps.pages);
+  modelListRoutes(app, { routes: deps.routes, backends: deps.backends, caller });
+  return app;
+}
+
