@@ -1,6 +1,6 @@
 import type { BudgetGuard } from './access/budgets.js';
-import type { RateLimiter } from './access/rate-limit.js';
 import { MAX_MODEL_CHARS } from './access/model-access.js';
+import type { RateLimiter } from './access/rate-limit.js';
 import { DIALECTS } from './endpoints/dialects.js';
 import type { ProxyError } from './endpoints/errors.js';
 import type { Admitted, Answer, Answered, Failed, Known } from './exchange.js';
@@ -41,7 +41,10 @@ export function account(deps: AccountDeps, outcome: Answered | Failed): Answer {
   if ('failed' in outcome) return accountFailure(deps, outcome);
   const { result } = outcome;
   if (result.kind === 'json') {
-    settle(deps, outcome, outcome.known, outcome.served, { status: result.status, ...(result.usage ? { usage: result.usage } : {}) });
+    settle(deps, outcome, outcome.known, outcome.served, {
+      status: result.status,
+      ...(result.usage ? { usage: result.usage } : {}),
+    });
     return {
       kind: 'json',
       status: 200,

@@ -93,7 +93,9 @@ export async function admit(deps: AdmitDeps, incoming: Incoming): Promise<Admitt
       ),
     );
   }
-  const within: Admitted = verdict ? { ...admitted, headers: { ...admitted.headers, ...rateHeaders(rate, verdict) } } : admitted;
+  const within: Admitted = verdict
+    ? { ...admitted, headers: { ...admitted.headers, ...rateHeaders(rate, verdict) } }
+    : admitted;
   const type = incoming.header('content-type') ?? '';
   if (!JSON_TYPE.test(type)) {
     return refuse(

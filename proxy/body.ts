@@ -30,14 +30,16 @@ export async function readBody(deps: BodyDeps, admitted: Admitted): Promise<Read
   const body = parseJsonBody(text);
   if (body instanceof ProxyError) return { failed: body, at: admitted };
   const asked = (body as { model?: unknown } | null)?.model;
-  return typeof asked === 'string' ? { ...admitted, body, known: { ...admitted.known, model: asked } } : { ...admitted, body };
+  return typeof asked === 'string'
+    ? { ...admitted, body, known: { ...admitted.known, model: asked } }
+    : { ...admitted, body };
 }
 
 /**
  * A request body's JSON, its shape judged from the text before JSON.parse builds anything of it
  * (nesting and value count bounded, so no body costs more than a small multiple of its size).
  */
-export function parseJsonBody(text: string): unknown {
+function parseJsonBody(text: string): unknown {
   const shape = checkJsonShape(text, { maxDepth: MAX_NESTING, maxValues: MAX_JSON_VALUES });
   if (shape) return shape;
   try {

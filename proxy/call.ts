@@ -1,5 +1,5 @@
-import type { Endpoint } from './endpoints/endpoints.js';
 import { estimateInputTokens } from './endpoints/anthropic-request.js';
+import type { Endpoint } from './endpoints/endpoints.js';
 import { internalError, ProxyError } from './endpoints/errors.js';
 import type { Answered, Attempt, Failed, Routed } from './exchange.js';
 import type { ProxyMetrics } from './telemetry/metrics.js';
@@ -175,7 +175,9 @@ async function countTokens(deps: CallDeps, routed: Routed): Promise<Answered | F
   const body = { ...request.forward, model: route.model };
   const count = async () => {
     const exact = await backend.countTokens(route, body, incoming.signal);
-    return exact === undefined ? { inputTokens: estimateInputTokens(body), exact: false } : { inputTokens: exact, exact: true };
+    return exact === undefined
+      ? { inputTokens: estimateInputTokens(body), exact: false }
+      : { inputTokens: exact, exact: true };
   };
   try {
     const counted = await (routed.span ? countTraced(routed.span, backend.who(route), routed, count) : count());

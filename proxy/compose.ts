@@ -11,7 +11,12 @@ import type { ProviderType } from '../crds/external-provider.js';
 import { errorMessage, jsonLogger, type Logger } from '../crds/observability/log.js';
 import { type MetricsServer, serveMetrics } from '../crds/observability/metrics-server.js';
 import { LOAD_PATH } from '../crds/observability/proxy-load.js';
-import { providerCredentials, RoleCredentials, type SecretLookup } from '../crds/providers/aws-credentials.js';
+import {
+  type CredentialProvider,
+  providerCredentials,
+  RoleCredentials,
+  type SecretLookup,
+} from '../crds/providers/aws-credentials.js';
 import { API_KEY_KEY, HostedCredentials } from '../crds/providers/credentials.js';
 import { ApiKeys, standaloneKeys } from './access/auth.js';
 import { BudgetGuard, type TagBudget, tagBudgetOf } from './access/budgets.js';
@@ -24,9 +29,15 @@ import { type AskServer, ollamaShow } from './models/model-metadata.js';
 import { pagesRoutes } from './pages/pages.js';
 import { createPipeline } from './pipeline.js';
 import { routedPools } from './routing/replica-pool.js';
-import { buildRoutes, type ExternalRoute, type InClusterRoute, type RouteScaling, RouteTable } from './routing/routes.js';
-import { shutdownGracefully } from './server/shutdown.js';
+import {
+  buildRoutes,
+  type ExternalRoute,
+  type InClusterRoute,
+  type RouteScaling,
+  RouteTable,
+} from './routing/routes.js';
 import { otherRoutes } from './server/routes.js';
+import { shutdownGracefully } from './server/shutdown.js';
 import { ClusterSource } from './sources/cluster-source.js';
 import { ConfigError, loadStandaloneConfig } from './sources/standalone-config.js';
 import { ProxyMetrics } from './telemetry/metrics.js';
@@ -84,6 +95,8 @@ export interface GatewayConfig {
   deployingRetryAfterSeconds?: number;
   /** Readiness false this long before the listener closes; then in-flight requests get drainMs. */
   shutdown?: { delayMs: number; drainMs: number };
+  /** AWS: where Bedrock and STS are (a private endpoint, or a double), and the base identity roles are assumed with. */
+  aws?: { endpoint?: string; base?: CredentialProvider };
   /** Where OTEL_*, workload-identity settings, endpoint overrides and HOSTNAME are read. */
   env?: NodeJS.ProcessEnv;
   logger?: Logger;
@@ -106,8 +119,12 @@ export interface GatewayParts {
   inCluster: Upstream<InClusterRoute>;
   /** Upstreams of external providers by provider type. */
   providers: Partial<Record<ProviderType, Upstream<ExternalRoute>>>;
+  /** Where an in-cluster model server's URL connects (tests stand an engine behind cluster addresses). */
+  resolveModelServer: (baseUrl: string) => string;
   /** How model lists ask a model server about a model the catalog does not know. */
   ask: AskServer;
+  /** The memory all request bodies in flight may hold together (a test reads and holds it). */
+  memory: MemoryBudget;
   /** Without budgets (false): none checked. */
   budgets: BudgetGuard | false;
   pages: Hono | false;
@@ -120,8 +137,14 @@ export interface Gateway {
   keys: ApiKeys;
   metrics: ProxyMetrics;
   usage: UsageSink;
+  /** The price tables in force (the prices ConfigMap's overrides over the shipped table, in a cluster). */
+  prices: PriceBook;
   /** The configured usage store, where the configuration has one (absent when parts.usage replaced it). */
   stack?: UsageStack;
+  /** Spend budgets of keys and tags, where the gateway checks them. */
+  budgets?: BudgetGuard;
+  /** Writes ApiKey and Budget status (spend, last use), in a cluster. */
+  statusWriter?: UsageStatusWriter;
   /** Listens on the API port and, when given, the metrics port; resolves with the API's base URL. */
   listen(opts: { port: number; host: string; metricsPort?: number }): Promise<string>;
   /** Where GET /metrics and /load are served, once listening with a metrics port. */
@@ -149,15 +172,13 @@ export async function composeGateway(config: GatewayConfig = {}, parts: Partial<
 
   const stack = parts.usage
     ? undefined
-    : openUsageStack(
-        { db: ':memory:', ...config.usage, replica: env.HOSTNAME ?? 'proxy' },
-        metrics,
-        log,
-      );
+    : openUsageStack({ db: ':memory:', ...config.usage, replica: env.HOSTNAME ?? 'proxy' }, metrics, log);
   const usage = parts.usage ?? (stack?.recorder as UsageSink);
   const prices = priceBook(config, catalog, resources.source, log);
   const budgets =
-    parts.budgets === false ? undefined : (parts.budgets ?? (stack ? budgetGuard(config, stack, keys, log) : undefined));
+    parts.budgets === false
+      ? undefined
+      : (parts.budgets ?? (stack ? budgetGuard(config, stack, keys, log) : undefined));
   if (config.source) budgets?.setTagBudgets([...resources.tagBudgets, ...tagBudgets]);
   onBudgets = (b) => budgets?.setTagBudgets(b);
   const statusWriter =
@@ -187,7 +208,9 @@ export async function composeGateway(config: GatewayConfig = {}, parts: Partial<
     limiter,
     metrics,
     maxBodyBytes: config.maxBodyBytes ?? MAX_BODY_BYTES,
-    ...(config.requestMemoryBytes ? { memory: new MemoryBudget(config.requestMemoryBytes) } : {}),
+    ...((parts.memory ?? config.requestMemoryBytes)
+      ? { memory: parts.memory ?? new MemoryBudget(config.requestMemoryBytes ?? 0) }
+      : {}),
     ...(tracer ? { tracer } : {}),
     draining: () => state.closing,
     onCaller: (caller) => statusWriter?.used(caller.policy.name),
@@ -220,7 +243,10 @@ export async function composeGateway(config: GatewayConfig = {}, parts: Partial<
     keys,
     metrics,
     usage,
+    prices,
     ...(stack ? { stack } : {}),
+    ...(budgets ? { budgets } : {}),
+    ...(statusWriter ? { statusWriter } : {}),
     listen: async ({ port, host, metricsPort }) => {
       if (metricsPort !== undefined) {
         // The operator's autoscaler sums these over the proxy replicas.
@@ -356,8 +382,12 @@ function composeBackends(
   },
 ): Backends {
   const secret = providerSecrets(config, ctx.source);
-  const roles = new RoleCredentials();
+  const roles = new RoleCredentials({
+    ...(config.aws?.base ? { base: config.aws.base } : {}),
+    ...(config.aws?.endpoint ? { endpoint: config.aws.endpoint } : {}),
+  });
   const bedrock = new BedrockUpstream({
+    ...(config.aws?.endpoint ? { endpoint: config.aws.endpoint } : {}),
     credentialsFor: (route) =>
       providerCredentials(route.identity.auth, route.target.type === 'bedrock' ? route.target.region : '', roles, () =>
         secret(route.identity.auth.secretRef?.name ?? ''),
@@ -380,7 +410,13 @@ function composeBackends(
   };
   return {
     'in-cluster': inClusterBackend({
-      upstream: parts.inCluster ?? new OpenAICompatibleUpstream({ timeouts: ctx.timeouts, pools: ctx.pools }),
+      upstream:
+        parts.inCluster ??
+        new OpenAICompatibleUpstream({
+          timeouts: ctx.timeouts,
+          pools: ctx.pools,
+          ...(parts.resolveModelServer ? { resolve: parts.resolveModelServer } : {}),
+        }),
       prices: ctx.prices,
       catalog: ctx.catalog,
       ask: parts.ask ?? ollamaShow(),

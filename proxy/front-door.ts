@@ -1,4 +1,5 @@
-import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import { createServer, type IncomingMessage, type Server, type ServerResponse, STATUS_CODES } from 'node:http';
+import type { Duplex } from 'node:stream';
 import { getRequestListener } from '@hono/node-server';
 import type { Hono } from 'hono';
 import { ENDPOINTS, type Endpoint } from './endpoints/endpoints.js';
@@ -92,5 +93,37 @@ export function createFrontDoor(
     },
   );
   server.maxConnections = limits.maxConnections;
+  server.on('clientError', answerUnparsable);
   return server;
+}
+
+/**
+ * What Node's HTTP parser refused before any route saw the request (a header line too long, a
+ * control byte in a header, headers that never completed): answered in OpenAI's envelope with
+ * a request id like every other error, instead of Node's bare status line, then closed.
+ */
+const UNPARSABLE: Readonly<Record<string, readonly [number, string, string]>> = {
+  HPE_HEADER_OVERFLOW: [
+    431,
+    'request_header_too_large',
+    'the request headers are larger than this gateway takes (16 KiB)',
+  ],
+  ERR_HTTP_REQUEST_TIMEOUT: [408, 'request_timeout', 'the request headers did not arrive in time; send them at once'],
+};
+
+function answerUnparsable(err: Error & { code?: string }, socket: Duplex): void {
+  if (err.code === 'ECONNRESET' || !socket.writable) {
+    socket.destroy();
+    return;
+  }
+  const [status, code, message] = UNPARSABLE[err.code ?? ''] ?? [
+    400,
+    'malformed_request',
+    'the request is not valid HTTP/1.1 (a header holds a byte HTTP does not allow there, or the framing is broken)',
+  ];
+  const requestId = newRequestId();
+  const body = JSON.stringify({ error: { message, type: 'invalid_request_error', param: null, code } });
+  socket.end(
+    `HTTP/1.1 ${status} ${STATUS_CODES[status] ?? ''}\r\ncontent-type: application/json\r\nx-request-id: ${requestId}\r\nconnection: close\r\ncontent-length: ${Buffer.byteLength(body)}\r\n\r\n${body}`,
+  );
 }

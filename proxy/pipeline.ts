@@ -23,11 +23,15 @@ import type { UsageSink } from './usage/record.js';
  * (proxy/front-door.ts) reads every request into an Incoming and writes every Answer.
  */
 
-export type PipelineDeps = AdmitDeps & BodyDeps & RouteDeps & CallDeps & AccountDeps & {
-  usage: UsageSink;
-  /** A failure of the gateway itself (never a caller's or an upstream's), with its request id. */
-  onError?: (err: unknown, requestId: string) => void;
-};
+export type PipelineDeps = AdmitDeps &
+  BodyDeps &
+  RouteDeps &
+  CallDeps &
+  AccountDeps & {
+    usage: UsageSink;
+    /** A failure of the gateway itself (never a caller's or an upstream's), with its request id. */
+    onError?: (err: unknown, requestId: string) => void;
+  };
 
 export type Pipeline = (incoming: Incoming) => Promise<Answer>;
 

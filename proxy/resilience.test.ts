@@ -1,11 +1,12 @@
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
+import { Agent, request } from 'undici';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import type { ModelDeployment } from '../crds/model-deployment.js';
 import { type OllamaDouble, startOllamaDouble } from '../e2e/doubles/ollama.js';
+import { startGateway, type TestGateway } from '../e2e/support/gateway.js';
 import { ApiKeys } from './access/auth.js';
 import { KeyRateLimiter } from './access/rate-limit.js';
-import { createApp } from './app.js';
 import { ProxyError } from './endpoints/errors.js';
 import { buildRoutes, RouteTable } from './routing/routes.js';
 import { ProxyMetrics } from './telemetry/metrics.js';
@@ -185,7 +186,9 @@ function md(
   };
 }
 
-function appWith(
+const started: TestGateway[] = [];
+
+async function appWith(
   mds: ModelDeployment[],
   opts: { standalone?: boolean; rateLimit?: { rps: number; burst: number } } = {},
 ) {
@@ -193,24 +196,28 @@ function appWith(
   routes.set(buildRoutes(mds, { standalone: opts.standalone ?? true }));
   usage = new MemoryUsage();
   metrics = new ProxyMetrics();
-  return createApp({
-    keys: ApiKeys.fromKeys([KEY, 'sk-other']),
-    routes,
-    // In cluster mode every Service name resolves to the double.
-    upstreams: {
-      'openai-compatible': new OpenAICompatibleUpstream({
+  const gateway = await startGateway(
+    {
+      retry: { retries: 2, backoffMs: 10, maxBackoffMs: 1500 },
+      ...(opts.rateLimit ? { rateLimit: { requestsPerSecond: opts.rateLimit.rps, burst: opts.rateLimit.burst } } : {}),
+    },
+    {
+      keys: ApiKeys.fromKeys([KEY, 'sk-other']),
+      routes,
+      // In cluster mode every Service name resolves to the double.
+      inCluster: new OpenAICompatibleUpstream({
         resolve: (u) => (u.includes('.svc.cluster.local') ? double.url : u),
         timeouts: { connectMs: 1000, firstByteMs: 2000, responseMs: 2000, idleMs: 500 },
       }),
+      usage,
+      metrics,
     },
-    usage,
-    metrics,
-    retry: { retries: 2, backoffMs: 10, maxBackoffMs: 1500 },
-    ...(opts.rateLimit ? { rateLimit: { requestsPerSecond: opts.rateLimit.rps, burst: opts.rateLimit.burst } } : {}),
-  });
+  );
+  started.push(gateway);
+  return gateway;
 }
 
-const chat = (app: ReturnType<typeof createApp>, model: string, extra: object = {}, key = KEY) =>
+const chat = (app: TestGateway, model: string, extra: object = {}, key = KEY) =>
   app.request('/openai/v1/chat/completions', {
     method: 'POST',
     headers: { 'content-type': 'application/json', 'x-api-key': key },
@@ -229,6 +236,7 @@ beforeAll(async () => {
   flaky = await startFlaky(double);
 });
 afterAll(async () => {
+  for (const g of started) await g.stop();
   flaky.server.closeAllConnections();
   await new Promise((r) => flaky.server.close(r));
   await double.close();
@@ -241,7 +249,7 @@ beforeEach(() => {
 
 describe('retries through the app', () => {
   it('retries a 503 from the model server and answers 200; the caller sees one request, usage one record', async () => {
-    const app = appWith([md('llama', 'llama3.1:8b', flaky.url)]);
+    const app = await appWith([md('llama', 'llama3.1:8b', flaky.url)]);
     flaky.failures = 2;
     const res = await chat(app, 'llama3.1:8b');
     expect(res.status).toBe(200);
@@ -252,7 +260,7 @@ describe('retries through the app', () => {
   });
 
   it('gives up after the configured retries with the upstream error, recorded as such', async () => {
-    const app = appWith([md('llama', 'llama3.1:8b', flaky.url)]);
+    const app = await appWith([md('llama', 'llama3.1:8b', flaky.url)]);
     flaky.failures = 10;
     flaky.status = 500;
     const res = await chat(app, 'llama3.1:8b', { stream: true });
@@ -263,7 +271,7 @@ describe('retries through the app', () => {
   });
 
   it('does not retry a request the model server rejected', async () => {
-    const app = appWith([md('llama', 'llama3.1:8b', flaky.url)]);
+    const app = await appWith([md('llama', 'llama3.1:8b', flaky.url)]);
     flaky.failures = 1;
     flaky.status = 400;
     expect((await chat(app, 'llama3.1:8b')).status).toBe(400);
@@ -271,7 +279,7 @@ describe('retries through the app', () => {
   });
 
   it('waits out a short Retry-After on 429 but passes a long one to the caller', async () => {
-    const app = appWith([md('llama', 'llama3.1:8b', flaky.url)]);
+    const app = await appWith([md('llama', 'llama3.1:8b', flaky.url)]);
     flaky.failures = 1;
     flaky.status = 429;
     flaky.retryAfter = '1';
@@ -290,7 +298,7 @@ describe('retries through the app', () => {
 
 describe('fallbacks', () => {
   it('serves with the first fallback that works when the model server is unreachable, and says so', async () => {
-    const app = appWith([
+    const app = await appWith([
       md('primary', 'gemma2:9b', 'http://127.0.0.1:1', ['mistral:7b', 'llama3.1:8b']),
       md('down-too', 'mistral:7b', 'http://127.0.0.1:1'),
       md('llama', 'llama3.1:8b', double.url),
@@ -307,7 +315,7 @@ describe('fallbacks', () => {
   });
 
   it('streams from the fallback too', async () => {
-    const app = appWith([
+    const app = await appWith([
       md('primary', 'gemma2:9b', 'http://127.0.0.1:1', ['llama3.1:8b']),
       md('llama', 'llama3.1:8b', double.url),
     ]);
@@ -320,7 +328,7 @@ describe('fallbacks', () => {
 
   it('serves a model that is still deploying with its fallback (cluster mode)', async () => {
     const running = { phase: 'Running' as const, endpoint: 'http://llama.platform-llms.svc.cluster.local:11434' };
-    const app = appWith(
+    const app = await appWith(
       [
         md('big', 'llama3.1:70b', undefined, ['llama3.1:8b'], { phase: 'Deploying' }),
         md('llama', 'llama3.1:8b', undefined, undefined, running),
@@ -333,7 +341,7 @@ describe('fallbacks', () => {
   });
 
   it("answers with the requested model's error, naming the fallbacks that failed too", async () => {
-    const app = appWith([
+    const app = await appWith([
       md('primary', 'gemma2:9b', 'http://127.0.0.1:1', ['mistral:7b', 'not-routable:1b']),
       md('down-too', 'mistral:7b', 'http://127.0.0.1:1'),
     ]);
@@ -346,7 +354,7 @@ describe('fallbacks', () => {
   });
 
   it('does not fall back when the request itself was rejected', async () => {
-    const app = appWith([
+    const app = await appWith([
       md('primary', 'gemma2:9b', flaky.url, ['llama3.1:8b']),
       md('llama', 'llama3.1:8b', double.url),
     ]);
@@ -359,7 +367,7 @@ describe('fallbacks', () => {
 
 describe('rate limit through the app', () => {
   it('refuses a key over its budget with 429, Retry-After and OpenAI rate-limit headers; other keys go on', async () => {
-    const app = appWith([md('llama', 'llama3.1:8b', double.url)], { rateLimit: { rps: 1, burst: 2 } });
+    const app = await appWith([md('llama', 'llama3.1:8b', double.url)], { rateLimit: { rps: 1, burst: 2 } });
     const first = await chat(app, 'llama3.1:8b');
     expect(first.headers.get('x-ratelimit-limit-requests')).toBe('2');
     expect(first.headers.get('x-ratelimit-remaining-requests')).toBe('1');
@@ -379,21 +387,37 @@ describe('rate limit through the app', () => {
 });
 
 describe('a replica shutting down', () => {
-  it('refuses new chat requests with 503 shutting_down and closes the connection', async () => {
+  it('refuses the next request on a connection still open with 503 shutting_down and closes it', async () => {
     const routes = new RouteTable();
     routes.set(buildRoutes([md('llama', 'llama3.1:8b', double.url)], { standalone: true }));
-    const app = createApp({
-      keys: ApiKeys.fromKeys([KEY]),
-      routes,
-      upstreams: { 'openai-compatible': new OpenAICompatibleUpstream() },
-      usage: new MemoryUsage(),
-      metrics: new ProxyMetrics(),
-      draining: () => true,
-    });
-    const res = await chat(app, 'llama3.1:8b');
-    expect(res.status).toBe(503);
-    expect(res.headers.get('connection')).toBe('close');
-    expect(((await res.json()) as { error: { code: string } }).error.code).toBe('shutting_down');
-    expect(double.requests).toHaveLength(0);
+    const gateway = await startGateway(
+      { shutdown: { delayMs: 0, drainMs: 5_000 } },
+      { keys: ApiKeys.fromKeys([KEY]), routes, usage: new MemoryUsage(), metrics: new ProxyMetrics() },
+    );
+    // A caller's connection busy with a slow answer when the replica starts shutting down, with
+    // its next request already sent behind it (HTTP/1.1 pipelining).
+    double.behave({ firstByteDelayMs: 300 });
+    const agent = new Agent({ pipelining: 2, connections: 1 });
+    const post = () =>
+      request(`${gateway.url}/openai/v1/chat/completions`, {
+        method: 'POST',
+        dispatcher: agent,
+        idempotent: true,
+        headers: { 'content-type': 'application/json', 'x-api-key': KEY },
+        body: JSON.stringify({ model: 'llama3.1:8b', messages: [{ role: 'user', content: 'hi there' }] }),
+      });
+    const busy = post();
+    const next = post();
+    await new Promise((r) => setTimeout(r, 100));
+    const requestsBefore = double.requests.length;
+    const closing = gateway.close();
+    expect((await busy).statusCode).toBe(200);
+    const res = await next;
+    expect(res.statusCode).toBe(503);
+    expect(res.headers.connection).toBe('close');
+    expect(((await res.body.json()) as { error: { code: string } }).error.code).toBe('shutting_down');
+    expect(double.requests).toHaveLength(requestsBefore);
+    await closing;
+    await agent.close();
   });
 });

@@ -1,5 +1,5 @@
-import type { BudgetGuard } from './access/budgets.js';
 import { mayCall } from './access/auth.js';
+import type { BudgetGuard } from './access/budgets.js';
 import { routeFor } from './access/model-access.js';
 import { ENDPOINTS, type Endpoint } from './endpoints/endpoints.js';
 import { ProxyError } from './endpoints/errors.js';

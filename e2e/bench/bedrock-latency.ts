@@ -1,17 +1,13 @@
-import type { Server } from 'node:http';
-import type { AddressInfo } from 'node:net';
 import { BedrockRuntimeClient, ConverseStreamCommand } from '@aws-sdk/client-bedrock-runtime';
-import { serve } from '@hono/node-server';
 import { Agent, request } from 'undici';
 import type { ExternalProvider } from '../../crds/external-provider.js';
 import { ApiKeys } from '../../proxy/access/auth.js';
-import { createApp } from '../../proxy/app.js';
 import { buildRoutes, RouteTable } from '../../proxy/routing/routes.js';
 import { ProxyMetrics } from '../../proxy/telemetry/metrics.js';
 import { BedrockUpstream } from '../../proxy/upstreams/bedrock.js';
-import { OpenAICompatibleUpstream } from '../../proxy/upstreams/openai-compatible.js';
 import { MemoryUsage } from '../../proxy/usage/record.js';
 import { startAwsDouble } from '../doubles/aws.js';
+import { startGateway } from '../support/gateway.js';
 
 /**
  * Streaming overhead of the Bedrock path, measured through the AWS double: the AWS SDK's
@@ -52,17 +48,17 @@ async function main() {
   const routes = new RouteTable();
   routes.set(buildRoutes([], { standalone: true }, [ep]));
   const bedrock = new BedrockUpstream({ endpoint: aws.url, credentialsFor: () => async () => creds });
-  const app = createApp({
-    keys: ApiKeys.fromKeys(['sk-bench']),
-    routes,
-    upstreams: { 'openai-compatible': new OpenAICompatibleUpstream(), bedrock },
-    usage: new MemoryUsage(1000),
-    metrics: new ProxyMetrics(),
-  });
-  const server = await new Promise<Server>((resolve) => {
-    const s = serve({ fetch: app.fetch, port: 0, hostname: '127.0.0.1' }, () => resolve(s as Server)) as Server;
-  });
-  const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}/openai/v1/chat/completions`;
+  const gateway = await startGateway(
+    {},
+    {
+      keys: ApiKeys.fromKeys(['sk-bench']),
+      routes,
+      providers: { bedrock },
+      usage: new MemoryUsage(1000),
+      metrics: new ProxyMetrics(),
+    },
+  );
+  const url = `${gateway.url}/openai/v1/chat/completions`;
   const sdk = new BedrockRuntimeClient({ region: 'us-east-1', endpoint: aws.url, credentials: creds });
   const client = new Agent({ connections: 1 });
 
@@ -110,7 +106,7 @@ async function main() {
     });
   }
   console.table(rows);
-  server.close();
+  await gateway.stop();
   sdk.destroy();
   bedrock.close();
   await client.close();

@@ -9,7 +9,6 @@ import { KubeClient } from '../../crds/kube/kube-client.js';
 import { jsonLogger } from '../../crds/observability/log.js';
 import { Operator } from '../../operator/operator.js';
 import { ApiKeys } from '../../proxy/access/auth.js';
-import { createApp } from '../../proxy/app.js';
 import { ReplicaPools } from '../../proxy/routing/replica-pool.js';
 import { type RouteEntry, RouteTable } from '../../proxy/routing/routes.js';
 import { API_KEYS_SECRET, ClusterSource } from '../../proxy/sources/cluster-source.js';
@@ -20,6 +19,7 @@ import { startControlPlane } from '../cluster/control-plane.js';
 import { fakeNode } from '../cluster/nodes.js';
 import { ensureTools } from '../cluster/tools.js';
 import { OLLAMA_MODEL, startOllama } from '../ollama/server.js';
+import { startGateway } from '../support/gateway.js';
 
 /**
  * Time to first token after scale from zero, on the real control plane with kwok GPU nodes and a
@@ -108,7 +108,7 @@ async function main() {
     let loaded = false;
     const routes = new RouteTable();
     const gated = (entry: RouteEntry | undefined): RouteEntry | undefined =>
-      entry?.kind === 'openai-compatible' && entry.replicas && !loaded ? { ...entry, replicas: [] } : entry;
+      entry?.kind === 'in-cluster' && entry.replicas && !loaded ? { ...entry, replicas: [] } : entry;
     const keys = new ApiKeys();
     const catalog = loadCatalog();
     const source = new ClusterSource({
@@ -134,7 +134,7 @@ async function main() {
     });
     routes.onChange(() => {
       const r = routes.lookup(MODEL);
-      if (r?.kind === 'openai-compatible' && (r.replicas?.length ?? 0) > 0) mark('routed');
+      if (r?.kind === 'in-cluster' && (r.replicas?.length ?? 0) > 0) mark('routed');
       pools.refresh();
     });
     const upstream = new OpenAICompatibleUpstream({
@@ -142,14 +142,13 @@ async function main() {
       resolve: (url) => (/^http:\/\/[\d.]+:11434$/.test(url) ? ollama.url : url),
     });
     await source.start();
-    const app = createApp({
-      keys,
-      routes,
-      upstreams: { 'openai-compatible': upstream },
-      usage: new MemoryUsage(),
-      metrics: new ProxyMetrics(),
-    });
+    // The gateway as main.ts composes it, fed by this bench's source and its instrumented pools.
+    const app = await startGateway(
+      {},
+      { keys, routes, inCluster: upstream, usage: new MemoryUsage(), metrics: new ProxyMetrics() },
+    );
     cleanups.push(
+      () => app.stop(),
       () => source.stop(),
       () => upstream.close(),
     );
@@ -204,7 +203,7 @@ async function main() {
       }),
     );
     for (let i = 0; i < 600; i++) {
-      if (routes.lookup(MODEL)?.kind === 'openai-compatible') break;
+      if (routes.lookup(MODEL)?.kind === 'in-cluster') break;
       await sleep(100);
     }
 
@@ -292,7 +291,7 @@ async function main() {
       for (let i = 0; i < 600; i++) {
         const left = pods.list().filter((p) => !p.metadata?.deletionTimestamp).length;
         const r = routes.lookup(MODEL);
-        if (left === 0 && r?.kind === 'openai-compatible' && (r.replicas?.length ?? 0) === 0) break;
+        if (left === 0 && r?.kind === 'in-cluster' && (r.replicas?.length ?? 0) === 0) break;
         await sleep(100);
       }
       k(['delete', 'pods', '--all', '-n', NS, '--grace-period=0', '--force']);

@@ -1,23 +1,18 @@
-import type { Server } from 'node:http';
-import type { AddressInfo } from 'node:net';
 import { Agent, request } from 'undici';
 import type { ApiKey } from '../../crds/api-key.js';
-import { loadCatalog } from '../../crds/catalog/catalog.js';
 import type { ModelDeployment } from '../../crds/model-deployment.js';
 import { ApiKeys, policyOf, sha256 } from '../../proxy/access/auth.js';
 import { BudgetGuard } from '../../proxy/access/budgets.js';
 import type { RateLimiter } from '../../proxy/access/rate-limit.js';
 import { RedisRateLimiter } from '../../proxy/access/redis-rate-limit.js';
-import { createGateway } from '../../proxy/app.js';
 import { buildRoutes, RouteTable } from '../../proxy/routing/routes.js';
-import { createProxyServer } from '../../proxy/serve.js';
 import { ProxyMetrics } from '../../proxy/telemetry/metrics.js';
 import { OpenAICompatibleUpstream } from '../../proxy/upstreams/openai-compatible.js';
-import { CostMeter, loadBedrockPrices } from '../../proxy/usage/cost.js';
 import { MemoryUsage } from '../../proxy/usage/record.js';
 import { SqliteUsageStore } from '../../proxy/usage/sqlite-store.js';
 import { startOllamaDouble } from '../doubles/ollama.js';
 import { startRedis } from '../redis/server.js';
+import { startGateway, type TestGateway } from '../support/gateway.js';
 
 /**
  * What a team key's checks add to a request: the same sequential requests (keep-alive, one at a
@@ -72,20 +67,19 @@ const budgets = new BudgetGuard(store, () => keys.policies(), { refreshMs: 60_00
 budgets.setTagBudgets([{ name: 'p', tag: { key: 'project', value: 'bench' }, usd: 1_000_000, period: 'Monthly' }]);
 await budgets.refresh();
 
-async function serve(limiter?: RateLimiter): Promise<{ url: string; server: Server }> {
-  const gateway = createGateway({
-    keys,
-    routes,
-    upstreams: { 'openai-compatible': new OpenAICompatibleUpstream() },
-    usage: new MemoryUsage(1000),
-    metrics: new ProxyMetrics(),
-    cost: new CostMeter(loadCatalog(), loadBedrockPrices()),
-    budgets,
-    ...(limiter ? { limiter } : {}),
-  });
-  const server = createProxyServer(gateway);
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  return { url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`, server };
+function serve(limiter?: RateLimiter): Promise<TestGateway> {
+  return startGateway(
+    {},
+    {
+      keys,
+      routes,
+      inCluster: new OpenAICompatibleUpstream(),
+      usage: new MemoryUsage(1000),
+      metrics: new ProxyMetrics(),
+      budgets,
+      ...(limiter ? { limiter } : {}),
+    },
+  );
 }
 
 const redisLimiter = new RedisRateLimiter({ url: redis.url });
@@ -136,8 +130,8 @@ for (const r of table) {
   );
 }
 await client.close();
-local.server.close();
-shared.server.close();
+await local.stop();
+await shared.stop();
 await redisLimiter.close();
 await store.close();
 await redis.destroy();

@@ -1,15 +1,12 @@
-import type { Server } from 'node:http';
-import type { AddressInfo } from 'node:net';
-import { serve } from '@hono/node-server';
 import { Agent, request } from 'undici';
 import type { ModelDeployment } from '../../crds/model-deployment.js';
 import { ApiKeys } from '../../proxy/access/auth.js';
-import { createApp } from '../../proxy/app.js';
 import { buildRoutes, RouteTable } from '../../proxy/routing/routes.js';
 import { ProxyMetrics } from '../../proxy/telemetry/metrics.js';
 import { OpenAICompatibleUpstream } from '../../proxy/upstreams/openai-compatible.js';
 import { MemoryUsage } from '../../proxy/usage/record.js';
 import { startOllamaDouble } from '../doubles/ollama.js';
+import { startGateway } from '../support/gateway.js';
 
 /**
  * Added latency of the gateway over a real socket: the same sequential requests (keep-alive,
@@ -36,17 +33,17 @@ async function main() {
   const routes = new RouteTable();
   routes.set(buildRoutes([md], { standalone: true }));
   const upstream = new OpenAICompatibleUpstream();
-  const app = createApp({
-    keys: ApiKeys.fromKeys(['sk-bench']),
-    routes,
-    upstreams: { 'openai-compatible': upstream },
-    usage: new MemoryUsage(1000),
-    metrics: new ProxyMetrics(),
-  });
-  const server = await new Promise<Server>((resolve) => {
-    const s = serve({ fetch: app.fetch, port: 0, hostname: '127.0.0.1' }, () => resolve(s as Server)) as Server;
-  });
-  const proxyUrl = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+  const gateway = await startGateway(
+    {},
+    {
+      keys: ApiKeys.fromKeys(['sk-bench']),
+      routes,
+      inCluster: upstream,
+      usage: new MemoryUsage(1000),
+      metrics: new ProxyMetrics(),
+    },
+  );
+  const proxyUrl = gateway.url;
   const client = new Agent({ connections: 1 });
   const body = (stream: boolean) =>
     JSON.stringify({
@@ -122,7 +119,7 @@ async function main() {
     console.table(rows);
     console.table([summary]);
   }
-  server.close();
+  await gateway.stop();
   await client.close();
   await upstream.close();
   await double.close();

@@ -4,21 +4,13 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { ApiKey } from '../../crds/api-key.js';
 import type { Budget } from '../../crds/budget.js';
-import { loadCatalog } from '../../crds/catalog/catalog.js';
 import { Operator } from '../../operator/operator.js';
-import { ApiKeys } from '../../proxy/access/auth.js';
-import { BudgetGuard } from '../../proxy/access/budgets.js';
-import { createApp } from '../../proxy/app.js';
-import { buildRoutes, RouteTable } from '../../proxy/routing/routes.js';
-import { ClusterSource } from '../../proxy/sources/cluster-source.js';
+import { buildRoutes } from '../../proxy/routing/routes.js';
 import { ProxyMetrics } from '../../proxy/telemetry/metrics.js';
 import { OpenAICompatibleUpstream } from '../../proxy/upstreams/openai-compatible.js';
-import { CostMeter, loadBedrockPrices } from '../../proxy/usage/cost.js';
-import { UsageRecorder } from '../../proxy/usage/recorder.js';
-import { SqliteUsageStore } from '../../proxy/usage/sqlite-store.js';
-import { UsageStatusWriter } from '../../proxy/usage/status.js';
 import { type OllamaDouble, startOllamaDouble } from '../doubles/ollama.js';
 import { capturedLogger } from '../support/capture.js';
+import { startGateway, type TestGateway } from '../support/gateway.js';
 import { eventually, kubeConfig, kubectl, kubectlOk } from '../support/kube.js';
 
 /**
@@ -30,14 +22,8 @@ import { eventually, kubeConfig, kubectl, kubectlOk } from '../support/kube.js';
 
 const NS = 'platform-agent';
 let operator: Operator;
-let source: ClusterSource;
 let double: OllamaDouble;
-let store: SqliteUsageStore;
-let recorder: UsageRecorder;
-let budgets: BudgetGuard;
-let writer: UsageStatusWriter;
-let app: ReturnType<typeof createApp>;
-const keys = new ApiKeys();
+let app: TestGateway;
 
 const apply = (obj: object) => kubectlOk(['apply', '-f', '-'], JSON.stringify(obj));
 const get = <T>(kind: string, name: string): T | undefined => {
@@ -91,16 +77,17 @@ beforeAll(async () => {
     logger: capturedLogger('operator-api-keys'),
   });
   await operator.start();
-  const routes = new RouteTable();
-  source = new ClusterSource({
-    kubeConfig: kubeConfig(),
-    routes,
-    keys,
-    onBudgets: (b) => budgets?.setTagBudgets(b),
-  });
-  await source.start();
+  app = await startGateway(
+    {
+      source: { kind: 'cluster', kubeConfig: kubeConfig() },
+      usage: { db: join(mkdtempSync(join(tmpdir(), 'api-keys-')), 'usage.db') },
+      budgetRefreshMs: 200,
+      logger: capturedLogger('proxy-api-keys'),
+    },
+    { inCluster: new OpenAICompatibleUpstream(), metrics: new ProxyMetrics() },
+  );
   // Standalone-style route to the double: the routes under test here are the keys.
-  routes.set(
+  app.routes.set(
     buildRoutes(
       [
         {
@@ -113,31 +100,12 @@ beforeAll(async () => {
       { standalone: true },
     ),
   );
-  store = new SqliteUsageStore(join(mkdtempSync(join(tmpdir(), 'api-keys-')), 'usage.db'));
-  recorder = new UsageRecorder({ store, flushMs: 50, onWritten: (records) => budgets.written(records) });
-  budgets = new BudgetGuard(store, () => keys.policies(), { refreshMs: 200 });
-  budgets.start();
-  writer = new UsageStatusWriter(source, store, { onError: (err) => console.error('status write failed', err) });
-  app = createApp({
-    keys,
-    routes,
-    upstreams: { 'openai-compatible': new OpenAICompatibleUpstream() },
-    usage: recorder,
-    metrics: new ProxyMetrics(),
-    cost: new CostMeter(loadCatalog(), loadBedrockPrices()),
-    store,
-    budgets,
-    onCaller: (c) => writer.used(c.policy.name),
-  });
 }, 60_000);
 
 afterAll(async () => {
-  budgets?.stop();
   kubectl(['delete', 'apikeys,budgets', '--all', '-n', NS, '--ignore-not-found']);
   await operator?.stop();
-  await source?.stop();
-  await recorder?.close();
-  await store?.close();
+  await app?.stop();
   await double?.close();
 });
 
@@ -239,7 +207,9 @@ describe('ApiKeys on the real control plane', () => {
     });
     const key = await eventually('spender issued', 15_000, () => secretKey('spender'));
     await becomes('spender accepted', key, 200);
-    await eventually('Budget seen by the proxy', 10_000, () => (budgets.tagBudgetList().length > 0 ? true : undefined));
+    await eventually('Budget seen by the proxy', 10_000, () =>
+      (app.budgets?.tagBudgetList() ?? [].length > 0) ? true : undefined,
+    );
     // Tagged project:x until its budget is spent.
     let refused: Response | undefined;
     for (let i = 0; i < 100 && !refused; i++) {
@@ -260,8 +230,8 @@ describe('ApiKeys on the real control plane', () => {
     }
     if (!keyRefused) throw new Error("the key's budget never refused");
     expect(((await keyRefused.json()) as { error: { message: string } }).error.message).toContain("API key's budget");
-    await recorder.flush();
-    await writer.write();
+    await app.stack?.recorder.flush();
+    await app.statusWriter?.write();
     const budget = await eventually('Budget exhausted', 15_000, () => {
       const b = get<Budget>('budget', 'project-x');
       return condition(b, 'BudgetExhausted') === 'True' ? b : undefined;

@@ -1,19 +1,12 @@
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import type { ClusterInfo } from '../../crds/catalog/catalog.js';
-import { loadCatalog, parallelSlots } from '../../crds/catalog/catalog.js';
-import { type MetricsServer, serveMetrics } from '../../crds/observability/metrics-server.js';
-import { LOAD_PATH } from '../../crds/observability/proxy-load.js';
+import { loadCatalog } from '../../crds/catalog/catalog.js';
 import { Operator } from '../../operator/operator.js';
-import { ApiKeys } from '../../proxy/access/auth.js';
-import { createApp } from '../../proxy/app.js';
-import { type ReplicaPools, routedPools } from '../../proxy/routing/replica-pool.js';
-import { RouteTable } from '../../proxy/routing/routes.js';
-import { API_KEYS_SECRET, ClusterSource } from '../../proxy/sources/cluster-source.js';
-import { ProxyMetrics } from '../../proxy/telemetry/metrics.js';
-import { OpenAICompatibleUpstream } from '../../proxy/upstreams/openai-compatible.js';
+import { API_KEYS_SECRET } from '../../proxy/sources/cluster-source.js';
 import { MemoryUsage } from '../../proxy/usage/record.js';
 import { OLLAMA_MODEL, type OllamaServer, startOllama } from '../ollama/server.js';
 import { capturedLogger } from '../support/capture.js';
+import { startGateway, type TestGateway } from '../support/gateway.js';
 import { eventually, kubeConfig, kubectl, kubectlOk } from '../support/kube.js';
 
 /**
@@ -29,17 +22,12 @@ const NS = 'platform-llms';
 const MODEL = 'qwen2.5:0.5b';
 const KEY = 'sk-autoscaling-e2e';
 const cluster: ClusterInfo = { organizationId: 'acme', clusterId: 'prod-1', cloud: 'aws', region: 'us-east-1' };
-const catalog = loadCatalog();
+const _catalog = loadCatalog();
 let skewMs = 0;
 const log = capturedLogger('autoscaling-e2e');
 
 interface ProxyReplica {
-  app: ReturnType<typeof createApp>;
-  routes: RouteTable;
-  source: ClusterSource;
-  pools: ReplicaPools;
-  upstream: OpenAICompatibleUpstream;
-  load: MetricsServer;
+  app: TestGateway;
   /** Pod URLs this replica called. */
   called: Set<string>;
 }
@@ -48,43 +36,26 @@ let ollama: OllamaServer;
 let operator: Operator;
 const proxies: ProxyReplica[] = [];
 
-/** A proxy replica wired as proxy/main.ts wires it, its pods' addresses sent to the local Ollama. */
+/** A proxy replica composed as proxy/main.ts composes it, its pods' addresses sent to the local Ollama. */
 async function proxyReplica(): Promise<ProxyReplica> {
-  const routes = new RouteTable();
-  const keys = new ApiKeys();
-  const source = new ClusterSource({
-    kubeConfig: kubeConfig(),
-    routes,
-    keys,
-    slotsOf: (md) => parallelSlots(catalog, md),
-    onError: (err) => log.warn('watch', { error: String(err) }),
-  });
-  const metrics = new ProxyMetrics();
-  const pools = routedPools(routes, metrics, {
-    maxQueued: 100,
-    queueMs: 90_000,
-    wake: (s) => source.wake(s.namespace, s.name),
-  });
   const called = new Set<string>();
-  const upstream = new OpenAICompatibleUpstream({
-    pools,
-    resolve: (url) => {
-      if (!/^http:\/\/\d+\.\d+\.\d+\.\d+:11434$/.test(url)) return url;
-      called.add(url);
-      return ollama.url;
+  const app = await startGateway(
+    {
+      source: { kind: 'cluster', kubeConfig: kubeConfig() },
+      queue: { perModel: 100, timeoutMs: 90_000 },
+      logger: log,
     },
-  });
-  await source.start();
-  const load = await serveMetrics(metrics.registry, 0, '127.0.0.1', { [LOAD_PATH]: () => pools.report() });
-  const app = createApp({
-    keys,
-    routes,
-    upstreams: { 'openai-compatible': upstream },
-    usage: new MemoryUsage(),
-    metrics,
-    ready: () => source.ready(),
-  });
-  return { app, routes, source, pools, upstream, load, called };
+    {
+      usage: new MemoryUsage(),
+      resolveModelServer: (url) => {
+        if (!/^http:\/\/\d+\.\d+\.\d+\.\d+:11434$/.test(url)) return url;
+        called.add(url);
+        return ollama.url;
+      },
+    },
+    { metrics: true },
+  );
+  return { app, called };
 }
 
 const chat = (p: ProxyReplica, maxTokens = 8) =>
@@ -147,18 +118,14 @@ describe.runIf(inject('localControlPlane'))('autoscaling on the real control pla
       logger: log,
       // Rounds only when a test asks (autoscaleNow): a wake seen here is the proxy's, not a round's.
       autoscaleIntervalMs: 3_600_000,
-      proxyLoadUrls: proxies.map((p) => p.load.url),
+      proxyLoadUrls: proxies.map((p) => p.app.metricsUrl() ?? ''),
     });
     await operator.start();
   }, 300_000);
 
   afterAll(async () => {
     await operator?.stop();
-    for (const p of proxies) {
-      await p.source.stop();
-      await p.upstream.close();
-      await p.load.close();
-    }
+    for (const p of proxies) await p.app.stop();
     await ollama?.stop();
     kubectl(['delete', 'md', '--all', '-n', NS]);
     kubectl(['delete', 'deploy,svc', '--all', '-n', NS]);
@@ -196,7 +163,7 @@ describe.runIf(inject('localControlPlane'))('autoscaling on the real control pla
         : undefined,
     );
     const [a] = proxies as [ProxyReplica, ProxyReplica];
-    await eventually('route', 10_000, () => (a.source.ready() ? true : undefined));
+    await eventually('route', 10_000, async () => ((await a.app.request('/readyz')).status === 200 ? true : undefined));
     // kubectl get md shows it: Running, 0 ready, 0 desired.
     const row = kubectlOk(['get', 'md', 'waker', '-n', NS, '--no-headers']).trim().split(/\s+/);
     expect(row.slice(1, 5)).toEqual([MODEL, 'Running', '0', '0']);
@@ -250,8 +217,8 @@ describe.runIf(inject('localControlPlane'))('autoscaling on the real control pla
       md('waker', '{.status.readyReplicas}') === '2' ? true : undefined,
     );
     await eventually('the proxy routes to both', 10_000, () => {
-      const r = a.routes.lookup(MODEL);
-      return r?.kind === 'openai-compatible' && r.replicas?.length === 2 ? true : undefined;
+      const r = a.app.routes.lookup(MODEL);
+      return r?.kind === 'in-cluster' && r.replicas?.length === 2 ? true : undefined;
     });
     a.called.clear();
     const spread = await Promise.all(Array.from({ length: 2 }, () => chat(a, 60)));

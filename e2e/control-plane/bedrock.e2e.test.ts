@@ -1,17 +1,13 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { errorMessage, type LogFields } from '../../crds/observability/log.js';
-import { type AwsCredentials, providerCredentials, RoleCredentials } from '../../crds/providers/aws-credentials.js';
+import type { LogFields } from '../../crds/observability/log.js';
+import type { AwsCredentials } from '../../crds/providers/aws-credentials.js';
 import { Operator } from '../../operator/operator.js';
-import { ApiKeys } from '../../proxy/access/auth.js';
-import { createApp } from '../../proxy/app.js';
-import { RouteTable } from '../../proxy/routing/routes.js';
-import { ClusterSource } from '../../proxy/sources/cluster-source.js';
+import { API_KEYS_SECRET } from '../../proxy/sources/cluster-source.js';
 import { ProxyMetrics } from '../../proxy/telemetry/metrics.js';
-import { BedrockUpstream } from '../../proxy/upstreams/bedrock.js';
-import { OpenAICompatibleUpstream } from '../../proxy/upstreams/openai-compatible.js';
 import { MemoryUsage } from '../../proxy/usage/record.js';
 import { type AwsDouble, startAwsDouble } from '../doubles/aws.js';
 import { capturedLogger } from '../support/capture.js';
+import { startGateway, type TestGateway } from '../support/gateway.js';
 import { BEDROCK_GATEWAY, PROMPT_CANARY, USER_ACCESS_KEY } from '../support/known-secrets.js';
 import { eventually, kubeConfig, kubectl, kubectlOk } from '../support/kube.js';
 
@@ -37,13 +33,9 @@ const CURRENT = [...INVOKE, 'bedrock:ListInferenceProfiles'];
 
 let aws: AwsDouble;
 let operator: Operator;
-let source: ClusterSource;
-let bedrock: BedrockUpstream;
 const logs: string[] = [];
 const usage = new MemoryUsage();
-const routes = new RouteTable();
-const keys = ApiKeys.fromKeys(['sk-bedrock-e2e']);
-let app: ReturnType<typeof createApp>;
+let app: TestGateway;
 
 function provider(name: string, spec: Record<string, unknown>): string {
   return JSON.stringify({
@@ -141,32 +133,37 @@ beforeAll(async () => {
     aws: { endpoints: { sts: aws.url, bedrock: aws.url }, base },
   });
   await operator.start();
-  source = new ClusterSource({ kubeConfig: kubeConfig(), routes, keys: new ApiKeys() });
-  await source.start();
-  const roles = new RoleCredentials({ base, endpoint: aws.url });
-  bedrock = new BedrockUpstream({
-    endpoint: aws.url,
-    maxAttempts: 1,
-    credentialsFor: (route) =>
-      providerCredentials(route.auth, route.region, roles, () => source.secret(route.auth.secretRef?.name ?? '')),
-  });
-  app = createApp({
-    keys,
-    routes,
-    upstreams: { 'openai-compatible': new OpenAICompatibleUpstream(), bedrock },
-    usage,
-    metrics: new ProxyMetrics(),
-    onError: (err, requestId) => {
-      proxyLog.error('request failed', { requestId, error: errorMessage(err) });
-      logs.push(`PROXY ${String(err)}`);
+  // The proxy's API key, from the Secret the chart makes.
+  kubectlOk(
+    ['apply', '-f', '-'],
+    JSON.stringify({
+      apiVersion: 'v1',
+      kind: 'Secret',
+      metadata: { name: API_KEYS_SECRET, namespace: NS },
+      stringData: { keys: 'sk-bedrock-e2e\n' },
+    }),
+  );
+  app = await startGateway(
+    {
+      source: { kind: 'cluster', kubeConfig: kubeConfig() },
+      aws: { endpoint: aws.url, base },
+      logger: {
+        ...proxyLog,
+        error: (msg, fields) => {
+          proxyLog.error(msg, fields);
+          logs.push(`PROXY ${msg} ${JSON.stringify(fields ?? {})}`);
+        },
+      },
     },
-  });
+    { usage, metrics: new ProxyMetrics() },
+  );
+  await eventually('the proxy has its key', 10_000, () => (app.keys.size > 0 ? true : undefined));
 });
 
 afterAll(async () => {
   await operator?.stop();
-  await source?.stop();
-  bedrock?.close();
+  await app?.stop();
+  kubectl(['delete', 'secret', API_KEYS_SECRET, '-n', NS, '--ignore-not-found']);
   await aws?.close();
   kubectl(['delete', 'externalproviders', '--all', '-n', NS]);
   kubectl(['delete', 'secret', 'bedrock-keys', '-n', NS, '--ignore-not-found']);
@@ -236,7 +233,7 @@ describe('ExternalProvider discovery', () => {
     // The proxy routes what discovery found: the application profile by its id, the embedding
     // model on /embeddings, the non-streaming model through Converse.
     await eventually('routes of current', 20_000, () =>
-      routes.lookup(APP_PROFILE)?.kind === 'bedrock' ? true : undefined,
+      app.routes.lookup(APP_PROFILE)?.kind === 'external' ? true : undefined,
     );
     const before = aws.calls.length;
     expect((await chat(APP_PROFILE, false)).status).toBe(200);
@@ -379,7 +376,7 @@ const sseData = async (res: Response): Promise<string[]> =>
 
 describe('chat through Bedrock', () => {
   it('answers a non-streaming client by aggregating ConverseStream, with usage and tags recorded', async () => {
-    await eventually('route', 10_000, () => (routes.lookup(HAIKU)?.kind === 'bedrock' ? true : undefined));
+    await eventually('route', 10_000, () => (app.routes.lookup(HAIKU)?.kind === 'external' ? true : undefined));
     const before = aws.calls.length;
     const res = await chat(HAIKU, false);
     expect(res.status).toBe(200);
@@ -495,7 +492,7 @@ describe('troubleshooting table at invoke time', () => {
     await phase('no-stream', 'Ready');
     await phase('no-stream-converse', 'Ready');
     await eventually('routes', 10_000, () =>
-      routes.lookup('us.anthropic.claude-3-7-sonnet-20250219-v1:0') ? true : undefined,
+      app.routes.lookup('us.anthropic.claude-3-7-sonnet-20250219-v1:0') ? true : undefined,
     );
     const streamed = await chat('meta.llama3-1-8b-instruct-v1:0', true);
     expect(streamed.status).toBe(403);
@@ -514,7 +511,7 @@ describe('troubleshooting table at invoke time', () => {
     // The no-stream provider serves this model id first; ask through a fresh route table entry.
     kubectlOk(['delete', 'externalproviders', 'no-stream', '-n', NS]);
     await eventually('route moved', 10_000, () =>
-      routes.lookup('meta.llama3-1-8b-instruct-v1:0')?.provider === 'platform-agent/no-invoke' ? true : undefined,
+      app.routes.lookup('meta.llama3-1-8b-instruct-v1:0')?.provider === 'platform-agent/no-invoke' ? true : undefined,
     );
     const res = await chat('meta.llama3-1-8b-instruct-v1:0', false);
     expect(res.status).toBe(403);
@@ -530,7 +527,7 @@ describe('troubleshooting table at invoke time', () => {
       }),
     );
     await phase('not-enabled', 'Ready');
-    await eventually('routes', 10_000, () => (routes.lookup('mistral.mistral-large-2402-v1:0') ? true : undefined));
+    await eventually('routes', 10_000, () => (app.routes.lookup('mistral.mistral-large-2402-v1:0') ? true : undefined));
     const denied = await chat('mistral.mistral-large-2402-v1:0', false);
     expect(denied.status).toBe(403);
     expect((await errorOf(denied)).code).toBe('bedrock_model_not_enabled');

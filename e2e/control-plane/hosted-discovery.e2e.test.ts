@@ -4,18 +4,13 @@ import { join } from 'node:path';
 import OpenAI from 'openai';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { LogFields } from '../../crds/observability/log.js';
-import { HostedCredentials } from '../../crds/providers/credentials.js';
 import { Operator } from '../../operator/operator.js';
-import { ApiKeys } from '../../proxy/access/auth.js';
-import { createApp } from '../../proxy/app.js';
-import { RouteTable } from '../../proxy/routing/routes.js';
-import { ClusterSource } from '../../proxy/sources/cluster-source.js';
+import { API_KEYS_SECRET } from '../../proxy/sources/cluster-source.js';
 import { ProxyMetrics } from '../../proxy/telemetry/metrics.js';
-import { HostedUpstream } from '../../proxy/upstreams/hosted.js';
-import { OpenAICompatibleUpstream } from '../../proxy/upstreams/openai-compatible.js';
 import { MemoryUsage } from '../../proxy/usage/record.js';
 import { type HostedDouble, startHostedDouble } from '../doubles/hosted.js';
 import { capturedLogger } from '../support/capture.js';
+import { startGateway, type TestGateway } from '../support/gateway.js';
 import { PROMPT_CANARY } from '../support/known-secrets.js';
 import { eventually, kubeConfig, kubectl, kubectlOk } from '../support/kube.js';
 
@@ -38,12 +33,8 @@ const CLIENT = '66666666-7777-8888-9999-000000000000';
 
 let double: HostedDouble;
 let operator: Operator;
-let source: ClusterSource;
-let hosted: HostedUpstream;
-let app: ReturnType<typeof createApp>;
+let app: TestGateway;
 const logs: string[] = [];
-const routes = new RouteTable();
-const keys = ApiKeys.fromKeys(['sk-hosted-discovery-e2e']);
 
 const apply = (doc: object) => kubectlOk(['apply', '-f', '-'], JSON.stringify(doc));
 const secret = (name: string, apiKey: string) =>
@@ -65,9 +56,8 @@ const phase = (name: string, want: string) =>
 const client = () =>
   new OpenAI({
     apiKey: 'sk-hosted-discovery-e2e',
-    baseURL: 'http://gateway.test/openai/v1',
+    baseURL: `${app.url}/openai/v1`,
     maxRetries: 0,
-    fetch: async (url, init) => app.request(String(url).replace('http://gateway.test', ''), init),
   });
 
 beforeAll(async () => {
@@ -103,17 +93,26 @@ beforeAll(async () => {
     providerEnv: env,
   });
   await operator.start();
-  source = new ClusterSource({ kubeConfig: kubeConfig(), routes, keys: new ApiKeys() });
-  await source.start();
-  hosted = new HostedUpstream({ credentials: new HostedCredentials((name) => source.secret(name), { env }) });
-  app = createApp({
-    keys,
-    routes,
-    upstreams: { 'openai-compatible': new OpenAICompatibleUpstream(), hosted },
-    usage: new MemoryUsage(),
-    metrics: new ProxyMetrics(),
-    onError: (err) => logs.push(`PROXY ${String(err)}`),
+  // The proxy's API key, from the Secret the chart makes.
+  apply({
+    apiVersion: 'v1',
+    kind: 'Secret',
+    metadata: { name: API_KEYS_SECRET, namespace: NS },
+    stringData: { keys: 'sk-hosted-discovery-e2e\n' },
   });
+  app = await startGateway(
+    {
+      source: { kind: 'cluster', kubeConfig: kubeConfig() },
+      env,
+      logger: {
+        info: () => {},
+        warn: (msg, fields) => logs.push(`PROXY warn ${msg} ${JSON.stringify(fields ?? {})}`),
+        error: (msg, fields) => logs.push(`PROXY ${msg} ${JSON.stringify(fields ?? {})}`),
+      },
+    },
+    { usage: new MemoryUsage(), metrics: new ProxyMetrics() },
+  );
+  await eventually('the proxy has its key', 10_000, () => (app.keys.size > 0 ? true : undefined));
   secret('hd-openai-key', OPENAI_KEY);
   secret('hd-anthropic-key', ANTHROPIC_KEY);
   secret('hd-azure-key', AZURE_KEY);
@@ -122,8 +121,8 @@ beforeAll(async () => {
 
 afterAll(async () => {
   await operator?.stop();
-  await source?.stop();
-  await hosted?.close();
+  await app?.stop();
+  kubectl(['delete', 'secret', API_KEYS_SECRET, '-n', NS, '--ignore-not-found']);
   await double?.close();
   kubectl(['delete', 'externalproviders', '--all', '-n', NS]);
   kubectl([
@@ -167,7 +166,7 @@ describe('discovery of each provider into status', () => {
       },
     ]);
     expect(condition('hd-openai', 'ModelsPriced')).toBe('Priced');
-    await eventually('routed', 15_000, () => (routes.lookup('gpt-4o')?.kind === 'hosted' ? true : undefined));
+    await eventually('routed', 15_000, () => (app.routes.lookup('gpt-4o')?.kind === 'external' ? true : undefined));
     const r = await client().chat.completions.create({ model: 'gpt-4o', messages: ask });
     expect(r.choices[0]?.message.content).toBe('tok0 tok1 tok2 tok3');
   });
@@ -194,7 +193,7 @@ describe('discovery of each provider into status', () => {
       },
     ]);
     await eventually('routed', 15_000, () =>
-      routes.lookup('claude-sonnet-4-5')?.kind === 'hosted' ? true : undefined,
+      app.routes.lookup('claude-sonnet-4-5')?.kind === 'external' ? true : undefined,
     );
     // Chat completions to Claude: translated to Messages at Anthropic.
     const r = await client().chat.completions.create({ model: 'claude-sonnet-4-5', messages: ask });
@@ -230,7 +229,7 @@ describe('discovery of each provider into status', () => {
     await phase('hd-azure-wi', 'Ready');
     expect(field('hd-azure-wi', '{.status.accessKeyLast4}')).toBe('');
     expect(double.calls.some((c) => c.path === `/entra/${TENANT}/oauth2/v2.0/token`)).toBe(true);
-    await eventually('routed', 15_000, () => (routes.lookup('gpt4o-wi')?.kind === 'hosted' ? true : undefined));
+    await eventually('routed', 15_000, () => (app.routes.lookup('gpt4o-wi')?.kind === 'external' ? true : undefined));
     expect(
       (await client().chat.completions.create({ model: 'gpt4o-wi', messages: ask })).choices[0]?.message.content,
     ).toBe('tok0 tok1 tok2 tok3');
@@ -288,7 +287,7 @@ describe("each provider's error table at discovery", () => {
     expect(field('hd-bad-key', '{.status.accessKeyLast4}')).toBe('9999');
     // Its model exists but is unavailable: callers learn why.
     await eventually('unavailable', 15_000, () =>
-      routes.lookup('gpt-4o-mini')?.kind === 'unavailable' ? true : undefined,
+      app.routes.lookup('gpt-4o-mini')?.kind === 'unavailable' ? true : undefined,
     );
     const err = await client()
       .chat.completions.create({ model: 'gpt-4o-mini', messages: ask })

@@ -4,27 +4,14 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { KubeConfig } from '@kubernetes/client-node';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
-import { loadCatalog } from '../../crds/catalog/catalog.js';
-import { errorMessage } from '../../crds/observability/log.js';
-import { type AwsCredentials, providerCredentials, RoleCredentials } from '../../crds/providers/aws-credentials.js';
+import type { AwsCredentials } from '../../crds/providers/aws-credentials.js';
 import { type ModelCacheSetting, parseModelCache } from '../../operator/model-deployment/model-cache.js';
 import { Operator } from '../../operator/operator.js';
-import { ApiKeys } from '../../proxy/access/auth.js';
-import { createApp } from '../../proxy/app.js';
-import { RouteTable } from '../../proxy/routing/routes.js';
-import { ClusterSource } from '../../proxy/sources/cluster-source.js';
-import { ProxyMetrics } from '../../proxy/telemetry/metrics.js';
-import { BedrockUpstream } from '../../proxy/upstreams/bedrock.js';
-import { OpenAICompatibleUpstream } from '../../proxy/upstreams/openai-compatible.js';
-import { CostMeter, loadBedrockPrices } from '../../proxy/usage/cost.js';
-import { openUsageStore } from '../../proxy/usage/open-store.js';
-import { UsageRecorder } from '../../proxy/usage/recorder.js';
-import { SqliteUsageStore } from '../../proxy/usage/sqlite-store.js';
-import type { UsageStore } from '../../proxy/usage/store.js';
 import { type AwsDouble, startAwsDouble } from '../doubles/aws.js';
 import { type OllamaDouble, startOllamaDouble } from '../doubles/ollama.js';
 import { type Postgres, startPostgres } from '../postgres/server.js';
 import { capturedLogger } from '../support/capture.js';
+import { startGateway, type TestGateway } from '../support/gateway.js';
 import { JOURNEY_GATEWAY, PROMPT_CANARY, USER_ACCESS_KEY } from '../support/known-secrets.js';
 import { adoptLlmsNamespace, eventually, helmOk, kubeConfig, kubectl, kubectlOk } from '../support/kube.js';
 
@@ -125,11 +112,9 @@ function chartModelCache(): ModelCacheSetting {
 let aws: AwsDouble;
 let ollama: OllamaDouble;
 let operator: Operator;
-let source: ClusterSource;
-let recorder: UsageRecorder;
-let store: SqliteUsageStore;
-let app: ReturnType<typeof createApp>;
-let replica: (store: UsageStore, usage: UsageRecorder) => ReturnType<typeof createApp>;
+let app: TestGateway;
+/** A proxy replica of the chart's, composed as proxy/main.ts composes it, over a given usage database. */
+let replica: (usageDb: string) => Promise<TestGateway>;
 let pg: Postgres | undefined;
 let apiKey = '';
 const quiet = capturedLogger('operator-journey');
@@ -203,50 +188,29 @@ describe.runIf(inject('localControlPlane'))('install journey', () => {
     await eventually('leader', 20_000, () => operator.isLeader() || undefined);
     apiKey = await chartApiKey();
 
-    const routes = new RouteTable();
-    const keys = new ApiKeys();
-    source = new ClusterSource({ kubeConfig: serviceAccountConfig('platform-ai-optimizer-proxy'), routes, keys });
-    await source.start();
-    store = new SqliteUsageStore(join(mkdtempSync(join(tmpdir(), 'journey-')), 'usage.db'));
-    recorder = new UsageRecorder({ store, flushMs: 50 });
-    const roles = new RoleCredentials({ base: async () => GATEWAY, endpoint: aws.url });
-    const metrics = new ProxyMetrics();
-    // A proxy replica over a given usage store (the chart's SQLite first; PostgreSQL later).
-    replica = (replicaStore: UsageStore, usage: UsageRecorder) =>
-      createApp({
-        keys,
-        routes,
-        upstreams: {
-          'openai-compatible': new OpenAICompatibleUpstream({
-            // The model server's pods (their EndpointSlice addresses, kwok's pod IPs) and its
-            // Service's DNS name, resolved to the Ollama double here.
-            resolve: (url) =>
-              url === 'http://qwen.platform-llms.svc.cluster.local:11434' || /^http:\/\/[\d.]+:11434$/.test(url)
-                ? ollama.url
-                : url,
-          }),
-          bedrock: new BedrockUpstream({
-            endpoint: aws.url,
-            credentialsFor: (route) =>
-              providerCredentials(route.auth, route.region, roles, () =>
-                source.secret(route.auth.secretRef?.name ?? ''),
-              ),
-          }),
+    replica = (usageDb) =>
+      startGateway(
+        {
+          source: { kind: 'cluster', kubeConfig: serviceAccountConfig('platform-ai-optimizer-proxy') },
+          usage: { db: usageDb },
+          aws: { endpoint: aws.url, base: async () => GATEWAY },
+          logger: proxyLog,
         },
-        usage,
-        metrics,
-        cost: new CostMeter(loadCatalog(), loadBedrockPrices()),
-        store: replicaStore,
-        onError: (err, requestId) => proxyLog.error('request failed', { requestId, error: errorMessage(err) }),
-      });
-    app = replica(store, recorder);
+        {
+          // The model server's pods (their EndpointSlice addresses, kwok's pod IPs) and its
+          // Service's DNS name, resolved to the Ollama double here.
+          resolveModelServer: (url) =>
+            url === 'http://qwen.platform-llms.svc.cluster.local:11434' || /^http:\/\/[\d.]+:11434$/.test(url)
+              ? ollama.url
+              : url,
+        },
+      );
+    app = await replica(join(mkdtempSync(join(tmpdir(), 'journey-')), 'usage.db'));
   }, 180_000);
 
   afterAll(async () => {
     await operator?.stop();
-    await source?.stop();
-    await recorder?.close();
-    await store?.close();
+    await app?.stop();
     await aws?.close();
     await ollama?.close();
     await pg?.destroy();
@@ -476,7 +440,6 @@ describe.runIf(inject('localControlPlane'))('install journey', () => {
     const error = ((await refused.json()) as { error: { code: string; message: string } }).error;
     expect(error.code).toBe('model_failed');
     expect(error.message).not.toContain('unlisted-keys');
-    expect(source.secret('unlisted-keys')).toEqual({ forbidden: true });
     // Nor may either ServiceAccount read Helm's release record, which holds the rendered key.
     for (const sa of ['operator', 'proxy']) {
       const res = kubectl([
@@ -499,7 +462,6 @@ describe.runIf(inject('localControlPlane'))('install journey', () => {
     await eventually('unlisted routed', 20_000, async () =>
       (await chat(LLAMA, { 'x-api-key': apiKey })).status === 200 ? true : undefined,
     );
-    expect(source.secret('unlisted-keys').forbidden).toBe(false);
   }, 150_000);
 
   it('keeps the API key and the usage volume on helm upgrade', async () => {
@@ -578,31 +540,24 @@ describe.runIf(inject('localControlPlane'))('install journey', () => {
       'base64',
     ).toString('utf8');
     // Two replicas on it: requests through either land in one record, and either reports all.
-    const replicas = [0, 1].map(() => {
-      const s = openUsageStore(dsn);
-      const r = new UsageRecorder({ store: s, flushMs: 50 });
-      return { store: s, recorder: r, app: replica(s, r) };
-    });
+    const replicas = [await replica(dsn), await replica(dsn)];
     for (let i = 0; i < 5; i++) {
       const through = replicas[i % 2];
       if (!through) throw new Error('no replica');
-      const res = await through.app.request('/openai/v1/chat/completions', {
+      const res = await through.request('/openai/v1/chat/completions', {
         method: 'POST',
         headers: { 'content-type': 'application/json', 'x-api-key': apiKey, 'x-tags': 'team:pg' },
         body: JSON.stringify({ model: 'qwen2.5:0.5b', messages: [{ role: 'user', content: 'hi' }] }),
       });
       expect(res.status).toBe(200);
     }
-    for (const r of replicas) await r.recorder.flush();
+    for (const r of replicas) await r.stack?.recorder.flush();
     for (const r of replicas) {
-      const res = await r.app.request('/v1/usage?groupBy=team', { headers: { 'x-api-key': apiKey } });
+      const res = await r.request('/v1/usage?groupBy=team', { headers: { 'x-api-key': apiKey } });
       const body = (await res.json()) as { groups: Array<{ group: string; requests: number }> };
       expect(body.groups).toMatchObject([{ group: 'pg', requests: 5 }]);
     }
-    for (const r of replicas) {
-      await r.recorder.close();
-      await r.store.close();
-    }
+    for (const r of replicas) await r.stop();
   }, 120_000);
 
   it("retires the old install's key when its Secret is removed, within seconds", async () => {

@@ -1,14 +1,11 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { errorMessage } from '../../crds/observability/log.js';
-import { ApiKeys } from '../../proxy/access/auth.js';
-import { createApp } from '../../proxy/app.js';
-import { RouteTable } from '../../proxy/routing/routes.js';
-import { API_KEYS_SECRET, ClusterSource, PRICES_CONFIGMAP, PRICES_KEY } from '../../proxy/sources/cluster-source.js';
+import { API_KEYS_SECRET, PRICES_CONFIGMAP, PRICES_KEY } from '../../proxy/sources/cluster-source.js';
 import { ProxyMetrics } from '../../proxy/telemetry/metrics.js';
 import { OpenAICompatibleUpstream } from '../../proxy/upstreams/openai-compatible.js';
 import { MemoryUsage } from '../../proxy/usage/record.js';
 import { type OllamaDouble, startOllamaDouble } from '../doubles/ollama.js';
 import { capturedLogger } from '../support/capture.js';
+import { startGateway, type TestGateway } from '../support/gateway.js';
 import { PROMPT_CANARY } from '../support/known-secrets.js';
 import { eventually, kubeConfig, kubectl, kubectlOk } from '../support/kube.js';
 
@@ -21,12 +18,9 @@ import { eventually, kubeConfig, kubectl, kubectlOk } from '../support/kube.js';
 
 const NS = 'platform-llms';
 let double: OllamaDouble;
-let source: ClusterSource;
 let upstream: OpenAICompatibleUpstream;
 const usage = new MemoryUsage();
-const routes = new RouteTable();
-const keys = new ApiKeys();
-let app: ReturnType<typeof createApp>;
+let app: TestGateway;
 
 const secret = (key: string) =>
   JSON.stringify({
@@ -65,21 +59,14 @@ beforeAll(async () => {
     // In a real cluster the Service name resolves through cluster DNS; here, to the double.
     resolve: (url) => (url === 'http://routed.platform-llms.svc.cluster.local:11434' ? double.url : url),
   });
-  source = new ClusterSource({ kubeConfig: kubeConfig(), routes, keys });
-  await source.start();
-  app = createApp({
-    keys,
-    routes,
-    upstreams: { 'openai-compatible': upstream },
-    usage,
-    metrics: new ProxyMetrics(),
-    ready: () => source.ready(),
-    onError: (err, requestId) => proxyLog.error('request failed', { requestId, error: errorMessage(err) }),
-  });
+  app = await startGateway(
+    { source: { kind: 'cluster', kubeConfig: kubeConfig() }, logger: proxyLog },
+    { inCluster: upstream, usage, metrics: new ProxyMetrics() },
+  );
 });
 
 afterAll(async () => {
-  await source?.stop();
+  await app?.stop();
   await upstream?.close();
   await double?.close();
   kubectl(['delete', 'md', 'routed', '-n', NS, '--ignore-not-found']);
@@ -89,7 +76,7 @@ afterAll(async () => {
 describe('proxy in cluster mode', () => {
   it('is ready once routes and keys are loaded, and takes the key from the Secret', async () => {
     expect((await app.request('/readyz')).status).toBe(200);
-    expect(keys.size).toBe(1);
+    expect(app.keys.size).toBe(1);
     const res = await chat('sk-e2e-one');
     expect(res.status).toBe(404);
   });
@@ -104,14 +91,14 @@ describe('proxy in cluster mode', () => {
         spec: { model: 'qwen2.5:0.5b', serviceName: 'routed' },
       }),
     );
-    await eventually('deploying route', 10_000, () => (routes.lookup('qwen2.5:0.5b') ? true : undefined));
+    await eventually('deploying route', 10_000, () => (app.routes.lookup('qwen2.5:0.5b') ? true : undefined));
     const deploying = await chat('sk-e2e-one');
     expect(deploying.status).toBe(503);
     expect(deploying.headers.get('retry-after')).toBe('30');
 
     setStatus({ phase: 'Running', endpoint: 'http://routed.platform-llms.svc.cluster.local:11434' });
     await eventually('running route', 10_000, () =>
-      routes.lookup('qwen2.5:0.5b')?.kind === 'openai-compatible' ? true : undefined,
+      app.routes.lookup('qwen2.5:0.5b')?.kind === 'in-cluster' ? true : undefined,
     );
     const res = await chat('sk-e2e-one', 'team:ml,project:e2e');
     expect(res.status).toBe(200);
@@ -138,20 +125,28 @@ describe('proxy in cluster mode', () => {
   it('stops routing when the deployment fails or is deleted', async () => {
     setStatus({ phase: 'Failed' });
     await eventually('failed route', 10_000, () =>
-      routes.lookup('qwen2.5:0.5b')?.kind === 'unavailable' ? true : undefined,
+      app.routes.lookup('qwen2.5:0.5b')?.kind === 'unavailable' ? true : undefined,
     );
     const failed = await chat('sk-e2e-one');
     expect(failed.status).toBe(503);
     expect(((await failed.json()) as { error: { code: string } }).error.code).toBe('model_failed');
     kubectlOk(['delete', 'md', 'routed', '-n', NS]);
-    await eventually('route removed', 10_000, () => (routes.lookup('qwen2.5:0.5b') ? undefined : true));
+    await eventually('route removed', 10_000, () => (app.routes.lookup('qwen2.5:0.5b') ? undefined : true));
     expect((await chat('sk-e2e-one')).status).toBe(404);
   });
 
   it('takes Bedrock price overrides from the ConfigMap', async () => {
-    const seen: string[] = [];
-    source.onPrices((text) => seen.push(text));
-    expect(seen).toEqual(['']);
+    const nova = {
+      type: 'bedrock',
+      upstreamModel: 'amazon.nova-lite-v1:0',
+      region: 'us-east-1',
+      modelType: 'text',
+      streaming: true,
+      version: '1',
+    } as const;
+    const price = () => app.prices.providerPrice(nova, nova.upstreamModel, nova.upstreamModel);
+    const shipped = price();
+    expect(shipped?.input).toBeGreaterThan(0);
     kubectlOk(
       ['apply', '-f', '-'],
       JSON.stringify({
@@ -161,14 +156,14 @@ describe('proxy in cluster mode', () => {
         data: { [PRICES_KEY]: 'models:\n  amazon.nova-lite-v1:0: {input: 1, output: 2}\n' },
       }),
     );
-    await eventually('prices', 10_000, () => (seen.at(-1)?.includes('amazon.nova-lite-v1:0') ? true : undefined));
+    await eventually('prices', 10_000, () => (price()?.input === 1 && price()?.output === 2 ? true : undefined));
     kubectlOk(['delete', 'configmap', PRICES_CONFIGMAP, '-n', 'platform-agent']);
-    await eventually('prices removed', 10_000, () => (seen.at(-1) === '' && seen.length > 2 ? true : undefined));
+    await eventually('prices removed', 10_000, () => (price()?.input === shipped?.input ? true : undefined));
   });
 
   it('follows a rotated key in the Secret', async () => {
     kubectlOk(['apply', '-f', '-'], secret('sk-e2e-two'));
-    await eventually('new key', 10_000, () => (keys.verify('sk-e2e-two') ? true : undefined));
+    await eventually('new key', 10_000, () => (app.keys.verify('sk-e2e-two') ? true : undefined));
     expect((await chat('sk-e2e-one')).status).toBe(401);
     expect((await chat('sk-e2e-two')).status).toBe(404);
   });

@@ -1,5 +1,5 @@
-import { composeGateway, type Gateway, type GatewayConfig, type GatewayParts } from '../../proxy/compose.js';
 import type { Logger } from '../../crds/observability/log.js';
+import { composeGateway, type Gateway, type GatewayConfig, type GatewayParts } from '../../proxy/compose.js';
 
 /**
  * A gateway for a test, composed exactly as production composes it (proxy/compose.ts) and
@@ -19,7 +19,12 @@ export interface TestGateway extends Gateway {
 
 const quiet: Logger = { info: () => {}, warn: () => {}, error: () => {} };
 
-export async function startGateway(config: GatewayConfig = {}, parts: Partial<GatewayParts> = {}): Promise<TestGateway> {
+export async function startGateway(
+  config: GatewayConfig = {},
+  parts: Partial<GatewayParts> = {},
+  /** Serves /metrics and /load too, on a free port (metricsUrl()). */
+  opts: { metrics?: boolean } = {},
+): Promise<TestGateway> {
   const gateway = await composeGateway(
     {
       logger: quiet,
@@ -29,7 +34,7 @@ export async function startGateway(config: GatewayConfig = {}, parts: Partial<Ga
     },
     parts,
   );
-  const url = await gateway.listen({ port: 0, host: '127.0.0.1' });
+  const url = await gateway.listen({ port: 0, host: '127.0.0.1', ...(opts.metrics ? { metricsPort: 0 } : {}) });
   return {
     ...gateway,
     url,

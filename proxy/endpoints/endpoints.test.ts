@@ -1,18 +1,13 @@
-import type { Server } from 'node:http';
-import type { AddressInfo } from 'node:net';
 import OpenAI from 'openai';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { loadCatalog } from '../../crds/catalog/catalog.js';
 import type { ModelDeployment } from '../../crds/model-deployment.js';
 import { type OllamaDouble, startOllamaDouble } from '../../e2e/doubles/ollama.js';
+import { startGateway, type TestGateway } from '../../e2e/support/gateway.js';
 import { ApiKeys } from '../access/auth.js';
 import { MemoryBudget } from '../access/memory-budget.js';
-import { createGateway } from '../app.js';
 import { buildRoutes, RouteTable } from '../routing/routes.js';
-import { createProxyServer } from '../serve.js';
 import { ProxyMetrics } from '../telemetry/metrics.js';
 import { OpenAICompatibleUpstream } from '../upstreams/openai-compatible.js';
-import { CostMeter, loadBedrockPrices } from '../usage/cost.js';
 import { MemoryUsage } from '../usage/record.js';
 
 /**
@@ -23,7 +18,7 @@ import { MemoryUsage } from '../usage/record.js';
 
 const KEY = 'sk-endpoints';
 let double: OllamaDouble;
-let server: Server;
+let gateway: TestGateway;
 let client: OpenAI;
 let base: string;
 const usage = new MemoryUsage();
@@ -43,23 +38,23 @@ beforeAll(async () => {
   double = await startOllamaDouble({ models: ['llama3.1:8b', 'nomic-embed-text'] });
   const routes = new RouteTable();
   routes.set(buildRoutes([md('llama', 'llama3.1:8b'), md('embed', 'nomic-embed-text')], { standalone: true }));
-  const gateway = createGateway({
-    keys: ApiKeys.fromKeys([KEY]),
-    routes,
-    upstreams: { 'openai-compatible': new OpenAICompatibleUpstream() },
-    usage,
-    metrics: new ProxyMetrics(),
-    cost: new CostMeter(loadCatalog(), loadBedrockPrices()),
-    budget,
-  });
-  server = createProxyServer(gateway);
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  base = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+  gateway = await startGateway(
+    {},
+    {
+      keys: ApiKeys.fromKeys([KEY]),
+      routes,
+      inCluster: new OpenAICompatibleUpstream(),
+      usage,
+      metrics: new ProxyMetrics(),
+      memory: budget,
+    },
+  );
+  base = gateway.url;
   client = new OpenAI({ baseURL: `${base}/openai/v1`, apiKey: KEY, maxRetries: 0 });
 });
 
 afterAll(async () => {
-  server?.close();
+  await gateway?.stop();
   await double?.close();
 });
 

@@ -1,18 +1,14 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { ApiKey, ApiKeySpec } from '../../crds/api-key.js';
-import { loadBedrockModels } from '../../crds/catalog/bedrock-models.js';
-import { loadCatalog } from '../../crds/catalog/catalog.js';
 import type { ExternalProvider } from '../../crds/external-provider.js';
 import type { ModelDeployment } from '../../crds/model-deployment.js';
 import { type OllamaDouble, startOllamaDouble } from '../../e2e/doubles/ollama.js';
+import { startGateway, type TestGateway } from '../../e2e/support/gateway.js';
 import { ApiKeys, policyOf, sha256 } from '../access/auth.js';
-import { createGateway } from '../app.js';
 import { buildRoutes, RouteTable } from '../routing/routes.js';
 import { ProxyMetrics } from '../telemetry/metrics.js';
 import { OpenAICompatibleUpstream } from '../upstreams/openai-compatible.js';
-import { CostMeter, loadBedrockPrices } from '../usage/cost.js';
 import type { UsageRecord } from '../usage/record.js';
-import { ModelMetadata } from './model-metadata.js';
 
 /**
  * The model lists as callers see them: GET /openai/v1/models (with the limits agents size their
@@ -66,7 +62,7 @@ const provider: ExternalProvider = {
 };
 
 let double: OllamaDouble;
-let app: ReturnType<typeof createGateway>['app'];
+let app: TestGateway;
 const records: UsageRecord[] = [];
 const asked: string[] = [];
 
@@ -87,27 +83,32 @@ beforeAll(async () => {
       [provider],
     ),
   );
-  const cost = new CostMeter(loadCatalog(), loadBedrockPrices());
-  app = createGateway({
-    keys,
-    routes,
-    upstreams: { 'openai-compatible': new OpenAICompatibleUpstream() },
-    usage: { record: (r: UsageRecord) => void records.push(r) },
-    metrics: new ProxyMetrics(),
-    cost,
-    metadata: new ModelMetadata({
-      catalog: loadCatalog(),
-      bedrockModels: loadBedrockModels(),
-      priceOf: (entry) => cost.priceOf(entry),
+  app = await startGateway(
+    {},
+    {
+      keys,
+      routes,
+      inCluster: new OpenAICompatibleUpstream(),
+      usage: { record: (r: UsageRecord) => void records.push(r) },
+      metrics: new ProxyMetrics(),
+      // Bedrock is not called here: its count_tokens answers with the gateway's estimate.
+      providers: {
+        bedrock: {
+          dialects: () => ['anthropic-messages'],
+          send: () => Promise.reject(new Error('Bedrock is not called by these tests')),
+          countTokens: async () => undefined,
+        },
+      },
       ask: async (baseUrl, model) => {
         asked.push(`${baseUrl} ${model}`);
         return { capabilities: ['completion', 'tools'], contextLength: 8192 };
       },
-    }),
-  }).app;
+    },
+  );
 });
 
 afterAll(async () => {
+  await app.stop();
   await double.close();
 });
 

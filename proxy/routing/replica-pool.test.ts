@@ -2,17 +2,17 @@ import type { AddressInfo } from 'node:net';
 import { createServer } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type OllamaDouble, startOllamaDouble } from '../../e2e/doubles/ollama.js';
+import { startGateway, type TestGateway } from '../../e2e/support/gateway.js';
 import { ApiKeys } from '../access/auth.js';
-import { createApp } from '../app.js';
 import { ProxyError } from '../endpoints/errors.js';
 import { ProxyMetrics } from '../telemetry/metrics.js';
 import { OpenAICompatibleUpstream } from '../upstreams/openai-compatible.js';
 import { MemoryUsage } from '../usage/record.js';
 import { EJECT_MS, type Lease, ReplicaPools } from './replica-pool.js';
-import { type OpenAICompatibleRoute, type RouteEntry, type RouteScaling, RouteTable } from './routes.js';
+import { type InClusterRoute, type RouteEntry, type RouteScaling, RouteTable } from './routes.js';
 
-const route = (over: Partial<OpenAICompatibleRoute> = {}): OpenAICompatibleRoute => ({
-  kind: 'openai-compatible',
+const route = (over: Partial<InClusterRoute> = {}): InClusterRoute => ({
+  kind: 'in-cluster',
   model: 'qwen2.5:0.5b',
   baseUrl: 'http://qwen.platform-llms.svc.cluster.local:11434',
   provider: 'platform-llms/qwen',
@@ -203,7 +203,7 @@ describe('two replicas of different speed behind the proxy’s balancing', () =>
     await slow?.close();
   });
 
-  const call = (r: OpenAICompatibleRoute) => async () => {
+  const call = (r: InClusterRoute) => async () => {
     const res = await upstream.send({
       route: r,
       dialect: 'openai-chat',
@@ -344,11 +344,13 @@ describe('a hibernated model through the whole pipeline', () => {
   beforeAll(async () => {
     double = await startOllamaDouble({ models: ['qwen2.5:0.5b', 'llama3.1:8b'] });
   });
+  const started: TestGateway[] = [];
   afterAll(async () => {
+    for (const g of started) await g.stop();
     await double?.close();
   });
 
-  function gateway(whileWaking: 'Wait' | 'Fallback') {
+  async function gateway(whileWaking: 'Wait' | 'Fallback') {
     const routes = new RouteTable();
     const asleep = (replicas: string[]) =>
       route({
@@ -378,13 +380,17 @@ describe('a hibernated model through the whole pipeline', () => {
       },
     });
     routes.onChange(() => pools.refresh());
-    const app = createApp({
-      keys: ApiKeys.fromKeys([KEY]),
-      routes,
-      upstreams: { 'openai-compatible': new OpenAICompatibleUpstream({ pools }) },
-      usage: new MemoryUsage(),
-      metrics: new ProxyMetrics(),
-    });
+    const app = await startGateway(
+      {},
+      {
+        keys: ApiKeys.fromKeys([KEY]),
+        routes,
+        inCluster: new OpenAICompatibleUpstream({ pools }),
+        usage: new MemoryUsage(),
+        metrics: new ProxyMetrics(),
+      },
+    );
+    started.push(app);
     const chat = () =>
       app.request('/openai/v1/chat/completions', {
         method: 'POST',
@@ -395,7 +401,7 @@ describe('a hibernated model through the whole pipeline', () => {
   }
 
   it('Wait: the caller is held until the replica is ready, then served by the model itself', async () => {
-    const { chat, woken } = gateway('Wait');
+    const { chat, woken } = await gateway('Wait');
     const started = performance.now();
     const res = await chat();
     expect(res.status).toBe(200);
@@ -406,7 +412,7 @@ describe('a hibernated model through the whole pipeline', () => {
   });
 
   it('Fallback: the caller is served by the fallback at once, and the model wakes all the same', async () => {
-    const { chat, woken } = gateway('Fallback');
+    const { chat, woken } = await gateway('Fallback');
     const res = await chat();
     expect(res.status).toBe(200);
     expect(res.headers.get('x-gateway-fallback')).toBe('llama3.1:8b');

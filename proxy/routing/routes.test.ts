@@ -22,7 +22,7 @@ describe('buildRoutes (cluster)', () => {
   it('routes a Running deployment to its Service and lists it', () => {
     const snap = buildRoutes([md('llama', 'llama3.1:8b', running('llama'))], { standalone: false });
     expect(snap.entries.get('llama3.1:8b')).toEqual({
-      kind: 'openai-compatible',
+      kind: 'in-cluster',
       model: 'llama3.1:8b',
       baseUrl: 'http://llama.platform-llms.svc.cluster.local:11434',
       provider: 'platform-llms/llama',
@@ -116,7 +116,7 @@ describe('buildRoutes (cluster)', () => {
       },
     );
     expect(snap.entries.get('llama3.1:8b')).toMatchObject({
-      kind: 'openai-compatible',
+      kind: 'in-cluster',
       provider: 'platform-llms/b-old',
     });
   });
@@ -140,7 +140,7 @@ describe('RouteTable', () => {
     const table = new RouteTable();
     expect(table.lookup('llama3.1:8b')).toBeUndefined();
     table.set(buildRoutes([md('llama', 'llama3.1:8b', running('llama'))], { standalone: false }));
-    expect(table.lookup('llama3.1:8b')?.kind).toBe('openai-compatible');
+    expect(table.lookup('llama3.1:8b')?.kind).toBe('in-cluster');
     expect(table.models()).toHaveLength(1);
   });
 });
@@ -174,13 +174,12 @@ describe('buildRoutes (external providers)', () => {
       ep('broken', true, { phase: 'Failed', availableModels: ['x.y-v1:0'] }, ['x.y-v1:0']),
     ]);
     expect(snap.entries.get('anthropic.claude-3-haiku-20240307-v1:0')).toMatchObject({
-      kind: 'bedrock',
+      kind: 'external',
       provider: 'platform-agent/listed',
-      region: 'us-east-1',
-      streaming: true,
+      target: { type: 'bedrock', region: 'us-east-1', streaming: true },
     });
     expect(snap.entries.has('meta.llama3-1-8b-instruct-v1:0')).toBe(false);
-    expect(snap.entries.get('amazon.nova-lite-v1:0')?.kind).toBe('bedrock');
+    expect(snap.entries.get('amazon.nova-lite-v1:0')?.kind).toBe('external');
     // A Failed provider's models exist but are unavailable (503 naming why, fallbacks apply); never listed.
     expect(snap.entries.get('x.y-v1:0')).toMatchObject({ kind: 'unavailable', phase: 'Failed' });
     expect(snap.models.map((m) => [m.id, m.cli])).toEqual([
@@ -204,7 +203,7 @@ describe('buildRoutes (external providers)', () => {
     // The provider is older: its claim on claude-haiku-4-5 stands; llama3.1:8b stays the deployment's model.
     expect(snap.entries.get('claude-haiku-4-5')).toBe(snap.entries.get(haiku));
     expect(snap.entries.get('house-model')).toBe(snap.entries.get('llama3.1:8b'));
-    expect(snap.entries.get('llama3.1:8b')?.kind).toBe('openai-compatible');
+    expect(snap.entries.get('llama3.1:8b')?.kind).toBe('in-cluster');
     expect(snap.models.map((m) => [m.id, m.model, m.cli])).toEqual([
       [haiku, haiku, true],
       ['claude-haiku-4-5', haiku, true],
@@ -229,7 +228,7 @@ describe('buildRoutes (external providers)', () => {
     working.spec.fallback = ['qwen2.5:0.5b'];
     const snap = buildRoutes([], { standalone: false }, [failing, working, pending]);
     expect(snap.entries.get('amazon.nova-lite-v1:0')).toMatchObject({
-      kind: 'bedrock',
+      kind: 'external',
       provider: 'platform-agent/b-working',
       fallback: ['qwen2.5:0.5b'],
     });

@@ -84,7 +84,7 @@ export interface ExternalRoute {
   fallback?: readonly string[];
 }
 
-export type Route = InClusterRoute | ExternalRoute;
+type Route = InClusterRoute | ExternalRoute;
 
 /** An external route whose provider's target is of one type (the upstream that carries it knows which). */
 export type ExternalRouteOf<T extends ProviderTarget> = ExternalRoute & { target: T };

@@ -87,10 +87,10 @@ const uploadTimeout = (ms: number) =>
     { connection: 'close' },
   );
 
-export const tooLarge = (limit: number) =>
+const tooLarge = (limit: number) =>
   new ProxyError(413, 'invalid_request_error', 'request_too_large', `the request body is larger than ${limit} bytes`);
 
-export const unreadable = () =>
+const unreadable = () =>
   new ProxyError(
     400,
     'invalid_request_error',
@@ -99,7 +99,7 @@ export const unreadable = () =>
   );
 
 /** Content-Length over the limit: refused before a byte of the body is read. */
-export function declaredTooLarge(contentLength: string | undefined, limit: number): ProxyError | undefined {
+function declaredTooLarge(contentLength: string | undefined, limit: number): ProxyError | undefined {
   if (contentLength === undefined) return undefined;
   const n = Number(contentLength);
   return Number.isFinite(n) && n > limit ? tooLarge(limit) : undefined;

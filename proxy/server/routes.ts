@@ -56,9 +56,16 @@ const errorResponse = (err: ProxyError, requestId: string, path: string) => {
 function notFound(method: string, path: string): ProxyError {
   const known = KNOWN_PATHS.get(path);
   if (known) {
-    return new ProxyError(405, 'invalid_request_error', 'method_not_allowed', `${path} takes ${known}, not ${method}`, null, {
-      Allow: known,
-    });
+    return new ProxyError(
+      405,
+      'invalid_request_error',
+      'method_not_allowed',
+      `${path} takes ${known}, not ${method}`,
+      null,
+      {
+        Allow: known,
+      },
+    );
   }
   return new ProxyError(
     404,
@@ -102,4 +109,3 @@ export function otherRoutes(deps: RoutesDeps): Hono<{ Variables: Vars }> {
   modelListRoutes(app, { routes: deps.routes, backends: deps.backends, caller });
   return app;
 }
-

@@ -72,4 +72,3 @@ function pipeOutput(source: ChunkSource, res: ServerResponse, signal: AbortSigna
     });
   });
 }
-

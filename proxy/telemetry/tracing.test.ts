@@ -1,9 +1,9 @@
 import { InMemorySpanExporter, type ReadableSpan } from '@opentelemetry/sdk-trace-base';
-import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import type { ModelDeployment } from '../../crds/model-deployment.js';
 import { type OllamaDouble, startOllamaDouble } from '../../e2e/doubles/ollama.js';
+import { startGateway, type TestGateway } from '../../e2e/support/gateway.js';
 import { ApiKeys } from '../access/auth.js';
-import { createGateway, type Gateway } from '../app.js';
 import { buildRoutes, RouteTable } from '../routing/routes.js';
 import { OpenAICompatibleUpstream } from '../upstreams/openai-compatible.js';
 import { MemoryUsage } from '../usage/record.js';
@@ -22,7 +22,7 @@ let double: OllamaDouble;
 let exporter: InMemorySpanExporter;
 let tracer: OtelRequestTracer;
 let metrics: ProxyMetrics;
-let gateway: Gateway;
+let gateway: TestGateway;
 
 const md = (name: string, model: string, endpoint: string, fallback?: string[]): ModelDeployment => ({
   apiVersion: 'ai.platform/v1beta1',
@@ -32,7 +32,7 @@ const md = (name: string, model: string, endpoint: string, fallback?: string[]):
 });
 
 const chat = (body: Record<string, unknown>, headers: Record<string, string> = {}) =>
-  gateway.app.request('/openai/v1/chat/completions', {
+  gateway.request('/openai/v1/chat/completions', {
     method: 'POST',
     headers: { 'content-type': 'application/json', 'x-api-key': KEY, ...headers },
     body: JSON.stringify({ messages: [{ role: 'user', content: SECRET_PROMPT }], ...body }),
@@ -54,7 +54,11 @@ afterAll(async () => {
   await double.close();
 });
 
-beforeEach(() => {
+afterEach(async () => {
+  await gateway?.stop();
+});
+
+beforeEach(async () => {
   double.reset();
   exporter = new InMemorySpanExporter();
   tracer = new OtelRequestTracer(exporter, { name: 'platform-ai-optimizer-proxy', version: '0.2.0' });
@@ -66,19 +70,19 @@ beforeEach(() => {
       { standalone: true },
     ),
   );
-  gateway = createGateway({
-    keys: ApiKeys.fromKeys([KEY]),
-    routes,
-    upstreams: {
-      'openai-compatible': new OpenAICompatibleUpstream({
+  gateway = await startGateway(
+    { retry: { retries: 0, backoffMs: 0, maxBackoffMs: 0 } },
+    {
+      keys: ApiKeys.fromKeys([KEY]),
+      routes,
+      inCluster: new OpenAICompatibleUpstream({
         timeouts: { connectMs: 500, firstByteMs: 2000, responseMs: 2000, idleMs: 1000 },
       }),
+      usage: new MemoryUsage(),
+      metrics,
+      tracer,
     },
-    usage: new MemoryUsage(),
-    metrics,
-    retry: { retries: 0, backoffMs: 0, maxBackoffMs: 0 },
-    tracer,
-  });
+  );
 });
 
 describe('traces (OpenTelemetry GenAI conventions)', () => {
@@ -150,14 +154,14 @@ describe('traces (OpenTelemetry GenAI conventions)', () => {
     expect(JSON.stringify(server?.attributes)).not.toContain('made-up');
   });
 
-  it('names the provider system by route kind, the serving resource apart; an unavailable model names none', async () => {
-    const bedrock = { kind: 'bedrock', provider: 'team-a/bedrock' } as const;
+  it('names the provider system its backend gives, the serving resource apart; an unavailable model names none', async () => {
+    const bedrock = { system: 'aws.bedrock', provider: 'team-a/bedrock' } as const;
     const span = tracer.start({ operation: 'chat', header: () => undefined, requestId: 'req-1' });
     span.routed('amazon.nova-micro-v1:0', bedrock, {});
-    span.upstream({ model: 'amazon.nova-micro-v1:0', ...bedrock, address: 'us-east-1' }).end();
+    span.upstream({ model: 'amazon.nova-micro-v1:0', ...bedrock }).end();
     span.end({ status: 200, route: bedrock, stream: false });
     const deploying = tracer.start({ operation: 'chat', header: () => undefined, requestId: 'req-2' });
-    const unavailable = { kind: 'unavailable', provider: 'platform-llms/gemma' } as const;
+    const unavailable = { provider: 'platform-llms/gemma' } as const;
     deploying.routed('gemma2:9b', unavailable, {});
     deploying.end({ status: 503, route: unavailable, stream: false, errorType: 'model_deploying' });
     const [upstream, server, down] = await spans(3);

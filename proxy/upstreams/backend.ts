@@ -1,5 +1,4 @@
 import type { TokenPrice } from '../../crds/catalog/prices.js';
-import type { Dialect } from '../endpoints/dialects.js';
 import type { ProxyError } from '../endpoints/errors.js';
 import type { ModelFacts } from '../models/model-metadata.js';
 import type { RouteEntry } from '../routing/routes.js';
@@ -42,5 +41,3 @@ export type Backends = { readonly [K in RouteEntry['kind']]: Backend<Extract<Rou
 /** A route's backend: the one place its kind picks its code. */
 export const backendOf = <R extends RouteEntry>(backends: Backends, route: R): Backend<R> =>
   backends[route.kind] as unknown as Backend<R>;
-
-export type { UpstreamCall, UpstreamResult };

@@ -7,8 +7,8 @@ import {
 } from '@aws-sdk/client-bedrock-runtime';
 import { DIALECTS } from '../endpoints/dialects.js';
 import { ProxyError } from '../endpoints/errors.js';
-import type { BedrockRoute } from './bedrock.js';
 import { anthropicStream, anthropicUsage } from './anthropic-stream.js';
+import type { BedrockRoute } from './bedrock.js';
 import { type BedrockErrorContext, mapBedrockError } from './bedrock-errors.js';
 import type { StreamOutcome, UpstreamCall, UpstreamResult, Usage } from './upstream.js';
 

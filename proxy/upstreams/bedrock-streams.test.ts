@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type AwsDouble, startAwsDouble } from '../../e2e/doubles/aws.js';
-import type { BedrockRoute } from '../routing/routes.js';
+import type { BedrockRoute } from './bedrock.js';
 import { BedrockUpstream } from './bedrock.js';
 import { ConverseEventRelay } from './bedrock-event-stream.js';
 import { webStream } from './chunk-source.js';
@@ -22,15 +22,19 @@ let aws: AwsDouble;
 let upstream: BedrockUpstream;
 
 const route: BedrockRoute = {
-  kind: 'bedrock',
+  kind: 'external',
   model: MODEL,
   provider: 'platform-agent/bench',
-  region: 'us-east-1',
-  modelType: 'text',
-  streaming: true,
+  identity: { provider: 'bedrock', auth: { method: 'AccessKey', secretRef: { name: 'k' } } },
+  target: {
+    type: 'bedrock',
+    upstreamModel: MODEL,
+    region: 'us-east-1',
+    modelType: 'text',
+    streaming: true,
+    version: '1',
+  },
   baseModel: MODEL,
-  auth: { method: 'AccessKey', secretRef: { name: 'k' } },
-  version: '1',
 };
 
 const send = (stream: boolean, signal = new AbortController().signal) =>

@@ -8,9 +8,9 @@ import {
   InvokeModelCommand,
 } from '@aws-sdk/client-bedrock-runtime';
 import type { CredentialProvider } from '../../crds/providers/aws-credentials.js';
+import type { BedrockTarget, ProviderTarget } from '../../crds/providers/provider.js';
 import type { Dialect } from '../endpoints/dialects.js';
 import { ProxyError } from '../endpoints/errors.js';
-import type { BedrockTarget, ProviderTarget } from '../../crds/providers/provider.js';
 import { type ExternalRoute, type ExternalRouteOf, narrowTarget } from '../routing/routes.js';
 import { countAnthropicTokens, sendAnthropic } from './bedrock-anthropic.js';
 import { isAnthropic, jsonMode, toConverseInput } from './bedrock-converse-request.js';
@@ -51,7 +51,7 @@ export interface BedrockUpstreamOptions {
 /** A Bedrock model's route, its target Bedrock's. */
 export type BedrockRoute = ExternalRouteOf<BedrockTarget>;
 const isBedrock = (t: ProviderTarget): t is BedrockTarget => t.type === 'bedrock';
-export const bedrockRoute = (route: ExternalRoute): BedrockRoute => narrowTarget(route, isBedrock);
+const bedrockRoute = (route: ExternalRoute): BedrockRoute => narrowTarget(route, isBedrock);
 
 const EMBEDDING_DIALECTS: readonly Dialect[] = ['openai-embeddings'];
 const TEXT_DIALECTS: readonly Dialect[] = ['openai-chat'];
@@ -127,7 +127,11 @@ export class BedrockUpstream implements Upstream<ExternalRoute> {
   }
 
   /** Input tokens of an Anthropic Messages request, counted by Bedrock for a Claude model. */
-  async countTokens(external: ExternalRoute, body: Record<string, unknown>, signal: AbortSignal): Promise<number | undefined> {
+  async countTokens(
+    external: ExternalRoute,
+    body: Record<string, unknown>,
+    signal: AbortSignal,
+  ): Promise<number | undefined> {
     const route = bedrockRoute(external);
     if (!this.dialects(route).includes('anthropic-messages')) return undefined;
     return countAnthropicTokens(this.client(route), route, body, signal, this.context(route, false));

@@ -1,10 +1,10 @@
 import { Agent, type Dispatcher } from 'undici';
 import { CredentialError, type HostedCredentials } from '../../crds/providers/credentials.js';
+import type { HostedTarget, ProviderTarget } from '../../crds/providers/provider.js';
 import { classify, type ProviderProblem } from '../../crds/providers/provider.js';
 import { HOSTED_PROVIDERS } from '../../crds/providers/table.js';
 import { DIALECTS, type Dialect } from '../endpoints/dialects.js';
 import { ProxyError } from '../endpoints/errors.js';
-import type { HostedTarget, ProviderTarget } from '../../crds/providers/provider.js';
 import { type ExternalRoute, type ExternalRouteOf, narrowTarget } from '../routing/routes.js';
 import { exchangeStreamed, exchangeWhole, type StreamedAnswer, type WholeAnswer } from './dispatch.js';
 import { PASS_THROUGH, withUsage } from './openai-compatible-dialects.js';

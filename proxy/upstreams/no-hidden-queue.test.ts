@@ -2,12 +2,10 @@ import { createServer, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { Agent, request } from 'undici';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { startGateway } from '../../e2e/support/gateway.js';
 import { ApiKeys } from '../access/auth.js';
-import { MemoryBudget } from '../access/memory-budget.js';
-import { createGateway } from '../app.js';
-import type { OpenAICompatibleRoute } from '../routing/routes.js';
+import type { InClusterRoute } from '../routing/routes.js';
 import { oneModelRoutes } from '../routing/test-routes.js';
-import { createProxyServer, DEFAULT_CONNECTION_LIMITS } from '../serve.js';
 import { ProxyMetrics } from '../telemetry/metrics.js';
 import { MemoryUsage } from '../usage/record.js';
 import { webStream } from './chunk-source.js';
@@ -70,8 +68,8 @@ afterAll(async () => {
   await new Promise((r) => server.close(r));
 });
 
-const route = (over: Partial<OpenAICompatibleRoute> = {}): OpenAICompatibleRoute => ({
-  kind: 'openai-compatible',
+const route = (over: Partial<InClusterRoute> = {}): InClusterRoute => ({
+  kind: 'in-cluster',
   model: 'm',
   baseUrl: base,
   provider: 'test/m',
@@ -116,18 +114,18 @@ describe('many streams waiting for their first byte, through the whole gateway',
   it(`holds ${WAITING} of them with the default request memory: none is refused as server_busy`, async () => {
     const routes = oneModelRoutes('m', 'm', base);
     const upstream = new OpenAICompatibleUpstream();
-    const gateway = createGateway({
-      keys: ApiKeys.fromKeys(['sk-many']),
-      routes,
-      upstreams: { 'openai-compatible': upstream },
-      usage: new MemoryUsage(10_000),
-      metrics: new ProxyMetrics(),
+    const proxy = await startGateway(
       // What main.ts gives it by default (--request-memory-mb 128).
-      budget: new MemoryBudget(128 * 1024 * 1024),
-    });
-    const proxy = createProxyServer(gateway, DEFAULT_CONNECTION_LIMITS);
-    await new Promise<void>((r) => proxy.listen({ port: 0, host: '127.0.0.1', backlog: 4096 }, r));
-    const url = `http://127.0.0.1:${(proxy.address() as AddressInfo).port}/openai/v1/chat/completions`;
+      { requestMemoryBytes: 128 * 1024 * 1024 },
+      {
+        keys: ApiKeys.fromKeys(['sk-many']),
+        routes,
+        inCluster: upstream,
+        usage: new MemoryUsage(10_000),
+        metrics: new ProxyMetrics(),
+      },
+    );
+    const url = `${proxy.url}/openai/v1/chat/completions`;
     const client = new Agent({ connections: WAITING });
     holdHeadersUntil = WAITING;
     try {
@@ -147,8 +145,7 @@ describe('many streams waiting for their first byte, through the whole gateway',
     } finally {
       holdHeadersUntil = 0;
       await client.close();
-      proxy.closeAllConnections();
-      await new Promise((r) => proxy.close(r));
+      await proxy.stop();
       await upstream.close();
     }
   }, 60_000);

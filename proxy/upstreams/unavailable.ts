@@ -37,5 +37,11 @@ function unavailable(entry: Unavailable, retryAfterSeconds: number): ProxyError 
       { 'Retry-After': String(retryAfterSeconds) },
     );
   }
-  return new ProxyError(503, 'api_error', 'model_failed', `the model ${entry.model} is not available: ${entry.reason}`, 'model');
+  return new ProxyError(
+    503,
+    'api_error',
+    'model_failed',
+    `the model ${entry.model} is not available: ${entry.reason}`,
+    'model',
+  );
 }

@@ -1,5 +1,5 @@
-import { type BedrockPriceTable, bedrockPrice, hostedPrice, type TokenPrice } from '../../crds/catalog/prices.js';
 import { type Catalog, pricing } from '../../crds/catalog/catalog.js';
+import { type BedrockPriceTable, bedrockPrice, hostedPrice, type TokenPrice } from '../../crds/catalog/prices.js';
 import type { ProviderTarget } from '../../crds/providers/provider.js';
 import type { Usage } from '../upstreams/upstream.js';
 

@@ -1,19 +1,17 @@
-import type { Server } from 'node:http';
 import { type AddressInfo, createServer as createTcpServer, type Server as TcpServer } from 'node:net';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import type { ModelDeployment } from '../crds/model-deployment.js';
 import { type Behavior, type OllamaDouble, startOllamaDouble } from '../e2e/doubles/ollama.js';
+import { startGateway, type TestGateway } from '../e2e/support/gateway.js';
 import { ApiKeys } from './access/auth.js';
-import { createGateway } from './app.js';
 import { buildRoutes, RouteTable } from './routing/routes.js';
-import { createProxyServer } from './serve.js';
 import { ProxyMetrics } from './telemetry/metrics.js';
 import { OpenAICompatibleUpstream } from './upstreams/openai-compatible.js';
 import { MemoryUsage } from './usage/record.js';
 
 /**
  * Every upstream fault of the reliability issue, streaming and not, over real sockets to the
- * production server (proxy/serve.ts): the caller
+ * production front door (proxy/front-door.ts): the caller
  * always gets a well-formed OpenAI error (or a stream that ends with an error event and [DONE]) in
  * bounded time, never a hang, and one usage record carries the error. Retries are on as in
  * production (2, tiny backoff here), so the attempt counts show what is retried.
@@ -23,7 +21,7 @@ const KEY = 'sk-faults';
 let double: OllamaDouble;
 let slam: TcpServer;
 let slamUrl: string;
-let server: Server;
+let gateway: TestGateway;
 let base: string;
 let usage: MemoryUsage;
 
@@ -52,27 +50,23 @@ beforeAll(async () => {
     ),
   );
   usage = new MemoryUsage();
-  const gateway = createGateway({
-    keys: ApiKeys.fromKeys([KEY]),
-    routes,
-    upstreams: {
-      'openai-compatible': new OpenAICompatibleUpstream({
+  gateway = await startGateway(
+    { retry: { retries: 2, backoffMs: 5, maxBackoffMs: 2000 } },
+    {
+      keys: ApiKeys.fromKeys([KEY]),
+      routes,
+      inCluster: new OpenAICompatibleUpstream({
         timeouts: { connectMs: 1000, firstByteMs: 800, responseMs: 800, idleMs: 400 },
       }),
+      usage,
+      metrics: new ProxyMetrics(),
     },
-    usage,
-    metrics: new ProxyMetrics(),
-    retry: { retries: 2, backoffMs: 5, maxBackoffMs: 2000 },
-  });
-  // The production server: chat completions on the node:http fast path.
-  server = createProxyServer(gateway);
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  base = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+  );
+  base = gateway.url;
 });
 
 afterAll(async () => {
-  server.closeAllConnections();
-  server.close();
+  await gateway.stop();
   slam.close();
   await double.close();
 });

@@ -1,11 +1,9 @@
-import type { Server } from 'node:http';
-import { type AddressInfo, connect, type Socket } from 'node:net';
+import { connect, type Socket } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type OllamaDouble, startOllamaDouble } from '../e2e/doubles/ollama.js';
+import { startGateway, type TestGateway } from '../e2e/support/gateway.js';
 import { ApiKeys } from './access/auth.js';
-import { createGateway } from './app.js';
 import { oneModelRoutes } from './routing/test-routes.js';
-import { createProxyServer } from './serve.js';
 import { ProxyMetrics } from './telemetry/metrics.js';
 import { OpenAICompatibleUpstream } from './upstreams/openai-compatible.js';
 import { MemoryUsage } from './usage/record.js';
@@ -18,7 +16,7 @@ import { MemoryUsage } from './usage/record.js';
 
 const KEY = 'sk-slow-test';
 let double: OllamaDouble;
-let server: Server;
+let gateway: TestGateway;
 let port: number;
 const usage = new MemoryUsage();
 const sockets: Socket[] = [];
@@ -26,27 +24,22 @@ const sockets: Socket[] = [];
 beforeAll(async () => {
   double = await startOllamaDouble();
   const routes = oneModelRoutes('llama', 'llama3.1:8b', double.url);
-  const gateway = createGateway({
-    keys: ApiKeys.fromKeys([KEY]),
-    routes,
-    upstreams: { 'openai-compatible': new OpenAICompatibleUpstream() },
-    usage,
-    metrics: new ProxyMetrics(),
-  });
-  server = createProxyServer(gateway, {
-    headersTimeoutMs: 800,
-    bodyTimeoutMs: 600,
-    keepAliveTimeoutMs: 1_000,
-    maxConnections: 4,
-  });
-  await new Promise<void>((r) => server.listen(0, '127.0.0.1', () => r()));
-  port = (server.address() as AddressInfo).port;
+  gateway = await startGateway(
+    { connections: { headersTimeoutMs: 800, bodyTimeoutMs: 600, keepAliveTimeoutMs: 1_000, maxConnections: 4 } },
+    {
+      keys: ApiKeys.fromKeys([KEY]),
+      routes,
+      inCluster: new OpenAICompatibleUpstream(),
+      usage,
+      metrics: new ProxyMetrics(),
+    },
+  );
+  port = Number(new URL(gateway.url).port);
 });
 
 afterAll(async () => {
   for (const s of sockets) s.destroy();
-  server.closeAllConnections();
-  await new Promise((r) => server.close(r));
+  await gateway.stop();
   await double.close();
 });
 

@@ -1,10 +1,9 @@
 import { createServer, type Server } from 'node:http';
 import { type AddressInfo, connect, type Socket } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { startGateway, type TestGateway } from '../e2e/support/gateway.js';
 import { ApiKeys } from './access/auth.js';
-import { createGateway } from './app.js';
 import { oneModelRoutes } from './routing/test-routes.js';
-import { createProxyServer, DEFAULT_CONNECTION_LIMITS } from './serve.js';
 import { ProxyMetrics } from './telemetry/metrics.js';
 import { OpenAICompatibleUpstream } from './upstreams/openai-compatible.js';
 import { MemoryUsage } from './usage/record.js';
@@ -23,7 +22,7 @@ const event = `data: ${JSON.stringify({ id: 'c', object: 'chat.completion.chunk'
 const TOTAL = EVENTS * Buffer.byteLength(event);
 
 let upstream: Server;
-let proxy: Server;
+let proxy: TestGateway;
 let port: number;
 /** Bytes of the answer the upstream's socket has taken so far. */
 let written = 0;
@@ -49,22 +48,22 @@ beforeAll(async () => {
   });
   await new Promise<void>((r) => upstream.listen(0, '127.0.0.1', r));
   const routes = oneModelRoutes('m', 'm', `http://127.0.0.1:${(upstream.address() as AddressInfo).port}`);
-  const gateway = createGateway({
-    keys: ApiKeys.fromKeys([KEY]),
-    routes,
-    upstreams: { 'openai-compatible': new OpenAICompatibleUpstream() },
-    usage: new MemoryUsage(),
-    metrics: new ProxyMetrics(),
-  });
-  proxy = createProxyServer(gateway, DEFAULT_CONNECTION_LIMITS);
-  await new Promise<void>((r) => proxy.listen(0, '127.0.0.1', r));
-  port = (proxy.address() as AddressInfo).port;
+  proxy = await startGateway(
+    {},
+    {
+      keys: ApiKeys.fromKeys([KEY]),
+      routes,
+      inCluster: new OpenAICompatibleUpstream(),
+      usage: new MemoryUsage(),
+      metrics: new ProxyMetrics(),
+    },
+  );
+  port = Number(new URL(proxy.url).port);
 });
 
 afterAll(async () => {
   for (const s of sockets) s.destroy();
-  proxy.closeAllConnections();
-  await new Promise((r) => proxy.close(r));
+  await proxy.stop();
   upstream.closeAllConnections();
   await new Promise((r) => upstream.close(r));
 });
