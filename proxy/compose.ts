@@ -170,24 +170,10 @@ export async function composeGateway(config: GatewayConfig = {}, parts: Partial<
   const timeouts = config.timeouts ?? DEFAULT_TIMEOUTS;
   const state = { notReady: false, closing: false };
 
-  const stack = parts.usage
-    ? undefined
-    : openUsageStack({ db: ':memory:', ...config.usage, replica: env.HOSTNAME ?? 'proxy' }, metrics, log);
-  const usage = parts.usage ?? (stack?.recorder as UsageSink);
-  const prices = priceBook(config, catalog, resources.source, log);
-  const budgets =
-    parts.budgets === false
-      ? undefined
-      : (parts.budgets ?? (stack ? budgetGuard(config, stack, keys, log) : undefined));
+  const { stack, usage, budgets, statusWriter } = accounting(config, parts, { metrics, keys, resources, env, log });
   if (config.source) budgets?.setTagBudgets([...resources.tagBudgets, ...tagBudgets]);
   onBudgets = (b) => budgets?.setTagBudgets(b);
-  const statusWriter =
-    resources.source && stack
-      ? new UsageStatusWriter(resources.source, stack.store, {
-          onError: (err) => log.warn('ApiKey or Budget status not written', { error: errorMessage(err) }),
-        })
-      : undefined;
-  statusWriter?.start();
+  const prices = priceBook(config, catalog, resources.source, log);
   const limiter = parts.limiter ?? rateLimiter(config, metrics, log);
 
   // In-cluster models: least in-flight over ready replicas, the excess held here; a request for
@@ -235,8 +221,6 @@ export async function composeGateway(config: GatewayConfig = {}, parts: Partial<
     onError: (err, requestId) => log.error('request failed', { requestId, error: errorMessage(err) }),
   });
   const server = createFrontDoor(pipeline, others, config.connections ?? DEFAULT_CONNECTION_LIMITS);
-  let metricsServer: MetricsServer | undefined;
-
   return {
     server,
     routes,
@@ -247,6 +231,69 @@ export async function composeGateway(config: GatewayConfig = {}, parts: Partial<
     ...(stack ? { stack } : {}),
     ...(budgets ? { budgets } : {}),
     ...(statusWriter ? { statusWriter } : {}),
+    ...lifecycle(config, log, state, server, pools, metrics, async () => {
+      budgets?.stop();
+      statusWriter?.stop();
+      await limiter.close?.();
+      await stack?.close();
+      await resources.source?.stop().catch(() => {});
+      await tracer?.shutdown().catch(() => {});
+    }),
+  };
+}
+
+/**
+ * Where usage goes and what reads it: the configured store's stack (or a test's sink), the
+ * budgets over its spend, and the ApiKey and Budget status writer in a cluster.
+ */
+function accounting(
+  config: GatewayConfig,
+  parts: Partial<GatewayParts>,
+  ctx: {
+    metrics: ProxyMetrics;
+    keys: ApiKeys;
+    resources: { source?: ClusterSource };
+    env: NodeJS.ProcessEnv;
+    log: Logger;
+  },
+): { stack?: UsageStack; usage: UsageSink; budgets?: BudgetGuard; statusWriter?: UsageStatusWriter } {
+  const { log } = ctx;
+  const stack = parts.usage
+    ? undefined
+    : openUsageStack({ db: ':memory:', ...config.usage, replica: ctx.env.HOSTNAME ?? 'proxy' }, ctx.metrics, log);
+  const usage = parts.usage ?? (stack?.recorder as UsageSink);
+  const budgets =
+    parts.budgets === false
+      ? undefined
+      : (parts.budgets ?? (stack ? budgetGuard(config, stack, ctx.keys, log) : undefined));
+  const source = ctx.resources.source;
+  const statusWriter =
+    source && stack
+      ? new UsageStatusWriter(source, stack.store, {
+          onError: (err) => log.warn('ApiKey or Budget status not written', { error: errorMessage(err) }),
+        })
+      : undefined;
+  statusWriter?.start();
+  return {
+    ...(stack ? { stack } : {}),
+    usage,
+    ...(budgets ? { budgets } : {}),
+    ...(statusWriter ? { statusWriter } : {}),
+  };
+}
+
+/** Listening (the API port, and the metrics port with the load report), and the graceful stop. */
+function lifecycle(
+  config: GatewayConfig,
+  log: Logger,
+  state: { notReady: boolean; closing: boolean },
+  server: Server,
+  pools: ReturnType<typeof routedPools>,
+  metrics: ProxyMetrics,
+  release: () => Promise<void>,
+): Pick<Gateway, 'listen' | 'metricsUrl' | 'close'> {
+  let metricsServer: MetricsServer | undefined;
+  return {
     listen: async ({ port, host, metricsPort }) => {
       if (metricsPort !== undefined) {
         // The operator's autoscaler sums these over the proxy replicas.
@@ -271,12 +318,7 @@ export async function composeGateway(config: GatewayConfig = {}, parts: Partial<
       });
       // Streams cut at the end of the grace period settle their usage on the next turns.
       await new Promise((r) => setTimeout(r, 50));
-      budgets?.stop();
-      statusWriter?.stop();
-      await limiter.close?.();
-      await stack?.close();
-      await resources.source?.stop().catch(() => {});
-      await tracer?.shutdown().catch(() => {});
+      await release();
       await metricsServer?.close();
       return drained;
     },

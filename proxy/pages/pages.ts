@@ -118,6 +118,48 @@ function fieldAttrs(f: Field): string {
   return `data-field="${esc(f.path)}" data-format="${f.format}"`;
 }
 
+/** The filters both pages share: tags, the time range, granularity, grouping. */
+const FILTERS = `    <form id="filters" class="filters" novalidate>
+      <div class="field wide">
+        <label for="tag-filter">Tags</label>
+        <input id="tag-filter" data-testid="tag-filter" list="tag-suggestions" autocomplete="off" spellcheck="false"
+          placeholder="team:ml project:x" aria-describedby="tag-help">
+        <datalist id="tag-suggestions"></datalist>
+        <small id="tag-help">key:value, several separated by commas or spaces; all must match.</small>
+      </div>
+      <div class="field">
+        <label for="from">From</label>
+        <input id="from" data-testid="from" type="datetime-local" required>
+      </div>
+      <div class="field">
+        <label for="to">To</label>
+        <input id="to" data-testid="to" type="datetime-local" required>
+      </div>
+      <div class="field">
+        <label for="granularity">Granularity</label>
+        <select id="granularity" data-testid="granularity">
+          <option value="hour">Hour</option>
+          <option value="day">Day</option>
+        </select>
+      </div>
+      <div class="field">
+        <label for="group-by">Group by</label>
+        <select id="group-by" data-testid="group-by">
+          <option value="model">Model</option>
+          <option value="endpoint">Endpoint</option>
+          <option value="provider">Provider</option>
+          <option value="tag">Tag key…</option>
+        </select>
+      </div>
+      <div class="field" id="tag-key-field" hidden>
+        <label for="tag-key">Tag key</label>
+        <input id="tag-key" data-testid="tag-key" autocomplete="off" spellcheck="false" placeholder="team">
+      </div>
+      <div class="field actions">
+        <button id="apply" data-testid="apply" type="submit">Apply</button>
+      </div>
+    </form>`;
+
 function renderPage(page: PageSpec): string {
   const nav = [USAGE, ANALYTICS]
     .map(
@@ -165,46 +207,7 @@ function renderPage(page: PageSpec): string {
     <h1>${esc(page.title)}</h1>
     <p class="intro">${esc(page.intro)}</p>
 
-    <form id="filters" class="filters" novalidate>
-      <div class="field wide">
-        <label for="tag-filter">Tags</label>
-        <input id="tag-filter" data-testid="tag-filter" list="tag-suggestions" autocomplete="off" spellcheck="false"
-          placeholder="team:ml project:x" aria-describedby="tag-help">
-        <datalist id="tag-suggestions"></datalist>
-        <small id="tag-help">key:value, several separated by commas or spaces; all must match.</small>
-      </div>
-      <div class="field">
-        <label for="from">From</label>
-        <input id="from" data-testid="from" type="datetime-local" required>
-      </div>
-      <div class="field">
-        <label for="to">To</label>
-        <input id="to" data-testid="to" type="datetime-local" required>
-      </div>
-      <div class="field">
-        <label for="granularity">Granularity</label>
-        <select id="granularity" data-testid="granularity">
-          <option value="hour">Hour</option>
-          <option value="day">Day</option>
-        </select>
-      </div>
-      <div class="field">
-        <label for="group-by">Group by</label>
-        <select id="group-by" data-testid="group-by">
-          <option value="model">Model</option>
-          <option value="endpoint">Endpoint</option>
-          <option value="provider">Provider</option>
-          <option value="tag">Tag key…</option>
-        </select>
-      </div>
-      <div class="field" id="tag-key-field" hidden>
-        <label for="tag-key">Tag key</label>
-        <input id="tag-key" data-testid="tag-key" autocomplete="off" spellcheck="false" placeholder="team">
-      </div>
-      <div class="field actions">
-        <button id="apply" data-testid="apply" type="submit">Apply</button>
-      </div>
-    </form>
+${FILTERS}
 
     <div id="error" data-testid="error" class="alert" role="alert" hidden></div>
 

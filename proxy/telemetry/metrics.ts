@@ -50,25 +50,97 @@ export class ProxyMetrics {
   readonly tagKeys: string[];
   private readonly tagLabelNames: string[];
   readonly requests: Counter;
-  readonly errors: Counter;
-  readonly latency: Histogram;
-  readonly firstToken: Histogram;
-  readonly perToken: Histogram;
+  readonly errors: Counter = new Counter({
+    name: 'pao_gateway_errors_total',
+    help: 'Failed chat completion requests by model, provider, status and error code.',
+    labelNames: ['model', 'provider', 'status', 'code'],
+    registers: [this.registry],
+  });
+  readonly latency: Histogram = new Histogram({
+    name: 'pao_gateway_request_duration_seconds',
+    help: 'Time from request to the last byte sent, by model and provider.',
+    labelNames: ['model', 'provider'],
+    buckets: [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120],
+    registers: [this.registry],
+  });
+  // Buckets of the OpenTelemetry GenAI conventions for these two measures.
+  readonly firstToken: Histogram = new Histogram({
+    name: 'pao_gateway_time_to_first_token_seconds',
+    help: 'Time from request to the first content token of a streamed answer, by model and provider.',
+    labelNames: ['model', 'provider'],
+    buckets: [0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1, 2.5, 5, 7.5, 10],
+    registers: [this.registry],
+  });
+  readonly perToken: Histogram = new Histogram({
+    name: 'pao_gateway_time_per_output_token_seconds',
+    help: 'Time per output token after the first of a streamed answer, by model and provider.',
+    labelNames: ['model', 'provider'],
+    buckets: [0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1, 2.5],
+    registers: [this.registry],
+  });
   private readonly inFlight = new Map<string, InFlight>();
   readonly tokens: Counter;
   readonly cost: Counter;
-  readonly usageDropped: Counter;
-  readonly usageSpoolSkipped: Counter;
+  readonly usageDropped: Counter = new Counter({
+    name: 'pao_gateway_usage_records_dropped_total',
+    help: 'Usage records dropped because the recorder queue was full or the store failed.',
+    registers: [this.registry],
+  });
+  readonly usageSpoolSkipped: Counter = new Counter({
+    name: 'pao_gateway_usage_spool_skipped_total',
+    help: 'Damaged or torn records the usage spool skipped when reading itself back (a crash mid-write, a bad disk).',
+    registers: [this.registry],
+  });
   /** Bytes the usage spool holds on disk; set by main once it has one. */
   usageSpoolBytes: () => number = () => 0;
-  readonly retries: Counter;
-  readonly fallbacks: Counter;
-  readonly rateLimited: Counter;
-  readonly budgetRefused: Counter<'scope'>;
-  readonly rateLimitFallbacks: Counter;
-  readonly unpriced: Counter;
-  readonly countedTokens: Counter;
-  readonly queueWait: Histogram<'model'>;
+  readonly retries: Counter = new Counter({
+    name: 'pao_gateway_upstream_retries_total',
+    help: 'Upstream calls tried again after a failure before any byte reached the caller, by model, provider and error code.',
+    labelNames: ['model', 'provider', 'code'],
+    registers: [this.registry],
+  });
+  readonly fallbacks: Counter = new Counter({
+    name: 'pao_gateway_fallbacks_total',
+    help: 'Requests handed to a fallback model, by requested model, fallback model and the error code that caused it.',
+    labelNames: ['model', 'fallback', 'code'],
+    registers: [this.registry],
+  });
+  // No key label: anything derived from a key (even a hash prefix) helps an offline guess.
+  readonly rateLimited: Counter = new Counter({
+    name: 'pao_gateway_rate_limited_total',
+    help: 'Requests refused with 429 because their API key ran out of its request or token rate.',
+    registers: [this.registry],
+  });
+  readonly budgetRefused: Counter<'scope'> = new Counter({
+    name: 'pao_gateway_budget_exhausted_total',
+    help: 'Requests refused with 429 insufficient_quota: the budget of their key (scope=key) or of one of their tags (scope=tag) is spent.',
+    labelNames: ['scope'],
+    registers: [this.registry],
+  });
+  readonly rateLimitFallbacks: Counter = new Counter({
+    name: 'pao_gateway_rate_limit_fallbacks_total',
+    help: 'Rate-limit checks this replica answered with its own buckets because Redis did not answer in time.',
+    registers: [this.registry],
+  });
+  readonly unpriced: Counter = new Counter({
+    name: 'pao_gateway_unpriced_requests_total',
+    help: 'Requests that used tokens of a model with no price (recorded with cost 0 and marked unpriced), by model and provider.',
+    labelNames: ['model', 'provider'],
+    registers: [this.registry],
+  });
+  readonly countedTokens: Counter = new Counter({
+    name: 'pao_gateway_counted_usage_total',
+    help: 'Streams cut before the upstream reported usage, billed with the completion tokens counted from what was delivered, by model and provider.',
+    labelNames: ['model', 'provider'],
+    registers: [this.registry],
+  });
+  readonly queueWait: Histogram<'model'> = new Histogram({
+    name: 'pao_gateway_queue_wait_seconds',
+    help: 'Time requests for an in-cluster model waited in this proxy for a free replica slot (busy replicas, or waking from zero); only requests that waited.',
+    labelNames: ['model'],
+    buckets: [0.01, 0.05, 0.1, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300],
+    registers: [this.registry],
+  });
   /** The in-cluster models' load, read when scraped (set by the gateway's wiring). */
   modelLoad: () => Record<string, ModelLoadReport> = () => ({});
 
@@ -87,34 +159,6 @@ export class ProxyMetrics {
       name: 'pao_gateway_requests_total',
       help: 'Chat completion requests by model, provider, HTTP status and allow-listed tags.',
       labelNames: [...tagged, 'status'],
-      registers: [this.registry],
-    });
-    this.errors = new Counter({
-      name: 'pao_gateway_errors_total',
-      help: 'Failed chat completion requests by model, provider, status and error code.',
-      labelNames: ['model', 'provider', 'status', 'code'],
-      registers: [this.registry],
-    });
-    this.latency = new Histogram({
-      name: 'pao_gateway_request_duration_seconds',
-      help: 'Time from request to the last byte sent, by model and provider.',
-      labelNames: ['model', 'provider'],
-      buckets: [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120],
-      registers: [this.registry],
-    });
-    // Buckets of the OpenTelemetry GenAI conventions for these two measures.
-    this.firstToken = new Histogram({
-      name: 'pao_gateway_time_to_first_token_seconds',
-      help: 'Time from request to the first content token of a streamed answer, by model and provider.',
-      labelNames: ['model', 'provider'],
-      buckets: [0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1, 2.5, 5, 7.5, 10],
-      registers: [this.registry],
-    });
-    this.perToken = new Histogram({
-      name: 'pao_gateway_time_per_output_token_seconds',
-      help: 'Time per output token after the first of a streamed answer, by model and provider.',
-      labelNames: ['model', 'provider'],
-      buckets: [0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1, 2.5],
       registers: [this.registry],
     });
     const flights = this.inFlight;
@@ -140,16 +184,6 @@ export class ProxyMetrics {
       labelNames: tagged,
       registers: [this.registry],
     });
-    this.usageDropped = new Counter({
-      name: 'pao_gateway_usage_records_dropped_total',
-      help: 'Usage records dropped because the recorder queue was full or the store failed.',
-      registers: [this.registry],
-    });
-    this.usageSpoolSkipped = new Counter({
-      name: 'pao_gateway_usage_spool_skipped_total',
-      help: 'Damaged or torn records the usage spool skipped when reading itself back (a crash mid-write, a bad disk).',
-      registers: [this.registry],
-    });
     const spoolBytes = () => this.usageSpoolBytes();
     new Gauge({
       name: 'pao_gateway_usage_spool_bytes',
@@ -158,54 +192,6 @@ export class ProxyMetrics {
       collect() {
         this.set(spoolBytes());
       },
-    });
-    this.retries = new Counter({
-      name: 'pao_gateway_upstream_retries_total',
-      help: 'Upstream calls tried again after a failure before any byte reached the caller, by model, provider and error code.',
-      labelNames: ['model', 'provider', 'code'],
-      registers: [this.registry],
-    });
-    this.fallbacks = new Counter({
-      name: 'pao_gateway_fallbacks_total',
-      help: 'Requests handed to a fallback model, by requested model, fallback model and the error code that caused it.',
-      labelNames: ['model', 'fallback', 'code'],
-      registers: [this.registry],
-    });
-    this.unpriced = new Counter({
-      name: 'pao_gateway_unpriced_requests_total',
-      help: 'Requests that used tokens of a model with no price (recorded with cost 0 and marked unpriced), by model and provider.',
-      labelNames: ['model', 'provider'],
-      registers: [this.registry],
-    });
-    this.countedTokens = new Counter({
-      name: 'pao_gateway_counted_usage_total',
-      help: 'Streams cut before the upstream reported usage, billed with the completion tokens counted from what was delivered, by model and provider.',
-      labelNames: ['model', 'provider'],
-      registers: [this.registry],
-    });
-    // No key label: anything derived from a key (even a hash prefix) helps an offline guess.
-    this.rateLimited = new Counter({
-      name: 'pao_gateway_rate_limited_total',
-      help: 'Requests refused with 429 because their API key ran out of its request or token rate.',
-      registers: [this.registry],
-    });
-    this.rateLimitFallbacks = new Counter({
-      name: 'pao_gateway_rate_limit_fallbacks_total',
-      help: 'Rate-limit checks this replica answered with its own buckets because Redis did not answer in time.',
-      registers: [this.registry],
-    });
-    this.budgetRefused = new Counter({
-      name: 'pao_gateway_budget_exhausted_total',
-      help: 'Requests refused with 429 insufficient_quota: the budget of their key (scope=key) or of one of their tags (scope=tag) is spent.',
-      labelNames: ['scope'],
-      registers: [this.registry],
-    });
-    this.queueWait = new Histogram({
-      name: 'pao_gateway_queue_wait_seconds',
-      help: 'Time requests for an in-cluster model waited in this proxy for a free replica slot (busy replicas, or waking from zero); only requests that waited.',
-      labelNames: ['model'],
-      buckets: [0.01, 0.05, 0.1, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300],
-      registers: [this.registry],
     });
     const self = this;
     // Models are the deployed ones (bounded by the cluster), never what callers send.

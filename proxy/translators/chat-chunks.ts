@@ -17,13 +17,20 @@ export interface ChatUsage {
   prompt_tokens_details?: { cached_tokens?: number } | null;
 }
 
+/** One tool call's piece in a chunk: its id and name first, then its arguments as they arrive. */
+export interface ChatToolCallDelta {
+  index: number;
+  id?: string;
+  function?: { name?: string; arguments?: string };
+}
+
 export interface ChatChunk {
   id?: string;
   choices?: Array<{
     delta?: {
       content?: string | null;
       reasoning_content?: string;
-      tool_calls?: Array<{ index: number; id?: string; function?: { name?: string; arguments?: string } }>;
+      tool_calls?: ChatToolCallDelta[];
     };
     finish_reason?: string | null;
   }>;

@@ -658,128 +658,13 @@ function streamErrorOf(error: unknown): ProxyError {
 
 /** Anthropic's event stream (SSE bytes) as chat.completion.chunk events, ending in [DONE]. */
 function streamFrom(upstream: StreamBody, request: Json, includeUsage: boolean): ChunkSource {
-  const model = String(request.model ?? '');
-  const created = nowSeconds();
-  const chat = DIALECTS['openai-chat'];
-  const out: string[] = [];
-  let id = '';
-  let started = false;
-  let ended = false;
-  let usage: Usage | undefined;
-  let stop: string | undefined;
-  /** Anthropic's block index -> the tool call's index among the answer's calls (chat counts calls, not blocks). */
-  const calls = new Map<number, number>();
-  /** The thinking text of the blocks open, sent again whole once signed, so that a caller can return it. */
-  const thoughts = new Map<number, string>();
-
-  const push = (choices: Json[], extra: Json = {}) => {
-    const chunk = { id, object: 'chat.completion.chunk', created, model, choices };
-    // With include_usage OpenAI sends usage null on every chunk but the last.
-    out.push(sseFrame(JSON.stringify({ ...chunk, ...(includeUsage ? { usage: null } : {}), ...extra })));
-  };
-  // OpenAI clients expect the role first, even if an upstream skipped message_start.
-  const open = (messageId?: string) => {
-    if (started) return;
-    started = true;
-    id = messageId || newId('chatcmpl');
-    push([{ index: 0, delta: { role: 'assistant', content: '' }, finish_reason: null, logprobs: null }]);
-  };
-  const emit = (delta: Json, finish: FinishReason | null = null) => {
-    open();
-    push([{ index: 0, delta, finish_reason: finish, logprobs: null }]);
-  };
-  const end = (error?: ProxyError) => {
-    if (ended) return;
-    ended = true;
-    if (error) {
-      // As an OpenAI stream that fails midway: its error event, then [DONE] (the SDKs raise the error).
-      out.push(chat.streamError(error), chat.streamEnd);
-      return;
-    }
-    emit({}, finishReasonOf(stop));
-    if (includeUsage) push([], { usage: openAIUsage(usage ?? { promptTokens: 0, completionTokens: 0 }) });
-    out.push(chat.streamEnd);
-  };
-
-  /** Tool-use blocks whose input has not streamed a fragment yet. */
-  const argsPending = new Set<number>();
-
-  const onEvent = (e: AnthropicEvent) => {
-    const index = e.index ?? 0;
-    switch (e.type) {
-      case 'message_start':
-        usage = anthropicUsage(e.message?.usage, usage);
-        open(e.message?.id);
-        return;
-      case 'content_block_start': {
-        const block = e.content_block ?? {};
-        if (block.type === 'tool_use') {
-          const call = calls.size;
-          calls.set(index, call);
-          argsPending.add(index);
-          emit({
-            tool_calls: [
-              {
-                index: call,
-                id: block.id ?? '',
-                type: 'function',
-                function: { name: block.name ?? '', arguments: '' },
-              },
-            ],
-          });
-        } else if (block.type === 'thinking') {
-          thoughts.set(index, block.thinking ?? '');
-          if (block.thinking) emit({ reasoning_content: block.thinking });
-        } else if (block.type === 'redacted_thinking')
-          emit({ thinking_blocks: [{ type: 'redacted_thinking', data: block.data ?? '' }] });
-        else if (block.type === 'text' && block.text) emit({ content: block.text });
-        return;
-      }
-      case 'content_block_delta': {
-        const d = e.delta ?? {};
-        if (d.type === 'text_delta' && d.text) emit({ content: d.text });
-        else if (d.type === 'input_json_delta' && d.partial_json) {
-          argsPending.delete(index);
-          const call = calls.get(index);
-          if (call !== undefined) emit({ tool_calls: [{ index: call, function: { arguments: d.partial_json } }] });
-        } else if (d.type === 'thinking_delta' && d.thinking) {
-          thoughts.set(index, (thoughts.get(index) ?? '') + d.thinking);
-          emit({ reasoning_content: d.thinking });
-        } else if (d.type === 'signature_delta' && d.signature)
-          emit({
-            thinking_blocks: [{ type: 'thinking', thinking: thoughts.get(index) ?? '', signature: d.signature }],
-          });
-        return;
-      }
-      case 'content_block_stop': {
-        thoughts.delete(index);
-        // A tool called with no input streams no fragment: OpenAI's clients parse "{}", never "".
-        const call = calls.get(index);
-        if (argsPending.delete(index) && call !== undefined)
-          emit({ tool_calls: [{ index: call, function: { arguments: '{}' } }] });
-        return;
-      }
-      case 'message_delta':
-        if (e.delta?.stop_reason) stop = e.delta.stop_reason;
-        usage = anthropicUsage(e.usage, usage);
-        return;
-      case 'message_stop':
-        end();
-        return;
-      case 'error':
-        end(streamErrorOf(e.error));
-        return;
-      default:
-      // ping, and anything newer: nothing for the caller.
-    }
-  };
-
+  const chunks = new ChatChunksOfAnthropic(String(request.model ?? ''), includeUsage);
   const source = chunksOf(upstream);
   const encoder = new TextEncoder();
   const decoder = new TextDecoder();
   const parser = createParser({
     onEvent: ({ event, data }) => {
-      if (ended) return;
+      if (chunks.ended) return;
       let parsed: unknown;
       try {
         parsed = JSON.parse(data);
@@ -788,19 +673,19 @@ function streamFrom(upstream: StreamBody, request: Json, includeUsage: boolean):
       }
       if (!isRecord(parsed)) return;
       const e = parsed as AnthropicEvent;
-      onEvent({ ...e, type: e.type ?? event });
+      chunks.event({ ...e, type: e.type ?? event });
     },
   });
   let drained = false;
   return {
     // Pulled: the upstream is read only while nothing is queued for the caller, so backpressure holds.
     read: async () => {
-      while (out.length === 0 && !drained) {
+      while (chunks.out.length === 0 && !drained) {
         const chunk = await source.read();
         if (chunk === undefined) {
           drained = true;
-          if (!ended) parser.feed(decoder.decode());
-          end(
+          if (!chunks.ended) parser.feed(decoder.decode());
+          chunks.end(
             new ProxyError(
               502,
               'api_error',
@@ -812,12 +697,140 @@ function streamFrom(upstream: StreamBody, request: Json, includeUsage: boolean):
         }
         // After the last event the upstream is still read to its end, unparsed: only then does it
         // settle its outcome (the usage the gateway bills) and release its connection.
-        if (!ended) parser.feed(decoder.decode(chunk, { stream: true }));
+        if (!chunks.ended) parser.feed(decoder.decode(chunk, { stream: true }));
       }
-      return out.length > 0 ? encoder.encode(out.splice(0).join('')) : undefined;
+      return chunks.out.length > 0 ? encoder.encode(chunks.out.splice(0).join('')) : undefined;
     },
     cancel: () => source.cancel(),
   };
+}
+
+/** The chat chunks Anthropic's events become, one event at a time. */
+class ChatChunksOfAnthropic {
+  readonly out: string[] = [];
+  ended = false;
+  private readonly created = nowSeconds();
+  private id = '';
+  private started = false;
+  private usage: Usage | undefined;
+  private stop: string | undefined;
+  /** Anthropic's block index -> the tool call's index among the answer's calls (chat counts calls, not blocks). */
+  private readonly calls = new Map<number, number>();
+  /** The thinking text of the blocks open, sent again whole once signed, so that a caller can return it. */
+  private readonly thoughts = new Map<number, string>();
+  /** Tool-use blocks whose input has not streamed a fragment yet. */
+  private readonly argsPending = new Set<number>();
+
+  constructor(
+    private readonly model: string,
+    private readonly includeUsage: boolean,
+  ) {}
+
+  private push(choices: Json[], extra: Json = {}): void {
+    const chunk = { id: this.id, object: 'chat.completion.chunk', created: this.created, model: this.model, choices };
+    // With include_usage OpenAI sends usage null on every chunk but the last.
+    this.out.push(sseFrame(JSON.stringify({ ...chunk, ...(this.includeUsage ? { usage: null } : {}), ...extra })));
+  }
+
+  /** OpenAI clients expect the role first, even if an upstream skipped message_start. */
+  private open(messageId?: string): void {
+    if (this.started) return;
+    this.started = true;
+    this.id = messageId || newId('chatcmpl');
+    this.push([{ index: 0, delta: { role: 'assistant', content: '' }, finish_reason: null, logprobs: null }]);
+  }
+
+  private emit(delta: Json, finish: FinishReason | null = null): void {
+    this.open();
+    this.push([{ index: 0, delta, finish_reason: finish, logprobs: null }]);
+  }
+
+  end(error?: ProxyError): void {
+    if (this.ended) return;
+    this.ended = true;
+    const chat = DIALECTS['openai-chat'];
+    if (error) {
+      // As an OpenAI stream that fails midway: its error event, then [DONE] (the SDKs raise the error).
+      this.out.push(chat.streamError(error), chat.streamEnd);
+      return;
+    }
+    this.emit({}, finishReasonOf(this.stop));
+    if (this.includeUsage)
+      this.push([], { usage: openAIUsage(this.usage ?? { promptTokens: 0, completionTokens: 0 }) });
+    this.out.push(chat.streamEnd);
+  }
+
+  event(e: AnthropicEvent): void {
+    const index = e.index ?? 0;
+    switch (e.type) {
+      case 'message_start':
+        this.usage = anthropicUsage(e.message?.usage, this.usage);
+        this.open(e.message?.id);
+        return;
+      case 'content_block_start':
+        this.blockStart(e.content_block ?? {}, index);
+        return;
+      case 'content_block_delta':
+        this.blockDelta(e.delta ?? {}, index);
+        return;
+      case 'content_block_stop':
+        this.blockStop(index);
+        return;
+      case 'message_delta':
+        if (e.delta?.stop_reason) this.stop = e.delta.stop_reason;
+        this.usage = anthropicUsage(e.usage, this.usage);
+        return;
+      case 'message_stop':
+        this.end();
+        return;
+      case 'error':
+        this.end(streamErrorOf(e.error));
+        return;
+      default:
+      // ping, and anything newer: nothing for the caller.
+    }
+  }
+
+  private blockStart(block: NonNullable<AnthropicEvent['content_block']>, index: number): void {
+    if (block.type === 'tool_use') {
+      const call = this.calls.size;
+      this.calls.set(index, call);
+      this.argsPending.add(index);
+      this.emit({
+        tool_calls: [
+          { index: call, id: block.id ?? '', type: 'function', function: { name: block.name ?? '', arguments: '' } },
+        ],
+      });
+    } else if (block.type === 'thinking') {
+      this.thoughts.set(index, block.thinking ?? '');
+      if (block.thinking) this.emit({ reasoning_content: block.thinking });
+    } else if (block.type === 'redacted_thinking')
+      this.emit({ thinking_blocks: [{ type: 'redacted_thinking', data: block.data ?? '' }] });
+    else if (block.type === 'text' && block.text) this.emit({ content: block.text });
+  }
+
+  private blockDelta(d: NonNullable<AnthropicEvent['delta']>, index: number): void {
+    if (d.type === 'text_delta' && d.text) this.emit({ content: d.text });
+    else if (d.type === 'input_json_delta' && d.partial_json) {
+      this.argsPending.delete(index);
+      const call = this.calls.get(index);
+      if (call !== undefined) this.emit({ tool_calls: [{ index: call, function: { arguments: d.partial_json } }] });
+    } else if (d.type === 'thinking_delta' && d.thinking) {
+      this.thoughts.set(index, (this.thoughts.get(index) ?? '') + d.thinking);
+      this.emit({ reasoning_content: d.thinking });
+    } else if (d.type === 'signature_delta' && d.signature)
+      this.emit({
+        thinking_blocks: [{ type: 'thinking', thinking: this.thoughts.get(index) ?? '', signature: d.signature }],
+      });
+  }
+
+  private blockStop(index: number): void {
+    this.thoughts.delete(index);
+    // A tool called with no input streams no fragment: OpenAI's clients parse "{}", never "".
+    const call = this.calls.get(index);
+    if (this.argsPending.delete(index) && call !== undefined)
+      this.emit({ tool_calls: [{ index: call, function: { arguments: '{}' } }] });
+  }
 }
 
 export const openaiChatToAnthropicMessages: Translator = {

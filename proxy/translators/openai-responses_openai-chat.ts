@@ -3,7 +3,7 @@ import { DIALECTS } from '../endpoints/dialects.js';
 import { invalidRequest, ProxyError } from '../endpoints/errors.js';
 import type { ChunkSource, StreamBody } from '../upstreams/chunk-source.js';
 import type { StreamOutcome } from '../upstreams/upstream.js';
-import { type ChatChunk, type ChatUsage, chatChunkStream } from './chat-chunks.js';
+import { type ChatChunk, type ChatToolCallDelta, type ChatUsage, chatChunkStream } from './chat-chunks.js';
 import type { Translation, Translator } from './translator.js';
 
 /**
@@ -376,188 +376,211 @@ function fromCompletion(body: unknown, request: Json, names: ToolNames): Json {
 
 /** A chat completions stream (SSE bytes) as the Responses event sequence. */
 function streamFrom(upstream: StreamBody, request: Json, names: ToolNames): ChunkSource {
-  const model = String(request.model ?? '');
-  const id = newId('resp');
-  let sequence = 0;
-  const out: string[] = [];
-  const emit = (type: string, data: Json) => {
-    out.push(`event: ${type}\ndata: ${JSON.stringify({ type, sequence_number: sequence++, ...data })}\n\n`);
-  };
-  const items: Json[] = [];
-  let text: { id: string; index: number; text: string } | undefined;
-  let reasoning: { id: string; index: number; text: string } | undefined;
-  const calls = new Map<number, { index: number; id: string; callId: string; name: string; args: string }>();
-  let usage: ChatUsage | undefined;
-  let finish: string | undefined;
-  let ended = false;
+  const events = new ResponsesEvents(request, names);
+  return chatChunkStream(
+    upstream,
+    events.out,
+    (chunk) => events.chunk(chunk),
+    (error) => events.end(error),
+    () => events.ended,
+  );
+}
 
-  emit('response.created', { response: responseObject(id, model, request, 'in_progress', [], null) });
-  emit('response.in_progress', { response: responseObject(id, model, request, 'in_progress', [], null) });
+/**
+ * The Responses events one chat stream becomes, as it arrives: each output item (reasoning,
+ * the message, each tool call) opened when its first delta comes, closed when the next kind of
+ * item begins or the stream ends, then the response's final event with every item whole.
+ */
+class ResponsesEvents {
+  readonly out: string[] = [];
+  ended = false;
+  private readonly model: string;
+  private readonly id = newId('resp');
+  private sequence = 0;
+  private readonly items: Json[] = [];
+  private text: { id: string; index: number; text: string } | undefined;
+  private reasoning: { id: string; index: number; text: string } | undefined;
+  private readonly calls = new Map<number, { index: number; id: string; callId: string; name: string; args: string }>();
+  private usage: ChatUsage | undefined;
+  private finish: string | undefined;
 
-  const closeReasoning = () => {
+  constructor(
+    private readonly request: Json,
+    private readonly names: ToolNames,
+  ) {
+    this.model = String(request.model ?? '');
+    const response = responseObject(this.id, this.model, request, 'in_progress', [], null);
+    this.emit('response.created', { response });
+    this.emit('response.in_progress', { response });
+  }
+
+  private emit(type: string, data: Json): void {
+    this.out.push(`event: ${type}\ndata: ${JSON.stringify({ type, sequence_number: this.sequence++, ...data })}\n\n`);
+  }
+
+  private closeReasoning(): void {
+    const { reasoning } = this;
     if (!reasoning) return;
     const item = reasoningItem(reasoning.text, reasoning.id);
-    emit('response.reasoning_summary_text.done', {
+    this.emit('response.reasoning_summary_text.done', {
       item_id: reasoning.id,
       output_index: reasoning.index,
       summary_index: 0,
       text: reasoning.text,
     });
-    emit('response.output_item.done', { output_index: reasoning.index, item });
-    items[reasoning.index] = item;
-    reasoning = undefined;
-  };
-  const closeText = () => {
+    this.emit('response.output_item.done', { output_index: reasoning.index, item });
+    this.items[reasoning.index] = item;
+    this.reasoning = undefined;
+  }
+
+  private closeText(): void {
+    const { text } = this;
     if (!text) return;
     const part = { type: 'output_text', text: text.text, annotations: [], logprobs: [] };
-    emit('response.output_text.done', {
+    this.emit('response.output_text.done', {
       item_id: text.id,
       output_index: text.index,
       content_index: 0,
       text: text.text,
       logprobs: [],
     });
-    emit('response.content_part.done', { item_id: text.id, output_index: text.index, content_index: 0, part });
+    this.emit('response.content_part.done', { item_id: text.id, output_index: text.index, content_index: 0, part });
     const item = messageItem(text.text, text.id);
-    emit('response.output_item.done', { output_index: text.index, item });
-    items[text.index] = item;
-    text = undefined;
-  };
-  const end = (error?: ProxyError) => {
-    if (ended) return;
-    ended = true;
-    closeReasoning();
-    closeText();
-    for (const c of calls.values()) {
-      const item = callItem({ id: c.callId, function: { name: c.name, arguments: c.args } }, names);
+    this.emit('response.output_item.done', { output_index: text.index, item });
+    this.items[text.index] = item;
+    this.text = undefined;
+  }
+
+  end(error?: ProxyError): void {
+    if (this.ended) return;
+    this.ended = true;
+    this.closeReasoning();
+    this.closeText();
+    for (const c of this.calls.values()) {
+      const item = callItem({ id: c.callId, function: { name: c.name, arguments: c.args } }, this.names);
       item.id = c.id;
       if (item.type === 'function_call')
-        emit('response.function_call_arguments.done', {
+        this.emit('response.function_call_arguments.done', {
           item_id: c.id,
           output_index: c.index,
           name: c.name,
           arguments: c.args,
         });
-      else emit('response.custom_tool_call_input.done', { item_id: c.id, output_index: c.index, input: item.input });
-      emit('response.output_item.done', { output_index: c.index, item });
-      items[c.index] = item;
+      else
+        this.emit('response.custom_tool_call_input.done', { item_id: c.id, output_index: c.index, input: item.input });
+      this.emit('response.output_item.done', { output_index: c.index, item });
+      this.items[c.index] = item;
     }
     if (error) {
-      out.push(DIALECTS['openai-responses'].streamError(error));
+      this.out.push(DIALECTS['openai-responses'].streamError(error));
       return;
     }
-    const status = statusOf(finish);
-    emit(`response.${status}`, {
-      response: responseObject(id, model, request, status, items.filter(Boolean), responsesUsage(usage), finish),
+    const status = statusOf(this.finish);
+    const items = this.items.filter(Boolean);
+    this.emit(`response.${status}`, {
+      response: responseObject(
+        this.id,
+        this.model,
+        this.request,
+        status,
+        items,
+        responsesUsage(this.usage),
+        this.finish,
+      ),
     });
-  };
+  }
 
-  const onChunk = (chunk: ChatChunk) => {
-    if (chunk.usage) usage = chunk.usage;
+  chunk(chunk: ChatChunk): void {
+    if (chunk.usage) this.usage = chunk.usage;
     for (const choice of chunk.choices ?? []) {
       const delta = choice.delta ?? {};
-      if (delta.reasoning_content) {
-        if (!reasoning) {
-          reasoning = { id: newId('rs'), index: items.length, text: '' };
-          items.push({});
-          emit('response.output_item.added', {
-            output_index: reasoning.index,
-            item: { type: 'reasoning', id: reasoning.id, summary: [] },
-          });
-          emit('response.reasoning_summary_part.added', {
-            item_id: reasoning.id,
-            output_index: reasoning.index,
-            summary_index: 0,
-            part: { type: 'summary_text', text: '' },
-          });
-        }
-        reasoning.text += delta.reasoning_content;
-        emit('response.reasoning_summary_text.delta', {
-          item_id: reasoning.id,
-          output_index: reasoning.index,
-          summary_index: 0,
-          delta: delta.reasoning_content,
-        });
-      }
-      if (delta.content) {
-        closeReasoning();
-        if (!text) {
-          text = { id: newId('msg'), index: items.length, text: '' };
-          items.push({});
-          emit('response.output_item.added', {
-            output_index: text.index,
-            item: { type: 'message', id: text.id, role: 'assistant', status: 'in_progress', content: [] },
-          });
-          emit('response.content_part.added', {
-            item_id: text.id,
-            output_index: text.index,
-            content_index: 0,
-            part: { type: 'output_text', text: '', annotations: [], logprobs: [] },
-          });
-        }
-        text.text += delta.content;
-        emit('response.output_text.delta', {
-          item_id: text.id,
-          output_index: text.index,
-          content_index: 0,
-          delta: delta.content,
-          logprobs: [],
-        });
-      }
-      for (const tc of delta.tool_calls ?? []) {
-        let call = calls.get(tc.index);
-        if (!call) {
-          closeReasoning();
-          closeText();
-          const name = tc.function?.name ?? '';
-          const isCustom = names.custom.has(name);
-          call = {
-            index: items.length,
-            id: newId(isCustom ? 'ctc' : 'fc'),
-            callId: tc.id ?? newId('call'),
-            name,
-            args: '',
-          };
-          items.push({});
-          calls.set(tc.index, call);
-          emit('response.output_item.added', {
-            output_index: call.index,
-            item: isCustom
-              ? {
-                  type: 'custom_tool_call',
-                  id: call.id,
-                  call_id: call.callId,
-                  name,
-                  input: '',
-                  status: 'in_progress',
-                }
-              : {
-                  type: 'function_call',
-                  id: call.id,
-                  call_id: call.callId,
-                  name,
-                  arguments: '',
-                  status: 'in_progress',
-                },
-          });
-        }
-        const piece = tc.function?.arguments ?? '';
-        if (piece) {
-          call.args += piece;
-          // A custom tool's input is known whole only at the end (it is inside a JSON argument).
-          if (!names.custom.has(call.name))
-            emit('response.function_call_arguments.delta', {
-              item_id: call.id,
-              output_index: call.index,
-              delta: piece,
-            });
-        }
-      }
-      if (choice.finish_reason) finish = choice.finish_reason;
+      if (delta.reasoning_content) this.reasoningDelta(delta.reasoning_content);
+      if (delta.content) this.textDelta(delta.content);
+      for (const tc of delta.tool_calls ?? []) this.toolCallDelta(tc);
+      if (choice.finish_reason) this.finish = choice.finish_reason;
     }
-  };
+  }
 
-  return chatChunkStream(upstream, out, onChunk, end, () => ended);
+  private reasoningDelta(piece: string): void {
+    if (!this.reasoning) {
+      this.reasoning = { id: newId('rs'), index: this.items.length, text: '' };
+      this.items.push({});
+      this.emit('response.output_item.added', {
+        output_index: this.reasoning.index,
+        item: { type: 'reasoning', id: this.reasoning.id, summary: [] },
+      });
+      this.emit('response.reasoning_summary_part.added', {
+        item_id: this.reasoning.id,
+        output_index: this.reasoning.index,
+        summary_index: 0,
+        part: { type: 'summary_text', text: '' },
+      });
+    }
+    this.reasoning.text += piece;
+    this.emit('response.reasoning_summary_text.delta', {
+      item_id: this.reasoning.id,
+      output_index: this.reasoning.index,
+      summary_index: 0,
+      delta: piece,
+    });
+  }
+
+  private textDelta(piece: string): void {
+    this.closeReasoning();
+    if (!this.text) {
+      this.text = { id: newId('msg'), index: this.items.length, text: '' };
+      this.items.push({});
+      this.emit('response.output_item.added', {
+        output_index: this.text.index,
+        item: { type: 'message', id: this.text.id, role: 'assistant', status: 'in_progress', content: [] },
+      });
+      this.emit('response.content_part.added', {
+        item_id: this.text.id,
+        output_index: this.text.index,
+        content_index: 0,
+        part: { type: 'output_text', text: '', annotations: [], logprobs: [] },
+      });
+    }
+    this.text.text += piece;
+    this.emit('response.output_text.delta', {
+      item_id: this.text.id,
+      output_index: this.text.index,
+      content_index: 0,
+      delta: piece,
+      logprobs: [],
+    });
+  }
+
+  private toolCallDelta(tc: ChatToolCallDelta): void {
+    let call = this.calls.get(tc.index);
+    if (!call) {
+      this.closeReasoning();
+      this.closeText();
+      const name = tc.function?.name ?? '';
+      const isCustom = this.names.custom.has(name);
+      call = {
+        index: this.items.length,
+        id: newId(isCustom ? 'ctc' : 'fc'),
+        callId: tc.id ?? newId('call'),
+        name,
+        args: '',
+      };
+      this.items.push({});
+      this.calls.set(tc.index, call);
+      this.emit('response.output_item.added', {
+        output_index: call.index,
+        item: isCustom
+          ? { type: 'custom_tool_call', id: call.id, call_id: call.callId, name, input: '', status: 'in_progress' }
+          : { type: 'function_call', id: call.id, call_id: call.callId, name, arguments: '', status: 'in_progress' },
+      });
+    }
+    const piece = tc.function?.arguments ?? '';
+    if (!piece) return;
+    call.args += piece;
+    // A custom tool's input is known whole only at the end (it is inside a JSON argument).
+    if (!this.names.custom.has(call.name))
+      this.emit('response.function_call_arguments.delta', { item_id: call.id, output_index: call.index, delta: piece });
+  }
 }
 
 export const openaiResponsesToOpenaiChat: Translator = {

@@ -37,23 +37,8 @@ import {
  * the writers); replicas on several nodes need the PostgreSQL store.
  */
 
-export class SqliteUsageStore implements UsageStore {
-  private readonly db: Database.Database;
-  private readonly insertRaw: Database.Statement;
-  private readonly insertTag: Database.Statement;
-  private readonly upsertRollup: Database.Statement;
-  private readonly insertMany: (records: StoredUsage[]) => void;
-  private readonly spendCredits: (records: StoredUsage[]) => void;
-
-  constructor(path: string) {
-    if (path !== ':memory:') mkdirSync(dirname(path), { recursive: true });
-    this.db = new Database(path);
-    // WAL: readers (reports) never block the writer; NORMAL sync is durable across process crashes.
-    this.db.pragma('journal_mode = WAL');
-    this.db.pragma('synchronous = NORMAL');
-    // Proxy replicas on one node share the file: a writer waits for another's transaction.
-    this.db.pragma('busy_timeout = 5000');
-    this.db.exec(`
+/** The tables and indexes of a new file; older files are brought up to it by migrate(). */
+const SCHEMA = `
       CREATE TABLE IF NOT EXISTS requests (
         id INTEGER PRIMARY KEY,
         ts INTEGER NOT NULL,
@@ -108,24 +93,26 @@ export class SqliteUsageStore implements UsageStore {
         cost REAL NOT NULL,
         PRIMARY KEY (api_key, hour)
       );
-    `);
-    // Files written before these columns existed get them (SQLite has no ADD COLUMN IF NOT EXISTS).
-    const columns = new Set(
-      (this.db.prepare('PRAGMA table_info(requests)').all() as Array<{ name: string }>).map((c) => c.name),
-    );
-    for (const column of ['tokens_counted', 'unpriced']) {
-      if (!columns.has(column)) this.db.exec(`ALTER TABLE requests ADD COLUMN ${column} INTEGER NOT NULL DEFAULT 0`);
-    }
-    for (const column of ['team', 'api_key', 'endpoint']) {
-      if (!columns.has(column)) this.db.exec(`ALTER TABLE requests ADD COLUMN ${column} TEXT NOT NULL DEFAULT ''`);
-    }
-    this.keyRollupsByEverything();
-    // Tag budgets read one tag's spend since the period's start.
-    this.db.exec('CREATE INDEX IF NOT EXISTS rollup_tag ON rollup(tag_key, tag_value, hour)');
-    // One row per request: a batch retried after an unacknowledged write counts once.
-    this.db.exec('CREATE UNIQUE INDEX IF NOT EXISTS requests_request ON requests(request_id, ts)');
-    // Free credits spent so far per provider (allocated as records are written).
-    this.db.exec('CREATE TABLE IF NOT EXISTS credits (provider TEXT PRIMARY KEY, used REAL NOT NULL)');
+`;
+
+export class SqliteUsageStore implements UsageStore {
+  private readonly db: Database.Database;
+  private readonly insertRaw: Database.Statement;
+  private readonly insertTag: Database.Statement;
+  private readonly upsertRollup: Database.Statement;
+  private readonly insertMany: (records: StoredUsage[]) => void;
+  private readonly spendCredits: (records: StoredUsage[]) => void;
+
+  constructor(path: string) {
+    if (path !== ':memory:') mkdirSync(dirname(path), { recursive: true });
+    this.db = new Database(path);
+    // WAL: readers (reports) never block the writer; NORMAL sync is durable across process crashes.
+    this.db.pragma('journal_mode = WAL');
+    this.db.pragma('synchronous = NORMAL');
+    // Proxy replicas on one node share the file: a writer waits for another's transaction.
+    this.db.pragma('busy_timeout = 5000');
+    this.db.exec(SCHEMA);
+    this.migrate();
     const exists = this.db.prepare('SELECT 1 FROM requests WHERE request_id = ? AND ts = ?');
     const usedOf = this.db.prepare('SELECT used FROM credits WHERE provider = ?');
     const setUsed = this.db.prepare(
@@ -168,6 +155,27 @@ export class SqliteUsageStore implements UsageStore {
       for (const delta of rollupDeltas(fresh)) this.upsertRollup.run(delta);
       for (const d of keySpendDeltas(fresh)) addSpend.run(d);
     });
+  }
+
+  /** Files written by older versions get what they lack, in place. */
+  private migrate(): void {
+    // Files written before these columns existed get them (SQLite has no ADD COLUMN IF NOT EXISTS).
+    const columns = new Set(
+      (this.db.prepare('PRAGMA table_info(requests)').all() as Array<{ name: string }>).map((c) => c.name),
+    );
+    for (const column of ['tokens_counted', 'unpriced']) {
+      if (!columns.has(column)) this.db.exec(`ALTER TABLE requests ADD COLUMN ${column} INTEGER NOT NULL DEFAULT 0`);
+    }
+    for (const column of ['team', 'api_key', 'endpoint']) {
+      if (!columns.has(column)) this.db.exec(`ALTER TABLE requests ADD COLUMN ${column} TEXT NOT NULL DEFAULT ''`);
+    }
+    this.keyRollupsByEverything();
+    // Tag budgets read one tag's spend since the period's start.
+    this.db.exec('CREATE INDEX IF NOT EXISTS rollup_tag ON rollup(tag_key, tag_value, hour)');
+    // One row per request: a batch retried after an unacknowledged write counts once.
+    this.db.exec('CREATE UNIQUE INDEX IF NOT EXISTS requests_request ON requests(request_id, ts)');
+    // Free credits spent so far per provider (allocated as records are written).
+    this.db.exec('CREATE TABLE IF NOT EXISTS credits (provider TEXT PRIMARY KEY, used REAL NOT NULL)');
   }
 
   /**
