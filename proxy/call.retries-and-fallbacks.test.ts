@@ -1,124 +1,27 @@
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { Agent, request } from 'undici';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import type { ModelDeployment } from '../crds/model-deployment.js';
 import { type OllamaDouble, startOllamaDouble } from '../e2e/doubles/ollama.js';
 import { startGateway, type TestGateway } from '../e2e/support/gateway.js';
 import { ApiKeys } from './access/auth.js';
-import { KeyRateLimiter } from './access/rate-limit.js';
 import { ProxyError } from './endpoints/errors.js';
 import { buildRoutes, RouteTable } from './routing/routes.js';
 import { ProxyMetrics } from './telemetry/metrics.js';
 import { OpenAICompatibleUpstream } from './upstreams/openai-compatible.js';
 import {
-  backoffMs,
-  isRetryable,
   type RetryPolicy,
-  retryAfterMs,
-  shouldFallBack,
-  withRetries,
 } from './upstreams/resilience.js';
 import { MemoryUsage } from './usage/record.js';
 
 /**
- * Retries, fallbacks and the per-key rate limit: the pure rules, then the app over real
- * sockets against a server that fails on purpose and the Ollama double.
+ * The call stage's retries and fallbacks through the whole gateway, over real sockets, against
+ * a model server that fails on purpose and the Ollama double.
  */
 
 const err = (status: 400 | 429 | 502 | 503 | 504, code: string, headers: Record<string, string> = {}) =>
   new ProxyError(status, status === 400 ? 'invalid_request_error' : 'api_error', code, 'x', null, headers);
 const policy: RetryPolicy = { retries: 2, backoffMs: 100, maxBackoffMs: 2000 };
-
-describe('retry rules', () => {
-  it('retries what a second try can fix, and nothing the request or a timeout caused', () => {
-    expect(isRetryable(err(502, 'upstream_unreachable'))).toBe(true);
-    expect(isRetryable(err(502, 'upstream_stream_broken'))).toBe(true);
-    expect(isRetryable(err(502, 'upstream_error'))).toBe(true);
-    expect(isRetryable(err(503, 'upstream_unavailable'))).toBe(true);
-    expect(isRetryable(err(429, 'upstream_rate_limited'))).toBe(true);
-    expect(isRetryable(err(504, 'upstream_timeout'))).toBe(false);
-    expect(isRetryable(err(400, 'upstream_rejected'))).toBe(false);
-    expect(isRetryable(err(503, 'model_deploying'))).toBe(false);
-  });
-
-  it('falls back on failures of the model, not of the request', () => {
-    expect(shouldFallBack(err(504, 'upstream_timeout'))).toBe(true);
-    expect(shouldFallBack(err(503, 'model_deploying'))).toBe(true);
-    expect(shouldFallBack(err(400, 'upstream_rejected'))).toBe(false);
-    expect(shouldFallBack(err(400, 'bedrock_model_not_enabled'))).toBe(true);
-  });
-
-  it('backs off exponentially with jitter, capped, honouring a short Retry-After and refusing a long one', () => {
-    const e = err(502, 'upstream_error');
-    expect(backoffMs(0, policy, e, () => 0)).toBe(50);
-    expect(backoffMs(0, policy, e, () => 1)).toBe(100);
-    expect(backoffMs(3, policy, e, () => 1)).toBe(800);
-    expect(backoffMs(10, policy, e, () => 1)).toBe(2000);
-    expect(backoffMs(0, policy, err(429, 'upstream_rate_limited', { 'Retry-After': '1' }), () => 0)).toBe(1000);
-    expect(backoffMs(0, policy, err(429, 'upstream_rate_limited', { 'Retry-After': '30' }))).toBeUndefined();
-    expect(retryAfterMs('Wed, 21 Oct 2015 07:28:05 GMT', Date.parse('Wed, 21 Oct 2015 07:28:00 GMT'))).toBe(5000);
-    expect(retryAfterMs('soon')).toBeUndefined();
-  });
-
-  it('stops at the first success, at a failure retries cannot fix, or when the caller leaves', async () => {
-    const waits: number[] = [];
-    const hooks = { wait: async (ms: number) => void waits.push(ms), random: () => 1 };
-    let calls = 0;
-    const flaky = async () => {
-      calls++;
-      if (calls < 3) throw err(503, 'upstream_unavailable');
-      return 'ok';
-    };
-    expect(await withRetries(flaky, policy, new AbortController().signal, hooks)).toBe('ok');
-    expect([calls, waits]).toEqual([3, [100, 200]]);
-
-    calls = 0;
-    const bad = async () => {
-      calls++;
-      throw err(400, 'upstream_rejected');
-    };
-    await expect(withRetries(bad, policy, new AbortController().signal, hooks)).rejects.toMatchObject({
-      code: 'upstream_rejected',
-    });
-    expect(calls).toBe(1);
-
-    calls = 0;
-    const gone = new AbortController();
-    const leaving = async () => {
-      calls++;
-      gone.abort();
-      throw err(502, 'upstream_unreachable');
-    };
-    await expect(withRetries(leaving, policy, gone.signal, hooks)).rejects.toMatchObject({
-      code: 'upstream_unreachable',
-    });
-    expect(calls).toBe(1);
-  });
-});
-
-describe('per-key rate limit', () => {
-  it('lets a burst through, refuses the next with the wait, refills at the rate, and keeps keys apart', () => {
-    let t = 0;
-    const limiter = new KeyRateLimiter({ requestsPerSecond: 2, burst: 3 }, () => t);
-    expect([1, 2, 3].map(() => limiter.take('a').ok)).toEqual([true, true, true]);
-    expect(limiter.take('a')).toEqual({ ok: false, retryAfterSeconds: 1 });
-    expect(limiter.take('b').ok).toBe(true);
-    t = 499;
-    expect(limiter.take('a').ok).toBe(false);
-    t = 500;
-    expect(limiter.take('a')).toEqual({ ok: true, remaining: 0 });
-    t = 100_000;
-    expect(limiter.take('a')).toEqual({ ok: true, remaining: 2 });
-  });
-
-  it('is off at 0 requests per second and refuses a nonsensical configuration', () => {
-    const off = new KeyRateLimiter({ requestsPerSecond: 0, burst: 1 });
-    expect(Array.from({ length: 100 }, () => off.take('a').ok).every(Boolean)).toBe(true);
-    expect(() => new KeyRateLimiter({ requestsPerSecond: -1, burst: 1 })).toThrow(/requestsPerSecond/);
-    expect(() => new KeyRateLimiter({ requestsPerSecond: 1, burst: 0 })).toThrow(/burst/);
-  });
-});
 
 /** A model server that answers the first `failures` chat requests with `status`, then like Ollama. */
 interface Flaky {
@@ -362,62 +265,5 @@ describe('fallbacks', () => {
     flaky.status = 400;
     expect((await chat(app, 'gemma2:9b')).status).toBe(400);
     expect(double.requests).toHaveLength(0);
-  });
-});
-
-describe('rate limit through the app', () => {
-  it('refuses a key over its budget with 429, Retry-After and OpenAI rate-limit headers; other keys go on', async () => {
-    const app = await appWith([md('llama', 'llama3.1:8b', double.url)], { rateLimit: { rps: 1, burst: 2 } });
-    const first = await chat(app, 'llama3.1:8b');
-    expect(first.headers.get('x-ratelimit-limit-requests')).toBe('2');
-    expect(first.headers.get('x-ratelimit-remaining-requests')).toBe('1');
-    expect((await chat(app, 'llama3.1:8b')).status).toBe(200);
-    const refused = await chat(app, 'llama3.1:8b');
-    expect(refused.status).toBe(429);
-    expect(refused.headers.get('retry-after')).toBe('1');
-    expect(refused.headers.get('x-ratelimit-remaining-requests')).toBe('0');
-    expect(((await refused.json()) as { error: { code: string; type: string } }).error).toMatchObject({
-      code: 'rate_limit_exceeded',
-      type: 'rate_limit_error',
-    });
-    expect((await chat(app, 'llama3.1:8b', {}, 'sk-other')).status).toBe(200);
-    expect(double.requests).toHaveLength(3);
-    expect(usage.records.map((r) => r.status)).toEqual([200, 200, 429, 200]);
-  });
-});
-
-describe('a replica shutting down', () => {
-  it('refuses the next request on a connection still open with 503 shutting_down and closes it', async () => {
-    const routes = new RouteTable();
-    routes.set(buildRoutes([md('llama', 'llama3.1:8b', double.url)], { standalone: true }));
-    const gateway = await startGateway(
-      { shutdown: { delayMs: 0, drainMs: 5_000 } },
-      { keys: ApiKeys.fromKeys([KEY]), routes, usage: new MemoryUsage(), metrics: new ProxyMetrics() },
-    );
-    // A caller's connection busy with a slow answer when the replica starts shutting down, with
-    // its next request already sent behind it (HTTP/1.1 pipelining).
-    double.behave({ firstByteDelayMs: 300 });
-    const agent = new Agent({ pipelining: 2, connections: 1 });
-    const post = () =>
-      request(`${gateway.url}/openai/v1/chat/completions`, {
-        method: 'POST',
-        dispatcher: agent,
-        idempotent: true,
-        headers: { 'content-type': 'application/json', 'x-api-key': KEY },
-        body: JSON.stringify({ model: 'llama3.1:8b', messages: [{ role: 'user', content: 'hi there' }] }),
-      });
-    const busy = post();
-    const next = post();
-    await new Promise((r) => setTimeout(r, 100));
-    const requestsBefore = double.requests.length;
-    const closing = gateway.close();
-    expect((await busy).statusCode).toBe(200);
-    const res = await next;
-    expect(res.statusCode).toBe(503);
-    expect(res.headers.connection).toBe('close');
-    expect(((await res.body.json()) as { error: { code: string } }).error.code).toBe('shutting_down');
-    expect(double.requests).toHaveLength(requestsBefore);
-    await closing;
-    await agent.close();
   });
 });
