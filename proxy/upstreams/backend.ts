@@ -2,7 +2,7 @@ import type { TokenPrice } from '../../crds/catalog/prices.js';
 import type { ProxyError } from '../endpoints/errors.js';
 import type { ModelFacts } from '../models/model-metadata.js';
 import type { RouteEntry } from '../routing/routes.js';
-import type { Upstream, UpstreamCall, UpstreamResult } from './upstream.js';
+import type { Upstream } from './upstream.js';
 
 /**
  * The one contract every kind of route is served through: in-cluster models, external
