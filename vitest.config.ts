@@ -17,7 +17,13 @@ export default defineConfig({
       {
         test: {
           name: 'unit',
-          include: ['crds/**/*.test.ts', 'operator/**/*.test.ts', 'proxy/**/*.test.ts', 'e2e/doubles/**/*.test.ts'],
+          include: [
+            'crds/**/*.test.ts',
+            'operator/**/*.test.ts',
+            'proxy/**/*.test.ts',
+            'e2e/doubles/**/*.test.ts',
+            'e2e/support/**/*.test.ts',
+          ],
           environment: 'node',
         },
       },

@@ -18,8 +18,8 @@ import {
   shellProblems,
 } from '../support/docs-runner.js';
 import { adoptLlmsNamespace, helmOk, kubectl, kubectlOk } from '../support/kube.js';
-import { type ProxyProcess, startProxyProcess } from '../support/proxy-process.js';
 import { type OperatorProcess, startOperatorProcess } from '../support/operator-process.js';
+import { type ProxyProcess, startProxyProcess } from '../support/proxy-process.js';
 
 /**
  * The `<!-- run: cluster -->`, `validate` and `values` blocks of README.md and docs/, on the
@@ -207,11 +207,14 @@ describe.runIf(inject('localControlPlane'))('the docs on the control plane', () 
         'platform-ai-optimizer-operator': operator.url,
       });
       const problems: string[] = [];
-      let printed = '';
+      // What the last block printed, when this suite ran it: an output block shows another runner's otherwise.
+      let printed: string | undefined;
       try {
         for (const b of blocks.filter((x) => x.file === file)) {
-          if (b.runner === 'output') problems.push(...outputProblems(b, printed));
-          else if (b.runner && RUNS.has(b.runner) && b.lang !== 'json') printed = await runBlock(s, b, problems);
+          if (b.runner === 'output') {
+            if (printed !== undefined) problems.push(...outputProblems(b, printed));
+          } else if (b.runner && RUNS.has(b.runner) && b.lang !== 'json') printed = await runBlock(s, b, problems);
+          else printed = undefined;
         }
       } finally {
         removeSandbox(s);
