@@ -1,4 +1,4 @@
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { mkdtempSync, rmSync } from 'node:fs';
 import { connect, type Socket } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -6,6 +6,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type OllamaDouble, startOllamaDouble } from '../doubles/ollama.js';
 import { chartProxyMemory } from '../support/chart-memory.js';
 import { type ProxyProcess, routedModel, standaloneFiles, startProxyProcess } from '../support/proxy-process.js';
+import { rssMiB } from '../support/rss.js';
 
 /**
  * Hostile callers against the real proxy process, started with the chart's memory settings
@@ -24,9 +25,6 @@ const SLOW_TIMEOUT_S = 3;
 let double: OllamaDouble;
 let proxy: ProxyProcess;
 let dir: string;
-
-const rssMiB = (pid: number) =>
-  Number(/VmRSS:\s+(\d+) kB/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'))?.[1] ?? 0) / 1024;
 
 /** Runs `attack` while watching the process: the slowest /healthz answer and the peak RSS. */
 async function watched<T>(
@@ -195,7 +193,9 @@ describe('hostile callers against the real proxy process', () => {
       slowest[path] = ms;
       expect(res.status).toBe(200);
       const body = (await res.json()) as { groups?: unknown[]; data?: unknown[]; series?: unknown[] };
-      expect(ms, path).toBeLessThan(200);
+      // Bounded by the rollups, not the 20k refused requests: a few ms here. A report computed
+      // over every record on the event loop takes seconds; 1 s leaves room for a busy 2-core machine.
+      expect(ms, path).toBeLessThan(1_000);
       expect((body.groups ?? body.data ?? []).length, path).toBeLessThanOrEqual(21);
     }
     const byTeam = (await (
@@ -296,7 +296,8 @@ describe('hostile callers against the real proxy process', () => {
       `| 200 slow uploads + 200 endless headers (timeouts ${SLOW_TIMEOUT_S} s) | uploads: ${uploads.filter((r) => r.status === '408').length}x 408 request_timeout, cut after <= ${(slowest(uploads) / 1000).toFixed(1)} s; headers: ${headerOnly.filter((r) => r.status === '408' || r.status === 'closed').length}x cut after <= ${(slowest(headerOnly) / 1000).toFixed(1)} s | ${Math.round(slowestHealthMs)} ms | ${Math.round(peakRssMiB)} MiB |`,
     );
     expect(proxy.child.exitCode).toBeNull();
-    expect(slowestHealthMs).toBeLessThan(1_000);
+    // As for the large bodies: a blocked event loop takes seconds; 1.5 s holds on a loaded 2-core machine.
+    expect(slowestHealthMs).toBeLessThan(1_500);
     expect(uploads.every((r) => r.status === '408')).toBe(true);
     // Node checks the timeouts every second: a connection lives at most a little past its limit.
     expect(slowest(uploads)).toBeLessThan((SLOW_TIMEOUT_S + 2.5) * 1000);

@@ -9,6 +9,7 @@ import { type OllamaDouble, startOllamaDouble } from '../doubles/ollama.js';
 import { type Postgres, startPostgres } from '../postgres/server.js';
 import { eventually } from '../support/kube.js';
 import { type ProxyProcess, startProxyProcess } from '../support/proxy-process.js';
+import { RssSamples } from '../support/rss.js';
 
 /**
  * No usage record lost to a crash (the usage spool, proxy/usage/spool.ts), with real processes:
@@ -19,6 +20,8 @@ import { type ProxyProcess, startProxyProcess } from '../support/proxy-process.j
  * on a full disk (a small tmpfs).
  */
 
+/** Longest steady load before the outage while the proxy's memory levels off (a leak never does). */
+const WARMUP_MS = 180_000;
 const KEY = 'sk-usage-crash-e2e';
 const JSON_MODEL = 'llama3.1:8b';
 const STREAM_MODEL = 'qwen2.5:0.5b';
@@ -219,9 +222,6 @@ async function killRounds(store: Store): Promise<void> {
   await p.stop('SIGTERM');
 }
 
-const rssMiB = (pid: number): number =>
-  Number(/VmRSS:\s+(\d+) kB/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'))?.[1] ?? 0) / 1024;
-
 describe('usage survives the proxy being killed', () => {
   it(`SQLite: ${KILLS} kills at random moments under load lose no answered request and double none`, {
     timeout: 300_000,
@@ -236,7 +236,7 @@ describe('usage survives the proxy being killed', () => {
   });
 
   it('a 60 s PostgreSQL outage, the proxy killed while it is down: nothing lost, nothing doubled, memory flat', {
-    timeout: 240_000,
+    timeout: 240_000 + WARMUP_MS,
   }, async () => {
     const store = postgresStore();
     const spool = join(dir, 'spool-outage');
@@ -260,21 +260,18 @@ describe('usage survives the proxy being killed', () => {
         }
       }
     });
-    const sample = (into: number[]) => {
-      const t = setInterval(() => into.push(rssMiB(pid)), 250);
-      return () => clearInterval(t);
-    };
-    // Steady load with the database up: warm-up, then 15 s sampled.
-    await new Promise((r) => setTimeout(r, 5_000));
-    const steady: number[] = [];
-    let end = sample(steady);
+    // Steady load with the database up until memory levels off (e2e/support/rss.ts: a fresh
+    // process warms up for a minute or more, longer on a busy machine), then 15 s of it measured.
+    const samples = new RssSamples(pid, 250);
+    const levelled = await samples.level(WARMUP_MS);
+    const steadyFrom = samples.now();
     await new Promise((r) => setTimeout(r, 15_000));
-    end();
+    const outageFrom = samples.now();
     await postgres.stop();
-    const outage: number[] = [];
-    end = sample(outage);
     await new Promise((r) => setTimeout(r, 60_000));
-    end();
+    samples.stop();
+    const steady = samples.all.filter((s) => s.at >= steadyFrom && s.at < outageFrom).map((s) => s.rss);
+    const outage = samples.all.filter((s) => s.at >= outageFrom).map((s) => s.rss);
     const spooled = Number(
       /pao_gateway_usage_spool_bytes (\d+)/.exec(await (await fetch(`${p.metrics}/metrics`)).text())?.[1],
     );
@@ -300,6 +297,7 @@ describe('usage survives the proxy being killed', () => {
     expect(lost).toEqual([]);
     expect(doubled).toEqual([]);
     expect(spooled).toBeGreaterThan(1024 * 1024);
+    expect(levelled, `RSS still rising after ${WARMUP_MS / 1000} s of steady load`).toBeDefined();
     // Flat: the backlog lives on disk, so memory must not grow with it. The outage's last 20 s
     // (three times the backlog of its first 20 s) peak within what GC moves from one sample to the
     // next; the outage as a whole costs the error path's buffers over steady load, not the backlog's.
