@@ -211,6 +211,8 @@ describe.runIf(inject('localControlPlane'))('the docs on the control plane', () 
       let printed: string | undefined;
       try {
         for (const b of blocks.filter((x) => x.file === file)) {
+          // A page's blocks build on each other: after the first failure the rest would only fail after it.
+          if (problems.length > 0) break;
           if (b.runner === 'output') {
             if (printed !== undefined) problems.push(...outputProblems(b, printed));
           } else if (b.runner && RUNS.has(b.runner) && b.lang !== 'json') printed = await runBlock(s, b, problems);

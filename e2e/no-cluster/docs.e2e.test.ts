@@ -109,6 +109,8 @@ describe.each(files)('the standalone blocks of %s', (file) => {
     let printed: string | undefined;
     try {
       for (const b of blocks.filter((x) => x.file === file)) {
+        // A page's blocks build on each other: after the first failure the rest would only fail after it.
+        if (problems.length > 0) break;
         if (b.runner === 'output') {
           if (printed !== undefined) problems.push(...outputProblems(b, printed));
         } else printed = b.runner === 'standalone' ? await runBlock(s, b, problems) : undefined;
