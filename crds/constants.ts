@@ -20,15 +20,21 @@ export const KINDS = {
 export type KindName = keyof typeof KINDS;
 
 /**
- * The wire dialects the gateway speaks, to callers and to upstreams (proxy/endpoints/dialects.ts says how
- * each errs and ends its streams; crds/providers/ which each hosted provider serves natively).
+ * The wire dialects callers speak, each an endpoint's (proxy/endpoints/dialects.ts says how each
+ * errs and ends its streams).
  */
-export type Dialect =
+export type CallerDialect =
   | 'openai-chat'
   | 'openai-completions'
   | 'openai-embeddings'
   | 'openai-responses'
   | 'anthropic-messages';
+
+/**
+ * Every wire dialect the gateway speaks: the callers', and those only an upstream speaks (Bedrock's
+ * Converse), reached through a translator (crds/providers/ say which each provider serves natively).
+ */
+export type Dialect = CallerDialect | 'bedrock-converse';
 
 /** Namespace where model servers (ModelDeployments and what they own) live. */
 export const LLMS_NAMESPACE = 'platform-llms';

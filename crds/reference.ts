@@ -4,7 +4,7 @@ import { pathToFileURL } from 'node:url';
 import { API_GROUP_VERSION, type KindName } from './constants.js';
 import { AWS_ERROR_RULES } from './providers/aws-errors.js';
 import type { ErrorRule } from './providers/provider.js';
-import { HOSTED_PROVIDERS } from './providers/table.js';
+import { PROVIDERS } from './providers/table.js';
 import { type CelRule, type CrdManifest, crdManifest, type JsonSchema, KIND_NAMES } from './schema.js';
 
 /**
@@ -215,14 +215,14 @@ function awsRows(): string[] {
 
 /** The error table of one provider (`bedrock` or a hosted type), first matching row wins. */
 export function renderErrorTable(provider: string): string {
-  const hosted = Object.hasOwn(HOSTED_PROVIDERS, provider)
-    ? HOSTED_PROVIDERS[provider as keyof typeof HOSTED_PROVIDERS]
-    : undefined;
-  if (!hosted && provider !== 'bedrock') throw new Error(`no error table for provider ${provider}`);
+  const module = Object.hasOwn(PROVIDERS, provider) ? PROVIDERS[provider as keyof typeof PROVIDERS] : undefined;
+  if (!module) throw new Error(`no error table for provider ${provider}`);
+  // Bedrock's table is AWS's codes (aws-errors.ts); the others' HTTP statuses.
+  const hosted = module.errors;
   const head = hosted
     ? ['| Provider answers | Condition reason | Caller gets | Cause and fix |', '|---|---|---|---|']
     : ['| AWS says | Condition reason | Caller gets | Cause and fix |', '|---|---|---|---|'];
-  return [...head, ...(hosted ? hostedRows(hosted.errors, hosted.label) : awsRows())].join('\n');
+  return [...head, ...(hosted ? hostedRows(hosted, module.label) : awsRows())].join('\n');
 }
 
 const SECTION = /(<!-- generated: errors ([a-z-]+) -->\n)[\s\S]*?(<!-- end generated -->)/g;

@@ -10,7 +10,7 @@ import { keyOf } from '../crds/kube/informer.js';
 import { KubeClient } from '../crds/kube/kube-client.js';
 import { errorMessage, jsonLogger, type Logger } from '../crds/observability/log.js';
 import { type MetricsServer, serveMetrics } from '../crds/observability/metrics-server.js';
-import type { AwsEndpoints, CredentialProvider } from '../crds/providers/aws-credentials.js';
+import type { CredentialProvider } from '../crds/providers/aws-credentials.js';
 import { CONTROLLERS } from './controllers.js';
 import { managementApi } from './management-api.js';
 import type { ModelCacheSetting } from './model-deployment/model-cache.js';
@@ -50,11 +50,12 @@ export interface OperatorOptions {
   leaderElection?: { namespace: string; name: string; identity: string; leaseDurationMs?: number } | false;
   logger?: Logger;
   catalog?: Catalog;
-  /** AWS: endpoint overrides (tests) and the base identity for AssumeRole (default chain). */
-  aws?: { endpoints?: AwsEndpoints; base?: CredentialProvider };
+  /** AWS: the base identity for AssumeRole (tests); the SDK's default chain where absent. */
+  aws?: { base?: CredentialProvider };
   /**
-   * Where hosted providers' endpoint overrides (PAO_ENDPOINT_URL_*) and workload-identity settings
-   * (AZURE_FEDERATED_TOKEN_FILE, GOOGLE_FEDERATED_TOKEN_FILE, ...) are read. Default process.env.
+   * Where providers' endpoint overrides (PAO_ENDPOINT_URL_*, Bedrock's and STS's included, and
+   * AWS's own AWS_ENDPOINT_URL_*) and workload-identity settings (AZURE_FEDERATED_TOKEN_FILE,
+   * GOOGLE_FEDERATED_TOKEN_FILE, ...) are read. Default process.env.
    */
   providerEnv?: NodeJS.ProcessEnv;
   /** How often ExternalProviders are discovered again. Default 10 minutes. */

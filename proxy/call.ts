@@ -101,9 +101,10 @@ async function callOne(
   span: RequestSpan | undefined,
 ): Promise<UpstreamResult> {
   if (plan instanceof ProxyError) throw plan;
-  const translation = plan.translator?.begin(call.body, call.stream);
-  if (translation instanceof ProxyError) throw translation;
   const backend = backendOf(deps.backends, route);
+  const served = { id: route.model, base: backend.baseModel?.(route) ?? route.model };
+  const translation = plan.translator?.begin(call.body, call.stream, served);
+  if (translation instanceof ProxyError) throw translation;
   const sent: UpstreamCall = {
     ...call,
     route,

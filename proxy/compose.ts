@@ -4,20 +4,14 @@ import type { AddressInfo } from 'node:net';
 import { join } from 'node:path';
 import type { KubeConfig } from '@kubernetes/client-node';
 import type { Hono } from 'hono';
-import { type BedrockModelFacts, loadBedrockModels } from '../crds/catalog/bedrock-models.js';
 import { type Catalog, loadCatalog, parallelSlots } from '../crds/catalog/catalog.js';
 import { ACCESS_KEY_ID_KEY, PRODUCT_VERSION, SECRET_ACCESS_KEY_KEY } from '../crds/constants.js';
 import type { ProviderType } from '../crds/external-provider.js';
 import { errorMessage, jsonLogger, type Logger } from '../crds/observability/log.js';
 import { type MetricsServer, serveMetrics } from '../crds/observability/metrics-server.js';
 import { LOAD_PATH } from '../crds/observability/proxy-load.js';
-import {
-  type CredentialProvider,
-  providerCredentials,
-  RoleCredentials,
-  type SecretLookup,
-} from '../crds/providers/aws-credentials.js';
-import { API_KEY_KEY, HostedCredentials } from '../crds/providers/credentials.js';
+import type { CredentialProvider, SecretLookup } from '../crds/providers/aws-credentials.js';
+import { API_KEY_KEY, ProviderCredentials } from '../crds/providers/credentials.js';
 import { ApiKeys, standaloneKeys } from './access/auth.js';
 import { BudgetGuard, type TagBudget, tagBudgetOf } from './access/budgets.js';
 import { MemoryBudget } from './access/memory-budget.js';
@@ -44,11 +38,10 @@ import { ProxyMetrics } from './telemetry/metrics.js';
 import { tracerFromEnv } from './telemetry/otel-env.js';
 import type { RequestTracer } from './telemetry/tracing.js';
 import type { Backends } from './upstreams/backend.js';
-import { BedrockUpstream } from './upstreams/bedrock.js';
 import { externalBackend } from './upstreams/external.js';
-import { HostedUpstream } from './upstreams/hosted.js';
 import { inClusterBackend } from './upstreams/in-cluster.js';
 import { OpenAICompatibleUpstream } from './upstreams/openai-compatible.js';
+import { ProviderUpstream } from './upstreams/provider-upstream.js';
 import { DEFAULT_RETRY, type RetryPolicy } from './upstreams/resilience.js';
 import { unavailableBackend } from './upstreams/unavailable.js';
 import { DEFAULT_TIMEOUTS, type Timeouts, type Upstream } from './upstreams/upstream.js';
@@ -95,9 +88,12 @@ export interface GatewayConfig {
   deployingRetryAfterSeconds?: number;
   /** Readiness false this long before the listener closes; then in-flight requests get drainMs. */
   shutdown?: { delayMs: number; drainMs: number };
-  /** AWS: where Bedrock and STS are (a private endpoint, or a double), and the base identity roles are assumed with. */
-  aws?: { endpoint?: string; base?: CredentialProvider };
-  /** Where OTEL_*, workload-identity settings, endpoint overrides and HOSTNAME are read. */
+  /** AWS: the base identity roles are assumed with (tests); the SDK's default chain where absent. */
+  aws?: { base?: CredentialProvider };
+  /**
+   * Where OTEL_*, workload-identity settings, endpoint overrides (PAO_ENDPOINT_URL_*, Bedrock's
+   * and STS's included) and HOSTNAME are read.
+   */
   env?: NodeJS.ProcessEnv;
   logger?: Logger;
 }
@@ -114,7 +110,6 @@ export interface GatewayParts {
   tracer: RequestTracer;
   limiter: RateLimiter;
   catalog: Catalog;
-  bedrockModels: Readonly<Record<string, BedrockModelFacts>>;
   /** The upstream of in-cluster models (a test's recording double, its own timeouts or pools). */
   inCluster: Upstream<InClusterRoute>;
   /** Upstreams of external providers by provider type. */
@@ -359,6 +354,7 @@ async function loadResources(
     ...(source.keysSecret ? { keysSecret: source.keysSecret } : {}),
     onBudgets: into.onBudgets,
     onError: (err) => into.log.warn('watch failed, retrying', { error: errorMessage(err) }),
+    ...(config.env ? { env: config.env } : {}),
   });
   await cluster.start();
   return { source: cluster, tagBudgets: [] };
@@ -424,30 +420,22 @@ function composeBackends(
   },
 ): Backends {
   const secret = providerSecrets(config, ctx.source);
-  const roles = new RoleCredentials({
-    ...(config.aws?.base ? { base: config.aws.base } : {}),
-    ...(config.aws?.endpoint ? { endpoint: config.aws.endpoint } : {}),
-  });
-  const bedrock = new BedrockUpstream({
-    ...(config.aws?.endpoint ? { endpoint: config.aws.endpoint } : {}),
-    credentialsFor: (route) =>
-      providerCredentials(route.identity.auth, route.target.type === 'bedrock' ? route.target.region : '', roles, () =>
-        secret(route.identity.auth.secretRef?.name ?? ''),
-      ),
-  });
-  // OpenAI, Anthropic, Azure OpenAI, Vertex AI and OpenAI-compatible servers: keys from the same
-  // Secrets, workload-identity tokens cached per identity.
-  const hosted = new HostedUpstream({
-    credentials: new HostedCredentials(secret, { env: ctx.env }),
+  // Every provider, Bedrock included: keys from the same Secrets, workload-identity tokens and
+  // AWS role sessions cached per identity, each call signed or keyed by its module's style.
+  const upstream = new ProviderUpstream({
+    credentials: new ProviderCredentials(secret, {
+      env: ctx.env,
+      ...(config.aws?.base ? { awsBase: config.aws.base } : {}),
+    }),
     timeouts: ctx.timeouts,
   });
   const providers: Record<ProviderType, Upstream<ExternalRoute>> = {
-    bedrock,
-    openai: hosted,
-    anthropic: hosted,
-    'azure-openai': hosted,
-    'vertex-ai': hosted,
-    'openai-compatible': hosted,
+    bedrock: upstream,
+    openai: upstream,
+    anthropic: upstream,
+    'azure-openai': upstream,
+    'vertex-ai': upstream,
+    'openai-compatible': upstream,
     ...parts.providers,
   };
   return {
@@ -463,11 +451,7 @@ function composeBackends(
       catalog: ctx.catalog,
       ask: parts.ask ?? ollamaShow(),
     }),
-    external: externalBackend({
-      upstreams: providers,
-      prices: ctx.prices,
-      bedrockModels: parts.bedrockModels ?? loadBedrockModels(),
-    }),
+    external: externalBackend({ upstreams: providers, prices: ctx.prices }),
     unavailable: unavailableBackend(config.deployingRetryAfterSeconds),
   };
 }

@@ -2,17 +2,19 @@ import type { Dialect } from '../constants.js';
 import {
   API_KEY_REFUSED,
   allPages,
+  betaHeader,
   COMMON_ERRORS,
   type ErrorRule,
-  type HostedProvider,
   isRecord,
   type ListedModel,
   listed,
   MODEL_NOT_FOUND,
   type ProviderErrorBody,
+  type ProviderModule,
   records,
   rootOf,
 } from './provider.js';
+import { statusTableProvider } from './status-table-provider.js';
 
 /**
  * Anthropic's API (https://api.anthropic.com): Messages natively (chat and Responses callers
@@ -76,23 +78,30 @@ export function undatedMatch(selected: string, models: readonly ListedModel[]): 
     .sort((a, b) => b.id.localeCompare(a.id))[0];
 }
 
-export const anthropic: HostedProvider = {
+const baseUrl: ProviderModule['baseUrl'] = (spec, env) =>
+  rootOf(env, 'PAO_ENDPOINT_URL_ANTHROPIC', spec.baseUrl ?? 'https://api.anthropic.com');
+
+export const anthropic: ProviderModule = statusTableProvider({
   type: 'anthropic',
   label: 'Anthropic',
   system: 'anthropic',
   endpointEnv: 'PAO_ENDPOINT_URL_ANTHROPIC',
-  baseUrl: (spec, env) => rootOf(env, 'PAO_ENDPOINT_URL_ANTHROPIC', spec.baseUrl ?? 'https://api.anthropic.com'),
+  baseUrl,
   credentialStyle: 'x-api-key',
   fixedHeaders: { 'anthropic-version': ANTHROPIC_VERSION },
   dialects: (t) => (t.modelType === 'text' ? NATIVE : []),
-  request: (t, _dialect, body) => ({ url: `${t.baseUrl}/v1/messages`, headers: {}, body }),
+  request: (t, _dialect, body, _stream, betas) => ({
+    url: `${t.baseUrl}/v1/messages`,
+    headers: betaHeader(betas),
+    body,
+  }),
   countTokens: (t, body) => ({ url: `${t.baseUrl}/v1/messages/count_tokens`, headers: {}, body }),
   // GET /v1/models pages with after_id while has_more.
-  discover: (_spec, baseUrl, auth, fetch) => {
-    const first = `${baseUrl}/v1/models?limit=1000`;
-    return allPages(
+  discover: async (spec, env, fetch) => {
+    const first = `${baseUrl(spec, env)}/v1/models?limit=1000`;
+    const models = await allPages(
       first,
-      { ...auth, 'anthropic-version': ANTHROPIC_VERSION },
+      { 'anthropic-version': ANTHROPIC_VERSION },
       fetch,
       (body) =>
         records(isRecord(body) ? body.data : undefined).flatMap((m) =>
@@ -103,8 +112,9 @@ export const anthropic: HostedProvider = {
           ? `${first}&after_id=${encodeURIComponent(body.last_id)}`
           : undefined,
     );
+    return { models };
   },
   matches: undatedMatch,
   errorBody: anthropicErrorBody,
   errors: ERRORS,
-};
+});

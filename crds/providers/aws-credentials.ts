@@ -5,7 +5,8 @@ import { SECRET_FORBIDDEN, SECRET_NOT_FOUND } from './aws-errors.js';
 
 /**
  * AWS credentials of an ExternalProvider, shared by the operator (discovery) and the proxy
- * (invocation). AccessKey: the two values of the referenced Secret. IAMRole: STS AssumeRole
+ * (invocation), which sign requests with them (aws-signature.ts). AccessKey: the two values of
+ * the referenced Secret. IAMRole: STS AssumeRole
  * on the role with the process's own AWS identity as the base (environment, web identity or
  * instance role, through the SDK's default chain), cached in memory until 5 minutes before
  * the temporary credentials expire; nothing is stored.
@@ -24,12 +25,6 @@ export type CredentialProvider = () => Promise<AwsCredentials>;
 const ROLE_SESSION_NAME = 'platform-ai-optimizer-gateway';
 /** Temporary credentials are renewed this long before they expire. */
 export const REFRESH_BEFORE_EXPIRY_MS = 5 * 60_000;
-
-export interface AwsEndpoints {
-  sts?: string;
-  bedrock?: string;
-  bedrockRuntime?: string;
-}
 
 /** Secret data as the API returns it (base64 values). */
 export function accessKeyFromSecretData(data: Record<string, string> | undefined): AwsCredentials | undefined {

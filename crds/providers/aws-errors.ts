@@ -360,6 +360,32 @@ export function awsFailure(err: unknown): AwsFailure {
   };
 }
 
+/**
+ * A restJson1 error answer (Bedrock's, Bedrock Runtime's): the code from x-amzn-ErrorType
+ * (`Code:namespace`), else the body's __type or code (`namespace#Code`); the message from the body.
+ */
+export function awsAnswerFailure(httpStatus: number, errorType: string | undefined, body: unknown): AwsFailure {
+  const field = (key: string): unknown =>
+    typeof body === 'object' && body !== null ? (body as Record<string, unknown>)[key] : undefined;
+  const raw = [errorType, field('__type'), field('code')].find((v): v is string => typeof v === 'string' && v !== '');
+  const code = raw?.split(':')[0]?.split('#').pop()?.trim();
+  const message = [field('message'), field('Message')].find((v): v is string => typeof v === 'string');
+  return { code: code || `HTTP${httpStatus}`, message: message ?? '', httpStatus };
+}
+
+/**
+ * An exception message of an event stream (`:message-type: exception`), by its member name: an
+ * internal error or a model stream error both mean the answer broke off midway (the table's
+ * stream error); the others name their error as is (throttlingException: ThrottlingException).
+ */
+export function awsStreamFailure(type: string, message: string): AwsFailure {
+  const code =
+    type === 'internalServerException' || type === 'modelStreamErrorException'
+      ? 'ModelStreamErrorException'
+      : `${type.charAt(0).toUpperCase()}${type.slice(1)}`;
+  return { code, message };
+}
+
 function matches(rule: Rule, failure: AwsFailure, ctx: AwsErrorContext): boolean {
   if (rule.codes && !rule.codes.includes(failure.code)) return false;
   if (rule.auth && rule.auth !== ctx.auth) return false;

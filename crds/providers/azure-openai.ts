@@ -4,16 +4,16 @@ import {
   allPages,
   COMMON_ERRORS,
   type ErrorRule,
-  type HostedProvider,
-  type HostedTarget,
   isRecord,
-  type ListedModel,
-  modelTypeOf,
+  listedAs,
   OPENAI_PATHS,
   openAIErrorBody,
+  type ProviderModule,
+  type ProviderTarget,
   records,
   rootOf,
 } from './provider.js';
+import { statusTableProvider } from './status-table-provider.js';
 
 /**
  * Azure OpenAI (and AI Foundry) resources: https://<resourceName>.openai.azure.com. Without
@@ -97,19 +97,25 @@ const ERRORS: readonly ErrorRule[] = [
 
 const deploymentOf = (spec: ExternalProviderSpec, name: string) => spec.azure?.deployments.find((d) => d.name === name);
 
-export const azureOpenai: HostedProvider = {
+const baseUrl: ProviderModule['baseUrl'] = (spec, env) =>
+  rootOf(env, 'PAO_ENDPOINT_URL_AZURE_OPENAI', `https://${spec.azure?.resourceName ?? ''}.openai.azure.com`);
+
+/** The OpenAI model behind a deployment, whose price applies. */
+const azureBaseModel = (spec: ExternalProviderSpec, deployment: string): string =>
+  deploymentOf(spec, deployment)?.model ?? deployment;
+
+export const azureOpenai: ProviderModule = statusTableProvider({
   type: 'azure-openai',
   label: 'Azure OpenAI',
   system: 'azure.ai.openai',
   endpointEnv: 'PAO_ENDPOINT_URL_AZURE_OPENAI',
-  baseUrl: (spec, env) =>
-    rootOf(env, 'PAO_ENDPOINT_URL_AZURE_OPENAI', `https://${spec.azure?.resourceName ?? ''}.openai.azure.com`),
+  baseUrl,
   credentialStyle: 'api-key',
   dialects: (t) => (t.modelType === 'embedding' ? EMBEDDINGS : t.apiVersion ? DATED : V1),
   // stream_options (the usage chunk) came with 2024-09-01-preview; older versions refuse it, and
   // their streams are counted from what was sent.
   streamUsage: (t) => !t.apiVersion || t.apiVersion >= '2024-09-01',
-  request: (t: HostedTarget, dialect, body) => {
+  request: (t: ProviderTarget, dialect, body) => {
     const path = OPENAI_PATHS[dialect] ?? '';
     if (!t.apiVersion)
       return { url: `${t.baseUrl}/openai/v1${path}`, headers: {}, body: { ...body, model: t.upstreamModel } };
@@ -126,27 +132,28 @@ export const azureOpenai: HostedProvider = {
    * deployment counts as available when the resource serves its model. A deployment that does
    * not exist shows at its first call (DeploymentNotFound, a row of the table above).
    */
-  discover: async (spec, baseUrl, auth, fetch): Promise<ListedModel[]> => {
+  discover: async (spec, env, fetch) => {
+    const root = baseUrl(spec, env);
     const url = spec.azure?.apiVersion
-      ? `${baseUrl}/openai/models?api-version=${spec.azure.apiVersion}`
-      : `${baseUrl}/openai/v1/models`;
+      ? `${root}/openai/models?api-version=${spec.azure.apiVersion}`
+      : `${root}/openai/v1/models`;
     const models = await allPages(
       url,
-      auth,
+      {},
       fetch,
       (body) =>
         records(isRecord(body) ? body.data : undefined).flatMap((m) => (typeof m.id === 'string' ? [m.id] : [])),
       () => undefined,
     );
     const served = (model: string) => models.some((id) => id === model || id.startsWith(`${model}-`));
-    return (spec.azure?.deployments ?? [])
-      .filter((d) => served(d.model))
-      .map((d) => ({ id: d.name, family: 'openai' as const, modelType: modelTypeOf(d.model) }));
+    return {
+      models: (spec.azure?.deployments ?? [])
+        .filter((d) => served(d.model))
+        .map((d) => listedAs(d.name, 'openai', d.model)),
+    };
   },
+  baseModel: azureBaseModel,
+  missingFix: 'the resource does not serve the model of these deployments (azure.deployments[].model)',
   errorBody: openAIErrorBody,
   errors: ERRORS,
-};
-
-/** The OpenAI model behind a deployment, whose price applies. */
-export const azureBaseModel = (spec: ExternalProviderSpec, deployment: string): string =>
-  deploymentOf(spec, deployment)?.model ?? deployment;
+});

@@ -1,12 +1,10 @@
-import { isRecord } from '../endpoints/chat-request.js';
-import { invalidRequest, ProxyError } from '../endpoints/errors.js';
-import type { Usage } from './upstream.js';
+import { isRecord, type Refusal } from './provider.js';
 
 /**
- * OpenAI embeddings <-> Bedrock InvokeModel bodies of the embedding models, as pure functions:
- * Titan Text Embeddings v2 embeds one text per call (a list becomes one call per text), Cohere
- * Embed v3 up to 96 texts per call. What a family cannot do is refused with a 400 naming the
- * parameter, rather than dropped.
+ * OpenAI embeddings <-> Bedrock InvokeModel bodies of the embedding models, as pure functions
+ * (the Bedrock module addresses the calls as one fan-out, bedrock.ts): Titan Text Embeddings v2
+ * embeds one text per call (a list becomes one call per text), Cohere Embed v3 up to 96 texts per
+ * call. What a family cannot do is refused with a 400 naming the parameter, rather than dropped.
  */
 
 type Family = 'titan-v2' | 'cohere-v3';
@@ -30,6 +28,12 @@ export interface EmbeddingAnswer {
   inputTokens?: number;
 }
 
+const invalidRequest = (refused: string, param: string, code = 'invalid_request'): Refusal => ({
+  refused,
+  param,
+  code,
+});
+
 /** Texts per Cohere call (its limit). */
 export const COHERE_BATCH = 96;
 const COHERE_INPUT_TYPES = ['search_document', 'search_query', 'classification', 'clustering'];
@@ -43,26 +47,18 @@ function familyOf(foundationModel: string): Family | undefined {
   return undefined;
 }
 
-export function toEmbeddingCalls(foundationModel: string, body: Record<string, unknown>): EmbeddingPlan | ProxyError {
+export function toEmbeddingCalls(foundationModel: string, body: Record<string, unknown>): EmbeddingPlan | Refusal {
   const family = familyOf(foundationModel);
   if (!family) {
-    return new ProxyError(
-      400,
-      'invalid_request_error',
-      'unsupported_model',
+    return invalidRequest(
       `${foundationModel} is not an embedding model the gateway translates (Titan Text Embeddings v2, Cohere Embed v3)`,
       'model',
+      'unsupported_model',
     );
   }
   for (const name of Object.keys(body)) {
     if (!KNOWN.has(name) && body[name] !== null) {
-      return new ProxyError(
-        400,
-        'invalid_request_error',
-        'unsupported_parameter',
-        `${name} is not supported for Bedrock embedding models`,
-        name,
-      );
+      return invalidRequest(`${name} is not supported for Bedrock embedding models`, name, 'unsupported_parameter');
     }
   }
   const input = body.input;
@@ -119,14 +115,16 @@ function base64Of(vector: number[]): string {
 }
 
 const isVector = (v: unknown): v is number[] => Array.isArray(v) && v.every((x) => typeof x === 'number');
-const malformed = (model: string) =>
-  new ProxyError(502, 'api_error', 'upstream_error', `Bedrock answered ${model} in a shape the gateway does not know`);
+const malformed = (model: string) => ({
+  unreadable: `Bedrock answered ${model} in a shape the gateway does not know`,
+});
 
+/** The answers as OpenAI's embeddings list, its usage the input tokens Bedrock counted. */
 export function fromEmbeddingAnswers(
   plan: EmbeddingPlan,
   answers: readonly EmbeddingAnswer[],
   model: string,
-): { body: unknown; usage: Usage } | ProxyError {
+): { body: unknown } | { unreadable: string } {
   const vectors: number[][] = [];
   let tokens = 0;
   for (const [i, answer] of answers.entries()) {
@@ -157,6 +155,5 @@ export function fromEmbeddingAnswers(
       model,
       usage: { prompt_tokens: tokens, total_tokens: tokens },
     },
-    usage: { promptTokens: tokens, completionTokens: 0 },
   };
 }

@@ -1,12 +1,22 @@
 import { readFile } from 'node:fs/promises';
 import type { ExternalProviderSpec } from '../external-provider.js';
+import {
+  type AwsCredentials,
+  accessKeyFromSecretData,
+  type CredentialProvider,
+  last4,
+  providerCredentials,
+  RoleCredentials,
+} from './aws-credentials.js';
+import { awsFailure, classifyAwsError } from './aws-errors.js';
+import { signedHeaders } from './aws-signature.js';
 import { AZURE_COGNITIVE_SCOPE } from './azure-openai.js';
-import type { HostedProvider, ProviderProblem } from './provider.js';
+import { CredentialError, type ProviderIdentity, type ProviderModule } from './provider.js';
 import { GOOGLE_CLOUD_SCOPE } from './vertex-ai.js';
 
 /**
- * The credentials of a hosted provider as request headers, for the proxy's calls and the
- * operator's discovery alike:
+ * The credentials of a provider, put on one request ("authorize this request"), for the proxy's
+ * calls and the operator's discovery alike: headers with a key or a token, or a SigV4 signature.
  *
  * - APIKey: the key in the Secret named by spec.auth.secretRef (key apiKey), in the header the
  *   provider reads it from. Only its last 4 characters are ever shown.
@@ -18,6 +28,10 @@ import { GOOGLE_CLOUD_SCOPE } from './vertex-ai.js';
  *   the pod's Google identity; with it, the ServiceAccount token (at GOOGLE_FEDERATED_TOKEN_FILE)
  *   exchanged at Google STS, then, with spec.auth.serviceAccount, an impersonated token from IAM
  *   Credentials.
+ * - AccessKey (Bedrock): the two values of the Secret named by spec.auth.secretRef; IAMRole: STS
+ *   AssumeRole on spec.auth.roleArn with the process's own AWS identity (aws-credentials.ts,
+ *   cached until 5 minutes before the session expires). Either signs the request with SigV4
+ *   (aws-signature.ts) for the provider's region.
  *
  * Tokens are cached until 5 minutes before they expire (one exchange in flight per identity) and
  * never logged. Each exchange is a single documented POST or GET, written here rather than
@@ -32,20 +46,10 @@ export type SecretSource = (name: string) => { data?: Record<string, string>; fo
 /** The Secret's key holding the API key. */
 export const API_KEY_KEY = 'apiKey';
 
-/** A credential failure, classified like the provider's own errors. */
-export class CredentialError extends Error {
-  constructor(readonly problem: Omit<ProviderProblem, 'status' | 'type' | 'code'>) {
-    super(problem.message);
-  }
-}
-
 const problem = (reason: string, message: string): CredentialError =>
   new CredentialError({ reason, credentials: true, message });
 
-/** Who a provider's calls are made as: its kind and spec.auth. */
-export type ProviderIdentity = Pick<ExternalProviderSpec, 'provider' | 'auth'>;
-
-export function apiKeyOf(spec: Pick<ExternalProviderSpec, 'auth'>, secrets: SecretSource): string {
+function apiKeyOf(spec: Pick<ExternalProviderSpec, 'auth'>, secrets: SecretSource): string {
   const name = spec.auth.secretRef?.name ?? '';
   const found = secrets(name);
   if (found?.forbidden) {
@@ -68,7 +72,7 @@ export function apiKeyOf(spec: Pick<ExternalProviderSpec, 'auth'>, secrets: Secr
   return key;
 }
 
-export const keyLast4 = (key: string): string => key.replace(/[^A-Za-z0-9]/g, '').slice(-4);
+const keyLast4 = (key: string): string => key.replace(/[^A-Za-z0-9]/g, '').slice(-4);
 
 interface Token {
   value: string;
@@ -85,6 +89,17 @@ export interface TokenOptions {
   env: NodeJS.ProcessEnv;
   fetch?: Fetch;
   now?: () => number;
+  /** AWS: the process's own identity roles are assumed with; the SDK's default chain where absent. */
+  awsBase?: CredentialProvider;
+}
+
+/** One request to authorize: what SigV4 signs. */
+export interface OutgoingRequest {
+  method: 'GET' | 'POST';
+  url: string;
+  /** Lower-case names. */
+  headers: Record<string, string>;
+  body?: string;
 }
 
 async function readToken(path: string, what: string): Promise<string> {
@@ -138,14 +153,16 @@ const expiry = (now: number, seconds: unknown) =>
   now + (typeof seconds === 'number' ? seconds : Number(seconds ?? 3600)) * 1000;
 
 /**
- * Workload-identity tokens per identity, cached and refreshed before expiry. One instance per
- * process; `headers` gives a provider's auth headers for one call.
+ * A provider's credentials per identity: workload-identity tokens and AWS role sessions cached
+ * and refreshed before expiry. One instance per process; `authorize` gives the headers one
+ * request goes out with.
  */
-export class HostedCredentials {
+export class ProviderCredentials {
   private readonly tokens = new Map<string, Token>();
   private readonly pending = new Map<string, Promise<Token>>();
   private readonly fetch: Fetch;
   private readonly now: () => number;
+  private readonly roles: RoleCredentials;
 
   constructor(
     private readonly secrets: SecretSource,
@@ -153,23 +170,70 @@ export class HostedCredentials {
   ) {
     this.fetch = opts.fetch ?? fetch;
     this.now = opts.now ?? Date.now;
+    const sts = opts.env.PAO_ENDPOINT_URL_AWS_STS || opts.env.AWS_ENDPOINT_URL_STS;
+    this.roles = new RoleCredentials({
+      ...(opts.awsBase ? { base: opts.awsBase } : {}),
+      ...(sts ? { endpoint: sts } : {}),
+      ...(opts.now ? { now: opts.now } : {}),
+    });
   }
 
-  /** The headers that authenticate one call to the provider. */
-  async headers(spec: ProviderIdentity, provider: HostedProvider): Promise<Record<string, string>> {
+  /**
+   * The headers `request` goes out with: its own and the credentials' (a key or token header, or
+   * the SigV4 signature of the whole request). Throws a CredentialError for credentials that
+   * cannot be had.
+   */
+  async authorize(
+    spec: ProviderIdentity,
+    provider: Pick<ProviderModule, 'credentialStyle' | 'label' | 'signingName'>,
+    request: OutgoingRequest,
+  ): Promise<Record<string, string>> {
     switch (spec.auth.method) {
       case 'None':
-        return {};
+        return request.headers;
       case 'APIKey': {
         const key = apiKeyOf(spec, this.secrets);
-        if (provider.credentialStyle === 'x-api-key') return { 'x-api-key': key };
-        if (provider.credentialStyle === 'api-key') return { 'api-key': key };
-        return { authorization: `Bearer ${key}` };
+        if (provider.credentialStyle === 'x-api-key') return { ...request.headers, 'x-api-key': key };
+        if (provider.credentialStyle === 'api-key') return { ...request.headers, 'api-key': key };
+        return { ...request.headers, authorization: `Bearer ${key}` };
       }
       case 'WorkloadIdentity':
-        return { authorization: `Bearer ${await this.token(spec)}` };
+        return { ...request.headers, authorization: `Bearer ${await this.token(spec)}` };
+      case 'AccessKey':
+      case 'IAMRole':
+        return signedHeaders(request, await this.aws(spec), spec.region ?? '', provider.signingName ?? '');
       default:
         throw problem('UnsupportedAuth', `auth.method ${spec.auth.method} is not one of ${provider.label}'s`);
+    }
+  }
+
+  /** The last 4 characters of the key the provider is called with (an API key, an AWS access key id), where there is one. */
+  keyLast4(spec: ProviderIdentity): string | undefined {
+    const found = this.secrets(spec.auth.secretRef?.name ?? '');
+    if (spec.auth.method === 'AccessKey') {
+      const key = accessKeyFromSecretData(found?.data);
+      return key ? last4(key.accessKeyId) : undefined;
+    }
+    if (spec.auth.method !== 'APIKey') return undefined;
+    try {
+      const shown = keyLast4(apiKeyOf(spec, this.secrets));
+      return shown.length === 4 ? shown : undefined;
+    } catch {
+      return undefined;
+    }
+  }
+
+  /** AWS credentials of an AccessKey or IAMRole provider; their failure classified by the AWS table. */
+  private async aws(spec: ProviderIdentity): Promise<AwsCredentials> {
+    const secretName = spec.auth.secretRef?.name ?? '';
+    try {
+      return await providerCredentials(spec.auth, spec.region ?? '', this.roles, () => this.secrets(secretName))();
+    } catch (err) {
+      const auth = spec.auth.method === 'AccessKey' ? 'AccessKey' : 'IAMRole';
+      const p = classifyAwsError(awsFailure(err), { auth, stage: 'credentials', region: spec.region ?? '' }, [
+        secretName,
+      ]);
+      throw new CredentialError(p);
     }
   }
 

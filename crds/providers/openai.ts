@@ -4,15 +4,16 @@ import {
   allPages,
   COMMON_ERRORS,
   type ErrorRule,
-  type HostedProvider,
   isRecord,
   listed,
   MODEL_NOT_FOUND,
   OPENAI_PATHS,
   openAIErrorBody,
+  type ProviderModule,
   records,
   rootOf,
 } from './provider.js';
+import { statusTableProvider } from './status-table-provider.js';
 
 /**
  * OpenAI's API (https://api.openai.com/v1, or a regional root such as https://eu.api.openai.com/v1
@@ -68,22 +69,30 @@ export const OPENAI_ERRORS: readonly ErrorRule[] = [
 ];
 
 /** GET {root}/models, OpenAI's list (also OpenAI-compatible servers'): `{data: [{id}]}`, one page. */
-export const listOpenAIModels: HostedProvider['discover'] = (_spec, baseUrl, auth, fetch) =>
-  allPages(
-    `${baseUrl}/models`,
-    auth,
-    fetch,
-    (body) =>
-      records(isRecord(body) ? body.data : undefined).flatMap((m) => (typeof m.id === 'string' ? [listed(m.id)] : [])),
-    () => undefined,
-  );
+export const listOpenAIModels =
+  (baseUrl: ProviderModule['baseUrl']): ProviderModule['discover'] =>
+  async (spec, env, fetch) => ({
+    models: await allPages(
+      `${baseUrl(spec, env)}/models`,
+      {},
+      fetch,
+      (body) =>
+        records(isRecord(body) ? body.data : undefined).flatMap((m) =>
+          typeof m.id === 'string' ? [listed(m.id)] : [],
+        ),
+      () => undefined,
+    ),
+  });
 
-export const openai: HostedProvider = {
+const baseUrl: ProviderModule['baseUrl'] = (spec, env) =>
+  rootOf(env, 'PAO_ENDPOINT_URL_OPENAI', spec.baseUrl ?? 'https://api.openai.com/v1');
+
+export const openai: ProviderModule = statusTableProvider({
   type: 'openai',
   label: 'OpenAI',
   system: 'openai',
   endpointEnv: 'PAO_ENDPOINT_URL_OPENAI',
-  baseUrl: (spec, env) => rootOf(env, 'PAO_ENDPOINT_URL_OPENAI', spec.baseUrl ?? 'https://api.openai.com/v1'),
+  baseUrl,
   credentialStyle: 'bearer',
   dialects: (t) => (t.modelType === 'embedding' ? EMBEDDINGS : NATIVE),
   request: (t, dialect, body) => ({
@@ -91,7 +100,7 @@ export const openai: HostedProvider = {
     headers: {},
     body,
   }),
-  discover: listOpenAIModels,
+  discover: listOpenAIModels(baseUrl),
   errorBody: openAIErrorBody,
   errors: OPENAI_ERRORS,
-};
+});

@@ -6,13 +6,35 @@ import { hostedPrice, loadBedrockPrices } from '../catalog/prices.js';
 import type { Dialect } from '../constants.js';
 import type { ExternalProviderSpec } from '../external-provider.js';
 import { undatedMatch } from './anthropic.js';
-import { CredentialError, HostedCredentials, type ProviderIdentity } from './credentials.js';
-import { classify, type HostedTarget, listed, redact } from './provider.js';
-import { HOSTED_PROVIDERS } from './table.js';
+import { ProviderCredentials } from './credentials.js';
+import {
+  CredentialError,
+  classify,
+  isFanOut,
+  isRefusal,
+  listed,
+  type ProviderIdentity,
+  type ProviderModule,
+  type ProviderTarget,
+  redact,
+  type WireRequest,
+} from './provider.js';
+import { PROVIDERS } from './table.js';
 
 /** The provider modules as data: where each call goes, what each error means, what each credential costs. */
 
-const target = (t: Partial<HostedTarget> & Pick<HostedTarget, 'type'>): HostedTarget => ({
+/** One call's wire request, as the module addresses it. */
+function one(module: ProviderModule, ...args: Parameters<ProviderModule['request']>): WireRequest {
+  const wire = module.request(...args);
+  if (isRefusal(wire) || isFanOut(wire)) throw new Error(`expected one request, got ${JSON.stringify(wire)}`);
+  return wire;
+}
+
+/** The headers a request goes out with, its own being none. */
+const authorizeOf = (c: ProviderCredentials, id: ProviderIdentity, module: ProviderModule) =>
+  c.authorize(id, module, { method: 'POST', url: 'https://provider.example/v1', headers: {} });
+
+const target = (t: Partial<ProviderTarget> & Pick<ProviderTarget, 'type'>): ProviderTarget => ({
   upstreamModel: 'm',
   family: 'openai',
   modelType: 'text',
@@ -108,7 +130,7 @@ describe('each provider addresses a call', () => {
       { model: 'caller-name' },
     ],
   ] as const)('%s', (_name, t, dialect, stream, url, fields) => {
-    const wire = HOSTED_PROVIDERS[t.type].request(t, dialect as Dialect, body, stream);
+    const wire = one(PROVIDERS[t.type], t, dialect as Dialect, body, stream);
     expect(wire.url).toBe(url);
     expect(wire.body).toMatchObject(Object.fromEntries(Object.entries(fields).filter(([, v]) => v !== undefined)));
     for (const [k, v] of Object.entries(fields)) if (v === undefined) expect(wire.body).not.toHaveProperty(k);
@@ -129,7 +151,7 @@ describe('each provider addresses a call', () => {
     [target({ type: 'vertex-ai', family: 'anthropic' }), ['anthropic-messages']],
     [target({ type: 'openai-compatible' }), ['openai-chat', 'openai-completions', 'openai-embeddings']],
   ])('%o speaks %o natively', (t, dialects) => {
-    expect(HOSTED_PROVIDERS[t.type].dialects(t)).toEqual(dialects);
+    expect(PROVIDERS[t.type].dialects(t)).toEqual(dialects);
   });
 
   it('takes the API root from the spec, the env override first', () => {
@@ -137,34 +159,36 @@ describe('each provider addresses a call', () => {
       provider: 'azure-openai',
       azure: { resourceName: 'contoso', deployments: [] },
     } as unknown as ExternalProviderSpec;
-    expect(HOSTED_PROVIDERS['azure-openai'].baseUrl(spec, {})).toBe('https://contoso.openai.azure.com');
+    expect(PROVIDERS['azure-openai'].baseUrl(spec, {})).toBe('https://contoso.openai.azure.com');
     expect(
-      HOSTED_PROVIDERS['azure-openai'].baseUrl(spec, { PAO_ENDPOINT_URL_AZURE_OPENAI: 'http://127.0.0.1:9/azure/' }),
+      PROVIDERS['azure-openai'].baseUrl(spec, { PAO_ENDPOINT_URL_AZURE_OPENAI: 'http://127.0.0.1:9/azure/' }),
     ).toBe('http://127.0.0.1:9/azure');
     const vertex = {
       provider: 'vertex-ai',
       vertex: { project: 'p', location: 'europe-west4' },
     } as unknown as ExternalProviderSpec;
-    expect(HOSTED_PROVIDERS['vertex-ai'].baseUrl(vertex, {})).toBe('https://europe-west4-aiplatform.googleapis.com');
+    expect(PROVIDERS['vertex-ai'].baseUrl(vertex, {})).toBe('https://europe-west4-aiplatform.googleapis.com');
     const global = {
       provider: 'vertex-ai',
       vertex: { project: 'p', location: 'global' },
     } as unknown as ExternalProviderSpec;
-    expect(HOSTED_PROVIDERS['vertex-ai'].baseUrl(global, {})).toBe('https://aiplatform.googleapis.com');
-    expect(HOSTED_PROVIDERS.openai.baseUrl({ provider: 'openai' } as ExternalProviderSpec, {})).toBe(
+    expect(PROVIDERS['vertex-ai'].baseUrl(global, {})).toBe('https://aiplatform.googleapis.com');
+    expect(PROVIDERS.openai.baseUrl({ provider: 'openai' } as ExternalProviderSpec, {})).toBe(
       'https://api.openai.com/v1',
     );
     expect(
-      HOSTED_PROVIDERS.anthropic.baseUrl(
-        { provider: 'anthropic', baseUrl: 'https://eu.example' } as ExternalProviderSpec,
-        {},
-      ),
+      PROVIDERS.anthropic.baseUrl({ provider: 'anthropic', baseUrl: 'https://eu.example' } as ExternalProviderSpec, {}),
     ).toBe('https://eu.example');
   });
 });
 
 describe('error tables', () => {
-  const vars = { provider: 'P', model: 'm' };
+  const call = {
+    stage: 'call',
+    provider: 'ns/p',
+    model: 'm',
+    identity: { provider: 'openai', auth: { method: 'APIKey', secretRef: { name: 's' } } },
+  } as const;
   it.each([
     [
       'openai',
@@ -220,22 +244,38 @@ describe('error tables', () => {
     ],
     ['openai-compatible', 418, 'not json', 'ProviderError', 502],
   ] as const)('%s %i -> %s', (type, status, body, reason, callerStatus) => {
-    const p = classify(HOSTED_PROVIDERS[type], status, body, vars);
+    const p = PROVIDERS[type].problem({ kind: 'answer', status, headers: {}, body }, call);
     expect([p.reason, p.status]).toEqual([reason, callerStatus]);
   });
 
   it("gives retry-after in whole seconds, and shows the provider's message redacted", () => {
-    const p = classify(
-      HOSTED_PROVIDERS.openai,
-      429,
-      { error: { message: 'Limit for org-AbCd123 on sk-proj-abcdef' } },
-      vars,
-      '1.5',
+    const p = PROVIDERS.openai.problem(
+      {
+        kind: 'answer',
+        status: 429,
+        headers: { 'retry-after': '1.5' },
+        body: { error: { message: 'Limit for org-AbCd123 on sk-proj-abcdef' } },
+      },
+      call,
     );
     expect(p.retryAfterSeconds).toBe(2);
     expect(p.message).toBe(
-      'P is throttling m: Limit for <redacted> on <redacted>; retry after the time it gives, or raise the rate limit of the account or deployment',
+      'OpenAI (ns/p) is throttling m: Limit for <redacted> on <redacted>; retry after the time it gives, or raise the rate limit of the account or deployment',
     );
+    // Azure's retry-after-ms, rounded up.
+    const azure = PROVIDERS['azure-openai'].problem(
+      { kind: 'answer', status: 429, headers: { 'retry-after-ms': '2100' }, body: {} },
+      call,
+    );
+    expect(azure.retryAfterSeconds).toBe(3);
+  });
+
+  it('says the same cause to the operator (the provider by its label) and to callers (the resource)', () => {
+    const answer = { kind: 'answer', status: 401, headers: {}, body: { error: { message: 'bad' } } } as const;
+    const operator = PROVIDERS.openai.problem(answer, { stage: 'discovery', identity: call.identity });
+    expect(operator.message).toMatch(/^OpenAI refused the API key: bad/);
+    expect(PROVIDERS.openai.problem(answer, call).message).toMatch(/^OpenAI \(ns\/p\) refused the API key: bad/);
+    expect(classify(PROVIDERS.openai, 401, answer.body, { provider: 'OpenAI' }).reason).toBe('InvalidAPIKey');
   });
 
   it.each([
@@ -268,8 +308,8 @@ describe('model matching and prices', () => {
 
   it('Vertex ids carry a version after @', () => {
     const list = ['claude-sonnet-4-5', 'gemini-2.5-flash'].map(listed);
-    expect(HOSTED_PROVIDERS['vertex-ai'].matches?.('claude-sonnet-4-5@20250929', list)?.family).toBe('anthropic');
-    expect(HOSTED_PROVIDERS['vertex-ai'].matches?.('gemini-2.5-pro', list)).toBeUndefined();
+    expect(PROVIDERS['vertex-ai'].matches?.('claude-sonnet-4-5@20250929', list)?.family).toBe('anthropic');
+    expect(PROVIDERS['vertex-ai'].matches?.('gemini-2.5-pro', list)).toBeUndefined();
   });
 
   it.each([
@@ -313,8 +353,8 @@ describe('credentials', () => {
     ['anthropic', { 'x-api-key': 'k-1234' }],
     ['azure-openai', { 'api-key': 'k-1234' }],
   ] as const)('%s: the key from the Secret in its own header', async (type, headers) => {
-    const c = new HostedCredentials(secrets({ apiKey: b64('k-1234\n') }), { env: {} });
-    expect(await c.headers(keyed(type), HOSTED_PROVIDERS[type])).toEqual(headers);
+    const c = new ProviderCredentials(secrets({ apiKey: b64('k-1234\n') }), { env: {} });
+    expect(await authorizeOf(c, keyed(type), PROVIDERS[type])).toEqual(headers);
   });
 
   it.each([
@@ -322,8 +362,8 @@ describe('credentials', () => {
     [{ other: 'x' }, false, 'SecretKeyMissing'],
     [undefined, true, 'SecretForbidden'],
   ] as const)('a Secret that is %j (forbidden %s) is %s, naming no Secret', async (data, forbidden, reason) => {
-    const c = new HostedCredentials(secrets(data, forbidden), { env: {} });
-    const err = await c.headers(keyed('openai'), HOSTED_PROVIDERS.openai).catch((e: unknown) => e);
+    const c = new ProviderCredentials(secrets(data, forbidden), { env: {} });
+    const err = await authorizeOf(c, keyed('openai'), PROVIDERS.openai).catch((e: unknown) => e);
     expect(err).toBeInstanceOf(CredentialError);
     expect((err as CredentialError).problem.reason).toBe(reason);
     expect((err as CredentialError).message).not.toContain("'s'");
@@ -335,7 +375,7 @@ describe('credentials', () => {
     let issued = 0;
     const { f, calls } = fakeFetch(() => ({ status: 200, body: { access_token: `t${++issued}`, expires_in: 3600 } }));
     let now = 1_000_000;
-    const c = new HostedCredentials(secrets(undefined), {
+    const c = new ProviderCredentials(secrets(undefined), {
       env: { AZURE_FEDERATED_TOKEN_FILE: join(dir, 'token'), AZURE_AUTHORITY_HOST: 'https://login.example/' },
       fetch: f,
       now: () => now,
@@ -345,15 +385,15 @@ describe('credentials', () => {
       auth: { method: 'WorkloadIdentity', tenantId: 'tenant', clientId: 'client' },
     };
     const both = await Promise.all([
-      c.headers(id, HOSTED_PROVIDERS['azure-openai']),
-      c.headers(id, HOSTED_PROVIDERS['azure-openai']),
+      authorizeOf(c, id, PROVIDERS['azure-openai']),
+      authorizeOf(c, id, PROVIDERS['azure-openai']),
     ]);
     expect(both).toEqual([{ authorization: 'Bearer t1' }, { authorization: 'Bearer t1' }]);
     expect(calls).toEqual(['https://login.example/tenant/oauth2/v2.0/token']);
     now += 54 * 60_000;
-    expect(await c.headers(id, HOSTED_PROVIDERS['azure-openai'])).toEqual({ authorization: 'Bearer t1' });
+    expect(await authorizeOf(c, id, PROVIDERS['azure-openai'])).toEqual({ authorization: 'Bearer t1' });
     now += 2 * 60_000;
-    expect(await c.headers(id, HOSTED_PROVIDERS['azure-openai'])).toEqual({ authorization: 'Bearer t2' });
+    expect(await authorizeOf(c, id, PROVIDERS['azure-openai'])).toEqual({ authorization: 'Bearer t2' });
   });
 
   it("a refused exchange says the AADSTS code and the fix, never the description's identifiers", async () => {
@@ -367,16 +407,15 @@ describe('credentials', () => {
           "AADSTS700213: No matching federated identity record found for presented assertion subject 'system:serviceaccount:platform-agent:proxy'.",
       },
     }));
-    const c = new HostedCredentials(secrets(undefined), {
+    const c = new ProviderCredentials(secrets(undefined), {
       env: { AZURE_FEDERATED_TOKEN_FILE: join(dir, 'token') },
       fetch: f,
     });
-    const err = (await c
-      .headers(
-        { provider: 'azure-openai', auth: { method: 'WorkloadIdentity', tenantId: 't', clientId: 'c' } },
-        HOSTED_PROVIDERS['azure-openai'],
-      )
-      .catch((e: unknown) => e)) as CredentialError;
+    const err = (await authorizeOf(
+      c,
+      { provider: 'azure-openai', auth: { method: 'WorkloadIdentity', tenantId: 't', clientId: 'c' } },
+      PROVIDERS['azure-openai'],
+    ).catch((e: unknown) => e)) as CredentialError;
     expect(err.problem.reason).toBe('TokenExchangeRefused');
     expect(err.message).toContain('(invalid_client, AADSTS700213)');
     expect(err.message).not.toContain('platform-agent:proxy');
@@ -393,16 +432,17 @@ describe('credentials', () => {
     );
     const dir = mkdtempSync(join(tmpdir(), 'wi-'));
     writeFileSync(join(dir, 'token'), 'federated');
-    const c = new HostedCredentials(secrets(undefined), {
+    const c = new ProviderCredentials(secrets(undefined), {
       env: { GCE_METADATA_HOST: 'metadata.test', GOOGLE_FEDERATED_TOKEN_FILE: join(dir, 'token') },
       fetch: f,
     });
-    const vertex = HOSTED_PROVIDERS['vertex-ai'];
-    expect(await c.headers({ provider: 'vertex-ai', auth: { method: 'WorkloadIdentity' } }, vertex)).toEqual({
+    const vertex = PROVIDERS['vertex-ai'];
+    expect(await authorizeOf(c, { provider: 'vertex-ai', auth: { method: 'WorkloadIdentity' } }, vertex)).toEqual({
       authorization: 'Bearer gke-token',
     });
     expect(
-      await c.headers(
+      await authorizeOf(
+        c,
         {
           provider: 'vertex-ai',
           auth: { method: 'WorkloadIdentity', audience: '//iam/pool', serviceAccount: 'sa@p.iam.gserviceaccount.com' },
@@ -418,13 +458,14 @@ describe('credentials', () => {
   });
 
   it('no federated token mounted is a credential problem that names the chart values', async () => {
-    const c = new HostedCredentials(secrets(undefined), { env: { GOOGLE_FEDERATED_TOKEN_FILE: '/nonexistent/token' } });
-    const err = (await c
-      .headers(
-        { provider: 'vertex-ai', auth: { method: 'WorkloadIdentity', audience: '//iam/pool' } },
-        HOSTED_PROVIDERS['vertex-ai'],
-      )
-      .catch((e: unknown) => e)) as CredentialError;
+    const c = new ProviderCredentials(secrets(undefined), {
+      env: { GOOGLE_FEDERATED_TOKEN_FILE: '/nonexistent/token' },
+    });
+    const err = (await authorizeOf(
+      c,
+      { provider: 'vertex-ai', auth: { method: 'WorkloadIdentity', audience: '//iam/pool' } },
+      PROVIDERS['vertex-ai'],
+    ).catch((e: unknown) => e)) as CredentialError;
     expect(err.problem.reason).toBe('FederatedTokenMissing');
   });
 });

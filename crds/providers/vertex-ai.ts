@@ -3,17 +3,19 @@ import type { ExternalProviderSpec } from '../external-provider.js';
 import { anthropicErrorBody } from './anthropic.js';
 import {
   allPages,
+  betaHeader,
   COMMON_ERRORS,
   type ErrorRule,
-  type HostedProvider,
-  type HostedTarget,
   isRecord,
   type ListedModel,
-  modelTypeOf,
+  listedAs,
   type ProviderErrorBody,
+  type ProviderModule,
+  type ProviderTarget,
   records,
   rootOf,
 } from './provider.js';
+import { statusTableProvider } from './status-table-provider.js';
 
 /**
  * Google Vertex AI in one project and location. Gemini models through Vertex's OpenAI-compatible
@@ -154,26 +156,30 @@ function vertexMatch(selected: string, models: readonly ListedModel[]): ListedMo
   return models.find((m) => m.id === selected || m.id === bare);
 }
 
-export const vertexAi: HostedProvider = {
+const baseUrl: ProviderModule['baseUrl'] = (spec, env) =>
+  rootOf(env, 'PAO_ENDPOINT_URL_VERTEX_AI', hostOf(spec.vertex?.location ?? 'global'));
+
+export const vertexAi: ProviderModule = statusTableProvider({
   type: 'vertex-ai',
   label: 'Vertex AI',
   system: 'gcp.vertex_ai',
   endpointEnv: 'PAO_ENDPOINT_URL_VERTEX_AI',
-  baseUrl: (spec, env) => rootOf(env, 'PAO_ENDPOINT_URL_VERTEX_AI', hostOf(spec.vertex?.location ?? 'global')),
+  baseUrl,
   credentialStyle: 'bearer',
   dialects: (t) => (t.modelType === 'embedding' ? [] : t.family === 'anthropic' ? CLAUDE : GEMINI),
-  // Claude on Vertex takes images and documents inline only; the gateway fetches no URL for it.
-  refuse: (t, _dialect, body) =>
-    t.family === 'anthropic' && hasUrlSource(body.messages)
-      ? 'Claude on Vertex AI takes images and documents inline (base64, or a data: URL), not by URL'
-      : undefined,
-  request: (t: HostedTarget, _dialect, body, stream) => {
+  request: (t: ProviderTarget, _dialect, body, stream, betas) => {
     const at = `${t.baseUrl}/v1/projects/${t.project}/locations/${t.location}`;
     if (t.family === 'anthropic') {
+      // Claude on Vertex takes images and documents inline only; the gateway fetches no URL for it.
+      if (hasUrlSource(body.messages)) {
+        return {
+          refused: 'Claude on Vertex AI takes images and documents inline (base64, or a data: URL), not by URL',
+        };
+      }
       const { model: _, ...rest } = body;
       return {
         url: `${at}/publishers/anthropic/models/${encodeURIComponent(t.upstreamModel)}:${stream ? 'streamRawPredict' : 'rawPredict'}`,
-        headers: {},
+        headers: betaHeader(betas),
         body: { ...rest, anthropic_version: VERTEX_ANTHROPIC_VERSION },
       };
     }
@@ -193,13 +199,13 @@ export const vertexAi: HostedProvider = {
         }
       : undefined,
   /** publishers.models.list (v1beta1) of Google's and Anthropic's models, every page. */
-  discover: async (spec: ExternalProviderSpec, baseUrl, auth, fetch) => {
+  discover: async (spec: ExternalProviderSpec, env, fetch) => {
     const out: ListedModel[] = [];
     for (const publisher of PUBLISHERS) {
-      const first = `${baseUrl}/v1beta1/publishers/${publisher}/models?pageSize=200`;
+      const first = `${baseUrl(spec, env)}/v1beta1/publishers/${publisher}/models?pageSize=200`;
       const names = await allPages(
         first,
-        { ...auth, 'x-goog-user-project': spec.vertex?.project ?? '' },
+        { 'x-goog-user-project': spec.vertex?.project ?? '' },
         fetch,
         (body) =>
           records(isRecord(body) ? body.publisherModels : undefined).flatMap((m) =>
@@ -210,14 +216,11 @@ export const vertexAi: HostedProvider = {
             ? `${first}&pageToken=${encodeURIComponent(body.nextPageToken)}`
             : undefined,
       );
-      for (const id of names) {
-        if (id)
-          out.push({ id, family: publisher === 'anthropic' ? 'anthropic' : 'openai', modelType: modelTypeOf(id) });
-      }
+      for (const id of names) if (id) out.push(listedAs(id, publisher === 'anthropic' ? 'anthropic' : 'openai'));
     }
-    return out;
+    return { models: out };
   },
   matches: vertexMatch,
   errorBody: vertexErrorBody,
   errors: ERRORS,
-};
+});

@@ -1,10 +1,11 @@
 import { BedrockRuntimeClient, ConverseStreamCommand } from '@aws-sdk/client-bedrock-runtime';
 import { Agent, request } from 'undici';
 import type { ExternalProvider } from '../../crds/external-provider.js';
+import { ProviderCredentials } from '../../crds/providers/credentials.js';
 import { ApiKeys } from '../../proxy/access/auth.js';
 import { buildRoutes, RouteTable } from '../../proxy/routing/routes.js';
 import { ProxyMetrics } from '../../proxy/telemetry/metrics.js';
-import { BedrockUpstream } from '../../proxy/upstreams/bedrock.js';
+import { ProviderUpstream } from '../../proxy/upstreams/provider-upstream.js';
 import { MemoryUsage } from '../../proxy/usage/record.js';
 import { startAwsDouble } from '../doubles/aws.js';
 import { startGateway } from '../support/gateway.js';
@@ -12,7 +13,8 @@ import { startGateway } from '../support/gateway.js';
 /**
  * Streaming overhead of the Bedrock path, measured through the AWS double: the AWS SDK's
  * ConverseStream called directly versus an OpenAI streaming request through the gateway
- * (translation to Converse, event-stream decoding, OpenAI chunks out). Sequential requests;
+ * (translation to Converse, the call signed and sent by the provider upstream, event-stream
+ * decoding, OpenAI chunks out). Sequential requests;
  * prints p50/p99 of time to first content and of the whole stream.
  * Run: npx tsx e2e/bench/bedrock-latency.ts [requests]
  */
@@ -46,8 +48,11 @@ async function main() {
     },
   };
   const routes = new RouteTable();
-  routes.set(buildRoutes([], { standalone: true }, [ep]));
-  const bedrock = new BedrockUpstream({ endpoint: aws.url, credentialsFor: () => async () => creds });
+  const env = { PAO_ENDPOINT_URL_BEDROCK_RUNTIME: aws.url };
+  routes.set(buildRoutes([], { standalone: true, env }, [ep]));
+  const b64 = (s: string) => Buffer.from(s).toString('base64');
+  const secret = () => ({ data: { accessKeyId: b64(creds.accessKeyId), secretAccessKey: b64(creds.secretAccessKey) } });
+  const bedrock = new ProviderUpstream({ credentials: new ProviderCredentials(secret, { env }) });
   const gateway = await startGateway(
     {},
     {
@@ -108,7 +113,7 @@ async function main() {
   console.table(rows);
   await gateway.stop();
   sdk.destroy();
-  bedrock.close();
+  await bedrock.close();
   await client.close();
   await aws.close();
 }

@@ -1,8 +1,10 @@
 import { readFileSync } from 'node:fs';
+import { Agent as HttpAgent } from 'node:http';
+import { Agent as HttpsAgent } from 'node:https';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { BedrockRuntimeClient, ConverseStreamCommand } from '@aws-sdk/client-bedrock-runtime';
+import { NodeHttpHandler } from '@smithy/node-http-handler';
 import { Agent, request } from 'undici';
-import { bedrockRequestHandler } from '../../proxy/upstreams/bedrock-http.js';
 
 /**
  * The load generator of the stream-holding bench (streams.ts), in a process of its own: S callers,
@@ -88,6 +90,8 @@ interface Tally {
   started: number;
 }
 
+const UNCAPPED = { keepAlive: true, maxSockets: Number.POSITIVE_INFINITY, maxFreeSockets: 256 };
+
 async function main(): Promise<void> {
   const raw = process.argv[2] ?? '';
   const args = JSON.parse(raw.startsWith('@') ? readFileSync(raw.slice(1), 'utf8') : raw) as StreamLoadArgs;
@@ -99,7 +103,13 @@ async function main(): Promise<void> {
           endpoint: args.url,
           credentials: { accessKeyId: args.bedrock.accessKeyId, secretAccessKey: args.bedrock.secretAccessKey },
           maxAttempts: 1,
-          requestHandler: bedrockRequestHandler({ connectMs: 30_000 }),
+          // HTTP/1.1 keep-alive, no socket cap: the SDK's defaults (an HTTP/2 session per call, or
+          // 50 sockets) would measure the SDK's pool rather than the double.
+          requestHandler: new NodeHttpHandler({
+            httpAgent: new HttpAgent(UNCAPPED),
+            httpsAgent: new HttpsAgent(UNCAPPED),
+            connectionTimeout: 30_000,
+          }),
         })
       : undefined;
   const t0 = performance.now();

@@ -130,7 +130,8 @@ beforeAll(async () => {
     resyncMs: 0,
     leaderElection: false,
     logger: { info: capture('info'), warn: capture('warn'), error: capture('error') },
-    aws: { endpoints: { sts: aws.url, bedrock: aws.url }, base },
+    aws: { base },
+    providerEnv: { PAO_ENDPOINT_URL_BEDROCK: aws.url, PAO_ENDPOINT_URL_AWS_STS: aws.url },
   });
   await operator.start();
   // The proxy's API key, from the Secret the chart makes.
@@ -146,7 +147,8 @@ beforeAll(async () => {
   app = await startGateway(
     {
       source: { kind: 'cluster', kubeConfig: kubeConfig() },
-      aws: { endpoint: aws.url, base },
+      aws: { base },
+      env: { ...process.env, PAO_ENDPOINT_URL_BEDROCK_RUNTIME: aws.url, PAO_ENDPOINT_URL_AWS_STS: aws.url },
       logger: {
         ...proxyLog,
         error: (msg, fields) => {

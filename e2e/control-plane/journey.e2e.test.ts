@@ -182,7 +182,8 @@ describe.runIf(inject('localControlPlane'))('install journey', () => {
       leaderElection: { namespace: 'platform-agent', name: 'platform-ai-optimizer-operator', identity: 'journey' },
       logger: quiet,
       modelCache: chartModelCache(),
-      aws: { endpoints: { sts: aws.url, bedrock: aws.url }, base: async () => GATEWAY },
+      aws: { base: async () => GATEWAY },
+      providerEnv: { PAO_ENDPOINT_URL_BEDROCK: aws.url, PAO_ENDPOINT_URL_AWS_STS: aws.url },
     });
     await operator.start();
     await eventually('leader', 20_000, () => operator.isLeader() || undefined);
@@ -193,7 +194,8 @@ describe.runIf(inject('localControlPlane'))('install journey', () => {
         {
           source: { kind: 'cluster', kubeConfig: serviceAccountConfig('platform-ai-optimizer-proxy') },
           usage: { db: usageDb },
-          aws: { endpoint: aws.url, base: async () => GATEWAY },
+          aws: { base: async () => GATEWAY },
+          env: { ...process.env, PAO_ENDPOINT_URL_BEDROCK_RUNTIME: aws.url, PAO_ENDPOINT_URL_AWS_STS: aws.url },
           logger: proxyLog,
         },
         {

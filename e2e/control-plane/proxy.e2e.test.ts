@@ -136,15 +136,21 @@ describe('proxy in cluster mode', () => {
   });
 
   it('takes Bedrock price overrides from the ConfigMap', async () => {
+    const model = 'amazon.nova-lite-v1:0';
     const nova = {
-      type: 'bedrock',
-      upstreamModel: 'amazon.nova-lite-v1:0',
-      region: 'us-east-1',
-      modelType: 'text',
-      streaming: true,
-      version: '1',
+      model,
+      baseModel: model,
+      identity: { provider: 'bedrock', region: 'us-east-1', auth: { method: 'IAMRole' } },
+      target: {
+        type: 'bedrock',
+        upstreamModel: model,
+        family: 'openai',
+        modelType: 'text',
+        baseUrl: '',
+        region: 'us-east-1',
+      },
     } as const;
-    const price = () => app.prices.providerPrice(nova, nova.upstreamModel, nova.upstreamModel);
+    const price = () => app.prices.providerPrice(nova);
     const shipped = price();
     expect(shipped?.input).toBeGreaterThan(0);
     kubectlOk(

@@ -16,8 +16,11 @@ import { AssumeRoleCommand, STSClient } from '@aws-sdk/client-sts';
 import { EventStreamCodec } from '@smithy/eventstream-codec';
 import { fromUtf8, toUtf8 } from '@smithy/util-utf8';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { bedrock as bedrockModule } from '../../crds/providers/bedrock.js';
+import { ProviderCredentials } from '../../crds/providers/credentials.js';
+import type { WireRequest } from '../../crds/providers/provider.js';
 import { ProxyError } from '../../proxy/endpoints/errors.js';
-import { toConverseInput } from '../../proxy/upstreams/bedrock-converse-request.js';
+import { openaiChatToBedrockConverse } from '../../proxy/translators/openai-chat_bedrock-converse.js';
 import { type BotocoreService, botocoreModel } from '../aws/botocore.js';
 import { type AwsDouble, type Principal, type Role, startAwsDouble } from '../doubles/aws.js';
 import {
@@ -34,8 +37,9 @@ import {
  * double through the real SDK v3 clients; a middleware records every raw HTTP exchange (the
  * request as signed, the response body before the SDK parses it) and each one is checked
  * against the operation: the request's members, the response's or error's shape and status,
- * every event-stream frame against the output's event union. Requests the gateway builds
- * (toConverseInput) are checked the same way.
+ * every event-stream frame against the output's event union. Requests the gateway builds (the
+ * chat -> Converse translator, the Bedrock module's addressing and guardrail, its SigV4
+ * signature) are sent as the gateway sends them and checked the same way.
  *
  * To cover a new operation, add a row to ROWS (or turn its `pending` row into a real one).
  */
@@ -200,11 +204,53 @@ async function converseStream(input: ConverseCommandInput, p?: Principal): Promi
   return events;
 }
 
-/** The request the gateway sends for an OpenAI chat completion body. */
-function gatewayInput(modelId: string, body: Record<string, unknown>): ConverseCommandInput {
-  const input = toConverseInput(modelId, body);
-  if (input instanceof ProxyError) throw new Error(`toConverseInput refused the row's request: ${input.message}`);
-  return input;
+/**
+ * An OpenAI chat completion body as the gateway sends it to Bedrock: translated to Converse
+ * (proxy/translators/openai-chat_bedrock-converse.ts), addressed by the Bedrock module
+ * (ConverseStream when `stream`), signed with SigV4 by the provider credentials, over plain
+ * HTTP; the exchange recorded like the SDK clients' (one per row). A failed call rejects.
+ */
+async function gateway(modelId: string, body: Record<string, unknown>, stream = false): Promise<void> {
+  const t = openaiChatToBedrockConverse.begin(body, stream, { id: modelId, base: modelId });
+  if (t instanceof ProxyError) throw new Error(`the translator refused the row's request: ${t.message}`);
+  const wire = bedrockModule.request(
+    {
+      type: 'bedrock',
+      upstreamModel: modelId,
+      family: 'openai',
+      modelType: 'text',
+      baseUrl: aws.url,
+      region: 'us-east-1',
+      streaming: stream,
+    },
+    'bedrock-converse',
+    t.body,
+    stream,
+  ) as WireRequest;
+  const b64 = (v: string) => Buffer.from(v).toString('base64');
+  const credentials = new ProviderCredentials(
+    () => ({ data: { accessKeyId: b64(ADMIN.accessKeyId), secretAccessKey: b64(ADMIN.secretAccessKey) } }),
+    { env: {} },
+  );
+  const text = JSON.stringify(wire.body);
+  const headers = await credentials.authorize(
+    { provider: 'bedrock', region: 'us-east-1', auth: { method: 'AccessKey', secretRef: { name: 'k' } } },
+    bedrockModule,
+    { method: 'POST', url: wire.url, headers: { 'content-type': 'application/json', ...wire.headers }, body: text },
+  );
+  const res = await fetch(wire.url, { method: 'POST', headers, body: text });
+  const raw = Buffer.from(await res.arrayBuffer());
+  recorded.push({
+    request: {
+      method: 'POST',
+      path: new URL(wire.url).pathname,
+      query: {},
+      headers: lower(headers),
+      body: Buffer.from(text),
+    },
+    response: { status: res.status, headers: lower(Object.fromEntries(res.headers)), body: raw },
+  });
+  if (res.status >= 400) throw new Error(`Bedrock answered ${res.status}: ${raw.toString('utf8')}`);
 }
 
 // ------------------------------------------------------------------ the table
@@ -453,22 +499,20 @@ const ROWS: Array<Row | PendingRow> = [
     operation: 'Converse',
     name: 'gateway: system, developer, sampling, stop, max_tokens',
     call: () =>
-      converse(
-        gatewayInput(NOVA, {
-          model: 'nova',
-          messages: [
-            { role: 'system', content: 'Be brief.' },
-            { role: 'developer', content: [{ type: 'text', text: 'No lists.' }] },
-            { role: 'user', content: 'count to ten' },
-          ],
-          temperature: 0.2,
-          top_p: 0.9,
-          max_tokens: 64,
-          stop: ['tok5', 'END'],
-          stream: false,
-          user: 'someone',
-        }),
-      ),
+      gateway(NOVA, {
+        model: 'nova',
+        messages: [
+          { role: 'system', content: 'Be brief.' },
+          { role: 'developer', content: [{ type: 'text', text: 'No lists.' }] },
+          { role: 'user', content: 'count to ten' },
+        ],
+        temperature: 0.2,
+        top_p: 0.9,
+        max_tokens: 64,
+        stop: ['tok5', 'END'],
+        stream: false,
+        user: 'someone',
+      }),
     expect: (r) => expect(outputOf(r)).toMatchObject({ stopReason: 'stop_sequence' }),
   },
   {
@@ -476,14 +520,12 @@ const ROWS: Array<Row | PendingRow> = [
     operation: 'Converse',
     name: 'gateway: tools with tool_choice required',
     call: () =>
-      converse(
-        gatewayInput(NOVA, {
-          model: 'nova',
-          messages: [{ role: 'user', content: 'weather in Paris?' }],
-          tools: [OPENAI_WEATHER, { type: 'function', function: { name: 'now' } }],
-          tool_choice: 'required',
-        }),
-      ),
+      gateway(NOVA, {
+        model: 'nova',
+        messages: [{ role: 'user', content: 'weather in Paris?' }],
+        tools: [OPENAI_WEATHER, { type: 'function', function: { name: 'now' } }],
+        tool_choice: 'required',
+      }),
     expect: (r) => expect(outputOf(r)).toMatchObject({ stopReason: 'tool_use' }),
   },
   {
@@ -491,24 +533,22 @@ const ROWS: Array<Row | PendingRow> = [
     operation: 'Converse',
     name: 'gateway: tool call and tool result turns',
     call: () =>
-      converse(
-        gatewayInput(NOVA, {
-          model: 'nova',
-          messages: [
-            { role: 'user', content: 'weather in Paris?' },
-            {
-              role: 'assistant',
-              content: null,
-              tool_calls: [
-                { id: 'call_1', type: 'function', function: { name: 'get_weather', arguments: '{"city":"Paris"}' } },
-              ],
-            },
-            { role: 'tool', tool_call_id: 'call_1', content: 'sunny' },
-          ],
-          tools: [OPENAI_WEATHER],
-          tool_choice: { type: 'function', function: { name: 'get_weather' } },
-        }),
-      ),
+      gateway(NOVA, {
+        model: 'nova',
+        messages: [
+          { role: 'user', content: 'weather in Paris?' },
+          {
+            role: 'assistant',
+            content: null,
+            tool_calls: [
+              { id: 'call_1', type: 'function', function: { name: 'get_weather', arguments: '{"city":"Paris"}' } },
+            ],
+          },
+          { role: 'tool', tool_call_id: 'call_1', content: 'sunny' },
+        ],
+        tools: [OPENAI_WEATHER],
+        tool_choice: { type: 'function', function: { name: 'get_weather' } },
+      }),
     expect: (r) => expect(outputOf(r)).toMatchObject({ stopReason: 'end_turn' }),
   },
   {
@@ -516,8 +556,9 @@ const ROWS: Array<Row | PendingRow> = [
     operation: 'ConverseStream',
     name: 'gateway: response_format json_schema (forced tool), streamed',
     call: () =>
-      converseStream(
-        gatewayInput(NOVA, {
+      gateway(
+        NOVA,
+        {
           model: 'nova',
           messages: [{ role: 'user', content: 'a city as JSON' }],
           response_format: {
@@ -528,7 +569,8 @@ const ROWS: Array<Row | PendingRow> = [
             },
           },
           stream: true,
-        }),
+        },
+        true,
       ),
     expect: (r) => expect(eventTypes(r)).toContain('contentBlockStart'),
   },
@@ -537,35 +579,32 @@ const ROWS: Array<Row | PendingRow> = [
     operation: 'Converse',
     name: 'gateway: response_format json_object',
     call: () =>
-      converse(
-        gatewayInput(NOVA, {
-          model: 'nova',
-          messages: [{ role: 'user', content: 'a city as JSON' }],
-          response_format: { type: 'json_object' },
-        }),
-      ),
+      gateway(NOVA, {
+        model: 'nova',
+        messages: [{ role: 'user', content: 'a city as JSON' }],
+        response_format: { type: 'json_object' },
+      }),
   },
   {
     service: 'bedrock-runtime',
     operation: 'Converse',
     name: 'gateway: reasoning_effort (Anthropic extended thinking)',
     call: () =>
-      converse(
-        gatewayInput(HAIKU, {
-          model: 'haiku',
-          messages: [{ role: 'user', content: 'think first' }],
-          reasoning_effort: 'medium',
-          max_completion_tokens: 4096,
-        }),
-      ),
+      gateway(HAIKU, {
+        model: 'haiku',
+        messages: [{ role: 'user', content: 'think first' }],
+        reasoning_effort: 'medium',
+        max_completion_tokens: 4096,
+      }),
   },
   {
     service: 'bedrock-runtime',
     operation: 'ConverseStream',
     name: 'gateway: image data URL, streamed',
     call: () =>
-      converseStream(
-        gatewayInput(NOVA, {
+      gateway(
+        NOVA,
+        {
           model: 'nova',
           messages: [
             {
@@ -576,7 +615,8 @@ const ROWS: Array<Row | PendingRow> = [
               ],
             },
           ],
-        }),
+        },
+        true,
       ),
   },
 

@@ -4,9 +4,9 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { ExternalProviderSpec } from '../../crds/external-provider.js';
-import { HostedCredentials } from '../../crds/providers/credentials.js';
-import type { HostedTarget } from '../../crds/providers/provider.js';
-import { HOSTED_PROVIDERS } from '../../crds/providers/table.js';
+import { ProviderCredentials } from '../../crds/providers/credentials.js';
+import { isFanOut, isRefusal, type ProviderTarget, type WireRequest } from '../../crds/providers/provider.js';
+import { PROVIDERS } from '../../crds/providers/table.js';
 import { type HostedDouble, startHostedDouble } from '../doubles/hosted.js';
 
 /**
@@ -105,7 +105,7 @@ const vertexSpec = (location: string) =>
 
 describe("Vertex AI as Google's discovery documents describe it", () => {
   it('each location is called at the host Google lists for it, global at the root', () => {
-    const vertex = HOSTED_PROVIDERS['vertex-ai'];
+    const vertex = PROVIDERS['vertex-ai'];
     for (const location of ['us-east5', 'europe-west4', 'asia-northeast1']) {
       const listed = docs.v1.endpoints?.find((e) => e.location === location)?.endpointUrl.replace(/\/$/, '');
       expect(listed, location).toBeDefined();
@@ -115,8 +115,8 @@ describe("Vertex AI as Google's discovery documents describe it", () => {
   });
 
   it('every call the gateway makes is a method of aiplatform v1, with its HTTP method', () => {
-    const vertex = HOSTED_PROVIDERS['vertex-ai'];
-    const t = (family: 'openai' | 'anthropic', upstreamModel: string): HostedTarget => ({
+    const vertex = PROVIDERS['vertex-ai'];
+    const t = (family: 'openai' | 'anthropic', upstreamModel: string): ProviderTarget => ({
       type: 'vertex-ai',
       family,
       upstreamModel,
@@ -125,11 +125,17 @@ describe("Vertex AI as Google's discovery documents describe it", () => {
       project: 'pao-spec',
       location: 'us-east5',
     });
+    const one = (w: ReturnType<typeof vertex.request>): WireRequest => {
+      if (isRefusal(w) || isFanOut(w)) throw new Error('expected one request');
+      return w;
+    };
     const calls = [
-      vertex.request(t('openai', 'gemini-2.5-flash'), 'openai-chat', { model: 'x' }, true).url,
-      vertex.request(t('anthropic', 'claude-sonnet-4-5@20250929'), 'anthropic-messages', { model: 'x' }, false).url,
-      vertex.request(t('anthropic', 'claude-sonnet-4-5@20250929'), 'anthropic-messages', { model: 'x' }, true).url,
-      vertex.countTokens?.(t('anthropic', 'claude-sonnet-4-5@20250929'), { model: 'x' })?.url ?? '',
+      one(vertex.request(t('openai', 'gemini-2.5-flash'), 'openai-chat', { model: 'x' }, true)).url,
+      one(vertex.request(t('anthropic', 'claude-sonnet-4-5@20250929'), 'anthropic-messages', { model: 'x' }, false))
+        .url,
+      one(vertex.request(t('anthropic', 'claude-sonnet-4-5@20250929'), 'anthropic-messages', { model: 'x' }, true)).url,
+      vertex.countTokens?.(t('anthropic', 'claude-sonnet-4-5@20250929'), { model: 'x' }, 'claude-sonnet-4-5')?.url ??
+        '',
     ];
     const found = calls.map((url) => methodOf(docs.v1, 'POST', new URL(url).pathname)?.path);
     expect(found).toEqual([
@@ -142,15 +148,10 @@ describe("Vertex AI as Google's discovery documents describe it", () => {
 
   it("discovery's model lists are publishers.models.list of v1beta1, and the double answers only its fields", async () => {
     const spec = vertexSpec('us-east5');
-    const listed = await HOSTED_PROVIDERS['vertex-ai'].discover(
-      spec,
-      double.env.PAO_ENDPOINT_URL_VERTEX_AI ?? '',
-      {},
-      async (url, init) => {
-        const res = await fetch(url, { headers: { ...init.headers, authorization: `Bearer ${await token()}` } });
-        return { status: res.status, headers: res.headers, body: await res.json() };
-      },
-    );
+    const { models: listed } = await PROVIDERS['vertex-ai'].discover(spec, double.env, async (url, init) => {
+      const res = await fetch(url, { headers: { ...init.headers, authorization: `Bearer ${await token()}` } });
+      return { status: res.status, headers: res.headers, body: await res.json() };
+    });
     expect(listed.map((m) => m.id).sort()).toEqual(['claude-sonnet-4-5', 'gemini-2.5-flash']);
     const lists = double.calls.filter((c) => c.path.startsWith('/vertex/v1beta1/'));
     expect(lists).toHaveLength(2);
@@ -178,10 +179,14 @@ describe("Vertex AI as Google's discovery documents describe it", () => {
 
 /** A token through the double's STS and IAM Credentials, as the gateway gets one. */
 async function token(): Promise<string> {
-  const c = new HostedCredentials(() => undefined, {
+  const c = new ProviderCredentials(() => undefined, {
     env: { ...double.env, GOOGLE_FEDERATED_TOKEN_FILE: join(dir, 'token') },
   });
-  const h = await c.headers(vertexSpec('us-east5'), HOSTED_PROVIDERS['vertex-ai']);
+  const h = await c.authorize(vertexSpec('us-east5'), PROVIDERS['vertex-ai'], {
+    method: 'POST',
+    url: `${double.env.PAO_ENDPOINT_URL_VERTEX_AI}/v1/token-check`,
+    headers: {},
+  });
   return (h.authorization ?? '').replace(/^Bearer /, '');
 }
 

@@ -6,7 +6,7 @@ import { Registry } from 'prom-client';
 import ts from 'typescript';
 import { describe, expect, it } from 'vitest';
 import { AWS_ERROR_RULES } from '../../crds/providers/aws-errors.js';
-import { HOSTED_PROVIDERS } from '../../crds/providers/table.js';
+import { PROVIDERS } from '../../crds/providers/table.js';
 import { formatIssues, kindOf, validateResource } from '../../crds/validation.js';
 import { bedrockPermissionPolicy, roleTrustPolicy } from '../../operator/external-provider/iam-policy.js';
 import { ControllerMetrics } from '../../operator/runtime/controller-metrics.js';
@@ -90,7 +90,7 @@ function codesInCode(): Set<string> {
     };
     visit(src);
   }
-  for (const provider of Object.values(HOSTED_PROVIDERS)) for (const r of provider.errors) codes.add(r.problem.code);
+  for (const provider of Object.values(PROVIDERS)) for (const r of provider.errors ?? []) codes.add(r.problem.code);
   for (const r of AWS_ERROR_RULES) codes.add(r.problem.code);
   return codes;
 }
@@ -341,7 +341,7 @@ describe('the pages', () => {
   });
 
   it("each provider has a page carrying its provider's generated error table", () => {
-    for (const provider of ['bedrock', ...Object.keys(HOSTED_PROVIDERS)]) {
+    for (const provider of Object.keys(PROVIDERS)) {
       const page = join(ROOT, `docs/providers/${provider}.md`);
       expect(existsSync(page), `docs/providers/${provider}.md`).toBe(true);
       expect(readFileSync(page, 'utf8'), provider).toContain(`<!-- generated: errors ${provider} -->`);

@@ -1,11 +1,4 @@
 import {
-  BedrockClient,
-  type InferenceProfileSummary,
-  type InferenceProfileType,
-  ListFoundationModelsCommand,
-  ListInferenceProfilesCommand,
-} from '@aws-sdk/client-bedrock';
-import {
   type BedrockPriceTable,
   loadBedrockPrices,
   mergePrices,
@@ -15,47 +8,39 @@ import { AGENT_NAMESPACE, API_GROUP, PRICES_CONFIGMAP, PRICES_KEY } from '../../
 import type { ExternalProvider, ExternalProviderStatus } from '../../crds/external-provider.js';
 import { type Informer, keyOf } from '../../crds/kube/informer.js';
 import type { KubeClient } from '../../crds/kube/kube-client.js';
-import { NamedSecrets, type SecretObject } from '../../crds/kube/named-secrets.js';
+import { NamedSecrets } from '../../crds/kube/named-secrets.js';
 import type { ModelDeployment } from '../../crds/model-deployment.js';
 import { namesMayChange, resolveNames } from '../../crds/model-names.js';
-import {
-  type AwsEndpoints,
-  accessKeyFromSecretData,
-  last4,
-  providerCredentials,
-  RoleCredentials,
-} from '../../crds/providers/aws-credentials.js';
-import { awsFailure } from '../../crds/providers/aws-errors.js';
-import { HostedCredentials } from '../../crds/providers/credentials.js';
+import type { CredentialProvider } from '../../crds/providers/aws-credentials.js';
+import { ProviderCredentials } from '../../crds/providers/credentials.js';
 import type { FetchJson } from '../../crds/providers/provider.js';
-import { isHosted } from '../../crds/providers/table.js';
 import { aliasCondition, aliasConflictEvent, withAliasCondition } from '../aliases/alias-condition.js';
 import { platformCollection } from '../runtime/collection.js';
 import { type ControllerDeclaration, everyKeyOf, watch } from '../runtime/controller-declaration.js';
 import type { EventRecorder } from '../runtime/events.js';
 import { writeStatusIfChanged } from '../runtime/status-write.js';
 import type { ReconcileResult } from '../runtime/work-queue.js';
-import { type DiscoveryOutcome, discoveredModels, externalProviderStatus } from './external-provider-status.js';
-import { discoverHosted, hostedProviderStatus, isTransient } from './hosted-provider-status.js';
+import { discover, isTransient, providerStatus } from './provider-status.js';
 
 /**
- * Reconciles an ExternalProvider: resolves its credentials, lists the region's foundation
- * models and inference profiles, and records what is available and which selected models the
- * price table (shipped, with the prices ConfigMap over it) does not price. Discovery runs on a spec or Secret change and then
- * every `rediscoveryMs`; reconciles in between (our own status write, a resync) reuse the
- * last result, so a status write never triggers another discovery.
+ * Reconciles an ExternalProvider: discovers what its credentials may call through its provider's
+ * module (provider-status.ts: one path for every provider, Bedrock's foundation models and
+ * inference profiles included), and records what is available and which selected models the
+ * price table (shipped, with the prices ConfigMap over it) does not price. Discovery runs on a
+ * spec or Secret change and then every `rediscoveryMs`; reconciles in between (our own status
+ * write, a resync) reuse the last result, so a status write never triggers another discovery.
  */
 
 interface ExternalProviderControllerOptions {
-  roles: RoleCredentials;
-  endpoints?: AwsEndpoints;
+  /** AWS: the operator's own identity roles are assumed with; the SDK's default chain where absent. */
+  awsBase?: CredentialProvider;
   rediscoveryMs: number;
   now: () => Date;
   /** The ModelDeployments as cached, whose models and aliases a provider's aliases may clash with. */
   deployments?: () => readonly ModelDeployment[];
-  /** Where hosted providers' endpoint overrides and workload-identity settings are read; process.env by default. */
+  /** Where providers' endpoint overrides and workload-identity settings are read; process.env by default. */
   env?: NodeJS.ProcessEnv;
-  /** Discovery's HTTP for hosted providers (tests count calls); the platform's fetch by default. */
+  /** Discovery's HTTP (tests count calls); the platform's fetch by default. */
   fetch?: FetchJson;
 }
 
@@ -67,13 +52,13 @@ interface LastDiscovery {
   retryMs?: number;
 }
 
-/** How soon a hosted provider's discovery that failed for a moment is tried again. */
+/** How soon a provider's discovery that failed for a moment is tried again. */
 const TRANSIENT_RETRY_MS = 30_000;
 
 class ExternalProviderController {
   private readonly last = new Map<string, LastDiscovery>();
   private readonly basePrices = loadBedrockPrices();
-  private readonly hosted: HostedCredentials;
+  private readonly credentials: ProviderCredentials;
 
   constructor(
     private readonly client: KubeClient,
@@ -82,12 +67,10 @@ class ExternalProviderController {
     private readonly events: EventRecorder,
     private readonly opts: ExternalProviderControllerOptions,
   ) {
-    this.hosted = new HostedCredentials((name) => this.secrets.lookup(name), { env: opts.env ?? process.env });
-  }
-
-  private secretOf(ep: ExternalProvider): SecretObject | undefined {
-    const name = ep.spec.auth.secretRef?.name;
-    return name ? this.secrets.get(name) : undefined;
+    this.credentials = new ProviderCredentials((name) => this.secrets.lookup(name), {
+      env: opts.env ?? process.env,
+      ...(opts.awsBase ? { awsBase: opts.awsBase } : {}),
+    });
   }
 
   /** Changes when the Secret changes or when this operator gains or loses the right to read it. */
@@ -95,67 +78,6 @@ class ExternalProviderController {
     const name = ep.spec.auth.secretRef?.name;
     if (!name) return '';
     return `${this.secrets.access(name) ?? 'untracked'}/${this.secrets.get(name)?.metadata?.resourceVersion ?? ''}`;
-  }
-
-  private async discover(ep: ExternalProvider): Promise<DiscoveryOutcome> {
-    const secret = this.secretOf(ep);
-    const key = ep.spec.auth.method === 'AccessKey' ? accessKeyFromSecretData(secret?.data) : undefined;
-    const keyLast4 = key ? { accessKeyLast4: last4(key.accessKeyId) } : {};
-    const region = ep.spec.region ?? '';
-    const credentials = providerCredentials(ep.spec.auth, region, this.opts.roles, () =>
-      this.secrets.lookup(ep.spec.auth.secretRef?.name ?? ''),
-    );
-    try {
-      await credentials();
-    } catch (err) {
-      return { ok: false, stage: 'credentials', failure: awsFailure(err), ...keyLast4 };
-    }
-    const bedrock = new BedrockClient({
-      region,
-      credentials,
-      maxAttempts: 2,
-      ...(this.opts.endpoints?.bedrock ? { endpoint: this.opts.endpoints.bedrock } : {}),
-    });
-    try {
-      // Text and embedding models: no modality filter, the summaries say which is which.
-      const out = await bedrock.send(new ListFoundationModelsCommand({}));
-      const profiles = await this.profiles(bedrock);
-      return {
-        ok: true,
-        models: discoveredModels(out.modelSummaries ?? [], profiles, region),
-        ...(profiles ? {} : { profilesGuessed: true as const }),
-        ...keyLast4,
-      };
-    } catch (err) {
-      return { ok: false, stage: 'discovery', failure: awsFailure(err), ...keyLast4 };
-    } finally {
-      bedrock.destroy();
-    }
-  }
-
-  /**
-   * System-defined and application inference profiles, every page; undefined when IAM denies
-   * ListInferenceProfiles (a policy written before the gateway needed it): discovery then
-   * derives the region's geographic ids instead of failing the provider.
-   */
-  private async profiles(bedrock: BedrockClient): Promise<InferenceProfileSummary[] | undefined> {
-    const all: InferenceProfileSummary[] = [];
-    for (const typeEquals of ['SYSTEM_DEFINED', 'APPLICATION'] satisfies InferenceProfileType[]) {
-      let nextToken: string | undefined;
-      do {
-        try {
-          const page = await bedrock.send(
-            new ListInferenceProfilesCommand({ typeEquals, maxResults: 1000, nextToken }),
-          );
-          all.push(...(page.inferenceProfileSummaries ?? []));
-          nextToken = page.nextToken;
-        } catch (err) {
-          if (awsFailure(err).code === 'AccessDeniedException') return undefined;
-          throw err;
-        }
-      } while (nextToken);
-    }
-    return all;
   }
 
   /** The shipped price table with the prices ConfigMap over it; the shipped one alone when that cannot be read. */
@@ -205,20 +127,9 @@ class ExternalProviderController {
     }
 
     let retryMs: number | undefined;
-    let next: ExternalProviderStatus;
-    if (isHosted(ep.spec.provider)) {
-      const outcome = await discoverHosted(
-        ep,
-        this.hosted,
-        (name) => this.secrets.lookup(name),
-        this.opts.env ?? process.env,
-        this.opts.fetch,
-      );
-      if (!outcome.ok && isTransient(outcome.problem)) retryMs = Math.min(TRANSIENT_RETRY_MS, this.opts.rediscoveryMs);
-      next = hostedProviderStatus(ep, outcome, this.opts.now(), await this.prices());
-    } else {
-      next = externalProviderStatus(ep, await this.discover(ep), this.opts.now(), await this.prices());
-    }
+    const outcome = await discover(ep, this.credentials, this.opts.env ?? process.env, this.opts.fetch);
+    if (!outcome.ok && isTransient(outcome.problem)) retryMs = Math.min(TRANSIENT_RETRY_MS, this.opts.rediscoveryMs);
+    const next = providerStatus(ep, outcome, this.opts.now(), await this.prices());
     this.last.set(key, { generation, secretVersion, at: now, ...(retryMs ? { retryMs } : {}) });
     const status = await this.writeStatus(ep, next);
     if (status.phase !== ep.status?.phase) {
@@ -297,11 +208,7 @@ export const externalProviderController: ControllerDeclaration = {
     await track();
     const opts = ctx.options;
     const controller = new ExternalProviderController(ctx.client, providers, secrets, ctx.events, {
-      roles: new RoleCredentials({
-        ...(opts.aws?.base ? { base: opts.aws.base } : {}),
-        ...(opts.aws?.endpoints?.sts ? { endpoint: opts.aws.endpoints.sts } : {}),
-      }),
-      ...(opts.aws?.endpoints ? { endpoints: opts.aws.endpoints } : {}),
+      ...(opts.aws?.base ? { awsBase: opts.aws.base } : {}),
       rediscoveryMs: opts.rediscoveryMs ?? 10 * 60_000,
       ...(opts.providerEnv ? { env: opts.providerEnv } : {}),
       deployments: () => deployments.list(),

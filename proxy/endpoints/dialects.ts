@@ -1,4 +1,4 @@
-import type { Dialect } from '../../crds/constants.js';
+import type { CallerDialect, Dialect } from '../../crds/constants.js';
 import type { ErrorType, ProxyError } from './errors.js';
 
 /**
@@ -8,10 +8,10 @@ import type { ErrorType, ProxyError } from './errors.js';
  * and as an event inside a stream that already began, then how its streams end.
  */
 
-export type { Dialect };
+export type { CallerDialect, Dialect };
 
 export interface DialectSpec {
-  name: Dialect;
+  name: CallerDialect;
   /** The error as this dialect's JSON error body. */
   errorBody(err: ProxyError, requestId: string): object;
   /** The error as an SSE event, for a stream that already began (status 200 is on the wire). */
@@ -54,14 +54,14 @@ const anthropicBody = (err: ProxyError, requestId: string) => ({
   ...(requestId ? { request_id: requestId } : {}),
 });
 
-const openAI = (name: Dialect): DialectSpec => ({
+const openAI = (name: CallerDialect): DialectSpec => ({
   name,
   errorBody: openAIBody,
   streamError: (err) => sse(openAIBody(err)),
   streamEnd: 'data: [DONE]\n\n',
 });
 
-export const DIALECTS: Readonly<Record<Dialect, DialectSpec>> = {
+export const DIALECTS: Readonly<Record<CallerDialect, DialectSpec>> = {
   'openai-chat': openAI('openai-chat'),
   'openai-completions': openAI('openai-completions'),
   'openai-embeddings': openAI('openai-embeddings'),
@@ -80,3 +80,9 @@ export const DIALECTS: Readonly<Record<Dialect, DialectSpec>> = {
     streamEnd: '',
   },
 };
+
+/** A dialect callers speak; an upstream's own (Converse) where a caller's was due is the gateway's bug. */
+export function callerDialect(dialect: Dialect): CallerDialect {
+  if (!Object.hasOwn(DIALECTS, dialect)) throw new Error(`${dialect} is no caller's dialect`);
+  return dialect as CallerDialect;
+}

@@ -1,7 +1,7 @@
 import type { GenAiOperation } from '../telemetry/tracing.js';
 import { parseAnthropicRequest, parseCountTokensRequest } from './anthropic-request.js';
 import { type ParsedRequest, parseChatRequest } from './chat-request.js';
-import type { Dialect } from './dialects.js';
+import type { CallerDialect } from './dialects.js';
 import { parseCompletionRequest, parseEmbeddingRequest } from './endpoint-requests.js';
 import type { ProxyError } from './errors.js';
 import { parseResponsesRequest } from './responses-request.js';
@@ -18,7 +18,7 @@ export type EndpointName = 'chat' | 'completions' | 'embeddings' | 'responses' |
 
 export interface Endpoint {
   name: EndpointName;
-  dialect: Dialect;
+  dialect: CallerDialect;
   /** Where callers send it. */
   path: string;
   /** gen_ai.operation.name of its spans. */

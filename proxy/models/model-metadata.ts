@@ -1,32 +1,20 @@
-import type { BedrockModelFacts } from '../../crds/catalog/bedrock-models.js';
 import type { Catalog } from '../../crds/catalog/catalog.js';
-import { foundationModelOf, type TokenPrice } from '../../crds/catalog/prices.js';
-import type { ProviderType } from '../../crds/external-provider.js';
-import type { BedrockTarget, HostedTarget } from '../../crds/providers/provider.js';
-import type { ExternalRoute, InClusterRoute, ModelListing } from '../routing/routes.js';
+import type { TokenPrice } from '../../crds/catalog/prices.js';
+import type { ProviderModelFacts } from '../../crds/providers/provider.js';
+import type { InClusterRoute, ModelListing } from '../routing/routes.js';
 
 /**
  * What a listed model can do, for the model lists: GET /openai/v1/models (context window and
  * max output, which agents size their prompts by) and the CLI model list GET /v1/models/metadata
  * (the product's coding CLI and editor plugin). Facts come from data, in this order:
  * in-cluster models from the ModelDeployment's spec.server.contextLength, the hosted-model
- * catalog, else what the model server itself reports (Ollama's /api/show); Bedrock models from
- * discovery (images, lifecycle), the Bedrock model table and the price table. Each backend asks
- * for its own kind's facts (proxy/upstreams/backend.ts).
+ * catalog, else what the model server itself reports (Ollama's /api/show); a provider's models
+ * from its module (crds/providers/: Bedrock's from discovery, its model table and the price
+ * table). Each backend asks for its own kind's facts (proxy/upstreams/backend.ts).
  */
 
-export interface ModelFacts {
-  displayName: string;
-  /** Who serves it: ollama, aws.bedrock, or a hosted provider's spec.provider. */
-  provider: 'ollama' | 'aws.bedrock' | Exclude<ProviderType, 'bedrock'>;
-  contextWindow?: number;
-  maxOutputTokens?: number;
-  tools: boolean;
-  reasoning: boolean;
-  images: boolean;
-  /** Deprecated: Bedrock marks the model Legacy (AWS is retiring it). */
-  status: 'active' | 'deprecated';
-  replacement?: string;
+/** Who serves it (ollama, aws.bedrock, or a provider's spec.provider) and what it can do. */
+export interface ModelFacts extends ProviderModelFacts {
   /** USD per 1M tokens, where the gateway has a price. */
   price?: TokenPrice;
 }
@@ -65,48 +53,6 @@ export async function inClusterFacts(
     status: 'active',
     ...(price ? { price } : {}),
   };
-}
-
-/** A Bedrock model: the Bedrock model table, with discovery's input modalities and lifecycle over it. */
-function bedrockFacts(
-  route: ExternalRoute,
-  target: BedrockTarget,
-  bedrockModels: Readonly<Record<string, BedrockModelFacts>>,
-): Omit<ModelFacts, 'price'> {
-  const known = bedrockModels[route.baseModel] ?? bedrockModels[foundationModelOf(route.model)];
-  return {
-    displayName: known?.displayName ?? route.model,
-    provider: 'aws.bedrock',
-    ...(known ? { contextWindow: known.contextWindow, maxOutputTokens: known.maxOutputTokens } : {}),
-    tools: known?.tools === true,
-    reasoning: known?.reasoning === true,
-    images: target.images ?? known?.images === true,
-    status: target.lifecycle === 'Legacy' ? 'deprecated' : 'active',
-    ...(target.lifecycle === 'Legacy' && known?.replacement ? { replacement: known.replacement } : {}),
-  };
-}
-
-/** A hosted provider's model: its model list says nothing of limits or abilities, so what the route knows. */
-function hostedFacts(route: ExternalRoute, target: HostedTarget): Omit<ModelFacts, 'price'> {
-  return {
-    displayName: route.model,
-    provider: target.type,
-    tools: target.modelType === 'text',
-    reasoning: false,
-    images: false,
-    status: 'active',
-  };
-}
-
-/** A provider's model, by its provider's kind of facts. */
-export function externalFacts(
-  route: ExternalRoute,
-  price: TokenPrice | undefined,
-  bedrockModels: Readonly<Record<string, BedrockModelFacts>>,
-): ModelFacts {
-  const { target } = route;
-  const facts = target.type === 'bedrock' ? bedrockFacts(route, target, bedrockModels) : hostedFacts(route, target);
-  return { ...facts, ...(price ? { price } : {}) };
 }
 
 /** An entry of GET /openai/v1/models: OpenAI's four fields, and the limits agents ask for. */

@@ -1,11 +1,9 @@
-import { foundationModelOf } from '../../crds/catalog/prices.js';
 import { modelServerEndpoint } from '../../crds/constants.js';
-import type { ExternalProvider, ProviderAuth, ProviderType } from '../../crds/external-provider.js';
+import type { ExternalProvider } from '../../crds/external-provider.js';
 import type { ModelDeployment } from '../../crds/model-deployment.js';
 import { resolveNames } from '../../crds/model-names.js';
-import { azureBaseModel } from '../../crds/providers/azure-openai.js';
-import { familyOf, type HostedTarget, modelTypeOf, type ProviderTarget } from '../../crds/providers/provider.js';
-import { HOSTED_PROVIDERS, isHosted } from '../../crds/providers/table.js';
+import type { ProviderIdentity, ProviderTarget } from '../../crds/providers/provider.js';
+import { PROVIDERS } from '../../crds/providers/table.js';
 
 /**
  * The routing table: model name -> upstream, rebuilt from the watched resources on every
@@ -72,8 +70,8 @@ export interface ExternalRoute {
   model: string;
   /** Usage attribution: the ExternalProvider's namespace/name. */
   provider: string;
-  /** The provider's spec.provider and spec.auth, for its module and its credentials. */
-  identity: { provider: ProviderType; auth: ProviderAuth };
+  /** The provider's spec.provider, spec.auth and spec.region, for its module and its credentials. */
+  identity: ProviderIdentity;
   /** How the provider is called for this model. */
   target: ProviderTarget;
   /** The model whose price and limits apply (an inference profile's foundation model, an Azure deployment's model; the id itself elsewhere). */
@@ -85,18 +83,6 @@ export interface ExternalRoute {
 }
 
 type Route = InClusterRoute | ExternalRoute;
-
-/** An external route whose provider's target is of one type (the upstream that carries it knows which). */
-export type ExternalRouteOf<T extends ProviderTarget> = ExternalRoute & { target: T };
-
-/** The route with its target narrowed to the type its upstream carries; a wrong one is the gateway's bug. */
-export function narrowTarget<T extends ProviderTarget>(
-  route: ExternalRoute,
-  is: (target: ProviderTarget) => target is T,
-): ExternalRouteOf<T> {
-  if (!is(route.target)) throw new Error(`the ${route.target.type} route of ${route.model} reached the wrong upstream`);
-  return route as ExternalRouteOf<T>;
-}
 
 /** A model that exists but cannot take traffic now. */
 export interface Unavailable {
@@ -164,15 +150,13 @@ function timeoutsOf(md: ModelDeployment): RouteTimeouts | undefined {
   };
 }
 
-/** Bedrock's embedding models by their ids (amazon.titan-embed-*, cohere.embed-*), where no discovery ran. */
-const isEmbeddingModel = (id: string): boolean => /(^|\.)(amazon\.titan-embed|cohere\.embed)-/.test(id);
-
 const nameOf = (o: { metadata: { namespace?: string; name?: string } }) =>
   `${o.metadata.namespace ?? ''}/${o.metadata.name ?? ''}`.replace(/^\//, '');
 
 /**
- * Bedrock routes: a provider the operator found Ready (or Degraded) routes each selected model
- * the region offers; in standalone mode, where no operator runs discovery, every selected model.
+ * Provider routes: a provider the operator found Ready (or Degraded) routes each selected model
+ * discovery found (its module says how it is called); in standalone mode, where no operator runs
+ * discovery, every selected model.
  * The selected models of a provider that is Failed or not yet checked exist but are unavailable,
  * so callers learn why and the provider's fallbacks serve them meanwhile.
  */
@@ -205,15 +189,20 @@ function providerRoutes(
       }
       continue;
     }
+    const module = PROVIDERS[ep.spec.provider];
     for (const model of ep.spec.models) {
-      const made = TARGETS[ep.spec.provider](ep, model, opts);
+      const made = module.target(ep, model, { standalone: opts.standalone, env: opts.env ?? process.env });
       if (!made) continue;
       out.push({
         route: {
           kind: 'external',
           model,
           provider: nameOf(ep),
-          identity: { provider: ep.spec.provider, auth: { ...ep.spec.auth } },
+          identity: {
+            provider: ep.spec.provider,
+            auth: { ...ep.spec.auth },
+            ...(ep.spec.region ? { region: ep.spec.region } : {}),
+          },
           ...made,
           ...(ep.spec.freeCredits ? { freeCredits: ep.spec.freeCredits } : {}),
           ...fallback,
@@ -225,64 +214,6 @@ function providerRoutes(
   }
   return out;
 }
-
-/** How one selected model of a usable provider is called; undefined where discovery did not find it. */
-type TargetOf = (
-  ep: ExternalProvider,
-  model: string,
-  opts: BuildOptions,
-) => { target: ProviderTarget; baseModel: string } | undefined;
-
-/**
- * A Bedrock model the region offers (status.availableModels; every selected model standalone),
- * with discovery's findings where it ran and what the id itself says where it did not.
- */
-const bedrockTarget: TargetOf = (ep, model, opts) => {
-  if (!opts.standalone && !ep.status?.availableModels?.includes(model)) return undefined;
-  const info = ep.status?.models?.find((m) => m.id === model);
-  return {
-    target: {
-      type: 'bedrock',
-      upstreamModel: model,
-      modelType: (info ? info.type === 'Embedding' : isEmbeddingModel(model)) ? 'embedding' : 'text',
-      region: ep.spec.region ?? '',
-      streaming: ep.spec.streaming && (info?.streaming ?? true),
-      ...(info ? { images: info.images === true } : {}),
-      ...(info ? { lifecycle: info.lifecycle } : {}),
-      ...(ep.spec.guardrail ? { guardrail: { ...ep.spec.guardrail } } : {}),
-      version: ep.metadata.resourceVersion ?? `${ep.metadata.generation ?? ''}`,
-    },
-    baseModel: info?.baseModel ?? foundationModelOf(model),
-  };
-};
-
-/** A hosted provider's model that discovery found (status.models; every selected model standalone). */
-const hostedTarget: TargetOf = (ep, model, opts) => {
-  const type = ep.spec.provider;
-  if (!isHosted(type)) return undefined;
-  const info = ep.status?.models?.find((m) => m.id === model);
-  if (!opts.standalone && !info) return undefined;
-  const baseModel = type === 'azure-openai' ? azureBaseModel(ep.spec, model) : model;
-  const target: HostedTarget = {
-    type,
-    upstreamModel: model,
-    family: info?.family === 'anthropic' || familyOf(model) === 'anthropic' ? 'anthropic' : 'openai',
-    modelType: info ? (info.type === 'Embedding' ? 'embedding' : 'text') : modelTypeOf(baseModel),
-    baseUrl: HOSTED_PROVIDERS[type].baseUrl(ep.spec, opts.env ?? process.env),
-    ...(ep.spec.azure?.apiVersion ? { apiVersion: ep.spec.azure.apiVersion } : {}),
-    ...(ep.spec.vertex ? { project: ep.spec.vertex.project, location: ep.spec.vertex.location } : {}),
-  };
-  return { target, baseModel };
-};
-
-const TARGETS: Readonly<Record<ProviderType, TargetOf>> = {
-  bedrock: bedrockTarget,
-  openai: hostedTarget,
-  anthropic: hostedTarget,
-  'azure-openai': hostedTarget,
-  'vertex-ai': hostedTarget,
-  'openai-compatible': hostedTarget,
-};
 
 export function buildRoutes(mds: ModelDeployment[], opts: BuildOptions, eps: ExternalProvider[] = []): RouteSnapshot {
   const entries = new Map<string, RouteEntry>();

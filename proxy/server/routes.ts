@@ -1,7 +1,7 @@
 import { Hono } from 'hono';
 import { type ApiKeys, authenticate, type Caller, readScope } from '../access/auth.js';
 import { errorAnswer } from '../account.js';
-import type { Dialect } from '../endpoints/dialects.js';
+import type { CallerDialect } from '../endpoints/dialects.js';
 import { ENDPOINTS } from '../endpoints/endpoints.js';
 import { internalError, ProxyError } from '../endpoints/errors.js';
 import { modelListRoutes } from '../models/model-lists.js';
@@ -42,7 +42,7 @@ const KNOWN_PATHS = new Map([
 /** An API's prefix: the first segment of its endpoints' paths (/openai, /anthropic). */
 const prefixOf = (path: string) => `/${path.split('/')[1] ?? ''}`;
 /** Each prefix's dialect, from the first endpoint under it (the OpenAI ones share one envelope). */
-const PREFIX_DIALECTS = new Map<string, Dialect>();
+const PREFIX_DIALECTS = new Map<string, CallerDialect>();
 for (const e of Object.values(ENDPOINTS)) {
   if (!PREFIX_DIALECTS.has(prefixOf(e.path))) PREFIX_DIALECTS.set(prefixOf(e.path), e.dialect);
 }

@@ -62,6 +62,8 @@ export interface ClusterSourceOptions {
   /** Told the Budgets (their tags and limits) now and on every change. */
   onBudgets?: (budgets: TagBudget[]) => void;
   onError?: (err: unknown) => void;
+  /** Where providers' endpoint overrides are read (PAO_ENDPOINT_URL_*); process.env by default. */
+  env?: NodeJS.ProcessEnv;
 }
 
 export class ClusterSource {
@@ -155,6 +157,7 @@ export class ClusterSource {
           standalone: false,
           replicasOf: (service) => this.replicas.get(service),
           ...(this.opts.slotsOf ? { slotsOf: this.opts.slotsOf } : {}),
+          ...(this.opts.env ? { env: this.opts.env } : {}),
         },
         this.eps.list(),
       ),

@@ -3,10 +3,10 @@ import { isRecord } from '../endpoints/chat-request.js';
 import { DIALECTS } from '../endpoints/dialects.js';
 import { type ErrorType, invalidRequest, ProxyError } from '../endpoints/errors.js';
 import { anthropicUsage } from '../upstreams/anthropic-stream.js';
-import { type FinishReason, openAIUsage, type ThinkingBlock } from '../upstreams/bedrock-converse-response.js';
 import { type ChunkSource, chunksOf, type StreamBody } from '../upstreams/chunk-source.js';
 import { sseFrame } from '../upstreams/stream-reader.js';
 import type { StreamOutcome, Usage } from '../upstreams/upstream.js';
+import { type FinishReason, openAIUsage, type ThinkingBlock } from './chat-completion.js';
 import type { Translation, Translator } from './translator.js';
 
 /**

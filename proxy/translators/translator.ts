@@ -1,4 +1,4 @@
-import type { Dialect } from '../endpoints/dialects.js';
+import type { CallerDialect, Dialect } from '../endpoints/dialects.js';
 import type { ProxyError } from '../endpoints/errors.js';
 import type { StreamBody } from '../upstreams/chunk-source.js';
 import type { StreamOutcome } from '../upstreams/upstream.js';
@@ -10,10 +10,22 @@ import type { StreamOutcome } from '../upstreams/upstream.js';
  * proxy/translators/table.ts; the pipeline picks it, never an upstream.
  */
 export interface Translator {
-  from: Dialect;
+  from: CallerDialect;
   to: Dialect;
-  /** One request: its body in the upstream's dialect and how its answer comes back; a 400 for what cannot be said there. */
-  begin(body: Record<string, unknown>, stream: boolean): Translation | ProxyError;
+  /**
+   * One request: its body in the upstream's dialect and how its answer comes back; a 400 for
+   * what cannot be said there. `served`: the model it is for, where the mapping depends on the
+   * model (Converse's limits and reasoning differ by model family); absent: the body's model.
+   */
+  begin(body: Record<string, unknown>, stream: boolean, served?: ServedModel): Translation | ProxyError;
+}
+
+/** The model a call is translated for. */
+interface ServedModel {
+  /** The id the upstream is called with. */
+  id: string;
+  /** The model whose limits and family apply: an inference profile's foundation model; the id itself elsewhere. */
+  base: string;
 }
 
 export interface Translation {

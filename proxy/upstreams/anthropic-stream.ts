@@ -1,11 +1,14 @@
 import { isRecord } from '../endpoints/chat-request.js';
+import { DIALECTS } from '../endpoints/dialects.js';
+import type { StreamEvents } from './event-stream.js';
 import { num, type StreamReader, sseFrame } from './stream-reader.js';
 import type { Usage } from './upstream.js';
 
 /**
  * Anthropic's Messages stream as any upstream sends it natively (Ollama's /v1/messages,
- * Bedrock's InvokeModelWithResponseStream for Claude): named events, the usage in message_start
- * and message_delta, message_stop last.
+ * Anthropic's, Claude on Vertex; Bedrock's InvokeModelWithResponseStream frames the same events
+ * in an AWS event stream): named events, the usage in message_start and message_delta,
+ * message_stop last.
  */
 
 /** Anthropic's usage: input_tokens excludes the cache's reads and writes, which the gateway counts as prompt tokens. */
@@ -52,3 +55,45 @@ export const anthropicStream = (): StreamReader => {
     },
   };
 };
+
+/** Bedrock's additions to the last event, which Anthropic's own stream does not carry. */
+const BEDROCK_METRICS = 'amazon-bedrock-invocationMetrics';
+
+/**
+ * Anthropic's Messages stream as Bedrock's InvokeModelWithResponseStream frames it: each `chunk`
+ * event's `bytes` (base64) hold one Messages event, relayed as the SSE event Anthropic's own API
+ * sends, without Bedrock's invocation metrics.
+ */
+export function anthropicEvents(): StreamEvents {
+  const reader = anthropicStream();
+  let usage: Usage | undefined;
+  let token = false;
+  let complete = false;
+  return {
+    push(_type, payload) {
+      if (typeof payload.bytes !== 'string') return '';
+      let data = Buffer.from(payload.bytes, 'base64').toString('utf8');
+      let parsed: { type?: unknown; [BEDROCK_METRICS]?: unknown };
+      try {
+        parsed = JSON.parse(data) as typeof parsed;
+      } catch {
+        return undefined;
+      }
+      if (parsed[BEDROCK_METRICS] !== undefined) {
+        delete parsed[BEDROCK_METRICS];
+        data = JSON.stringify(parsed);
+      }
+      const read = reader.read(typeof parsed.type === 'string' ? parsed.type : undefined, data);
+      if (!read) return undefined;
+      if (read.usage) usage = read.usage;
+      if (read.token) token = true;
+      if (read.last) complete = true;
+      return read.out;
+    },
+    cut: () => (complete ? undefined : 'message_stop'),
+    usage: () => usage,
+    firstContentSeen: () => token,
+    errorEvent: (err) => DIALECTS['anthropic-messages'].streamError(err),
+    end: '',
+  };
+}

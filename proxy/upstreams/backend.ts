@@ -28,6 +28,8 @@ export interface Backend<R extends RouteEntry = RouteEntry> extends Upstream<R> 
   refuse?(route: R): ProxyError | undefined;
   /** Exact input tokens where the provider counts them; undefined: the gateway estimates. */
   countTokens(route: R, body: Record<string, unknown>, signal: AbortSignal): Promise<number | undefined>;
+  /** The model whose limits and family apply (an inference profile's foundation model); the route's model where absent. */
+  baseModel?(route: R): string;
   /** USD per 1M tokens, where the gateway has a price. */
   price(route: R): TokenPrice | undefined;
   /** The serving provider's free credits (its whole grant, USD), for the store to allocate. */

@@ -1,4 +1,4 @@
-import type { Dialect } from '../endpoints/dialects.js';
+import type { CallerDialect } from '../endpoints/dialects.js';
 import { anthropicStream, anthropicUsage } from './anthropic-stream.js';
 import { sseFrame as frame, type StreamReader } from './stream-reader.js';
 import type { Usage } from './upstream.js';
@@ -136,7 +136,7 @@ export const withUsage = (body: Record<string, unknown>, stream: boolean) =>
     ? { ...body, stream_options: { ...((body.stream_options as object | undefined) ?? {}), include_usage: true } }
     : body;
 
-export const PASS_THROUGH: Readonly<Record<Dialect, PassThrough>> = {
+export const PASS_THROUGH: Readonly<Record<CallerDialect, PassThrough>> = {
   'openai-chat': {
     path: '/v1/chat/completions',
     prepare: (body, stream) => withUsage(forOllama(body), stream),

@@ -1,5 +1,5 @@
 import { Agent, type Dispatcher } from 'undici';
-import { DIALECTS, type Dialect } from '../endpoints/dialects.js';
+import { callerDialect, DIALECTS, type Dialect } from '../endpoints/dialects.js';
 import { ProxyError } from '../endpoints/errors.js';
 import { type Lease, ReplicaPools } from '../routing/replica-pool.js';
 import type { InClusterRoute } from '../routing/routes.js';
@@ -149,7 +149,8 @@ export class OpenAICompatibleUpstream implements Upstream<InClusterRoute> {
 
   private async call(call: UpstreamCall, lease: Lease, started: number): Promise<UpstreamResult> {
     const baseUrl = lease.url;
-    const dialect = PASS_THROUGH[call.dialect];
+    // Ollama serves the callers' dialects, the only ones the pipeline sends it.
+    const dialect = PASS_THROUGH[callerDialect(call.dialect)];
     const body = dialect.prepare(call.body, call.stream);
     const firstByteMs = call.route.timeouts?.firstByteMs ?? this.timeouts.firstByteMs;
     const idleMs = call.route.timeouts?.idleMs ?? this.timeouts.idleMs;
@@ -205,11 +206,12 @@ export class OpenAICompatibleUpstream implements Upstream<InClusterRoute> {
   }
 
   private relay(upstream: StreamedBody, call: UpstreamCall, started: number, idleMs: number): UpstreamResult {
-    const spec = DIALECTS[call.dialect];
+    const name = callerDialect(call.dialect);
+    const spec = DIALECTS[name];
     const relay = new SseRelay(
       upstream,
       {
-        reader: PASS_THROUGH[call.dialect].reader(call.clientWantsUsage),
+        reader: PASS_THROUGH[name].reader(call.clientWantsUsage),
         streamError: (err) => spec.streamError(err),
         ...(spec.streamEnd ? { streamEnd: spec.streamEnd } : {}),
       },

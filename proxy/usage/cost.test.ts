@@ -1,5 +1,4 @@
 import { describe, expect, it } from 'vitest';
-import { loadBedrockModels } from '../../crds/catalog/bedrock-models.js';
 import { loadCatalog } from '../../crds/catalog/catalog.js';
 import { foundationModelOf } from '../../crds/catalog/prices.js';
 import type { ExternalRoute, InClusterRoute } from '../routing/routes.js';
@@ -45,7 +44,6 @@ class CostMeter {
         'openai-compatible': unused,
       },
       prices: book,
-      bedrockModels: loadBedrockModels(),
     });
   }
 
@@ -68,8 +66,16 @@ describe('prices and charges', () => {
     kind: 'external',
     model,
     provider: 'platform-agent/bedrock',
-    identity: { provider: 'bedrock', auth: { method: 'IAMRole', roleArn: 'r' } },
-    target: { type: 'bedrock', upstreamModel: model, region, modelType: 'text', streaming: true, version: '1' },
+    identity: { provider: 'bedrock', region, auth: { method: 'IAMRole', roleArn: 'r' } },
+    target: {
+      type: 'bedrock',
+      upstreamModel: model,
+      family: 'openai',
+      baseUrl: '',
+      region,
+      modelType: 'text',
+      streaming: true,
+    },
     baseModel: baseModel ?? foundationModelOf(model),
     ...(freeCredits ? { freeCredits } : {}),
   });

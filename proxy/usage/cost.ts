@@ -1,6 +1,7 @@
 import { type Catalog, pricing } from '../../crds/catalog/catalog.js';
-import { type BedrockPriceTable, bedrockPrice, hostedPrice, type TokenPrice } from '../../crds/catalog/prices.js';
-import type { ProviderTarget } from '../../crds/providers/provider.js';
+import type { BedrockPriceTable, TokenPrice } from '../../crds/catalog/prices.js';
+import { PROVIDERS } from '../../crds/providers/table.js';
+import type { ExternalRoute } from '../routing/routes.js';
 import type { Usage } from '../upstreams/upstream.js';
 
 export {
@@ -54,11 +55,9 @@ export class PriceBook {
     return { input: per1M, output: per1M };
   }
 
-  /** A provider's model: Bedrock's by id, region and foundation model; the others' by provider and model. */
-  providerPrice(target: ProviderTarget, model: string, baseModel: string): TokenPrice | undefined {
-    return target.type === 'bedrock'
-      ? bedrockPrice(this.table, model, target.region, baseModel)
-      : hostedPrice(this.table, target.type, baseModel);
+  /** A provider's model, as its module looks it up (Bedrock's by region and foundation model). */
+  providerPrice(route: Pick<ExternalRoute, 'target' | 'identity' | 'model' | 'baseModel'>): TokenPrice | undefined {
+    return PROVIDERS[route.target.type].price(this.table, route.identity, route.model, route.baseModel);
   }
 }
 

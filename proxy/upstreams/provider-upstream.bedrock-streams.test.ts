@@ -1,16 +1,19 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { ProviderCredentials } from '../../crds/providers/credentials.js';
 import { type AwsDouble, startAwsDouble } from '../../e2e/doubles/aws.js';
-import type { BedrockRoute } from './bedrock.js';
-import { BedrockUpstream } from './bedrock.js';
-import { ConverseEventRelay } from './bedrock-event-stream.js';
+import type { ExternalRoute } from '../routing/routes.js';
+import { openaiChatToBedrockConverse } from '../translators/openai-chat_bedrock-converse.js';
+import type { Translation } from '../translators/translator.js';
 import { webStream } from './chunk-source.js';
+import { EventStreamRelay } from './event-stream.js';
+import { ProviderUpstream } from './provider-upstream.js';
 import type { UpstreamResult } from './upstream.js';
 
 /**
- * The Bedrock upstream's streams against the AWS double: the runtime client's HTTP as the gateway
- * configures it (bedrock-http.ts: many streams at once, none held back by the SDK, sockets reused
- * between calls), and ConverseStream relayed from its bytes (bedrock-event-stream.ts: the same
- * chunks as the SDK's own decoding gave, mid-stream exceptions and cut streams as errors in the
+ * Bedrock's calls through the one provider upstream against the AWS double: its HTTP (undici,
+ * SigV4-signed: many streams at once, none held back by a pool, sockets reused between calls),
+ * and ConverseStream relayed from its bytes (event-stream.ts: each event decoded once and handed
+ * to the translator's per-event function; mid-stream exceptions and cut streams as errors in the
  * stream, a caller leaving).
  */
 
@@ -19,33 +22,44 @@ const MODEL = 'amazon.nova-lite-v1:0';
 const STREAMS = 300;
 
 let aws: AwsDouble;
-let upstream: BedrockUpstream;
+let upstream: ProviderUpstream;
 
-const route: BedrockRoute = {
+const route = (): ExternalRoute => ({
   kind: 'external',
   model: MODEL,
   provider: 'platform-agent/bench',
-  identity: { provider: 'bedrock', auth: { method: 'AccessKey', secretRef: { name: 'k' } } },
+  identity: { provider: 'bedrock', region: 'us-east-1', auth: { method: 'AccessKey', secretRef: { name: 'k' } } },
   target: {
     type: 'bedrock',
     upstreamModel: MODEL,
+    family: 'openai',
     region: 'us-east-1',
     modelType: 'text',
+    baseUrl: aws.url,
     streaming: true,
-    version: '1',
   },
   baseModel: MODEL,
-};
+});
 
-const send = (stream: boolean, signal = new AbortController().signal) =>
-  upstream.send({
-    route,
-    dialect: 'openai-chat',
-    body: { model: MODEL, messages: [{ role: 'user', content: 'hello there' }] },
+/** A chat request through the translator to Converse and back, as the pipeline's call stage does it. */
+async function send(stream: boolean, signal = new AbortController().signal): Promise<UpstreamResult> {
+  const t = openaiChatToBedrockConverse.begin(
+    { model: MODEL, messages: [{ role: 'user', content: 'hello there' }], stream_options: { include_usage: true } },
+    stream,
+    { id: MODEL, base: MODEL },
+  ) as Translation;
+  const result = await upstream.send({
+    route: route(),
+    dialect: 'bedrock-converse',
+    body: t.body,
     stream,
     clientWantsUsage: true,
     signal,
   });
+  return result.kind === 'json'
+    ? { ...result, body: t.json(result.body) }
+    : { ...result, body: t.stream(result.body, result.outcome) };
+}
 
 async function frames(r: UpstreamResult): Promise<string[]> {
   if (r.kind !== 'stream') throw new Error('not a stream');
@@ -61,16 +75,20 @@ beforeAll(async () => {
     principals: [{ ...creds, arn: 'arn:aws:iam::123456789012:user/h', allow: ['bedrock:*'], account: '123456789012' }],
     models: { 'us-east-1': [{ modelId: MODEL, providerName: 'Amazon' }] },
   });
-  upstream = new BedrockUpstream({ endpoint: aws.url, credentialsFor: () => async () => creds });
+  const b64 = (s: string) => Buffer.from(s).toString('base64');
+  const secrets = () => ({
+    data: { accessKeyId: b64(creds.accessKeyId), secretAccessKey: b64(creds.secretAccessKey) },
+  });
+  upstream = new ProviderUpstream({ credentials: new ProviderCredentials(secrets, { env: {} }) });
 });
 
 afterAll(async () => {
-  upstream?.close();
+  await upstream?.close();
   await aws?.close();
 });
 
-describe('the Bedrock runtime client’s connections', () => {
-  it('reuses one socket for calls one after another (the SDK default opens a session per call)', async () => {
+describe('Bedrock’s connections through the provider upstream', () => {
+  it('reuses one socket for calls one after another', async () => {
     await send(false);
     const before = aws.connections().accepted;
     for (let i = 0; i < 20; i++) {
@@ -80,7 +98,7 @@ describe('the Bedrock runtime client’s connections', () => {
     expect(aws.connections().accepted - before).toBeLessThanOrEqual(1);
   });
 
-  it(`holds ${STREAMS} streams at once: the SDK queues none of them`, async () => {
+  it(`holds ${STREAMS} streams at once: no pool queues any of them`, async () => {
     // 8 deltas 250 ms apart: each stream stays open ~2 s, so all are open together only if none waits.
     aws.paceStreams(250);
     try {
@@ -88,7 +106,7 @@ describe('the Bedrock runtime client’s connections', () => {
       const results = await Promise.all(Array.from({ length: STREAMS }, () => send(true)));
       const firstBytes = performance.now() - t0;
       expect(aws.connections().open).toBeGreaterThanOrEqual(STREAMS);
-      // With the SDK's 50-socket pool the last ones would start after five rounds of ~2 s.
+      // With a 50-socket pool (the SDK's) the last ones would start after five rounds of ~2 s.
       expect(firstBytes).toBeLessThan(1_500);
       const texts = await Promise.all(
         results.map((r) => (r.kind === 'stream' ? new Response(webStream(r.body)).text() : '')),
@@ -103,8 +121,8 @@ describe('the Bedrock runtime client’s connections', () => {
 describe('ConverseStream from its bytes', () => {
   it('streams the text, the finish and the usage, as the whole answer has them', async () => {
     const streamed = await send(true);
-    // From the bytes, not from the SDK's iterator.
-    expect(streamed.kind === 'stream' && streamed.body).toBeInstanceOf(ConverseEventRelay);
+    // The event-stream relay itself, the translator's per-event function installed in it.
+    expect(streamed.kind === 'stream' && streamed.body).toBeInstanceOf(EventStreamRelay);
     const f = await frames(streamed);
     expect(f.at(-1)).toBe('[DONE]');
     const chunks = f.slice(0, -1).map(
@@ -115,10 +133,12 @@ describe('ConverseStream from its bytes', () => {
         },
     );
     const text = chunks.map((c) => c.choices[0]?.delta?.content ?? '').join('');
+    // A caller that wants the answer whole gets ConverseStream added up.
     const whole = await send(false);
     expect(whole.kind).toBe('json');
     const body = (whole as { body: { choices: Array<{ message: { content: string } }> } }).body;
     expect(text).toBe(body.choices[0]?.message.content);
+    expect(aws.calls.at(-1)?.action).toBe('ConverseStream');
     expect(chunks.some((c) => c.choices[0]?.finish_reason === 'stop')).toBe(true);
     expect(chunks.at(-1)?.usage?.completion_tokens).toBe(8);
     expect(await (streamed as { outcome: Promise<unknown> }).outcome).toMatchObject({
@@ -128,7 +148,8 @@ describe('ConverseStream from its bytes', () => {
 
   it.each([
     ['exception', /The model stopped unexpectedly/],
-    ['throttling', /Too many requests/],
+    // A throttling exception mid-stream is the table's Throttled (429, retried), not a generic failure.
+    ['throttling', /throttling/],
     ['no-stop', /before it finished/],
   ] as const)('a stream broken mid-way (%s) ends with the mapped error, then [DONE]', async (how, message) => {
     aws.breakStreams(1, how);
@@ -139,6 +160,11 @@ describe('ConverseStream from its bytes', () => {
     expect(error.message).toMatch(message);
     const outcome = await (r as { outcome: Promise<{ error?: { status: number } }> }).outcome;
     expect(outcome.error?.status).toBeGreaterThanOrEqual(429);
+  });
+
+  it('a broken stream a caller wanted whole is the mapped error, not a short answer', async () => {
+    aws.breakStreams(1, 'no-stop');
+    await expect(send(false)).rejects.toMatchObject({ status: 502, code: 'upstream_stream_broken' });
   });
 
   it('a caller that leaves mid-stream stops it and is recorded as gone', async () => {

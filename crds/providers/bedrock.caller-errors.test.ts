@@ -1,27 +1,69 @@
-import { AccessDeniedException, ThrottlingException } from '@aws-sdk/client-bedrock-runtime';
 import { describe, expect, it } from 'vitest';
-import { CredentialsError } from '../../crds/providers/aws-credentials.js';
-import { ProxyError } from '../endpoints/errors.js';
-import { type BedrockErrorContext, mapBedrockError } from './bedrock-errors.js';
+import { type AwsAuthMethod, awsFailure, classifyAwsError } from './aws-errors.js';
+import { bedrock } from './bedrock.js';
+import type { ProviderFailure, ProviderProblem } from './provider.js';
 
-const ctx: BedrockErrorContext = { model: 'claude-haiku', provider: 'team-a/bedrock', streaming: true };
-const awsError = (name: string, message: string, httpStatusCode?: number) =>
-  Object.assign(new Error(message), { name, $fault: 'client', $metadata: { httpStatusCode } });
+/**
+ * Bedrock's failures as a caller of one of its models meets them (its module's problem() in the
+ * proxy's context): the shared AWS table (aws-errors.ts) gives status, code, cause and fix, the
+ * same words the operator writes into the provider's status; the caller reads the model, never
+ * the provider resource, a key, an ARN, an account or a Secret.
+ */
 
-describe('mapBedrockError', () => {
+interface Ctx {
+  model: string;
+  provider: string;
+  streaming: boolean;
+  auth?: AwsAuthMethod;
+}
+
+const ctx: Ctx = { model: 'claude-haiku', provider: 'team-a/bedrock', streaming: true };
+
+/** Bedrock's restJson1 error answer: the code in x-amzn-ErrorType, the message in the body. */
+const awsError = (name: string, message: string, status = 400): ProviderFailure => ({
+  kind: 'answer',
+  status,
+  headers: { 'x-amzn-errortype': `${name}:http://internal.amazon.com/coral/com.amazon.bedrock/` },
+  body: { message },
+});
+
+/** A failure getting the credentials (STS, the Secret), classified where it happened (credentials.ts). */
+const stsError = (name: string, message: string, _status?: number): ProviderFailure => ({
+  kind: 'credentials',
+  problem: classifyAwsError(awsFailure({ name, message }), { auth: 'IAMRole', stage: 'credentials' }),
+});
+
+function mapBedrockError(failure: ProviderFailure, c: Ctx): ProviderProblem {
+  return bedrock.problem(failure, {
+    stage: 'call',
+    provider: c.provider,
+    model: c.model,
+    streaming: c.streaming,
+    identity: {
+      provider: 'bedrock',
+      region: 'us-east-1',
+      auth:
+        c.auth === 'AccessKey'
+          ? { method: 'AccessKey', secretRef: { name: 'team-a-keys' } }
+          : { method: 'IAMRole', roleArn: 'arn:aws:iam::123456789012:role/r' },
+    },
+  });
+}
+
+describe('Bedrock errors as callers get them', () => {
   it.each([
     [
       'ThrottlingException',
-      new ThrottlingException({ $metadata: { httpStatusCode: 429 }, message: 'Too many requests' }),
+      awsError('ThrottlingException', 'Too many requests', 429),
       ctx,
-      { status: 429, type: 'rate_limit_error', code: 'upstream_rate_limited', headers: { 'Retry-After': '5' } },
+      { status: 429, type: 'rate_limit_error', code: 'upstream_rate_limited', retryAfterSeconds: 5 },
       /throttling/,
     ],
     [
       'TooManyRequestsException',
       awsError('TooManyRequestsException', 'Too many requests', 429),
       ctx,
-      { status: 429, code: 'upstream_rate_limited', headers: { 'Retry-After': '5' } },
+      { status: 429, code: 'upstream_rate_limited', retryAfterSeconds: 5 },
       /throttling/,
     ],
     [
@@ -33,11 +75,11 @@ describe('mapBedrockError', () => {
     ],
     [
       'AccessDenied for InvokeModelWithResponseStream',
-      new AccessDeniedException({
-        $metadata: { httpStatusCode: 403 },
-        message:
-          'User: arn:aws:sts::123456789012:assumed-role/gateway/i-0abc is not authorized to perform: bedrock:InvokeModelWithResponseStream on resource: arn:aws:bedrock:us-east-1::foundation-model/anthropic.claude-3-5-haiku-20241022-v1:0 because no identity-based policy allows the bedrock:InvokeModelWithResponseStream action',
-      }),
+      awsError(
+        'AccessDeniedException',
+        'User: arn:aws:sts::123456789012:assumed-role/gateway/i-0abc is not authorized to perform: bedrock:InvokeModelWithResponseStream on resource: arn:aws:bedrock:us-east-1::foundation-model/anthropic.claude-3-5-haiku-20241022-v1:0 because no identity-based policy allows the bedrock:InvokeModelWithResponseStream action',
+        403,
+      ),
       ctx,
       { status: 403, type: 'permission_error', code: 'bedrock_access_denied' },
       /lacks bedrock:InvokeModelWithResponseStream; add it/,
@@ -118,17 +160,10 @@ describe('mapBedrockError', () => {
       /in time/,
     ],
     [
-      'the SDK socket TimeoutError',
-      Object.assign(new Error('socket timed out'), { name: 'TimeoutError' }),
-      ctx,
-      { status: 504, code: 'upstream_timeout' },
-      /in time/,
-    ],
-    [
       'ServiceUnavailableException',
       awsError('ServiceUnavailableException', 'unavailable', 503),
       ctx,
-      { status: 503, code: 'upstream_unavailable', headers: { 'Retry-After': '5' } },
+      { status: 503, code: 'upstream_unavailable', retryAfterSeconds: 5 },
       /not available/,
     ],
     [
@@ -156,12 +191,12 @@ describe('mapBedrockError', () => {
       'ServiceQuotaExceededException',
       awsError('ServiceQuotaExceededException', 'quota', 400),
       ctx,
-      { status: 429, code: 'upstream_quota_exceeded', headers: {} },
+      { status: 429, code: 'upstream_quota_exceeded' },
       /quota/,
     ],
     [
-      'STS AccessDenied from AssumeRole',
-      awsError(
+      'STS AccessDenied from AssumeRole (getting the credentials)',
+      stsError(
         'AccessDenied',
         'User: arn:aws:sts::123456789012:assumed-role/gw/x is not authorized to perform: sts:AssumeRole on resource: arn:aws:iam::210987654321:role/bedrock',
         403,
@@ -176,7 +211,7 @@ describe('mapBedrockError', () => {
           `${name} on a role provider (the session ran out before renewal)`,
           awsError(name, 'The security token included in the request is expired', 403),
           { ...ctx, auth: 'IAMRole' },
-          { status: 503, type: 'api_error', code: 'bedrock_credentials_expired', headers: { 'Retry-After': '5' } },
+          { status: 503, type: 'api_error', code: 'bedrock_credentials_expired', retryAfterSeconds: 5 },
           new RegExp(`role session expired \\(${name}\\)`),
         ] as const,
     ),
@@ -209,21 +244,19 @@ describe('mapBedrockError', () => {
       { status: 502, type: 'api_error', code: 'upstream_error' },
       /\(ConflictException\): conflict/,
     ],
-    ['a thrown string', 'socket hang up', ctx, { status: 502, code: 'upstream_error' }, /socket hang up/],
-    ['undefined', undefined, ctx, { status: 502, code: 'upstream_error' }, /Bedrock model claude-haiku/],
-  ] as Array<[string, unknown, typeof ctx, Partial<ProxyError>, RegExp]>)(
+  ] as Array<[string, ProviderFailure, Ctx, Partial<ProviderProblem>, RegExp]>)(
     'maps %s',
     (_name, err, c, expected, message) => {
       const e = mapBedrockError(err, c);
-      expect(e).toBeInstanceOf(ProxyError);
       expect(e).toMatchObject(expected);
       expect(e.message).toMatch(message);
     },
   );
 
-  it('passes a ProxyError through unchanged', () => {
-    const original = new ProxyError(400, 'invalid_request_error', 'x', 'y');
-    expect(mapBedrockError(original, ctx)).toBe(original);
+  it('gives no Retry-After for a spent quota: waiting does not help', () => {
+    expect(mapBedrockError(awsError('ServiceQuotaExceededException', 'quota', 400), ctx)).not.toHaveProperty(
+      'retryAfterSeconds',
+    );
   });
 
   it('names the model, not the provider (callers need not know how the gateway is configured)', () => {
@@ -237,10 +270,15 @@ describe('mapBedrockError', () => {
       ['SecretNotFound', 'provider_credentials_missing'],
       ['SecretForbidden', 'provider_credentials_unreadable'],
     ] as const) {
-      const e = mapBedrockError(new CredentialsError(code, 'the Secret may not be read'), {
-        ...ctx,
-        auth: 'AccessKey',
-      });
+      const problem = classifyAwsError(
+        { code, message: 'the Secret team-a-keys may not be read' },
+        {
+          auth: 'AccessKey',
+          stage: 'credentials',
+        },
+        ['team-a-keys'],
+      );
+      const e = mapBedrockError({ kind: 'credentials', problem }, { ...ctx, auth: 'AccessKey' });
       expect(e).toMatchObject({ status: 503, code: expected });
       expect(e.message).toContain('the Secret named in spec.auth.secretRef');
       expect(e.message).not.toMatch(/platform-agent|team-a/);
@@ -264,8 +302,37 @@ describe('mapBedrockError', () => {
     expect(denied.message).not.toContain(secret);
   });
 
+  it("never repeats the provider's Secret name", () => {
+    const e = mapBedrockError(awsError('ConflictException', 'the Secret team-a-keys is wrong', 409), {
+      ...ctx,
+      auth: 'AccessKey',
+    });
+    expect(e.message).not.toContain('team-a-keys');
+  });
+
   it('keeps the message short', () => {
     const e = mapBedrockError(awsError('ValidationException', 'word '.repeat(200), 400), ctx);
     expect(e.message.length).toBeLessThan(400);
+  });
+
+  it.each([
+    ['internalServerException', 502, 'upstream_stream_error'],
+    ['modelStreamErrorException', 502, 'upstream_stream_error'],
+    ['validationException', 400, 'upstream_rejected'],
+    ['throttlingException', 429, 'upstream_rate_limited'],
+    ['serviceUnavailableException', 503, 'upstream_unavailable'],
+  ] as const)('maps an exception message %s in the middle of a stream', (type, status, code) => {
+    const e = mapBedrockError({ kind: 'exception', type, message: 'overloaded' }, ctx);
+    expect(e).toMatchObject({ status, code });
+    expect(e.message).toContain('claude-haiku');
+  });
+
+  it('keeps the Bedrock detail of a mid-stream model error and a Retry-After on throttling', () => {
+    expect(
+      mapBedrockError({ kind: 'exception', type: 'modelStreamErrorException', message: 'overloaded' }, ctx).message,
+    ).toMatch(/overloaded/);
+    expect(
+      mapBedrockError({ kind: 'exception', type: 'throttlingException', message: 'slow' }, ctx).retryAfterSeconds,
+    ).toBe(5);
   });
 });

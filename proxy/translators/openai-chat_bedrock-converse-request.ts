@@ -1,25 +1,26 @@
-import type {
-  ContentBlock,
-  ConverseCommandInput,
-  ImageFormat,
-  InferenceConfiguration,
-  Message,
-  SystemContentBlock,
-  Tool,
-  ToolChoice,
-  ToolConfiguration,
-} from '@aws-sdk/client-bedrock-runtime';
 import { foundationModelOf } from '../../crds/catalog/prices.js';
-import type { ProviderGuardrail } from '../../crds/external-provider.js';
+import { isAnthropic } from '../../crds/providers/bedrock.js';
 import { invalidRequest, ProxyError } from '../endpoints/errors.js';
-import { limitsOf } from './bedrock-limits.js';
+import type {
+  ConverseContentBlock as ContentBlock,
+  ConverseRequest,
+  ConverseImageFormat as ImageFormat,
+  ConverseInferenceConfig as InferenceConfiguration,
+  ConverseMessage as Message,
+  ConverseSystemBlock as SystemContentBlock,
+  ConverseTool as Tool,
+  ConverseToolChoice as ToolChoice,
+  ConverseToolConfig as ToolConfiguration,
+} from '../upstreams/bedrock-converse.js';
+import { limitsOf } from './openai-chat_bedrock-converse-limits.js';
 
 /**
- * OpenAI chat completions -> Bedrock Converse, as pure functions: no SDK client, no network, so
- * every mapping is testable without AWS (the answers come back through bedrock-converse-response.ts
- * and bedrock-converse-stream.ts). It refuses what it cannot translate faithfully instead of
- * dropping it, because a silently ignored `seed` or `response_format` gives the caller an answer
- * that looks right and is not.
+ * OpenAI chat completions -> Bedrock Converse, as pure functions: no network, so every mapping
+ * is testable without AWS (the answers come back through openai-chat_bedrock-converse-response.ts
+ * and -stream.ts). It refuses what it cannot translate faithfully instead of dropping it, because
+ * a silently ignored `seed` or `response_format` gives the caller an answer that looks right and
+ * is not. What the provider adds to every call (its guardrail) and what discovery knows of the
+ * model (images) are the Bedrock module's (crds/providers/bedrock.ts).
  */
 
 /** Accepted top-level fields and where each goes. */
@@ -87,9 +88,6 @@ const NO_OP_VALUES: Partial<Record<RejectedField, (v: unknown) => boolean>> = {
   store: (v) => v === false,
 };
 
-/** An Anthropic model, by its foundation id or a system-defined profile's (us.anthropic...). */
-export const isAnthropic = (id: string) => /(^|\.)anthropic\./.test(id);
-
 function isRecord(v: unknown): v is Record<string, unknown> {
   return v !== null && typeof v === 'object' && !Array.isArray(v);
 }
@@ -101,23 +99,16 @@ const unsupportedContent = (message: string, param: string) => invalidRequest(me
 // Bedrock rejects text blocks that are empty or only whitespace.
 const isBlank = (text: string) => text.trim() === '';
 
-/** What the route adds to a chat request's translation. */
-export interface ConverseOptions {
-  /** The foundation model behind the id (an inference profile is checked as its model). */
-  baseModel?: string;
-  /** The provider's guardrail. */
-  guardrail?: ProviderGuardrail;
-  /** The call is ConverseStream (a guardrail's streamProcessingMode only exists there). */
-  streaming?: boolean;
-  /** false: the model takes text only, and an image part is refused before the call. */
-  images?: boolean;
-}
-
+/**
+ * A chat request as the body of a Converse call of `modelId` (the model goes in the path);
+ * `baseModel`: the foundation model behind the id, whose limits and family apply (an inference
+ * profile is checked as its model).
+ */
 export function toConverseInput(
   modelId: string,
   body: Record<string, unknown>,
-  opts: ConverseOptions = {},
-): ConverseCommandInput | ProxyError {
+  opts: { baseModel?: string } = {},
+): ConverseRequest | ProxyError {
   for (const [name, value] of Object.entries(body)) {
     // JSON null is OpenAI's "not given".
     if (value === null || value === undefined || Object.hasOwn(MAPPED_FIELDS, name)) continue;
@@ -146,9 +137,6 @@ export function toConverseInput(
   if (limited) return limited;
   const conv = conversation(body.messages);
   if (conv instanceof ProxyError) return conv;
-  if (opts.images === false && conv.messages.some((m) => m.content?.some((b) => b.image !== undefined))) {
-    return unsupportedContent(`${modelId} takes text only: send the request without image parts`, 'messages');
-  }
   const json = jsonOutput(body.response_format, body.tools);
   if (json instanceof ProxyError) return json;
   const tools = json ?? toolConfig(body.tools, body.tool_choice, conv.usesTools);
@@ -160,25 +148,16 @@ export function toConverseInput(
   // Signed reasoning is the model's own: another family (a fallback, a switched model) cannot read it.
   const messages = isAnthropic(opts.baseModel ?? modelId)
     ? conv.messages
-    : conv.messages.map((m) => ({ ...m, content: m.content?.filter((b) => b.reasoningContent === undefined) }));
-  const input: ConverseCommandInput = { modelId, messages };
+    : conv.messages.map((m) => ({ ...m, content: m.content.filter((b) => b.reasoningContent === undefined) }));
+  const input: ConverseRequest = { messages };
   if (conv.system.length > 0) input.system = conv.system;
   if (Object.keys(config).length > 0) input.inferenceConfig = config;
   if (tools) input.toolConfig = tools;
-  if (thinking) input.additionalModelRequestFields = { thinking } as never;
-  const g = opts.guardrail;
-  if (g) {
-    input.guardrailConfig = {
-      guardrailIdentifier: g.identifier,
-      guardrailVersion: g.version,
-      trace: g.trace ?? 'disabled',
-      ...(opts.streaming && g.streamProcessingMode ? { streamProcessingMode: g.streamProcessingMode } : {}),
-    } as never;
-  }
+  if (thinking) input.additionalModelRequestFields = { thinking };
   return input;
 }
 
-/** The model family's own limits (bedrock-limits.ts), as a 400 naming the parameter. */
+/** The model family's own limits (openai-chat_bedrock-converse-limits.ts), as a 400 naming the parameter. */
 function checkLimits(model: string, config: InferenceConfiguration): ProxyError | undefined {
   const limits = limitsOf(foundationModelOf(model));
   if (!limits) return undefined;
@@ -270,14 +249,16 @@ function jsonOutput(format: unknown, tools: unknown): ToolConfiguration | undefi
     );
   }
   return {
-    tools: [{ toolSpec: { name: JSON_TOOL, description, inputSchema: { json: schema as never } } }],
+    tools: [{ toolSpec: { name: JSON_TOOL, description, inputSchema: { json: schema } } }],
     toolChoice: { tool: { name: JSON_TOOL } },
   };
 }
 
 /** Whether a Converse input asks for JSON output (the forced JSON tool). */
-export const jsonMode = (input: ConverseCommandInput): boolean =>
-  input.toolConfig?.toolChoice?.tool?.name === JSON_TOOL;
+export const jsonMode = (input: ConverseRequest): boolean => {
+  const choice = input.toolConfig?.toolChoice;
+  return choice !== undefined && 'tool' in choice && choice.tool.name === JSON_TOOL;
+};
 
 /**
  * OpenAI's tools and tool_choice as Converse's toolConfig. Converse has no "none": without tools
@@ -325,7 +306,7 @@ function toolConfig(tools: unknown, choice: unknown, usesTools: boolean): ToolCo
         name,
         ...(description ? { description } : {}),
         // Converse needs a schema; OpenAI allows none for a function without arguments.
-        inputSchema: { json: (parameters ?? { type: 'object', properties: {} }) as never },
+        inputSchema: { json: parameters ?? { type: 'object', properties: {} } },
       },
     });
     const cache = cachePoint(t.cache_control, `${at}.cache_control`);
@@ -515,7 +496,7 @@ function toolUses(calls: unknown, at: string): ContentBlock[] | ProxyError {
     if (!isRecord(input)) {
       return invalidRequest(`${p}.function.arguments must be a JSON object`, `${p}.function.arguments`);
     }
-    blocks.push({ toolUse: { toolUseId: c.id, name, input: input as never } });
+    blocks.push({ toolUse: { toolUseId: c.id, name, input } });
   }
   return blocks;
 }
@@ -578,7 +559,7 @@ function thinkingBlocks(value: unknown, role: string, at: string): ContentBlock[
     if (isRecord(b) && b.type === 'thinking' && typeof b.thinking === 'string' && typeof b.signature === 'string') {
       blocks.push({ reasoningContent: { reasoningText: { text: b.thinking, signature: b.signature } } });
     } else if (isRecord(b) && b.type === 'redacted_thinking' && typeof b.data === 'string') {
-      blocks.push({ reasoningContent: { redactedContent: new Uint8Array(Buffer.from(b.data, 'base64')) } });
+      blocks.push({ reasoningContent: { redactedContent: Buffer.from(b.data, 'base64').toString('base64') } });
     } else {
       return invalidRequest(
         `${p} must be {"type": "thinking", "thinking", "signature"} or {"type": "redacted_thinking", "data"}, as the answer gave it`,
@@ -659,5 +640,6 @@ function imageBlock(imageUrl: unknown, p: string): ContentBlock | ProxyError {
   const format: ImageFormat = subtype === 'jpg' ? 'jpeg' : (subtype as ImageFormat);
   const buf = Buffer.from(match[2] ?? '', 'base64');
   if (buf.byteLength === 0) return invalidRequest(`${param} holds no image data`, param);
-  return { image: { format, source: { bytes: new Uint8Array(buf.buffer, buf.byteOffset, buf.byteLength) } } };
+  // Converse's JSON carries the bytes in standard base64, whichever alphabet and wrapping came in.
+  return { image: { format, source: { bytes: buf.toString('base64') } } };
 }
