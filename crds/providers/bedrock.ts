@@ -125,9 +125,13 @@ function embeddings(t: ProviderTarget, body: Record<string, unknown>, baseModel:
   };
 }
 
+/** Who failed, for a caller ("Bedrock model <id>"); the operator's conditions say "Bedrock" (the table's default). */
+const subjectOf = (ctx: ProblemContext): string | undefined =>
+  ctx.stage === 'call' ? (ctx.model ? `Bedrock model ${ctx.model}` : 'Bedrock') : undefined;
+
 /** The table's problem for an AWS failure in its context; a caller's credential problem says who cannot be called. */
 function awsProblem(failure: AwsFailure, ctx: ProblemContext, stage: 'credentials' | 'discovery' | 'invoke') {
-  const subject = ctx.stage === 'call' ? (ctx.model ? `Bedrock model ${ctx.model}` : 'Bedrock') : undefined;
+  const subject = subjectOf(ctx);
   const problem = classifyAwsError(
     failure,
     {
@@ -160,10 +164,9 @@ function problem(failure: ProviderFailure, ctx: ProblemContext): ProviderProblem
       return awsProblem({ code: failure.code ?? 'NetworkingError', message: '' }, ctx, stage);
     case 'credentials': {
       // Classified by the same table when they failed (crds/providers/credentials.ts).
-      const subject = ctx.stage === 'call' ? `Bedrock model ${ctx.model ?? ''}` : undefined;
       return withSubject(
         { status: 502, type: 'api_error', code: 'bedrock_credentials_invalid', ...failure.problem },
-        subject,
+        subjectOf(ctx),
       );
     }
   }

@@ -16,6 +16,7 @@ import {
 } from './openai-chat_bedrock-converse-request.js';
 import { finishReasonOf, fromConverseOutput } from './openai-chat_bedrock-converse-response.js';
 import { ConverseStreamTranslator } from './openai-chat_bedrock-converse-stream.js';
+import { translatorFor } from './table.js';
 
 /**
  * OpenAI chat <-> Bedrock Converse: the request (messages, parameters, tools, JSON mode,
@@ -65,6 +66,16 @@ function rejection(body: Record<string, unknown>): ProxyError {
 
 // 1x1 transparent PNG.
 const PNG_B64 = 'iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNkYPhfDwAChwGA60e6kgAAAABJRU5ErkJggg==';
+
+describe('the translator table', () => {
+  it('plans chat to Converse directly, and Responses and Anthropic callers through chat', () => {
+    expect(translatorFor('openai-chat', 'bedrock-converse')?.from).toBe('openai-chat');
+    for (const from of ['openai-responses', 'anthropic-messages'] as const) {
+      const t = translatorFor(from, 'bedrock-converse');
+      expect([t?.from, t?.to]).toEqual([from, 'bedrock-converse']);
+    }
+  });
+});
 
 describe('toConverseInput: messages', () => {
   it('sends the model id, system and developer messages as system blocks in order, and the turns', () => {

@@ -24,7 +24,7 @@ const STREAMS = 300;
 let aws: AwsDouble;
 let upstream: ProviderUpstream;
 
-const route = (): ExternalRoute => ({
+const route = (streaming = true): ExternalRoute => ({
   kind: 'external',
   model: MODEL,
   provider: 'platform-agent/bench',
@@ -36,20 +36,20 @@ const route = (): ExternalRoute => ({
     region: 'us-east-1',
     modelType: 'text',
     baseUrl: aws.url,
-    streaming: true,
+    streaming,
   },
   baseModel: MODEL,
 });
 
 /** A chat request through the translator to Converse and back, as the pipeline's call stage does it. */
-async function send(stream: boolean, signal = new AbortController().signal): Promise<UpstreamResult> {
+async function send(stream: boolean, signal = new AbortController().signal, streaming = true): Promise<UpstreamResult> {
   const t = openaiChatToBedrockConverse.begin(
     { model: MODEL, messages: [{ role: 'user', content: 'hello there' }], stream_options: { include_usage: true } },
     stream,
     { id: MODEL, base: MODEL },
   ) as Translation;
   const result = await upstream.send({
-    route: route(),
+    route: route(streaming),
     dialect: 'bedrock-converse',
     body: t.body,
     stream,
@@ -165,6 +165,22 @@ describe('ConverseStream from its bytes', () => {
   it('a broken stream a caller wanted whole is the mapped error, not a short answer', async () => {
     aws.breakStreams(1, 'no-stop');
     await expect(send(false)).rejects.toMatchObject({ status: 502, code: 'upstream_stream_broken' });
+  });
+
+  it('a model called through Converse (streaming off) reaches a streaming caller as one stream of the same answer', async () => {
+    const streamed = await send(true, undefined, false);
+    expect(aws.calls.at(-1)?.action).toBe('Converse');
+    const f = await frames(streamed);
+    expect(f.at(-1)).toBe('[DONE]');
+    const chunks = f
+      .slice(0, -1)
+      .map((x) => JSON.parse(x) as { choices: Array<{ delta?: { content?: string }; finish_reason?: string }> });
+    const whole = (await send(false, undefined, false)) as {
+      body: { choices: Array<{ message: { content: string } }> };
+    };
+    expect(chunks.map((c) => c.choices[0]?.delta?.content ?? '').join('')).toBe(whole.body.choices[0]?.message.content);
+    expect(chunks.some((c) => c.choices[0]?.finish_reason === 'stop')).toBe(true);
+    expect(await (streamed as { outcome: Promise<unknown> }).outcome).toMatchObject({ usage: { completionTokens: 8 } });
   });
 
   it('a caller that leaves mid-stream stops it and is recorded as gone', async () => {
