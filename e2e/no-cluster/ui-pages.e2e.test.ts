@@ -6,7 +6,7 @@ import { serve } from '@hono/node-server';
 import { Hono } from 'hono';
 import type { Browser, BrowserContext, Page } from 'playwright-core';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
-import { uiRoutes } from '../../proxy/pages/pages.js';
+import { pagesRoutes } from '../../proxy/pages/pages.js';
 import { launchChromium } from '../support/browser.js';
 
 /**
@@ -180,7 +180,7 @@ const seen: Seen[] = [];
 beforeAll(async () => {
   mkdirSync(OUT, { recursive: true });
   const app = new Hono();
-  app.route('/', uiRoutes());
+  app.route('/', pagesRoutes());
   app.route('/', fakeApi(seen));
   await new Promise<void>((resolve) => {
     server = serve({ fetch: app.fetch, port: 0, hostname: '127.0.0.1' }, (info: AddressInfo) => {
