@@ -12,6 +12,7 @@ import { type MetricsServer, serveMetrics } from '../crds/observability/metrics-
 import { LOAD_PATH } from '../crds/observability/proxy-load.js';
 import type { CredentialProvider, SecretLookup } from '../crds/providers/aws-credentials.js';
 import { API_KEY_KEY, ProviderCredentials } from '../crds/providers/credentials.js';
+import { PROVIDERS } from '../crds/providers/table.js';
 import { ApiKeys, standaloneKeys } from './access/auth.js';
 import { BudgetGuard, type TagBudget, tagBudgetOf } from './access/budgets.js';
 import { MemoryBudget } from './access/memory-budget.js';
@@ -429,15 +430,8 @@ function composeBackends(
     }),
     timeouts: ctx.timeouts,
   });
-  const providers: Record<ProviderType, Upstream<ExternalRoute>> = {
-    bedrock: upstream,
-    openai: upstream,
-    anthropic: upstream,
-    'azure-openai': upstream,
-    'vertex-ai': upstream,
-    'openai-compatible': upstream,
-    ...parts.providers,
-  };
+  const every = Object.fromEntries(Object.keys(PROVIDERS).map((type) => [type, upstream]));
+  const providers = { ...every, ...parts.providers } as Record<ProviderType, Upstream<ExternalRoute>>;
   return {
     'in-cluster': inClusterBackend({
       upstream:
