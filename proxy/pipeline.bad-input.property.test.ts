@@ -621,7 +621,7 @@ describe('broken uploads', { timeout: 20_000 }, () => {
         );
         // The caller is gone: nobody to answer.
         expect(answer).toBe('closed');
-        await vi.waitFor(() => expect(g.usage.records.length).toBe(before + 1));
+        await vi.waitFor(() => expect(g.usage.records.length).toBe(before + 1), { timeout: 10_000 });
         expect(g.usage.records.at(-1)).toMatchObject({ status: 400, errorType: 'body_unreadable' });
         expect(g.failures).toEqual([]);
       }),

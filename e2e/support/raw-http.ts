@@ -56,6 +56,8 @@ export function rawRequest(base: string, req: RawRequest): Promise<RawResponse |
       if (body) writeBody(socket, body, req.breakAfter);
       if (req.chunked) {
         for (const chunk of req.chunked.chunks) {
+          // A chunk of size 0 is the body's end: only `end` sends it.
+          if (chunk.length === 0) continue;
           socket.write(`${chunk.length.toString(16)}\r\n`);
           socket.write(chunk);
           socket.write('\r\n');
