@@ -383,10 +383,22 @@ describe.runIf(inject('localControlPlane'))('install journey', () => {
   });
 
   it('shows the traffic by tag in usage', async () => {
-    await new Promise((r) => setTimeout(r, 200));
-    const res = await app.request('/v1/usage?groupBy=team', { headers: { 'x-api-key': apiKey } });
-    const body = (await res.json()) as { groups: Array<{ group: string; requests: number }> };
-    expect(body.groups.map((g) => [g.group, g.requests])).toEqual([
+    // Records reach the store in the recorder's batches (every 250 ms).
+    const byTeam = async () => {
+      const res = await app.request('/v1/usage?groupBy=team', { headers: { 'x-api-key': apiKey } });
+      const body = (await res.json()) as { groups: Array<{ group: string; requests: number }> };
+      return body.groups.map((g) => [g.group, g.requests]);
+    };
+    await eventually('usage by team', 10_000, async () =>
+      JSON.stringify(await byTeam()) ===
+      JSON.stringify([
+        ['ml', 2],
+        ['web', 1],
+      ])
+        ? true
+        : undefined,
+    ).catch(() => {});
+    expect(await byTeam()).toEqual([
       ['ml', 2],
       ['web', 1],
     ]);
