@@ -1,4 +1,5 @@
-import { Agent, request } from 'undici';
+import { once } from 'node:events';
+import { connect } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type OllamaDouble, startOllamaDouble } from '../e2e/doubles/ollama.js';
 import { startGateway, type TestGateway } from '../e2e/support/gateway.js';
@@ -80,30 +81,33 @@ describe('a replica shutting down', () => {
         metrics: new ProxyMetrics(),
       },
     );
-    // A caller's connection busy with a slow answer when the replica starts shutting down, with
-    // its next request already sent behind it (HTTP/1.1 pipelining).
-    double.behave({ firstByteDelayMs: 300 });
-    const agent = new Agent({ pipelining: 2, connections: 1 });
-    const post = () =>
-      request(`${gateway.url}/openai/v1/chat/completions`, {
-        method: 'POST',
-        dispatcher: agent,
-        idempotent: true,
-        headers: { 'content-type': 'application/json', 'x-api-key': KEY },
-        body: JSON.stringify({ model: 'llama3.1:8b', messages: [{ role: 'user', content: 'hi there' }] }),
-      });
-    const busy = post();
-    const next = post();
-    await new Promise((r) => setTimeout(r, 100));
-    const requestsBefore = double.requests.length;
+    // A caller's connection busy with a slow answer when the replica starts shutting down; its
+    // next request arrives on that connection while the first is still being answered, so the
+    // connection is never idle (an idle one is closed, which a client sees as a plain close).
+    // Raw bytes: clients hold a pipelined POST until the answer before it arrived.
+    double.behave({ firstByteDelayMs: 1_500 });
+    const socket = connect(Number(new URL(gateway.url).port), '127.0.0.1');
+    const received: Buffer[] = [];
+    socket.on('data', (d: Buffer) => received.push(d));
+    const ended = once(socket, 'end');
+    const body = JSON.stringify({ model: 'llama3.1:8b', messages: [{ role: 'user', content: 'hi there' }] });
+    const post = `POST /openai/v1/chat/completions HTTP/1.1\r\nhost: gateway\r\ncontent-type: application/json\r\nx-api-key: ${KEY}\r\ncontent-length: ${Buffer.byteLength(body)}\r\n\r\n${body}`;
+    const requestsBefore = double.requests.length + 1;
+    socket.write(post);
+    await expect.poll(() => double.requests.length, { timeout: 5_000 }).toBe(requestsBefore);
     const closing = gateway.close();
-    expect((await busy).statusCode).toBe(200);
-    const res = await next;
-    expect(res.statusCode).toBe(503);
-    expect(res.headers.connection).toBe('close');
-    expect(((await res.body.json()) as { error: { code: string } }).error.code).toBe('shutting_down');
+    await new Promise((r) => setTimeout(r, 100));
+    socket.write(post);
+    await ended;
+    const [first = '', next = ''] = Buffer.concat(received)
+      .toString('utf8')
+      .split(/(?=HTTP\/1\.1 )/);
+    expect(first).toMatch(/^HTTP\/1\.1 200 /);
+    expect(next).toMatch(/^HTTP\/1\.1 503 /);
+    expect(next.toLowerCase()).toContain('connection: close');
+    expect(JSON.parse(next.slice(next.indexOf('\r\n\r\n') + 4)).error.code).toBe('shutting_down');
     expect(double.requests).toHaveLength(requestsBefore);
     await closing;
-    await agent.close();
+    socket.destroy();
   });
 });

@@ -5,23 +5,15 @@ import type { ModelDeployment } from '../crds/model-deployment.js';
 import { type OllamaDouble, startOllamaDouble } from '../e2e/doubles/ollama.js';
 import { startGateway, type TestGateway } from '../e2e/support/gateway.js';
 import { ApiKeys } from './access/auth.js';
-import { ProxyError } from './endpoints/errors.js';
 import { buildRoutes, RouteTable } from './routing/routes.js';
 import { ProxyMetrics } from './telemetry/metrics.js';
 import { OpenAICompatibleUpstream } from './upstreams/openai-compatible.js';
-import {
-  type RetryPolicy,
-} from './upstreams/resilience.js';
 import { MemoryUsage } from './usage/record.js';
 
 /**
  * The call stage's retries and fallbacks through the whole gateway, over real sockets, against
  * a model server that fails on purpose and the Ollama double.
  */
-
-const err = (status: 400 | 429 | 502 | 503 | 504, code: string, headers: Record<string, string> = {}) =>
-  new ProxyError(status, status === 400 ? 'invalid_request_error' : 'api_error', code, 'x', null, headers);
-const policy: RetryPolicy = { retries: 2, backoffMs: 100, maxBackoffMs: 2000 };
 
 /** A model server that answers the first `failures` chat requests with `status`, then like Ollama. */
 interface Flaky {

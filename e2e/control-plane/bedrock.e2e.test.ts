@@ -2,12 +2,12 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { LogFields } from '../../crds/observability/log.js';
 import type { AwsCredentials } from '../../crds/providers/aws-credentials.js';
 import { Operator } from '../../operator/operator.js';
-import { API_KEYS_SECRET } from '../../proxy/sources/cluster-source.js';
 import { ProxyMetrics } from '../../proxy/telemetry/metrics.js';
 import { MemoryUsage } from '../../proxy/usage/record.js';
 import { type AwsDouble, startAwsDouble } from '../doubles/aws.js';
 import { capturedLogger } from '../support/capture.js';
-import { startGateway, type TestGateway } from '../support/gateway.js';
+import { startClusterGateway } from '../support/cluster-gateway.js';
+import type { TestGateway } from '../support/gateway.js';
 import { BEDROCK_GATEWAY, PROMPT_CANARY, USER_ACCESS_KEY } from '../support/known-secrets.js';
 import { eventually, kubeConfig, kubectl, kubectlOk } from '../support/kube.js';
 
@@ -134,19 +134,9 @@ beforeAll(async () => {
     providerEnv: { PAO_ENDPOINT_URL_BEDROCK: aws.url, PAO_ENDPOINT_URL_AWS_STS: aws.url },
   });
   await operator.start();
-  // The proxy's API key, from the Secret the chart makes.
-  kubectlOk(
-    ['apply', '-f', '-'],
-    JSON.stringify({
-      apiVersion: 'v1',
-      kind: 'Secret',
-      metadata: { name: API_KEYS_SECRET, namespace: NS },
-      stringData: { keys: 'sk-bedrock-e2e\n' },
-    }),
-  );
-  app = await startGateway(
+  app = await startClusterGateway(
+    'sk-bedrock-e2e',
     {
-      source: { kind: 'cluster', kubeConfig: kubeConfig() },
       aws: { base },
       env: { ...process.env, PAO_ENDPOINT_URL_BEDROCK_RUNTIME: aws.url, PAO_ENDPOINT_URL_AWS_STS: aws.url },
       logger: {
@@ -159,13 +149,11 @@ beforeAll(async () => {
     },
     { usage, metrics: new ProxyMetrics() },
   );
-  await eventually('the proxy has its key', 10_000, () => (app.keys.size > 0 ? true : undefined));
 });
 
 afterAll(async () => {
   await operator?.stop();
   await app?.stop();
-  kubectl(['delete', 'secret', API_KEYS_SECRET, '-n', NS, '--ignore-not-found']);
   await aws?.close();
   kubectl(['delete', 'externalproviders', '--all', '-n', NS]);
   kubectl(['delete', 'secret', 'bedrock-keys', '-n', NS, '--ignore-not-found']);

@@ -5,12 +5,12 @@ import OpenAI from 'openai';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { LogFields } from '../../crds/observability/log.js';
 import { Operator } from '../../operator/operator.js';
-import { API_KEYS_SECRET } from '../../proxy/sources/cluster-source.js';
 import { ProxyMetrics } from '../../proxy/telemetry/metrics.js';
 import { MemoryUsage } from '../../proxy/usage/record.js';
 import { type HostedDouble, startHostedDouble } from '../doubles/hosted.js';
 import { capturedLogger } from '../support/capture.js';
-import { startGateway, type TestGateway } from '../support/gateway.js';
+import { startClusterGateway } from '../support/cluster-gateway.js';
+import type { TestGateway } from '../support/gateway.js';
 import { PROMPT_CANARY } from '../support/known-secrets.js';
 import { eventually, kubeConfig, kubectl, kubectlOk } from '../support/kube.js';
 
@@ -93,16 +93,9 @@ beforeAll(async () => {
     providerEnv: env,
   });
   await operator.start();
-  // The proxy's API key, from the Secret the chart makes.
-  apply({
-    apiVersion: 'v1',
-    kind: 'Secret',
-    metadata: { name: API_KEYS_SECRET, namespace: NS },
-    stringData: { keys: 'sk-hosted-discovery-e2e\n' },
-  });
-  app = await startGateway(
+  app = await startClusterGateway(
+    'sk-hosted-discovery-e2e',
     {
-      source: { kind: 'cluster', kubeConfig: kubeConfig() },
       env,
       logger: {
         info: () => {},
@@ -112,7 +105,6 @@ beforeAll(async () => {
     },
     { usage: new MemoryUsage(), metrics: new ProxyMetrics() },
   );
-  await eventually('the proxy has its key', 10_000, () => (app.keys.size > 0 ? true : undefined));
   secret('hd-openai-key', OPENAI_KEY);
   secret('hd-anthropic-key', ANTHROPIC_KEY);
   secret('hd-azure-key', AZURE_KEY);
@@ -122,7 +114,6 @@ beforeAll(async () => {
 afterAll(async () => {
   await operator?.stop();
   await app?.stop();
-  kubectl(['delete', 'secret', API_KEYS_SECRET, '-n', NS, '--ignore-not-found']);
   await double?.close();
   kubectl(['delete', 'externalproviders', '--all', '-n', NS]);
   kubectl([

@@ -24,10 +24,7 @@ export class RssSamples {
   private readonly started = performance.now();
   private readonly timer: NodeJS.Timeout;
 
-  constructor(
-    private readonly pid: number,
-    everyMs = 1000,
-  ) {
+  constructor(pid: number, everyMs = 1000) {
     this.timer = setInterval(() => this.all.push({ at: this.now(), rss: rssMiB(pid) }), everyMs);
   }
 

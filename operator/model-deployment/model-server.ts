@@ -1,5 +1,6 @@
 import type {
   V1Affinity,
+  V1Container,
   V1Deployment,
   V1NodeSelectorTerm,
   V1PersistentVolumeClaim,
@@ -214,6 +215,91 @@ function memoryRequest(model: CatalogModel): string {
   return `${Math.ceil(model.sizeGiB) + 4}Gi`;
 }
 
+/**
+ * Pod Security "restricted": no root, no privilege escalation, no capabilities, the runtime's
+ * seccomp profile, and a read-only image (writes go to the volumes).
+ */
+const HARDENED = {
+  allowPrivilegeEscalation: false,
+  readOnlyRootFilesystem: true,
+  runAsNonRoot: true,
+  capabilities: { drop: ['ALL'] },
+};
+
+type EnvVar = { name: string; value: string };
+type Mount = { name: string; mountPath: string };
+
+/** The init container that puts the model on the server's volume (or finds it there) before the server starts. */
+function pullContainer(
+  md: ModelDeployment,
+  opts: ModelServerOptions,
+  store: ModelStore,
+  env: EnvVar[],
+  mounts: Mount[],
+): V1Container {
+  return {
+    name: PULL_CONTAINER,
+    image: opts.image,
+    command: ['/bin/sh', '-c', PULL_MODEL_SCRIPT],
+    env: [
+      ...env,
+      { name: 'OLLAMA_HOST', value: '127.0.0.1:11434' },
+      { name: 'MODEL_PULL_POLICY', value: store.pullPolicy },
+      ...(store.claimName ? [{ name: 'MODEL_CLAIM', value: store.claimName }] : []),
+    ],
+    volumeMounts: mounts,
+    securityContext: HARDENED,
+    // Never more than the server asks: a pod's request is the larger of its init and its
+    // containers' requests, and spec.server.cpu is what the user sized the node for.
+    resources: { requests: { cpu: md.spec.server?.cpu ?? '500m', memory: '1Gi' } },
+  };
+}
+
+/** The Ollama server: its settings, probes (ready means the model answers) and GPU resources. */
+function serverContainer(
+  md: ModelDeployment,
+  model: CatalogModel,
+  opts: ModelServerOptions,
+  env: EnvVar[],
+  mounts: Mount[],
+): V1Container {
+  const modelAnswers = { exec: { command: ['/bin/bash', '-c', MODEL_ANSWERS_SCRIPTS[model.kind]] } };
+  const settings = serverSettings(md, model);
+  return {
+    name: SERVER_CONTAINER,
+    image: opts.image,
+    args: ['serve'],
+    env: [
+      ...env,
+      { name: 'OLLAMA_HOST', value: `0.0.0.0:${CONTAINER_PORT}` },
+      // Keep the model loaded: the first request after idle would otherwise pay the load.
+      { name: 'OLLAMA_KEEP_ALIVE', value: '-1' },
+      { name: 'OLLAMA_NUM_PARALLEL', value: String(settings.numParallel) },
+      { name: 'OLLAMA_MAX_QUEUE', value: String(settings.maxQueue) },
+      { name: 'OLLAMA_CONTEXT_LENGTH', value: String(settings.contextLength) },
+      // One model per server: never unload it to make room for another.
+      { name: 'OLLAMA_MAX_LOADED_MODELS', value: '1' },
+    ],
+    ports: [{ name: 'http', containerPort: CONTAINER_PORT, protocol: 'TCP' }],
+    // The first probe loads the model into GPU memory (minutes for 70b): up to 10 min to start.
+    startupProbe: { ...modelAnswers, periodSeconds: 10, failureThreshold: 60, timeoutSeconds: 60 },
+    // A busy server queues the probe behind real requests: be patient before declaring it unready.
+    readinessProbe: { ...modelAnswers, periodSeconds: 15, failureThreshold: 4, timeoutSeconds: 30 },
+    livenessProbe: {
+      httpGet: { path: '/', port: 'http' },
+      periodSeconds: 20,
+      failureThreshold: 3,
+      timeoutSeconds: 5,
+    },
+    resources: {
+      requests: { cpu: settings.cpu, memory: memoryRequest(model), [GPU_RESOURCE]: String(model.gpu.count) },
+      limits: { memory: memoryRequest(model), [GPU_RESOURCE]: String(model.gpu.count) },
+    },
+    volumeMounts: mounts,
+    securityContext: HARDENED,
+  };
+}
+
 export function desiredModelServer(
   md: ModelDeployment,
   model: CatalogModel,
@@ -240,16 +326,6 @@ export function desiredModelServer(
     { name: 'home', mountPath: '/home/ollama' },
     { name: 'tmp', mountPath: '/tmp' },
   ];
-  // Pod Security "restricted": no root, no privilege escalation, no capabilities, the runtime's
-  // seccomp profile, and a read-only image (writes go to the volumes above).
-  const hardened = {
-    allowPrivilegeEscalation: false,
-    readOnlyRootFilesystem: true,
-    runAsNonRoot: true,
-    capabilities: { drop: ['ALL'] },
-  };
-  const modelAnswers = { exec: { command: ['/bin/bash', '-c', MODEL_ANSWERS_SCRIPTS[model.kind]] } };
-  const settings = serverSettings(md, model);
   const nodeAffinity = {
     requiredDuringSchedulingIgnoredDuringExecution: {
       nodeSelectorTerms: nodeSelectorTerms(catalog, opts.template, opts.gpuTypes),
@@ -288,59 +364,8 @@ export function desiredModelServer(
             { key: NODE_TEMPLATE_KEY, operator: 'Exists' },
             { key: GPU_RESOURCE, operator: 'Exists', effect: 'NoSchedule' },
           ],
-          initContainers: [
-            {
-              name: PULL_CONTAINER,
-              image: opts.image,
-              command: ['/bin/sh', '-c', PULL_MODEL_SCRIPT],
-              env: [
-                ...env,
-                { name: 'OLLAMA_HOST', value: '127.0.0.1:11434' },
-                { name: 'MODEL_PULL_POLICY', value: store.pullPolicy },
-                ...(store.claimName ? [{ name: 'MODEL_CLAIM', value: store.claimName }] : []),
-              ],
-              volumeMounts: mounts,
-              securityContext: hardened,
-              // Never more than the server asks: a pod's request is the larger of its init and its
-              // containers' requests, and spec.server.cpu is what the user sized the node for.
-              resources: { requests: { cpu: md.spec.server?.cpu ?? '500m', memory: '1Gi' } },
-            },
-          ],
-          containers: [
-            {
-              name: SERVER_CONTAINER,
-              image: opts.image,
-              args: ['serve'],
-              env: [
-                ...env,
-                { name: 'OLLAMA_HOST', value: `0.0.0.0:${CONTAINER_PORT}` },
-                // Keep the model loaded: the first request after idle would otherwise pay the load.
-                { name: 'OLLAMA_KEEP_ALIVE', value: '-1' },
-                { name: 'OLLAMA_NUM_PARALLEL', value: String(settings.numParallel) },
-                { name: 'OLLAMA_MAX_QUEUE', value: String(settings.maxQueue) },
-                { name: 'OLLAMA_CONTEXT_LENGTH', value: String(settings.contextLength) },
-                // One model per server: never unload it to make room for another.
-                { name: 'OLLAMA_MAX_LOADED_MODELS', value: '1' },
-              ],
-              ports: [{ name: 'http', containerPort: CONTAINER_PORT, protocol: 'TCP' }],
-              // The first probe loads the model into GPU memory (minutes for 70b): up to 10 min to start.
-              startupProbe: { ...modelAnswers, periodSeconds: 10, failureThreshold: 60, timeoutSeconds: 60 },
-              // A busy server queues the probe behind real requests: be patient before declaring it unready.
-              readinessProbe: { ...modelAnswers, periodSeconds: 15, failureThreshold: 4, timeoutSeconds: 30 },
-              livenessProbe: {
-                httpGet: { path: '/', port: 'http' },
-                periodSeconds: 20,
-                failureThreshold: 3,
-                timeoutSeconds: 5,
-              },
-              resources: {
-                requests: { cpu: settings.cpu, memory: memoryRequest(model), [GPU_RESOURCE]: String(model.gpu.count) },
-                limits: { memory: memoryRequest(model), [GPU_RESOURCE]: String(model.gpu.count) },
-              },
-              volumeMounts: mounts,
-              securityContext: hardened,
-            },
-          ],
+          initContainers: [pullContainer(md, opts, store, env, mounts)],
+          containers: [serverContainer(md, model, opts, env, mounts)],
           securityContext: {
             runAsNonRoot: true,
             runAsUser: MODEL_SERVER_UID,

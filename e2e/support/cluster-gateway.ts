@@ -1,0 +1,35 @@
+import type { GatewayConfig, GatewayParts } from '../../proxy/compose.js';
+import { API_KEYS_SECRET } from '../../proxy/sources/cluster-source.js';
+import { startGateway, type TestGateway } from './gateway.js';
+import { eventually, kubeConfig, kubectl, kubectlOk } from './kube.js';
+
+/**
+ * A gateway in cluster mode as the chart runs it, on the suite's control plane: its API key from
+ * the Secret the chart makes (applied here with `key`), its models from the cluster's
+ * ModelDeployments and ExternalProviders. Resolves once the key is loaded; `stop()` also deletes
+ * the Secret.
+ */
+export async function startClusterGateway(
+  key: string,
+  config: Omit<GatewayConfig, 'source'> = {},
+  parts: Partial<GatewayParts> = {},
+): Promise<TestGateway> {
+  kubectlOk(
+    ['apply', '-f', '-'],
+    JSON.stringify({
+      apiVersion: 'v1',
+      kind: 'Secret',
+      metadata: { name: API_KEYS_SECRET, namespace: 'platform-agent' },
+      stringData: { keys: `${key}\n` },
+    }),
+  );
+  const gateway = await startGateway({ ...config, source: { kind: 'cluster', kubeConfig: kubeConfig() } }, parts);
+  await eventually('the gateway has its key', 10_000, () => (gateway.keys.size > 0 ? true : undefined));
+  return {
+    ...gateway,
+    stop: async () => {
+      await gateway.stop();
+      kubectl(['delete', 'secret', API_KEYS_SECRET, '-n', 'platform-agent', '--ignore-not-found']);
+    },
+  };
+}
