@@ -6,6 +6,7 @@ import { API_KEYS_SECRET } from '../../proxy/sources/cluster-source.js';
 import { MemoryUsage } from '../../proxy/usage/record.js';
 import { OLLAMA_MODEL, type OllamaServer, startOllama } from '../ollama/server.js';
 import { capturedLogger } from '../support/capture.js';
+import { applyKeysSecret } from '../support/cluster-gateway.js';
 import { startGateway, type TestGateway } from '../support/gateway.js';
 import { eventually, kubeConfig, kubectl, kubectlOk } from '../support/kube.js';
 
@@ -97,15 +98,7 @@ describe.runIf(inject('localControlPlane'))('autoscaling on the real control pla
       body: JSON.stringify({ source: OLLAMA_MODEL, destination: MODEL }),
     });
     expect(copied.status).toBe(200);
-    kubectlOk(
-      ['apply', '-f', '-'],
-      JSON.stringify({
-        apiVersion: 'v1',
-        kind: 'Secret',
-        metadata: { name: API_KEYS_SECRET, namespace: 'platform-agent' },
-        stringData: { keys: `${KEY}\n` },
-      }),
-    );
+    applyKeysSecret(KEY);
     proxies.push(await proxyReplica(), await proxyReplica());
     operator = new Operator({
       kubeConfig: kubeConfig(),

@@ -3,6 +3,19 @@ import { API_KEYS_SECRET } from '../../proxy/sources/cluster-source.js';
 import { startGateway, type TestGateway } from './gateway.js';
 import { eventually, kubeConfig, kubectl, kubectlOk } from './kube.js';
 
+/** The API keys Secret the chart makes, holding `key`: what a cluster-mode gateway reads its keys from. */
+export function applyKeysSecret(key: string): void {
+  kubectlOk(
+    ['apply', '-f', '-'],
+    JSON.stringify({
+      apiVersion: 'v1',
+      kind: 'Secret',
+      metadata: { name: API_KEYS_SECRET, namespace: 'platform-agent' },
+      stringData: { keys: `${key}\n` },
+    }),
+  );
+}
+
 /**
  * A gateway in cluster mode as the chart runs it, on the suite's control plane: its API key from
  * the Secret the chart makes (applied here with `key`), its models from the cluster's
@@ -14,15 +27,7 @@ export async function startClusterGateway(
   config: Omit<GatewayConfig, 'source'> = {},
   parts: Partial<GatewayParts> = {},
 ): Promise<TestGateway> {
-  kubectlOk(
-    ['apply', '-f', '-'],
-    JSON.stringify({
-      apiVersion: 'v1',
-      kind: 'Secret',
-      metadata: { name: API_KEYS_SECRET, namespace: 'platform-agent' },
-      stringData: { keys: `${key}\n` },
-    }),
-  );
+  applyKeysSecret(key);
   const gateway = await startGateway({ ...config, source: { kind: 'cluster', kubeConfig: kubeConfig() } }, parts);
   await eventually('the gateway has its key', 10_000, () => (gateway.keys.size > 0 ? true : undefined));
   return {
