@@ -7,7 +7,7 @@ import { type OllamaDouble, startOllamaDouble } from '../doubles/ollama.js';
 import { capturedLogger } from '../support/capture.js';
 import { startGateway, type TestGateway } from '../support/gateway.js';
 import { PROMPT_CANARY } from '../support/known-secrets.js';
-import { eventually, kubeConfig, kubectl, kubectlOk } from '../support/kube.js';
+import { applyObjects, eventually, kubeConfig, kubectl, kubectlOk } from '../support/kube.js';
 
 /**
  * The proxy in cluster mode against the real API server: the routing table follows
@@ -153,15 +153,12 @@ describe('proxy in cluster mode', () => {
     const price = () => app.prices.providerPrice(nova);
     const shipped = price();
     expect(shipped?.input).toBeGreaterThan(0);
-    kubectlOk(
-      ['apply', '-f', '-'],
-      JSON.stringify({
-        apiVersion: 'v1',
-        kind: 'ConfigMap',
-        metadata: { name: PRICES_CONFIGMAP, namespace: 'platform-agent' },
-        data: { [PRICES_KEY]: 'models:\n  amazon.nova-lite-v1:0: {input: 1, output: 2}\n' },
-      }),
-    );
+    applyObjects({
+      apiVersion: 'v1',
+      kind: 'ConfigMap',
+      metadata: { name: PRICES_CONFIGMAP, namespace: 'platform-agent' },
+      data: { [PRICES_KEY]: 'models:\n  amazon.nova-lite-v1:0: {input: 1, output: 2}\n' },
+    });
     await eventually('prices', 10_000, () => (price()?.input === 1 && price()?.output === 2 ? true : undefined));
     kubectlOk(['delete', 'configmap', PRICES_CONFIGMAP, '-n', 'platform-agent']);
     await eventually('prices removed', 10_000, () => (price()?.input === shipped?.input ? true : undefined));

@@ -1,19 +1,16 @@
 import type { GatewayConfig, GatewayParts } from '../../proxy/compose.js';
 import { API_KEYS_SECRET } from '../../proxy/sources/cluster-source.js';
 import { startGateway, type TestGateway } from './gateway.js';
-import { eventually, kubeConfig, kubectl, kubectlOk } from './kube.js';
+import { applyObjects, eventually, kubeConfig, kubectl } from './kube.js';
 
 /** The API keys Secret the chart makes, holding `key`: what a cluster-mode gateway reads its keys from. */
 export function applyKeysSecret(key: string): void {
-  kubectlOk(
-    ['apply', '-f', '-'],
-    JSON.stringify({
-      apiVersion: 'v1',
-      kind: 'Secret',
-      metadata: { name: API_KEYS_SECRET, namespace: 'platform-agent' },
-      stringData: { keys: `${key}\n` },
-    }),
-  );
+  applyObjects({
+    apiVersion: 'v1',
+    kind: 'Secret',
+    metadata: { name: API_KEYS_SECRET, namespace: 'platform-agent' },
+    stringData: { keys: `${key}\n` },
+  });
 }
 
 /**
