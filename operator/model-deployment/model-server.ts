@@ -2,9 +2,11 @@ import type {
   V1Affinity,
   V1Container,
   V1Deployment,
+  V1EnvVar,
   V1NodeSelectorTerm,
   V1PersistentVolumeClaim,
   V1Service,
+  V1VolumeMount,
 } from '@kubernetes/client-node';
 import type { Catalog, CatalogModel } from '../../crds/catalog/catalog.js';
 import {
@@ -226,16 +228,13 @@ const HARDENED = {
   capabilities: { drop: ['ALL'] },
 };
 
-type EnvVar = { name: string; value: string };
-type Mount = { name: string; mountPath: string };
-
 /** The init container that puts the model on the server's volume (or finds it there) before the server starts. */
 function pullContainer(
   md: ModelDeployment,
   opts: ModelServerOptions,
   store: ModelStore,
-  env: EnvVar[],
-  mounts: Mount[],
+  env: V1EnvVar[],
+  mounts: V1VolumeMount[],
 ): V1Container {
   return {
     name: PULL_CONTAINER,
@@ -260,8 +259,8 @@ function serverContainer(
   md: ModelDeployment,
   model: CatalogModel,
   opts: ModelServerOptions,
-  env: EnvVar[],
-  mounts: Mount[],
+  env: V1EnvVar[],
+  mounts: V1VolumeMount[],
 ): V1Container {
   const modelAnswers = { exec: { command: ['/bin/bash', '-c', MODEL_ANSWERS_SCRIPTS[model.kind]] } };
   const settings = serverSettings(md, model);
