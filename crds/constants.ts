@@ -66,6 +66,12 @@ export const GPU_COMPUTE_CAPABILITY_LABEL = 'scheduling.platform/gpu-compute-cap
 /** Extended resource of the NVIDIA device plugin. */
 export const GPU_RESOURCE = 'nvidia.com/gpu';
 
+/**
+ * Secret in platform-llms whose key `token` is the Hugging Face token vLLM's model fetch uses for
+ * gated models (Llama); optional, and only the fetch container sees it.
+ */
+export const HUGGING_FACE_TOKEN_SECRET = 'huggingface-token';
+
 export const PROXY_SERVICE_PORT = 443;
 
 /** In-cluster DNS suffix of ModelDeployment endpoints. */

@@ -1,7 +1,10 @@
+import type { EngineName } from './engines/engine.js';
 import type { CommonStatus, Resource } from './meta.js';
 
 export interface ModelDeploymentSpec {
-  /** Ollama model name with tag, from the hosted-model catalog (e.g. llama3.1:8b). */
+  /** The engine that serves the model; the schema defaults it to Ollama. */
+  engine?: EngineName;
+  /** The model in its engine's form, from the hosted-model catalog: llama3.1:8b (Ollama), meta-llama/Llama-3.1-8B-Instruct (VLLM). */
   model: string;
   /** Service in platform-llms that exposes the model server; immutable. */
   serviceName: string;
@@ -12,7 +15,7 @@ export interface ModelDeploymentSpec {
   /** Defaults to 1; 0 hibernates. With autoscaling the operator writes it. */
   replicas: number;
   autoscaling?: ModelAutoscaling;
-  /** Standalone proxy mode only: an already running Ollama server. */
+  /** Standalone proxy mode only: an already running model server of the engine. */
   endpoint?: string;
   /** Models tried in order when this one is not Running or fails before answering. */
   fallback?: string[];
@@ -22,7 +25,7 @@ export interface ModelDeploymentSpec {
   aliases?: string[];
   /** In the CLI model list (GET /v1/models/metadata?include_in_cli=true); defaults to true. */
   includeInCLI?: boolean;
-  /** Ollama server settings; omitted fields come from the catalog's serving defaults. */
+  /** Model server settings; omitted fields come from the catalog's serving defaults. */
   server?: { numParallel?: number; maxQueue?: number; contextLength?: number; cpu?: string };
   /** Where the model is kept; omitted: the operator's model cache (or an emptyDir without one). */
   cache?: { existingClaim?: string };

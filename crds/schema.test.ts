@@ -67,7 +67,7 @@ describe('CRD manifests', () => {
       crdManifest(kind)
         .spec.versions[0]?.additionalPrinterColumns?.filter((c) => !c.priority)
         .map((c) => c.name.toUpperCase());
-    expect(columns('ModelDeployment')).toEqual(['MODEL', 'STATUS', 'READY', 'DESIRED', 'ENDPOINT', 'AGE']);
+    expect(columns('ModelDeployment')).toEqual(['MODEL', 'ENGINE', 'STATUS', 'READY', 'DESIRED', 'ENDPOINT', 'AGE']);
     expect(columns('ExternalProvider')).toEqual(['PROVIDER', 'REGION', 'AUTH', 'STATUS', 'MODELS', 'AGE']);
     expect(crdManifest('ModelDeployment').spec.names.shortNames).toContain('md');
     // Not `ep`: core Endpoints owns it, and kubectl would resolve `kubectl get ep` to Endpoints.
@@ -98,7 +98,10 @@ describe('CEL rules', () => {
         "ModelDeployment.spec.fallback: !has(self.fallback) || !(self.model in self.fallback)",
         "ModelDeployment.spec.aliases: !has(self.aliases) || !(self.model in self.aliases)",
         "ModelDeployment.spec.autoscaling.whileWaking: !has(self.autoscaling) || !has(self.autoscaling.whileWaking) || self.autoscaling.whileWaking != 'Fallback' || (has(self.fallback) && size(self.fallback) > 0)",
+        "ModelDeployment.spec.server.numParallel: self.engine != 'Ollama' || !has(self.server) || !has(self.server.numParallel) || self.server.numParallel <= 64",
         "ModelDeployment.spec.autoscaling: !has(self.autoscaling) || !has(self.endpoint)",
+        "ModelDeployment.spec.model: self.engine != 'Ollama' || self.model.matches('^[a-z0-9][a-z0-9._-]*(/[a-z0-9][a-z0-9._-]*)*(:[A-Za-z0-9][A-Za-z0-9._-]*)?$')",
+        "ModelDeployment.spec.model: self.engine != 'VLLM' || self.model.matches('^[A-Za-z0-9][A-Za-z0-9._-]{0,95}/[A-Za-z0-9][A-Za-z0-9._-]{0,95}$')",
         "ModelDeployment.spec.serviceName: self == oldSelf",
         "ModelDeployment.spec.port: self == oldSelf",
         "ModelDeployment.spec.autoscaling.minReplicas: self.minReplicas <= self.maxReplicas",
@@ -177,6 +180,7 @@ const usage = {
 const full: Record<KindName, { spec: object; status: object }> = {
   ModelDeployment: {
     spec: {
+      engine: 'VLLM',
       model: 'm',
       serviceName: 's',
       port: 1,

@@ -83,6 +83,7 @@ describe('validateResource', () => {
     expect(result.ok).toBe(true);
     if (!result.ok) return;
     expect(result.resource.spec).toEqual({
+      engine: 'Ollama',
       model: 'llama3.1:8b',
       serviceName: 'llm',
       port: 11434,

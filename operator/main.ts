@@ -4,6 +4,7 @@ import { KubeConfig } from '@kubernetes/client-node';
 import { collectDefaultMetrics } from 'prom-client';
 import type { Cloud } from '../crds/catalog/catalog.js';
 import { AGENT_NAMESPACE, unsupportedNode } from '../crds/constants.js';
+import { parseEngineImages } from '../crds/engines/table.js';
 import { errorMessage, jsonLogger } from '../crds/observability/log.js';
 import { type ModelCacheSetting, parseModelCache } from './model-deployment/model-cache.js';
 import { Operator } from './operator.js';
@@ -19,7 +20,10 @@ const { values } = parseArgs({
     'cluster-id': { type: 'string', default: process.env.CLUSTER_ID ?? 'default' },
     cloud: { type: 'string', default: process.env.CLOUD ?? 'aws' },
     region: { type: 'string', default: process.env.REGION },
-    'ollama-image': { type: 'string', default: process.env.OLLAMA_IMAGE ?? 'ollama/ollama:0.17.4' },
+    // Each engine's model server image, "Ollama=image,VLLM=image"; an engine left out gets its
+    // module's pinned default (crds/engines/). --ollama-image is the older name of Ollama's.
+    'engine-images': { type: 'string', default: process.env.ENGINE_IMAGES ?? '' },
+    'ollama-image': { type: 'string', default: process.env.OLLAMA_IMAGE ?? '' },
     port: { type: 'string', default: process.env.PORT ?? '8080' },
     'metrics-port': { type: 'string', default: process.env.METRICS_PORT ?? '9090' },
     'leader-elect': { type: 'string', default: process.env.LEADER_ELECT ?? 'true' },
@@ -87,7 +91,7 @@ const identity = `${hostname()}-${process.pid}`;
 const operator = new Operator({
   kubeConfig: kc,
   cluster,
-  ollamaImage: values['ollama-image'] ?? '',
+  images: parseEngineImages(values['engine-images'] ?? '', values['ollama-image'] ?? ''),
   port: Number(values.port),
   metricsPort: Number(values['metrics-port']),
   concurrency: Number(values.concurrency),

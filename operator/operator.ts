@@ -6,6 +6,7 @@ import { Hono } from 'hono';
 import { Counter, Gauge, Registry } from 'prom-client';
 import { type Catalog, type ClusterInfo, loadCatalog } from '../crds/catalog/catalog.js';
 import { AGENT_NAMESPACE, LLMS_NAMESPACE } from '../crds/constants.js';
+import type { EngineName } from '../crds/engines/engine.js';
 import { keyOf } from '../crds/kube/informer.js';
 import { KubeClient } from '../crds/kube/kube-client.js';
 import { errorMessage, jsonLogger, type Logger } from '../crds/observability/log.js';
@@ -38,7 +39,8 @@ export function resourceOf(path: string): string {
 export interface OperatorOptions {
   kubeConfig: KubeConfig;
   cluster: ClusterInfo;
-  ollamaImage: string;
+  /** Each engine's model server image where set (--engine-images); else the engine module's default. */
+  images: Partial<Record<EngineName, string>>;
   /** HTTP port for /healthz, /readyz and the management API; 0 picks a free one. */
   port: number;
   /** Port of GET /metrics, apart from the API port; 0 picks a free one. */

@@ -4,7 +4,7 @@ import type { AddressInfo } from 'node:net';
 import { join } from 'node:path';
 import type { KubeConfig } from '@kubernetes/client-node';
 import type { Hono } from 'hono';
-import { type Catalog, loadCatalog, parallelSlots } from '../crds/catalog/catalog.js';
+import { type Catalog, catalogModel, loadCatalog, parallelSlots } from '../crds/catalog/catalog.js';
 import { ACCESS_KEY_ID_KEY, PRODUCT_VERSION, SECRET_ACCESS_KEY_KEY } from '../crds/constants.js';
 import type { ProviderType } from '../crds/external-provider.js';
 import { errorMessage, jsonLogger, type Logger } from '../crds/observability/log.js';
@@ -20,10 +20,11 @@ import { LocalRateLimiter, type RateLimit, type RateLimiter } from './access/rat
 import { RedisRateLimiter } from './access/redis-rate-limit.js';
 import { MAX_BODY_BYTES } from './body.js';
 import { type ConnectionLimits, createFrontDoor, DEFAULT_CONNECTION_LIMITS, LISTEN_BACKLOG } from './front-door.js';
-import { type AskServer, ollamaShow } from './models/model-metadata.js';
+import { type AskServer, askModelServer } from './models/model-metadata.js';
 import { pagesRoutes } from './pages/pages.js';
 import { createPipeline } from './pipeline.js';
 import { routedPools } from './routing/replica-pool.js';
+import { replicaSignals } from './routing/replica-signals.js';
 import {
   buildRoutes,
   type ExternalRoute,
@@ -47,6 +48,7 @@ import { DEFAULT_RETRY, type RetryPolicy } from './upstreams/resilience.js';
 import { unavailableBackend } from './upstreams/unavailable.js';
 import { DEFAULT_TIMEOUTS, type Timeouts, type Upstream } from './upstreams/upstream.js';
 import { loadBedrockPrices, mergePrices, PriceBook, parseBedrockPrices } from './usage/cost.js';
+import { startGpuTimeLedger } from './usage/gpu-time.js';
 import type { UsageSink } from './usage/record.js';
 import type { UsageReports } from './usage/reports.js';
 import { UsageStatusWriter } from './usage/status.js';
@@ -166,15 +168,26 @@ export async function composeGateway(config: GatewayConfig = {}, parts: Partial<
   const timeouts = config.timeouts ?? DEFAULT_TIMEOUTS;
   const state = { notReady: false, closing: false };
 
-  const { stack, usage, budgets, statusWriter } = accounting(config, parts, { metrics, keys, resources, env, log });
+  const {
+    stack,
+    usage: recorded,
+    budgets,
+    statusWriter,
+  } = accounting(config, parts, { metrics, keys, resources, env, log });
   if (config.source) budgets?.setTagBudgets([...resources.tagBudgets, ...tagBudgets]);
   onBudgets = (b) => budgets?.setTagBudgets(b);
   const prices = priceBook(config, catalog, resources.source, log);
+  // In-cluster GPU time for the reports' actual cost: every replica measures it, the store counts it once.
+  const gpuTime = stack ? startGpuTimeLedger({ routes, prices, store: stack.gpuTime, log }) : undefined;
+  const usage = gpuTime ? gpuTime.sink(recorded) : recorded;
   const limiter = parts.limiter ?? rateLimiter(config, metrics, log);
 
-  // In-cluster models: least in-flight over ready replicas, the excess held here; a request for
-  // a hibernated model wakes it.
+  // In-cluster models: a long prompt's prefix to the replica that holds it in its cache (bounded
+  // by load; the engines' queue and KV-cache gauges where they export them), else least in-flight
+  // over ready replicas; the excess held here; a request for a hibernated model wakes it.
+  const signals = replicaSignals(routes);
   const pools = routedPools(routes, metrics, {
+    signals,
     maxQueued: config.queue?.perModel ?? 100,
     queueMs: config.queue?.timeoutMs ?? 300_000,
     ...(resources.source
@@ -231,8 +244,10 @@ export async function composeGateway(config: GatewayConfig = {}, parts: Partial<
       budgets?.stop();
       statusWriter?.stop();
       await limiter.close?.();
+      await gpuTime?.stop();
       await stack?.close();
       await resources.source?.stop().catch(() => {});
+      await signals.close();
       await tracer?.shutdown().catch(() => {});
     }),
   };
@@ -352,6 +367,7 @@ async function loadResources(
     routes: into.routes,
     keys: into.keys,
     slotsOf: (md) => parallelSlots(into.catalog, md),
+    contextOf: (md) => catalogModel(into.catalog, md.spec.model, md.spec.engine)?.serving.contextLength,
     ...(source.keysSecret ? { keysSecret: source.keysSecret } : {}),
     onBudgets: into.onBudgets,
     onError: (err) => into.log.warn('watch failed, retrying', { error: errorMessage(err) }),
@@ -443,7 +459,7 @@ function composeBackends(
         }),
       prices: ctx.prices,
       catalog: ctx.catalog,
-      ask: parts.ask ?? ollamaShow(),
+      ask: parts.ask ?? askModelServer(),
     }),
     external: externalBackend({ upstreams: providers, prices: ctx.prices }),
     unavailable: unavailableBackend(config.deployingRetryAfterSeconds),

@@ -1,13 +1,18 @@
 import { describe, expect, it } from 'vitest';
+import type { EngineName } from '../engines/engine.js';
 import {
+  type CatalogModel,
   type ClusterInfo,
+  catalogModel,
   eligibleGpuTypes,
+  engineOf,
   hostedModels,
   loadCatalog,
   parallelSlots,
   pricing,
   regionGpuTypes,
   resolveModel,
+  throughputAt,
 } from './catalog.js';
 
 const catalog = loadCatalog();
@@ -17,30 +22,61 @@ const cluster = (cloud: ClusterInfo['cloud'], region: string): ClusterInfo => ({
   cloud,
   region,
 });
-const model = (name: string) => {
-  const m = catalog.models.find((x) => x.name === name);
-  if (!m) throw new Error(name);
+const model = (name: string, engine: EngineName = 'Ollama') => {
+  const m = catalogModel(catalog, name, engine);
+  if (!m) throw new Error(`${engine} ${name}`);
   return m;
 };
+/** What a row costs per 1M tokens on its recommended GPU at its serving concurrency. */
+const listPrice = (m: CatalogModel) => pricing(catalog, m, m.gpu.recommended).usdPer1MTokens;
 
 describe('catalog data', () => {
   it('has the required models, each with a known recommended GPU that fits it', () => {
-    for (const name of [
-      'llama3.1:8b',
-      'llama3.1:70b',
-      'llama3.2:3b',
-      'mistral:7b',
-      'qwen2.5:7b',
-      'qwen2.5:0.5b',
-      'gemma2:9b',
-      'phi3:mini',
-      'deepseek-r1:8b',
-      'nomic-embed-text',
-    ]) {
-      const m = model(name);
+    const required: Array<[string, EngineName]> = [
+      ['llama3.1:8b', 'Ollama'],
+      ['llama3.1:70b', 'Ollama'],
+      ['llama3.2:3b', 'Ollama'],
+      ['mistral:7b', 'Ollama'],
+      ['qwen2.5:7b', 'Ollama'],
+      ['qwen2.5:0.5b', 'Ollama'],
+      ['gemma2:9b', 'Ollama'],
+      ['phi3:mini', 'Ollama'],
+      ['deepseek-r1:8b', 'Ollama'],
+      ['nomic-embed-text', 'Ollama'],
+      ['meta-llama/Llama-3.1-8B-Instruct', 'VLLM'],
+      ['meta-llama/Llama-3.2-3B-Instruct', 'VLLM'],
+      ['Qwen/Qwen2.5-7B-Instruct', 'VLLM'],
+      ['Qwen/Qwen2.5-0.5B-Instruct', 'VLLM'],
+      ['mistralai/Mistral-7B-Instruct-v0.3', 'VLLM'],
+      ['RedHatAI/Meta-Llama-3.1-70B-Instruct-FP8', 'VLLM'],
+      ['HuggingFaceTB/SmolLM2-135M-Instruct', 'VLLM'],
+    ];
+    for (const [name, engine] of required) {
+      const m = model(name, engine);
       expect(eligibleGpuTypes(catalog, m), name).toContain(m.gpu.recommended);
-      expect(m.contextLength).toBeGreaterThan(0);
-      expect(m.tokensPerSecond).toBeGreaterThan(0);
+      expect(m.contextLength, name).toBeGreaterThan(0);
+    }
+  });
+
+  it('names each row as its engine does: vLLM a Hugging Face id (org/Name), Ollama a library name', () => {
+    for (const m of catalog.models) {
+      if (engineOf(m) === 'VLLM') expect(m.name).toMatch(/^[A-Za-z0-9][\w.-]*\/[A-Za-z0-9][\w.-]*$/);
+      else expect(m.name).toMatch(/^[a-z0-9][a-z0-9._-]*(:[a-z0-9][a-z0-9._-]*)?$/);
+    }
+    // One name, one row per engine.
+    const keys = catalog.models.map((m) => `${engineOf(m)} ${m.name}`);
+    expect(new Set(keys).size).toBe(keys.length);
+  });
+
+  it('sizes every row: the weights fit its GPU memory, which fits its GPUs; FP8 needs compute capability 8.9+', () => {
+    for (const m of catalog.models) {
+      const gpu = catalog.gpus[m.gpu.recommended];
+      expect(m.sizeGiB, m.name).toBeGreaterThan(0);
+      expect(m.sizeGiB, m.name).toBeLessThan(m.gpu.minMemoryGiB);
+      expect(m.gpu.minMemoryGiB, m.name).toBeLessThanOrEqual((gpu?.memoryGiB ?? 0) * m.gpu.count);
+      if (/FP8/i.test(`${m.name} ${m.displayName}`)) {
+        expect(Number.parseFloat(m.gpu.minComputeCapability), m.name).toBeGreaterThanOrEqual(8.9);
+      }
     }
   });
 
@@ -57,6 +93,95 @@ describe('catalog data', () => {
     for (const regions of Object.values(catalog.regions)) {
       for (const [region, gpus] of Object.entries(regions)) {
         for (const g of gpus) expect(catalog.gpus[g], `${region}: ${g}`).toBeDefined();
+      }
+    }
+  });
+});
+
+describe('throughput', () => {
+  it('gives every row 1-3 points from concurrency 1 up, ascending, each with a named source', () => {
+    for (const m of catalog.models) {
+      const points = m.throughput;
+      expect(points.length, m.name).toBeGreaterThanOrEqual(1);
+      expect(points.length, m.name).toBeLessThanOrEqual(3);
+      // From 1: every deployment's concurrency has a measured point at or below it.
+      expect(points[0]?.concurrency, m.name).toBe(1);
+      points.forEach((p, i) => {
+        expect(Number.isInteger(p.concurrency) && p.concurrency >= 1, `${m.name} #${i}`).toBe(true);
+        if (i > 0) expect(p.concurrency, `${m.name} #${i}`).toBeGreaterThan(points[i - 1]?.concurrency ?? 0);
+        expect(p.tokensPerSecond, `${m.name} #${i}`).toBeGreaterThan(0);
+        expect(p.source, `${m.name} #${i}`).not.toMatch(/\bTODO\b|\bTBD\b/i);
+        expect(p.source.trim().length, `${m.name} #${i}`).toBeGreaterThanOrEqual(40);
+      });
+      // Where the figures come from is a link a reader can follow.
+      expect(
+        points.some((p) => /https:\/\/\S+/.test(p.source)),
+        m.name,
+      ).toBe(true);
+    }
+  });
+
+  it('rises with concurrency while each request gets no faster', () => {
+    for (const m of catalog.models) {
+      m.throughput.slice(1).forEach((p, i) => {
+        const prev = m.throughput[i];
+        if (!prev) return;
+        expect(p.tokensPerSecond, m.name).toBeGreaterThanOrEqual(prev.tokensPerSecond);
+        expect(p.tokensPerSecond / p.concurrency, m.name).toBeLessThanOrEqual(prev.tokensPerSecond / prev.concurrency);
+      });
+    }
+  });
+
+  it('prices at the point for the deployment’s concurrency: the largest at or below it', () => {
+    const base = model('meta-llama/Llama-3.1-8B-Instruct', 'VLLM');
+    const m: CatalogModel = {
+      ...base,
+      // Out of order on purpose: the points are sorted by concurrency.
+      throughput: [
+        { concurrency: 32, tokensPerSecond: 100, source: 'c32' },
+        { concurrency: 1, tokensPerSecond: 10, source: 'c1' },
+        { concurrency: 8, tokensPerSecond: 50, source: 'c8' },
+      ],
+      serving: { ...base.serving, numParallel: 16 },
+    };
+    const at = (c?: number) => pricing(catalog, m, 'L4', c);
+    // L4 at $0.805/h: 0.805 / (tokens/s * 3600) * 1e6.
+    expect(at(1)).toMatchObject({ usdPer1MTokens: 22.3611, throughput: { source: 'c1' } });
+    expect(at(4)).toMatchObject({ usdPer1MTokens: 22.3611, throughput: { source: 'c1' } });
+    expect(at(8)).toMatchObject({ usdPer1MTokens: 4.4722, throughput: { source: 'c8' } });
+    expect(at(31).usdPer1MTokens).toBe(4.4722);
+    expect(at(32)).toMatchObject({ usdPer1MTokens: 2.2361, throughput: { source: 'c32' } });
+    expect(at(256).usdPer1MTokens).toBe(2.2361);
+    // Default: the catalog's serving slots (16 here), so the point at 8.
+    expect(at()).toMatchObject({ usdPer1MTokens: 4.4722, throughput: { concurrency: 8 } });
+    expect(throughputAt(m, 0).source).toBe('c1');
+  });
+
+  it('prices a deployment by its own slots: spec.server.numParallel over the catalog default', () => {
+    const m = model('meta-llama/Llama-3.1-8B-Instruct', 'VLLM');
+    const md = (numParallel?: number) => ({
+      spec: { model: m.name, engine: 'VLLM' as const, ...(numParallel ? { server: { numParallel } } : {}) },
+    });
+    const single = pricing(catalog, m, 'L4', parallelSlots(catalog, md(1)));
+    const batched = pricing(catalog, m, 'L4', parallelSlots(catalog, md()));
+    expect(single.throughput.concurrency).toBe(1);
+    expect(batched.throughput.concurrency).toBe(m.serving.numParallel);
+    expect(batched.usdPer1MTokens).toBeLessThan(single.usdPer1MTokens);
+  });
+
+  it('makes vLLM the cheap tier: per family, each vLLM row costs less per 1M tokens than its Ollama row', () => {
+    const vllm = catalog.models.filter((m) => engineOf(m) === 'VLLM');
+    const ollama = catalog.models.filter((m) => engineOf(m) === 'Ollama');
+    const shared = [...new Set(vllm.map((m) => m.family))].filter((f) => ollama.some((m) => m.family === f));
+    expect(shared.sort()).toEqual(['llama3.1', 'llama3.2', 'mistral', 'qwen2.5']);
+    for (const family of shared) {
+      const pairs = vllm
+        .filter((v) => v.family === family)
+        .flatMap((v) => ollama.filter((o) => o.family === family && o.parameters === v.parameters).map((o) => [v, o]));
+      expect(pairs.length, family).toBeGreaterThan(0);
+      for (const [v, o] of pairs) {
+        if (!v || !o) continue;
+        expect(listPrice(v), `${v.name} vs ${o.name}`).toBeLessThan(listPrice(o));
       }
     }
   });
@@ -103,7 +228,7 @@ describe('resolveModel', () => {
   it('refuses unknown models and unknown regions', () => {
     const unknown = resolveModel(catalog, cluster('aws', 'us-east-1'), 'gpt-5');
     expect(unknown.ok === false && unknown.message).toMatch(
-      /^model gpt-5 is not in the hosted-model catalog; supported: llama3.1:8b, /,
+      /^model gpt-5 is not in the hosted-model catalog for engine Ollama; supported: llama3.1:8b, /,
     );
     const region = resolveModel(catalog, cluster('aws', 'mars-north-1'), 'llama3.1:8b');
     expect(region.ok === false && region.message).toContain(
@@ -122,8 +247,14 @@ describe('hostedModels', () => {
     const all = hostedModels(catalog, cluster('aws', 'us-east-1'));
     expect(all).toHaveLength(catalog.models.length);
     const llama = all.find((m) => m.name === 'llama3.1:8b');
-    // L4 at $0.805/h generating 45 tokens/s: 0.805 / (45 * 3600) * 1e6 = $4.9691 per 1M tokens.
-    expect(llama?.pricing).toEqual({ gpuType: 'L4', instance: 'g6.xlarge', usdPerHour: 0.805, usdPer1MTokens: 4.9691 });
+    // L4 at $0.805/h generating 72 tokens/s over its 4 slots: 0.805 / (72 * 3600) * 1e6 = $3.1057 per 1M tokens.
+    expect(llama?.pricing).toEqual({
+      gpuType: 'L4',
+      instance: 'g6.xlarge',
+      usdPerHour: 0.805,
+      usdPer1MTokens: 3.1057,
+      throughput: expect.objectContaining({ concurrency: 4, tokensPerSecond: 72 }),
+    });
     expect(llama?.gpu.types[0]).toBe('T4');
   });
 

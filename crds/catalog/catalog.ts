@@ -1,9 +1,10 @@
 import { readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import yaml from 'js-yaml';
+import type { EngineName } from '../engines/engine.js';
 
 /**
- * The hosted-model catalog: which Ollama models the operator deploys, which GPU types each
+ * The hosted-model catalog: which models the operator deploys with which engine, which GPU types each
  * runs on, which GPU types each cloud region offers, and what a model costs to serve.
  * The data lives in the YAML files beside this module; everything else is derived here.
  */
@@ -19,8 +20,18 @@ interface GpuType {
   instance: string;
 }
 
+/** Output tokens per second one replica sustains with `concurrency` requests at once, and who published it. */
+export interface ThroughputPoint {
+  concurrency: number;
+  tokensPerSecond: number;
+  source: string;
+}
+
 export interface CatalogModel {
+  /** The model as spec.model names it with its engine (Ollama's name:tag, a Hugging Face id). */
   name: string;
+  /** Absent: Ollama. */
+  engine?: EngineName;
   family: string;
   kind: 'chat' | 'embedding';
   displayName: string;
@@ -30,7 +41,8 @@ export interface CatalogModel {
   contextLength: number;
   sizeGiB: number;
   gpu: { count: number; minMemoryGiB: number; minComputeCapability: string; recommended: string };
-  tokensPerSecond: number;
+  /** On gpu.recommended, by concurrency (ascending). */
+  throughput: ThroughputPoint[];
   /** How its model servers are started unless the ModelDeployment's spec.server overrides it. */
   serving: { numParallel: number; maxQueue: number; contextLength: number };
 }
@@ -66,16 +78,35 @@ export function loadCatalog(): Catalog {
   return cached;
 }
 
+/** The engine of a catalog row. */
+export const engineOf = (model: Pick<CatalogModel, 'engine'>): EngineName => model.engine ?? 'Ollama';
+
+/** The catalog's row for a model with an engine (one name may have a row per engine). */
+export function catalogModel(catalog: Catalog, name: string, engine: EngineName = 'Ollama'): CatalogModel | undefined {
+  return catalog.models.find((m) => m.name === name && engineOf(m) === engine);
+}
+
 /**
- * Requests one replica of a deployment generates at once (its OLLAMA_NUM_PARALLEL): the spec's
- * server.numParallel, or the catalog's serving default for its model; undefined for a model the
- * catalog does not know.
+ * Requests one replica of a deployment generates at once (Ollama's OLLAMA_NUM_PARALLEL, vLLM's
+ * --max-num-seqs): the spec's server.numParallel, or the catalog's serving default for its model;
+ * undefined for a model the catalog does not know.
  */
 export function parallelSlots(
   catalog: Catalog,
-  md: { spec: { model: string; server?: { numParallel?: number } } },
+  md: { spec: { model: string; engine?: EngineName; server?: { numParallel?: number } } },
 ): number | undefined {
-  return md.spec.server?.numParallel ?? catalog.models.find((m) => m.name === md.spec.model)?.serving.numParallel;
+  return md.spec.server?.numParallel ?? catalogModel(catalog, md.spec.model, md.spec.engine)?.serving.numParallel;
+}
+
+/**
+ * The throughput point a deployment runs at: the largest measured concurrency at or below its
+ * slots (more slots than measured earn no more than the last measurement), else the smallest.
+ */
+export function throughputAt(model: CatalogModel, concurrency: number): ThroughputPoint {
+  const points = [...model.throughput].sort((a, b) => a.concurrency - b.concurrency);
+  const first = points[0];
+  if (!first) throw new Error(`catalog model ${model.name} has no throughput`);
+  return points.filter((p) => p.concurrency <= concurrency).at(-1) ?? first;
 }
 
 const cc = (v: string): number => Number.parseFloat(v);
@@ -113,21 +144,31 @@ export interface Pricing {
   gpuType: string;
   instance: string;
   usdPerHour: number;
-  /** usdPerHour spread over the tokens the model generates in an hour at its assumed throughput. */
+  /** usdPerHour spread over the tokens the model generates in an hour at its throughput point. */
   usdPer1MTokens: number;
+  /** The point the price is from: requests at once, tokens per second, and its source. */
+  throughput: ThroughputPoint;
 }
 
 const round = (n: number, digits: number) => Math.round(n * 10 ** digits) / 10 ** digits;
 
-export function pricing(catalog: Catalog, model: CatalogModel, gpuType: string): Pricing {
+/** What a replica costs per hour and per 1M tokens at `concurrency` (default: its serving slots). */
+export function pricing(
+  catalog: Catalog,
+  model: CatalogModel,
+  gpuType: string,
+  concurrency: number = model.serving.numParallel,
+): Pricing {
   const gpu = catalog.gpus[gpuType];
   if (!gpu) throw new Error(`unknown GPU type ${gpuType}`);
   const usdPerHour = gpu.usdPerHour * model.gpu.count;
+  const point = throughputAt(model, concurrency);
   return {
     gpuType,
     instance: gpu.instance,
     usdPerHour: round(usdPerHour, 4),
-    usdPer1MTokens: round((usdPerHour / (model.tokensPerSecond * 3600)) * 1_000_000, 4),
+    usdPer1MTokens: round((usdPerHour / (point.tokensPerSecond * 3600)) * 1_000_000, 4),
+    throughput: point,
   };
 }
 
@@ -143,13 +184,22 @@ export type ModelResolution =
   | { ok: false; reason: 'ModelNotAvailable'; message: string };
 
 /** Whether the model can be deployed on this cluster, and on which GPU types. */
-export function resolveModel(catalog: Catalog, cluster: ClusterInfo, name: string): ModelResolution {
-  const model = catalog.models.find((m) => m.name === name);
+export function resolveModel(
+  catalog: Catalog,
+  cluster: ClusterInfo,
+  name: string,
+  engine: EngineName = 'Ollama',
+): ModelResolution {
+  const model = catalogModel(catalog, name, engine);
   if (!model) {
+    const other = catalog.models.find((m) => m.name === name);
+    const supported = catalog.models.filter((m) => engineOf(m) === engine).map((m) => m.name);
     return {
       ok: false,
       reason: 'ModelNotAvailable',
-      message: `model ${name} is not in the hosted-model catalog; supported: ${catalog.models.map((m) => m.name).join(', ')}`,
+      message: other
+        ? `model ${name} is in the hosted-model catalog for engine ${engineOf(other)}, not ${engine}; set spec.engine: ${engineOf(other)}, or use one of ${engine}'s: ${supported.join(', ')}`
+        : `model ${name} is not in the hosted-model catalog for engine ${engine}; supported: ${supported.join(', ')}`,
     };
   }
   const offered = regionGpuTypes(catalog, cluster);
@@ -183,6 +233,7 @@ export function resolveModel(catalog: Catalog, cluster: ClusterInfo, name: strin
 /** One entry of the hosted-models API. */
 export interface HostedModel {
   name: string;
+  engine: EngineName;
   family: string;
   kind: CatalogModel['kind'];
   parameters: string;
@@ -203,10 +254,11 @@ export interface HostedModel {
 export function hostedModels(catalog: Catalog, cluster: ClusterInfo): HostedModel[] {
   const out: HostedModel[] = [];
   for (const m of catalog.models) {
-    const r = resolveModel(catalog, cluster, m.name);
+    const r = resolveModel(catalog, cluster, m.name, engineOf(m));
     if (!r.ok) continue;
     out.push({
       name: m.name,
+      engine: engineOf(m),
       family: m.family,
       kind: m.kind,
       parameters: m.parameters,

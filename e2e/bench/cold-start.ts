@@ -156,7 +156,7 @@ async function main() {
     const operator = new Operator({
       kubeConfig: kc,
       cluster: { organizationId: 'bench', clusterId: 'bench', cloud: 'aws', region: 'us-east-1' },
-      ollamaImage: 'ollama/ollama:0.17.4',
+      images: { Ollama: 'ollama/ollama:0.17.4' },
       port: 0,
       leaderElection: false,
       logger: jsonLogger('operator', (l) => {

@@ -103,7 +103,7 @@ describe.runIf(inject('localControlPlane'))('autoscaling on the real control pla
     operator = new Operator({
       kubeConfig: kubeConfig(),
       cluster,
-      ollamaImage: 'ollama/ollama:test',
+      images: { Ollama: 'ollama/ollama:test' },
       port: 0,
       resyncMs: 0,
       now: () => new Date(Date.now() + skewMs),

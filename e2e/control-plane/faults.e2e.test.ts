@@ -330,7 +330,7 @@ function replica(identity: string, leaseDurationMs: number): Operator {
   return new Operator({
     kubeConfig: kubeConfig(),
     cluster,
-    ollamaImage: 'ollama/ollama:test',
+    images: { Ollama: 'ollama/ollama:test' },
     port: 0,
     resyncMs: 0,
     leaderElection: { namespace: AGENT_NAMESPACE, name: INPROCESS_LEASE, identity, leaseDurationMs },
@@ -471,7 +471,7 @@ describe.runIf(inject('localControlPlane'))('control-plane faults', () => {
       op = new Operator({
         kubeConfig: kubeConfig(),
         cluster,
-        ollamaImage: 'ollama/ollama:test',
+        images: { Ollama: 'ollama/ollama:test' },
         port: 0,
         resyncMs: 0,
         leaderElection: false,

@@ -85,7 +85,7 @@ beforeAll(async () => {
   operator = new Operator({
     kubeConfig: kubeConfig(),
     cluster: { organizationId: 'acme', clusterId: 'prod-1', cloud: 'aws', region: 'us-east-1' },
-    ollamaImage: 'ollama/ollama:test',
+    images: { Ollama: 'ollama/ollama:test' },
     port: 0,
     resyncMs: 0,
     leaderElection: false,

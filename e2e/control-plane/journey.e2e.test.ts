@@ -176,7 +176,7 @@ describe.runIf(inject('localControlPlane'))('install journey', () => {
     operator = new Operator({
       kubeConfig: serviceAccountConfig('platform-ai-optimizer-operator'),
       cluster: { organizationId: 'acme', clusterId: 'prod-1', cloud: 'aws', region: 'us-east-1' },
-      ollamaImage: 'ollama/ollama:test',
+      images: { Ollama: 'ollama/ollama:test' },
       port: 0,
       resyncMs: 0,
       leaderElection: { namespace: 'platform-agent', name: 'platform-ai-optimizer-operator', identity: 'journey' },

@@ -263,7 +263,7 @@ describe.runIf(inject('localControlPlane'))('the model cache on the real control
     op = new Operator({
       kubeConfig: kubeConfig(),
       cluster,
-      ollamaImage: 'ollama/ollama:test',
+      images: { Ollama: 'ollama/ollama:test' },
       port: 0,
       resyncMs: 0,
       leaderElection: {

@@ -21,7 +21,7 @@ function startOperator(overrides: Partial<ClusterInfo> = {}, identity = 'op-1'):
   const op = new Operator({
     kubeConfig: kubeConfig(),
     cluster: { ...cluster, ...overrides },
-    ollamaImage: 'ollama/ollama:test',
+    images: { Ollama: 'ollama/ollama:test' },
     port: 0,
     now,
     resyncMs: 0,
@@ -376,7 +376,7 @@ describe.runIf(inject('localControlPlane'))('operator on the real control plane'
     const standby = await new Operator({
       kubeConfig: kubeConfig(),
       cluster,
-      ollamaImage: 'ollama/ollama:test',
+      images: { Ollama: 'ollama/ollama:test' },
       port: 0,
       resyncMs: 0,
       leaderElection: { namespace: 'platform-agent', name: 'operator-e2e', identity: 'standby', leaseDurationMs: 3000 },

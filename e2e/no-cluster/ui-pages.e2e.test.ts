@@ -25,7 +25,14 @@ const hourAgo = (n: number) => new Date(Math.floor(Date.now() / HOUR) * HOUR - n
 const USAGE = {
   granularity: 'hour',
   groupBy: 'model',
-  totals: { requests: 10, inputTokens: 1200, outputTokens: 845, costUsd: 0.0123, savingsUsd: 0.0045 },
+  totals: {
+    requests: 10,
+    inputTokens: 1200,
+    outputTokens: 845,
+    costUsd: 0.0123,
+    actualCostUsd: 0.0107,
+    savingsUsd: 0.0045,
+  },
   series: [
     {
       time: hourAgo(22),
@@ -65,8 +72,33 @@ const USAGE = {
     },
   ],
   groups: [
-    { group: 'claude-3-haiku', requests: 7, inputTokens: 900, outputTokens: 600, costUsd: 0.0103, savingsUsd: 0.002 },
-    { group: 'llama3.1:8b', requests: 3, inputTokens: 300, outputTokens: 245, costUsd: 0.002, savingsUsd: 0.0025 },
+    {
+      group: 'claude-3-haiku',
+      requests: 7,
+      inputTokens: 900,
+      outputTokens: 600,
+      costUsd: 0.0103,
+      actualCostUsd: 0.0103,
+      savingsUsd: 0.002,
+    },
+    {
+      group: 'llama3.1:8b',
+      requests: 3,
+      inputTokens: 300,
+      outputTokens: 245,
+      costUsd: 0.002,
+      actualCostUsd: 0.0004,
+      savingsUsd: 0.0025,
+    },
+  ],
+  deployments: [
+    {
+      deployment: 'platform-llms/llama',
+      model: 'llama3.1:8b',
+      gpuSeconds: 5400,
+      gpuCostUsd: 0.0031,
+      idleCostUsd: 0.0027,
+    },
   ],
 };
 
@@ -75,6 +107,7 @@ const u = (requests: number) => ({
   inputTokens: requests * 10,
   outputTokens: requests * 5,
   costUsd: 0,
+  actualCostUsd: 0,
   savingsUsd: 0,
 });
 const BY_ENDPOINT = {
@@ -97,7 +130,14 @@ const lat = (p50: number, p95: number, p99: number) => ({ p50, p95, p99 });
 const ANALYTICS = {
   granularity: 'hour',
   groupBy: 'team',
-  totals: { requests: 10, errors: 1, errorRate: 0.1, costUsd: 0.0012, latencyMs: lat(120, 400, 900) },
+  totals: {
+    requests: 10,
+    errors: 1,
+    errorRate: 0.1,
+    costUsd: 0.0012,
+    actualCostUsd: 0.001,
+    latencyMs: lat(120, 400, 900),
+  },
   series: [
     {
       time: hourAgo(22),
@@ -128,8 +168,24 @@ const ANALYTICS = {
     },
   ],
   groups: [
-    { group: 'ml', requests: 7, errors: 1, errorRate: 1 / 7, costUsd: 0.0009, latencyMs: lat(125, 430, 900) },
-    { group: 'search', requests: 3, errors: 0, errorRate: 0, costUsd: 0.0003, latencyMs: lat(110, 380, 420) },
+    {
+      group: 'ml',
+      requests: 7,
+      errors: 1,
+      errorRate: 1 / 7,
+      costUsd: 0.0009,
+      actualCostUsd: 0.0007,
+      latencyMs: lat(125, 430, 900),
+    },
+    {
+      group: 'search',
+      requests: 3,
+      errors: 0,
+      errorRate: 0,
+      costUsd: 0.0003,
+      actualCostUsd: 0.0003,
+      latencyMs: lat(110, 380, 420),
+    },
   ],
 };
 
@@ -275,10 +331,19 @@ describe('UI pages', () => {
     expect(await text(page, 'total-output-tokens')).toBe('845');
     expect(await text(page, 'total-cost')).toBe('$0.0123');
     expect(await text(page, 'total-savings')).toBe('$0.0045');
+    expect(await text(page, 'total-actual-cost')).toBe('$0.0107');
     expect(await tableRows(page)).toEqual([
-      ['claude-3-haiku', '7', '900', '600', '$0.0103', '$0.0020'],
-      ['llama3.1:8b', '3', '300', '245', '$0.0020', '$0.0025'],
+      ['claude-3-haiku', '7', '900', '600', '$0.0103', '$0.0103', '$0.0020'],
+      ['llama3.1:8b', '3', '300', '245', '$0.0020', '$0.0004', '$0.0025'],
     ]);
+    // The in-cluster deployments' GPU time: what the platform paid, and the part no request used.
+    expect(
+      await page
+        .getByTestId('deployment-table')
+        .locator('tbody tr')
+        .evaluateAll((rows) => rows.map((r) => [...r.children].map((c) => (c.textContent ?? '').trim()))),
+    ).toEqual([['platform-llms/llama', 'llama3.1:8b', '1.50 h', '$0.0031', '$0.0027']]);
+    expect(await page.locator('#deployments-empty').isVisible()).toBe(false);
     await expect.poll(() => page.getByTestId('error').isVisible()).toBe(false);
 
     const usage = last('/v1/usage');
@@ -344,10 +409,13 @@ describe('UI pages', () => {
     expect(await text(page, 'latency-p50')).toBe('120 ms');
     expect(await text(page, 'latency-p95')).toBe('400 ms');
     expect(await text(page, 'latency-p99')).toBe('900 ms');
+    expect(await text(page, 'total-actual-cost')).toBe('$0.0010');
     expect(await tableRows(page)).toEqual([
-      ['ml', '7', '14.29%', '$0.0009', '125 ms', '430 ms', '900 ms'],
-      ['search', '3', '0.00%', '$0.0003', '110 ms', '380 ms', '420 ms'],
+      ['ml', '7', '14.29%', '$0.0009', '$0.0007', '125 ms', '430 ms', '900 ms'],
+      ['search', '3', '0.00%', '$0.0003', '$0.0003', '110 ms', '380 ms', '420 ms'],
     ]);
+    // Analytics has no GPU time table.
+    expect(await page.getByTestId('deployment-table').count()).toBe(0);
     expect(await page.locator('#group-head').textContent()).toBe('Tag team');
 
     const analytics = last('/v1/analytics');
@@ -378,9 +446,9 @@ describe('UI pages', () => {
     await expect
       .poll(() => tableRows(page))
       .toEqual([
-        ['Anthropic Messages', '6', '60', '30', '$0.0000', '$0.0000'],
-        ['Responses', '3', '30', '15', '$0.0000', '$0.0000'],
-        ['(not recorded)', '1', '10', '5', '$0.0000', '$0.0000'],
+        ['Anthropic Messages', '6', '60', '30', '$0.0000', '$0.0000', '$0.0000'],
+        ['Responses', '3', '30', '15', '$0.0000', '$0.0000', '$0.0000'],
+        ['(not recorded)', '1', '10', '5', '$0.0000', '$0.0000', '$0.0000'],
       ]);
     expect(await page.locator('#group-head').textContent()).toBe('Endpoint');
     // The view is in the URL: opened again, it groups by endpoint.

@@ -18,8 +18,9 @@ import { type ProxyProcess, standaloneFiles, startProxyProcess } from '../suppor
 
 const ROOT = fileURLToPath(new URL('../../', import.meta.url));
 const KEY = 'sk-usage-journey';
-// llama3.2:3b: T4 at $0.526/h generating 60 tokens/s -> $2.4352 per 1M tokens (crds/catalog).
-const PER_TOKEN = 2.4352 / 1_000_000;
+// llama3.2:3b on Ollama at its 4 default slots: T4 at $0.526/h generating 142 tokens/s -> $1.0290
+// per 1M tokens (crds/catalog/models.yaml).
+const PER_TOKEN = 1.029 / 1_000_000;
 let double: OllamaDouble;
 let dir: string;
 

@@ -1,6 +1,12 @@
 import { describe, expect, it } from 'vitest';
 import type { Tag } from '../../proxy/endpoints/tags.js';
-import { HOUR, percentileFromHistogram, type StoredUsage, type UsageStore } from '../../proxy/usage/store.js';
+import {
+  type GpuTimeRow,
+  HOUR,
+  percentileFromHistogram,
+  type StoredUsage,
+  type UsageStore,
+} from '../../proxy/usage/store.js';
 
 /**
  * The UsageStore contract: what every implementation reports from the same records. The unit
@@ -31,6 +37,26 @@ export function rec(o: Partial<StoredUsage> & { at: number; tags?: Tag[] }): Sto
   };
 }
 export const tag = (key: string, value: string): Tag => ({ key, value });
+
+/**
+ * GPU minutes as a proxy's ledger writes them: `count` minutes from `start`, `replicas` up at
+ * `usdPerHour` each, busy or not (a function of the minute's index for a mix).
+ */
+function gpuMinutes(
+  start: number,
+  count: number,
+  o: { deployment?: string; replicas?: number; usdPerHour?: number; busy?: boolean | ((i: number) => boolean) } = {},
+): GpuTimeRow[] {
+  const replicas = o.replicas ?? 1;
+  return Array.from({ length: count }, (_, i) => ({
+    deployment: o.deployment ?? 'platform-llms/llama',
+    model: 'llama3.1:8b',
+    minute: start + i * 60_000,
+    gpuSeconds: 60 * replicas,
+    usd: (60 * replicas * (o.usdPerHour ?? 1)) / 3600,
+    busy: typeof o.busy === 'function' ? o.busy(i) : (o.busy ?? true),
+  }));
+}
 export const range = { from: new Date(T0 - HOUR), to: new Date(T0 + 48 * HOUR) };
 
 export interface Opened {
@@ -85,15 +111,25 @@ export function usageStoreContract(KINDS: Array<[string, () => Promise<Opened>]>
     it('sums exactly, in total and per model', async () => {
       const { store } = await seeded(open);
       const r = await store.usage({ ...range, granularity: 'day', groupBy: 'model', tags: [] });
-      expect(r.totals).toEqual({ requests: 4, inputTokens: 1117, outputTokens: 1058, costUsd: 0.86, savingsUsd: 0.3 });
+      // No GPU time measured: the actual cost is the list price.
+      expect(r.totals).toEqual({
+        requests: 4,
+        inputTokens: 1117,
+        outputTokens: 1058,
+        costUsd: 0.86,
+        actualCostUsd: 0.86,
+        savingsUsd: 0.3,
+      });
       expect(r.groups.find((g) => g.group === 'llama3.1:8b')).toEqual({
         group: 'llama3.1:8b',
         requests: 2,
         inputTokens: 110,
         outputTokens: 55,
         costUsd: 0.55,
+        actualCostUsd: 0.55,
         savingsUsd: 0,
       });
+      expect(r.deployments).toEqual([]);
       expect(r.series.map((s) => [s.time, s.group])).toEqual([
         ['2026-11-20T00:00:00Z', 'llama3.1:8b'],
         ['2026-11-20T00:00:00Z', 'qwen2.5:7b'],
@@ -404,6 +440,135 @@ export function usageStoreContract(KINDS: Array<[string, () => Promise<Opened>]>
       await store.insert([again]);
       await store.insert([again]);
       expect(await store.spend([{ apiKey: 'ml-key', since }])).toEqual([1.25]);
+      await store.close();
+    });
+  });
+  describe.each(KINDS)('UsageStore on %s with GPU time (actual cost)', (_kind, open) => {
+    const day = { ...range, granularity: 'day' as const, tags: [] as Tag[] };
+
+    it('shares an hour of GPU cost by tokens: 3:1 tokens carry 3:1 of it; other providers keep their list price', async () => {
+      const { store } = await open();
+      // Two replicas at $3 an hour each, the whole hour: $6.
+      await store.recordGpuTime(gpuMinutes(T0, 60, { replicas: 2, usdPerHour: 3 }));
+      const a = [tag('team', 'a'), tag('env', 'prod')];
+      await store.insert([
+        rec({ at: T0 + 60_000, tags: a, promptTokens: 100, completionTokens: 50, costUsd: 0.01 }),
+        rec({ at: T0 + 120_000, tags: a, promptTokens: 100, completionTokens: 50, costUsd: 0.01 }),
+        rec({ at: T0 + 180_000, tags: [tag('team', 'b')], promptTokens: 60, completionTokens: 40, costUsd: 0.01 }),
+        rec({ at: T0, tags: [tag('team', 'a')], provider: 'platform-agent/bedrock', model: 'nova', costUsd: 0.3 }),
+      ]);
+      const byTeam = await store.usage({ ...day, groupBy: 'team' });
+      const of = (g: string) => byTeam.groups.find((x) => x.group === g);
+      expect(of('a')?.actualCostUsd).toBeCloseTo(4.5 + 0.3, 9);
+      expect(of('b')?.actualCostUsd).toBeCloseTo(1.5, 9);
+      expect(of('a')?.costUsd).toBeCloseTo(0.32, 9);
+      expect(byTeam.totals.actualCostUsd).toBeCloseTo(6.3, 9);
+      // The raw records (two tags) attribute the same way.
+      const raw = await store.usage({ ...day, groupBy: 'model', tags: a });
+      expect(raw.totals.actualCostUsd).toBeCloseTo(4.5, 9);
+      const analytics = await store.analytics({ ...day, groupBy: 'provider' });
+      expect(analytics.groups.find((g) => g.group === 'platform-llms/llama')?.actualCostUsd).toBeCloseTo(6, 9);
+      expect(byTeam.deployments).toEqual([
+        { deployment: 'platform-llms/llama', model: 'llama3.1:8b', gpuSeconds: 7200, gpuCostUsd: 6, idleCostUsd: 0 },
+      ]);
+      // A team's report: its share over every team's tokens, and no deployment figures.
+      const ofNoTeam = await store.usage({ ...day, groupBy: 'model', team: '' });
+      expect(ofNoTeam.totals.actualCostUsd).toBeCloseTo(6.3, 9);
+      expect(ofNoTeam.deployments).toEqual([]);
+      await store.close();
+    });
+
+    it("reports GPU time no request used as the deployment's idle cost, on no tag", async () => {
+      const { store } = await open();
+      // $1.2 an hour. Hour 0: busy its first 15 minutes; hour 1: no request at all; hour 2:
+      // requests, but no proxy marked a minute busy (the whole hour is theirs).
+      await store.recordGpuTime([
+        ...gpuMinutes(T0, 60, { usdPerHour: 1.2, busy: (i) => i < 15 }),
+        ...gpuMinutes(T0 + HOUR, 60, { usdPerHour: 1.2, busy: false }),
+        ...gpuMinutes(T0 + 2 * HOUR, 60, { usdPerHour: 1.2, busy: false }),
+      ]);
+      await store.insert([
+        rec({ at: T0 + 5 * 60_000, tags: [tag('team', 'a')] }),
+        rec({ at: T0 + 2 * HOUR + 60_000, tags: [tag('team', 'a')] }),
+      ]);
+      const r = await store.usage({ ...day, groupBy: 'team' });
+      expect(r.totals.actualCostUsd).toBeCloseTo(0.3 + 1.2, 9);
+      expect(r.groups.map((g) => g.group)).toEqual(['a']);
+      const [d] = r.deployments;
+      expect(d?.gpuSeconds).toBe(3 * 3600);
+      expect(d?.gpuCostUsd).toBeCloseTo(3.6, 9);
+      expect(d?.idleCostUsd).toBeCloseTo(0.9 + 1.2, 9);
+      // Hourly series: each hour's requests carry that hour's served GPU cost.
+      const hourly = await store.usage({ ...day, granularity: 'hour', groupBy: 'model' });
+      expect(hourly.series.map((s) => [s.time, s.actualCostUsd])).toEqual([
+        ['2026-11-20T10:00:00Z', expect.closeTo(0.3, 9)],
+        ['2026-11-20T12:00:00Z', expect.closeTo(1.2, 9)],
+      ]);
+      await store.close();
+    });
+
+    it('costs nothing where no replica ran (scaled to zero), and keeps the list price where none was measured', async () => {
+      const { store } = await open();
+      // Hour 0 up, hour 1 scaled to zero (the ledger writes no minute), hour 2 a busy mark but no GPU time.
+      await store.recordGpuTime([
+        ...gpuMinutes(T0, 60),
+        ...gpuMinutes(T0 + 2 * HOUR, 1).map((m) => ({ ...m, gpuSeconds: 0, usd: 0 })),
+      ]);
+      await store.insert([rec({ at: T0 + 2 * HOUR, costUsd: 0.002 })]);
+      const r = await store.usage({ ...day, granularity: 'hour', groupBy: 'model' });
+      expect(r.deployments).toEqual([
+        { deployment: 'platform-llms/llama', model: 'llama3.1:8b', gpuSeconds: 3600, gpuCostUsd: 1, idleCostUsd: 1 },
+      ]);
+      expect(r.totals.actualCostUsd).toBeCloseTo(0.002, 9);
+      const empty = await store.usage({
+        ...day,
+        groupBy: 'model',
+        from: new Date(T0 + HOUR),
+        to: new Date(T0 + 2 * HOUR),
+      });
+      expect(empty.deployments).toEqual([]);
+      await store.close();
+    });
+
+    it('keeps the largest figures per minute: two writers (proxy replicas) count a minute once', async () => {
+      const first = await open();
+      const second = await first.reopen();
+      const full = gpuMinutes(T0, 10, { replicas: 2, busy: false });
+      await Promise.all([first.store.recordGpuTime(full), second.recordGpuTime(full)]);
+      // A replica that started mid-minute saw less, and one marked a minute busy: max, and busy from either.
+      await second.recordGpuTime(full.map((m, i) => ({ ...m, gpuSeconds: 30, usd: m.usd / 4, busy: i === 0 })));
+      await first.store.recordGpuTime(full);
+      await first.store.insert([rec({ at: T0 + 30_000 })]);
+      const r = await first.store.usage({ ...day, groupBy: 'model' });
+      expect(r.deployments[0]?.gpuSeconds).toBe(10 * 120);
+      expect(r.deployments[0]?.gpuCostUsd).toBeCloseTo((10 * 120) / 3600, 9);
+      // Only minute 0 was busy: one minute's cost is the request's, the other nine idle.
+      expect(r.totals.actualCostUsd).toBeCloseTo(120 / 3600, 9);
+      expect(r.deployments[0]?.idleCostUsd).toBeCloseTo((9 * 120) / 3600, 9);
+      await Promise.all([first.store.close(), second.close()]);
+    });
+
+    it('folds GPU minutes into hours when pruning, reports unchanged; drops them with the rollups', async () => {
+      const { store } = await open();
+      await store.recordGpuTime([
+        ...gpuMinutes(T0, 60, { usdPerHour: 1.2, busy: (i) => i < 15 }),
+        ...gpuMinutes(T0 + HOUR, 30, { usdPerHour: 1.2, busy: false }),
+      ]);
+      await store.insert([rec({ at: T0 + 60_000, tags: [tag('team', 'a')] })]);
+      const q = { ...day, groupBy: 'team' };
+      const before = await store.usage(q);
+      // Minutes fold sooner than raw records expire (reports aggregate them on every read).
+      await store.prune(new Date(T0 - 240 * HOUR), undefined, new Date(T0 + 3 * HOUR));
+      expect(await store.count()).toBe(1);
+      // A minute of the folded hours written late (a slow replica) still counts.
+      await store.recordGpuTime(gpuMinutes(T0 + HOUR + 30 * 60_000, 1, { usdPerHour: 1.2, busy: false }));
+      const after = await store.usage(q);
+      expect(after.totals.actualCostUsd).toBeCloseTo(before.totals.actualCostUsd, 9);
+      expect(after.totals.actualCostUsd).toBeCloseTo(0.3, 9);
+      expect(after.deployments[0]?.gpuSeconds).toBe(91 * 60);
+      expect(after.deployments[0]?.idleCostUsd).toBeCloseTo(0.9 + 0.62, 9);
+      await store.prune(new Date(T0 + 3 * HOUR), new Date(T0 + 3 * HOUR));
+      expect((await store.usage(q)).deployments).toEqual([]);
       await store.close();
     });
   });

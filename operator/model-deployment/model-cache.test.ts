@@ -1,10 +1,13 @@
 import type { V1PersistentVolumeClaim } from '@kubernetes/client-node';
 import { describe, expect, it } from 'vitest';
 import { type ClusterInfo, loadCatalog, resolveModel } from '../../crds/catalog/catalog.js';
+import { PULL_MODEL_SCRIPT } from '../../crds/engines/ollama.js';
 import type { ModelDeployment } from '../../crds/model-deployment.js';
 import { cacheCondition, type ModelCacheSetting, modelStore, parseModelCache, quantityBytes } from './model-cache.js';
 import { containsDesired } from './model-deployment-controller.js';
-import { desiredModelServer, PULL_CONTAINER, PULL_MODEL_SCRIPT, SERVER_CONTAINER } from './model-server.js';
+import { desiredModelServer, PULL_CONTAINER } from './model-server.js';
+
+const SERVER_CONTAINER = 'ollama';
 
 const catalog = loadCatalog();
 const cluster: ClusterInfo = { organizationId: 'o', clusterId: 'c', cloud: 'aws', region: 'us-east-1' };

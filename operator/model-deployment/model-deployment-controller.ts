@@ -17,6 +17,8 @@ import {
   LLMS_NAMESPACE,
   MODEL_DEPLOYMENT_LABEL,
 } from '../../crds/constants.js';
+import type { EngineName } from '../../crds/engines/engine.js';
+import { engineFor } from '../../crds/engines/table.js';
 import type { ExternalProvider } from '../../crds/external-provider.js';
 import { type Informer, type InformerEvent, keyOf } from '../../crds/kube/informer.js';
 import { isConflict, type KubeClient, resourcePath } from '../../crds/kube/kube-client.js';
@@ -66,7 +68,8 @@ interface ModelDeploymentControllerOptions {
   autoscaling?: (key: string) => AutoscalingCondition | undefined;
   catalog: Catalog;
   cluster: ClusterInfo;
-  ollamaImage: string;
+  /** Each engine's image where the chart sets one; else its module's default. */
+  images: Partial<Record<EngineName, string>>;
   timeoutMs: number;
   now: () => Date;
   /** A PersistentVolumeClaim per deployment for its model; absent or false: an emptyDir per pod. */
@@ -184,7 +187,7 @@ class ModelDeploymentController {
         },
       };
     }
-    const resolved = resolveModel(this.opts.catalog, this.opts.cluster, md.spec.model);
+    const resolved = resolveModel(this.opts.catalog, this.opts.cluster, md.spec.model, md.spec.engine);
     if (!resolved.ok) return { blocker: { reason: resolved.reason, message: resolved.message } };
     const maxContext = resolved.model.contextLength;
     if ((md.spec.server?.contextLength ?? 0) > maxContext) {
@@ -251,13 +254,13 @@ class ModelDeploymentController {
     const { blocker, template, gpuTypes } = await this.blocker(md);
     let cache: CacheCondition | undefined;
     if (!blocker && template && gpuTypes) {
-      const resolved = resolveModel(this.opts.catalog, this.opts.cluster, md.spec.model);
+      const resolved = resolveModel(this.opts.catalog, this.opts.cluster, md.spec.model, md.spec.engine);
       if (resolved.ok) {
         if (md.status?.phase !== 'Running') await this.ensurePolicy(template);
         const claimName = mountedClaimName(md, this.opts.modelCache);
         const observedClaim = claimName ? this.caches.claims.get(`${LLMS_NAMESPACE}/${claimName}`) : undefined;
         const desired = desiredModelServer(md, resolved.model, this.opts.catalog, {
-          image: this.opts.ollamaImage,
+          image: this.opts.images[engineFor(md.spec).name] ?? engineFor(md.spec).defaultImage,
           template,
           gpuTypes,
           ...(this.opts.modelCache ? { modelCache: this.opts.modelCache } : {}),
@@ -490,7 +493,7 @@ export const modelDeploymentController: ControllerDeclaration = {
       autoscaling: (key) => autoscaler.condition(key),
       catalog,
       cluster: opts.cluster,
-      ollamaImage: opts.ollamaImage,
+      images: opts.images,
       timeoutMs: opts.timeoutMs ?? DEPLOYMENT_TIMEOUT_MS,
       now: ctx.now,
       ...(opts.modelCache ? { modelCache: opts.modelCache } : {}),

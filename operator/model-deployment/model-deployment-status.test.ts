@@ -457,3 +457,58 @@ describe('computeStatus', () => {
     expect(rolling.status.endpoint).toBeUndefined();
   });
 });
+
+describe('computeStatus of a vLLM deployment', () => {
+  const t0 = new Date('2026-11-21T10:00:00Z');
+  const vllmMd = (): ModelDeployment => ({
+    apiVersion: 'ai.platform/v1beta1',
+    kind: 'ModelDeployment',
+    metadata: { name: 'llama', namespace: 'platform-llms', uid: 'uid-1', generation: 1 },
+    spec: { engine: 'VLLM', model: 'meta-llama/Llama-3.1-8B-Instruct', serviceName: 's', port: 8000, replicas: 1 },
+  });
+  const exited = (message: string): V1Pod =>
+    ({
+      metadata: { name: 'llama-abc', annotations: { [MODEL_ANNOTATION]: 'meta-llama/Llama-3.1-8B-Instruct' } },
+      spec: { nodeName: 'gpu-t4-1', containers: [] },
+      status: {
+        conditions: [{ type: 'PodScheduled', status: 'True' }],
+        initContainerStatuses: [
+          {
+            name: 'pull-model',
+            ready: true,
+            restartCount: 0,
+            image: 'i',
+            imageID: '',
+            state: { terminated: { exitCode: 0 } },
+          },
+        ],
+        containerStatuses: [
+          {
+            name: 'vllm',
+            ready: false,
+            restartCount: 1,
+            image: 'i',
+            imageID: '',
+            state: { running: {} },
+            lastState: { terminated: { exitCode: 1, reason: 'Error', message } },
+          },
+        ],
+      },
+    }) as V1Pod;
+
+  it('fails at the first exit the engine explains (the GPU is the wrong kind), with the cause and the fix', () => {
+    const words =
+      'INFO loading\nValueError: Bfloat16 is only supported on GPUs with compute capability of at least 8.0. Your Tesla T4 GPU has compute capability 7.5.\n';
+    const out = computeStatus({ md: vllmMd(), now: t0, timeoutMs: 25 * 60_000, pods: [exited(words)] });
+    expect(out.status.phase).toBe('Failed');
+    const ready = out.status.conditions?.find((c) => c.type === 'Ready');
+    expect(ready?.reason).toBe('GPUUnsupported');
+    expect(ready?.message).toMatch(/needs compute capability 8\.0\+.*choose a node template/);
+    expect(ready?.message).toContain('VLLM said: ValueError: Bfloat16 is only supported');
+  });
+
+  it('keeps deploying through an exit it cannot explain (the kubelet restarts it)', () => {
+    const out = computeStatus({ md: vllmMd(), now: t0, timeoutMs: 25 * 60_000, pods: [exited('Killed\n')] });
+    expect(out.status.phase).toBe('Deploying');
+  });
+});

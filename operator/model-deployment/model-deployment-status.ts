@@ -1,9 +1,11 @@
 import type { V1ContainerStatus, V1Deployment, V1Pod } from '@kubernetes/client-node';
 import { LLMS_NAMESPACE, modelServerEndpoint } from '../../crds/constants.js';
+import { engineFailure } from '../../crds/engines/engine.js';
+import { engineFor } from '../../crds/engines/table.js';
 import { type Condition, rfc3339 } from '../../crds/meta.js';
 import type { ModelDeployment, ModelDeploymentPhase, ModelDeploymentStatus } from '../../crds/model-deployment.js';
 import { findCondition, setCondition } from '../runtime/conditions.js';
-import { MODEL_ANNOTATION, PULL_CONTAINER, SERVER_CONTAINER, selectorLabels } from './model-server.js';
+import { MODEL_ANNOTATION, PULL_CONTAINER, selectorLabels } from './model-server.js';
 
 /**
  * A ModelDeployment's status as a pure function of what the operator observes: the result
@@ -253,6 +255,20 @@ function readiness(r: Rollout, set: SetCondition): { phase: ModelDeploymentPhase
     );
     return { phase: 'Failed' };
   }
+  // What the engine said as its container exited, when it is a failure it names (the model does
+  // not fit, its weights are missing, the GPU is the wrong kind): Failed at the first such exit,
+  // since a restart cannot change it, with the cause and the fix.
+  const known =
+    answering > 0
+      ? undefined
+      : latest
+          .flatMap(statuses)
+          .map((s) => recognized(md, s))
+          .find(Boolean);
+  if (known) {
+    set('Ready', 'False', known.reason, known.message);
+    return { phase: 'Failed' };
+  }
   if (crashLoop) {
     crashLoopCondition(md, crashLoop, set);
     return { phase: 'Failed' };
@@ -306,6 +322,21 @@ function readiness(r: Rollout, set: SetCondition): { phase: ModelDeploymentPhase
   return { phase: 'Deploying', requeueAfterMs: Math.max(1000, r.timeoutMs - r.elapsed) };
 }
 
+/** The engine's failure in a container's last exit (its termination message or log tail), if it names one. */
+function recognized(md: ModelDeployment, c: V1ContainerStatus): { reason: string; message: string } | undefined {
+  const t = c.state?.terminated ?? c.lastState?.terminated;
+  if (!t?.message || t.exitCode === 0) return undefined;
+  const engine = engineFor(md.spec);
+  // The server's: the fetch's failures already say their cause and fix (ModelPulled, PullFailed).
+  if (c.name !== engine.container) return undefined;
+  const hit = engineFailure(engine, md.spec.model, t.message);
+  if (!hit) return undefined;
+  // The engine's own line, so the message shows what was seen; bounded, one line.
+  const line = t.message.split('\n').find((l) => engine.failures.some((f) => f.text.test(l)));
+  const said = line ? `; ${engine.name} said: ${line.trim().slice(0, 240)}` : '';
+  return { reason: hit.reason, message: `${hit.message} (container ${c.name}, exit ${t.exitCode}${said})` };
+}
+
 /** A container of the newest template that keeps exiting: the pull's or the server's. */
 function crashLoopCondition(md: ModelDeployment, crashLoop: ReturnType<typeof statuses>[number], set: SetCondition) {
   const t = crashLoop.lastState?.terminated;
@@ -332,7 +363,7 @@ function deployingCondition(r: Rollout, step: Condition | undefined, set: SetCon
   // The server process runs but its readiness probe (one generated token) fails: the model is
   // missing, cannot load, or the server hangs. Seen after a rollout too, when a Running server stops answering.
   const silent = r.current.find((p) =>
-    p.status?.containerStatuses?.some((c) => c.name === SERVER_CONTAINER && c.state?.running && !c.ready),
+    p.status?.containerStatuses?.some((c) => c.name === engineFor(r.md.spec).container && c.state?.running && !c.ready),
   );
   // A pod that cannot be scheduled because its model cache claim is not usable: the claim is
   // the reason, not "a GPU node" (the scheduler only says "unbound PersistentVolumeClaims").

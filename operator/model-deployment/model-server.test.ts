@@ -1,7 +1,8 @@
 import { describe, expect, it } from 'vitest';
 import { type ClusterInfo, loadCatalog, resolveModel } from '../../crds/catalog/catalog.js';
+import { MODEL_ANSWERS_SCRIPTS } from '../../crds/engines/ollama.js';
 import type { ModelDeployment } from '../../crds/model-deployment.js';
-import { desiredModelServer, MODEL_ANNOTATION, MODEL_ANSWERS_SCRIPTS, serverSettings } from './model-server.js';
+import { desiredModelServer, MODEL_ANNOTATION, serverSettings } from './model-server.js';
 
 const catalog = loadCatalog();
 const cluster: ClusterInfo = { organizationId: 'o', clusterId: 'c', cloud: 'aws', region: 'us-east-1' };
@@ -159,5 +160,70 @@ describe('desiredModelServer', () => {
     const b = server('qwen2.5:7b').deployment.spec?.template;
     expect(a).not.toEqual(b);
     expect(server('llama3.1:8b').deployment).toEqual(server('llama3.1:8b').deployment);
+  });
+});
+
+describe('desiredModelServer with engine VLLM', () => {
+  function vllmServer(numParallel?: number) {
+    const model = 'meta-llama/Llama-3.1-8B-Instruct';
+    const r = resolveModel(catalog, cluster, model, 'VLLM');
+    if (!r.ok) throw new Error(r.message);
+    const d = md(model);
+    d.spec.engine = 'VLLM';
+    if (numParallel) d.spec.server = { numParallel };
+    return desiredModelServer(d, r.model, catalog, {
+      image: 'vllm/vllm-openai:test',
+      template: 'llms-by-platform',
+      gpuTypes: r.gpuTypes,
+    });
+  }
+
+  it('runs the vLLM OpenAI server on the model by its Hugging Face id, offline, with prefix caching', () => {
+    const { deployment, service } = vllmServer(48);
+    const pod = deployment.spec?.template.spec;
+    const server = pod?.containers[0];
+    expect(server?.name).toBe('vllm');
+    expect(deployment.spec?.template.metadata?.labels?.['app.kubernetes.io/name']).toBe('vllm');
+    expect(server?.image).toBe('vllm/vllm-openai:test');
+    expect(server?.command).toEqual(['python3', '-m', 'vllm.entrypoints.openai.api_server']);
+    const args = server?.args ?? [];
+    const arg = (flag: string) => args[args.indexOf(flag) + 1];
+    expect(arg('--model')).toBe('meta-llama/Llama-3.1-8B-Instruct');
+    expect(arg('--served-model-name')).toBe('meta-llama/Llama-3.1-8B-Instruct');
+    expect(arg('--max-num-seqs')).toBe('48');
+    expect(arg('--max-model-len')).toBe('8192');
+    expect(args).toContain('--enable-prefix-caching');
+    expect(server?.ports).toEqual([{ name: 'http', containerPort: 8000, protocol: 'TCP' }]);
+    expect(service.spec?.ports?.[0]).toMatchObject({ port: 8080, targetPort: 'http' });
+    const env = Object.fromEntries((server?.env ?? []).map((e) => [e.name, e.value]));
+    expect(env).toMatchObject({ HF_HOME: '/models', HF_HUB_OFFLINE: '1', VLLM_NO_USAGE_STATS: '1', DO_NOT_TRACK: '1' });
+    // Ready means the model generates a token; liveness is the server's /health.
+    expect(server?.readinessProbe?.exec?.command?.join(' ')).toContain('/v1/completions');
+    expect(server?.livenessProbe?.httpGet?.path).toBe('/health');
+    expect(server?.terminationMessagePolicy).toBe('FallbackToLogsOnError');
+    expect(server?.resources?.limits?.['nvidia.com/gpu']).toBe('1');
+    expect(server?.securityContext).toMatchObject({ readOnlyRootFilesystem: true, runAsNonRoot: true });
+    expect(server?.volumeMounts).toContainEqual({ name: 'shm', mountPath: '/dev/shm' });
+    expect(pod?.volumes).toContainEqual({ name: 'shm', emptyDir: { medium: 'Memory', sizeLimit: '2Gi' } });
+    expect(pod?.automountServiceAccountToken).toBe(false);
+  });
+
+  it('fetches the weights in an init container, with the optional Hugging Face token only there', () => {
+    const pod = vllmServer().deployment.spec?.template.spec;
+    const fetch = pod?.initContainers?.[0];
+    expect(fetch?.name).toBe('pull-model');
+    expect(fetch?.command?.[2]).toContain('snapshot_download');
+    expect(fetch?.env).toContainEqual({
+      name: 'HF_TOKEN',
+      valueFrom: { secretKeyRef: { name: 'huggingface-token', key: 'token', optional: true } },
+    });
+    expect(pod?.containers[0]?.env?.some((e) => e.name === 'HF_TOKEN')).toBe(false);
+    expect(fetch?.resources?.requests?.cpu).toBe('500m');
+  });
+
+  it('refuses a model the catalog has only for the other engine, saying which', () => {
+    const r = resolveModel(catalog, cluster, 'llama3.1:8b', 'VLLM');
+    expect(r.ok).toBe(false);
+    if (!r.ok) expect(r.message).toMatch(/for engine Ollama, not VLLM; set spec.engine: Ollama/);
   });
 });

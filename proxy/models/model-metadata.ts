@@ -1,5 +1,7 @@
-import type { Catalog } from '../../crds/catalog/catalog.js';
+import { type Catalog, catalogModel } from '../../crds/catalog/catalog.js';
 import type { TokenPrice } from '../../crds/catalog/prices.js';
+import type { EngineName } from '../../crds/engines/engine.js';
+import { ENGINES, engineFor } from '../../crds/engines/table.js';
 import type { ProviderModelFacts } from '../../crds/providers/provider.js';
 import type { InClusterRoute, ModelListing } from '../routing/routes.js';
 
@@ -19,14 +21,14 @@ export interface ModelFacts extends ProviderModelFacts {
   price?: TokenPrice;
 }
 
-/** What an Ollama server says about a model it has (POST /api/show). */
-export interface ServerReport {
+/** What a model server says about a model it has (Ollama's POST /api/show, vLLM's GET /v1/models). */
+interface ServerReport {
   capabilities: readonly string[];
   contextLength?: number;
 }
 
 /** Asks a model server about a model the catalog does not know; undefined when it cannot tell. */
-export type AskServer = (baseUrl: string, model: string) => Promise<ServerReport | undefined>;
+export type AskServer = (baseUrl: string, model: string, engine?: EngineName) => Promise<ServerReport | undefined>;
 
 const TEXT_ONLY = ['text'] as const;
 
@@ -37,15 +39,16 @@ export async function inClusterFacts(
   catalog: Catalog,
   ask?: AskServer,
 ): Promise<ModelFacts> {
-  const known = catalog.models.find((m) => m.name === route.model);
-  const report = known ? undefined : await ask?.(route.replicas?.[0] ?? route.baseUrl, route.model);
+  const engine = engineFor(route);
+  const known = catalogModel(catalog, route.model, engine.name);
+  const report = known ? undefined : await ask?.(route.replicas?.[0] ?? route.baseUrl, route.model, engine.name);
   const capabilities = known?.capabilities ?? report?.capabilities ?? [];
-  // The context the server runs with (its OLLAMA_CONTEXT_LENGTH), not the most the model could take.
+  // The context the server runs with (OLLAMA_CONTEXT_LENGTH, --max-model-len), not the most the model could take.
   const contextWindow = route.contextLength ?? known?.serving.contextLength ?? report?.contextLength;
   return {
     displayName: known?.displayName ?? route.model,
-    provider: 'ollama',
-    // Ollama bounds an answer only by the context it runs with.
+    provider: engine.container,
+    // Both engines bound an answer only by the context they run with.
     ...(contextWindow ? { contextWindow, maxOutputTokens: contextWindow } : {}),
     tools: capabilities.includes('tools'),
     reasoning: capabilities.includes('thinking'),
@@ -97,21 +100,20 @@ const SHOW_TTL_MS = 10 * 60_000;
 const SHOW_FAILED_TTL_MS = 30_000;
 
 /**
- * Asks Ollama about a model (POST /api/show): its capabilities and the context length its
- * weights declare (`<architecture>.context_length`). Answers are kept a while per server and
- * model, failures briefly, so a listing costs a call only now and then.
+ * Asks a model server about a model in its engine's way: Ollama's POST /api/show (capabilities,
+ * and the context length its weights declare, `<architecture>.context_length`), vLLM's GET
+ * /v1/models (the max_model_len it runs with). Answers are kept a while per server and model,
+ * failures briefly, so a listing costs a call only now and then.
  */
-export function ollamaShow(
-  fetchImpl: typeof fetch = fetch,
-  now: () => number = Date.now,
-): (baseUrl: string, model: string) => Promise<ServerReport | undefined> {
+export function askModelServer(fetchImpl: typeof fetch = fetch, now: () => number = Date.now): AskServer {
   const cache = new Map<string, { at: number; ttl: number; report: Promise<ServerReport | undefined> }>();
-  return (baseUrl, model) => {
-    const key = `${baseUrl} ${model}`;
+  return (baseUrl, model, engine = 'Ollama') => {
+    const key = `${engine} ${baseUrl} ${model}`;
     const hit = cache.get(key);
     if (hit && now() - hit.at < hit.ttl) return hit.report;
     const entry = { at: now(), ttl: SHOW_TTL_MS, report: Promise.resolve<ServerReport | undefined>(undefined) };
-    entry.report = show(fetchImpl, baseUrl, model).then((r) => {
+    const ask = ENGINES[engine].modelInfo === 'ollama-show' ? show : listed;
+    entry.report = ask(fetchImpl, baseUrl, model).then((r) => {
       if (!r) entry.ttl = SHOW_FAILED_TTL_MS;
       return r;
     });
@@ -146,6 +148,26 @@ async function show(fetchImpl: typeof fetch, baseUrl: string, model: string): Pr
       }
     }
     return { capabilities, ...(contextLength ? { contextLength } : {}) };
+  } catch {
+    return undefined;
+  }
+}
+
+/** vLLM's model list: the served model's max_model_len (capabilities are not reported there). */
+async function listed(fetchImpl: typeof fetch, baseUrl: string, model: string): Promise<ServerReport | undefined> {
+  try {
+    const res = await fetchImpl(`${baseUrl}/v1/models`, { signal: AbortSignal.timeout(SHOW_TIMEOUT_MS) });
+    if (!res.ok || Number(res.headers.get('content-length') ?? 0) > MAX_SHOW_BYTES) {
+      await res.body?.cancel();
+      return undefined;
+    }
+    const text = await res.text();
+    if (text.length > MAX_SHOW_BYTES) return undefined;
+    const body = JSON.parse(text) as { data?: Array<{ id?: unknown; max_model_len?: unknown }> };
+    const entry = body.data?.find((m) => m.id === model);
+    if (!entry) return undefined;
+    const n = entry.max_model_len;
+    return { capabilities: [], ...(typeof n === 'number' && n > 0 ? { contextLength: n } : {}) };
   } catch {
     return undefined;
   }

@@ -9,9 +9,9 @@
  */
 import uPlot from 'uplot';
 
-/** @typedef {'int' | 'usd' | 'percent' | 'ms'} Format */
+/** @typedef {'int' | 'usd' | 'percent' | 'ms' | 'hours'} Format */
 /** @typedef {{ [key: string]: unknown }} Obj */
-/** @typedef {{ totals: Obj, series: Obj[], groups: Obj[] }} Report */
+/** @typedef {{ totals: Obj, series: Obj[], groups: Obj[], deployments: Obj[] }} Report */
 /**
  * @typedef {object} Filters
  * @property {string[]} tags
@@ -86,6 +86,9 @@ const table = el('group-table', HTMLTableElement);
 const tableEmpty = el('table-empty', HTMLElement);
 const groupLabel = el('group-label', HTMLElement);
 const groupHead = el('group-head', HTMLElement);
+// Only the Usage page has the in-cluster deployments' GPU time table.
+const deploymentTable = document.getElementById('deployment-table');
+const deploymentsEmpty = document.getElementById('deployments-empty');
 
 // ---- formatting -------------------------------------------------------------------------------
 
@@ -101,10 +104,11 @@ const pctFmt = new Intl.NumberFormat(undefined, {
   minimumFractionDigits: 2,
   maximumFractionDigits: 2,
 });
+const hoursFmt = new Intl.NumberFormat(undefined, { minimumFractionDigits: 2, maximumFractionDigits: 2 });
 
 /** @param {unknown} f @returns {Format} */
 function asFormat(f) {
-  return f === 'usd' || f === 'percent' || f === 'ms' ? f : 'int';
+  return f === 'usd' || f === 'percent' || f === 'ms' || f === 'hours' ? f : 'int';
 }
 
 /**
@@ -120,6 +124,8 @@ function fmt(v, format) {
       return pctFmt.format(v);
     case 'ms':
       return `${intFmt.format(Math.round(v))} ms`;
+    case 'hours':
+      return `${hoursFmt.format(v / 3600)} h`;
     default:
       return intFmt.format(v);
   }
@@ -303,7 +309,9 @@ function asReport(body) {
   if (!isObj(body) || !isObj(body.totals) || !Array.isArray(body.series) || !Array.isArray(body.groups)) {
     throw new Error(`${endpoint} answered with an unexpected shape (no totals, series or groups).`);
   }
-  return { totals: body.totals, series: body.series.filter(isObj), groups: body.groups.filter(isObj) };
+  // An API of before GPU time has no deployments: an empty table, not an error.
+  const deployments = Array.isArray(body.deployments) ? body.deployments.filter(isObj) : [];
+  return { totals: body.totals, series: body.series.filter(isObj), groups: body.groups.filter(isObj), deployments };
 }
 
 // ---- rendering ----------------------------------------------------------------------------------
@@ -373,6 +381,35 @@ function renderTable(report, filters) {
     tableEmpty.textContent = 'No requests match these filters in this range.';
     tableEmpty.hidden = report.groups.length > 0;
   }
+}
+
+/**
+ * The in-cluster deployments' GPU time, on the page that has the table.
+ * @param {Report | null} report
+ */
+function renderDeployments(report) {
+  if (!(deploymentTable instanceof HTMLTableElement) || !deploymentsEmpty) return;
+  const columns = [...deploymentTable.querySelectorAll('thead th[data-field]')].filter(
+    (th) => th instanceof HTMLElement,
+  );
+  const rows = (report?.deployments ?? []).map((d) => {
+    const tr = document.createElement('tr');
+    for (const name of [d.deployment, d.model]) {
+      const td = document.createElement('td');
+      // A deployment's namespace/name and model come from resources, but still as text, never HTML.
+      td.textContent = typeof name === 'string' ? name : '–';
+      tr.append(td);
+    }
+    for (const col of columns) {
+      const td = document.createElement('td');
+      td.className = 'num';
+      td.textContent = fmt(pick(d, col.dataset.field ?? ''), asFormat(col.dataset.format));
+      tr.append(td);
+    }
+    return tr;
+  });
+  deploymentTable.tBodies[0]?.replaceChildren(...rows);
+  deploymentsEmpty.hidden = rows.length > 0;
 }
 
 /** @returns {Metric} */
@@ -505,6 +542,7 @@ function axisValue(v, format) {
   if (format === 'usd') return `$${v >= 1 ? v.toFixed(2) : Number(v.toPrecision(2))}`;
   if (format === 'ms') return `${intFmt.format(v)} ms`;
   if (format === 'percent') return pctFmt.format(v);
+  if (format === 'hours') return `${hoursFmt.format(v / 3600)} h`;
   return intFmt.format(v);
 }
 
@@ -551,6 +589,7 @@ async function load() {
   }
   renderTotals(current?.report ?? null);
   renderTable(current?.report ?? null, current?.filters ?? null);
+  renderDeployments(current?.report ?? null);
   renderChart();
 }
 

@@ -37,6 +37,22 @@ describe('UI pages', () => {
     expect((await ui.request('/ui')).headers.get('location')).toBe('/ui/usage');
   });
 
+  it('shows list and actual cost on both pages, and the GPU time table on Usage only', async () => {
+    const ui = pagesRoutes();
+    const usage = await (await ui.request('/ui/usage')).text();
+    const analytics = await (await ui.request('/ui/analytics')).text();
+    for (const html of [usage, analytics]) {
+      expect(html).toContain('data-field="costUsd"');
+      expect(html).toContain('data-field="actualCostUsd" data-format="usd" data-testid="total-actual-cost"');
+      expect(html).toMatch(/<th scope="col" class="num" data-field="actualCostUsd"/);
+    }
+    for (const field of ['gpuSeconds" data-format="hours', 'gpuCostUsd', 'idleCostUsd']) {
+      expect(usage).toContain(`data-field="${field}"`);
+      expect(analytics).not.toContain(`data-field="${field}"`);
+    }
+    expect(usage).toContain('data-testid="deployment-table"');
+  });
+
   it('the browser script type-checks (tsc -p proxy/pages: JSDoc types, DOM lib, uPlot types)', async () => {
     const tsc = fileURLToPath(new URL('../../node_modules/typescript/bin/tsc', import.meta.url));
     const project = fileURLToPath(new URL('./', import.meta.url));

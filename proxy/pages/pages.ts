@@ -14,7 +14,8 @@ import { Hono } from 'hono';
  * chart metrics) is declared here as data-* attributes; app.js is generic and reads them.
  */
 
-type Format = 'int' | 'usd' | 'percent' | 'ms';
+/** `hours`: a number of seconds, shown in hours. */
+type Format = 'int' | 'usd' | 'percent' | 'ms' | 'hours';
 
 interface Field {
   /** Dotted path into a totals/group/series object, e.g. `latencyMs.p95`. */
@@ -37,7 +38,16 @@ interface PageSpec {
   /** First one is the default. */
   chart: ChartMetric[];
   columns: Field[];
+  /** Columns of the in-cluster deployments' GPU time table (the report's `deployments`), where the page has one. */
+  deployments?: Field[];
 }
+
+/**
+ * What list and actual cost mean, beside the figures: list is tokens at a price per token, actual
+ * is GPU time shared by the tokens served (proxy/usage/store.ts, gpuCostCtes).
+ */
+const COST_NOTE =
+  'Cost is the list price of the tokens. Actual cost is what in-cluster models really cost: their GPU time, shared by the tokens they served in each hour (other providers: the list price).';
 
 const USAGE: PageSpec = {
   name: 'usage',
@@ -49,10 +59,12 @@ const USAGE: PageSpec = {
     { path: 'inputTokens', label: 'Input tokens', format: 'int', testId: 'total-input-tokens' },
     { path: 'outputTokens', label: 'Output tokens', format: 'int', testId: 'total-output-tokens' },
     { path: 'costUsd', label: 'Cost (USD)', format: 'usd', testId: 'total-cost' },
+    { path: 'actualCostUsd', label: 'Actual cost (USD)', format: 'usd', testId: 'total-actual-cost' },
     { path: 'savingsUsd', label: 'Savings (USD)', format: 'usd', testId: 'total-savings' },
   ],
   chart: [
     { path: 'costUsd', label: 'Cost (USD)', format: 'usd', missing: 'zero' },
+    { path: 'actualCostUsd', label: 'Actual cost (USD)', format: 'usd', missing: 'zero' },
     { path: 'requests', label: 'Requests', format: 'int', missing: 'zero' },
   ],
   columns: [
@@ -60,7 +72,13 @@ const USAGE: PageSpec = {
     { path: 'inputTokens', label: 'Input tokens', format: 'int' },
     { path: 'outputTokens', label: 'Output tokens', format: 'int' },
     { path: 'costUsd', label: 'Cost (USD)', format: 'usd' },
+    { path: 'actualCostUsd', label: 'Actual cost (USD)', format: 'usd' },
     { path: 'savingsUsd', label: 'Savings (USD)', format: 'usd' },
+  ],
+  deployments: [
+    { path: 'gpuSeconds', label: 'GPU time', format: 'hours' },
+    { path: 'gpuCostUsd', label: 'GPU cost (USD)', format: 'usd' },
+    { path: 'idleCostUsd', label: 'Idle cost (USD)', format: 'usd' },
   ],
 };
 
@@ -71,6 +89,7 @@ const ANALYTICS: PageSpec = {
     'Request volume, errors and latency percentiles of every endpoint (chat completions, completions, embeddings, Responses and Anthropic Messages), by model, endpoint, provider or tag.',
   totals: [
     { path: 'costUsd', label: 'Cost (USD)', format: 'usd', testId: 'total-cost' },
+    { path: 'actualCostUsd', label: 'Actual cost (USD)', format: 'usd', testId: 'total-actual-cost' },
     { path: 'requests', label: 'Requests', format: 'int', testId: 'total-requests' },
     { path: 'errorRate', label: 'Error rate', format: 'percent', testId: 'total-error-rate' },
     { path: 'latencyMs.p50', label: 'Latency p50', format: 'ms', testId: 'latency-p50' },
@@ -85,6 +104,7 @@ const ANALYTICS: PageSpec = {
     { path: 'requests', label: 'Requests', format: 'int' },
     { path: 'errorRate', label: 'Error rate', format: 'percent' },
     { path: 'costUsd', label: 'Cost (USD)', format: 'usd' },
+    { path: 'actualCostUsd', label: 'Actual cost (USD)', format: 'usd' },
     { path: 'latencyMs.p50', label: 'p50', format: 'ms' },
     { path: 'latencyMs.p95', label: 'p95', format: 'ms' },
     { path: 'latencyMs.p99', label: 'p99', format: 'ms' },
@@ -160,6 +180,26 @@ const FILTERS = `    <form id="filters" class="filters" novalidate>
       </div>
     </form>`;
 
+/**
+ * The in-cluster deployments' GPU time over the range: what the platform paid for, and how much
+ * of it no request used. The API reports it to Admin keys only (a deployment serves every team).
+ */
+function deploymentsPanel(columns: Field[]): string {
+  const heads = columns.map((f) => `<th scope="col" class="num" ${fieldAttrs(f)}>${esc(f.label)}</th>`).join('');
+  return `
+    <section class="panel" aria-labelledby="deployments-title">
+      <h2 id="deployments-title">In-cluster GPU time</h2>
+      <div class="table-wrap">
+        <table id="deployment-table" data-testid="deployment-table">
+          <thead><tr><th scope="col">Deployment</th><th scope="col">Model</th>${heads}</tr></thead>
+          <tbody></tbody>
+        </table>
+      </div>
+      <p id="deployments-empty" class="note">No GPU time measured in this range (Admin keys only).</p>
+    </section>
+`;
+}
+
 function renderPage(page: PageSpec): string {
   const nav = [USAGE, ANALYTICS]
     .map(
@@ -182,6 +222,7 @@ function renderPage(page: PageSpec): string {
     )
     .join('\n            ');
   const heads = page.columns.map((f) => `<th scope="col" class="num" ${fieldAttrs(f)}>${esc(f.label)}</th>`).join('');
+  const deployments = page.deployments ? deploymentsPanel(page.deployments) : '';
 
   return `<!doctype html>
 <html lang="en">
@@ -239,8 +280,9 @@ ${FILTERS}
         </table>
       </div>
       <p id="table-empty" class="note">Enter an API key and press Apply.</p>
+      <p class="note">${esc(COST_NOTE)}</p>
     </section>
-  </main>
+${deployments}  </main>
 </body>
 </html>
 `;

@@ -8,7 +8,17 @@ import { ProxyError } from '../endpoints/errors.js';
 import { ProxyMetrics } from '../telemetry/metrics.js';
 import { OpenAICompatibleUpstream } from '../upstreams/openai-compatible.js';
 import { MemoryUsage } from '../usage/record.js';
-import { EJECT_MS, type Lease, ReplicaPools } from './replica-pool.js';
+import {
+  EJECT_MS,
+  KV_FULL,
+  type Lease,
+  LOAD_BOUND,
+  QUEUE_SLACK,
+  ReplicaPools,
+  type RoutingDecision,
+  routedPools,
+} from './replica-pool.js';
+import type { ReplicaSignal } from './replica-signals.js';
 import { type InClusterRoute, type RouteEntry, type RouteScaling, RouteTable } from './routes.js';
 
 const route = (over: Partial<InClusterRoute> = {}): InClusterRoute => ({
@@ -421,5 +431,261 @@ describe('a hibernated model through the whole pipeline', () => {
     // Awake now: the model serves its own requests again.
     const next = await chat();
     expect(next.headers.get('x-gateway-fallback')).toBeNull();
+  });
+});
+
+describe('prefix affinity, bounded by load', () => {
+  const four = ['http://10.0.0.1:8000', 'http://10.0.0.2:8000', 'http://10.0.0.3:8000', 'http://10.0.0.4:8000'];
+  const r4 = route({ replicas: four, slots: undefined });
+  /** Where a call with this key goes when nothing else is in flight. */
+  const placeOnce = (p: ReplicaPools, r: InClusterRoute, key: string | undefined) => {
+    const l = p.acquire(r, never, key) as Lease;
+    l.release();
+    return l.url;
+  };
+  const recorded = (
+    table = new Map<string, RouteEntry>(),
+    over: Partial<ConstructorParameters<typeof ReplicaPools>[0]> = {},
+  ) => {
+    const decisions: RoutingDecision[] = [];
+    const { p } = pools(table, { onRoute: (_, d) => decisions.push(d), ...over });
+    return { p, decisions };
+  };
+  const keys = (n: number) => Array.from({ length: n }, (_, i) => `prefix-${i}`);
+
+  it('sends every call with the same prefix to the same replica', () => {
+    const { p, decisions } = recorded();
+    const homes = new Set<string>();
+    for (const key of ['alpha', 'beta', 'gamma', 'delta', 'epsilon']) {
+      const urls = new Set(Array.from({ length: 40 }, () => placeOnce(p, r4, key)));
+      expect(urls.size).toBe(1);
+      homes.add([...urls][0] as string);
+    }
+    expect(homes.size).toBeGreaterThan(1);
+    expect(decisions).toEqual(Array(200).fill('affinity'));
+  });
+
+  it('spreads different prefixes evenly over the replicas', () => {
+    const { p } = recorded();
+    const count = new Map<string, number>();
+    for (const key of keys(4000)) {
+      const url = placeOnce(p, r4, key);
+      count.set(url, (count.get(url) ?? 0) + 1);
+    }
+    expect([...count.keys()].sort()).toEqual(four);
+    for (const n of count.values()) {
+      expect(n / 4000).toBeGreaterThan(0.21);
+      expect(n / 4000).toBeLessThan(0.29);
+    }
+  });
+
+  it('never lets a prefix’s calls in flight take its replica past 1.25× the mean', () => {
+    const { p } = recorded();
+    const home = placeOnce(p, r4, 'hot');
+    for (let i = 1; i <= 60; i++) {
+      p.acquire(r4, never, 'hot');
+      const loads = Object.values(p.replicaLoad(r4.model));
+      expect(Math.max(...loads)).toBeLessThanOrEqual(Math.ceil((LOAD_BOUND * i) / 4));
+    }
+    // The hot prefix's replica holds the most: the others took only what it could not.
+    const loads = p.replicaLoad(r4.model);
+    expect(loads[home]).toBe(Math.max(...Object.values(loads)));
+    expect(loads[home]).toBe(Math.ceil((LOAD_BOUND * 60) / 4));
+  });
+
+  it('overflows a hot prefix to the next replica once its own would pass the bound', () => {
+    const { p, decisions } = recorded();
+    const home = placeOnce(p, r4, 'hot');
+    decisions.length = 0;
+    // Background load: 4 calls on each replica.
+    for (let i = 0; i < 16; i++) p.acquire(r4, never);
+    expect(Object.values(p.replicaLoad(r4.model))).toEqual([4, 4, 4, 4]);
+    const hot = Array.from({ length: 3 }, () => p.acquire(r4, never, 'hot') as Lease);
+    // 5 and 6 of 17 and 18 in flight stay within ceil(1.25 × mean) = 6; a 7th would not.
+    expect(hot.map((l) => l.url === home)).toEqual([true, true, false]);
+    expect(decisions).toEqual([...Array(16).fill('least_loaded'), 'affinity', 'affinity', 'overflow']);
+    // The overflow goes to the same next replica every time: the prefix's second home.
+    const second = (hot[2] as Lease).url;
+    (hot[2] as Lease).release();
+    expect((p.acquire(r4, never, 'hot') as Lease).url).toBe(second);
+  });
+
+  it('places calls without a prefix key (short prompts) by least load, as before', () => {
+    const { p, decisions } = recorded();
+    const home = placeOnce(p, r4, 'hot');
+    expect((p.acquire(r4, never, 'hot') as Lease).url).toBe(home);
+    decisions.length = 0;
+    const free = Array.from({ length: 3 }, () => (p.acquire(r4, never) as Lease).url);
+    expect(free).not.toContain(home);
+    expect(new Set(free).size).toBe(3);
+    expect(decisions).toEqual(['least_loaded', 'least_loaded', 'least_loaded']);
+  });
+
+  it('moves only the prefixes of a replica that leaves, and only prefixes to a replica that joins', () => {
+    const table = new Map<string, RouteEntry>();
+    const { p } = recorded(table);
+    const placeAll = (replicas: string[]) => {
+      const r = route({ replicas, slots: undefined });
+      table.set(r.model, r);
+      return new Map(keys(2000).map((k) => [k, placeOnce(p, r, k)]));
+    };
+    const before = placeAll(four);
+    const gone = four[2] as string;
+    const after = placeAll(four.filter((u) => u !== gone));
+    let moved = 0;
+    for (const [k, url] of before) {
+      if (url === gone) {
+        moved++;
+        expect(after.get(k)).not.toBe(gone);
+      } else expect(after.get(k)).toBe(url);
+    }
+    expect(moved).toBeGreaterThan(300);
+
+    const joined = 'http://10.0.0.5:8000';
+    const grown = placeAll([...four, joined]);
+    let took = 0;
+    for (const [k, url] of before) {
+      if (grown.get(k) === url) continue;
+      expect(grown.get(k)).toBe(joined);
+      took++;
+    }
+    expect(took / 2000).toBeGreaterThan(0.15);
+    expect(took / 2000).toBeLessThan(0.25);
+  });
+
+  it('skips, in the prefix’s order, a replica whose engine is crowded while another is not', () => {
+    const readings = new Map<string, ReplicaSignal>();
+    const reading = (over: Partial<ReplicaSignal>): ReplicaSignal => ({
+      waiting: 0,
+      running: 4,
+      kvCacheUsage: 0.5,
+      at: 0,
+      ...over,
+    });
+    const { p, decisions } = recorded(new Map(), { signals: { of: (url) => readings.get(url) } });
+    const home = placeOnce(p, r4, 'k');
+    const all = (over: Partial<ReplicaSignal>) => {
+      for (const u of four) readings.set(u, reading(over));
+    };
+    all({});
+    expect(placeOnce(p, r4, 'k')).toBe(home);
+    // Its KV cache all but full, others' not: the next replica in its order.
+    readings.set(home, reading({ kvCacheUsage: 0.96 }));
+    const next = placeOnce(p, r4, 'k');
+    expect(next).not.toBe(home);
+    expect(decisions.at(-1)).toBe('overflow');
+    // Both the first and the second full: the third (never the least loaded by rotation).
+    readings.set(next, reading({ kvCacheUsage: 0.99 }));
+    const third = placeOnce(p, r4, 'k');
+    expect([home, next]).not.toContain(third);
+    // Every engine full: none is better, the prefix stays home.
+    all({ kvCacheUsage: 0.97 });
+    expect(placeOnce(p, r4, 'k')).toBe(home);
+    // A queue clearly longer than the others' least (more than twice it, plus QUEUE_SLACK).
+    all({ waiting: 1 });
+    readings.set(home, reading({ waiting: 2 * 1 + QUEUE_SLACK + 1 }));
+    expect(placeOnce(p, r4, 'k')).not.toBe(home);
+    readings.set(home, reading({ waiting: 2 * 1 + QUEUE_SLACK }));
+    expect(placeOnce(p, r4, 'k')).toBe(home);
+    // Only its own reading: nothing says another is better.
+    readings.clear();
+    readings.set(home, reading({ kvCacheUsage: 0.99, waiting: 50 }));
+    expect(placeOnce(p, r4, 'k')).toBe(home);
+    expect(KV_FULL).toBeLessThan(0.96);
+  });
+
+  it('passes over a replica that refused connections, and returns once its ejection ends', () => {
+    let t = 0;
+    const { p } = recorded(new Map(), { now: () => t });
+    const home = placeOnce(p, r4, 'k');
+    const l = p.acquire(r4, never, 'k') as Lease;
+    l.unreachable();
+    l.release();
+    expect(placeOnce(p, r4, 'k')).not.toBe(home);
+    t += EJECT_MS;
+    expect(placeOnce(p, r4, 'k')).toBe(home);
+  });
+
+  it('gives a queued call with a prefix the first slot that frees, whichever replica it is on', async () => {
+    const { p } = recorded();
+    const r = route({ slots: 1 });
+    const [one, two] = r.replicas as [string, string];
+    // A key whose home is the first replica.
+    const key = keys(50).find((k) => placeOnce(p, r, k) === one) as string;
+    const a = p.acquire(r, never) as Lease;
+    const b = p.acquire(r, never) as Lease;
+    expect([a.url, b.url].sort()).toEqual([one, two]);
+    const waiting = p.acquire(r, never, key);
+    (a.url === two ? a : b).release();
+    expect((await waiting).url).toBe(two);
+  });
+});
+
+describe('cache-aware routing through the in-cluster upstream', () => {
+  let doubles: OllamaDouble[];
+  beforeAll(async () => {
+    doubles = await Promise.all([0, 1, 2].map(() => startOllamaDouble({ models: ['qwen2.5:0.5b'] })));
+  });
+  afterAll(async () => {
+    for (const d of doubles ?? []) await d.close();
+  });
+
+  it('sends a long shared prompt to one replica, and short ones by load', async () => {
+    const table = new Map<string, RouteEntry>();
+    const upstream = new OpenAICompatibleUpstream({
+      pools: new ReplicaPools({ maxQueued: 100, queueMs: 30_000, lookup: (m) => table.get(m) }),
+    });
+    const r = route({ replicas: doubles.map((d) => d.url), slots: undefined });
+    table.set(r.model, r);
+    const system = 'You are a careful assistant. '.repeat(100);
+    const send = (messages: { role: string; content: string }[]) =>
+      upstream.send({
+        route: r,
+        dialect: 'openai-chat',
+        body: { model: r.model, messages },
+        stream: false,
+        clientWantsUsage: false,
+        signal: never,
+      });
+    try {
+      for (const d of doubles) d.reset();
+      for (let i = 0; i < 12; i++) {
+        await send([
+          { role: 'system', content: system },
+          { role: 'user', content: `question ${i}` },
+        ]);
+      }
+      expect(doubles.map((d) => d.requests.length).sort()).toEqual([0, 0, 12]);
+      for (const d of doubles) d.reset();
+      // Short prompts, one at a time: the rotation among equally idle replicas spreads them.
+      for (let i = 0; i < 12; i++) await send([{ role: 'user', content: `question ${i}` }]);
+      expect(doubles.map((d) => d.requests.length)).toEqual([4, 4, 4]);
+    } finally {
+      await upstream.close();
+    }
+  });
+});
+
+describe('routing decisions on the gateway’s metrics', () => {
+  it('counts affinity, overflow and least-loaded placements per model', async () => {
+    const routes = new RouteTable();
+    const r = route({ slots: undefined });
+    routes.set({ entries: new Map<string, RouteEntry>([[r.model, r]]), models: [] });
+    const metrics = new ProxyMetrics();
+    const p = routedPools(routes, metrics, { maxQueued: 1, queueMs: 100 });
+    // A second gateway on the same metrics registers nothing twice.
+    expect(() => routedPools(routes, metrics, { maxQueued: 1, queueMs: 100 })).not.toThrow();
+    for (let i = 0; i < 3; i++) (p.acquire(r, never, 'k') as Lease).release();
+    p.acquire(r, never);
+    p.acquire(r, never, 'k');
+    p.acquire(r, never, 'k');
+    const text = await metrics.registry.metrics();
+    const value = (decision: string) =>
+      Number(
+        text.match(
+          new RegExp(`pao_gateway_replica_routing_total\\{model="${r.model}",decision="${decision}"\\} (\\d+)`),
+        )?.[1],
+      );
+    expect([value('affinity'), value('overflow'), value('least_loaded')]).toEqual([4, 1, 1]);
   });
 });

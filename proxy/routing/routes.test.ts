@@ -26,11 +26,26 @@ describe('buildRoutes (cluster)', () => {
       model: 'llama3.1:8b',
       baseUrl: 'http://llama.platform-llms.svc.cluster.local:11434',
       provider: 'platform-llms/llama',
+      engine: 'Ollama',
       scaling: { namespace: 'platform-llms', name: 'llama', replicas: 1, autoscaled: false, whileWaking: 'Wait' },
     });
     expect(snap.models).toEqual([
       { id: 'llama3.1:8b', model: 'llama3.1:8b', created: 1793491200, provider: 'platform-llms/llama', cli: true },
     ]);
+  });
+
+  it('names the engine, and where a vLLM replica exports its queue and KV-cache gauges', () => {
+    const m = md('smol', 'HuggingFaceTB/SmolLM2-135M-Instruct', running('smol'));
+    m.spec.engine = 'VLLM';
+    const ollama = md('llama', 'llama3.1:8b', running('llama'));
+    const snap = buildRoutes([m, ollama], { standalone: false });
+    expect(snap.entries.get('HuggingFaceTB/SmolLM2-135M-Instruct')).toMatchObject({
+      kind: 'in-cluster',
+      engine: 'VLLM',
+      loadSignals: { path: '/metrics', waiting: 'vllm:num_requests_waiting', kvCacheUsage: 'vllm:kv_cache_usage_perc' },
+    });
+    // Ollama exports no such gauges: its replicas are balanced on the proxy's own in-flight count.
+    expect(snap.entries.get('llama3.1:8b')).not.toHaveProperty('loadSignals');
   });
 
   it('carries the ready replicas of its Service, the slots per replica and how it scales', () => {

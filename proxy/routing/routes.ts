@@ -1,4 +1,6 @@
 import { modelServerEndpoint } from '../../crds/constants.js';
+import type { EngineName, LoadSignals } from '../../crds/engines/engine.js';
+import { engineFor } from '../../crds/engines/table.js';
 import type { ExternalProvider } from '../../crds/external-provider.js';
 import type { ModelDeployment } from '../../crds/model-deployment.js';
 import { resolveNames } from '../../crds/model-names.js';
@@ -38,8 +40,12 @@ export interface InClusterRoute {
   slots?: number;
   /** How the deployment scales, for requests that find no replica ready. */
   scaling?: RouteScaling;
-  /** Tokens of context the server runs with where the spec sets it (spec.server.contextLength). */
+  /** Tokens of context the server runs with: spec.server.contextLength, else the catalog's serving default. */
   contextLength?: number;
+  /** Where its engine exports queue and KV-cache gauges (vLLM): cache-aware routing reads them. */
+  loadSignals?: LoadSignals;
+  /** The engine serving it (spec.engine); absent: Ollama. */
+  engine?: EngineName;
 }
 
 export interface RouteScaling {
@@ -125,6 +131,8 @@ export interface BuildOptions {
   replicasOf?: (serviceName: string) => readonly string[] | undefined;
   /** A deployment's parallel slots per replica (spec.server.numParallel or the catalog's default). */
   slotsOf?: (md: ModelDeployment) => number | undefined;
+  /** The context its server runs with (spec.server.contextLength or the catalog's default). */
+  contextOf?: (md: ModelDeployment) => number | undefined;
   /** Where hosted providers' endpoint overrides are read (PAO_ENDPOINT_URL_*); process.env by default. */
   env?: NodeJS.ProcessEnv;
   /**
@@ -239,6 +247,7 @@ export function buildRoutes(mds: ModelDeployment[], opts: BuildOptions, eps: Ext
       if (md.status?.phase === 'Running' && md.status.endpoint === expected) {
         const replicas = opts.replicasOf?.(md.spec.serviceName);
         const slots = opts.slotsOf?.(md);
+        const contextLength = md.spec.server?.contextLength ?? opts.contextOf?.(md);
         entry = {
           kind: 'in-cluster',
           model,
@@ -246,7 +255,7 @@ export function buildRoutes(mds: ModelDeployment[], opts: BuildOptions, eps: Ext
           provider,
           ...(replicas ? { replicas } : {}),
           ...(slots ? { slots } : {}),
-          ...(md.spec.server?.contextLength ? { contextLength: md.spec.server.contextLength } : {}),
+          ...(contextLength ? { contextLength } : {}),
           scaling: {
             namespace: md.metadata.namespace ?? '',
             name: md.metadata.name ?? '',
@@ -268,6 +277,9 @@ export function buildRoutes(mds: ModelDeployment[], opts: BuildOptions, eps: Ext
     }
     if (md.spec.fallback?.length) entry.fallback = md.spec.fallback;
     if (entry.kind === 'in-cluster') {
+      const engine = engineFor(md.spec);
+      entry.engine = engine.name;
+      if (engine.loadSignals) entry.loadSignals = engine.loadSignals;
       const timeouts = timeoutsOf(md);
       if (timeouts) entry.timeouts = timeouts;
     }

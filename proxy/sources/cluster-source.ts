@@ -59,6 +59,7 @@ export interface ClusterSourceOptions {
   keysSecret?: string;
   /** A deployment's parallel slots per replica (spec.server.numParallel or the catalog's default). */
   slotsOf?: (md: ModelDeployment) => number | undefined;
+  contextOf?: (md: ModelDeployment) => number | undefined;
   /** Told the Budgets (their tags and limits) now and on every change. */
   onBudgets?: (budgets: TagBudget[]) => void;
   onError?: (err: unknown) => void;
@@ -157,6 +158,7 @@ export class ClusterSource {
           standalone: false,
           replicasOf: (service) => this.replicas.get(service),
           ...(this.opts.slotsOf ? { slotsOf: this.opts.slotsOf } : {}),
+          ...(this.opts.contextOf ? { contextOf: this.opts.contextOf } : {}),
           ...(this.opts.env ? { env: this.opts.env } : {}),
         },
         this.eps.list(),

@@ -4,14 +4,14 @@ import { sseFrame as frame, type StreamReader } from './stream-reader.js';
 import type { Usage } from './upstream.js';
 
 /**
- * What an OpenAI-compatible server (Ollama 0.17: /v1/chat/completions, /v1/completions,
- * /v1/embeddings, /v1/responses and Anthropic's /v1/messages) takes per dialect: the path, the
- * body as it takes it, where its answers carry usage, and how its stream is read. The gateway
- * passes every dialect through unchanged; it reads only what it accounts for.
+ * What an OpenAI-compatible server (Ollama 0.17 and vLLM 0.32: /v1/chat/completions,
+ * /v1/completions, /v1/embeddings, /v1/responses and Anthropic's /v1/messages) takes per dialect:
+ * the usual path, the body as the gateway needs it (the stream's usage), where its answers carry
+ * usage, and how its stream is read. The gateway passes every dialect through unchanged but for
+ * its engine's quirks (crds/engines/); it reads only what it accounts for.
  */
 
 export interface PassThrough {
-  path: string;
   /** The body as the server takes it (the caller's, plus what the gateway needs of the stream). */
   prepare(body: Record<string, unknown>, stream: boolean): Record<string, unknown>;
   /** Usage of a whole answer. */
@@ -33,21 +33,6 @@ function openAIUsage(body: unknown): Usage | undefined {
     completionTokens: num(u.completion_tokens),
     ...(cached ? { cachedTokens: cached } : {}),
   };
-}
-
-/**
- * Ollama (0.17) reads only `max_tokens`: `max_completion_tokens`, OpenAI's current name for the
- * same limit, would be ignored and the model would generate until its context is full. The
- * stricter of the two wins when a caller sends both.
- */
-function forOllama(body: Record<string, unknown>): Record<string, unknown> {
-  const mct = body.max_completion_tokens;
-  // Absent: nothing to do (no copy on the hot path); not a number nor null: the upstream's to refuse.
-  if (mct !== null && typeof mct !== 'number') return body;
-  const { max_completion_tokens: _, ...rest } = body;
-  if (mct === null) return rest;
-  const mt = rest.max_tokens;
-  return { ...rest, max_tokens: typeof mt === 'number' ? Math.min(mt, mct) : mct };
 }
 
 /** A delta with non-empty content, as OpenAI-compatible servers serialize it: "content" (chat) or "text" (completions). */
@@ -138,31 +123,26 @@ export const withUsage = (body: Record<string, unknown>, stream: boolean) =>
 
 export const PASS_THROUGH: Readonly<Record<CallerDialect, PassThrough>> = {
   'openai-chat': {
-    path: '/v1/chat/completions',
-    prepare: (body, stream) => withUsage(forOllama(body), stream),
+    prepare: withUsage,
     usageOf: openAIUsage,
     reader: openAIStream,
   },
   'openai-completions': {
-    path: '/v1/completions',
     prepare: withUsage,
     usageOf: openAIUsage,
     reader: openAIStream,
   },
   'openai-embeddings': {
-    path: '/v1/embeddings',
     prepare: (body) => body,
     usageOf: openAIUsage,
     reader: openAIStream,
   },
   'openai-responses': {
-    path: '/v1/responses',
     prepare: (body) => body,
     usageOf: responsesUsage,
     reader: responsesStream,
   },
   'anthropic-messages': {
-    path: '/v1/messages',
     prepare: (body) => body,
     usageOf: (json) => (isRecord(json) && isRecord(json.usage) ? anthropicUsage(json.usage) : undefined),
     reader: anthropicStream,

@@ -1,6 +1,9 @@
 import { Agent, type Dispatcher } from 'undici';
+import type { EngineName } from '../../crds/engines/engine.js';
+import { ENGINES, engineFor } from '../../crds/engines/table.js';
 import { callerDialect, DIALECTS, type Dialect } from '../endpoints/dialects.js';
 import { ProxyError } from '../endpoints/errors.js';
+import { prefixKey } from '../routing/prefix-affinity.js';
 import { type Lease, ReplicaPools } from '../routing/replica-pool.js';
 import type { InClusterRoute } from '../routing/routes.js';
 import {
@@ -79,9 +82,14 @@ export interface OpenAICompatibleOptions {
   resolve?: (baseUrl: string) => string;
   /** Balances over a model's replicas and holds what finds no free slot; one without waking by default. */
   pools?: ReplicaPools;
+  /** Prefix-aware placement of long prompts (default on); off: least in flight only, as before it (benchmarks compare the two). */
+  prefixAffinity?: boolean;
 }
 
-const ALL_DIALECTS: readonly Dialect[] = Object.keys(PASS_THROUGH) as Dialect[];
+/** The dialects each engine serves natively, by engine: the rest are translated before the call. */
+const NATIVE = new Map<EngineName, readonly Dialect[]>(
+  Object.values(ENGINES).map((e) => [e.name, Object.keys(e.dialects) as Dialect[]]),
+);
 
 /**
  * Transport failures that say the replica is not there (connection refused, no route, no
@@ -96,10 +104,12 @@ export class OpenAICompatibleUpstream implements Upstream<InClusterRoute> {
   private readonly resolve: (baseUrl: string) => string;
   private readonly agent: Dispatcher;
   readonly pools: ReplicaPools;
+  private readonly prefixAffinity: boolean;
 
   constructor(opts: OpenAICompatibleOptions = {}) {
     this.timeouts = opts.timeouts ?? DEFAULT_TIMEOUTS;
     this.resolve = opts.resolve ?? ((u) => u);
+    this.prefixAffinity = opts.prefixAffinity ?? true;
     this.pools =
       opts.pools ?? new ReplicaPools({ maxQueued: 1000, queueMs: this.timeouts.firstByteMs, lookup: () => undefined });
     // No cap on connections per origin: the pool above holds each replica's calls to its slots
@@ -128,14 +138,21 @@ export class OpenAICompatibleUpstream implements Upstream<InClusterRoute> {
     return url;
   }
 
-  /** Every dialect passes through: Ollama serves them all. */
-  dialects(): readonly Dialect[] {
-    return ALL_DIALECTS;
+  /** What the route's engine serves natively (Ollama's and vLLM's OpenAI servers: every caller dialect). */
+  dialects(route: InClusterRoute): readonly Dialect[] {
+    return NATIVE.get(route.engine ?? 'Ollama') ?? [];
   }
 
   async send(call: UpstreamCall): Promise<UpstreamResult> {
     const started = performance.now();
-    const lease = await this.pools.acquire(call.route, call.signal);
+    const lease = await this.pools.acquire(
+      call.route,
+      call.signal,
+      // A prefix key only where there is a replica to choose (the one-replica path stays as it was).
+      this.prefixAffinity && (call.route.replicas?.length ?? 0) > 1
+        ? prefixKey(callerDialect(call.dialect), call.body)
+        : undefined,
+    );
     try {
       const result = await this.call(call, lease, started);
       if (result.kind === 'json') lease.release();
@@ -149,9 +166,13 @@ export class OpenAICompatibleUpstream implements Upstream<InClusterRoute> {
 
   private async call(call: UpstreamCall, lease: Lease, started: number): Promise<UpstreamResult> {
     const baseUrl = lease.url;
-    // Ollama serves the callers' dialects, the only ones the pipeline sends it.
-    const dialect = PASS_THROUGH[callerDialect(call.dialect)];
-    const body = dialect.prepare(call.body, call.stream);
+    // The engine serves the callers' dialects it lists (dialects() above), the only ones the pipeline sends it.
+    const name = callerDialect(call.dialect);
+    const dialect = PASS_THROUGH[name];
+    const native = engineFor(call.route).dialects[name];
+    if (!native)
+      throw new ProxyError(502, 'api_error', 'upstream_error', `${upstreamName(call)} does not serve ${name}`);
+    const body = dialect.prepare(native.prepare ? native.prepare(call.body, call.route) : call.body, call.stream);
     const firstByteMs = call.route.timeouts?.firstByteMs ?? this.timeouts.firstByteMs;
     const idleMs = call.route.timeouts?.idleMs ?? this.timeouts.idleMs;
     const limit = call.stream ? firstByteMs : Math.max(firstByteMs, this.timeouts.responseMs);
@@ -161,7 +182,7 @@ export class OpenAICompatibleUpstream implements Upstream<InClusterRoute> {
     };
     // Serialized outside the try: a failure here is the gateway's, not a transport error.
     const payload = JSON.stringify(body);
-    const url = this.parsedUrl(`${this.resolve(baseUrl)}${dialect.path}`);
+    const url = this.parsedUrl(`${this.resolve(baseUrl)}${native.path}`);
     const headers = {
       'content-type': 'application/json',
       accept: call.stream ? 'text/event-stream' : 'application/json',

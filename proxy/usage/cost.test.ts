@@ -80,10 +80,16 @@ describe('prices and charges', () => {
     ...(freeCredits ? { freeCredits } : {}),
   });
 
-  it('prices in-cluster tokens at the catalog price per 1M tokens', () => {
+  it('prices in-cluster tokens at the catalog price per 1M tokens, at the deployment engine and concurrency', () => {
     const meter = new CostMeter(catalog, loadBedrockPrices());
-    // llama3.1:8b: $4.9691 per 1M tokens (L4 at $0.805/h, 45 tokens/s).
-    expect(meter.charge(ollama, { promptTokens: 600_000, completionTokens: 400_000 }).costUsd).toBeCloseTo(4.9691, 4);
+    const tokens = { promptTokens: 600_000, completionTokens: 400_000 };
+    // llama3.1:8b on Ollama, its 4 default slots: L4 at $0.805/h over 72 tokens/s = $3.1057 per 1M.
+    expect(meter.charge(ollama, tokens).costUsd).toBeCloseTo(3.1057, 4);
+    // One slot: the single-stream point, 36 tokens/s.
+    expect(meter.charge({ ...ollama, slots: 1 }, tokens).costUsd).toBeCloseTo(6.2114, 4);
+    // The same family on vLLM at its 32 default slots: 280 tokens/s on the same L4.
+    const vllm: InClusterRoute = { ...ollama, model: 'meta-llama/Llama-3.1-8B-Instruct', engine: 'VLLM' };
+    expect(meter.charge(vllm, tokens).costUsd).toBeCloseTo(0.7986, 4);
   });
 
   it('prices Bedrock by model, region override and inference profile, with free credits paying first', () => {

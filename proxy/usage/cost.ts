@@ -1,5 +1,6 @@
-import { type Catalog, pricing } from '../../crds/catalog/catalog.js';
+import { type Catalog, catalogModel, pricing } from '../../crds/catalog/catalog.js';
 import type { BedrockPriceTable, TokenPrice } from '../../crds/catalog/prices.js';
+import type { EngineName } from '../../crds/engines/engine.js';
 import { PROVIDERS } from '../../crds/providers/table.js';
 import type { ExternalRoute } from '../routing/routes.js';
 import type { Usage } from '../upstreams/upstream.js';
@@ -47,12 +48,25 @@ export class PriceBook {
     this.table = table;
   }
 
-  /** An in-cluster model's price, from the catalog's GPU and throughput. */
-  catalogPrice(model: string): TokenPrice | undefined {
-    const known = this.catalog.models.find((m) => m.name === model);
+  /**
+   * An in-cluster model's list price, from the catalog's GPU and its engine's throughput at the
+   * deployment's concurrency (its slots; absent: the catalog's serving default).
+   */
+  catalogPrice(model: string, engine: EngineName = 'Ollama', slots?: number): TokenPrice | undefined {
+    const known = catalogModel(this.catalog, model, engine);
     if (!known) return undefined;
-    const per1M = pricing(this.catalog, known, known.gpu.recommended).usdPer1MTokens;
+    const per1M = pricing(this.catalog, known, known.gpu.recommended, slots).usdPer1MTokens;
     return { input: per1M, output: per1M };
+  }
+
+  /**
+   * What one replica of an in-cluster model costs per hour: its GPUs on the catalog's recommended
+   * type, the type its list price assumes too (the proxy does not see which GPU type a node has),
+   * so that list and actual cost differ by utilisation only.
+   */
+  gpuHourPrice(model: string, engine: EngineName = 'Ollama'): number | undefined {
+    const known = catalogModel(this.catalog, model, engine);
+    return known ? pricing(this.catalog, known, known.gpu.recommended).usdPerHour : undefined;
   }
 
   /** A provider's model, as its module looks it up (Bedrock's by region and foundation model). */

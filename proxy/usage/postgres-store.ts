@@ -1,5 +1,6 @@
 import pg from 'pg';
 import {
+  ACTUAL_COST_SQL,
   type AnalyticsNumbers,
   allocateCredits,
   analyticsNumbers,
@@ -8,6 +9,13 @@ import {
   BUCKET_COLUMNS,
   creditProviders,
   DAY,
+  DEPLOYMENT_COSTS_SQL,
+  type DeploymentCost,
+  deploymentCost,
+  type GpuTimeRow,
+  gpuCostCtes,
+  gpuRowsInOrder,
+  gpuWindow,
   groupLimit,
   groupsByTag,
   HOUR,
@@ -112,7 +120,30 @@ export const MIGRATIONS: string[] = [
    ALTER TABLE usage_rollup ADD COLUMN endpoint text NOT NULL DEFAULT '';
    ALTER TABLE usage_rollup DROP CONSTRAINT usage_rollup_pkey;
    ALTER TABLE usage_rollup ADD PRIMARY KEY (hour, model, endpoint, provider, team, tag_key, tag_value);`,
+  // 4: GPU time of in-cluster deployments (actual cost): per minute as the proxies measure it
+  // (upserted keeping the largest figures), folded into hours after a day.
+  `CREATE TABLE usage_gpu_time (
+     deployment text NOT NULL,
+     minute bigint NOT NULL,
+     model text NOT NULL,
+     gpu_seconds double precision NOT NULL,
+     usd double precision NOT NULL,
+     busy smallint NOT NULL DEFAULT 0,
+     PRIMARY KEY (deployment, minute)
+   );
+   CREATE INDEX usage_gpu_time_minute ON usage_gpu_time (minute);
+   CREATE TABLE usage_gpu_hour (
+     deployment text NOT NULL,
+     hour bigint NOT NULL,
+     model text NOT NULL,
+     gpu_seconds double precision NOT NULL,
+     usd double precision NOT NULL,
+     busy_usd double precision NOT NULL,
+     PRIMARY KEY (deployment, hour)
+   );`,
 ];
+
+const GPU_TABLES = { gpuTime: 'usage_gpu_time', gpuHour: 'usage_gpu_hour', rollup: 'usage_rollup' };
 
 /** ($1, $2, ...), (...) for `rows` rows of `columns` values each. */
 function placeholders(rows: number, columns: number): string {
@@ -416,7 +447,7 @@ export class PostgresUsageStore implements UsageStore {
     return out;
   }
 
-  async prune(before: Date, rollupsBefore?: Date): Promise<void> {
+  async prune(before: Date, rollupsBefore?: Date, gpuMinutesBefore = before): Promise<void> {
     await this.ensureSchema();
     // Whole days only: a partition goes once all of its day is past retention.
     const cutoff = Math.floor(before.getTime() / DAY) * DAY;
@@ -436,6 +467,51 @@ export class PostgresUsageStore implements UsageStore {
       await this.pool.query('DELETE FROM usage_rollup WHERE hour < $1', [rollupsBefore.getTime()]);
       await this.pool.query('DELETE FROM usage_key_spend WHERE hour < $1', [rollupsBefore.getTime()]);
     }
+    await this.foldGpuMinutes(Math.floor(gpuMinutesBefore.getTime() / HOUR) * HOUR, rollupsBefore);
+  }
+
+  /**
+   * GPU minutes of whole hours before `hour` become one row per (deployment, hour), in one
+   * transaction (as in the SQLite store: an hour row is 1/60 of the minutes' volume and keeps
+   * what reports read). Replicas pruning at once fold each minute once: the minutes are
+   * deleted with RETURNING under their row locks, and only what a transaction deleted is added.
+   */
+  private async foldGpuMinutes(hour: number, rollupsBefore: Date | undefined): Promise<void> {
+    await this.transaction(async (tx) => {
+      await tx.query(
+        `WITH gone AS (DELETE FROM usage_gpu_time WHERE minute < $1 RETURNING *)
+         INSERT INTO usage_gpu_hour (deployment, hour, model, gpu_seconds, usd, busy_usd)
+         SELECT deployment, minute - (minute % ${HOUR}) AS h, MAX(model), SUM(gpu_seconds), SUM(usd),
+           SUM(CASE WHEN busy > 0 THEN usd ELSE 0 END)
+         FROM gone GROUP BY deployment, h ORDER BY deployment, h
+         ON CONFLICT (deployment, hour) DO UPDATE SET gpu_seconds = usage_gpu_hour.gpu_seconds + excluded.gpu_seconds,
+           usd = usage_gpu_hour.usd + excluded.usd, busy_usd = usage_gpu_hour.busy_usd + excluded.busy_usd`,
+        [hour],
+      );
+      if (rollupsBefore) await tx.query('DELETE FROM usage_gpu_hour WHERE hour < $1', [rollupsBefore.getTime()]);
+    });
+  }
+
+  async recordGpuTime(rows: GpuTimeRow[]): Promise<void> {
+    if (rows.length === 0) return;
+    await this.ensureSchema();
+    const ordered = gpuRowsInOrder(rows);
+    // One statement, rows in key order: replicas writing the same minutes lock them in the same order.
+    await this.pool.query(
+      `INSERT INTO usage_gpu_time (deployment, minute, model, gpu_seconds, usd, busy)
+       SELECT * FROM unnest($1::text[], $2::bigint[], $3::text[], $4::float8[], $5::float8[], $6::smallint[])
+       ON CONFLICT (deployment, minute) DO UPDATE SET model = excluded.model,
+         gpu_seconds = GREATEST(usage_gpu_time.gpu_seconds, excluded.gpu_seconds),
+         usd = GREATEST(usage_gpu_time.usd, excluded.usd), busy = GREATEST(usage_gpu_time.busy, excluded.busy)`,
+      [
+        ordered.map((r) => r.deployment),
+        ordered.map((r) => r.minute),
+        ordered.map((r) => r.model),
+        ordered.map((r) => r.gpuSeconds),
+        ordered.map((r) => r.usd),
+        ordered.map((r) => (r.busy ? 1 : 0)),
+      ],
+    );
   }
 
   async count(): Promise<number> {
@@ -456,11 +532,30 @@ export class PostgresUsageStore implements UsageStore {
     return this.transaction(async (tx) => {
       await tx.query('SET LOCAL jit = off');
       const read: Read = async (text, params) => (await tx.query(text, params)).rows;
-      return answeredByRollups(q) ? this.rollupRows(q, read) : this.rawRows(q, read);
+      const rows = answeredByRollups(q) ? await this.rollupRows(q, read) : await this.rawRows(q, read);
+      return { ...rows, deployments: await this.deployments(q, read) };
     });
   }
 
-  private async rollupRows(q: UsageQuery, read: Read): Promise<ReportRows> {
+  /** The CTEs of gpu_rate and gpu_share over the report's whole hours, bound into `query`. */
+  private gpuCtes(q: UsageQuery, query: Query): string {
+    const w = gpuWindow(q);
+    return gpuCostCtes(GPU_TABLES, query.bind(w.from), query.bind(w.to));
+  }
+
+  /** The deployments' GPU time and cost in the report's window; none in a team's report. */
+  private async deployments(q: UsageQuery, read: Read): Promise<DeploymentCost[]> {
+    if (q.team !== undefined) return [];
+    const query = new Query();
+    // Sums of double precision columns: numbers, not numeric strings.
+    const rows = await read<Parameters<typeof deploymentCost>[0]>(
+      `WITH ${this.gpuCtes(q, query)} ${DEPLOYMENT_COSTS_SQL}`,
+      query.params,
+    );
+    return rows.map(deploymentCost);
+  }
+
+  private async rollupRows(q: UsageQuery, read: Read): Promise<Omit<ReportRows, 'deployments'>> {
     const query = new Query();
     const size = q.granularity === 'day' ? DAY : HOUR;
     const where = [
@@ -482,17 +577,20 @@ export class PostgresUsageStore implements UsageStore {
     const source = `FROM usage_rollup WHERE ${where.join(' AND ')}`;
     const { named, folded } = await this.topGroups(q, query, group, 'SUM(requests)', source, read);
     const sums = `SUM(requests)::float8 AS requests, SUM(errors)::float8 AS errors, SUM(prompt)::float8 AS prompt,
-      SUM(completion)::float8 AS completion, SUM(cost)::float8 AS cost, SUM(savings)::float8 AS savings,
-      ${BUCKET_COLUMNS.map((c) => `SUM(${c})::float8 AS ${c}`).join(', ')}`;
+      SUM(completion)::float8 AS completion, SUM(cost)::float8 AS cost, SUM(${ACTUAL_COST_SQL})::float8 AS actual,
+      SUM(savings)::float8 AS savings, ${BUCKET_COLUMNS.map((c) => `SUM(${c})::float8 AS ${c}`).join(', ')}`;
     const rows = await read<RollupRow>(
-      `SELECT (hour - (hour % ${size}))::float8 AS bucket, ${named} AS grp, ${sums} ${source}
+      `WITH ${this.gpuCtes(q, query)}
+       SELECT (hour - (hour % ${size}))::float8 AS bucket, ${named} AS grp, ${sums}
+       FROM usage_rollup LEFT JOIN gpu_rate ON rate_hour = usage_rollup.hour AND rate_provider = usage_rollup.provider
+       WHERE ${where.join(' AND ')}
        GROUP BY 1, 2 ORDER BY 1, 2 NULLS FIRST`,
       query.params,
     );
     return { rows: [...rows], folded };
   }
 
-  private async rawRows(q: UsageQuery, read: Read): Promise<ReportRows> {
+  private async rawRows(q: UsageQuery, read: Read): Promise<Omit<ReportRows, 'deployments'>> {
     const query = new Query();
     const size = q.granularity === 'day' ? DAY : HOUR;
     const where = [`ts >= ${query.bind(q.from.getTime())}`, `ts < ${query.bind(q.to.getTime())}`];
@@ -500,7 +598,7 @@ export class PostgresUsageStore implements UsageStore {
     // The GIN index answers "carries every one of these tags" in one step.
     if (q.tags.length > 0) where.push(`tags @> ${query.bind(q.tags.map((t) => `${t.key}:${t.value}`))}`);
     let group = q.groupBy === 'model' ? 'model' : q.groupBy === 'endpoint' ? 'endpoint' : 'provider';
-    let from = 'usage_requests r';
+    let from = `usage_requests r LEFT JOIN gpu_rate ON rate_hour = r.ts - (r.ts % ${HOUR}) AND rate_provider = r.provider`;
     if (groupsByTag(q)) {
       // A lateral join rather than a subquery in the select list: the plan stays parallel (1.2 s
       // -> 0.75 s for two tags over 30 days at 10M records, grouped by a tag key).
@@ -519,12 +617,13 @@ export class PostgresUsageStore implements UsageStore {
     // fold those past the limit from that aggregate (ranking with a second scan doubled the cost).
     const limit = query.bind(groupLimit(q));
     const other = query.bind(OTHER_GROUP);
-    const sums = ['requests', 'errors', 'prompt', 'completion', 'cost', 'savings', ...BUCKET_COLUMNS];
+    const sums = ['requests', 'errors', 'prompt', 'completion', 'cost', 'actual', 'savings', ...BUCKET_COLUMNS];
     const rows = await read<RollupRow & { groups: number }>(
-      `WITH agg AS MATERIALIZED (
+      `WITH ${this.gpuCtes(q, query)},
+       agg AS MATERIALIZED (
          SELECT ts - (ts % ${size}) AS bucket, ${group} AS grp, count(*) AS requests,
            count(*) FILTER (WHERE status >= 400) AS errors, SUM(prompt) AS prompt, SUM(completion) AS completion,
-           SUM(cost) AS cost, SUM(savings) AS savings, ${buckets.join(', ')}
+           SUM(cost) AS cost, SUM(${ACTUAL_COST_SQL}) AS actual, SUM(savings) AS savings, ${buckets.join(', ')}
          FROM ${from} WHERE ${where.join(' AND ')}
          GROUP BY 1, 2),
        ranked AS (SELECT grp, row_number() OVER (ORDER BY sum(requests) DESC, grp NULLS FIRST) AS rank,

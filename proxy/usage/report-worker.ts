@@ -11,6 +11,9 @@ parentPort?.on('message', async (req: ReportRequest) => {
     if (req.kind === 'insert') {
       await store.insert(req.records);
       res = { id: req.id, result: null };
+    } else if (req.kind === 'gpu-time') {
+      await store.recordGpuTime(req.rows);
+      res = { id: req.id, result: null };
     } else if (req.kind === 'tags') {
       res = { id: req.id, result: await store.tags(req.search, req.limit, req.team) };
     } else {

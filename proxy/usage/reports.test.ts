@@ -68,6 +68,31 @@ describe('usage threads', () => {
     expect(await store.count()).toBe(3);
   });
 
+  it("GPU time goes through the writer thread (in place once it is gone), and the report thread's reports carry it", async () => {
+    const { inserts, reports } = setUp();
+    const minute = (i: number) => ({
+      deployment: 'platform-llms/llama',
+      model: 'llama3.1:8b',
+      minute: Math.floor(T0 / 3_600_000) * 3_600_000 + i * 60_000,
+      gpuSeconds: 60,
+      usd: 0.06,
+      busy: true,
+    });
+    await inserts.recordGpuTime([minute(0), minute(1)]);
+    await inserts.insert([rec(1, 'ml')]);
+    await inserts.close();
+    await inserts.recordGpuTime([minute(2)]);
+    const report = await reports.usage({
+      from: new Date(T0 - 3_600_000),
+      to: new Date(T0 + 3_600_000),
+      granularity: 'hour',
+      groupBy: 'team',
+      tags: [],
+    });
+    expect(report.deployments).toMatchObject([{ deployment: 'platform-llms/llama', gpuSeconds: 180 }]);
+    expect(report.totals.actualCostUsd).toBeCloseTo(0.18, 9);
+  });
+
   it('a failing write rejects, so the recorder keeps the batch and retries it', async () => {
     const { inserts } = setUp();
     const broken = { ...rec(1, 'ml'), tags: null } as unknown as StoredUsage;

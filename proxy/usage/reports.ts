@@ -1,5 +1,14 @@
 import { Worker } from 'node:worker_threads';
-import type { AnalyticsNumbers, Report, StoredUsage, TagCount, UsageNumbers, UsageQuery, UsageStore } from './store.js';
+import type {
+  AnalyticsNumbers,
+  GpuTimeRow,
+  Report,
+  StoredUsage,
+  TagCount,
+  UsageNumbers,
+  UsageQuery,
+  UsageStore,
+} from './store.js';
 
 /**
  * The report queries behind /v1/usage, /v1/analytics and /v1/tags. Answered on the request thread
@@ -28,7 +37,8 @@ export function inThreadReports(store: UsageStore): UsageReports {
 export type ReportRequest =
   | { id: number; kind: 'usage' | 'analytics'; query: Omit<UsageQuery, 'from' | 'to'> & { from: number; to: number } }
   | { id: number; kind: 'tags'; search: string; limit: number; team?: string }
-  | { id: number; kind: 'insert'; records: StoredUsage[] };
+  | { id: number; kind: 'insert'; records: StoredUsage[] }
+  | { id: number; kind: 'gpu-time'; rows: GpuTimeRow[] };
 
 /** A request before it is numbered (Omit applied to each member of the union). */
 type Unnumbered<T> = T extends unknown ? Omit<T, 'id'> : never;
@@ -114,10 +124,10 @@ export class WorkerReports extends UsageThread implements UsageReports {
  * report thread: a long report must not hold the writes up. Should the thread die, batches are
  * written in place (`fallback`), so no record is lost to it.
  */
-export class WorkerInserts extends UsageThread implements Pick<UsageStore, 'insert'> {
+export class WorkerInserts extends UsageThread implements Pick<UsageStore, 'insert' | 'recordGpuTime'> {
   constructor(
     path: string,
-    private readonly fallback: Pick<UsageStore, 'insert'>,
+    private readonly fallback: Pick<UsageStore, 'insert' | 'recordGpuTime'>,
   ) {
     super(path);
   }
@@ -125,5 +135,14 @@ export class WorkerInserts extends UsageThread implements Pick<UsageStore, 'inse
   insert(records: StoredUsage[]): Promise<void> {
     if (this.dead) return this.fallback.insert(records);
     return this.ask({ kind: 'insert', records });
+  }
+
+  /**
+   * The GPU time ledger's minutes, by the same thread: written in place, a write that found the
+   * file locked by this thread's batch would wait for it on the request thread.
+   */
+  recordGpuTime(rows: GpuTimeRow[]): Promise<void> {
+    if (this.dead) return this.fallback.recordGpuTime(rows);
+    return this.ask({ kind: 'gpu-time', rows });
   }
 }

@@ -2,6 +2,7 @@ import { mkdirSync } from 'node:fs';
 import { dirname } from 'node:path';
 import Database from 'better-sqlite3';
 import {
+  ACTUAL_COST_SQL,
   type AnalyticsNumbers,
   allocateCredits,
   analyticsNumbers,
@@ -10,6 +11,13 @@ import {
   BUCKET_COLUMNS,
   creditProviders,
   DAY,
+  DEPLOYMENT_COSTS_SQL,
+  type DeploymentCost,
+  deploymentCost,
+  type GpuTimeRow,
+  gpuCostCtes,
+  gpuRowsInOrder,
+  gpuWindow,
   groupLimit,
   groupsByTag,
   HOUR,
@@ -93,7 +101,29 @@ const SCHEMA = `
         cost REAL NOT NULL,
         PRIMARY KEY (api_key, hour)
       );
+      CREATE TABLE IF NOT EXISTS gpu_time (
+        deployment TEXT NOT NULL,
+        minute INTEGER NOT NULL,
+        model TEXT NOT NULL,
+        gpu_seconds REAL NOT NULL,
+        usd REAL NOT NULL,
+        busy INTEGER NOT NULL DEFAULT 0,
+        PRIMARY KEY (deployment, minute)
+      );
+      CREATE INDEX IF NOT EXISTS gpu_time_minute ON gpu_time(minute);
+      CREATE TABLE IF NOT EXISTS gpu_hour (
+        deployment TEXT NOT NULL,
+        hour INTEGER NOT NULL,
+        model TEXT NOT NULL,
+        gpu_seconds REAL NOT NULL,
+        usd REAL NOT NULL,
+        busy_usd REAL NOT NULL,
+        PRIMARY KEY (deployment, hour)
+      );
 `;
+
+const GPU_TABLES = { gpuTime: 'gpu_time', gpuHour: 'gpu_hour', rollup: 'rollup' };
+const GPU_CTES = gpuCostCtes(GPU_TABLES, '@gfrom', '@gto');
 
 export class SqliteUsageStore implements UsageStore {
   private readonly db: Database.Database;
@@ -237,7 +267,7 @@ export class SqliteUsageStore implements UsageStore {
     if (records.length > 0) this.insertMany(records);
   }
 
-  async prune(before: Date, rollupsBefore?: Date): Promise<void> {
+  async prune(before: Date, rollupsBefore?: Date, gpuMinutesBefore = before): Promise<void> {
     const ts = before.getTime();
     this.db.prepare('DELETE FROM request_tags WHERE ts < ?').run(ts);
     if (rollupsBefore) {
@@ -245,6 +275,42 @@ export class SqliteUsageStore implements UsageStore {
       this.db.prepare('DELETE FROM key_spend WHERE hour < ?').run(rollupsBefore.getTime());
     }
     this.db.prepare('DELETE FROM requests WHERE ts < ?').run(ts);
+    this.foldGpuMinutes(Math.floor(gpuMinutesBefore.getTime() / HOUR) * HOUR, rollupsBefore);
+  }
+
+  /**
+   * GPU minutes of whole hours before `hour` become one row per (deployment, hour), in one
+   * transaction: reports aggregate minutes on every read, and a year of minutes is ~100 bytes x
+   * 525,600 per deployment; an hour row is 1/60 of that and keeps what reports read (USD, seconds,
+   * and the USD of busy minutes). The hour rows live as long as the rollups they are attributed over.
+   */
+  private foldGpuMinutes(hour: number, rollupsBefore: Date | undefined): void {
+    this.db.transaction(() => {
+      this.db
+        .prepare(
+          `INSERT INTO gpu_hour (deployment, hour, model, gpu_seconds, usd, busy_usd)
+           SELECT deployment, minute - (minute % ${HOUR}) AS h, MAX(model), SUM(gpu_seconds), SUM(usd),
+             SUM(CASE WHEN busy > 0 THEN usd ELSE 0 END)
+           FROM gpu_time WHERE minute < ? GROUP BY deployment, h
+           ON CONFLICT (deployment, hour) DO UPDATE SET gpu_seconds = gpu_seconds + excluded.gpu_seconds,
+             usd = usd + excluded.usd, busy_usd = busy_usd + excluded.busy_usd`,
+        )
+        .run(hour);
+      this.db.prepare('DELETE FROM gpu_time WHERE minute < ?').run(hour);
+      if (rollupsBefore) this.db.prepare('DELETE FROM gpu_hour WHERE hour < ?').run(rollupsBefore.getTime());
+    })();
+  }
+
+  async recordGpuTime(rows: GpuTimeRow[]): Promise<void> {
+    if (rows.length === 0) return;
+    const upsert = this.db.prepare(
+      `INSERT INTO gpu_time (deployment, minute, model, gpu_seconds, usd, busy) VALUES (?, ?, ?, ?, ?, ?)
+       ON CONFLICT (deployment, minute) DO UPDATE SET model = excluded.model,
+         gpu_seconds = max(gpu_seconds, excluded.gpu_seconds), usd = max(usd, excluded.usd), busy = max(busy, excluded.busy)`,
+    );
+    this.db.transaction((ordered: GpuTimeRow[]) => {
+      for (const r of ordered) upsert.run(r.deployment, r.minute, r.model, r.gpuSeconds, r.usd, r.busy ? 1 : 0);
+    })(gpuRowsInOrder(rows));
   }
 
   async count(): Promise<number> {
@@ -290,17 +356,39 @@ export class SqliteUsageStore implements UsageStore {
       const { named, folded } = this.topGroups(q, group, 'SUM(requests)', source, params);
       const rows = this.db
         .prepare(
-          `SELECT hour - (hour % @size) AS bucket, ${named} AS grp, ${sums} ${source} GROUP BY bucket, grp ORDER BY bucket, grp`,
+          `WITH ${GPU_CTES}
+           SELECT hour - (hour % @size) AS bucket, ${named} AS grp, ${sums}, SUM(${ACTUAL_COST_SQL}) AS actual
+           FROM rollup LEFT JOIN gpu_rate ON rate_hour = rollup.hour AND rate_provider = rollup.provider
+           WHERE ${where.join(' AND ')} GROUP BY bucket, grp ORDER BY bucket, grp`,
         )
-        .all(params) as RollupRow[];
-      return { rows, folded };
+        .all({ ...params, ...this.gpuParams(q) }) as RollupRow[];
+      return { rows, folded, deployments: this.deployments(q) };
     }
-    return this.rawRows(q);
+    return { ...this.rawRows(q), deployments: this.deployments(q) };
   }
 
-  private rawRows(q: UsageQuery): ReportRows {
+  private gpuParams(q: UsageQuery): { gfrom: number; gto: number } {
+    const w = gpuWindow(q);
+    return { gfrom: w.from, gto: w.to };
+  }
+
+  /** The deployments' GPU time and cost in the report's window; none in a team's report. */
+  private deployments(q: UsageQuery): DeploymentCost[] {
+    if (q.team !== undefined) return [];
+    const rows = this.db.prepare(`WITH ${GPU_CTES} ${DEPLOYMENT_COSTS_SQL}`).all(this.gpuParams(q)) as Array<
+      Parameters<typeof deploymentCost>[0]
+    >;
+    return rows.map(deploymentCost);
+  }
+
+  private rawRows(q: UsageQuery): Omit<ReportRows, 'deployments'> {
     const size = q.granularity === 'day' ? DAY : HOUR;
-    const params: Record<string, string | number> = { from: q.from.getTime(), to: q.to.getTime(), size };
+    const params: Record<string, string | number> = {
+      from: q.from.getTime(),
+      to: q.to.getTime(),
+      size,
+      ...this.gpuParams(q),
+    };
     // The tag index narrows first: ids carrying every filter tag in the range, intersected.
     const tagged = q.tags.map((t, i) => {
       params[`t${i}`] = `${t.key}:${t.value}`;
@@ -324,14 +412,17 @@ export class SqliteUsageStore implements UsageStore {
         ? `SUM(CASE WHEN latency_ms > ${lower} AND latency_ms <= ${bound} THEN 1 ELSE 0 END) AS b${i}`
         : `SUM(CASE WHEN latency_ms > ${lower} THEN 1 ELSE 0 END) AS b${i}`;
     });
-    const source = `FROM requests r WHERE ts >= @from AND ts < @to ${conditions.map((c) => `AND ${c}`).join(' ')}`;
+    const filter = `WHERE ts >= @from AND ts < @to ${conditions.map((c) => `AND ${c}`).join(' ')}`;
+    const source = `FROM requests r ${filter}`;
     const { named, folded } = this.topGroups(q, group, 'COUNT(*)', source, params);
+    const joined = `FROM requests r LEFT JOIN gpu_rate ON rate_hour = r.ts - (r.ts % ${HOUR}) AND rate_provider = r.provider ${filter}`;
     const rows = this.db
       .prepare(
-        `SELECT ts - (ts % @size) AS bucket, ${named} AS grp, COUNT(*) AS requests,
+        `WITH ${GPU_CTES}
+         SELECT ts - (ts % @size) AS bucket, ${named} AS grp, COUNT(*) AS requests,
           SUM(CASE WHEN status >= 400 THEN 1 ELSE 0 END) AS errors, SUM(prompt) AS prompt, SUM(completion) AS completion,
-          SUM(cost) AS cost, SUM(savings) AS savings, ${buckets.join(', ')}
-         ${source}
+          SUM(cost) AS cost, SUM(${ACTUAL_COST_SQL}) AS actual, SUM(savings) AS savings, ${buckets.join(', ')}
+         ${joined}
          GROUP BY bucket, grp ORDER BY bucket, grp`,
       )
       .all(params) as RollupRow[];

@@ -8,7 +8,7 @@ import type { UsageRecord } from './record.js';
 import { UsageRecorder } from './recorder.js';
 import { inThreadReports, type UsageReports, WorkerInserts, WorkerReports } from './reports.js';
 import { Spool } from './spool.js';
-import type { UsageStore } from './store.js';
+import { GPU_MINUTES_KEPT_MS, type UsageStore } from './store.js';
 
 /**
  * Where the gateway's usage records go, assembled once: the store (an SQLite file, a PVC in a
@@ -34,6 +34,8 @@ export interface UsageSettings {
 
 export interface UsageStack {
   store: UsageStore;
+  /** Where in-cluster GPU time goes (proxy/usage/gpu-time.ts): a file's insert thread, or the store. */
+  gpuTime: Pick<UsageStore, 'recordGpuTime'>;
   recorder: UsageRecorder;
   reports: UsageReports;
   /** Records of the spool's backlog that cost something: they count toward budgets until written. */
@@ -113,6 +115,7 @@ export function openUsageStack(settings: UsageSettings, metrics: ProxyMetrics, l
   const workerReports = inThread ? undefined : new WorkerReports(db);
   return {
     store,
+    gpuTime: inserts ?? store,
     recorder,
     reports: workerReports ?? inThreadReports(store),
     backlogSpend,
@@ -135,7 +138,11 @@ function pruneHourly(store: UsageStore, settings: UsageSettings, log: Logger): (
   const rollupDays = Math.max(retentionDays, settings.rollupRetentionDays ?? 400);
   const prune = () =>
     store
-      .prune(new Date(Date.now() - retentionDays * 86_400_000), new Date(Date.now() - rollupDays * 86_400_000))
+      .prune(
+        new Date(Date.now() - retentionDays * 86_400_000),
+        new Date(Date.now() - rollupDays * 86_400_000),
+        new Date(Date.now() - GPU_MINUTES_KEPT_MS),
+      )
       .catch((err: unknown) => log.warn('usage retention not applied', { error: errorMessage(err) }));
   void prune();
   const timer = setInterval(prune, 3_600_000);
