@@ -4,7 +4,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
-import { type GatewaysResult, machineFacts, printRows, printVerdicts } from './gateways.js';
+import { type GatewaysResult, machineFacts, printRows, printVerdicts, type Verdict } from './gateways.js';
 import { writePlots } from './plot.js';
 import { printPoints, type ScalingResult } from './proxy-scaling.js';
 import { printStreamRows, type StreamsResult } from './streams.js';
@@ -21,6 +21,8 @@ import { printStreamRows, type StreamsResult } from './streams.js';
  *   usage     usage-store.ts: SQLite usage store at 1M records
  *   operator  operator-scale.ts: operator on a local control plane (binaries from e2e/cluster/build.sh)
  *   cold-start  cold-start.ts: time to first token after scale from zero (control plane, kwok, real Ollama)
+ *   engines   engines.ts: prefix-aware routing over 2 real vLLM replicas against least in flight; Ollama
+ *             against vLLM on the same model at concurrency 1, 4 and 16
  * Then the charts of the sections that ran (plot.ts) as PNG files in e2e/bench/plots/; `npm run bench:plot -- FILE`
  * draws them again from a saved results file.
  * Flags: --only gateways,usage,...  --quick (smaller runs)  --duration S (gateways, per row)  --install-litellm
@@ -82,6 +84,17 @@ const SECTIONS: Record<string, Section> = {
     resultFile: join(OUT, 'operator-scale.json'),
   },
   'cold-start': { script: 'e2e/bench/cold-start.ts', args: (opts) => (opts.quick ? ['1'] : []) },
+  engines: {
+    script: 'e2e/bench/engines.ts',
+    args: (opts) => (opts.quick ? ['--quick'] : []),
+    structured: true,
+    summary: (result) => {
+      const r = result as { prefix?: unknown[]; engines?: unknown[]; verdicts: Verdict[] };
+      if (r.prefix) console.table(r.prefix);
+      if (r.engines) console.table(r.engines);
+      printVerdicts(r.verdicts);
+    },
+  },
 };
 
 /**

@@ -95,5 +95,6 @@ export function summarize(label: string, run: { results: Timed[]; seconds: numbe
     ),
     'output tok/s': Math.round((tokens / run.seconds) * 10) / 10,
     'req/s': Math.round((ok.length / run.seconds) * 100) / 100,
+    statuses: [...new Set(run.results.map((r) => r.status))].join(','),
   };
 }

@@ -69,11 +69,11 @@ async function gatewayOver(
   );
 }
 
-/** A system prompt of about 1,600 tokens, its own words throughout (no two share a long prefix). */
+/** A system prompt of about 1,750 tokens (SmolLM2's tokenizer), its own words throughout (no two share a long prefix). */
 function systemPrompt(n: number): string {
   const topics = ['invoices', 'shipping', 'refunds', 'accounts', 'warranty', 'returns', 'billing', 'privacy'];
   const lines = [`You are the support assistant for department ${n} (${topics[n % 8]}). Follow these rules:`];
-  for (let i = 1; lines.join('\n').length < 6_800; i++) {
+  for (let i = 1; lines.join('\n').length < 5_200; i++) {
     lines.push(
       `Rule ${n}.${i}: when a customer asks about ${topics[(n + i) % 8]} case ${n * 1000 + i * 7}, answer with reference code D${n}-R${i}-${(i * 37 + n * 11) % 997} and mention office ${String.fromCharCode(65 + ((i + n) % 26))}${i % 9}.`,
     );
@@ -96,9 +96,34 @@ async function resetPrefixCaches(servers: VllmServer[]): Promise<void> {
   for (const s of servers) await fetch(`${s.url}/reset_prefix_cache`, { method: 'POST' });
 }
 
+/** A counter of a replica's /metrics (summed over its labels). */
+async function counter(server: VllmServer, name: string): Promise<number> {
+  const text = await (await fetch(`${server.url}/metrics`)).text();
+  let sum = 0;
+  for (const line of text.split('\n')) {
+    if (line.startsWith(`${name}{`) || line.startsWith(`${name} `))
+      sum += Number(line.slice(line.lastIndexOf(' ') + 1));
+  }
+  return sum;
+}
+
+/** What the engines saw during a run: prompt tokens served from the prefix cache, requests per replica. */
+async function engineCounts(servers: VllmServer[]): Promise<{ hits: number; queries: number; requests: number[] }> {
+  let hits = 0;
+  let queries = 0;
+  const requests: number[] = [];
+  for (const s of servers) {
+    hits += await counter(s, 'vllm:prefix_cache_hits_total');
+    queries += await counter(s, 'vllm:prefix_cache_queries_total');
+    requests.push(await counter(s, 'vllm:request_success_total'));
+  }
+  return { hits, queries, requests };
+}
+
 async function prefixSection(verdicts: Verdict[]): Promise<Array<Record<string, string | number>>> {
-  // One core each, and a KV cache of 460 blocks of 16 tokens: about 4.6 of the 8 prompts.
-  const common = { maxNumSeqs: 8, kvBlocks: 460, env: { VLLM_SERVER_DEV_MODE: '1' } };
+  // One core each, and a KV cache of 560 blocks of 16 tokens: about 5 of the 8 prompts, so a
+  // replica that sees all 8 evicts, one that sees its share keeps them.
+  const common = { maxNumSeqs: 8, maxModelLen: 4096, kvBlocks: 560, env: { VLLM_SERVER_DEV_MODE: '1' } };
   const replicas = await Promise.all([startVllm({ ...common, cpus: '0' }), startVllm({ ...common, cpus: '1' })]);
   const rows: Array<Record<string, string | number>> = [];
   const runs: Record<string, ReturnType<typeof summarize>> = {};
@@ -109,6 +134,7 @@ async function prefixSection(verdicts: Verdict[]): Promise<Array<Record<string, 
       ['prefix affinity (after)', true],
     ] as const) {
       await resetPrefixCaches(replicas);
+      const seen = await engineCounts(replicas);
       const gw = await gatewayOver(
         VLLM_MODEL,
         'VLLM',
@@ -141,7 +167,13 @@ async function prefixSection(verdicts: Verdict[]): Promise<Array<Record<string, 
           },
           (body) => streamOnce(gw.url, KEY, body),
         );
-        runs[label] = summarize(label, run);
+        const after = await engineCounts(replicas);
+        const hitRate = (after.hits - seen.hits) / Math.max(1, after.queries - seen.queries);
+        runs[label] = {
+          ...summarize(label, run),
+          'prefix cache hits': `${Math.round(hitRate * 100)}%`,
+          'requests per replica': after.requests.map((n, i) => n - (seen.requests[i] ?? 0)).join('/'),
+        };
         rows.push(runs[label]);
       } finally {
         await gw.stop();

@@ -131,33 +131,40 @@ describe('Helm chart', () => {
             namespaceSelector: { matchLabels: Record<string, string> };
             podSelector: { matchLabels: Record<string, string> };
           }>;
-          ports: Array<{ port: number }>;
+          ports: Array<{ port: number | string }>;
         }>;
       };
     };
     expect(policy.metadata.namespace).toBe('platform-llms');
-    // The selectors must match what really runs: the operator's model-server pods, the chart's proxy pods.
-    const r = resolveModel(
-      loadCatalog(),
-      { organizationId: 'o', clusterId: 'c', cloud: 'aws', region: 'us-east-1' },
-      'llama3.1:8b',
-    );
-    if (!r.ok) throw new Error(r.message);
-    const server = desiredModelServer(
-      {
-        apiVersion: 'ai.platform/v1beta1',
-        kind: 'ModelDeployment',
-        metadata: { name: 'm', namespace: 'platform-llms', uid: 'u' },
-        spec: { model: 'llama3.1:8b', serviceName: 'm', port: 11434, replicas: 1 },
-      },
-      r.model,
-      loadCatalog(),
-      { image: 'i', template: 't', gpuTypes: r.gpuTypes },
-    );
-    expect(server.deployment.spec?.template.metadata?.labels).toMatchObject(policy.spec.podSelector.matchLabels);
-    expect(server.deployment.spec?.template.spec?.containers[0]?.ports?.[0]?.containerPort).toBe(
-      policy.spec.ingress[0]?.ports[0]?.port,
-    );
+    // The selectors must match what really runs: the operator's model-server pods of every engine
+    // (the policy names their port, each engine's own number), the chart's proxy pods.
+    for (const [engine, model] of [
+      ['Ollama', 'llama3.1:8b'],
+      ['VLLM', 'meta-llama/Llama-3.1-8B-Instruct'],
+    ] as const) {
+      const r = resolveModel(
+        loadCatalog(),
+        { organizationId: 'o', clusterId: 'c', cloud: 'aws', region: 'us-east-1' },
+        model,
+        engine,
+      );
+      if (!r.ok) throw new Error(r.message);
+      const server = desiredModelServer(
+        {
+          apiVersion: 'ai.platform/v1beta1',
+          kind: 'ModelDeployment',
+          metadata: { name: 'm', namespace: 'platform-llms', uid: 'u' },
+          spec: { engine, model, serviceName: 'm', port: 11434, replicas: 1 },
+        },
+        r.model,
+        loadCatalog(),
+        { image: 'i', template: 't', gpuTypes: r.gpuTypes },
+      );
+      expect(server.deployment.spec?.template.metadata?.labels).toMatchObject(policy.spec.podSelector.matchLabels);
+      expect(server.deployment.spec?.template.spec?.containers[0]?.ports?.[0]?.name, engine).toBe(
+        policy.spec.ingress[0]?.ports[0]?.port,
+      );
+    }
     const proxy = find(objs, 'Deployment', 'platform-ai-optimizer-proxy') as Obj & {
       spec: { template: { metadata: { labels: Record<string, string> } } };
     };

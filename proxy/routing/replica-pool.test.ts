@@ -1,6 +1,8 @@
 import type { AddressInfo } from 'node:net';
 import { createServer } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { LoadSignals } from '../../crds/engines/engine.js';
+import { vllm } from '../../crds/engines/vllm.js';
 import { type OllamaDouble, startOllamaDouble } from '../../e2e/doubles/ollama.js';
 import { startGateway, type TestGateway } from '../../e2e/support/gateway.js';
 import { ApiKeys } from '../access/auth.js';
@@ -630,12 +632,14 @@ describe('cache-aware routing through the in-cluster upstream', () => {
     for (const d of doubles ?? []) await d.close();
   });
 
-  it('sends a long shared prompt to one replica, and short ones by load', async () => {
+  it('sends a long shared prompt to one replica of an engine with load signals, short ones and Ollama by load', async () => {
     const table = new Map<string, RouteEntry>();
     const upstream = new OpenAICompatibleUpstream({
       pools: new ReplicaPools({ maxQueued: 100, queueMs: 30_000, lookup: (m) => table.get(m) }),
     });
-    const r = route({ replicas: doubles.map((d) => d.url), slots: undefined });
+    // A vLLM deployment (its gauges are what make affinity safe across proxies); the double speaks its chat API.
+    const ollama = route({ replicas: doubles.map((d) => d.url), slots: undefined });
+    const r: InClusterRoute = { ...ollama, engine: 'VLLM', loadSignals: vllm.loadSignals as LoadSignals };
     table.set(r.model, r);
     const system = 'You are a careful assistant. '.repeat(100);
     const send = (messages: { role: string; content: string }[]) =>
@@ -659,6 +663,26 @@ describe('cache-aware routing through the in-cluster upstream', () => {
       for (const d of doubles) d.reset();
       // Short prompts, one at a time: the rotation among equally idle replicas spreads them.
       for (let i = 0; i < 12; i++) await send([{ role: 'user', content: `question ${i}` }]);
+      expect(doubles.map((d) => d.requests.length)).toEqual([4, 4, 4]);
+      // Ollama exports no load signals: the long shared prompt is balanced by load like the rest.
+      for (const d of doubles) d.reset();
+      table.set(ollama.model, ollama);
+      for (let i = 0; i < 12; i++) {
+        await upstream.send({
+          route: ollama,
+          dialect: 'openai-chat',
+          body: {
+            model: ollama.model,
+            messages: [
+              { role: 'system', content: system },
+              { role: 'user', content: `q ${i}` },
+            ],
+          },
+          stream: false,
+          clientWantsUsage: false,
+          signal: never,
+        });
+      }
       expect(doubles.map((d) => d.requests.length)).toEqual([4, 4, 4]);
     } finally {
       await upstream.close();

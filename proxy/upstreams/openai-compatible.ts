@@ -148,8 +148,9 @@ export class OpenAICompatibleUpstream implements Upstream<InClusterRoute> {
     const lease = await this.pools.acquire(
       call.route,
       call.signal,
-      // A prefix key only where there is a replica to choose (the one-replica path stays as it was).
-      this.prefixAffinity && (call.route.replicas?.length ?? 0) > 1
+      // A prefix key only where there is a replica to choose (the one-replica path stays as it was)
+      // and the engine exports its queue and cache (vLLM): without them (Ollama) least in flight.
+      this.prefixAffinity && call.route.loadSignals && (call.route.replicas?.length ?? 0) > 1
         ? prefixKey(callerDialect(call.dialect), call.body)
         : undefined,
     );
