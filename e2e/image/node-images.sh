@@ -6,9 +6,11 @@
 #     project's base image (base.sh), run as Ollama's own image runs it (ENTRYPOINT ollama,
 #     CMD serve, port 11434). It has bash, flock and coreutils, which the operator's pull script
 #     and model probe use;
-#   - the sandbox ("pause") image: the static e2e/cluster/pause program FROM scratch.
+#   - the sandbox ("pause") image: the static e2e/cluster/pause program FROM scratch;
+#   - the vLLM model server: the CPU vLLM of e2e/vllm/build.sh in the base image (vllm-image.sh).
 #
-# Output: one line per image, `<reference> <archive>`, the last three lines of stdout.
+# Output: one line per image, `<reference> <archive>`, the last four lines of stdout, in this
+# order: the project's, Ollama's, the pause image, vLLM's.
 # Archives are cached under ~/.cache/platform-ai-optimizer/node-images/, named for the image id,
 # so a warm run saves nothing.
 set -euo pipefail
@@ -29,6 +31,7 @@ PROJECT_IMAGE="$(bash "${SCRIPT_DIR}/build.sh" | tail -n1)"
 BASE_TAG="$(bash "${SCRIPT_DIR}/base.sh" | tail -n1)"
 OLLAMA_DIR="$(bash "${ROOT}/e2e/ollama/build.sh" | tail -n1)"
 K8S_BIN="$(bash "${ROOT}/e2e/cluster/build.sh" | tail -n1)"
+VLLM_IMAGE="$(bash "${SCRIPT_DIR}/vllm-image.sh" | tail -n1)"
 
 OLLAMA_IMAGE="localhost/pao-ollama:${OLLAMA_VERSION}"
 PAUSE_IMAGE="localhost/pao-pause:e2e"
@@ -54,15 +57,17 @@ printf 'FROM scratch\nCOPY pause /pause\nUSER 65535:65535\nENTRYPOINT ["/pause"]
 log "podman build ${PAUSE_IMAGE}"
 podman build -q -t "${PAUSE_IMAGE}" -f "${WORK}/pause/Containerfile" "${WORK}/pause" >&2
 
-for ref in "${PROJECT_IMAGE}" "${OLLAMA_IMAGE}" "${PAUSE_IMAGE}"; do
+for ref in "${PROJECT_IMAGE}" "${OLLAMA_IMAGE}" "${PAUSE_IMAGE}" "${VLLM_IMAGE}"; do
   id="$(podman image inspect --format '{{.Id}}' "${ref}" | cut -c1-16)"
   archive="${CACHE}/$(tr '/:' '__' <<<"${ref}")-${id}.tar"
   if [[ ! -s "${archive}" ]]; then
     log "podman save ${ref}"
     # Older archives of this image are of no use once it changed.
     rm -f "${CACHE}/$(tr '/:' '__' <<<"${ref}")"-*.tar
+    save_start=${SECONDS}
     podman save --format docker-archive -o "${archive}.part" "${ref}" >&2
     mv "${archive}.part" "${archive}"
+    log "saved ${ref} in $((SECONDS - save_start))s: $(du -h --apparent-size "${archive}" | cut -f1)"
   fi
   echo "${ref} ${archive}"
 done

@@ -28,7 +28,7 @@ export interface VllmOptions {
   maxModelLen?: number;
   /** GiB of KV cache (VLLM_CPU_KVCACHE_SPACE, default 1). */
   kvCacheGiB?: number;
-  /** --num-gpu-blocks-override: KV-cache blocks of 16 tokens (a small cache makes prefix reuse matter). */
+  /** --num-gpu-blocks-override: KV-cache blocks (128 tokens each on the CPU; a small cache makes prefix reuse matter). */
   kvBlocks?: number;
   /** CPU cores the engine's threads are bound to (VLLM_CPU_OMP_THREADS_BIND, e.g. "0" or "0-1"); default: not bound. */
   cpus?: string;
