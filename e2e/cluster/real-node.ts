@@ -116,8 +116,8 @@ export function realNodeMissing(): string[] {
   return [...new Set(missing)];
 }
 
-function sh(cmd: string, args: string[], input?: string): string {
-  return execFileSync(cmd, args, { encoding: 'utf8', input, stdio: ['pipe', 'pipe', 'pipe'], timeout: 300_000 });
+function sh(cmd: string, args: string[], input?: string, timeout = 300_000): string {
+  return execFileSync(cmd, args, { encoding: 'utf8', input, stdio: ['pipe', 'pipe', 'pipe'], timeout });
 }
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
@@ -391,7 +391,8 @@ export interface RealNode {
   dir: string;
   /** `ctr` against the node's containerd, in the k8s.io namespace. */
   ctr(args: string[]): string;
-  importImage(dockerArchive: string): void;
+  /** `timeoutMs`: default 5 min; a 7 GB image (vLLM's) needs more on busy cores. */
+  importImage(dockerArchive: string, timeoutMs?: number): void;
   /** Run a command in the node's network namespace (e.g. to reach a pod from the node). */
   exec(cmd: string[]): string;
   pid(c: NodeComponent): number | undefined;
@@ -582,8 +583,13 @@ export async function startRealNode(net: NodeNetwork, opts: RealNodeOptions): Pr
     name: NODE.name,
     dir,
     ctr,
-    importImage: (archive) => {
-      ctr(['images', 'import', '--no-unpack=false', archive]);
+    importImage: (archive, timeoutMs) => {
+      sh(
+        'ctr',
+        ['--address', sock, '-n', 'k8s.io', 'images', 'import', '--no-unpack=false', archive],
+        undefined,
+        timeoutMs,
+      );
     },
     exec: inNode,
     pid: (c) => children.get(c)?.pid,
