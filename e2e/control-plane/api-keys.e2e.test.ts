@@ -198,7 +198,7 @@ describe('ApiKeys on the real control plane', () => {
   });
 
   it("budgets: spend reaches status, the key's and the tag's budgets refuse with 429 insufficient_quota, conditions and Events follow", async () => {
-    apply(apiKey('spender', { team: 'data', budget: { usd: 0.004, period: 'Daily' } }));
+    apply(apiKey('spender', { team: 'data', budget: { usd: 0.002, period: 'Daily' } }));
     apply({
       apiVersion: 'ai.platform/v1beta1',
       kind: 'Budget',

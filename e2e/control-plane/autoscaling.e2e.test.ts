@@ -159,7 +159,7 @@ describe.runIf(inject('localControlPlane'))('autoscaling on the real control pla
     await eventually('route', 10_000, async () => ((await a.app.request('/readyz')).status === 200 ? true : undefined));
     // kubectl get md shows it: Running, 0 ready, 0 desired.
     const row = kubectlOk(['get', 'md', 'waker', '-n', NS, '--no-headers']).trim().split(/\s+/);
-    expect(row.slice(1, 5)).toEqual([MODEL, 'Running', '0', '0']);
+    expect(row.slice(1, 6)).toEqual([MODEL, 'Ollama', 'Running', '0', '0']);
 
     // The autoscaler has seen it asleep (a round, as every few seconds in a cluster).
     await operator.autoscaleNow();

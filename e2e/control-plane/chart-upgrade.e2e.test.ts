@@ -124,7 +124,7 @@ describe.runIf(inject('localControlPlane'))('upgrading from chart 0.1.0 on the r
     const after = get('modeldeployment/made-under-010');
     expect(after.metadata.uid).toBe(before.metadata.uid);
     // A field added since, with a default, reads as its default on the old object (as the API server defaults on read).
-    expect(after.spec).toEqual({ ...before.spec, includeInCLI: true });
+    expect(after.spec).toEqual({ ...before.spec, includeInCLI: true, engine: 'Ollama' });
     // What 0.2.0 added works on the old object and on new ones.
     kubectlOk(['scale', 'modeldeployment/made-under-010', '-n', 'platform-llms', '--replicas=3']);
     expect(get('modeldeployment/made-under-010').spec.replicas).toBe(3);

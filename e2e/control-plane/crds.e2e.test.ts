@@ -165,14 +165,15 @@ describe('status subresource', () => {
 describe('printer columns', () => {
   const header = (out: string) => out.split('\n')[0]?.split(/\s{2,}/);
 
-  it('kubectl get md shows MODEL, STATUS, READY, DESIRED, ENDPOINT, AGE', () => {
+  it('kubectl get md shows MODEL, ENGINE, STATUS, READY, DESIRED, ENDPOINT, AGE', () => {
     const out = kubectlOk(['get', 'md', '-n', 'platform-llms']);
-    expect(header(out)).toEqual(['NAME', 'MODEL', 'STATUS', 'READY', 'DESIRED', 'ENDPOINT', 'AGE']);
+    expect(header(out)).toEqual(['NAME', 'MODEL', 'ENGINE', 'STATUS', 'READY', 'DESIRED', 'ENDPOINT', 'AGE']);
     const row = out.split('\n').find((l) => l.startsWith('status-probe'));
     // Its status was written by hand without replica counts: READY is blank, DESIRED the default.
-    expect(row?.split(/\s+/).slice(0, 5)).toEqual([
+    expect(row?.split(/\s+/).slice(0, 6)).toEqual([
       'status-probe',
       'qwen2.5:7b',
+      'Ollama',
       'Running',
       '1',
       'http://status-probe.platform-llms.svc.cluster.local:11434',

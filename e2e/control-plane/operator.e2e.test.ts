@@ -133,7 +133,7 @@ describe.runIf(inject('localControlPlane'))('operator on the real control plane'
     // What `kubectl get md` showed while deploying and once running, kept in the CI log.
     console.log(`[e2e] kubectl get md -n ${NS}:\n${[...new Set(phasesSeen)].join('\n')}`);
     const header = phasesSeen.at(-1)?.split('\n')[0];
-    expect(header?.split(/\s+/)).toEqual(['NAME', 'MODEL', 'STATUS', 'READY', 'DESIRED', 'ENDPOINT', 'AGE']);
+    expect(header?.split(/\s+/)).toEqual(['NAME', 'MODEL', 'ENGINE', 'STATUS', 'READY', 'DESIRED', 'ENDPOINT', 'AGE']);
   });
 
   it('owns the Deployment and Service, and records Events for the phases', async () => {
