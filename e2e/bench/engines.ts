@@ -122,10 +122,10 @@ async function engineCounts(servers: VllmServer[]): Promise<{ hits: number; quer
 
 async function prefixSection(verdicts: Verdict[]): Promise<Array<Record<string, string | number>>> {
   // One core each, 16 requests batched (slots are not what binds: the 1.25x bound is), and a KV
-  // cache of 80 blocks of 128 tokens (vLLM's CPU block): about 5 of the 8 prompts (13 full blocks
+  // cache of 96 blocks of 128 tokens (vLLM's CPU block): about 6 of the 8 prompts (13 full blocks
   // each) beside the running requests' own blocks, so a replica that sees all 8 evicts, one that
   // sees its share keeps them.
-  const common = { maxNumSeqs: 16, maxModelLen: 4096, kvBlocks: 80, env: { VLLM_SERVER_DEV_MODE: '1' } };
+  const common = { maxNumSeqs: 16, maxModelLen: 4096, kvBlocks: 96, env: { VLLM_SERVER_DEV_MODE: '1' } };
   const replicas = await Promise.all([startVllm({ ...common, cpus: '0' }), startVllm({ ...common, cpus: '1' })]);
   const rows: Array<Record<string, string | number>> = [];
   const runs: Record<string, ReturnType<typeof summarize>> = {};
