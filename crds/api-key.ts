@@ -22,12 +22,24 @@ export interface ApiKeySpec {
   tags?: Record<string, string>;
   /** Allow-list of model names; omitted: every routed model. */
   models?: string[];
+  /** MCP servers and tools the key may use at /mcp; omitted: every McpServer and every tool it admits. */
+  mcp?: ApiKeyMcp;
   rateLimit?: ApiKeyRateLimit;
   budget?: BudgetSpec;
   /** RFC 3339. */
   expiresAt?: string;
   /** Changing it rotates the key. Defaults to 0. */
   rotation: number;
+}
+
+/** A key's MCP allow-list, its rate per tool and whether its tool calls' payloads are kept. */
+export interface ApiKeyMcp {
+  /** Servers by McpServer name, each with the tools (the server's own names) the key may call; no tools: all of them. */
+  servers?: Array<{ name: string; tools?: string[] }>;
+  /** Calls per second of one tool by this key (burst: at once); absent: the key's own request rate. */
+  toolRateLimit?: { requestsPerSecond: number; burst?: number };
+  /** Keep each tool call's arguments and result in its usage record (default false: sizes only). */
+  recordPayloads?: boolean;
 }
 
 /** What the proxies observe and write into status.usage. */

@@ -1,5 +1,5 @@
 import { hash } from 'node:crypto';
-import type { ApiKey, ApiKeyRole, BudgetSpec } from '../../crds/api-key.js';
+import type { ApiKey, ApiKeyMcp, ApiKeyRole, BudgetSpec } from '../../crds/api-key.js';
 import { TEAM_TAG } from '../../crds/constants.js';
 import { ProxyError } from '../endpoints/errors.js';
 import type { Tag } from '../endpoints/tags.js';
@@ -31,6 +31,8 @@ export interface KeyPolicy {
   budget?: BudgetSpec;
   /** Epoch ms; refused with 401 from then on. */
   expiresAt?: number;
+  /** MCP servers and tools it may use, its rate per tool; every server and tool when absent (proxy/mcp/). */
+  mcp?: ApiKeyMcp;
 }
 
 /** A key of no ApiKey: what every key could do before ApiKeys (read all, no limits of its own). */
@@ -46,7 +48,7 @@ export interface Caller {
 export function policyOf(ak: ApiKey): { digest: string; policy: KeyPolicy } | undefined {
   const m = /^sha256:([0-9a-f]{64})$/.exec(ak.status?.digest ?? '');
   if (!m?.[1]) return undefined;
-  const { team, role, tags, models, rateLimit, budget, expiresAt } = ak.spec;
+  const { team, role, tags, models, rateLimit, budget, expiresAt, mcp } = ak.spec;
   const rps = rateLimit?.requestsPerSecond;
   const policy: KeyPolicy = {
     name: ak.metadata.name ?? '',
@@ -65,6 +67,7 @@ export function policyOf(ak: ApiKey): { digest: string; policy: KeyPolicy } | un
     ...(rateLimit?.tokensPerMinute ? { tokensPerMinute: rateLimit.tokensPerMinute } : {}),
     ...(budget ? { budget } : {}),
     ...(expiresAt ? { expiresAt: Date.parse(expiresAt) } : {}),
+    ...(mcp ? { mcp } : {}),
   };
   return { digest: m[1], policy };
 }

@@ -39,6 +39,14 @@ export interface UsageRecord {
   stream: boolean;
   /** The upstream never reported usage (a cut-off stream): completion tokens counted from what was delivered. */
   tokensCounted?: boolean;
+  /**
+   * A tool call (endpoint 'mcp', proxy/mcp/): model is the tool's name as its server names it,
+   * provider the McpServer. Sizes of the JSON-RPC request and of its answer, in bytes.
+   */
+  bytesIn?: number;
+  bytesOut?: number;
+  /** The call's arguments and result (JSON, truncated), only for keys that opt in (ApiKey spec.mcp.recordPayloads). */
+  payload?: string;
   /** Tokens were used but the model has no price: costUsd is 0 because nobody knows it, not because it was free. */
   unpriced?: boolean;
 }
