@@ -20,6 +20,9 @@ import { LocalRateLimiter, type RateLimit, type RateLimiter } from './access/rat
 import { RedisRateLimiter } from './access/redis-rate-limit.js';
 import { MAX_BODY_BYTES } from './body.js';
 import { type ConnectionLimits, createFrontDoor, DEFAULT_CONNECTION_LIMITS, LISTEN_BACKLOG } from './front-door.js';
+import { createMcpGateway } from './mcp/mcp-gateway.js';
+import { McpServerTable } from './mcp/servers.js';
+import { SessionSealer } from './mcp/session.js';
 import { type AskServer, askModelServer } from './models/model-metadata.js';
 import { pagesRoutes } from './pages/pages.js';
 import { createPipeline } from './pipeline.js';
@@ -93,6 +96,8 @@ export interface GatewayConfig {
   shutdown?: { delayMs: number; drainMs: number };
   /** AWS: the base identity roles are assumed with (tests); the SDK's default chain where absent. */
   aws?: { base?: CredentialProvider };
+  /** MCP (proxy/mcp/): the secret sealing session ids (shared by replicas: sessions survive any of them), answer bounds. */
+  mcp?: { sessionSecret?: string; maxAnswerBytes?: number };
   /**
    * Where OTEL_*, workload-identity settings, endpoint overrides (PAO_ENDPOINT_URL_*, Bedrock's
    * and STS's included) and HOSTNAME are read.
@@ -126,6 +131,8 @@ export interface GatewayParts {
   /** Without budgets (false): none checked. */
   budgets: BudgetGuard | false;
   pages: Hono | false;
+  /** The MCP servers the gateway federates (a test sets them; the source fills them otherwise). */
+  mcpServers: McpServerTable;
 }
 
 export interface Gateway {
@@ -151,6 +158,9 @@ export interface Gateway {
   close(): Promise<{ cut: boolean; ms: number }>;
 }
 
+/** The largest answer an MCP server may send for one request (a tool's result included). */
+const MCP_MAX_ANSWER_BYTES = 8 * 1024 * 1024;
+
 export async function composeGateway(config: GatewayConfig = {}, parts: Partial<GatewayParts> = {}): Promise<Gateway> {
   const log = config.logger ?? jsonLogger('proxy');
   const env = config.env ?? process.env;
@@ -158,6 +168,7 @@ export async function composeGateway(config: GatewayConfig = {}, parts: Partial<
   const catalog = parts.catalog ?? loadCatalog();
   const routes = parts.routes ?? new RouteTable();
   const keys = parts.keys ?? new ApiKeys();
+  const mcpServers = parts.mcpServers ?? new McpServerTable();
   // Budget objects arrive from the source before the guard that checks them exists.
   let tagBudgets: TagBudget[] = [];
   let onBudgets = (b: TagBudget[]) => {
@@ -229,7 +240,23 @@ export async function composeGateway(config: GatewayConfig = {}, parts: Partial<
     ready,
     onError: (err, requestId) => log.error('request failed', { requestId, error: errorMessage(err) }),
   });
-  const server = createFrontDoor(pipeline, others, config.connections ?? DEFAULT_CONNECTION_LIMITS);
+  const mcp = createMcpGateway({
+    keys,
+    servers: mcpServers,
+    sealer: new SessionSealer(config.mcp?.sessionSecret ?? env.PAO_MCP_SESSION_SECRET ?? undefined),
+    limiter,
+    rateLimit: config.rateLimit ?? { requestsPerSecond: 0, burst: 1 },
+    metrics,
+    ...(tracer ? { tracer } : {}),
+    usage,
+    maxBodyBytes: config.maxBodyBytes ?? MAX_BODY_BYTES,
+    maxAnswerBytes: config.mcp?.maxAnswerBytes ?? MCP_MAX_ANSWER_BYTES,
+    bodyTimeoutMs: (config.connections ?? DEFAULT_CONNECTION_LIMITS).bodyTimeoutMs,
+    draining: () => state.closing,
+    onCaller: (caller) => statusWriter?.used(caller.policy.name),
+    onError: (err, requestId) => log.error('MCP request failed', { requestId, error: errorMessage(err) }),
+  });
+  const server = createFrontDoor(pipeline, others, config.connections ?? DEFAULT_CONNECTION_LIMITS, mcp);
   return {
     server,
     routes,

@@ -3,6 +3,7 @@ import type { Duplex } from 'node:stream';
 import { getRequestListener } from '@hono/node-server';
 import type { Hono } from 'hono';
 import { ENDPOINTS, type Endpoint } from './endpoints/endpoints.js';
+import { mcpPath } from './mcp/mcp-gateway.js';
 import type { Pipeline } from './pipeline.js';
 import { headerOf, readBody } from './server/read-body.js';
 import { newRequestId } from './server/request-id.js';
@@ -14,7 +15,8 @@ import { writeAnswer } from './server/write-answer.js';
  * through the pipeline (proxy/pipeline.ts), the answer written by the front door, with no
  * Fetch API objects between (turning every request and response into them and back was the
  * largest cost the gateway added to a call, e2e/bench/RESULTS.md). Every other route (health,
- * model lists, usage APIs, pages) goes to the Hono app of proxy/server/routes.ts.
+ * model lists, usage APIs, pages) goes to the Hono app of proxy/server/routes.ts, but MCP's
+ * (/mcp, /mcp/<server>), which its own gateway serves (proxy/mcp/).
  */
 
 /** How long callers may take, and how many connections they may hold. */
@@ -46,10 +48,14 @@ export const DEFAULT_CONNECTION_LIMITS: ConnectionLimits = {
 
 const BY_PATH = new Map<string, Endpoint>(Object.values(ENDPOINTS).map((e) => [e.path, e]));
 
+/** The MCP gateway (proxy/mcp/mcp-gateway.ts): it reads its messages and writes its answers itself. */
+export type McpHandler = (req: IncomingMessage, res: ServerResponse, where: { server?: string }) => Promise<void>;
+
 export function createFrontDoor(
   pipeline: Pipeline,
   others: Pick<Hono, 'fetch'>,
   limits: ConnectionLimits = DEFAULT_CONNECTION_LIMITS,
+  mcp?: McpHandler,
 ): Server {
   const hono = getRequestListener(others.fetch);
   const serveEndpoint = async (endpoint: Endpoint, req: IncomingMessage, res: ServerResponse) => {
@@ -84,6 +90,14 @@ export function createFrontDoor(
       if (endpoint) {
         serveEndpoint(endpoint, req, res).catch(() => {
           // The pipeline answers every error itself; this is a socket that failed under us.
+          if (!res.headersSent) res.writeHead(500).end();
+          else res.destroy();
+        });
+        return;
+      }
+      const where = mcp && url.startsWith('/mcp') ? mcpPath(url) : undefined;
+      if (mcp && where) {
+        mcp(req, res, where).catch(() => {
           if (!res.headersSent) res.writeHead(500).end();
           else res.destroy();
         });

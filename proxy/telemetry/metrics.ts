@@ -141,6 +141,19 @@ export class ProxyMetrics {
     buckets: [0.01, 0.05, 0.1, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300],
     registers: [this.registry],
   });
+  readonly mcpToolCalls: Counter<'server' | 'tool' | 'status'> = new Counter({
+    name: 'pao_gateway_mcp_tool_calls_total',
+    help: 'MCP tool calls through the gateway, by McpServer, tool (the server\'s own name; only tools the server lists) and the status recorded.',
+    labelNames: ['server', 'tool', 'status'],
+    registers: [this.registry],
+  });
+  readonly mcpToolLatency: Histogram<'server'> = new Histogram({
+    name: 'pao_gateway_mcp_tool_call_seconds',
+    help: 'Time from a tools/call reaching the gateway to its answer, by McpServer.',
+    labelNames: ['server'],
+    buckets: [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60],
+    registers: [this.registry],
+  });
   /** The in-cluster models' load, read when scraped (set by the gateway's wiring). */
   modelLoad: () => Record<string, ModelLoadReport> = () => ({});
 

@@ -20,6 +20,8 @@ import type {
   RequestSpanStart,
   RequestTracer,
   RouteProvider,
+  ToolSpan,
+  ToolSpanStart,
   UpstreamSpan,
 } from './tracing.js';
 
@@ -167,6 +169,39 @@ export class OtelRequestTracer implements RequestTracer {
       parent,
     );
     return new OtelRequestSpan(this.tracer, span, req.operation);
+  }
+
+  tool(call: ToolSpanStart): ToolSpan {
+    const parent = propagator.extract(ROOT_CONTEXT, null, headerGetter(call.header));
+    const span = this.tracer.startSpan(
+      `execute_tool ${call.tool}`,
+      {
+        kind: SpanKind.SERVER,
+        attributes: {
+          'gen_ai.operation.name': 'execute_tool',
+          'gen_ai.tool.name': call.tool,
+          'gen_ai.tool.call.id': call.callId,
+          // An MCP server's tool runs outside the agent: the conventions' "extension".
+          'gen_ai.tool.type': 'extension',
+          'mcp.method.name': 'tools/call',
+          'mcp.protocol.version': call.protocolVersion,
+          'jsonrpc.request.id': call.callId,
+          'gateway.route.provider': call.server,
+          'gateway.request.id': call.requestId,
+        },
+      },
+      parent,
+    );
+    return {
+      end: (o) => {
+        span.setAttribute('http.response.status_code', o.status);
+        if (o.errorType) {
+          span.setAttribute('error.type', o.errorType);
+          span.setStatus({ code: SpanStatusCode.ERROR });
+        }
+        span.end();
+      },
+    };
   }
 
   /** Exports what is buffered now. */

@@ -58,7 +58,24 @@ export interface RequestSpan {
   end(outcome: RequestSpanEnd): void;
 }
 
+/** An MCP tools/call (proxy/mcp/): the GenAI conventions' execute_tool span, with MCP's attributes. */
+export interface ToolSpanStart {
+  tool: string;
+  /** The McpServer that serves it. */
+  server: string;
+  /** The JSON-RPC id of the call. */
+  callId: string;
+  protocolVersion: string;
+  header: (name: string) => string | undefined;
+  requestId: string;
+}
+
+export interface ToolSpan {
+  end(outcome: { status: number; errorType?: string }): void;
+}
+
 export interface RequestTracer {
   start(req: RequestSpanStart): RequestSpan;
+  tool?(call: ToolSpanStart): ToolSpan;
   shutdown(): Promise<void>;
 }

@@ -1,0 +1,223 @@
+import { mkdtempSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { Client, StreamableHTTPClientTransport } from '@modelcontextprotocol/client';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { ApiKey } from '../../crds/api-key.js';
+import type { McpServer } from '../../crds/mcp-server.js';
+import { ApiKeys, policyOf, sha256 } from '../../proxy/access/auth.js';
+import { McpServerTable } from '../../proxy/mcp/servers.js';
+import { MemoryUsage } from '../../proxy/usage/record.js';
+import { type RunningServer, startEverything, startMemoryBridged } from '../mcp/servers.js';
+import { startGateway, type TestGateway } from '../support/gateway.js';
+
+/**
+ * The MCP gateway against real servers from npm: server-everything over Streamable HTTP and
+ * server-memory on stdio behind the bridge, called with the official TypeScript SDK client,
+ * each call made directly and through /mcp and compared.
+ */
+
+const FULL = 'sk-mcp-full';
+const NARROW = 'sk-mcp-narrow';
+const SECRET = 'test-session-secret';
+
+function apiKey(name: string, key: string, mcp?: ApiKey['spec']['mcp']): ApiKey {
+  return {
+    apiVersion: 'ai.platform/v1beta1',
+    kind: 'ApiKey',
+    metadata: { name, namespace: 'platform-agent' },
+    spec: { team: name === 'full' ? 'search' : 'narrow', role: 'User', rotation: 0, tags: { project: 'agents' }, ...(mcp ? { mcp } : {}) },
+    status: { digest: `sha256:${sha256(key).toString('hex')}` },
+  };
+}
+
+const mcpServer = (name: string, url: string, spec: Partial<McpServer['spec']> = {}): McpServer => ({
+  apiVersion: 'ai.platform/v1beta1',
+  kind: 'McpServer',
+  metadata: { name, namespace: 'platform-agent' },
+  spec: { url, ...spec },
+});
+
+async function connect(url: string, headers: Record<string, string> = {}, sessionId?: string): Promise<Client> {
+  const client = new Client({ name: 'e2e', version: '1.0.0' });
+  await client.connect(
+    new StreamableHTTPClientTransport(new URL(url), { requestInit: { headers }, ...(sessionId ? { sessionId } : {}) }),
+  );
+  return client;
+}
+
+describe('MCP gateway with real servers and the official SDK client', () => {
+  let everything: RunningServer;
+  let memory: RunningServer;
+  let gateway: TestGateway;
+  const usage = new MemoryUsage();
+  const servers = new McpServerTable();
+  const keys = new ApiKeys();
+
+  beforeAll(async () => {
+    [everything, memory] = await Promise.all([
+      startEverything(),
+      startMemoryBridged(join(mkdtempSync(join(tmpdir(), 'pao-mcp-memory-')), 'memory.jsonl')),
+    ]);
+    servers.set([mcpServer('everything', everything.url, { tools: { deny: ['get-env'] } }), mcpServer('memory', memory.url)]);
+    keys.setManaged(
+      [
+        apiKey('full', FULL),
+        apiKey('narrow', NARROW, { servers: [{ name: 'everything', tools: ['echo'] }] }),
+      ].flatMap((k) => policyOf(k) ?? []),
+    );
+    gateway = await startGateway({ mcp: { sessionSecret: SECRET } }, { keys, usage, mcpServers: servers });
+  }, 180_000);
+
+  afterAll(async () => {
+    await gateway?.stop();
+    await Promise.all([everything?.stop(), memory?.stop()]);
+  });
+
+  it('federates both servers: tools named <server>_<tool>, the same result as the direct call, recorded under the key', async () => {
+    const direct = await connect(everything.url);
+    const via = await connect(`${gateway.url}/mcp`, { 'X-API-Key': FULL, 'X-Tags': 'ticket:T-1' });
+    const directTools = (await direct.listTools()).tools.map((t) => t.name);
+    const viaTools = (await via.listTools()).tools.map((t) => t.name);
+    expect(directTools).toContain('echo');
+    expect(viaTools).toContain('everything_echo');
+    expect(viaTools).toContain('memory_read_graph');
+    // The McpServer's deny-list holds: get-env is served by the server, not through the gateway.
+    expect(directTools).toContain('get-env');
+    expect(viaTools).not.toContain('everything_get-env');
+    expect(viaTools.filter((n) => n.startsWith('everything_')).length).toBe(directTools.length - 1);
+
+    const args = { message: 'hello through the gateway' };
+    const a = await direct.callTool({ name: 'echo', arguments: args });
+    const b = await via.callTool({ name: 'everything_echo', arguments: args });
+    expect(b).toEqual(a);
+
+    const rec = usage.records.find((r) => r.endpoint === 'mcp' && r.model === 'echo');
+    expect(rec).toMatchObject({ provider: 'everything', team: 'search', apiKey: 'full', status: 200 });
+    expect(rec?.tags).toEqual(expect.arrayContaining([{ key: 'ticket', value: 'T-1' }, { key: 'project', value: 'agents' }]));
+    expect(rec?.bytesIn).toBeGreaterThan(50);
+    expect(rec?.bytesOut).toBeGreaterThan(50);
+    expect(rec?.payload).toBeUndefined();
+    await Promise.all([direct.close(), via.close()]);
+  });
+
+  it('a key without a tool neither sees nor calls it', async () => {
+    const via = await connect(`${gateway.url}/mcp`, { Authorization: `Bearer ${NARROW}` });
+    const names = (await via.listTools()).tools.map((t) => t.name);
+    expect(names).toEqual(['everything_echo']);
+    const err = await via.callTool({ name: 'everything_get-sum', arguments: { a: 1, b: 2 } }).catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(Error);
+    expect(String((err as Error).message)).toMatch(/Unknown tool/);
+    const refused = usage.records.filter((r) => r.endpoint === 'mcp' && r.apiKey === 'narrow' && r.status !== 200);
+    expect(refused.length).toBeGreaterThan(0);
+    await via.close();
+  });
+
+  it('relays progress on the way and the result at the end, as the server sends them', async () => {
+    const via = await connect(`${gateway.url}/mcp/everything`, { 'X-API-Key': FULL });
+    const seen: number[] = [];
+    const result = await via.callTool(
+      { name: 'trigger-long-running-operation', arguments: { duration: 1, steps: 4 } },
+      { onprogress: (p) => seen.push(p.progress) },
+    );
+    expect(seen).toEqual([1, 2, 3, 4]);
+    expect(JSON.stringify(result)).toMatch(/Long running operation completed/);
+    await via.close();
+  });
+
+  it('a stdio server behind the bridge works through /mcp like any other', async () => {
+    const via = await connect(`${gateway.url}/mcp`, { 'X-API-Key': FULL });
+    await via.callTool({
+      name: 'memory_create_entities',
+      arguments: { entities: [{ name: 'gateway', entityType: 'service', observations: ['speaks MCP'] }] },
+    });
+    const graph = await via.callTool({ name: 'memory_read_graph', arguments: {} });
+    expect(JSON.stringify(graph)).toMatch(/speaks MCP/);
+    await via.close();
+  });
+
+  it('a session outlives the replica that began it', async () => {
+    const transport = new StreamableHTTPClientTransport(new URL(`${gateway.url}/mcp`), {
+      requestInit: { headers: { 'X-API-Key': FULL } },
+    });
+    const first = new Client({ name: 'e2e', version: '1.0.0' });
+    await first.connect(transport);
+    const sessionId = transport.sessionId as string;
+    expect(sessionId).toBeTruthy();
+    // Another replica (same sealing secret), a new process as far as the client can tell.
+    const other = await startGateway({ mcp: { sessionSecret: SECRET } }, { keys, usage, mcpServers: servers });
+    try {
+      const res = await fetch(`${other.url}/mcp`, {
+        method: 'POST',
+        headers: {
+          'X-API-Key': FULL,
+          'content-type': 'application/json',
+          accept: 'application/json, text/event-stream',
+          'mcp-session-id': sessionId,
+          'mcp-protocol-version': '2025-11-25',
+        },
+        body: JSON.stringify({ jsonrpc: '2.0', id: 7, method: 'tools/call', params: { name: 'everything_echo', arguments: { message: 'x' } } }),
+      });
+      expect(res.status).toBe(200);
+      expect(await res.json()).toMatchObject({ id: 7, result: { content: [{ type: 'text' }] } });
+      // Another key cannot use it.
+      const stolen = await fetch(`${other.url}/mcp`, {
+        method: 'POST',
+        headers: { 'X-API-Key': NARROW, 'content-type': 'application/json', 'mcp-session-id': sessionId },
+        body: JSON.stringify({ jsonrpc: '2.0', id: 8, method: 'tools/list' }),
+      });
+      expect(stolen.status).toBe(404);
+    } finally {
+      await other.stop();
+      await first.close();
+    }
+  });
+
+  it('answers bad input with the spec errors', async () => {
+    const post = (body: string, headers: Record<string, string> = {}) =>
+      fetch(`${gateway.url}/mcp`, {
+        method: 'POST',
+        headers: { 'X-API-Key': FULL, 'content-type': 'application/json', accept: 'application/json, text/event-stream', ...headers },
+        body,
+      });
+    const notJson = await post('{"jsonrpc":');
+    expect(notJson.status).toBe(400);
+    expect((await notJson.json()).error.code).toBe(-32700);
+    const notRpc = await post('{"hello":1}');
+    expect((await notRpc.json()).error.code).toBe(-32600);
+    const noSession = await post(JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'tools/list' }));
+    expect(noSession.status).toBe(400);
+    const unknownSession = await post(JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'tools/list' }), { 'mcp-session-id': 'nope' });
+    expect(unknownSession.status).toBe(404);
+    const noKey = await fetch(`${gateway.url}/mcp`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: '{}' });
+    expect(noKey.status).toBe(401);
+    expect((await noKey.json()).error.code).toBeLessThan(0);
+
+    const init = await post(
+      JSON.stringify({
+        jsonrpc: '2.0',
+        id: 1,
+        method: 'initialize',
+        params: { protocolVersion: '2099-01-01', capabilities: {}, clientInfo: { name: 'raw', version: '0' } },
+      }),
+    );
+    // A revision it does not speak: the newest it does, the client decides.
+    expect((await init.json()).result.protocolVersion).toBe('2025-11-25');
+    const session = { 'mcp-session-id': init.headers.get('mcp-session-id') ?? '' };
+    const unknown = await post(JSON.stringify({ jsonrpc: '2.0', id: 2, method: 'no/such/method' }), session);
+    expect(await unknown.json()).toMatchObject({ id: 2, error: { code: -32601 } });
+    const badVersion = await post(JSON.stringify({ jsonrpc: '2.0', id: 3, method: 'ping' }), {
+      ...session,
+      'mcp-protocol-version': '1999-01-01',
+    });
+    expect(badVersion.status).toBe(400);
+    const notification = await post(JSON.stringify({ jsonrpc: '2.0', method: 'notifications/initialized' }), session);
+    expect(notification.status).toBe(202);
+    const get = await fetch(`${gateway.url}/mcp`, { headers: { 'X-API-Key': FULL, ...session } });
+    expect(get.status).toBe(405);
+    const del = await fetch(`${gateway.url}/mcp`, { method: 'DELETE', headers: { 'X-API-Key': FULL, ...session } });
+    expect(del.status).toBe(200);
+    const after = await post(JSON.stringify({ jsonrpc: '2.0', id: 4, method: 'ping' }), session);
+    expect(after.status).toBe(404);
+  });
+});

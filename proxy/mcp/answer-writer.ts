@@ -1,0 +1,65 @@
+import type { ServerResponse } from 'node:http';
+import type { RpcAnswer, RpcNotification } from './json-rpc.js';
+
+/**
+ * How one POST is answered: JSON by default, switching to an SSE stream the moment the server
+ * sends something on the way (progress, a log line) and the client accepts text/event-stream,
+ * so a quick call costs no stream and a long one reports as it goes. Counts the bytes it sends
+ * (a tool call's record says how much went out).
+ */
+
+export class AnswerWriter {
+  private streaming = false;
+  bytes = 0;
+
+  constructor(
+    private readonly res: ServerResponse,
+    private readonly headers: Record<string, string>,
+    private readonly acceptsStream: boolean,
+  ) {}
+
+  get isStream(): boolean {
+    return this.streaming;
+  }
+
+  notification(n: RpcNotification): void {
+    if (!this.acceptsStream || this.res.writableEnded || this.res.destroyed) return;
+    if (!this.streaming) {
+      this.streaming = true;
+      this.res.writeHead(200, {
+        ...this.headers,
+        'content-type': 'text/event-stream',
+        'cache-control': 'no-cache',
+        connection: 'keep-alive',
+      });
+    }
+    this.event(JSON.stringify(n));
+  }
+
+  answer(a: RpcAnswer, status = 200): void {
+    const text = JSON.stringify(a);
+    if (this.res.writableEnded || this.res.destroyed) return;
+    if (this.streaming) {
+      this.event(text);
+      this.res.end();
+      return;
+    }
+    this.bytes += Buffer.byteLength(text);
+    this.res.writeHead(status, { ...this.headers, 'content-type': 'application/json' }).end(text);
+  }
+
+  /** The answer to a notification or a response: accepted, no body. */
+  accepted(): void {
+    this.res.writeHead(202, this.headers).end();
+  }
+
+  private event(data: string): void {
+    const chunk = `event: message\ndata: ${data}\n\n`;
+    this.bytes += Buffer.byteLength(chunk);
+    this.res.write(chunk);
+  }
+}
+
+/** Whether an Accept header admits an SSE answer. */
+export const acceptsEventStream = (accept: string | undefined): boolean =>
+  accept !== undefined && /(^|,)\s*(text\/event-stream|text\/\*|\*\/\*)\s*(;|,|$)/i.test(accept);

@@ -1,0 +1,409 @@
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import { PRODUCT_VERSION } from '../../crds/constants.js';
+import { type ApiKeys, authenticate, type Caller } from '../access/auth.js';
+import { ProxyError } from '../endpoints/errors.js';
+import { applyEnforcedTags, parseTags, type Tag } from '../endpoints/tags.js';
+import { headerOf, readBody } from '../server/read-body.js';
+import { newRequestId } from '../server/request-id.js';
+import { AnswerWriter, acceptsEventStream } from './answer-writer.js';
+import {
+  errorAnswer,
+  isObject,
+  type JsonObject,
+  parseClientMessage,
+  RPC,
+  type RpcAnswer,
+  type RpcErrorAnswer,
+  RpcError,
+  type RpcNotification,
+  type RpcRequest,
+} from './json-rpc.js';
+import { dispatch, type MethodContext } from './methods.js';
+import { federatedNaming, singleNaming } from './naming.js';
+import { negotiate, VERSIONS } from './protocol.js';
+import { type McpServerTable, type McpTarget, mayUseServer } from './servers.js';
+import type { McpSession, SessionSealer, UpstreamSession } from './session.js';
+import { admitToolCall, beginToolCall, type ToolCallDeps } from './tool-calls.js';
+import { exchange, notify, terminate, UpstreamError } from './upstream.js';
+
+/**
+ * MCP at the gateway: /mcp federates every McpServer the caller's key may use, /mcp/<server>
+ * serves one as it is. Streamable HTTP as the spec has it: a POST per message (requests
+ * answered in JSON, or SSE once the server reports progress), 202 for notifications, DELETE
+ * ending the session, GET refused with 405 (the gateway opens no server-initiated stream).
+ * The same keys as the model routes (X-API-Key or Authorization: Bearer), the same tags
+ * (X-Tags, X-Gateway-Tags, the key's enforced ones), the key's MCP allow-list, and a usage
+ * record per tool call (proxy/mcp/tool-calls.ts). Sessions are sealed into their id
+ * (proxy/mcp/session.ts): every replica serves every session.
+ */
+
+export interface McpGatewayDeps extends ToolCallDeps {
+  keys: ApiKeys;
+  servers: McpServerTable;
+  sealer: SessionSealer;
+  maxBodyBytes: number;
+  /** The largest answer a server may send the gateway for one request. */
+  maxAnswerBytes: number;
+  bodyTimeoutMs: number;
+  draining: () => boolean;
+  onCaller?: (caller: Caller) => void;
+  onError?: (err: unknown, requestId: string) => void;
+}
+
+export const MCP_PATH = '/mcp';
+
+/** Whether a path is MCP's: /mcp, /mcp/<server> (a query string aside). */
+export function mcpPath(url: string): { server?: string } | undefined {
+  const q = url.indexOf('?');
+  const path = q < 0 ? url : url.slice(0, q);
+  if (path === MCP_PATH || path === `${MCP_PATH}/`) return {};
+  const m = /^\/mcp\/([a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?)\/?$/.exec(path);
+  return m?.[1] ? { server: m[1] } : path.startsWith(`${MCP_PATH}/`) ? { server: '' } : undefined;
+}
+
+/** An HTTP-level refusal: the status, and the JSON-RPC error body the spec's examples send. */
+class HttpRefusal extends Error {
+  constructor(
+    readonly status: number,
+    readonly answer: RpcErrorAnswer,
+    readonly headers: Record<string, string> = {},
+  ) {
+    super(answer.error.message);
+  }
+}
+
+const refuse = (status: number, code: number, message: string, headers?: Record<string, string>) =>
+  new HttpRefusal(status, errorAnswer(null, new RpcError(code, message)), headers);
+
+/** In-flight requests on this replica, by session and JSON-RPC id: what notifications/cancelled stops. */
+const inFlight = new Map<string, AbortController>();
+
+export function createMcpGateway(deps: McpGatewayDeps) {
+  return async (req: IncomingMessage, res: ServerResponse, where: { server?: string }): Promise<void> => {
+    const requestId = newRequestId();
+    const base = { 'x-request-id': requestId };
+    try {
+      if (where.server === '') throw refuse(404, RPC.gateway, 'no such MCP server: server names are DNS labels');
+      const caller = admitCaller(deps, req);
+      if (req.method === 'POST') return await post(deps, req, res, { caller, where, requestId, base });
+      if (req.method === 'DELETE') return await end(deps, req, res, caller, base);
+      throw refuse(405, RPC.gateway, `${req.method} is not served here: POST messages, DELETE a session`, {
+        Allow: 'POST, DELETE',
+      });
+    } catch (err) {
+      if (!(err instanceof HttpRefusal)) deps.onError?.(err, requestId);
+      const r = err instanceof HttpRefusal ? err : refuse(500, RPC.internalError, 'Internal error of the gateway');
+      if (res.headersSent) {
+        res.destroy();
+        return;
+      }
+      res.writeHead(r.status, { ...base, ...r.headers, 'content-type': 'application/json' });
+      res.end(JSON.stringify(r.answer));
+    }
+  };
+}
+
+function admitCaller(deps: McpGatewayDeps, req: IncomingMessage): Caller {
+  const header = headerOf(req);
+  const caller = authenticate(deps.keys, { apiKey: header('x-api-key'), authorization: header('authorization') });
+  if (caller instanceof ProxyError) throw refuse(401, RPC.gateway, caller.message, { 'WWW-Authenticate': 'Bearer' });
+  if (deps.draining()) {
+    throw refuse(503, RPC.gateway, 'this gateway replica is shutting down; retry', { 'Retry-After': '1', connection: 'close' });
+  }
+  deps.onCaller?.(caller);
+  return caller;
+}
+
+interface Post {
+  caller: Caller;
+  where: { server?: string };
+  requestId: string;
+  base: Record<string, string>;
+}
+
+async function post(deps: McpGatewayDeps, req: IncomingMessage, res: ServerResponse, p: Post): Promise<void> {
+  const header = headerOf(req);
+  if (!/^application\/json\s*(;|$)/i.test(header('content-type') ?? '')) {
+    throw refuse(415, RPC.invalidRequest, 'Content-Type must be application/json');
+  }
+  const tags = tagsOf(header, p.caller);
+  const body = await readBody(req, deps.maxBodyBytes, deps.bodyTimeoutMs).catch((err: unknown) => {
+    const status = err instanceof ProxyError ? err.status : 400;
+    throw refuse(status, RPC.invalidRequest, err instanceof Error ? err.message : 'the body could not be read');
+  });
+  const parsed = parseClientMessage(body);
+  if ('jsonrpc' in parsed) throw new HttpRefusal(400, parsed);
+  const version = header('mcp-protocol-version');
+  if (version !== undefined && !VERSIONS.includes(version)) {
+    throw refuse(400, RPC.invalidRequest, `Unsupported MCP-Protocol-Version ${version.slice(0, 40)}; supported: ${VERSIONS.join(', ')}`);
+  }
+  if (parsed.kind === 'request' && parsed.message.method === 'initialize') {
+    return initialize(deps, res, p, parsed.message);
+  }
+  const sessionId = header('mcp-session-id');
+  if (!sessionId) throw refuse(400, RPC.invalidRequest, 'Bad Request: Mcp-Session-Id header is required (initialize first)');
+  const session = deps.sealer.open(sessionId);
+  if (!session || session.key !== p.caller.keyHashPrefix) {
+    throw refuse(404, RPC.gateway, 'Session not found: it ended or expired; initialize a new one');
+  }
+  const headers = { ...p.base, 'mcp-session-id': sessionId };
+  const servers = sessionServers(deps, session, p);
+  if (parsed.kind === 'notification') {
+    onNotification(parsed.message, session, sessionId, servers);
+    new AnswerWriter(res, headers, false).accepted();
+    return;
+  }
+  if (parsed.kind === 'response') {
+    // Answers to server requests: the gateway sends clients none (it offers servers no client capabilities).
+    new AnswerWriter(res, headers, false).accepted();
+    return;
+  }
+  const writer = new AnswerWriter(res, headers, acceptsEventStream(header('accept')));
+  await request(deps, { req, res, writer, session, sessionId, servers, tags, bytesIn: Buffer.byteLength(body), p }, parsed.message);
+}
+
+/** The caller's tags: the headers' merged with the key's enforced ones (no body: MCP has no tags field). */
+function tagsOf(header: (n: string) => string | undefined, caller: Caller): Tag[] {
+  const parsed = parseTags({ xTags: header('x-tags'), xGatewayTags: header('x-gateway-tags') ?? header('x-litellm-tags') });
+  if (parsed instanceof ProxyError) throw refuse(400, RPC.invalidRequest, parsed.message);
+  const merged = applyEnforcedTags(parsed, caller.policy.tags);
+  if (merged instanceof ProxyError) throw refuse(403, RPC.invalidRequest, merged.message);
+  return merged;
+}
+
+/** The servers of a session the key may still use (an allow-list may have shrunk since it began). */
+function sessionServers(deps: McpGatewayDeps, session: McpSession, p: Post): Map<string, McpTarget> {
+  const out = new Map<string, McpTarget>();
+  for (const name of Object.keys(session.upstream)) {
+    if (p.where.server !== undefined && name !== p.where.server) continue;
+    const target = deps.servers.get(name);
+    if (target && mayUseServer(p.caller.policy, name)) out.set(name, target);
+  }
+  return out;
+}
+
+function onNotification(n: RpcNotification, session: McpSession, sessionId: string, servers: Map<string, McpTarget>): void {
+  if (n.method !== 'notifications/cancelled') return;
+  const requestId = n.params?.requestId;
+  if (typeof requestId !== 'string' && typeof requestId !== 'number') return;
+  inFlight.get(`${sessionId}#${requestId}`)?.abort(new RpcError(RPC.gateway, 'cancelled by the client'));
+  // The request may be running on another replica: every server of the session hears it.
+  for (const [name, target] of servers) {
+    const up = session.upstream[name];
+    if (up) void notify(target, up, n);
+  }
+}
+
+/** Capabilities /mcp offers: the lists and calls it federates; no subscriptions or list_changed (no GET stream). */
+const FEDERATED_CAPABILITIES: JsonObject = { tools: {}, prompts: {}, resources: {}, completions: {}, logging: {} };
+
+/**
+ * initialize: a session on every server the key may use (at once, each within its timeout), the
+ * client's revision negotiated, all of it sealed into the session id. A server that does not
+ * answer is left out of this session (its tools absent) rather than failing it; /mcp/<server>
+ * fails with its server.
+ */
+async function initialize(deps: McpGatewayDeps, res: ServerResponse, p: Post, req: RpcRequest): Promise<void> {
+  const params = req.params ?? {};
+  const version = negotiate(params.protocolVersion);
+  const targets =
+    p.where.server === undefined
+      ? deps.servers.forKey(p.caller.policy)
+      : [deps.servers.get(p.where.server)].filter((t): t is McpTarget => t !== undefined && mayUseServer(p.caller.policy, t.name));
+  if (p.where.server !== undefined && targets.length === 0) {
+    throw refuse(404, RPC.gateway, `no MCP server ${p.where.server} for this key`);
+  }
+  const clientInfo = isObject(params.clientInfo) ? params.clientInfo : {};
+  const opened = await Promise.all(targets.map((t) => openUpstream(deps, t, version, clientInfo).catch((err: unknown) => err)));
+  const upstream: Record<string, UpstreamSession> = {};
+  let single: JsonObject | undefined;
+  for (const [i, t] of targets.entries()) {
+    const o = opened[i];
+    if (o instanceof Error || o === undefined) continue;
+    const r = o as { session: UpstreamSession; result: JsonObject };
+    upstream[t.name] = r.session;
+    single = r.result;
+  }
+  if (p.where.server !== undefined && !single) {
+    const err = opened[0] instanceof RpcError ? opened[0] : new RpcError(RPC.gateway, `MCP server ${p.where.server} is not reachable`);
+    throw new HttpRefusal(502, errorAnswer(req.id, err));
+  }
+  const session: McpSession = { key: p.caller.keyHashPrefix, version, upstream, began: Math.floor(Date.now() / 1000) };
+  const result: JsonObject =
+    p.where.server !== undefined && single
+      ? {
+          protocolVersion: version,
+          capabilities: servedAlone(single.capabilities),
+          serverInfo: single.serverInfo ?? { name: p.where.server, version: '' },
+          ...(typeof single.instructions === 'string' ? { instructions: single.instructions } : {}),
+        }
+      : {
+          protocolVersion: version,
+          capabilities: FEDERATED_CAPABILITIES,
+          serverInfo: { name: 'platform-ai-optimizer', title: 'Platform AI Optimizer MCP gateway', version: PRODUCT_VERSION },
+          instructions: `Tools of ${Object.keys(upstream).length} MCP servers (${Object.keys(upstream).join(', ')}), each named <server>_<tool>.`,
+        };
+  const writer = new AnswerWriter(res, { ...p.base, 'mcp-session-id': deps.sealer.seal(session) }, false);
+  writer.answer({ jsonrpc: '2.0', id: req.id, result });
+}
+
+/** A server's capabilities as /mcp/<server> can serve them: no subscriptions or list_changed (no GET stream). */
+function servedAlone(capabilities: unknown): JsonObject {
+  const out: JsonObject = {};
+  for (const [k, v] of Object.entries(isObject(capabilities) ? capabilities : {})) {
+    if (!isObject(v)) continue;
+    const { listChanged: _l, subscribe: _s, ...rest } = v;
+    out[k] = rest;
+  }
+  return out;
+}
+
+async function openUpstream(
+  deps: McpGatewayDeps,
+  target: McpTarget,
+  version: string,
+  clientInfo: JsonObject,
+): Promise<{ session: UpstreamSession; result: JsonObject }> {
+  const name = typeof clientInfo.name === 'string' ? clientInfo.name.slice(0, 100) : 'client';
+  const r = await exchange({
+    target,
+    message: {
+      jsonrpc: '2.0',
+      id: 0,
+      method: 'initialize',
+      params: {
+        protocolVersion: version,
+        // No sampling, elicitation or roots: the gateway relays no server-to-client requests.
+        capabilities: {},
+        clientInfo: { name: `${name} via platform-ai-optimizer`, version: PRODUCT_VERSION },
+      },
+    },
+    maxBytes: deps.maxAnswerBytes,
+  });
+  if (!('result' in r.answer)) throw new RpcError(r.answer.error.code, r.answer.error.message);
+  const result = r.answer.result;
+  const session: UpstreamSession = {
+    version: typeof result.protocolVersion === 'string' ? result.protocolVersion : version,
+    ...(r.sessionId ? { id: r.sessionId } : {}),
+  };
+  await notify(target, session, { jsonrpc: '2.0', method: 'notifications/initialized' });
+  return { session, result };
+}
+
+interface RequestScope {
+  req: IncomingMessage;
+  res: ServerResponse;
+  writer: AnswerWriter;
+  session: McpSession;
+  sessionId: string;
+  servers: Map<string, McpTarget>;
+  tags: Tag[];
+  bytesIn: number;
+  p: Post;
+}
+
+/** A request of the session: dispatched (proxy/mcp/methods.ts), a tools/call accounted, answered. */
+async function request(deps: McpGatewayDeps, s: RequestScope, req: RpcRequest): Promise<void> {
+  const abort = new AbortController();
+  const key = `${s.sessionId}#${req.id}`;
+  inFlight.set(key, abort);
+  // Nobody left to answer: the servers stop too (the exchange tells them).
+  s.res.once('close', () => {
+    if (!s.res.writableFinished) abort.abort(new RpcError(RPC.gateway, 'the client went away'));
+  });
+  const ctx: MethodContext = {
+    caller: s.p.caller,
+    session: s.session,
+    servers: s.servers,
+    naming: s.p.where.server === undefined ? federatedNaming : singleNaming(s.p.where.server),
+    single: s.p.where.server !== undefined,
+    signal: abort.signal,
+    onNotification: (n) => s.writer.notification(n),
+    maxBytes: deps.maxAnswerBytes,
+  };
+  const header = headerOf(s.req);
+  let finish: ((answer: RpcAnswer, reason?: string) => void) | undefined;
+  try {
+    if (req.method === 'tools/call') {
+      finish = await governToolCall(deps, s, req, ctx, header);
+      // Refused (and answered) before it went out.
+      if (!finish) return;
+    }
+    const outcome = await dispatch(ctx, req);
+    finish?.(outcome.answer);
+    s.writer.answer(outcome.answer);
+  } catch (err) {
+    if (err instanceof UpstreamError && err.reason === 'session_gone') {
+      finish?.(errorAnswer(req.id, err), err.reason);
+      // The spec's signal to start over: 404 to a request with a session id.
+      throw refuse(404, RPC.gateway, err.message);
+    }
+    const rpc = err instanceof RpcError ? err : new RpcError(RPC.internalError, 'Internal error of the gateway');
+    if (!(err instanceof RpcError)) deps.onError?.(err, s.p.requestId);
+    const answer = errorAnswer(req.id, rpc);
+    finish?.(answer, err instanceof UpstreamError ? err.reason : (err as { reason?: string }).reason);
+    s.writer.answer(answer);
+  } finally {
+    inFlight.delete(key);
+  }
+}
+
+/**
+ * The record a tools/call leaves, begun, and the key's rate for the tool: undefined when the
+ * call was refused for it (answered and recorded here). Whether the key may use the tool is the
+ * method's to decide (-32602, recorded too: a refused call is a call).
+ */
+async function governToolCall(
+  deps: McpGatewayDeps,
+  s: RequestScope,
+  req: RpcRequest,
+  ctx: MethodContext,
+  header: (n: string) => string | undefined,
+): Promise<((answer: RpcAnswer, reason?: string) => void) | undefined> {
+  const params = req.params ?? {};
+  const parsed = typeof params.name === 'string' ? ctx.naming.parseName(params.name) : undefined;
+  const known = parsed && s.servers.has(parsed.server) ? parsed : undefined;
+  const end = beginToolCall(deps, {
+    requestId: s.p.requestId,
+    caller: s.p.caller,
+    tags: s.tags,
+    // A name the caller made up is not a label: unknown tools are recorded under "unknown".
+    server: known?.server ?? '',
+    tool: known?.name ?? 'unknown',
+    callId: req.id,
+    protocolVersion: s.session.version,
+    header,
+    bytesIn: s.bytesIn,
+    arguments: params.arguments,
+  });
+  const finish = (answer: RpcAnswer, reason?: string) =>
+    end({ answer, bytesOut: s.writer.bytes + Buffer.byteLength(JSON.stringify(answer)), stream: s.writer.isStream, ...(reason ? { reason } : {}) });
+  if (known) {
+    const wait = await admitToolCall(deps, s.p.caller, known.server, known.name);
+    if (wait > 0) {
+      const err = new RpcError(RPC.gateway, `Rate limit of this key for tool ${params.name}: retry in ${wait}s`, {
+        retryAfterSeconds: wait,
+      });
+      finish(errorAnswer(req.id, err), 'rate_limited');
+      s.writer.answer(errorAnswer(req.id, err));
+      return undefined;
+    }
+  }
+  return finish;
+}
+
+/** DELETE: the session ends here and on its servers; its id is refused from now on (404). */
+async function end(deps: McpGatewayDeps, req: IncomingMessage, res: ServerResponse, caller: Caller, base: Record<string, string>): Promise<void> {
+  const sessionId = headerOf(req)('mcp-session-id');
+  if (!sessionId) throw refuse(400, RPC.invalidRequest, 'Bad Request: Mcp-Session-Id header is required');
+  const session = deps.sealer.open(sessionId);
+  if (!session || session.key !== caller.keyHashPrefix) throw refuse(404, RPC.gateway, 'Session not found');
+  deps.sealer.terminate(sessionId);
+  await Promise.all(
+    Object.entries(session.upstream).map(([name, up]) => {
+      const target = deps.servers.get(name);
+      return target ? terminate(target, up) : undefined;
+    }),
+  );
+  res.writeHead(200, base).end();
+}

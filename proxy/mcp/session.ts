@@ -1,0 +1,75 @@
+import { createCipheriv, createDecipheriv, createHash, randomBytes } from 'node:crypto';
+
+/**
+ * An MCP session of the gateway, sealed into its Mcp-Session-Id: the caller's key (the first
+ * characters of its hash: a session is only good with the key that opened it), the protocol
+ * revision negotiated, and the session the gateway opened on each upstream server. Any replica
+ * holding the same sealing key opens it, so a session outlives the replica that began it (a
+ * restart, a rollout, a connection that lands elsewhere) with nothing shared but that key.
+ * AES-256-GCM: callers can neither read the upstream sessions nor forge or alter one.
+ * Terminated sessions (DELETE) are remembered by the replica that ended them, for as long as
+ * a session lives.
+ */
+
+export interface UpstreamSession {
+  /** The upstream's Mcp-Session-Id; absent for a stateless server. */
+  id?: string;
+  /** The revision the upstream negotiated with the gateway (its MCP-Protocol-Version header). */
+  version: string;
+}
+
+export interface McpSession {
+  /** Hash prefix of the key that opened it. */
+  key: string;
+  version: string;
+  /** The servers of the session by name (one for /mcp/<server>). */
+  upstream: Record<string, UpstreamSession>;
+  /** Epoch seconds it began. */
+  began: number;
+}
+
+/** A session lives this long after it began; then the client is told to initialize again (404). */
+export const SESSION_TTL_SECONDS = 24 * 3600;
+const TERMINATED_MAX = 100_000;
+
+export class SessionSealer {
+  private readonly key: Buffer;
+  private readonly terminated = new Map<string, number>();
+
+  /** `secret`: shared by every replica (the chart's Secret); a random one makes sessions this replica's own. */
+  constructor(secret: string | Buffer = randomBytes(32)) {
+    this.key = createHash('sha256').update('pao-mcp-session\0').update(secret).digest();
+  }
+
+  seal(session: McpSession): string {
+    const iv = randomBytes(12);
+    const cipher = createCipheriv('aes-256-gcm', this.key, iv);
+    const body = Buffer.concat([cipher.update(JSON.stringify(session), 'utf8'), cipher.final()]);
+    return Buffer.concat([iv, cipher.getAuthTag(), body]).toString('base64url');
+  }
+
+  /** The session an id carries, or undefined when it is not one of ours, expired, or terminated. */
+  open(id: string, now = Date.now()): McpSession | undefined {
+    if (id.length > 8192 || this.terminated.has(id)) return undefined;
+    const raw = Buffer.from(id, 'base64url');
+    if (raw.length < 29) return undefined;
+    try {
+      const decipher = createDecipheriv('aes-256-gcm', this.key, raw.subarray(0, 12));
+      decipher.setAuthTag(raw.subarray(12, 28));
+      const text = Buffer.concat([decipher.update(raw.subarray(28)), decipher.final()]).toString('utf8');
+      const session = JSON.parse(text) as McpSession;
+      return now / 1000 - session.began > SESSION_TTL_SECONDS ? undefined : session;
+    } catch {
+      return undefined;
+    }
+  }
+
+  terminate(id: string, now = Date.now()): void {
+    // Bounded: the oldest go first, and entries older than a session's life are useless anyway.
+    if (this.terminated.size >= TERMINATED_MAX) {
+      const oldest = this.terminated.keys().next().value;
+      if (oldest !== undefined) this.terminated.delete(oldest);
+    }
+    this.terminated.set(id, now);
+  }
+}

@@ -1,0 +1,190 @@
+import { SdkHttpError, StreamableHTTPClientTransport } from '@modelcontextprotocol/client';
+import {
+  isObject,
+  type JsonObject,
+  RPC,
+  type RpcAnswer,
+  type RpcNotification,
+  RpcError,
+  type RpcRequest,
+} from './json-rpc.js';
+import type { McpTarget } from './servers.js';
+import type { UpstreamSession } from './session.js';
+
+/**
+ * One exchange with an upstream MCP server over Streamable HTTP, through the official SDK's
+ * client transport (its SSE parsing, auth providers, session and version headers): a request
+ * in, its answer out, the notifications the server sends on the way (progress) handed over as
+ * they come. A transport per exchange, opened on the session the gateway's session carries, so
+ * any replica can make it; connections are pooled by fetch underneath. Bounded: an answer
+ * larger than maxBytes, or slower than the server's timeout, fails the exchange, and a server
+ * that closes its stream before answering fails it too.
+ */
+
+export interface Exchange {
+  target: McpTarget;
+  /** Absent for initialize (the answer opens one). */
+  session?: UpstreamSession;
+  message: RpcRequest;
+  /** The caller gave up (or cancelled): the exchange stops and the server is told. */
+  signal?: AbortSignal;
+  onNotification?: (n: RpcNotification) => void;
+  maxBytes: number;
+}
+
+export interface ExchangeResult {
+  answer: RpcAnswer;
+  /** The session the server opened (initialize). */
+  sessionId?: string;
+  /** Bytes of the server's answer as it sent them. */
+  bytes: number;
+}
+
+/** Why an exchange failed, as the caller hears it (never the server's credentials or URL). */
+export class UpstreamError extends RpcError {
+  constructor(
+    code: number,
+    message: string,
+    readonly reason: 'timeout' | 'too_large' | 'unreachable' | 'session_gone' | 'refused' | 'closed',
+    readonly httpStatus?: number,
+  ) {
+    super(code, message);
+  }
+}
+
+export async function exchange(x: Exchange): Promise<ExchangeResult> {
+  const read = { bytes: 0, tooLarge: false };
+  const deadline = AbortSignal.timeout(x.target.timeoutMs);
+  const stop = x.signal ? AbortSignal.any([x.signal, deadline]) : deadline;
+  const transport = new StreamableHTTPClientTransport(new URL(x.target.url), {
+    ...(x.target.auth ? { authProvider: x.target.auth } : {}),
+    ...(x.session?.id ? { sessionId: x.session.id } : {}),
+    ...(x.session ? { protocolVersion: x.session.version } : {}),
+    // A broken stream is the caller's error to hear at once, not one to retry behind its back.
+    reconnectionOptions: { maxRetries: 0, initialReconnectionDelay: 1000, maxReconnectionDelay: 1000, reconnectionDelayGrowFactor: 1 },
+    fetch: boundedFetch(x.maxBytes, read),
+  });
+  await transport.start();
+  try {
+    const answer = await new Promise<RpcAnswer>((resolve, reject) => {
+      const fail = (err: unknown) => reject(err);
+      stop.addEventListener('abort', () => reject(stop.reason), { once: true });
+      transport.onerror = fail;
+      transport.onmessage = (m) => {
+        const msg = m as JsonObject;
+        if ('id' in msg && msg.id === x.message.id && ('result' in msg || 'error' in msg)) {
+          resolve(msg as unknown as RpcAnswer);
+        } else if (typeof msg.method === 'string' && !('id' in msg)) {
+          x.onNotification?.(msg as unknown as RpcNotification);
+        }
+        // A request of the server's (sampling, elicitation, roots) is not relayed: the gateway
+        // tells servers the client has none of those capabilities.
+      };
+      transport
+        .send(x.message as Parameters<StreamableHTTPClientTransport['send']>[0], {
+          requestSignal: stop,
+          onRequestStreamEnd: () =>
+            reject(new UpstreamError(RPC.gateway, `MCP server ${x.target.name} closed its stream before answering`, 'closed')),
+        })
+        .catch(fail);
+    });
+    return { answer, bytes: read.bytes, ...(transport.sessionId ? { sessionId: transport.sessionId } : {}) };
+  } catch (err) {
+    // The gateway stopped waiting (timeout, or its caller gone): the server may stop working.
+    if (stop.aborted) void notifyCancelled(x);
+    throw read.tooLarge
+      ? new UpstreamError(RPC.gateway, `MCP server ${x.target.name} answered with more than ${x.maxBytes} bytes`, 'too_large')
+      : upstreamError(x.target, err, deadline.aborted);
+  } finally {
+    await transport.close().catch(() => {});
+  }
+}
+
+/** A notification to the server (initialized, cancelled); errors are the server's to keep. */
+export async function notify(target: McpTarget, session: UpstreamSession, message: RpcNotification): Promise<void> {
+  const transport = new StreamableHTTPClientTransport(new URL(target.url), {
+    ...(target.auth ? { authProvider: target.auth } : {}),
+    ...(session.id ? { sessionId: session.id } : {}),
+    protocolVersion: session.version,
+    reconnectionOptions: { maxRetries: 0, initialReconnectionDelay: 1000, maxReconnectionDelay: 1000, reconnectionDelayGrowFactor: 1 },
+  });
+  await transport.start();
+  try {
+    await transport.send(message as Parameters<StreamableHTTPClientTransport['send']>[0], {
+      requestSignal: AbortSignal.timeout(Math.min(target.timeoutMs, 10_000)),
+    });
+  } catch {
+    // best effort
+  } finally {
+    // Closing also stops the GET stream the transport opens after notifications/initialized.
+    await transport.close().catch(() => {});
+  }
+}
+
+/** Ends the gateway's session on the server (DELETE), best effort. */
+export async function terminate(target: McpTarget, session: UpstreamSession): Promise<void> {
+  if (!session.id) return;
+  const transport = new StreamableHTTPClientTransport(new URL(target.url), {
+    ...(target.auth ? { authProvider: target.auth } : {}),
+    sessionId: session.id,
+    protocolVersion: session.version,
+  });
+  await transport.terminateSession().catch(() => {});
+}
+
+function notifyCancelled(x: Exchange): Promise<void> {
+  if (!x.session) return Promise.resolve();
+  return notify(x.target, x.session, {
+    jsonrpc: '2.0',
+    method: 'notifications/cancelled',
+    params: { requestId: x.message.id, reason: 'the gateway stopped waiting' },
+  });
+}
+
+/** fetch whose answer bodies count their bytes and fail past the limit. */
+function boundedFetch(maxBytes: number, read: { bytes: number; tooLarge: boolean }): typeof fetch {
+  return async (input, init) => {
+    const res = await fetch(input, init);
+    if (!res.body) return res;
+    const limited = res.body.pipeThrough(
+      new TransformStream<Uint8Array, Uint8Array>({
+        transform(chunk, ctl) {
+          read.bytes += chunk.byteLength;
+          if (read.bytes > maxBytes) {
+            read.tooLarge = true;
+            ctl.error(new Error('answer too large'));
+            return;
+          }
+          ctl.enqueue(chunk);
+        },
+      }),
+    );
+    return new Response(limited, { status: res.status, statusText: res.statusText, headers: res.headers });
+  };
+}
+
+function upstreamError(target: McpTarget, err: unknown, timedOut: boolean): UpstreamError {
+  if (err instanceof UpstreamError) return err;
+  if (timedOut) {
+    return new UpstreamError(
+      RPC.requestTimeout,
+      `MCP server ${target.name} did not answer within ${target.timeoutMs / 1000}s`,
+      'timeout',
+    );
+  }
+  const cause = isObject(err) && err.cause instanceof UpstreamError ? err.cause : undefined;
+  if (cause) return cause;
+  if (err instanceof SdkHttpError) {
+    const status = (err.data as { status?: number } | undefined)?.status;
+    if (status === 404) {
+      return new UpstreamError(RPC.gateway, `MCP server ${target.name} ended this session`, 'session_gone', 404);
+    }
+    return new UpstreamError(
+      RPC.gateway,
+      `MCP server ${target.name} refused the request (HTTP ${status ?? 'error'})`,
+      'refused',
+      status,
+    );
+  }
+  return new UpstreamError(RPC.gateway, `MCP server ${target.name} is not reachable`, 'unreachable');
+}
