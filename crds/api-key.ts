@@ -34,7 +34,10 @@ export interface ApiKeySpec {
 
 /** A key's MCP allow-list, its rate per tool and whether its tool calls' payloads are kept. */
 export interface ApiKeyMcp {
-  /** Servers by McpServer name, each with the tools (the server's own names) the key may call; no tools: all of them. */
+  /**
+   * Servers by McpServer name, each with the tools (the server's own names, at least one) the key may
+   * call; an entry without tools: all of the server's. Omitted: every server; empty: none.
+   */
   servers?: Array<{ name: string; tools?: string[] }>;
   /** Calls per second of one tool by this key (burst: at once); absent: the key's own request rate. */
   toolRateLimit?: { requestsPerSecond: number; burst?: number };

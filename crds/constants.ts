@@ -15,6 +15,7 @@ export const KINDS = {
   AutoscalerPolicy: { kind: 'AutoscalerPolicy', plural: 'autoscalerpolicies', namespaced: false },
   ApiKey: { kind: 'ApiKey', plural: 'apikeys', namespaced: true },
   Budget: { kind: 'Budget', plural: 'budgets', namespaced: true },
+  McpServer: { kind: 'McpServer', plural: 'mcpservers', namespaced: true },
 } as const;
 
 export type KindName = keyof typeof KINDS;

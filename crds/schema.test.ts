@@ -6,6 +6,7 @@ import type { BudgetStatus, TagBudgetSpec } from './budget.js';
 import { API_GROUP, API_VERSION, KINDS, type KindName } from './constants.js';
 import { invalidExamples } from './examples.js';
 import type { ExternalProviderSpec, ExternalProviderStatus } from './external-provider.js';
+import type { McpServerSpec, McpServerStatus } from './mcp-server.js';
 import type { CommonStatus } from './meta.js';
 import type { ModelDeploymentSpec, ModelDeploymentStatus } from './model-deployment.js';
 import type { NodeConfigurationSpec } from './node-configuration.js';
@@ -72,12 +73,30 @@ describe('CRD manifests', () => {
     expect(crdManifest('ModelDeployment').spec.names.shortNames).toContain('md');
     // Not `ep`: core Endpoints owns it, and kubectl would resolve `kubectl get ep` to Endpoints.
     expect(crdManifest('ExternalProvider').spec.names.shortNames).toEqual(['xp']);
+    expect(columns('McpServer')).toEqual(['URL', 'IMAGE', 'AUTH', 'STATUS', 'PROTOCOL', 'AGE']);
+    expect(crdManifest('McpServer').spec.names.shortNames).toEqual(['mcps']);
   });
 
   it('default the Ollama port and one replica', () => {
     const spec = openApiSchema('ModelDeployment').properties?.spec?.properties;
     expect(spec?.port?.default).toBe(11434);
     expect(spec?.replicas?.default).toBe(1);
+  });
+
+  it("keep an McpServer's name a tool-name prefix, and a key's server names the same", () => {
+    // <server>_<tool> at /mcp: a server name holds no '_', so the first '_' splits the two.
+    const name = openApiSchema('McpServer').properties?.metadata?.properties?.name;
+    const keyServer = openApiSchema('ApiKey').properties?.spec?.properties?.mcp?.properties?.servers?.items;
+    expect(name?.pattern).toBe('^[a-z0-9]([-a-z0-9]*[a-z0-9])?$');
+    expect([keyServer?.properties?.name?.pattern, keyServer?.properties?.name?.maxLength]).toEqual([
+      name?.pattern,
+      name?.maxLength,
+    ]);
+    // The tool-name rule of MCP (1-128 of letters, digits, '_', '.', '-') wherever a tool is named.
+    const tools = openApiSchema('McpServer').properties?.spec?.properties?.tools?.properties;
+    for (const items of [tools?.allow?.items, tools?.deny?.items, keyServer?.properties?.tools?.items]) {
+      expect(items?.pattern).toBe('^[A-Za-z0-9_.-]{1,128}$');
+    }
   });
 });
 
@@ -142,6 +161,13 @@ describe('CEL rules', () => {
         "ApiKey.spec.rateLimit.burst: !has(self.burst) || has(self.requestsPerSecond)",
         "ApiKey.spec.budget.usd: self > 0.0",
         "Budget.spec.usd: self > 0.0",
+        "McpServer.spec.url: has(self.url) != has(self.stdio)",
+        "McpServer.spec.auth.method: !has(self.stdio) || !has(self.auth) || self.auth.method == 'None'",
+        "McpServer.spec.auth.secretRef: self.method == 'None' || has(self.secretRef)",
+        "McpServer.spec.auth.secretRef: self.method != 'None' || !has(self.secretRef)",
+        "McpServer.spec.auth.tokenUrl: self.method != 'OAuthClientCredentials' || has(self.tokenUrl)",
+        "McpServer.spec.auth.clientId: self.method != 'OAuthClientCredentials' || has(self.clientId)",
+        "McpServer.spec.auth: self.method == 'OAuthClientCredentials' || (!has(self.tokenUrl) && !has(self.clientId) && !has(self.scopes) && !has(self.resource))",
       ]
     `);
   });
@@ -297,6 +323,11 @@ const full: Record<KindName, { spec: object; status: object }> = {
       role: 'User',
       tags: {},
       models: ['m'],
+      mcp: {
+        servers: [{ name: 's', tools: ['t'] }],
+        toolRateLimit: { requestsPerSecond: 1, burst: 1 },
+        recordPayloads: false,
+      },
       rateLimit: { requestsPerSecond: 1, burst: 1, tokensPerMinute: 1 },
       budget: { usd: 1, period: 'Monthly' },
       expiresAt: 't',
@@ -318,6 +349,25 @@ const full: Record<KindName, { spec: object; status: object }> = {
       usage: { period: usage.period, periodStart: 't', spendUsd: 1, updated: 't' },
       conditions: condition,
     } satisfies Full<BudgetStatus>,
+  },
+  McpServer: {
+    spec: {
+      url: 'u',
+      stdio: { image: 'i', command: ['c'], env: [{ name: 'n', value: 'v' }], replicas: 1 },
+      auth: { method: 'Bearer', secretRef: { name: 'n' }, tokenUrl: 'u', clientId: 'c', scopes: ['s'], resource: 'r' },
+      tools: { allow: ['a'], deny: ['d'] },
+      timeoutSeconds: 60,
+    } satisfies Full<McpServerSpec>,
+    status: {
+      phase: 'Ready',
+      endpoint: 'e',
+      protocolVersion: '2025-06-18',
+      serverInfo: { name: 'n', version: 'v' },
+      tools: [{ name: 't', description: 'd' }],
+      lastDiscoveryTime: 't',
+      observedGeneration: 1,
+      conditions: condition,
+    } satisfies Full<McpServerStatus>,
   },
 };
 

@@ -13,6 +13,7 @@ describe('valid examples', () => {
         'AutoscalerPolicy',
         'Budget',
         'ExternalProvider',
+        'McpServer',
         'ModelDeployment',
         'NodeConfiguration',
         'NodeTemplate',
@@ -170,5 +171,49 @@ describe('defaults before CEL rules', () => {
     });
     expect(r.ok).toBe(true);
     if (r.ok) expect(r.resource.spec).toMatchObject({ autoscaling: { minReplicas: 1, scaleDownDelaySeconds: 120 } });
+  });
+});
+
+describe('McpServer', () => {
+  const server = (spec: object) => ({
+    apiVersion: 'ai.platform/v1beta1',
+    kind: 'McpServer',
+    metadata: { name: 'docs', namespace: 'platform-agent' },
+    spec,
+  });
+
+  it('defaults auth to None, the timeout to 60 s and a stdio server to one replica', () => {
+    const url = validateResource(server({ url: 'https://mcp.example.com/mcp' }));
+    expect(url.ok && url.resource.spec).toEqual({
+      url: 'https://mcp.example.com/mcp',
+      auth: { method: 'None' },
+      timeoutSeconds: 60,
+    });
+    const stdio = validateResource(server({ stdio: { image: 'node:24-bookworm-slim', command: ['npx', 'x'] } }));
+    expect(stdio.ok && stdio.resource.spec).toEqual({
+      stdio: { image: 'node:24-bookworm-slim', command: ['npx', 'x'], replicas: 1 },
+      auth: { method: 'None' },
+      timeoutSeconds: 60,
+    });
+  });
+
+  it('needs one of url and stdio', () => {
+    const neither = validateResource(server({}));
+    expect(neither.ok === false && formatIssues(neither.issues)).toBe(
+      'spec.url: exactly one of url (a Streamable HTTP server) and stdio (a server the operator runs) is required',
+    );
+  });
+
+  it('takes in-cluster, external and trailing-slash URLs, not user info', () => {
+    for (const url of [
+      'http://code-search.tools.svc:8080/mcp',
+      'https://api.githubcopilot.com/mcp/',
+      'http://localhost:3001/mcp',
+    ]) {
+      const r = validateResource(server({ url }));
+      expect(r.ok ? '' : formatIssues(r.issues), url).toBe('');
+    }
+    const userInfo = validateResource(server({ url: 'https://user:pass@mcp.example.com/mcp' }));
+    expect(userInfo.ok === false && userInfo.issues.map((i) => i.field)).toEqual(['spec.url']);
   });
 });

@@ -14,6 +14,7 @@ import { type EndpointSlice, readyUrls, SERVICE_NAME_LABEL } from '../../crds/ku
 import { Informer } from '../../crds/kube/informer.js';
 import { KubeApiError, KubeClient, resourcePath } from '../../crds/kube/kube-client.js';
 import { NamedSecrets } from '../../crds/kube/named-secrets.js';
+import type { McpServer } from '../../crds/mcp-server.js';
 import type { ModelDeployment } from '../../crds/model-deployment.js';
 import type { SecretLookup } from '../../crds/providers/aws-credentials.js';
 import { ApiKeys, policyOf } from '../access/auth.js';
@@ -21,10 +22,11 @@ import { type TagBudget, tagBudgetOf } from '../access/budgets.js';
 import { buildRoutes, type RouteTable } from '../routing/routes.js';
 
 /**
- * The proxy's view of a cluster: ModelDeployments and ExternalProviders (routes), the price
- * overrides, and exactly the Secrets it uses (its API keys and the access keys providers
- * name), each watched by name so that RBAC can grant those and no others; every change
- * rebuilds the routing table or the key set.
+ * The proxy's view of a cluster: ModelDeployments and ExternalProviders (routes), McpServers,
+ * the price overrides, and exactly the Secrets it uses (its API keys, the access keys providers
+ * name and the credentials McpServers name), each watched by name so that RBAC can grant those
+ * and no others; every change rebuilds the routing table or the key set, or is told to the
+ * MCP listener.
  */
 
 export const API_KEYS_SECRET = 'platform-ai-optimizer-api-keys';
@@ -62,6 +64,11 @@ export interface ClusterSourceOptions {
   contextOf?: (md: ModelDeployment) => number | undefined;
   /** Told the Budgets (their tags and limits) now and on every change. */
   onBudgets?: (budgets: TagBudget[]) => void;
+  /**
+   * Told every McpServer of platform-agent now (once start() has the first list) and on every
+   * change; the Secrets their spec.auth names are readable through secret(name) by then.
+   */
+  onMcpServers?: (servers: McpServer[]) => void;
   onError?: (err: unknown) => void;
   /** Where providers' endpoint overrides are read (PAO_ENDPOINT_URL_*); process.env by default. */
   env?: NodeJS.ProcessEnv;
@@ -76,9 +83,12 @@ export class ClusterSource {
   private readonly prices: Informer<ConfigMap>;
   private readonly apiKeys: Informer<ApiKey>;
   private readonly budgets: Informer<Budget>;
+  private readonly mcpServers: Informer<McpServer>;
   readonly client: KubeClient;
   private readonly keysSecret: string;
   private pricesListener: ((yamlText: string) => void) | undefined;
+  /** Set once start() has every first list: from then on each McpServer change reaches the listener. */
+  private started = false;
 
   constructor(private readonly opts: ClusterSourceOptions) {
     const client = new KubeClient(opts.kubeConfig, { userAgent: 'platform-ai-optimizer-proxy' });
@@ -91,6 +101,17 @@ export class ClusterSource {
     this.apiKeys.on(() => this.reloadApiKeys());
     this.budgets = new Informer<Budget>(client, { path: agentPath('budgets'), onError });
     this.budgets.on(() => this.reloadBudgets());
+    this.mcpServers = new Informer<McpServer>(client, { path: agentPath('mcpservers'), onError });
+    this.mcpServers.on((event) => {
+      // The first list is told by start(), once; resyncs change nothing.
+      if (event === 'resync' || !this.started) return;
+      // The Secrets first, so that a listener reading a server's credentials finds them tracked.
+      void this.secrets
+        .track(this.secretNames())
+        .catch(onError)
+        .then(() => this.reloadMcpServers())
+        .catch(onError);
+    });
     this.mds = new Informer<ModelDeployment>(client, {
       path: resourcePath({
         group: API_GROUP,
@@ -198,9 +219,13 @@ export class ClusterSource {
     }
   }
 
-  /** The API-key Secret and the access-key Secrets the providers name. */
+  /** The API-key Secret, the access-key Secrets the providers name and the credentials the McpServers name. */
   private secretNames(): string[] {
-    return [this.keysSecret, ...this.eps.list().flatMap((ep) => ep.spec.auth.secretRef?.name ?? [])];
+    return [
+      this.keysSecret,
+      ...this.eps.list().flatMap((ep) => ep.spec.auth.secretRef?.name ?? []),
+      ...this.mcpServers.list().flatMap((server) => server.spec.auth?.secretRef?.name ?? []),
+    ];
   }
 
   private reloadKeys(): void {
@@ -217,6 +242,10 @@ export class ClusterSource {
 
   private reloadBudgets(): void {
     this.opts.onBudgets?.(this.budgets.list().flatMap((b) => tagBudgetOf(b) ?? []));
+  }
+
+  private reloadMcpServers(): void {
+    this.opts.onMcpServers?.(this.mcpServers.list());
   }
 
   /** The ApiKey and Budget objects as last seen (the proxy reports spend into their status). */
@@ -238,7 +267,7 @@ export class ClusterSource {
     if (this.prices.hasSynced()) this.reloadPrices();
   }
 
-  /** An access-key provider's Secret in the proxy's namespace, as far as the proxy may read it. */
+  /** A provider's or an McpServer's Secret in the proxy's namespace, as far as the proxy may read it. */
   secret(name: string): SecretLookup {
     return this.secrets.lookup(name);
   }
@@ -251,13 +280,16 @@ export class ClusterSource {
       this.prices.start(),
       this.apiKeys.start(),
       this.budgets.start(),
+      this.mcpServers.start(),
     ]);
+    this.started = true;
     await this.secrets.track(this.secretNames());
     this.reloadPrices();
     this.rebuildRoutes();
     this.reloadKeys();
     this.reloadApiKeys();
     this.reloadBudgets();
+    this.reloadMcpServers();
   }
 
   ready(): boolean {
@@ -268,7 +300,8 @@ export class ClusterSource {
       this.secrets.settled() &&
       this.prices.hasSynced() &&
       this.apiKeys.hasSynced() &&
-      this.budgets.hasSynced()
+      this.budgets.hasSynced() &&
+      this.mcpServers.hasSynced()
     );
   }
 
@@ -280,6 +313,7 @@ export class ClusterSource {
       this.prices.stop(),
       this.apiKeys.stop(),
       this.budgets.stop(),
+      this.mcpServers.stop(),
     ]);
     await this.secrets.stop();
   }

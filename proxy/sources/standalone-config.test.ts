@@ -33,4 +33,51 @@ describe('standalone config', () => {
     expect(() => parseStandaloneConfig('a: [', 'c.yaml')).toThrow(ConfigError);
     expect(() => loadStandaloneConfig('/nonexistent/gw.yaml')).toThrow('cannot read /nonexistent/gw.yaml: ENOENT');
   });
+
+  it('reads McpServers at their URL, with schema defaults applied', () => {
+    const text = [
+      'apiVersion: ai.platform/v1beta1',
+      'kind: McpServer',
+      'metadata: {name: docs}',
+      'spec: {url: "http://localhost:3001/mcp", tools: {deny: [reindex]}}',
+    ].join('\n');
+    const config = parseStandaloneConfig(text, 'gw.yaml');
+    expect(config.mcpServers.map((s) => [s.metadata.name, s.spec])).toEqual([
+      [
+        'docs',
+        {
+          url: 'http://localhost:3001/mcp',
+          tools: { deny: ['reindex'] },
+          auth: { method: 'None' },
+          timeoutSeconds: 60,
+        },
+      ],
+    ]);
+    expect(config.modelDeployments).toEqual([]);
+  });
+
+  it('refuses a stdio McpServer: the operator runs those, standalone mode takes a URL', () => {
+    const text = [
+      'apiVersion: ai.platform/v1beta1',
+      'kind: McpServer',
+      'metadata: {name: memory}',
+      'spec: {stdio: {image: "node:24-bookworm-slim", command: [npx, -y, "@modelcontextprotocol/server-memory@2026.8.31"]}}',
+    ].join('\n');
+    expect(() => parseStandaloneConfig(text, 'gw.yaml')).toThrow(ConfigError);
+    expect(() => parseStandaloneConfig(text, 'gw.yaml')).toThrow(
+      'gw.yaml is not a valid gateway config:\nMcpServer memory: spec.stdio servers are run by the operator in a cluster; standalone mode takes spec.url',
+    );
+  });
+
+  it('validates McpServers by the CRD schema, naming resource and field', () => {
+    const text = [
+      'apiVersion: ai.platform/v1beta1',
+      'kind: McpServer',
+      'metadata: {name: tickets}',
+      'spec: {url: "https://mcp.example.com/mcp", auth: {method: Bearer}}',
+    ].join('\n');
+    expect(() => parseStandaloneConfig(text, 'gw.yaml')).toThrow(
+      'McpServer tickets:\n  spec.auth.secretRef: secretRef is required when auth.method is Bearer or OAuthClientCredentials',
+    );
+  });
 });

@@ -1,0 +1,159 @@
+import { createServer, type Server, type ServerResponse } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { KubeConfig } from '@kubernetes/client-node';
+import { afterEach, describe, expect, it } from 'vitest';
+import type { McpServer } from '../../crds/mcp-server.js';
+import { ApiKeys } from '../access/auth.js';
+import { RouteTable } from '../routing/routes.js';
+import { ClusterSource } from './cluster-source.js';
+
+/**
+ * The McpServers a ClusterSource reads, against a fake API server that answers lists and holds
+ * watches open (the e2e tier runs the whole source against a real one).
+ */
+
+interface Stored {
+  metadata: { name: string; namespace: string; resourceVersion?: string };
+  [field: string]: unknown;
+}
+
+interface Watch {
+  collection: string;
+  name: string | undefined;
+  res: ServerResponse;
+}
+
+/** Collections by path, each a list of objects; watches get every later change as a JSON line. */
+class FakeApi {
+  readonly collections = new Map<string, Stored[]>();
+  private readonly watches: Watch[] = [];
+  private version = 1;
+  private server: Server | undefined;
+
+  set(collection: string, obj: Stored): void {
+    const items = this.collections.get(collection) ?? [];
+    const stored = { ...obj, metadata: { ...obj.metadata, resourceVersion: String(++this.version) } };
+    const index = items.findIndex((o) => o.metadata.name === obj.metadata.name);
+    const type = index >= 0 ? 'MODIFIED' : 'ADDED';
+    if (index >= 0) items[index] = stored;
+    else items.push(stored);
+    this.collections.set(collection, items);
+    for (const w of this.watches) {
+      if (w.collection !== collection || (w.name && w.name !== obj.metadata.name)) continue;
+      w.res.write(`${JSON.stringify({ type, object: stored })}\n`);
+    }
+  }
+
+  async start(): Promise<KubeConfig> {
+    this.server = createServer((req, res) => {
+      const url = new URL(req.url ?? '/', 'http://fake');
+      const name = /^metadata\.name=(.+)$/.exec(url.searchParams.get('fieldSelector') ?? '')?.[1];
+      if (url.searchParams.get('watch') === 'true') {
+        res.writeHead(200, { 'content-type': 'application/json' });
+        res.flushHeaders();
+        const watch = { collection: url.pathname, name, res };
+        this.watches.push(watch);
+        res.on('close', () => this.watches.splice(this.watches.indexOf(watch), 1));
+        return;
+      }
+      const items = (this.collections.get(url.pathname) ?? []).filter((o) => !name || o.metadata.name === name);
+      res.writeHead(200, { 'content-type': 'application/json' });
+      res.end(JSON.stringify({ metadata: { resourceVersion: String(this.version) }, items }));
+    });
+    await new Promise<void>((resolve) => this.server?.listen(0, '127.0.0.1', resolve));
+    const { port } = this.server.address() as AddressInfo;
+    const kc = new KubeConfig();
+    kc.loadFromOptions({
+      clusters: [{ name: 'fake', server: `http://127.0.0.1:${port}`, skipTLSVerify: true }],
+      users: [{ name: 'proxy' }],
+      contexts: [{ name: 'fake', cluster: 'fake', user: 'proxy' }],
+      currentContext: 'fake',
+    });
+    return kc;
+  }
+
+  async stop(): Promise<void> {
+    for (const w of this.watches.splice(0)) w.res.destroy();
+    this.server?.closeAllConnections();
+    await new Promise((resolve) => this.server?.close(resolve));
+  }
+}
+
+const MCP_SERVERS = '/apis/ai.platform/v1beta1/namespaces/platform-agent/mcpservers';
+const SECRETS = '/api/v1/namespaces/platform-agent/secrets';
+
+const server = (name: string, spec: McpServer['spec']): Stored => ({
+  apiVersion: 'ai.platform/v1beta1',
+  kind: 'McpServer',
+  metadata: { name, namespace: 'platform-agent' },
+  spec,
+});
+
+const secret = (name: string, data: Record<string, string>): Stored => ({
+  apiVersion: 'v1',
+  kind: 'Secret',
+  metadata: { name, namespace: 'platform-agent' },
+  data: Object.fromEntries(Object.entries(data).map(([k, v]) => [k, Buffer.from(v).toString('base64')])),
+});
+
+async function eventually<T>(what: string, read: () => T | undefined): Promise<T> {
+  for (let i = 0; i < 200; i++) {
+    const value = read();
+    if (value !== undefined) return value;
+    await new Promise((r) => setTimeout(r, 10));
+  }
+  throw new Error(`timed out waiting for ${what}`);
+}
+
+describe('ClusterSource McpServers', () => {
+  let api: FakeApi;
+  let source: ClusterSource | undefined;
+
+  afterEach(async () => {
+    await source?.stop();
+    await api.stop();
+  });
+
+  it('tells the listener every McpServer at start and on change, with their Secrets watched by name', async () => {
+    api = new FakeApi();
+    api.set(
+      MCP_SERVERS,
+      server('code-search', {
+        url: 'http://code-search.tools.svc:8080/mcp',
+        auth: { method: 'Bearer', secretRef: { name: 'code-search-token' } },
+      }),
+    );
+    api.set(SECRETS, secret('code-search-token', { token: 'tok-1' }));
+    api.set(SECRETS, secret('tickets-oauth', { clientSecret: 'cs-1' }));
+    const told: string[][] = [];
+    source = new ClusterSource({
+      kubeConfig: await api.start(),
+      routes: new RouteTable(),
+      keys: new ApiKeys(),
+      onMcpServers: (servers) => told.push(servers.map((s) => s.metadata.name ?? '').sort()),
+    });
+    await source.start();
+    expect(source.ready()).toBe(true);
+    expect(told).toEqual([['code-search']]);
+    expect(source.secret('code-search-token').data?.token).toBe(Buffer.from('tok-1').toString('base64'));
+    // Not named by any McpServer yet: not watched, so not seen.
+    expect(source.secret('tickets-oauth').data).toBeUndefined();
+
+    api.set(
+      MCP_SERVERS,
+      server('tickets', {
+        url: 'https://mcp.tickets.example.com/mcp',
+        auth: {
+          method: 'OAuthClientCredentials',
+          tokenUrl: 'https://auth.tickets.example.com/oauth2/token',
+          clientId: 'gateway',
+          secretRef: { name: 'tickets-oauth' },
+        },
+      }),
+    );
+    await eventually('the second server', () => (told.length === 2 ? told : undefined));
+    expect(told[1]).toEqual(['code-search', 'tickets']);
+    // By the time the listener hears of a server, its Secret is read.
+    expect(source.secret('tickets-oauth').data?.clientSecret).toBe(Buffer.from('cs-1').toString('base64'));
+  });
+});
