@@ -7,6 +7,7 @@ import type { Hono } from 'hono';
 import { type Catalog, catalogModel, loadCatalog, parallelSlots } from '../crds/catalog/catalog.js';
 import { ACCESS_KEY_ID_KEY, PRODUCT_VERSION, SECRET_ACCESS_KEY_KEY } from '../crds/constants.js';
 import type { ProviderType } from '../crds/external-provider.js';
+import { MCP_CLIENT_SECRET_KEY, MCP_TOKEN_KEY, mcpAuthProvider } from '../crds/mcp/auth.js';
 import { errorMessage, jsonLogger, type Logger } from '../crds/observability/log.js';
 import { type MetricsServer, serveMetrics } from '../crds/observability/metrics-server.js';
 import { LOAD_PATH } from '../crds/observability/proxy-load.js';
@@ -168,13 +169,23 @@ export async function composeGateway(config: GatewayConfig = {}, parts: Partial<
   const catalog = parts.catalog ?? loadCatalog();
   const routes = parts.routes ?? new RouteTable();
   const keys = parts.keys ?? new ApiKeys();
-  const mcpServers = parts.mcpServers ?? new McpServerTable();
+  // Secrets are read when a call needs a token: the source that holds them is loaded below.
+  let secretOf: (name: string) => SecretLookup | undefined = () => undefined;
+  const mcpServers = parts.mcpServers ?? new McpServerTable((server) => mcpAuthProvider(server, (n) => secretOf(n)));
   // Budget objects arrive from the source before the guard that checks them exists.
   let tagBudgets: TagBudget[] = [];
   let onBudgets = (b: TagBudget[]) => {
     tagBudgets = b;
   };
-  const resources = await loadResources(config, { routes, keys, catalog, log, onBudgets: (b) => onBudgets(b) });
+  const resources = await loadResources(config, {
+    routes,
+    keys,
+    catalog,
+    log,
+    onBudgets: (b) => onBudgets(b),
+    mcpServers,
+  });
+  secretOf = providerSecrets(config, resources.source);
   const tracer = parts.tracer ?? (await tracerFromEnv(env, PRODUCT_VERSION));
   const timeouts = config.timeouts ?? DEFAULT_TIMEOUTS;
   const state = { notReady: false, closing: false };
@@ -372,6 +383,7 @@ async function loadResources(
     catalog: Catalog;
     log: Logger;
     onBudgets: (budgets: TagBudget[]) => void;
+    mcpServers: McpServerTable;
   },
 ): Promise<{ source?: ClusterSource; tagBudgets: TagBudget[] }> {
   const source = config.source;
@@ -386,6 +398,7 @@ async function loadResources(
       ),
     );
     into.keys.replaceAll(standaloneKeys(resources.apiKeys, readFileSync(source.keysFile, 'utf8')));
+    into.mcpServers.set(resources.mcpServers);
     if (into.keys.size === 0) throw new ConfigError(`${source.keysFile} holds no API key`);
     return { tagBudgets: resources.budgets.flatMap((b) => tagBudgetOf(b) ?? []) };
   }
@@ -397,6 +410,7 @@ async function loadResources(
     contextOf: (md) => catalogModel(into.catalog, md.spec.model, md.spec.engine)?.serving.contextLength,
     ...(source.keysSecret ? { keysSecret: source.keysSecret } : {}),
     onBudgets: into.onBudgets,
+    onMcpServers: (servers) => into.mcpServers.set(servers),
     onError: (err) => into.log.warn('watch failed, retrying', { error: errorMessage(err) }),
     ...(config.env ? { env: config.env } : {}),
   });
@@ -494,8 +508,9 @@ function composeBackends(
 }
 
 /**
- * Keys of providers: the watched Secrets in a cluster; standalone, files laid out like a mounted
- * Secret (<secrets-dir>/<secret name>/accessKeyId and /secretAccessKey, or /apiKey).
+ * Keys of providers and MCP servers: the watched Secrets in a cluster; standalone, files laid out
+ * like a mounted Secret (<secrets-dir>/<secret name>/accessKeyId and /secretAccessKey, /apiKey,
+ * /token, /clientSecret).
  */
 function providerSecrets(
   config: GatewayConfig,
@@ -505,7 +520,7 @@ function providerSecrets(
     if (source) return source.secret(name);
     if (!config.secretsDir) return undefined;
     const data: Record<string, string> = {};
-    for (const key of [ACCESS_KEY_ID_KEY, SECRET_ACCESS_KEY_KEY, API_KEY_KEY]) {
+    for (const key of [ACCESS_KEY_ID_KEY, SECRET_ACCESS_KEY_KEY, API_KEY_KEY, MCP_TOKEN_KEY, MCP_CLIENT_SECRET_KEY]) {
       try {
         data[key] = readFileSync(join(config.secretsDir, name, key)).toString('base64');
       } catch {

@@ -1453,8 +1453,8 @@ function validateConversation(body: unknown): string | undefined {
 
 /**
  * The tool call the double's model makes: when the request gives tools and the conversation does
- * not end with tool results, it calls the chosen tool (the named one, else the first), with every
- * required string property of its schema filled in.
+ * not end with tool results, it calls the chosen tool (tool_choice's, else one the last user
+ * message names, else the first), with every required string property of its schema filled in.
  */
 function toolCall(
   plan: ConversePlan,
@@ -1469,7 +1469,15 @@ function toolCall(
     last.content.some((b) => isRecord(b) && b.toolResult !== undefined);
   if (answered) return undefined;
   const choice = plan.tools.choice;
-  const spec = typeof choice === 'object' ? plan.tools.specs.find((t) => t.name === choice.tool) : plan.tools.specs[0];
+  // Like a model told which tool to use: the one the last user message names, else the first.
+  const said =
+    isRecord(last) && Array.isArray(last.content)
+      ? last.content.map((b) => (isRecord(b) && typeof b.text === 'string' ? b.text : '')).join(' ')
+      : '';
+  const spec =
+    typeof choice === 'object'
+      ? plan.tools.specs.find((t) => t.name === choice.tool)
+      : (plan.tools.specs.find((t) => said.includes(t.name)) ?? plan.tools.specs[0]);
   if (!spec) return undefined;
   const input: Record<string, unknown> = {};
   const props = isRecord(spec.schema.properties) ? spec.schema.properties : {};

@@ -36,6 +36,10 @@ export interface AgentGatewayOptions {
   providerAliases?: Array<{ name: string; model: string }>;
   /** Ollama models besides the e2e model, made from it with parameters (/api/create), with their aliases. */
   variants?: Array<{ model: string; parameters: Record<string, number>; aliases?: string[] }>;
+  /** More resource documents for the config file (ApiKeys, McpServers), as YAML. */
+  documents?: string[];
+  /** `<ApiKey name>=<key>` lines of the keys file, besides `key` (a key of no ApiKey). */
+  namedKeys?: Record<string, string>;
 }
 
 export interface AgentGateway {
@@ -108,9 +112,11 @@ export async function startAgentGateway(o: AgentGatewayOptions): Promise<AgentGa
       deployment('smollm2', OLLAMA_MODEL),
       ...(o.variants ?? []).map((v, i) => deployment(`variant-${i}`, v.model, v.aliases)),
       provider,
+      ...(o.documents ?? []),
     ].join('\n---\n'),
   );
-  writeFileSync(join(dir, 'keys.txt'), `${o.key}\n`);
+  const named = Object.entries(o.namedKeys ?? {}).map(([name, key]) => `${name}=${key}\n`);
+  writeFileSync(join(dir, 'keys.txt'), `${o.key}\n${named.join('')}`);
   mkdirSync(join(dir, 'secrets', 'aws-keys'), { recursive: true });
   writeFileSync(join(dir, 'secrets', 'aws-keys', 'accessKeyId'), ACCESS_KEY.id);
   writeFileSync(join(dir, 'secrets', 'aws-keys', 'secretAccessKey'), ACCESS_KEY.secret);
