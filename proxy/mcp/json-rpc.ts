@@ -87,7 +87,10 @@ export function parseClientMessage(body: string): ClientMessage | RpcErrorAnswer
   if (Array.isArray(json)) {
     return errorAnswer(
       null,
-      new RpcError(RPC.invalidRequest, 'Invalid Request: send one JSON-RPC message per POST (this gateway takes no batches)'),
+      new RpcError(
+        RPC.invalidRequest,
+        'Invalid Request: send one JSON-RPC message per POST (this gateway takes no batches)',
+      ),
     );
   }
   const id = isObject(json) && (typeof json.id === 'string' || typeof json.id === 'number') ? json.id : null;

@@ -13,8 +13,8 @@ import {
   parseClientMessage,
   RPC,
   type RpcAnswer,
-  type RpcErrorAnswer,
   RpcError,
+  type RpcErrorAnswer,
   type RpcNotification,
   type RpcRequest,
 } from './json-rpc.js';
@@ -108,7 +108,10 @@ function admitCaller(deps: McpGatewayDeps, req: IncomingMessage): Caller {
   const caller = authenticate(deps.keys, { apiKey: header('x-api-key'), authorization: header('authorization') });
   if (caller instanceof ProxyError) throw refuse(401, RPC.gateway, caller.message, { 'WWW-Authenticate': 'Bearer' });
   if (deps.draining()) {
-    throw refuse(503, RPC.gateway, 'this gateway replica is shutting down; retry', { 'Retry-After': '1', connection: 'close' });
+    throw refuse(503, RPC.gateway, 'this gateway replica is shutting down; retry', {
+      'Retry-After': '1',
+      connection: 'close',
+    });
   }
   deps.onCaller?.(caller);
   return caller;
@@ -135,13 +138,18 @@ async function post(deps: McpGatewayDeps, req: IncomingMessage, res: ServerRespo
   if ('jsonrpc' in parsed) throw new HttpRefusal(400, parsed);
   const version = header('mcp-protocol-version');
   if (version !== undefined && !VERSIONS.includes(version)) {
-    throw refuse(400, RPC.invalidRequest, `Unsupported MCP-Protocol-Version ${version.slice(0, 40)}; supported: ${VERSIONS.join(', ')}`);
+    throw refuse(
+      400,
+      RPC.invalidRequest,
+      `Unsupported MCP-Protocol-Version ${version.slice(0, 40)}; supported: ${VERSIONS.join(', ')}`,
+    );
   }
   if (parsed.kind === 'request' && parsed.message.method === 'initialize') {
     return initialize(deps, res, p, parsed.message);
   }
   const sessionId = header('mcp-session-id');
-  if (!sessionId) throw refuse(400, RPC.invalidRequest, 'Bad Request: Mcp-Session-Id header is required (initialize first)');
+  if (!sessionId)
+    throw refuse(400, RPC.invalidRequest, 'Bad Request: Mcp-Session-Id header is required (initialize first)');
   const session = deps.sealer.open(sessionId);
   if (!session || session.key !== p.caller.keyHashPrefix) {
     throw refuse(404, RPC.gateway, 'Session not found: it ended or expired; initialize a new one');
@@ -159,12 +167,19 @@ async function post(deps: McpGatewayDeps, req: IncomingMessage, res: ServerRespo
     return;
   }
   const writer = new AnswerWriter(res, headers, acceptsEventStream(header('accept')));
-  await request(deps, { req, res, writer, session, sessionId, servers, tags, bytesIn: Buffer.byteLength(body), p }, parsed.message);
+  await request(
+    deps,
+    { req, res, writer, session, sessionId, servers, tags, bytesIn: Buffer.byteLength(body), p },
+    parsed.message,
+  );
 }
 
 /** The caller's tags: the headers' merged with the key's enforced ones (no body: MCP has no tags field). */
 function tagsOf(header: (n: string) => string | undefined, caller: Caller): Tag[] {
-  const parsed = parseTags({ xTags: header('x-tags'), xGatewayTags: header('x-gateway-tags') ?? header('x-litellm-tags') });
+  const parsed = parseTags({
+    xTags: header('x-tags'),
+    xGatewayTags: header('x-gateway-tags') ?? header('x-litellm-tags'),
+  });
   if (parsed instanceof ProxyError) throw refuse(400, RPC.invalidRequest, parsed.message);
   const merged = applyEnforcedTags(parsed, caller.policy.tags);
   if (merged instanceof ProxyError) throw refuse(403, RPC.invalidRequest, merged.message);
@@ -182,7 +197,12 @@ function sessionServers(deps: McpGatewayDeps, session: McpSession, p: Post): Map
   return out;
 }
 
-function onNotification(n: RpcNotification, session: McpSession, sessionId: string, servers: Map<string, McpTarget>): void {
+function onNotification(
+  n: RpcNotification,
+  session: McpSession,
+  sessionId: string,
+  servers: Map<string, McpTarget>,
+): void {
   if (n.method !== 'notifications/cancelled') return;
   const requestId = n.params?.requestId;
   if (typeof requestId !== 'string' && typeof requestId !== 'number') return;
@@ -209,12 +229,16 @@ async function initialize(deps: McpGatewayDeps, res: ServerResponse, p: Post, re
   const targets =
     p.where.server === undefined
       ? deps.servers.forKey(p.caller.policy)
-      : [deps.servers.get(p.where.server)].filter((t): t is McpTarget => t !== undefined && mayUseServer(p.caller.policy, t.name));
+      : [deps.servers.get(p.where.server)].filter(
+          (t): t is McpTarget => t !== undefined && mayUseServer(p.caller.policy, t.name),
+        );
   if (p.where.server !== undefined && targets.length === 0) {
     throw refuse(404, RPC.gateway, `no MCP server ${p.where.server} for this key`);
   }
   const clientInfo = isObject(params.clientInfo) ? params.clientInfo : {};
-  const opened = await Promise.all(targets.map((t) => openUpstream(deps, t, version, clientInfo).catch((err: unknown) => err)));
+  const opened = await Promise.all(
+    targets.map((t) => openUpstream(deps, t, version, clientInfo).catch((err: unknown) => err)),
+  );
   const upstream: Record<string, UpstreamSession> = {};
   let single: JsonObject | undefined;
   for (const [i, t] of targets.entries()) {
@@ -225,7 +249,10 @@ async function initialize(deps: McpGatewayDeps, res: ServerResponse, p: Post, re
     single = r.result;
   }
   if (p.where.server !== undefined && !single) {
-    const err = opened[0] instanceof RpcError ? opened[0] : new RpcError(RPC.gateway, `MCP server ${p.where.server} is not reachable`);
+    const err =
+      opened[0] instanceof RpcError
+        ? opened[0]
+        : new RpcError(RPC.gateway, `MCP server ${p.where.server} is not reachable`);
     throw new HttpRefusal(502, errorAnswer(req.id, err));
   }
   const session: McpSession = { key: p.caller.keyHashPrefix, version, upstream, began: Math.floor(Date.now() / 1000) };
@@ -240,7 +267,11 @@ async function initialize(deps: McpGatewayDeps, res: ServerResponse, p: Post, re
       : {
           protocolVersion: version,
           capabilities: FEDERATED_CAPABILITIES,
-          serverInfo: { name: 'platform-ai-optimizer', title: 'Platform AI Optimizer MCP gateway', version: PRODUCT_VERSION },
+          serverInfo: {
+            name: 'platform-ai-optimizer',
+            title: 'Platform AI Optimizer MCP gateway',
+            version: PRODUCT_VERSION,
+          },
           instructions: `Tools of ${Object.keys(upstream).length} MCP servers (${Object.keys(upstream).join(', ')}), each named <server>_<tool>.`,
         };
   const writer = new AnswerWriter(res, { ...p.base, 'mcp-session-id': deps.sealer.seal(session) }, false);
@@ -377,7 +408,12 @@ async function governToolCall(
     arguments: params.arguments,
   });
   const finish = (answer: RpcAnswer, reason?: string) =>
-    end({ answer, bytesOut: s.writer.bytes + Buffer.byteLength(JSON.stringify(answer)), stream: s.writer.isStream, ...(reason ? { reason } : {}) });
+    end({
+      answer,
+      bytesOut: s.writer.bytes + Buffer.byteLength(JSON.stringify(answer)),
+      stream: s.writer.isStream,
+      ...(reason ? { reason } : {}),
+    });
   if (known) {
     const wait = await admitToolCall(deps, s.p.caller, known.server, known.name);
     if (wait > 0) {
@@ -393,7 +429,13 @@ async function governToolCall(
 }
 
 /** DELETE: the session ends here and on its servers; its id is refused from now on (404). */
-async function end(deps: McpGatewayDeps, req: IncomingMessage, res: ServerResponse, caller: Caller, base: Record<string, string>): Promise<void> {
+async function end(
+  deps: McpGatewayDeps,
+  req: IncomingMessage,
+  res: ServerResponse,
+  caller: Caller,
+  base: Record<string, string>,
+): Promise<void> {
   const sessionId = headerOf(req)('mcp-session-id');
   if (!sessionId) throw refuse(400, RPC.invalidRequest, 'Bad Request: Mcp-Session-Id header is required');
   const session = deps.sealer.open(sessionId);

@@ -1,7 +1,15 @@
 import type { Caller } from '../access/auth.js';
-import { isObject, type JsonObject, RPC, type RpcAnswer, type RpcNotification, RpcError, type RpcRequest } from './json-rpc.js';
+import {
+  isObject,
+  type JsonObject,
+  RPC,
+  type RpcAnswer,
+  RpcError,
+  type RpcNotification,
+  type RpcRequest,
+} from './json-rpc.js';
 import type { Naming } from './naming.js';
-import { mayUseTool, type McpTarget } from './servers.js';
+import { type McpTarget, mayUseTool } from './servers.js';
 import type { McpSession } from './session.js';
 import { exchange } from './upstream.js';
 

@@ -68,7 +68,10 @@ export function toolBucket(caller: Caller, server: string, tool: string): string
 export async function admitToolCall(deps: ToolCallDeps, caller: Caller, server: string, tool: string): Promise<number> {
   const own = caller.policy.mcp?.toolRateLimit;
   const rate: RateLimit = own
-    ? { requestsPerSecond: own.requestsPerSecond, burst: own.burst ?? Math.max(1, Math.ceil(2 * own.requestsPerSecond)) }
+    ? {
+        requestsPerSecond: own.requestsPerSecond,
+        burst: own.burst ?? Math.max(1, Math.ceil(2 * own.requestsPerSecond)),
+      }
     : (caller.policy.rate ?? deps.rateLimit);
   if (rate.requestsPerSecond <= 0) return 0;
   const verdict = await deps.limiter.admit(toolBucket(caller, server, tool), { requests: rate });
@@ -141,6 +144,9 @@ const rpcErrorName = (code: number): string =>
   )[code] ?? 'server_error';
 
 function payloadOf(args: unknown, answer: RpcAnswer): string {
-  const text = JSON.stringify({ arguments: args ?? null, ...('result' in answer ? { result: answer.result as JsonObject } : { error: answer.error }) });
+  const text = JSON.stringify({
+    arguments: args ?? null,
+    ...('result' in answer ? { result: answer.result as JsonObject } : { error: answer.error }),
+  });
   return text.length > PAYLOAD_MAX ? `${text.slice(0, PAYLOAD_MAX)}...` : text;
 }

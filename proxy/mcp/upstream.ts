@@ -4,8 +4,8 @@ import {
   type JsonObject,
   RPC,
   type RpcAnswer,
-  type RpcNotification,
   RpcError,
+  type RpcNotification,
   type RpcRequest,
 } from './json-rpc.js';
 import type { McpTarget } from './servers.js';
@@ -61,7 +61,12 @@ export async function exchange(x: Exchange): Promise<ExchangeResult> {
     ...(x.session?.id ? { sessionId: x.session.id } : {}),
     ...(x.session ? { protocolVersion: x.session.version } : {}),
     // A broken stream is the caller's error to hear at once, not one to retry behind its back.
-    reconnectionOptions: { maxRetries: 0, initialReconnectionDelay: 1000, maxReconnectionDelay: 1000, reconnectionDelayGrowFactor: 1 },
+    reconnectionOptions: {
+      maxRetries: 0,
+      initialReconnectionDelay: 1000,
+      maxReconnectionDelay: 1000,
+      reconnectionDelayGrowFactor: 1,
+    },
     fetch: boundedFetch(x.maxBytes, read),
   });
   await transport.start();
@@ -84,7 +89,13 @@ export async function exchange(x: Exchange): Promise<ExchangeResult> {
         .send(x.message as Parameters<StreamableHTTPClientTransport['send']>[0], {
           requestSignal: stop,
           onRequestStreamEnd: () =>
-            reject(new UpstreamError(RPC.gateway, `MCP server ${x.target.name} closed its stream before answering`, 'closed')),
+            reject(
+              new UpstreamError(
+                RPC.gateway,
+                `MCP server ${x.target.name} closed its stream before answering`,
+                'closed',
+              ),
+            ),
         })
         .catch(fail);
     });
@@ -93,7 +104,11 @@ export async function exchange(x: Exchange): Promise<ExchangeResult> {
     // The gateway stopped waiting (timeout, or its caller gone): the server may stop working.
     if (stop.aborted) void notifyCancelled(x);
     throw read.tooLarge
-      ? new UpstreamError(RPC.gateway, `MCP server ${x.target.name} answered with more than ${x.maxBytes} bytes`, 'too_large')
+      ? new UpstreamError(
+          RPC.gateway,
+          `MCP server ${x.target.name} answered with more than ${x.maxBytes} bytes`,
+          'too_large',
+        )
       : upstreamError(x.target, err, deadline.aborted);
   } finally {
     await transport.close().catch(() => {});
@@ -106,7 +121,12 @@ export async function notify(target: McpTarget, session: UpstreamSession, messag
     ...(target.auth ? { authProvider: target.auth } : {}),
     ...(session.id ? { sessionId: session.id } : {}),
     protocolVersion: session.version,
-    reconnectionOptions: { maxRetries: 0, initialReconnectionDelay: 1000, maxReconnectionDelay: 1000, reconnectionDelayGrowFactor: 1 },
+    reconnectionOptions: {
+      maxRetries: 0,
+      initialReconnectionDelay: 1000,
+      maxReconnectionDelay: 1000,
+      reconnectionDelayGrowFactor: 1,
+    },
   });
   await transport.start();
   try {
