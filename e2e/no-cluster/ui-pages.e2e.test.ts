@@ -189,6 +189,37 @@ const ANALYTICS = {
   ],
 };
 
+/** Tool calls through /mcp by server and tool, as /v1/usage/tools answers. */
+const TOOLS = {
+  granularity: 'hour',
+  groupBy: 'tool',
+  totals: { calls: 12, errors: 1, errorRate: 1 / 12, latencyMs: lat(30, 250, 250), bytesIn: 3584, bytesOut: 1_572_864 },
+  series: [],
+  groups: [
+    {
+      server: 'everything',
+      tool: 'echo',
+      calls: 9,
+      errors: 0,
+      errorRate: 0,
+      latencyMs: lat(25, 50, 50),
+      bytesIn: 2048,
+      bytesOut: 1_572_000,
+    },
+    {
+      server: 'memory',
+      tool: 'read_graph',
+      calls: 3,
+      errors: 1,
+      errorRate: 1 / 3,
+      latencyMs: lat(100, 250, 250),
+      bytesIn: 1536,
+      bytesOut: 864,
+    },
+  ],
+  otherGroups: 0,
+};
+
 const TAGS = {
   data: [
     { key: 'team', value: 'ml', requests: 12 },
@@ -224,6 +255,12 @@ function fakeApi(seen: Seen[]): Hono {
     c.json({ ...range(c), ...(c.req.query('groupBy') === 'endpoint' ? BY_ENDPOINT : USAGE) }),
   );
   api.get('/v1/analytics', (c) => c.json({ ...range(c), ...ANALYTICS }));
+  // The tag tools:down makes the tool report fail while the model reports answer.
+  api.get('/v1/usage/tools', (c) =>
+    c.req.query('tag') === 'tools:down'
+      ? c.json({ error: { message: 'tool report down', type: 'api_error', param: null, code: null } }, 503)
+      : c.json({ ...range(c), ...TOOLS }),
+  );
   api.get('/v1/tags', (c) => c.json(TAGS));
   return api;
 }
@@ -294,6 +331,20 @@ async function tableRows(page: Page): Promise<string[][]> {
     .evaluateAll((rows) => rows.map((r) => [...r.children].map((c) => (c.textContent ?? '').trim())));
 }
 
+/** The Tools table's rows, body then footer (the total). */
+async function toolRows(page: Page): Promise<string[][]> {
+  return page
+    .getByTestId('tool-table')
+    .locator('tbody tr, tfoot tr')
+    .evaluateAll((rows) => rows.map((r) => [...r.children].map((c) => (c.textContent ?? '').trim())));
+}
+
+const TOOL_ROWS = [
+  ['everything', 'echo', '9', '0', '0.00%', '25 ms', '50 ms', '2 KiB', '1.5 MiB'],
+  ['memory', 'read_graph', '3', '1', '33.33%', '100 ms', '250 ms', '1.5 KiB', '864 B'],
+  ['Total', '', '12', '1', '8.33%', '30 ms', '250 ms', '3.5 KiB', '1.5 MiB'],
+];
+
 /** The page loaded its script and the chart library from this server and asked no other host. */
 function expectOnlyThisServer(page: Page): void {
   const log = requests.get(page);
@@ -345,6 +396,10 @@ describe('UI pages', () => {
     ).toEqual([['platform-llms/llama', 'llama3.1:8b', '1.50 h', '$0.0031', '$0.0027']]);
     expect(await page.locator('#deployments-empty').isVisible()).toBe(false);
     await expect.poll(() => page.getByTestId('error').isVisible()).toBe(false);
+    // Tool calls by MCP server and tool, with the same window and tags, under the model figures.
+    await expect.poll(() => toolRows(page)).toEqual(TOOL_ROWS);
+    expect(await page.getByTestId('tools-empty').isVisible()).toBe(false);
+    expect(last('/v1/usage/tools').query.getAll('tag')).toEqual(['team:ml']);
 
     const usage = last('/v1/usage');
     expect(usage.authorization).toBe(`Bearer ${KEY}`);
@@ -457,6 +512,30 @@ describe('UI pages', () => {
     expectOnlyThisServer(page);
   });
 
+  it('tools: calls by MCP server and tool on Analytics too; a failing tool report leaves the rest of the page alone', async () => {
+    const page = await openPage('/ui/analytics');
+    await page.getByTestId('api-key').fill(KEY);
+    await page.getByTestId('apply').click();
+    await expect.poll(() => toolRows(page)).toEqual(TOOL_ROWS);
+    const tools = last('/v1/usage/tools');
+    expect(tools.authorization).toBe(`Bearer ${KEY}`);
+    expect(tools.query.get('granularity')).toBe('hour');
+    // Same window as the model report.
+    expect(tools.query.get('from')).toBe(last('/v1/analytics').query.get('from'));
+    expect(tools.query.get('to')).toBe(last('/v1/analytics').query.get('to'));
+    await page.screenshot({ path: `${OUT}ui-tools.png`, fullPage: true });
+
+    await page.getByTestId('tag-filter').fill('tools:down');
+    await page.getByTestId('apply').click();
+    await expect
+      .poll(() => page.getByTestId('tools-empty').textContent())
+      .toBe('No tool report: /v1/usage/tools failed (HTTP 503): tool report down');
+    expect(await toolRows(page)).toEqual([]);
+    expect(await text(page, 'total-requests')).toBe('10');
+    expect(await page.getByTestId('error').isVisible()).toBe(false);
+    expectOnlyThisServer(page);
+  });
+
   it("shows the API's error message in the alert, and a malformed tag before any request", async () => {
     const page = await openPage('/ui/usage');
     const alert = page.getByRole('alert');
@@ -467,6 +546,8 @@ describe('UI pages', () => {
     expect(await alert.textContent()).toBe('/v1/usage failed (HTTP 401): invalid API key');
     expect(await page.getByTestId('error').textContent()).toContain('invalid API key');
     expect(await text(page, 'total-requests')).toBe('–');
+    expect(await page.getByTestId('tools-empty').textContent()).toBe('No data: see the error above.');
+    expect(await toolRows(page)).toEqual([]);
     expect(last('/v1/usage').authorization).toBe('Bearer sk-wrong');
     await page.screenshot({ path: `${OUT}ui-error.png` });
 

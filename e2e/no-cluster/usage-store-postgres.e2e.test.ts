@@ -2,7 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Tag } from '../../proxy/endpoints/tags.js';
 import { MIGRATIONS, PostgresUsageStore } from '../../proxy/usage/postgres-store.js';
 import { type Postgres, startPostgres } from '../postgres/server.js';
-import { range, rec, T0, tag, usageStoreContract } from '../support/usage-store-contract.js';
+import { range, rec, T0, tag, toolCall, usageStoreContract } from '../support/usage-store-contract.js';
 
 /**
  * The UsageStore contract on a real PostgreSQL server (Debian's package; one server per run of
@@ -54,6 +54,34 @@ describe('PostgreSQL schema', () => {
     expect((await store.usage({ ...q, team: 'ml' })).totals.requests).toBe(1);
     expect((await store.usage({ ...q, team: '' })).totals.requests).toBe(1);
     expect((await store.usage({ ...q, tags: [tag('team', 'ml'), tag('project', 'a')] })).totals.requests).toBe(1);
+    await store.close();
+  });
+
+  it('a database of before tool calls (migration 4) gets their bytes and payloads, rows of before having none', async () => {
+    pg?.psql('CREATE DATABASE migrate_v4');
+    pg?.psql(
+      `CREATE TABLE usage_migrations (version integer PRIMARY KEY, applied_at timestamptz NOT NULL DEFAULT now());
+      ${MIGRATIONS.slice(0, 4).join(';\n')};
+      INSERT INTO usage_migrations (version) VALUES (1), (2), (3), (4);
+      CREATE TABLE usage_requests_20261120 PARTITION OF usage_requests
+        FOR VALUES FROM (${Date.parse('2026-11-20T00:00:00Z')}) TO (${Date.parse('2026-11-21T00:00:00Z')});
+      INSERT INTO usage_requests (ts, request_id, key_prefix, model, provider, tags, prompt, completion, cost, savings,
+        latency_ms, status, stream, tokens_counted, unpriced, endpoint)
+        VALUES (${T0}, 'old', 'k', 'echo', 'everything', '{}', 0, 0, 0, 0, 40, 200, false, false, false, 'mcp');
+      INSERT INTO usage_rollup (hour, model, endpoint, provider, tag_key, tag_value, requests, errors, prompt, completion,
+        cost, savings, b6) VALUES (${T0}, 'echo', 'mcp', 'everything', '', '', 1, 0, 0, 0, 0, 0, 1);`,
+      'migrate_v4',
+    );
+    const store = await PostgresUsageStore.open(pg?.url.replace(/\/postgres$/, '/migrate_v4') ?? '');
+    await store.insert([toolCall({ at: T0 + 1000, bytesIn: 7, bytesOut: 9, payload: '{}' })]);
+    const r = await store.tools({ ...range, granularity: 'day', groupBy: 'tool', tags: [] });
+    expect(r.groups).toMatchObject([{ server: 'everything', tool: 'echo', calls: 2, bytesIn: 7, bytesOut: 9 }]);
+    const [fresh, before] = await store.toolCalls({ ...range, tags: [] });
+    expect(fresh).toMatchObject({ bytesIn: 7, bytesOut: 9, payload: '{}' });
+    expect(before?.requestId).toBe('old');
+    expect(before && ('bytesIn' in before || 'payload' in before)).toBe(false);
+    // Tool calls stay out of the model reports.
+    expect((await store.usage({ ...range, granularity: 'day', groupBy: 'model', tags: [] })).totals.requests).toBe(0);
     await store.close();
   });
 

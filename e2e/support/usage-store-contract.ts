@@ -3,8 +3,11 @@ import type { Tag } from '../../proxy/endpoints/tags.js';
 import {
   type GpuTimeRow,
   HOUR,
+  MAX_PAYLOAD_BYTES,
+  PAYLOAD_CUT,
   percentileFromHistogram,
   type StoredUsage,
+  type ToolQuery,
   type UsageStore,
 } from '../../proxy/usage/store.js';
 
@@ -37,6 +40,39 @@ export function rec(o: Partial<StoredUsage> & { at: number; tags?: Tag[] }): Sto
   };
 }
 export const tag = (key: string, value: string): Tag => ({ key, value });
+
+/** A tool call's record as proxy/mcp/ writes it: endpoint mcp, the McpServer as provider, the tool as model, no tokens. */
+export function toolCall(o: {
+  at: number;
+  server?: string;
+  tool?: string;
+  tags?: Tag[];
+  team?: string;
+  status?: number;
+  latencyMs?: number;
+  bytesIn?: number;
+  bytesOut?: number;
+  payload?: string;
+}): StoredUsage {
+  return {
+    ...rec({
+      at: o.at,
+      model: o.tool ?? 'echo',
+      provider: o.server ?? 'everything',
+      endpoint: 'mcp',
+      promptTokens: 0,
+      completionTokens: 0,
+      costUsd: 0,
+      ...(o.tags ? { tags: o.tags } : {}),
+      ...(o.team !== undefined ? { team: o.team } : {}),
+      ...(o.status !== undefined ? { status: o.status } : {}),
+      ...(o.latencyMs !== undefined ? { latencyMs: o.latencyMs } : {}),
+    }),
+    bytesIn: o.bytesIn ?? 100,
+    bytesOut: o.bytesOut ?? 200,
+    ...(o.payload !== undefined ? { payload: o.payload } : {}),
+  };
+}
 
 /**
  * GPU minutes as a proxy's ledger writes them: `count` minutes from `start`, `replicas` up at
@@ -275,6 +311,223 @@ export function usageStoreContract(KINDS: Array<[string, () => Promise<Opened>]>
       expect(await store.count()).toBe(3);
       const r = await store.usage({ ...range, granularity: 'day', groupBy: 'team', tags: [] });
       expect(r.groups).toMatchObject([{ group: 'ml', requests: 3 }]);
+      await store.close();
+    });
+  });
+
+  describe.each(KINDS)('UsageStore on %s with tool calls (MCP)', (_kind, open) => {
+    const day = { ...range, granularity: 'day' as const, groupBy: 'tool' as const, tags: [] as Tag[] };
+    async function calls(): Promise<UsageStore> {
+      const { store } = await open();
+      await store.insert([
+        toolCall({ at: T0, tags: [tag('team', 'ml'), tag('agent', 'claude-code')], team: 'ml', latencyMs: 20 }),
+        toolCall({ at: T0 + 60_000, tags: [tag('team', 'ml')], team: 'ml', latencyMs: 20, bytesIn: 50 }),
+        toolCall({
+          at: T0 + HOUR,
+          tool: 'add',
+          tags: [tag('team', 'ml'), tag('agent', 'codex')],
+          team: 'ml',
+          status: 502,
+          latencyMs: 800,
+          bytesOut: 0,
+        }),
+        toolCall({ at: T0 + HOUR, server: 'memory', tool: 'read_graph', tags: [tag('team', 'web')], team: 'web' }),
+        // A model request beside them: in neither tool report.
+        rec({ at: T0, endpoint: 'chat', tags: [tag('team', 'ml')], team: 'ml' }),
+      ]);
+      return store;
+    }
+
+    it('reports calls, errors, latency and bytes per server and tool; model reports leave them out', async () => {
+      const store = await calls();
+      const r = await store.tools(day);
+      expect(r.totals).toEqual({
+        calls: 4,
+        errors: 1,
+        errorRate: 0.25,
+        latencyMs: { p50: 25, p95: 1000, p99: 1000 },
+        bytesIn: 350,
+        bytesOut: 600,
+      });
+      expect(r.groups).toEqual([
+        {
+          server: 'everything',
+          tool: 'echo',
+          calls: 2,
+          errors: 0,
+          errorRate: 0,
+          latencyMs: { p50: 25, p95: 25, p99: 25 },
+          bytesIn: 150,
+          bytesOut: 400,
+        },
+        {
+          server: 'everything',
+          tool: 'add',
+          calls: 1,
+          errors: 1,
+          errorRate: 1,
+          latencyMs: { p50: 1000, p95: 1000, p99: 1000 },
+          bytesIn: 100,
+          bytesOut: 0,
+        },
+        {
+          server: 'memory',
+          tool: 'read_graph',
+          calls: 1,
+          errors: 0,
+          errorRate: 0,
+          latencyMs: { p50: 50, p95: 50, p99: 50 },
+          bytesIn: 100,
+          bytesOut: 200,
+        },
+      ]);
+      expect(r.otherGroups).toBe(0);
+      expect(r.series.map((s) => [s.time, s.server, s.tool, s.calls])).toEqual([
+        ['2026-11-20T00:00:00Z', 'everything', 'add', 1],
+        ['2026-11-20T00:00:00Z', 'everything', 'echo', 2],
+        ['2026-11-20T00:00:00Z', 'memory', 'read_graph', 1],
+      ]);
+      const hourly = await store.tools({ ...day, granularity: 'hour' });
+      expect(hourly.series.map((s) => [s.time, s.tool, s.calls])).toEqual([
+        ['2026-11-20T10:00:00Z', 'echo', 2],
+        ['2026-11-20T11:00:00Z', 'add', 1],
+        ['2026-11-20T11:00:00Z', 'read_graph', 1],
+      ]);
+      const byServer = await store.tools({ ...day, groupBy: 'server' });
+      expect(byServer.groups.map((g) => ['tool' in g, g.server, g.calls, g.bytesIn])).toEqual([
+        [false, 'everything', 3, 250],
+        [false, 'memory', 1, 100],
+      ]);
+      // The model reports count model requests only, however grouped, from rollups or raw records.
+      const model = { ...range, granularity: 'day' as const, tags: [] as Tag[] };
+      expect((await store.usage({ ...model, groupBy: 'model' })).totals.requests).toBe(1);
+      expect((await store.analytics({ ...model, groupBy: 'endpoint' })).groups.map((g) => g.group)).toEqual(['chat']);
+      expect((await store.usage({ ...model, groupBy: 'provider', tags: [tag('team', 'ml')] })).totals.requests).toBe(1);
+      expect(
+        (await store.usage({ ...model, groupBy: 'team', tags: [tag('team', 'ml'), tag('team', 'ml')] })).totals
+          .requests,
+      ).toBe(1);
+      await store.close();
+    });
+
+    it('filters by tag (rollups and raw records alike), server, tool and team', async () => {
+      const store = await calls();
+      const sum = async (q: Partial<ToolQuery>) => {
+        const r = await store.tools({ ...day, ...q });
+        return [r.totals.calls, r.totals.errors, r.totals.bytesIn, r.totals.bytesOut];
+      };
+      expect(await sum({ tags: [tag('team', 'ml')] })).toEqual([3, 1, 250, 400]);
+      // Two tags: the raw records, same figures.
+      expect(await sum({ tags: [tag('team', 'ml'), tag('agent', 'codex')] })).toEqual([1, 1, 100, 0]);
+      expect(await sum({ tags: [tag('team', 'ml'), tag('team', 'ml')] })).toEqual([3, 1, 250, 400]);
+      const raw = await store.tools({ ...day, tags: [tag('team', 'ml'), tag('team', 'ml')] });
+      const rolled = await store.tools({ ...day, tags: [tag('team', 'ml')] });
+      expect(raw.groups).toEqual(rolled.groups);
+      expect(await sum({ server: 'memory' })).toEqual([1, 0, 100, 200]);
+      expect(await sum({ tool: 'echo' })).toEqual([2, 0, 150, 400]);
+      expect(await sum({ team: 'web' })).toEqual([1, 0, 100, 200]);
+      expect(await sum({ team: 'nobody' })).toEqual([0, 0, 0, 0]);
+      expect(await sum({ team: 'web', tags: [tag('team', 'ml'), tag('team', 'ml')] })).toEqual([0, 0, 0, 0]);
+      const none = await store.tools({ ...day, server: 'nobody' });
+      expect(none).toMatchObject({ groups: [], series: [], otherGroups: 0 });
+      expect(none.totals.latencyMs).toEqual({ p50: 0, p95: 0, p99: 0 });
+      await store.close();
+    });
+
+    it('keeps who called what, newest first, with payloads only where a key opted in, cut at 16 KiB', async () => {
+      const { store } = await open();
+      const big = JSON.stringify({ arguments: { text: 'é'.repeat(30_000) }, result: 'x' });
+      await store.insert([
+        toolCall({
+          at: T0,
+          tags: [tag('team', 'ml')],
+          team: 'ml',
+          payload: '{"arguments":{"text":"hi"},"result":"hi"}',
+        }),
+        toolCall({ at: T0 + 1000, tool: 'add', team: 'ml', payload: big }),
+        { ...toolCall({ at: T0 + 2000, server: 'memory', team: 'web', status: 500 }), errorType: 'upstream_error' },
+        rec({ at: T0 + 3000, endpoint: 'chat', team: 'ml' }),
+      ]);
+      const listed = await store.toolCalls({ ...range, tags: [] });
+      expect(listed.map((c) => [c.server, c.tool, c.team, c.status])).toEqual([
+        ['memory', 'echo', 'web', 500],
+        ['everything', 'add', 'ml', 200],
+        ['everything', 'echo', 'ml', 200],
+      ]);
+      const [memory, add, echo] = listed;
+      expect(memory).toMatchObject({ errorType: 'upstream_error', bytesIn: 100, bytesOut: 200, latencyMs: 40 });
+      expect(memory?.payload).toBeUndefined();
+      expect(echo).toEqual({
+        time: new Date(T0).toISOString(),
+        requestId: expect.any(String),
+        server: 'everything',
+        tool: 'echo',
+        team: 'ml',
+        apiKey: '',
+        keyHashPrefix: 'abc123def456',
+        tags: [tag('team', 'ml')],
+        status: 200,
+        latencyMs: 40,
+        bytesIn: 100,
+        bytesOut: 200,
+        payload: '{"arguments":{"text":"hi"},"result":"hi"}',
+      });
+      const cut = add?.payload ?? '';
+      expect(Buffer.byteLength(cut)).toBeLessThanOrEqual(MAX_PAYLOAD_BYTES);
+      expect(Buffer.byteLength(cut)).toBeGreaterThan(MAX_PAYLOAD_BYTES - 8);
+      expect(cut.endsWith(PAYLOAD_CUT)).toBe(true);
+      expect(big.startsWith(cut.slice(0, -PAYLOAD_CUT.length))).toBe(true);
+      expect((await store.toolCalls({ ...range, tags: [], limit: 1 })).map((c) => c.server)).toEqual(['memory']);
+      expect((await store.toolCalls({ ...range, tags: [], team: 'ml', tool: 'echo' })).length).toBe(1);
+      expect((await store.toolCalls({ ...range, tags: [tag('team', 'ml')] })).map((c) => c.tool)).toEqual(['echo']);
+      expect((await store.toolCalls({ ...range, tags: [], server: 'memory' })).map((c) => c.team)).toEqual(['web']);
+      // A batch written again (a retry after a lost acknowledgement) adds no call.
+      await store.insert([toolCall({ at: T0 + 4000, team: 'ml' })]);
+      const again = await store.toolCalls({ ...range, tags: [] });
+      await store.insert(
+        again.slice(0, 1).map((c) => ({ ...toolCall({ at: T0 + 4000, team: 'ml' }), requestId: c.requestId })),
+      );
+      expect((await store.toolCalls({ ...range, tags: [] })).length).toBe(4);
+      expect((await store.tools(day)).totals.calls).toBe(4);
+      await store.close();
+    });
+
+    it('counts a tool that reported its own failure (isError) as an error, from rollups and raw records alike', async () => {
+      const { store } = await open();
+      await store.insert([
+        toolCall({ at: T0, tags: [tag('team', 'ml')] }),
+        { ...toolCall({ at: T0, tags: [tag('team', 'ml')] }), errorType: 'tool_error' },
+        { ...toolCall({ at: T0, tags: [tag('team', 'ml')], status: 504 }), errorType: 'timeout' },
+      ]);
+      const rolled = await store.tools({ ...day, tags: [tag('team', 'ml')] });
+      const raw = await store.tools({ ...day, tags: [tag('team', 'ml'), tag('team', 'ml')] });
+      for (const r of [rolled, raw]) expect(r.totals).toMatchObject({ calls: 3, errors: 2, errorRate: 0.6667 });
+      await store.close();
+    });
+
+    it('folds tools past the limit into _other, and calls no server took into (unrouted)', async () => {
+      const { store } = await open();
+      const records: StoredUsage[] = [];
+      for (let t = 0; t < 8; t++) {
+        for (let i = 0; i < 8 - t; i++) records.push(toolCall({ at: T0 + i * 1000, tool: `t${t}` }));
+      }
+      // Made-up tool names, refused: one row, no tag rows.
+      for (let i = 0; i < 30; i++) {
+        records.push(toolCall({ at: T0, server: '', tool: `junk${i}`, status: 404, tags: [tag('junk', `v${i}`)] }));
+      }
+      await store.insert(records);
+      const r = await store.tools({ ...day, limit: 3 });
+      expect(r.groups.map((g) => [g.server, g.tool, g.calls])).toEqual([
+        ['', '(unrouted)', 30],
+        ['everything', 't0', 8],
+        ['everything', 't1', 7],
+        ['_other', '_other', 21],
+      ]);
+      expect(r.otherGroups).toBe(6);
+      expect(r.totals.calls).toBe(66);
+      expect(r.totals.errors).toBe(30);
+      expect((await store.tools({ ...day, limit: 100 })).otherGroups).toBe(0);
+      expect(await store.tags('junk')).toEqual([]);
       await store.close();
     });
   });

@@ -1,6 +1,7 @@
 // @ts-check
 /**
- * Browser script of the gateway's Usage and Analytics pages, served as-is by proxy/pages/pages.ts:
+ * Browser script of the gateway's Usage and Analytics pages (with their Tools table, from
+ * /v1/usage/tools), served as-is by proxy/pages/pages.ts:
  * a plain ES module so no bundler is needed; `tsc -p proxy/pages` checks it through the JSDoc types.
  * The HTML declares what a page shows (data-field / data-format attributes on the totals cards,
  * the table headers and the chart metric radios); this script fetches, formats and draws.
@@ -9,9 +10,11 @@
  */
 import uPlot from 'uplot';
 
-/** @typedef {'int' | 'usd' | 'percent' | 'ms' | 'hours'} Format */
+/** @typedef {'int' | 'usd' | 'percent' | 'ms' | 'hours' | 'bytes'} Format */
 /** @typedef {{ [key: string]: unknown }} Obj */
 /** @typedef {{ totals: Obj, series: Obj[], groups: Obj[], deployments: Obj[] }} Report */
+/** Tool calls by MCP server and tool (/v1/usage/tools): its groups and totals, or why there are none. */
+/** @typedef {{ totals: Obj, groups: Obj[] } | { error: string }} ToolReport */
 /**
  * @typedef {object} Filters
  * @property {string[]} tags
@@ -86,6 +89,8 @@ const table = el('group-table', HTMLTableElement);
 const tableEmpty = el('table-empty', HTMLElement);
 const groupLabel = el('group-label', HTMLElement);
 const groupHead = el('group-head', HTMLElement);
+const toolTable = el('tool-table', HTMLTableElement);
+const toolsEmpty = el('tools-empty', HTMLElement);
 // Only the Usage page has the in-cluster deployments' GPU time table.
 const deploymentTable = document.getElementById('deployment-table');
 const deploymentsEmpty = document.getElementById('deployments-empty');
@@ -105,10 +110,23 @@ const pctFmt = new Intl.NumberFormat(undefined, {
   maximumFractionDigits: 2,
 });
 const hoursFmt = new Intl.NumberFormat(undefined, { minimumFractionDigits: 2, maximumFractionDigits: 2 });
+const sizeFmt = new Intl.NumberFormat(undefined, { maximumFractionDigits: 1 });
+const SIZE_UNITS = ['B', 'KiB', 'MiB', 'GiB', 'TiB'];
 
 /** @param {unknown} f @returns {Format} */
 function asFormat(f) {
-  return f === 'usd' || f === 'percent' || f === 'ms' || f === 'hours' ? f : 'int';
+  return f === 'usd' || f === 'percent' || f === 'ms' || f === 'hours' || f === 'bytes' ? f : 'int';
+}
+
+/** A size in bytes, in the largest binary unit that keeps it at 1 or more (1536 -> 1.5 KiB). @param {number} v */
+function bytes(v) {
+  let unit = 0;
+  let n = v;
+  while (Math.abs(n) >= 1024 && unit < SIZE_UNITS.length - 1) {
+    n /= 1024;
+    unit++;
+  }
+  return `${unit === 0 ? intFmt.format(n) : sizeFmt.format(n)} ${SIZE_UNITS[unit]}`;
 }
 
 /**
@@ -126,6 +144,8 @@ function fmt(v, format) {
       return `${intFmt.format(Math.round(v))} ms`;
     case 'hours':
       return `${hoursFmt.format(v / 3600)} h`;
+    case 'bytes':
+      return bytes(v);
     default:
       return intFmt.format(v);
   }
@@ -213,6 +233,13 @@ function toParams(f) {
     granularity: f.granularity,
     groupBy: f.groupBy,
   });
+  for (const t of f.tags) q.append('tag', t);
+  return q;
+}
+
+/** The tool report's query: the same window and tags, a group per server and tool. @param {Filters} f */
+function toolParams(f) {
+  const q = new URLSearchParams({ from: f.from.toISOString(), to: f.to.toISOString(), granularity: f.granularity });
   for (const t of f.tags) q.append('tag', t);
   return q;
 }
@@ -314,9 +341,17 @@ function asReport(body) {
   return { totals: body.totals, series: body.series.filter(isObj), groups: body.groups.filter(isObj), deployments };
 }
 
+/** @param {unknown} body @returns {ToolReport} */
+function asToolReport(body) {
+  if (!isObj(body) || !isObj(body.totals) || !Array.isArray(body.groups)) {
+    return { error: '/v1/usage/tools answered with an unexpected shape (no totals or groups).' };
+  }
+  return { totals: body.totals, groups: body.groups.filter(isObj) };
+}
+
 // ---- rendering ----------------------------------------------------------------------------------
 
-/** @type {{ report: Report, filters: Filters } | null} */
+/** @type {{ report: Report, filters: Filters, tools: ToolReport } | null} */
 let current = null;
 /** @type {uPlot | null} */
 let plot = null;
@@ -410,6 +445,51 @@ function renderDeployments(report) {
   });
   deploymentTable.tBodies[0]?.replaceChildren(...rows);
   deploymentsEmpty.hidden = rows.length > 0;
+}
+
+/**
+ * Tool calls by server and tool. Its own note says why it is empty (no calls, no data, or its
+ * API's error: a gateway without the tool report still shows the model figures).
+ * @param {ToolReport | null} tools
+ */
+function renderTools(tools) {
+  const columns = [...toolTable.querySelectorAll('thead th[data-field]')].filter((th) => th instanceof HTMLElement);
+  /**
+   * @param {string[]} names
+   * @param {Obj} values
+   * @param {boolean} isTotal
+   */
+  const row = (names, values, isTotal) => {
+    const tr = document.createElement('tr');
+    for (const [i, name] of names.entries()) {
+      // Server and tool names come from MCP servers and callers: text, never HTML.
+      const cell = document.createElement(i === 0 ? 'th' : 'td');
+      if (cell instanceof HTMLTableCellElement && i === 0) cell.scope = 'row';
+      if (isTotal) cell.className = 'total';
+      cell.textContent = name;
+      tr.append(cell);
+    }
+    for (const col of columns) {
+      const td = document.createElement('td');
+      td.className = 'num';
+      td.textContent = fmt(pick(values, col.dataset.field ?? ''), asFormat(col.dataset.format));
+      tr.append(td);
+    }
+    return tr;
+  };
+  const name = (/** @type {unknown} */ v) => (typeof v === 'string' && v !== '' ? v : '(none)');
+  const report = tools && 'groups' in tools ? tools : null;
+  const groups = report?.groups ?? [];
+  toolTable.tBodies[0]?.replaceChildren(...groups.map((g) => row([name(g.server), name(g.tool)], g, false)));
+  toolTable.tFoot?.replaceChildren(...(report && groups.length > 1 ? [row(['Total', ''], report.totals, true)] : []));
+  if (!tools) {
+    toolsEmpty.textContent = errorBox.hidden ? 'Enter an API key and press Apply.' : 'No data: see the error above.';
+  } else if ('error' in tools) {
+    toolsEmpty.textContent = `No tool report: ${tools.error}`;
+  } else {
+    toolsEmpty.textContent = 'No tool calls through /mcp match these filters in this range.';
+  }
+  toolsEmpty.hidden = groups.length > 0;
 }
 
 /** @returns {Metric} */
@@ -543,6 +623,7 @@ function axisValue(v, format) {
   if (format === 'ms') return `${intFmt.format(v)} ms`;
   if (format === 'percent') return pctFmt.format(v);
   if (format === 'hours') return `${hoursFmt.format(v / 3600)} h`;
+  if (format === 'bytes') return bytes(v);
   return intFmt.format(v);
 }
 
@@ -573,9 +654,17 @@ async function load() {
   applyButton.disabled = true;
   document.body.setAttribute('aria-busy', 'true');
   try {
-    const report = asReport(await api(endpoint, query, controller.signal));
+    const [body, tools] = await Promise.all([
+      api(endpoint, query, controller.signal),
+      // Its failure is the Tools table's own, not the page's.
+      api('/v1/usage/tools', toolParams(filters), controller.signal).then(asToolReport, (err) => {
+        if (controller.signal.aborted) throw err;
+        return { error: messageOf(err) };
+      }),
+    ]);
+    const report = asReport(body);
     clearError();
-    current = { report, filters };
+    current = { report, filters, tools };
   } catch (err) {
     if (controller.signal.aborted) return;
     showError(messageOf(err));
@@ -590,6 +679,7 @@ async function load() {
   renderTotals(current?.report ?? null);
   renderTable(current?.report ?? null, current?.filters ?? null);
   renderDeployments(current?.report ?? null);
+  renderTools(current?.tools ?? null);
   renderChart();
 }
 

@@ -9,13 +9,13 @@ import { Hono } from 'hono';
  * (app.js, served as-is, no build step), a stylesheet and the uPlot chart library, all served by
  * the gateway itself so the pages load nothing from any other host.
  *
- * The pages hold no data: app.js calls /v1/usage, /v1/analytics and /v1/tags with the API key the
+ * The pages hold no data: app.js calls /v1/usage, /v1/analytics, /v1/usage/tools and /v1/tags with the API key the
  * user types in, so these routes need no auth. What each page shows (totals cards, table columns,
  * chart metrics) is declared here as data-* attributes; app.js is generic and reads them.
  */
 
-/** `hours`: a number of seconds, shown in hours. */
-type Format = 'int' | 'usd' | 'percent' | 'ms' | 'hours';
+/** `hours`: a number of seconds, shown in hours; `bytes`: a size, shown in B, KiB, MiB, GiB. */
+type Format = 'int' | 'usd' | 'percent' | 'ms' | 'hours' | 'bytes';
 
 interface Field {
   /** Dotted path into a totals/group/series object, e.g. `latencyMs.p95`. */
@@ -43,6 +43,23 @@ interface PageSpec {
 }
 
 /**
+ * Columns of the Tools table on both pages: tool calls through the gateway's /mcp routes by MCP
+ * server and tool (GET /v1/usage/tools), which the model figures above it leave out.
+ */
+const TOOL_COLUMNS: Field[] = [
+  { path: 'calls', label: 'Calls', format: 'int' },
+  { path: 'errors', label: 'Errors', format: 'int' },
+  { path: 'errorRate', label: 'Error rate', format: 'percent' },
+  { path: 'latencyMs.p50', label: 'p50', format: 'ms' },
+  { path: 'latencyMs.p95', label: 'p95', format: 'ms' },
+  { path: 'bytesIn', label: 'Bytes in', format: 'bytes' },
+  { path: 'bytesOut', label: 'Bytes out', format: 'bytes' },
+];
+
+const TOOLS_NOTE =
+  'Tool calls through the /mcp routes, by MCP server and tool, with the same tag and time filters. They are not counted in the model figures above (they use no tokens).';
+
+/**
  * What list and actual cost mean, beside the figures: list is tokens at a price per token, actual
  * is GPU time shared by the tokens served (proxy/usage/store.ts, gpuCostCtes).
  */
@@ -53,7 +70,7 @@ const USAGE: PageSpec = {
   name: 'usage',
   title: 'Usage',
   intro:
-    'Requests, tokens and cost of every endpoint (chat completions, completions, embeddings, Responses and Anthropic Messages), by model, endpoint, provider or tag.',
+    'Requests, tokens and cost of every endpoint (chat completions, completions, embeddings, Responses and Anthropic Messages), by model, endpoint, provider or tag; tool calls through /mcp by server and tool.',
   totals: [
     { path: 'requests', label: 'Requests', format: 'int', testId: 'total-requests' },
     { path: 'inputTokens', label: 'Input tokens', format: 'int', testId: 'total-input-tokens' },
@@ -86,7 +103,7 @@ const ANALYTICS: PageSpec = {
   name: 'analytics',
   title: 'Analytics',
   intro:
-    'Request volume, errors and latency percentiles of every endpoint (chat completions, completions, embeddings, Responses and Anthropic Messages), by model, endpoint, provider or tag.',
+    'Request volume, errors and latency percentiles of every endpoint (chat completions, completions, embeddings, Responses and Anthropic Messages), by model, endpoint, provider or tag; tool calls through /mcp by server and tool.',
   totals: [
     { path: 'costUsd', label: 'Cost (USD)', format: 'usd', testId: 'total-cost' },
     { path: 'actualCostUsd', label: 'Actual cost (USD)', format: 'usd', testId: 'total-actual-cost' },
@@ -200,6 +217,25 @@ function deploymentsPanel(columns: Field[]): string {
 `;
 }
 
+/** Tool calls by server and tool (GET /v1/usage/tools), on both pages. */
+function toolsPanel(): string {
+  const heads = TOOL_COLUMNS.map((f) => `<th scope="col" class="num" ${fieldAttrs(f)}>${esc(f.label)}</th>`).join('');
+  return `
+    <section class="panel" aria-labelledby="tools-title">
+      <h2 id="tools-title">Tools (MCP)</h2>
+      <div class="table-wrap">
+        <table id="tool-table" data-testid="tool-table">
+          <thead><tr><th scope="col">Server</th><th scope="col">Tool</th>${heads}</tr></thead>
+          <tbody></tbody>
+          <tfoot></tfoot>
+        </table>
+      </div>
+      <p id="tools-empty" data-testid="tools-empty" class="note">Enter an API key and press Apply.</p>
+      <p class="note">${esc(TOOLS_NOTE)}</p>
+    </section>
+`;
+}
+
 function renderPage(page: PageSpec): string {
   const nav = [USAGE, ANALYTICS]
     .map(
@@ -282,7 +318,7 @@ ${FILTERS}
       <p id="table-empty" class="note">Enter an API key and press Apply.</p>
       <p class="note">${esc(COST_NOTE)}</p>
     </section>
-${deployments}  </main>
+${deployments}${toolsPanel()}  </main>
 </body>
 </html>
 `;

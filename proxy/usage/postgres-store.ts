@@ -6,7 +6,10 @@ import {
   analyticsNumbers,
   answeredByRollups,
   assembleReport,
+  assembleToolReport,
   BUCKET_COLUMNS,
+  boundPayload,
+  byteCount,
   creditProviders,
   DAY,
   DEPLOYMENT_COSTS_SQL,
@@ -21,6 +24,7 @@ import {
   HOUR,
   keySpendDeltas,
   LATENCY_BUCKETS_MS,
+  latencyBucketSums,
   OTHER_GROUP,
   type Report,
   type ReportRows,
@@ -30,6 +34,18 @@ import {
   type StoredUsage,
   spendSince,
   type TagCount,
+  TOOL_ENDPOINT,
+  TOOL_ERROR_SQL,
+  type ToolCall,
+  type ToolCallQuery,
+  type ToolQuery,
+  type ToolReport,
+  type ToolRow,
+  toolCallLimit,
+  toolCallOf,
+  toolGroupKey,
+  toolGroupLimit,
+  toolsFromRollups,
   type UsageNumbers,
   type UsageQuery,
   type UsageStore,
@@ -141,7 +157,16 @@ export const MIGRATIONS: string[] = [
      busy_usd double precision NOT NULL,
      PRIMARY KEY (deployment, hour)
    );`,
+  // 5: tool calls through the MCP routes (endpoint 'mcp'). Records carry the sizes of the JSON-RPC
+  // request and answer and, for keys that opt in, the call's arguments and result (cut at 16 KiB);
+  // none for model requests and rows of before. Rollups sum the sizes for the tool report.
+  `ALTER TABLE usage_requests ADD COLUMN bytes_in bigint, ADD COLUMN bytes_out bigint, ADD COLUMN payload text;
+   ALTER TABLE usage_rollup ADD COLUMN bytes_in bigint NOT NULL DEFAULT 0,
+     ADD COLUMN bytes_out bigint NOT NULL DEFAULT 0;`,
 ];
+
+/** A LIMIT known to be a small whole number (a bound, never caller text). */
+const groupLimitLiteral = (n: number): string => String(Math.max(1, Math.trunc(n)));
 
 const GPU_TABLES = { gpuTime: 'usage_gpu_time', gpuHour: 'usage_gpu_hour', rollup: 'usage_rollup' };
 
@@ -327,7 +352,7 @@ export class PostgresUsageStore implements UsageStore {
 
   private async write(tx: Client, records: StoredUsage[]): Promise<void> {
     const inserted = new Set<string>();
-    // Multi-row inserts of at most 1000 rows (19 parameters each, under the 65535 limit).
+    // Multi-row inserts of at most 1000 rows (23 parameters each, under the 65535 limit).
     for (let i = 0; i < records.length; i += 1000) {
       const chunk = records.slice(i, i + 1000);
       const values = chunk.map((r) => [
@@ -351,11 +376,15 @@ export class PostgresUsageStore implements UsageStore {
         r.team ?? '',
         r.apiKey ?? '',
         r.endpoint ?? '',
+        byteCount(r.bytesIn),
+        byteCount(r.bytesOut),
+        r.payload === undefined ? null : boundPayload(r.payload),
       ]);
       const { rows } = await tx.query<{ request_id: string; ts: string }>(
         `INSERT INTO usage_requests (ts, request_id, key_prefix, model, provider, tags, prompt, completion, cost,
-           savings, latency_ms, ttft_ms, status, error_type, stream, tokens_counted, unpriced, team, api_key, endpoint)
-         VALUES ${placeholders(values.length, 20)} ON CONFLICT DO NOTHING RETURNING request_id, ts::text`,
+           savings, latency_ms, ttft_ms, status, error_type, stream, tokens_counted, unpriced, team, api_key, endpoint,
+           bytes_in, bytes_out, payload)
+         VALUES ${placeholders(values.length, 23)} ON CONFLICT DO NOTHING RETURNING request_id, ts::text`,
         values.flat(),
       );
       for (const d of rows) inserted.add(`${d.request_id}|${d.ts}`);
@@ -382,6 +411,8 @@ export class PostgresUsageStore implements UsageStore {
       'completion',
       'cost',
       'savings',
+      'bytes_in',
+      'bytes_out',
       ...BUCKET_COLUMNS,
     ];
     for (let i = 0; i < deltas.length; i += 500) {
@@ -401,6 +432,8 @@ export class PostgresUsageStore implements UsageStore {
           d.completion,
           d.cost,
           d.savings,
+          d.bytesIn,
+          d.bytesOut,
           ...BUCKET_COLUMNS.map((c) => Number(d[c] ?? 0)),
         ]);
       await tx.query(
@@ -561,6 +594,8 @@ export class PostgresUsageStore implements UsageStore {
     const where = [
       `hour >= ${query.bind(Math.floor(q.from.getTime() / HOUR) * HOUR)}`,
       `hour < ${query.bind(q.to.getTime())}`,
+      // Tool calls are not model requests: the tool report has them (tools()).
+      `endpoint != ${query.bind(TOOL_ENDPOINT)}`,
     ];
     if (q.team !== undefined) where.push(`team = ${query.bind(q.team)}`);
     const filter = q.tags[0];
@@ -593,7 +628,11 @@ export class PostgresUsageStore implements UsageStore {
   private async rawRows(q: UsageQuery, read: Read): Promise<Omit<ReportRows, 'deployments'>> {
     const query = new Query();
     const size = q.granularity === 'day' ? DAY : HOUR;
-    const where = [`ts >= ${query.bind(q.from.getTime())}`, `ts < ${query.bind(q.to.getTime())}`];
+    const where = [
+      `ts >= ${query.bind(q.from.getTime())}`,
+      `ts < ${query.bind(q.to.getTime())}`,
+      `endpoint != ${query.bind(TOOL_ENDPOINT)}`,
+    ];
     if (q.team !== undefined) where.push(`team = ${query.bind(q.team)}`);
     // The GIN index answers "carries every one of these tags" in one step.
     if (q.tags.length > 0) where.push(`tags @> ${query.bind(q.tags.map((t) => `${t.key}:${t.value}`))}`);
@@ -674,6 +713,101 @@ export class PostgresUsageStore implements UsageStore {
 
   async analytics(q: UsageQuery): Promise<Report<AnalyticsNumbers>> {
     return assembleReport(q, await this.rows(q), analyticsNumbers);
+  }
+
+  /** Conditions on the raw records selecting the tool calls of a query, bound into `query`. */
+  private toolFilter(
+    q: Pick<ToolCallQuery, 'from' | 'to' | 'tags' | 'server' | 'tool' | 'team'>,
+    query: Query,
+  ): string[] {
+    const where = [
+      `ts >= ${query.bind(q.from.getTime())}`,
+      `ts < ${query.bind(q.to.getTime())}`,
+      `endpoint = ${query.bind(TOOL_ENDPOINT)}`,
+    ];
+    if (q.tags.length > 0) where.push(`tags @> ${query.bind(q.tags.map((t) => `${t.key}:${t.value}`))}`);
+    if (q.server !== undefined) where.push(`provider = ${query.bind(q.server)}`);
+    if (q.tool !== undefined) where.push(`model = ${query.bind(q.tool)}`);
+    if (q.team !== undefined) where.push(`team = ${query.bind(q.team)}`);
+    return where;
+  }
+
+  /** As in the SQLite store: the rollups' tool rows, or the raw records under several tags; folded past the limit. */
+  async tools(q: ToolQuery): Promise<ToolReport> {
+    await this.ensureSchema();
+    const query = new Query();
+    const size = q.granularity === 'day' ? DAY : HOUR;
+    let source: string;
+    let time: string;
+    let count: string;
+    let sums: string;
+    if (toolsFromRollups(q)) {
+      const where = [
+        `hour >= ${query.bind(Math.floor(q.from.getTime() / HOUR) * HOUR)}`,
+        `hour < ${query.bind(q.to.getTime())}`,
+        `endpoint = ${query.bind(TOOL_ENDPOINT)}`,
+      ];
+      const filter = q.tags[0];
+      if (filter) where.push(`tag_key = ${query.bind(filter.key)}`, `tag_value = ${query.bind(filter.value)}`);
+      else where.push("tag_key = ''");
+      if (q.server !== undefined) where.push(`provider = ${query.bind(q.server)}`);
+      if (q.tool !== undefined) where.push(`model = ${query.bind(q.tool)}`);
+      if (q.team !== undefined) where.push(`team = ${query.bind(q.team)}`);
+      source = `FROM usage_rollup WHERE ${where.join(' AND ')}`;
+      time = 'hour';
+      count = 'SUM(requests)';
+      sums = `SUM(requests)::float8 AS requests, SUM(errors)::float8 AS errors, SUM(bytes_in)::float8 AS bytes_in,
+        SUM(bytes_out)::float8 AS bytes_out, ${BUCKET_COLUMNS.map((c) => `SUM(${c})::float8 AS ${c}`).join(', ')}`;
+    } else {
+      source = `FROM usage_requests WHERE ${this.toolFilter(q, query).join(' AND ')}`;
+      time = 'ts';
+      count = 'count(*)';
+      sums = `count(*)::float8 AS requests, (count(*) FILTER (WHERE ${TOOL_ERROR_SQL}))::float8 AS errors,
+        COALESCE(SUM(bytes_in), 0)::float8 AS bytes_in, COALESCE(SUM(bytes_out), 0)::float8 AS bytes_out,
+        ${latencyBucketSums((c) => `(count(*) FILTER (WHERE ${c}))::float8`)}`;
+    }
+    const key = toolGroupKey(q, 'chr(31)');
+    return this.transaction(async (tx) => {
+      await tx.query('SET LOCAL jit = off');
+      const ranked = (
+        await tx.query<{ k: string; total: number }>(
+          `SELECT k, (count(*) OVER ())::float8 AS total FROM (SELECT ${key} AS k, ${count} AS n ${source} GROUP BY 1) g
+           ORDER BY n DESC, k LIMIT ${groupLimitLiteral(toolGroupLimit(q))}`,
+          query.params,
+        )
+      ).rows;
+      const folded = Math.max(0, (ranked[0]?.total ?? 0) - ranked.length);
+      let server = 'provider';
+      let tool = q.groupBy === 'server' ? "''" : 'model';
+      if (folded > 0) {
+        const named = `${key} = ANY(${query.bind(ranked.map((r) => r.k))})`;
+        const other = query.bind(OTHER_GROUP);
+        server = `CASE WHEN ${named} THEN provider ELSE ${other} END`;
+        if (q.groupBy === 'tool') tool = `CASE WHEN ${named} THEN model ELSE ${other} END`;
+      }
+      const rows = (
+        await tx.query<ToolRow>(
+          `SELECT (${time} - (${time} % ${size}))::float8 AS bucket, ${server} AS server, ${tool} AS tool, ${sums}
+           ${source} GROUP BY 1, 2, 3`,
+          query.params,
+        )
+      ).rows;
+      return assembleToolReport(q, rows, folded);
+    });
+  }
+
+  async toolCalls(q: ToolCallQuery): Promise<ToolCall[]> {
+    await this.ensureSchema();
+    const query = new Query();
+    const where = this.toolFilter(q, query);
+    const rows = await this.query<Parameters<typeof toolCallOf>[0] & pg.QueryResultRow>(
+      `SELECT ts::float8 AS ts, request_id, key_prefix, model, provider, tags, status, error_type, latency_ms, team,
+         api_key, bytes_in::float8 AS bytes_in, bytes_out::float8 AS bytes_out, payload
+       FROM usage_requests WHERE ${where.join(' AND ')}
+       ORDER BY ts DESC, request_id DESC LIMIT ${groupLimitLiteral(toolCallLimit(q))}`,
+      query.params,
+    );
+    return rows.map(toolCallOf);
   }
 
   async tags(search: string, limit = 50, team?: string): Promise<TagCount[]> {

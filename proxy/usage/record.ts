@@ -42,10 +42,18 @@ export interface UsageRecord {
   /**
    * A tool call (endpoint 'mcp', proxy/mcp/): model is the tool's name as its server names it,
    * provider the McpServer. Sizes of the JSON-RPC request and of its answer, in bytes.
+   * A call no server took (an unknown tool or server, one the key may not use) has provider '':
+   * like a model request no model answered, it counts under the tool '(unrouted)' and adds no
+   * rollup row per tag value, so callers cannot grow the rollups with made-up tool names.
+   * Reported by GET /v1/usage/tools (store.ts UsageStore.tools), never by the model reports.
    */
   bytesIn?: number;
   bytesOut?: number;
-  /** The call's arguments and result (JSON, truncated), only for keys that opt in (ApiKey spec.mcp.recordPayloads). */
+  /**
+   * The call's arguments and result (JSON, truncated), only for keys that opt in (ApiKey spec.mcp.recordPayloads).
+   * At most 16 KiB of UTF-8 is kept: the recorder (before the spool) and the stores cut a longer one
+   * (store.ts MAX_PAYLOAD_BYTES, ending in '…[truncated]'); the producer should cut it first.
+   */
   payload?: string;
   /** Tokens were used but the model has no price: costUsd is 0 because nobody knows it, not because it was free. */
   unpriced?: boolean;

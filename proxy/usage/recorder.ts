@@ -1,7 +1,7 @@
 import type { Counter } from 'prom-client';
 import type { UsageRecord, UsageSink } from './record.js';
 import type { Spool, SpoolPosition } from './spool.js';
-import type { StoredUsage, UsageStore } from './store.js';
+import { boundRecord, type StoredUsage, type UsageStore } from './store.js';
 
 /**
  * Records usage off the hot path: record() appends to the spool (proxy/usage/spool.ts: local
@@ -14,7 +14,8 @@ import type { StoredUsage, UsageStore } from './store.js';
  * between. Only past the buffer's bound are records dropped, and then counted (metric) and
  * reported (onError, once per outage), never silently. Writes are idempotent per request id
  * in the stores, so a batch whose commit was not acknowledged can be retried without counting
- * twice.
+ * twice. A record's `payload` (a tool call's arguments and result) is cut to MAX_PAYLOAD_BYTES
+ * here, before the spool, whatever its producer sent.
  */
 export interface UsageRecorderOptions {
   /** Only its writes: a thread may do them (proxy/usage/reports.ts WorkerInserts). */
@@ -86,7 +87,9 @@ export class UsageRecorder implements UsageSink {
     });
   }
 
-  record(rec: UsageRecord): void {
+  record(given: UsageRecord): void {
+    // Bounded before the spool: a record past the spool's own bound would be read back as damage.
+    const rec = boundRecord(given);
     const pos = this.opts.spool?.append(rec);
     if (this.spilled === undefined && this.queue.length < this.max) {
       this.queue.push(pos ? { rec, pos } : { rec });
@@ -103,7 +106,7 @@ export class UsageRecorder implements UsageSink {
 
   /** A stream began: on disk at once, so a crash before it ends still records it (as cut). */
   begin(rec: UsageRecord): void {
-    this.opts.spool?.begin(rec);
+    this.opts.spool?.begin(boundRecord(rec));
   }
 
   durable(alone = false): Promise<void> | undefined {

@@ -16,6 +16,12 @@ parentPort?.on('message', async (req: ReportRequest) => {
       res = { id: req.id, result: null };
     } else if (req.kind === 'tags') {
       res = { id: req.id, result: await store.tags(req.search, req.limit, req.team) };
+    } else if (req.kind === 'tools') {
+      const q = { ...req.query, from: new Date(req.query.from), to: new Date(req.query.to) };
+      res = { id: req.id, result: await store.tools(q) };
+    } else if (req.kind === 'tool-calls') {
+      const q = { ...req.query, from: new Date(req.query.from), to: new Date(req.query.to) };
+      res = { id: req.id, result: await store.toolCalls(q) };
     } else {
       const q = { ...req.query, from: new Date(req.query.from), to: new Date(req.query.to) };
       res = { id: req.id, result: req.kind === 'usage' ? await store.usage(q) : await store.analytics(q) };

@@ -93,6 +93,34 @@ describe('usage threads', () => {
     expect(report.totals.actualCostUsd).toBeCloseTo(0.18, 9);
   });
 
+  it('tool calls, written by the writer thread, are reported and listed by the report thread', async () => {
+    const { inserts, reports } = setUp();
+    const call = (i: number, tool: string): StoredUsage => ({
+      ...rec(i, 'ml'),
+      endpoint: 'mcp',
+      provider: 'everything',
+      model: tool,
+      promptTokens: 0,
+      completionTokens: 0,
+      costUsd: 0,
+      bytesIn: 10 * i,
+      bytesOut: 100,
+      payload: `{"i":${i}}`,
+    });
+    await inserts.insert([call(1, 'echo'), call(2, 'echo'), call(3, 'add'), rec(4, 'ml')]);
+    const window = { from: new Date(T0 - 3_600_000), to: new Date(T0 + 3_600_000) };
+    const report = await reports.tools({ ...window, granularity: 'hour', groupBy: 'tool', tags: [] });
+    expect(report.groups.map((g) => [g.server, g.tool, g.calls, g.bytesIn, g.bytesOut])).toEqual([
+      ['everything', 'echo', 2, 30, 200],
+      ['everything', 'add', 1, 30, 100],
+    ]);
+    const calls = await reports.toolCalls({ ...window, tags: [], tool: 'echo' });
+    expect(calls.map((c) => [c.requestId, c.payload])).toEqual([
+      ['req_thread_2', '{"i":2}'],
+      ['req_thread_1', '{"i":1}'],
+    ]);
+  });
+
   it('a failing write rejects, so the recorder keeps the batch and retries it', async () => {
     const { inserts } = setUp();
     const broken = { ...rec(1, 'ml'), tags: null } as unknown as StoredUsage;

@@ -5,13 +5,17 @@ import type {
   Report,
   StoredUsage,
   TagCount,
+  ToolCall,
+  ToolCallQuery,
+  ToolQuery,
+  ToolReport,
   UsageNumbers,
   UsageQuery,
   UsageStore,
 } from './store.js';
 
 /**
- * The report queries behind /v1/usage, /v1/analytics and /v1/tags. Answered on the request thread
+ * The report queries behind /v1/usage, /v1/analytics, /v1/tags and /v1/usage/tools. Answered on the request thread
  * they hold chat traffic for as long as SQLite takes; answered by a worker thread with its own
  * connection to the same file (WAL: readers never block the writer), chat only pays for the
  * HTTP exchange. In-memory stores (tests) cannot be shared with a thread and answer in place;
@@ -21,6 +25,8 @@ export interface UsageReports {
   usage(q: UsageQuery): Promise<Report<UsageNumbers>>;
   analytics(q: UsageQuery): Promise<Report<AnalyticsNumbers>>;
   tags(search: string, limit: number, team?: string): Promise<TagCount[]>;
+  tools(q: ToolQuery): Promise<ToolReport>;
+  toolCalls(q: ToolCallQuery): Promise<ToolCall[]>;
   close(): Promise<void>;
 }
 
@@ -29,14 +35,21 @@ export function inThreadReports(store: UsageStore): UsageReports {
     usage: (q) => store.usage(q),
     analytics: (q) => store.analytics(q),
     tags: (search, limit, team) => store.tags(search, limit, team),
+    tools: (q) => store.tools(q),
+    toolCalls: (q) => store.toolCalls(q),
     close: async () => {},
   };
 }
 
+/** Dates as epoch ms: how a query travels to the worker. */
+export type InMs<Q extends { from: Date; to: Date }> = Omit<Q, 'from' | 'to'> & { from: number; to: number };
+
 /** What the worker is asked: one report, or one batch to write, by id. Dates travel as epoch ms. */
 export type ReportRequest =
-  | { id: number; kind: 'usage' | 'analytics'; query: Omit<UsageQuery, 'from' | 'to'> & { from: number; to: number } }
+  | { id: number; kind: 'usage' | 'analytics'; query: InMs<UsageQuery> }
   | { id: number; kind: 'tags'; search: string; limit: number; team?: string }
+  | { id: number; kind: 'tools'; query: InMs<ToolQuery> }
+  | { id: number; kind: 'tool-calls'; query: InMs<ToolCallQuery> }
   | { id: number; kind: 'insert'; records: StoredUsage[] }
   | { id: number; kind: 'gpu-time'; rows: GpuTimeRow[] };
 
@@ -100,7 +113,7 @@ class UsageThread {
 }
 
 export class WorkerReports extends UsageThread implements UsageReports {
-  private query(q: UsageQuery) {
+  private query<Q extends { from: Date; to: Date }>(q: Q): InMs<Q> {
     return { ...q, from: q.from.getTime(), to: q.to.getTime() };
   }
 
@@ -114,6 +127,14 @@ export class WorkerReports extends UsageThread implements UsageReports {
 
   tags(search: string, limit: number, team?: string): Promise<TagCount[]> {
     return this.ask({ kind: 'tags', search, limit, ...(team !== undefined ? { team } : {}) });
+  }
+
+  tools(q: ToolQuery): Promise<ToolReport> {
+    return this.ask({ kind: 'tools', query: this.query(q) });
+  }
+
+  toolCalls(q: ToolCallQuery): Promise<ToolCall[]> {
+    return this.ask({ kind: 'tool-calls', query: this.query(q) });
   }
 }
 

@@ -7,11 +7,18 @@ import { crc32 } from 'node:zlib';
  * The magic lets a reader find the next record after a damaged one: a flipped byte costs that
  * record only, not the rest of the file. A record cut by a crash mid-write (the file's last one)
  * is too short for its length and is skipped. Neither is ever fatal.
+ *
+ * The payload is the record as JSON, optional fields absent when unset: a field added since
+ * (endpoint, team, bytesIn, bytesOut, payload, ...) is absent from the records of an older
+ * spool, which replay as records without it. Fields are only ever added, never renamed.
  */
 
 const MAGIC = Buffer.from('PAU1', 'latin1');
 const HEADER_BYTES = 12;
-/** No usage record comes near this; a larger length is damage, not a record. */
+/**
+ * No usage record comes near this (the largest field, a tool call's payload, is cut at 16 KiB by
+ * the recorder before the spool: store.ts MAX_PAYLOAD_BYTES); a larger length is damage, not a record.
+ */
 const MAX_RECORD_BYTES = 1024 * 1024;
 
 export function encodeRecord(value: unknown): Buffer {

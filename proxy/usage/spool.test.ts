@@ -12,11 +12,13 @@ import {
 import { hostname, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { rec, T0 } from '../../e2e/support/usage-store-contract.js';
+import { range, rec, T0, toolCall } from '../../e2e/support/usage-store-contract.js';
 import type { UsageRecord } from './record.js';
 import { UsageRecorder } from './recorder.js';
 import { Spool, type SpoolOptions } from './spool.js';
-import type { StoredUsage, UsageStore } from './store.js';
+import { encodeRecord } from './spool-format.js';
+import { SqliteUsageStore } from './sqlite-store.js';
+import { MAX_PAYLOAD_BYTES, PAYLOAD_CUT, type StoredUsage, type UsageStore } from './store.js';
 
 const root = () => mkdtempSync(join(tmpdir(), 'spool-'));
 const segments = (dir: string) => readdirSync(dir).filter((n) => n.startsWith('seg-'));
@@ -336,5 +338,76 @@ describe('usage spool', () => {
     expect(ids(b.seen).sort()).toEqual(['req_0', 'req_1', 'req_2', 'req_50']);
     expect(b.seen.find((r) => r.requestId === 'req_50')).toMatchObject({ errorType: 'gateway_restarted' });
     expect(readdirSync(dir).sort()).toEqual(['proxy-alive', 'proxy-b']);
+  });
+
+  it("keeps a tool call's sizes and payload through a crash and replay, the payload cut to 16 KiB before the spool", async () => {
+    const dir = root();
+    const a = started({ root: dir });
+    const recorder = new UsageRecorder({ store: new FakeStore(), spool: a.spool, flushMs: 60_000 });
+    const long = JSON.stringify({ arguments: { q: 'ü'.repeat(40_000) }, result: 'r' });
+    recorder.record({ ...toolCall({ at: T0, bytesIn: 123, bytesOut: 45_678, payload: long }), requestId: 'tool_0' });
+    recorder.record({ ...toolCall({ at: T0, bytesIn: 9, bytesOut: 10 }), requestId: 'tool_1' });
+    await tick();
+    // kill -9: the next start replays them into a real store.
+    const b = started({ root: dir });
+    const [cut, plain] = b.seen;
+    expect(cut).toMatchObject({ requestId: 'tool_0', endpoint: 'mcp', bytesIn: 123, bytesOut: 45_678 });
+    expect(Buffer.byteLength(cut?.payload ?? '')).toBeLessThanOrEqual(MAX_PAYLOAD_BYTES);
+    expect(cut?.payload?.endsWith(PAYLOAD_CUT)).toBe(true);
+    expect(plain).toMatchObject({ requestId: 'tool_1', bytesIn: 9, bytesOut: 10 });
+    expect(plain && 'payload' in plain).toBe(false);
+    const store = new SqliteUsageStore(':memory:');
+    const again = new UsageRecorder({
+      store,
+      spool: b.spool,
+      ...(b.backlog ? { backlog: b.backlog } : {}),
+      flushMs: 60_000,
+    });
+    await again.flush();
+    const calls = await store.toolCalls({ ...range, tags: [] });
+    expect(calls.map((c) => [c.requestId, c.bytesIn, c.bytesOut, c.payload === cut?.payload])).toEqual([
+      ['tool_1', 9, 10, false],
+      ['tool_0', 123, 45_678, true],
+    ]);
+    await again.close();
+    await store.close();
+  });
+
+  it('replays a spool written before tool calls: its records, with none of the new fields, are stored as they were', async () => {
+    const dir = root();
+    const a = started({ root: dir });
+    // A record exactly as the versions before endpoints, teams and tool calls serialized it.
+    const before = {
+      time: new Date(T0).toISOString(),
+      requestId: 'old_0',
+      keyHashPrefix: 'abc123def456',
+      model: 'llama3.1:8b',
+      provider: 'platform-llms/llama',
+      tags: [{ key: 'team', value: 'ml' }],
+      promptTokens: 10,
+      completionTokens: 20,
+      costUsd: 0.001,
+      savingsUsd: 0,
+      latencyMs: 40,
+      status: 200,
+      stream: false,
+    };
+    mkdirSync(a.spool.dir, { recursive: true });
+    writeFileSync(join(a.spool.dir, 'seg-000000000000.log'), encodeRecord(before));
+    const b = started({ root: dir });
+    expect(b.seen).toEqual([before]);
+    const store = new SqliteUsageStore(':memory:');
+    const recorder = new UsageRecorder({
+      store,
+      spool: b.spool,
+      ...(b.backlog ? { backlog: b.backlog } : {}),
+      flushMs: 60_000,
+    });
+    await recorder.flush();
+    const q = { ...range, granularity: 'day' as const, tags: [] };
+    expect((await store.usage({ ...q, groupBy: 'team' })).groups).toMatchObject([{ group: 'ml', requests: 1 }]);
+    expect((await store.tools({ ...q, groupBy: 'tool' })).totals.calls).toBe(0);
+    await recorder.close();
+    await store.close();
   });
 });

@@ -8,7 +8,10 @@ import {
   analyticsNumbers,
   answeredByRollups,
   assembleReport,
+  assembleToolReport,
   BUCKET_COLUMNS,
+  boundPayload,
+  byteCount,
   creditProviders,
   DAY,
   DEPLOYMENT_COSTS_SQL,
@@ -23,6 +26,7 @@ import {
   HOUR,
   keySpendDeltas,
   LATENCY_BUCKETS_MS,
+  latencyBucketSums,
   OTHER_GROUP,
   type Report,
   type ReportRows,
@@ -32,6 +36,18 @@ import {
   type StoredUsage,
   spendSince,
   type TagCount,
+  TOOL_ENDPOINT,
+  TOOL_ERROR_SQL,
+  type ToolCall,
+  type ToolCallQuery,
+  type ToolQuery,
+  type ToolReport,
+  type ToolRow,
+  toolCallLimit,
+  toolCallOf,
+  toolGroupKey,
+  toolGroupLimit,
+  toolsFromRollups,
   type UsageNumbers,
   type UsageQuery,
   type UsageStore,
@@ -68,7 +84,10 @@ const SCHEMA = `
         unpriced INTEGER NOT NULL DEFAULT 0,
         team TEXT NOT NULL DEFAULT '',
         api_key TEXT NOT NULL DEFAULT '',
-        endpoint TEXT NOT NULL DEFAULT ''
+        endpoint TEXT NOT NULL DEFAULT '',
+        bytes_in INTEGER,
+        bytes_out INTEGER,
+        payload TEXT
       );
       CREATE INDEX IF NOT EXISTS requests_ts ON requests(ts);
       CREATE TABLE IF NOT EXISTS request_tags (
@@ -92,6 +111,8 @@ const SCHEMA = `
         completion INTEGER NOT NULL,
         cost REAL NOT NULL,
         savings REAL NOT NULL,
+        bytes_in INTEGER NOT NULL DEFAULT 0,
+        bytes_out INTEGER NOT NULL DEFAULT 0,
         ${BUCKET_COLUMNS.map((c) => `${c} INTEGER NOT NULL DEFAULT 0`).join(',\n        ')},
         PRIMARY KEY (hour, model, endpoint, provider, team, tag_key, tag_value)
       );
@@ -162,8 +183,9 @@ export class SqliteUsageStore implements UsageStore {
     // visible share of the write path at gateway rates.
     this.insertRaw = this.db.prepare(
       `INSERT OR IGNORE INTO requests (ts, request_id, key_prefix, model, provider, tags, prompt, completion, cost, savings,
-        latency_ms, ttft_ms, status, error_type, stream, tokens_counted, unpriced, team, api_key, endpoint)
-       VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+        latency_ms, ttft_ms, status, error_type, stream, tokens_counted, unpriced, team, api_key, endpoint, bytes_in,
+        bytes_out, payload)
+       VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
     );
     const addSpend = this.db.prepare(
       `INSERT INTO key_spend (api_key, hour, cost) VALUES (@apiKey, @hour, @cost)
@@ -171,11 +193,12 @@ export class SqliteUsageStore implements UsageStore {
     );
     this.insertTag = this.db.prepare('INSERT INTO request_tags (request, tag, ts) VALUES (?, ?, ?)');
     this.upsertRollup = this.db.prepare(
-      `INSERT INTO rollup (hour, model, endpoint, provider, team, tag_key, tag_value, requests, errors, prompt, completion, cost, savings, ${BUCKET_COLUMNS.join(', ')})
-       VALUES (@hour, @model, @endpoint, @provider, @team, @tagKey, @tagValue, @requests, @error, @prompt, @completion, @cost, @savings, ${BUCKET_COLUMNS.map((c) => `@${c}`).join(', ')})
+      `INSERT INTO rollup (hour, model, endpoint, provider, team, tag_key, tag_value, requests, errors, prompt, completion, cost, savings, bytes_in, bytes_out, ${BUCKET_COLUMNS.join(', ')})
+       VALUES (@hour, @model, @endpoint, @provider, @team, @tagKey, @tagValue, @requests, @error, @prompt, @completion, @cost, @savings, @bytesIn, @bytesOut, ${BUCKET_COLUMNS.map((c) => `@${c}`).join(', ')})
        ON CONFLICT (hour, model, endpoint, provider, team, tag_key, tag_value) DO UPDATE SET
          requests = requests + excluded.requests, errors = errors + excluded.errors, prompt = prompt + excluded.prompt,
          completion = completion + excluded.completion, cost = cost + excluded.cost, savings = savings + excluded.savings,
+         bytes_in = bytes_in + excluded.bytes_in, bytes_out = bytes_out + excluded.bytes_out,
          ${BUCKET_COLUMNS.map((c) => `${c} = ${c} + excluded.${c}`).join(', ')}`,
     );
     this.insertMany = this.db.transaction((records: StoredUsage[]) => {
@@ -199,7 +222,23 @@ export class SqliteUsageStore implements UsageStore {
     for (const column of ['team', 'api_key', 'endpoint']) {
       if (!columns.has(column)) this.db.exec(`ALTER TABLE requests ADD COLUMN ${column} TEXT NOT NULL DEFAULT ''`);
     }
+    // Tool calls (proxy/mcp/): their sizes and, for keys that opt in, what was sent and answered.
+    // None for the records of before, and for model requests.
+    for (const [column, type] of [
+      ['bytes_in', 'INTEGER'],
+      ['bytes_out', 'INTEGER'],
+      ['payload', 'TEXT'],
+    ] as const) {
+      if (!columns.has(column)) this.db.exec(`ALTER TABLE requests ADD COLUMN ${column} ${type}`);
+    }
     this.keyRollupsByEverything();
+    const rollupColumns = new Set(
+      (this.db.prepare('PRAGMA table_info(rollup)').all() as Array<{ name: string }>).map((c) => c.name),
+    );
+    for (const column of ['bytes_in', 'bytes_out']) {
+      if (!rollupColumns.has(column))
+        this.db.exec(`ALTER TABLE rollup ADD COLUMN ${column} INTEGER NOT NULL DEFAULT 0`);
+    }
     // Tag budgets read one tag's spend since the period's start.
     this.db.exec('CREATE INDEX IF NOT EXISTS rollup_tag ON rollup(tag_key, tag_value, hour)');
     // One row per request: a batch retried after an unacknowledged write counts once.
@@ -224,7 +263,7 @@ export class SqliteUsageStore implements UsageStore {
           hour INTEGER NOT NULL, model TEXT NOT NULL, endpoint TEXT NOT NULL DEFAULT '', provider TEXT NOT NULL,
           team TEXT NOT NULL DEFAULT '', tag_key TEXT NOT NULL, tag_value TEXT NOT NULL, requests INTEGER NOT NULL,
           errors INTEGER NOT NULL, prompt INTEGER NOT NULL, completion INTEGER NOT NULL, cost REAL NOT NULL,
-          savings REAL NOT NULL, ${BUCKET_COLUMNS.map((c) => `${c} INTEGER NOT NULL DEFAULT 0`).join(', ')},
+          savings REAL NOT NULL, bytes_in INTEGER NOT NULL DEFAULT 0, bytes_out INTEGER NOT NULL DEFAULT 0, ${BUCKET_COLUMNS.map((c) => `${c} INTEGER NOT NULL DEFAULT 0`).join(', ')},
           PRIMARY KEY (hour, model, endpoint, provider, team, tag_key, tag_value)
         )`);
       this.db.exec(`INSERT INTO rollup (${copy}) SELECT ${copy} FROM rollup_before`);
@@ -257,6 +296,9 @@ export class SqliteUsageStore implements UsageStore {
       r.team ?? '',
       r.apiKey ?? '',
       r.endpoint ?? '',
+      byteCount(r.bytesIn),
+      byteCount(r.bytesOut),
+      r.payload === undefined ? null : boundPayload(r.payload),
     );
     if (info.changes === 0) return false;
     for (const t of tags) this.insertTag.run(info.lastInsertRowid, t, ts);
@@ -331,8 +373,14 @@ export class SqliteUsageStore implements UsageStore {
     if (answeredByRollups(q)) {
       // The filter tag (or, grouping by a tag key, that key's rows) selects the rollup rows.
       const filter = q.tags[0];
-      const where: string[] = ['hour >= @from', 'hour < @to'];
-      const params: Record<string, string | number> = { from: Math.floor(from / HOUR) * HOUR, to, size };
+      // Tool calls are not model requests: the tool report has them (tools()).
+      const where: string[] = ['hour >= @from', 'hour < @to', 'endpoint != @tools'];
+      const params: Record<string, string | number> = {
+        from: Math.floor(from / HOUR) * HOUR,
+        to,
+        size,
+        tools: TOOL_ENDPOINT,
+      };
       if (q.team !== undefined) {
         where.push('team = @team');
         params.team = q.team;
@@ -387,6 +435,7 @@ export class SqliteUsageStore implements UsageStore {
       from: q.from.getTime(),
       to: q.to.getTime(),
       size,
+      tools: TOOL_ENDPOINT,
       ...this.gpuParams(q),
     };
     // The tag index narrows first: ids carrying every filter tag in the range, intersected.
@@ -395,6 +444,7 @@ export class SqliteUsageStore implements UsageStore {
       return `SELECT request FROM request_tags WHERE tag = @t${i} AND ts >= @from AND ts < @to`;
     });
     const conditions = tagged.length > 0 ? [`r.id IN (${tagged.join(' INTERSECT ')})`] : [];
+    conditions.push('r.endpoint != @tools');
     if (q.team !== undefined) {
       conditions.push('r.team = @team');
       params.team = q.team;
@@ -476,6 +526,123 @@ export class SqliteUsageStore implements UsageStore {
       )
       .all({ search, limit: Math.min(limit, 50), team: team ?? null }) as TagCount[];
     return rows;
+  }
+
+  /** Tool calls of the raw records `r` matching a query (ts range in @from/@to); adds its parameters. */
+  private toolFilter(
+    q: Pick<ToolCallQuery, 'tags' | 'server' | 'tool' | 'team'>,
+    params: Record<string, string | number>,
+  ): string {
+    const where = ['r.ts >= @from', 'r.ts < @to', 'r.endpoint = @tools'];
+    params.tools = TOOL_ENDPOINT;
+    const tagged = q.tags.map((t, i) => {
+      params[`t${i}`] = `${t.key}:${t.value}`;
+      return `SELECT request FROM request_tags WHERE tag = @t${i} AND ts >= @from AND ts < @to`;
+    });
+    if (tagged.length > 0) where.push(`r.id IN (${tagged.join(' INTERSECT ')})`);
+    for (const [column, value] of [
+      ['provider', q.server],
+      ['model', q.tool],
+      ['team', q.team],
+    ] as const) {
+      if (value === undefined) continue;
+      where.push(`r.${column} = @${column}`);
+      params[column] = value;
+    }
+    return where.join(' AND ');
+  }
+
+  /**
+   * Tool calls by server and tool: from the rollups' tool rows (endpoint TOOL_ENDPOINT) when at
+   * most one tag filters, from the raw records otherwise; the `limit` groups with most calls by
+   * name, the rest summed as OTHER_GROUP.
+   */
+  async tools(q: ToolQuery): Promise<ToolReport> {
+    const params: Record<string, string | number> = {
+      size: q.granularity === 'day' ? DAY : HOUR,
+      tools: TOOL_ENDPOINT,
+      limit: toolGroupLimit(q),
+    };
+    let source: string;
+    let time: string;
+    let count: string;
+    let sums: string;
+    if (toolsFromRollups(q)) {
+      params.from = Math.floor(q.from.getTime() / HOUR) * HOUR;
+      params.to = q.to.getTime();
+      const where = ['hour >= @from', 'hour < @to', 'endpoint = @tools'];
+      const filter = q.tags[0];
+      if (filter) {
+        where.push('tag_key = @tagKey', 'tag_value = @tagValue');
+        params.tagKey = filter.key;
+        params.tagValue = filter.value;
+      } else {
+        where.push("tag_key = ''");
+      }
+      for (const [column, value] of [
+        ['provider', q.server],
+        ['model', q.tool],
+        ['team', q.team],
+      ] as const) {
+        if (value === undefined) continue;
+        where.push(`${column} = @${column}`);
+        params[column] = value;
+      }
+      source = `FROM rollup WHERE ${where.join(' AND ')}`;
+      time = 'hour';
+      count = 'SUM(requests)';
+      sums = `SUM(requests) AS requests, SUM(errors) AS errors, SUM(bytes_in) AS bytes_in, SUM(bytes_out) AS bytes_out,
+        ${BUCKET_COLUMNS.map((c) => `SUM(${c}) AS ${c}`).join(', ')}`;
+    } else {
+      params.from = q.from.getTime();
+      params.to = q.to.getTime();
+      source = `FROM requests r WHERE ${this.toolFilter(q, params)}`;
+      time = 'ts';
+      count = 'COUNT(*)';
+      sums = `COUNT(*) AS requests, SUM(CASE WHEN ${TOOL_ERROR_SQL} THEN 1 ELSE 0 END) AS errors,
+        COALESCE(SUM(bytes_in), 0) AS bytes_in, COALESCE(SUM(bytes_out), 0) AS bytes_out,
+        ${latencyBucketSums((c) => `SUM(CASE WHEN ${c} THEN 1 ELSE 0 END)`)}`;
+    }
+    const key = toolGroupKey(q, 'char(31)');
+    const ranked = this.db
+      .prepare(
+        `SELECT k, COUNT(*) OVER () AS total FROM (SELECT ${key} AS k, ${count} AS n ${source} GROUP BY k)
+         ORDER BY n DESC, k LIMIT @limit`,
+      )
+      .all(params) as Array<{ k: string; total: number }>;
+    const folded = Math.max(0, (ranked[0]?.total ?? 0) - ranked.length);
+    let server = 'provider';
+    let tool = q.groupBy === 'server' ? "''" : 'model';
+    if (folded > 0) {
+      params.top = JSON.stringify(ranked.map((r) => r.k));
+      params.other = OTHER_GROUP;
+      const named = `${key} IN (SELECT value FROM json_each(@top))`;
+      server = `CASE WHEN ${named} THEN provider ELSE @other END`;
+      if (q.groupBy === 'tool') tool = `CASE WHEN ${named} THEN model ELSE @other END`;
+    }
+    const rows = this.db
+      .prepare(
+        `SELECT ${time} - (${time} % @size) AS bucket, ${server} AS server, ${tool} AS tool, ${sums}
+         ${source} GROUP BY bucket, server, tool`,
+      )
+      .all(params) as ToolRow[];
+    return assembleToolReport(q, rows, folded);
+  }
+
+  async toolCalls(q: ToolCallQuery): Promise<ToolCall[]> {
+    const params: Record<string, string | number> = {
+      from: q.from.getTime(),
+      to: q.to.getTime(),
+      limit: toolCallLimit(q),
+    };
+    const rows = this.db
+      .prepare(
+        `SELECT ts, request_id, key_prefix, model, provider, tags, status, error_type, latency_ms, team, api_key,
+           bytes_in, bytes_out, payload
+         FROM requests r WHERE ${this.toolFilter(q, params)} ORDER BY ts DESC, id DESC LIMIT @limit`,
+      )
+      .all(params) as Array<Omit<Parameters<typeof toolCallOf>[0], 'tags'> & { tags: string }>;
+    return rows.map((r) => toolCallOf({ ...r, tags: JSON.parse(r.tags) as string[] }));
   }
 
   async spend(scopes: SpendScope[]): Promise<number[]> {

@@ -3,11 +3,12 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Counter, Registry } from 'prom-client';
 import { describe, expect, it } from 'vitest';
-import { range, rec, T0, tag, usageStoreContract } from '../../e2e/support/usage-store-contract.js';
+import { range, rec, T0, tag, toolCall, usageStoreContract } from '../../e2e/support/usage-store-contract.js';
 import { ProxyError } from '../endpoints/errors.js';
-import { parseUsageQuery } from './api.js';
+import { parseToolCallQuery, parseToolQuery, parseUsageQuery } from './api.js';
 import { UsageRecorder } from './recorder.js';
 import { SqliteUsageStore } from './sqlite-store.js';
+import { BUCKET_COLUMNS, boundPayload, boundRecord, MAX_PAYLOAD_BYTES, PAYLOAD_CUT } from './store.js';
 
 const dbFile = () => join(mkdtempSync(join(tmpdir(), 'usage-')), 'usage.db');
 
@@ -124,6 +125,103 @@ describe('a SQLite usage file from before endpoints', () => {
       ['messages', 1],
     ]);
     await store.close();
+  });
+});
+
+describe('a SQLite usage file from before tool calls', () => {
+  it('gets the byte and payload columns in its records and rollups, rows of before having none', async () => {
+    const file = dbFile();
+    const Database = (await import('better-sqlite3')).default;
+    const old = new Database(file);
+    // The tables as they were before (a file of the endpoints' version).
+    old.exec(`CREATE TABLE requests (id INTEGER PRIMARY KEY, ts INTEGER NOT NULL, request_id TEXT NOT NULL,
+      key_prefix TEXT NOT NULL, model TEXT NOT NULL, provider TEXT NOT NULL, tags TEXT NOT NULL,
+      prompt INTEGER NOT NULL, completion INTEGER NOT NULL, cost REAL NOT NULL, savings REAL NOT NULL,
+      latency_ms REAL NOT NULL, ttft_ms REAL, status INTEGER NOT NULL, error_type TEXT, stream INTEGER NOT NULL,
+      tokens_counted INTEGER NOT NULL DEFAULT 0, unpriced INTEGER NOT NULL DEFAULT 0, team TEXT NOT NULL DEFAULT '',
+      api_key TEXT NOT NULL DEFAULT '', endpoint TEXT NOT NULL DEFAULT '')`);
+    old.exec(`CREATE TABLE rollup (hour INTEGER NOT NULL, model TEXT NOT NULL, endpoint TEXT NOT NULL DEFAULT '',
+      provider TEXT NOT NULL, team TEXT NOT NULL DEFAULT '', tag_key TEXT NOT NULL, tag_value TEXT NOT NULL,
+      requests INTEGER NOT NULL, errors INTEGER NOT NULL, prompt INTEGER NOT NULL, completion INTEGER NOT NULL,
+      cost REAL NOT NULL, savings REAL NOT NULL, ${BUCKET_COLUMNS.map((c) => `${c} INTEGER NOT NULL DEFAULT 0`).join(', ')},
+      PRIMARY KEY (hour, model, endpoint, provider, team, tag_key, tag_value))`);
+    old.exec(`INSERT INTO requests (ts, request_id, key_prefix, model, provider, tags, prompt, completion, cost, savings,
+      latency_ms, status, stream, endpoint) VALUES (${T0}, 'old', 'k', 'echo', 'everything', '[]', 0, 0, 0, 0, 40, 200, 0, 'mcp')`);
+    old.exec(`INSERT INTO rollup (hour, model, endpoint, provider, team, tag_key, tag_value, requests, errors, prompt,
+      completion, cost, savings, b6) VALUES (${T0}, 'echo', 'mcp', 'everything', '', '', '', 1, 0, 0, 0, 0, 0, 1)`);
+    old.close();
+    const store = new SqliteUsageStore(file);
+    await store.insert([toolCall({ at: T0 + 1000, bytesIn: 7, bytesOut: 9, payload: '{}' })]);
+    const r = await store.tools({ ...range, granularity: 'day', groupBy: 'tool', tags: [] });
+    expect(r.groups).toMatchObject([{ server: 'everything', tool: 'echo', calls: 2, bytesIn: 7, bytesOut: 9 }]);
+    const [fresh, before] = await store.toolCalls({ ...range, tags: [] });
+    expect(fresh).toMatchObject({ bytesIn: 7, bytesOut: 9, payload: '{}' });
+    expect(before?.requestId).toBe('old');
+    expect(before && ('bytesIn' in before || 'payload' in before)).toBe(false);
+    await store.close();
+    // Opening it again changes nothing.
+    const again = new SqliteUsageStore(file);
+    expect((await again.tools({ ...range, granularity: 'day', groupBy: 'tool', tags: [] })).totals.calls).toBe(2);
+    await again.close();
+  });
+});
+
+describe('boundPayload', () => {
+  it('keeps a payload within 16 KiB as it is, and cuts a longer one on a character boundary', () => {
+    expect(boundPayload('{"a":1}')).toBe('{"a":1}');
+    const exact = 'a'.repeat(MAX_PAYLOAD_BYTES);
+    expect(boundPayload(exact)).toBe(exact);
+    for (const unit of ['a', 'é', '€', '😀']) {
+      const long = `{"x":"${unit.repeat(MAX_PAYLOAD_BYTES)}"}`;
+      const cut = boundPayload(long);
+      const bytes = Buffer.byteLength(cut);
+      expect(bytes, unit).toBeLessThanOrEqual(MAX_PAYLOAD_BYTES);
+      expect(bytes, unit).toBeGreaterThan(MAX_PAYLOAD_BYTES - 4);
+      expect(cut.endsWith(PAYLOAD_CUT), unit).toBe(true);
+      // No broken character: what was kept is a prefix of what was sent.
+      expect(long.startsWith(cut.slice(0, -PAYLOAD_CUT.length)), unit).toBe(true);
+      expect(cut).not.toContain('\uFFFD');
+    }
+    const small = { ...toolCall({ at: T0, payload: 'x' }) };
+    expect(boundRecord(small)).toBe(small);
+    expect(boundRecord({ ...small, payload: 'x'.repeat(20_000) }).payload?.length).toBeLessThan(20_000);
+  });
+});
+
+describe('parseToolQuery and parseToolCallQuery', () => {
+  const now = new Date('2026-11-21T12:00:00Z');
+  it('default to a group per server and tool over the last 7 days, with optional filters', () => {
+    expect(parseToolQuery(new URLSearchParams(), now)).toEqual({
+      from: new Date('2026-11-14T12:00:00Z'),
+      to: now,
+      granularity: 'day',
+      groupBy: 'tool',
+      tags: [],
+      limit: 20,
+    });
+    expect(
+      parseToolQuery(new URLSearchParams('groupBy=server&server=everything&tool=echo&tag=team:ml&limit=5'), now),
+    ).toMatchObject({ groupBy: 'server', server: 'everything', tool: 'echo', tags: [tag('team', 'ml')], limit: 5 });
+    expect(parseToolCallQuery(new URLSearchParams('server=memory'), now)).toEqual({
+      from: new Date('2026-11-14T12:00:00Z'),
+      to: now,
+      tags: [],
+      server: 'memory',
+      limit: 100,
+    });
+    expect(parseToolCallQuery(new URLSearchParams('limit=1000'), now)).toMatchObject({ limit: 1000 });
+  });
+
+  it('reject bad parameters with 400', () => {
+    for (const bad of ['groupBy=model', 'granularity=week', 'server=a%0Ab', `tool=${'x'.repeat(257)}`, 'limit=101']) {
+      const r = parseToolQuery(new URLSearchParams(bad), now);
+      expect(r, bad).toBeInstanceOf(ProxyError);
+      expect(r instanceof ProxyError && r.status).toBe(400);
+    }
+    for (const bad of ['limit=1001', 'limit=0', 'tag=nocolon', 'from=2026-11-22T00:00:00Z']) {
+      const r = parseToolCallQuery(new URLSearchParams(bad), now);
+      expect(r, bad).toBeInstanceOf(ProxyError);
+    }
   });
 });
 

@@ -29,6 +29,10 @@ export interface UsageStore {
    * of one team's requests when `team` is given.
    */
   tags(search: string, limit?: number, team?: string): Promise<TagCount[]>;
+  /** Tool calls (endpoint TOOL_ENDPOINT) by MCP server and tool: calls, errors, latency, bytes. */
+  tools(q: ToolQuery): Promise<ToolReport>;
+  /** The tool calls themselves, newest first, at most MAX_TOOL_CALLS: who called what, and (keys that opted in) with what. */
+  toolCalls(q: ToolCallQuery): Promise<ToolCall[]>;
   /** USD spent since each scope's start: by an ApiKey (by name), or by requests carrying a tag. */
   spend(scopes: SpendScope[]): Promise<number[]>;
   /**
@@ -140,6 +144,142 @@ export interface TagCount {
   requests: number;
 }
 
+/**
+ * The endpoint of tool calls through the gateway's MCP routes (proxy/mcp/): their records name the
+ * McpServer as `provider` and the tool, as its server names it, as `model`. The model reports
+ * (/v1/usage, /v1/analytics) leave them out: a tool is not a model, and its calls have no tokens
+ * or cost. The tool report (`UsageStore.tools`) is made of them alone.
+ */
+export const TOOL_ENDPOINT = 'mcp';
+
+/**
+ * Most bytes (UTF-8) of a record's `payload` kept: the stores and the recorder (before the spool,
+ * whose records must stay far under its 1 MiB bound) cut a longer one to this, ending it with
+ * PAYLOAD_CUT. The producer (proxy/mcp/) is expected to cut first, keeping what it finds most
+ * useful; this bound holds whatever it sends.
+ */
+export const MAX_PAYLOAD_BYTES = 16 * 1024;
+export const PAYLOAD_CUT = '…[truncated]';
+
+/**
+ * Whether a record counts as an error: status >= 400; for a tool call, also a tool that ran and
+ * reported its own failure (`isError`: status 200 with an errorType). TOOL_ERROR_SQL says the same
+ * of a stored tool call.
+ */
+export function failed(r: Pick<UsageRecord, 'status' | 'endpoint' | 'errorType'>): boolean {
+  return r.status >= 400 || (r.endpoint === TOOL_ENDPOINT && r.errorType !== undefined);
+}
+export const TOOL_ERROR_SQL = 'status >= 400 OR error_type IS NOT NULL';
+
+/** `payload` within MAX_PAYLOAD_BYTES: cut on a character boundary, marked with PAYLOAD_CUT. */
+export function boundPayload(payload: string): string {
+  // A UTF-16 code unit is at most 3 bytes of UTF-8 (a surrogate pair, 2 units, is 4).
+  if (payload.length * 3 <= MAX_PAYLOAD_BYTES) return payload;
+  const bytes = Buffer.from(payload, 'utf8');
+  if (bytes.length <= MAX_PAYLOAD_BYTES) return payload;
+  let end = MAX_PAYLOAD_BYTES - Buffer.byteLength(PAYLOAD_CUT);
+  // Not inside a character: back to the first byte of the one that would be split.
+  while (end > 0 && ((bytes[end] ?? 0) & 0xc0) === 0x80) end--;
+  return `${bytes.subarray(0, end).toString('utf8')}${PAYLOAD_CUT}`;
+}
+
+/** The record with its payload bounded (the same object when it needs no cut). */
+export function boundRecord<T extends UsageRecord>(r: T): T {
+  if (r.payload === undefined || r.payload.length * 3 <= MAX_PAYLOAD_BYTES) return r;
+  return { ...r, payload: boundPayload(r.payload) };
+}
+
+/** A byte count as the stores keep it: a whole number >= 0; none (null) when not given. */
+export function byteCount(n: number | undefined): number | null {
+  return typeof n === 'number' && Number.isFinite(n) ? Math.max(0, Math.round(n)) : null;
+}
+
+export interface ToolQuery {
+  from: Date;
+  to: Date;
+  granularity: Granularity;
+  /** 'tool': a group per (server, tool); 'server': a group per server, its tools together. */
+  groupBy: 'tool' | 'server';
+  /** All must be present on a call (AND). */
+  tags: Tag[];
+  /** Only this McpServer's calls. */
+  server?: string;
+  /** Only calls of tools of this name. */
+  tool?: string;
+  /** Most groups reported by name (most calls first); the rest are summed as OTHER_GROUP. */
+  limit?: number;
+  /** Only this team's calls. */
+  team?: string;
+}
+
+export interface ToolNumbers {
+  calls: number;
+  /**
+   * Calls that failed: answered with a JSON-RPC error (status >= 400: the server's or the
+   * gateway's), or run by a tool that reported its own failure (status 200, errorType tool_error).
+   */
+  errors: number;
+  errorRate: number;
+  latencyMs: { p50: number; p95: number; p99: number };
+  /** Sizes of the JSON-RPC requests and of their answers. */
+  bytesIn: number;
+  bytesOut: number;
+}
+
+/** One group of a tool report: a server's tool, or (groupBy 'server') a server; OTHER_GROUP for those past the limit. */
+export interface ToolGroup {
+  server: string;
+  /** Absent when grouped by server. */
+  tool?: string;
+}
+
+export interface ToolReport {
+  from: string;
+  to: string;
+  granularity: Granularity;
+  groupBy: 'tool' | 'server';
+  totals: ToolNumbers;
+  /** Per time bucket and group, in time order. */
+  series: Array<ToolNumbers & ToolGroup & { time: string }>;
+  /** Most calls first; OTHER_GROUP last. */
+  groups: Array<ToolNumbers & ToolGroup>;
+  /** How many groups were summed into OTHER_GROUP. */
+  otherGroups: number;
+}
+
+export interface ToolCallQuery {
+  from: Date;
+  to: Date;
+  tags: Tag[];
+  server?: string;
+  tool?: string;
+  team?: string;
+  /** At most MAX_TOOL_CALLS; DEFAULT_TOOL_CALLS unless asked. */
+  limit?: number;
+}
+
+export const DEFAULT_TOOL_CALLS = 100;
+export const MAX_TOOL_CALLS = 1000;
+
+/** One tool call as the listing shows it. */
+export interface ToolCall {
+  time: string;
+  requestId: string;
+  server: string;
+  tool: string;
+  team: string;
+  apiKey: string;
+  keyHashPrefix: string;
+  tags: Tag[];
+  status: number;
+  errorType?: string;
+  latencyMs: number;
+  bytesIn?: number;
+  bytesOut?: number;
+  /** Arguments and result (JSON, cut at MAX_PAYLOAD_BYTES): only calls of keys that opted in. */
+  payload?: string;
+}
+
 /** Upper bounds (ms) of the latency histogram buckets; the last one is open. */
 export const LATENCY_BUCKETS_MS = [
   1,
@@ -217,6 +357,8 @@ export interface RollupDelta {
   completion: number;
   cost: number;
   savings: number;
+  bytesIn: number;
+  bytesOut: number;
   [bucket: string]: number | string;
 }
 
@@ -257,16 +399,20 @@ export function rollupDeltas(records: StoredUsage[]): RollupDelta[] {
         completion: 0,
         cost: 0,
         savings: 0,
+        bytesIn: 0,
+        bytesOut: 0,
         ...Object.fromEntries(BUCKET_COLUMNS.map((c) => [c, 0])),
       };
       rollups.set(key, d);
     }
     d.requests += 1;
-    d.error += r.status >= 400 ? 1 : 0;
+    d.error += failed(r) ? 1 : 0;
     d.prompt += r.promptTokens;
     d.completion += r.completionTokens;
     d.cost += r.costUsd;
     d.savings += r.savingsUsd;
+    d.bytesIn += byteCount(r.bytesIn) ?? 0;
+    d.bytesOut += byteCount(r.bytesOut) ?? 0;
     const bucket = BUCKET_COLUMNS[bucketOf(r.latencyMs)];
     if (bucket) d[bucket] = Number(d[bucket] ?? 0) + 1;
   };
@@ -392,6 +538,149 @@ export function analyticsNumbers(rows: RollupRow[]): AnalyticsNumbers {
       p95: percentileFromHistogram(hist, 95),
       p99: percentileFromHistogram(hist, 99),
     },
+  };
+}
+
+/**
+ * Latency histogram columns over raw records, b0..b15: `countIf` is the dialect's count of rows
+ * meeting a condition.
+ */
+export function latencyBucketSums(countIf: (condition: string) => string): string {
+  return LATENCY_BUCKETS_MS.map((bound, i) => {
+    const lower = i === 0 ? -1 : (LATENCY_BUCKETS_MS[i - 1] ?? 0);
+    const condition = Number.isFinite(bound)
+      ? `latency_ms > ${lower} AND latency_ms <= ${bound}`
+      : `latency_ms > ${lower}`;
+    return `${countIf(condition)} AS b${i}`;
+  }).join(', ');
+}
+
+/** A row of a tool report's query: sums per (time bucket, server, tool), histogram by bucket column. */
+export interface ToolRow {
+  bucket: number;
+  server: string | null;
+  tool: string | null;
+  requests: number;
+  errors: number;
+  bytes_in: number;
+  bytes_out: number;
+  [bucketColumn: `b${number}`]: number;
+}
+
+/** The groups a tool report names: at most MAX_GROUP_LIMIT, DEFAULT_GROUP_LIMIT unless asked. */
+export const toolGroupLimit = (q: ToolQuery): number =>
+  Math.min(MAX_GROUP_LIMIT, Math.max(1, q.limit ?? DEFAULT_GROUP_LIMIT));
+
+/** The listing's length: at most MAX_TOOL_CALLS, DEFAULT_TOOL_CALLS unless asked. */
+export const toolCallLimit = (q: ToolCallQuery): number =>
+  Math.min(MAX_TOOL_CALLS, Math.max(1, q.limit ?? DEFAULT_TOOL_CALLS));
+
+/**
+ * A tool report's rows come from the rollups (at most one tag filters it) or from the raw
+ * records (several tags: exact AND), as the model reports do.
+ */
+export const toolsFromRollups = (q: ToolQuery): boolean => q.tags.length <= 1;
+
+/**
+ * A group's key in SQL: server and tool joined by the unit separator (neither a Kubernetes name
+ * nor an MCP tool name has one), or the server alone. `sep` is the dialect's way of writing it.
+ */
+export const toolGroupKey = (q: ToolQuery, sep: string): string =>
+  q.groupBy === 'server' ? 'provider' : `provider || ${sep} || model`;
+export const toolKeyOf = (q: ToolQuery, server: string, tool: string): string =>
+  q.groupBy === 'server' ? server : `${server}\u001f${tool}`;
+
+export function toolNumbers(rows: ToolRow[]): ToolNumbers {
+  const calls = rows.reduce((n, r) => n + r.requests, 0);
+  const errors = rows.reduce((n, r) => n + r.errors, 0);
+  const hist = BUCKET_COLUMNS.map((c) => rows.reduce((n, r) => n + (r[c as `b${number}`] ?? 0), 0));
+  return {
+    calls,
+    errors,
+    errorRate: calls ? round(errors / calls, 4) : 0,
+    latencyMs: {
+      p50: percentileFromHistogram(hist, 50),
+      p95: percentileFromHistogram(hist, 95),
+      p99: percentileFromHistogram(hist, 99),
+    },
+    bytesIn: rows.reduce((n, r) => n + r.bytes_in, 0),
+    bytesOut: rows.reduce((n, r) => n + r.bytes_out, 0),
+  };
+}
+
+/** A tool report from its rows (already folded past the limit): totals, series in time order, groups by calls. */
+export function assembleToolReport(q: ToolQuery, rows: ToolRow[], folded: number): ToolReport {
+  const groupOf = (r: ToolRow): ToolGroup =>
+    q.groupBy === 'server' ? { server: r.server ?? '' } : { server: r.server ?? '', tool: r.tool ?? '' };
+  const keyOf = (g: ToolGroup) => `${g.server}\u0000${g.tool ?? ''}`;
+  const byGroup = new Map<string, { group: ToolGroup; rows: ToolRow[] }>();
+  for (const r of rows) {
+    const group = groupOf(r);
+    const k = keyOf(group);
+    const had = byGroup.get(k);
+    if (had) had.rows.push(r);
+    else byGroup.set(k, { group, rows: [r] });
+  }
+  const isOther = (g: ToolGroup) => g.server === OTHER_GROUP && (g.tool === undefined || g.tool === OTHER_GROUP);
+  const byKey = (a: ToolGroup, b: ToolGroup) => (keyOf(a) < keyOf(b) ? -1 : keyOf(a) > keyOf(b) ? 1 : 0);
+  const groups = [...byGroup.values()]
+    .map(({ group, rows: rs }) => ({ ...group, ...toolNumbers(rs) }))
+    .sort((a, b) => Number(isOther(a)) - Number(isOther(b)) || b.calls - a.calls || byKey(a, b));
+  const series = [...rows]
+    .sort((a, b) => a.bucket - b.bucket || byKey(groupOf(a), groupOf(b)))
+    .map((r) => ({ time: rfc3339(new Date(r.bucket)), ...groupOf(r), ...toolNumbers([r]) }));
+  return {
+    from: q.from.toISOString(),
+    to: q.to.toISOString(),
+    granularity: q.granularity,
+    groupBy: q.groupBy,
+    totals: toolNumbers(rows),
+    series,
+    groups,
+    otherGroups: folded,
+  };
+}
+
+/** "key:value" strings as the stores keep tags, back into tags. */
+export function parseStoredTags(tags: string[]): Tag[] {
+  return tags.map((t) => {
+    const at = t.indexOf(':');
+    return { key: t.slice(0, at), value: t.slice(at + 1) };
+  });
+}
+
+/** A raw record's row (either store's column names) as the tool-call listing shows it. */
+export function toolCallOf(r: {
+  ts: number;
+  request_id: string;
+  key_prefix: string;
+  model: string;
+  provider: string;
+  tags: string[];
+  status: number;
+  error_type: string | null;
+  latency_ms: number;
+  team: string;
+  api_key: string;
+  bytes_in: number | null;
+  bytes_out: number | null;
+  payload: string | null;
+}): ToolCall {
+  return {
+    time: new Date(Number(r.ts)).toISOString(),
+    requestId: r.request_id,
+    server: r.provider,
+    tool: r.model,
+    team: r.team,
+    apiKey: r.api_key,
+    keyHashPrefix: r.key_prefix,
+    tags: parseStoredTags(r.tags),
+    status: r.status,
+    ...(r.error_type !== null ? { errorType: r.error_type } : {}),
+    latencyMs: r.latency_ms,
+    ...(r.bytes_in !== null ? { bytesIn: Number(r.bytes_in) } : {}),
+    ...(r.bytes_out !== null ? { bytesOut: Number(r.bytes_out) } : {}),
+    ...(r.payload !== null ? { payload: r.payload } : {}),
   };
 }
 
