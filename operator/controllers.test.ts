@@ -8,7 +8,13 @@ import { SharedInformers } from './runtime/shared-informers.js';
 
 describe('the registered controllers', () => {
   it('keep the names their queues and metrics are labelled with (dashboards and alerts read them)', () => {
-    expect(CONTROLLERS.map((d) => d.name)).toEqual(['modeldeployment', 'externalprovider', 'apikey', 'budget']);
+    expect(CONTROLLERS.map((d) => d.name)).toEqual([
+      'modeldeployment',
+      'externalprovider',
+      'apikey',
+      'budget',
+      'mcpserver',
+    ]);
   });
 
   it('list and watch each collection once, however many of them watch it', () => {
@@ -22,10 +28,11 @@ describe('the registered controllers', () => {
     const informers = new SharedInformers(new KubeClient(kc), { resyncMs: 0, onError: () => {} });
     const watched = CONTROLLERS.flatMap((d) => watchesOf(d).map((w) => w.collection));
     const byController = new Map(CONTROLLERS.map((d) => [d.name, watchesOf(d).map((w) => informers.of(w.collection))]));
-    // ModelDeployment's nine, ExternalProviders, ApiKeys and Budgets; the ExternalProvider
-    // controller's ModelDeployments are the ModelDeployment controller's.
-    expect(informers.size).toBe(12);
-    expect(new Set(watched.map(collectionKey)).size).toBe(12);
+    // ModelDeployment's nine, ExternalProviders, ApiKeys, Budgets, and McpServers with their
+    // bridges' three (platform-agent, by label); the ExternalProvider controller's
+    // ModelDeployments are the ModelDeployment controller's.
+    expect(informers.size).toBe(16);
+    expect(new Set(watched.map(collectionKey)).size).toBe(16);
     const md = byController.get('modeldeployment') ?? [];
     const ep = byController.get('externalprovider') ?? [];
     expect(ep[1]).toBe(md[0]);

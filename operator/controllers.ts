@@ -2,6 +2,7 @@ import { AGENT_NAMESPACE } from '../crds/constants.js';
 import { apiKeyController } from './api-key/api-key-controller.js';
 import { budgetController } from './budget/budget-controller.js';
 import { externalProviderController } from './external-provider/external-provider-controller.js';
+import { mcpServerController } from './mcp-server/mcp-server-controller.js';
 import { modelDeploymentController } from './model-deployment/model-deployment-controller.js';
 import type { ControllerDeclaration } from './runtime/controller-declaration.js';
 import type { RbacRule } from './runtime/rbac-rule.js';
@@ -16,6 +17,7 @@ export const CONTROLLERS: readonly ControllerDeclaration[] = [
   externalProviderController,
   apiKeyController,
   budgetController,
+  mcpServerController,
 ];
 
 /** What the operator process needs itself, apart from any controller. */
