@@ -1,6 +1,7 @@
 import { type ChildProcess, spawn } from 'node:child_process';
 import { createServer } from 'node:net';
 import { join } from 'node:path';
+import { Client, StreamableHTTPClientTransport } from '@modelcontextprotocol/client';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { MCP_TOKEN_KEY } from '../../crds/mcp/auth.js';
 import { bridgeArgs, bridgeCommand, MCP_SERVER_LABEL } from '../../operator/mcp-server/bridge.js';
@@ -14,6 +15,7 @@ import { eventually, kubeConfig, kubectl, kubectlOk } from '../support/kube.js';
  * (@modelcontextprotocol/server-everything over Streamable HTTP, pinned in e2e/clients) becomes
  * Ready with its tools, narrowed by spec.tools; the bridge's exact arguments in front of the real
  * memory server (mcp-proxy and server-memory, pinned) serve its tools over Streamable HTTP; a
+ * server whose tools change says so (tools/list_changed) and status follows at once; a
  * closed port is Degraded Unreachable, a missing credential Secret SecretMissing until it is
  * created; a stdio server gets its bridge's Deployment, Service and NetworkPolicy, which the
  * garbage collector deletes with it. No kubelet runs the bridge's pod in this tier: kwok marks it
@@ -29,7 +31,26 @@ let operator: Operator;
 const children: ChildProcess[] = [];
 let everythingUrl: string;
 let bridgeUrl: string;
+let growingUrl: string;
 let closedUrl: string;
+
+/**
+ * A stdio server of the official SDK whose tool `grow` adds a tool and says so
+ * (notifications/tools/list_changed): behind the bridge, how a server's changed tools reach status.
+ */
+const GROWING_SERVER = `
+import { Server } from '@modelcontextprotocol/server';
+import { StdioServerTransport } from '@modelcontextprotocol/server/stdio';
+const tools = [{ name: 'grow', description: 'adds a tool', inputSchema: { type: 'object' } }];
+const server = new Server({ name: 'growing', version: '1.0.0' }, { capabilities: { tools: { listChanged: true } } });
+server.setRequestHandler('tools/list', () => ({ tools }));
+server.setRequestHandler('tools/call', async () => {
+  tools.push({ name: 'grown-' + tools.length, inputSchema: { type: 'object' } });
+  await server.sendToolListChanged();
+  return { content: [{ type: 'text', text: 'grown' }] };
+});
+await server.connect(new StdioServerTransport());
+`;
 
 async function freePort(): Promise<number> {
   const server = createServer();
@@ -95,8 +116,13 @@ beforeAll(async () => {
   args[args.indexOf('--port') + 1] = String(bridgePort);
   start(join(bin, 'mcp-proxy'), [...args, '--', join(bin, 'mcp-server-memory')]);
   bridgeUrl = `http://127.0.0.1:${bridgePort}/mcp`;
+  const growingPort = await freePort();
+  const growing = bridgeArgs();
+  growing[growing.indexOf('--port') + 1] = String(growingPort);
+  start(join(bin, 'mcp-proxy'), [...growing, '--', process.execPath, '--input-type=module', '-e', GROWING_SERVER]);
+  growingUrl = `http://127.0.0.1:${growingPort}/mcp`;
   closedUrl = `http://127.0.0.1:${await freePort()}/mcp`;
-  await Promise.all([answering(everythingUrl), answering(bridgeUrl)]);
+  await Promise.all([answering(everythingUrl), answering(bridgeUrl), answering(growingUrl)]);
   operator = new Operator({
     kubeConfig: kubeConfig(),
     cluster: { organizationId: 'acme', clusterId: 'prod-1', cloud: 'aws', region: 'us-east-1' },
@@ -148,6 +174,23 @@ describe('McpServer with the operator on the real control plane', () => {
     await phase('memory-bridge', 'Ready');
     expect(toolNames('memory-bridge')).toEqual(expect.arrayContaining(['create_entities', 'read_graph']));
     expect(field('memory-bridge', '{.status.serverInfo.name}')).toBe('memory-server');
+  });
+
+  it('lists the tools again when the server says they changed (tools/list_changed), not at the next round', async () => {
+    mcpServer('growing', { url: growingUrl });
+    await phase('growing', 'Ready');
+    expect(toolNames('growing')).toEqual(['grow']);
+    const client = new Client({ name: 'e2e', version: '1.0.0' });
+    await client.connect(new StreamableHTTPClientTransport(new URL(growingUrl)));
+    try {
+      await client.callTool({ name: 'grow', arguments: {} });
+    } finally {
+      await client.close();
+    }
+    // The operator lists every 5 minutes otherwise: well within, the notification did it.
+    await eventually('the grown tool in status', 20_000, () =>
+      toolNames('growing').includes('grown-1') ? true : undefined,
+    );
   });
 
   it('is Degraded Unreachable at a closed port, with the cause and the fix', async () => {
