@@ -40,7 +40,13 @@ async function waitListening(url: string, child: ChildProcess, logs: () => strin
   throw new Error(`the server did not listen at ${url}: ${logs()}`);
 }
 
-function start(cmd: string, args: string[], env: Record<string, string>, url: string, port: number): Promise<RunningServer> {
+function start(
+  cmd: string,
+  args: string[],
+  env: Record<string, string>,
+  url: string,
+  port: number,
+): Promise<RunningServer> {
   const child = spawn(cmd, args, {
     env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '/tmp', ...env },
     stdio: ['ignore', 'pipe', 'pipe'],
@@ -77,7 +83,13 @@ function start(cmd: string, args: string[], env: Record<string, string>, url: st
 /** server-everything over Streamable HTTP at http://127.0.0.1:<port>/mcp. */
 export async function startEverything(): Promise<RunningServer> {
   const port = await freePort();
-  return start(clientBin('mcp-server-everything'), ['streamableHttp'], { PORT: String(port) }, `http://127.0.0.1:${port}/mcp`, port);
+  return start(
+    clientBin('mcp-server-everything'),
+    ['streamableHttp'],
+    { PORT: String(port) },
+    `http://127.0.0.1:${port}/mcp`,
+    port,
+  );
 }
 
 /** server-memory on stdio behind mcp-proxy (the bridge), at http://127.0.0.1:<port>/mcp. */

@@ -1,7 +1,7 @@
 import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { Client, StreamableHTTPClientTransport } from '@modelcontextprotocol/client';
+import { Client, ProtocolError, StreamableHTTPClientTransport, specTypeSchemas } from '@modelcontextprotocol/client';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { ApiKey } from '../../crds/api-key.js';
 import type { McpServer } from '../../crds/mcp-server.js';
@@ -9,6 +9,13 @@ import { ApiKeys, policyOf, sha256 } from '../../proxy/access/auth.js';
 import { McpServerTable } from '../../proxy/mcp/servers.js';
 import { MemoryUsage } from '../../proxy/usage/record.js';
 import { type RunningServer, startEverything, startMemoryBridged } from '../mcp/servers.js';
+import {
+  CaptureSink,
+  capturingFetch,
+  SCHEMA_REVISION,
+  specSchema,
+  validateGatewayMessage,
+} from '../mcp/spec-schema.js';
 import { startGateway, type TestGateway } from '../support/gateway.js';
 
 /**
@@ -20,13 +27,21 @@ import { startGateway, type TestGateway } from '../support/gateway.js';
 const FULL = 'sk-mcp-full';
 const NARROW = 'sk-mcp-narrow';
 const SECRET = 'test-session-secret';
+/** Every message the SDK clients below receive, checked against the spec's schema by the last test. */
+const capture = new CaptureSink();
 
 function apiKey(name: string, key: string, mcp?: ApiKey['spec']['mcp']): ApiKey {
   return {
     apiVersion: 'ai.platform/v1beta1',
     kind: 'ApiKey',
     metadata: { name, namespace: 'platform-agent' },
-    spec: { team: name === 'full' ? 'search' : 'narrow', role: 'User', rotation: 0, tags: { project: 'agents' }, ...(mcp ? { mcp } : {}) },
+    spec: {
+      team: name === 'full' ? 'search' : 'narrow',
+      role: 'User',
+      rotation: 0,
+      tags: { project: 'agents' },
+      ...(mcp ? { mcp } : {}),
+    },
     status: { digest: `sha256:${sha256(key).toString('hex')}` },
   };
 }
@@ -41,7 +56,11 @@ const mcpServer = (name: string, url: string, spec: Partial<McpServer['spec']> =
 async function connect(url: string, headers: Record<string, string> = {}, sessionId?: string): Promise<Client> {
   const client = new Client({ name: 'e2e', version: '1.0.0' });
   await client.connect(
-    new StreamableHTTPClientTransport(new URL(url), { requestInit: { headers }, ...(sessionId ? { sessionId } : {}) }),
+    new StreamableHTTPClientTransport(new URL(url), {
+      requestInit: { headers },
+      fetch: capturingFetch(capture),
+      ...(sessionId ? { sessionId } : {}),
+    }),
   );
   return client;
 }
@@ -59,12 +78,14 @@ describe('MCP gateway with real servers and the official SDK client', () => {
       startEverything(),
       startMemoryBridged(join(mkdtempSync(join(tmpdir(), 'pao-mcp-memory-')), 'memory.jsonl')),
     ]);
-    servers.set([mcpServer('everything', everything.url, { tools: { deny: ['get-env'] } }), mcpServer('memory', memory.url)]);
+    servers.set([
+      mcpServer('everything', everything.url, { tools: { deny: ['get-env'] } }),
+      mcpServer('memory', memory.url),
+    ]);
     keys.setManaged(
-      [
-        apiKey('full', FULL),
-        apiKey('narrow', NARROW, { servers: [{ name: 'everything', tools: ['echo'] }] }),
-      ].flatMap((k) => policyOf(k) ?? []),
+      [apiKey('full', FULL), apiKey('narrow', NARROW, { servers: [{ name: 'everything', tools: ['echo'] }] })].flatMap(
+        (k) => policyOf(k) ?? [],
+      ),
     );
     gateway = await startGateway({ mcp: { sessionSecret: SECRET } }, { keys, usage, mcpServers: servers });
   }, 180_000);
@@ -94,7 +115,12 @@ describe('MCP gateway with real servers and the official SDK client', () => {
 
     const rec = usage.records.find((r) => r.endpoint === 'mcp' && r.model === 'echo');
     expect(rec).toMatchObject({ provider: 'everything', team: 'search', apiKey: 'full', status: 200 });
-    expect(rec?.tags).toEqual(expect.arrayContaining([{ key: 'ticket', value: 'T-1' }, { key: 'project', value: 'agents' }]));
+    expect(rec?.tags).toEqual(
+      expect.arrayContaining([
+        { key: 'ticket', value: 'T-1' },
+        { key: 'project', value: 'agents' },
+      ]),
+    );
     expect(rec?.bytesIn).toBeGreaterThan(50);
     expect(rec?.bytesOut).toBeGreaterThan(50);
     expect(rec?.payload).toBeUndefined();
@@ -139,6 +165,7 @@ describe('MCP gateway with real servers and the official SDK client', () => {
   it('a session outlives the replica that began it', async () => {
     const transport = new StreamableHTTPClientTransport(new URL(`${gateway.url}/mcp`), {
       requestInit: { headers: { 'X-API-Key': FULL } },
+      fetch: capturingFetch(capture),
     });
     const first = new Client({ name: 'e2e', version: '1.0.0' });
     await first.connect(transport);
@@ -156,7 +183,12 @@ describe('MCP gateway with real servers and the official SDK client', () => {
           'mcp-session-id': sessionId,
           'mcp-protocol-version': '2025-11-25',
         },
-        body: JSON.stringify({ jsonrpc: '2.0', id: 7, method: 'tools/call', params: { name: 'everything_echo', arguments: { message: 'x' } } }),
+        body: JSON.stringify({
+          jsonrpc: '2.0',
+          id: 7,
+          method: 'tools/call',
+          params: { name: 'everything_echo', arguments: { message: 'x' } },
+        }),
       });
       expect(res.status).toBe(200);
       expect(await res.json()).toMatchObject({ id: 7, result: { content: [{ type: 'text' }] } });
@@ -177,7 +209,12 @@ describe('MCP gateway with real servers and the official SDK client', () => {
     const post = (body: string, headers: Record<string, string> = {}) =>
       fetch(`${gateway.url}/mcp`, {
         method: 'POST',
-        headers: { 'X-API-Key': FULL, 'content-type': 'application/json', accept: 'application/json, text/event-stream', ...headers },
+        headers: {
+          'X-API-Key': FULL,
+          'content-type': 'application/json',
+          accept: 'application/json, text/event-stream',
+          ...headers,
+        },
         body,
       });
     const notJson = await post('{"jsonrpc":');
@@ -187,9 +224,15 @@ describe('MCP gateway with real servers and the official SDK client', () => {
     expect((await notRpc.json()).error.code).toBe(-32600);
     const noSession = await post(JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'tools/list' }));
     expect(noSession.status).toBe(400);
-    const unknownSession = await post(JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'tools/list' }), { 'mcp-session-id': 'nope' });
+    const unknownSession = await post(JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'tools/list' }), {
+      'mcp-session-id': 'nope',
+    });
     expect(unknownSession.status).toBe(404);
-    const noKey = await fetch(`${gateway.url}/mcp`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: '{}' });
+    const noKey = await fetch(`${gateway.url}/mcp`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: '{}',
+    });
     expect(noKey.status).toBe(401);
     expect((await noKey.json()).error.code).toBeLessThan(0);
 
@@ -219,5 +262,112 @@ describe('MCP gateway with real servers and the official SDK client', () => {
     expect(del.status).toBe(200);
     const after = await post(JSON.stringify({ jsonrpc: '2.0', id: 4, method: 'ping' }), session);
     expect(after.status).toBe(404);
+  });
+
+  it('every message the gateway sent the SDK clients validates against the spec schema of the negotiated revision', async () => {
+    // The schema first (generated once per pinned SDK and generator, then read from the cache).
+    specSchema();
+    const via = await connect(`${gateway.url}/mcp`, { 'X-API-Key': FULL });
+    // Each method at least once through /mcp, on top of what the tests above sent.
+    expect((await via.listTools()).tools.map((t) => t.name)).toContain('everything_echo');
+    const prompts = (await via.listPrompts()).prompts.map((p) => p.name);
+    expect(prompts).toContain('everything_args-prompt');
+    const prompt = await via.getPrompt({ name: 'everything_args-prompt', arguments: { city: 'Paris' } });
+    expect(JSON.stringify(prompt.messages)).toMatch(/Paris/);
+    const resources = (await via.listResources()).resources;
+    const doc = resources.find((r) => r.uri.startsWith('everything+demo://'));
+    expect(doc).toBeDefined();
+    const read = await via.readResource({ uri: doc?.uri ?? '' });
+    expect(read.contents.length).toBeGreaterThan(0);
+    const templates = (await via.listResourceTemplates()).resourceTemplates;
+    const template = templates.find((t) => t.uriTemplate.startsWith('everything+'));
+    expect(template).toBeDefined();
+    const departments = await via.complete({
+      ref: { type: 'ref/prompt', name: 'everything_completable-prompt' },
+      argument: { name: 'department', value: 'E' },
+    });
+    expect(departments.completion.values).toEqual(['Engineering']);
+    await via.complete({
+      ref: { type: 'ref/resource', uri: template?.uriTemplate ?? '' },
+      argument: { name: 'resourceId', value: '1' },
+    });
+    await via.ping();
+    await via.setLoggingLevel('info');
+    // Content of every kind a tool answers with: image, resource link, embedded resource, structured.
+    await via.callTool({ name: 'everything_get-tiny-image', arguments: {} });
+    await via.callTool({ name: 'everything_get-resource-links', arguments: { count: 2 } });
+    await via.callTool({
+      name: 'everything_get-resource-reference',
+      arguments: { resourceType: 'Blob', resourceId: 2 },
+    });
+    await via.callTool({ name: 'everything_get-structured-content', arguments: { location: 'Chicago' } });
+    await via.callTool({
+      name: 'everything_get-annotated-message',
+      arguments: { messageType: 'error', includeImage: true },
+    });
+    const seen: number[] = [];
+    await via.callTool(
+      { name: 'everything_trigger-long-running-operation', arguments: { duration: 0.4, steps: 2 } },
+      { onprogress: (p) => seen.push(p.progress) },
+    );
+    expect(seen).toEqual([1, 2]);
+    // Error answers of the gateway's own: a tool of no server of the session (-32602), an
+    // unknown method (-32601). (A server's unknown tool is the server's answer, passed through.)
+    const unknownTool = await via.callTool({ name: 'nowhere_echo', arguments: {} }).catch((e: unknown) => e);
+    expect(unknownTool).toBeInstanceOf(ProtocolError);
+    expect((unknownTool as ProtocolError).code).toBe(-32602);
+    const unknownMethod = await via
+      .request({ method: 'no/such/method' }, specTypeSchemas.EmptyResult)
+      .catch((e: unknown) => e);
+    expect(unknownMethod).toBeInstanceOf(ProtocolError);
+    expect((unknownMethod as ProtocolError).code).toBe(-32601);
+    await via.close();
+
+    await capture.settled();
+    const sent = capture.messages.filter((m) => m.url.startsWith(gateway.url));
+    const failures = sent.flatMap((m) =>
+      validateGatewayMessage(m.method, m.message).map(
+        (e) => `${m.method ?? '(no request)'} ${m.via} ${m.status}: ${e}\n  ${JSON.stringify(m.message).slice(0, 300)}`,
+      ),
+    );
+    if (failures.length > 0) console.error(`messages of the gateway the schema refuses:\n${failures.join('\n')}`);
+    expect(failures).toEqual([]);
+    expect(sent.filter((m) => m.unparsed !== undefined)).toEqual([]);
+
+    // The schema is that of the revision negotiated.
+    const initialized = sent.filter((m) => m.method === 'initialize');
+    expect(initialized.length).toBeGreaterThan(0);
+    for (const m of initialized) expect(m.message).toMatchObject({ result: { protocolVersion: SCHEMA_REVISION } });
+    const answered = (m: { message: unknown }, key: 'result' | 'error') =>
+      typeof m.message === 'object' && m.message !== null && key in m.message;
+    const results = new Set(sent.filter((m) => answered(m, 'result')).map((m) => m.method));
+    for (const method of [
+      'initialize',
+      'tools/list',
+      'tools/call',
+      'prompts/list',
+      'prompts/get',
+      'resources/list',
+      'resources/read',
+      'resources/templates/list',
+      'completion/complete',
+      'ping',
+      'logging/setLevel',
+    ]) {
+      expect(results, method).toContain(method);
+    }
+    const errors = sent.filter((m) => answered(m, 'error')).map((m) => m.message);
+    expect(errors).toEqual(
+      expect.arrayContaining([
+        expect.objectContaining({ error: expect.objectContaining({ code: -32602 }) }),
+        expect.objectContaining({ error: expect.objectContaining({ code: -32601 }) }),
+      ]),
+    );
+    // Progress on the way, on the SSE stream of the tools/call it reports on.
+    const progress = sent.filter(
+      (m) => m.via === 'sse' && m.message && (m.message as { method?: string }).method === 'notifications/progress',
+    );
+    expect(progress.length).toBeGreaterThanOrEqual(2);
+    expect(new Set(progress.map((m) => m.method))).toEqual(new Set(['tools/call']));
   });
 });

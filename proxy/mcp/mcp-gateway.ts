@@ -401,6 +401,7 @@ async function governToolCall(
     // A name the caller made up is not a label: unknown tools are recorded under "unknown".
     server: known?.server ?? '',
     tool: known?.name ?? 'unknown',
+    listed: known !== undefined && (s.servers.get(known.server)?.lists(known.name) ?? false),
     callId: req.id,
     protocolVersion: s.session.version,
     header,

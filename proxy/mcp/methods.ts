@@ -104,6 +104,9 @@ async function listAll(
     const { answer } = await forward(ctx, req, server, cursor ? { cursor } : {});
     if (!('result' in answer)) throw new RpcError(answer.error.code, answer.error.message);
     const items = answer.result[spec.items];
+    if (req.method === 'tools/list' && Array.isArray(items)) {
+      server.learn(items.flatMap((t) => (isObject(t) && typeof t.name === 'string' ? [t.name] : [])));
+    }
     for (const item of Array.isArray(items) ? items : []) {
       if (!isObject(item)) continue;
       if (req.method === 'tools/list' && !mayUseTool(ctx.caller.policy, server, String(item.name))) continue;
@@ -144,8 +147,18 @@ const byName =
       );
     }
     const server = serverOf(ctx, parsed.server);
-    return forward(ctx, req, server, { ...params, [field]: ownPart(parsed) });
+    const out = await forward(ctx, req, server, { ...params, [field]: ownPart(parsed) });
+    return req.method === 'resources/read' ? { ...out, answer: contentsRenamed(ctx, server.name, out.answer) } : out;
   };
+
+/** resources/read: each content's URI named as the endpoint named the resource (a client matches them). */
+function contentsRenamed(ctx: MethodContext, server: string, answer: RpcAnswer): RpcAnswer {
+  if (!('result' in answer) || !Array.isArray(answer.result.contents)) return answer;
+  const contents = answer.result.contents.map((c: unknown) =>
+    isObject(c) && typeof c.uri === 'string' ? { ...c, uri: ctx.naming.uri(server, c.uri) } : c,
+  );
+  return { ...answer, result: { ...answer.result, contents } };
+}
 
 /** completion/complete names a prompt or a resource template in params.ref. */
 const complete: Handler = async (ctx, req) => {

@@ -16,14 +16,22 @@ export interface McpTarget {
   auth?: AuthProvider;
   /** Whether the McpServer's spec admits a tool (deny wins over allow; no allow: all). */
   admits(tool: string): boolean;
+  /** Whether the server listed the tool: to the operator (McpServer status.tools), or in a tools/list through this replica. */
+  lists(tool: string): boolean;
+  /** The tools a tools/list through the gateway found (kept per server, bounded). */
+  learn(tools: readonly string[]): void;
 }
 
 const DEFAULT_TIMEOUT_SECONDS = 60;
+
+/** Tools remembered per server from the lists that went through (a server lists at most this many). */
+const LEARNED_MAX = 1024;
 
 export function targetOf(
   server: McpServer,
   authOf: (server: McpServer) => AuthProvider | undefined,
   resolve: (url: string) => string = (u) => u,
+  learned: Set<string> = new Set(),
 ): McpTarget | undefined {
   const url = mcpServerUrl(server);
   const name = server.metadata.name;
@@ -31,18 +39,25 @@ export function targetOf(
   const allow = server.spec.tools?.allow ? new Set(server.spec.tools.allow) : undefined;
   const deny = new Set(server.spec.tools?.deny ?? []);
   const auth = authOf(server);
+  const listed = new Set((server.status?.tools ?? []).map((t) => t.name));
   return {
     name,
     url: resolve(url),
     timeoutMs: (server.spec.timeoutSeconds ?? DEFAULT_TIMEOUT_SECONDS) * 1000,
     ...(auth ? { auth } : {}),
     admits: (tool) => !deny.has(tool) && (!allow || allow.has(tool)),
+    lists: (tool) => listed.has(tool) || learned.has(tool),
+    learn: (tools) => {
+      for (const t of tools) if (learned.size < LEARNED_MAX) learned.add(t);
+    },
   };
 }
 
 /** The servers by name; replaced whole on every change of the source. */
 export class McpServerTable {
   private byName = new Map<string, McpTarget>();
+  /** What tools/list found, by server: it outlives a change of the server's spec. */
+  private readonly learned = new Map<string, Set<string>>();
 
   constructor(
     private readonly authOf: (server: McpServer) => AuthProvider | undefined = () => undefined,
@@ -52,9 +67,14 @@ export class McpServerTable {
   set(servers: readonly McpServer[]): void {
     const next = new Map<string, McpTarget>();
     for (const s of servers) {
-      const t = targetOf(s, this.authOf, this.resolve);
-      if (t) next.set(t.name, t);
+      const name = s.metadata.name ?? '';
+      const learned = this.learned.get(name) ?? new Set<string>();
+      const t = targetOf(s, this.authOf, this.resolve, learned);
+      if (!t) continue;
+      next.set(t.name, t);
+      this.learned.set(name, learned);
     }
+    for (const name of this.learned.keys()) if (!next.has(name)) this.learned.delete(name);
     this.byName = next;
   }
 

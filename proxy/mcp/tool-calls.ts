@@ -28,6 +28,13 @@ export interface ToolCall {
   tags: Tag[];
   server: string;
   tool: string;
+  /**
+   * The server lists the tool (its McpServer's status, or a tools/list through the gateway): a
+   * name a caller made up is recorded, counted and traced as "unknown" (servers answer one with
+   * an error, or with an isError result), so invented names never grow the metrics' labels or
+   * the reports' rows.
+   */
+  listed: boolean;
   callId: string | number;
   protocolVersion: string;
   header: (name: string) => string | undefined;
@@ -58,6 +65,7 @@ const STATUS_OF: Readonly<Record<string, number>> = {
 };
 
 const PAYLOAD_MAX = 16 * 1024;
+const UNKNOWN_TOOL = 'unknown';
 
 export function toolBucket(caller: Caller, server: string, tool: string): string {
   const who = caller.policy.name ? `key:${caller.policy.name}` : caller.keyHashPrefix;
@@ -84,7 +92,7 @@ export async function admitToolCall(deps: ToolCallDeps, caller: Caller, server: 
 export function beginToolCall(deps: ToolCallDeps, call: ToolCall): (end: ToolCallEnd) => void {
   const started = performance.now();
   const span: ToolSpan | undefined = deps.tracer?.tool?.({
-    tool: call.tool,
+    tool: call.listed ? call.tool : UNKNOWN_TOOL,
     server: call.server,
     callId: String(call.callId),
     protocolVersion: call.protocolVersion,
@@ -94,13 +102,14 @@ export function beginToolCall(deps: ToolCallDeps, call: ToolCall): (end: ToolCal
   return (end) => {
     const latencyMs = performance.now() - started;
     const { status, errorType } = outcomeOf(end);
+    const tool = call.listed ? call.tool : UNKNOWN_TOOL;
     const rec: UsageRecord = {
       time: new Date().toISOString(),
       requestId: call.requestId,
       keyHashPrefix: call.caller.keyHashPrefix,
       team: call.caller.policy.team,
       ...(call.caller.policy.name ? { apiKey: call.caller.policy.name } : {}),
-      model: call.tool,
+      model: tool,
       endpoint: 'mcp',
       provider: call.server,
       tags: call.tags,
@@ -117,7 +126,7 @@ export function beginToolCall(deps: ToolCallDeps, call: ToolCall): (end: ToolCal
       ...(call.caller.policy.mcp?.recordPayloads ? { payload: payloadOf(call.arguments, end.answer) } : {}),
     };
     deps.usage.record(rec);
-    deps.metrics.mcpToolCalls.inc({ server: call.server, tool: call.tool, status: String(status) });
+    deps.metrics.mcpToolCalls.inc({ server: call.server, tool, status: String(status) });
     deps.metrics.mcpToolLatency.observe({ server: call.server }, latencyMs / 1000);
     span?.end({ status, ...(errorType ? { errorType } : {}) });
   };

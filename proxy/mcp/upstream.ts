@@ -1,4 +1,5 @@
-import { SdkHttpError, StreamableHTTPClientTransport } from '@modelcontextprotocol/client';
+import { SdkHttpError, StreamableHTTPClientTransport, UnauthorizedError } from '@modelcontextprotocol/client';
+import { McpCredentialError } from '../../crds/mcp/auth.js';
 import {
   isObject,
   type JsonObject,
@@ -194,8 +195,24 @@ function upstreamError(target: McpTarget, err: unknown, timedOut: boolean): Upst
   }
   const cause = isObject(err) && err.cause instanceof UpstreamError ? err.cause : undefined;
   if (cause) return cause;
+  if (err instanceof UnauthorizedError || (err instanceof SdkHttpError && [401, 403].includes(statusOf(err) ?? 0))) {
+    return new UpstreamError(
+      RPC.gateway,
+      `MCP server ${target.name} refused the gateway's credentials: the platform team checks its McpServer's auth`,
+      'refused',
+      401,
+    );
+  }
+  if (err instanceof McpCredentialError) {
+    // Its message names the Secret's key, never the Secret: still, callers hear only that it is the gateway's.
+    return new UpstreamError(
+      RPC.gateway,
+      `the gateway has no credentials for MCP server ${target.name} (${err.reason})`,
+      'refused',
+    );
+  }
   if (err instanceof SdkHttpError) {
-    const status = (err.data as { status?: number } | undefined)?.status;
+    const status = statusOf(err);
     if (status === 404) {
       return new UpstreamError(RPC.gateway, `MCP server ${target.name} ended this session`, 'session_gone', 404);
     }
@@ -208,3 +225,5 @@ function upstreamError(target: McpTarget, err: unknown, timedOut: boolean): Upst
   }
   return new UpstreamError(RPC.gateway, `MCP server ${target.name} is not reachable`, 'unreachable');
 }
+
+const statusOf = (err: SdkHttpError): number | undefined => (err.data as { status?: number } | undefined)?.status;
