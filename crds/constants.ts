@@ -86,6 +86,13 @@ export const MODEL_DEPLOYMENT_LABEL = `${API_GROUP}/model-deployment`;
 /** The Secret holding an ApiKey's key (owned by the ApiKey), and the data key the key is under. */
 export const apiKeySecretName = (apiKeyName: string): string => `apikey-${apiKeyName}`;
 export const API_KEY_SECRET_KEY = 'key';
+/**
+ * The Secret holding the key MCP session ids are sealed with (proxy/mcp/session.ts), shared by
+ * every proxy replica so any of them serves any session; the operator creates it once, with a
+ * random key, and never reads it.
+ */
+export const MCP_SESSIONS_SECRET = 'platform-ai-optimizer-mcp-sessions';
+export const MCP_SESSIONS_KEY = 'key';
 /** The tag key every request of an ApiKey carries with the key's team as value. */
 export const TEAM_TAG = 'team';
 

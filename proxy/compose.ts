@@ -5,7 +5,13 @@ import { join } from 'node:path';
 import type { KubeConfig } from '@kubernetes/client-node';
 import type { Hono } from 'hono';
 import { type Catalog, catalogModel, loadCatalog, parallelSlots } from '../crds/catalog/catalog.js';
-import { ACCESS_KEY_ID_KEY, PRODUCT_VERSION, SECRET_ACCESS_KEY_KEY } from '../crds/constants.js';
+import {
+  ACCESS_KEY_ID_KEY,
+  MCP_SESSIONS_KEY,
+  MCP_SESSIONS_SECRET,
+  PRODUCT_VERSION,
+  SECRET_ACCESS_KEY_KEY,
+} from '../crds/constants.js';
 import type { ProviderType } from '../crds/external-provider.js';
 import { MCP_CLIENT_SECRET_KEY, MCP_TOKEN_KEY, mcpAuthProvider } from '../crds/mcp/auth.js';
 import { errorMessage, jsonLogger, type Logger } from '../crds/observability/log.js';
@@ -254,7 +260,7 @@ export async function composeGateway(config: GatewayConfig = {}, parts: Partial<
   const mcp = createMcpGateway({
     keys,
     servers: mcpServers,
-    sealer: new SessionSealer(config.mcp?.sessionSecret ?? env.PAO_MCP_SESSION_SECRET ?? undefined),
+    sealer: new SessionSealer(sessionSecret(config, env, resources.source)),
     limiter,
     rateLimit: config.rateLimit ?? { requestsPerSecond: 0, burst: 1 },
     metrics,
@@ -528,6 +534,23 @@ function providerSecrets(
       }
     }
     return Object.keys(data).length > 0 ? { data } : undefined;
+  };
+}
+
+/**
+ * The secret MCP sessions are sealed with: the configuration's, else PAO_MCP_SESSION_SECRET, else
+ * (in a cluster) the operator's Secret, read as it is watched.
+ */
+function sessionSecret(
+  config: GatewayConfig,
+  env: NodeJS.ProcessEnv,
+  source: ClusterSource | undefined,
+): () => string | undefined {
+  const fixed = config.mcp?.sessionSecret ?? env.PAO_MCP_SESSION_SECRET;
+  if (fixed) return () => fixed;
+  return () => {
+    const value = source?.secret(MCP_SESSIONS_SECRET)?.data?.[MCP_SESSIONS_KEY];
+    return value ? Buffer.from(value, 'base64').toString('utf8') : undefined;
   };
 }
 

@@ -3,6 +3,7 @@ import { createServer } from 'node:net';
 import { join } from 'node:path';
 import { Client, StreamableHTTPClientTransport } from '@modelcontextprotocol/client';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { MCP_SESSIONS_KEY, MCP_SESSIONS_SECRET } from '../../crds/constants.js';
 import { MCP_TOKEN_KEY } from '../../crds/mcp/auth.js';
 import { bridgeArgs, bridgeCommand, MCP_SERVER_LABEL } from '../../operator/mcp-server/bridge.js';
 import { Operator } from '../../operator/operator.js';
@@ -156,6 +157,19 @@ describe('McpServer with the operator on the real control plane', () => {
     expect(eventReasons('everything')).toContain('ToolsDiscovered');
     // `kubectl get` shows the phase and the revision in its columns.
     console.log(`[e2e] kubectl get mcpservers:\n${kubectlOk(['get', 'mcpservers', '-n', NS])}`);
+  });
+
+  it('creates the key the proxies seal MCP sessions with, once: 32 random bytes', () => {
+    const key = kubectlOk([
+      'get',
+      'secret',
+      MCP_SESSIONS_SECRET,
+      '-n',
+      NS,
+      '-o',
+      `jsonpath={.data.${MCP_SESSIONS_KEY}}`,
+    ]);
+    expect(Buffer.from(key, 'base64')).toHaveLength(32);
   });
 
   it('narrows status.tools to spec.tools (deny wins over allow)', async () => {

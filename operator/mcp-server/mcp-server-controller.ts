@@ -14,6 +14,7 @@ import type { ReconcileResult } from '../runtime/work-queue.js';
 import { bridgeReady, desiredBridge, MCP_SERVER_LABEL, type NetworkPolicy } from './bridge.js';
 import { isTransient, type McpDiscoveryOutcome, type McpProblem, mcpServerStatus } from './mcp-server-status.js';
 import { McpSessions } from './mcp-sessions.js';
+import { ensureSessionsSecret } from './sessions-secret.js';
 
 /**
  * Reconciles an McpServer: for a stdio server, applies its bridge (bridge.ts) and waits for a
@@ -244,6 +245,13 @@ export const mcpServerController: ControllerDeclaration = {
     },
     {
       scope: AGENT_NAMESPACE,
+      apiGroups: [''],
+      resources: ['secrets'],
+      verbs: ['create'],
+      reason: 'the key the proxies seal MCP session ids with, created once and never read',
+    },
+    {
+      scope: AGENT_NAMESPACE,
       apiGroups: ['apps'],
       resources: ['deployments'],
       verbs: ['create', 'patch', 'update', 'delete'],
@@ -282,6 +290,20 @@ export const mcpServerController: ControllerDeclaration = {
   failure: 'MCP server reconcile failed',
   async start(ctx) {
     const servers = ctx.caches.of(MCP_SERVERS);
+    // Before any session: the proxies seal theirs with it once it exists (until then, each its
+    // own). A failure is tried again at the next reconcile.
+    let sealed = false;
+    const ensureSealingKey = async () => {
+      if (sealed) return;
+      sealed = await ensureSessionsSecret(ctx.client).then(
+        () => true,
+        (error: unknown) => {
+          ctx.log.warn('the MCP sessions Secret was not created; trying again', { error: String(error) });
+          return false;
+        },
+      );
+    };
+    await ensureSealingKey();
     const secrets = new NamedSecrets(ctx.client, AGENT_NAMESPACE, {
       onChange: (name) => {
         for (const s of servers.list()) if (mcpSecretName(s) === name) ctx.enqueue(keyOf(s));
@@ -314,7 +336,10 @@ export const mcpServerController: ControllerDeclaration = {
     );
     const running = controller;
     return {
-      reconcile: (key) => running.reconcile(key),
+      reconcile: async (key) => {
+        await ensureSealingKey();
+        return running.reconcile(key);
+      },
       // The sessions close with the Secret watches, once the queue drained: nothing discovers after.
       watches: {
         stop: async () => {

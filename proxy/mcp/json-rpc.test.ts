@@ -11,7 +11,10 @@ describe('a POST body as a JSON-RPC message', () => {
   });
 
   it('answers what is not one with the spec’s codes', () => {
-    expect(parseClientMessage('{')).toMatchObject({ id: null, error: { code: -32700 } });
+    expect(parseClientMessage('{')).toEqual({
+      jsonrpc: '2.0',
+      error: { code: -32700, message: 'Parse error: the body is not JSON' },
+    });
     expect(parseClientMessage('[{"jsonrpc":"2.0","id":1,"method":"ping"}]')).toMatchObject({ error: { code: -32600 } });
     expect(parseClientMessage('{"jsonrpc":"1.0","id":3,"method":"ping"}')).toMatchObject({
       id: 3,

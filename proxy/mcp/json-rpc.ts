@@ -31,8 +31,11 @@ export interface RpcResult {
 
 export interface RpcErrorAnswer {
   jsonrpc: '2.0';
-  /** null only when the request's id could not be read (the spec's "id": null). */
-  id: RequestId | null;
+  /**
+   * Absent when the request's id could not be read: MCP's schema (2025-11-25) makes it optional
+   * and takes no null, where JSON-RPC 2.0 alone would say null.
+   */
+  id?: RequestId;
   error: { code: number; message: string; data?: unknown };
 }
 
@@ -68,7 +71,7 @@ export class RpcError extends Error {
 
 export const errorAnswer = (id: RequestId | null, err: RpcError): RpcErrorAnswer => ({
   jsonrpc: '2.0',
-  id,
+  ...(id !== null ? { id } : {}),
   error: { code: err.code, message: err.message, ...(err.data !== undefined ? { data: err.data } : {}) },
 });
 

@@ -130,8 +130,39 @@ const callTool: Handler = async (ctx, req) => {
     throw new RpcError(RPC.invalidParams, `Unknown tool: ${given.slice(0, 200)}`);
   }
   const out = await forward(ctx, req, server, { ...params, name: parsed.name });
-  return { ...out, tool: parsed.name };
+  return { ...out, answer: linksRenamed(ctx, server.name, out.answer), tool: parsed.name };
 };
+
+/** A content block's resource URI (resource_link, embedded resource) as the endpoint names resources. */
+function blockRenamed(ctx: MethodContext, server: string, block: unknown): unknown {
+  if (!isObject(block)) return block;
+  if (block.type === 'resource_link' && typeof block.uri === 'string') {
+    return { ...block, uri: ctx.naming.uri(server, block.uri) };
+  }
+  if (block.type === 'resource' && isObject(block.resource) && typeof block.resource.uri === 'string') {
+    return { ...block, resource: { ...block.resource, uri: ctx.naming.uri(server, block.resource.uri) } };
+  }
+  return block;
+}
+
+/**
+ * The resources a tool result or a prompt points to, named so that the client can read them
+ * through the same endpoint (tools/call content, prompts/get messages' content).
+ */
+function linksRenamed(ctx: MethodContext, server: string, answer: RpcAnswer): RpcAnswer {
+  if (!('result' in answer)) return answer;
+  const r = answer.result;
+  if (Array.isArray(r.content)) {
+    return { ...answer, result: { ...r, content: r.content.map((b: unknown) => blockRenamed(ctx, server, b)) } };
+  }
+  if (Array.isArray(r.messages)) {
+    const messages = r.messages.map((m: unknown) =>
+      isObject(m) ? { ...m, content: blockRenamed(ctx, server, m.content) } : m,
+    );
+    return { ...answer, result: { ...r, messages } };
+  }
+  return answer;
+}
 
 /** A request naming one item (prompts/get) or URI (resources/read, subscribe, unsubscribe). */
 const byName =
@@ -148,7 +179,8 @@ const byName =
     }
     const server = serverOf(ctx, parsed.server);
     const out = await forward(ctx, req, server, { ...params, [field]: ownPart(parsed) });
-    return req.method === 'resources/read' ? { ...out, answer: contentsRenamed(ctx, server.name, out.answer) } : out;
+    if (req.method === 'resources/read') return { ...out, answer: contentsRenamed(ctx, server.name, out.answer) };
+    return req.method === 'prompts/get' ? { ...out, answer: linksRenamed(ctx, server.name, out.answer) } : out;
   };
 
 /** resources/read: each content's URI named as the endpoint named the resource (a client matches them). */

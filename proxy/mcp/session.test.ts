@@ -10,15 +10,25 @@ const session: McpSession = {
 
 describe('sealed MCP sessions', () => {
   it('open on any replica with the same secret, and on no other', () => {
-    const id = new SessionSealer('shared').seal(session);
+    const id = new SessionSealer(() => 'shared').seal(session);
     expect(id).toMatch(/^[A-Za-z0-9_-]+$/);
     expect(id).not.toContain('upstream-session-1');
-    expect(new SessionSealer('shared').open(id)).toEqual(session);
-    expect(new SessionSealer('other').open(id)).toBeUndefined();
+    expect(new SessionSealer(() => 'shared').open(id)).toEqual(session);
+    expect(new SessionSealer(() => 'other').open(id)).toBeUndefined();
+  });
+
+  it('without a shared secret, are this replica’s own; a secret arriving later takes over', () => {
+    let shared: string | undefined;
+    const sealer = new SessionSealer(() => shared);
+    const own = sealer.seal(session);
+    expect(sealer.open(own)).toEqual(session);
+    expect(new SessionSealer().open(own)).toBeUndefined();
+    shared = 'from-the-secret';
+    expect(new SessionSealer(() => 'from-the-secret').open(sealer.seal(session))).toEqual(session);
   });
 
   it('refuse an altered, a made-up, an expired or a terminated id', () => {
-    const sealer = new SessionSealer('s');
+    const sealer = new SessionSealer(() => 's');
     const id = sealer.seal(session);
     const altered = `${id.slice(0, 40)}${id[40] === 'A' ? 'B' : 'A'}${id.slice(41)}`;
     expect(sealer.open(altered)).toBeUndefined();

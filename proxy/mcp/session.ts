@@ -32,13 +32,27 @@ export interface McpSession {
 export const SESSION_TTL_SECONDS = 24 * 3600;
 const TERMINATED_MAX = 100_000;
 
+const derive = (secret: string): Buffer => createHash('sha256').update('pao-mcp-session\0').update(secret).digest();
+
 export class SessionSealer {
-  private readonly key: Buffer;
+  private readonly fallback: Buffer;
+  private derived: { secret: string; key: Buffer } | undefined;
   private readonly terminated = new Map<string, number>();
 
-  /** `secret`: shared by every replica (the chart's Secret); a random one makes sessions this replica's own. */
-  constructor(secret: string | Buffer = randomBytes(32)) {
-    this.key = createHash('sha256').update('pao-mcp-session\0').update(secret).digest();
+  /**
+   * `secret`: the sealing secret every replica shares (the operator's Secret in a cluster, a flag
+   * standalone), read at each use so that one arriving later takes over; none: a random key of
+   * this replica's own (its sessions end with it, and clients initialize again on the 404).
+   */
+  constructor(private readonly secret: () => string | undefined = () => undefined) {
+    this.fallback = derive(randomBytes(32).toString('hex'));
+  }
+
+  private get key(): Buffer {
+    const secret = this.secret();
+    if (!secret) return this.fallback;
+    if (this.derived?.secret !== secret) this.derived = { secret, key: derive(secret) };
+    return this.derived.key;
   }
 
   seal(session: McpSession): string {

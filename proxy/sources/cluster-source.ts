@@ -6,6 +6,7 @@ import {
   API_GROUP,
   API_VERSION,
   LLMS_NAMESPACE,
+  MCP_SESSIONS_SECRET,
   PRICES_CONFIGMAP,
   PRICES_KEY,
 } from '../../crds/constants.js';
@@ -219,10 +220,14 @@ export class ClusterSource {
     }
   }
 
-  /** The API-key Secret, the access-key Secrets the providers name and the credentials the McpServers name. */
+  /**
+   * The API-key Secret, the access-key Secrets the providers name, the credentials the McpServers
+   * name, and the key MCP sessions are sealed with.
+   */
   private secretNames(): string[] {
     return [
       this.keysSecret,
+      MCP_SESSIONS_SECRET,
       ...this.eps.list().flatMap((ep) => ep.spec.auth.secretRef?.name ?? []),
       ...this.mcpServers.list().flatMap((server) => server.spec.auth?.secretRef?.name ?? []),
     ];
