@@ -2,6 +2,7 @@ import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { basename, join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type OllamaDouble, startOllamaDouble } from '../doubles/ollama.js';
+import { type RunningServer, startEverything } from '../mcp/servers.js';
 import { installClients } from '../support/agent-clients.js';
 import { allBlocks, type Block, ROOT, where } from '../support/docs-blocks.js';
 import {
@@ -31,27 +32,34 @@ import { type ProxyProcess, startProxyProcess } from '../support/proxy-process.j
  *   replaced by its address in later blocks) and with its usage file in the sandbox.
  * - `npm run proxy -- FLAGS`: the same, with FLAGS.
  * - `claude` and `codex`: the pinned CLIs of e2e/clients, installed as coding-agents does.
+ * - MCP's example server on its default port (`http://127.0.0.1:3001/mcp`): the real one
+ *   (server-everything of e2e/clients) on a free port, configuration files pointed at it.
  */
 
 const MODELS = ['llama3.2:3b', 'qwen2.5:0.5b'];
 const BLOCK_TIMEOUT_MS = 300_000;
 const OLLAMA = 'http://localhost:11434';
+const MCP_EVERYTHING = 'http://127.0.0.1:3001/mcp';
 
 const blocks = allBlocks();
 const files = [...new Set(blocks.filter((b) => b.runner === 'standalone').map((b) => b.file))];
 
 let ollama: OllamaDouble;
+let everything: RunningServer | undefined;
 let clients: string | undefined;
 const gateways: ProxyProcess[] = [];
 
 beforeAll(async () => {
   ollama = await startOllamaDouble({ models: MODELS });
   if (blocks.some((b) => b.runner === 'standalone' && usesAgentCli(b.text))) clients = installClients();
+  if (blocks.some((b) => b.runner === 'standalone' && b.text.includes(MCP_EVERYTHING)))
+    everything = await startEverything();
 }, 600_000);
 
 afterAll(async () => {
   for (const g of gateways) await g.stop('SIGTERM');
   await ollama?.close();
+  await everything?.stop();
 });
 
 /** `npm start` / `npm run proxy -- FLAGS` as the gateway's arguments, or undefined for any other block. */
@@ -80,7 +88,8 @@ async function startGateway(s: Sandbox, args: string[]): Promise<ProxyProcess> {
   if (config >= 0 && file) {
     const copy = join(dir, basename(file));
     const source = file.startsWith('/') ? file : join(ROOT, file);
-    writeFileSync(copy, readFileSync(source, 'utf8').replaceAll(OLLAMA, ollama.url));
+    const text = readFileSync(source, 'utf8').replaceAll(OLLAMA, ollama.url);
+    writeFileSync(copy, everything ? text.replaceAll(MCP_EVERYTHING, everything.url) : text);
     resolved[config + 1] = copy;
   }
   const gateway = await startProxyProcess([...resolved, '--usage-db', join(dir, 'usage.db')], {
