@@ -23,6 +23,7 @@ import { printStreamRows, type StreamsResult } from './streams.js';
  *   cold-start  cold-start.ts: time to first token after scale from zero (control plane, kwok, real Ollama)
  *   engines   engines.ts: prefix-aware routing over 2 real vLLM replicas against least in flight; Ollama
  *             against vLLM on the same model at concurrency 1, 4 and 16
+ *   mcp       mcp.ts: what the gateway adds to an MCP tool call (real server-everything), p50/p99
  * Then the charts of the sections that ran (plot.ts) as PNG files in e2e/bench/plots/; `npm run bench:plot -- FILE`
  * draws them again from a saved results file.
  * Flags: --only gateways,usage,...  --quick (smaller runs)  --duration S (gateways, per row)  --install-litellm
@@ -92,6 +93,16 @@ const SECTIONS: Record<string, Section> = {
       const r = result as { prefix?: unknown[]; engines?: unknown[]; verdicts: Verdict[] };
       if (r.prefix) console.table(r.prefix);
       if (r.engines) console.table(r.engines);
+      printVerdicts(r.verdicts);
+    },
+  },
+  mcp: {
+    script: 'e2e/bench/mcp.ts',
+    args: (opts) => (opts.quick ? ['--quick'] : []),
+    structured: true,
+    summary: (result) => {
+      const r = result as { rows: unknown[]; verdicts: Verdict[] };
+      console.table(r.rows);
       printVerdicts(r.verdicts);
     },
   },

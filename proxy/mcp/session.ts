@@ -1,4 +1,11 @@
-import { createCipheriv, createDecipheriv, createHash, randomBytes } from 'node:crypto';
+import {
+  createCipheriv,
+  createDecipheriv,
+  createHash,
+  createSecretKey,
+  type KeyObject,
+  randomBytes,
+} from 'node:crypto';
 
 /**
  * An MCP session of the gateway, sealed into its Mcp-Session-Id: the caller's key (the first
@@ -32,11 +39,13 @@ export interface McpSession {
 export const SESSION_TTL_SECONDS = 24 * 3600;
 const TERMINATED_MAX = 100_000;
 
-const derive = (secret: string): Buffer => createHash('sha256').update('pao-mcp-session\0').update(secret).digest();
+// A KeyObject, made once: a raw key given to each cipher is turned into one every time (it showed in the profile).
+const derive = (secret: string): KeyObject =>
+  createSecretKey(createHash('sha256').update('pao-mcp-session\0').update(secret).digest());
 
 export class SessionSealer {
-  private readonly fallback: Buffer;
-  private derived: { secret: string; key: Buffer } | undefined;
+  private readonly fallback: KeyObject;
+  private derived: { secret: string; key: KeyObject } | undefined;
   private readonly terminated = new Map<string, number>();
 
   /**
@@ -48,7 +57,7 @@ export class SessionSealer {
     this.fallback = derive(randomBytes(32).toString('hex'));
   }
 
-  private get key(): Buffer {
+  private get key(): KeyObject {
     const secret = this.secret();
     if (!secret) return this.fallback;
     if (this.derived?.secret !== secret) this.derived = { secret, key: derive(secret) };

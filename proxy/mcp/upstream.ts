@@ -70,7 +70,8 @@ export async function exchange(x: Exchange): Promise<ExchangeResult> {
     },
     fetch: boundedFetch(x.maxBytes, read),
   });
-  await transport.start();
+  // Not started: a started transport's close() aborts a controller of its own on every exchange,
+  // and this one opens no stream of its own (only notify's initialized does).
   try {
     const answer = await new Promise<RpcAnswer>((resolve, reject) => {
       const fail = (err: unknown) => reject(err);
@@ -111,8 +112,6 @@ export async function exchange(x: Exchange): Promise<ExchangeResult> {
           'too_large',
         )
       : upstreamError(x.target, err, deadline.aborted);
-  } finally {
-    await transport.close().catch(() => {});
   }
 }
 
@@ -167,6 +166,15 @@ function boundedFetch(maxBytes: number, read: { bytes: number; tooLarge: boolean
   return async (input, init) => {
     const res = await fetch(input, init);
     if (!res.body) return res;
+    // A declared length is checked as it is (no stream in between): only SSE and chunked answers are counted.
+    const declared = Number(res.headers.get('content-length') ?? Number.NaN);
+    if (Number.isFinite(declared)) {
+      read.bytes += declared;
+      if (declared <= maxBytes) return res;
+      read.tooLarge = true;
+      await res.body.cancel().catch(() => {});
+      throw new Error('answer too large');
+    }
     const limited = res.body.pipeThrough(
       new TransformStream<Uint8Array, Uint8Array>({
         transform(chunk, ctl) {
