@@ -53,6 +53,14 @@ const mcpServer = (name: string, url: string, spec: Partial<McpServer['spec']> =
   spec: { url, ...spec },
 });
 
+/** A JSON-RPC answer's body, as a test reads it. */
+/** A JSON-RPC answer's body as a test reads it, checked against the spec's schema (refusals at the HTTP level included). */
+const rpc = async (res: Response) => {
+  const body: unknown = await res.json();
+  expect(validateGatewayMessage(undefined, body)).toEqual([]);
+  return body as { error?: { code: number }; result?: { protocolVersion?: string } };
+};
+
 async function connect(url: string, headers: Record<string, string> = {}, sessionId?: string): Promise<Client> {
   const client = new Client({ name: 'e2e', version: '1.0.0' });
   await client.connect(
@@ -219,9 +227,9 @@ describe('MCP gateway with real servers and the official SDK client', () => {
       });
     const notJson = await post('{"jsonrpc":');
     expect(notJson.status).toBe(400);
-    expect((await notJson.json()).error.code).toBe(-32700);
+    expect((await rpc(notJson)).error?.code).toBe(-32700);
     const notRpc = await post('{"hello":1}');
-    expect((await notRpc.json()).error.code).toBe(-32600);
+    expect((await rpc(notRpc)).error?.code).toBe(-32600);
     const noSession = await post(JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'tools/list' }));
     expect(noSession.status).toBe(400);
     const unknownSession = await post(JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'tools/list' }), {
@@ -234,7 +242,7 @@ describe('MCP gateway with real servers and the official SDK client', () => {
       body: '{}',
     });
     expect(noKey.status).toBe(401);
-    expect((await noKey.json()).error.code).toBeLessThan(0);
+    expect((await rpc(noKey)).error?.code).toBeLessThan(0);
 
     const init = await post(
       JSON.stringify({
@@ -245,7 +253,7 @@ describe('MCP gateway with real servers and the official SDK client', () => {
       }),
     );
     // A revision it does not speak: the newest it does, the client decides.
-    expect((await init.json()).result.protocolVersion).toBe('2025-11-25');
+    expect((await rpc(init)).result?.protocolVersion).toBe('2025-11-25');
     const session = { 'mcp-session-id': init.headers.get('mcp-session-id') ?? '' };
     const unknown = await post(JSON.stringify({ jsonrpc: '2.0', id: 2, method: 'no/such/method' }), session);
     expect(await unknown.json()).toMatchObject({ id: 2, error: { code: -32601 } });
