@@ -10,7 +10,7 @@ import type { CommonStatus, Resource } from './meta.js';
  */
 
 /** How the gateway authenticates to the server. */
-export type McpAuthMethod = 'None' | 'Bearer' | 'OAuthClientCredentials';
+type McpAuthMethod = 'None' | 'Bearer' | 'OAuthClientCredentials';
 
 export interface McpServerAuth {
   method: McpAuthMethod;
@@ -32,7 +32,7 @@ export interface McpServerAuth {
 }
 
 /** A stdio MCP server the operator runs as a Deployment, bridged to Streamable HTTP. */
-export interface McpStdioServer {
+interface McpStdioServer {
   /** An image holding the server and Node.js (the bridge runs with npx from the image's npm cache or registry). */
   image: string;
   /** The server's command and its arguments, as it runs on stdio. */
@@ -56,7 +56,7 @@ export interface McpServerSpec {
   timeoutSeconds?: number;
 }
 
-export type McpServerPhase = 'Ready' | 'Degraded';
+type McpServerPhase = 'Ready' | 'Degraded';
 
 /**
  * A tool as the server lists it (name and description; its schema stays with the server). The

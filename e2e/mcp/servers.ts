@@ -15,7 +15,7 @@ export interface RunningServer {
   stop(): Promise<void>;
 }
 
-export const freePort = (): Promise<number> =>
+const freePort = (): Promise<number> =>
   new Promise((resolve, reject) => {
     const s = createServer();
     s.listen(0, '127.0.0.1', () => {

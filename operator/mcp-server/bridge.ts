@@ -27,7 +27,7 @@ export const MCP_SERVER_LABEL = `${API_GROUP}/mcp-server`;
 /** The bridge, pinned (e2e/clients/package.json pins the same version for the e2e tier). */
 export const MCP_BRIDGE_PACKAGE = 'mcp-proxy@6.7.19';
 /** The uid the bridge and the server run as: the image's own user may be a name, which restricted cannot verify. */
-export const MCP_BRIDGE_UID = 10001;
+const MCP_BRIDGE_UID = 10001;
 
 /** The bridge's command line before the server's: Streamable HTTP only, on the bridge port and path. */
 export function bridgeArgs(): string[] {
@@ -66,7 +66,7 @@ export interface McpBridge {
   networkPolicy: NetworkPolicy;
 }
 
-export const bridgeSelector = (server: McpServer): Record<string, string> => ({
+const bridgeSelector = (server: McpServer): Record<string, string> => ({
   [MCP_SERVER_LABEL]: server.metadata.name ?? '',
 });
 

@@ -27,7 +27,7 @@ import { ensureSessionsSecret } from './sessions-secret.js';
 
 const FIELD_MANAGER = 'platform-ai-optimizer-operator';
 /** How often a server's tools are listed again without a notification. */
-export const MCP_REDISCOVERY_MS = 5 * 60_000;
+const MCP_REDISCOVERY_MS = 5 * 60_000;
 /** How soon a failure that may pass (unreachable, timeout, a bridge starting) is tried again. */
 const TRANSIENT_RETRY_MS = 30_000;
 const DEFAULT_TIMEOUT_SECONDS = 60;

@@ -100,7 +100,7 @@ const truncate = (text: string): string =>
   text.length <= DESCRIPTION_MAX ? text : `${text.slice(0, DESCRIPTION_MAX - 1).trimEnd()}…`;
 
 /** A listed tool as status keeps it: its name, and the start of its description. */
-export function servedTool(tool: { name: string; description?: string | undefined }): McpServedTool {
+function servedTool(tool: { name: string; description?: string | undefined }): McpServedTool {
   return tool.description ? { name: tool.name, description: truncate(tool.description) } : { name: tool.name };
 }
 

@@ -23,7 +23,7 @@ export interface RpcNotification {
   params?: JsonObject;
 }
 
-export interface RpcResult {
+interface RpcResult {
   jsonrpc: '2.0';
   id: RequestId;
   result: JsonObject;
@@ -74,8 +74,6 @@ export const errorAnswer = (id: RequestId | null, err: RpcError): RpcErrorAnswer
   ...(id !== null ? { id } : {}),
   error: { code: err.code, message: err.message, ...(err.data !== undefined ? { data: err.data } : {}) },
 });
-
-export const resultAnswer = (id: RequestId, result: JsonObject): RpcResult => ({ jsonrpc: '2.0', id, result });
 
 export const isObject = (v: unknown): v is JsonObject => typeof v === 'object' && v !== null && !Array.isArray(v);
 

@@ -50,7 +50,7 @@ export interface McpGatewayDeps extends ToolCallDeps {
   onError?: (err: unknown, requestId: string) => void;
 }
 
-export const MCP_PATH = '/mcp';
+const MCP_PATH = '/mcp';
 
 /** Whether a path is MCP's: /mcp, /mcp/<server> (a query string aside). */
 export function mcpPath(url: string): { server?: string } | undefined {

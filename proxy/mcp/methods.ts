@@ -211,7 +211,7 @@ const setLevel: Handler = async (ctx, req) => {
 
 const ping: Handler = async (_ctx, req) => ({ answer: { jsonrpc: '2.0', id: req.id, result: {} } });
 
-export const METHODS: Readonly<Record<string, Handler>> = {
+const METHODS: Readonly<Record<string, Handler>> = {
   ping,
   'tools/list': list,
   'prompts/list': list,

@@ -27,7 +27,7 @@ const DEFAULT_TIMEOUT_SECONDS = 60;
 /** Tools remembered per server from the lists that went through (a server lists at most this many). */
 const LEARNED_MAX = 1024;
 
-export function targetOf(
+function targetOf(
   server: McpServer,
   authOf: (server: McpServer) => AuthProvider | undefined,
   resolve: (url: string) => string = (u) => u,

@@ -67,7 +67,7 @@ const STATUS_OF: Readonly<Record<string, number>> = {
 const PAYLOAD_MAX = 16 * 1024;
 const UNKNOWN_TOOL = 'unknown';
 
-export function toolBucket(caller: Caller, server: string, tool: string): string {
+function toolBucket(caller: Caller, server: string, tool: string): string {
   const who = caller.policy.name ? `key:${caller.policy.name}` : caller.keyHashPrefix;
   return `mcp:${who}:${server}:${tool}`;
 }

@@ -143,7 +143,7 @@ export class ProxyMetrics {
   });
   readonly mcpToolCalls: Counter<'server' | 'tool' | 'status'> = new Counter({
     name: 'pao_gateway_mcp_tool_calls_total',
-    help: 'MCP tool calls through the gateway, by McpServer, tool (the server\'s own name; only tools the server lists) and the status recorded.',
+    help: "MCP tool calls through the gateway, by McpServer, tool (the server's own name; only tools the server lists) and the status recorded.",
     labelNames: ['server', 'tool', 'status'],
     registers: [this.registry],
   });

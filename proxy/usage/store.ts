@@ -166,7 +166,7 @@ export const PAYLOAD_CUT = '…[truncated]';
  * reported its own failure (`isError`: status 200 with an errorType). TOOL_ERROR_SQL says the same
  * of a stored tool call.
  */
-export function failed(r: Pick<UsageRecord, 'status' | 'endpoint' | 'errorType'>): boolean {
+function failed(r: Pick<UsageRecord, 'status' | 'endpoint' | 'errorType'>): boolean {
   return r.status >= 400 || (r.endpoint === TOOL_ENDPOINT && r.errorType !== undefined);
 }
 export const TOOL_ERROR_SQL = 'status >= 400 OR error_type IS NOT NULL';
@@ -212,7 +212,7 @@ export interface ToolQuery {
   team?: string;
 }
 
-export interface ToolNumbers {
+interface ToolNumbers {
   calls: number;
   /**
    * Calls that failed: answered with a JSON-RPC error (status >= 400: the server's or the
@@ -227,7 +227,7 @@ export interface ToolNumbers {
 }
 
 /** One group of a tool report: a server's tool, or (groupBy 'server') a server; OTHER_GROUP for those past the limit. */
-export interface ToolGroup {
+interface ToolGroup {
   server: string;
   /** Absent when grouped by server. */
   tool?: string;
@@ -587,10 +587,8 @@ export const toolsFromRollups = (q: ToolQuery): boolean => q.tags.length <= 1;
  */
 export const toolGroupKey = (q: ToolQuery, sep: string): string =>
   q.groupBy === 'server' ? 'provider' : `provider || ${sep} || model`;
-export const toolKeyOf = (q: ToolQuery, server: string, tool: string): string =>
-  q.groupBy === 'server' ? server : `${server}\u001f${tool}`;
 
-export function toolNumbers(rows: ToolRow[]): ToolNumbers {
+function toolNumbers(rows: ToolRow[]): ToolNumbers {
   const calls = rows.reduce((n, r) => n + r.requests, 0);
   const errors = rows.reduce((n, r) => n + r.errors, 0);
   const hist = BUCKET_COLUMNS.map((c) => rows.reduce((n, r) => n + (r[c as `b${number}`] ?? 0), 0));
@@ -642,7 +640,7 @@ export function assembleToolReport(q: ToolQuery, rows: ToolRow[], folded: number
 }
 
 /** "key:value" strings as the stores keep tags, back into tags. */
-export function parseStoredTags(tags: string[]): Tag[] {
+function parseStoredTags(tags: string[]): Tag[] {
   return tags.map((t) => {
     const at = t.indexOf(':');
     return { key: t.slice(0, at), value: t.slice(at + 1) };
