@@ -65,6 +65,39 @@ function guarded(target: RunningServer): Promise<{ url: string; server: Server; 
   );
 }
 
+/** server-everything behind a pass-through that notes the JSON-RPC method of every POST (what the gateway told the server). */
+function recorded(target: RunningServer): Promise<{ url: string; server: Server; methods: string[] }> {
+  const methods: string[] = [];
+  const server = createServer((req, res) => {
+    const chunks: Buffer[] = [];
+    req.on('data', (c: Buffer) => chunks.push(c));
+    req.on('end', () => {
+      const body = Buffer.concat(chunks);
+      if (req.method === 'POST') {
+        try {
+          methods.push(String((JSON.parse(body.toString()) as { method?: string }).method));
+        } catch {
+          methods.push('(not JSON)');
+        }
+      }
+      const up = request(
+        `http://127.0.0.1:${target.port}${req.url}`,
+        { method: req.method, headers: req.headers },
+        (r) => {
+          res.writeHead(r.statusCode ?? 502, r.headers);
+          r.pipe(res);
+        },
+      );
+      up.end(body);
+    });
+  });
+  return new Promise((resolve) =>
+    server.listen(0, '127.0.0.1', () =>
+      resolve({ url: `http://127.0.0.1:${(server.address() as AddressInfo).port}/mcp`, server, methods }),
+    ),
+  );
+}
+
 async function connect(url: string, key: string): Promise<Client> {
   const client = new Client({ name: 'e2e-gov', version: '1.0.0' });
   await client.connect(
@@ -78,6 +111,7 @@ describe('MCP governance and faults', () => {
   let doomed: RunningServer;
   let redis: RedisServer;
   let door: Awaited<ReturnType<typeof guarded>>;
+  let tap: Awaited<ReturnType<typeof recorded>>;
   const replicas: TestGateway[] = [];
   const usage = new MemoryUsage();
   const logs: string[] = [];
@@ -94,6 +128,7 @@ describe('MCP governance and faults', () => {
   beforeAll(async () => {
     [everything, doomed, redis] = await Promise.all([startEverything(), startEverything(), startRedis()]);
     door = await guarded(everything);
+    tap = await recorded(everything);
     const keys = new ApiKeys();
     keys.setManaged(
       [
@@ -109,6 +144,7 @@ describe('MCP governance and faults', () => {
       mcpServer('everything', everything.url),
       mcpServer('slow', everything.url, { timeoutSeconds: 1 }),
       mcpServer('doomed', doomed.url),
+      mcpServer('watched', tap.url),
       mcpServer('tickets', door.url, { auth: { method: 'Bearer', secretRef: { name: 'tickets-token' } } }),
       mcpServer('locked', door.url, { auth: { method: 'Bearer', secretRef: { name: 'wrong-token' } } }),
     ]);
@@ -125,6 +161,7 @@ describe('MCP governance and faults', () => {
   afterAll(async () => {
     await Promise.all(replicas.map((r) => r.stop()));
     door?.server.close();
+    tap?.server.close();
     await Promise.all([everything?.stop(), doomed?.stop(), redis?.destroy()]);
   });
 
@@ -187,6 +224,28 @@ describe('MCP governance and faults', () => {
     expect(Date.now() - started).toBeLessThan(4000);
     expect(since(n, (r) => r.provider === 'slow')).toEqual([
       expect.objectContaining({ status: 504, errorType: 'timeout' }),
+    ]);
+    await c.close();
+  });
+
+  it('passes a cancellation to the server and stops waiting; the call is recorded as cancelled (499)', async () => {
+    const c = await connect(gw(), KEYS.plain);
+    const n = usage.records.length;
+    const stop = new AbortController();
+    const started = Date.now();
+    const err = await c
+      .callTool(
+        { name: 'watched_trigger-long-running-operation', arguments: { duration: 20, steps: 20 } },
+        { signal: stop.signal, onprogress: () => stop.abort('the user pressed Esc') },
+      )
+      .catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(Error);
+    expect(Date.now() - started).toBeLessThan(5000);
+    // The server heard it: the call, then notifications/cancelled for it.
+    await new Promise((r) => setTimeout(r, 300));
+    expect(tap.methods.slice(tap.methods.lastIndexOf('tools/call'))).toContain('notifications/cancelled');
+    expect(since(n, (r) => r.provider === 'watched')).toEqual([
+      expect.objectContaining({ status: 499, errorType: 'cancelled' }),
     ]);
     await c.close();
   });

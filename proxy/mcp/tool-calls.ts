@@ -62,6 +62,8 @@ const STATUS_OF: Readonly<Record<string, number>> = {
   closed: 502,
   refused: 502,
   session_gone: 404,
+  // The caller cancelled or closed its request before the answer (as the model routes record it).
+  cancelled: 499,
 };
 
 const PAYLOAD_MAX = 16 * 1024;

@@ -46,7 +46,7 @@ export class UpstreamError extends RpcError {
   constructor(
     code: number,
     message: string,
-    readonly reason: 'timeout' | 'too_large' | 'unreachable' | 'session_gone' | 'refused' | 'closed',
+    readonly reason: 'timeout' | 'too_large' | 'unreachable' | 'session_gone' | 'refused' | 'closed' | 'cancelled',
     readonly httpStatus?: number,
   ) {
     super(code, message);
@@ -105,6 +105,10 @@ export async function exchange(x: Exchange): Promise<ExchangeResult> {
   } catch (err) {
     // The gateway stopped waiting (timeout, or its caller gone): the server may stop working.
     if (stop.aborted) void notifyCancelled(x);
+    if (x.signal?.aborted) {
+      // The caller cancelled (notifications/cancelled) or went away: nobody waits for an answer.
+      throw new UpstreamError(RPC.gateway, 'Request cancelled', 'cancelled');
+    }
     throw read.tooLarge
       ? new UpstreamError(
           RPC.gateway,
