@@ -2,11 +2,14 @@ import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Client, ProtocolError, StreamableHTTPClientTransport, specTypeSchemas } from '@modelcontextprotocol/client';
+import { InMemorySpanExporter } from '@opentelemetry/sdk-trace-base';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { ApiKey } from '../../crds/api-key.js';
 import type { McpServer } from '../../crds/mcp-server.js';
 import { ApiKeys, policyOf, sha256 } from '../../proxy/access/auth.js';
 import { McpServerTable } from '../../proxy/mcp/servers.js';
+import { ProxyMetrics } from '../../proxy/telemetry/metrics.js';
+import { OtelRequestTracer } from '../../proxy/telemetry/otel-tracer.js';
 import { MemoryUsage } from '../../proxy/usage/record.js';
 import { type RunningServer, startEverything, startMemoryBridged } from '../mcp/servers.js';
 import {
@@ -27,6 +30,10 @@ import { startGateway, type TestGateway } from '../support/gateway.js';
 const FULL = 'sk-mcp-full';
 const NARROW = 'sk-mcp-narrow';
 const SECRET = 'test-session-secret';
+const TRACEPARENT = '00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01';
+const exporter = new InMemorySpanExporter();
+const tracer = new OtelRequestTracer(exporter, { name: 'proxy', version: 'test' });
+const metrics = new ProxyMetrics(['team']);
 /** Every message the SDK clients below receive, checked against the spec's schema by the last test. */
 const capture = new CaptureSink();
 
@@ -95,7 +102,10 @@ describe('MCP gateway with real servers and the official SDK client', () => {
         (k) => policyOf(k) ?? [],
       ),
     );
-    gateway = await startGateway({ mcp: { sessionSecret: SECRET } }, { keys, usage, mcpServers: servers });
+    gateway = await startGateway(
+      { mcp: { sessionSecret: SECRET } },
+      { keys, usage, mcpServers: servers, tracer, metrics },
+    );
   }, 180_000);
 
   afterAll(async () => {
@@ -157,6 +167,34 @@ describe('MCP gateway with real servers and the official SDK client', () => {
     expect(seen).toEqual([1, 2, 3, 4]);
     expect(JSON.stringify(result)).toMatch(/Long running operation completed/);
     await via.close();
+  });
+
+  it('traces a tool call as execute_tool after the GenAI conventions, and counts it in the metrics', async () => {
+    const via = await connect(`${gateway.url}/mcp`, { 'X-API-Key': FULL, traceparent: TRACEPARENT });
+    await via.listTools();
+    await via.callTool({ name: 'everything_get-sum', arguments: { a: 2, b: 3 } });
+    await via.close();
+    await tracer.flush();
+    // The last one: the narrow key's refused call of the same tool was traced before it (status 400).
+    const span = exporter
+      .getFinishedSpans()
+      .filter((s) => s.name === 'execute_tool get-sum')
+      .at(-1);
+    expect(span?.attributes).toMatchObject({
+      'gen_ai.operation.name': 'execute_tool',
+      'gen_ai.tool.name': 'get-sum',
+      'gen_ai.tool.type': 'extension',
+      'mcp.method.name': 'tools/call',
+      'mcp.protocol.version': '2025-11-25',
+      'gateway.route.provider': 'everything',
+      'http.response.status_code': 200,
+    });
+    // The caller's trace goes on through the gateway.
+    expect(span?.spanContext().traceId).toBe(TRACEPARENT.split('-')[1]);
+    const text = await metrics.registry.metrics();
+    expect(text).toMatch(/pao_gateway_mcp_tool_calls_total\{server="everything",tool="get-sum",status="200"\} 1/);
+    expect(text).toMatch(/pao_gateway_mcp_tool_calls_total\{server="everything",tool="get-sum",status="400"\} 1/);
+    expect(text).toMatch(/pao_gateway_mcp_tool_call_seconds_count\{server="everything"\} \d+/);
   });
 
   it('a stdio server behind the bridge works through /mcp like any other', async () => {
