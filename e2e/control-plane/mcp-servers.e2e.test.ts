@@ -9,6 +9,7 @@ import { bridgeArgs, bridgeCommand, MCP_SERVER_LABEL } from '../../operator/mcp-
 import { Operator } from '../../operator/operator.js';
 import { installClients } from '../support/agent-clients.js';
 import { capture, capturedLogger } from '../support/capture.js';
+import { startClusterGateway } from '../support/cluster-gateway.js';
 import { eventually, kubeConfig, kubectl, kubectlOk } from '../support/kube.js';
 
 /**
@@ -140,6 +141,7 @@ afterAll(async () => {
   await operator?.stop();
   kubectl(['delete', 'mcpservers', '--all', '-n', NS, '--wait=false']);
   kubectl(['delete', 'secret', SECRET, '-n', NS, '--ignore-not-found']);
+  kubectl(['delete', 'secret', MCP_SESSIONS_SECRET, '-n', NS, '--ignore-not-found']);
   kubectl(['delete', 'deploy,svc,networkpolicy', '-n', NS, '-l', MCP_SERVER_LABEL]);
   for (const child of children) child.kill();
 });
@@ -157,6 +159,47 @@ describe('McpServer with the operator on the real control plane', () => {
     expect(eventReasons('everything')).toContain('ToolsDiscovered');
     // `kubectl get` shows the phase and the revision in its columns.
     console.log(`[e2e] kubectl get mcpservers:\n${kubectlOk(['get', 'mcpservers', '-n', NS])}`);
+  });
+
+  it('two gateways in cluster mode serve its tools at /mcp, each the other’s sessions (sealed with the operator’s key)', async () => {
+    const key = 'sk-e2e-mcp-cluster-9c1f';
+    const a = await startClusterGateway(key);
+    const b = await startClusterGateway(key);
+    try {
+      const transport = new StreamableHTTPClientTransport(new URL(`${a.url}/mcp`), {
+        requestInit: { headers: { 'X-API-Key': key } },
+      });
+      const client = new Client({ name: 'e2e', version: '1' });
+      await client.connect(transport);
+      const names = (await client.listTools()).tools.map((t) => t.name);
+      expect(names).toContain('everything_echo');
+      // The session a began, on b: the same key seals both (the Secret the operator made).
+      const res = await fetch(`${b.url}/mcp`, {
+        method: 'POST',
+        headers: {
+          'X-API-Key': key,
+          'content-type': 'application/json',
+          accept: 'application/json, text/event-stream',
+          'mcp-session-id': transport.sessionId ?? '',
+          'mcp-protocol-version': '2025-11-25',
+        },
+        body: JSON.stringify({
+          jsonrpc: '2.0',
+          id: 5,
+          method: 'tools/call',
+          params: { name: 'everything_echo', arguments: { message: 'from a to b' } },
+        }),
+      });
+      expect(res.status).toBe(200);
+      expect(await res.json()).toMatchObject({
+        id: 5,
+        result: { content: [{ type: 'text', text: 'Echo: from a to b' }] },
+      });
+      await client.close();
+    } finally {
+      await a.stop();
+      await b.stop();
+    }
   });
 
   it('creates the key the proxies seal MCP sessions with, once: 32 random bytes', () => {
