@@ -5,7 +5,7 @@ import { join } from 'node:path';
 import yaml from 'js-yaml';
 import { afterAll, describe, expect, inject, it } from 'vitest';
 import { loadCatalog, resolveModel } from '../../crds/catalog/catalog.js';
-import { LLMS_POD_SECURITY } from '../../crds/constants.js';
+import { LLMS_POD_SECURITY, MCP_SESSIONS_SECRET } from '../../crds/constants.js';
 import { desiredModelServer } from '../../operator/model-deployment/model-server.js';
 import { kubectl, kubectlOk } from '../support/kube.js';
 
@@ -570,12 +570,16 @@ describe('Helm chart', () => {
     expect(secretRules(render(), 'platform-ai-optimizer-operator')).toEqual([
       { apiGroups: [''], resources: ['secrets'], verbs: ['create', 'delete'] },
     ]);
+    // The proxy: its keys' Secret and the key MCP sessions are sealed with (the operator makes it).
     for (const rule of secretRules(render(), 'platform-ai-optimizer-proxy')) {
-      expect(rule.resourceNames).toEqual(['platform-ai-optimizer-api-keys']);
+      expect(rule.resourceNames).toEqual(['platform-ai-optimizer-api-keys', MCP_SESSIONS_SECRET]);
     }
     // Keys the user manages: the proxy is told the Secret's name and may read only that one.
     const own = render('apiKeys.existingSecret=team-keys');
-    expect(secretRules(own, 'platform-ai-optimizer-proxy').flatMap((r) => r.resourceNames)).toEqual(['team-keys']);
+    expect(secretRules(own, 'platform-ai-optimizer-proxy').flatMap((r) => r.resourceNames)).toEqual([
+      'team-keys',
+      MCP_SESSIONS_SECRET,
+    ]);
     const proxy = find(own, 'Deployment', 'platform-ai-optimizer-proxy') as Obj & {
       spec: { template: { spec: { containers: Array<{ env: Array<{ name: string; value: string }> }> } } };
     };
@@ -661,6 +665,16 @@ describe('Helm chart', () => {
     }
     expect(can('proxy', 'watch', 'secrets/platform-ai-optimizer-api-keys', '-n', 'platform-agent')).toBe('yes');
     expect(can('operator', 'get', 'secrets/platform-ai-optimizer-api-keys', '-n', 'platform-agent')).toBe('no');
+    // The key MCP sessions are sealed with: made by the operator (create, never read), watched by the proxy.
+    expect(can('proxy', 'watch', `secrets/${MCP_SESSIONS_SECRET}`, '-n', 'platform-agent')).toBe('yes');
+    expect(can('operator', 'get', `secrets/${MCP_SESSIONS_SECRET}`, '-n', 'platform-agent')).toBe('no');
+    // McpServers: the operator lists their tools into status and runs stdio ones' bridges; the proxy reads them.
+    expect(can('operator', 'patch', 'mcpservers.ai.platform', '--subresource=status', '-n', 'platform-agent')).toBe(
+      'yes',
+    );
+    expect(can('operator', 'create', 'deployments.apps', '-n', 'platform-agent')).toBe('yes');
+    expect(can('proxy', 'watch', 'mcpservers.ai.platform', '-n', 'platform-agent')).toBe('yes');
+    expect(can('proxy', 'patch', 'mcpservers.ai.platform', '-n', 'platform-agent')).toBe('no');
     expect(can('proxy', 'get', 'configmaps/platform-ai-optimizer-prices', '-n', 'platform-agent')).toBe('yes');
     expect(can('proxy', 'list', 'configmaps', '-n', 'platform-agent')).toBe('no');
     expect(can('proxy', 'get', 'secrets', '-n', 'platform-llms')).toBe('no');
