@@ -5,7 +5,7 @@ import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type RunningServer, startEverything } from '../mcp/servers.js';
-import { bin, installClients } from '../support/agent-clients.js';
+import { bin, type ClaudeRun, claudePrint, installClients } from '../support/agent-clients.js';
 import { type AgentGateway, startAgentGateway, type UsageRow } from '../support/agent-gateway.js';
 
 /**
@@ -64,58 +64,17 @@ afterAll(async () => {
 
 const toolRows = (): UsageRow[] => gw.rows().filter((r) => r.endpoint === 'mcp');
 
-/** One `claude -p` turn with the gateway registered as its MCP server by `claude mcp add`. */
-async function claudeTurn(
-  key: string,
-  tags: string,
-): Promise<{ is_error: boolean; result: string; num_turns: number }> {
-  const home = mkdtempSync(join(tmpdir(), 'pao-claude-mcp-'));
-  const env = {
-    PATH: process.env.PATH ?? '',
-    HOME: home,
-    DISABLE_TELEMETRY: '1',
-    DISABLE_AUTOUPDATER: '1',
-    DISABLE_ERROR_REPORTING: '1',
-    CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC: '1',
-    ANTHROPIC_BASE_URL: `${gw.proxy.base}/anthropic`,
-    ANTHROPIC_API_KEY: key,
-    ANTHROPIC_DEFAULT_HAIKU_MODEL: 'claude-sonnet-4-5',
-  };
-  const claude = bin(clients, 'claude');
-  await run(
-    claude,
-    [
-      'mcp',
-      'add',
-      '--transport',
-      'http',
-      'gateway',
-      `${gw.proxy.base}/mcp`,
-      '--header',
-      `X-API-Key: ${key}`,
-      '--header',
-      `X-Tags: ${tags}`,
-    ],
-    { cwd: home, env, timeout: 60_000 },
-  );
-  const { stdout } = await run(
-    claude,
-    [
-      '-p',
-      `Call the tool mcp__gateway__${TOOL} now.`,
-      '--model',
-      'claude-sonnet-4-5',
-      '--tools',
-      '',
-      '--allowedTools',
-      `mcp__gateway__${TOOL}`,
-      '--output-format',
-      'json',
-    ],
-    { cwd: home, env, timeout: 300_000 },
-  );
-  return JSON.parse(stdout) as { is_error: boolean; result: string; num_turns: number };
-}
+/** One `claude -p` turn with the gateway registered as its MCP server by `claude mcp add`, its built-in tools off. */
+const claudeTurn = (key: string, tags: string): Promise<ClaudeRun> =>
+  claudePrint(clients, {
+    base: gw.proxy.base,
+    key,
+    model: 'claude-sonnet-4-5',
+    prompt: `Call the tool mcp__gateway__${TOOL} now.`,
+    tools: '',
+    args: ['--allowedTools', `mcp__gateway__${TOOL}`],
+    mcp: [{ name: 'gateway', url: `${gw.proxy.base}/mcp`, headers: { 'X-API-Key': key, 'X-Tags': tags } }],
+  });
 
 describe('coding agents call MCP tools through the gateway', () => {
   it('Claude Code completes a turn that calls a tool through /mcp, recorded under the key’s team and tags', async () => {

@@ -47,35 +47,58 @@ export interface ClaudeRun {
   usage: { input_tokens: number; output_tokens: number };
 }
 
+/** An HTTP MCP server Claude Code is given with `claude mcp add --transport http NAME URL --header ...`. */
+export interface ClaudeMcpServer {
+  name: string;
+  url: string;
+  headers: Record<string, string>;
+}
+
 /**
- * One `claude -p` turn with the Bash tool against a gateway at `base` (its /anthropic), in a
- * fresh HOME, telemetry, updates and error reports off; `args` go after the model, `env` over the
+ * One `claude -p` turn against a gateway at `base` (its /anthropic), in a fresh HOME, telemetry,
+ * updates and error reports off: with the Bash tool (or `tools`, a --tools list; '' for none),
+ * after `claude mcp add` of each of `mcp` in that HOME; `args` go after the model, `env` over the
  * defaults (the small model is the asked one too).
  */
 export async function claudePrint(
   clients: string,
-  o: { base: string; key: string; model: string; prompt: string; args?: string[]; env?: Record<string, string> },
+  o: {
+    base: string;
+    key: string;
+    model: string;
+    prompt: string;
+    args?: string[];
+    env?: Record<string, string>;
+    tools?: string;
+    mcp?: ClaudeMcpServer[];
+  },
 ): Promise<ClaudeRun> {
   const home = mkdtempSync(join(tmpdir(), 'pao-claude-home-'));
-  const { stdout } = await promisify(execFile)(
-    bin(clients, 'claude'),
-    ['-p', o.prompt, '--model', o.model, ...(o.args ?? []), '--tools', 'Bash', '--output-format', 'json'],
-    {
+  const env = {
+    PATH: process.env.PATH ?? '',
+    HOME: home,
+    DISABLE_TELEMETRY: '1',
+    DISABLE_AUTOUPDATER: '1',
+    DISABLE_ERROR_REPORTING: '1',
+    CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC: '1',
+    ANTHROPIC_BASE_URL: `${o.base}/anthropic`,
+    ANTHROPIC_API_KEY: o.key,
+    ANTHROPIC_DEFAULT_HAIKU_MODEL: o.model,
+    ...o.env,
+  };
+  const run = promisify(execFile);
+  for (const m of o.mcp ?? []) {
+    const headers = Object.entries(m.headers).flatMap(([k, v]) => ['--header', `${k}: ${v}`]);
+    await run(bin(clients, 'claude'), ['mcp', 'add', '--transport', 'http', m.name, m.url, ...headers], {
       cwd: home,
-      timeout: 300_000,
-      env: {
-        PATH: process.env.PATH ?? '',
-        HOME: home,
-        DISABLE_TELEMETRY: '1',
-        DISABLE_AUTOUPDATER: '1',
-        DISABLE_ERROR_REPORTING: '1',
-        CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC: '1',
-        ANTHROPIC_BASE_URL: `${o.base}/anthropic`,
-        ANTHROPIC_API_KEY: o.key,
-        ANTHROPIC_DEFAULT_HAIKU_MODEL: o.model,
-        ...o.env,
-      },
-    },
+      timeout: 60_000,
+      env,
+    });
+  }
+  const { stdout } = await run(
+    bin(clients, 'claude'),
+    ['-p', o.prompt, '--model', o.model, ...(o.args ?? []), '--tools', o.tools ?? 'Bash', '--output-format', 'json'],
+    { cwd: home, timeout: 300_000, env },
   );
   return JSON.parse(stdout) as ClaudeRun;
 }
