@@ -12,8 +12,9 @@ import { machineFacts, printVerdicts, type Verdict } from './gateways.js';
 /**
  * What the gateway adds to an agent's tool call: tools/call of server-everything's `echo` (a real
  * MCP server from npm, its own process) made directly and through the gateway's /mcp (the
- * standalone proxy process, its own process), on one initialized session each, one call at a time
- * (the added latency p50/p99) and from 32 callers at once (throughput, p50/p99). Every call
+ * standalone proxy process from dist/, its own process), on initialized sessions: one call at a
+ * time, direct and through the gateway alternately (the added latency p50/p99), then from 32
+ * callers at once (throughput, p50/p99). Every call
  * through the gateway also does what production does: key check, session opened (AES-GCM), the
  * key's allow-list, the tool's rate bucket, one usage record (SQLite), metrics.
  * Targets: added p50 at most 2 ms and p99 at most 10 ms, one call at a time.
@@ -95,12 +96,6 @@ const stats = (ms: number[]) => {
   return { p50: +percentile(s, 50).toFixed(3), p99: +percentile(s, 99).toFixed(3) };
 };
 
-async function sequential(t: Target, session: string, n: number): Promise<number[]> {
-  const out: number[] = [];
-  for (let i = 0; i < n; i++) out.push(await call(t, session));
-  return out;
-}
-
 async function concurrent(t: Target, sessions: string[], calls: number): Promise<{ ms: number[]; seconds: number }> {
   const ms: number[] = [];
   let left = calls;
@@ -137,10 +132,18 @@ async function main(): Promise<void> {
     ];
     const rows: Array<Record<string, string | number>> = [];
     const seq: Record<string, { p50: number; p99: number }> = {};
-    for (const t of targets) {
-      const session = await openSession(t);
-      await sequential(t, session, 100); // warm up: JIT, connections
-      const s = stats(await sequential(t, session, SEQUENTIAL));
+    // One call at a time, direct and through the gateway alternately: both see the machine as it
+    // is at that moment (this machine's speed drifts by more than the gateway adds, run to run).
+    const seqSessions = await Promise.all(targets.map((t) => openSession(t)));
+    const seqMs: number[][] = targets.map(() => []);
+    for (let i = 0; i < 100 + SEQUENTIAL; i++) {
+      for (const [j, t] of targets.entries()) {
+        const ms = await call(t, seqSessions[j] as string);
+        if (i >= 100) seqMs[j]?.push(ms); // the first 100: warm-up (JIT, connections)
+      }
+    }
+    for (const [j, t] of targets.entries()) {
+      const s = stats(seqMs[j] ?? []);
       seq[t.name] = s;
       const sessions = await Promise.all(Array.from({ length: CONCURRENT.callers }, () => openSession(t)));
       const c = await concurrent(t, sessions, CONCURRENT.calls);
