@@ -38,6 +38,7 @@ export interface McpSession {
 /** A session lives this long after it began; then the client is told to initialize again (404). */
 export const SESSION_TTL_SECONDS = 24 * 3600;
 const TERMINATED_MAX = 100_000;
+const OPENED_MAX = 10_000;
 
 // A KeyObject, made once: a raw key given to each cipher is turned into one every time (it showed in the profile).
 const derive = (secret: string): KeyObject =>
@@ -47,6 +48,7 @@ export class SessionSealer {
   private readonly fallback: KeyObject;
   private derived: { secret: string; key: KeyObject } | undefined;
   private readonly terminated = new Map<string, number>();
+  private readonly opened = new Map<string, { key: KeyObject; session: McpSession }>();
 
   /**
    * `secret`: the sealing secret every replica shares (the operator's Secret in a cluster, a flag
@@ -74,6 +76,19 @@ export class SessionSealer {
   /** The session an id carries, or undefined when it is not one of ours, expired, or terminated. */
   open(id: string, now = Date.now()): McpSession | undefined {
     if (id.length > 8192 || this.terminated.has(id)) return undefined;
+    // Sessions opened lately, by id: a session sends many requests, and each would decrypt again.
+    const known = this.opened.get(id);
+    if (known && known.key === this.key)
+      return now / 1000 - known.session.began > SESSION_TTL_SECONDS ? undefined : known.session;
+    const session = this.unseal(id, now);
+    if (session) {
+      if (this.opened.size >= OPENED_MAX) this.opened.delete(this.opened.keys().next().value as string);
+      this.opened.set(id, { key: this.key, session });
+    }
+    return session;
+  }
+
+  private unseal(id: string, now: number): McpSession | undefined {
     const raw = Buffer.from(id, 'base64url');
     if (raw.length < 29) return undefined;
     try {
@@ -94,5 +109,6 @@ export class SessionSealer {
       if (oldest !== undefined) this.terminated.delete(oldest);
     }
     this.terminated.set(id, now);
+    this.opened.delete(id);
   }
 }

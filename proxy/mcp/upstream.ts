@@ -55,8 +55,18 @@ export class UpstreamError extends RpcError {
 
 export async function exchange(x: Exchange): Promise<ExchangeResult> {
   const read = { bytes: 0, tooLarge: false };
-  const deadline = AbortSignal.timeout(x.target.timeoutMs);
-  const stop = x.signal ? AbortSignal.any([x.signal, deadline]) : deadline;
+  // One controller, one timer cleared at the end: AbortSignal.timeout would hold a timer per call
+  // for the whole timeout, and AbortSignal.any a listener on the caller's signal.
+  const ctl = new AbortController();
+  const stop = ctl.signal;
+  let timedOut = false;
+  const timer = setTimeout(() => {
+    timedOut = true;
+    ctl.abort();
+  }, x.target.timeoutMs);
+  const callerGone = () => ctl.abort();
+  x.signal?.addEventListener('abort', callerGone, { once: true });
+  let settled = false;
   const transport = new StreamableHTTPClientTransport(new URL(x.target.url), {
     ...(x.target.auth ? { authProvider: x.target.auth } : {}),
     ...(x.session?.id ? { sessionId: x.session.id } : {}),
@@ -76,10 +86,12 @@ export async function exchange(x: Exchange): Promise<ExchangeResult> {
     const answer = await new Promise<RpcAnswer>((resolve, reject) => {
       const fail = (err: unknown) => reject(err);
       stop.addEventListener('abort', () => reject(stop.reason), { once: true });
+      if (x.signal?.aborted) ctl.abort();
       transport.onerror = fail;
       transport.onmessage = (m) => {
         const msg = m as JsonObject;
         if ('id' in msg && msg.id === x.message.id && ('result' in msg || 'error' in msg)) {
+          settled = true;
           resolve(msg as unknown as RpcAnswer);
         } else if (typeof msg.method === 'string' && !('id' in msg)) {
           x.onNotification?.(msg as unknown as RpcNotification);
@@ -90,14 +102,17 @@ export async function exchange(x: Exchange): Promise<ExchangeResult> {
       transport
         .send(x.message as Parameters<StreamableHTTPClientTransport['send']>[0], {
           requestSignal: stop,
-          onRequestStreamEnd: () =>
+          // Also called when a stream that did answer ends: only a stream without the answer is an error.
+          onRequestStreamEnd: () => {
+            if (settled) return;
             reject(
               new UpstreamError(
                 RPC.gateway,
                 `MCP server ${x.target.name} closed its stream before answering`,
                 'closed',
               ),
-            ),
+            );
+          },
         })
         .catch(fail);
     });
@@ -115,7 +130,10 @@ export async function exchange(x: Exchange): Promise<ExchangeResult> {
           `MCP server ${x.target.name} answered with more than ${x.maxBytes} bytes`,
           'too_large',
         )
-      : upstreamError(x.target, err, deadline.aborted);
+      : upstreamError(x.target, err, timedOut);
+  } finally {
+    clearTimeout(timer);
+    x.signal?.removeEventListener('abort', callerGone);
   }
 }
 
