@@ -27,6 +27,15 @@ describe('sealed MCP sessions', () => {
     expect(new SessionSealer(() => 'from-the-secret').open(sealer.seal(session))).toEqual(session);
   });
 
+  it('end when the shared secret changes (deleting the Secret rotates it), even those opened lately', () => {
+    let shared = 'one';
+    const sealer = new SessionSealer(() => shared);
+    const id = sealer.seal(session);
+    expect(sealer.open(id)).toEqual(session);
+    shared = 'two';
+    expect(sealer.open(id)).toBeUndefined();
+  });
+
   it('refuse an altered, a made-up, an expired or a terminated id', () => {
     const sealer = new SessionSealer(() => 's');
     const id = sealer.seal(session);
@@ -36,6 +45,7 @@ describe('sealed MCP sessions', () => {
     expect(sealer.open('x'.repeat(10_000))).toBeUndefined();
     const old = sealer.seal({ ...session, began: session.began - SESSION_TTL_SECONDS - 10 });
     expect(sealer.open(old)).toBeUndefined();
+    expect(sealer.open(id)).toEqual(session);
     sealer.terminate(id);
     expect(sealer.open(id)).toBeUndefined();
   });
