@@ -26,8 +26,14 @@ import { MemoryBudget } from './access/memory-budget.js';
 import { LocalRateLimiter, type RateLimit, type RateLimiter } from './access/rate-limit.js';
 import { RedisRateLimiter } from './access/redis-rate-limit.js';
 import { MAX_BODY_BYTES } from './body.js';
-import { type ConnectionLimits, createFrontDoor, DEFAULT_CONNECTION_LIMITS, LISTEN_BACKLOG } from './front-door.js';
-import { createMcpGateway } from './mcp/mcp-gateway.js';
+import {
+  type ConnectionLimits,
+  createFrontDoor,
+  DEFAULT_CONNECTION_LIMITS,
+  LISTEN_BACKLOG,
+  type McpHandler,
+} from './front-door.js';
+import { createMcpGateway, type McpGatewayDeps } from './mcp/mcp-gateway.js';
 import { McpServerTable } from './mcp/servers.js';
 import { SessionSealer } from './mcp/session.js';
 import { type AskServer, askModelServer } from './models/model-metadata.js';
@@ -183,14 +189,8 @@ export async function composeGateway(config: GatewayConfig = {}, parts: Partial<
   let onBudgets = (b: TagBudget[]) => {
     tagBudgets = b;
   };
-  const resources = await loadResources(config, {
-    routes,
-    keys,
-    catalog,
-    log,
-    onBudgets: (b) => onBudgets(b),
-    mcpServers,
-  });
+  const into = { routes, keys, catalog, log, mcpServers, onBudgets: (b: TagBudget[]) => onBudgets(b) };
+  const resources = await loadResources(config, into);
   secretOf = providerSecrets(config, resources.source);
   const tracer = parts.tracer ?? (await tracerFromEnv(env, PRODUCT_VERSION));
   const timeouts = config.timeouts ?? DEFAULT_TIMEOUTS;
@@ -257,21 +257,18 @@ export async function composeGateway(config: GatewayConfig = {}, parts: Partial<
     ready,
     onError: (err, requestId) => log.error('request failed', { requestId, error: errorMessage(err) }),
   });
-  const mcp = createMcpGateway({
+  const mcp = mcpGateway(config, {
+    env,
+    source: resources.source,
     keys,
     servers: mcpServers,
-    sealer: new SessionSealer(sessionSecret(config, env, resources.source)),
     limiter,
-    rateLimit: config.rateLimit ?? { requestsPerSecond: 0, burst: 1 },
     metrics,
     ...(tracer ? { tracer } : {}),
     usage,
-    maxBodyBytes: config.maxBodyBytes ?? MAX_BODY_BYTES,
-    maxAnswerBytes: config.mcp?.maxAnswerBytes ?? MCP_MAX_ANSWER_BYTES,
-    bodyTimeoutMs: (config.connections ?? DEFAULT_CONNECTION_LIMITS).bodyTimeoutMs,
     draining: () => state.closing,
     onCaller: (caller) => statusWriter?.used(caller.policy.name),
-    onError: (err, requestId) => log.error('MCP request failed', { requestId, error: errorMessage(err) }),
+    log,
   });
   const server = createFrontDoor(pipeline, others, config.connections ?? DEFAULT_CONNECTION_LIMITS, mcp);
   return {
@@ -535,6 +532,33 @@ function providerSecrets(
     }
     return Object.keys(data).length > 0 ? { data } : undefined;
   };
+}
+
+/**
+ * The MCP gateway (/mcp, /mcp/<server>): the model routes' keys, limiter, usage, metrics and
+ * tracer, the McpServers of the source, sessions sealed with the shared secret.
+ */
+function mcpGateway(
+  config: GatewayConfig,
+  ctx: Pick<
+    McpGatewayDeps,
+    'keys' | 'servers' | 'limiter' | 'metrics' | 'tracer' | 'usage' | 'draining' | 'onCaller'
+  > & {
+    env: NodeJS.ProcessEnv;
+    source: ClusterSource | undefined;
+    log: Logger;
+  },
+): McpHandler {
+  const { env, source, log, ...deps } = ctx;
+  return createMcpGateway({
+    ...deps,
+    sealer: new SessionSealer(sessionSecret(config, env, source)),
+    rateLimit: config.rateLimit ?? { requestsPerSecond: 0, burst: 1 },
+    maxBodyBytes: config.maxBodyBytes ?? MAX_BODY_BYTES,
+    maxAnswerBytes: config.mcp?.maxAnswerBytes ?? MCP_MAX_ANSWER_BYTES,
+    bodyTimeoutMs: (config.connections ?? DEFAULT_CONNECTION_LIMITS).bodyTimeoutMs,
+    onError: (err, requestId) => log.error('MCP request failed', { requestId, error: errorMessage(err) }),
+  });
 }
 
 /**
