@@ -4,6 +4,7 @@ import type { Tag } from '../endpoints/tags.js';
 import type { ProxyMetrics } from '../telemetry/metrics.js';
 import type { RequestTracer, ToolSpan } from '../telemetry/tracing.js';
 import type { UsageRecord, UsageSink } from '../usage/record.js';
+import { boundPayload } from '../usage/store.js';
 import { isObject, type JsonObject, RPC, type RpcAnswer } from './json-rpc.js';
 
 /**
@@ -66,7 +67,6 @@ const STATUS_OF: Readonly<Record<string, number>> = {
   cancelled: 499,
 };
 
-const PAYLOAD_MAX = 16 * 1024;
 const UNKNOWN_TOOL = 'unknown';
 
 function toolBucket(caller: Caller, server: string, tool: string): string {
@@ -159,5 +159,5 @@ function payloadOf(args: unknown, answer: RpcAnswer): string {
     arguments: args ?? null,
     ...('result' in answer ? { result: answer.result as JsonObject } : { error: answer.error }),
   });
-  return text.length > PAYLOAD_MAX ? `${text.slice(0, PAYLOAD_MAX)}...` : text;
+  return boundPayload(text);
 }
