@@ -39,36 +39,28 @@ const mcpServer = (name: string, url: string, spec: Partial<McpServer['spec']> =
   spec: { url, ...spec },
 });
 
-/** server-everything behind a door that takes only `Authorization: Bearer <TOKEN>` (as a hosted MCP server would). */
-function guarded(target: RunningServer): Promise<{ url: string; server: Server; seen: string[] }> {
+interface PassThrough {
+  url: string;
+  server: Server;
+  /** The Authorization header of every request. */
+  seen: string[];
+  /** The JSON-RPC method of every POST (what the gateway told the server). */
+  methods: string[];
+}
+
+/**
+ * server-everything behind a pass-through that notes what reaches it; with `token`, a door that
+ * takes only `Authorization: Bearer <token>` (as a hosted MCP server would).
+ */
+function passThrough(target: RunningServer, token?: string): Promise<PassThrough> {
   const seen: string[] = [];
+  const methods: string[] = [];
   const server = createServer((req, res) => {
     seen.push(req.headers.authorization ?? '');
-    if (req.headers.authorization !== `Bearer ${TOKEN}`) {
+    if (token !== undefined && req.headers.authorization !== `Bearer ${token}`) {
       res.writeHead(401, { 'www-authenticate': 'Bearer' }).end();
       return;
     }
-    const up = request(
-      `http://127.0.0.1:${target.port}${req.url}`,
-      { method: req.method, headers: req.headers },
-      (r) => {
-        res.writeHead(r.statusCode ?? 502, r.headers);
-        r.pipe(res);
-      },
-    );
-    req.pipe(up);
-  });
-  return new Promise((resolve) =>
-    server.listen(0, '127.0.0.1', () =>
-      resolve({ url: `http://127.0.0.1:${(server.address() as AddressInfo).port}/mcp`, server, seen }),
-    ),
-  );
-}
-
-/** server-everything behind a pass-through that notes the JSON-RPC method of every POST (what the gateway told the server). */
-function recorded(target: RunningServer): Promise<{ url: string; server: Server; methods: string[] }> {
-  const methods: string[] = [];
-  const server = createServer((req, res) => {
     const chunks: Buffer[] = [];
     req.on('data', (c: Buffer) => chunks.push(c));
     req.on('end', () => {
@@ -93,7 +85,7 @@ function recorded(target: RunningServer): Promise<{ url: string; server: Server;
   });
   return new Promise((resolve) =>
     server.listen(0, '127.0.0.1', () =>
-      resolve({ url: `http://127.0.0.1:${(server.address() as AddressInfo).port}/mcp`, server, methods }),
+      resolve({ url: `http://127.0.0.1:${(server.address() as AddressInfo).port}/mcp`, server, seen, methods }),
     ),
   );
 }
@@ -110,8 +102,8 @@ describe('MCP governance and faults', () => {
   let everything: RunningServer;
   let doomed: RunningServer;
   let redis: RedisServer;
-  let door: Awaited<ReturnType<typeof guarded>>;
-  let tap: Awaited<ReturnType<typeof recorded>>;
+  let door: PassThrough;
+  let tap: PassThrough;
   const replicas: TestGateway[] = [];
   const usage = new MemoryUsage();
   const logs: string[] = [];
@@ -127,8 +119,8 @@ describe('MCP governance and faults', () => {
 
   beforeAll(async () => {
     [everything, doomed, redis] = await Promise.all([startEverything(), startEverything(), startRedis()]);
-    door = await guarded(everything);
-    tap = await recorded(everything);
+    door = await passThrough(everything, TOKEN);
+    tap = await passThrough(everything);
     const keys = new ApiKeys();
     keys.setManaged(
       [
