@@ -3,10 +3,18 @@ import type { CommonStatus, Resource } from './meta.js';
 export type ApiKeyRole = 'User' | 'Admin';
 export type BudgetPeriod = 'Daily' | 'Weekly' | 'Monthly';
 
+/** What a spent budget does to the next request: refuse it (429), or serve it on the routing policy's cheapest in-cluster model. */
+export type WhenSpent = 'Refuse' | 'Degrade';
+
 export interface BudgetSpec {
   usd: number;
   period: BudgetPeriod;
+  /** Default Refuse. */
+  whenSpent?: WhenSpent;
 }
+
+/** Enabled: requests naming a model are routed too; Disabled: only `auto` is; Inherit (default): as the default RoutingPolicy says. */
+export type KeyRouting = 'Enabled' | 'Disabled' | 'Inherit';
 
 interface ApiKeyRateLimit {
   requestsPerSecond?: number;
@@ -26,6 +34,10 @@ export interface ApiKeySpec {
   mcp?: ApiKeyMcp;
   rateLimit?: ApiKeyRateLimit;
   budget?: BudgetSpec;
+  /** Whether requests that name a model are routed (RoutingPolicy); default Inherit. */
+  routing?: KeyRouting;
+  /** The RoutingPolicy this key's routed requests (and a spent budget's Degrade) use; default `default`. */
+  routingPolicy?: string;
   /** RFC 3339. */
   expiresAt?: string;
   /** Changing it rotates the key. Defaults to 0. */

@@ -16,6 +16,7 @@ export const KINDS = {
   ApiKey: { kind: 'ApiKey', plural: 'apikeys', namespaced: true },
   Budget: { kind: 'Budget', plural: 'budgets', namespaced: true },
   McpServer: { kind: 'McpServer', plural: 'mcpservers', namespaced: true },
+  RoutingPolicy: { kind: 'RoutingPolicy', plural: 'routingpolicies', namespaced: true },
 } as const;
 
 export type KindName = keyof typeof KINDS;
@@ -95,6 +96,18 @@ export const MCP_SESSIONS_SECRET = 'platform-ai-optimizer-mcp-sessions';
 export const MCP_SESSIONS_KEY = 'key';
 /** The tag key every request of an ApiKey carries with the key's team as value. */
 export const TEAM_TAG = 'team';
+
+/** The RoutingPolicy that serves `model: "auto"` and, when it is enabled, routes for the organization. */
+export const DEFAULT_ROUTING_POLICY = 'default';
+/** The model name that asks for routing: `auto` (the default policy) or `<policy>/auto`. */
+export const AUTO_MODEL = 'auto';
+/** A caller's per-request switch of routing: `true` or `false`. */
+export const ROUTING_HEADER = 'x-routing-enabled';
+/** Answer headers: the model that served, and why it was chosen. */
+export const ROUTED_MODEL_HEADER = 'x-routed-model';
+export const ROUTING_REASON_HEADER = 'x-routing-reason';
+/** The label (value "true") a ConfigMap of routing examples (a RoutingPolicy's examplesFrom) must carry to be read. */
+export const ROUTING_EXAMPLES_LABEL = `${API_GROUP}/routing-examples`;
 
 /** Keys of the Secret an AccessKey ExternalProvider references. */
 export const ACCESS_KEY_ID_KEY = 'accessKeyId';

@@ -1,10 +1,12 @@
+import { ROUTED_MODEL_HEADER, ROUTING_REASON_HEADER } from '../crds/constants.js';
 import type { BudgetGuard } from './access/budgets.js';
 import { MAX_MODEL_CHARS } from './access/model-access.js';
 import type { RateLimiter } from './access/rate-limit.js';
 import { DIALECTS } from './endpoints/dialects.js';
 import type { ProxyError } from './endpoints/errors.js';
-import type { Admitted, Answer, Answered, Failed, Known } from './exchange.js';
+import type { Admitted, Answer, Answered, Escalation, Failed, Known } from './exchange.js';
 import type { RouteEntry } from './routing/routes.js';
+import type { Routing } from './routing-policy/choose.js';
 import type { ProxyMetrics } from './telemetry/metrics.js';
 import { type Backends, backendOf } from './upstreams/backend.js';
 import type { StreamOutcome, Usage } from './upstreams/upstream.js';
@@ -74,7 +76,10 @@ export function account(deps: AccountDeps, outcome: Answered | Failed): Answer {
 /** A refusal or a failure: recorded with what was known, answered in the caller's dialect. */
 function accountFailure(deps: AccountDeps, { failed, at }: Failed): Answer {
   settle(deps, at, at.known, at.route, { status: failed.status, errorType: failed.code });
-  return errorAnswer(failed, at.incoming.requestId, at.incoming.endpoint.dialect, at.headers);
+  const headers = at.routing
+    ? { ...at.headers, ...routingHeaders(at.routing, at.known.model, at.escalations) }
+    : at.headers;
+  return errorAnswer(failed, at.incoming.requestId, at.incoming.endpoint.dialect, headers);
 }
 
 function streamEnding(o: StreamOutcome): Ending {
@@ -88,16 +93,31 @@ function streamEnding(o: StreamOutcome): Ending {
   };
 }
 
-/** The request id, the key's rate state, and which model served where a fallback did. */
+/** The request id, the key's rate state, which model served where a fallback did, and what routing chose. */
 function answerHeaders(answered: Answered): Record<string, string> {
-  return answered.served === answered.route
-    ? { ...answered.headers }
-    : { ...answered.headers, 'x-gateway-fallback': answered.served.model };
+  const routed = answered.routing ? routingHeaders(answered.routing, answered.served.model, answered.escalations) : {};
+  const cascaded = answered.escalations?.length ? answered.served.model : undefined;
+  return answered.served === answered.route || answered.served.model === cascaded
+    ? { ...answered.headers, ...routed }
+    : { ...answered.headers, 'x-gateway-fallback': answered.served.model, ...routed };
+}
+
+/** X-Routed-Model and X-Routing-Reason: `<reason>; <details>`, the cascade's steps named. */
+function routingHeaders(
+  routing: Routing,
+  served: string,
+  escalations: readonly Escalation[] = [],
+): Record<string, string> {
+  const moved = escalations.map((e) => `${e.route.model} (${e.trigger})`).join(', ');
+  const reason = escalations.length
+    ? `cascade; from=${moved}; ${routing.detail}`
+    : `${routing.reason}; ${routing.detail}`;
+  return { [ROUTED_MODEL_HEADER]: served, [ROUTING_REASON_HEADER]: reason };
 }
 
 function settle(
   deps: AccountDeps,
-  at: Admitted & { flying?: Answered['flying'] },
+  at: Admitted & { flying?: Answered['flying']; routing?: Routing; escalations?: readonly Escalation[] },
   known: Known,
   served: RouteEntry | undefined,
   end: Ending,
@@ -114,6 +134,10 @@ function settle(
   });
   const backend = served && backendOf(deps.backends, served);
   const cost = served && backend ? charge(backend.price(served), end.usage, backend.credits(served)) : { costUsd: 0 };
+  // Answers the cascade moved past cost what they used (list price; their credits are not allocated).
+  for (const e of at.escalations ?? [])
+    cost.costUsd += charge(backendOf(deps.backends, e.route).price(e.route), e.usage, 0).costUsd;
+  const routed = at.routing ? routingFields(deps, at.routing, at.escalations, served, end.usage) : undefined;
   const { model, provider } = known;
   if (cost.unpriced) {
     deps.metrics.unpriced.inc({ model, provider });
@@ -135,6 +159,7 @@ function settle(
     ...(end.errorType ? { errorType: end.errorType } : {}),
     ...(end.usage?.counted ? { tokensCounted: true } : {}),
     ...(cost.unpriced ? { unpriced: true } : {}),
+    ...routed,
   });
   deps.metrics.observeRequest({
     // Only routable models become label values: a caller's made-up names must not add series.
@@ -148,6 +173,32 @@ function settle(
     ...(end.usage ? { usage: end.usage } : {}),
     costUsd: cost.costUsd,
   });
+}
+
+/** A routed request's record fields, and its decision counted. */
+function routingFields(
+  deps: AccountDeps,
+  routing: Routing,
+  escalations: readonly Escalation[] = [],
+  served: RouteEntry | undefined,
+  usage: Usage | undefined,
+): Partial<UsageRecord> {
+  const reason = escalations.length ? 'cascade' : routing.reason;
+  deps.metrics.routingDecisions.inc({
+    policy: routing.policy,
+    from: routing.requested,
+    to: served?.model ?? '',
+    reason,
+  });
+  const cf = routing.counterfactual;
+  const counterfactual = cf ? charge(backendOf(deps.backends, cf).price(cf), usage, 0) : undefined;
+  return {
+    requestedModel: routing.requested.slice(0, MAX_MODEL_CHARS),
+    routingPolicy: routing.policy,
+    routingReason: reason,
+    escalations: escalations.length,
+    ...(counterfactual && !counterfactual.unpriced ? { counterfactualCostUsd: counterfactual.costUsd } : {}),
+  };
 }
 
 const systemOf = (deps: AccountDeps, route: RouteEntry) => {

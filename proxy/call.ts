@@ -1,7 +1,8 @@
 import { estimateInputTokens } from './endpoints/anthropic-request.js';
 import type { Endpoint } from './endpoints/endpoints.js';
 import { internalError, ProxyError } from './endpoints/errors.js';
-import type { Answered, Attempt, Failed, Routed } from './exchange.js';
+import type { Answered, Attempt, Escalation, Failed, Routed } from './exchange.js';
+import { judgeAnswer, judgeStream } from './routing-policy/cascade.js';
 import type { ProxyMetrics } from './telemetry/metrics.js';
 import type { RequestSpan } from './telemetry/tracing.js';
 import type { Translation } from './translators/translator.js';
@@ -52,9 +53,61 @@ async function generate(deps: CallDeps, routed: Routed): Promise<Answered | Fail
     signal: incoming.signal,
     ...(betas?.length ? { betas } : {}),
   };
+  if (!routed.cascade?.length) return tryChain(deps, routed, routed.chain, call);
+  return cascade(deps, routed, call);
+}
+
+/**
+ * A routed request's cascade: the chosen model's chain, then each next model's, until an answer
+ * passes the judge (proxy/routing-policy/cascade.ts) or the last model answered; a failure of the
+ * model (not of the request) moves on too. The last answer is the caller's, whatever it is.
+ */
+async function cascade(deps: CallDeps, routed: Routed, call: Call): Promise<Answered | Failed> {
+  const { routing } = routed;
+  const steps = [routed.chain, ...(routed.cascade ?? [])];
+  const escalations: Escalation[] = [];
+  const dialect = routed.incoming.endpoint.dialect;
+  for (const [n, chain] of steps.entries()) {
+    const outcome = await tryChain(deps, routed, chain, call);
+    const first = chain[0];
+    const last = n === steps.length - 1 || !routing || !first;
+    if ('failed' in outcome) {
+      const modelFailed = outcome.cause === undefined && shouldFallBack(outcome.failed);
+      if (last || !modelFailed || !routing.cascade.on.has('Error') || call.signal.aborted)
+        return escalations.length ? { ...outcome, at: { ...outcome.at, escalations } } : outcome;
+      escalations.push({ route: first.route, trigger: 'Error' });
+      continue;
+    }
+    if (last) return escalations.length ? { ...outcome, escalations } : outcome;
+    const { result } = outcome;
+    if (result.kind === 'json') {
+      const trigger = judgeAnswer(dialect, result.body, routing.features, routing.cascade.on);
+      if (!trigger) return escalations.length ? { ...outcome, escalations } : outcome;
+      escalations.push({ route: outcome.served, trigger, ...(result.usage ? { usage: result.usage } : {}) });
+      continue;
+    }
+    const judged = await judgeStream(dialect, result.body, routing.features, routing.cascade.on);
+    if ('body' in judged) {
+      const answered = { ...outcome, result: { ...result, body: judged.body } };
+      return escalations.length ? { ...answered, escalations } : answered;
+    }
+    escalations.push({ route: outcome.served, trigger: judged.failed });
+  }
+  // Unreachable: the last step returns.
+  return { failed: internalError(routed.incoming.requestId), at: routed };
+}
+
+/** One model's chain: the model, then its fallbacks on a failure of the model rather than of the request. */
+async function tryChain(
+  deps: CallDeps,
+  routed: Routed,
+  chain: readonly Attempt[],
+  call: Call,
+): Promise<Answered | Failed> {
+  const { request, incoming } = routed;
   let first: ProxyError | undefined;
   const failed: string[] = [];
-  for (const [i, attempt] of routed.chain.entries()) {
+  for (const [i, attempt] of chain.entries()) {
     const { route } = attempt;
     const result = await callOne(deps, attempt, forModel(call, route.model), routed.span).catch((err: unknown) =>
       err instanceof ProxyError ? err : { bug: err },
@@ -71,7 +124,7 @@ async function generate(deps: CallDeps, routed: Routed): Promise<Answered | Fail
     if ((i === 0 && !shouldFallBack(result)) || incoming.signal.aborted) return { failed: result, at: routed };
     first ??= result;
     if (i > 0) failed.push(`${route.model} (${result.code})`);
-    const next = routed.chain[i + 1];
+    const next = chain[i + 1];
     if (next) deps.metrics.fallbacks.inc({ model: request.model, fallback: next.route.model, code: result.code });
   }
   const e = first as ProxyError;

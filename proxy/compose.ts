@@ -20,6 +20,7 @@ import { LOAD_PATH } from '../crds/observability/proxy-load.js';
 import type { CredentialProvider, SecretLookup } from '../crds/providers/aws-credentials.js';
 import { API_KEY_KEY, ProviderCredentials } from '../crds/providers/credentials.js';
 import { PROVIDERS } from '../crds/providers/table.js';
+import type { RoutingPolicy } from '../crds/routing-policy.js';
 import { ApiKeys, standaloneKeys } from './access/auth.js';
 import { BudgetGuard, type TagBudget, tagBudgetOf } from './access/budgets.js';
 import { MemoryBudget } from './access/memory-budget.js';
@@ -48,6 +49,8 @@ import {
   type RouteScaling,
   RouteTable,
 } from './routing/routes.js';
+import { gatewayEmbedder } from './routing-policy/embedder.js';
+import { RoutingPolicies } from './routing-policy/policies.js';
 import { otherRoutes } from './server/routes.js';
 import { shutdownGracefully } from './server/shutdown.js';
 import { ClusterSource } from './sources/cluster-source.js';
@@ -161,6 +164,8 @@ export interface Gateway {
   stack?: UsageStack;
   /** Spend budgets of keys and tags, where the gateway checks them. */
   budgets?: BudgetGuard;
+  /** The RoutingPolicies in force (tests wait for a change to resolve). */
+  policies: RoutingPolicies;
   /** Writes ApiKey and Budget status (spend, last use), in a cluster. */
   statusWriter?: UsageStatusWriter;
   /** Listens on the API port and, when given, the metrics port; resolves with the API's base URL. */
@@ -189,7 +194,20 @@ export async function composeGateway(config: GatewayConfig = {}, parts: Partial<
   let onBudgets = (b: TagBudget[]) => {
     tagBudgets = b;
   };
-  const into = { routes, keys, catalog, log, mcpServers, onBudgets: (b: TagBudget[]) => onBudgets(b) };
+  // RoutingPolicies too: their table needs the backends, made below.
+  let routingPolicies: RoutingPolicy[] = [];
+  let onRoutingPolicies = (p: RoutingPolicy[]) => {
+    routingPolicies = p;
+  };
+  const into = {
+    routes,
+    keys,
+    catalog,
+    log,
+    mcpServers,
+    onBudgets: (b: TagBudget[]) => onBudgets(b),
+    onRoutingPolicies: (p: RoutingPolicy[]) => onRoutingPolicies(p),
+  };
   const resources = await loadResources(config, into);
   secretOf = providerSecrets(config, resources.source);
   const tracer = parts.tracer ?? (await tracerFromEnv(env, PRODUCT_VERSION));
@@ -224,6 +242,15 @@ export async function composeGateway(config: GatewayConfig = {}, parts: Partial<
     onWakeError: (model, err) => log.warn('could not wake the model', { model, error: errorMessage(err) }),
   });
   const backends = composeBackends(config, parts, { catalog, prices, timeouts, pools, source: resources.source, env });
+  const policies = new RoutingPolicies(
+    routes,
+    backends,
+    (err) => log.warn('routing policy not resolved', { error: errorMessage(err) }),
+    gatewayEmbedder(routes, backends),
+  );
+  policies.set(routingPolicies);
+  onRoutingPolicies = (p) => policies.set(p);
+  await policies.ready();
 
   const pipeline = createPipeline({
     keys,
@@ -239,6 +266,7 @@ export async function composeGateway(config: GatewayConfig = {}, parts: Partial<
     onCaller: (caller) => statusWriter?.used(caller.policy.name),
     routes,
     backends,
+    policies,
     ...(budgets ? { budgets } : {}),
     retry: config.retry ?? DEFAULT_RETRY,
     usage,
@@ -278,6 +306,7 @@ export async function composeGateway(config: GatewayConfig = {}, parts: Partial<
     metrics,
     usage,
     prices,
+    policies,
     ...(stack ? { stack } : {}),
     ...(budgets ? { budgets } : {}),
     ...(statusWriter ? { statusWriter } : {}),
@@ -386,6 +415,7 @@ async function loadResources(
     catalog: Catalog;
     log: Logger;
     onBudgets: (budgets: TagBudget[]) => void;
+    onRoutingPolicies: (policies: RoutingPolicy[]) => void;
     mcpServers: McpServerTable;
   },
 ): Promise<{ source?: ClusterSource; tagBudgets: TagBudget[] }> {
@@ -402,6 +432,7 @@ async function loadResources(
     );
     into.keys.replaceAll(standaloneKeys(resources.apiKeys, readFileSync(source.keysFile, 'utf8')));
     into.mcpServers.set(resources.mcpServers);
+    into.onRoutingPolicies(resources.routingPolicies);
     if (into.keys.size === 0) throw new ConfigError(`${source.keysFile} holds no API key`);
     return { tagBudgets: resources.budgets.flatMap((b) => tagBudgetOf(b) ?? []) };
   }
@@ -414,6 +445,7 @@ async function loadResources(
     ...(source.keysSecret ? { keysSecret: source.keysSecret } : {}),
     onBudgets: into.onBudgets,
     onMcpServers: (servers) => into.mcpServers.set(servers),
+    onRoutingPolicies: into.onRoutingPolicies,
     onError: (err) => into.log.warn('watch failed, retrying', { error: errorMessage(err) }),
     ...(config.env ? { env: config.env } : {}),
   });

@@ -7,11 +7,12 @@ import type { Endpoint } from './endpoints/endpoints.js';
 import type { ProxyError } from './endpoints/errors.js';
 import type { Tag } from './endpoints/tags.js';
 import type { RouteEntry } from './routing/routes.js';
+import type { Routing } from './routing-policy/choose.js';
 import type { InFlight } from './telemetry/metrics.js';
 import type { RequestSpan } from './telemetry/tracing.js';
 import type { Translator } from './translators/translator.js';
 import type { StreamBody } from './upstreams/chunk-source.js';
-import type { UpstreamResult } from './upstreams/upstream.js';
+import type { UpstreamResult, Usage } from './upstreams/upstream.js';
 
 /**
  * The values the request path's stages hand each other (proxy/pipeline.ts): each stage takes
@@ -88,18 +89,31 @@ export interface Routed extends Parsed {
   chain: readonly Attempt[];
   /** Where the in-flight gauge counted it. */
   flying: InFlight;
+  /** Routed by a RoutingPolicy: what it chose and why. */
+  routing?: Routing;
+  /** The cascade's next models, each with its chain, tried in order when an answer fails its judge. */
+  cascade?: readonly (readonly Attempt[])[];
+}
+
+/** An answer the cascade moved past: which model gave it, why it failed, what it used. */
+export interface Escalation {
+  route: RouteEntry;
+  trigger: string;
+  usage?: Usage;
 }
 
 /** Answered by one route of the chain. */
 export interface Answered extends Routed {
   served: RouteEntry;
   result: UpstreamResult;
+  /** Answers the cascade moved past, in order (their cost is the request's too). */
+  escalations?: readonly Escalation[];
 }
 
 /** Ended in an error, with what was known then. */
 export interface Failed {
   failed: ProxyError;
-  at: Admitted & { route?: RouteEntry; flying?: InFlight };
+  at: Admitted & { route?: RouteEntry; flying?: InFlight; routing?: Routing; escalations?: readonly Escalation[] };
   /** Where the gateway itself failed (a 500): what went wrong, for its log. */
   cause?: unknown;
 }

@@ -74,7 +74,7 @@ async function flow(deps: PipelineDeps, admitted: Admitted): Promise<Answered | 
     if ('failed' in read) return read;
     const parsed = parse(read);
     if ('failed' in parsed) return parsed;
-    const routed = route(deps, parsed);
+    const routed = await route(deps, parsed);
     if ('failed' in routed) return routed;
     return await call(deps, routed);
   } catch (cause) {

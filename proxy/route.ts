@@ -3,21 +3,25 @@ import type { BudgetGuard } from './access/budgets.js';
 import { routeFor } from './access/model-access.js';
 import { ENDPOINTS, type Endpoint } from './endpoints/endpoints.js';
 import { ProxyError } from './endpoints/errors.js';
-import type { Failed, Parsed, Plan, Routed } from './exchange.js';
+import type { Attempt, Failed, Parsed, Plan, Routed } from './exchange.js';
 import type { RouteEntry, RouteTable } from './routing/routes.js';
+import { type Choice, choose, degrade, type RoutingDeps } from './routing-policy/choose.js';
 import type { ProxyMetrics } from './telemetry/metrics.js';
 import { translatorFor } from './translators/table.js';
 import { type Backends, backendOf } from './upstreams/backend.js';
 
 /**
- * The fourth stage: where the request goes. The model name through the route table (aliases
- * included) and the key's allow-list, permission judged before existence so a key cannot probe
- * for models beyond it; the budgets of the key and of the request's tags; then what to try in
- * order, the model and its fallbacks the key may call, each with its plan: the dialect its
- * backend serves natively and the translators that get the caller's dialect there.
+ * The fourth stage: where the request goes. First the routing policy's choice, where one applies
+ * (proxy/routing-policy/choose.ts: `auto`, or a named model with routing on); then the model name
+ * through the route table (aliases included) and the key's allow-list, permission judged before
+ * existence so a key cannot probe for models beyond it; the budgets of the key and of the
+ * request's tags (a spent one that degrades moves the request to an in-cluster model); then what
+ * to try in order, the model and its fallbacks the key may call, each with its plan: the dialect
+ * its backend serves natively and the translators that get the caller's dialect there; and,
+ * routed, the models the cascade may move to.
  */
 
-export interface RouteDeps {
+export interface RouteDeps extends RoutingDeps {
   routes: RouteTable;
   backends: Backends;
   metrics: ProxyMetrics;
@@ -25,32 +29,53 @@ export interface RouteDeps {
   budgets?: BudgetGuard;
 }
 
-export function route(deps: RouteDeps, parsed: Parsed): Routed | Failed {
-  const { caller, request, incoming } = parsed;
-  const entry = routeFor(deps.routes, caller.policy, request.model);
+export async function route(deps: RouteDeps, parsed: Parsed): Promise<Routed | Failed> {
+  const { caller, request } = parsed;
+  let choice = await choose(deps, parsed);
+  if (choice instanceof ProxyError) return { failed: choice, at: parsed };
+  const refused = deps.budgets?.check(caller.policy, parsed.known.tags);
+  const degraded = refused?.degrade ? degrade(deps, parsed, choice) : undefined;
+  if (degraded) choice = degraded;
+  const entry = routeFor(deps.routes, caller.policy, choice.model);
   if (entry instanceof ProxyError) return { failed: entry, at: parsed };
   const backend = backendOf(deps.backends, entry);
   // Usage, metrics and traces name the model that serves, not the alias the caller sent.
   const known = { ...parsed.known, model: entry.model, provider: entry.provider };
   parsed.span?.routed(entry.model, { provider: entry.provider, ...systemOf(backend.who(entry)) }, request.forward);
   const flying = deps.metrics.started(entry.model, entry.provider);
-  const at = { ...parsed, known, route: entry, flying };
-  const refused = deps.budgets?.check(caller.policy, known.tags);
-  if (refused) {
+  const at = { ...parsed, known, route: entry, flying, ...(choice.routing ? { routing: choice.routing } : {}) };
+  if (refused && !degraded) {
     deps.metrics.budgetRefused.inc({ scope: refused.scope });
     return { failed: refused.error, at };
   }
+  return { ...at, chain: chainOf(deps, parsed, entry), ...cascadeOf(deps, parsed, choice) };
+}
+
+/** The route, then its fallbacks the key may call (theirs not: no chains, no loops), each with its plan. */
+function chainOf(deps: RouteDeps, parsed: Parsed, entry: RouteEntry): Attempt[] {
   const chain: RouteEntry[] = [entry];
   for (const name of entry.fallback ?? []) {
     const f = deps.routes.lookup(name);
-    if (f && !chain.includes(f) && mayCall(caller.policy, f.model)) chain.push(f);
+    if (f && !chain.includes(f) && mayCall(parsed.caller.policy, f.model)) chain.push(f);
   }
-  return { ...at, chain: chain.map((r) => ({ route: r, plan: planFor(deps.backends, incoming.endpoint, r) })) };
+  return chain.map((r) => ({ route: r, plan: planFor(deps.backends, parsed.incoming.endpoint, r) }));
+}
+
+/** The cascade's next models (each with its own chain), as many as the policy escalates. */
+function cascadeOf(deps: RouteDeps, parsed: Parsed, choice: Choice): { cascade?: Attempt[][] } {
+  const routing = choice.routing;
+  if (!routing || routing.cascade.max === 0 || routing.ladder.length === 0) return {};
+  const next: Attempt[][] = [];
+  for (const name of routing.ladder.slice(0, routing.cascade.max)) {
+    const e = deps.routes.lookup(name);
+    if (e && mayCall(parsed.caller.policy, e.model)) next.push(chainOf(deps, parsed, e));
+  }
+  return next.length ? { cascade: next } : {};
 }
 
 const systemOf = (who: { system?: string }) => (who.system ? { system: who.system } : {});
 
-function planFor(backends: Backends, endpoint: Endpoint, target: RouteEntry): Plan {
+export function planFor(backends: Backends, endpoint: Endpoint, target: RouteEntry): Plan {
   const backend = backendOf(backends, target);
   const refused = backend.refuse?.(target);
   if (refused) return refused;

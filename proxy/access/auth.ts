@@ -1,5 +1,5 @@
 import { hash } from 'node:crypto';
-import type { ApiKey, ApiKeyMcp, ApiKeyRole, BudgetSpec } from '../../crds/api-key.js';
+import type { ApiKey, ApiKeyMcp, ApiKeyRole, BudgetSpec, KeyRouting } from '../../crds/api-key.js';
 import { TEAM_TAG } from '../../crds/constants.js';
 import { ProxyError } from '../endpoints/errors.js';
 import type { Tag } from '../endpoints/tags.js';
@@ -33,6 +33,10 @@ export interface KeyPolicy {
   expiresAt?: number;
   /** MCP servers and tools it may use, its rate per tool; every server and tool when absent (proxy/mcp/). */
   mcp?: ApiKeyMcp;
+  /** Whether its requests that name a model are routed (proxy/routing-policy/); Inherit when absent. */
+  routing?: KeyRouting;
+  /** The RoutingPolicy its routed requests use; `default` when absent. */
+  routingPolicy?: string;
 }
 
 /** A key of no ApiKey: what every key could do before ApiKeys (read all, no limits of its own). */
@@ -48,7 +52,7 @@ export interface Caller {
 export function policyOf(ak: ApiKey): { digest: string; policy: KeyPolicy } | undefined {
   const m = /^sha256:([0-9a-f]{64})$/.exec(ak.status?.digest ?? '');
   if (!m?.[1]) return undefined;
-  const { team, role, tags, models, rateLimit, budget, expiresAt, mcp } = ak.spec;
+  const { team, role, tags, models, rateLimit, budget, expiresAt, mcp, routing, routingPolicy } = ak.spec;
   const rps = rateLimit?.requestsPerSecond;
   const policy: KeyPolicy = {
     name: ak.metadata.name ?? '',
@@ -68,6 +72,8 @@ export function policyOf(ak: ApiKey): { digest: string; policy: KeyPolicy } | un
     ...(budget ? { budget } : {}),
     ...(expiresAt ? { expiresAt: Date.parse(expiresAt) } : {}),
     ...(mcp ? { mcp } : {}),
+    ...(routing && routing !== 'Inherit' ? { routing } : {}),
+    ...(routingPolicy ? { routingPolicy } : {}),
   };
   return { digest: m[1], policy };
 }

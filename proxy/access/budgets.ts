@@ -23,6 +23,8 @@ export interface TagBudget {
   tag: Tag;
   usd: number;
   period: BudgetPeriod;
+  /** Degrade: a spent budget sends requests to the routing policy's cheapest in-cluster model instead of refusing them. */
+  degrade?: true;
 }
 
 /** A Budget object as the data plane holds it. */
@@ -34,7 +36,15 @@ export function tagBudgetOf(b: Budget): TagBudget | undefined {
     tag: { key: b.spec.tag.slice(0, colon), value: b.spec.tag.slice(colon + 1) },
     usd: b.spec.usd,
     period: b.spec.period,
+    ...(b.spec.whenSpent === 'Degrade' ? { degrade: true as const } : {}),
   };
+}
+
+/** A spent budget: its refusal, whose it is, and whether it degrades rather than refuses. */
+export interface SpentBudget {
+  error: ProxyError;
+  scope: 'key' | 'tag';
+  degrade?: true;
 }
 
 export interface BudgetGuardOptions {
@@ -161,22 +171,28 @@ export class BudgetGuard {
     return usd;
   }
 
-  /** Refused (429 insufficient_quota) when the key's budget or a budget of one of the tags is spent. */
-  check(policy: KeyPolicy, tags: Tag[]): { error: ProxyError; scope: 'key' | 'tag' } | undefined {
+  /**
+   * Refused (429 insufficient_quota) when the key's budget or a budget of one of the tags is spent.
+   * `degrade`: every spent budget says Degrade (whenSpent), so the request may be served on an
+   * in-cluster model instead; one spent budget that says Refuse refuses it.
+   */
+  check(policy: KeyPolicy, tags: Tag[]): SpentBudget | undefined {
     const now = this.now();
+    let degraded: SpentBudget | undefined;
     if (policy.budget && this.spent(`key:${policy.name}`, policy.budget.period, now) >= policy.budget.usd) {
-      return {
-        error: exhausted(`this API key's budget of ${policy.budget.usd} USD`, policy.budget.period, now),
-        scope: 'key',
-      };
+      const error = exhausted(`this API key's budget of ${policy.budget.usd} USD`, policy.budget.period, now);
+      if (policy.budget.whenSpent !== 'Degrade') return { error, scope: 'key' };
+      degraded = { error, scope: 'key', degrade: true };
     }
     for (const t of tags) {
       const b = this.tagBudgets.get(`tag:${t.key}:${t.value}`);
       if (b && this.spent(`tag:${t.key}:${t.value}`, b.period, now) >= b.usd) {
-        return { error: exhausted(`the budget of ${b.usd} USD for ${t.key}:${t.value}`, b.period, now), scope: 'tag' };
+        const error = exhausted(`the budget of ${b.usd} USD for ${t.key}:${t.value}`, b.period, now);
+        if (!b.degrade) return { error, scope: 'tag' };
+        degraded ??= { error, scope: 'tag', degrade: true };
       }
     }
-    return undefined;
+    return degraded;
   }
 
   /** The scopes a request's cost counts toward: its key's budget and its tags' budgets. */

@@ -117,6 +117,12 @@ export class ProxyMetrics {
     labelNames: ['scope'],
     registers: [this.registry],
   });
+  readonly routingDecisions: Counter<'policy' | 'from' | 'to' | 'reason'> = new Counter({
+    name: 'pao_gateway_routing_decisions_total',
+    help: 'Requests a RoutingPolicy routed: by policy, the model asked for (from: auto, <policy>/auto or a routed name), the model that served (to) and why (score, kept, constraints, cascade, budget-degraded).',
+    labelNames: ['policy', 'from', 'to', 'reason'],
+    registers: [this.registry],
+  });
   readonly rateLimitFallbacks: Counter = new Counter({
     name: 'pao_gateway_rate_limit_fallbacks_total',
     help: 'Rate-limit checks this replica answered with its own buckets because Redis did not answer in time.',

@@ -55,6 +55,18 @@ export interface UsageRecord {
    * (store.ts MAX_PAYLOAD_BYTES, ending in '…[truncated]'); the producer should cut it first.
    */
   payload?: string;
+  /**
+   * Routed by a RoutingPolicy (proxy/routing-policy/): the model the caller asked for (`auto`, a
+   * name), the policy, why the served model was chosen (a ROUTING_REASONS value), how many models the
+   * cascade moved past, and what the same tokens would have cost on the requested model (for `auto`,
+   * the policy's baseline), from the price table. `costUsd` includes the escalated-from answers' cost;
+   * routing savings are counterfactualCostUsd - costUsd. Absent: not routed.
+   */
+  requestedModel?: string;
+  routingPolicy?: string;
+  routingReason?: string;
+  escalations?: number;
+  counterfactualCostUsd?: number;
   /** Tokens were used but the model has no price: costUsd is 0 because nobody knows it, not because it was free. */
   unpriced?: boolean;
 }

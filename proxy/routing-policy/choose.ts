@@ -1,0 +1,230 @@
+import { createHash } from 'node:crypto';
+import { AUTO_MODEL, type CallerDialect, DEFAULT_ROUTING_POLICY, ROUTING_HEADER } from '../../crds/constants.js';
+import type { CascadeTrigger, RoutingTier } from '../../crds/routing-policy.js';
+import { type KeyPolicy, mayCall } from '../access/auth.js';
+import { MAX_MODEL_CHARS } from '../access/model-access.js';
+import { ProxyError } from '../endpoints/errors.js';
+import type { Parsed } from '../exchange.js';
+import type { RouteEntry, RouteTable } from '../routing/routes.js';
+import { type Backends, backendOf } from '../upstreams/backend.js';
+import { cascades } from './cascade.js';
+import { baselineOf, decide, degradeTo, type RoutingReason } from './decide.js';
+import { featuresOf, type RequestFeatures } from './features.js';
+import { type Embedder, type ResolvedPolicy, type RoutingPolicies, takesTraffic } from './policies.js';
+import { scoreFeatures, tierOf } from './scorer.js';
+import { blend } from './semantic.js';
+
+/**
+ * Whether a request is routed by a RoutingPolicy, and to which model: `auto` (`<policy>/auto`)
+ * always is; a named model is when routing is on for it (the request's X-Routing-Enabled, else
+ * its key's `routing`, else the default policy's `enabled`), and then goes to that model or a
+ * cheaper one of the pool that serves it as well. A spent budget that degrades goes to the
+ * policy's cheapest in-cluster model (degrade()).
+ */
+
+export interface RoutingDeps {
+  routes: RouteTable;
+  backends: Backends;
+  policies?: RoutingPolicies;
+  embed?: Embedder;
+}
+
+/** What the route stage knows of a routed request, for the call (cascade) and the account (record, headers). */
+export interface Routing {
+  policy: string;
+  /** The model the caller asked for (`auto`, `<policy>/auto`, or a name). */
+  requested: string;
+  reason: RoutingReason;
+  tier: RoutingTier;
+  /** For X-Routing-Reason: the tier, the difficulty score and what raised it. */
+  detail: string;
+  features: RequestFeatures;
+  /** Models the cascade may move to, in order, and on what. */
+  ladder: readonly string[];
+  cascade: { max: number; on: ReadonlySet<CascadeTrigger> };
+  /** The model whose price for the same tokens the savings are counted against. */
+  counterfactual?: RouteEntry;
+}
+
+export type Choice = { model: string; routing?: Routing };
+
+/** The policy an `auto` name asks for: `auto` -> default, `<policy>/auto` -> policy. */
+function autoPolicy(model: string): string | undefined {
+  if (model === AUTO_MODEL) return DEFAULT_ROUTING_POLICY;
+  return model.endsWith(`/${AUTO_MODEL}`) ? model.slice(0, -AUTO_MODEL.length - 1) : undefined;
+}
+
+const ROUTED_DIALECTS: ReadonlySet<CallerDialect> = new Set(['openai-chat', 'openai-responses', 'anthropic-messages']);
+
+/** Routing on for a named model: the request's header, else the key's setting, else the default policy's. */
+function enabledFor(parsed: Parsed, policy: KeyPolicy, org: ResolvedPolicy | undefined): boolean | ProxyError {
+  const header = parsed.incoming.header(ROUTING_HEADER)?.trim().toLowerCase();
+  if (header === 'true') return true;
+  if (header === 'false') return false;
+  if (header !== undefined && header !== '')
+    return new ProxyError(
+      400,
+      'invalid_request_error',
+      'invalid_routing_header',
+      'X-Routing-Enabled must be "true" or "false"',
+      'X-Routing-Enabled',
+    );
+  if (policy.routing === 'Enabled') return true;
+  if (policy.routing === 'Disabled') return false;
+  return org?.enabled === true;
+}
+
+export async function choose(deps: RoutingDeps, parsed: Parsed): Promise<Choice | ProxyError> {
+  const { request, incoming, caller } = parsed;
+  const requested = request.model;
+  const auto = autoPolicy(requested);
+  const dialect = incoming.endpoint.dialect;
+  if (auto !== undefined && !ROUTED_DIALECTS.has(dialect))
+    return new ProxyError(
+      400,
+      'invalid_request_error',
+      'model_not_found',
+      `the model "${AUTO_MODEL}" is routed on chat completions, Responses and Messages; name a model for ${incoming.endpoint.path}`,
+      'model',
+    );
+  const policies = deps.policies;
+  if (auto !== undefined) {
+    const policy = policies?.get(auto);
+    if (!policy)
+      return new ProxyError(
+        404,
+        'invalid_request_error',
+        'model_not_found',
+        `no RoutingPolicy named ${JSON.stringify(auto.slice(0, MAX_MODEL_CHARS))} routes ${JSON.stringify(requested.slice(0, MAX_MODEL_CHARS))}; GET /openai/v1/models lists the models you can use`,
+        'model',
+      );
+    return routeBy(deps, parsed, policy, undefined);
+  }
+  if (!policies || !ROUTED_DIALECTS.has(dialect)) return { model: requested };
+  const policy = policies.get(caller.policy.routingPolicy ?? DEFAULT_ROUTING_POLICY);
+  const enabled = enabledFor(parsed, caller.policy, policies.get(DEFAULT_ROUTING_POLICY));
+  if (enabled instanceof ProxyError) return enabled;
+  const entry = deps.routes.lookup(requested);
+  // A name that does not route, or that the key may not call, keeps its own error: routing never widens access.
+  if (!enabled || !policy || !entry || entry.kind === 'unavailable') return { model: requested };
+  if (!mayCall(caller.policy, requested) && !mayCall(caller.policy, entry.model)) return { model: requested };
+  return routeBy(deps, parsed, policy, entry);
+}
+
+async function routeBy(
+  deps: RoutingDeps,
+  parsed: Parsed,
+  policy: ResolvedPolicy,
+  named: RouteEntry | undefined,
+): Promise<Choice | ProxyError> {
+  const { request, incoming, caller } = parsed;
+  const features = featuresOf(incoming.endpoint.dialect, request.forward);
+  const difficulty = scoreFeatures(features);
+  const score = await semanticScore(deps, policy, features, difficulty.score);
+  const need = tierOf(score, policy.thresholds);
+  const usable = usableFor(deps, caller.policy);
+  const inPool = named && policy.pool.find((m) => m.name === request.model);
+  const price = named && backendOf(deps.backends, named).price(named);
+  const decision = decide(policy.pool, {
+    features,
+    need,
+    ...(named
+      ? { named: { name: request.model, ...(price ? { price } : {}), ...(inPool ? { tier: inPool.tier } : {}) } }
+      : {}),
+    usable,
+  });
+  if (!decision) return noModelFits(policy, features);
+  const signals = difficulty.signals.length ? `; signals=${difficulty.signals.join(',')}` : '';
+  const cf = named ? request.model : (policy.baseline ?? baselineOf(policy.pool, undefined, features));
+  const counterfactual = cf === undefined ? undefined : deps.routes.lookup(cf);
+  return {
+    model: decision.model,
+    routing: {
+      policy: policy.name,
+      requested: request.model,
+      reason: decision.reason,
+      tier: decision.tier,
+      detail: `tier=${decision.tier}; score=${score.toFixed(2)}${signals}`,
+      features,
+      ladder: cascades(incoming.endpoint.dialect) && incoming.endpoint.does === 'generate' ? decision.ladder : [],
+      cascade: policy.cascade,
+      ...(counterfactual ? { counterfactual } : {}),
+    },
+  };
+}
+
+const usableFor = (deps: RoutingDeps, key: KeyPolicy) => (name: string) =>
+  mayCall(key, name) && takesTraffic(deps.routes.lookup(name));
+
+function noModelFits(policy: ResolvedPolicy, f: RequestFeatures): ProxyError {
+  const needs = [
+    `${f.inputTokens} input tokens`,
+    ...(f.tools ? ['tools'] : []),
+    ...(f.images ? ['images'] : []),
+    ...(f.reasoning === 'high' ? ['high reasoning effort'] : []),
+  ];
+  return new ProxyError(
+    400,
+    'invalid_request_error',
+    'no_model_fits',
+    `no model of the RoutingPolicy ${policy.name} that this API key may call and that takes traffic now serves this request (${needs.join(', ')}); name a model instead`,
+    'model',
+  );
+}
+
+/**
+ * A spent budget that degrades: the policy's cheapest in-cluster model that can take the request
+ * (never a paid one, so no cascade), or undefined (the budget's refusal stands).
+ */
+export function degrade(deps: RoutingDeps, parsed: Parsed, chosen: Choice): Choice | undefined {
+  const policy = deps.policies?.get(
+    chosen.routing?.policy ?? parsed.caller.policy.routingPolicy ?? DEFAULT_ROUTING_POLICY,
+  );
+  if (!policy) return undefined;
+  const features = chosen.routing?.features ?? featuresOf(parsed.incoming.endpoint.dialect, parsed.request.forward);
+  const to = degradeTo(policy.pool, features, usableFor(deps, parsed.caller.policy));
+  if (!to) return undefined;
+  const counterfactual = chosen.routing?.counterfactual ?? deps.routes.lookup(chosen.model);
+  return {
+    model: to.name,
+    routing: {
+      policy: policy.name,
+      requested: parsed.request.model,
+      reason: 'budget-degraded',
+      tier: to.tier,
+      detail: 'a spent budget degrades to the cheapest in-cluster model',
+      features,
+      ladder: [],
+      cascade: policy.cascade,
+      ...(counterfactual ? { counterfactual } : {}),
+    },
+  };
+}
+
+/** Embedded prompts by digest: a repeated prompt (an agent's retries, a benchmark) is embedded once. */
+const PROMPT_CACHE = new Map<string, Float32Array>();
+const PROMPT_CACHE_MAX = 2048;
+const PROMPT_EMBED_TIMEOUT_MS = 2_000;
+
+/** The semantic scorer's vote blended in, where the policy has one; the features' score alone if the embedding fails. */
+async function semanticScore(
+  deps: RoutingDeps,
+  policy: ResolvedPolicy,
+  f: RequestFeatures,
+  score: number,
+): Promise<number> {
+  const semantic = policy.semantic;
+  if (!semantic || !deps.embed || f.prompt === '') return score;
+  const digest = createHash('sha256').update(semantic.embeddingModel).update('\n').update(f.prompt).digest('base64');
+  let vector = PROMPT_CACHE.get(digest);
+  if (!vector) {
+    vector = await deps
+      .embed(semantic.embeddingModel, [f.prompt], AbortSignal.timeout(PROMPT_EMBED_TIMEOUT_MS))
+      .then((v) => v[0])
+      .catch(() => undefined);
+    if (!vector) return score;
+    if (PROMPT_CACHE.size >= PROMPT_CACHE_MAX) PROMPT_CACHE.clear();
+    PROMPT_CACHE.set(digest, vector);
+  }
+  return blend(score, semantic.index.score(vector, semantic.neighbours, policy.thresholds), semantic.weight);
+}
