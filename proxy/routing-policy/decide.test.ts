@@ -1,0 +1,97 @@
+import { describe, expect, it } from 'vitest';
+import { baselineOf, decide, degradeTo, type PoolModel } from './decide.js';
+import type { RequestFeatures } from './features.js';
+
+/** The decision as a pure function: constraints first, then the tier needed, then the cheapest. */
+
+const f = (over: Partial<RequestFeatures> = {}): RequestFeatures => ({
+  inputTokens: 100,
+  tools: 0,
+  toolNames: [],
+  images: false,
+  depth: 1,
+  json: false,
+  prompt: 'hi',
+  ...over,
+});
+
+const m = (name: string, tier: PoolModel['tier'], input: number, over: Partial<PoolModel> = {}): PoolModel => ({
+  name,
+  tier,
+  price: { input, output: input * 4 },
+  inCluster: false,
+  tools: true,
+  images: true,
+  reasoning: true,
+  ...over,
+});
+
+const POOL: PoolModel[] = [
+  m('small', 'Light', 0.05, { inCluster: true, contextWindow: 8192, images: false, reasoning: false }),
+  m('mini', 'Standard', 0.25),
+  m('mini-b', 'Standard', 0.4),
+  m('big', 'Frontier', 1.25),
+  m('bigger', 'Frontier', 5),
+];
+const all = () => true;
+
+describe('decide', () => {
+  it('takes the cheapest model of the tier needed, and ladders up one model per tier', () => {
+    expect(decide(POOL, { features: f(), need: 'Light', usable: all })).toEqual({
+      model: 'small',
+      tier: 'Light',
+      reason: 'score',
+      ladder: ['mini', 'big'],
+    });
+    expect(decide(POOL, { features: f(), need: 'Standard', usable: all })).toMatchObject({
+      model: 'mini',
+      ladder: ['big'],
+    });
+    expect(decide(POOL, { features: f(), need: 'Frontier', usable: all })).toMatchObject({ model: 'big', ladder: [] });
+  });
+
+  it('moves up past models that cannot take the request, and says it was the constraints', () => {
+    const long = decide(POOL, { features: f({ inputTokens: 9000 }), need: 'Light', usable: all });
+    expect(long).toMatchObject({ model: 'mini', reason: 'constraints' });
+    expect(decide(POOL, { features: f({ images: true }), need: 'Light', usable: all })).toMatchObject({
+      model: 'mini',
+      reason: 'constraints',
+    });
+    expect(decide(POOL, { features: f({ reasoning: 'high' }), need: 'Light', usable: all })?.model).toBe('mini');
+    // A low effort is answered by any model.
+    expect(decide(POOL, { features: f({ reasoning: 'low' }), need: 'Light', usable: all })?.model).toBe('small');
+  });
+
+  it('skips models the key may not call or that take no traffic now', () => {
+    const d = decide(POOL, { features: f(), need: 'Light', usable: (n) => n !== 'small' && n !== 'mini' });
+    expect(d).toMatchObject({ model: 'mini-b' });
+    expect(decide(POOL, { features: f(), need: 'Light', usable: () => false })).toBeUndefined();
+  });
+
+  it('keeps a named model when nothing cheaper serves as well, and never goes above it', () => {
+    const named = { name: 'mini', price: { input: 0.25, output: 1 }, tier: 'Standard' as const };
+    expect(decide(POOL, { features: f(), need: 'Light', named, usable: all })).toMatchObject({
+      model: 'small',
+      ladder: ['mini'],
+    });
+    expect(decide(POOL, { features: f(), need: 'Frontier', named, usable: all })).toEqual({
+      model: 'mini',
+      tier: 'Standard',
+      reason: 'kept',
+      ladder: [],
+    });
+    // A named model outside the pool is a Frontier-class choice: cheaper pool models below it may
+    // serve, and a failed answer goes to the caller's own choice, not to another model of its class.
+    const outside = { name: 'gpt-x', price: { input: 2, output: 8 } };
+    expect(decide(POOL, { features: f(), need: 'Standard', named: outside, usable: all })).toMatchObject({
+      model: 'mini',
+      ladder: ['gpt-x'],
+    });
+  });
+
+  it('degrades to the cheapest in-cluster model that fits, and counts savings against the top model', () => {
+    expect(degradeTo(POOL, f(), all)?.name).toBe('small');
+    expect(degradeTo(POOL, f({ images: true }), all)).toBeUndefined();
+    expect(baselineOf(POOL, undefined, f())).toBe('bigger');
+  });
+});
