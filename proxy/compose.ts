@@ -242,11 +242,12 @@ export async function composeGateway(config: GatewayConfig = {}, parts: Partial<
     onWakeError: (model, err) => log.warn('could not wake the model', { model, error: errorMessage(err) }),
   });
   const backends = composeBackends(config, parts, { catalog, prices, timeouts, pools, source: resources.source, env });
+  const embed = gatewayEmbedder(routes, backends);
   const policies = new RoutingPolicies(
     routes,
     backends,
     (err) => log.warn('routing policy not resolved', { error: errorMessage(err) }),
-    gatewayEmbedder(routes, backends),
+    embed,
   );
   policies.set(routingPolicies);
   onRoutingPolicies = (p) => policies.set(p);
@@ -267,6 +268,7 @@ export async function composeGateway(config: GatewayConfig = {}, parts: Partial<
     routes,
     backends,
     policies,
+    embed,
     ...(budgets ? { budgets } : {}),
     retry: config.retry ?? DEFAULT_RETRY,
     usage,

@@ -8,6 +8,7 @@ import { ApiKeys, policyOf, sha256 } from '../access/auth.js';
 import { BudgetGuard } from '../access/budgets.js';
 import { buildRoutes, RouteTable } from '../routing/routes.js';
 import { MemoryUsage } from '../usage/record.js';
+import { DEFAULT_THRESHOLDS } from './scorer.js';
 
 /**
  * Routing through the composed gateway against the Ollama double: `auto` picks by difficulty,
@@ -55,6 +56,8 @@ const apiKey = (name: string, key: string, spec: Partial<ApiKey['spec']>): ApiKe
 });
 
 const SIMPLE = 'What is the capital of France?';
+/** Short and plain to the features, hard by the semantic scorer's examples. */
+const TRICKY = 'Tell me a joke';
 const HARD =
   'Design a distributed rate limiter for a multi-region API gateway. 1. Compare token bucket and sliding window ' +
   'algorithms with their trade-offs. 2. Write the Go code for the Redis-backed implementation, step by step. ' +
@@ -75,7 +78,23 @@ beforeAll(async () => {
   // No spend stored: the spent key's budget is 0 USD, spent before its first request.
   const budgets = new BudgetGuard({ spend: async (scopes) => scopes.map(() => 0) }, () => keys.policies());
   gateway = await startGateway({}, { routes, keys, usage, budgets });
-  gateway.policies.set([policy('default', { enabled: true }), policy('cheap', { objective: 'Cost' })]);
+  gateway.policies.set([
+    policy('default', { enabled: true }),
+    policy('cheap', { objective: 'Cost' }),
+    policy('semantic', {
+      scorer: {
+        semantic: {
+          embeddingModel: LIGHT,
+          neighbours: 1,
+          weight: 1,
+          examples: [
+            { tier: 'Light', prompt: 'hi' },
+            { tier: 'Frontier', prompt: TRICKY },
+          ],
+        },
+      },
+    }),
+  ]);
   await gateway.policies.ready();
 });
 
@@ -158,6 +177,21 @@ describe('model "auto"', () => {
     expect(res.status).toBe(200);
     expect(res.headers.get('x-routed-model')).toBe(LIGHT);
     expect(((await res.json()) as { model: string }).model).toBe(LIGHT);
+  });
+});
+
+describe('the semantic scorer', () => {
+  it('embeds its examples through the gateway and lets the nearest one decide', async () => {
+    for (let i = 0; i < 100 && !gateway.policies.get('semantic')?.semantic; i++)
+      await new Promise((r) => setTimeout(r, 20));
+    expect(gateway.policies.get('semantic')?.semantic?.index.size).toBe(2);
+    // The features alone keep it on Light; the example labelled Frontier moves it to the pool's best.
+    expect((await chat(ask('auto', TRICKY))).headers.get('x-routed-model')).toBe(LIGHT);
+    const res = await chat(ask('semantic/auto', TRICKY));
+    expect(res.headers.get('x-routed-model')).toBe(STANDARD);
+    // The vote is the Frontier interval's middle: past the frontier threshold.
+    const score = Number(/score=([\d.]+)/.exec(res.headers.get('x-routing-reason') ?? '')?.[1]);
+    expect(score).toBeGreaterThanOrEqual(DEFAULT_THRESHOLDS.Balanced.frontier);
   });
 });
 
