@@ -189,58 +189,26 @@ export async function composeGateway(config: GatewayConfig = {}, parts: Partial<
   // Secrets are read when a call needs a token: the source that holds them is loaded below.
   let secretOf: (name: string) => SecretLookup | undefined = () => undefined;
   const mcpServers = parts.mcpServers ?? new McpServerTable((server) => mcpAuthProvider(server, (n) => secretOf(n)));
-  // Budget objects arrive from the source before the guard that checks them exists.
-  let tagBudgets: TagBudget[] = [];
-  let onBudgets = (b: TagBudget[]) => {
-    tagBudgets = b;
-  };
-  // RoutingPolicies too: their table needs the backends, made below.
-  let routingPolicies: RoutingPolicy[] = [];
-  let onRoutingPolicies = (p: RoutingPolicy[]) => {
-    routingPolicies = p;
-  };
-  const into = {
-    routes,
-    keys,
-    catalog,
-    log,
-    mcpServers,
-    onBudgets: (b: TagBudget[]) => onBudgets(b),
-    onRoutingPolicies: (p: RoutingPolicy[]) => onRoutingPolicies(p),
-  };
-  const resources = await loadResources(config, into);
+  // Budget objects and RoutingPolicies arrive from the source before what applies them exists.
+  const tagBudgets = new Handover<TagBudget[]>();
+  const routingPolicies = new Handover<RoutingPolicy[]>();
+  const handovers = { onBudgets: tagBudgets.give, onRoutingPolicies: routingPolicies.give };
+  const resources = await loadResources(config, { routes, keys, catalog, log, mcpServers, ...handovers });
   secretOf = providerSecrets(config, resources.source);
   const tracer = parts.tracer ?? (await tracerFromEnv(env, PRODUCT_VERSION));
   const timeouts = config.timeouts ?? DEFAULT_TIMEOUTS;
   const state = { notReady: false, closing: false };
 
-  const {
-    stack,
-    usage: recorded,
-    budgets,
-    statusWriter,
-  } = accounting(config, parts, { metrics, keys, resources, env, log });
-  if (config.source) budgets?.setTagBudgets([...resources.tagBudgets, ...tagBudgets]);
-  onBudgets = (b) => budgets?.setTagBudgets(b);
+  const accounted = accounting(config, parts, { metrics, keys, resources, env, log });
+  const { stack, usage: recorded, budgets, statusWriter } = accounted;
+  tagBudgets.bind((b) => budgets?.setTagBudgets(b));
   const prices = priceBook(config, catalog, resources.source, log);
   // In-cluster GPU time for the reports' actual cost: every replica measures it, the store counts it once.
   const gpuTime = stack ? startGpuTimeLedger({ routes, prices, store: stack.gpuTime, log }) : undefined;
   const usage = gpuTime ? gpuTime.sink(recorded) : recorded;
   const limiter = parts.limiter ?? rateLimiter(config, metrics, log);
 
-  // In-cluster models: a long prompt's prefix to the replica that holds it in its cache (bounded
-  // by load; the engines' queue and KV-cache gauges where they export them), else least in-flight
-  // over ready replicas; the excess held here; a request for a hibernated model wakes it.
-  const signals = replicaSignals(routes);
-  const pools = routedPools(routes, metrics, {
-    signals,
-    maxQueued: config.queue?.perModel ?? 100,
-    queueMs: config.queue?.timeoutMs ?? 300_000,
-    ...(resources.source
-      ? { wake: (s: RouteScaling) => (resources.source as ClusterSource).wake(s.namespace, s.name) }
-      : {}),
-    onWakeError: (model, err) => log.warn('could not wake the model', { model, error: errorMessage(err) }),
-  });
+  const { signals, pools } = inClusterPools(config, routes, metrics, resources.source, log);
   const backends = composeBackends(config, parts, { catalog, prices, timeouts, pools, source: resources.source, env });
   const embed = gatewayEmbedder(routes, backends);
   const policies = new RoutingPolicies(
@@ -249,8 +217,7 @@ export async function composeGateway(config: GatewayConfig = {}, parts: Partial<
     (err) => log.warn('routing policy not resolved', { error: errorMessage(err) }),
     embed,
   );
-  policies.set(routingPolicies);
-  onRoutingPolicies = (p) => policies.set(p);
+  routingPolicies.bind((p) => policies.set(p));
   await policies.ready();
 
   const pipeline = createPipeline({
@@ -408,6 +375,43 @@ function lifecycle(
   };
 }
 
+/**
+ * In-cluster models: a long prompt's prefix to the replica that holds it in its cache (bounded
+ * by load; the engines' queue and KV-cache gauges where they export them), else least in-flight
+ * over ready replicas; the excess held here; a request for a hibernated model wakes it.
+ */
+function inClusterPools(
+  config: GatewayConfig,
+  routes: RouteTable,
+  metrics: ProxyMetrics,
+  source: ClusterSource | undefined,
+  log: Logger,
+) {
+  const signals = replicaSignals(routes);
+  const pools = routedPools(routes, metrics, {
+    signals,
+    maxQueued: config.queue?.perModel ?? 100,
+    queueMs: config.queue?.timeoutMs ?? 300_000,
+    ...(source ? { wake: (s: RouteScaling) => source.wake(s.namespace, s.name) } : {}),
+    onWakeError: (model, err) => log.warn('could not wake the model', { model, error: errorMessage(err) }),
+  });
+  return { signals, pools };
+}
+
+/** A value a source hands over before what applies it exists: kept, then handed on from bind() on. */
+class Handover<T> {
+  private last: T | undefined;
+  private to: ((value: T) => void) | undefined;
+  readonly give = (value: T): void => {
+    this.last = value;
+    this.to?.(value);
+  };
+  bind(to: (value: T) => void): void {
+    this.to = to;
+    if (this.last !== undefined) to(this.last);
+  }
+}
+
 /** The routes, keys and tag budgets of the configured source, loaded (a cluster's watches started). */
 async function loadResources(
   config: GatewayConfig,
@@ -420,9 +424,9 @@ async function loadResources(
     onRoutingPolicies: (policies: RoutingPolicy[]) => void;
     mcpServers: McpServerTable;
   },
-): Promise<{ source?: ClusterSource; tagBudgets: TagBudget[] }> {
+): Promise<{ source?: ClusterSource }> {
   const source = config.source;
-  if (!source) return { tagBudgets: [] };
+  if (!source) return {};
   if (source.kind === 'standalone') {
     const resources = loadStandaloneConfig(source.configFile);
     into.routes.set(
@@ -435,8 +439,9 @@ async function loadResources(
     into.keys.replaceAll(standaloneKeys(resources.apiKeys, readFileSync(source.keysFile, 'utf8')));
     into.mcpServers.set(resources.mcpServers);
     into.onRoutingPolicies(resources.routingPolicies);
+    into.onBudgets(resources.budgets.flatMap((b) => tagBudgetOf(b) ?? []));
     if (into.keys.size === 0) throw new ConfigError(`${source.keysFile} holds no API key`);
-    return { tagBudgets: resources.budgets.flatMap((b) => tagBudgetOf(b) ?? []) };
+    return {};
   }
   const cluster = new ClusterSource({
     kubeConfig: source.kubeConfig,
@@ -452,7 +457,7 @@ async function loadResources(
     ...(config.env ? { env: config.env } : {}),
   });
   await cluster.start();
-  return { source: cluster, tagBudgets: [] };
+  return { source: cluster };
 }
 
 /** The shipped price table, the standalone overrides file over it, the cluster's ConfigMap over it as it changes. */
