@@ -249,6 +249,7 @@ export async function composeGateway(config: GatewayConfig = {}, parts: Partial<
     keys,
     routes,
     backends,
+    policies,
     ...((parts.reports ?? stack?.reports) ? { reports: parts.reports ?? stack?.reports } : {}),
     ...(parts.pages !== false ? { pages: parts.pages ?? pagesRoutes() } : {}),
     ready,

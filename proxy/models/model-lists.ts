@@ -1,7 +1,9 @@
 import type { Env, Hono } from 'hono';
+import { AUTO_MODEL, DEFAULT_ROUTING_POLICY } from '../../crds/constants.js';
 import { type Caller, type KeyPolicy, mayCall } from '../access/auth.js';
 import { ProxyError } from '../endpoints/errors.js';
 import type { ModelListing, RouteTable } from '../routing/routes.js';
+import type { ResolvedPolicy, RoutingPolicies } from '../routing-policy/policies.js';
 import { type Backends, backendOf } from '../upstreams/backend.js';
 import { cliModel, type ModelFacts, openAIModel } from './model-metadata.js';
 
@@ -17,12 +19,47 @@ export interface ModelListDeps {
   backends: Backends;
   /** The caller a request's key names; throws the 401 to answer. */
   caller(header: (name: string) => string | undefined): Caller;
+  /** RoutingPolicies: `auto` and `<policy>/auto` are listed beside the models. */
+  policies?: RoutingPolicies;
+}
+
+/** When the gateway started: the routing names' `created`. */
+const STARTED = Math.floor(Date.now() / 1000);
+
+/** `auto` (the default policy) and `<policy>/auto`, listed for a key that may call a model of the pool. */
+function autoListings(policies: RoutingPolicies | undefined, key: KeyPolicy): ModelListing[] {
+  return (policies?.list() ?? [])
+    .filter((p) => p.pool.some((m) => mayCall(key, m.name)))
+    .map((p) => {
+      const id = p.name === DEFAULT_ROUTING_POLICY ? AUTO_MODEL : `${p.name}/${AUTO_MODEL}`;
+      return { id, model: id, created: STARTED, provider: `routing-policy/${p.name}`, cli: true };
+    })
+    .sort((a, b) => a.id.localeCompare(b.id));
+}
+
+/** What a routing name can do: what the pool's most able models can (the policy picks one that fits the request). */
+function autoFacts(p: ResolvedPolicy): ModelFacts {
+  const windows = p.pool.flatMap((m) => (m.contextWindow ? [m.contextWindow] : []));
+  const contextWindow = windows.length === p.pool.length && windows.length > 0 ? Math.max(...windows) : undefined;
+  return {
+    displayName: `Auto (routing policy ${p.name})`,
+    provider: 'routing-policy',
+    ...(contextWindow ? { contextWindow } : {}),
+    tools: p.pool.some((m) => m.tools),
+    reasoning: p.pool.some((m) => m.reasoning),
+    images: p.pool.some((m) => m.images),
+    status: 'active',
+  };
 }
 
 export function modelListRoutes<E extends Env>(app: Hono<E>, deps: ModelListDeps): void {
-  const visible = (policy: KeyPolicy) =>
-    deps.routes.models().filter((m) => mayCall(policy, m.id) || mayCall(policy, m.model));
+  const visible = (policy: KeyPolicy) => [
+    ...autoListings(deps.policies, policy),
+    ...deps.routes.models().filter((m) => mayCall(policy, m.id) || mayCall(policy, m.model)),
+  ];
   const factsOf = async (m: ModelListing): Promise<ModelFacts | undefined> => {
+    const routed = m.provider.startsWith('routing-policy/') ? deps.policies?.get(m.provider.slice(15)) : undefined;
+    if (routed) return autoFacts(routed);
     const entry = deps.routes.lookup(m.id);
     return entry ? backendOf(deps.backends, entry).facts(entry) : undefined;
   };

@@ -73,6 +73,10 @@ export class RoutingPolicies {
     return this.resolved.get(name);
   }
 
+  list(): ResolvedPolicy[] {
+    return [...this.resolved.values()];
+  }
+
   /** Resolves once the last change is applied (tests, start-up). */
   ready(): Promise<void> {
     return this.settled;

@@ -153,6 +153,27 @@ describe('model "auto"', () => {
     expect(hard.headers.get('x-routing-reason')).toMatch(/^score; tier=Standard; score=0\.\d\d; signals=.*code/);
   });
 
+  it('is listed with the models, one name per policy, and its decisions are counted', async () => {
+    const res = await gateway.request('/openai/v1/models', { headers: { authorization: `Bearer ${KEY}` } });
+    const ids = ((await res.json()) as { data: Array<{ id: string; owned_by: string }> }).data.map((m) => m.id);
+    expect(ids.slice(0, 3)).toEqual(['auto', 'cheap/auto', 'semantic/auto']);
+    expect(ids).toContain(LIGHT);
+    const cli = await gateway.request('/v1/models/metadata', { headers: { authorization: `Bearer ${KEY}` } });
+    const auto = ((await cli.json()) as { models: Array<Record<string, unknown>> }).models.find(
+      (m) => m.slug === 'auto',
+    );
+    expect(auto).toMatchObject({
+      display_name: 'Auto (routing policy default)',
+      tool_call: true,
+      owned_by: 'routing-policy/default',
+    });
+    await chat(ask('auto', SIMPLE));
+    const text = await gateway.metrics.registry.metrics();
+    expect(text).toMatch(
+      /pao_gateway_routing_decisions_total\{policy="default",from="auto",to="qwen2\.5:0\.5b",reason="score"\} [1-9]/,
+    );
+  });
+
   it('routes through a named policy, and answers a policy that does not exist in the dialect', async () => {
     const cheap = await chat(ask('cheap/auto', SIMPLE));
     expect(cheap.headers.get('x-routed-model')).toBe(LIGHT);

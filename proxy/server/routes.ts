@@ -6,6 +6,7 @@ import { ENDPOINTS } from '../endpoints/endpoints.js';
 import { internalError, ProxyError } from '../endpoints/errors.js';
 import { modelListRoutes } from '../models/model-lists.js';
 import type { RouteTable } from '../routing/routes.js';
+import type { RoutingPolicies } from '../routing-policy/policies.js';
 import type { Backends } from '../upstreams/backend.js';
 import { usageRoutes } from '../usage/api.js';
 import type { UsageReports } from '../usage/reports.js';
@@ -25,6 +26,8 @@ export interface RoutesDeps {
   reports?: UsageReports;
   /** Routes mounted as they are (the Usage and Analytics pages). */
   pages?: Hono;
+  /** RoutingPolicies, whose `auto` names the model lists show. */
+  policies?: RoutingPolicies;
   /** Readiness: routes and keys loaded, not shutting down. */
   ready: () => boolean;
   onError?: (err: unknown, requestId: string) => void;
@@ -106,6 +109,11 @@ export function otherRoutes(deps: RoutesDeps): Hono<{ Variables: Vars }> {
   };
   if (deps.reports) usageRoutes(app, deps.reports, (headers) => readScope(caller((n) => headers.get(n) ?? undefined)));
   if (deps.pages) app.route('/', deps.pages);
-  modelListRoutes(app, { routes: deps.routes, backends: deps.backends, caller });
+  modelListRoutes(app, {
+    routes: deps.routes,
+    backends: deps.backends,
+    caller,
+    ...(deps.policies ? { policies: deps.policies } : {}),
+  });
   return app;
 }
