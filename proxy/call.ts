@@ -8,7 +8,7 @@ import type { RequestSpan } from './telemetry/tracing.js';
 import type { Translation } from './translators/translator.js';
 import { type Backend, type Backends, backendOf, type Server } from './upstreams/backend.js';
 import { type RetryPolicy, shouldFallBack, withRetries } from './upstreams/resilience.js';
-import type { UpstreamCall, UpstreamResult } from './upstreams/upstream.js';
+import type { StreamOutcome, UpstreamCall, UpstreamResult, Usage } from './upstreams/upstream.js';
 
 /**
  * The fifth stage: the call. Each route of the chain in turn, the model first, then its
@@ -91,11 +91,24 @@ async function cascade(deps: CallDeps, routed: Routed, call: Call): Promise<Answ
       const answered = { ...outcome, result: { ...result, body: judged.body } };
       return escalations.length ? { ...answered, escalations } : answered;
     }
-    escalations.push({ route: outcome.served, trigger: judged.failed });
+    escalations.push({ route: outcome.served, trigger: judged.failed, ...(await usageOf(result.outcome)) });
   }
   // Unreachable: the last step returns.
   return { failed: internalError(routed.incoming.requestId), at: routed };
 }
+
+/** What a stream the cascade moved past used, as its relay counted it on ending (waited for briefly). */
+async function usageOf(outcome: Promise<StreamOutcome>): Promise<{ usage?: Usage }> {
+  let timer: NodeJS.Timeout | undefined;
+  const late = new Promise<undefined>((resolve) => {
+    timer = setTimeout(() => resolve(undefined), STREAM_USAGE_WAIT_MS);
+  });
+  const ended = await Promise.race([outcome.catch(() => undefined), late]);
+  clearTimeout(timer);
+  return ended?.usage ? { usage: ended.usage } : {};
+}
+
+const STREAM_USAGE_WAIT_MS = 250;
 
 /** One model's chain: the model, then its fallbacks on a failure of the model rather than of the request. */
 async function tryChain(

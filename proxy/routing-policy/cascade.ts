@@ -183,10 +183,12 @@ export async function judgeStream(
   for (;;) {
     const chunk = await source.read();
     if (chunk === undefined) {
-      // Ended before any content: an empty answer (or an error the relay ended it with).
-      const why: CascadeTrigger = /"error"/.test(text) ? 'Error' : 'Empty';
-      if (on.has(why)) return { failed: why };
-      return { body: replay(held, source) };
+      // Ended before any content: an empty answer, or the error the relay ended it with (its last
+      // event may lack the blank line that closes it).
+      const tail = text.trim() === '' ? 'more' : verdictOf(dialect, text, f);
+      if (tail === 'content') return { body: replay(held, source) };
+      const why: CascadeTrigger = tail === 'more' ? 'Empty' : tail;
+      return on.has(why) ? { failed: why } : { body: replay(held, source) };
     }
     held.push(chunk);
     size += chunk.byteLength;

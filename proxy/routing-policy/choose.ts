@@ -108,6 +108,9 @@ export async function choose(deps: RoutingDeps, parsed: Parsed): Promise<Choice 
   // A name that does not route, or that the key may not call, keeps its own error: routing never widens access.
   if (!enabled || !policy || !entry || entry.kind === 'unavailable') return { model: requested };
   if (!mayCall(caller.policy, requested) && !mayCall(caller.policy, entry.model)) return { model: requested };
+  // Only a model of the pool is swapped: the pool is what the platform declared interchangeable
+  // (a fine-tuned or special-purpose model outside it is always served as named).
+  if (!policy.pool.some((m) => m.name === requested || m.name === entry.model)) return { model: requested };
   return routeBy(deps, parsed, policy, entry);
 }
 
@@ -177,6 +180,8 @@ function noModelFits(policy: ResolvedPolicy, f: RequestFeatures): ProxyError {
  * (never a paid one, so no cascade), or undefined (the budget's refusal stands).
  */
 export function degrade(deps: RoutingDeps, parsed: Parsed, chosen: Choice): Choice | undefined {
+  // An embeddings or legacy completions request has no chat model to go to.
+  if (!ROUTED_DIALECTS.has(parsed.incoming.endpoint.dialect)) return undefined;
   const policy = deps.policies?.get(
     chosen.routing?.policy ?? parsed.caller.policy.routingPolicy ?? DEFAULT_ROUTING_POLICY,
   );
