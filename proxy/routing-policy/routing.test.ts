@@ -189,6 +189,25 @@ describe('model "auto"', () => {
     expect(embed.status).toBe(400);
   });
 
+  it('works in the Responses dialect, and for count_tokens', async () => {
+    const res = await gateway.request('/openai/v1/responses', {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', authorization: `Bearer ${KEY}` },
+      body: JSON.stringify({ model: 'auto', input: HARD }),
+    });
+    expect(res.status).toBe(200);
+    expect(res.headers.get('x-routed-model')).toBe(STANDARD);
+    expect(((await res.json()) as { model: string }).model).toBe(STANDARD);
+    const count = await gateway.request('/anthropic/v1/messages/count_tokens', {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', 'x-api-key': KEY, 'anthropic-version': '2023-06-01' },
+      body: JSON.stringify({ model: 'auto', messages: [{ role: 'user', content: SIMPLE }] }),
+    });
+    expect(count.status).toBe(200);
+    expect(count.headers.get('x-routed-model')).toBe(LIGHT);
+    expect(((await count.json()) as { input_tokens: number }).input_tokens).toBeGreaterThan(0);
+  });
+
   it('works in the Messages dialect, the answer naming the model that served', async () => {
     const res = await gateway.request('/anthropic/v1/messages', {
       method: 'POST',
