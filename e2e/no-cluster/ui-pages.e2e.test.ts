@@ -32,6 +32,9 @@ const USAGE = {
     costUsd: 0.0123,
     actualCostUsd: 0.0107,
     savingsUsd: 0.0045,
+    routingSavingsUsd: 0.0312,
+    routedRequests: 4,
+    escalationRate: 0.25,
   },
   series: [
     {
@@ -80,6 +83,9 @@ const USAGE = {
       costUsd: 0.0103,
       actualCostUsd: 0.0103,
       savingsUsd: 0.002,
+      routingSavingsUsd: 0,
+      routedRequests: 1,
+      escalationRate: 0,
     },
     {
       group: 'llama3.1:8b',
@@ -89,6 +95,9 @@ const USAGE = {
       costUsd: 0.002,
       actualCostUsd: 0.0004,
       savingsUsd: 0.0025,
+      routingSavingsUsd: 0.0312,
+      routedRequests: 3,
+      escalationRate: 1 / 3,
     },
   ],
   deployments: [
@@ -109,6 +118,7 @@ const u = (requests: number) => ({
   costUsd: 0,
   actualCostUsd: 0,
   savingsUsd: 0,
+  routingSavingsUsd: 0,
 });
 const BY_ENDPOINT = {
   granularity: 'hour',
@@ -137,6 +147,8 @@ const ANALYTICS = {
     costUsd: 0.0012,
     actualCostUsd: 0.001,
     latencyMs: lat(120, 400, 900),
+    routedRequests: 4,
+    escalationRate: 0.25,
   },
   series: [
     {
@@ -176,6 +188,8 @@ const ANALYTICS = {
       costUsd: 0.0009,
       actualCostUsd: 0.0007,
       latencyMs: lat(125, 430, 900),
+      routedRequests: 3,
+      escalationRate: 1 / 3,
     },
     {
       group: 'search',
@@ -185,8 +199,49 @@ const ANALYTICS = {
       costUsd: 0.0003,
       actualCostUsd: 0.0003,
       latencyMs: lat(110, 380, 420),
+      routedRequests: 1,
+      escalationRate: 0,
     },
   ],
+};
+
+/** Requests routed by a RoutingPolicy by served model, as /v1/usage/routing answers. */
+const ROUTING = {
+  granularity: 'hour',
+  groupBy: 'model',
+  totals: {
+    routedRequests: 4,
+    escalatedRequests: 1,
+    escalationRate: 0.25,
+    share: 1,
+    routedCostUsd: 0.0021,
+    counterfactualCostUsd: 0.0333,
+    routingSavingsUsd: 0.0312,
+  },
+  series: [],
+  groups: [
+    {
+      group: 'llama3.1:8b',
+      routedRequests: 3,
+      escalatedRequests: 1,
+      escalationRate: 1 / 3,
+      share: 0.75,
+      routedCostUsd: 0.0008,
+      counterfactualCostUsd: 0.032,
+      routingSavingsUsd: 0.0312,
+    },
+    {
+      group: 'claude-3-haiku',
+      routedRequests: 1,
+      escalatedRequests: 0,
+      escalationRate: 0,
+      share: 0.25,
+      routedCostUsd: 0.0013,
+      counterfactualCostUsd: 0.0013,
+      routingSavingsUsd: 0,
+    },
+  ],
+  otherGroups: 0,
 };
 
 /** Tool calls through /mcp by server and tool, as /v1/usage/tools answers. */
@@ -260,6 +315,12 @@ function fakeApi(seen: Seen[]): Hono {
     c.req.query('tag') === 'tools:down'
       ? c.json({ error: { message: 'tool report down', type: 'api_error', param: null, code: null } }, 503)
       : c.json({ ...range(c), ...TOOLS }),
+  );
+  // The tag routing:down makes the routing report fail while the others answer.
+  api.get('/v1/usage/routing', (c) =>
+    c.req.query('tag') === 'routing:down'
+      ? c.json({ error: { message: 'routing report down', type: 'api_error', param: null, code: null } }, 503)
+      : c.json({ ...range(c), ...ROUTING }),
   );
   api.get('/v1/tags', (c) => c.json(TAGS));
   return api;
@@ -339,6 +400,20 @@ async function toolRows(page: Page): Promise<string[][]> {
     .evaluateAll((rows) => rows.map((r) => [...r.children].map((c) => (c.textContent ?? '').trim())));
 }
 
+/** The Routing table's rows, body then footer (the total). */
+async function routingRows(page: Page): Promise<string[][]> {
+  return page
+    .getByTestId('routing-table')
+    .locator('tbody tr, tfoot tr')
+    .evaluateAll((rows) => rows.map((r) => [...r.children].map((c) => (c.textContent ?? '').trim())));
+}
+
+const ROUTING_ROWS = [
+  ['llama3.1:8b', '3', '75.00%', '33.33%', '$0.0008', '$0.0312'],
+  ['claude-3-haiku', '1', '25.00%', '0.00%', '$0.0013', '$0.0000'],
+  ['Total', '4', '100.00%', '25.00%', '$0.0021', '$0.0312'],
+];
+
 const TOOL_ROWS = [
   ['everything', 'echo', '9', '0', '0.00%', '25 ms', '50 ms', '2 KiB', '1.5 MiB'],
   ['memory', 'read_graph', '3', '1', '33.33%', '100 ms', '250 ms', '1.5 KiB', '864 B'],
@@ -383,9 +458,13 @@ describe('UI pages', () => {
     expect(await text(page, 'total-cost')).toBe('$0.0123');
     expect(await text(page, 'total-savings')).toBe('$0.0045');
     expect(await text(page, 'total-actual-cost')).toBe('$0.0107');
+    // Routing savings beside the free credits' (never added to them), routed requests and their escalations.
+    expect(await text(page, 'total-routing-savings')).toBe('$0.0312');
+    expect(await text(page, 'total-routed')).toBe('4');
+    expect(await text(page, 'total-escalation-rate')).toBe('25.00%');
     expect(await tableRows(page)).toEqual([
-      ['claude-3-haiku', '7', '900', '600', '$0.0103', '$0.0103', '$0.0020'],
-      ['llama3.1:8b', '3', '300', '245', '$0.0020', '$0.0004', '$0.0025'],
+      ['claude-3-haiku', '7', '900', '600', '$0.0103', '$0.0103', '$0.0020', '$0.0000'],
+      ['llama3.1:8b', '3', '300', '245', '$0.0020', '$0.0004', '$0.0025', '$0.0312'],
     ]);
     // The in-cluster deployments' GPU time: what the platform paid, and the part no request used.
     expect(
@@ -400,6 +479,14 @@ describe('UI pages', () => {
     await expect.poll(() => toolRows(page)).toEqual(TOOL_ROWS);
     expect(await page.getByTestId('tools-empty').isVisible()).toBe(false);
     expect(last('/v1/usage/tools').query.getAll('tag')).toEqual(['team:ml']);
+    // Each served model's share of the routed requests and its escalation rate, same window and tags.
+    await expect.poll(() => routingRows(page)).toEqual(ROUTING_ROWS);
+    expect(await page.getByTestId('routing-empty').isVisible()).toBe(false);
+    const routing = last('/v1/usage/routing');
+    expect(routing.authorization).toBe(`Bearer ${KEY}`);
+    expect(routing.query.get('groupBy')).toBe('model');
+    expect(routing.query.getAll('tag')).toEqual(['team:ml']);
+    expect(routing.query.get('from')).toBe(last('/v1/usage').query.get('from'));
 
     const usage = last('/v1/usage');
     expect(usage.authorization).toBe(`Bearer ${KEY}`);
@@ -465,10 +552,12 @@ describe('UI pages', () => {
     expect(await text(page, 'latency-p95')).toBe('400 ms');
     expect(await text(page, 'latency-p99')).toBe('900 ms');
     expect(await text(page, 'total-actual-cost')).toBe('$0.0010');
+    expect(await text(page, 'total-escalation-rate')).toBe('25.00%');
     expect(await tableRows(page)).toEqual([
-      ['ml', '7', '14.29%', '$0.0009', '$0.0007', '125 ms', '430 ms', '900 ms'],
-      ['search', '3', '0.00%', '$0.0003', '$0.0003', '110 ms', '380 ms', '420 ms'],
+      ['ml', '7', '14.29%', '$0.0009', '$0.0007', '125 ms', '430 ms', '900 ms', '3', '33.33%'],
+      ['search', '3', '0.00%', '$0.0003', '$0.0003', '110 ms', '380 ms', '420 ms', '1', '0.00%'],
     ]);
+    await expect.poll(() => routingRows(page)).toEqual(ROUTING_ROWS);
     // Analytics has no GPU time table.
     expect(await page.getByTestId('deployment-table').count()).toBe(0);
     expect(await page.locator('#group-head').textContent()).toBe('Tag team');
@@ -501,9 +590,9 @@ describe('UI pages', () => {
     await expect
       .poll(() => tableRows(page))
       .toEqual([
-        ['Anthropic Messages', '6', '60', '30', '$0.0000', '$0.0000', '$0.0000'],
-        ['Responses', '3', '30', '15', '$0.0000', '$0.0000', '$0.0000'],
-        ['(not recorded)', '1', '10', '5', '$0.0000', '$0.0000', '$0.0000'],
+        ['Anthropic Messages', '6', '60', '30', '$0.0000', '$0.0000', '$0.0000', '$0.0000'],
+        ['Responses', '3', '30', '15', '$0.0000', '$0.0000', '$0.0000', '$0.0000'],
+        ['(not recorded)', '1', '10', '5', '$0.0000', '$0.0000', '$0.0000', '$0.0000'],
       ]);
     expect(await page.locator('#group-head').textContent()).toBe('Endpoint');
     // The view is in the URL: opened again, it groups by endpoint.
@@ -512,7 +601,7 @@ describe('UI pages', () => {
     expectOnlyThisServer(page);
   });
 
-  it('tools: calls by MCP server and tool on Analytics too; a failing tool report leaves the rest of the page alone', async () => {
+  it('tools and routing on Analytics too; a failing tool or routing report leaves the rest of the page alone', async () => {
     const page = await openPage('/ui/analytics');
     await page.getByTestId('api-key').fill(KEY);
     await page.getByTestId('apply').click();
@@ -533,6 +622,17 @@ describe('UI pages', () => {
     expect(await toolRows(page)).toEqual([]);
     expect(await text(page, 'total-requests')).toBe('10');
     expect(await page.getByTestId('error').isVisible()).toBe(false);
+
+    // A failing routing report empties its own table only.
+    await page.getByTestId('tag-filter').fill('routing:down');
+    await page.getByTestId('apply').click();
+    await expect
+      .poll(() => page.getByTestId('routing-empty').textContent())
+      .toBe('No routing report: /v1/usage/routing failed (HTTP 503): routing report down');
+    expect(await routingRows(page)).toEqual([]);
+    await expect.poll(() => toolRows(page)).toEqual(TOOL_ROWS);
+    expect(await text(page, 'total-requests')).toBe('10');
+    expect(await page.getByTestId('error').isVisible()).toBe(false);
     expectOnlyThisServer(page);
   });
 
@@ -548,6 +648,8 @@ describe('UI pages', () => {
     expect(await text(page, 'total-requests')).toBe('–');
     expect(await page.getByTestId('tools-empty').textContent()).toBe('No data: see the error above.');
     expect(await toolRows(page)).toEqual([]);
+    expect(await page.getByTestId('routing-empty').textContent()).toBe('No data: see the error above.');
+    expect(await routingRows(page)).toEqual([]);
     expect(last('/v1/usage').authorization).toBe('Bearer sk-wrong');
     await page.screenshot({ path: `${OUT}ui-error.png` });
 

@@ -2,7 +2,16 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Tag } from '../../proxy/endpoints/tags.js';
 import { MIGRATIONS, PostgresUsageStore } from '../../proxy/usage/postgres-store.js';
 import { type Postgres, startPostgres } from '../postgres/server.js';
-import { range, rec, T0, tag, toolCall, usageStoreContract } from '../support/usage-store-contract.js';
+import {
+  range,
+  rec,
+  routed,
+  routedRecords,
+  T0,
+  tag,
+  toolCall,
+  usageStoreContract,
+} from '../support/usage-store-contract.js';
 
 /**
  * The UsageStore contract on a real PostgreSQL server (Debian's package; one server per run of
@@ -82,6 +91,68 @@ describe('PostgreSQL schema', () => {
     expect(before && ('bytesIn' in before || 'payload' in before)).toBe(false);
     // Tool calls stay out of the model reports.
     expect((await store.usage({ ...range, granularity: 'day', groupBy: 'model', tags: [] })).totals.requests).toBe(0);
+    await store.close();
+  });
+
+  it('a database of before routing (migration 5) gets the routing columns, rows of before routing nothing', async () => {
+    pg?.psql('CREATE DATABASE migrate_v5');
+    pg?.psql(
+      `CREATE TABLE usage_migrations (version integer PRIMARY KEY, applied_at timestamptz NOT NULL DEFAULT now());
+      ${MIGRATIONS.slice(0, 5).join(';\n')};
+      INSERT INTO usage_migrations (version) VALUES (1), (2), (3), (4), (5);
+      CREATE TABLE usage_requests_20261120 PARTITION OF usage_requests
+        FOR VALUES FROM (${Date.parse('2026-11-20T00:00:00Z')}) TO (${Date.parse('2026-11-21T00:00:00Z')});
+      INSERT INTO usage_requests (ts, request_id, key_prefix, model, provider, tags, prompt, completion, cost, savings,
+        latency_ms, status, stream, tokens_counted, unpriced, endpoint, team)
+        VALUES (${T0}, 'old', 'k', 'llama3.1:8b', 'platform-llms/llama', '{team:ml}', 10, 20, 0.3, 0, 40, 200, false,
+          false, false, 'chat', 'ml');
+      INSERT INTO usage_rollup (hour, model, endpoint, provider, team, tag_key, tag_value, requests, errors, prompt,
+        completion, cost, savings, b6)
+        VALUES (${T0}, 'llama3.1:8b', 'chat', 'platform-llms/llama', 'ml', '', '', 1, 0, 10, 20, 0.3, 0, 1),
+               (${T0}, 'llama3.1:8b', 'chat', 'platform-llms/llama', 'ml', 'team', 'ml', 1, 0, 10, 20, 0.3, 0, 1);`,
+      'migrate_v5',
+    );
+    const store = await PostgresUsageStore.open(pg?.url.replace(/\/postgres$/, '/migrate_v5') ?? '');
+    await store.insert(routedRecords());
+    const q = { ...range, granularity: 'day' as const, groupBy: 'team', tags: [] as Tag[] };
+    const byTeam = await store.usage(q);
+    expect(
+      byTeam.groups.map((g) => [g.group, g.requests, g.routedRequests, g.routingSavingsUsd, g.escalationRate]),
+    ).toEqual([
+      ['ml', 3, 2, 0.9, 0.5],
+      ['web', 1, 0, 0, 0],
+    ]);
+    const raw = await store.usage({ ...q, groupBy: 'model', tags: [tag('team', 'ml'), tag('team', 'ml')] });
+    expect(raw.totals).toMatchObject({ requests: 3, routedRequests: 2, routingSavingsUsd: 0.9 });
+    expect((await store.routing({ ...q, groupBy: 'policy' })).groups.map((g) => [g.group, g.routedRequests])).toEqual([
+      ['cheap', 2],
+    ]);
+    await store.close();
+  });
+
+  it('keeps what was asked, the policy, the reason, whole escalations and a finite counterfactual on each record', async () => {
+    pg?.psql('CREATE DATABASE routed_columns');
+    const store = await PostgresUsageStore.open(pg?.url.replace(/\/postgres$/, '/routed_columns') ?? '');
+    await store.insert([
+      { ...routed({ at: T0, escalations: 1.6, counterfactualCostUsd: 0.25 }), requestId: 'r1' },
+      // Garbage from a producer: a count past PostgreSQL's integer, a counterfactual that is no number.
+      { ...routed({ at: T0, escalations: 1e20, counterfactualCostUsd: Number.POSITIVE_INFINITY }), requestId: 'r2' },
+      { ...rec({ at: T0 }), requestId: 'plain' },
+    ]);
+    const rows = pg?.psql(
+      `SELECT request_id, coalesce(requested_model, '-'), coalesce(routing_policy, '-'), coalesce(routing_reason, '-'),
+         coalesce(escalations::text, '-'), coalesce(counterfactual::text, '-')
+       FROM usage_requests ORDER BY request_id`,
+      'routed_columns',
+    );
+    expect(rows?.trim().split('\n')).toEqual([
+      'plain|-|-|-|-|-',
+      'r1|gpt-4o|cheap|cheapest|2|0.25',
+      'r2|gpt-4o|cheap|cheapest|2147483647|-',
+    ]);
+    const totals = (await store.routing({ ...range, granularity: 'day', groupBy: 'model', tags: [] })).totals;
+    expect(totals).toMatchObject({ routedRequests: 2, escalatedRequests: 2, routedCostUsd: 0.001 });
+    expect(totals.routingSavingsUsd).toBeCloseTo(0.249, 9);
     await store.close();
   });
 

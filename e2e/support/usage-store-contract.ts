@@ -6,6 +6,7 @@ import {
   MAX_PAYLOAD_BYTES,
   PAYLOAD_CUT,
   percentileFromHistogram,
+  type RoutingReport,
   type StoredUsage,
   type ToolQuery,
   type UsageStore,
@@ -37,7 +38,46 @@ export function rec(o: Partial<StoredUsage> & { at: number; tags?: Tag[] }): Sto
     ...(o.team !== undefined ? { team: o.team } : {}),
     ...(o.apiKey !== undefined ? { apiKey: o.apiKey } : {}),
     ...(o.endpoint !== undefined ? { endpoint: o.endpoint } : {}),
+    ...(o.requestedModel !== undefined ? { requestedModel: o.requestedModel } : {}),
+    ...(o.routingPolicy !== undefined ? { routingPolicy: o.routingPolicy } : {}),
+    ...(o.routingReason !== undefined ? { routingReason: o.routingReason } : {}),
+    ...(o.escalations !== undefined ? { escalations: o.escalations } : {}),
+    ...(o.counterfactualCostUsd !== undefined ? { counterfactualCostUsd: o.counterfactualCostUsd } : {}),
   };
+}
+
+/** A request a RoutingPolicy routed: asked for gpt-4o, sent by policy `cheap` to the cheapest model, not escalated. */
+export function routed(o: Partial<StoredUsage> & { at: number; tags?: Tag[] }): StoredUsage {
+  return rec({ requestedModel: 'gpt-4o', routingPolicy: 'cheap', routingReason: 'cheapest', escalations: 0, ...o });
+}
+
+/**
+ * Two routed requests of team ml (counterfactual 1.0 at cost 0.1: saves 0.9; escalated once,
+ * counterfactual 0.5 at cost 0.5: saves nothing) and one of team web that no policy routed.
+ */
+export function routedRecords(): StoredUsage[] {
+  return [
+    routed({
+      at: T0,
+      team: 'ml',
+      tags: [tag('team', 'ml'), tag('project', 'a')],
+      costUsd: 0.1,
+      counterfactualCostUsd: 1,
+    }),
+    routed({
+      at: T0 + HOUR,
+      team: 'ml',
+      model: 'qwen2.5:7b',
+      provider: 'platform-llms/qwen',
+      requestedModel: 'auto',
+      routingReason: 'escalated',
+      escalations: 1,
+      tags: [tag('team', 'ml'), tag('project', 'b')],
+      costUsd: 0.5,
+      counterfactualCostUsd: 0.5,
+    }),
+    rec({ at: T0, team: 'web', tags: [tag('team', 'web')], costUsd: 0.3 }),
+  ];
 }
 export const tag = (key: string, value: string): Tag => ({ key, value });
 
@@ -155,6 +195,10 @@ export function usageStoreContract(KINDS: Array<[string, () => Promise<Opened>]>
         costUsd: 0.86,
         actualCostUsd: 0.86,
         savingsUsd: 0.3,
+        // Nothing was routed: no routing savings beside the free credits'.
+        routingSavingsUsd: 0,
+        routedRequests: 0,
+        escalationRate: 0,
       });
       expect(r.groups.find((g) => g.group === 'llama3.1:8b')).toEqual({
         group: 'llama3.1:8b',
@@ -164,6 +208,9 @@ export function usageStoreContract(KINDS: Array<[string, () => Promise<Opened>]>
         costUsd: 0.55,
         actualCostUsd: 0.55,
         savingsUsd: 0,
+        routingSavingsUsd: 0,
+        routedRequests: 0,
+        escalationRate: 0,
       });
       expect(r.deployments).toEqual([]);
       expect(r.series.map((s) => [s.time, s.group])).toEqual([
@@ -314,6 +361,8 @@ export function usageStoreContract(KINDS: Array<[string, () => Promise<Opened>]>
       await store.close();
     });
   });
+
+  routingContract(KINDS);
 
   describe.each(KINDS)('UsageStore on %s with tool calls (MCP)', (_kind, open) => {
     const day = { ...range, granularity: 'day' as const, groupBy: 'tool' as const, tags: [] as Tag[] };
@@ -822,6 +871,195 @@ export function usageStoreContract(KINDS: Array<[string, () => Promise<Opened>]>
       expect(after.deployments[0]?.idleCostUsd).toBeCloseTo(0.9 + 0.62, 9);
       await store.prune(new Date(T0 + 3 * HOUR), new Date(T0 + 3 * HOUR));
       expect((await store.usage(q)).deployments).toEqual([]);
+      await store.close();
+    });
+  });
+}
+
+/** Routed requests (RoutingPolicy): routing savings beside free-credit savings, by every rollup dimension; the routing report. */
+function routingContract(KINDS: Array<[string, () => Promise<Opened>]>): void {
+  const day = { ...range, granularity: 'day' as const, groupBy: 'model', tags: [] as Tag[] };
+
+  describe.each(KINDS)('UsageStore on %s with routed requests', (_kind, open) => {
+    it('reports routing savings, routed requests and escalation rate beside free-credit savings, exactly, by any dimension', async () => {
+      const { store } = await open();
+      await store.insert(routedRecords());
+      const byModel = await store.usage(day);
+      expect(byModel.totals).toEqual({
+        requests: 3,
+        inputTokens: 30,
+        outputTokens: 60,
+        costUsd: 0.9,
+        actualCostUsd: 0.9,
+        savingsUsd: 0,
+        routingSavingsUsd: 0.9,
+        routedRequests: 2,
+        escalationRate: 0.5,
+      });
+      const figures = (r: { groups: Array<{ group: string; routingSavingsUsd: number; routedRequests: number }> }) =>
+        r.groups.map((g) => [g.group, g.routingSavingsUsd, g.routedRequests]);
+      // The served model: llama3.1:8b served the routed request and the one no policy routed.
+      expect(figures(byModel)).toEqual([
+        ['llama3.1:8b', 0.9, 1],
+        ['qwen2.5:7b', 0, 1],
+      ]);
+      expect(byModel.groups.map((g) => g.escalationRate)).toEqual([0, 1]);
+      const byTeam = await store.usage({ ...day, groupBy: 'team' });
+      expect(figures(byTeam)).toEqual([
+        ['ml', 0.9, 2],
+        ['web', 0, 0],
+      ]);
+      expect(byTeam.groups.map((g) => [g.escalationRate, g.savingsUsd])).toEqual([
+        [0.5, 0],
+        [0, 0],
+      ]);
+      expect(figures(await store.usage({ ...day, groupBy: 'provider' }))).toEqual([
+        ['platform-llms/llama', 0.9, 1],
+        ['platform-llms/qwen', 0, 1],
+      ]);
+      // One tag: the rollups; two tags, or a tag key under another key's filter: the raw records. Same figures.
+      expect((await store.usage({ ...day, tags: [tag('team', 'ml')] })).totals).toMatchObject({
+        routingSavingsUsd: 0.9,
+        routedRequests: 2,
+        escalationRate: 0.5,
+      });
+      expect((await store.usage({ ...day, tags: [tag('team', 'ml'), tag('team', 'ml')] })).totals).toMatchObject({
+        routingSavingsUsd: 0.9,
+        routedRequests: 2,
+        escalationRate: 0.5,
+      });
+      expect(figures(await store.usage({ ...day, groupBy: 'project', tags: [tag('team', 'ml')] }))).toEqual([
+        ['a', 0.9, 1],
+        ['b', 0, 1],
+      ]);
+      // Hourly series: each hour's own routed requests.
+      const hourly = await store.usage({ ...day, granularity: 'hour', groupBy: 'team' });
+      expect(hourly.series.map((s) => [s.time, s.group, s.routingSavingsUsd, s.routedRequests])).toEqual([
+        ['2026-11-20T10:00:00Z', 'ml', 0.9, 1],
+        ['2026-11-20T10:00:00Z', 'web', 0, 0],
+        ['2026-11-20T11:00:00Z', 'ml', 0, 1],
+      ]);
+      // A team reads its own.
+      expect((await store.usage({ ...day, team: 'web' })).totals).toMatchObject({ routedRequests: 0 });
+      expect((await store.usage({ ...day, team: 'ml' })).totals).toMatchObject({ routingSavingsUsd: 0.9 });
+      expect((await store.analytics({ ...day, groupBy: 'team' })).totals).toMatchObject({
+        requests: 3,
+        routedRequests: 2,
+        escalationRate: 0.5,
+      });
+      await store.close();
+    });
+
+    it('the routing report: share of the routed traffic and escalations by served model, savings by tag and by policy', async () => {
+      const { store } = await open();
+      const batch = [
+        ...routedRecords(),
+        // Another policy, escalated twice, and no counterfactual known (an unpriced model asked for): no savings.
+        routed({
+          at: T0 + 2 * HOUR,
+          team: 'web',
+          routingPolicy: 'quality',
+          model: 'amazon.nova-lite-v1:0',
+          provider: 'platform-agent/bedrock',
+          escalations: 2,
+          tags: [tag('team', 'web')],
+          costUsd: 0.2,
+        }),
+        // A tool call is no model request, whatever it carries.
+        { ...toolCall({ at: T0, team: 'ml', tags: [tag('team', 'ml')] }), routingPolicy: 'cheap', escalations: 1 },
+      ];
+      await store.insert(batch);
+      // A retried batch counts once.
+      await store.insert(batch);
+      const byModel = await store.routing(day);
+      expect(byModel).toMatchObject({ groupBy: 'model', granularity: 'day', otherGroups: 0 });
+      expect(byModel.totals).toEqual({
+        routedRequests: 3,
+        escalatedRequests: 2,
+        escalationRate: 0.6667,
+        share: 1,
+        routedCostUsd: 0.6,
+        counterfactualCostUsd: 1.5,
+        routingSavingsUsd: 0.9,
+      });
+      expect(byModel.groups).toEqual([
+        {
+          group: 'amazon.nova-lite-v1:0',
+          routedRequests: 1,
+          escalatedRequests: 1,
+          escalationRate: 1,
+          share: 0.3333,
+          routedCostUsd: 0,
+          counterfactualCostUsd: 0,
+          routingSavingsUsd: 0,
+        },
+        {
+          group: 'llama3.1:8b',
+          routedRequests: 1,
+          escalatedRequests: 0,
+          escalationRate: 0,
+          share: 0.3333,
+          routedCostUsd: 0.1,
+          counterfactualCostUsd: 1,
+          routingSavingsUsd: 0.9,
+        },
+        {
+          group: 'qwen2.5:7b',
+          routedRequests: 1,
+          escalatedRequests: 1,
+          escalationRate: 1,
+          share: 0.3333,
+          routedCostUsd: 0.5,
+          counterfactualCostUsd: 0.5,
+          routingSavingsUsd: 0,
+        },
+      ]);
+      const pick = (r: RoutingReport) => r.groups.map((g) => [g.group, g.routedRequests, g.share, g.routingSavingsUsd]);
+      expect(pick(await store.routing({ ...day, groupBy: 'team' }))).toEqual([
+        ['ml', 2, 0.6667, 0.9],
+        ['web', 1, 0.3333, 0],
+      ]);
+      const byPolicy = await store.routing({ ...day, groupBy: 'policy' });
+      expect(pick(byPolicy)).toEqual([
+        ['cheap', 2, 0.6667, 0.9],
+        ['quality', 1, 0.3333, 0],
+      ]);
+      expect(byPolicy.groups.map((g) => g.escalationRate)).toEqual([0.5, 1]);
+      expect(pick(await store.routing({ ...day, groupBy: 'policy', team: 'ml', tags: [tag('project', 'a')] }))).toEqual(
+        [['cheap', 1, 1, 0.9]],
+      );
+      // Shares within each time bucket in the series.
+      const hourly = await store.routing({ ...day, granularity: 'hour', groupBy: 'model' });
+      expect(hourly.series.map((s) => [s.time, s.group, s.share])).toEqual([
+        ['2026-11-20T10:00:00Z', 'llama3.1:8b', 1],
+        ['2026-11-20T11:00:00Z', 'qwen2.5:7b', 1],
+        ['2026-11-20T12:00:00Z', 'amazon.nova-lite-v1:0', 1],
+      ]);
+      // Filters: one tag (rollups), two tags (raw records), a team.
+      expect(pick(await store.routing({ ...day, tags: [tag('team', 'ml')] }))).toEqual([
+        ['llama3.1:8b', 1, 0.5, 0.9],
+        ['qwen2.5:7b', 1, 0.5, 0],
+      ]);
+      expect(pick(await store.routing({ ...day, tags: [tag('team', 'ml'), tag('project', 'a')] }))).toEqual([
+        ['llama3.1:8b', 1, 1, 0.9],
+      ]);
+      expect(pick(await store.routing({ ...day, team: 'web' }))).toEqual([['amazon.nova-lite-v1:0', 1, 1, 0]]);
+      const none = await store.routing({ ...day, team: 'nobody' });
+      expect(none).toMatchObject({ groups: [], series: [], otherGroups: 0 });
+      expect(none.totals).toMatchObject({ routedRequests: 0, escalationRate: 0, share: 0, routingSavingsUsd: 0 });
+      // Past the limit: the most routed by name, the rest as _other; totals exact.
+      const one = await store.routing({ ...day, groupBy: 'team', limit: 1 });
+      expect(pick(one)).toEqual([
+        ['ml', 2, 0.6667, 0.9],
+        ['_other', 1, 0.3333, 0],
+      ]);
+      expect(one.otherGroups).toBe(1);
+      const onePolicy = await store.routing({ ...day, groupBy: 'policy', limit: 1 });
+      expect(pick(onePolicy)).toEqual([
+        ['cheap', 2, 0.6667, 0.9],
+        ['_other', 1, 0.3333, 0],
+      ]);
+      expect(onePolicy.totals.routingSavingsUsd).toBe(0.9);
       await store.close();
     });
   });

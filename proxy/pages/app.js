@@ -1,7 +1,7 @@
 // @ts-check
 /**
- * Browser script of the gateway's Usage and Analytics pages (with their Tools table, from
- * /v1/usage/tools), served as-is by proxy/pages/pages.ts:
+ * Browser script of the gateway's Usage and Analytics pages (with their Routing table, from
+ * /v1/usage/routing, and Tools table, from /v1/usage/tools), served as-is by proxy/pages/pages.ts:
  * a plain ES module so no bundler is needed; `tsc -p proxy/pages` checks it through the JSDoc types.
  * The HTML declares what a page shows (data-field / data-format attributes on the totals cards,
  * the table headers and the chart metric radios); this script fetches, formats and draws.
@@ -13,8 +13,20 @@ import uPlot from 'uplot';
 /** @typedef {'int' | 'usd' | 'percent' | 'ms' | 'hours' | 'bytes'} Format */
 /** @typedef {{ [key: string]: unknown }} Obj */
 /** @typedef {{ totals: Obj, series: Obj[], groups: Obj[], deployments: Obj[] }} Report */
-/** Tool calls by MCP server and tool (/v1/usage/tools): its groups and totals, or why there are none. */
-/** @typedef {{ totals: Obj, groups: Obj[] } | { error: string }} ToolReport */
+/**
+ * A report of a table of its own under the model figures (routed requests by served model from
+ * /v1/usage/routing, tool calls by MCP server and tool from /v1/usage/tools): its groups and
+ * totals, or why there are none.
+ */
+/** @typedef {{ totals: Obj, groups: Obj[] } | { error: string }} SideReport */
+/**
+ * @typedef {object} SidePanel
+ * @property {HTMLTableElement} table
+ * @property {HTMLElement} empty the note shown when the table has no rows
+ * @property {(g: Obj) => unknown[]} names the row's name cells
+ * @property {string} report what its error note calls the report
+ * @property {string} none what the note says when no row matches
+ */
 /**
  * @typedef {object} Filters
  * @property {string[]} tags
@@ -89,8 +101,22 @@ const table = el('group-table', HTMLTableElement);
 const tableEmpty = el('table-empty', HTMLElement);
 const groupLabel = el('group-label', HTMLElement);
 const groupHead = el('group-head', HTMLElement);
-const toolTable = el('tool-table', HTMLTableElement);
-const toolsEmpty = el('tools-empty', HTMLElement);
+/** @type {SidePanel} */
+const toolsPanel = {
+  table: el('tool-table', HTMLTableElement),
+  empty: el('tools-empty', HTMLElement),
+  names: (g) => [g.server, g.tool],
+  report: 'tool report',
+  none: 'No tool calls through /mcp match these filters in this range.',
+};
+/** @type {SidePanel} */
+const routingPanel = {
+  table: el('routing-table', HTMLTableElement),
+  empty: el('routing-empty', HTMLElement),
+  names: (g) => [g.group],
+  report: 'routing report',
+  none: 'No requests routed by a RoutingPolicy match these filters in this range.',
+};
 // Only the Usage page has the in-cluster deployments' GPU time table.
 const deploymentTable = document.getElementById('deployment-table');
 const deploymentsEmpty = document.getElementById('deployments-empty');
@@ -237,9 +263,15 @@ function toParams(f) {
   return q;
 }
 
-/** The tool report's query: the same window and tags, a group per server and tool. @param {Filters} f */
-function toolParams(f) {
+/**
+ * A side report's query: the same window and tags; its own grouping (the routing report: by
+ * served model), or its default (the tool report: a group per server and tool).
+ * @param {Filters} f
+ * @param {string} [groupBy]
+ */
+function sideParams(f, groupBy) {
   const q = new URLSearchParams({ from: f.from.toISOString(), to: f.to.toISOString(), granularity: f.granularity });
+  if (groupBy) q.set('groupBy', groupBy);
   for (const t of f.tags) q.append('tag', t);
   return q;
 }
@@ -341,17 +373,35 @@ function asReport(body) {
   return { totals: body.totals, series: body.series.filter(isObj), groups: body.groups.filter(isObj), deployments };
 }
 
-/** @param {unknown} body @returns {ToolReport} */
-function asToolReport(body) {
+/** @param {string} path @param {unknown} body @returns {SideReport} */
+function asSideReport(path, body) {
   if (!isObj(body) || !isObj(body.totals) || !Array.isArray(body.groups)) {
-    return { error: '/v1/usage/tools answered with an unexpected shape (no totals or groups).' };
+    return { error: `${path} answered with an unexpected shape (no totals or groups).` };
   }
   return { totals: body.totals, groups: body.groups.filter(isObj) };
 }
 
+/**
+ * A side report, whose failure is its own table's, not the page's (a gateway without it still
+ * shows the model figures).
+ * @param {string} path
+ * @param {URLSearchParams} query
+ * @param {AbortSignal} signal
+ * @returns {Promise<SideReport>}
+ */
+function sideReport(path, query, signal) {
+  return api(path, query, signal).then(
+    (body) => asSideReport(path, body),
+    (err) => {
+      if (signal.aborted) throw err;
+      return { error: messageOf(err) };
+    },
+  );
+}
+
 // ---- rendering ----------------------------------------------------------------------------------
 
-/** @type {{ report: Report, filters: Filters, tools: ToolReport } | null} */
+/** @type {{ report: Report, filters: Filters, routing: SideReport, tools: SideReport } | null} */
 let current = null;
 /** @type {uPlot | null} */
 let plot = null;
@@ -448,12 +498,13 @@ function renderDeployments(report) {
 }
 
 /**
- * Tool calls by server and tool. Its own note says why it is empty (no calls, no data, or its
- * API's error: a gateway without the tool report still shows the model figures).
- * @param {ToolReport | null} tools
+ * A side table (routed requests by served model, tool calls by server and tool). Its own note
+ * says why it is empty (nothing matches, no data, or its API's error).
+ * @param {SidePanel} panel
+ * @param {SideReport | null} side
  */
-function renderTools(tools) {
-  const columns = [...toolTable.querySelectorAll('thead th[data-field]')].filter((th) => th instanceof HTMLElement);
+function renderSide(panel, side) {
+  const columns = [...panel.table.querySelectorAll('thead th[data-field]')].filter((th) => th instanceof HTMLElement);
   /**
    * @param {string[]} names
    * @param {Obj} values
@@ -462,7 +513,7 @@ function renderTools(tools) {
   const row = (names, values, isTotal) => {
     const tr = document.createElement('tr');
     for (const [i, name] of names.entries()) {
-      // Server and tool names come from MCP servers and callers: text, never HTML.
+      // Model, server and tool names come from callers and servers: text, never HTML.
       const cell = document.createElement(i === 0 ? 'th' : 'td');
       if (cell instanceof HTMLTableCellElement && i === 0) cell.scope = 'row';
       if (isTotal) cell.className = 'total';
@@ -478,18 +529,19 @@ function renderTools(tools) {
     return tr;
   };
   const name = (/** @type {unknown} */ v) => (typeof v === 'string' && v !== '' ? v : '(none)');
-  const report = tools && 'groups' in tools ? tools : null;
+  const report = side && 'groups' in side ? side : null;
   const groups = report?.groups ?? [];
-  toolTable.tBodies[0]?.replaceChildren(...groups.map((g) => row([name(g.server), name(g.tool)], g, false)));
-  toolTable.tFoot?.replaceChildren(...(report && groups.length > 1 ? [row(['Total', ''], report.totals, true)] : []));
-  if (!tools) {
-    toolsEmpty.textContent = errorBox.hidden ? 'Enter an API key and press Apply.' : 'No data: see the error above.';
-  } else if ('error' in tools) {
-    toolsEmpty.textContent = `No tool report: ${tools.error}`;
+  const totalNames = panel.names({}).map((_, i) => (i === 0 ? 'Total' : ''));
+  panel.table.tBodies[0]?.replaceChildren(...groups.map((g) => row(panel.names(g).map(name), g, false)));
+  panel.table.tFoot?.replaceChildren(...(report && groups.length > 1 ? [row(totalNames, report.totals, true)] : []));
+  if (!side) {
+    panel.empty.textContent = errorBox.hidden ? 'Enter an API key and press Apply.' : 'No data: see the error above.';
+  } else if ('error' in side) {
+    panel.empty.textContent = `No ${panel.report}: ${side.error}`;
   } else {
-    toolsEmpty.textContent = 'No tool calls through /mcp match these filters in this range.';
+    panel.empty.textContent = panel.none;
   }
-  toolsEmpty.hidden = groups.length > 0;
+  panel.empty.hidden = groups.length > 0;
 }
 
 /** @returns {Metric} */
@@ -654,17 +706,14 @@ async function load() {
   applyButton.disabled = true;
   document.body.setAttribute('aria-busy', 'true');
   try {
-    const [body, tools] = await Promise.all([
+    const [body, routing, tools] = await Promise.all([
       api(endpoint, query, controller.signal),
-      // Its failure is the Tools table's own, not the page's.
-      api('/v1/usage/tools', toolParams(filters), controller.signal).then(asToolReport, (err) => {
-        if (controller.signal.aborted) throw err;
-        return { error: messageOf(err) };
-      }),
+      sideReport('/v1/usage/routing', sideParams(filters, 'model'), controller.signal),
+      sideReport('/v1/usage/tools', sideParams(filters), controller.signal),
     ]);
     const report = asReport(body);
     clearError();
-    current = { report, filters, tools };
+    current = { report, filters, routing, tools };
   } catch (err) {
     if (controller.signal.aborted) return;
     showError(messageOf(err));
@@ -679,7 +728,8 @@ async function load() {
   renderTotals(current?.report ?? null);
   renderTable(current?.report ?? null, current?.filters ?? null);
   renderDeployments(current?.report ?? null);
-  renderTools(current?.tools ?? null);
+  renderSide(routingPanel, current?.routing ?? null);
+  renderSide(toolsPanel, current?.tools ?? null);
   renderChart();
 }
 

@@ -53,6 +53,35 @@ describe('UI pages', () => {
     expect(usage).toContain('data-testid="deployment-table"');
   });
 
+  it('shows routing savings beside the free-credit savings, and routed requests by served model on both pages', async () => {
+    const ui = pagesRoutes();
+    const usage = await (await ui.request('/ui/usage')).text();
+    const analytics = await (await ui.request('/ui/analytics')).text();
+    // Usage: the two savings side by side, in the totals and in the table by model, endpoint, provider or tag.
+    expect(usage).toMatch(
+      /data-field="savingsUsd" data-format="usd" data-testid="total-savings">[\s\S]*?<dd data-field="routingSavingsUsd" data-format="usd" data-testid="total-routing-savings">/,
+    );
+    expect(usage).toContain(
+      '<th scope="col" class="num" data-field="savingsUsd" data-format="usd">Free-credit savings (USD)</th><th scope="col" class="num" data-field="routingSavingsUsd" data-format="usd">Routing savings (USD)</th>',
+    );
+    expect(usage).toContain('data-field="routedRequests" data-format="int" data-testid="total-routed"');
+    expect(analytics).toContain(
+      'data-field="escalationRate" data-format="percent" data-testid="total-escalation-rate"',
+    );
+    expect(analytics).toMatch(/<th scope="col" class="num" data-field="escalationRate" data-format="percent">/);
+    expect(analytics).not.toContain('data-field="routingSavingsUsd" data-format="usd" data-testid');
+    for (const html of [usage, analytics]) {
+      expect(html).toContain('data-testid="routing-table"');
+      expect(html).toContain('<th scope="col">Served model</th>');
+      for (const field of ['routedRequests" data-format="int', 'share" data-format="percent', 'escalationRate']) {
+        expect(html).toContain(`data-field="${field}`);
+      }
+      expect(html).toContain('data-testid="routing-empty"');
+      // Above the Tools table.
+      expect(html.indexOf('routing-table')).toBeLessThan(html.indexOf('tool-table'));
+    }
+  });
+
   it('the browser script type-checks (tsc -p proxy/pages: JSDoc types, DOM lib, uPlot types)', async () => {
     const tsc = fileURLToPath(new URL('../../node_modules/typescript/bin/tsc', import.meta.url));
     const project = fileURLToPath(new URL('./', import.meta.url));

@@ -9,7 +9,7 @@ import { Hono } from 'hono';
  * (app.js, served as-is, no build step), a stylesheet and the uPlot chart library, all served by
  * the gateway itself so the pages load nothing from any other host.
  *
- * The pages hold no data: app.js calls /v1/usage, /v1/analytics, /v1/usage/tools and /v1/tags with the API key the
+ * The pages hold no data: app.js calls /v1/usage, /v1/analytics, /v1/usage/routing, /v1/usage/tools and /v1/tags with the API key the
  * user types in, so these routes need no auth. What each page shows (totals cards, table columns,
  * chart metrics) is declared here as data-* attributes; app.js is generic and reads them.
  */
@@ -56,6 +56,21 @@ const TOOL_COLUMNS: Field[] = [
   { path: 'bytesOut', label: 'Bytes out', format: 'bytes' },
 ];
 
+/**
+ * Columns of the Routing table on both pages: requests a RoutingPolicy routed, by the model that
+ * served them (GET /v1/usage/routing?groupBy=model).
+ */
+const ROUTING_COLUMNS: Field[] = [
+  { path: 'routedRequests', label: 'Routed requests', format: 'int' },
+  { path: 'share', label: 'Share of routed', format: 'percent' },
+  { path: 'escalationRate', label: 'Escalation rate', format: 'percent' },
+  { path: 'routedCostUsd', label: 'Cost (USD)', format: 'usd' },
+  { path: 'routingSavingsUsd', label: 'Routing savings (USD)', format: 'usd' },
+];
+
+const ROUTING_NOTE =
+  'Requests a RoutingPolicy sent to a cheaper model than the one asked for (or chose for model auto), by the model that served them, with the same tag and time filters. Escalation rate: the routed requests its cascade escalated. Routing savings: what the model asked for would have cost, less what was paid (escalations included); free-credit savings are counted apart.';
+
 const TOOLS_NOTE =
   'Tool calls through the /mcp routes, by MCP server and tool, with the same tag and time filters. They are not counted in the model figures above (they use no tokens).';
 
@@ -70,18 +85,23 @@ const USAGE: PageSpec = {
   name: 'usage',
   title: 'Usage',
   intro:
-    'Requests, tokens and cost of every endpoint (chat completions, completions, embeddings, Responses and Anthropic Messages), by model, endpoint, provider or tag; tool calls through /mcp by server and tool.',
+    'Requests, tokens and cost of every endpoint (chat completions, completions, embeddings, Responses and Anthropic Messages), by model, endpoint, provider or tag; routing savings beside free-credit savings, routed requests by served model; tool calls through /mcp by server and tool.',
   totals: [
     { path: 'requests', label: 'Requests', format: 'int', testId: 'total-requests' },
     { path: 'inputTokens', label: 'Input tokens', format: 'int', testId: 'total-input-tokens' },
     { path: 'outputTokens', label: 'Output tokens', format: 'int', testId: 'total-output-tokens' },
     { path: 'costUsd', label: 'Cost (USD)', format: 'usd', testId: 'total-cost' },
     { path: 'actualCostUsd', label: 'Actual cost (USD)', format: 'usd', testId: 'total-actual-cost' },
-    { path: 'savingsUsd', label: 'Savings (USD)', format: 'usd', testId: 'total-savings' },
+    { path: 'savingsUsd', label: 'Free-credit savings (USD)', format: 'usd', testId: 'total-savings' },
+    // Beside the free credits', never added to them: a request may have both.
+    { path: 'routingSavingsUsd', label: 'Routing savings (USD)', format: 'usd', testId: 'total-routing-savings' },
+    { path: 'routedRequests', label: 'Routed requests', format: 'int', testId: 'total-routed' },
+    { path: 'escalationRate', label: 'Escalation rate', format: 'percent', testId: 'total-escalation-rate' },
   ],
   chart: [
     { path: 'costUsd', label: 'Cost (USD)', format: 'usd', missing: 'zero' },
     { path: 'actualCostUsd', label: 'Actual cost (USD)', format: 'usd', missing: 'zero' },
+    { path: 'routingSavingsUsd', label: 'Routing savings (USD)', format: 'usd', missing: 'zero' },
     { path: 'requests', label: 'Requests', format: 'int', missing: 'zero' },
   ],
   columns: [
@@ -90,7 +110,8 @@ const USAGE: PageSpec = {
     { path: 'outputTokens', label: 'Output tokens', format: 'int' },
     { path: 'costUsd', label: 'Cost (USD)', format: 'usd' },
     { path: 'actualCostUsd', label: 'Actual cost (USD)', format: 'usd' },
-    { path: 'savingsUsd', label: 'Savings (USD)', format: 'usd' },
+    { path: 'savingsUsd', label: 'Free-credit savings (USD)', format: 'usd' },
+    { path: 'routingSavingsUsd', label: 'Routing savings (USD)', format: 'usd' },
   ],
   deployments: [
     { path: 'gpuSeconds', label: 'GPU time', format: 'hours' },
@@ -103,7 +124,7 @@ const ANALYTICS: PageSpec = {
   name: 'analytics',
   title: 'Analytics',
   intro:
-    'Request volume, errors and latency percentiles of every endpoint (chat completions, completions, embeddings, Responses and Anthropic Messages), by model, endpoint, provider or tag; tool calls through /mcp by server and tool.',
+    'Request volume, errors and latency percentiles of every endpoint (chat completions, completions, embeddings, Responses and Anthropic Messages), by model, endpoint, provider or tag; routed requests and their escalations by served model; tool calls through /mcp by server and tool.',
   totals: [
     { path: 'costUsd', label: 'Cost (USD)', format: 'usd', testId: 'total-cost' },
     { path: 'actualCostUsd', label: 'Actual cost (USD)', format: 'usd', testId: 'total-actual-cost' },
@@ -112,6 +133,7 @@ const ANALYTICS: PageSpec = {
     { path: 'latencyMs.p50', label: 'Latency p50', format: 'ms', testId: 'latency-p50' },
     { path: 'latencyMs.p95', label: 'Latency p95', format: 'ms', testId: 'latency-p95' },
     { path: 'latencyMs.p99', label: 'Latency p99', format: 'ms', testId: 'latency-p99' },
+    { path: 'escalationRate', label: 'Escalation rate', format: 'percent', testId: 'total-escalation-rate' },
   ],
   chart: [
     { path: 'requests', label: 'Requests', format: 'int', missing: 'zero' },
@@ -125,6 +147,8 @@ const ANALYTICS: PageSpec = {
     { path: 'latencyMs.p50', label: 'p50', format: 'ms' },
     { path: 'latencyMs.p95', label: 'p95', format: 'ms' },
     { path: 'latencyMs.p99', label: 'p99', format: 'ms' },
+    { path: 'routedRequests', label: 'Routed', format: 'int' },
+    { path: 'escalationRate', label: 'Escalation rate', format: 'percent' },
   ],
 };
 
@@ -213,6 +237,27 @@ function deploymentsPanel(columns: Field[]): string {
         </table>
       </div>
       <p id="deployments-empty" class="note">No GPU time measured in this range (Admin keys only).</p>
+    </section>
+`;
+}
+
+/** Routed requests by served model (GET /v1/usage/routing), on both pages. */
+function routingPanel(): string {
+  const heads = ROUTING_COLUMNS.map((f) => `<th scope="col" class="num" ${fieldAttrs(f)}>${esc(f.label)}</th>`).join(
+    '',
+  );
+  return `
+    <section class="panel" aria-labelledby="routing-title">
+      <h2 id="routing-title">Routing (RoutingPolicy)</h2>
+      <div class="table-wrap">
+        <table id="routing-table" data-testid="routing-table">
+          <thead><tr><th scope="col">Served model</th>${heads}</tr></thead>
+          <tbody></tbody>
+          <tfoot></tfoot>
+        </table>
+      </div>
+      <p id="routing-empty" data-testid="routing-empty" class="note">Enter an API key and press Apply.</p>
+      <p class="note">${esc(ROUTING_NOTE)}</p>
     </section>
 `;
 }
@@ -318,7 +363,7 @@ ${FILTERS}
       <p id="table-empty" class="note">Enter an API key and press Apply.</p>
       <p class="note">${esc(COST_NOTE)}</p>
     </section>
-${deployments}${toolsPanel()}  </main>
+${deployments}${routingPanel()}${toolsPanel()}  </main>
 </body>
 </html>
 `;

@@ -15,8 +15,12 @@ import {
 
 /**
  * The reporting APIs, on the proxy with the same API keys:
- *   GET /v1/usage             requests, input/output tokens, cost, savings
- *   GET /v1/analytics         cost, request volume, latency p50/p95/p99, error rate
+ *   GET /v1/usage             requests, input/output tokens, cost, free-credit savings (savingsUsd),
+ *                             routing savings (routingSavingsUsd), routed requests, escalation rate
+ *   GET /v1/analytics         cost, request volume, latency p50/p95/p99, error rate, routed
+ *                             requests, escalation rate
+ *   GET /v1/usage/routing     requests routed by a RoutingPolicy: per group their share of the
+ *                             routed requests, escalations, cost, counterfactual cost, routing savings
  *   GET /v1/tags              known tags matching ?search= (at most 50)
  *   GET /v1/usage/tools       tool calls through /mcp by server and tool: calls, errors, error
  *                             rate, latency p50/p95/p99, bytes in and out
@@ -24,7 +28,9 @@ import {
  * Query: from, to (ISO 8601; default the last 7 days), granularity hour|day, groupBy model |
  * provider | endpoint (chat, completions, embeddings, responses, messages) | a tag key, tag=key:value repeated (all must match), and limit (groups reported by
  * name, default 20, at most 100; the others are summed as `_other`, their count in otherGroups).
- * The model reports leave tool calls (endpoint mcp) out. The tool reports take groupBy tool
+ * The model reports leave tool calls (endpoint mcp) out. The routing report takes the same query;
+ * groupBy model is the served model, and groupBy policy groups by RoutingPolicy (from the raw
+ * records: within their retention). The tool reports take groupBy tool
  * (default: a group per server and tool) | server, and server= and tool= filters; the listing
  * takes from, to, tag, server, tool and limit (default 100, at most 1000).
  */
@@ -161,6 +167,10 @@ export function usageRoutes<E extends Env>(
   app.get('/v1/analytics', async (c) => {
     const scope = authorize(c.req.raw.headers);
     return c.json(await reports.analytics({ ...query(c.req.url), ...scope }));
+  });
+  app.get('/v1/usage/routing', async (c) => {
+    const scope = authorize(c.req.raw.headers);
+    return c.json(await reports.routing({ ...query(c.req.url), ...scope }));
   });
   app.get('/v1/tags', async (c) => {
     const scope = authorize(c.req.raw.headers);

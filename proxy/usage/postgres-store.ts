@@ -6,20 +6,24 @@ import {
   analyticsNumbers,
   answeredByRollups,
   assembleReport,
+  assembleRoutingReport,
   assembleToolReport,
   BUCKET_COLUMNS,
   boundPayload,
   byteCount,
+  counterfactualOf,
   creditProviders,
   DAY,
   DEPLOYMENT_COSTS_SQL,
   type DeploymentCost,
   deploymentCost,
+  escalationCount,
   type GpuTimeRow,
   gpuCostCtes,
   gpuRowsInOrder,
   gpuWindow,
   groupLimit,
+  groupsByPolicy,
   groupsByTag,
   HOUR,
   keySpendDeltas,
@@ -28,8 +32,14 @@ import {
   OTHER_GROUP,
   type Report,
   type ReportRows,
+  ROUTED_RECORD_SQL,
+  ROUTED_ROLLUP_SQL,
+  ROUTING_RAW_SUMS,
   type RollupRow,
+  type RoutingReport,
   rollupDeltas,
+  routingRollupSums,
+  routingText,
   type SpendScope,
   type StoredUsage,
   spendSince,
@@ -163,6 +173,15 @@ export const MIGRATIONS: string[] = [
   `ALTER TABLE usage_requests ADD COLUMN bytes_in bigint, ADD COLUMN bytes_out bigint, ADD COLUMN payload text;
    ALTER TABLE usage_rollup ADD COLUMN bytes_in bigint NOT NULL DEFAULT 0,
      ADD COLUMN bytes_out bigint NOT NULL DEFAULT 0;`,
+  // 6: routed requests (RoutingPolicy). Records carry the model asked for, the policy, its reason,
+  // the cascade's escalations and the counterfactual cost (none for requests not routed and rows
+  // of before). Rollups count routed and escalated requests, and sum the cost and counterfactual
+  // of those that carry one, so routing savings by any rollup dimension are counterfactual - routed_cost.
+  `ALTER TABLE usage_requests ADD COLUMN requested_model text, ADD COLUMN routing_policy text,
+     ADD COLUMN routing_reason text, ADD COLUMN escalations integer, ADD COLUMN counterfactual double precision;
+   ALTER TABLE usage_rollup ADD COLUMN routed bigint NOT NULL DEFAULT 0, ADD COLUMN escalated bigint NOT NULL DEFAULT 0,
+     ADD COLUMN routed_cost double precision NOT NULL DEFAULT 0,
+     ADD COLUMN counterfactual double precision NOT NULL DEFAULT 0;`,
 ];
 
 /** A LIMIT known to be a small whole number (a bound, never caller text). */
@@ -352,7 +371,7 @@ export class PostgresUsageStore implements UsageStore {
 
   private async write(tx: Client, records: StoredUsage[]): Promise<void> {
     const inserted = new Set<string>();
-    // Multi-row inserts of at most 1000 rows (23 parameters each, under the 65535 limit).
+    // Multi-row inserts of at most 1000 rows (28 parameters each, under the 65535 limit).
     for (let i = 0; i < records.length; i += 1000) {
       const chunk = records.slice(i, i + 1000);
       const values = chunk.map((r) => [
@@ -379,17 +398,36 @@ export class PostgresUsageStore implements UsageStore {
         byteCount(r.bytesIn),
         byteCount(r.bytesOut),
         r.payload === undefined ? null : boundPayload(r.payload),
+        routingText(r.requestedModel),
+        routingText(r.routingPolicy),
+        routingText(r.routingReason),
+        escalationCount(r.escalations),
+        counterfactualOf(r),
       ]);
       const { rows } = await tx.query<{ request_id: string; ts: string }>(
         `INSERT INTO usage_requests (ts, request_id, key_prefix, model, provider, tags, prompt, completion, cost,
            savings, latency_ms, ttft_ms, status, error_type, stream, tokens_counted, unpriced, team, api_key, endpoint,
-           bytes_in, bytes_out, payload)
-         VALUES ${placeholders(values.length, 23)} ON CONFLICT DO NOTHING RETURNING request_id, ts::text`,
+           bytes_in, bytes_out, payload, requested_model, routing_policy, routing_reason, escalations, counterfactual)
+         VALUES ${placeholders(values.length, 28)} ON CONFLICT DO NOTHING RETURNING request_id, ts::text`,
         values.flat(),
       );
       for (const d of rows) inserted.add(`${d.request_id}|${d.ts}`);
     }
     const fresh = records.filter((r) => inserted.has(`${r.requestId}|${Date.parse(r.time)}`));
+    await this.addRollups(tx, fresh);
+    const spend = keySpendDeltas(fresh);
+    if (spend.length > 0) {
+      await tx.query(
+        `INSERT INTO usage_key_spend (api_key, hour, cost)
+         SELECT * FROM unnest($1::text[], $2::bigint[], $3::float8[])
+         ON CONFLICT (api_key, hour) DO UPDATE SET cost = usage_key_spend.cost + excluded.cost`,
+        [spend.map((d) => d.apiKey), spend.map((d) => d.hour), spend.map((d) => d.cost)],
+      );
+    }
+  }
+
+  /** The rollup increments of the records a batch inserted, upserted in key order (replicas cannot deadlock). */
+  private async addRollups(tx: Client, fresh: StoredUsage[]): Promise<void> {
     const deltas = rollupDeltas(fresh).sort((a, b) =>
       a.hour !== b.hour
         ? a.hour - b.hour
@@ -413,6 +451,10 @@ export class PostgresUsageStore implements UsageStore {
       'savings',
       'bytes_in',
       'bytes_out',
+      'routed',
+      'escalated',
+      'routed_cost',
+      'counterfactual',
       ...BUCKET_COLUMNS,
     ];
     for (let i = 0; i < deltas.length; i += 500) {
@@ -434,6 +476,10 @@ export class PostgresUsageStore implements UsageStore {
           d.savings,
           d.bytesIn,
           d.bytesOut,
+          d.routed,
+          d.escalated,
+          d.routedCost,
+          d.counterfactual,
           ...BUCKET_COLUMNS.map((c) => Number(d[c] ?? 0)),
         ]);
       await tx.query(
@@ -444,15 +490,6 @@ export class PostgresUsageStore implements UsageStore {
              .map((c) => `${c} = usage_rollup.${c} + excluded.${c}`)
              .join(', ')}`,
         values.flat(),
-      );
-    }
-    const spend = keySpendDeltas(fresh);
-    if (spend.length > 0) {
-      await tx.query(
-        `INSERT INTO usage_key_spend (api_key, hour, cost)
-         SELECT * FROM unnest($1::text[], $2::bigint[], $3::float8[])
-         ON CONFLICT (api_key, hour) DO UPDATE SET cost = usage_key_spend.cost + excluded.cost`,
-        [spend.map((d) => d.apiKey), spend.map((d) => d.hour), spend.map((d) => d.cost)],
       );
     }
   }
@@ -560,13 +597,16 @@ export class PostgresUsageStore implements UsageStore {
    * 0.8 s query take 4.7 s (EXPLAIN ANALYZE at 10M records). SET LOCAL, not a connection option,
    * so it also holds behind PgBouncer in transaction mode.
    */
-  private async rows(q: UsageQuery): Promise<ReportRows> {
+  private async rows(q: UsageQuery, routing = false): Promise<ReportRows> {
     await this.ensureSchema();
     return this.transaction(async (tx) => {
       await tx.query('SET LOCAL jit = off');
       const read: Read = async (text, params) => (await tx.query(text, params)).rows;
-      const rows = answeredByRollups(q) ? await this.rollupRows(q, read) : await this.rawRows(q, read);
-      return { ...rows, deployments: await this.deployments(q, read) };
+      const rows = answeredByRollups(q, routing)
+        ? await this.rollupRows(q, read, routing)
+        : await this.rawRows(q, read, routing);
+      // The routing report has no GPU figures (the usage report has them).
+      return { ...rows, deployments: routing ? [] : await this.deployments(q, read) };
     });
   }
 
@@ -588,7 +628,8 @@ export class PostgresUsageStore implements UsageStore {
     return rows.map(deploymentCost);
   }
 
-  private async rollupRows(q: UsageQuery, read: Read): Promise<Omit<ReportRows, 'deployments'>> {
+  /** `routing`: only rows with routed requests, groups ranked by them (as in the SQLite store). */
+  private async rollupRows(q: UsageQuery, read: Read, routing: boolean): Promise<Omit<ReportRows, 'deployments'>> {
     const query = new Query();
     const size = q.granularity === 'day' ? DAY : HOUR;
     const where = [
@@ -608,12 +649,15 @@ export class PostgresUsageStore implements UsageStore {
     } else {
       where.push("tag_key = ''");
     }
+    if (routing) where.push(ROUTED_ROLLUP_SQL);
     const group = byTag ? 'tag_value' : q.groupBy;
     const source = `FROM usage_rollup WHERE ${where.join(' AND ')}`;
-    const { named, folded } = await this.topGroups(q, query, group, 'SUM(requests)', source, read);
+    const rank = routing ? 'SUM(routed)' : 'SUM(requests)';
+    const { named, folded } = await this.topGroups(q, query, group, rank, source, read);
     const sums = `SUM(requests)::float8 AS requests, SUM(errors)::float8 AS errors, SUM(prompt)::float8 AS prompt,
       SUM(completion)::float8 AS completion, SUM(cost)::float8 AS cost, SUM(${ACTUAL_COST_SQL})::float8 AS actual,
-      SUM(savings)::float8 AS savings, ${BUCKET_COLUMNS.map((c) => `SUM(${c})::float8 AS ${c}`).join(', ')}`;
+      SUM(savings)::float8 AS savings, ${routingRollupSums('::float8')},
+      ${BUCKET_COLUMNS.map((c) => `SUM(${c})::float8 AS ${c}`).join(', ')}`;
     const rows = await read<RollupRow>(
       `WITH ${this.gpuCtes(q, query)}
        SELECT (hour - (hour % ${size}))::float8 AS bucket, ${named} AS grp, ${sums}
@@ -625,7 +669,7 @@ export class PostgresUsageStore implements UsageStore {
     return { rows: [...rows], folded };
   }
 
-  private async rawRows(q: UsageQuery, read: Read): Promise<Omit<ReportRows, 'deployments'>> {
+  private async rawRows(q: UsageQuery, read: Read, routing: boolean): Promise<Omit<ReportRows, 'deployments'>> {
     const query = new Query();
     const size = q.granularity === 'day' ? DAY : HOUR;
     const where = [
@@ -633,12 +677,14 @@ export class PostgresUsageStore implements UsageStore {
       `ts < ${query.bind(q.to.getTime())}`,
       `endpoint != ${query.bind(TOOL_ENDPOINT)}`,
     ];
+    if (routing) where.push(ROUTED_RECORD_SQL);
     if (q.team !== undefined) where.push(`team = ${query.bind(q.team)}`);
     // The GIN index answers "carries every one of these tags" in one step.
     if (q.tags.length > 0) where.push(`tags @> ${query.bind(q.tags.map((t) => `${t.key}:${t.value}`))}`);
-    let group = q.groupBy === 'model' ? 'model' : q.groupBy === 'endpoint' ? 'endpoint' : 'provider';
+    const columns: Record<string, string> = { model: 'model', endpoint: 'endpoint', provider: 'provider' };
+    let group = groupsByPolicy(q, routing) ? 'routing_policy' : (columns[q.groupBy] ?? 'provider');
     let from = `usage_requests r LEFT JOIN gpu_rate ON rate_hour = r.ts - (r.ts % ${HOUR}) AND rate_provider = r.provider`;
-    if (groupsByTag(q)) {
+    if (groupsByTag(q, routing)) {
       // A lateral join rather than a subquery in the select list: the plan stays parallel (1.2 s
       // -> 0.75 s for two tags over 30 days at 10M records, grouped by a tag key).
       const prefix = query.bind(`${q.groupBy}:`);
@@ -656,16 +702,20 @@ export class PostgresUsageStore implements UsageStore {
     // fold those past the limit from that aggregate (ranking with a second scan doubled the cost).
     const limit = query.bind(groupLimit(q));
     const other = query.bind(OTHER_GROUP);
-    const sums = ['requests', 'errors', 'prompt', 'completion', 'cost', 'actual', 'savings', ...BUCKET_COLUMNS];
+    const sums = ['requests', 'errors', 'prompt', 'completion', 'cost', 'actual', 'savings', 'routed', 'escalated'];
+    sums.push('routed_cost', 'counterfactual', ...BUCKET_COLUMNS);
+    // The routing report ranks groups by routed requests, the others by all requests.
+    const rank = routing ? 'routed' : 'requests';
     const rows = await read<RollupRow & { groups: number }>(
       `WITH ${this.gpuCtes(q, query)},
        agg AS MATERIALIZED (
          SELECT ts - (ts % ${size}) AS bucket, ${group} AS grp, count(*) AS requests,
            count(*) FILTER (WHERE status >= 400) AS errors, SUM(prompt) AS prompt, SUM(completion) AS completion,
-           SUM(cost) AS cost, SUM(${ACTUAL_COST_SQL}) AS actual, SUM(savings) AS savings, ${buckets.join(', ')}
+           SUM(cost) AS cost, SUM(${ACTUAL_COST_SQL}) AS actual, SUM(savings) AS savings, ${ROUTING_RAW_SUMS},
+           ${buckets.join(', ')}
          FROM ${from} WHERE ${where.join(' AND ')}
          GROUP BY 1, 2),
-       ranked AS (SELECT grp, row_number() OVER (ORDER BY sum(requests) DESC, grp NULLS FIRST) AS rank,
+       ranked AS (SELECT grp, row_number() OVER (ORDER BY sum(${rank}) DESC, grp NULLS FIRST) AS rank,
                     count(*) OVER () AS groups
                   FROM agg GROUP BY grp)
        SELECT agg.bucket::float8 AS bucket,
@@ -713,6 +763,10 @@ export class PostgresUsageStore implements UsageStore {
 
   async analytics(q: UsageQuery): Promise<Report<AnalyticsNumbers>> {
     return assembleReport(q, await this.rows(q), analyticsNumbers);
+  }
+
+  async routing(q: UsageQuery): Promise<RoutingReport> {
+    return assembleRoutingReport(q, await this.rows(q, true));
   }
 
   /** Conditions on the raw records selecting the tool calls of a query, bound into `query`. */

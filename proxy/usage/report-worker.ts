@@ -24,7 +24,9 @@ parentPort?.on('message', async (req: ReportRequest) => {
       res = { id: req.id, result: await store.toolCalls(q) };
     } else {
       const q = { ...req.query, from: new Date(req.query.from), to: new Date(req.query.to) };
-      res = { id: req.id, result: req.kind === 'usage' ? await store.usage(q) : await store.analytics(q) };
+      const report =
+        req.kind === 'usage' ? store.usage(q) : req.kind === 'routing' ? store.routing(q) : store.analytics(q);
+      res = { id: req.id, result: await report };
     }
   } catch (err) {
     res = { id: req.id, error: (err as Error).message };

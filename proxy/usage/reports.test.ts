@@ -2,6 +2,7 @@ import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
+import { routedRecords } from '../../e2e/support/usage-store-contract.js';
 import { WorkerInserts, WorkerReports } from './reports.js';
 import { SqliteUsageStore } from './sqlite-store.js';
 import type { StoredUsage } from './store.js';
@@ -119,6 +120,26 @@ describe('usage threads', () => {
       ['req_thread_2', '{"i":2}'],
       ['req_thread_1', '{"i":1}'],
     ]);
+  });
+
+  it('routed requests, written by the writer thread, are in the usage and routing reports of the report thread', async () => {
+    const { inserts, reports } = setUp();
+    await inserts.insert(routedRecords());
+    const window = { from: new Date(Date.UTC(2026, 10, 20)), to: new Date(Date.UTC(2026, 10, 21)) };
+    const usage = await reports.usage({ ...window, granularity: 'day', groupBy: 'team', tags: [] });
+    expect(
+      usage.groups.map((g) => [g.group, g.savingsUsd, g.routingSavingsUsd, g.routedRequests, g.escalationRate]),
+    ).toEqual([
+      ['ml', 0, 0.9, 2, 0.5],
+      ['web', 0, 0, 0, 0],
+    ]);
+    const routing = await reports.routing({ ...window, granularity: 'day', groupBy: 'model', tags: [] });
+    expect(routing.groups.map((g) => [g.group, g.share, g.escalationRate, g.routingSavingsUsd])).toEqual([
+      ['llama3.1:8b', 0.5, 0, 0.9],
+      ['qwen2.5:7b', 0.5, 1, 0],
+    ]);
+    const byPolicy = await reports.routing({ ...window, granularity: 'day', groupBy: 'policy', tags: [] });
+    expect(byPolicy.groups.map((g) => [g.group, g.routedRequests])).toEqual([['cheap', 2]]);
   });
 
   it('a failing write rejects, so the recorder keeps the batch and retries it', async () => {

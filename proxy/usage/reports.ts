@@ -3,6 +3,7 @@ import type {
   AnalyticsNumbers,
   GpuTimeRow,
   Report,
+  RoutingReport,
   StoredUsage,
   TagCount,
   ToolCall,
@@ -15,7 +16,7 @@ import type {
 } from './store.js';
 
 /**
- * The report queries behind /v1/usage, /v1/analytics, /v1/tags and /v1/usage/tools. Answered on the request thread
+ * The report queries behind /v1/usage, /v1/analytics, /v1/usage/routing, /v1/tags and /v1/usage/tools. Answered on the request thread
  * they hold chat traffic for as long as SQLite takes; answered by a worker thread with its own
  * connection to the same file (WAL: readers never block the writer), chat only pays for the
  * HTTP exchange. In-memory stores (tests) cannot be shared with a thread and answer in place;
@@ -24,6 +25,7 @@ import type {
 export interface UsageReports {
   usage(q: UsageQuery): Promise<Report<UsageNumbers>>;
   analytics(q: UsageQuery): Promise<Report<AnalyticsNumbers>>;
+  routing(q: UsageQuery): Promise<RoutingReport>;
   tags(search: string, limit: number, team?: string): Promise<TagCount[]>;
   tools(q: ToolQuery): Promise<ToolReport>;
   toolCalls(q: ToolCallQuery): Promise<ToolCall[]>;
@@ -34,6 +36,7 @@ export function inThreadReports(store: UsageStore): UsageReports {
   return {
     usage: (q) => store.usage(q),
     analytics: (q) => store.analytics(q),
+    routing: (q) => store.routing(q),
     tags: (search, limit, team) => store.tags(search, limit, team),
     tools: (q) => store.tools(q),
     toolCalls: (q) => store.toolCalls(q),
@@ -46,7 +49,7 @@ export type InMs<Q extends { from: Date; to: Date }> = Omit<Q, 'from' | 'to'> & 
 
 /** What the worker is asked: one report, or one batch to write, by id. Dates travel as epoch ms. */
 export type ReportRequest =
-  | { id: number; kind: 'usage' | 'analytics'; query: InMs<UsageQuery> }
+  | { id: number; kind: 'usage' | 'analytics' | 'routing'; query: InMs<UsageQuery> }
   | { id: number; kind: 'tags'; search: string; limit: number; team?: string }
   | { id: number; kind: 'tools'; query: InMs<ToolQuery> }
   | { id: number; kind: 'tool-calls'; query: InMs<ToolCallQuery> }
@@ -123,6 +126,10 @@ export class WorkerReports extends UsageThread implements UsageReports {
 
   analytics(q: UsageQuery): Promise<Report<AnalyticsNumbers>> {
     return this.ask({ kind: 'analytics', query: this.query(q) });
+  }
+
+  routing(q: UsageQuery): Promise<RoutingReport> {
+    return this.ask({ kind: 'routing', query: this.query(q) });
   }
 
   tags(search: string, limit: number, team?: string): Promise<TagCount[]> {

@@ -9,7 +9,8 @@ import { crc32 } from 'node:zlib';
  * is too short for its length and is skipped. Neither is ever fatal.
  *
  * The payload is the record as JSON, optional fields absent when unset: a field added since
- * (endpoint, team, bytesIn, bytesOut, payload, ...) is absent from the records of an older
+ * (endpoint, team, bytesIn, bytesOut, payload, requestedModel, routingPolicy, routingReason,
+ * escalations, counterfactualCostUsd, ...) is absent from the records of an older
  * spool, which replay as records without it. Fields are only ever added, never renamed.
  */
 

@@ -12,7 +12,7 @@ import {
 import { hostname, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { range, rec, T0, toolCall } from '../../e2e/support/usage-store-contract.js';
+import { range, rec, routedRecords, T0, toolCall } from '../../e2e/support/usage-store-contract.js';
 import type { UsageRecord } from './record.js';
 import { UsageRecorder } from './recorder.js';
 import { Spool, type SpoolOptions } from './spool.js';
@@ -373,6 +373,38 @@ describe('usage spool', () => {
     await store.close();
   });
 
+  it("keeps a routed request's routing fields through a crash and replay, and the store's routing savings are exact", async () => {
+    const dir = root();
+    const a = started({ root: dir });
+    const recorder = new UsageRecorder({ store: new FakeStore(), spool: a.spool, flushMs: 60_000 });
+    const records = routedRecords();
+    for (const r of records) recorder.record(r);
+    await tick();
+    // kill -9: the next start replays them, fields and all, into a real store.
+    const b = started({ root: dir });
+    expect(b.seen).toEqual(records);
+    expect(b.seen[1]).toMatchObject({
+      requestedModel: 'auto',
+      routingPolicy: 'cheap',
+      routingReason: 'escalated',
+      escalations: 1,
+      counterfactualCostUsd: 0.5,
+    });
+    expect(b.seen[2] && 'routingPolicy' in b.seen[2]).toBe(false);
+    const store = new SqliteUsageStore(':memory:');
+    const again = new UsageRecorder({
+      store,
+      spool: b.spool,
+      ...(b.backlog ? { backlog: b.backlog } : {}),
+      flushMs: 60_000,
+    });
+    await again.flush();
+    const usage = await store.usage({ ...range, granularity: 'day', groupBy: 'team', tags: [] });
+    expect(usage.totals).toMatchObject({ requests: 3, routedRequests: 2, routingSavingsUsd: 0.9, escalationRate: 0.5 });
+    await again.close();
+    await store.close();
+  });
+
   it('replays a spool written before tool calls: its records, with none of the new fields, are stored as they were', async () => {
     const dir = root();
     const a = started({ root: dir });
@@ -407,6 +439,12 @@ describe('usage spool', () => {
     const q = { ...range, granularity: 'day' as const, tags: [] };
     expect((await store.usage({ ...q, groupBy: 'team' })).groups).toMatchObject([{ group: 'ml', requests: 1 }]);
     expect((await store.tools({ ...q, groupBy: 'tool' })).totals.calls).toBe(0);
+    // Nor was it routed.
+    expect((await store.usage({ ...q, groupBy: 'team' })).totals).toMatchObject({
+      routedRequests: 0,
+      routingSavingsUsd: 0,
+    });
+    expect((await store.routing({ ...q, groupBy: 'model' })).groups).toEqual([]);
     await recorder.close();
     await store.close();
   });

@@ -8,20 +8,24 @@ import {
   analyticsNumbers,
   answeredByRollups,
   assembleReport,
+  assembleRoutingReport,
   assembleToolReport,
   BUCKET_COLUMNS,
   boundPayload,
   byteCount,
+  counterfactualOf,
   creditProviders,
   DAY,
   DEPLOYMENT_COSTS_SQL,
   type DeploymentCost,
   deploymentCost,
+  escalationCount,
   type GpuTimeRow,
   gpuCostCtes,
   gpuRowsInOrder,
   gpuWindow,
   groupLimit,
+  groupsByPolicy,
   groupsByTag,
   HOUR,
   keySpendDeltas,
@@ -30,8 +34,14 @@ import {
   OTHER_GROUP,
   type Report,
   type ReportRows,
+  ROUTED_RECORD_SQL,
+  ROUTED_ROLLUP_SQL,
+  ROUTING_RAW_SUMS,
   type RollupRow,
+  type RoutingReport,
   rollupDeltas,
+  routingRollupSums,
+  routingText,
   type SpendScope,
   type StoredUsage,
   spendSince,
@@ -87,7 +97,12 @@ const SCHEMA = `
         endpoint TEXT NOT NULL DEFAULT '',
         bytes_in INTEGER,
         bytes_out INTEGER,
-        payload TEXT
+        payload TEXT,
+        requested_model TEXT,
+        routing_policy TEXT,
+        routing_reason TEXT,
+        escalations INTEGER,
+        counterfactual REAL
       );
       CREATE INDEX IF NOT EXISTS requests_ts ON requests(ts);
       CREATE TABLE IF NOT EXISTS request_tags (
@@ -113,6 +128,10 @@ const SCHEMA = `
         savings REAL NOT NULL,
         bytes_in INTEGER NOT NULL DEFAULT 0,
         bytes_out INTEGER NOT NULL DEFAULT 0,
+        routed INTEGER NOT NULL DEFAULT 0,
+        escalated INTEGER NOT NULL DEFAULT 0,
+        routed_cost REAL NOT NULL DEFAULT 0,
+        counterfactual REAL NOT NULL DEFAULT 0,
         ${BUCKET_COLUMNS.map((c) => `${c} INTEGER NOT NULL DEFAULT 0`).join(',\n        ')},
         PRIMARY KEY (hour, model, endpoint, provider, team, tag_key, tag_value)
       );
@@ -184,8 +203,8 @@ export class SqliteUsageStore implements UsageStore {
     this.insertRaw = this.db.prepare(
       `INSERT OR IGNORE INTO requests (ts, request_id, key_prefix, model, provider, tags, prompt, completion, cost, savings,
         latency_ms, ttft_ms, status, error_type, stream, tokens_counted, unpriced, team, api_key, endpoint, bytes_in,
-        bytes_out, payload)
-       VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+        bytes_out, payload, requested_model, routing_policy, routing_reason, escalations, counterfactual)
+       VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
     );
     const addSpend = this.db.prepare(
       `INSERT INTO key_spend (api_key, hour, cost) VALUES (@apiKey, @hour, @cost)
@@ -193,12 +212,14 @@ export class SqliteUsageStore implements UsageStore {
     );
     this.insertTag = this.db.prepare('INSERT INTO request_tags (request, tag, ts) VALUES (?, ?, ?)');
     this.upsertRollup = this.db.prepare(
-      `INSERT INTO rollup (hour, model, endpoint, provider, team, tag_key, tag_value, requests, errors, prompt, completion, cost, savings, bytes_in, bytes_out, ${BUCKET_COLUMNS.join(', ')})
-       VALUES (@hour, @model, @endpoint, @provider, @team, @tagKey, @tagValue, @requests, @error, @prompt, @completion, @cost, @savings, @bytesIn, @bytesOut, ${BUCKET_COLUMNS.map((c) => `@${c}`).join(', ')})
+      `INSERT INTO rollup (hour, model, endpoint, provider, team, tag_key, tag_value, requests, errors, prompt, completion, cost, savings, bytes_in, bytes_out, routed, escalated, routed_cost, counterfactual, ${BUCKET_COLUMNS.join(', ')})
+       VALUES (@hour, @model, @endpoint, @provider, @team, @tagKey, @tagValue, @requests, @error, @prompt, @completion, @cost, @savings, @bytesIn, @bytesOut, @routed, @escalated, @routedCost, @counterfactual, ${BUCKET_COLUMNS.map((c) => `@${c}`).join(', ')})
        ON CONFLICT (hour, model, endpoint, provider, team, tag_key, tag_value) DO UPDATE SET
          requests = requests + excluded.requests, errors = errors + excluded.errors, prompt = prompt + excluded.prompt,
          completion = completion + excluded.completion, cost = cost + excluded.cost, savings = savings + excluded.savings,
          bytes_in = bytes_in + excluded.bytes_in, bytes_out = bytes_out + excluded.bytes_out,
+         routed = routed + excluded.routed, escalated = escalated + excluded.escalated,
+         routed_cost = routed_cost + excluded.routed_cost, counterfactual = counterfactual + excluded.counterfactual,
          ${BUCKET_COLUMNS.map((c) => `${c} = ${c} + excluded.${c}`).join(', ')}`,
     );
     this.insertMany = this.db.transaction((records: StoredUsage[]) => {
@@ -224,10 +245,17 @@ export class SqliteUsageStore implements UsageStore {
     }
     // Tool calls (proxy/mcp/): their sizes and, for keys that opt in, what was sent and answered.
     // None for the records of before, and for model requests.
+    // Routed requests (proxy/routing-policy/): what was asked, by which policy, why, escalations,
+    // the counterfactual cost. None for the records of before and for requests not routed.
     for (const [column, type] of [
       ['bytes_in', 'INTEGER'],
       ['bytes_out', 'INTEGER'],
       ['payload', 'TEXT'],
+      ['requested_model', 'TEXT'],
+      ['routing_policy', 'TEXT'],
+      ['routing_reason', 'TEXT'],
+      ['escalations', 'INTEGER'],
+      ['counterfactual', 'REAL'],
     ] as const) {
       if (!columns.has(column)) this.db.exec(`ALTER TABLE requests ADD COLUMN ${column} ${type}`);
     }
@@ -235,9 +263,17 @@ export class SqliteUsageStore implements UsageStore {
     const rollupColumns = new Set(
       (this.db.prepare('PRAGMA table_info(rollup)').all() as Array<{ name: string }>).map((c) => c.name),
     );
-    for (const column of ['bytes_in', 'bytes_out']) {
+    // Hours of before routed nothing: 0 is what they have.
+    for (const [column, type] of [
+      ['bytes_in', 'INTEGER'],
+      ['bytes_out', 'INTEGER'],
+      ['routed', 'INTEGER'],
+      ['escalated', 'INTEGER'],
+      ['routed_cost', 'REAL'],
+      ['counterfactual', 'REAL'],
+    ] as const) {
       if (!rollupColumns.has(column))
-        this.db.exec(`ALTER TABLE rollup ADD COLUMN ${column} INTEGER NOT NULL DEFAULT 0`);
+        this.db.exec(`ALTER TABLE rollup ADD COLUMN ${column} ${type} NOT NULL DEFAULT 0`);
     }
     // Tag budgets read one tag's spend since the period's start.
     this.db.exec('CREATE INDEX IF NOT EXISTS rollup_tag ON rollup(tag_key, tag_value, hour)');
@@ -299,6 +335,11 @@ export class SqliteUsageStore implements UsageStore {
       byteCount(r.bytesIn),
       byteCount(r.bytesOut),
       r.payload === undefined ? null : boundPayload(r.payload),
+      routingText(r.requestedModel),
+      routingText(r.routingPolicy),
+      routingText(r.routingReason),
+      escalationCount(r.escalations),
+      counterfactualOf(r),
     );
     if (info.changes === 0) return false;
     for (const t of tags) this.insertTag.run(info.lastInsertRowid, t, ts);
@@ -361,16 +402,19 @@ export class SqliteUsageStore implements UsageStore {
 
   /**
    * Rows per (time bucket, group) for a query: from the rollups when at most one tag filters,
-   * from the raw records (exact AND over several tags) otherwise.
+   * from the raw records (exact AND over several tags) otherwise. `routing`: only the routed
+   * requests' rows, groups ranked by routed requests (the routing report), no GPU figures.
    */
-  private rows(q: UsageQuery): ReportRows {
+  private rows(q: UsageQuery, routing = false): ReportRows {
     const size = q.granularity === 'day' ? DAY : HOUR;
     const sums = `SUM(requests) AS requests, SUM(errors) AS errors, SUM(prompt) AS prompt, SUM(completion) AS completion,
-      SUM(cost) AS cost, SUM(savings) AS savings, ${BUCKET_COLUMNS.map((c) => `SUM(${c}) AS ${c}`).join(', ')}`;
+      SUM(cost) AS cost, SUM(savings) AS savings, ${routingRollupSums('')},
+      ${BUCKET_COLUMNS.map((c) => `SUM(${c}) AS ${c}`).join(', ')}`;
     const from = q.from.getTime();
     const to = q.to.getTime();
     const byTag = groupsByTag(q);
-    if (answeredByRollups(q)) {
+    const deployments = routing ? [] : this.deployments(q);
+    if (answeredByRollups(q, routing)) {
       // The filter tag (or, grouping by a tag key, that key's rows) selects the rollup rows.
       const filter = q.tags[0];
       // Tool calls are not model requests: the tool report has them (tools()).
@@ -399,9 +443,10 @@ export class SqliteUsageStore implements UsageStore {
       } else {
         where.push("tag_key = ''");
       }
+      if (routing) where.push(ROUTED_ROLLUP_SQL);
       const group = byTag ? 'tag_value' : q.groupBy;
       const source = `FROM rollup WHERE ${where.join(' AND ')}`;
-      const { named, folded } = this.topGroups(q, group, 'SUM(requests)', source, params);
+      const { named, folded } = this.topGroups(q, group, routing ? 'SUM(routed)' : 'SUM(requests)', source, params);
       const rows = this.db
         .prepare(
           `WITH ${GPU_CTES}
@@ -410,9 +455,9 @@ export class SqliteUsageStore implements UsageStore {
            WHERE ${where.join(' AND ')} GROUP BY bucket, grp ORDER BY bucket, grp`,
         )
         .all({ ...params, ...this.gpuParams(q) }) as RollupRow[];
-      return { rows, folded, deployments: this.deployments(q) };
+      return { rows, folded, deployments };
     }
-    return { ...this.rawRows(q), deployments: this.deployments(q) };
+    return { ...this.rawRows(q, routing), deployments };
   }
 
   private gpuParams(q: UsageQuery): { gfrom: number; gto: number } {
@@ -429,7 +474,7 @@ export class SqliteUsageStore implements UsageStore {
     return rows.map(deploymentCost);
   }
 
-  private rawRows(q: UsageQuery): Omit<ReportRows, 'deployments'> {
+  private rawRows(q: UsageQuery, routing: boolean): Omit<ReportRows, 'deployments'> {
     const size = q.granularity === 'day' ? DAY : HOUR;
     const params: Record<string, string | number> = {
       from: q.from.getTime(),
@@ -445,12 +490,13 @@ export class SqliteUsageStore implements UsageStore {
     });
     const conditions = tagged.length > 0 ? [`r.id IN (${tagged.join(' INTERSECT ')})`] : [];
     conditions.push('r.endpoint != @tools');
+    if (routing) conditions.push(ROUTED_RECORD_SQL);
     if (q.team !== undefined) {
       conditions.push('r.team = @team');
       params.team = q.team;
     }
-    const byTag = groupsByTag(q);
-    let group = `r.${q.groupBy}`;
+    const byTag = groupsByTag(q, routing);
+    let group = groupsByPolicy(q, routing) ? 'r.routing_policy' : `r.${q.groupBy}`;
     if (byTag) {
       params.prefix = `${q.groupBy}:`;
       params.prefixLen = q.groupBy.length + 2;
@@ -464,14 +510,16 @@ export class SqliteUsageStore implements UsageStore {
     });
     const filter = `WHERE ts >= @from AND ts < @to ${conditions.map((c) => `AND ${c}`).join(' ')}`;
     const source = `FROM requests r ${filter}`;
-    const { named, folded } = this.topGroups(q, group, 'COUNT(*)', source, params);
+    const rank = routing ? 'SUM(CASE WHEN routing_policy IS NOT NULL THEN 1 ELSE 0 END)' : 'COUNT(*)';
+    const { named, folded } = this.topGroups(q, group, rank, source, params);
     const joined = `FROM requests r LEFT JOIN gpu_rate ON rate_hour = r.ts - (r.ts % ${HOUR}) AND rate_provider = r.provider ${filter}`;
     const rows = this.db
       .prepare(
         `WITH ${GPU_CTES}
          SELECT ts - (ts % @size) AS bucket, ${named} AS grp, COUNT(*) AS requests,
           SUM(CASE WHEN status >= 400 THEN 1 ELSE 0 END) AS errors, SUM(prompt) AS prompt, SUM(completion) AS completion,
-          SUM(cost) AS cost, SUM(${ACTUAL_COST_SQL}) AS actual, SUM(savings) AS savings, ${buckets.join(', ')}
+          SUM(cost) AS cost, SUM(${ACTUAL_COST_SQL}) AS actual, SUM(savings) AS savings, ${ROUTING_RAW_SUMS},
+          ${buckets.join(', ')}
          ${joined}
          GROUP BY bucket, grp ORDER BY bucket, grp`,
       )
@@ -513,6 +561,10 @@ export class SqliteUsageStore implements UsageStore {
 
   async analytics(q: UsageQuery): Promise<Report<AnalyticsNumbers>> {
     return assembleReport(q, this.rows(q), analyticsNumbers);
+  }
+
+  async routing(q: UsageQuery): Promise<RoutingReport> {
+    return assembleRoutingReport(q, this.rows(q, true));
   }
 
   /** Known tags whose "key:value" contains `search`, most used first, at most `limit`. */

@@ -3,7 +3,16 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Counter, Registry } from 'prom-client';
 import { describe, expect, it } from 'vitest';
-import { range, rec, T0, tag, toolCall, usageStoreContract } from '../../e2e/support/usage-store-contract.js';
+import {
+  range,
+  rec,
+  routed,
+  routedRecords,
+  T0,
+  tag,
+  toolCall,
+  usageStoreContract,
+} from '../../e2e/support/usage-store-contract.js';
 import { ProxyError } from '../endpoints/errors.js';
 import { parseToolCallQuery, parseToolQuery, parseUsageQuery } from './api.js';
 import { UsageRecorder } from './recorder.js';
@@ -163,6 +172,115 @@ describe('a SQLite usage file from before tool calls', () => {
     const again = new SqliteUsageStore(file);
     expect((await again.tools({ ...range, granularity: 'day', groupBy: 'tool', tags: [] })).totals.calls).toBe(2);
     await again.close();
+  });
+});
+
+describe('a SQLite usage file from before routing', () => {
+  it('gets the routing columns in its records and rollups, rows of before routing nothing', async () => {
+    const file = dbFile();
+    const Database = (await import('better-sqlite3')).default;
+    const old = new Database(file);
+    // The tables as they were before (a file of the tool calls' version).
+    old.exec(`CREATE TABLE requests (id INTEGER PRIMARY KEY, ts INTEGER NOT NULL, request_id TEXT NOT NULL,
+      key_prefix TEXT NOT NULL, model TEXT NOT NULL, provider TEXT NOT NULL, tags TEXT NOT NULL,
+      prompt INTEGER NOT NULL, completion INTEGER NOT NULL, cost REAL NOT NULL, savings REAL NOT NULL,
+      latency_ms REAL NOT NULL, ttft_ms REAL, status INTEGER NOT NULL, error_type TEXT, stream INTEGER NOT NULL,
+      tokens_counted INTEGER NOT NULL DEFAULT 0, unpriced INTEGER NOT NULL DEFAULT 0, team TEXT NOT NULL DEFAULT '',
+      api_key TEXT NOT NULL DEFAULT '', endpoint TEXT NOT NULL DEFAULT '', bytes_in INTEGER, bytes_out INTEGER,
+      payload TEXT)`);
+    old.exec(`CREATE TABLE rollup (hour INTEGER NOT NULL, model TEXT NOT NULL, endpoint TEXT NOT NULL DEFAULT '',
+      provider TEXT NOT NULL, team TEXT NOT NULL DEFAULT '', tag_key TEXT NOT NULL, tag_value TEXT NOT NULL,
+      requests INTEGER NOT NULL, errors INTEGER NOT NULL, prompt INTEGER NOT NULL, completion INTEGER NOT NULL,
+      cost REAL NOT NULL, savings REAL NOT NULL, bytes_in INTEGER NOT NULL DEFAULT 0, bytes_out INTEGER NOT NULL DEFAULT 0,
+      ${BUCKET_COLUMNS.map((c) => `${c} INTEGER NOT NULL DEFAULT 0`).join(', ')},
+      PRIMARY KEY (hour, model, endpoint, provider, team, tag_key, tag_value))`);
+    old.exec(`INSERT INTO requests (ts, request_id, key_prefix, model, provider, tags, prompt, completion, cost, savings,
+      latency_ms, status, stream, endpoint, team) VALUES (${T0}, 'old', 'k', 'llama3.1:8b', 'platform-llms/llama',
+      '["team:ml"]', 10, 20, 0.3, 0, 40, 200, 0, 'chat', 'ml')`);
+    old.exec(`CREATE TABLE request_tags (request INTEGER NOT NULL, tag TEXT NOT NULL, ts INTEGER NOT NULL);
+      INSERT INTO request_tags (request, tag, ts) VALUES (1, 'team:ml', ${T0})`);
+    old.exec(`INSERT INTO rollup (hour, model, endpoint, provider, team, tag_key, tag_value, requests, errors, prompt,
+      completion, cost, savings, b6) VALUES (${T0}, 'llama3.1:8b', 'chat', 'platform-llms/llama', 'ml', '', '', 1, 0, 10,
+      20, 0.3, 0, 1), (${T0}, 'llama3.1:8b', 'chat', 'platform-llms/llama', 'ml', 'team', 'ml', 1, 0, 10, 20, 0.3, 0, 1)`);
+    old.close();
+    const store = new SqliteUsageStore(file);
+    await store.insert(routedRecords());
+    const q = { ...range, granularity: 'day' as const, groupBy: 'team', tags: [] };
+    const byTeam = await store.usage(q);
+    expect(
+      byTeam.groups.map((g) => [g.group, g.requests, g.routedRequests, g.routingSavingsUsd, g.escalationRate]),
+    ).toEqual([
+      ['ml', 3, 2, 0.9, 0.5],
+      ['web', 1, 0, 0, 0],
+    ]);
+    // Raw records (two tags) too: the record of before is no routed one.
+    const raw = await store.usage({ ...q, groupBy: 'model', tags: [tag('team', 'ml'), tag('team', 'ml')] });
+    expect(raw.totals).toMatchObject({ requests: 3, routedRequests: 2, routingSavingsUsd: 0.9 });
+    expect((await store.routing({ ...q, groupBy: 'policy' })).groups.map((g) => [g.group, g.routedRequests])).toEqual([
+      ['cheap', 2],
+    ]);
+    await store.close();
+    // Opening it again changes nothing.
+    const again = new SqliteUsageStore(file);
+    expect((await again.usage(q)).totals).toMatchObject({ requests: 4, routedRequests: 2, routingSavingsUsd: 0.9 });
+    await again.close();
+  });
+});
+
+describe('routed requests in SQLite', () => {
+  it('keeps what was asked, the policy, the reason, whole escalations and a finite counterfactual on each record', async () => {
+    const file = dbFile();
+    const store = new SqliteUsageStore(file);
+    const ml = [tag('team', 'ml')];
+    await store.insert([
+      { ...routed({ at: T0, escalations: 1.6, counterfactualCostUsd: 0.25, tags: ml }), requestId: 'r1' },
+      // Garbage from a producer: negative escalations, a counterfactual that is no number. Not a routing saving.
+      { ...routed({ at: T0, escalations: -3, counterfactualCostUsd: Number.NaN, tags: ml }), requestId: 'r2' },
+      { ...rec({ at: T0, tags: ml }), requestId: 'plain' },
+    ]);
+    const Database = (await import('better-sqlite3')).default;
+    const db = new Database(file, { readonly: true });
+    const rows = db
+      .prepare(
+        `SELECT request_id, requested_model, routing_policy, routing_reason, escalations, counterfactual FROM requests
+         ORDER BY request_id`,
+      )
+      .all();
+    db.close();
+    expect(rows).toEqual([
+      {
+        request_id: 'plain',
+        requested_model: null,
+        routing_policy: null,
+        routing_reason: null,
+        escalations: null,
+        counterfactual: null,
+      },
+      {
+        request_id: 'r1',
+        requested_model: 'gpt-4o',
+        routing_policy: 'cheap',
+        routing_reason: 'cheapest',
+        escalations: 2,
+        counterfactual: 0.25,
+      },
+      {
+        request_id: 'r2',
+        requested_model: 'gpt-4o',
+        routing_policy: 'cheap',
+        routing_reason: 'cheapest',
+        escalations: 0,
+        counterfactual: null,
+      },
+    ]);
+    // The rollups and the raw records agree on them.
+    const q = { ...range, granularity: 'day' as const, groupBy: 'model', tags: [] };
+    const rolled = await store.routing(q);
+    const raw = await store.routing({ ...q, tags: [...ml, ...ml] });
+    expect(rolled.totals).toMatchObject({ routedRequests: 2, escalatedRequests: 1, routedCostUsd: 0.001 });
+    expect(rolled.totals.routingSavingsUsd).toBeCloseTo(0.249, 9);
+    expect(raw.totals).toEqual(rolled.totals);
+    await store.close();
   });
 });
 

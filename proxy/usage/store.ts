@@ -29,6 +29,11 @@ export interface UsageStore {
    * of one team's requests when `team` is given.
    */
   tags(search: string, limit?: number, team?: string): Promise<TagCount[]>;
+  /**
+   * Requests routed by a RoutingPolicy, grouped as a usage report is (model: the served model) or
+   * by POLICY_GROUP: how many, each group's share of them, escalations, routing savings.
+   */
+  routing(q: UsageQuery): Promise<RoutingReport>;
   /** Tool calls (endpoint TOOL_ENDPOINT) by MCP server and tool: calls, errors, latency, bytes. */
   tools(q: ToolQuery): Promise<ToolReport>;
   /** The tool calls themselves, newest first, at most MAX_TOOL_CALLS: who called what, and (keys that opted in) with what. */
@@ -109,7 +114,17 @@ export interface UsageNumbers {
    * time (see gpuCostCtes); everything else, and in-cluster hours with no GPU time measured, its list price.
    */
   actualCostUsd: number;
+  /** The part of costUsd paid by providers' free credits. */
   savingsUsd: number;
+  /**
+   * What routing saved, apart from the free credits: the requests' counterfactual cost (on the
+   * model asked for) less what they cost, over the requests that carry one (counterfactualOf).
+   */
+  routingSavingsUsd: number;
+  /** Requests a RoutingPolicy routed. */
+  routedRequests: number;
+  /** Routed requests the cascade escalated, over routed requests (0 when none was routed). */
+  escalationRate: number;
 }
 
 export interface AnalyticsNumbers {
@@ -119,6 +134,49 @@ export interface AnalyticsNumbers {
   costUsd: number;
   actualCostUsd: number;
   latencyMs: { p50: number; p95: number; p99: number };
+  routedRequests: number;
+  escalationRate: number;
+}
+
+/**
+ * The routing report's own grouping besides those of the usage reports: by RoutingPolicy. The
+ * rollups are not keyed by policy (a dimension more would multiply their rows), so it is answered
+ * from the raw records, bounded by the report's time range and the raw retention (30 days by
+ * default). A tag key of this name cannot be grouped by in the routing report.
+ */
+const POLICY_GROUP = 'policy';
+
+interface RoutingNumbers {
+  /** Requests a RoutingPolicy routed. */
+  routedRequests: number;
+  /** Of them, those the cascade escalated (escalations > 0). */
+  escalatedRequests: number;
+  escalationRate: number;
+  /**
+   * The group's part of the routed requests: of the whole report's in `groups`, of its time
+   * bucket's in `series`; 1 in `totals` (0 when nothing was routed).
+   */
+  share: number;
+  /** What the requests that carry a counterfactual cost (escalated-from answers included). */
+  routedCostUsd: number;
+  /** What the same tokens would have cost on the model asked for (or the policy's baseline). */
+  counterfactualCostUsd: number;
+  /** counterfactualCostUsd - routedCostUsd: negative where escalations cost more than they saved. */
+  routingSavingsUsd: number;
+}
+
+/** Requests routed by a RoutingPolicy, as a usage report is grouped (no GPU time: see the usage report). */
+export interface RoutingReport {
+  from: string;
+  to: string;
+  granularity: Granularity;
+  groupBy: string;
+  totals: RoutingNumbers;
+  /** Per time bucket and group, in time order. */
+  series: Array<RoutingNumbers & { time: string; group: string }>;
+  /** Most routed requests first; OTHER_GROUP last. */
+  groups: Array<RoutingNumbers & { group: string }>;
+  otherGroups: number;
 }
 
 export interface Report<T> {
@@ -193,6 +251,55 @@ export function boundRecord<T extends UsageRecord>(r: T): T {
 export function byteCount(n: number | undefined): number | null {
   return typeof n === 'number' && Number.isFinite(n) ? Math.max(0, Math.round(n)) : null;
 }
+
+/**
+ * A record's escalations as the stores keep them: a whole number from 0 to 2^31 - 1 (PostgreSQL's
+ * integer: a larger one would fail the whole batch, and no cascade is that long); none when not given.
+ */
+export function escalationCount(n: number | undefined): number | null {
+  return typeof n === 'number' && Number.isFinite(n) ? Math.min(2 ** 31 - 1, Math.max(0, Math.round(n))) : null;
+}
+
+/** A record's counterfactual cost as the stores keep it: a finite number; none (null) when not given. */
+export const counterfactualOf = (r: UsageRecord): number | null =>
+  typeof r.counterfactualCostUsd === 'number' && Number.isFinite(r.counterfactualCostUsd)
+    ? r.counterfactualCostUsd
+    : null;
+
+/** A routing text field (requestedModel, routingPolicy, routingReason) as the stores keep it; none when not given. */
+export const routingText = (v: string | undefined): string | null => (typeof v === 'string' ? v : null);
+
+/**
+ * What a record adds to the routing counters of its rollup rows: routed when a policy routed it;
+ * escalated when routed and the cascade moved past a model; its cost and counterfactual when it
+ * carries a counterfactual, so that routing savings (counterfactual - routed_cost) are exactly
+ * the sum of its records' counterfactualCostUsd - costUsd. ROUTING_RAW_SUMS says the same of raw records.
+ */
+function routingOf(r: UsageRecord): { routed: number; escalated: number; routedCost: number; counterfactual: number } {
+  const routed = routingText(r.routingPolicy) !== null;
+  const counterfactual = counterfactualOf(r);
+  return {
+    routed: routed ? 1 : 0,
+    escalated: routed && (escalationCount(r.escalations) ?? 0) > 0 ? 1 : 0,
+    routedCost: counterfactual === null ? 0 : r.costUsd,
+    counterfactual: counterfactual ?? 0,
+  };
+}
+
+/** The routing counters over raw records (either store's columns), as routingOf adds them to the rollups. */
+export const ROUTING_RAW_SUMS = `SUM(CASE WHEN routing_policy IS NOT NULL THEN 1 ELSE 0 END) AS routed,
+  SUM(CASE WHEN routing_policy IS NOT NULL AND escalations > 0 THEN 1 ELSE 0 END) AS escalated,
+  SUM(CASE WHEN counterfactual IS NOT NULL THEN cost ELSE 0 END) AS routed_cost,
+  COALESCE(SUM(counterfactual), 0) AS counterfactual`;
+
+/** The routing counters over rollup rows (SUM of each; `cast` is the dialect's cast of a sum, or ''). */
+export const routingRollupSums = (cast: string): string =>
+  ['routed', 'escalated', 'routed_cost', 'counterfactual'].map((c) => `SUM(${c})${cast} AS ${c}`).join(', ');
+
+/** Raw records a routing report counts: routed, or carrying a counterfactual (their savings count). */
+export const ROUTED_RECORD_SQL = '(routing_policy IS NOT NULL OR counterfactual IS NOT NULL)';
+/** Rollup rows a routing report counts: those with any routing counter. */
+export const ROUTED_ROLLUP_SQL = '(routed > 0 OR routed_cost != 0 OR counterfactual != 0)';
 
 export interface ToolQuery {
   from: Date;
@@ -336,6 +443,11 @@ export interface RollupRow {
   /** The rows' actual cost (see gpuCostCtes). */
   actual: number;
   savings: number;
+  /** Routing counters (routingOf). */
+  routed: number;
+  escalated: number;
+  routed_cost: number;
+  counterfactual: number;
   [bucketColumn: `b${number}`]: number;
 }
 
@@ -359,6 +471,10 @@ export interface RollupDelta {
   savings: number;
   bytesIn: number;
   bytesOut: number;
+  routed: number;
+  escalated: number;
+  routedCost: number;
+  counterfactual: number;
   [bucket: string]: number | string;
 }
 
@@ -401,6 +517,10 @@ export function rollupDeltas(records: StoredUsage[]): RollupDelta[] {
         savings: 0,
         bytesIn: 0,
         bytesOut: 0,
+        routed: 0,
+        escalated: 0,
+        routedCost: 0,
+        counterfactual: 0,
         ...Object.fromEntries(BUCKET_COLUMNS.map((c) => [c, 0])),
       };
       rollups.set(key, d);
@@ -413,6 +533,11 @@ export function rollupDeltas(records: StoredUsage[]): RollupDelta[] {
     d.savings += r.savingsUsd;
     d.bytesIn += byteCount(r.bytesIn) ?? 0;
     d.bytesOut += byteCount(r.bytesOut) ?? 0;
+    const routing = routingOf(r);
+    d.routed += routing.routed;
+    d.escalated += routing.escalated;
+    d.routedCost += routing.routedCost;
+    d.counterfactual += routing.counterfactual;
     const bucket = BUCKET_COLUMNS[bucketOf(r.latencyMs)];
     if (bucket) d[bucket] = Number(d[bucket] ?? 0) + 1;
   };
@@ -472,15 +597,20 @@ export const groupLimit = (q: UsageQuery): number =>
 /** What a report groups by besides tag keys: columns of every record (a tag key of the same name cannot be grouped). */
 const RECORD_DIMENSIONS: ReadonlySet<string> = new Set(['model', 'provider', 'endpoint']);
 
-/** Whether a query groups by a tag key (not by model, provider or endpoint). */
-export const groupsByTag = (q: UsageQuery): boolean => !RECORD_DIMENSIONS.has(q.groupBy);
+/** Whether a routing report groups by RoutingPolicy (POLICY_GROUP): a column of the raw records only. */
+export const groupsByPolicy = (q: UsageQuery, routing: boolean): boolean => routing && q.groupBy === POLICY_GROUP;
+
+/** Whether a query groups by a tag key (not by model, provider or endpoint; nor, in a routing report, policy). */
+export const groupsByTag = (q: UsageQuery, routing = false): boolean =>
+  !RECORD_DIMENSIONS.has(q.groupBy) && !groupsByPolicy(q, routing);
 
 /**
  * Which rows answer a query: the rollups when at most one tag filters and that tag is the
- * grouped key (or nothing is grouped by tag), the raw records (exact AND) otherwise.
+ * grouped key (or nothing is grouped by tag), the raw records (exact AND) otherwise, and for a
+ * routing report by policy.
  */
-export function answeredByRollups(q: UsageQuery): boolean {
-  if (q.tags.length > 1) return false;
+export function answeredByRollups(q: UsageQuery, routing = false): boolean {
+  if (q.tags.length > 1 || groupsByPolicy(q, routing)) return false;
   const filter = q.tags[0];
   return !(groupsByTag(q) && filter && filter.key !== q.groupBy);
 }
@@ -513,6 +643,7 @@ export function assembleReport<T>(
 }
 
 export function usageNumbers(rows: RollupRow[]): UsageNumbers {
+  const routing = routingNumbers(rows);
   return {
     requests: rows.reduce((n, r) => n + r.requests, 0),
     inputTokens: rows.reduce((n, r) => n + r.prompt, 0),
@@ -520,10 +651,61 @@ export function usageNumbers(rows: RollupRow[]): UsageNumbers {
     costUsd: round(rows.reduce((n, r) => n + r.cost, 0)),
     actualCostUsd: round(rows.reduce((n, r) => n + r.actual, 0)),
     savingsUsd: round(rows.reduce((n, r) => n + r.savings, 0)),
+    routingSavingsUsd: routing.routingSavingsUsd,
+    routedRequests: routing.routedRequests,
+    escalationRate: routing.escalationRate,
+  };
+}
+
+/** Routing figures of rows; `share` is set by assembleRoutingReport, which knows what it is a share of. */
+function routingNumbers(rows: RollupRow[]): RoutingNumbers {
+  // Rows of stores that predate the routing counters have none: they routed nothing.
+  const sum = (f: (r: RollupRow) => number) => rows.reduce((n, r) => n + (Number(f(r)) || 0), 0);
+  const routed = sum((r) => r.routed);
+  const escalated = sum((r) => r.escalated);
+  const cost = sum((r) => r.routed_cost);
+  const counterfactual = sum((r) => r.counterfactual);
+  return {
+    routedRequests: routed,
+    escalatedRequests: escalated,
+    escalationRate: routed ? round(escalated / routed, 4) : 0,
+    share: 0,
+    routedCostUsd: round(cost),
+    counterfactualCostUsd: round(counterfactual),
+    routingSavingsUsd: round(counterfactual - cost),
+  };
+}
+
+const shareOf = (part: number, whole: number): number => (whole > 0 ? round(part / whole, 4) : 0);
+
+/**
+ * A routing report from its rows (already filtered to routed ones and folded past the limit):
+ * each group's share of the routed requests (of the bucket's, in the series), groups with the
+ * most routed requests first, OTHER_GROUP last.
+ */
+export function assembleRoutingReport(q: UsageQuery, rows: Omit<ReportRows, 'deployments'>): RoutingReport {
+  const { deployments: _none, ...report } = assembleReport(q, { ...rows, deployments: [] }, routingNumbers);
+  const all = report.totals.routedRequests;
+  const inBucket = new Map<string, number>();
+  for (const s of report.series) inBucket.set(s.time, (inBucket.get(s.time) ?? 0) + s.routedRequests);
+  const isOther = (g: { group: string }) => Number(g.group === OTHER_GROUP);
+  return {
+    ...report,
+    totals: { ...report.totals, share: all > 0 ? 1 : 0 },
+    series: report.series.map((s) => ({ ...s, share: shareOf(s.routedRequests, inBucket.get(s.time) ?? 0) })),
+    groups: report.groups
+      .map((g) => ({ ...g, share: shareOf(g.routedRequests, all) }))
+      .sort(
+        (a, b) =>
+          isOther(a) - isOther(b) ||
+          b.routedRequests - a.routedRequests ||
+          (a.group < b.group ? -1 : a.group > b.group ? 1 : 0),
+      ),
   };
 }
 
 export function analyticsNumbers(rows: RollupRow[]): AnalyticsNumbers {
+  const routing = routingNumbers(rows);
   const requests = rows.reduce((n, r) => n + r.requests, 0);
   const errors = rows.reduce((n, r) => n + r.errors, 0);
   const hist = BUCKET_COLUMNS.map((c) => rows.reduce((n, r) => n + (r[c as `b${number}`] ?? 0), 0));
@@ -538,6 +720,8 @@ export function analyticsNumbers(rows: RollupRow[]): AnalyticsNumbers {
       p95: percentileFromHistogram(hist, 95),
       p99: percentileFromHistogram(hist, 99),
     },
+    routedRequests: routing.routedRequests,
+    escalationRate: routing.escalationRate,
   };
 }
 
