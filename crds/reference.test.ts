@@ -35,6 +35,8 @@ describe('the generated docs', () => {
     for (const kind of KIND_NAMES) {
       const schema = openApiSchema(kind);
       const texts = [
+        // The object's own rules (those that read metadata.name) are shown with the spec's.
+        ...(schema['x-kubernetes-validations'] ?? []).flatMap((r) => r.message ?? []),
         ...expectedTexts(schema.properties?.spec ?? {}, 'spec', []),
         ...expectedTexts(schema.properties?.status ?? {}, 'status', []),
       ];

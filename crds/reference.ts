@@ -83,7 +83,16 @@ function celRules(schema: JsonSchema, path: string, out: Array<{ at: string; rul
   return out;
 }
 
-function fieldTable(title: string, schema: JsonSchema | undefined, root: string): string[] {
+/**
+ * A part's fields and rules; `objectRules` are the object's own rules on this part's fields
+ * (only a rule on the whole object may read metadata.name).
+ */
+function fieldTable(
+  title: string,
+  schema: JsonSchema | undefined,
+  root: string,
+  objectRules: CelRule[] = [],
+): string[] {
   if (!schema) return [];
   const lines = [`### ${title}`, ''];
   if (schema.description) lines.push(cell(schema.description), '');
@@ -98,12 +107,12 @@ function fieldTable(title: string, schema: JsonSchema | undefined, root: string)
     }
     lines.push('');
   }
-  const rules = celRules(schema, root, []);
+  const rules = [...objectRules.map((rule) => ({ at: '', rule })), ...celRules(schema, root, [])];
   if (rules.length > 0) {
     lines.push('Rules (CEL, checked by the API server and by `npm run validate`):', '');
     lines.push('| On | Rule | Message |', '|---|---|---|');
     for (const { at, rule } of rules) {
-      const where = rule.fieldPath ? `${at}${rule.fieldPath}` : at;
+      const where = rule.fieldPath ? `${at}${rule.fieldPath}`.replace(/^\./, '') : at;
       lines.push(`| ${code(where)} | ${code(rule.rule)} | ${cell(rule.message ?? rule.messageExpression ?? '')} |`);
     }
     lines.push('');
@@ -144,7 +153,8 @@ function kindSection(kind: KindName): string[] {
     for (const c of columns) lines.push(`| ${c.name} | ${c.type} | ${code(c.jsonPath)} | ${c.priority ?? 0} |`);
     lines.push('');
   }
-  lines.push(...fieldTable(`${names.kind} spec`, schema.properties?.spec, 'spec'));
+  const onSpec = (schema['x-kubernetes-validations'] ?? []).filter((r) => r.fieldPath?.startsWith('.spec'));
+  lines.push(...fieldTable(`${names.kind} spec`, schema.properties?.spec, 'spec', onSpec));
   lines.push(...fieldTable(`${names.kind} status`, schema.properties?.status, 'status'));
   return lines;
 }

@@ -1,16 +1,19 @@
+import { readFileSync } from 'node:fs';
+import { fileURLToPath } from 'node:url';
 import { parse as parseCel } from '@marcbachmann/cel-js';
 import { describe, expect, it } from 'vitest';
 import type { ApiKeySpec, ApiKeyStatus, UsageStatus } from './api-key.js';
 import type { AutoscalerPolicySpec } from './autoscaler-policy.js';
 import type { BudgetStatus, TagBudgetSpec } from './budget.js';
 import { API_GROUP, API_VERSION, KINDS, type KindName } from './constants.js';
-import { invalidExamples } from './examples.js';
+import { invalidExamples, validExamples } from './examples.js';
 import type { ExternalProviderSpec, ExternalProviderStatus } from './external-provider.js';
 import type { McpServerSpec, McpServerStatus } from './mcp-server.js';
 import type { CommonStatus } from './meta.js';
 import type { ModelDeploymentSpec, ModelDeploymentStatus } from './model-deployment.js';
 import type { NodeConfigurationSpec } from './node-configuration.js';
 import type { NodeTemplateSpec } from './node-template.js';
+import type { RoutingPolicySpec, RoutingPolicyStatus } from './routing-policy.js';
 import { crdManifest, type JsonSchema, KIND_NAMES, openApiSchema } from './schema.js';
 
 function walk(schema: JsonSchema, path: string, visit: (s: JsonSchema, path: string) => void): void {
@@ -75,6 +78,8 @@ describe('CRD manifests', () => {
     expect(crdManifest('ExternalProvider').spec.names.shortNames).toEqual(['xp']);
     expect(columns('McpServer')).toEqual(['URL', 'IMAGE', 'AUTH', 'STATUS', 'PROTOCOL', 'AGE']);
     expect(crdManifest('McpServer').spec.names.shortNames).toEqual(['mcps']);
+    expect(columns('RoutingPolicy')).toEqual(['OBJECTIVE', 'ENABLED', 'READY', 'AGE']);
+    expect(crdManifest('RoutingPolicy').spec.names.shortNames).toEqual(['rp']);
   });
 
   it('default the Ollama port and one replica', () => {
@@ -97,6 +102,22 @@ describe('CRD manifests', () => {
     for (const items of [tools?.allow?.items, tools?.deny?.items, keyServer?.properties?.tools?.items]) {
       expect(items?.pattern).toBe('^[A-Za-z0-9_.-]{1,128}$');
     }
+  });
+});
+
+describe('YAML keys', () => {
+  it("are quoted where YAML 1.1, which kubectl reads, would make them booleans (RoutingPolicy's cascade.on)", () => {
+    const files = [
+      ...KIND_NAMES.map((k) => fileURLToPath(new URL(`./${API_GROUP}_${KINDS[k].plural}.yaml`, import.meta.url))),
+      ...[...validExamples(), ...invalidExamples()].map((e) => e.file),
+    ];
+    const bare = files.flatMap((f) =>
+      readFileSync(f, 'utf8')
+        .split('\n')
+        .filter((line) => /^\s*(-\s+)?(y|yes|n|no|on|off)\s*:/i.test(line))
+        .map((line) => `${f}: ${line.trim()}`),
+    );
+    expect(bare).toEqual([]);
   });
 });
 
@@ -168,6 +189,10 @@ describe('CEL rules', () => {
         "McpServer.spec.auth.tokenUrl: self.method != 'OAuthClientCredentials' || has(self.tokenUrl)",
         "McpServer.spec.auth.clientId: self.method != 'OAuthClientCredentials' || has(self.clientId)",
         "McpServer.spec.auth: self.method == 'OAuthClientCredentials' || (!has(self.tokenUrl) && !has(self.clientId) && !has(self.scopes) && !has(self.resource))",
+        "RoutingPolicy.spec.enabled: self.metadata.name == 'default' || !has(self.spec.enabled) || !self.spec.enabled",
+        "RoutingPolicy.spec.baseline: !has(self.baseline) || self.models.exists(m, m.name == self.baseline)",
+        "RoutingPolicy.spec.scorer.thresholds.standard: !has(self.standard) || !has(self.frontier) || self.standard < self.frontier",
+        "RoutingPolicy.spec.scorer.semantic.examples: (has(self.examples) && size(self.examples) > 0) || has(self.examplesFrom)",
       ]
     `);
   });
@@ -329,7 +354,9 @@ const full: Record<KindName, { spec: object; status: object }> = {
         recordPayloads: false,
       },
       rateLimit: { requestsPerSecond: 1, burst: 1, tokensPerMinute: 1 },
-      budget: { usd: 1, period: 'Monthly' },
+      budget: { usd: 1, period: 'Monthly', whenSpent: 'Degrade' },
+      routing: 'Enabled',
+      routingPolicy: 'p',
       expiresAt: 't',
       rotation: 0,
     } satisfies Full<ApiKeySpec>,
@@ -343,7 +370,7 @@ const full: Record<KindName, { spec: object; status: object }> = {
     } satisfies Full<ApiKeyStatus>,
   },
   Budget: {
-    spec: { tag: 't:v', usd: 1, period: 'Daily' } satisfies Full<TagBudgetSpec>,
+    spec: { tag: 't:v', usd: 1, period: 'Daily', whenSpent: 'Refuse' } satisfies Full<TagBudgetSpec>,
     status: {
       observedGeneration: 1,
       usage: { period: usage.period, periodStart: 't', spendUsd: 1, updated: 't' },
@@ -368,6 +395,30 @@ const full: Record<KindName, { spec: object; status: object }> = {
       observedGeneration: 1,
       conditions: condition,
     } satisfies Full<McpServerStatus>,
+  },
+  RoutingPolicy: {
+    spec: {
+      models: [{ name: 'm', tier: 'Light' }],
+      objective: 'Balanced',
+      enabled: false,
+      scorer: {
+        thresholds: { standard: 0.3, frontier: 0.7 },
+        semantic: {
+          embeddingModel: 'e',
+          examples: [{ tier: 'Light', prompt: 'p' }],
+          examplesFrom: { configMapName: 'c', key: 'k' },
+          neighbours: 5,
+          weight: 0.5,
+        },
+      },
+      cascade: { maxEscalations: 1, on: ['Error'] },
+      baseline: 'm',
+    } satisfies Full<RoutingPolicySpec>,
+    status: {
+      models: [{ name: 'm', tier: 'Light', inputPerMillion: 1, outputPerMillion: 1, contextWindow: 1, problem: 'p' }],
+      observedGeneration: 1,
+      conditions: condition,
+    } satisfies Full<RoutingPolicyStatus>,
   },
 };
 

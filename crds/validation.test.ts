@@ -17,6 +17,7 @@ describe('valid examples', () => {
         'ModelDeployment',
         'NodeConfiguration',
         'NodeTemplate',
+        'RoutingPolicy',
       ].sort(),
     );
     // Every provider, and every way each authenticates, has an example.
@@ -215,5 +216,63 @@ describe('McpServer', () => {
     }
     const userInfo = validateResource(server({ url: 'https://user:pass@mcp.example.com/mcp' }));
     expect(userInfo.ok === false && userInfo.issues.map((i) => i.field)).toEqual(['spec.url']);
+  });
+});
+
+describe('RoutingPolicy', () => {
+  const policy = (name: string, spec: object) => ({
+    apiVersion: 'ai.platform/v1beta1',
+    kind: 'RoutingPolicy',
+    metadata: { name, namespace: 'platform-agent' },
+    spec,
+  });
+
+  it('defaults the objective, enabled, the cascade and the semantic scorer', () => {
+    const r = validateResource(
+      policy('default', {
+        models: [{ name: 'llama3.2:3b', tier: 'Light' }],
+        scorer: { semantic: { embeddingModel: 'nomic-embed-text', examples: [{ tier: 'Light', prompt: 'hi' }] } },
+      }),
+    );
+    expect(r.ok && r.resource.spec).toEqual({
+      models: [{ name: 'llama3.2:3b', tier: 'Light' }],
+      objective: 'Balanced',
+      enabled: false,
+      scorer: {
+        semantic: {
+          embeddingModel: 'nomic-embed-text',
+          examples: [{ tier: 'Light', prompt: 'hi' }],
+          neighbours: 5,
+          weight: 0.5,
+        },
+      },
+      cascade: { maxEscalations: 1 },
+    });
+  });
+
+  it('takes enabled: true on the policy named default only', () => {
+    const spec = { models: [{ name: 'gpt-4o', tier: 'Frontier' }], enabled: true };
+    expect(validateResource(policy('default', spec)).ok).toBe(true);
+    const other = validateResource(policy('support', spec));
+    expect(other.ok === false && other.issues.map((i) => i.field)).toEqual(['spec.enabled']);
+  });
+});
+
+describe('ApiKey and Budget routing fields', () => {
+  it('default routing to Inherit and a budget to Refuse when spent', () => {
+    const key = validateResource({
+      apiVersion: 'ai.platform/v1beta1',
+      kind: 'ApiKey',
+      metadata: { name: 'k', namespace: 'platform-agent' },
+      spec: { team: 'ml', budget: { usd: 1, period: 'Daily' } },
+    });
+    expect(key.ok && key.resource.spec).toMatchObject({ routing: 'Inherit', budget: { whenSpent: 'Refuse' } });
+    const budget = validateResource({
+      apiVersion: 'ai.platform/v1beta1',
+      kind: 'Budget',
+      metadata: { name: 'b', namespace: 'platform-agent' },
+      spec: { tag: 'team:ml', usd: 1, period: 'Daily' },
+    });
+    expect(budget.ok && budget.resource.spec).toMatchObject({ whenSpent: 'Refuse' });
   });
 });

@@ -14,6 +14,7 @@ describe('the registered controllers', () => {
       'apikey',
       'budget',
       'mcpserver',
+      'routingpolicy',
     ]);
   });
 
@@ -28,14 +29,17 @@ describe('the registered controllers', () => {
     const informers = new SharedInformers(new KubeClient(kc), { resyncMs: 0, onError: () => {} });
     const watched = CONTROLLERS.flatMap((d) => watchesOf(d).map((w) => w.collection));
     const byController = new Map(CONTROLLERS.map((d) => [d.name, watchesOf(d).map((w) => informers.of(w.collection))]));
-    // ModelDeployment's nine, ExternalProviders, ApiKeys, Budgets, and McpServers with their
-    // bridges' three (platform-agent, by label); the ExternalProvider controller's
-    // ModelDeployments are the ModelDeployment controller's.
-    expect(informers.size).toBe(16);
-    expect(new Set(watched.map(collectionKey)).size).toBe(16);
+    // ModelDeployment's nine, ExternalProviders, ApiKeys, Budgets, McpServers with their
+    // bridges' three (platform-agent, by label), and RoutingPolicies with their examples'
+    // ConfigMaps (by label); the ExternalProvider and RoutingPolicy controllers' ModelDeployments
+    // and ExternalProviders are the other controllers'.
+    expect(informers.size).toBe(18);
+    expect(new Set(watched.map(collectionKey)).size).toBe(18);
     const md = byController.get('modeldeployment') ?? [];
     const ep = byController.get('externalprovider') ?? [];
     expect(ep[1]).toBe(md[0]);
     expect(ep[0]).toBe(md.at(-1));
+    const rp = byController.get('routingpolicy') ?? [];
+    expect([rp[1], rp[2]]).toEqual([md[0], ep[0]]);
   });
 });

@@ -4,6 +4,7 @@ import { budgetController } from './budget/budget-controller.js';
 import { externalProviderController } from './external-provider/external-provider-controller.js';
 import { mcpServerController } from './mcp-server/mcp-server-controller.js';
 import { modelDeploymentController } from './model-deployment/model-deployment-controller.js';
+import { routingPolicyController } from './routing-policy/routing-policy-controller.js';
 import type { ControllerDeclaration } from './runtime/controller-declaration.js';
 import type { RbacRule } from './runtime/rbac-rule.js';
 
@@ -18,6 +19,7 @@ export const CONTROLLERS: readonly ControllerDeclaration[] = [
   apiKeyController,
   budgetController,
   mcpServerController,
+  routingPolicyController,
 ];
 
 /** What the operator process needs itself, apart from any controller. */

@@ -676,7 +676,17 @@ describe('Helm chart', () => {
     expect(can('proxy', 'watch', 'mcpservers.ai.platform', '-n', 'platform-agent')).toBe('yes');
     expect(can('proxy', 'patch', 'mcpservers.ai.platform', '-n', 'platform-agent')).toBe('no');
     expect(can('proxy', 'get', 'configmaps/platform-ai-optimizer-prices', '-n', 'platform-agent')).toBe('yes');
-    expect(can('proxy', 'list', 'configmaps', '-n', 'platform-agent')).toBe('no');
+    // RoutingPolicies: the operator resolves their pools into status; the proxy reads them and
+    // watches their examples' ConfigMaps by label, which RBAC cannot narrow: it may list and watch
+    // platform-agent's ConfigMaps (never its Secrets), get only the prices by name.
+    expect(
+      can('operator', 'patch', 'routingpolicies.ai.platform', '--subresource=status', '-n', 'platform-agent'),
+    ).toBe('yes');
+    expect(can('proxy', 'watch', 'routingpolicies.ai.platform', '-n', 'platform-agent')).toBe('yes');
+    expect(can('proxy', 'patch', 'routingpolicies.ai.platform', '-n', 'platform-agent')).toBe('no');
+    expect(can('proxy', 'watch', 'configmaps', '-n', 'platform-agent')).toBe('yes');
+    expect(can('proxy', 'get', 'configmaps/kube-root-ca.crt', '-n', 'platform-agent')).toBe('no');
+    expect(can('proxy', 'list', 'configmaps', '-n', 'platform-llms')).toBe('no');
     expect(can('proxy', 'get', 'secrets', '-n', 'platform-llms')).toBe('no');
     expect(can('proxy', 'patch', 'modeldeployments.ai.platform', '--subresource=status', '-n', 'platform-llms')).toBe(
       'no',

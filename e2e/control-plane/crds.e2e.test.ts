@@ -28,6 +28,7 @@ describe('CRD manifests', () => {
       'customresourcedefinition.apiextensions.k8s.io/modeldeployments.ai.platform',
       'customresourcedefinition.apiextensions.k8s.io/nodeconfigurations.ai.platform',
       'customresourcedefinition.apiextensions.k8s.io/nodetemplates.ai.platform',
+      'customresourcedefinition.apiextensions.k8s.io/routingpolicies.ai.platform',
     ]);
     const established = kubectlOk([
       'get',
@@ -46,6 +47,7 @@ describe('CRD manifests', () => {
       'modeldeployments.ai.platform=True',
       'nodeconfigurations.ai.platform=True',
       'nodetemplates.ai.platform=True',
+      'routingpolicies.ai.platform=True',
     ]);
   });
 });

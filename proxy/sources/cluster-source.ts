@@ -1,4 +1,5 @@
 import type { KubeConfig } from '@kubernetes/client-node';
+import yaml from 'js-yaml';
 import type { ApiKey } from '../../crds/api-key.js';
 import type { Budget } from '../../crds/budget.js';
 import {
@@ -9,6 +10,7 @@ import {
   MCP_SESSIONS_SECRET,
   PRICES_CONFIGMAP,
   PRICES_KEY,
+  ROUTING_EXAMPLES_LABEL,
 } from '../../crds/constants.js';
 import type { ExternalProvider } from '../../crds/external-provider.js';
 import { type EndpointSlice, readyUrls, SERVICE_NAME_LABEL } from '../../crds/kube/endpoint-slices.js';
@@ -18,16 +20,17 @@ import { NamedSecrets } from '../../crds/kube/named-secrets.js';
 import type { McpServer } from '../../crds/mcp-server.js';
 import type { ModelDeployment } from '../../crds/model-deployment.js';
 import type { SecretLookup } from '../../crds/providers/aws-credentials.js';
+import { ROUTING_TIERS, type RoutingExample, type RoutingPolicy, type RoutingTier } from '../../crds/routing-policy.js';
 import { ApiKeys, policyOf } from '../access/auth.js';
 import { type TagBudget, tagBudgetOf } from '../access/budgets.js';
 import { buildRoutes, type RouteTable } from '../routing/routes.js';
 
 /**
  * The proxy's view of a cluster: ModelDeployments and ExternalProviders (routes), McpServers,
- * the price overrides, and exactly the Secrets it uses (its API keys, the access keys providers
- * name and the credentials McpServers name), each watched by name so that RBAC can grant those
- * and no others; every change rebuilds the routing table or the key set, or is told to the
- * MCP listener.
+ * RoutingPolicies with the ConfigMaps of examples they name, the price overrides, and exactly the
+ * Secrets it uses (its API keys, the access keys providers name and the credentials McpServers
+ * name), each watched by name so that RBAC can grant those and no others; every change rebuilds
+ * the routing table or the key set, or is told to the MCP or routing listener.
  */
 
 export const API_KEYS_SECRET = 'platform-ai-optimizer-api-keys';
@@ -55,6 +58,53 @@ interface ConfigMap {
   data?: Record<string, string>;
 }
 
+/** The examples a ConfigMap may add to a policy, as many as the schema takes inline. */
+export const MAX_CONFIGMAP_EXAMPLES = 500;
+/** A longer prompt is not an example (the schema's bound on an inline one). */
+const MAX_EXAMPLE_PROMPT = 4000;
+
+const isTier = (v: unknown): v is RoutingTier => ROUTING_TIERS.includes(v as RoutingTier);
+
+/**
+ * The examples of a ConfigMap's value: a YAML list of {tier, prompt}. Entries the schema would
+ * refuse inline are dropped, not the whole list: one bad line in a long file keeps the rest.
+ */
+export function routingExamplesOf(text: string): RoutingExample[] {
+  let list: unknown;
+  try {
+    list = yaml.load(text);
+  } catch {
+    return [];
+  }
+  if (!Array.isArray(list)) return [];
+  const examples: RoutingExample[] = [];
+  for (const item of list) {
+    const { tier, prompt } = (item ?? {}) as { tier?: unknown; prompt?: unknown };
+    if (!isTier(tier) || typeof prompt !== 'string' || prompt.length === 0 || prompt.length > MAX_EXAMPLE_PROMPT)
+      continue;
+    examples.push({ tier, prompt });
+    if (examples.length === MAX_CONFIGMAP_EXAMPLES) break;
+  }
+  return examples;
+}
+
+/**
+ * A policy as the routing listener takes it: examplesFrom replaced by its ConfigMap's examples
+ * after the inline ones (none when the ConfigMap or its key is absent; the operator's status says
+ * so), so that the listener only ever reads spec.scorer.semantic.examples.
+ */
+function withInlineExamples(policy: RoutingPolicy, data: (name: string) => ConfigMap['data']): RoutingPolicy {
+  const semantic = policy.spec.scorer?.semantic;
+  if (!semantic?.examplesFrom) return policy;
+  const { examplesFrom, ...rest } = semantic;
+  const text = data(examplesFrom.configMapName)?.[examplesFrom.key];
+  const examples = [...(rest.examples ?? []), ...(text === undefined ? [] : routingExamplesOf(text))];
+  return {
+    ...policy,
+    spec: { ...policy.spec, scorer: { ...policy.spec.scorer, semantic: { ...rest, examples } } },
+  };
+}
+
 export interface ClusterSourceOptions {
   kubeConfig: KubeConfig;
   routes: RouteTable;
@@ -70,6 +120,11 @@ export interface ClusterSourceOptions {
    * change; the Secrets their spec.auth names are readable through secret(name) by then.
    */
   onMcpServers?: (servers: McpServer[]) => void;
+  /**
+   * Told every RoutingPolicy of platform-agent now (once start() has the first list) and on every
+   * change of a policy or of a ConfigMap of examples, each with its examples inline (withInlineExamples).
+   */
+  onRoutingPolicies?: (policies: RoutingPolicy[]) => void;
   onError?: (err: unknown) => void;
   /** Where providers' endpoint overrides are read (PAO_ENDPOINT_URL_*); process.env by default. */
   env?: NodeJS.ProcessEnv;
@@ -85,6 +140,9 @@ export class ClusterSource {
   private readonly apiKeys: Informer<ApiKey>;
   private readonly budgets: Informer<Budget>;
   private readonly mcpServers: Informer<McpServer>;
+  private readonly routingPolicies: Informer<RoutingPolicy>;
+  /** Only the ConfigMaps labelled as routing examples: the proxy reads no other ConfigMap for a policy. */
+  private readonly routingExamples: Informer<ConfigMap>;
   readonly client: KubeClient;
   private readonly keysSecret: string;
   private pricesListener: ((yamlText: string) => void) | undefined;
@@ -113,6 +171,18 @@ export class ClusterSource {
         .then(() => this.reloadMcpServers())
         .catch(onError);
     });
+    this.routingPolicies = new Informer<RoutingPolicy>(client, { path: agentPath('routingpolicies'), onError });
+    this.routingExamples = new Informer<ConfigMap>(client, {
+      path: resourcePath({ group: '', version: 'v1', plural: 'configmaps', namespace: AGENT_NAMESPACE }),
+      labelSelector: `${ROUTING_EXAMPLES_LABEL}=true`,
+      onError,
+    });
+    // The first lists are told by start(), once; resyncs change nothing.
+    const routingChanged = (event: string) => {
+      if (event !== 'resync' && this.started) this.reloadRoutingPolicies();
+    };
+    this.routingPolicies.on(routingChanged);
+    this.routingExamples.on(routingChanged);
     this.mds = new Informer<ModelDeployment>(client, {
       path: resourcePath({
         group: API_GROUP,
@@ -253,6 +323,11 @@ export class ClusterSource {
     this.opts.onMcpServers?.(this.mcpServers.list());
   }
 
+  private reloadRoutingPolicies(): void {
+    const data = (name: string) => this.routingExamples.get(`${AGENT_NAMESPACE}/${name}`)?.data;
+    this.opts.onRoutingPolicies?.(this.routingPolicies.list().map((p) => withInlineExamples(p, data)));
+  }
+
   /** The ApiKey and Budget objects as last seen (the proxy reports spend into their status). */
   apiKeyObjects(): ApiKey[] {
     return this.apiKeys.list();
@@ -286,6 +361,8 @@ export class ClusterSource {
       this.apiKeys.start(),
       this.budgets.start(),
       this.mcpServers.start(),
+      this.routingPolicies.start(),
+      this.routingExamples.start(),
     ]);
     this.started = true;
     await this.secrets.track(this.secretNames());
@@ -295,6 +372,7 @@ export class ClusterSource {
     this.reloadApiKeys();
     this.reloadBudgets();
     this.reloadMcpServers();
+    this.reloadRoutingPolicies();
   }
 
   ready(): boolean {
@@ -306,7 +384,9 @@ export class ClusterSource {
       this.prices.hasSynced() &&
       this.apiKeys.hasSynced() &&
       this.budgets.hasSynced() &&
-      this.mcpServers.hasSynced()
+      this.mcpServers.hasSynced() &&
+      this.routingPolicies.hasSynced() &&
+      this.routingExamples.hasSynced()
     );
   }
 
@@ -319,6 +399,8 @@ export class ClusterSource {
       this.apiKeys.stop(),
       this.budgets.stop(),
       this.mcpServers.stop(),
+      this.routingPolicies.stop(),
+      this.routingExamples.stop(),
     ]);
     await this.secrets.stop();
   }

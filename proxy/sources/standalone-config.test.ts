@@ -81,3 +81,56 @@ describe('standalone config', () => {
     );
   });
 });
+
+describe('standalone RoutingPolicies', () => {
+  const policy = (name: string, semantic: string) =>
+    [
+      'apiVersion: ai.platform/v1beta1',
+      'kind: RoutingPolicy',
+      `metadata: {name: ${name}}`,
+      'spec:',
+      '  models: [{name: "llama3.2:3b", tier: Light}, {name: gpt-4o, tier: Frontier}]',
+      `  scorer: {semantic: {embeddingModel: nomic-embed-text, ${semantic}}}`,
+    ].join('\n');
+
+  it('reads a policy with inline examples, with schema defaults applied', () => {
+    const config = parseStandaloneConfig(policy('default', 'examples: [{tier: Light, prompt: hi}]'), 'gw.yaml');
+    expect(config.routingPolicies.map((p) => [p.metadata.name, p.spec])).toEqual([
+      [
+        'default',
+        {
+          models: [
+            { name: 'llama3.2:3b', tier: 'Light' },
+            { name: 'gpt-4o', tier: 'Frontier' },
+          ],
+          objective: 'Balanced',
+          enabled: false,
+          scorer: {
+            semantic: {
+              embeddingModel: 'nomic-embed-text',
+              examples: [{ tier: 'Light', prompt: 'hi' }],
+              neighbours: 5,
+              weight: 0.5,
+            },
+          },
+          cascade: { maxEscalations: 1 },
+        },
+      ],
+    ]);
+  });
+
+  it('refuses examplesFrom: there are no ConfigMaps standalone, the examples go inline', () => {
+    const text = policy('support', 'examplesFrom: {configMapName: support-examples, key: examples.yaml}');
+    expect(() => parseStandaloneConfig(text, 'gw.yaml')).toThrow(ConfigError);
+    expect(() => parseStandaloneConfig(text, 'gw.yaml')).toThrow(
+      'gw.yaml is not a valid gateway config:\nRoutingPolicy support: spec.scorer.semantic.examplesFrom reads a ConfigMap of a cluster, and standalone mode has none: put the examples inline in spec.scorer.semantic.examples',
+    );
+  });
+
+  it('refuses enabled on a policy not named default, as the API server does', () => {
+    const text = `${policy('support', 'examples: [{tier: Light, prompt: hi}]')}\n  enabled: true`;
+    expect(() => parseStandaloneConfig(text, 'gw.yaml')).toThrow(
+      'RoutingPolicy support:\n  spec.enabled: enabled may only be true on the policy named default',
+    );
+  });
+});

@@ -5,11 +5,12 @@ import type { Budget } from '../../crds/budget.js';
 import type { ExternalProvider } from '../../crds/external-provider.js';
 import type { McpServer } from '../../crds/mcp-server.js';
 import type { ModelDeployment } from '../../crds/model-deployment.js';
+import type { RoutingPolicy } from '../../crds/routing-policy.js';
 import { formatIssues, kindOf, validateResource } from '../../crds/validation.js';
 
 /**
- * Standalone mode's resources: the same ModelDeployment, ExternalProvider, ApiKey, Budget and
- * McpServer documents a cluster would hold, read from a YAML file and checked by the CRD schemas
+ * Standalone mode's resources: the same ModelDeployment, ExternalProvider, ApiKey, Budget,
+ * McpServer and RoutingPolicy documents a cluster would hold, read from a YAML file and checked by the CRD schemas
  * (defaults, patterns and CEL rules) instead of an API server.
  */
 
@@ -21,6 +22,8 @@ export interface StandaloneConfig {
   budgets: Budget[];
   /** MCP servers at their spec.url (standalone mode runs no stdio server). */
   mcpServers: McpServer[];
+  /** Routing policies with their examples inline (standalone mode has no ConfigMaps to read). */
+  routingPolicies: RoutingPolicy[];
 }
 
 interface StandaloneResources {
@@ -29,6 +32,7 @@ interface StandaloneResources {
   ApiKey: ApiKey;
   Budget: Budget;
   McpServer: McpServer;
+  RoutingPolicy: RoutingPolicy;
 }
 
 type StandaloneKind = keyof StandaloneResources;
@@ -57,6 +61,13 @@ const RULES: { [K in StandaloneKind]: KindRule<K> } = {
         ? 'spec.stdio servers are run by the operator in a cluster; standalone mode takes spec.url: run the server behind a stdio-to-HTTP bridge yourself (such as mcp-proxy) and give its URL'
         : undefined,
     add: (config, server) => config.mcpServers.push(server),
+  },
+  RoutingPolicy: {
+    refuse: (policy) =>
+      policy.spec.scorer?.semantic?.examplesFrom
+        ? 'spec.scorer.semantic.examplesFrom reads a ConfigMap of a cluster, and standalone mode has none: put the examples inline in spec.scorer.semantic.examples'
+        : undefined,
+    add: (config, policy) => config.routingPolicies.push(policy),
   },
 };
 
@@ -95,6 +106,7 @@ export function parseStandaloneConfig(text: string, source: string): StandaloneC
     apiKeys: [],
     budgets: [],
     mcpServers: [],
+    routingPolicies: [],
   };
   const problems: string[] = [];
   for (const [i, doc] of docs.entries()) {

@@ -1,0 +1,134 @@
+import { type Catalog, catalogModel, parallelSlots, pricing } from '../../crds/catalog/catalog.js';
+import type { BedrockPriceTable, TokenPrice } from '../../crds/catalog/prices.js';
+import { LLMS_NAMESPACE, PRICES_CONFIGMAP, ROUTING_EXAMPLES_LABEL } from '../../crds/constants.js';
+import type { ExternalProvider } from '../../crds/external-provider.js';
+import type { Condition } from '../../crds/meta.js';
+import type { ModelDeployment } from '../../crds/model-deployment.js';
+import { resolveNames } from '../../crds/model-names.js';
+import { PROVIDERS } from '../../crds/providers/table.js';
+import type { RoutingPolicy, RoutingPolicyModel, RoutingPolicyStatus } from '../../crds/routing-policy.js';
+import { setCondition } from '../runtime/conditions.js';
+
+/**
+ * A RoutingPolicy's status as a pure function of what serves models in the cluster: each model of
+ * the pool resolved (through aliases) to the ModelDeployment or ExternalProvider that serves it,
+ * priced as the proxy prices it (in-cluster models from the catalog's GPU-hours and throughput,
+ * providers' from the price table), and one Ready condition naming what to fix.
+ */
+
+/** What the pool is resolved against. */
+export interface ServingWorld {
+  deployments: readonly ModelDeployment[];
+  providers: readonly ExternalProvider[];
+  prices: BedrockPriceTable;
+  catalog: Catalog;
+  /** The data of a ConfigMap labelled for routing examples, by name; undefined when there is none. */
+  examples: (configMapName: string) => Readonly<Record<string, string>> | undefined;
+}
+
+type PoolModel = NonNullable<RoutingPolicyStatus['models']>[number];
+
+export const NOT_SERVED = 'no ModelDeployment or ExternalProvider serves it';
+export const NOT_PRICED = 'no price';
+
+/** What serves a name in-cluster: a ModelDeployment of platform-llms, the only namespace the operator deploys to. */
+function inCluster(served: string, world: ServingWorld): Omit<PoolModel, 'name' | 'tier'> | undefined {
+  const md = world.deployments.find((d) => d.metadata.namespace === LLMS_NAMESPACE && d.spec.model === served);
+  if (!md) return undefined;
+  const known = catalogModel(world.catalog, md.spec.model, md.spec.engine);
+  const contextWindow = md.spec.server?.contextLength ?? known?.serving.contextLength;
+  const window = contextWindow ? { contextWindow } : {};
+  if (!known) return { ...window, problem: NOT_PRICED };
+  // The proxy's PriceBook.catalogPrice: GPU-hours on the recommended type at the server's slots.
+  const per1M = pricing(world.catalog, known, known.gpu.recommended, parallelSlots(world.catalog, md)).usdPer1MTokens;
+  return { inputPerMillion: per1M, outputPerMillion: per1M, ...window };
+}
+
+/** What serves a name at a provider: the first ExternalProvider selecting it, priced by its module. */
+function atProvider(served: string, world: ServingWorld): Omit<PoolModel, 'name' | 'tier'> | undefined {
+  const ep = world.providers.find((p) => p.spec.models.includes(served));
+  if (!ep) return undefined;
+  const module = PROVIDERS[ep.spec.provider];
+  const found = ep.status?.models?.find((m) => m.id === served);
+  // Only a discovered model has a target, which the module's facts (its context window) need.
+  const target = module.target(ep, served, { standalone: false, env: {} });
+  const baseModel = target?.baseModel ?? module.baseModel(ep.spec, served, found);
+  const price: TokenPrice | undefined = module.price(world.prices, ep.spec, served, baseModel);
+  const contextWindow = target ? module.facts(served, baseModel, target.target).contextWindow : undefined;
+  return {
+    ...(price ? { inputPerMillion: price.input, outputPerMillion: price.output } : { problem: NOT_PRICED }),
+    ...(contextWindow ? { contextWindow } : {}),
+  };
+}
+
+/** Each model of the pool as the gateway will see it, in the spec's order. */
+function resolvePool(models: readonly RoutingPolicyModel[], world: ServingWorld): PoolModel[] {
+  const aliases = resolveNames(world.deployments, world.providers).aliases;
+  return models.map((m) => {
+    const served = aliases.get(m.name) ?? m.name;
+    const resolved = inCluster(served, world) ?? atProvider(served, world) ?? { problem: NOT_SERVED };
+    return { name: m.name, tier: m.tier, ...resolved };
+  });
+}
+
+/** Why examplesFrom gives no examples, if it does not. */
+function examplesProblem(policy: RoutingPolicy, world: ServingWorld): string | undefined {
+  const from = policy.spec.scorer?.semantic?.examplesFrom;
+  if (!from) return undefined;
+  const data = world.examples(from.configMapName);
+  if (!data) {
+    return `spec.scorer.semantic.examplesFrom names ConfigMap ${from.configMapName}, which is not in namespace ${policy.metadata.namespace} with the label ${ROUTING_EXAMPLES_LABEL}: "true": create or label it`;
+  }
+  if (data[from.key] === undefined) {
+    return `ConfigMap ${from.configMapName} has no key ${from.key} (spec.scorer.semantic.examplesFrom.key): add the YAML list of {tier, prompt} under it`;
+  }
+  return undefined;
+}
+
+const names = (pool: PoolModel[], problem: string) => pool.filter((m) => m.problem === problem).map((m) => m.name);
+
+/** The Ready condition: the first problem's reason, every problem in the message. */
+function readyCondition(policy: RoutingPolicy, pool: PoolModel[], world: ServingWorld) {
+  const missing = names(pool, NOT_SERVED);
+  const unpriced = names(pool, NOT_PRICED);
+  const examples = examplesProblem(policy, world);
+  const problems: Array<[string, string]> = [];
+  if (missing.length > 0) {
+    problems.push([
+      'ModelsMissing',
+      `no ModelDeployment or ExternalProvider serves ${missing.join(', ')}: deploy them (ModelDeployment in ${LLMS_NAMESPACE}), select them in an ExternalProvider's spec.models, or remove them from spec.models`,
+    ]);
+  }
+  if (unpriced.length > 0) {
+    problems.push([
+      'ModelsUnpriced',
+      `no price for ${unpriced.join(', ')}, so routing leaves them out: add a provider's model to the ConfigMap ${PRICES_CONFIGMAP}; an in-cluster model is priced only when the catalog knows it`,
+    ]);
+  }
+  if (examples) problems.push(['ExamplesMissing', examples]);
+  const first = problems[0];
+  if (!first) {
+    return {
+      status: 'True' as const,
+      reason: 'Resolved',
+      message: `every model of the pool is served and priced (${pool.length})`,
+    };
+  }
+  return { status: 'False' as const, reason: first[0], message: problems.map(([, m]) => m).join('; ') };
+}
+
+/** The status to write: the resolved pool, observedGeneration and Ready (its transition time kept while it holds). */
+export function routingPolicyStatus(policy: RoutingPolicy, world: ServingWorld, now: Date): RoutingPolicyStatus {
+  const generation = policy.metadata.generation ?? 0;
+  const pool = resolvePool(policy.spec.models, world);
+  const ready: Omit<Condition, 'lastTransitionTime'> = {
+    type: 'Ready',
+    ...readyCondition(policy, pool, world),
+    observedGeneration: generation,
+  };
+  return {
+    models: pool,
+    observedGeneration: generation,
+    conditions: setCondition(policy.status?.conditions, ready, now),
+  };
+}
