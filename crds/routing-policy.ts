@@ -62,8 +62,8 @@ export interface RoutingScorer {
 export interface RoutingCascade {
   /** Models tried after the first, at most; default 1, 0 turns the cascade off. */
   maxEscalations?: number;
-  /** Default: every trigger. */
-  on?: CascadeTrigger[];
+  /** Default: every trigger. (Not `on`: YAML 1.1, which kubectl reads, makes a bare `on` the boolean true.) */
+  triggers?: CascadeTrigger[];
 }
 
 export interface RoutingPolicySpec {

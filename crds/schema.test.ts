@@ -106,7 +106,7 @@ describe('CRD manifests', () => {
 });
 
 describe('YAML keys', () => {
-  it("are quoted where YAML 1.1, which kubectl reads, would make them booleans (RoutingPolicy's cascade.on)", () => {
+  it("are quoted where YAML 1.1, which kubectl reads, would make them booleans (none is: a bare on, yes or no key would reach the API server as true or false)", () => {
     const files = [
       ...KIND_NAMES.map((k) => fileURLToPath(new URL(`./${API_GROUP}_${KINDS[k].plural}.yaml`, import.meta.url))),
       ...[...validExamples(), ...invalidExamples()].map((e) => e.file),
@@ -411,7 +411,7 @@ const full: Record<KindName, { spec: object; status: object }> = {
           weight: 0.5,
         },
       },
-      cascade: { maxEscalations: 1, on: ['Error'] },
+      cascade: { maxEscalations: 1, triggers: ['Error'] },
       baseline: 'm',
     } satisfies Full<RoutingPolicySpec>,
     status: {

@@ -73,7 +73,7 @@ async function cascade(deps: CallDeps, routed: Routed, call: Call): Promise<Answ
     const last = n === steps.length - 1 || !routing || !first;
     if ('failed' in outcome) {
       const modelFailed = outcome.cause === undefined && shouldFallBack(outcome.failed);
-      if (last || !modelFailed || !routing.cascade.on.has('Error') || call.signal.aborted)
+      if (last || !modelFailed || !routing.cascade.triggers.has('Error') || call.signal.aborted)
         return escalations.length ? { ...outcome, at: { ...outcome.at, escalations } } : outcome;
       escalations.push({ route: first.route, trigger: 'Error' });
       continue;
@@ -81,12 +81,12 @@ async function cascade(deps: CallDeps, routed: Routed, call: Call): Promise<Answ
     if (last) return escalations.length ? { ...outcome, escalations } : outcome;
     const { result } = outcome;
     if (result.kind === 'json') {
-      const trigger = judgeAnswer(dialect, result.body, routing.features, routing.cascade.on);
+      const trigger = judgeAnswer(dialect, result.body, routing.features, routing.cascade.triggers);
       if (!trigger) return escalations.length ? { ...outcome, escalations } : outcome;
       escalations.push({ route: outcome.served, trigger, ...(result.usage ? { usage: result.usage } : {}) });
       continue;
     }
-    const judged = await judgeStream(dialect, result.body, routing.features, routing.cascade.on);
+    const judged = await judgeStream(dialect, result.body, routing.features, routing.cascade.triggers);
     if ('body' in judged) {
       const answered = { ...outcome, result: { ...result, body: judged.body } };
       return escalations.length ? { ...answered, escalations } : answered;

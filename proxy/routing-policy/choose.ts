@@ -41,7 +41,7 @@ export interface Routing {
   features: RequestFeatures;
   /** Models the cascade may move to, in order, and on what. */
   ladder: readonly string[];
-  cascade: { max: number; on: ReadonlySet<CascadeTrigger> };
+  cascade: { max: number; triggers: ReadonlySet<CascadeTrigger> };
   /** The model whose price for the same tokens the savings are counted against. */
   counterfactual?: RouteEntry;
 }

@@ -30,7 +30,7 @@ export interface ResolvedPolicy {
   thresholds: { standard: number; frontier: number };
   /** Models of the pool that route, in the policy's order. */
   pool: readonly PoolModel[];
-  cascade: { max: number; on: ReadonlySet<CascadeTrigger> };
+  cascade: { max: number; triggers: ReadonlySet<CascadeTrigger> };
   baseline?: string;
   /** The semantic scorer, once its examples are embedded (absent until then, or when they could not be). */
   semantic?: { embeddingModel: string; neighbours: number; weight: number; index: ExampleIndex };
@@ -128,7 +128,7 @@ export class RoutingPolicies {
         frontier: spec.scorer?.thresholds?.frontier ?? defaults.frontier,
       },
       pool,
-      cascade: { max: spec.cascade?.maxEscalations ?? 1, on: new Set(spec.cascade?.on ?? CASCADE_TRIGGERS) },
+      cascade: { max: spec.cascade?.maxEscalations ?? 1, triggers: new Set(spec.cascade?.triggers ?? CASCADE_TRIGGERS) },
       ...(spec.baseline ? { baseline: spec.baseline } : {}),
       ...(semantic && index
         ? {
