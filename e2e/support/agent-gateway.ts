@@ -24,6 +24,15 @@ export interface UsageRow {
   stream: number;
   /** JSON array of "key:value". */
   tags: string;
+  /** USD. */
+  cost: number;
+  /** Routed requests (a RoutingPolicy chose the model); null otherwise. */
+  requested_model: string | null;
+  routing_policy: string | null;
+  routing_reason: string | null;
+  escalations: number | null;
+  /** USD the same tokens would have cost on the model asked for (or the policy's baseline). */
+  counterfactual: number | null;
 }
 
 export interface AgentGatewayOptions {
@@ -40,6 +49,10 @@ export interface AgentGatewayOptions {
   documents?: string[];
   /** `<ApiKey name>=<key>` lines of the keys file, besides `key` (a key of no ApiKey). */
   namedKeys?: Record<string, string>;
+  /** More Secrets for --secrets-dir (name -> key -> value), for the providers of `documents`. */
+  secrets?: Record<string, Record<string, string>>;
+  /** More environment of the proxy process (a double's endpoints). */
+  env?: Record<string, string>;
 }
 
 export interface AgentGateway {
@@ -120,6 +133,10 @@ export async function startAgentGateway(o: AgentGatewayOptions): Promise<AgentGa
   mkdirSync(join(dir, 'secrets', 'aws-keys'), { recursive: true });
   writeFileSync(join(dir, 'secrets', 'aws-keys', 'accessKeyId'), ACCESS_KEY.id);
   writeFileSync(join(dir, 'secrets', 'aws-keys', 'secretAccessKey'), ACCESS_KEY.secret);
+  for (const [name, data] of Object.entries(o.secrets ?? {})) {
+    mkdirSync(join(dir, 'secrets', name), { recursive: true });
+    for (const [k, v] of Object.entries(data)) writeFileSync(join(dir, 'secrets', name, k), v);
+  }
   const proxy = await startProxyProcess(
     [
       '--config',
@@ -131,7 +148,7 @@ export async function startAgentGateway(o: AgentGatewayOptions): Promise<AgentGa
       '--usage-db',
       join(dir, 'usage.db'),
     ],
-    { ...process.env, AWS_ENDPOINT_URL_BEDROCK_RUNTIME: aws.url },
+    { ...process.env, AWS_ENDPOINT_URL_BEDROCK_RUNTIME: aws.url, ...o.env },
   );
   // Load the model once.
   await fetch(`${ollama.url}/api/generate`, {
