@@ -81,7 +81,13 @@ async function cascade(deps: CallDeps, routed: Routed, call: Call): Promise<Answ
     if (last) return escalations.length ? { ...outcome, escalations } : outcome;
     const { result } = outcome;
     if (result.kind === 'json') {
-      const trigger = judgeAnswer(dialect, result.body, routing.features, routing.cascade.triggers);
+      const trigger = judgeAnswer(
+        dialect,
+        result.body,
+        routing.features,
+        routing.cascade.triggers,
+        result.usage?.completionTokens,
+      );
       if (!trigger) return escalations.length ? { ...outcome, escalations } : outcome;
       escalations.push({ route: outcome.served, trigger, ...(result.usage ? { usage: result.usage } : {}) });
       continue;
@@ -122,7 +128,9 @@ async function tryChain(
   const failed: string[] = [];
   for (const [i, attempt] of chain.entries()) {
     const { route } = attempt;
-    const result = await callOne(deps, attempt, forModel(call, route.model), routed.span).catch((err: unknown) =>
+    const cap = routed.routing?.caps.get(route.model);
+    const sent = cap === undefined ? forModel(call, route.model) : capped(forModel(call, route.model), cap);
+    const result = await callOne(deps, attempt, sent, routed.span).catch((err: unknown) =>
       err instanceof ProxyError ? err : { bug: err },
     );
     if ('bug' in result) return { failed: internalError(incoming.requestId), at: routed, cause: result.bug };
@@ -153,6 +161,19 @@ async function tryChain(
     ),
     at: routed,
   };
+}
+
+/** The output maximum fields of every dialect (chat's two, Responses', Messages'). */
+const MAX_OUTPUT_FIELDS = ['max_tokens', 'max_completion_tokens', 'max_output_tokens'] as const;
+
+/** The request's output maximum lowered to what the routed model's window leaves (proxy/routing-policy/decide.ts outputCap). */
+function capped(call: Call, cap: number): Call {
+  const body = { ...call.body };
+  for (const field of MAX_OUTPUT_FIELDS) {
+    const asked = body[field];
+    if (typeof asked === 'number' && asked > cap) body[field] = cap;
+  }
+  return { ...call, body };
 }
 
 /** The body names the model each route serves (a fallback's own, an alias's model). */

@@ -70,6 +70,7 @@ export function statusTableProvider(parts: StatusTableParts): ProviderModule {
       tools: target.modelType === 'text',
       reasoning: false,
       images: false,
+      unknown: ['reasoning', 'images'],
       status: 'active',
     }),
     words: (_spec: ExternalProviderSpec) => ({

@@ -31,10 +31,13 @@ describe('judgeAnswer', () => {
     );
     expect(judgeAnswer('openai-chat', chat({ content: null, refusal: 'no' }), f(), ALL)).toBe('Refusal');
     expect(judgeAnswer('openai-chat', chat({ content: 'Paris is' }, 'length'), f(), ALL)).toBe('Length');
-    // A cut at the caller's own maximum is what it asked for.
-    expect(judgeAnswer('openai-chat', chat({ content: 'Paris is' }, 'length'), f({ maxOutputTokens: 2 }), ALL)).toBe(
+    // A cut at the caller's own maximum is what it asked for; below it, the model's limit.
+    expect(judgeAnswer('openai-chat', chat({ content: 'Paris is' }, 'length'), f({ maxOutputTokens: 2 }), ALL, 2)).toBe(
       undefined,
     );
+    expect(
+      judgeAnswer('openai-chat', chat({ content: 'Paris is' }, 'length'), f({ maxOutputTokens: 900 }), ALL, 400),
+    ).toBe('Length');
     const call = (name: string) =>
       chat({ content: null, tool_calls: [{ id: 'c', type: 'function', function: { name, arguments: '{}' } }] });
     expect(judgeAnswer('openai-chat', call('get_weather'), f(), ALL)).toBeUndefined();

@@ -79,6 +79,7 @@ export function judgeAnswer(
   body: unknown,
   f: RequestFeatures,
   on: ReadonlySet<CascadeTrigger>,
+  completionTokens?: number,
 ): CascadeTrigger | undefined {
   if (!judged(dialect)) return undefined;
   const said = WHOLE[dialect](body);
@@ -87,8 +88,9 @@ export function judgeAnswer(
       ? 'Refusal'
       : said.tools.some((t) => !f.toolNames.includes(t))
         ? 'UnknownTool'
-        : // A cut the caller asked for (its own maximum) is not the model's failure.
-          said.cut && f.maxOutputTokens === undefined
+        : // A cut at the caller's own maximum is what it asked for; below it (the model's window,
+          // or the gateway's cap for it), the model's limit.
+          said.cut && (f.maxOutputTokens === undefined || (completionTokens ?? f.maxOutputTokens) < f.maxOutputTokens)
           ? 'Length'
           : said.text.trim() === '' && said.tools.length === 0
             ? 'Empty'

@@ -8,7 +8,7 @@ import type { Parsed } from '../exchange.js';
 import type { RouteEntry, RouteTable } from '../routing/routes.js';
 import { type Backends, backendOf } from '../upstreams/backend.js';
 import { cascades } from './cascade.js';
-import { baselineOf, decide, degradeTo, type RoutingReason } from './decide.js';
+import { baselineOf, decide, degradeTo, outputCap, type RoutingReason } from './decide.js';
 import { featuresOf, type RequestFeatures } from './features.js';
 import { type Embedder, type ResolvedPolicy, type RoutingPolicies, takesTraffic } from './policies.js';
 import { scoreFeatures, tierOf } from './scorer.js';
@@ -42,6 +42,8 @@ export interface Routing {
   /** Models the cascade may move to, in order, and on what. */
   ladder: readonly string[];
   cascade: { max: number; triggers: ReadonlySet<CascadeTrigger> };
+  /** The output maximum each model is sent where the request's own does not fit its window (decide.ts outputCap). */
+  caps: ReadonlyMap<string, number>;
   /** The model whose price for the same tokens the savings are counted against. */
   counterfactual?: RouteEntry;
 }
@@ -137,6 +139,7 @@ async function routeBy(
     usable,
   });
   if (!decision) return noModelFits(policy, features);
+  const ladder = cascades(incoming.endpoint.dialect) && incoming.endpoint.does === 'generate' ? decision.ladder : [];
   const signals = difficulty.signals.length ? `; signals=${difficulty.signals.join(',')}` : '';
   const cf = named ? request.model : (policy.baseline ?? baselineOf(policy.pool, undefined, features));
   const counterfactual = cf === undefined ? undefined : deps.routes.lookup(cf);
@@ -149,11 +152,24 @@ async function routeBy(
       tier: decision.tier,
       detail: `tier=${decision.tier}; score=${score.toFixed(2)}${signals}`,
       features,
-      ladder: cascades(incoming.endpoint.dialect) && incoming.endpoint.does === 'generate' ? decision.ladder : [],
+      ladder,
       cascade: policy.cascade,
+      caps: capsOf(policy, [decision.model, ...ladder], features),
       ...(counterfactual ? { counterfactual } : {}),
     },
   };
+}
+
+function capsOf(policy: ResolvedPolicy, models: readonly string[], f: RequestFeatures): ReadonlyMap<string, number> {
+  const caps = new Map<string, number>();
+  for (const name of models) {
+    const cap = outputCap(
+      policy.pool.find((m) => m.name === name),
+      f,
+    );
+    if (cap !== undefined) caps.set(name, cap);
+  }
+  return caps;
 }
 
 const usableFor = (deps: RoutingDeps, key: KeyPolicy) => (name: string) =>
@@ -201,6 +217,7 @@ export function degrade(deps: RoutingDeps, parsed: Parsed, chosen: Choice): Choi
       features,
       ladder: [],
       cascade: policy.cascade,
+      caps: capsOf(policy, [to.name], features),
       ...(counterfactual ? { counterfactual } : {}),
     },
   };

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { baselineOf, decide, degradeTo, type PoolModel } from './decide.js';
+import { baselineOf, decide, degradeTo, outputCap, type PoolModel } from './decide.js';
 import type { RequestFeatures } from './features.js';
 
 /** The decision as a pure function: constraints first, then the tier needed, then the cheapest. */
@@ -87,6 +87,19 @@ describe('decide', () => {
       model: 'mini',
       ladder: ['gpt-x'],
     });
+  });
+
+  it("asks the window for room for an answer, not for an agent's whole maximum, and caps that maximum", () => {
+    // Claude Code's small-model calls ask for 32,000 tokens: an 8k model still takes a short prompt.
+    const agent = f({ maxOutputTokens: 32_000 });
+    expect(decide(POOL, { features: agent, need: 'Light', usable: all })?.model).toBe('small');
+    expect(outputCap(POOL[0], agent)).toBe(8192 - 110);
+    expect(outputCap(POOL[0], f({ maxOutputTokens: 100 }))).toBeUndefined();
+    expect(outputCap(POOL[1], agent)).toBeUndefined();
+    // A long input leaves too little room for an answer.
+    expect(
+      decide(POOL, { features: f({ inputTokens: 6000, maxOutputTokens: 32_000 }), need: 'Light', usable: all })?.model,
+    ).toBe('mini');
   });
 
   it('degrades to the cheapest in-cluster model that fits, and counts savings against the top model', () => {

@@ -48,6 +48,12 @@ export interface Decision {
 const EXPECTED_OUTPUT_TOKENS = 512;
 /** Output the context window must leave room for when the request sets no maximum. */
 const RESERVED_OUTPUT_TOKENS = 256;
+/**
+ * The most output the window must leave room for, whatever the request's maximum: agents ask for
+ * far more than an answer takes (Claude Code's small model calls: 32,000), and a model whose
+ * window cannot hold that is sent the request with its maximum lowered (outputCap) instead.
+ */
+const OUTPUT_ROOM_TOKENS = 4096;
 
 const rank = (tier: RoutingTier): number => ROUTING_TIERS.indexOf(tier);
 
@@ -59,8 +65,8 @@ export function expectedCost(price: TokenPrice | undefined, f: RequestFeatures, 
 
 /** Whether a model can take the request at all. */
 export function fits(m: PoolModel, f: RequestFeatures): boolean {
-  if (m.contextWindow !== undefined && f.inputTokens + (f.maxOutputTokens ?? RESERVED_OUTPUT_TOKENS) > m.contextWindow)
-    return false;
+  const room = Math.min(f.maxOutputTokens ?? RESERVED_OUTPUT_TOKENS, OUTPUT_ROOM_TOKENS);
+  if (m.contextWindow !== undefined && f.inputTokens + room > m.contextWindow) return false;
   if (f.tools > 0 && !m.tools) return false;
   if (f.images && !m.images) return false;
   // Reasoning asked of a model without it is answered, just without the reasoning: only a high effort needs it.
@@ -130,6 +136,19 @@ function ladderAfter(sorted: readonly PoolModel[], from: PoolModel, named: Decis
     return [...capped, named.name];
   }
   return ladder;
+}
+
+/** Input tokens are estimated (about 4 characters a token): the cap leaves a tenth more of them as slack. */
+const withSlack = (tokens: number): number => Math.ceil((tokens * 11) / 10);
+
+/**
+ * The output maximum a model of the pool is sent when the request's own does not fit its window
+ * with the input (estimated): what the window leaves. Undefined: the request's maximum stands.
+ */
+export function outputCap(m: PoolModel | undefined, f: RequestFeatures): number | undefined {
+  if (!m?.contextWindow || f.maxOutputTokens === undefined) return undefined;
+  const left = m.contextWindow - withSlack(f.inputTokens);
+  return f.maxOutputTokens > left ? Math.max(1, left) : undefined;
 }
 
 /** A spent budget's Degrade: the cheapest in-cluster model of the pool that can take the request. */

@@ -113,8 +113,8 @@ export class RoutingPolicies {
         ...(facts?.contextWindow ? { contextWindow: facts.contextWindow } : {}),
         // Unknown abilities count as present: a constraint rules a model out only on what is known of it.
         tools: facts?.tools ?? true,
-        images: facts?.images ?? true,
-        reasoning: facts?.reasoning ?? true,
+        images: facts?.unknown?.includes('images') || (facts?.images ?? true),
+        reasoning: facts?.unknown?.includes('reasoning') || (facts?.reasoning ?? true),
       });
     }
     const semantic = spec.scorer?.semantic;
@@ -128,7 +128,10 @@ export class RoutingPolicies {
         frontier: spec.scorer?.thresholds?.frontier ?? defaults.frontier,
       },
       pool,
-      cascade: { max: spec.cascade?.maxEscalations ?? 1, triggers: new Set(spec.cascade?.triggers ?? CASCADE_TRIGGERS) },
+      cascade: {
+        max: spec.cascade?.maxEscalations ?? 1,
+        triggers: new Set(spec.cascade?.triggers ?? CASCADE_TRIGGERS),
+      },
       ...(spec.baseline ? { baseline: spec.baseline } : {}),
       ...(semantic && index
         ? {

@@ -174,6 +174,16 @@ describe('model "auto"', () => {
     );
   });
 
+  it("takes an agent's large output maximum to a small model, lowered to what its window leaves", async () => {
+    const window = gateway.policies.get('default')?.pool.find((m) => m.name === LIGHT)?.contextWindow ?? 0;
+    expect(window).toBeGreaterThan(0);
+    const res = await chat(ask('auto', SIMPLE, { max_tokens: window * 4 }));
+    expect(res.headers.get('x-routed-model')).toBe(LIGHT);
+    const sent = (double.requests.at(-1)?.body as { max_tokens: number }).max_tokens;
+    expect(sent).toBeLessThan(window);
+    expect(sent).toBeGreaterThan(window - 100);
+  });
+
   it('routes through a named policy, and answers a policy that does not exist in the dialect', async () => {
     const cheap = await chat(ask('cheap/auto', SIMPLE));
     expect(cheap.headers.get('x-routed-model')).toBe(LIGHT);
