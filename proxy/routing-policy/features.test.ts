@@ -130,6 +130,13 @@ describe('featuresOf, Anthropic messages', () => {
     expect(featuresOf('anthropic-messages', body(8000)).reasoning).toBe('medium');
     expect(featuresOf('anthropic-messages', body(32_000)).reasoning).toBe('high');
     expect(featuresOf('anthropic-messages', { messages: [], output_config: { effort: 'max' } }).reasoning).toBe('high');
+    // `high` is Anthropic's default (Claude Code sends it on every call): no more than a plain request.
+    expect(
+      featuresOf('anthropic-messages', { messages: [], output_config: { effort: 'high' } }).reasoning,
+    ).toBeUndefined();
+    expect(featuresOf('anthropic-messages', { messages: [], output_config: { effort: 'low' } }).reasoning).toBe(
+      'minimal',
+    );
   });
 
   it('sees an image block and a JSON schema output', () => {

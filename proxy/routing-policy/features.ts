@@ -174,10 +174,23 @@ function budgetLevel(budget: unknown): Reasoning {
   return budget < 16_384 ? 'medium' : 'high';
 }
 
+/**
+ * Anthropic's output_config.effort is `high` when absent (its documented default), and Claude Code
+ * sends it on every call: only `max` asks for more than a plain request, and a lower effort for less.
+ */
+const ANTHROPIC_EFFORT: Record<string, Reasoning | undefined> = {
+  low: 'minimal',
+  medium: 'low',
+  high: undefined,
+  max: 'high',
+};
+
 function reasoningOf(dialect: CallerDialect, body: Record<string, unknown>): Reasoning | undefined {
   if (dialect === 'anthropic-messages') {
     const effort = isRecord(body.output_config) ? body.output_config.effort : undefined;
-    if (typeof effort === 'string' && LEVELS[effort]) return LEVELS[effort];
+    const level =
+      typeof effort === 'string' && Object.hasOwn(ANTHROPIC_EFFORT, effort) ? ANTHROPIC_EFFORT[effort] : undefined;
+    if (level) return level;
     const thinking = body.thinking;
     if (!isRecord(thinking)) return undefined;
     if (thinking.type === 'enabled') return budgetLevel(thinking.budget_tokens);
