@@ -79,9 +79,9 @@ beforeAll(async () => {
           { name: FRONTIER, tier: 'Frontier' },
         ],
         objective: 'Balanced',
-        // Balanced's Standard threshold (0.25) would send Claude Code's hook verdict (about 0.4: a
-        // JSON answer asked, the digits of its ids read as math) to gpt-5-mini; the questions
-        // asked here score 0 and 0.7-0.94.
+        // A policy for a coding agent's small model: Balanced's Standard threshold (0.15) would send
+        // Claude Code's hook verdict (about 0.3-0.4: a JSON answer asked, its hook input read as
+        // code) to gpt-5-mini; the questions asked here score 0 and 0.7-0.94.
         scorer: { thresholds: { standard: 0.5, frontier: 0.6 } },
       }),
       budgetKey('degrade', 'Degrade'),
@@ -311,12 +311,8 @@ describe('Claude Code with its small, fast model set to "auto"', () => {
     // Claude Code 2.1.197 reads it (ANTHROPIC_SMALL_FAST_MODEL is its older name, still honoured).
     ANTHROPIC_DEFAULT_HAIKU_MODEL: 'auto',
     ANTHROPIC_CUSTOM_HEADERS: 'X-Tags: agent:claude-code',
-    // Claude Code sends output_config.effort "high" (Anthropic's default) unless told otherwise,
-    // and the gateway reads it as high reasoning, which no model of this pool is known to do:
-    // 400 no_model_fits (reported on issue 44). Low effort until that is settled.
-    CLAUDE_CODE_EFFORT_LEVEL: 'low',
-    // It asks for 32,000 output tokens, more than SmolLM2's 8,192-token window holds: the Light
-    // tier would not fit. A short answer is all a hook's verdict needs (and quick on two cores).
+    // It asks for 32,000 output tokens (the gateway lowers that to what SmolLM2's 8,192-token
+    // window leaves); a short answer is all a hook's verdict needs, and quick on two cores.
     CLAUDE_CODE_MAX_OUTPUT_TOKENS: '100',
   };
 
