@@ -225,7 +225,7 @@ export interface ProviderModelFacts {
    * Abilities the provider does not say (its model list has none): false above then means "not
    * known", and the routing policy's constraints do not rule the model out on them.
    */
-  unknown?: ReadonlyArray<'reasoning' | 'images'>;
+  unknown?: ReadonlyArray<'tools' | 'reasoning' | 'images'>;
   /** Deprecated: the provider is retiring the model (Bedrock's Legacy). */
   status: 'active' | 'deprecated';
   replacement?: string;

@@ -23,7 +23,8 @@ export interface ModelFacts extends ProviderModelFacts {
 
 /** What a model server says about a model it has (Ollama's POST /api/show, vLLM's GET /v1/models). */
 interface ServerReport {
-  capabilities: readonly string[];
+  /** Absent where the server does not report them (vLLM). */
+  capabilities?: readonly string[];
   contextLength?: number;
 }
 
@@ -48,6 +49,8 @@ export async function inClusterFacts(
   return {
     displayName: known?.displayName ?? route.model,
     provider: engine.container,
+    // Neither the catalog nor the server said: what it can do is not known (routing does not rule it out).
+    ...(!known && !report?.capabilities ? { unknown: ['tools', 'reasoning', 'images'] as const } : {}),
     // Both engines bound an answer only by the context they run with.
     ...(contextWindow ? { contextWindow, maxOutputTokens: contextWindow } : {}),
     tools: capabilities.includes('tools'),
@@ -167,7 +170,7 @@ async function listed(fetchImpl: typeof fetch, baseUrl: string, model: string): 
     const entry = body.data?.find((m) => m.id === model);
     if (!entry) return undefined;
     const n = entry.max_model_len;
-    return { capabilities: [], ...(typeof n === 'number' && n > 0 ? { contextLength: n } : {}) };
+    return typeof n === 'number' && n > 0 ? { contextLength: n } : {};
   } catch {
     return undefined;
   }

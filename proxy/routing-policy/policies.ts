@@ -112,7 +112,7 @@ export class RoutingPolicies {
         inCluster: entry.kind === 'in-cluster',
         ...(facts?.contextWindow ? { contextWindow: facts.contextWindow } : {}),
         // Unknown abilities count as present: a constraint rules a model out only on what is known of it.
-        tools: facts?.tools ?? true,
+        tools: facts?.unknown?.includes('tools') || (facts?.tools ?? true),
         images: facts?.unknown?.includes('images') || (facts?.images ?? true),
         reasoning: facts?.unknown?.includes('reasoning') || (facts?.reasoning ?? true),
       });
