@@ -102,7 +102,7 @@ function readyCondition(policy: RoutingPolicy, pool: PoolModel[], world: Serving
   if (unpriced.length > 0) {
     problems.push([
       'ModelsUnpriced',
-      `no price for ${unpriced.join(', ')}, so routing compares a hosted one as dearer than every priced model and an in-cluster one as free, and counts no savings on them: add a provider's model to the ConfigMap ${PRICES_CONFIGMAP}; an in-cluster model is priced only when the catalog knows it`,
+      `no price for ${unpriced.join(', ')}, so routing compares a hosted one as dearer than every priced model and an in-cluster one as free: add a provider's model to the ConfigMap ${PRICES_CONFIGMAP}; an in-cluster model is priced only when the catalog knows it`,
     ]);
   }
   if (examples) problems.push(['ExamplesMissing', examples]);
