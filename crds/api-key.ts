@@ -4,7 +4,7 @@ export type ApiKeyRole = 'User' | 'Admin';
 export type BudgetPeriod = 'Daily' | 'Weekly' | 'Monthly';
 
 /** What a spent budget does to the next request: refuse it (429), or serve it on the routing policy's cheapest in-cluster model. */
-export type WhenSpent = 'Refuse' | 'Degrade';
+type WhenSpent = 'Refuse' | 'Degrade';
 
 export interface BudgetSpec {
   usd: number;

@@ -30,7 +30,7 @@ export interface RoutingPolicyModel {
 }
 
 /** Difficulty scores (0..1) from which a request needs Standard and Frontier; the objective's defaults where absent. */
-export interface RoutingThresholds {
+interface RoutingThresholds {
   standard?: number;
   frontier?: number;
 }
@@ -54,12 +54,12 @@ export interface SemanticScorer {
   weight?: number;
 }
 
-export interface RoutingScorer {
+interface RoutingScorer {
   thresholds?: RoutingThresholds;
   semantic?: SemanticScorer;
 }
 
-export interface RoutingCascade {
+interface RoutingCascade {
   /** Models tried after the first, at most; default 1, 0 turns the cascade off. */
   maxEscalations?: number;
   /** Default: every trigger. (Not `on`: YAML 1.1, which kubectl reads, makes a bare `on` the boolean true.) */

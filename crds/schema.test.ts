@@ -106,7 +106,7 @@ describe('CRD manifests', () => {
 });
 
 describe('YAML keys', () => {
-  it("are quoted where YAML 1.1, which kubectl reads, would make them booleans (none is: a bare on, yes or no key would reach the API server as true or false)", () => {
+  it('are quoted where YAML 1.1, which kubectl reads, would make them booleans (none is: a bare on, yes or no key would reach the API server as true or false)', () => {
     const files = [
       ...KIND_NAMES.map((k) => fileURLToPath(new URL(`./${API_GROUP}_${KINDS[k].plural}.yaml`, import.meta.url))),
       ...[...validExamples(), ...invalidExamples()].map((e) => e.file),

@@ -23,7 +23,7 @@ export interface PoolModel {
 }
 
 /** Why the served model was chosen: the record's routingReason, the metric's label. */
-export const ROUTING_REASONS = ['score', 'kept', 'constraints', 'cascade', 'budget-degraded'] as const;
+const ROUTING_REASONS = ['score', 'kept', 'constraints', 'cascade', 'budget-degraded'] as const;
 export type RoutingReason = (typeof ROUTING_REASONS)[number];
 
 export interface DecisionInput {
@@ -58,13 +58,13 @@ const OUTPUT_ROOM_TOKENS = 4096;
 const rank = (tier: RoutingTier): number => ROUTING_TIERS.indexOf(tier);
 
 /** USD of the request's expected tokens at a price; unpriced models rank after priced ones. */
-export function expectedCost(price: TokenPrice | undefined, f: RequestFeatures, inCluster = false): number {
+function expectedCost(price: TokenPrice | undefined, f: RequestFeatures, inCluster = false): number {
   if (!price) return inCluster ? 0 : Number.POSITIVE_INFINITY;
   return (f.inputTokens * price.input + (f.maxOutputTokens ?? EXPECTED_OUTPUT_TOKENS) * price.output) / 1e6;
 }
 
 /** Whether a model can take the request at all. */
-export function fits(m: PoolModel, f: RequestFeatures): boolean {
+function fits(m: PoolModel, f: RequestFeatures): boolean {
   const room = Math.min(f.maxOutputTokens ?? RESERVED_OUTPUT_TOKENS, OUTPUT_ROOM_TOKENS);
   if (m.contextWindow !== undefined && f.inputTokens + room > m.contextWindow) return false;
   if (f.tools > 0 && !m.tools) return false;

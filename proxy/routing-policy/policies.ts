@@ -10,7 +10,7 @@ import type { RouteEntry, RouteTable } from '../routing/routes.js';
 import { type Backends, backendOf } from '../upstreams/backend.js';
 import type { PoolModel } from './decide.js';
 import { DEFAULT_THRESHOLDS } from './scorer.js';
-import { ExampleIndex } from './semantic.js';
+import { DEFAULT_NEIGHBOURS, DEFAULT_SEMANTIC_WEIGHT, ExampleIndex } from './semantic.js';
 
 /** Embeds texts with a model the gateway routes (the OpenAI embeddings dialect); one vector per text. */
 export type Embedder = (model: string, texts: readonly string[], signal?: AbortSignal) => Promise<Float32Array[]>;
@@ -137,8 +137,8 @@ export class RoutingPolicies {
         ? {
             semantic: {
               embeddingModel: semantic.embeddingModel,
-              neighbours: semantic.neighbours ?? 5,
-              weight: semantic.weight ?? 0.5,
+              neighbours: semantic.neighbours ?? DEFAULT_NEIGHBOURS,
+              weight: semantic.weight ?? DEFAULT_SEMANTIC_WEIGHT,
               index,
             },
           }

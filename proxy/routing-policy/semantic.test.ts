@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import type { RoutingTier } from '../../crds/routing-policy.js';
 import { DEFAULT_THRESHOLDS, tierOf } from './scorer.js';
-import { blend, ExampleIndex, examplesFrom, normalized, tierMidpoint } from './semantic.js';
+import { blend, ExampleIndex, normalized, tierMidpoint } from './semantic.js';
 
 const v = (...xs: number[]) => new Float32Array(xs);
 const t = DEFAULT_THRESHOLDS.Balanced;
@@ -71,24 +71,5 @@ describe('normalized', () => {
     const n = normalized(v(3, 4));
     expect(Math.hypot(n[0] ?? 0, n[1] ?? 0)).toBeCloseTo(1);
     expect([...normalized(v(0, 0))]).toEqual([0, 0]);
-  });
-});
-
-describe('examplesFrom', () => {
-  it('keeps the well-formed examples and counts the others', () => {
-    const r = examplesFrom([
-      { tier: 'Light', prompt: 'capital of France?' },
-      { tier: 'Frontier', prompt: 'prove it' },
-      { tier: 'light', prompt: 'lower-case tier' },
-      { tier: 'Standard', prompt: '  ' },
-      'junk',
-      null,
-    ]);
-    expect(r.examples).toEqual([
-      { tier: 'Light', prompt: 'capital of France?' },
-      { tier: 'Frontier', prompt: 'prove it' },
-    ]);
-    expect(r.skipped).toBe(4);
-    expect(examplesFrom({ not: 'a list' })).toEqual({ examples: [], skipped: 1 });
   });
 });

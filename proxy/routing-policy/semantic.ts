@@ -104,26 +104,3 @@ export function blend(featureScore: number, semanticScore: number, weight: numbe
   const w = Math.min(1, Math.max(0, Number.isFinite(weight) ? weight : DEFAULT_SEMANTIC_WEIGHT));
   return (1 - w) * featureScore + w * semanticScore;
 }
-
-const TIERS: ReadonlySet<string> = new Set<RoutingTier>(['Light', 'Standard', 'Frontier']);
-
-/**
- * The examples of a ConfigMap (scorer.semantic.examplesFrom): a YAML list of {tier, prompt},
- * already parsed. Entries of another shape are counted, not thrown on: a policy with one bad
- * example still routes, and its status can say how many were left out.
- */
-export function examplesFrom(list: unknown): {
-  examples: Array<{ tier: RoutingTier; prompt: string }>;
-  skipped: number;
-} {
-  const examples: Array<{ tier: RoutingTier; prompt: string }> = [];
-  let skipped = 0;
-  for (const e of Array.isArray(list) ? list : []) {
-    const record = e !== null && typeof e === 'object' ? (e as Record<string, unknown>) : {};
-    const { tier, prompt } = record;
-    if (typeof tier === 'string' && TIERS.has(tier) && typeof prompt === 'string' && prompt.trim() !== '')
-      examples.push({ tier: tier as RoutingTier, prompt });
-    else skipped++;
-  }
-  return { examples, skipped: Array.isArray(list) ? skipped : skipped + 1 };
-}
