@@ -24,6 +24,8 @@ import { printStreamRows, type StreamsResult } from './streams.js';
  *   engines   engines.ts: prefix-aware routing over 2 real vLLM replicas against least in flight; Ollama
  *             against vLLM on the same model at concurrency 1, 4 and 16
  *   mcp       mcp.ts: what the gateway adds to an MCP tool call (real server-everything), p50/p99
+ *   routing   routing.ts: model "auto" over a labelled set (real Ollama, hosted double): savings against the
+ *             premium model, tier shares, agreement and under-routing per RoutingPolicy; routing overhead p50
  * Then the charts of the sections that ran (plot.ts) as PNG files in e2e/bench/plots/; `npm run bench:plot -- FILE`
  * draws them again from a saved results file.
  * Flags: --only gateways,usage,...  --quick (smaller runs)  --duration S (gateways, per row)  --install-litellm
@@ -103,6 +105,17 @@ const SECTIONS: Record<string, Section> = {
     summary: (result) => {
       const r = result as { rows: unknown[]; verdicts: Verdict[] };
       console.table(r.rows);
+      printVerdicts(r.verdicts);
+    },
+  },
+  routing: {
+    script: 'e2e/bench/routing.ts',
+    args: (opts) => (opts.quick ? ['--quick'] : []),
+    structured: true,
+    summary: (result) => {
+      const r = result as { offline: unknown[]; online?: unknown[]; overheadMs?: unknown; verdicts: Verdict[] };
+      console.table(r.online ?? r.offline);
+      if (r.overheadMs) console.table(r.overheadMs);
       printVerdicts(r.verdicts);
     },
   },

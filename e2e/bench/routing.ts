@@ -1,0 +1,590 @@
+import { mkdirSync, mkdtempSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { parseArgs } from 'node:util';
+import Database from 'better-sqlite3';
+import { Agent, request } from 'undici';
+import type { RoutingObjective, RoutingTier } from '../../crds/routing-policy.js';
+import { featuresOf } from '../../proxy/routing-policy/features.js';
+import { DEFAULT_THRESHOLDS, scoreFeatures, tierOf } from '../../proxy/routing-policy/scorer.js';
+import { type HostedDouble, startHostedDouble } from '../doubles/hosted.js';
+import { OLLAMA_MODEL, type OllamaServer, startOllama } from '../ollama/server.js';
+import { type ProxyProcess, standaloneFiles, startProxyProcess } from '../support/proxy-process.js';
+import { machineFacts, printVerdicts, type Verdict } from './gateways.js';
+import { type BenchDialect, codebase } from './routing-requests.js';
+import { type Label, type LabelledRequest, labelledSet } from './routing-set.js';
+
+/**
+ * The routing policy's bench: does `model: "auto"` send each request to the cheapest model that
+ * serves it well, and what does deciding cost?
+ *
+ * The labelled set (e2e/bench/routing-set.ts: 199 requests, each with the cheapest tier that
+ * answers it acceptably) is replayed through the standalone gateway (its own process) under three
+ * RoutingPolicies over one pool: a real Ollama serving OLLAMA_MODEL (Light), and gpt-5-mini
+ * (Standard) and gpt-5 (Frontier) from an OpenAI ExternalProvider pointed at the hosted double
+ * (e2e/doubles/hosted.ts). `default` (Balanced) answers `model: "auto"`, `cost` (Cost)
+ * `cost/auto`, `quality` (Quality) `quality/auto`; cascade on. Each answer's X-Routed-Model and
+ * X-Routing-Reason, and each usage record (cost, counterfactual cost on gpt-5, escalations),
+ * make a row per policy: savings against sending everything to gpt-5 (1 - cost / counterfactual),
+ * the share served at each tier, agreement with the labels, under-routing (served below the
+ * label) and over-routing apart, escalations. Then the routing overhead: the same request named
+ * to gpt-5-mini with routing off and sent as `bench/auto` (a policy of double models only, so both
+ * reach the same double), alternately, one at a time: the difference of p50s, for a short
+ * question and for a 200 KB conversation.
+ *
+ * `--offline` computes the same table from the scorer alone (features -> score -> tier, no
+ * constraints, no cascade), no gateway: prices per 1M tokens from crds/catalog/prices.yaml,
+ * Light at $0 (the in-cluster model has no catalog price), estimated input tokens and
+ * MAX_TOKENS output tokens per request. Both halves of the set (tuning, held-out) get rows.
+ *
+ * Verdicts: the default policy saves >= 40 % with <= 5 % of requests under-routed; routing adds
+ * <= 1 ms at p50.
+ *
+ * npx tsx e2e/bench/routing.ts [--offline] [--quick] [--json-out FILE]   (npm run bench -- --only routing)
+ */
+
+const { values } = parseArgs({
+  options: { offline: { type: 'boolean' }, quick: { type: 'boolean' }, 'json-out': { type: 'string' } },
+});
+const quick = values.quick ?? false;
+const KEY = 'sk-bench-routing';
+const OPENAI_KEY = 'sk-openai-double-0001';
+/** Small answers keep Ollama on two CPU cores fast; routing is decided before a token is generated. */
+const MAX_TOKENS = 16;
+const CONCURRENCY = 4;
+const OVERHEAD_ROUNDS = quick ? 300 : 1500;
+
+const POLICIES: ReadonlyArray<{ name: string; objective: RoutingObjective; model: string }> = [
+  { name: 'default', objective: 'Balanced', model: 'auto' },
+  { name: 'cost', objective: 'Cost', model: 'cost/auto' },
+  { name: 'quality', objective: 'Quality', model: 'quality/auto' },
+];
+const POOL: ReadonlyArray<{ name: string; tier: RoutingTier }> = [
+  { name: OLLAMA_MODEL, tier: 'Light' },
+  { name: 'gpt-5-mini', tier: 'Standard' },
+  { name: 'gpt-5', tier: 'Frontier' },
+];
+/** USD per 1M tokens, crds/catalog/prices.yaml; the in-cluster model has none. */
+const PRICES: Record<RoutingTier, { input: number; output: number }> = {
+  Light: { input: 0, output: 0 },
+  Standard: { input: 0.25, output: 2 },
+  Frontier: { input: 1.25, output: 10 },
+};
+const RANK: Record<Label, number> = { light: 0, standard: 1, frontier: 2 };
+const TIER_LABEL: Record<RoutingTier, Label> = { Light: 'light', Standard: 'standard', Frontier: 'frontier' };
+const LABEL_TIER: Record<Label, RoutingTier> = { light: 'Light', standard: 'Standard', frontier: 'Frontier' };
+
+/** What happened to one labelled request under one policy. */
+interface Outcome {
+  label: Label;
+  served?: Label;
+  costUsd: number;
+  counterfactualUsd: number;
+  escalations: number;
+  reason?: string;
+  status: number;
+}
+
+interface PolicyRow {
+  policy: string;
+  set: string;
+  requests: number;
+  'savings %': number;
+  /** The mean of each request's own saving: the share of requests moved down, whatever their size. */
+  'mean saving %': number;
+  'light %': number;
+  'standard %': number;
+  'frontier %': number;
+  'agree %': number;
+  'under %': number;
+  'over %': number;
+  escalations: number;
+  errors: number;
+}
+
+const pct = (n: number, of: number) => (of === 0 ? 0 : Math.round((1000 * n) / of) / 10);
+
+function rowOf(policy: string, set: string, outcomes: Outcome[]): PolicyRow {
+  const served = outcomes.filter((o) => o.served !== undefined);
+  const count = (f: (o: Outcome) => boolean) => served.filter(f).length;
+  const cost = outcomes.reduce((s, o) => s + o.costUsd, 0);
+  const counterfactual = outcomes.reduce((s, o) => s + o.counterfactualUsd, 0);
+  const rank = (o: Outcome) => RANK[o.served as Label] - RANK[o.label];
+  return {
+    policy,
+    set,
+    requests: outcomes.length,
+    'savings %': counterfactual === 0 ? 0 : Math.round(1000 * (1 - cost / counterfactual)) / 10,
+    'mean saving %': pct(
+      outcomes.reduce((s, o) => s + (o.counterfactualUsd > 0 ? 1 - o.costUsd / o.counterfactualUsd : 0), 0),
+      outcomes.length,
+    ),
+    'light %': pct(
+      count((o) => o.served === 'light'),
+      served.length,
+    ),
+    'standard %': pct(
+      count((o) => o.served === 'standard'),
+      served.length,
+    ),
+    'frontier %': pct(
+      count((o) => o.served === 'frontier'),
+      served.length,
+    ),
+    'agree %': pct(
+      count((o) => rank(o) === 0),
+      served.length,
+    ),
+    'under %': pct(
+      count((o) => rank(o) < 0),
+      served.length,
+    ),
+    'over %': pct(
+      count((o) => rank(o) > 0),
+      served.length,
+    ),
+    escalations: outcomes.reduce((s, o) => s + o.escalations, 0),
+    errors: outcomes.length - served.length,
+  };
+}
+
+const usd = (tier: RoutingTier, input: number, output: number) =>
+  (input * PRICES[tier].input + output * PRICES[tier].output) / 1e6;
+
+/** The scorer alone over the set: the tier each policy's thresholds give, priced as the gateway would. */
+function offline(set: LabelledRequest[]): PolicyRow[] {
+  const rows: PolicyRow[] = [];
+  const scored = set.map((r) => {
+    const f = featuresOf(r.dialect, r.body);
+    return { r, f, score: scoreFeatures(f).score };
+  });
+  for (const p of POLICIES) {
+    const outcomes = scored.map(({ r, f, score }) => {
+      const tier = tierOf(score, DEFAULT_THRESHOLDS[p.objective]);
+      return {
+        half: r.half,
+        label: r.tier,
+        served: TIER_LABEL[tier],
+        costUsd: usd(tier, f.inputTokens, MAX_TOKENS),
+        counterfactualUsd: usd('Frontier', f.inputTokens, MAX_TOKENS),
+        escalations: 0,
+        status: 200,
+      };
+    });
+    rows.push(rowOf(p.name, 'all', outcomes));
+    for (const half of ['tuning', 'heldOut'] as const)
+      rows.push(
+        rowOf(
+          p.name,
+          half,
+          outcomes.filter((o) => o.half === half),
+        ),
+      );
+  }
+  // Every request on the tier of its label: the most this set lets a router save with no under-routing.
+  const oracle = scored.map(({ r, f }) => {
+    const tier = LABEL_TIER[r.tier];
+    return {
+      label: r.tier,
+      served: r.tier,
+      costUsd: usd(tier, f.inputTokens, MAX_TOKENS),
+      counterfactualUsd: usd('Frontier', f.inputTokens, MAX_TOKENS),
+      escalations: 0,
+      status: 200,
+    };
+  });
+  rows.push(rowOf('labels (oracle)', 'all', oracle));
+  return rows;
+}
+
+/** Each labelled request's scorer view, for reading why a request went where it went. */
+function misrouted(set: LabelledRequest[], objective: RoutingObjective): Array<Record<string, string | number>> {
+  const out: Array<Record<string, string | number>> = [];
+  for (const r of set) {
+    const d = scoreFeatures(featuresOf(r.dialect, r.body));
+    const tier = TIER_LABEL[tierOf(d.score, DEFAULT_THRESHOLDS[objective])];
+    if (RANK[tier] < RANK[r.tier])
+      out.push({ id: r.id, label: r.tier, scored: tier, score: d.score, signals: d.signals.join(',') });
+  }
+  return out;
+}
+
+// ---------------------------------------------------------------- online
+
+const dispatcher = new Agent({ connections: 16, keepAliveTimeout: 30_000 });
+
+const PATHS: Record<BenchDialect, string> = {
+  'openai-chat': '/openai/v1/chat/completions',
+  'openai-responses': '/openai/v1/responses',
+  'anthropic-messages': '/anthropic/v1/messages',
+};
+
+/** The request as the bench sends it: the policy's model, a small answer. */
+function sendable(r: LabelledRequest, model: string): Record<string, unknown> {
+  const body: Record<string, unknown> = { ...r.body, model };
+  if (r.dialect === 'openai-responses') body.max_output_tokens = MAX_TOKENS;
+  else if (r.dialect === 'anthropic-messages') body.max_tokens = MAX_TOKENS;
+  else body.max_completion_tokens = MAX_TOKENS;
+  return body;
+}
+
+interface Answer {
+  status: number;
+  routedModel?: string;
+  reason?: string;
+  text: string;
+}
+
+async function send(
+  base: string,
+  dialect: BenchDialect,
+  body: unknown,
+  headers: Record<string, string> = {},
+): Promise<Answer> {
+  const res = await request(`${base}${PATHS[dialect]}`, {
+    method: 'POST',
+    dispatcher,
+    headers: { 'content-type': 'application/json', authorization: `Bearer ${KEY}`, ...headers },
+    body: JSON.stringify(body),
+  });
+  const text = await res.body.text();
+  const header = (name: string) => {
+    const v = res.headers[name];
+    return typeof v === 'string' ? v : undefined;
+  };
+  const routedModel = header('x-routed-model');
+  const reason = header('x-routing-reason');
+  return {
+    status: res.statusCode,
+    text,
+    ...(routedModel !== undefined ? { routedModel } : {}),
+    ...(reason !== undefined ? { reason } : {}),
+  };
+}
+
+const provider = (name: string, spec: Record<string, unknown>) =>
+  JSON.stringify({
+    apiVersion: 'ai.platform/v1beta1',
+    kind: 'ExternalProvider',
+    metadata: { name, namespace: 'platform-agent' },
+    spec,
+  });
+
+const policyDoc = (
+  name: string,
+  objective: RoutingObjective,
+  models: ReadonlyArray<{ name: string; tier: RoutingTier }>,
+) =>
+  JSON.stringify({
+    apiVersion: 'ai.platform/v1beta1',
+    kind: 'RoutingPolicy',
+    metadata: { name, namespace: 'platform-agent' },
+    spec: {
+      models,
+      objective,
+      // Every trigger (Length too: a cut at the caller's own max_tokens, as the bench's are, does not move).
+      cascade: { maxEscalations: 1 },
+    },
+  });
+
+/** The gateway's configuration: the pool's three models and the four policies. */
+function documents(ollama: OllamaServer): string[] {
+  return [
+    JSON.stringify({
+      apiVersion: 'ai.platform/v1beta1',
+      kind: 'ModelDeployment',
+      metadata: { name: 'light', namespace: 'platform-llms' },
+      spec: { model: OLLAMA_MODEL, serviceName: 'light', endpoint: ollama.url },
+    }),
+    provider('openai', {
+      provider: 'openai',
+      displayName: 'OpenAI',
+      auth: { method: 'APIKey', secretRef: { name: 'openai-key' } },
+      models: ['gpt-5', 'gpt-5-mini'],
+    }),
+    ...POLICIES.map((p) => policyDoc(p.name, p.objective, POOL)),
+    // The overhead's policy: double models only, so routed and named requests reach the same server.
+    policyDoc(
+      'bench',
+      'Balanced',
+      POOL.filter((m) => m.tier !== 'Light'),
+    ),
+  ].map((d) => `${d}\n`);
+}
+
+async function startStack(dir: string): Promise<{ ollama: OllamaServer; double: HostedDouble; gateway: ProxyProcess }> {
+  const ollama = await startOllama({ parallel: CONCURRENCY, contextLength: 8192 });
+  const double = await startHostedDouble({ models: { openai: ['gpt-5', 'gpt-5-mini'] } });
+  mkdirSync(join(dir, 'secrets', 'openai-key'), { recursive: true });
+  writeFileSync(join(dir, 'secrets', 'openai-key', 'apiKey'), OPENAI_KEY);
+  const gateway = await startProxyProcess(
+    [
+      ...standaloneFiles(dir, documents(ollama), `${KEY}\n`),
+      '--secrets-dir',
+      join(dir, 'secrets'),
+      '--usage-db',
+      join(dir, 'usage.db'),
+    ],
+    { ...process.env, ...double.env },
+  );
+  return { ollama, double, gateway };
+}
+
+/** Every request under every policy, CONCURRENCY at a time; each tagged with its id and policy. */
+async function replay(base: string, set: LabelledRequest[]): Promise<Map<string, Answer>> {
+  const jobs = POLICIES.flatMap((p) => set.map((r) => ({ p, r })));
+  const answers = new Map<string, Answer>();
+  let next = 0;
+  await Promise.all(
+    Array.from({ length: CONCURRENCY }, async () => {
+      while (next < jobs.length) {
+        const { p, r } = jobs[next++] as (typeof jobs)[number];
+        const tags = `bench:routing,req:${r.id},policy:${p.name}`;
+        answers.set(`${p.name}/${r.id}`, await send(base, r.dialect, sendable(r, p.model), { 'x-tags': tags }));
+      }
+    }),
+  );
+  return answers;
+}
+
+interface RecordRow {
+  tags: string;
+  cost: number;
+  counterfactual: number | null;
+  escalations: number | null;
+  status: number;
+}
+
+/** The usage records of the replay, by `<policy>/<request id>` from their tags. */
+function recordsOf(db: string): Map<string, RecordRow> {
+  const sqlite = new Database(db, { readonly: true });
+  try {
+    const rows = sqlite
+      .prepare('SELECT tags, cost, counterfactual, escalations, status FROM requests')
+      .all() as RecordRow[];
+    const out = new Map<string, RecordRow>();
+    for (const row of rows) {
+      const req = /req:([\w-]+)/.exec(row.tags)?.[1];
+      const policy = /policy:([\w-]+)/.exec(row.tags)?.[1];
+      if (req && policy) out.set(`${policy}/${req}`, row);
+    }
+    return out;
+  } finally {
+    sqlite.close();
+  }
+}
+
+/** Each policy's outcome of each labelled request, from its answer (headers) and its usage record. */
+function onlineOutcomes(
+  set: LabelledRequest[],
+  answers: Map<string, Answer>,
+  records: Map<string, RecordRow>,
+): Map<string, Array<Outcome & { id: string; half: LabelledRequest['half'] }>> {
+  const tierOfModel = new Map(POOL.map((m) => [m.name, TIER_LABEL[m.tier]]));
+  const out = new Map<string, Array<Outcome & { id: string; half: LabelledRequest['half'] }>>();
+  for (const p of POLICIES) {
+    out.set(
+      p.name,
+      set.map((r) => {
+        const a = answers.get(`${p.name}/${r.id}`);
+        const rec = records.get(`${p.name}/${r.id}`);
+        const served = a?.status === 200 && a.routedModel ? tierOfModel.get(a.routedModel) : undefined;
+        return {
+          id: r.id,
+          half: r.half,
+          label: r.tier,
+          ...(served ? { served } : {}),
+          costUsd: rec?.cost ?? 0,
+          counterfactualUsd: rec?.counterfactual ?? 0,
+          escalations: rec?.escalations ?? 0,
+          ...(a?.reason ? { reason: a.reason } : {}),
+          status: a?.status ?? 0,
+        };
+      }),
+    );
+  }
+  return out;
+}
+
+function onlineRows(outcomes: ReturnType<typeof onlineOutcomes>): PolicyRow[] {
+  return [...outcomes].flatMap(([policy, list]) => [
+    rowOf(policy, 'all', list),
+    ...(['tuning', 'heldOut'] as const).map((half) =>
+      rowOf(
+        policy,
+        half,
+        list.filter((o) => o.half === half),
+      ),
+    ),
+  ]);
+}
+
+/** The default policy's requests served below their label, with why the gateway chose that model. */
+function underRouted(outcomes: ReturnType<typeof onlineOutcomes>): Array<Record<string, string>> {
+  return (outcomes.get('default') ?? [])
+    .filter((o) => o.served !== undefined && RANK[o.served] < RANK[o.label])
+    .map((o) => ({ id: o.id, label: o.label, served: o.served ?? '', reason: o.reason ?? '' }));
+}
+
+/** How often each routing reason answered, per policy. */
+function reasonsOf(answers: Map<string, Answer>): Record<string, Record<string, number>> {
+  const out: Record<string, Record<string, number>> = {};
+  for (const [key, a] of answers) {
+    const policy = key.split('/')[0] as string;
+    const reason = a.reason?.split(';')[0]?.trim() ?? `status ${a.status}`;
+    const byPolicy = out[policy] ?? {};
+    byPolicy[reason] = (byPolicy[reason] ?? 0) + 1;
+    out[policy] = byPolicy;
+  }
+  return out;
+}
+
+const p50 = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)] ?? 0;
+
+interface Overhead {
+  request: string;
+  named: number;
+  routed: number;
+  added: number;
+}
+
+/**
+ * Added latency of routing on one request body: named to gpt-5-mini with routing off, and sent to
+ * the `bench` policy (a pool of double models, so both reach the same server), alternately, one at
+ * a time, the first 100 of each a warm-up; the difference of the p50s.
+ */
+async function overheadOf(base: string, request: string, messages: unknown[], rounds: number): Promise<Overhead> {
+  const named = { model: 'gpt-5-mini', messages, max_completion_tokens: MAX_TOKENS };
+  const routed = { model: 'bench/auto', messages, max_completion_tokens: MAX_TOKENS };
+  const off = { 'x-routing-enabled': 'false' };
+  const times = { named: [] as number[], routed: [] as number[] };
+  for (let i = 0; i < 100 + rounds; i++) {
+    for (const which of ['named', 'routed'] as const) {
+      const started = performance.now();
+      const a = await send(base, 'openai-chat', which === 'named' ? named : routed, which === 'named' ? off : {});
+      const ms = performance.now() - started;
+      if (a.status !== 200) throw new Error(`${which}: ${a.status} ${a.text.slice(0, 300)}`);
+      if (which === 'routed' && !a.routedModel?.startsWith('gpt-5'))
+        throw new Error(`bench/auto served ${a.routedModel ?? 'no X-Routed-Model'}: not a double model`);
+      if (i >= 100) times[which].push(ms);
+    }
+  }
+  const round3 = (n: number) => Math.round(n * 1000) / 1000;
+  return {
+    request,
+    named: round3(p50(times.named)),
+    routed: round3(p50(times.routed)),
+    added: round3(p50(times.routed) - p50(times.named)),
+  };
+}
+
+/** A short question, and a 200 KB one (code pasted into a conversation): the features walk and the scorer's cap. */
+async function overhead(base: string): Promise<Overhead[]> {
+  const short = [{ role: 'user', content: 'Translate "good night" into French.' }];
+  const large = [
+    { role: 'system', content: 'You review code.' },
+    { role: 'user', content: `Find why updates leave stale cache entries:\n${codebase(220, 11)}` },
+  ];
+  return [
+    await overheadOf(base, 'short chat', short, OVERHEAD_ROUNDS),
+    await overheadOf(
+      base,
+      `${Math.round(JSON.stringify(large).length / 1024)} KB chat`,
+      large,
+      Math.ceil(OVERHEAD_ROUNDS / 3),
+    ),
+  ];
+}
+
+async function online(set: LabelledRequest[]): Promise<{
+  rows: PolicyRow[];
+  under: Array<Record<string, string>>;
+  reasons: Record<string, Record<string, number>>;
+  overheadMs: Overhead[];
+}> {
+  const dir = mkdtempSync(join(tmpdir(), 'pao-bench-routing-'));
+  const { ollama, double, gateway } = await startStack(dir);
+  try {
+    const started = performance.now();
+    const answers = await replay(gateway.base, set);
+    console.log(`replayed ${answers.size} requests in ${((performance.now() - started) / 1000).toFixed(1)} s`);
+    // One failed answer of each status and model, to read why.
+    const seen = new Set<string>();
+    for (const [key, a] of answers) {
+      const kind = `${a.status} ${a.routedModel ?? ''}`;
+      if (a.status === 200 || seen.has(kind)) continue;
+      seen.add(kind);
+      console.log(`failed: ${key} ${kind}: ${a.text.slice(0, 300)}`);
+    }
+    const overheadMs = await overhead(gateway.base);
+    // The records are flushed when the gateway stops.
+    await gateway.stop('SIGTERM');
+    const outcomes = onlineOutcomes(set, answers, recordsOf(join(dir, 'usage.db')));
+    return { rows: onlineRows(outcomes), under: underRouted(outcomes), reasons: reasonsOf(answers), overheadMs };
+  } finally {
+    await gateway.stop('SIGTERM');
+    await double.close();
+    await ollama.stop();
+    await dispatcher.close();
+  }
+}
+
+function verdictsOf(rows: PolicyRow[], overheadMs?: Overhead[]): Verdict[] {
+  const d = rows.find((r) => r.policy === 'default' && r.set === 'all');
+  const verdicts: Verdict[] = [
+    {
+      id: 'routing-default-savings',
+      pass: d ? d['savings %'] >= 40 : false,
+      detail: `default policy saves ${d?.['savings %']} % against gpt-5 for the same tokens (target >= 40 %)`,
+    },
+    {
+      id: 'routing-default-under',
+      pass: d ? d['under %'] <= 5 : false,
+      detail: `default policy served ${d?.['under %']} % of requests below their label (target <= 5 %)`,
+    },
+  ];
+  verdicts.push({
+    id: 'routing-overhead-p50',
+    pass: overheadMs ? overheadMs.every((o) => o.added <= 1) : null,
+    detail: overheadMs
+      ? `routing added ${overheadMs.map((o) => `${o.added} ms (${o.request})`).join(', ')} at p50 (target <= 1 ms)`
+      : 'not measured offline',
+  });
+  return verdicts;
+}
+
+async function main(): Promise<void> {
+  const all = labelledSet();
+  // Two of every eight: both halves, every dialect and kind.
+  const set = quick ? all.filter((_, i) => i % 8 < 2) : all;
+  const counts = { light: 0, standard: 0, frontier: 0 };
+  for (const r of set) counts[r.tier]++;
+  console.log(`${set.length} labelled requests: ${JSON.stringify(counts)}`);
+  const offlineRows = offline(set);
+  console.log('offline (the scorer alone, no constraints or cascade):');
+  console.table(offlineRows);
+  const under = misrouted(set, 'Balanced');
+  if (under.length > 0) {
+    console.log('under-routed by the scorer alone, Balanced:');
+    console.table(under);
+  }
+  let result: Record<string, unknown> = { offline: offlineRows, offlineUnder: under };
+  let verdicts = verdictsOf(offlineRows);
+  if (!values.offline) {
+    const o = await online(set);
+    console.log('through the gateway:');
+    console.table(o.rows);
+    console.log('under-routed by the gateway, default policy:');
+    console.table(o.under);
+    console.log('routing reasons:', JSON.stringify(o.reasons));
+    console.table(o.overheadMs);
+    result = { ...result, online: o.rows, onlineUnder: o.under, reasons: o.reasons, overheadMs: o.overheadMs };
+    verdicts = verdictsOf(o.rows, o.overheadMs);
+  }
+  printVerdicts(verdicts);
+  if (values['json-out'])
+    writeFileSync(values['json-out'], JSON.stringify({ machine: machineFacts(), ...result, verdicts }, null, 2));
+  if (values.offline) await dispatcher.close();
+}
+
+await main();
