@@ -3,10 +3,10 @@ import type { Tag } from '../../proxy/endpoints/tags.js';
 import { MIGRATIONS, PostgresUsageStore } from '../../proxy/usage/postgres-store.js';
 import { type Postgres, startPostgres } from '../postgres/server.js';
 import {
+  expectRoutedAfterUpgrade,
   range,
   rec,
   routed,
-  routedRecords,
   T0,
   tag,
   toolCall,
@@ -113,20 +113,7 @@ describe('PostgreSQL schema', () => {
       'migrate_v5',
     );
     const store = await PostgresUsageStore.open(pg?.url.replace(/\/postgres$/, '/migrate_v5') ?? '');
-    await store.insert(routedRecords());
-    const q = { ...range, granularity: 'day' as const, groupBy: 'team', tags: [] as Tag[] };
-    const byTeam = await store.usage(q);
-    expect(
-      byTeam.groups.map((g) => [g.group, g.requests, g.routedRequests, g.routingSavingsUsd, g.escalationRate]),
-    ).toEqual([
-      ['ml', 3, 2, 0.9, 0.5],
-      ['web', 1, 0, 0, 0],
-    ]);
-    const raw = await store.usage({ ...q, groupBy: 'model', tags: [tag('team', 'ml'), tag('team', 'ml')] });
-    expect(raw.totals).toMatchObject({ requests: 3, routedRequests: 2, routingSavingsUsd: 0.9 });
-    expect((await store.routing({ ...q, groupBy: 'policy' })).groups.map((g) => [g.group, g.routedRequests])).toEqual([
-      ['cheap', 2],
-    ]);
+    await expectRoutedAfterUpgrade(store);
     await store.close();
   });
 

@@ -135,6 +135,28 @@ function gpuMinutes(
 }
 export const range = { from: new Date(T0 - HOUR), to: new Date(T0 + 48 * HOUR) };
 
+/**
+ * A store upgraded from before routing, holding one old (unrouted) request of team ml: routedRecords()
+ * written after the upgrade report as on a new store, through the rollups and the raw records.
+ */
+export async function expectRoutedAfterUpgrade(store: UsageStore): Promise<void> {
+  await store.insert(routedRecords());
+  const q = { ...range, granularity: 'day' as const, groupBy: 'team', tags: [] as Tag[] };
+  const byTeam = await store.usage(q);
+  expect(
+    byTeam.groups.map((g) => [g.group, g.requests, g.routedRequests, g.routingSavingsUsd, g.escalationRate]),
+  ).toEqual([
+    ['ml', 3, 2, 0.9, 0.5],
+    ['web', 1, 0, 0, 0],
+  ]);
+  // Raw records (two tags) too: the record of before is no routed one.
+  const raw = await store.usage({ ...q, groupBy: 'model', tags: [tag('team', 'ml'), tag('team', 'ml')] });
+  expect(raw.totals).toMatchObject({ requests: 3, routedRequests: 2, routingSavingsUsd: 0.9 });
+  expect((await store.routing({ ...q, groupBy: 'policy' })).groups.map((g) => [g.group, g.routedRequests])).toEqual([
+    ['cheap', 2],
+  ]);
+}
+
 export interface Opened {
   store: UsageStore;
   /** Another connection to the same data (a restart, or a second replica). */

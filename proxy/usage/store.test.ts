@@ -4,10 +4,10 @@ import { join } from 'node:path';
 import { Counter, Registry } from 'prom-client';
 import { describe, expect, it } from 'vitest';
 import {
+  expectRoutedAfterUpgrade,
   range,
   rec,
   routed,
-  routedRecords,
   T0,
   tag,
   toolCall,
@@ -204,21 +204,8 @@ describe('a SQLite usage file from before routing', () => {
       20, 0.3, 0, 1), (${T0}, 'llama3.1:8b', 'chat', 'platform-llms/llama', 'ml', 'team', 'ml', 1, 0, 10, 20, 0.3, 0, 1)`);
     old.close();
     const store = new SqliteUsageStore(file);
-    await store.insert(routedRecords());
+    await expectRoutedAfterUpgrade(store);
     const q = { ...range, granularity: 'day' as const, groupBy: 'team', tags: [] };
-    const byTeam = await store.usage(q);
-    expect(
-      byTeam.groups.map((g) => [g.group, g.requests, g.routedRequests, g.routingSavingsUsd, g.escalationRate]),
-    ).toEqual([
-      ['ml', 3, 2, 0.9, 0.5],
-      ['web', 1, 0, 0, 0],
-    ]);
-    // Raw records (two tags) too: the record of before is no routed one.
-    const raw = await store.usage({ ...q, groupBy: 'model', tags: [tag('team', 'ml'), tag('team', 'ml')] });
-    expect(raw.totals).toMatchObject({ requests: 3, routedRequests: 2, routingSavingsUsd: 0.9 });
-    expect((await store.routing({ ...q, groupBy: 'policy' })).groups.map((g) => [g.group, g.routedRequests])).toEqual([
-      ['cheap', 2],
-    ]);
     await store.close();
     // Opening it again changes nothing.
     const again = new SqliteUsageStore(file);
