@@ -104,11 +104,13 @@ export async function choose(deps: RoutingDeps, parsed: Parsed): Promise<Choice 
   }
   if (!policies || !ROUTED_DIALECTS.has(dialect)) return { model: requested };
   const policy = policies.get(caller.policy.routingPolicy ?? DEFAULT_ROUTING_POLICY);
+  // No policy to route by: nothing more to read (the header says nothing without one).
+  if (!policy) return { model: requested };
   const enabled = enabledFor(parsed, caller.policy, policies.get(DEFAULT_ROUTING_POLICY));
   if (enabled instanceof ProxyError) return enabled;
   const entry = deps.routes.lookup(requested);
   // A name that does not route, or that the key may not call, keeps its own error: routing never widens access.
-  if (!enabled || !policy || !entry || entry.kind === 'unavailable') return { model: requested };
+  if (!enabled || !entry || entry.kind === 'unavailable') return { model: requested };
   if (!mayCall(caller.policy, requested) && !mayCall(caller.policy, entry.model)) return { model: requested };
   // Only a model of the pool is swapped: the pool is what the platform declared interchangeable
   // (a fine-tuned or special-purpose model outside it is always served as named).
