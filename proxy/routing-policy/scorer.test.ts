@@ -169,6 +169,8 @@ describe('scoreFeatures: bounded work', () => {
     const started = performance.now();
     for (let i = 0; i < 20; i++) for (const p of prompts) scoreFeatures(ask(p));
     const ms = (performance.now() - started) / (20 * prompts.length);
-    expect(ms).toBeLessThan(2);
+    // A backtracking pattern would take tens of milliseconds or more on 8,000 characters; linear
+    // work is about 1 ms at worst here when idle, so this holds on a loaded 2-core machine.
+    expect(ms).toBeLessThan(25);
   });
 });
