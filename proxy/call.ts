@@ -37,7 +37,7 @@ export function call(deps: CallDeps, routed: Routed): Promise<Answered | Failed>
 }
 
 /** The call as every route of the chain takes it, before its plan translates the body. */
-type Call = Omit<UpstreamCall, 'route' | 'dialect'>;
+export type Call = Omit<UpstreamCall, 'route' | 'dialect'>;
 
 async function generate(deps: CallDeps, routed: Routed): Promise<Answered | Failed> {
   const { request, incoming } = routed;
@@ -78,7 +78,7 @@ async function cascade(deps: CallDeps, routed: Routed, call: Call): Promise<Answ
       escalations.push({ route: first.route, trigger: 'Error' });
       continue;
     }
-    if (last) return escalations.length ? { ...outcome, escalations } : outcome;
+    if (last) return withEscalations(outcome, escalations);
     const { result } = outcome;
     if (result.kind === 'json') {
       const trigger = judgeAnswer(
@@ -88,20 +88,21 @@ async function cascade(deps: CallDeps, routed: Routed, call: Call): Promise<Answ
         routing.cascade.triggers,
         result.usage?.completionTokens,
       );
-      if (!trigger) return escalations.length ? { ...outcome, escalations } : outcome;
+      if (!trigger) return withEscalations(outcome, escalations);
       escalations.push({ route: outcome.served, trigger, ...(result.usage ? { usage: result.usage } : {}) });
       continue;
     }
     const judged = await judgeStream(dialect, result.body, routing.features, routing.cascade.triggers);
-    if ('body' in judged) {
-      const answered = { ...outcome, result: { ...result, body: judged.body } };
-      return escalations.length ? { ...answered, escalations } : answered;
-    }
+    if ('body' in judged) return withEscalations({ ...outcome, result: { ...result, body: judged.body } }, escalations);
     escalations.push({ route: outcome.served, trigger: judged.failed, ...(await usageOf(result.outcome)) });
   }
   // Unreachable: the last step returns.
   return { failed: internalError(routed.incoming.requestId), at: routed };
 }
+
+/** The answer with the answers the cascade moved past before it, where there were any. */
+const withEscalations = (answered: Answered, escalations: readonly Escalation[]): Answered =>
+  escalations.length ? { ...answered, escalations } : answered;
 
 /** What a stream the cascade moved past used, as its relay counted it on ending (waited for briefly). */
 async function usageOf(outcome: Promise<StreamOutcome>): Promise<{ usage?: Usage }> {
@@ -181,7 +182,7 @@ const forModel = (call: Call, model: string): Call =>
   call.body.model === model ? call : { ...call, body: { ...call.body, model } };
 
 /** One route, with retries; rejects with the ProxyError the caller should see. */
-async function callOne(
+export async function callOne(
   deps: CallDeps,
   { route, plan }: Attempt,
   call: Call,

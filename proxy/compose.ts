@@ -210,7 +210,8 @@ export async function composeGateway(config: GatewayConfig = {}, parts: Partial<
 
   const { signals, pools } = inClusterPools(config, routes, metrics, resources.source, log);
   const backends = composeBackends(config, parts, { catalog, prices, timeouts, pools, source: resources.source, env });
-  const embed = gatewayEmbedder(routes, backends);
+  const retry = config.retry ?? DEFAULT_RETRY;
+  const embed = gatewayEmbedder(routes, { backends, retry, metrics });
   const policies = new RoutingPolicies(
     routes,
     backends,
@@ -237,7 +238,7 @@ export async function composeGateway(config: GatewayConfig = {}, parts: Partial<
     policies,
     embed,
     ...(budgets ? { budgets } : {}),
-    retry: config.retry ?? DEFAULT_RETRY,
+    retry,
     usage,
     onUnpriced: oncePerModel((model, provider) =>
       log.warn('model has no price: its requests are recorded with cost 0 and marked unpriced', { model, provider }),

@@ -70,7 +70,10 @@ const WHOLE: Readonly<Record<'openai-chat' | 'openai-responses' | 'anthropic-mes
 
 const judged = (dialect: CallerDialect): dialect is keyof typeof WHOLE => Object.hasOwn(WHOLE, dialect);
 
-/** Whether the cascade applies to answers of this dialect (chat, Responses, Messages). */
+/**
+ * The dialects routing serves (chat, Responses, Messages): those whose answers the cascade can
+ * judge, so a routed request can always escalate.
+ */
 export const cascades = judged;
 
 /** Why a whole answer failed, among the triggers the policy escalates on; undefined when it served. */

@@ -1,5 +1,5 @@
 import { createHash } from 'node:crypto';
-import { AUTO_MODEL, type CallerDialect, DEFAULT_ROUTING_POLICY, ROUTING_HEADER } from '../../crds/constants.js';
+import { AUTO_MODEL, DEFAULT_ROUTING_POLICY, ROUTING_HEADER } from '../../crds/constants.js';
 import type { CascadeTrigger, RoutingTier } from '../../crds/routing-policy.js';
 import { type KeyPolicy, mayCall } from '../access/auth.js';
 import { MAX_MODEL_CHARS } from '../access/model-access.js';
@@ -56,8 +56,6 @@ function autoPolicy(model: string): string | undefined {
   return model.endsWith(`/${AUTO_MODEL}`) ? model.slice(0, -AUTO_MODEL.length - 1) : undefined;
 }
 
-const ROUTED_DIALECTS: ReadonlySet<CallerDialect> = new Set(['openai-chat', 'openai-responses', 'anthropic-messages']);
-
 /** Routing on for a named model: the request's header, else the key's setting, else the default policy's. */
 function enabledFor(parsed: Parsed, policy: KeyPolicy, org: ResolvedPolicy | undefined): boolean | ProxyError {
   const header = parsed.incoming.header(ROUTING_HEADER)?.trim().toLowerCase();
@@ -81,7 +79,7 @@ export async function choose(deps: RoutingDeps, parsed: Parsed): Promise<Choice 
   const requested = request.model;
   const auto = autoPolicy(requested);
   const dialect = incoming.endpoint.dialect;
-  if (auto !== undefined && !ROUTED_DIALECTS.has(dialect))
+  if (auto !== undefined && !cascades(dialect))
     return new ProxyError(
       400,
       'invalid_request_error',
@@ -102,7 +100,7 @@ export async function choose(deps: RoutingDeps, parsed: Parsed): Promise<Choice 
       );
     return routeBy(deps, parsed, policy, undefined);
   }
-  if (!policies || !ROUTED_DIALECTS.has(dialect)) return { model: requested };
+  if (!policies || !cascades(dialect)) return { model: requested };
   const policy = policies.get(caller.policy.routingPolicy ?? DEFAULT_ROUTING_POLICY);
   // No policy to route by: nothing more to read (the header says nothing without one).
   if (!policy) return { model: requested };
@@ -141,7 +139,8 @@ async function routeBy(
     usable,
   });
   if (!decision) return noModelFits(policy, features);
-  const ladder = cascades(incoming.endpoint.dialect) && incoming.endpoint.does === 'generate' ? decision.ladder : [];
+  // count_tokens is routed too, and generates nothing to judge.
+  const ladder = incoming.endpoint.does === 'generate' ? decision.ladder : [];
   const signals = difficulty.signals.length ? `; signals=${difficulty.signals.join(',')}` : '';
   const cf = named ? request.model : (policy.baseline ?? baselineOf(policy.pool, undefined, features));
   const counterfactual = cf === undefined ? undefined : deps.routes.lookup(cf);
@@ -199,7 +198,7 @@ function noModelFits(policy: ResolvedPolicy, f: RequestFeatures): ProxyError {
  */
 export function degrade(deps: RoutingDeps, parsed: Parsed, chosen: Choice): Choice | undefined {
   // An embeddings or legacy completions request has no chat model to go to.
-  if (!ROUTED_DIALECTS.has(parsed.incoming.endpoint.dialect)) return undefined;
+  if (!cascades(parsed.incoming.endpoint.dialect)) return undefined;
   const policy = deps.policies?.get(
     chosen.routing?.policy ?? parsed.caller.policy.routingPolicy ?? DEFAULT_ROUTING_POLICY,
   );

@@ -1,43 +1,37 @@
+import { type CallDeps, callOne } from '../call.js';
 import { ENDPOINTS } from '../endpoints/endpoints.js';
 import { ProxyError } from '../endpoints/errors.js';
 import { planFor } from '../route.js';
 import type { RouteTable } from '../routing/routes.js';
-import { type Backends, backendOf } from '../upstreams/backend.js';
 import type { Embedder } from './policies.js';
 
 /**
  * The semantic scorer's embeddings: the OpenAI embeddings call to a model the gateway routes,
- * sent through that model's backend and translators as a caller's would be (Bedrock's Titan as
- * much as an in-cluster model), in batches. The gateway's own calls: no key, no usage record.
+ * made as a caller's would be (proxy/call.ts callOne: its backend, translators and retries;
+ * Bedrock's Titan as much as an in-cluster model), in batches. The gateway's own calls: no key,
+ * no usage record.
  */
 
 const BATCH = 64;
 
-export function gatewayEmbedder(routes: RouteTable, backends: Backends): Embedder {
+export function gatewayEmbedder(routes: RouteTable, deps: CallDeps): Embedder {
   return async (model, texts, signal = AbortSignal.timeout(30_000)) => {
     const entry = routes.lookup(model);
     if (!entry || entry.kind === 'unavailable') throw new Error(`the embedding model ${model} does not route`);
-    const plan = planFor(backends, ENDPOINTS.embeddings, entry);
+    const plan = planFor(deps.backends, ENDPOINTS.embeddings, entry);
     if (plan instanceof ProxyError) throw plan;
-    const backend = backendOf(backends, entry);
     const out: Float32Array[] = [];
     for (let i = 0; i < texts.length; i += BATCH) {
-      const body = { model: entry.model, input: texts.slice(i, i + BATCH) };
-      const translation = plan.translator?.begin(body, false, {
-        id: entry.model,
-        base: backend.baseModel?.(entry) ?? entry.model,
-      });
-      if (translation instanceof ProxyError) throw translation;
-      const result = await backend.send({
-        route: entry,
-        dialect: plan.dialect,
-        body: translation?.body ?? body,
-        stream: false,
-        clientWantsUsage: false,
-        signal,
-      });
+      const input = texts.slice(i, i + BATCH);
+      const body = { model: entry.model, input };
+      const result = await callOne(
+        deps,
+        { route: entry, plan },
+        { body, stream: false, clientWantsUsage: false, signal },
+        undefined,
+      );
       if (result.kind !== 'json') throw new Error(`the embedding model ${model} answered a stream`);
-      out.push(...vectorsOf(translation ? translation.json(result.body) : result.body, body.input.length, model));
+      out.push(...vectorsOf(result.body, input.length, model));
     }
     return out;
   };
