@@ -128,13 +128,20 @@ async function routeBy(
   const score = await semanticScore(deps, policy, features, difficulty.score);
   const need = tierOf(score, policy.thresholds);
   const usable = usableFor(deps, caller.policy);
-  const inPool = named && policy.pool.find((m) => m.name === request.model);
+  // An alias the caller sent stands for its model, which the pool may list by either name.
+  const inPool = named && policy.pool.find((m) => m.name === request.model || m.name === named.model);
   const price = named && backendOf(deps.backends, named).price(named);
   const decision = decide(policy.pool, {
     features,
     need,
     ...(named
-      ? { named: { name: request.model, ...(price ? { price } : {}), ...(inPool ? { tier: inPool.tier } : {}) } }
+      ? {
+          named: {
+            name: inPool?.name ?? request.model,
+            ...(price ? { price } : {}),
+            ...(inPool ? { tier: inPool.tier } : {}),
+          },
+        }
       : {}),
     usable,
   });

@@ -56,6 +56,8 @@ const apiKey = (name: string, key: string, spec: Partial<ApiKey['spec']>): ApiKe
 });
 
 const SIMPLE = 'What is the capital of France?';
+/** Standard under Balanced (about 0.25). */
+const MEDIUM = 'Explain how a hash map handles collisions, and compare open addressing with chaining.';
 /** Short and plain to the features, hard by the semantic scorer's examples. */
 const TRICKY = 'Tell me a joke';
 const HARD =
@@ -67,7 +69,9 @@ const HARD =
 beforeAll(async () => {
   double = await startOllamaDouble();
   const routes = new RouteTable();
-  routes.set(buildRoutes([md('light', LIGHT, double.url), md('standard', STANDARD, double.url)], { standalone: true }));
+  const standard = md('standard', STANDARD, double.url);
+  standard.spec.aliases = ['house-model'];
+  routes.set(buildRoutes([md('light', LIGHT, double.url), standard], { standalone: true }));
   const keys = ApiKeys.fromKeys([KEY]);
   keys.setManaged(
     [
@@ -261,6 +265,14 @@ describe('a named model', () => {
     const bad = await chat(ask(STANDARD, SIMPLE), { 'x-routing-enabled': 'maybe' });
     expect(bad.status).toBe(400);
     expect(await bad.json()).toMatchObject({ error: { param: 'X-Routing-Enabled' } });
+  });
+
+  it('knows an alias of a pool model as that model: its tier, and kept when nothing cheaper serves', async () => {
+    // Needs Standard: the alias's own model is the cheapest that serves it, so it is kept.
+    const medium = await chat(ask('house-model', MEDIUM));
+    expect(medium.headers.get('x-routed-model')).toBe(STANDARD);
+    expect(medium.headers.get('x-routing-reason')).toMatch(/^kept; tier=Standard/);
+    expect((await chat(ask('house-model', SIMPLE))).headers.get('x-routed-model')).toBe(LIGHT);
   });
 
   it('is kept when the request needs it, and for a key whose routing is Disabled', async () => {
