@@ -25,6 +25,7 @@ export function parse(read: Read): Parsed | Failed {
   const tags = parseTags({
     xTags: incoming.header('x-tags'),
     xGatewayTags: incoming.header('x-gateway-tags'),
+    xLitellmTags: incoming.header('x-litellm-tags'),
     body: request.tags,
   });
   if (tags instanceof ProxyError) return { failed: tags, at: withRequest };

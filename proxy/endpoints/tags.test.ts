@@ -24,6 +24,29 @@ describe('parseTags', () => {
     ).toEqual(['team:ml', 'project:chatbot', 'environment:prod', 'cost-center:42']);
   });
 
+  it('takes X-LiteLLM-Tags (where the CLI sends them) after X-Gateway-Tags, de-duplicated across all three headers', () => {
+    expect(
+      ok({
+        xTags: 'team:ml',
+        xGatewayTags: 'env:prod',
+        xLitellmTags: ' team:ml, agent:cli ,env:prod,',
+        body: ['agent:cli', 'project:x'],
+      }),
+    ).toEqual(['team:ml', 'env:prod', 'agent:cli', 'project:x']);
+    expect(ok({ xLitellmTags: 'app:notebook' })).toEqual(['app:notebook']);
+  });
+
+  it('checks X-LiteLLM-Tags like the other headers, naming it in the error', () => {
+    const err = fail({ xLitellmTags: 'agent:cli,bad' });
+    expect(err).toMatchObject({ status: 400, param: 'tags', code: 'invalid_tag' });
+    expect(err.message).toBe('tag "bad" from header X-LiteLLM-Tags is not of the form key:value');
+    const many = Array.from({ length: 6 }, (_, i) => `l${i}:x`).join(',');
+    const five = Array.from({ length: 5 }, (_, i) => `t${i}:x`).join(',');
+    expect(fail({ xTags: five, xLitellmTags: many }).message).toBe(
+      'too many tags: 11 after merging, at most 10 allowed',
+    );
+  });
+
   it('splits at the first colon, so values may hold colons', () => {
     expect(ok({ xTags: 'url:https://example.com:8080/x' })).toEqual(['url:https://example.com:8080/x']);
   });

@@ -1,9 +1,9 @@
 import { invalidRequest, ProxyError } from './errors.js';
 
 /**
- * Request tags: `key:value` pairs from the X-Tags and X-Gateway-Tags headers (comma
- * separated) and the body's `tags` array, merged in that order, trimmed, de-duplicated
- * keeping the first occurrence. Rules: split at the first ':'; key 1-64 characters of
+ * Request tags: `key:value` pairs from the X-Tags, X-Gateway-Tags and X-LiteLLM-Tags headers
+ * (comma separated; the last is where LiteLLM's clients and the product's CLI send them) and the
+ * body's `tags` array, merged in that order, trimmed, de-duplicated keeping the first occurrence. Rules: split at the first ':'; key 1-64 characters of
  * [A-Za-z0-9_.-]; value 1-64 printable ASCII characters, no ',' and no leading or trailing
  * space; at most 10 tags after merging.
  */
@@ -51,6 +51,7 @@ export function parseTag(raw: string, source: string): Tag | ProxyError {
 export interface TagSources {
   xTags?: string | undefined;
   xGatewayTags?: string | undefined;
+  xLitellmTags?: string | undefined;
   body?: unknown;
 }
 
@@ -59,6 +60,7 @@ export function parseTags(sources: TagSources): Tag[] | ProxyError {
   for (const [header, value] of [
     ['X-Tags', sources.xTags],
     ['X-Gateway-Tags', sources.xGatewayTags],
+    ['X-LiteLLM-Tags', sources.xLitellmTags],
   ] as const) {
     if (value === undefined || value.trim() === '') continue;
     // Empty items (a trailing comma) carry no tag and are skipped.
