@@ -55,6 +55,8 @@ import { otherRoutes } from './server/routes.js';
 import { shutdownGracefully } from './server/shutdown.js';
 import { ClusterSource } from './sources/cluster-source.js';
 import { ConfigError, loadStandaloneConfig } from './sources/standalone-config.js';
+import { openStoredResponses, settingsFrom } from './stored-responses/open.js';
+import type { StoredResponsesSettings } from './stored-responses/stored-responses.js';
 import { ProxyMetrics } from './telemetry/metrics.js';
 import { tracerFromEnv } from './telemetry/otel-env.js';
 import type { RequestTracer } from './telemetry/tracing.js';
@@ -88,6 +90,8 @@ export interface GatewayConfig {
     | { kind: 'cluster'; kubeConfig: KubeConfig; keysSecret?: string };
   /** Usage records; default an SQLite file beside the working directory (usage.db). */
   usage?: Partial<Omit<UsageSettings, 'replica'>>;
+  /** Stored Responses (proxy/stored-responses/): retention and size bound; RESPONSES_* in env otherwise. */
+  storedResponses?: StoredResponsesSettings;
   /** Price overrides over the shipped table (standalone; in a cluster the prices ConfigMap). */
   pricesFile?: string;
   /** Standalone: provider Secrets as files (<dir>/<secret name>/apiKey, /accessKeyId, /secretAccessKey). */
@@ -206,6 +210,8 @@ export async function composeGateway(config: GatewayConfig = {}, parts: Partial<
   // In-cluster GPU time for the reports' actual cost: every replica measures it, the store counts it once.
   const gpuTime = stack ? startGpuTimeLedger({ routes, prices, store: stack.gpuTime, log }) : undefined;
   const usage = gpuTime ? gpuTime.sink(recorded) : recorded;
+  // Stored Responses live in the usage store's database (an in-memory one under a test's own sink).
+  const responses = openStoredResponses(stack?.store, settingsFrom(env, config.storedResponses), log);
   const limiter = parts.limiter ?? rateLimiter(config, metrics, log);
 
   const { signals, pools } = inClusterPools(config, routes, metrics, resources.source, log);
@@ -240,6 +246,7 @@ export async function composeGateway(config: GatewayConfig = {}, parts: Partial<
     ...(budgets ? { budgets } : {}),
     retry,
     usage,
+    storedResponses: responses.stored,
     onUnpriced: oncePerModel((model, provider) =>
       log.warn('model has no price: its requests are recorded with cost 0 and marked unpriced', { model, provider }),
     ),
@@ -254,6 +261,7 @@ export async function composeGateway(config: GatewayConfig = {}, parts: Partial<
     ...((parts.reports ?? stack?.reports) ? { reports: parts.reports ?? stack?.reports } : {}),
     ...(parts.pages !== false ? { pages: parts.pages ?? pagesRoutes() } : {}),
     ready,
+    storedResponses: responses.stored,
     onError: (err, requestId) => log.error('request failed', { requestId, error: errorMessage(err) }),
   });
   const mcp = mcpGateway(config, {
@@ -286,6 +294,7 @@ export async function composeGateway(config: GatewayConfig = {}, parts: Partial<
       statusWriter?.stop();
       await limiter.close?.();
       await gpuTime?.stop();
+      await responses.close();
       await stack?.close();
       await resources.source?.stop().catch(() => {});
       await signals.close();

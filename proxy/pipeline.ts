@@ -6,6 +6,7 @@ import { internalError, ProxyError } from './endpoints/errors.js';
 import type { Admitted, Answer, Answered, Failed, Incoming } from './exchange.js';
 import { parse } from './parse.js';
 import { type RouteDeps, route } from './route.js';
+import type { StoredResponses } from './stored-responses/stored-responses.js';
 import type { UsageSink } from './usage/record.js';
 
 /**
@@ -29,6 +30,8 @@ export type PipelineDeps = AdmitDeps &
   CallDeps &
   AccountDeps & {
     usage: UsageSink;
+    /** Stateful Responses: the conversation before the route, the answer kept after the call. */
+    storedResponses?: StoredResponses;
     /** A failure of the gateway itself (never a caller's or an upstream's), with its request id. */
     onError?: (err: unknown, requestId: string) => void;
   };
@@ -72,10 +75,14 @@ async function flow(deps: PipelineDeps, admitted: Admitted): Promise<Answered | 
   try {
     const read = await readBody(deps, admitted);
     if ('failed' in read) return read;
-    const parsed = parse(read);
+    const parsedOnly = parse(read);
+    if ('failed' in parsedOnly) return parsedOnly;
+    const parsed = (await deps.storedResponses?.prepare(parsedOnly)) ?? parsedOnly;
     if ('failed' in parsed) return parsed;
     const routed = await route(deps, parsed);
     if ('failed' in routed) return routed;
+    const { storedResponses } = deps;
+    if (storedResponses) return await storedResponses.call(deps.backends, routed, (r) => call(deps, r));
     return await call(deps, routed);
   } catch (cause) {
     return { failed: internalError(admitted.incoming.requestId), at: admitted, cause };

@@ -2,10 +2,12 @@ import { isRecord, modelOf, type ParsedRequest } from './chat-request.js';
 import { invalidRequest, type ProxyError } from './errors.js';
 
 /**
- * OpenAI's Responses request (POST /openai/v1/responses) as the gateway checks it. The gateway is
- * stateless: it keeps no responses, so a request must carry its whole input. A reference to a
- * stored response or item is one 400 saying so (and how to send the input instead), never a
- * silent answer that lost the conversation.
+ * OpenAI's Responses request (POST /openai/v1/responses) as the gateway checks it. Responses are
+ * stateful here as at OpenAI (proxy/stored-responses/): `store` (default true) keeps the answer,
+ * `previous_response_id` continues a stored one (then `input` may be left out), `background`
+ * runs it detached. `prompt` (a template stored at OpenAI) may stand for the input too; only a
+ * native OpenAI upstream can resolve it, which the route decides. References to single stored
+ * items (`item_reference`) and OpenAI's conversations are one 400 saying so.
  */
 
 const MAX_ITEMS = 10_000;
@@ -16,35 +18,34 @@ export function parseResponsesRequest(body: unknown): ParsedRequest | ProxyError
   const model = modelOf(body);
   if (typeof model !== 'string') return model;
   const { tags, ...forward } = body;
-  const { input, instructions, stream, tools, previous_response_id, background, conversation, max_output_tokens } =
-    forward;
-  if (previous_response_id !== undefined && previous_response_id !== null) {
-    return bad(
-      'previous_response_id is not supported: this gateway keeps no responses (store is ignored); send the whole conversation in input, with store: false',
-      'previous_response_id',
-      'unsupported_parameter',
-    );
-  }
+  const { input, instructions, stream, tools, previous_response_id, conversation, max_output_tokens } = forward;
+  if (
+    previous_response_id !== undefined &&
+    previous_response_id !== null &&
+    !(typeof previous_response_id === 'string' && /^[A-Za-z0-9_-]{1,128}$/.test(previous_response_id))
+  )
+    return bad('previous_response_id must be the id of a response (resp_...)', 'previous_response_id');
   if (conversation !== undefined && conversation !== null)
     return bad(
-      'conversation is not supported: send the whole conversation in input',
+      'conversation is not supported: continue a stored response with previous_response_id, or send the whole conversation in input',
       'conversation',
       'unsupported_parameter',
     );
-  if (forward.prompt !== undefined && forward.prompt !== null)
-    return bad(
-      'prompt (a stored prompt template) is not supported: the templates live at OpenAI and this gateway keeps none; send the instructions and input themselves',
-      'prompt',
-      'unsupported_parameter',
-    );
-  if (background === true)
-    return bad(
-      'background responses are not supported: this gateway keeps no responses',
-      'background',
-      'unsupported_parameter',
-    );
-  if (typeof input !== 'string' && !Array.isArray(input))
-    return bad('input is required: a string, or an array of input items', 'input');
+  if (forward.prompt !== undefined && forward.prompt !== null && !isRecord(forward.prompt))
+    return bad('prompt must be an object naming a prompt template ({id, version, variables})', 'prompt');
+  for (const flag of ['store', 'background'] as const) {
+    const v = forward[flag];
+    if (v !== undefined && v !== null && typeof v !== 'boolean') return bad(`${flag} must be a boolean`, flag);
+  }
+  const continues = typeof previous_response_id === 'string' || isRecord(forward.prompt);
+  if (input === undefined || input === null) {
+    if (!continues)
+      return bad(
+        'input is required (a string, or an array of input items) unless previous_response_id or prompt is given',
+        'input',
+      );
+  } else if (typeof input !== 'string' && !Array.isArray(input))
+    return bad('input must be a string, or an array of input items', 'input');
   if (Array.isArray(input)) {
     if (input.length > MAX_ITEMS) return bad(`input holds more than ${MAX_ITEMS} items`, 'input');
     for (const [i, item] of input.entries()) {
@@ -52,7 +53,7 @@ export function parseResponsesRequest(body: unknown): ParsedRequest | ProxyError
       if (!isRecord(item)) return bad(`${at} must be an object`, at);
       if (item.type === 'item_reference') {
         return bad(
-          `${at} is an item_reference: this gateway keeps no items; send the item itself (with the AI SDK: providerOptions.openai.store = false)`,
+          `${at} is an item_reference: this gateway keeps responses, not single items to reference; send the item itself, or continue with previous_response_id (with the AI SDK: providerOptions.openai.store = false sends items whole)`,
           at,
           'unsupported_parameter',
         );

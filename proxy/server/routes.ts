@@ -7,6 +7,8 @@ import { internalError, ProxyError } from '../endpoints/errors.js';
 import { modelListRoutes } from '../models/model-lists.js';
 import type { RouteTable } from '../routing/routes.js';
 import type { RoutingPolicies } from '../routing-policy/policies.js';
+import { storedResponseRoutes } from '../stored-responses/routes.js';
+import type { StoredResponses } from '../stored-responses/stored-responses.js';
 import type { Backends } from '../upstreams/backend.js';
 import { usageRoutes } from '../usage/api.js';
 import type { UsageReports } from '../usage/reports.js';
@@ -28,6 +30,8 @@ export interface RoutesDeps {
   pages?: Hono;
   /** RoutingPolicies, whose `auto` names the model lists show. */
   policies?: RoutingPolicies;
+  /** Stored Responses: GET, DELETE, input_items and cancel of /openai/v1/responses/{id}. */
+  storedResponses?: StoredResponses;
   /** Readiness: routes and keys loaded, not shutting down. */
   ready: () => boolean;
   onError?: (err: unknown, requestId: string) => void;
@@ -75,7 +79,7 @@ function notFound(method: string, path: string): ProxyError {
     'not_found_error',
     'unknown_route',
     PREFIX_DIALECTS.has(prefixOf(path))
-      ? `no route ${method} ${path}; this gateway serves ${[...KNOWN_PATHS.keys()].filter((p) => prefixOf(p) === prefixOf(path)).join(', ')}${prefixOf(path) === '/openai' ? ' and GET /openai/v1/models/{model}' : ''}`
+      ? `no route ${method} ${path}; this gateway serves ${[...KNOWN_PATHS.keys()].filter((p) => prefixOf(p) === prefixOf(path)).join(', ')}${prefixOf(path) === '/openai' ? ', GET /openai/v1/models/{model} and /openai/v1/responses/{id} (GET, DELETE, /input_items, /cancel)' : ''}`
       : `no route ${method} ${path}; the OpenAI API is under /openai/v1, Anthropic's under /anthropic/v1`,
   );
 }
@@ -108,6 +112,8 @@ export function otherRoutes(deps: RoutesDeps): Hono<{ Variables: Vars }> {
     return found;
   };
   if (deps.reports) usageRoutes(app, deps.reports, (headers) => readScope(caller((n) => headers.get(n) ?? undefined)));
+  if (deps.storedResponses)
+    storedResponseRoutes(app, deps.storedResponses, (headers) => caller((n) => headers.get(n) ?? undefined));
   if (deps.pages) app.route('/', deps.pages);
   modelListRoutes(app, {
     routes: deps.routes,

@@ -220,7 +220,8 @@ export class PostgresUsageStore implements UsageStore {
   private readonly partitions = new Set<number>();
   private schema: Promise<void> | undefined;
 
-  private constructor(private readonly pool: pg.Pool) {
+  /** `pool`: also the stored Responses' (proxy/stored-responses/), whose table is in the same database. */
+  private constructor(readonly pool: pg.Pool) {
     // An idle pooled connection that breaks (server restart, failover) must not take the
     // process down: it is dropped from the pool, and the next query connects again.
     pool.on('error', () => {});

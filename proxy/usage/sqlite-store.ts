@@ -166,7 +166,8 @@ const GPU_TABLES = { gpuTime: 'gpu_time', gpuHour: 'gpu_hour', rollup: 'rollup' 
 const GPU_CTES = gpuCostCtes(GPU_TABLES, '@gfrom', '@gto');
 
 export class SqliteUsageStore implements UsageStore {
-  private readonly db: Database.Database;
+  /** The file's connection: the stored Responses (proxy/stored-responses/) keep their table in it. */
+  readonly db: Database.Database;
   private readonly insertRaw: Database.Statement;
   private readonly insertTag: Database.Statement;
   private readonly upsertRollup: Database.Statement;

@@ -1,0 +1,103 @@
+import { type ChunkSource, chunksOf, type StreamBody } from '../upstreams/chunk-source.js';
+
+/**
+ * A stored response's answer as the caller sees it: the Response object carries the gateway's
+ * id (never the upstream's: an upstream's id names nothing the caller can retrieve, and two
+ * upstreams' ids could meet), the caller's previous_response_id and store (the upstream was
+ * sent neither). A stream is rewritten event by event, and its final Response (the
+ * response.completed, response.incomplete or response.failed event's) is handed to `save`
+ * before that event goes out, so a caller that chains at once finds it stored.
+ */
+
+type Json = Record<string, unknown>;
+
+const isRecord = (v: unknown): v is Json => typeof v === 'object' && v !== null && !Array.isArray(v);
+
+/** What the caller asked for and the upstream never saw. */
+export interface Stamp {
+  id: string;
+  previousResponseId: string | null;
+  store: boolean;
+  background: boolean;
+}
+
+/** The Response object with the gateway's own fields. */
+export function stamped(response: unknown, stamp: Stamp): Json {
+  const r = isRecord(response) ? response : {};
+  return {
+    ...r,
+    id: stamp.id,
+    previous_response_id: stamp.previousResponseId,
+    store: stamp.store,
+    background: stamp.background,
+  };
+}
+
+/** The events whose Response is the final one. */
+const FINAL = new Set(['response.completed', 'response.incomplete', 'response.failed']);
+
+/** One SSE event's block rewritten where its data carries a Response; the final Response, where it is one. */
+function rewriteEvent(block: string, stamp: Stamp): { text: string; final?: Json } {
+  const lines = block.split(/\r?\n/);
+  const at = lines.findIndex((l) => l.startsWith('data:'));
+  if (at < 0) return { text: block };
+  let data: unknown;
+  try {
+    data = JSON.parse(lines[at]?.slice(5).trim() ?? '');
+  } catch {
+    return { text: block };
+  }
+  if (!isRecord(data) || !isRecord(data.response)) return { text: block };
+  const response = stamped(data.response, stamp);
+  lines[at] = `data: ${JSON.stringify({ ...data, response })}`;
+  const text = lines.join('\n');
+  return FINAL.has(String(data.type)) ? { text, final: response } : { text };
+}
+
+/** The stream rewritten, its final Response saved before the event carrying it goes out. */
+export function tapStream(body: StreamBody, stamp: Stamp, save: (response: Json) => Promise<void>): ChunkSource {
+  const source = chunksOf(body);
+  const decoder = new TextDecoder();
+  const encoder = new TextEncoder();
+  let pending = '';
+  let ended = false;
+  return {
+    async read() {
+      for (;;) {
+        if (ended) return undefined;
+        const chunk = await source.read();
+        if (chunk === undefined) {
+          ended = true;
+          const rest = pending + decoder.decode();
+          pending = '';
+          return rest === '' ? undefined : encoder.encode(rest);
+        }
+        pending += decoder.decode(chunk, { stream: true });
+        const blocks = pending.split(/\r?\n\r?\n/);
+        pending = blocks.pop() ?? '';
+        if (blocks.length === 0) continue;
+        let out = '';
+        for (const block of blocks) {
+          const { text, final } = rewriteEvent(block, stamp);
+          if (final) await save(final);
+          out += `${text}\n\n`;
+        }
+        return encoder.encode(out);
+      }
+    },
+    cancel: () => source.cancel(),
+  };
+}
+
+/** A whole answer as a stream body of one chunk (a background response's first answer). */
+export function oneChunk(text: string): ChunkSource {
+  let sent = false;
+  return {
+    read: async () => {
+      if (sent) return undefined;
+      sent = true;
+      return new TextEncoder().encode(text);
+    },
+    cancel: () => {},
+  };
+}

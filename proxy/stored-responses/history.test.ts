@@ -1,0 +1,154 @@
+import Database from 'better-sqlite3';
+import { beforeEach, describe, expect, it } from 'vitest';
+import { ProxyError } from '../endpoints/errors.js';
+import { historyOf } from './history.js';
+import { inputItems } from './items.js';
+import { pageOf } from './routes.js';
+import type { ResponseRows, StoredRow } from './rows.js';
+import { sqliteRows } from './sqlite-rows.js';
+
+/** The expansion of previous_response_id over real SQLite rows, and the rows themselves. */
+
+let rows: ResponseRows;
+const DAY = 86_400_000;
+
+/** A stored turn: its own input and one assistant answer, chained to `previous`. */
+const turn = (id: string, said: string, answer: string, previous: string | null, over: Partial<StoredRow> = {}) =>
+  rows.put({
+    id,
+    owner: 'team:a',
+    created: Date.now(),
+    expires: Date.now() + DAY,
+    status: 'completed',
+    background: false,
+    response: JSON.stringify({
+      id,
+      object: 'response',
+      previous_response_id: previous,
+      output: [
+        { type: 'reasoning', id: 'rs_1', summary: [] },
+        {
+          type: 'message',
+          id: `msg_${id}`,
+          role: 'assistant',
+          status: 'completed',
+          content: [{ type: 'output_text', text: answer }],
+        },
+      ],
+    }),
+    input: JSON.stringify(inputItems(said)),
+    ...over,
+  });
+
+const mine = (row: StoredRow) => row.owner === 'team:a';
+const texts = (items: unknown) =>
+  (items as Array<{ role: string; content: Array<{ text: string }> }>).map((i) => `${i.role}:${i.content[0]?.text}`);
+
+beforeEach(() => {
+  rows = sqliteRows(new Database(':memory:'));
+});
+
+describe('historyOf', () => {
+  it('walks the chain back to its first turn: inputs and outputs oldest first, without ids or reasoning', async () => {
+    await turn('resp_1', 'my word is kiwi', 'noted', null);
+    await turn('resp_2', 'and yours?', 'mango', 'resp_1');
+    await turn('resp_3', 'repeat both', 'kiwi, mango', 'resp_2');
+    const history = await historyOf(rows, 'resp_3', mine);
+    expect(texts(history)).toEqual([
+      'user:my word is kiwi',
+      'assistant:noted',
+      'user:and yours?',
+      'assistant:mango',
+      'user:repeat both',
+      'assistant:kiwi, mango',
+    ]);
+    expect(JSON.stringify(history)).not.toMatch(/"id"|reasoning/);
+  });
+
+  it("is OpenAI's 404 for a missing, deleted, expired or another team's response, anywhere along the chain", async () => {
+    await turn('resp_1', 'a', 'b', null);
+    await turn('resp_2', 'c', 'd', 'resp_1');
+    await turn('resp_old', 'e', 'f', null, { expires: Date.now() - 1 });
+    await turn('resp_theirs', 'g', 'h', null, { owner: 'team:b' });
+    for (const id of ['resp_none', 'resp_old', 'resp_theirs']) {
+      const err = await historyOf(rows, id, mine);
+      expect(err).toBeInstanceOf(ProxyError);
+      expect(err).toMatchObject({ status: 404, code: 'previous_response_not_found', param: 'previous_response_id' });
+    }
+    await rows.delete('resp_1');
+    expect(await historyOf(rows, 'resp_2', mine)).toMatchObject({
+      status: 404,
+      message: expect.stringContaining('resp_1'),
+    });
+    // An admin's view (every row) reads another team's.
+    expect(texts(await historyOf(rows, 'resp_theirs', () => true))).toEqual(['user:g', 'assistant:h']);
+  });
+
+  it('is bounded in turns, items and bytes, and refuses a response still running', async () => {
+    await turn('resp_1', 'a', 'b', null);
+    await turn('resp_2', 'c', 'd', 'resp_1');
+    await turn('resp_3', 'e', 'f', 'resp_2');
+    const bounds = { maxTurns: 3, maxItems: 100, maxBytes: 1_000_000 };
+    expect(await historyOf(rows, 'resp_3', mine, bounds)).toHaveLength(6);
+    expect(await historyOf(rows, 'resp_3', mine, { ...bounds, maxTurns: 2 })).toMatchObject({
+      status: 400,
+      code: 'conversation_too_long',
+    });
+    expect(await historyOf(rows, 'resp_3', mine, { ...bounds, maxItems: 5 })).toMatchObject({ status: 400 });
+    expect(await historyOf(rows, 'resp_3', mine, { ...bounds, maxBytes: 500 })).toMatchObject({ status: 400 });
+    // A chain that loops (never made by the gateway) ends too.
+    await turn('resp_x', 'x', 'y', 'resp_y');
+    await turn('resp_y', 'x', 'y', 'resp_x');
+    expect(await historyOf(rows, 'resp_x', mine)).toMatchObject({ code: 'conversation_too_long' });
+    await turn('resp_q', 'q', 'r', null, { status: 'queued' });
+    expect(await historyOf(rows, 'resp_q', mine)).toMatchObject({ status: 400, code: 'previous_response_not_ready' });
+  });
+});
+
+describe('the SQLite rows', () => {
+  it('settle only a running row, sweep the expired ones, and count their bytes', async () => {
+    await turn('resp_1', 'a', 'b', null, { status: 'in_progress', background: true });
+    await turn('resp_2', 'c', 'd', null, { expires: Date.now() - 1 });
+    const before = await rows.bytes();
+    expect(before).toBeGreaterThan(0);
+    expect(await rows.settle('resp_1', 'cancelled', '{"status":"cancelled"}')).toBe(true);
+    expect(await rows.settle('resp_1', 'completed', '{"status":"completed"}')).toBe(false);
+    expect(await rows.get('resp_1')).toMatchObject({
+      status: 'cancelled',
+      background: true,
+      response: '{"status":"cancelled"}',
+    });
+    expect(await rows.bytes()).toBeLessThan(before);
+    expect(await rows.sweep(Date.now())).toBe(1);
+    expect(await rows.get('resp_2')).toBeUndefined();
+    expect(await rows.delete('resp_1')).toBe(true);
+    expect(await rows.delete('resp_1')).toBe(false);
+    expect(await rows.bytes()).toBe(0);
+  });
+});
+
+describe('pageOf', () => {
+  const items = ['a', 'b', 'c', 'd', 'e'].map((id) => ({ id }));
+  const page = (q: string) => pageOf(items, new URLSearchParams(q));
+  it('pages as the spec lists: newest first by default, after an id, has_more', () => {
+    expect(page('')).toEqual({
+      object: 'list',
+      data: [...items].reverse(),
+      first_id: 'e',
+      last_id: 'a',
+      has_more: false,
+    });
+    expect(page('limit=2')).toMatchObject({ first_id: 'e', last_id: 'd', has_more: true });
+    expect(page('limit=2&after=d')).toMatchObject({ first_id: 'c', last_id: 'b', has_more: true });
+    expect(page('order=asc&after=d')).toMatchObject({ data: [{ id: 'e' }], has_more: false });
+    expect(page('order=asc&after=e')).toEqual({
+      object: 'list',
+      data: [],
+      first_id: null,
+      last_id: null,
+      has_more: false,
+    });
+    for (const bad of ['limit=0', 'limit=101', 'limit=x', 'order=up', 'after=zz'])
+      expect(() => page(bad)).toThrow(ProxyError);
+  });
+});

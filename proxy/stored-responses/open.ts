@@ -1,0 +1,58 @@
+import Database from 'better-sqlite3';
+import { PostgresUsageStore } from '../usage/postgres-store.js';
+import { SqliteUsageStore } from '../usage/sqlite-store.js';
+import type { UsageStore } from '../usage/store.js';
+import { postgresRows } from './postgres-rows.js';
+import type { ResponseRows } from './rows.js';
+import { sqliteRows } from './sqlite-rows.js';
+import { StoredResponses, type StoredResponsesLog, type StoredResponsesSettings } from './stored-responses.js';
+
+/** The stored Responses' rows in the usage store's own database; none for a store of another kind (a test's). */
+function responseRowsOf(store: UsageStore): ResponseRows | undefined {
+  if (store instanceof SqliteUsageStore) return sqliteRows(store.db);
+  if (store instanceof PostgresUsageStore) return postgresRows(store.pool);
+  return undefined;
+}
+
+/**
+ * The settings from the environment: RESPONSES_RETENTION_DAYS (30) and
+ * RESPONSES_MAX_BYTES (4 MiB), each a positive number; a config's own win.
+ */
+export function settingsFrom(env: NodeJS.ProcessEnv, config: StoredResponsesSettings = {}): StoredResponsesSettings {
+  const positive = (name: string): number | undefined => {
+    const raw = env[name];
+    const n = raw === undefined || raw === '' ? Number.NaN : Number(raw);
+    return Number.isFinite(n) && n > 0 ? n : undefined;
+  };
+  const retentionDays = config.retentionDays ?? positive('RESPONSES_RETENTION_DAYS');
+  const maxResponseBytes = config.maxResponseBytes ?? positive('RESPONSES_MAX_BYTES');
+  return {
+    ...config,
+    ...(retentionDays ? { retentionDays } : {}),
+    ...(maxResponseBytes ? { maxResponseBytes: Math.floor(maxResponseBytes) } : {}),
+  };
+}
+
+/**
+ * The gateway's stored Responses over its usage store (an in-memory database where the store is a
+ * test's own), swept hourly; `close` settles what runs in the background and stops the sweep.
+ */
+export function openStoredResponses(
+  store: UsageStore | undefined,
+  settings: StoredResponsesSettings,
+  log: StoredResponsesLog,
+): { stored: StoredResponses; close(): Promise<void> } {
+  const fromStore = store && responseRowsOf(store);
+  const own = fromStore ? undefined : new Database(':memory:');
+  const rows = fromStore ?? sqliteRows(own ?? new Database(':memory:'));
+  const stored = new StoredResponses(rows, settings, log);
+  const stop = stored.sweepHourly();
+  return {
+    stored,
+    close: async () => {
+      stop();
+      await stored.close();
+      own?.close();
+    },
+  };
+}

@@ -1,0 +1,249 @@
+import type { Caller } from '../access/auth.js';
+import { conformAnswer } from '../conformance/conformance.js';
+import type { ParsedRequest } from '../endpoints/chat-request.js';
+import { ProxyError } from '../endpoints/errors.js';
+import type { Answered, Failed, Parsed, Routed } from '../exchange.js';
+import { type Backends, backendOf } from '../upstreams/backend.js';
+import { type Stamp, stamped, tapStream } from './answer.js';
+import { runInBackground } from './background.js';
+import { HISTORY_BOUNDS, type HistoryBounds, historyOf } from './history.js';
+import { inputItems, newId } from './items.js';
+import { type ResponseRows, rowBytes, type StoredRow } from './rows.js';
+
+/**
+ * Stateful Responses (POST /openai/v1/responses with `store`, `previous_response_id`,
+ * `background`), whatever the upstream: the gateway keeps each response in the usage store's
+ * database, owned by the caller's team, and expands `previous_response_id` into the input it
+ * sends (so Bedrock, Anthropic and chat-only servers chain as OpenAI does). Two pipeline hooks:
+ * `prepare` after parsing (the conversation, before routing sees the request) and `call` around
+ * the call (the answer stamped with the gateway's id and stored; a background one run detached).
+ * Nothing stored is ever logged: logs name ids and sizes only.
+ */
+
+export interface StoredResponsesSettings {
+  /** Days a stored response is kept (OpenAI keeps 30). */
+  retentionDays?: number;
+  /** Largest response (its Response object and input items, in bytes) stored; a larger one is served, not stored. */
+  maxResponseBytes?: number;
+  history?: HistoryBounds;
+}
+
+const DEFAULT_RETENTION_DAYS = 30;
+const DEFAULT_MAX_RESPONSE_BYTES = 4 * 1024 * 1024;
+
+/** Where a json answer says it was not stored (a stream's cannot: its headers leave first). */
+const STORED_HEADER = 'x-gateway-response-stored';
+
+/** The model providers whose own prompt templates (`prompt`) a request may name: OpenAI's, served natively. */
+const PROMPT_SYSTEMS = new Set(['openai', 'azure.ai.openai']);
+
+type Json = Record<string, unknown>;
+
+/** What `prepare` decided for a request, for `call`. */
+export interface Turn {
+  stamp: Stamp;
+  owner: string;
+  /** The request's own input items, with their ids. */
+  input: Json[];
+}
+
+/** Who owns what a caller stores: its team, or its key alone where the key has no team. */
+const ownerOf = (caller: Caller): string =>
+  caller.policy.team ? `team:${caller.policy.team}` : `key:${caller.keyHashPrefix}`;
+
+/** Whether the caller may read a row: its owner's, or any for an admin. */
+export const mayRead = (caller: Caller, row: StoredRow): boolean =>
+  caller.policy.role === 'Admin' || row.owner === ownerOf(caller);
+
+export interface StoredResponsesLog {
+  warn(message: string, fields?: Record<string, unknown>): void;
+}
+
+export class StoredResponses {
+  private readonly turns = new WeakMap<ParsedRequest, Turn>();
+  /** Background responses running in this process, by id. */
+  readonly running = new Map<string, AbortController>();
+  readonly retentionMs: number;
+  readonly maxBytes: number;
+
+  constructor(
+    readonly rows: ResponseRows,
+    private readonly settings: StoredResponsesSettings = {},
+    private readonly log?: StoredResponsesLog,
+  ) {
+    this.retentionMs = (settings.retentionDays ?? DEFAULT_RETENTION_DAYS) * 86_400_000;
+    this.maxBytes = settings.maxResponseBytes ?? DEFAULT_MAX_RESPONSE_BYTES;
+  }
+
+  /**
+   * A Responses request with the conversation it continues: the items of `previous_response_id`'s
+   * chain before its own input, `previous_response_id` and `background` taken off, `store: false`
+   * (the upstream keeps no second copy, whose id the caller could not use). Undefined for other endpoints.
+   */
+  async prepare(parsed: Parsed): Promise<Parsed | Failed | undefined> {
+    if (parsed.incoming.endpoint.name !== 'responses') return undefined;
+    const { forward } = parsed.request;
+    const store = forward.store !== false;
+    const background = forward.background === true;
+    const refused = backgroundRefusal(store, background, parsed.request.stream);
+    if (refused) return { failed: refused, at: parsed };
+    const previous = typeof forward.previous_response_id === 'string' ? forward.previous_response_id : null;
+    const { previous_response_id: _p, background: _b, ...rest } = forward;
+    let input = rest.input;
+    if (previous) {
+      const history = await historyOf(this.rows, previous, (row) => mayRead(parsed.caller, row), this.history);
+      if (history instanceof ProxyError) return { failed: history, at: parsed };
+      const own = typeof input === 'string' ? [{ role: 'user', content: input }] : Array.isArray(input) ? input : [];
+      input = [...history, ...own];
+    }
+    const request = {
+      ...parsed.request,
+      forward: { ...rest, ...(input === undefined ? {} : { input }), store: false },
+    };
+    const stamp = { id: newId('resp'), previousResponseId: previous, store, background };
+    this.turns.set(request, { stamp, owner: ownerOf(parsed.caller), input: inputItems(forward.input) });
+    return { ...parsed, request };
+  }
+
+  private get history(): HistoryBounds {
+    return this.settings.history ?? HISTORY_BOUNDS;
+  }
+
+  /** The call, its answer stamped and stored (or run in the background). */
+  async call(
+    backends: Backends,
+    routed: Routed,
+    next: (routed: Routed) => Promise<Answered | Failed>,
+  ): Promise<Answered | Failed> {
+    const turn = this.turns.get(routed.request);
+    if (!turn) return next(routed);
+    const refused = promptRefusal(backends, routed);
+    if (refused) return { failed: refused, at: routed };
+    if (!turn.stamp.store) return next(routed);
+    if (turn.stamp.background) return runInBackground(this, routed, turn, next);
+    const outcome = await next(routed);
+    if ('failed' in outcome) return outcome;
+    const { result } = outcome;
+    if (result.kind === 'stream') {
+      const body = tapStream(result.body, turn.stamp, async (response) => {
+        await this.save(turn, response);
+      });
+      return { ...outcome, result: { ...result, body } };
+    }
+    // As the caller gets it: the accounting stage conforms it to the spec the same way (a no-op on this value).
+    const response = conformAnswer('openai-responses', stamped(result.body, turn.stamp)) as Json;
+    const stored = await this.save(turn, response);
+    const { raw: _raw, ...rest } = result;
+    const headers = stored === true ? rest.headers : { ...rest.headers, [STORED_HEADER]: `false; ${stored}` };
+    return { ...outcome, result: { ...rest, body: response, ...(headers ? { headers } : {}) } };
+  }
+
+  /** The row of a turn's response. */
+  rowOf(turn: Turn, response: Json, status = String(response.status ?? 'completed')): StoredRow {
+    const created = Date.now();
+    return {
+      id: turn.stamp.id,
+      owner: turn.owner,
+      created,
+      expires: created + this.retentionMs,
+      status,
+      background: turn.stamp.background,
+      response: JSON.stringify(response),
+      input: JSON.stringify(turn.input),
+    };
+  }
+
+  /** Stores a turn's response: true, or why not (too large, the store failing); never throws. */
+  async save(turn: Turn, response: Json): Promise<true | string> {
+    const row = this.rowOf(turn, response);
+    const bytes = rowBytes(row);
+    if (bytes > this.maxBytes) {
+      this.log?.warn('response not stored: larger than the bound', { id: row.id, bytes, maxBytes: this.maxBytes });
+      return `too large (${bytes} bytes, at most ${this.maxBytes})`;
+    }
+    try {
+      await this.rows.put(row);
+      return true;
+    } catch (err) {
+      this.warnFailed('response not stored: the store failed', row.id, err);
+      return 'the store failed';
+    }
+  }
+
+  /** The store's failure in a log line: its id and the error's class, never what was stored (an SQL error may quote it). */
+  warnFailed(message: string, id: string, err: unknown): void {
+    this.log?.warn(message, { id, error: err instanceof Error ? err.name : 'error' });
+  }
+
+  /** Deletes expired rows now and hourly; returns the stop. */
+  sweepHourly(): () => void {
+    const sweep = () =>
+      this.rows.sweep(Date.now()).catch((err: unknown) => this.warnFailed('stored responses not swept', '', err));
+    void sweep();
+    const timer = setInterval(sweep, 3_600_000);
+    timer.unref();
+    return () => clearInterval(timer);
+  }
+
+  /** Background responses still running here end as failed (their caller polls and sees why). */
+  async close(): Promise<void> {
+    for (const controller of this.running.values()) controller.abort(new Error('gateway stopping'));
+    const waiting = [...this.running.keys()];
+    await Promise.all(
+      waiting.map((id) =>
+        this.rows
+          .settle(id, 'failed', JSON.stringify(stoppedResponse(id)))
+          .catch((err: unknown) => this.warnFailed('background response not settled', id, err)),
+      ),
+    );
+  }
+}
+
+/** A background response's record when the gateway stopped under it. */
+const stoppedResponse = (id: string): Json => ({
+  id,
+  object: 'response',
+  status: 'failed',
+  background: true,
+  error: { code: 'server_error', message: 'the gateway stopped while the response was running: send it again' },
+  output: [],
+});
+
+function backgroundRefusal(store: boolean, background: boolean, stream: boolean): ProxyError | undefined {
+  if (!background) return undefined;
+  if (stream)
+    return new ProxyError(
+      400,
+      'invalid_request_error',
+      'unsupported_parameter',
+      'stream is not supported with background: true on this gateway: create the response in the background, then poll GET /openai/v1/responses/{id}',
+      'stream',
+    );
+  if (!store)
+    return new ProxyError(
+      400,
+      'invalid_request_error',
+      'invalid_request',
+      'background: true needs store: true (the response is kept to be polled)',
+      'store',
+    );
+  return undefined;
+}
+
+/** `prompt` names one of OpenAI's stored prompt templates: only OpenAI itself, natively, can resolve it. */
+function promptRefusal(backends: Backends, routed: Routed): ProxyError | undefined {
+  const { prompt } = routed.request.forward;
+  if (prompt === undefined || prompt === null) return undefined;
+  const first = routed.chain[0];
+  if (first && !(first.plan instanceof ProxyError) && !first.plan.translator) {
+    const { system } = backendOf(backends, first.route).who(first.route);
+    if (system && PROMPT_SYSTEMS.has(system)) return undefined;
+  }
+  return new ProxyError(
+    400,
+    'invalid_request_error',
+    'unsupported_parameter',
+    `prompt (a prompt template stored at OpenAI) can only be resolved by OpenAI itself, and ${routed.route.model} is not served by OpenAI's Responses API: send the instructions and input themselves`,
+    'prompt',
+  );
+}
