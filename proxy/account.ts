@@ -2,6 +2,7 @@ import { ROUTED_MODEL_HEADER, ROUTING_REASON_HEADER } from '../crds/constants.js
 import type { BudgetGuard } from './access/budgets.js';
 import { MAX_MODEL_CHARS } from './access/model-access.js';
 import type { RateLimiter } from './access/rate-limit.js';
+import { conformAnswer } from './conformance/conformance.js';
 import { DIALECTS } from './endpoints/dialects.js';
 import type { ProxyError } from './endpoints/errors.js';
 import type { Admitted, Answer, Answered, Escalation, Failed, Known } from './exchange.js';
@@ -9,7 +10,7 @@ import type { RouteEntry } from './routing/routes.js';
 import type { Routing } from './routing-policy/choose.js';
 import type { ProxyMetrics } from './telemetry/metrics.js';
 import { type Backends, backendOf } from './upstreams/backend.js';
-import type { StreamOutcome, Usage } from './upstreams/upstream.js';
+import type { StreamOutcome, UpstreamResult, Usage } from './upstreams/upstream.js';
 import { charge } from './usage/cost.js';
 import type { UsageRecord, UsageSink } from './usage/record.js';
 
@@ -51,7 +52,7 @@ export function account(deps: AccountDeps, outcome: Answered | Failed): Answer {
       kind: 'json',
       status: 200,
       headers: { 'content-type': 'application/json', ...answerHeaders(outcome), ...result.headers },
-      body: result.raw ?? JSON.stringify(result.body),
+      body: answerBody(outcome, result),
     };
   }
   deps.usage.begin?.(recordOf(outcome, outcome.known, 200, performance.now() - outcome.started));
@@ -71,6 +72,16 @@ export function account(deps: AccountDeps, outcome: Answered | Failed): Answer {
     },
     body: result.body,
   };
+}
+
+/**
+ * A whole answer's body, as the caller's dialect's spec has it (proxy/conformance/): the bytes the
+ * upstream sent where they already were, re-serialized only where something was added or dropped.
+ */
+function answerBody({ incoming }: Answered, result: Extract<UpstreamResult, { kind: 'json' }>): string {
+  const body =
+    incoming.endpoint.does === 'generate' ? conformAnswer(incoming.endpoint.dialect, result.body) : result.body;
+  return (body === result.body ? result.raw : undefined) ?? JSON.stringify(body);
 }
 
 /** A refusal or a failure: recorded with what was known, answered in the caller's dialect. */

@@ -34,7 +34,10 @@ const ANSWER = {
   object: 'chat.completion',
   created: 0,
   model: MODEL,
-  choices: [{ index: 0, message: { role: 'assistant', content: 'ok' }, finish_reason: 'stop' }],
+  // As OpenAI's spec has it (logprobs and refusal null): the gateway passes it on as it is.
+  choices: [
+    { index: 0, message: { role: 'assistant', content: 'ok', refusal: null }, finish_reason: 'stop', logprobs: null },
+  ],
   usage: { prompt_tokens: 3, completion_tokens: 1, total_tokens: 4 },
 };
 const ERROR_TYPES = ['invalid_request_error', 'authentication_error', 'permission_error', 'not_found_error'];

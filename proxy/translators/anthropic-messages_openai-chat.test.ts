@@ -1,5 +1,6 @@
 import Anthropic from '@anthropic-ai/sdk';
 import { describe, expect, it } from 'vitest';
+import { conformAnswer } from '../conformance/conformance.js';
 import { type StreamBody, webStream } from '../upstreams/chunk-source.js';
 import { anthropicMessagesToOpenaiChat as translator } from './anthropic-messages_openai-chat.js';
 import { translatorFor } from './table.js';
@@ -669,15 +670,28 @@ describe('anthropic-messages -> openai-chat: streams', () => {
         content: [],
         stop_reason: null,
         stop_sequence: null,
-        usage: { input_tokens: 0, output_tokens: 0, cache_read_input_tokens: 0, cache_creation_input_tokens: 0 },
+        // What the spec's Message requires beside (proxy/conformance/): null where there is nothing to say.
+        stop_details: null,
+        container: null,
+        usage: {
+          input_tokens: 0,
+          output_tokens: 0,
+          cache_read_input_tokens: 0,
+          cache_creation_input_tokens: 0,
+          cache_creation: null,
+          inference_geo: null,
+          output_tokens_details: null,
+          server_tool_use: null,
+          service_tier: null,
+        },
       },
     });
     expect(out.filter((e) => e.type === 'content_block_start')).toEqual([
-      { type: 'content_block_start', index: 0, content_block: { type: 'text', text: '' } },
+      { type: 'content_block_start', index: 0, content_block: { type: 'text', text: '', citations: null } },
       {
         type: 'content_block_start',
         index: 1,
-        content_block: { type: 'tool_use', id: 'tooluse_1', name: 'Bash', input: {} },
+        content_block: { type: 'tool_use', id: 'tooluse_1', name: 'Bash', input: {}, caller: { type: 'direct' } },
       },
     ]);
     expect(out.filter((e) => e.type === 'content_block_delta')).toEqual([
@@ -688,8 +702,8 @@ describe('anthropic-messages -> openai-chat: streams', () => {
     ]);
     expect(out.at(-2)).toEqual({
       type: 'message_delta',
-      delta: { stop_reason: 'tool_use', stop_sequence: null },
-      usage: MESSAGE.usage,
+      delta: { stop_reason: 'tool_use', stop_sequence: null, stop_details: null, container: null },
+      usage: { ...MESSAGE.usage, output_tokens_details: null, server_tool_use: null },
     });
   });
 
@@ -699,7 +713,9 @@ describe('anthropic-messages -> openai-chat: streams', () => {
       .messages.stream({ model: MODEL, max_tokens: 100, messages: [{ role: 'user', content: 'hi' }] })
       .finalMessage();
     // parsed_output is the SDK's own (structured outputs), not the wire's.
-    expect(final).toEqual({ ...(begin(base()).json(COMPLETION) as Json), parsed_output: null });
+    // The whole answer as the caller gets it: through the conformance layer at the exit (account.ts).
+    const whole = conformAnswer('anthropic-messages', begin(base()).json(COMPLETION)) as Json;
+    expect(final).toEqual({ ...whole, parsed_output: null });
   });
 
   it('numbers blocks consecutively across several tool calls, text after them included', async () => {
@@ -726,9 +742,9 @@ describe('anthropic-messages -> openai-chat: streams', () => {
       .messages.stream({ model: MODEL, max_tokens: 100, messages: [{ role: 'user', content: 'hi' }] })
       .finalMessage();
     expect(final.content).toEqual([
-      { type: 'tool_use', id: 'c1', name: 'A', input: {} },
-      { type: 'tool_use', id: 'c2', name: 'B', input: { n: 1 } },
-      { type: 'text', text: 'done' },
+      { type: 'tool_use', id: 'c1', name: 'A', input: {}, caller: { type: 'direct' } },
+      { type: 'tool_use', id: 'c2', name: 'B', input: { n: 1 }, caller: { type: 'direct' } },
+      { type: 'text', text: 'done', citations: null },
     ]);
     expect(final.stop_reason).toBe('tool_use');
   });

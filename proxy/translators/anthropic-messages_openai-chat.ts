@@ -1,3 +1,4 @@
+import { conformEvent } from '../conformance/conformance.js';
 import { isRecord } from '../endpoints/chat-request.js';
 import { DIALECTS } from '../endpoints/dialects.js';
 import { invalidRequest, ProxyError } from '../endpoints/errors.js';
@@ -335,7 +336,9 @@ function streamFrom(upstream: StreamBody, request: Json): ChunkSource {
   const model = String(request.model ?? '');
   const out: string[] = [];
   const emit = (type: string, data: Json) => {
-    out.push(`event: ${type}\ndata: ${JSON.stringify({ type, ...data })}\n\n`);
+    out.push(
+      `event: ${type}\ndata: ${JSON.stringify(conformEvent('anthropic-messages', type, { type, ...data }))}\n\n`,
+    );
   };
   let started = false;
   let blocks = 0;

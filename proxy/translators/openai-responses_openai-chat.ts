@@ -1,3 +1,4 @@
+import { conformEvent } from '../conformance/conformance.js';
 import { isRecord } from '../endpoints/chat-request.js';
 import { DIALECTS } from '../endpoints/dialects.js';
 import { invalidRequest, ProxyError } from '../endpoints/errors.js';
@@ -415,7 +416,8 @@ class ResponsesEvents {
   }
 
   private emit(type: string, data: Json): void {
-    this.out.push(`event: ${type}\ndata: ${JSON.stringify({ type, sequence_number: this.sequence++, ...data })}\n\n`);
+    const event = conformEvent('openai-responses', type, { type, sequence_number: this.sequence++, ...data });
+    this.out.push(`event: ${type}\ndata: ${JSON.stringify(event)}\n\n`);
   }
 
   private closeReasoning(): void {

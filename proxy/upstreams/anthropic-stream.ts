@@ -1,3 +1,4 @@
+import { conformingReader } from '../conformance/conformance.js';
 import { isRecord } from '../endpoints/chat-request.js';
 import { DIALECTS } from '../endpoints/dialects.js';
 import type { StreamEvents } from './event-stream.js';
@@ -65,7 +66,7 @@ const BEDROCK_METRICS = 'amazon-bedrock-invocationMetrics';
  * sends, without Bedrock's invocation metrics.
  */
 export function anthropicEvents(): StreamEvents {
-  const reader = anthropicStream();
+  const reader = conformingReader('anthropic-messages', anthropicStream());
   let usage: Usage | undefined;
   let token = false;
   let complete = false;

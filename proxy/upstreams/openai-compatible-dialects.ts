@@ -1,3 +1,4 @@
+import { conformingReader } from '../conformance/conformance.js';
 import type { CallerDialect } from '../endpoints/dialects.js';
 import { anthropicStream, anthropicUsage } from './anthropic-stream.js';
 import { sseFrame as frame, type StreamReader } from './stream-reader.js';
@@ -125,12 +126,12 @@ export const PASS_THROUGH: Readonly<Record<CallerDialect, PassThrough>> = {
   'openai-chat': {
     prepare: withUsage,
     usageOf: openAIUsage,
-    reader: openAIStream,
+    reader: (wantsUsage) => conformingReader('openai-chat', openAIStream(wantsUsage)),
   },
   'openai-completions': {
     prepare: withUsage,
     usageOf: openAIUsage,
-    reader: openAIStream,
+    reader: (wantsUsage) => conformingReader('openai-completions', openAIStream(wantsUsage)),
   },
   'openai-embeddings': {
     prepare: (body) => body,
@@ -140,11 +141,11 @@ export const PASS_THROUGH: Readonly<Record<CallerDialect, PassThrough>> = {
   'openai-responses': {
     prepare: (body) => body,
     usageOf: responsesUsage,
-    reader: responsesStream,
+    reader: () => conformingReader('openai-responses', responsesStream()),
   },
   'anthropic-messages': {
     prepare: (body) => body,
     usageOf: (json) => (isRecord(json) && isRecord(json.usage) ? anthropicUsage(json.usage) : undefined),
-    reader: anthropicStream,
+    reader: () => conformingReader('anthropic-messages', anthropicStream()),
   },
 };

@@ -1,0 +1,123 @@
+import type { CallerDialect } from '../endpoints/dialects.js';
+import type { StreamReader } from '../upstreams/stream-reader.js';
+import { message, messageEvent, messageEventMayNeed } from './anthropic-messages.js';
+import { chatChunk, chatCompletion } from './openai-chat.js';
+import { completion, completionChunk } from './openai-completions.js';
+import { embeddingList } from './openai-embeddings.js';
+import { response, responseEvent, responseEventMayNeed } from './openai-responses.js';
+import { isRecord, type Json } from './shape.js';
+
+/**
+ * Each dialect's answers as its published spec has them (OpenAI's and Anthropic's OpenAPI
+ * documents), whatever upstream or translator made them: fields the spec requires and a server
+ * left out are added with the API's own empty values; nulls where the spec allows none are
+ * dropped. A normalizer returns the value it was given where nothing had to change, so an answer
+ * already conformant goes out as the bytes that came in.
+ *
+ * Applied on the way out: a whole answer in account.ts, a relayed stream's events in its reader
+ * (conformingReader, for every upstream that streams the caller's dialect), a translator's events
+ * where it writes them.
+ */
+
+interface DialectConformance {
+  /** A whole answer. */
+  answer(body: Json): Json;
+  /** One stream event by its SSE name (absent for OpenAI's unnamed `data:` events). */
+  event(name: string | undefined, data: Json): Json;
+  /** Whether an event, as its SSE frame, may need an edit: the others are not parsed. */
+  mayNeed(name: string | undefined, frame: string): boolean;
+  /** Whether an event's bytes can go out unread (the relay's fast path), for the events that most often can. */
+  fastOk(raw: Buffer): boolean;
+}
+
+/** Usage as an object (not null), compact or spaced. */
+const USAGE_OBJECT = /"usage":\s*\{/;
+const EMPTY_CHOICES = '"choices":[]';
+const LOGPROBS = Buffer.from('"logprobs"');
+
+export const CONFORMANCE: Readonly<Record<CallerDialect, DialectConformance>> = {
+  'openai-chat': {
+    answer: chatCompletion,
+    event: (_name, data) => chatChunk(data),
+    // Only a chunk with usage beside its choices: the usage chunk itself has none.
+    mayNeed: (_name, frame) => USAGE_OBJECT.test(frame) && !frame.includes(EMPTY_CHOICES),
+    fastOk: () => true,
+  },
+  'openai-completions': {
+    answer: completion,
+    event: (_name, data) => completionChunk(data),
+    mayNeed: (_name, frame) =>
+      !frame.includes('"logprobs"') || (USAGE_OBJECT.test(frame) && !frame.includes(EMPTY_CHOICES)),
+    fastOk: (raw) => raw.includes(LOGPROBS),
+  },
+  'openai-embeddings': {
+    answer: embeddingList,
+    event: (_name, data) => data,
+    mayNeed: () => false,
+    fastOk: () => true,
+  },
+  'openai-responses': {
+    answer: response,
+    event: responseEvent,
+    mayNeed: responseEventMayNeed,
+    fastOk: () => true,
+  },
+  'anthropic-messages': {
+    answer: message,
+    event: messageEvent,
+    mayNeed: messageEventMayNeed,
+    fastOk: () => true,
+  },
+};
+
+/** A whole answer of the dialect as the spec has it; the same value where it already was. */
+export function conformAnswer(dialect: CallerDialect, body: unknown): unknown {
+  return isRecord(body) ? CONFORMANCE[dialect].answer(body) : body;
+}
+
+const DATA = 'data: ';
+
+/**
+ * One SSE frame as the reader wrote it (`event: x\ndata: {...}\n\n`, a single data line): the same
+ * string where its event needed nothing, else the event re-written.
+ */
+function conformFrame(c: DialectConformance, name: string | undefined, frame: string): string {
+  if (!c.mayNeed(name, frame)) return frame;
+  const at = frame.indexOf(DATA);
+  const end = frame.indexOf('\n', at);
+  if (at === -1 || end === -1 || frame.charCodeAt(at + DATA.length) !== 123 /* { */) return frame;
+  let event: unknown;
+  try {
+    event = JSON.parse(frame.slice(at + DATA.length, end));
+  } catch {
+    return frame;
+  }
+  if (!isRecord(event)) return frame;
+  const after = c.event(name, event);
+  return after === event ? frame : `${frame.slice(0, at + DATA.length)}${JSON.stringify(after)}${frame.slice(end)}`;
+}
+
+/**
+ * A relay's reader for a stream of the caller's dialect, its events as the spec has them. The
+ * events that are most of a stream (tokens) keep the relay's fast path and go out unread; the few
+ * that may need an edit (the start, the usage, the end) are parsed, and written anew only where
+ * something changed.
+ */
+export function conformingReader(dialect: CallerDialect, reader: StreamReader): StreamReader {
+  const c = CONFORMANCE[dialect];
+  const fast = reader.fast;
+  return {
+    ...(fast ? { fast: (raw: Buffer) => (c.fastOk(raw) ? fast(raw) : undefined) } : {}),
+    read(name, data) {
+      const r = reader.read(name, data);
+      if (!r || r.out === '') return r;
+      const out = conformFrame(c, name, r.out);
+      return out === r.out ? r : { ...r, out };
+    },
+  };
+}
+
+/** A translator's event, built as an object, as the spec has it before it is written (no parse). */
+export function conformEvent(dialect: CallerDialect, name: string | undefined, event: Json): Json {
+  return CONFORMANCE[dialect].event(name, event);
+}

@@ -1,0 +1,32 @@
+import { openAIUsage, placeholderUsage } from './openai-usage.js';
+import { eachRecord, edited, filled, ifRecord, type Json } from './shape.js';
+
+/**
+ * OpenAI's chat completion (CreateChatCompletionResponse) and its stream's chunks
+ * (CreateChatCompletionStreamResponse) as the spec has them. Ollama leaves out what the API
+ * sends as null: each choice's `logprobs` and its message's `refusal`; its legacy completions
+ * stream writes zero usage on every chunk, which chat servers may copy: the spec's chunks before
+ * the last carry `usage: null` (only the last, with `choices: []`, carries the usage).
+ */
+
+const MESSAGE = { content: null, refusal: null };
+
+const choice = (c: Json): Json =>
+  edited(
+    filled(c, { logprobs: null }),
+    'message',
+    ifRecord((m) => filled(m, MESSAGE)),
+  );
+
+export const chatCompletion = (body: Json): Json =>
+  edited(
+    edited(body, 'choices', (list) => eachRecord(list, choice)),
+    'usage',
+    ifRecord(openAIUsage),
+  );
+
+/** A chunk: zero usage on a chunk that still has choices is a placeholder, null in the spec's words. */
+export function chatChunk(chunk: Json): Json {
+  if (!placeholderUsage(chunk)) return edited(chunk, 'usage', ifRecord(openAIUsage));
+  return { ...chunk, usage: null };
+}
