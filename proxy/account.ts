@@ -38,6 +38,8 @@ interface Ending {
   usage?: Usage;
   firstTokenMs?: number;
   errorType?: string;
+  /** A whole answer, still to be written: the front door says whether it reached the caller (UsageSink.delivered). */
+  whole?: boolean;
 }
 
 export function account(deps: AccountDeps, outcome: Answered | Failed): Answer {
@@ -47,6 +49,7 @@ export function account(deps: AccountDeps, outcome: Answered | Failed): Answer {
     settle(deps, outcome, outcome.known, outcome.served, {
       status: result.status,
       ...(result.usage ? { usage: result.usage } : {}),
+      whole: true,
     });
     return {
       kind: 'json',
@@ -86,7 +89,7 @@ function answerBody({ incoming }: Answered, result: Extract<UpstreamResult, { ki
 
 /** A refusal or a failure: recorded with what was known, answered in the caller's dialect. */
 function accountFailure(deps: AccountDeps, { failed, at }: Failed): Answer {
-  settle(deps, at, at.known, at.route, { status: failed.status, errorType: failed.code });
+  settle(deps, at, at.known, at.route, { status: failed.status, errorType: failed.code, whole: true });
   const headers = at.routing
     ? { ...at.headers, ...routingHeaders(at.routing, at.known.model, at.escalations) }
     : at.headers;
@@ -160,18 +163,21 @@ function settle(
   const now = Date.now();
   // The record's own time: the budgets match the two when the recorder writes it.
   deps.budgets?.add(at.caller.policy, known.tags, cost.costUsd, now);
-  deps.usage.record({
-    ...recordOf(at, known, end.status, latencyMs, now),
-    promptTokens: end.usage?.promptTokens ?? 0,
-    completionTokens: end.usage?.completionTokens ?? 0,
-    costUsd: cost.costUsd,
-    ...(cost.creditsUsd ? { creditsUsd: cost.creditsUsd } : {}),
-    ...(end.firstTokenMs !== undefined ? { firstTokenMs: end.firstTokenMs } : {}),
-    ...(end.errorType ? { errorType: end.errorType } : {}),
-    ...(end.usage?.counted ? { tokensCounted: true } : {}),
-    ...(cost.unpriced ? { unpriced: true } : {}),
-    ...routed,
-  });
+  deps.usage.record(
+    {
+      ...recordOf(at, known, end.status, latencyMs, now),
+      promptTokens: end.usage?.promptTokens ?? 0,
+      completionTokens: end.usage?.completionTokens ?? 0,
+      costUsd: cost.costUsd,
+      ...(cost.creditsUsd ? { creditsUsd: cost.creditsUsd } : {}),
+      ...(end.firstTokenMs !== undefined ? { firstTokenMs: end.firstTokenMs } : {}),
+      ...(end.errorType ? { errorType: end.errorType } : {}),
+      ...(end.usage?.counted ? { tokensCounted: true } : {}),
+      ...(cost.unpriced ? { unpriced: true } : {}),
+      ...routed,
+    },
+    end.whole,
+  );
   deps.metrics.observeRequest({
     // Only routable models become label values: a caller's made-up names must not add series.
     model: served ? model : '',

@@ -125,4 +125,6 @@ export type Answer = (
 ) & {
   /** The request's usage record is written (the spool's group commit): the answer goes out after. */
   durable?: Promise<void>;
+  /** A whole answer: the front door says whether its last byte reached the socket (usage's UsageSink.delivered). */
+  delivered?: (ok: boolean) => void;
 };

@@ -60,8 +60,11 @@ export function createFrontDoor(
   const hono = getRequestListener(others.fetch);
   const serveEndpoint = async (endpoint: Endpoint, req: IncomingMessage, res: ServerResponse) => {
     const gone = new AbortController();
+    let delivered: ((ok: boolean) => void) | undefined;
+    // 'close' follows 'finish' (the last byte handed to the socket) on a kept-alive connection too.
     res.once('close', () => {
       if (!res.writableFinished) gone.abort();
+      delivered?.(res.writableFinished);
     });
     const answer = await pipeline({
       requestId: newRequestId(),
@@ -71,6 +74,9 @@ export function createFrontDoor(
       signal: gone.signal,
     });
     if (answer.durable) await answer.durable;
+    // The caller left while the answer was made: it never reached them.
+    if (gone.signal.aborted) answer.delivered?.(false);
+    else delivered = answer.delivered;
     await writeAnswer(answer, res, gone.signal);
   };
   const server = createServer(

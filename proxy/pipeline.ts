@@ -51,7 +51,16 @@ export function createPipeline(deps: PipelineDeps): Pipeline {
       handling -= 1;
     }
     const durable = deps.usage.durable?.(handling === 0);
-    return durable ? { ...answer, durable } : answer;
+    // A whole answer's record waits to learn whether the answer reached its caller (a stream's
+    // final record is made after its last byte already).
+    const { usage } = deps;
+    const delivered =
+      answer.kind === 'json' && usage.delivered
+        ? (ok: boolean) => usage.delivered?.(incoming.requestId, ok)
+        : undefined;
+    return durable || delivered
+      ? { ...answer, ...(durable ? { durable } : {}), ...(delivered ? { delivered } : {}) }
+      : answer;
   };
 }
 

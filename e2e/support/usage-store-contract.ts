@@ -43,6 +43,7 @@ export function rec(o: Partial<StoredUsage> & { at: number; tags?: Tag[] }): Sto
     ...(o.routingReason !== undefined ? { routingReason: o.routingReason } : {}),
     ...(o.escalations !== undefined ? { escalations: o.escalations } : {}),
     ...(o.counterfactualCostUsd !== undefined ? { counterfactualCostUsd: o.counterfactualCostUsd } : {}),
+    ...(o.delivered === false ? { delivered: false, errorType: o.errorType ?? 'gateway_restarted' } : {}),
   };
 }
 
@@ -212,6 +213,7 @@ export function usageStoreContract(KINDS: Array<[string, () => Promise<Opened>]>
       // No GPU time measured: the actual cost is the list price.
       expect(r.totals).toEqual({
         requests: 4,
+        undeliveredRequests: 0,
         inputTokens: 1117,
         outputTokens: 1058,
         costUsd: 0.86,
@@ -225,6 +227,7 @@ export function usageStoreContract(KINDS: Array<[string, () => Promise<Opened>]>
       expect(r.groups.find((g) => g.group === 'llama3.1:8b')).toEqual({
         group: 'llama3.1:8b',
         requests: 2,
+        undeliveredRequests: 0,
         inputTokens: 110,
         outputTokens: 55,
         costUsd: 0.55,
@@ -902,6 +905,37 @@ export function usageStoreContract(KINDS: Array<[string, () => Promise<Opened>]>
 function routingContract(KINDS: Array<[string, () => Promise<Opened>]>): void {
   const day = { ...range, granularity: 'day' as const, groupBy: 'model', tags: [] as Tag[] };
 
+  describe.each(KINDS)('UsageStore on %s with answers their callers never got', (_kind, open) => {
+    it('counts served requests apart from undelivered ones, whose cost stays in the cost, from the rollups and from the raw records alike', async () => {
+      const { store } = await open();
+      const batch = [
+        rec({ at: T0, tags: [tag('team', 'ml'), tag('project', 'a')], costUsd: 0.1 }),
+        rec({ at: T0, tags: [tag('team', 'ml'), tag('project', 'a')], costUsd: 0.2, status: 429 }),
+        // A crash cut its answer: the upstream's work was real.
+        rec({ at: T0, tags: [tag('team', 'ml'), tag('project', 'a')], costUsd: 0.4, status: 502, delivered: false }),
+        // Its caller left before the last byte: an error it already was stays one, undelivered.
+        rec({ at: T0 + HOUR, tags: [tag('team', 'ml')], costUsd: 0.8, status: 504, delivered: false }),
+      ];
+      await store.insert(batch);
+      // A replayed batch counts once.
+      await store.insert(batch);
+      const byModel = await store.usage(day);
+      expect(byModel.totals).toMatchObject({ requests: 2, undeliveredRequests: 2, costUsd: 1.5, inputTokens: 40 });
+      const analytics = await store.analytics(day);
+      // Errors and the error rate are of the served requests.
+      expect(analytics.totals).toMatchObject({ requests: 2, undeliveredRequests: 2, errors: 1, errorRate: 0.5 });
+      // Two tags filter: answered from the raw records, the same way.
+      const raw = await store.analytics({ ...day, tags: [tag('team', 'ml'), tag('project', 'a')] });
+      expect(raw.totals).toMatchObject({ requests: 2, undeliveredRequests: 1, errors: 1, costUsd: 0.7 });
+      const rawUsage = await store.usage({ ...day, tags: [tag('team', 'ml'), tag('project', 'a')] });
+      expect(rawUsage.totals).toMatchObject({ requests: 2, undeliveredRequests: 1, costUsd: 0.7 });
+      // By tag from the rollups.
+      const byProject = await store.usage({ ...day, groupBy: 'project' });
+      expect(byProject.groups.find((g) => g.group === 'a')).toMatchObject({ requests: 2, undeliveredRequests: 1 });
+      await store.close();
+    });
+  });
+
   describe.each(KINDS)('UsageStore on %s with routed requests', (_kind, open) => {
     it('reports routing savings, routed requests and escalation rate beside free-credit savings, exactly, by any dimension', async () => {
       const { store } = await open();
@@ -909,6 +943,7 @@ function routingContract(KINDS: Array<[string, () => Promise<Opened>]>): void {
       const byModel = await store.usage(day);
       expect(byModel.totals).toEqual({
         requests: 3,
+        undeliveredRequests: 0,
         inputTokens: 30,
         outputTokens: 60,
         costUsd: 0.9,

@@ -139,11 +139,12 @@ export class GpuTimeLedger {
   /** The usage sink with the ledger told of every request (records flow on unchanged). */
   sink(inner: UsageSink): UsageSink {
     return {
-      record: (rec) => {
+      record: (rec, awaitsDelivery) => {
         this.served(rec);
-        inner.record(rec);
+        inner.record(rec, awaitsDelivery);
       },
       ...(inner.begin ? { begin: (rec: UsageRecord) => inner.begin?.(rec) } : {}),
+      ...(inner.delivered ? { delivered: (id: string, ok: boolean) => inner.delivered?.(id, ok) } : {}),
       ...(inner.durable ? { durable: (alone?: boolean) => inner.durable?.(alone) } : {}),
     };
   }

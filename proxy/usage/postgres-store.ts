@@ -182,6 +182,10 @@ export const MIGRATIONS: string[] = [
    ALTER TABLE usage_rollup ADD COLUMN routed bigint NOT NULL DEFAULT 0, ADD COLUMN escalated bigint NOT NULL DEFAULT 0,
      ADD COLUMN routed_cost double precision NOT NULL DEFAULT 0,
      ADD COLUMN counterfactual double precision NOT NULL DEFAULT 0;`,
+  // 7: whether a whole answer reached its caller (UsageRecord.delivered; rows of before: as far
+  // as anyone knew, yes). Rollups count served requests and errors as before and undelivered ones apart.
+  `ALTER TABLE usage_requests ADD COLUMN delivered boolean NOT NULL DEFAULT true;
+   ALTER TABLE usage_rollup ADD COLUMN undelivered bigint NOT NULL DEFAULT 0;`,
 ];
 
 /** A LIMIT known to be a small whole number (a bound, never caller text). */
@@ -404,12 +408,14 @@ export class PostgresUsageStore implements UsageStore {
         routingText(r.routingReason),
         escalationCount(r.escalations),
         counterfactualOf(r),
+        r.delivered !== false,
       ]);
       const { rows } = await tx.query<{ request_id: string; ts: string }>(
         `INSERT INTO usage_requests (ts, request_id, key_prefix, model, provider, tags, prompt, completion, cost,
            savings, latency_ms, ttft_ms, status, error_type, stream, tokens_counted, unpriced, team, api_key, endpoint,
-           bytes_in, bytes_out, payload, requested_model, routing_policy, routing_reason, escalations, counterfactual)
-         VALUES ${placeholders(values.length, 28)} ON CONFLICT DO NOTHING RETURNING request_id, ts::text`,
+           bytes_in, bytes_out, payload, requested_model, routing_policy, routing_reason, escalations, counterfactual,
+           delivered)
+         VALUES ${placeholders(values.length, 29)} ON CONFLICT DO NOTHING RETURNING request_id, ts::text`,
         values.flat(),
       );
       for (const d of rows) inserted.add(`${d.request_id}|${d.ts}`);
@@ -456,6 +462,7 @@ export class PostgresUsageStore implements UsageStore {
       'escalated',
       'routed_cost',
       'counterfactual',
+      'undelivered',
       ...BUCKET_COLUMNS,
     ];
     for (let i = 0; i < deltas.length; i += 500) {
@@ -481,6 +488,7 @@ export class PostgresUsageStore implements UsageStore {
           d.escalated,
           d.routedCost,
           d.counterfactual,
+          d.undelivered,
           ...BUCKET_COLUMNS.map((c) => Number(d[c] ?? 0)),
         ]);
       await tx.query(
@@ -655,7 +663,8 @@ export class PostgresUsageStore implements UsageStore {
     const source = `FROM usage_rollup WHERE ${where.join(' AND ')}`;
     const rank = routing ? 'SUM(routed)' : 'SUM(requests)';
     const { named, folded } = await this.topGroups(q, query, group, rank, source, read);
-    const sums = `SUM(requests)::float8 AS requests, SUM(errors)::float8 AS errors, SUM(prompt)::float8 AS prompt,
+    const sums = `SUM(requests)::float8 AS requests, SUM(errors)::float8 AS errors,
+      SUM(undelivered)::float8 AS undelivered, SUM(prompt)::float8 AS prompt,
       SUM(completion)::float8 AS completion, SUM(cost)::float8 AS cost, SUM(${ACTUAL_COST_SQL})::float8 AS actual,
       SUM(savings)::float8 AS savings, ${routingRollupSums('::float8')},
       ${BUCKET_COLUMNS.map((c) => `SUM(${c})::float8 AS ${c}`).join(', ')}`;
@@ -703,15 +712,17 @@ export class PostgresUsageStore implements UsageStore {
     // fold those past the limit from that aggregate (ranking with a second scan doubled the cost).
     const limit = query.bind(groupLimit(q));
     const other = query.bind(OTHER_GROUP);
-    const sums = ['requests', 'errors', 'prompt', 'completion', 'cost', 'actual', 'savings', 'routed', 'escalated'];
+    const sums = ['requests', 'errors', 'undelivered', 'prompt', 'completion', 'cost', 'actual', 'savings', 'routed'];
+    sums.push('escalated');
     sums.push('routed_cost', 'counterfactual', ...BUCKET_COLUMNS);
     // The routing report ranks groups by routed requests, the others by all requests.
     const rank = routing ? 'routed' : 'requests';
     const rows = await read<RollupRow & { groups: number }>(
       `WITH ${this.gpuCtes(q, query)},
        agg AS MATERIALIZED (
-         SELECT ts - (ts % ${size}) AS bucket, ${group} AS grp, count(*) AS requests,
-           count(*) FILTER (WHERE status >= 400) AS errors, SUM(prompt) AS prompt, SUM(completion) AS completion,
+         SELECT ts - (ts % ${size}) AS bucket, ${group} AS grp, count(*) FILTER (WHERE delivered) AS requests,
+           count(*) FILTER (WHERE status >= 400 AND delivered) AS errors,
+           count(*) FILTER (WHERE NOT delivered) AS undelivered, SUM(prompt) AS prompt, SUM(completion) AS completion,
            SUM(cost) AS cost, SUM(${ACTUAL_COST_SQL}) AS actual, SUM(savings) AS savings, ${ROUTING_RAW_SUMS},
            ${buckets.join(', ')}
          FROM ${from} WHERE ${where.join(' AND ')}

@@ -69,10 +69,39 @@ export interface UsageRecord {
   counterfactualCostUsd?: number;
   /** Tokens were used but the model has no price: costUsd is 0 because nobody knows it, not because it was free. */
   unpriced?: boolean;
+  /**
+   * false: the caller never got the whole answer (the gateway was killed before its last byte
+   * reached the socket, or the caller left first). Not a served request: the reports count it
+   * apart (undeliveredRequests), its tokens and cost stay in the cost. Absent: delivered, or
+   * delivered as far as anyone knows (a stream's final record is made after its last byte).
+   */
+  delivered?: false;
 }
 
+/**
+ * The record of an answer its caller did not get whole: status and error as for a cut stream
+ * (an error the answer already was is kept), its tokens and cost kept.
+ */
+function undelivered(rec: UsageRecord, status: number, errorType: string): UsageRecord {
+  return rec.status >= 400 ? { ...rec, delivered: false } : { ...rec, status, errorType, delivered: false };
+}
+
+/** A crash cut the answer (a stream, or a whole answer whose last byte had not reached the socket). */
+export const cutByRestart = (rec: UsageRecord): UsageRecord => undelivered(rec, 502, 'gateway_restarted');
+/** The caller left before the answer's last byte reached the socket. */
+export const leftBeforeDelivery = (rec: UsageRecord): UsageRecord => undelivered(rec, 499, 'client_closed_request');
+
 export interface UsageSink {
-  record(rec: UsageRecord): void;
+  /**
+   * `awaitsDelivery`: the record is of a whole answer the front door has yet to write; it says
+   * whether the answer's last byte reached the socket with `delivered`.
+   */
+  record(rec: UsageRecord, awaitsDelivery?: boolean): void;
+  /**
+   * Whether the answer of a record made with `awaitsDelivery` reached the socket whole. Told
+   * after the answer, never on its way: the sink keeps the mark with its next write.
+   */
+  delivered?(requestId: string, ok: boolean): void;
   /**
    * A stream began (its answer's first byte is about to go out): what to record should the
    * process die before the stream ends. Its final record, same request id, replaces it.

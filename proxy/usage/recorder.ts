@@ -1,5 +1,5 @@
 import type { Counter } from 'prom-client';
-import type { UsageRecord, UsageSink } from './record.js';
+import { leftBeforeDelivery, type UsageRecord, type UsageSink } from './record.js';
 import type { Spool, SpoolPosition } from './spool.js';
 import { boundRecord, type StoredUsage, type UsageStore } from './store.js';
 
@@ -45,7 +45,15 @@ interface Entry {
   rec: StoredUsage;
   /** Where it lies in the spool; none without one (or while its disk fails). */
   pos?: SpoolPosition;
+  /** Since when its answer is being written (Date.now()): not stored until delivered() says how it went. */
+  awaiting?: number;
 }
+
+/**
+ * How long a record waits for its answer's delivery before it is stored as delivered anyway (a
+ * caller reading a large answer slowly): the store must not wait on a caller for ever.
+ */
+export const DELIVERY_WAIT_MS = 10_000;
 
 export class UsageRecorder implements UsageSink {
   private queue: Entry[] = [];
@@ -53,6 +61,12 @@ export class UsageRecorder implements UsageSink {
   private spilled: SpoolPosition | undefined;
   /** Records only the spool holds (not in the buffer): what a failed spool write would lose. */
   private readonly spoolOnly = new WeakSet<UsageRecord>();
+  /**
+   * Records whose answers are being written, by request id: the entry in the buffer, or
+   * undefined for one only the spool holds (its mark is kept by the spool for its read-back).
+   */
+  private readonly awaiting = new Map<string, Entry | undefined>();
+  private closing = false;
   /** Where the batch being written from the spool ends, while it is. */
   private reading: SpoolPosition | undefined;
   private readonly timer: NodeJS.Timeout;
@@ -87,21 +101,42 @@ export class UsageRecorder implements UsageSink {
     });
   }
 
-  record(given: UsageRecord): void {
+  record(given: UsageRecord, awaitsDelivery = false): void {
     // Bounded before the spool: a record past the spool's own bound would be read back as damage.
     const rec = boundRecord(given);
-    const pos = this.opts.spool?.append(rec);
+    const pos = this.opts.spool?.append(rec, awaitsDelivery);
     if (this.spilled === undefined && this.queue.length < this.max) {
-      this.queue.push(pos ? { rec, pos } : { rec });
+      const entry: Entry = pos ? { rec, pos } : { rec };
+      if (awaitsDelivery) {
+        entry.awaiting = Date.now();
+        this.awaiting.set(rec.requestId, entry);
+      }
+      this.queue.push(entry);
       return;
     }
     if (pos) {
       // The spool holds it (and everything after it) until the store takes the backlog.
       this.spilled ??= { seq: pos.seq, start: pos.start, end: pos.start };
       this.spoolOnly.add(rec);
+      if (awaitsDelivery) this.awaiting.set(rec.requestId, undefined);
       return;
     }
     this.drop(1);
+  }
+
+  /**
+   * The answer of a record made with `awaitsDelivery` reached the socket whole (ok) or not (the
+   * caller left first): the record is stored as such, and the spool gets the mark with its next
+   * write (none of its own), for a restart to tell a delivered answer from one a crash cut.
+   */
+  delivered(requestId: string, ok: boolean): void {
+    if (!this.awaiting.has(requestId)) return;
+    const entry = this.awaiting.get(requestId);
+    this.awaiting.delete(requestId);
+    this.opts.spool?.mark(requestId, ok, entry === undefined);
+    if (!entry) return;
+    entry.awaiting = undefined;
+    if (!ok) entry.rec = leftBeforeDelivery(entry.rec);
   }
 
   /** A stream began: on disk at once, so a crash before it ends still records it (as cut). */
@@ -143,6 +178,8 @@ export class UsageRecorder implements UsageSink {
 
   /** Writes what is buffered, batch by batch; resolves when done or when the store fails. */
   flush(): Promise<void> {
+    // The delivery marks no group commit took (a quiet moment): written on this tick.
+    this.opts.spool?.flushMarks();
     if (this.writing) return this.writing;
     if ((this.queue.length === 0 && !this.spilled) || Date.now() < this.retryAt) return Promise.resolve();
     this.writing = this.drain().finally(() => {
@@ -153,13 +190,43 @@ export class UsageRecorder implements UsageSink {
 
   /** The next batch: the buffer's oldest records, else the spool's backlog (none: caught up). */
   private next(): { entries: Entry[]; next?: SpoolPosition } {
-    if (this.queue.length > 0) return { entries: this.queue.slice(0, this.batchSize) };
+    if (this.queue.length > 0) return { entries: this.ready() };
     const spool = this.opts.spool;
     if (!this.spilled || !spool) return { entries: [] };
     const { records, next } = spool.read(this.spilled, this.batchSize);
     // Caught up: from here on new records go to the buffer again (decided in this same turn).
     if (records.length === 0) this.spilled = undefined;
     return { entries: records, next };
+  }
+
+  /**
+   * The buffer's oldest records whose delivery is known (or waited for long enough, or the
+   * recorder is closing): a record is stored once, so as delivered or not, never before it is known.
+   */
+  private ready(): Entry[] {
+    const now = Date.now();
+    const out: Entry[] = [];
+    for (const e of this.queue) {
+      if (out.length >= this.batchSize) break;
+      if (e.awaiting !== undefined) {
+        if (!this.closing && now - e.awaiting < DELIVERY_WAIT_MS) continue;
+        // Stored as delivered: its answer was handed to the socket, and its caller is still reading.
+        e.awaiting = undefined;
+        this.awaiting.delete(e.rec.requestId);
+      }
+      out.push(e);
+    }
+    return out;
+  }
+
+  /** Takes a stored batch out of the buffer: its head, unless it skipped records awaiting delivery. */
+  private taken(entries: Entry[]): void {
+    if (this.queue[entries.length - 1] === entries.at(-1)) {
+      this.queue.splice(0, entries.length);
+      return;
+    }
+    const done = new Set(entries);
+    this.queue = this.queue.filter((e) => !done.has(e));
   }
 
   private async drain(): Promise<void> {
@@ -189,9 +256,11 @@ export class UsageRecorder implements UsageSink {
         // From the spool: read on after this batch, unless the bound dropped past it meanwhile.
         const at = this.spilled;
         if (at && (at.seq < next.seq || (at.seq === next.seq && at.end <= next.end))) this.spilled = next;
-      } else this.queue.splice(0, entries.length);
+      } else this.taken(entries);
       const last = entries.findLast((e) => e.pos)?.pos;
-      if (last) this.opts.spool?.commit(last);
+      // A record still awaiting delivery keeps its segment (and those after it) until it is stored.
+      const held = this.queue.find((e) => e.pos)?.pos;
+      if (last) this.opts.spool?.commit(held && held.seq < last.seq ? { seq: held.seq, start: 0, end: 0 } : last);
       if (this.queue.length === 0 && this.spilled === undefined) this.opts.spool?.drained();
       this.written += batch.length;
       this.opts.onWritten?.(batch);
@@ -211,6 +280,8 @@ export class UsageRecorder implements UsageSink {
    */
   async close(deadlineMs = 5_000): Promise<void> {
     clearInterval(this.timer);
+    // Answers still being written when the server stopped: stored as delivered (they were handed to their sockets).
+    this.closing = true;
     const until = Date.now() + deadlineMs;
     while ((this.queue.length > 0 || this.spilled) && Date.now() < until) {
       this.retryAt = 0;

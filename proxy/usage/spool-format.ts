@@ -15,6 +15,11 @@ import { crc32 } from 'node:zlib';
  */
 
 const MAGIC = Buffer.from('PAU1', 'latin1');
+/**
+ * A delivery mark (Spool.mark): whether a whole answer's last byte reached the socket. A magic of
+ * its own, so that a reader of before (a rollback) skips it as damage instead of storing it.
+ */
+const MARK_MAGIC = Buffer.from('PAD1', 'latin1');
 const HEADER_BYTES = 12;
 /**
  * No usage record comes near this (the largest field, a tool call's payload, is cut at 16 KiB by
@@ -22,11 +27,11 @@ const HEADER_BYTES = 12;
  */
 const MAX_RECORD_BYTES = 1024 * 1024;
 
-export function encodeRecord(value: unknown): Buffer {
+export function encodeRecord(value: unknown, mark = false): Buffer {
   const json = JSON.stringify(value);
   const length = Buffer.byteLength(json);
   const out = Buffer.allocUnsafe(HEADER_BYTES + length);
-  MAGIC.copy(out, 0);
+  (mark ? MARK_MAGIC : MAGIC).copy(out, 0);
   out.writeUInt32BE(length, 4);
   out.write(json, HEADER_BYTES, 'utf8');
   out.writeUInt32BE(crc32(out.subarray(HEADER_BYTES)), 8);
@@ -39,6 +44,8 @@ export interface Decoded {
   /** Where it starts and where the next one starts, in the buffer given. */
   start: number;
   end: number;
+  /** A delivery mark, not a record. */
+  mark: boolean;
 }
 
 export interface Skipped {
@@ -62,7 +69,8 @@ export function decodeRecords(
   let at = from;
   while (at < buf.length) {
     if (buf.length - at < HEADER_BYTES) break;
-    if (buf.compare(MAGIC, 0, 4, at, at + 4) !== 0) {
+    const mark = buf.compare(MARK_MAGIC, 0, 4, at, at + 4) === 0;
+    if (!mark && buf.compare(MAGIC, 0, 4, at, at + 4) !== 0) {
       at = resync(buf, at, skipped);
       continue;
     }
@@ -86,7 +94,7 @@ export function decodeRecords(
       at = resync(buf, at, skipped);
       continue;
     }
-    records.push({ value, start: at, end: at + HEADER_BYTES + length });
+    records.push({ value, start: at, end: at + HEADER_BYTES + length, mark });
     at += HEADER_BYTES + length;
   }
   if (final && at < buf.length) {
@@ -97,9 +105,11 @@ export function decodeRecords(
   return { records, next: at };
 }
 
-/** Past a damaged record: to the next magic, the bytes between counted as one skipped record. */
+/** Past a damaged record: to the next magic (a record's or a mark's), the bytes between counted as one skipped record. */
 function resync(buf: Buffer, at: number, skipped: Skipped): number {
-  const next = buf.indexOf(MAGIC, at + 1);
+  const record = buf.indexOf(MAGIC, at + 1);
+  const mark = buf.indexOf(MARK_MAGIC, at + 1);
+  const next = record < 0 ? mark : mark < 0 ? record : Math.min(record, mark);
   const to = next < 0 ? Math.max(at + 1, buf.length - (MAGIC.length - 1)) : next;
   skipped.records += 1;
   skipped.bytes += to - at;

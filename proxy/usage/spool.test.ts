@@ -11,10 +11,10 @@ import {
 } from 'node:fs';
 import { hostname, tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { describe, expect, it } from 'vitest';
+import { describe, expect, it, vi } from 'vitest';
 import { range, rec, routedRecords, T0, toolCall } from '../../e2e/support/usage-store-contract.js';
 import type { UsageRecord } from './record.js';
-import { UsageRecorder } from './recorder.js';
+import { DELIVERY_WAIT_MS, UsageRecorder } from './recorder.js';
 import { Spool, type SpoolOptions } from './spool.js';
 import { encodeRecord } from './spool-format.js';
 import { SqliteUsageStore } from './sqlite-store.js';
@@ -447,5 +447,110 @@ describe('usage spool', () => {
     expect((await store.routing({ ...q, groupBy: 'model' })).groups).toEqual([]);
     await recorder.close();
     await store.close();
+  });
+});
+
+describe('usage spool: whether an answer was delivered', () => {
+  /** A recorder on a started spool, its backlog handed over, written by hand (flush()). */
+  const recording = (s: ReturnType<typeof started>, store: Pick<UsageStore, 'insert'>) =>
+    new UsageRecorder({ store, spool: s.spool, ...(s.backlog ? { backlog: s.backlog } : {}), flushMs: 60_000 });
+
+  it('stores a whole answer a kill cut before its last byte as not delivered (502, its cost kept), a delivered one as served, once', async () => {
+    const dir = root();
+    const a = started({ root: dir });
+    const before = new FakeStore();
+    const live = recording(a, before);
+    const [cut, sent, tool, next] = numbered(4).map((r) => ({ ...r, costUsd: 0.25, promptTokens: 7 }));
+    live.record(cut as UsageRecord, true);
+    live.record(sent as UsageRecord, true);
+    // A record no answer waits on (a tool call, a stream's final record): no mark to wait for.
+    live.record(tool as UsageRecord);
+    await tick();
+    live.delivered('req_1', true);
+    // The mark has no write of its own: it goes with the next group commit.
+    live.record(next as UsageRecord, true);
+    live.delivered('req_3', true);
+    await tick();
+    await live.flush();
+    // Stored once known: the answer still being written waits, the others are in.
+    expect([...before.rows.keys()].sort()).toEqual(['req_1', 'req_2', 'req_3']);
+    // kill -9: no close. The next start replays the spool into a store that has none of it.
+    const b = started({ root: dir });
+    const after = new FakeStore();
+    const replay = recording(b, after);
+    await replay.flush();
+    expect(after.rows.get('req_0')).toMatchObject({
+      status: 502,
+      errorType: 'gateway_restarted',
+      delivered: false,
+      costUsd: 0.25,
+      promptTokens: 7,
+    });
+    for (const id of ['req_1', 'req_2', 'req_3']) {
+      expect(after.rows.get(id)).toMatchObject({ status: 200 });
+      expect(after.rows.get(id)).not.toHaveProperty('delivered');
+      // The spool's own bookkeeping stays in the spool.
+      expect(after.rows.get(id)).not.toHaveProperty('awaitingDelivery');
+    }
+    expect(b.spool.replayed.undelivered).toBe(1);
+    // Replayed again (a crash during the replay): the same verdicts, each request once.
+    const c = started({ root: dir });
+    const again = recording(c, after);
+    await again.flush();
+    expect(after.rows.size).toBe(4);
+    expect(after.rows.get('req_0')).toMatchObject({ delivered: false });
+    await again.close();
+  });
+
+  it('a caller that left before the last byte: not delivered (499, an error answer keeps its status), live and after a restart', async () => {
+    const dir = root();
+    const a = started({ root: dir });
+    const store = new FakeStore();
+    const live = recording(a, store);
+    const [ok, failed] = numbered(2);
+    live.record(ok as UsageRecord, true);
+    live.record({ ...(failed as UsageRecord), status: 429, errorType: 'rate_limit_exceeded' }, true);
+    await tick();
+    live.delivered('req_0', false);
+    live.delivered('req_1', false);
+    await live.flush();
+    expect(store.rows.get('req_0')).toMatchObject({
+      status: 499,
+      errorType: 'client_closed_request',
+      delivered: false,
+    });
+    expect(store.rows.get('req_1')).toMatchObject({ status: 429, errorType: 'rate_limit_exceeded', delivered: false });
+    // The marks went out with the recorder's tick (no record came to carry them): a restart agrees.
+    const b = started({ root: dir });
+    const after = new FakeStore();
+    await recording(b, after).flush();
+    expect(after.rows.get('req_0')).toMatchObject({ status: 499, delivered: false });
+    expect(b.spool.replayed.undelivered).toBe(0);
+  });
+
+  it('does not keep the store waiting on a caller that reads slowly for ever, nor at shutdown', async () => {
+    const dir = root();
+    const a = started({ root: dir });
+    const store = new FakeStore();
+    const live = recording(a, store);
+    const [slow, stuck] = numbered(2);
+    live.record(slow as UsageRecord, true);
+    live.record(stuck as UsageRecord, true);
+    await tick();
+    await live.flush();
+    expect(store.rows.size).toBe(0);
+    const now = Date.now();
+    const clock = vi.spyOn(Date, 'now').mockReturnValue(now + DELIVERY_WAIT_MS + 1);
+    try {
+      await live.flush();
+    } finally {
+      clock.mockRestore();
+    }
+    // Handed to its socket long ago: stored as delivered.
+    expect(store.rows.get('req_0')).not.toHaveProperty('delivered');
+    live.record(numbered(1, 2)[0] as UsageRecord, true);
+    await tick();
+    await live.close();
+    expect(store.rows.size).toBe(3);
   });
 });

@@ -17,7 +17,7 @@ import {
 } from 'node:fs';
 import { hostname } from 'node:os';
 import { join } from 'node:path';
-import type { UsageRecord } from './record.js';
+import { cutByRestart, leftBeforeDelivery, type UsageRecord } from './record.js';
 import { decodeRecords, encodeRecord, type Skipped } from './spool-format.js';
 
 /**
@@ -76,6 +76,8 @@ export interface Replayed {
   records: number;
   /** Streams cut by the crash, now recorded as such. */
   cutStreams: number;
+  /** Whole answers of the backlog the crash cut before their last byte reached the socket (counted as read back). */
+  undelivered: number;
   /** Spools of other replicas adopted. */
   adopted: number;
 }
@@ -127,9 +129,25 @@ const mtime = (file: string): number => {
 
 const segmentName = (seq: number) => `seg-${String(seq).padStart(12, '0')}.log`;
 
-/** The record a provisional record of a stream becomes when the stream was cut by a crash. */
-function cutByRestart(open: UsageRecord): UsageRecord {
-  return { ...open, status: 502, errorType: 'gateway_restarted', stream: true };
+/** A record as spooled: with a whole answer's, whether a delivery mark is to follow. */
+type Spooled = UsageRecord & { awaitingDelivery?: true };
+/** A delivery mark as spooled (its own magic: spool-format.ts). */
+interface Mark {
+  requestId: string;
+  ok: boolean;
+}
+
+/**
+ * What a record read back is: one awaiting a delivery mark is delivered with a mark that says
+ * so, its caller's leaving with one that says not; with none, a crash cut it (`before`: a
+ * record of an earlier run), or it is still on its way (this run: the answer was handed to the
+ * socket, and counts as delivered).
+ */
+function settled(spooled: Spooled, mark: boolean | undefined, before: boolean): UsageRecord {
+  const { awaitingDelivery, ...rec } = spooled;
+  if (!awaitingDelivery || mark === true) return rec;
+  if (mark === false) return leftBeforeDelivery(rec);
+  return before ? cutByRestart(rec) : rec;
 }
 
 export class Spool {
@@ -153,7 +171,14 @@ export class Spool {
   private openPending: Buffer[] = [];
   private failedAt = 0;
   private heartbeat: NodeJS.Timeout | undefined;
-  readonly replayed: Replayed = { records: 0, cutStreams: 0, adopted: 0 };
+  readonly replayed: Replayed = { records: 0, cutStreams: 0, adopted: 0, undelivered: 0 };
+  /**
+   * Delivery marks of records read back from the spool: those of earlier runs (read at start),
+   * and this run's of records only the spool holds (mark's `keep`). Each goes once its record is read.
+   */
+  private readonly marks = new Map<string, boolean>();
+  /** Segments before this are of earlier runs (the backlog). */
+  private liveSeq = 0;
   /** Damaged or torn records skipped since start. */
   skipped = 0;
 
@@ -229,18 +254,20 @@ export class Spool {
         },
         Number.POSITIVE_INFINITY,
         true,
+        (mark) => this.marks.set(mark.requestId, mark.ok),
       );
       this.segments.push(seg);
     }
     this.replayed.records = this.segments.reduce((n, s) => n + s.records, 0);
     const first = this.segments[0];
     this.openSegment((this.segments.at(-1)?.seq ?? 0) + 1);
+    this.liveSeq = this.active.seq;
     // Streams whose final record never came: recorded as cut, in the new segment (after the backlog).
     const cut: UsageRecord[] = [];
     this.readFile(join(this.dir, OPEN_LOG), (rec) => {
       if (!finals.has(rec.requestId)) {
         finals.add(rec.requestId);
-        cut.push(cutByRestart(rec));
+        cut.push({ ...cutByRestart(rec), stream: true });
       }
     });
     for (const rec of cut) {
@@ -260,8 +287,12 @@ export class Spool {
     return undefined;
   }
 
-  /** Appends a record; where it lies, or nothing when the disk fails (the caller holds it in memory). */
-  append(rec: UsageRecord): SpoolPosition | undefined {
+  /**
+   * Appends a record; where it lies, or nothing when the disk fails (the caller holds it in memory).
+   * `awaitsDelivery`: a whole answer's, whose delivery mark follows (mark); read back without
+   * one after a crash, it is recorded as cut (cutByRestart).
+   */
+  append(rec: UsageRecord, awaitsDelivery = false): SpoolPosition | undefined {
     // The stream has its final record now (on disk or in memory): its provisional one must go,
     // whatever happens to this write, or a restart would record it a second time, as cut.
     if (this.open.delete(rec.requestId)) this.openDirty = true;
@@ -270,13 +301,32 @@ export class Spool {
     // A segment that could not be created (a full disk): tried again.
     if (this.fd < 0 && this.started) this.openSegment(this.active.seq);
     if (this.fd < 0) return undefined;
-    const bytes = encodeRecord(rec);
+    const bytes = encodeRecord(awaitsDelivery ? { ...rec, awaitingDelivery: true } : rec);
     const start = this.active.size + this.pendingBytes;
     this.pending.push(bytes);
     this.pendingRecs.push(rec);
     this.pendingBytes += bytes.length;
     this.queueFlush();
     return { seq: this.active.seq, start, end: start + bytes.length };
+  }
+
+  /**
+   * Whether the answer of a record appended with `awaitsDelivery` reached the socket whole. No
+   * write of its own: it goes with the next group commit (or the recorder's next tick, flushMarks),
+   * so a crash before that records the answer as cut, erring toward not served. `keep`: only the
+   * spool holds the record (read back later), so the mark is kept in memory for that read.
+   */
+  mark(requestId: string, ok: boolean, keep = false): void {
+    if (keep) this.marks.set(requestId, ok);
+    if (this.closed || this.fd < 0) return;
+    const bytes = encodeRecord({ requestId, ok } satisfies Mark, true);
+    this.pending.push(bytes);
+    this.pendingBytes += bytes.length;
+  }
+
+  /** Writes the delivery marks waiting for a group commit, when no record brought one (off the request path). */
+  flushMarks(): void {
+    if (this.pending.length > 0 && !this.flushQueued) this.flush();
   }
 
   /** A stream began: its provisional record, stored as cut should the process die before it ends. */
@@ -304,7 +354,8 @@ export class Spool {
    * only after its record: a crash between the two cannot leave an answered request unrecorded.
    */
   durable(alone = false): Promise<void> | undefined {
-    if (this.pending.length === 0 && this.openPending.length === 0) return undefined;
+    // Delivery marks alone make no answer wait.
+    if (this.pendingRecs.length === 0 && this.openPending.length === 0) return undefined;
     // No other request in progress: nothing to group with, so written now and its answer waits for no turn.
     if (alone) {
       this.flush();
@@ -414,7 +465,7 @@ export class Spool {
    * is replaced by a new one and goes.
    */
   drained(): void {
-    if (this.pending.length > 0 || this.fd < 0) return;
+    if (this.pendingRecs.length > 0 || this.fd < 0) return;
     if (this.failedAt === 0 && this.active.size < this.segmentBytes / 4) return;
     this.openSegment(this.active.seq + 1);
     this.commit({ seq: this.active.seq, start: 0, end: 0 });
@@ -486,10 +537,14 @@ export class Spool {
         offset,
         seg.size,
         (rec, start, end) => {
-          out.push({ rec, pos: { seq, start, end } });
+          out.push({ rec: this.settle(rec, seq), pos: { seq, start, end } });
           offset = end;
         },
         max - out.length,
+        false,
+        (_mark, end) => {
+          offset = end;
+        },
       );
       if (out.length >= max || seg === this.active) break;
       // The rest of this segment is damage: on to the next.
@@ -499,6 +554,17 @@ export class Spool {
     return { records: out, next: { seq, start: offset, end: offset } };
   }
 
+  /** A record read back, its delivery mark applied (see settled). */
+  private settle(rec: Spooled, seq: number): UsageRecord {
+    if (!rec.awaitingDelivery) return rec;
+    const mark = this.marks.get(rec.requestId);
+    this.marks.delete(rec.requestId);
+    const out = settled(rec, mark, seq < this.liveSeq);
+    if (out.delivered === false && mark === undefined) this.replayed.undelivered += 1;
+    return out;
+  }
+
+  /** Records (to `each`) and delivery marks (to `onMark`) of a segment's range. */
   private scanRange(
     seq: number,
     from: number,
@@ -506,6 +572,7 @@ export class Spool {
     each: (rec: UsageRecord, start: number, end: number) => void,
     max = Number.POSITIVE_INFINITY,
     report = false,
+    onMark?: (mark: Mark, end: number) => void,
   ): void {
     const file = join(this.dir, segmentName(seq));
     let fd: number;
@@ -529,6 +596,10 @@ export class Spool {
         const { records, next } = decodeRecords(buf, 0, at >= to, skipped);
         for (const r of records) {
           if (count >= max) break;
+          if (r.mark) {
+            onMark?.(r.value as Mark, carryAt + r.end);
+            continue;
+          }
           each(r.value as UsageRecord, carryAt + r.start, carryAt + r.end);
           count += 1;
         }
@@ -551,7 +622,8 @@ export class Spool {
     try {
       const buf = Buffer.allocUnsafe(size);
       const n = size > 0 ? readSync(fd, buf, 0, size, 0) : 0;
-      for (const r of decodeRecords(buf.subarray(0, n), 0, true, skipped).records) each(r.value as UsageRecord);
+      for (const r of decodeRecords(buf.subarray(0, n), 0, true, skipped).records)
+        if (!r.mark) each(r.value as UsageRecord);
     } finally {
       closeSync(fd);
     }

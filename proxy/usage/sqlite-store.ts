@@ -102,7 +102,8 @@ const SCHEMA = `
         routing_policy TEXT,
         routing_reason TEXT,
         escalations INTEGER,
-        counterfactual REAL
+        counterfactual REAL,
+        delivered INTEGER NOT NULL DEFAULT 1
       );
       CREATE INDEX IF NOT EXISTS requests_ts ON requests(ts);
       CREATE TABLE IF NOT EXISTS request_tags (
@@ -132,6 +133,7 @@ const SCHEMA = `
         escalated INTEGER NOT NULL DEFAULT 0,
         routed_cost REAL NOT NULL DEFAULT 0,
         counterfactual REAL NOT NULL DEFAULT 0,
+        undelivered INTEGER NOT NULL DEFAULT 0,
         ${BUCKET_COLUMNS.map((c) => `${c} INTEGER NOT NULL DEFAULT 0`).join(',\n        ')},
         PRIMARY KEY (hour, model, endpoint, provider, team, tag_key, tag_value)
       );
@@ -204,8 +206,8 @@ export class SqliteUsageStore implements UsageStore {
     this.insertRaw = this.db.prepare(
       `INSERT OR IGNORE INTO requests (ts, request_id, key_prefix, model, provider, tags, prompt, completion, cost, savings,
         latency_ms, ttft_ms, status, error_type, stream, tokens_counted, unpriced, team, api_key, endpoint, bytes_in,
-        bytes_out, payload, requested_model, routing_policy, routing_reason, escalations, counterfactual)
-       VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+        bytes_out, payload, requested_model, routing_policy, routing_reason, escalations, counterfactual, delivered)
+       VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
     );
     const addSpend = this.db.prepare(
       `INSERT INTO key_spend (api_key, hour, cost) VALUES (@apiKey, @hour, @cost)
@@ -213,14 +215,15 @@ export class SqliteUsageStore implements UsageStore {
     );
     this.insertTag = this.db.prepare('INSERT INTO request_tags (request, tag, ts) VALUES (?, ?, ?)');
     this.upsertRollup = this.db.prepare(
-      `INSERT INTO rollup (hour, model, endpoint, provider, team, tag_key, tag_value, requests, errors, prompt, completion, cost, savings, bytes_in, bytes_out, routed, escalated, routed_cost, counterfactual, ${BUCKET_COLUMNS.join(', ')})
-       VALUES (@hour, @model, @endpoint, @provider, @team, @tagKey, @tagValue, @requests, @error, @prompt, @completion, @cost, @savings, @bytesIn, @bytesOut, @routed, @escalated, @routedCost, @counterfactual, ${BUCKET_COLUMNS.map((c) => `@${c}`).join(', ')})
+      `INSERT INTO rollup (hour, model, endpoint, provider, team, tag_key, tag_value, requests, errors, prompt, completion, cost, savings, bytes_in, bytes_out, routed, escalated, routed_cost, counterfactual, undelivered, ${BUCKET_COLUMNS.join(', ')})
+       VALUES (@hour, @model, @endpoint, @provider, @team, @tagKey, @tagValue, @requests, @error, @prompt, @completion, @cost, @savings, @bytesIn, @bytesOut, @routed, @escalated, @routedCost, @counterfactual, @undelivered, ${BUCKET_COLUMNS.map((c) => `@${c}`).join(', ')})
        ON CONFLICT (hour, model, endpoint, provider, team, tag_key, tag_value) DO UPDATE SET
          requests = requests + excluded.requests, errors = errors + excluded.errors, prompt = prompt + excluded.prompt,
          completion = completion + excluded.completion, cost = cost + excluded.cost, savings = savings + excluded.savings,
          bytes_in = bytes_in + excluded.bytes_in, bytes_out = bytes_out + excluded.bytes_out,
          routed = routed + excluded.routed, escalated = escalated + excluded.escalated,
          routed_cost = routed_cost + excluded.routed_cost, counterfactual = counterfactual + excluded.counterfactual,
+         undelivered = undelivered + excluded.undelivered,
          ${BUCKET_COLUMNS.map((c) => `${c} = ${c} + excluded.${c}`).join(', ')}`,
     );
     this.insertMany = this.db.transaction((records: StoredUsage[]) => {
@@ -260,6 +263,8 @@ export class SqliteUsageStore implements UsageStore {
     ] as const) {
       if (!columns.has(column)) this.db.exec(`ALTER TABLE requests ADD COLUMN ${column} ${type}`);
     }
+    // Records of before were counted as served: delivered as far as anyone knows.
+    if (!columns.has('delivered')) this.db.exec('ALTER TABLE requests ADD COLUMN delivered INTEGER NOT NULL DEFAULT 1');
     this.keyRollupsByEverything();
     const rollupColumns = new Set(
       (this.db.prepare('PRAGMA table_info(rollup)').all() as Array<{ name: string }>).map((c) => c.name),
@@ -272,6 +277,7 @@ export class SqliteUsageStore implements UsageStore {
       ['escalated', 'INTEGER'],
       ['routed_cost', 'REAL'],
       ['counterfactual', 'REAL'],
+      ['undelivered', 'INTEGER'],
     ] as const) {
       if (!rollupColumns.has(column))
         this.db.exec(`ALTER TABLE rollup ADD COLUMN ${column} ${type} NOT NULL DEFAULT 0`);
@@ -341,6 +347,7 @@ export class SqliteUsageStore implements UsageStore {
       routingText(r.routingReason),
       escalationCount(r.escalations),
       counterfactualOf(r),
+      r.delivered === false ? 0 : 1,
     );
     if (info.changes === 0) return false;
     for (const t of tags) this.insertTag.run(info.lastInsertRowid, t, ts);
@@ -408,8 +415,8 @@ export class SqliteUsageStore implements UsageStore {
    */
   private rows(q: UsageQuery, routing = false): ReportRows {
     const size = q.granularity === 'day' ? DAY : HOUR;
-    const sums = `SUM(requests) AS requests, SUM(errors) AS errors, SUM(prompt) AS prompt, SUM(completion) AS completion,
-      SUM(cost) AS cost, SUM(savings) AS savings, ${routingRollupSums('')},
+    const sums = `SUM(requests) AS requests, SUM(errors) AS errors, SUM(undelivered) AS undelivered, SUM(prompt) AS prompt,
+      SUM(completion) AS completion, SUM(cost) AS cost, SUM(savings) AS savings, ${routingRollupSums('')},
       ${BUCKET_COLUMNS.map((c) => `SUM(${c}) AS ${c}`).join(', ')}`;
     const from = q.from.getTime();
     const to = q.to.getTime();
@@ -511,14 +518,15 @@ export class SqliteUsageStore implements UsageStore {
     });
     const filter = `WHERE ts >= @from AND ts < @to ${conditions.map((c) => `AND ${c}`).join(' ')}`;
     const source = `FROM requests r ${filter}`;
-    const rank = routing ? 'SUM(CASE WHEN routing_policy IS NOT NULL THEN 1 ELSE 0 END)' : 'COUNT(*)';
+    const rank = routing ? 'SUM(CASE WHEN routing_policy IS NOT NULL THEN 1 ELSE 0 END)' : 'SUM(delivered)';
     const { named, folded } = this.topGroups(q, group, rank, source, params);
     const joined = `FROM requests r LEFT JOIN gpu_rate ON rate_hour = r.ts - (r.ts % ${HOUR}) AND rate_provider = r.provider ${filter}`;
     const rows = this.db
       .prepare(
         `WITH ${GPU_CTES}
-         SELECT ts - (ts % @size) AS bucket, ${named} AS grp, COUNT(*) AS requests,
-          SUM(CASE WHEN status >= 400 THEN 1 ELSE 0 END) AS errors, SUM(prompt) AS prompt, SUM(completion) AS completion,
+         SELECT ts - (ts % @size) AS bucket, ${named} AS grp, SUM(delivered) AS requests,
+          SUM(CASE WHEN status >= 400 AND delivered = 1 THEN 1 ELSE 0 END) AS errors, SUM(1 - delivered) AS undelivered,
+          SUM(prompt) AS prompt, SUM(completion) AS completion,
           SUM(cost) AS cost, SUM(${ACTUAL_COST_SQL}) AS actual, SUM(savings) AS savings, ${ROUTING_RAW_SUMS},
           ${buckets.join(', ')}
          ${joined}

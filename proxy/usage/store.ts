@@ -104,7 +104,13 @@ export const MAX_GROUP_LIMIT = 100;
 const UNROUTED_MODEL = '(unrouted)';
 
 export interface UsageNumbers {
+  /** Served requests: answered, their answers delivered (UsageRecord.delivered). */
   requests: number;
+  /**
+   * Requests whose answers never reached their callers whole (a crash cut them, or the caller
+   * left first): not served, but their tokens and cost are in the cost figures.
+   */
+  undeliveredRequests: number;
   inputTokens: number;
   outputTokens: number;
   /** List price: tokens at the catalog's or the provider's price. */
@@ -128,7 +134,9 @@ export interface UsageNumbers {
 }
 
 export interface AnalyticsNumbers {
+  /** Served requests (see UsageNumbers); errors and errorRate are of them. */
   requests: number;
+  undeliveredRequests: number;
   errors: number;
   errorRate: number;
   costUsd: number;
@@ -435,8 +443,10 @@ export function percentileFromHistogram(counts: number[], p: number): number {
 export interface RollupRow {
   bucket: number;
   grp: string | null;
+  /** Served requests, and their errors; undelivered ones apart (UsageRecord.delivered). */
   requests: number;
   errors: number;
+  undelivered: number;
   prompt: number;
   completion: number;
   cost: number;
@@ -475,6 +485,7 @@ export interface RollupDelta {
   escalated: number;
   routedCost: number;
   counterfactual: number;
+  undelivered: number;
   [bucket: string]: number | string;
 }
 
@@ -521,12 +532,16 @@ export function rollupDeltas(records: StoredUsage[]): RollupDelta[] {
         escalated: 0,
         routedCost: 0,
         counterfactual: 0,
+        undelivered: 0,
         ...Object.fromEntries(BUCKET_COLUMNS.map((c) => [c, 0])),
       };
       rollups.set(key, d);
     }
-    d.requests += 1;
-    d.error += failed(r) ? 1 : 0;
+    // Served requests and their errors; an answer its caller never got apart, its cost counted all the same.
+    const served = r.delivered !== false;
+    d.requests += served ? 1 : 0;
+    d.error += served && failed(r) ? 1 : 0;
+    d.undelivered += served ? 0 : 1;
     d.prompt += r.promptTokens;
     d.completion += r.completionTokens;
     d.cost += r.costUsd;
@@ -642,10 +657,14 @@ export function assembleReport<T>(
   };
 }
 
+/** Rows of stores from before the column have none: they were all counted as served. */
+const undeliveredOf = (rows: RollupRow[]): number => rows.reduce((n, r) => n + (Number(r.undelivered) || 0), 0);
+
 export function usageNumbers(rows: RollupRow[]): UsageNumbers {
   const routing = routingNumbers(rows);
   return {
     requests: rows.reduce((n, r) => n + r.requests, 0),
+    undeliveredRequests: undeliveredOf(rows),
     inputTokens: rows.reduce((n, r) => n + r.prompt, 0),
     outputTokens: rows.reduce((n, r) => n + r.completion, 0),
     costUsd: round(rows.reduce((n, r) => n + r.cost, 0)),
@@ -711,6 +730,7 @@ export function analyticsNumbers(rows: RollupRow[]): AnalyticsNumbers {
   const hist = BUCKET_COLUMNS.map((c) => rows.reduce((n, r) => n + (r[c as `b${number}`] ?? 0), 0));
   return {
     requests,
+    undeliveredRequests: undeliveredOf(rows),
     errors,
     errorRate: requests ? round(errors / requests, 4) : 0,
     costUsd: round(rows.reduce((n, r) => n + r.cost, 0)),
