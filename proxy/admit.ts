@@ -1,5 +1,11 @@
 import { type ApiKeys, authenticate, type Caller } from './access/auth.js';
-import { BODY_MEMORY_FACTOR, type MemoryBudget, MIN_RESERVATION, Reservation } from './access/memory-budget.js';
+import {
+  BODY_MEMORY_FACTOR,
+  bodyNeverFits,
+  type MemoryBudget,
+  MIN_RESERVATION,
+  Reservation,
+} from './access/memory-budget.js';
 import type { Admission, RateLimit, RateLimiter } from './access/rate-limit.js';
 import { ProxyError } from './endpoints/errors.js';
 import type { Admitted, Failed, Incoming } from './exchange.js';
@@ -112,7 +118,7 @@ export async function admit(deps: AdmitDeps, incoming: Incoming): Promise<Admitt
   const declared = Number(incoming.header('content-length'));
   const expect = Number.isFinite(declared) && declared > 0 ? Math.min(declared, deps.maxBodyBytes) : 0;
   try {
-    within.reservation.atLeast(Math.max(MIN_RESERVATION, expect * BODY_MEMORY_FACTOR));
+    within.reservation.atLeast(Math.max(MIN_RESERVATION, expect * BODY_MEMORY_FACTOR), bodyNeverFits);
   } catch (err) {
     if (err instanceof ProxyError) return refuse(err, within);
     throw err;

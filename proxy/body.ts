@@ -1,4 +1,4 @@
-import { BODY_MEMORY_FACTOR } from './access/memory-budget.js';
+import { BODY_MEMORY_FACTOR, bodyNeverFits } from './access/memory-budget.js';
 import { MAX_JSON_VALUES, MAX_NESTING } from './endpoints/chat-request.js';
 import { invalidRequest, ProxyError } from './endpoints/errors.js';
 import { checkJsonShape } from './endpoints/json-shape.js';
@@ -6,7 +6,8 @@ import type { Admitted, Failed, Read } from './exchange.js';
 
 /**
  * The second stage: the body, read to its end within the size limit while the memory it costs
- * grows its reservation (a replica over its memory budget refuses with 503 rather than dying),
+ * grows its reservation (a replica over its memory budget refuses with 503 rather than dying; a
+ * body that could never fit it is a 413),
  * then its JSON, judged by its shape before JSON.parse builds anything of it. A refused request
  * is recorded under the model its body asked for, whatever else is wrong with it.
  */
@@ -21,7 +22,7 @@ export async function readBody(deps: BodyDeps, admitted: Admitted): Promise<Read
   let text: string;
   try {
     text = await admitted.incoming.body(deps.maxBodyBytes, (size) =>
-      admitted.reservation.atLeast(size * BODY_MEMORY_FACTOR),
+      admitted.reservation.atLeast(size * BODY_MEMORY_FACTOR, bodyNeverFits),
     );
   } catch (err) {
     if (err instanceof ProxyError) return { failed: err, at: admitted };

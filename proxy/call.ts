@@ -7,6 +7,7 @@ import type { ProxyMetrics } from './telemetry/metrics.js';
 import type { RequestSpan } from './telemetry/tracing.js';
 import type { Translation } from './translators/translator.js';
 import { type Backend, type Backends, backendOf, type Server } from './upstreams/backend.js';
+import { fanOut } from './upstreams/fan-out.js';
 import { type RetryPolicy, shouldFallBack, withRetries } from './upstreams/resilience.js';
 import type { StreamOutcome, UpstreamCall, UpstreamResult, Usage } from './upstreams/upstream.js';
 
@@ -181,8 +182,22 @@ function capped(call: Call, cap: number): Call {
 const forModel = (call: Call, model: string): Call =>
   call.body.model === model ? call : { ...call, body: { ...call.body, model } };
 
-/** One route, with retries; rejects with the ProxyError the caller should see. */
-export async function callOne(
+/**
+ * One route, with retries; rejects with the ProxyError the caller should see. Several answers
+ * (`n`, a list of prompts) that its server does not give in one call are several calls, merged
+ * into one answer (proxy/upstreams/fan-out.ts).
+ */
+export function callOne(
+  deps: CallDeps,
+  attempt: Attempt,
+  call: Call,
+  span: RequestSpan | undefined,
+): Promise<UpstreamResult> {
+  return fanOut(deps.backends, attempt, call, (one) => callRoute(deps, attempt, one, span));
+}
+
+/** One call to one route, with retries. */
+async function callRoute(
   deps: CallDeps,
   { route, plan }: Attempt,
   call: Call,

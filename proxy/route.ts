@@ -15,7 +15,8 @@ import { type Backends, backendOf } from './upstreams/backend.js';
  * (proxy/routing-policy/choose.ts: `auto`, or a named model with routing on); then the model name
  * through the route table (aliases included) and the key's allow-list, permission judged before
  * existence so a key cannot probe for models beyond it; the budgets of the key and of the
- * request's tags (a spent one that degrades moves the request to an in-cluster model); then what
+ * request's tags (a spent one that degrades moves the request to an in-cluster model); the memory
+ * its answer may cost, with its body's; then what
  * to try in order, the model and its fallbacks the key may call, each with its plan: the dialect
  * its backend serves natively and the translators that get the caller's dialect there; and,
  * routed, the models the cascade may move to.
@@ -48,7 +49,26 @@ export async function route(deps: RouteDeps, parsed: Parsed): Promise<Routed | F
     deps.metrics.budgetRefused.inc({ scope: refused.scope });
     return { failed: refused.error, at };
   }
+  const unreserved = reserveAnswer(parsed);
+  if (unreserved) return { failed: unreserved, at };
   return { ...at, chain: chainOf(deps, parsed, entry), ...cascadeOf(deps, parsed, choice) };
+}
+
+/**
+ * The memory the answer may cost (an embeddings answer of many large vectors), reserved with the
+ * body's once the model is known to exist for this key: an unknown model is its 404, a request
+ * whose answer could never fit is a 400 naming its field, one that fits once others finish a 503.
+ */
+function reserveAnswer(parsed: Parsed): ProxyError | undefined {
+  const cost = parsed.incoming.endpoint.answerCost?.(parsed.request);
+  if (!cost) return undefined;
+  try {
+    parsed.reservation.atLeast(cost.bytes, cost.neverFits);
+    return undefined;
+  } catch (err) {
+    if (err instanceof ProxyError) return err;
+    throw err;
+  }
 }
 
 /** The route, then its fallbacks the key may call (theirs not: no chains, no loops), each with its plan. */

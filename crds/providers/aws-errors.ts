@@ -107,7 +107,7 @@ export const AWS_ERROR_RULES: readonly Rule[] = [
   {
     codes: [SECRET_NOT_FOUND],
     problem: {
-      ...credentialProblem('SecretNotFound', 'provider_credentials_missing', 503),
+      ...credentialProblem('SecretNotFound', 'provider_credentials_missing', 502),
       message:
         "the Secret named in spec.auth.secretRef is missing or lacks the keys accessKeyId and secretAccessKey: create it in the provider's namespace with both keys",
     },
@@ -115,7 +115,7 @@ export const AWS_ERROR_RULES: readonly Rule[] = [
   {
     codes: [SECRET_FORBIDDEN],
     problem: {
-      ...credentialProblem('SecretNotReadable', 'provider_credentials_unreadable', 503),
+      ...credentialProblem('SecretNotReadable', 'provider_credentials_unreadable', 502),
       message:
         'the gateway may not read the Secret named in spec.auth.secretRef: add its name to the chart value providerSecrets and run helm upgrade (the gateway reads only the Secrets listed there)',
     },

@@ -279,7 +279,8 @@ describe('Bedrock errors as callers get them', () => {
         ['team-a-keys'],
       );
       const e = mapBedrockError({ kind: 'credentials', problem }, { ...ctx, auth: 'AccessKey' });
-      expect(e).toMatchObject({ status: 503, code: expected });
+      // A configuration error, as every provider's missing Secret (502): no 503 that a retry would not fix.
+      expect(e).toMatchObject({ status: 502, code: expected });
       expect(e.message).toContain('the Secret named in spec.auth.secretRef');
       expect(e.message).not.toMatch(/platform-agent|team-a/);
     }

@@ -1,11 +1,13 @@
 import { ProxyError } from '../endpoints/errors.js';
 
 /**
- * The memory request bodies may hold at once, across all requests. A body costs several times its
- * size while it is read, decoded, parsed and serialized again for the upstream; without a bound,
- * a few concurrent 10 MiB bodies outgrow the container and take every tenant's streams down with
- * the process. Over the budget a request is refused at once with 503 and Retry-After: the caller
- * retries, the process lives.
+ * The memory request bodies (and the answers they ask for) may hold at once, across all requests.
+ * A body costs several times its size while it is read, decoded, parsed and serialized again for
+ * the upstream; without a bound, a few concurrent 10 MiB bodies outgrow the container and take
+ * every tenant's streams down with the process. A request that fits the budget but not what is
+ * free now is refused at once with 503 and Retry-After: others finish, the caller's retry fits,
+ * the process lives. One that could never fit, not even alone, is the caller's error (a 4xx its
+ * reserver words: 413 for a body, 400 naming the field for an answer), never a 503 to retry.
  */
 export class MemoryBudget {
   private used = 0;
@@ -19,20 +21,13 @@ export class MemoryBudget {
     return this.used;
   }
 
-  /** Reserves `bytes`, or throws the 503 to answer. Every successful take needs its give. */
+  /**
+   * Reserves `bytes` more for a request that will then hold `total`, or throws the 503 to answer.
+   * `total` is at most the limit (Reservation refuses larger ones first), so a request alone always
+   * fits and a retry can succeed. Every successful take needs its give.
+   */
   take(bytes: number): void {
-    if (this.used + bytes > this.limit && this.used > 0) {
-      throw new ProxyError(
-        503,
-        'api_error',
-        'server_busy',
-        'this gateway replica is handling too many large requests at once; retry in a second',
-        null,
-        // The connection stays open: Node discards the unread body (no memory) so that the client,
-        // still uploading, can read this answer instead of failing with EPIPE.
-        { 'Retry-After': '1' },
-      );
-    }
+    if (this.used + bytes > this.limit) throw serverBusy();
     this.used += bytes;
   }
 
@@ -40,6 +35,34 @@ export class MemoryBudget {
     this.used = Math.max(0, this.used - bytes);
   }
 }
+
+/** Over what is free now; fits once others finish. */
+const serverBusy = () =>
+  new ProxyError(
+    503,
+    'api_error',
+    'server_busy',
+    'this gateway replica is handling too many large requests at once; retry in a second',
+    null,
+    // The connection stays open: Node discards the unread body (no memory) so that the client,
+    // still uploading, can read this answer instead of failing with EPIPE.
+    { 'Retry-After': '1' },
+  );
+
+/**
+ * The caller's error for a reservation larger than the whole budget, given the most bytes one
+ * request may hold: the reserver knows which field asked for it and what the caller may send.
+ */
+export type NeverFits = (mostBytes: number) => ProxyError;
+
+/** A body whose cost alone is more than the whole budget: 413, with the largest body that fits. */
+export const bodyNeverFits: NeverFits = (mostBytes) =>
+  new ProxyError(
+    413,
+    'invalid_request_error',
+    'request_too_large',
+    `the request body is larger than this gateway replica's memory for requests allows: at most ${Math.floor(mostBytes / BODY_MEMORY_FACTOR)} bytes`,
+  );
 
 /** What a body of `size` bytes may cost while handled: buffer, string, parsed value, upstream payload. */
 export const BODY_MEMORY_FACTOR = 4;
@@ -61,9 +84,13 @@ export class Reservation {
 
   constructor(private readonly budget: MemoryBudget | undefined) {}
 
-  /** Holds at least `bytes`; throws the 503 to answer where the budget cannot take the rest. */
-  atLeast(bytes: number): void {
+  /**
+   * Holds at least `bytes`; throws `neverFits`' error where that is more than the whole budget
+   * (no retry could succeed), the 503 to answer where it is more than is free now.
+   */
+  atLeast(bytes: number, neverFits: NeverFits): void {
     if (!this.budget || bytes <= this.held) return;
+    if (bytes > this.budget.limit) throw neverFits(this.budget.limit);
     this.budget.take(bytes - this.held);
     this.held = bytes;
   }

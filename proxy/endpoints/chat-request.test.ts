@@ -68,11 +68,25 @@ describe('parseChatRequest', () => {
       'messages[0].content[0].text must be a string',
     ],
     ['stream not boolean', { ...valid, stream: 'yes' }, 'stream must be a boolean'],
-    ['n > 1', { ...valid, n: 2 }, 'n must be 1'],
+    ['n 0', { ...valid, n: 0 }, 'n must be a whole number from 1 to 128'],
+    ['n above 128', { ...valid, n: 129 }, 'n must be a whole number from 1 to 128'],
+    ['n not whole', { ...valid, n: 1.5 }, 'n must be a whole number from 1 to 128'],
+    ['n a string', { ...valid, n: '2' }, 'n must be a whole number from 1 to 128'],
   ])('rejects %s with 400', (_name, body, message) => {
     const r = parseChatRequest(body);
     expect(r).toBeInstanceOf(ProxyError);
     expect(r instanceof ProxyError && r.status).toBe(400);
     expect(r instanceof ProxyError && r.message).toContain(message);
+  });
+
+  it('takes n from 1 to 128 and forwards it as asked (null: absent)', () => {
+    for (const n of [1, 3, 128]) {
+      const r = parseChatRequest({ ...valid, n });
+      if (r instanceof ProxyError) throw r;
+      expect(r.forward.n).toBe(n);
+    }
+    const none = parseChatRequest({ ...valid, n: null });
+    if (none instanceof ProxyError) throw none;
+    expect(none.forward).not.toHaveProperty('n');
   });
 });

@@ -53,6 +53,21 @@ function checkContent(content: unknown, at: string): ProxyError | undefined {
   return undefined;
 }
 
+/**
+ * Most choices one request may ask for (`n`, OpenAI's own maximum). A server that takes `n` gets
+ * it as asked; for one that does not, the gateway makes that many calls (proxy/upstreams/fan-out.ts).
+ */
+export const MAX_CHOICES = 128;
+
+/** The request's `n`: absent or null is 1; else a whole number from 1 to MAX_CHOICES. */
+export function choicesOf(n: unknown): number | ProxyError {
+  if (n === undefined || n === null) return 1;
+  if (typeof n !== 'number' || !Number.isInteger(n) || n < 1 || n > MAX_CHOICES) {
+    return invalidRequest(`n must be a whole number from 1 to ${MAX_CHOICES}`, 'n', 'invalid_n');
+  }
+  return n;
+}
+
 /** The request's `model`, as every endpoint requires it. */
 export function modelOf(body: Record<string, unknown>): string | ProxyError {
   const { model } = body;
@@ -98,13 +113,12 @@ export function parseChatRequest(body: unknown): ParsedRequest | ProxyError {
   if (stream_options !== undefined && stream_options !== null && !isRecord(stream_options)) {
     return invalidRequest('stream_options must be an object', 'stream_options');
   }
-  if (n !== undefined && n !== null && n !== 1) {
-    return invalidRequest('n must be 1: the gateway returns one choice per request', 'n', 'unsupported_parameter');
-  }
+  const choices = choicesOf(n);
+  if (typeof choices !== 'number') return choices;
   const includeUsage = isRecord(stream_options) && stream_options.include_usage === true;
   const forward: Record<string, unknown> = { model, messages, ...rest };
   if (stream !== undefined && stream !== null) forward.stream = stream;
   if (stream_options !== undefined && stream_options !== null) forward.stream_options = stream_options;
-  if (n !== undefined) forward.n = n;
+  if (n !== undefined && n !== null) forward.n = n;
   return { model, stream: stream === true, includeUsage, tags, forward };
 }

@@ -1,28 +1,50 @@
-import { isRecord, modelOf, type ParsedRequest } from './chat-request.js';
+import { choicesOf, isRecord, modelOf, type ParsedRequest } from './chat-request.js';
 import { invalidRequest, type ProxyError } from './errors.js';
 
 /**
  * The legacy completions and the embeddings requests as the gateway checks them: what it must
- * see to route and account for the call (the model, whether it streams, the tags); the rest goes
- * to the upstream untouched, which refuses what it does not support in OpenAI's envelope.
+ * see to route and account for the call (the model, whether it streams, the tags, the choices and
+ * prompts it asks for, the answer's size); the rest goes to the upstream untouched, which refuses
+ * what it does not support in OpenAI's envelope.
  */
+
+/** Most prompts one completions request may carry, as OpenAI's embeddings inputs. */
+const MAX_PROMPTS = 2048;
+
+const isTokenIds = (v: unknown): v is number[] =>
+  Array.isArray(v) && v.length > 0 && v.every((t) => Number.isInteger(t) && (t as number) >= 0);
+
+/**
+ * A completions `prompt` as OpenAI defines it: a string, an array of strings, an array of token
+ * ids, or an array of token-id arrays. Which of them a model's server takes natively, and what
+ * the gateway does for the rest, is proxy/upstreams/fan-out.ts's.
+ */
+function isPrompt(prompt: unknown): boolean {
+  if (typeof prompt === 'string') return true;
+  if (!Array.isArray(prompt) || prompt.length === 0 || prompt.length > MAX_PROMPTS) return false;
+  return prompt.every((p) => typeof p === 'string') || isTokenIds(prompt) || prompt.every(isTokenIds);
+}
 
 export function parseCompletionRequest(body: unknown): ParsedRequest | ProxyError {
   if (!isRecord(body)) return invalidRequest('the request body must be a JSON object');
   const model = modelOf(body);
   if (typeof model !== 'string') return model;
   const { tags, stream, stream_options, n, prompt, ...rest } = body;
-  // Ollama takes one prompt string (ollama/ollama#5259); a list would be refused there with less to go on.
-  if (typeof prompt !== 'string') {
-    return invalidRequest('prompt must be a string (one prompt per request)', 'prompt', 'missing_prompt');
+  if (!isPrompt(prompt)) {
+    return invalidRequest(
+      `prompt must be a string, an array of strings, an array of token ids, or an array of token-id arrays (1-${MAX_PROMPTS} prompts)`,
+      'prompt',
+      'invalid_prompt',
+    );
   }
   if (stream !== undefined && stream !== null && typeof stream !== 'boolean')
     return invalidRequest('stream must be a boolean', 'stream');
   if (stream_options !== undefined && stream_options !== null && !isRecord(stream_options))
     return invalidRequest('stream_options must be an object', 'stream_options');
-  if (n !== undefined && n !== null && n !== 1)
-    return invalidRequest('n must be 1: the gateway returns one choice per request', 'n', 'unsupported_parameter');
+  const choices = choicesOf(n);
+  if (typeof choices !== 'number') return choices;
   const forward: Record<string, unknown> = { ...rest, model, prompt };
+  if (n !== undefined && n !== null) forward.n = n;
   if (stream !== undefined && stream !== null) forward.stream = stream;
   if (stream_options !== undefined && stream_options !== null) forward.stream_options = stream_options;
   const includeUsage = isRecord(stream_options) && stream_options.include_usage === true;
@@ -31,6 +53,12 @@ export function parseCompletionRequest(body: unknown): ParsedRequest | ProxyErro
 
 /** Most inputs one embeddings request may carry (OpenAI's own limit). */
 const MAX_EMBEDDING_INPUTS = 2048;
+/**
+ * Most dimensions a request may ask of a vector. OpenAI's API says only "a positive integer"; the
+ * largest real embedding models have at most 8,192 (text-embedding-3-large 3,072), so 65,536 is
+ * 8 times the largest with room for models to come, and bounds the answer a request can ask for.
+ */
+export const MAX_EMBEDDING_DIMENSIONS = 65_536;
 
 export function parseEmbeddingRequest(body: unknown): ParsedRequest | ProxyError {
   if (!isRecord(body)) return invalidRequest('the request body must be a JSON object');
@@ -50,6 +78,18 @@ export function parseEmbeddingRequest(body: unknown): ParsedRequest | ProxyError
       `input must be a non-empty string, or 1-${MAX_EMBEDDING_INPUTS} strings, or token arrays`,
       'input',
       'invalid_input',
+    );
+  }
+  const { dimensions } = rest;
+  if (
+    dimensions !== undefined &&
+    dimensions !== null &&
+    !(Number.isInteger(dimensions) && (dimensions as number) >= 1 && (dimensions as number) <= MAX_EMBEDDING_DIMENSIONS)
+  ) {
+    return invalidRequest(
+      `dimensions must be a whole number from 1 to ${MAX_EMBEDDING_DIMENSIONS} (the largest embedding models have 8,192)`,
+      'dimensions',
+      'invalid_dimensions',
     );
   }
   return { model, stream: false, includeUsage: false, tags, forward: { ...rest, model, input } };

@@ -108,21 +108,64 @@ describe('POST /openai/v1/embeddings', () => {
 });
 
 describe('the memory an embeddings answer will take', () => {
-  it('is reserved with the body: a small request for 2,048 vectors is refused with 503 while memory is in use', async () => {
-    budget.take(1); // another request in flight
+  const post = (body: unknown) =>
+    fetch(`${base}/openai/v1/embeddings`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', 'x-api-key': KEY },
+      body: JSON.stringify(body),
+    });
+
+  it('is reserved with the body: 1,000 vectors are refused with 503 and Retry-After only while other requests hold memory', async () => {
+    budget.take(10 * 1024 * 1024); // others in flight
+    const many = Array.from({ length: 1000 }, (_, i) => `t${i}`);
     try {
-      const many = Array.from({ length: 2048 }, (_, i) => `t${i}`);
-      await expect(client.embeddings.create({ model: 'nomic-embed-text', input: many })).rejects.toMatchObject({
-        status: 503,
-        code: 'server_busy',
-      });
-      const few = await client.embeddings.create({ model: 'nomic-embed-text', input: ['a', 'b'] });
-      expect(few.data).toHaveLength(2);
+      const busy = await post({ model: 'nomic-embed-text', input: many });
+      expect(busy.status).toBe(503);
+      expect(busy.headers.get('retry-after')).toBe('1');
+      expect(((await busy.json()) as { error: { code: string } }).error.code).toBe('server_busy');
     } finally {
-      budget.give(1);
+      budget.give(10 * 1024 * 1024);
     }
-    // Every reservation was given back.
+    // The retry the 503 promised succeeds once the others are done.
+    const res = await client.embeddings.create({ model: 'nomic-embed-text', input: many });
+    expect(res.data).toHaveLength(1000);
     expect(budget.inUse).toBe(0);
+  });
+
+  it('an answer that could never fit is a 400 naming the field and what fits, never a 503', async () => {
+    const huge = await post({ model: 'nomic-embed-text', input: 'hi', dimensions: 65_536 * 20 });
+    expect(huge.status).toBe(400);
+    expect(((await huge.json()) as { error: { param: string; code: string } }).error).toMatchObject({
+      param: 'dimensions',
+      code: 'invalid_dimensions',
+    });
+    const wide = await post({
+      model: 'nomic-embed-text',
+      input: ['a', 'b', 'c'].concat(Array(997).fill('x')),
+      dimensions: 65_536,
+    });
+    expect(wide.status).toBe(400);
+    const wideError = ((await wide.json()) as { error: { param: string; code: string; message: string } }).error;
+    expect(wideError).toMatchObject({ param: 'dimensions', code: 'answer_too_large' });
+    // 32 MiB over 1,000 vectors of 28 bytes a dimension.
+    expect(wideError.message).toContain('at most 1198 dimensions for 1000 inputs');
+    const many = await post({ model: 'nomic-embed-text', input: Array.from({ length: 2048 }, (_, i) => `t${i}`) });
+    expect(many.status).toBe(400);
+    const manyError = ((await many.json()) as { error: { param: string; message: string } }).error;
+    expect(manyError.param).toBe('input');
+    expect(manyError.message).toContain('at most 1170 inputs of 1024 dimensions per request');
+    expect(many.headers.get('retry-after')).toBeNull();
+    expect(budget.inUse).toBe(0);
+  });
+
+  it('an unknown model is a 404 before the memory its answer would take is judged', async () => {
+    const res = await post({
+      model: 'no-such-model',
+      input: Array.from({ length: 2048 }, (_, i) => `t${i}`),
+      dimensions: 65_536,
+    });
+    expect(res.status).toBe(404);
+    expect(((await res.json()) as { error: { code: string } }).error.code).toBe('model_not_found');
   });
 });
 
@@ -144,13 +187,87 @@ describe('POST /openai/v1/completions', () => {
     expect(last()?.tokensCounted).toBeUndefined();
   });
 
-  it('refuses a prompt that is not one string with 400, and other methods with 405', async () => {
-    await expect(client.completions.create({ model: 'llama3.1:8b', prompt: ['a', 'b'] })).rejects.toMatchObject({
+  it('answers a list of prompts on a server of one prompt per call: one call each, choices prompt * n + i, usage summed once', async () => {
+    const records = usage.records.length;
+    const res = await client.completions.create({
+      model: 'llama3.1:8b',
+      prompt: ['one', 'two two'],
+      n: 2,
+      max_tokens: 3,
+    });
+    expect(res.choices.map((c) => c.index)).toEqual([0, 1, 2, 3]);
+    expect(res.choices.every((c) => c.text.length > 0)).toBe(true);
+    // The double counts a prompt's tokens as its length / 4, at least 1; 3 tokens per answer.
+    expect(res.usage).toEqual({ prompt_tokens: 1 + 1 + 2 + 2, completion_tokens: 12, total_tokens: 18 });
+    expect(usage.records.length).toBe(records + 1);
+    expect(last()).toMatchObject({ status: 200, promptTokens: 6, completionTokens: 12 });
+  });
+
+  it('refuses token prompts for a server of text prompts with 400 naming prompt, and other methods with 405', async () => {
+    await expect(client.completions.create({ model: 'llama3.1:8b', prompt: [1, 2, 3] })).rejects.toMatchObject({
       status: 400,
       param: 'prompt',
+      code: 'unsupported_prompt',
     });
     const get = await fetch(`${base}/openai/v1/completions`, { headers: { 'x-api-key': KEY } });
     expect(get.status).toBe(405);
     expect(get.headers.get('allow')).toBe('POST');
+  });
+});
+
+describe('n choices on a server that gives one per call (Ollama)', () => {
+  it('chat n 3 whole: three calls, one answer with choices 0-2, usage summed and recorded once', async () => {
+    const calls = double.requests.length;
+    const records = usage.records.length;
+    const res = await client.chat.completions.create({
+      model: 'llama3.1:8b',
+      messages: [{ role: 'user', content: 'hello there' }],
+      n: 3,
+      max_tokens: 4,
+    });
+    expect(double.requests.length - calls).toBe(3);
+    expect(double.requests.slice(calls).every((r) => (r.body as { n?: unknown }).n === undefined)).toBe(true);
+    expect(res.choices.map((c) => c.index)).toEqual([0, 1, 2]);
+    expect(res.usage?.completion_tokens).toBe(12);
+    expect(res.usage?.total_tokens).toBe((res.usage?.prompt_tokens ?? 0) + 12);
+    expect(usage.records.length).toBe(records + 1);
+    expect(last()).toMatchObject({ status: 200, completionTokens: 12, promptTokens: res.usage?.prompt_tokens });
+  });
+
+  it('chat n 2 streamed: one stream, each choice under its index, one usage chunk summed, one [DONE]', async () => {
+    const records = usage.records.length;
+    const res = await fetch(`${base}/openai/v1/chat/completions`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', 'x-api-key': KEY },
+      body: JSON.stringify({
+        model: 'llama3.1:8b',
+        messages: [{ role: 'user', content: 'hi' }],
+        n: 2,
+        max_tokens: 3,
+        stream: true,
+        stream_options: { include_usage: true },
+      }),
+    });
+    expect(res.status).toBe(200);
+    const events = (await res.text())
+      .split('\n\n')
+      .filter((e) => e !== '')
+      .map((e) => e.replace(/^data: /, ''));
+    expect(events.filter((e) => e === '[DONE]')).toEqual(['[DONE]']);
+    expect(events.at(-1)).toBe('[DONE]');
+    const chunks = events
+      .slice(0, -1)
+      .map(
+        (e) =>
+          JSON.parse(e) as { id: string; choices: Array<{ index: number }>; usage?: { completion_tokens: number } },
+      );
+    expect(new Set(chunks.map((c) => c.id)).size).toBe(1);
+    expect(new Set(chunks.flatMap((c) => c.choices.map((ch) => ch.index)))).toEqual(new Set([0, 1]));
+    const usages = chunks.filter((c) => c.usage);
+    expect(usages).toHaveLength(1);
+    expect(usages[0]?.usage?.completion_tokens).toBe(6);
+    await new Promise((r) => setTimeout(r, 50));
+    expect(usage.records.length).toBe(records + 1);
+    expect(last()).toMatchObject({ status: 200, stream: true, completionTokens: 6 });
   });
 });

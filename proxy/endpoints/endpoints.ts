@@ -1,9 +1,10 @@
+import type { NeverFits } from '../access/memory-budget.js';
 import type { GenAiOperation } from '../telemetry/tracing.js';
 import { parseAnthropicRequest, parseCountTokensRequest } from './anthropic-request.js';
 import { type ParsedRequest, parseChatRequest } from './chat-request.js';
 import type { CallerDialect } from './dialects.js';
 import { parseCompletionRequest, parseEmbeddingRequest } from './endpoint-requests.js';
-import type { ProxyError } from './errors.js';
+import { invalidRequest, type ProxyError } from './errors.js';
 import { parseResponsesRequest } from './responses-request.js';
 
 /**
@@ -31,22 +32,52 @@ export interface Endpoint {
    */
   does: 'generate' | 'count-tokens';
   /**
-   * Bytes the answer may hold while it is built, where that can dwarf the request: reserved from
-   * the memory budget with the body's, so that small requests for huge answers are bounded too.
+   * What the answer may hold while it is built, where that can dwarf the request: reserved from
+   * the memory budget once the model is routed (proxy/route.ts), so that small requests for huge
+   * answers are bounded too; with the caller's error, naming the field, where it never could fit.
    */
-  answerBytes?(req: ParsedRequest): number;
+  answerCost?(req: ParsedRequest): AnswerCost;
 }
 
+export interface AnswerCost {
+  bytes: number;
+  /** The 4xx for an answer larger than the whole budget, given the most bytes one request may hold. */
+  neverFits: NeverFits;
+}
+
+/** Dimensions of a vector when the request names none: the common maximum of Titan v2 and Cohere v3. */
+const DEFAULT_DIMENSIONS = 1024;
+/** Per dimension of an answer's vector: a JSON number of ~20 characters plus the parsed array's 8 bytes. */
+const BYTES_PER_DIMENSION = 28;
+
+const inputs = (n: number) => `${n} input${n === 1 ? '' : 's'}`;
+
 /**
- * An embeddings answer: per vector, its dimensions (asked, else 1024, the common maximum of
- * Titan v2 and Cohere v3) as JSON numbers of ~20 characters plus the parsed array's 8 bytes each.
- * 2,048 inputs of 1,024 dimensions: 56 MiB.
+ * An embeddings answer: its vectors times their dimensions. 2,048 inputs of 1,024 dimensions:
+ * 56 MiB. One that could never fit names the field that made it so, and what fits instead.
  */
-function embeddingAnswerBytes(req: ParsedRequest): number {
+function embeddingAnswerCost(req: ParsedRequest): AnswerCost {
   const input = req.forward.input;
   const vectors = Array.isArray(input) ? input.length : 1;
-  const dims = typeof req.forward.dimensions === 'number' ? req.forward.dimensions : 1024;
-  return vectors * dims * 28;
+  const asked = typeof req.forward.dimensions === 'number' ? req.forward.dimensions : undefined;
+  const dims = asked ?? DEFAULT_DIMENSIONS;
+  const neverFits: NeverFits = (most) => {
+    const dimsThatFit = Math.floor(most / (vectors * BYTES_PER_DIMENSION));
+    if (asked !== undefined && dimsThatFit >= 1) {
+      return invalidRequest(
+        `dimensions ${asked} for ${inputs(vectors)} is a larger answer than this gateway replica holds in memory: at most ${dimsThatFit} dimensions for ${inputs(vectors)}`,
+        'dimensions',
+        'answer_too_large',
+      );
+    }
+    const inputsThatFit = Math.max(1, Math.floor(most / (dims * BYTES_PER_DIMENSION)));
+    return invalidRequest(
+      `${inputs(vectors)} of ${dims} dimensions are a larger answer than this gateway replica holds in memory: at most ${inputs(inputsThatFit)} of ${dims} dimensions per request`,
+      'input',
+      'answer_too_large',
+    );
+  };
+  return { bytes: vectors * dims * BYTES_PER_DIMENSION, neverFits };
 }
 
 export const ENDPOINTS: Record<EndpointName, Endpoint> = {
@@ -73,7 +104,7 @@ export const ENDPOINTS: Record<EndpointName, Endpoint> = {
     operation: 'embeddings',
     parse: parseEmbeddingRequest,
     does: 'generate',
-    answerBytes: embeddingAnswerBytes,
+    answerCost: embeddingAnswerCost,
   },
   responses: {
     name: 'responses',

@@ -284,6 +284,8 @@ export class ReplicaPools {
         'model_scaled_to_zero',
         `the model ${route.model} is scaled to zero replicas and has no autoscaling to wake it; scale its ModelDeployment up`,
         'model',
+        // Retrying succeeds once someone scales it up: minutes, not seconds.
+        { 'Retry-After': '60' },
       );
     }
     if (asleep && scaling?.autoscaled) {
@@ -333,7 +335,11 @@ export class ReplicaPools {
         );
       }, waitMs);
       const onAbort = () =>
-        leave(new ProxyError(503, 'api_error', 'client_closed', 'the client went away while waiting for a replica'));
+        leave(
+          new ProxyError(503, 'api_error', 'client_closed', 'the client went away while waiting for a replica', null, {
+            'Retry-After': '1',
+          }),
+        );
       signal.addEventListener('abort', onAbort, { once: true });
       w.cleanup = () => {
         clearTimeout(timer);

@@ -149,3 +149,33 @@ export const PASS_THROUGH: Readonly<Record<CallerDialect, PassThrough>> = {
     reader: () => conformingReader('anthropic-messages', anthropicStream()),
   },
 };
+
+/**
+ * What a server takes natively of a request for more than one answer to one prompt: `n` choices,
+ * a completions `prompt` that is a list, a prompt of token ids. A server takes them in the
+ * caller's own dialect only (a translator between means one answer per call). What it does not
+ * take, the gateway makes of several calls (proxy/upstreams/fan-out.ts), but token ids: they mean
+ * something only to the model's own tokenizer, and are refused with a 400 naming `prompt`.
+ */
+export interface ManyAnswers {
+  choices: boolean;
+  promptLists: boolean;
+  tokenPrompts: boolean;
+}
+
+const ALL: ManyAnswers = { choices: true, promptLists: true, tokenPrompts: true };
+
+/**
+ * By who serves the route (Server.system: the engine's container in the cluster, the provider's
+ * gen_ai.provider.name outside it), per caller dialect; a server or dialect absent takes none.
+ * Ollama 0.17.4 answers one choice whatever `n` asks, and refuses (400) a `prompt` that is not one
+ * string (checked against the real server: e2e/no-cluster/dialect-requests.e2e.test.ts); vLLM and
+ * OpenAI's API (Azure's too) take all three. Generic OpenAI-compatible servers, Anthropic,
+ * Bedrock and Vertex are served by several calls.
+ */
+export const MANY_ANSWERS: Readonly<Record<string, Readonly<Partial<Record<CallerDialect, ManyAnswers>>>>> = {
+  ollama: {},
+  vllm: { 'openai-chat': ALL, 'openai-completions': ALL },
+  openai: { 'openai-chat': ALL, 'openai-completions': ALL },
+  'azure.ai.openai': { 'openai-chat': ALL, 'openai-completions': ALL },
+};

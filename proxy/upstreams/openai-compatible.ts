@@ -57,7 +57,8 @@ function statusError(status: number, headers: WholeAnswer['headers'], text: stri
       'upstream_rate_limited',
       what,
       null,
-      retryAfter ? { 'Retry-After': retryAfter } : {},
+      // Ollama's full queue (OLLAMA_MAX_QUEUE) sends none: its queue drains in seconds.
+      { 'Retry-After': retryAfter ?? '1' },
     );
   }
   if (status === 404) {

@@ -50,6 +50,11 @@ function nameOf(route: ExternalRoute): string {
 /** Response headers a provider's rate limiting sends, passed to the caller with its 429. */
 const RATE_HEADERS = /^(retry-after|retry-after-ms|x-ratelimit-[a-z-]+|anthropic-ratelimit-[a-z-]+)$/;
 
+/** When to retry a provider's 429 or 503 that named no time (Bedrock's throttling rows say 5). */
+const PROVIDER_RETRY_AFTER_SECONDS = 5;
+/** Providers' 429s for a spent quota or credit (OpenAI's insufficient_quota, Bedrock's service quota). */
+const SPENT_QUOTA = new Set(['provider_quota_exceeded', 'upstream_quota_exceeded']);
+
 /** The caller's error for a classified problem, Retry-After where the problem gives one. */
 function problemError(p: ProviderProblem, answerHeaders: WholeAnswer['headers'] = {}): ProxyError {
   const headers: Record<string, string> = {};
@@ -60,6 +65,10 @@ function problemError(p: ProviderProblem, answerHeaders: WholeAnswer['headers'] 
     }
   }
   if (p.retryAfterSeconds !== undefined) headers['Retry-After'] = String(p.retryAfterSeconds);
+  // A 429 or 503 says "retry": the caller is told when, where the provider said nothing. Not for
+  // a spent quota: waiting does not help, and a Retry-After would hold the SDKs' retries on it.
+  const retryable = p.status === 503 || (p.status === 429 && !SPENT_QUOTA.has(p.code));
+  if (retryable && headers['Retry-After'] === undefined) headers['Retry-After'] = String(PROVIDER_RETRY_AFTER_SECONDS);
   return new ProxyError(
     p.status as 400,
     p.type,

@@ -26,6 +26,9 @@ export function unavailableBackend(deployingRetryAfterSeconds = 30): Backend<Una
   };
 }
 
+/** When to try a failed model again: a fix and a redeploy take minutes, not seconds. */
+const FAILED_RETRY_AFTER_SECONDS = 60;
+
 function unavailable(entry: Unavailable, retryAfterSeconds: number): ProxyError {
   if (entry.phase === 'Deploying') {
     return new ProxyError(
@@ -41,7 +44,9 @@ function unavailable(entry: Unavailable, retryAfterSeconds: number): ProxyError 
     503,
     'api_error',
     'model_failed',
-    `the model ${entry.model} is not available: ${entry.reason}`,
+    `the model ${entry.model} is not available: ${entry.reason}; retry once its deployment is fixed`,
     'model',
+    // Not the caller's error and not for a quick retry: the time the operator takes to redeploy.
+    { 'Retry-After': String(FAILED_RETRY_AFTER_SECONDS) },
   );
 }
