@@ -479,3 +479,138 @@ describe('Ollama double: Responses and Anthropic Messages', () => {
     expect(missing).toBeInstanceOf(Anthropic.NotFoundError);
   });
 });
+
+/**
+ * The fields real Ollama 0.17.4 writes, as captured from it (the values differ, the keys must not):
+ * the double sends no more and no less, so that what the gateway mends is tested against what the
+ * real server leaves out (proxy/conformance/).
+ */
+describe('Ollama double: the fields real Ollama 0.17.4 sends', () => {
+  let d: OllamaDouble;
+  beforeAll(async () => {
+    d = await startOllamaDouble();
+  });
+  afterAll(async () => {
+    await d.close();
+  });
+  const post = (path: string, body: object) =>
+    fetch(`${d.url}/v1/${path}`, { method: 'POST', body: JSON.stringify(body) });
+  const keys = (o: unknown) => Object.keys(o as object).sort();
+  /** The JSON events of an SSE body, named or not. */
+  const events = (text: string) =>
+    text
+      .split('\n\n')
+      .map((f) =>
+        f
+          .split('\n')
+          .find((l) => l.startsWith('data: '))
+          ?.slice(6),
+      )
+      .filter((x): x is string => x !== undefined && x !== '[DONE]')
+      .map((x) => JSON.parse(x) as Record<string, unknown>);
+
+  it('chat: no logprobs and no refusal, whole or streamed', async () => {
+    const whole = await json<Record<string, Array<Record<string, unknown>>>>(
+      await post('chat/completions', { model: 'llama3.1:8b', messages: MESSAGES, max_tokens: 2 }),
+    );
+    expect(keys(whole)).toEqual(['choices', 'created', 'id', 'model', 'object', 'system_fingerprint', 'usage']);
+    expect(keys(whole.choices?.[0])).toEqual(['finish_reason', 'index', 'message']);
+    expect(keys(whole.choices?.[0]?.message)).toEqual(['content', 'role']);
+  });
+
+  it('completions: no logprobs; with include_usage a zero usage on every chunk before the last', async () => {
+    const whole = await json<Record<string, Array<Record<string, unknown>>>>(
+      await post('completions', { model: 'llama3.1:8b', prompt: 'hi', max_tokens: 2 }),
+    );
+    expect(keys(whole.choices?.[0])).toEqual(['finish_reason', 'index', 'text']);
+    const body = { model: 'llama3.1:8b', prompt: 'hi', max_tokens: 2, stream: true };
+    const plain = events(await (await post('completions', body)).text());
+    for (const c of plain) expect(c).not.toHaveProperty('usage');
+    const chunks = events(
+      await (await post('completions', { ...body, stream_options: { include_usage: true } })).text(),
+    );
+    expect(chunks).toHaveLength(4);
+    for (const c of chunks.slice(0, -1)) {
+      expect(c.usage).toEqual({ prompt_tokens: 0, completion_tokens: 0, total_tokens: 0 });
+      expect(keys((c.choices as unknown[])[0])).toEqual(['finish_reason', 'index', 'text']);
+    }
+    expect(chunks.at(-1)).toMatchObject({ choices: [], usage: { completion_tokens: 2 } });
+  });
+
+  /** Every key of Ollama's Responses object (openai/responses.go). */
+  const RESPONSE_KEYS = [
+    'background',
+    'completed_at',
+    'created_at',
+    'error',
+    'frequency_penalty',
+    'id',
+    'incomplete_details',
+    'instructions',
+    'max_output_tokens',
+    'max_tool_calls',
+    'metadata',
+    'model',
+    'object',
+    'output',
+    'parallel_tool_calls',
+    'presence_penalty',
+    'previous_response_id',
+    'prompt_cache_key',
+    'reasoning',
+    'safety_identifier',
+    'service_tier',
+    'status',
+    'store',
+    'temperature',
+    'text',
+    'tool_choice',
+    'tools',
+    'top_logprobs',
+    'top_p',
+    'truncation',
+    'usage',
+  ];
+
+  it('responses: every field of the real object, its nulls included, whole and in the stream', async () => {
+    const body = {
+      model: 'llama3.1:8b',
+      input: 'hi',
+      instructions: 'be brief',
+      max_output_tokens: 2,
+      metadata: { a: 'b' },
+    };
+    const whole = await json<Record<string, unknown>>(await post('responses', body));
+    expect(keys(whole)).toEqual(RESPONSE_KEYS);
+    expect(whole).toMatchObject({
+      instructions: 'be brief',
+      temperature: 1,
+      top_p: 1,
+      metadata: {},
+      safety_identifier: null,
+      prompt_cache_key: null,
+      usage: { input_tokens_details: { cached_tokens: 0 }, output_tokens_details: { reasoning_tokens: 0 } },
+      output: [{ content: [{ type: 'output_text', annotations: [], logprobs: [] }] }],
+    });
+    const streamed = events(await (await post('responses', { ...body, stream: true })).text());
+    const [created, inProgress] = streamed;
+    expect(keys(created?.response)).toEqual(RESPONSE_KEYS);
+    expect(created?.response).toMatchObject({ usage: null, completed_at: null, status: 'in_progress' });
+    expect(keys(inProgress?.response)).toEqual(RESPONSE_KEYS);
+    for (const e of streamed.filter((x) => String(x.type).startsWith('response.output_text')))
+      expect(e.logprobs).toEqual([]);
+    expect(keys(streamed.at(-1)?.response)).toEqual(RESPONSE_KEYS);
+  });
+
+  it('messages: no stop_sequence anywhere, no stop_reason in message_start, the usage’s two counts', async () => {
+    const body = { model: 'llama3.1:8b', max_tokens: 2, messages: [{ role: 'user', content: 'hi' }] };
+    const whole = await json<Record<string, unknown>>(await post('messages', body));
+    expect(keys(whole)).toEqual(['content', 'id', 'model', 'role', 'stop_reason', 'type', 'usage']);
+    expect(keys(whole.usage)).toEqual(['input_tokens', 'output_tokens']);
+    const streamed = events(await (await post('messages', { ...body, stream: true })).text());
+    expect(keys(streamed[0]?.message)).toEqual(['content', 'id', 'model', 'role', 'type', 'usage']);
+    const delta = streamed.find((e) => e.type === 'message_delta');
+    expect(keys(delta?.delta)).toEqual(['stop_reason']);
+    expect(keys(delta?.usage)).toEqual(['input_tokens', 'output_tokens']);
+  });
+});

@@ -318,7 +318,9 @@ export async function startOllamaDouble(opts: OllamaDoubleOptions = {}): Promise
 
   /**
    * /v1/completions as Ollama 0.17 answers it (openai/openai.go CompletionRequest: one prompt
-   * string; text_completion objects; usage in the last chunk only with stream_options.include_usage).
+   * string; text_completion objects without `logprobs`). With stream_options.include_usage every
+   * chunk before the last carries a zero usage, and the last (no choices) the real one, as the real
+   * server does (captured from 0.17.4).
    */
   async function complete(req: IncomingMessage, res: ServerResponse): Promise<void> {
     const body = await jsonBody(req, res);
@@ -347,13 +349,14 @@ export async function startOllamaDouble(opts: OllamaDoubleOptions = {}): Promise
       return sendJson(res, 200, { ...head, choices: [{ text, index: 0, finish_reason: finishReason }], usage });
     }
     const includeUsage = isRecord(body.stream_options) && body.stream_options.include_usage === true;
+    const zero = includeUsage ? { usage: { prompt_tokens: 0, completion_tokens: 0, total_tokens: 0 } } : {};
     res.writeHead(200, { 'Content-Type': 'text/event-stream', 'Cache-Control': 'no-cache', Connection: 'keep-alive' });
     for (let i = 0; i < n; i++) {
-      if (!(await send(res, frame({ ...head, choices: [{ text: tokenText(i, n), index: 0, finish_reason: null }] })))) {
-        return;
-      }
+      const chunk = { ...head, choices: [{ text: tokenText(i, n), index: 0, finish_reason: null }], ...zero };
+      if (!(await send(res, frame(chunk)))) return;
     }
-    if (!(await send(res, frame({ ...head, choices: [{ text: '', index: 0, finish_reason: finishReason }] })))) return;
+    const last = { ...head, choices: [{ text: '', index: 0, finish_reason: finishReason }], ...zero };
+    if (!(await send(res, frame(last)))) return;
     if (includeUsage && !(await send(res, frame({ ...head, choices: [], usage })))) return;
     if (!(await send(res, 'data: [DONE]\n\n'))) return;
     res.end();
@@ -368,6 +371,9 @@ export async function startOllamaDouble(opts: OllamaDoubleOptions = {}): Promise
   /**
    * /v1/responses as Ollama 0.17 answers it (openai/responses.go): one message output item; streamed as
    * response.created, the item and its text part, output_text deltas, their ends, then response.completed with usage.
+   * The response object carries every field the real server writes (captured from 0.17.4), the request's
+   * instructions, temperature, top_p and max_output_tokens echoed, and its nulls where OpenAI's spec has
+   * none (safety_identifier, prompt_cache_key, usage before the end): the gateway's to mend.
    * Text only: the benches and the pipeline's tests need the shape and the usage, not tools.
    */
   async function responses(req: IncomingMessage, res: ServerResponse): Promise<void> {
@@ -383,25 +389,66 @@ export async function startOllamaDouble(opts: OllamaDoubleOptions = {}): Promise
     const itemId = `msg_${nextId++}`;
     let text = '';
     for (let i = 0; i < n; i++) text += tokenText(i, n);
-    const usage = { input_tokens: inputTokens, output_tokens: n, total_tokens: inputTokens + n };
-    const part = { type: 'output_text', text, annotations: [] };
+    const usage = {
+      input_tokens: inputTokens,
+      output_tokens: n,
+      total_tokens: inputTokens + n,
+      input_tokens_details: { cached_tokens: 0 },
+      output_tokens_details: { reasoning_tokens: 0 },
+    };
+    const part = { type: 'output_text', text, annotations: [], logprobs: [] };
     const item = { id: itemId, type: 'message', status: 'completed', role: 'assistant', content: [part] };
-    const response = (status: string, output: object[], u?: object) => ({
+    const createdAt = Math.floor(Date.now() / 1000);
+    // The request's function tools echoed, their description and strict null where unset (as Ollama does).
+    const toolsEcho = (Array.isArray(body.tools) ? body.tools : []).filter(isRecord).map((t) => ({
+      type: t.type,
+      name: t.name,
+      description: t.description ?? null,
+      strict: t.strict ?? null,
+      parameters: t.parameters,
+    }));
+    const response = (status: string, output: object[], u: object | null) => ({
       id,
       object: 'response',
-      created_at: Math.floor(Date.now() / 1000),
+      created_at: createdAt,
+      completed_at: status === 'completed' ? Math.floor(Date.now() / 1000) : null,
       status,
+      incomplete_details: null,
       model,
+      previous_response_id: null,
+      instructions: typeof body.instructions === 'string' ? body.instructions : null,
       output,
-      ...(u ? { usage: u } : {}),
+      error: null,
+      tools: toolsEcho,
+      // Ollama answers 'auto' whatever tool_choice the request sent.
+      tool_choice: 'auto',
+      truncation: 'disabled',
+      parallel_tool_calls: true,
+      text: { format: { type: 'text' } },
+      top_p: typeof body.top_p === 'number' ? body.top_p : 1,
+      presence_penalty: 0,
+      frequency_penalty: 0,
+      top_logprobs: 0,
+      temperature: typeof body.temperature === 'number' ? body.temperature : 1,
+      reasoning: null,
+      usage: u,
+      max_output_tokens: max ?? null,
+      max_tool_calls: null,
+      store: false,
+      background: false,
+      service_tier: 'default',
+      // Ollama answers {} whatever metadata the request sent.
+      metadata: {},
+      safety_identifier: null,
+      prompt_cache_key: null,
     });
     if (body.stream !== true) return sendJson(res, 200, response('completed', [item], usage));
     res.writeHead(200, { 'Content-Type': 'text/event-stream', 'Cache-Control': 'no-cache', Connection: 'keep-alive' });
     let seq = 0;
     const ev = (type: string, data: object) => named(type, { type, sequence_number: seq++, ...data });
     const opening =
-      ev('response.created', { response: response('in_progress', []) }) +
-      ev('response.in_progress', { response: response('in_progress', []) }) +
+      ev('response.created', { response: response('in_progress', [], null) }) +
+      ev('response.in_progress', { response: response('in_progress', [], null) }) +
       ev('response.output_item.added', { output_index: 0, item: { ...item, status: 'in_progress', content: [] } }) +
       ev('response.content_part.added', {
         item_id: itemId,
@@ -416,11 +463,12 @@ export async function startOllamaDouble(opts: OllamaDoubleOptions = {}): Promise
         output_index: 0,
         content_index: 0,
         delta: tokenText(i, n),
+        logprobs: [],
       });
       if (!(await send(res, delta))) return;
     }
     const closing =
-      ev('response.output_text.done', { item_id: itemId, output_index: 0, content_index: 0, text }) +
+      ev('response.output_text.done', { item_id: itemId, output_index: 0, content_index: 0, text, logprobs: [] }) +
       ev('response.content_part.done', { item_id: itemId, output_index: 0, content_index: 0, part }) +
       ev('response.output_item.done', { output_index: 0, item }) +
       ev('response.completed', { response: response('completed', [item], usage) });
@@ -431,7 +479,8 @@ export async function startOllamaDouble(opts: OllamaDoubleOptions = {}): Promise
   /**
    * Anthropic's /v1/messages as Ollama 0.17 answers it (anthropic/anthropic.go): one text block; streamed as
    * message_start (input tokens), the block's start, text_delta events and stop, message_delta (stop reason,
-   * output tokens), message_stop.
+   * output tokens), message_stop. As the real server (captured from 0.17.4): no stop_sequence anywhere, no
+   * stop_reason in message_start, the usage's two counts only.
    */
   async function messages(req: IncomingMessage, res: ServerResponse): Promise<void> {
     const body = await jsonBody(req, res);
@@ -451,20 +500,19 @@ export async function startOllamaDouble(opts: OllamaDoubleOptions = {}): Promise
     const id = `msg_${nextId++}`;
     let text = '';
     for (let i = 0; i < n; i++) text += tokenText(i, n);
-    const message = (content: object[], stop: string | null, out: number) => ({
+    const message = (content: object[], stop: string | undefined, out: number) => ({
       id,
       type: 'message',
       role: 'assistant',
       model,
       content,
-      stop_reason: stop,
-      stop_sequence: null,
+      ...(stop ? { stop_reason: stop } : {}),
       usage: { input_tokens: inputTokens, output_tokens: out },
     });
     if (body.stream !== true) return sendJson(res, 200, message([{ type: 'text', text }], stopReason, n));
     res.writeHead(200, { 'Content-Type': 'text/event-stream', 'Cache-Control': 'no-cache', Connection: 'keep-alive' });
     const opening =
-      named('message_start', { type: 'message_start', message: message([], null, 0) }) +
+      named('message_start', { type: 'message_start', message: message([], undefined, 0) }) +
       named('content_block_start', {
         type: 'content_block_start',
         index: 0,
@@ -483,7 +531,7 @@ export async function startOllamaDouble(opts: OllamaDoubleOptions = {}): Promise
       named('content_block_stop', { type: 'content_block_stop', index: 0 }) +
       named('message_delta', {
         type: 'message_delta',
-        delta: { stop_reason: stopReason, stop_sequence: null },
+        delta: { stop_reason: stopReason },
         usage: { input_tokens: inputTokens, output_tokens: n },
       }) +
       named('message_stop', { type: 'message_stop' });
