@@ -58,7 +58,7 @@ const MAX_EMBEDDING_INPUTS = 2048;
  * largest real embedding models have at most 8,192 (text-embedding-3-large 3,072), so 65,536 is
  * 8 times the largest with room for models to come, and bounds the answer a request can ask for.
  */
-export const MAX_EMBEDDING_DIMENSIONS = 65_536;
+const MAX_EMBEDDING_DIMENSIONS = 65_536;
 
 export function parseEmbeddingRequest(body: unknown): ParsedRequest | ProxyError {
   if (!isRecord(body)) return invalidRequest('the request body must be a JSON object');

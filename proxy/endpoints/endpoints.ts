@@ -39,7 +39,7 @@ export interface Endpoint {
   answerCost?(req: ParsedRequest): AnswerCost;
 }
 
-export interface AnswerCost {
+interface AnswerCost {
   bytes: number;
   /** The 4xx for an answer larger than the whole budget, given the most bytes one request may hold. */
   neverFits: NeverFits;

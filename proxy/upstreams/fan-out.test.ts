@@ -1,7 +1,10 @@
 import { describe, expect, it } from 'vitest';
 import { ProxyError } from '../endpoints/errors.js';
+import type { RouteEntry } from '../routing/routes.js';
+import { translatorFor } from '../translators/table.js';
+import type { Backends } from './backend.js';
 import type { ChunkSource } from './chunk-source.js';
-import { mergeWhole, type Part, partsOf, sumJson, sumUsage } from './fan-out.js';
+import { manyAnswersOf, mergeWhole, type Part, partsOf, sumJson, sumUsage } from './fan-out.js';
 import { mergedStream } from './fan-out-stream.js';
 import type { ManyAnswers } from './openai-compatible-dialects.js';
 import type { StreamOutcome, UpstreamCall, UpstreamResult } from './upstream.js';
@@ -15,6 +18,38 @@ const plan = (parts: Part[] | ProxyError | undefined) => {
   if (!Array.isArray(parts)) throw new Error(`no parts: ${String(parts)}`);
   return parts.map((p) => ({ prompt: p.body.prompt, n: p.body.n, at: [p.index(0), p.index(1)] }));
 };
+
+describe("manyAnswersOf: what a route's server takes natively, as data", () => {
+  const backends = (system: string | undefined) =>
+    ({
+      'in-cluster': { who: () => ({ label: 'in-cluster', ...(system ? { system } : {}) }) },
+      external: { who: () => ({ label: 'external', ...(system ? { system } : {}) }) },
+      unavailable: { who: () => ({ label: 'unavailable' }) },
+    }) as unknown as Backends;
+  const route = { kind: 'in-cluster', model: 'm', baseUrl: 'http://x', provider: 'ns/m' } as RouteEntry;
+
+  it.each([
+    ['vllm', 'openai-completions', true],
+    ['vllm', 'openai-chat', true],
+    ['openai', 'openai-chat', true],
+    ['azure.ai.openai', 'openai-completions', true],
+    ['ollama', 'openai-chat', false],
+    ['openai_compatible', 'openai-chat', false],
+    ['aws.bedrock', 'openai-chat', false],
+  ] as const)('%s, %s: native %s', (system, dialect, native) => {
+    const { takes } = manyAnswersOf(backends(system), { route, plan: { dialect } });
+    expect(takes).toEqual(native ? ALL : NONE);
+  });
+
+  it('through a translator, nothing: the caller dialect is the translator own', () => {
+    const translator = translatorFor('openai-chat', 'anthropic-messages');
+    if (!translator) throw new Error('no translator');
+    expect(manyAnswersOf(backends('openai'), { route, plan: { dialect: 'anthropic-messages', translator } })).toEqual({
+      dialect: 'openai-chat',
+      takes: NONE,
+    });
+  });
+});
 
 describe('partsOf: the calls a request becomes', () => {
   it('is one call, as sent, where the server takes what is asked (or nothing more than one answer is)', () => {

@@ -19,9 +19,9 @@ import type { UpstreamCall, UpstreamResult, Usage } from './upstream.js';
  */
 
 /** The calls made at once for one request; the rest wait for one of them to end. */
-export const FAN_OUT_PARALLEL = 8;
+const FAN_OUT_PARALLEL = 8;
 /** Most calls one request becomes (prompts x n where neither is native): OpenAI's maximum of choices. */
-export const MAX_FAN_OUT = MAX_CHOICES;
+const MAX_FAN_OUT = MAX_CHOICES;
 
 /** One call of a request's fan-out: its body, and where each choice it answers goes among the request's. */
 export interface Part {
