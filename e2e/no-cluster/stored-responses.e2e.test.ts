@@ -1,0 +1,247 @@
+import { createOpenAI } from '@ai-sdk/openai';
+import { Agent, OpenAIProvider, Runner, setTracingDisabled } from '@openai/agents';
+import { generateText } from 'ai';
+import OpenAI from 'openai';
+import pg from 'pg';
+import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import type { ApiKey } from '../../crds/api-key.js';
+import { ApiKeys, policyOf, sha256 } from '../../proxy/access/auth.js';
+import { buildRoutes, type InClusterRoute, RouteTable } from '../../proxy/routing/routes.js';
+import { postgresRows } from '../../proxy/stored-responses/postgres-rows.js';
+import { OpenAICompatibleUpstream } from '../../proxy/upstreams/openai-compatible.js';
+import type { Upstream } from '../../proxy/upstreams/upstream.js';
+import { OLLAMA_MODEL, type OllamaServer, startOllama } from '../ollama/server.js';
+import { type Postgres, startPostgres } from '../postgres/server.js';
+import { startGateway, type TestGateway } from '../support/gateway.js';
+
+/**
+ * Stateful Responses through the gateway in front of REAL Ollama (which speaks Responses itself),
+ * stored in a REAL PostgreSQL (the usage store's database, as replicas share it): the official
+ * `openai` SDK's create / retrieve / inputItems.list / delete / background + cancel, the Vercel
+ * AI SDK's previousResponseId and the OpenAI Agents SDK's server-managed conversation
+ * (previousResponseId between runs). A 135M model recalls a secret word unreliably, so each
+ * chained turn is checked where it is certain: what the gateway sent Ollama holds turn 1's input
+ * and output. The gateway is composed in-process so the upstream's requests can be read.
+ */
+
+const MODEL = OLLAMA_MODEL;
+const KEY = 'sk-e2e-stored-team-a-5c1d9e2f7a';
+const OTHER = 'sk-e2e-stored-team-b-8e4b0c6d1f';
+const SECRET = 'PINEAPPLE';
+
+setTracingDisabled(true);
+
+let ollama: OllamaServer;
+let postgres: Postgres;
+let gateway: TestGateway;
+/** Every line the gateway logged: none may hold what was stored. */
+const logged: string[] = [];
+const logger = {
+  info: (m: string, f?: object) => logged.push(`${m} ${JSON.stringify(f)}`),
+  warn: (m: string, f?: object) => logged.push(`${m} ${JSON.stringify(f)}`),
+  error: (m: string, f?: object) => logged.push(`${m} ${JSON.stringify(f)}`),
+};
+/** What the gateway sent Ollama, in order. */
+const sent: Array<Record<string, unknown>> = [];
+
+const apiKey = (name: string, team: string, key: string): ApiKey => ({
+  apiVersion: 'ai.platform/v1beta1',
+  kind: 'ApiKey',
+  metadata: { name, namespace: 'platform-agent' },
+  spec: { team, role: 'User', rotation: 0 },
+  status: { digest: `sha256:${sha256(key).toString('hex')}` },
+});
+
+beforeAll(async () => {
+  [ollama, postgres] = await Promise.all([startOllama({ parallel: 2 }), startPostgres()]);
+  postgres.psql('CREATE DATABASE stored_responses');
+  const routes = new RouteTable();
+  routes.set(
+    buildRoutes(
+      [
+        {
+          apiVersion: 'ai.platform/v1beta1',
+          kind: 'ModelDeployment',
+          metadata: { name: 'smol', namespace: 'platform-llms' },
+          spec: { model: MODEL, serviceName: 'smol', port: 11434, replicas: 1, endpoint: ollama.url },
+        },
+      ],
+      { standalone: true },
+    ),
+  );
+  const keys = new ApiKeys();
+  keys.setManaged([apiKey('a', 'team-a', KEY), apiKey('b', 'team-b', OTHER)].flatMap((k) => policyOf(k) ?? []));
+  const real = new OpenAICompatibleUpstream();
+  const inCluster: Upstream<InClusterRoute> = {
+    dialects: (r) => real.dialects(r),
+    send: (call) => {
+      sent.push(call.body);
+      return real.send(call);
+    },
+  };
+  gateway = await startGateway({ usage: { db: dbUrl() }, logger }, { routes, keys, inCluster });
+}, 120_000);
+
+afterAll(async () => {
+  await gateway?.stop();
+  await Promise.all([ollama?.stop(), postgres?.destroy()]);
+});
+
+beforeEach(() => {
+  sent.length = 0;
+});
+
+const dbUrl = () => postgres.url.replace(/\/postgres$/, '/stored_responses');
+const client = (key = KEY) => new OpenAI({ baseURL: `${gateway.url}/openai/v1`, apiKey: key, maxRetries: 0 });
+/** The last request the gateway sent Ollama, as text. */
+const lastSent = () => JSON.stringify(sent.at(-1));
+const textOf = (output: unknown) => JSON.stringify(output).match(/"text":"((?:[^"\\]|\\.)*)"/)?.[1] ?? '';
+
+describe('the openai SDK', () => {
+  it('creates, retrieves, lists the input of, chains from and deletes a response; another team sees none', async () => {
+    const openai = client();
+    const first = await openai.responses.create({
+      model: MODEL,
+      input: `The secret word is ${SECRET}. Say OK.`,
+      max_output_tokens: 12,
+      temperature: 0,
+    });
+    expect(first.id).toMatch(/^resp_[0-9a-f]{48}$/);
+    expect(first.status).toBe('completed');
+    // Ollama was asked to keep nothing: the gateway keeps it.
+    expect(sent[0]?.store).toBe(false);
+
+    const retrieved = await openai.responses.retrieve(first.id);
+    expect(retrieved).toEqual(first);
+    const items = await openai.responses.inputItems.list(first.id);
+    expect(items.data).toHaveLength(1);
+    expect(items.data[0]).toMatchObject({ type: 'message', role: 'user', content: [{ type: 'input_text' }] });
+    expect(JSON.stringify(items.data[0])).toContain(SECRET);
+
+    const second = await openai.responses.create({
+      model: MODEL,
+      previous_response_id: first.id,
+      input: 'What is the secret word?',
+      max_output_tokens: 12,
+      temperature: 0,
+    });
+    expect(second.previous_response_id).toBe(first.id);
+    const upstream = lastSent();
+    expect(upstream).toContain(SECRET);
+    expect(upstream).toContain(textOf(first.output));
+    expect(upstream).toContain('What is the secret word?');
+    expect(upstream).not.toContain('previous_response_id');
+
+    await expect(client(OTHER).responses.retrieve(second.id)).rejects.toMatchObject({ status: 404 });
+    await expect(
+      client(OTHER).responses.create({ model: MODEL, previous_response_id: second.id, input: 'and?' }),
+    ).rejects.toMatchObject({ status: 404, code: 'previous_response_not_found' });
+
+    await openai.responses.delete(first.id);
+    await expect(openai.responses.retrieve(first.id)).rejects.toMatchObject({ status: 404 });
+    // The chain through a deleted turn is broken, as at OpenAI.
+    await expect(
+      openai.responses.create({ model: MODEL, previous_response_id: second.id, input: 'and?' }),
+    ).rejects.toMatchObject({ status: 404, code: 'previous_response_not_found' });
+  }, 60_000);
+
+  it('runs a background response to completion, and cancels another', async () => {
+    const openai = client();
+    const queued = await openai.responses.create({
+      model: MODEL,
+      input: 'Say hi.',
+      background: true,
+      max_output_tokens: 8,
+    });
+    expect(queued.status).toBe('queued');
+    let done = queued;
+    for (let i = 0; i < 300 && (done.status === 'queued' || done.status === 'in_progress'); i++) {
+      await new Promise((r) => setTimeout(r, 100));
+      done = await openai.responses.retrieve(queued.id);
+    }
+    expect(done.status).toBe('completed');
+    expect(done.output_text.length).toBeGreaterThan(0);
+
+    const long = await openai.responses.create({
+      model: MODEL,
+      input: 'Count from one to one thousand in words.',
+      background: true,
+      max_output_tokens: 4000,
+    });
+    const cancelled = await openai.responses.cancel(long.id);
+    expect(cancelled.status).toBe('cancelled');
+    expect((await openai.responses.retrieve(long.id)).status).toBe('cancelled');
+  }, 60_000);
+});
+
+describe('the Vercel AI SDK', () => {
+  it('continues a conversation with providerOptions.openai.previousResponseId', async () => {
+    const openai = createOpenAI({ baseURL: `${gateway.url}/openai/v1`, apiKey: KEY });
+    const first = await generateText({
+      model: openai.responses(MODEL),
+      prompt: `Remember the secret word ${SECRET}.`,
+      maxOutputTokens: 12,
+      temperature: 0,
+      maxRetries: 0,
+    });
+    const previousResponseId = first.providerMetadata?.openai?.responseId;
+    expect(previousResponseId).toMatch(/^resp_/);
+    const second = await generateText({
+      model: openai.responses(MODEL),
+      prompt: 'What was the secret word?',
+      maxOutputTokens: 12,
+      temperature: 0,
+      maxRetries: 0,
+      providerOptions: { openai: { previousResponseId: String(previousResponseId) } },
+    });
+    expect(lastSent()).toContain(SECRET);
+    expect(lastSent()).toContain(JSON.stringify(first.text).slice(1, -1));
+    // The SDK sent the new turn only: the first came from the gateway's store.
+    const own = await client().responses.inputItems.list(String(second.providerMetadata?.openai?.responseId));
+    expect(JSON.stringify(own.data)).not.toContain(SECRET);
+  }, 60_000);
+});
+
+describe('the OpenAI Agents SDK', () => {
+  it("keeps the conversation on the server between runs (previousResponseId: the last run's lastResponseId)", async () => {
+    const provider = new OpenAIProvider({ baseURL: `${gateway.url}/openai/v1`, apiKey: KEY, useResponses: true });
+    const runner = new Runner({ modelProvider: provider });
+    const agent = new Agent({
+      name: 'terse',
+      instructions: 'You are terse.',
+      model: MODEL,
+      modelSettings: { maxTokens: 12 },
+    });
+    const first = await runner.run(agent, `The secret word is ${SECRET}.`);
+    expect(first.lastResponseId).toMatch(/^resp_/);
+    sent.length = 0;
+    const second = await runner.run(agent, 'What is the secret word?', { previousResponseId: first.lastResponseId });
+    expect(second.lastResponseId).toMatch(/^resp_/);
+    // The SDK sent only the new turn; the gateway added the first from its store.
+    expect(lastSent()).toContain(SECRET);
+    const own = await client().responses.inputItems.list(String(second.lastResponseId));
+    expect(JSON.stringify(own.data)).not.toContain(SECRET);
+    const stored = await client().responses.retrieve(String(second.lastResponseId));
+    expect(stored.previous_response_id).toBe(first.lastResponseId);
+  }, 60_000);
+});
+
+describe('the PostgreSQL rows', () => {
+  it('count their bytes and sweep the expired ones; nothing stored was logged', async () => {
+    const pool = new pg.Pool({ connectionString: dbUrl(), max: 1 });
+    try {
+      const rows = postgresRows(pool);
+      const before = await rows.bytes();
+      expect(before).toBeGreaterThan(0);
+      const row = { owner: 'team:x', status: 'completed', background: false, response: '{"x":1}', input: '[]' };
+      await rows.put({ ...row, id: 'resp_expired', created: 1, expires: Date.now() - 1 });
+      expect(await rows.bytes()).toBe(before + 9);
+      expect(await rows.sweep(Date.now())).toBe(1);
+      expect(await rows.get('resp_expired')).toBeUndefined();
+      expect(await rows.bytes()).toBe(before);
+    } finally {
+      await pool.end();
+    }
+    for (const line of logged) expect(line).not.toContain(SECRET);
+  });
+});
