@@ -280,8 +280,9 @@ describe('OpenAI Responses at /openai/v1/responses', () => {
       .join('');
     expect(streamedText).toBe(answer.output_text);
     expect(done?.usage).toEqual(answer.usage);
+    // The gateway keeps responses (proxy/stored-responses/): an id it never stored is OpenAI's 404.
     const previous = client.responses.create({ model, input: 'x', previous_response_id: 'resp_1' });
-    await expect(previous).rejects.toMatchObject({ status: 400, code: 'unsupported_parameter' });
+    await expect(previous).rejects.toMatchObject({ status: 404, code: 'previous_response_not_found' });
   });
 
   it("refuses a malformed body in OpenAI's envelope naming the field", async () => {
