@@ -185,17 +185,24 @@ function expectedFor(body: unknown, tagHeaders: { xTags?: string; xGatewayTags?:
   }
   if (stream !== undefined && stream !== null && typeof stream !== 'boolean') return 400;
   if (stream_options !== undefined && stream_options !== null && !isRecord(stream_options)) return 400;
-  if (n !== undefined && n !== null && n !== 1) return 400;
+  if (n !== undefined && n !== null && !(typeof n === 'number' && Number.isInteger(n) && n >= 1 && n <= 128))
+    return 400;
   if (depthOf(body) > MAX_NESTING) return 400;
   if (parseTags({ ...tagHeaders, body: tags }) instanceof ProxyError) return 400;
   return model === MODEL ? 200 : 404;
 }
 
-/** What the gateway forwards for a valid body: all of it but its own tags, and a null stream or stream_options. */
+/**
+ * What the gateway forwards for a valid body: all of it but its own tags, and a null stream or
+ * stream_options; `n` above 1 is one call per choice without it (the fake is an Ollama, of one choice).
+ */
 const forwardOf = (body: Record<string, unknown>) =>
   Object.fromEntries(
     Object.entries(body).filter(
-      ([k, v]) => k !== 'tags' && !((k === 'stream' || k === 'stream_options') && v === null),
+      ([k, v]) =>
+        k !== 'tags' &&
+        !((k === 'stream' || k === 'stream_options') && v === null) &&
+        !(k === 'n' && typeof v === 'number' && v > 1),
     ),
   );
 

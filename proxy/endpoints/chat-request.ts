@@ -119,6 +119,6 @@ export function parseChatRequest(body: unknown): ParsedRequest | ProxyError {
   const forward: Record<string, unknown> = { model, messages, ...rest };
   if (stream !== undefined && stream !== null) forward.stream = stream;
   if (stream_options !== undefined && stream_options !== null) forward.stream_options = stream_options;
-  if (n !== undefined && n !== null) forward.n = n;
+  if (n !== undefined) forward.n = n;
   return { model, stream: stream === true, includeUsage, tags, forward };
 }
