@@ -35,7 +35,7 @@ const USAGE_OBJECT = /"usage":\s*\{/;
 const EMPTY_CHOICES = '"choices":[]';
 const LOGPROBS = Buffer.from('"logprobs"');
 
-export const CONFORMANCE: Readonly<Record<CallerDialect, DialectConformance>> = {
+const CONFORMANCE: Readonly<Record<CallerDialect, DialectConformance>> = {
   'openai-chat': {
     answer: chatCompletion,
     event: (_name, data) => chatChunk(data),
