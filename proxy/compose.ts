@@ -211,7 +211,7 @@ export async function composeGateway(config: GatewayConfig = {}, parts: Partial<
   const gpuTime = stack ? startGpuTimeLedger({ routes, prices, store: stack.gpuTime, log }) : undefined;
   const usage = gpuTime ? gpuTime.sink(recorded) : recorded;
   // Stored Responses live in the usage store's database (an in-memory one under a test's own sink).
-  const responses = openStoredResponses(stack?.store, settingsFrom(env, config.storedResponses), log);
+  const responses = openStoredResponses(stack?.store, settingsFrom(env, config.storedResponses), log, metrics.registry);
   const limiter = parts.limiter ?? rateLimiter(config, metrics, log);
 
   const { signals, pools } = inClusterPools(config, routes, metrics, resources.source, log);

@@ -1,4 +1,5 @@
 import Database from 'better-sqlite3';
+import { Gauge, type Registry } from 'prom-client';
 import { PostgresUsageStore } from '../usage/postgres-store.js';
 import { SqliteUsageStore } from '../usage/sqlite-store.js';
 import type { UsageStore } from '../usage/store.js';
@@ -41,12 +42,14 @@ export function openStoredResponses(
   store: UsageStore | undefined,
   settings: StoredResponsesSettings,
   log: StoredResponsesLog,
+  registry?: Registry,
 ): { stored: StoredResponses; close(): Promise<void> } {
   const fromStore = store && responseRowsOf(store);
   const own = fromStore ? undefined : new Database(':memory:');
   const rows = fromStore ?? sqliteRows(own ?? new Database(':memory:'));
   const stored = new StoredResponses(rows, settings, log);
   const stop = stored.sweepHourly();
+  if (registry) bytesGauge(registry, rows);
   return {
     stored,
     close: async () => {
@@ -55,4 +58,19 @@ export function openStoredResponses(
       own?.close();
     },
   };
+}
+
+/** The stored responses' share of the usage database's size, read when scraped (a sum over one indexed table). */
+function bytesGauge(registry: Registry, rows: ResponseRows): void {
+  let last = 0;
+  new Gauge({
+    name: 'pao_gateway_stored_responses_bytes',
+    help: 'Bytes of stored Responses (their Response objects and input items) in the usage database, kept until they expire.',
+    registers: [registry],
+    async collect() {
+      // A database that does not answer shows the last size read, not 0.
+      last = await rows.bytes().catch(() => last);
+      this.set(last);
+    },
+  });
 }

@@ -243,12 +243,22 @@ describe('chaining across upstreams', () => {
   });
 
   it('keeps nothing with store: false, and serves but does not keep a response past the bound', async () => {
+    const gauge = async () =>
+      Number(
+        (await gateway.metrics.registry.getSingleMetricAsString('pao_gateway_stored_responses_bytes'))
+          .split(' ')
+          .at(-1),
+      );
+    const before = await gauge();
     const unstored = await created(TEAM_A, { model: LLAMA, input: 'hi', store: false });
     expect((await get(TEAM_A, String(unstored.id))).status).toBe(404);
     const large = await create(TEAM_A, { model: LLAMA, input: 'x '.repeat(MAX_BYTES) });
     expect(large.status).toBe(200);
     expect(large.headers.get('x-gateway-response-stored')).toMatch(/^false; too large/);
     expect((await get(TEAM_A, String(((await large.json()) as Json).id))).status).toBe(404);
+    expect(await gauge()).toBe(before);
+    await created(TEAM_A, { model: LLAMA, input: 'kept' });
+    expect(await gauge()).toBeGreaterThan(before + 100);
   });
 
   it('refuses what it cannot honour, naming the field', async () => {
