@@ -4,7 +4,7 @@ import type { RouteEntry } from '../routing/routes.js';
 import { translatorFor } from '../translators/table.js';
 import type { Backends } from './backend.js';
 import type { ChunkSource } from './chunk-source.js';
-import { manyAnswersOf, mergeWhole, type Part, partsOf, sumJson, sumUsage } from './fan-out.js';
+import { fanOut, manyAnswersOf, mergeWhole, type Part, partsOf, sumJson, sumUsage } from './fan-out.js';
 import { mergedStream } from './fan-out-stream.js';
 import type { ManyAnswers } from './openai-compatible-dialects.js';
 import type { StreamOutcome, UpstreamCall, UpstreamResult } from './upstream.js';
@@ -48,6 +48,65 @@ describe("manyAnswersOf: what a route's server takes natively, as data", () => {
       dialect: 'openai-chat',
       takes: NONE,
     });
+  });
+});
+
+describe('fanOut: the hook of the call stage', () => {
+  const backendsOf = (system: string) =>
+    ({
+      'in-cluster': { who: () => ({ label: 'in-cluster', system }) },
+      external: { who: () => ({ label: 'external', system }) },
+      unavailable: { who: () => ({ label: 'unavailable' }) },
+    }) as unknown as Backends;
+  const route = { kind: 'in-cluster', model: 'm', baseUrl: 'http://x', provider: 'ns/m' } as RouteEntry;
+  const whole = (n: number) => ({
+    body: { model: 'm', messages: [{ role: 'user', content: 'hi' }], n },
+    stream: false,
+    clientWantsUsage: false,
+    signal: new AbortController().signal,
+  });
+  const answer = (text: string) =>
+    json(
+      { id: text, object: 'chat.completion', choices: [{ index: 0, message: { role: 'assistant', content: text } }] },
+      { promptTokens: 2, completionTokens: 1 },
+    );
+
+  it('sends n as asked, in one call, to a server that takes it (vLLM)', async () => {
+    const sent: unknown[] = [];
+    await fanOut(backendsOf('vllm'), { route, plan: { dialect: 'openai-chat' } }, whole(3), async (c) => {
+      sent.push(c.body);
+      return answer('x');
+    });
+    expect(sent).toEqual([{ model: 'm', messages: [{ role: 'user', content: 'hi' }], n: 3 }]);
+  });
+
+  it('on a server of one choice (Ollama), makes n calls and answers once, usage summed', async () => {
+    let k = 0;
+    const result = await fanOut(backendsOf('ollama'), { route, plan: { dialect: 'openai-chat' } }, whole(4), async () =>
+      answer(`a${k++}`),
+    );
+    if (result.kind !== 'json') throw new Error('stream');
+    expect((result.body as { choices: Array<{ index: number }> }).choices.map((c) => c.index)).toEqual([0, 1, 2, 3]);
+    expect(result.usage).toEqual({ promptTokens: 8, completionTokens: 4 });
+  });
+
+  it('one call failing fails the request with its error, and cancels the calls still running', async () => {
+    const refused = new ProxyError(400, 'invalid_request_error', 'upstream_rejected', 'no');
+    const aborted: boolean[] = [];
+    let k = 0;
+    const attempt = fanOut(backendsOf('ollama'), { route, plan: { dialect: 'openai-chat' } }, whole(3), async (c) => {
+      const i = k++;
+      if (i === 1) {
+        await new Promise((r) => setTimeout(r, 5));
+        throw refused;
+      }
+      await new Promise((r) => setTimeout(r, 50));
+      aborted.push(c.signal.aborted);
+      return answer('late');
+    });
+    await expect(attempt).rejects.toBe(refused);
+    await new Promise((r) => setTimeout(r, 80));
+    expect(aborted).toEqual([true, true]);
   });
 });
 
