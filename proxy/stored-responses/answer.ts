@@ -38,6 +38,8 @@ const FINAL = new Set(['response.completed', 'response.incomplete', 'response.fa
 
 /** One SSE event's block rewritten where its data carries a Response; the final Response, where it is one. */
 function rewriteEvent(block: string, stamp: Stamp): { text: string; final?: Json } {
+  // Deltas (most events) carry no Response: not parsed.
+  if (!block.includes('"response"')) return { text: block };
   const lines = block.split(/\r?\n/);
   const at = lines.findIndex((l) => l.startsWith('data:'));
   if (at < 0) return { text: block };

@@ -1,4 +1,5 @@
 import type { Caller } from '../access/auth.js';
+import { BODY_MEMORY_FACTOR, type NeverFits } from '../access/memory-budget.js';
 import { conformAnswer } from '../conformance/conformance.js';
 import type { ParsedRequest } from '../endpoints/chat-request.js';
 import { ProxyError } from '../endpoints/errors.js';
@@ -100,6 +101,16 @@ export class StoredResponses {
       ...parsed.request,
       forward: { ...rest, ...(input === undefined ? {} : { input }), store: false },
     };
+    if (previous) {
+      // The conversation is held like a body of its size until the upstream has it.
+      try {
+        const bytes = Buffer.byteLength(JSON.stringify(request.forward));
+        parsed.reservation.atLeast(bytes * BODY_MEMORY_FACTOR, historyNeverFits);
+      } catch (err) {
+        if (err instanceof ProxyError) return { failed: err, at: parsed };
+        throw err;
+      }
+    }
     const stamp = { id: newId('resp'), previousResponseId: previous, store, background };
     this.turns.set(request, { stamp, owner: ownerOf(parsed.caller), input: inputItems(forward.input) });
     return { ...parsed, request };
@@ -208,6 +219,15 @@ const stoppedResponse = (id: string): Json => ({
   error: { code: 'server_error', message: 'the gateway stopped while the response was running: send it again' },
   output: [],
 });
+
+const historyNeverFits: NeverFits = (mostBytes) =>
+  new ProxyError(
+    413,
+    'invalid_request_error',
+    'request_too_large',
+    `the conversation along previous_response_id is larger than this gateway replica's memory for requests allows (at most ${Math.floor(mostBytes / BODY_MEMORY_FACTOR)} bytes): start a new one`,
+    'previous_response_id',
+  );
 
 function backgroundRefusal(store: boolean, background: boolean, stream: boolean): ProxyError | undefined {
   if (!background) return undefined;
