@@ -1,9 +1,8 @@
 import { conformAnswer } from '../conformance/conformance.js';
-import { ProxyError } from '../endpoints/errors.js';
 import type { Answered, Failed, Routed } from '../exchange.js';
 import type { StreamOutcome } from '../upstreams/upstream.js';
 import { oneChunk, stamped } from './answer.js';
-import type { StoredResponses, Turn } from './stored-responses.js';
+import { type StoredResponses, storeUnavailable, type Turn } from './stored-responses.js';
 
 /**
  * `background: true`: the caller is answered at once with the response `queued`, and the call
@@ -54,7 +53,10 @@ export async function runInBackground(
     await stored.rows.put(stored.rowOf(turn, queued));
   } catch (err) {
     stored.warnFailed('background response not stored', id, err);
-    return { failed: storeFailed(), at: routed };
+    return {
+      failed: storeUnavailable('the store of responses is not answering: try again, or send background: false'),
+      at: routed,
+    };
   }
   const controller = new AbortController();
   stored.running.set(id, controller);
@@ -126,11 +128,3 @@ async function detachedRun(
     stored.running.delete(id);
   }
 }
-
-const storeFailed = () =>
-  new ProxyError(
-    503,
-    'api_error',
-    'store_unavailable',
-    'the store of responses is not answering: try again, or send background: false',
-  );

@@ -2,7 +2,7 @@ import type { Env, Hono } from 'hono';
 import type { Caller } from '../access/auth.js';
 import { invalidRequest, ProxyError } from '../endpoints/errors.js';
 import { RUNNING, type StoredRow } from './rows.js';
-import { mayRead, type StoredResponses } from './stored-responses.js';
+import { mayRead, type StoredResponses, storeUnavailable } from './stored-responses.js';
 
 /**
  * The stored Responses' resource routes, with the API keys of the model routes; a key reads only
@@ -41,10 +41,15 @@ export function storedResponseRoutes<E extends Env>(
   stored: StoredResponses,
   callerOf: (headers: Headers) => Caller,
 ): void {
+  /** A call of the store; its failure a 503 (its own text, which may quote a row, never goes out). */
+  const db = <T>(work: Promise<T>): Promise<T> =>
+    work.catch(() => {
+      throw storeUnavailable('the stored responses cannot be read now; try again');
+    });
   /** The row the caller may read, or the 404 for any other. */
   const readable = async (headers: Headers, id: string): Promise<{ caller: Caller; row: StoredRow }> => {
     const caller = callerOf(headers);
-    const row = ID.test(id) ? await stored.rows.get(id) : undefined;
+    const row = ID.test(id) ? await db(stored.rows.get(id)) : undefined;
     if (!row || !mayRead(caller, row) || row.expires < Date.now()) throw notFound(id);
     return { caller, row };
   };
@@ -54,7 +59,7 @@ export function storedResponseRoutes<E extends Env>(
     const id = c.req.param('id');
     await readable(c.req.raw.headers, id);
     stored.running.get(id)?.abort(new Error('deleted'));
-    if (!(await stored.rows.delete(id))) throw notFound(id);
+    if (!(await db(stored.rows.delete(id)))) throw notFound(id);
     return json(JSON.stringify({ id, object: 'response', deleted: true }));
   });
   app.all(BASE, (c) => {
@@ -78,7 +83,7 @@ export function storedResponseRoutes<E extends Env>(
     if (!(RUNNING as readonly string[]).includes(row.status)) return json(row.response);
     const response = JSON.stringify({ ...(JSON.parse(row.response) as object), status: 'cancelled' });
     // Settled only while still running: a call that finished meanwhile keeps its answer.
-    if (await stored.rows.settle(id, 'cancelled', response)) {
+    if (await db(stored.rows.settle(id, 'cancelled', response))) {
       stored.running.get(id)?.abort(new Error('cancelled'));
       return json(response);
     }

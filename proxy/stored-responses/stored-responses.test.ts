@@ -46,6 +46,21 @@ const provider: ExternalProvider = {
   },
 };
 
+const GPT = 'gpt-4o';
+const openaiProvider: ExternalProvider = {
+  apiVersion: 'ai.platform/v1beta1',
+  kind: 'ExternalProvider',
+  metadata: { name: 'openai', namespace: 'platform-agent' },
+  spec: {
+    provider: 'openai',
+    displayName: 'OpenAI',
+    auth: { method: 'APIKey', secretRef: { name: 'k' } },
+    includeInCLI: true,
+    streaming: true,
+    models: [GPT],
+  },
+};
+
 const apiKey = (name: string, team: string, key: string): ApiKey => ({
   apiVersion: 'ai.platform/v1beta1',
   kind: 'ApiKey',
@@ -82,6 +97,36 @@ const chatOnly: Upstream<ExternalRoute> = {
   },
 };
 
+/** OpenAI itself, as far as Responses go: it resolves prompt templates (a Responses body, recorded). */
+const openaiNative: Upstream<ExternalRoute> = {
+  dialects: () => ['openai-responses'],
+  send: async (call) => {
+    sent.push({ model: call.route.model, body: call.body });
+    return {
+      kind: 'json',
+      status: 200,
+      body: {
+        id: 'resp_openai_own',
+        object: 'response',
+        created_at: 1,
+        status: 'completed',
+        model: GPT,
+        output: [
+          {
+            type: 'message',
+            id: 'msg_o',
+            status: 'completed',
+            role: 'assistant',
+            content: [{ type: 'output_text', text: 'templated', annotations: [] }],
+          },
+        ],
+        usage: { input_tokens: 5, output_tokens: 1, total_tokens: 6 },
+      },
+      usage: { promptTokens: 5, completionTokens: 1 },
+    };
+  },
+};
+
 let double: OllamaDouble;
 let gateway: TestGateway;
 const usage = new MemoryUsage();
@@ -89,7 +134,12 @@ const usage = new MemoryUsage();
 beforeAll(async () => {
   double = await startOllamaDouble({ models: [LLAMA] });
   const routes = new RouteTable();
-  routes.set(buildRoutes([{ ...md, spec: { ...md.spec, endpoint: double.url } }], { standalone: true }, [provider]));
+  routes.set(
+    buildRoutes([{ ...md, spec: { ...md.spec, endpoint: double.url } }], { standalone: true }, [
+      provider,
+      openaiProvider,
+    ]),
+  );
   const keys = ApiKeys.fromKeys([ADMIN]);
   keys.setManaged(
     [apiKey('a', 'team-a', TEAM_A), apiKey('a2', 'team-a', TEAM_A2), apiKey('b', 'team-b', TEAM_B)].flatMap(
@@ -106,7 +156,7 @@ beforeAll(async () => {
   };
   gateway = await startGateway(
     { storedResponses: { maxResponseBytes: MAX_BYTES } },
-    { routes, keys, usage, inCluster, providers: { anthropic: chatOnly } },
+    { routes, keys, usage, inCluster, providers: { anthropic: chatOnly, openai: openaiNative } },
   );
 });
 
@@ -278,6 +328,17 @@ describe('chaining across upstreams', () => {
     const wrong = await get(TEAM_A, 'resp_x', 'PUT');
     expect(wrong.status).toBe(405);
     expect(wrong.headers.get('allow')).toBe('GET, DELETE');
+  });
+});
+
+describe('prompt templates', () => {
+  it("pass to OpenAI's own Responses API, which resolves them; the answer is kept under the gateway's id", async () => {
+    const prompt = { id: 'pmpt_123', variables: { city: 'Paris' } };
+    const r = await created(TEAM_A, { model: GPT, prompt });
+    expect(sent).toEqual([{ model: GPT, body: expect.objectContaining({ prompt, store: false }) }]);
+    expect(sent[0]?.body.input).toBeUndefined();
+    expect(r.id).not.toBe('resp_openai_own');
+    expect(await (await get(TEAM_A, String(r.id))).json()).toEqual(r);
   });
 });
 

@@ -92,7 +92,12 @@ export class StoredResponses {
     const { previous_response_id: _p, background: _b, ...rest } = forward;
     let input = rest.input;
     if (previous) {
-      const history = await historyOf(this.rows, previous, (row) => mayRead(parsed.caller, row), this.history);
+      const history = await historyOf(this.rows, previous, (row) => mayRead(parsed.caller, row), this.history).catch(
+        (err: unknown) => {
+          this.warnFailed('previous response not read: the store failed', previous, err);
+          return storeUnavailable('previous_response_id: the stored responses cannot be read now; try again');
+        },
+      );
       if (history instanceof ProxyError) return { failed: history, at: parsed };
       const own = typeof input === 'string' ? [{ role: 'user', content: input }] : Array.isArray(input) ? input : [];
       input = [...history, ...own];
@@ -219,6 +224,10 @@ const stoppedResponse = (id: string): Json => ({
   error: { code: 'server_error', message: 'the gateway stopped while the response was running: send it again' },
   output: [],
 });
+
+/** The store of responses does not answer: a 503 to try again, never the store's own error text. */
+export const storeUnavailable = (message: string): ProxyError =>
+  new ProxyError(503, 'api_error', 'store_unavailable', message);
 
 const historyNeverFits: NeverFits = (mostBytes) =>
   new ProxyError(
