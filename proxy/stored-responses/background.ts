@@ -123,6 +123,14 @@ async function detachedRun(
       await settle('failed', { ...queued, status: 'failed', error });
     } else await settle(row.status, response);
     return result.usage ? { usage: result.usage } : {};
+  } catch (err) {
+    // The gateway's own failure: the poller learns it ended (the request's record says 500).
+    await settle('failed', {
+      ...queued,
+      status: 'failed',
+      error: { code: 'server_error', message: 'the gateway failed' },
+    });
+    throw err;
   } finally {
     clearInterval(poll);
     stored.running.delete(id);
