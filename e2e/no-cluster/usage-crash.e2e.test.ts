@@ -15,7 +15,9 @@ import { RssSamples } from '../support/rss.js';
  * No usage record lost to a crash (the usage spool, proxy/usage/spool.ts), with real processes:
  * the proxy under load is killed with SIGKILL at a random moment and restarted, 20 times, on
  * SQLite and on PostgreSQL. Every request answered 2xx before the kill, and every stream that
- * delivered a token, must be in the store exactly once; nothing may be there twice. Then a
+ * delivered a token, must be in the store exactly once; nothing may be there twice; and no
+ * record of an answer its caller did not get whole counts as a served request (the crash cut it:
+ * stored with delivered false, its cost kept). Then a
  * PostgreSQL outage of 60 s with the proxy killed while the database is still down, and a spool
  * on a full disk (a small tmpfs).
  */
@@ -92,6 +94,8 @@ async function ask(p: ProxyProcess, tags: string): Promise<{ status: number; id:
 /** What the callers know for sure: the request ids the proxy answered (2xx) or streamed a token of. */
 interface Seen {
   owed: Set<string>;
+  /** Answers the callers got whole: a whole answer's body read to its end, a stream read to its end. */
+  received: Set<string>;
   sent: number;
 }
 
@@ -113,6 +117,7 @@ async function caller(p: ProxyProcess, w: number, seen: Seen, stop: () => boolea
       const id = res.headers.get('x-request-id') ?? '';
       if (!stream) {
         await res.text();
+        seen.received.add(id);
         if (res.ok) seen.owed.add(id);
         continue;
       }
@@ -126,6 +131,7 @@ async function caller(p: ProxyProcess, w: number, seen: Seen, stop: () => boolea
         // A token reached the caller: the gateway owes a record of this stream from now on.
         if (res.ok && text.includes('"content":"')) seen.owed.add(id);
       }
+      seen.received.add(id);
     } catch {
       // The proxy died under this request: only what it answered before counts.
       await new Promise((r) => setTimeout(r, 20));
@@ -133,62 +139,75 @@ async function caller(p: ProxyProcess, w: number, seen: Seen, stop: () => boolea
   }
 }
 
+/** A request id's rows: how many, how many of them served (delivered), the record's time. */
+interface Rows {
+  n: number;
+  served: number;
+  ts: number;
+}
+
 interface Store {
   name: string;
   usageDb: string;
   /** Rows per request id. */
   counts(): Promise<Map<string, number>>;
+  rows(): Promise<Map<string, Rows>>;
 }
+
+const countsOf = (rows: Map<string, Rows>) => new Map([...rows].map(([id, r]) => [id, r.n]));
 
 function sqliteStore(): Store {
   const file = join(dir, 'usage.db');
-  return {
-    name: 'SQLite',
-    usageDb: file,
-    counts: async () => {
-      const db = new Database(file, { readonly: true });
-      try {
-        const rows = db
-          .prepare('SELECT request_id AS id, count(*) AS n FROM requests GROUP BY request_id')
-          .all() as Array<{
-          id: string;
-          n: number;
-        }>;
-        return new Map(rows.map((r) => [r.id, r.n]));
-      } finally {
-        db.close();
-      }
-    },
+  const rows = async () => {
+    const db = new Database(file, { readonly: true });
+    try {
+      const found = db
+        .prepare(
+          'SELECT request_id AS id, count(*) AS n, SUM(delivered) AS served, MIN(ts) AS ts FROM requests GROUP BY request_id',
+        )
+        .all() as Array<Rows & { id: string }>;
+      return new Map(found.map(({ id, ...r }) => [id, r]));
+    } finally {
+      db.close();
+    }
   };
+  return { name: 'SQLite', usageDb: file, rows, counts: async () => countsOf(await rows()) };
 }
 
 function postgresStore(): Store {
-  return {
-    name: 'PostgreSQL',
-    usageDb: postgres.url,
-    counts: async () => {
-      const client = new pg.Client({ connectionString: postgres.url });
-      await client.connect();
-      try {
-        const { rows } = await client.query<{ id: string; n: string }>(
-          'SELECT request_id AS id, count(*) AS n FROM usage_requests GROUP BY request_id',
-        );
-        return new Map(rows.map((r) => [r.id, Number(r.n)]));
-      } finally {
-        await client.end();
-      }
-    },
+  const rows = async () => {
+    const client = new pg.Client({ connectionString: postgres.url });
+    await client.connect();
+    try {
+      const { rows: found } = await client.query<{ id: string; n: string; served: string; ts: string }>(
+        `SELECT request_id AS id, count(*) AS n, count(*) FILTER (WHERE delivered) AS served, min(ts) AS ts
+         FROM usage_requests GROUP BY request_id`,
+      );
+      return new Map(found.map((r) => [r.id, { n: Number(r.n), served: Number(r.served), ts: Number(r.ts) }]));
+    } finally {
+      await client.end();
+    }
   };
+  return { name: 'PostgreSQL', usageDb: postgres.url, rows, counts: async () => countsOf(await rows()) };
 }
 
 /** SIGKILL and the records the store must hold afterwards, checked once the restarted proxy caught up. */
 async function killRounds(store: Store): Promise<void> {
   const spool = join(dir, `spool-${store.name}`);
   const owedAll = new Set<string>();
-  const table: string[] = [];
+  const receivedAll = new Set<string>();
+  const rounds: Array<{
+    from: number;
+    killAt: number;
+    received: number;
+    replayed: string;
+    cut: string;
+    undelivered: string;
+  }> = [];
   let p = await proxy(store.usageDb, spool);
   for (let round = 0; round < KILLS; round++) {
-    const seen: Seen = { owed: new Set(), sent: 0 };
+    const seen: Seen = { owed: new Set(), received: new Set(), sent: 0 };
+    const from = Date.now();
     let stopped = false;
     const load = Array.from({ length: CALLERS }, (_, w) => caller(p, w, seen, () => stopped));
     // A different moment each round: 0.3 to 1.5 s into the load.
@@ -199,25 +218,48 @@ async function killRounds(store: Store): Promise<void> {
     stopped = true;
     await Promise.all(load);
     for (const id of seen.owed) owedAll.add(id);
+    for (const id of seen.received) receivedAll.add(id);
     // Restarted on the same spool: it replays what the store did not get.
     p = await proxy(store.usageDb, spool);
-    const replayed = /"usage spool replayed[^\n]*"records":(\d+)[^\n]*"cutStreams":(\d+)/.exec(p.output());
-    table.push(`| ${round + 1} | ${killAt} | ${seen.owed.size} | ${replayed?.[1] ?? 0} | ${replayed?.[2] ?? 0} |`);
+    const replayed = /"usage spool replayed[^\n]*"records":(\d+)[^\n]*"cutStreams":(\d+),"undelivered":(\d+)/.exec(
+      p.output(),
+    );
+    rounds.push({
+      from,
+      killAt,
+      received: seen.received.size,
+      replayed: replayed?.[1] ?? '0',
+      cut: replayed?.[2] ?? '0',
+      undelivered: replayed?.[3] ?? '0',
+    });
   }
-  let counts = new Map<string, number>();
+  let rows = new Map<string, Rows>();
   await eventually(`${store.name}: every owed record stored`, 60_000, async () => {
-    counts = await store.counts();
-    return [...owedAll].every((id) => counts.has(id)) ? true : undefined;
+    rows = await store.rows();
+    return [...owedAll].every((id) => rows.has(id)) ? true : undefined;
   }).catch(() => {});
-  const lost = [...owedAll].filter((id) => !counts.has(id));
-  const doubled = [...counts].filter(([, n]) => n > 1).map(([id]) => id);
+  const lost = [...owedAll].filter((id) => !rows.has(id));
+  const doubled = [...rows].filter(([, r]) => r.n > 1).map(([id]) => id);
+  // Served: the store says the answer reached its caller. A caller that got no whole answer got a
+  // reset and will ask again: counted as served, that request would count twice.
+  const servedUnanswered = [...rows].filter(([id, r]) => r.served > 0 && !receivedAll.has(id)).map(([id]) => id);
+  // Each round's records, by their time (no load runs between a kill and the next round).
+  const table = rounds.map((r, i) => {
+    const to = rounds[i + 1]?.from ?? Number.POSITIVE_INFINITY;
+    const mine = [...rows.values()].filter((x) => x.ts >= r.from && x.ts < to);
+    const served = mine.filter((x) => x.served > 0).length;
+    return `| ${i + 1} | ${r.killAt} | ${r.received} | ${mine.length} | ${served} | ${mine.length - served} | ${r.replayed} | ${r.cut} | ${r.undelivered} |`;
+  });
   console.log(
     `[usage-crash] ${store.name}: ${KILLS} kills, ${owedAll.size} requests answered (or streamed a token) before a kill, ` +
-      `${owedAll.size - lost.length} recorded, ${lost.length} lost, ${doubled.length} doubled\n` +
-      `| round | kill at ms | owed this round | replayed records | cut streams |\n|---|---|---|---|---|\n${table.join('\n')}`,
+      `${owedAll.size - lost.length} recorded, ${lost.length} lost, ${doubled.length} doubled, ` +
+      `${servedUnanswered.length} counted as served that no caller got whole\n` +
+      '| round | kill at ms | answered whole | recorded | served | not delivered | replayed records | cut streams | cut answers |\n' +
+      `|---|---|---|---|---|---|---|---|---|\n${table.join('\n')}`,
   );
   expect(lost, `${store.name}: answered before a kill, not in the store`).toEqual([]);
   expect(doubled, `${store.name}: in the store more than once`).toEqual([]);
+  expect(servedUnanswered, `${store.name}: recorded as served, never received whole`).toEqual([]);
   expect(owedAll.size).toBeGreaterThan(KILLS * 20);
   await p.stop('SIGTERM');
 }
@@ -242,7 +284,7 @@ describe('usage survives the proxy being killed', () => {
     const spool = join(dir, 'spool-outage');
     const p = await proxy(store.usageDb, spool);
     const pid = p.child.pid as number;
-    const seen: Seen = { owed: new Set(), sent: 0 };
+    const seen: Seen = { owed: new Set(), received: new Set(), sent: 0 };
     let stopped = false;
     // The pace of the PostgreSQL outage test (e2e/no-cluster/usage-postgres.e2e.test.ts): 4 callers at 250/s.
     const RATE = 250;

@@ -502,6 +502,29 @@ describe('usage spool: whether an answer was delivered', () => {
     await again.close();
   });
 
+  it('a delivery mark has no write of its own: it goes with the next record, or on the recorder tick', async () => {
+    const a = started({ root: root() });
+    const size = () => statSync(join(a.spool.dir, segments(a.spool.dir)[0] ?? '')).size;
+    const [first, second] = numbered(2);
+    a.spool.append(first as UsageRecord, true);
+    // A lone request: its record written at once (the group commit queued for it finds nothing left).
+    expect(a.spool.durable(true)).toBeUndefined();
+    const one = size();
+    a.spool.mark('req_0', true);
+    await tick();
+    await new Promise((r) => setImmediate(r));
+    expect(size()).toBe(one);
+    a.spool.append(second as UsageRecord, true);
+    a.spool.durable(true);
+    const two = size();
+    // The second record and the first one's mark, in that one write.
+    expect(two - one).toBeGreaterThan(one);
+    a.spool.mark('req_1', true);
+    a.spool.flushMarks();
+    expect(size()).toBeGreaterThan(two);
+    a.spool.close();
+  });
+
   it('a caller that left before the last byte: not delivered (499, an error answer keeps its status), live and after a restart', async () => {
     const dir = root();
     const a = started({ root: dir });

@@ -76,7 +76,7 @@ export interface Replayed {
   records: number;
   /** Streams cut by the crash, now recorded as such. */
   cutStreams: number;
-  /** Whole answers of the backlog the crash cut before their last byte reached the socket (counted as read back). */
+  /** Whole answers of the backlog the crash cut before their last byte reached the socket (no delivery mark). */
   undelivered: number;
   /** Spools of other replicas adopted. */
   adopted: number;
@@ -238,6 +238,7 @@ export class Spool {
     this.touchDir(this.dir);
     this.replayed.adopted = this.adopt();
     const finals = new Set<string>();
+    const awaiting: string[] = [];
     for (const name of readdirSync(this.dir).sort()) {
       const m = SEGMENT.exec(name);
       if (!m) continue;
@@ -247,9 +248,10 @@ export class Spool {
         seg.seq,
         0,
         seg.size,
-        (rec) => {
+        (rec: Spooled) => {
           seg.records += 1;
           finals.add(rec.requestId);
+          if (rec.awaitingDelivery) awaiting.push(rec.requestId);
           backlog(rec);
         },
         Number.POSITIVE_INFINITY,
@@ -259,6 +261,7 @@ export class Spool {
       this.segments.push(seg);
     }
     this.replayed.records = this.segments.reduce((n, s) => n + s.records, 0);
+    this.replayed.undelivered = awaiting.filter((id) => !this.marks.has(id)).length;
     const first = this.segments[0];
     this.openSegment((this.segments.at(-1)?.seq ?? 0) + 1);
     this.liveSeq = this.active.seq;
@@ -344,7 +347,12 @@ export class Spool {
   private queueFlush(): void {
     if (this.flushQueued) return;
     this.flushQueued = true;
-    setImmediate(() => this.flush());
+    setImmediate(() => {
+      // Written meanwhile (a lone request's record goes at once): delivery marks alone wait for
+      // the next record's write, or the recorder's tick (flushMarks), not a write of their own.
+      if (this.pendingRecs.length === 0 && this.openPending.length === 0) this.flushQueued = false;
+      else this.flush();
+    });
   }
 
   /**
@@ -559,9 +567,7 @@ export class Spool {
     if (!rec.awaitingDelivery) return rec;
     const mark = this.marks.get(rec.requestId);
     this.marks.delete(rec.requestId);
-    const out = settled(rec, mark, seq < this.liveSeq);
-    if (out.delivered === false && mark === undefined) this.replayed.undelivered += 1;
-    return out;
+    return settled(rec, mark, seq < this.liveSeq);
   }
 
   /** Records (to `each`) and delivery marks (to `onMark`) of a segment's range. */

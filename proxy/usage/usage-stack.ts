@@ -79,11 +79,13 @@ export function openUsageStack(settings: UsageSettings, metrics: ProxyMetrics, l
   });
   if (spool) {
     metrics.usageSpoolBytes = () => spool.bytes();
-    const { records, cutStreams, adopted } = spool.replayed;
+    const { records, cutStreams, undelivered, adopted } = spool.replayed;
     if (records > 0 || cutStreams > 0 || adopted > 0)
       log.info('usage spool replayed: writing its records to the store', {
         records,
         cutStreams,
+        // Whole answers the crash cut before their last byte reached the socket: stored as not delivered.
+        undelivered,
         adoptedReplicas: adopted,
         skipped: spool.skipped,
       });
