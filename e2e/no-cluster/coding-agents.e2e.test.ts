@@ -10,6 +10,7 @@ import type { AwsDouble } from '../doubles/aws.js';
 import { OLLAMA_MODEL, type OllamaServer } from '../ollama/server.js';
 import { bin, claudePrint, installClients } from '../support/agent-clients.js';
 import { type AgentGateway, startAgentGateway, type UsageRow } from '../support/agent-gateway.js';
+import { messageAsSpecHas } from '../support/as-spec-has.js';
 import type { ProxyProcess } from '../support/proxy-process.js';
 
 /**
@@ -88,28 +89,7 @@ const anthropic = (baseURL: string, apiKey = KEY) =>
   new Anthropic({ baseURL, apiKey, maxRetries: 0, defaultHeaders: { 'X-Tags': TAGS } });
 const without = <T extends { id?: unknown }>({ id: _id, ...rest }: T) => rest;
 
-/**
- * Ollama's Message as Anthropic's spec has it, which the gateway sends (proxy/conformance/): the
- * fields Ollama 0.17.4 leaves out are null, its usage's cache counts 0, a text block's citations null.
- */
-const asSpecHas = (m: Anthropic.Message) =>
-  without({
-    ...m,
-    stop_sequence: m.stop_sequence ?? null,
-    stop_details: m.stop_details ?? null,
-    container: m.container ?? null,
-    content: m.content.map((b) => (b.type === 'text' ? { ...b, citations: b.citations ?? null } : b)),
-    usage: {
-      ...m.usage,
-      cache_creation: m.usage.cache_creation ?? null,
-      cache_creation_input_tokens: m.usage.cache_creation_input_tokens ?? 0,
-      cache_read_input_tokens: m.usage.cache_read_input_tokens ?? 0,
-      inference_geo: m.usage.inference_geo ?? null,
-      output_tokens_details: m.usage.output_tokens_details ?? null,
-      server_tool_use: m.usage.server_tool_use ?? null,
-      service_tier: m.usage.service_tier ?? null,
-    },
-  });
+const asSpecHas = (m: Anthropic.Message) => without(messageAsSpecHas(m));
 
 describe('Anthropic Messages at /anthropic/v1/messages', () => {
   const params = {
