@@ -475,6 +475,74 @@ describe('every endpoint, from every kind of upstream, answers as the published 
   });
 });
 
+/** A stored Response's routes answer as the spec's operations on /responses/{response_id} say. */
+describe('stored Responses', () => {
+  const ERROR = { $ref: '#/components/schemas/ErrorResponse' };
+  const get = (path: string, method = 'GET') => send(`/openai/v1/responses/${path}`, { method, headers: OPENAI_AUTH });
+
+  it.each(['ollama-double', 'bedrock'] as const)('from %s: GET, input_items, cancel, DELETE', async (upstream) => {
+    const f = new Findings(`stored Responses from ${upstream}`);
+    const created = await send('/openai/v1/responses', {
+      headers: OPENAI_AUTH,
+      body: { ...ENDPOINTS.responses.body(MODELS[upstream].chat, 'whole'), store: true },
+    });
+    const answer = (await created.json()) as { id: string };
+    expect(created.status).toBe(200);
+    const read = await get(answer.id);
+    expect(read.status).toBe(200);
+    const stored = await read.json();
+    f.schema('openai', responseSchema(specs.openai, '/responses/{response_id}', 'get'), stored, 'GET body');
+    expect(stored).toEqual(answer);
+    const items = await get(`${answer.id}/input_items`);
+    expect(items.status).toBe(200);
+    f.schema(
+      'openai',
+      responseSchema(specs.openai, '/responses/{response_id}/input_items', 'get'),
+      await items.json(),
+      'input_items body',
+    );
+    // Only a background response can be cancelled: OpenAI answers any other with a 400.
+    const cancel = await get(`${answer.id}/cancel`, 'POST');
+    expect(cancel.status).toBe(400);
+    f.schema('openai', ERROR, await cancel.json(), 'cancel error body');
+    const deleted = await get(answer.id, 'DELETE');
+    expect(deleted.status).toBe(200);
+    await deleted.text();
+    const gone = await get(answer.id);
+    expect(gone.status).toBe(404);
+    // The spec gives no GET 404 (and `Error` for DELETE's): OpenAI answers it, as every error, in the ErrorResponse envelope.
+    f.schema('openai', ERROR, await gone.json(), 'GET after DELETE error body');
+    f.done();
+  });
+
+  it('a background response is polled to its end, and cancelling an ended one answers it as it is', async () => {
+    const f = new Findings('background Response');
+    const created = await send('/openai/v1/responses', {
+      headers: OPENAI_AUTH,
+      body: { ...ENDPOINTS.responses.body(MODELS['ollama-double'].chat, 'whole'), background: true },
+    });
+    expect(created.status).toBe(200);
+    const first = (await created.json()) as { id: string; status: string };
+    f.schema('openai', responseSchema(specs.openai, '/responses', 'post'), first, 'POST body');
+    let polled = first;
+    for (let i = 0; i < 100 && ['queued', 'in_progress'].includes(polled.status); i++) {
+      await new Promise((r) => setTimeout(r, 100));
+      polled = (await (await get(first.id)).json()) as typeof first;
+    }
+    expect(polled.status).toBe('completed');
+    f.schema('openai', responseSchema(specs.openai, '/responses/{response_id}', 'get'), polled, 'polled body');
+    const cancel = await get(`${first.id}/cancel`, 'POST');
+    expect(cancel.status).toBe(200);
+    f.schema(
+      'openai',
+      responseSchema(specs.openai, '/responses/{response_id}/cancel', 'post'),
+      await cancel.json(),
+      'cancel body',
+    );
+    f.done();
+  });
+});
+
 describe('the CLI model list', () => {
   // No vendor publishes a schema for it (it is the gateway's own): what its callers read is checked.
   it('GET /v1/models/metadata is JSON naming the models the CLI lists', async () => {

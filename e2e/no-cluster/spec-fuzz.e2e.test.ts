@@ -42,6 +42,9 @@ const OPERATIONS = {
     '/completions': ['post'],
     '/embeddings': ['post'],
     '/responses': ['post'],
+    '/responses/{response_id}': ['get', 'delete'],
+    '/responses/{response_id}/input_items': ['get'],
+    '/responses/{response_id}/cancel': ['post'],
     '/models': ['get'],
     '/models/{model}': ['get'],
   },
@@ -124,7 +127,8 @@ function streams(name: 'openai' | 'anthropic', spec: Spec): void {
 /**
  * The spec as the gateway serves it: only its operations, its base URL, and what the vendor's
  * documentation says beside the schema: OpenAI's errors are all ErrorResponse (the spec lists
- * only the 200 answer), and its streams' events as schemathesis reads them (streams()).
+ * only the 200 answer, or the bare Error object for two 404s, where the API answers the
+ * envelope its SDKs read), and its streams' events as schemathesis reads them (streams()).
  */
 function gatewaySpec(name: 'openai' | 'anthropic', base: string): Json {
   const spec = structuredClone(readSpecs()[name]);
@@ -139,9 +143,10 @@ function gatewaySpec(name: 'openai' | 'anthropic', base: string): Json {
       if (!op) throw new Error(`${name} spec has no ${m.toUpperCase()} ${path}`);
       narrow(spec, op.requestBody?.content['application/json']?.schema);
       if (name !== 'openai') continue;
-      op.responses.default = {
-        content: { 'application/json': { schema: { $ref: '#/components/schemas/ErrorResponse' } } },
-      };
+      const envelope = { content: { 'application/json': { schema: { $ref: '#/components/schemas/ErrorResponse' } } } };
+      // The spec's few documented errors (DELETE's and cancel's 404) give the bare Error; the API answers the envelope.
+      for (const status of Object.keys(op.responses).filter((k) => k !== '200')) op.responses[status] = envelope;
+      op.responses.default = envelope;
     }
   }
   streams(name, spec);
@@ -226,7 +231,8 @@ async function fuzz(
 /** Passes when schemathesis found nothing; fails with the summary first, then its whole report. */
 function verdict(name: string, code: number, out: string): void {
   const { cases, lines } = findings(out);
-  const summary = `schemathesis, ${name}: ${cases}; ${lines.length} finding(s)${lines.map((l) => `\n  ${l}`).join('')}`;
+  const operations = /Operations:\s+(.+)/.exec(out)?.[1] ?? '? operations';
+  const summary = `schemathesis, ${name}: ${operations}, ${cases}; ${lines.length} finding(s)${lines.map((l) => `\n  ${l}`).join('')}`;
   console.log(summary);
   expect(code, `${summary}\n\n${out}`).toBe(0);
 }
