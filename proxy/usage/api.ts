@@ -15,10 +15,12 @@ import {
 
 /**
  * The reporting APIs, on the proxy with the same API keys:
- *   GET /v1/usage             requests, input/output tokens, cost, free-credit savings (savingsUsd),
- *                             routing savings (routingSavingsUsd), routed requests, escalation rate
- *   GET /v1/analytics         cost, request volume, latency p50/p95/p99, error rate, routed
- *                             requests, escalation rate
+ *   GET /v1/usage             served requests, undelivered ones (undeliveredRequests: their answers
+ *                             never reached their callers whole), input/output tokens, cost (both's),
+ *                             free-credit savings (savingsUsd), routing savings (routingSavingsUsd),
+ *                             routed requests, escalation rate
+ *   GET /v1/analytics         cost, served request volume and undelivered, latency p50/p95/p99,
+ *                             error rate (of the served), routed requests, escalation rate
  *   GET /v1/usage/routing     requests routed by a RoutingPolicy: per group their share of the
  *                             routed requests, escalations, cost, counterfactual cost, routing savings
  *   GET /v1/tags              known tags matching ?search= (at most 50)
