@@ -219,6 +219,12 @@ describe('stream events through a relay’s reader', () => {
     };
     expect(read('openai-chat', usage)).toBe(frame(usage));
     expect(conformingReader('openai-chat', passing).fast?.(Buffer.from(frame(chunk)))).toEqual({ token: true });
+    // A chunk with logprobs that lack their refusal is read (and mended); with it, it passes unread.
+    const lp = { ...chunk, choices: [{ ...chunk.choices[0], logprobs: { content: [] } }] };
+    expect(conformingReader('openai-chat', passing).fast?.(Buffer.from(frame(lp)))).toBeUndefined();
+    const mended = { ...chunk, choices: [{ ...chunk.choices[0], logprobs: { content: [], refusal: null } }] };
+    expect(read('openai-chat', lp)).toBe(frame(mended));
+    expect(conformingReader('openai-chat', passing).fast?.(Buffer.from(frame(mended)))).toEqual({ token: true });
   });
 
   it('responses: the response in response.created loses its nulls where the spec has none', () => {

@@ -34,14 +34,22 @@ interface DialectConformance {
 const USAGE_OBJECT = /"usage":\s*\{/;
 const EMPTY_CHOICES = '"choices":[]';
 const LOGPROBS = Buffer.from('"logprobs"');
+/** Logprobs a chat caller asked for, as Ollama writes them: without the refusal the spec requires beside. */
+const LOGPROBS_OBJECT = /"logprobs":\s*\{/;
+const LOGPROBS_OBJECT_BYTES = Buffer.from('"logprobs":{');
+const REFUSAL = '"refusal"';
+const REFUSAL_BYTES = Buffer.from(REFUSAL);
 
 const CONFORMANCE: Readonly<Record<CallerDialect, DialectConformance>> = {
   'openai-chat': {
     answer: chatCompletion,
     event: (_name, data) => chatChunk(data),
-    // Only a chunk with usage beside its choices: the usage chunk itself has none.
-    mayNeed: (_name, frame) => USAGE_OBJECT.test(frame) && !frame.includes(EMPTY_CHOICES),
-    fastOk: () => true,
+    // A chunk with usage beside its choices (the usage chunk itself has none), or logprobs without their refusal.
+    mayNeed: (_name, frame) =>
+      (USAGE_OBJECT.test(frame) && !frame.includes(EMPTY_CHOICES)) ||
+      (LOGPROBS_OBJECT.test(frame) && !frame.includes(REFUSAL)),
+    // Token chunks go out unread, but those with logprobs the caller asked for and no refusal in them.
+    fastOk: (raw) => !raw.includes(LOGPROBS_OBJECT_BYTES) || raw.includes(REFUSAL_BYTES),
   },
   'openai-completions': {
     answer: completion,

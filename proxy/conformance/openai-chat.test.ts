@@ -37,4 +37,18 @@ describe('chat completions', () => {
     const chunk = { choices: [{ index: 0, delta: { content: 'a' }, finish_reason: null }] };
     expect(chatChunk(chunk)).toBe(chunk);
   });
+
+  it('logprobs the caller asked for get the refusal the spec requires beside their content (Ollama leaves it out)', () => {
+    const content = [{ token: 'Hi', logprob: -1, bytes: [72, 105], top_logprobs: [] }];
+    const whole = chatCompletion({
+      choices: [
+        { index: 0, message: { role: 'assistant', content: 'Hi' }, finish_reason: 'stop', logprobs: { content } },
+      ],
+    });
+    expect((whole.choices as Array<Record<string, unknown>>)[0]?.logprobs).toEqual({ content, refusal: null });
+    const chunk = chatChunk({
+      choices: [{ index: 0, delta: { content: 'Hi' }, finish_reason: null, logprobs: { content } }],
+    });
+    expect((chunk.choices as Array<Record<string, unknown>>)[0]?.logprobs).toEqual({ content, refusal: null });
+  });
 });

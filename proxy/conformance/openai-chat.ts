@@ -11,12 +11,18 @@ import { eachRecord, edited, filled, ifRecord, type Json } from './shape.js';
 
 const MESSAGE = { content: null, refusal: null };
 
+/** Logprobs the caller asked for: Ollama's have their content only, the spec's their refusal beside (null). */
+const logprobs = ifRecord((l) => filled(l, { content: null, refusal: null }));
+
 const choice = (c: Json): Json =>
   edited(
-    filled(c, { logprobs: null }),
+    edited(filled(c, { logprobs: null }), 'logprobs', logprobs),
     'message',
     ifRecord((m) => filled(m, MESSAGE)),
   );
+
+/** A chunk's choice: its logprobs, where it has any, as in a whole answer (the chunk schema does not require them). */
+const chunkChoice = (c: Json): Json => edited(c, 'logprobs', logprobs);
 
 export const chatCompletion = (body: Json): Json =>
   edited(
@@ -27,6 +33,7 @@ export const chatCompletion = (body: Json): Json =>
 
 /** A chunk: zero usage on a chunk that still has choices is a placeholder, null in the spec's words. */
 export function chatChunk(chunk: Json): Json {
-  if (!placeholderUsage(chunk)) return edited(chunk, 'usage', ifRecord(openAIUsage));
-  return { ...chunk, usage: null };
+  const mended = edited(chunk, 'choices', (list) => eachRecord(list, chunkChoice));
+  if (!placeholderUsage(mended)) return edited(mended, 'usage', ifRecord(openAIUsage));
+  return { ...mended, usage: null };
 }
