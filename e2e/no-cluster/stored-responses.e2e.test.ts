@@ -202,6 +202,34 @@ describe('the Vercel AI SDK', () => {
   }, 60_000);
 });
 
+describe('the Vercel AI SDK, store on, the conversation as messages', () => {
+  it('sends earlier answers as item_reference, which the gateway resolves from its store', async () => {
+    const asked: string[] = [];
+    const openai = createOpenAI({
+      baseURL: `${gateway.url}/openai/v1`,
+      apiKey: KEY,
+      fetch: (url, init) => {
+        asked.push(String(init?.body));
+        return fetch(url, init);
+      },
+    });
+    const ask = { model: openai.responses(MODEL), maxOutputTokens: 12, temperature: 0, maxRetries: 0 };
+    const first = await generateText({ ...ask, prompt: `Remember the secret word ${SECRET}.` });
+    await generateText({
+      ...ask,
+      messages: [
+        { role: 'user', content: `Remember the secret word ${SECRET}.` },
+        ...first.response.messages,
+        { role: 'user', content: 'What was it?' },
+      ],
+    });
+    expect(asked.at(-1)).toContain('"item_reference"');
+    const upstream = lastSent();
+    expect(upstream).not.toContain('item_reference');
+    expect(upstream).toContain(JSON.stringify(first.text).slice(1, -1));
+  }, 60_000);
+});
+
 describe('the OpenAI Agents SDK', () => {
   it("keeps the conversation on the server between runs (previousResponseId: the last run's lastResponseId)", async () => {
     const provider = new OpenAIProvider({ baseURL: `${gateway.url}/openai/v1`, apiKey: KEY, useResponses: true });

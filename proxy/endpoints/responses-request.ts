@@ -6,8 +6,8 @@ import { invalidRequest, type ProxyError } from './errors.js';
  * stateful here as at OpenAI (proxy/stored-responses/): `store` (default true) keeps the answer,
  * `previous_response_id` continues a stored one (then `input` may be left out), `background`
  * runs it detached. `prompt` (a template stored at OpenAI) may stand for the input too; only a
- * native OpenAI upstream can resolve it, which the route decides. References to single stored
- * items (`item_reference`) and OpenAI's conversations are one 400 saying so.
+ * native OpenAI upstream can resolve it, which the route decides. `item_reference` items name
+ * items of stored responses (resolved before the call). OpenAI's conversations are one 400.
  */
 
 const MAX_ITEMS = 10_000;
@@ -51,13 +51,8 @@ export function parseResponsesRequest(body: unknown): ParsedRequest | ProxyError
     for (const [i, item] of input.entries()) {
       const at = `input[${i}]`;
       if (!isRecord(item)) return bad(`${at} must be an object`, at);
-      if (item.type === 'item_reference') {
-        return bad(
-          `${at} is an item_reference: this gateway keeps responses, not single items to reference; send the item itself, or continue with previous_response_id (with the AI SDK: providerOptions.openai.store = false sends items whole)`,
-          at,
-          'unsupported_parameter',
-        );
-      }
+      if (item.type === 'item_reference' && (typeof item.id !== 'string' || item.id === ''))
+        return bad(`${at} is an item_reference: its id must name an item of a stored response`, `${at}.id`);
       if (item.type === undefined && (typeof item.role !== 'string' || item.content === undefined))
         return bad(`${at} must be a message ({role, content}) or an item with a type`, at);
     }

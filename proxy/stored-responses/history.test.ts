@@ -127,6 +127,29 @@ describe('the SQLite rows', () => {
   });
 });
 
+describe('the item index', () => {
+  it("finds an item's newest response within its owner (any owner for an admin), and forgets deleted and expired ones", async () => {
+    await turn('resp_1', 'a', 'b', null);
+    await turn('resp_2', 'c', 'd', null, { owner: 'team:b' });
+    expect(await rows.findItem('msg_resp_1', 'team:a')).toBe('resp_1');
+    expect(await rows.findItem('msg_resp_2', 'team:a')).toBeUndefined();
+    expect(await rows.findItem('msg_resp_2', undefined)).toBe('resp_2');
+    const inputId = (JSON.parse((await rows.get('resp_1'))?.input ?? '[]') as Array<{ id: string }>)[0]?.id ?? '';
+    expect(inputId).toMatch(/^msg_[0-9a-f]{48}$/);
+    expect(await rows.findItem(inputId, 'team:a')).toBe('resp_1');
+    // A background response's output is indexed when it settles.
+    await turn('resp_bg', 'e', 'f', null, { status: 'in_progress', response: '{"output":[]}' });
+    expect(await rows.findItem('msg_late', 'team:a')).toBeUndefined();
+    await rows.settle('resp_bg', 'completed', JSON.stringify({ output: [{ id: 'msg_late', type: 'message' }] }));
+    expect(await rows.findItem('msg_late', 'team:a')).toBe('resp_bg');
+    await rows.delete('resp_1');
+    expect(await rows.findItem('msg_resp_1', 'team:a')).toBeUndefined();
+    await turn('resp_3', 'g', 'h', null, { expires: Date.now() - 1 });
+    await rows.sweep(Date.now());
+    expect(await rows.findItem('msg_resp_3', 'team:a')).toBeUndefined();
+  });
+});
+
 describe('pageOf', () => {
   const items = ['a', 'b', 'c', 'd', 'e'].map((id) => ({ id }));
   const page = (q: string) => pageOf(items, new URLSearchParams(q));

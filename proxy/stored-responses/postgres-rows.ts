@@ -1,5 +1,5 @@
 import type pg from 'pg';
-import { type ResponseRows, RUNNING, rowBytes, type StoredRow } from './rows.js';
+import { itemIdsOf, type ResponseRows, RUNNING, rowBytes, type StoredRow } from './rows.js';
 
 /**
  * Stored Responses in the usage store's PostgreSQL database, shared by the gateway's replicas: a
@@ -23,7 +23,25 @@ const SCHEMA = `
     bytes bigint NOT NULL
   );
   CREATE INDEX IF NOT EXISTS stored_responses_expires ON stored_responses (expires);
+  CREATE TABLE IF NOT EXISTS stored_response_items (
+    owner text NOT NULL,
+    item_id text NOT NULL,
+    response_id text NOT NULL,
+    created bigint NOT NULL,
+    expires bigint NOT NULL,
+    PRIMARY KEY (owner, item_id)
+  );
+  CREATE INDEX IF NOT EXISTS stored_response_items_item ON stored_response_items (item_id, created);
+  CREATE INDEX IF NOT EXISTS stored_response_items_response ON stored_response_items (response_id);
+  CREATE INDEX IF NOT EXISTS stored_response_items_expires ON stored_response_items (expires);
 `;
+
+/** Each item id of the response `r` (a CTE returning id, owner, created, expires) indexed, in the same statement. */
+const INDEX_ITEMS = (param: string) => `
+  INSERT INTO stored_response_items (owner, item_id, response_id, created, expires)
+  SELECT r.owner, i, r.id, r.created, r.expires FROM r, unnest(${param}::text[]) AS i
+  ON CONFLICT (owner, item_id) DO UPDATE
+    SET response_id = EXCLUDED.response_id, created = EXCLUDED.created, expires = EXCLUDED.expires`;
 
 interface Raw {
   id: string;
@@ -67,11 +85,14 @@ export function postgresRows(pool: pg.Pool): ResponseRows {
     ready,
     put: async (row: StoredRow) => {
       await query(
-        `INSERT INTO stored_responses (id, owner, created, expires, status, background, response, input, bytes)
-         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)
-         ON CONFLICT (id) DO UPDATE SET owner = EXCLUDED.owner, created = EXCLUDED.created, expires = EXCLUDED.expires,
-           status = EXCLUDED.status, background = EXCLUDED.background, response = EXCLUDED.response,
-           input = EXCLUDED.input, bytes = EXCLUDED.bytes`,
+        `WITH r AS (
+           INSERT INTO stored_responses (id, owner, created, expires, status, background, response, input, bytes)
+           VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)
+           ON CONFLICT (id) DO UPDATE SET owner = EXCLUDED.owner, created = EXCLUDED.created, expires = EXCLUDED.expires,
+             status = EXCLUDED.status, background = EXCLUDED.background, response = EXCLUDED.response,
+             input = EXCLUDED.input, bytes = EXCLUDED.bytes
+           RETURNING id, owner, created, expires)
+         ${INDEX_ITEMS('$10')}`,
         [
           row.id,
           row.owner,
@@ -82,6 +103,7 @@ export function postgresRows(pool: pg.Pool): ResponseRows {
           row.response,
           row.input,
           rowBytes(row),
+          itemIdsOf(row.response, row.input),
         ],
       );
     },
@@ -93,16 +115,44 @@ export function postgresRows(pool: pg.Pool): ResponseRows {
       const raw = rows[0];
       return raw && { ...raw, created: Number(raw.created), expires: Number(raw.expires) };
     },
-    delete: async (id) => ((await query('DELETE FROM stored_responses WHERE id = $1', [id])).rowCount ?? 0) > 0,
-    settle: async (id, status, response) =>
+    findItem: async (itemId, owner) => {
+      const { rows } = await (owner === undefined
+        ? query<{ r: string }>(
+            'SELECT response_id AS r FROM stored_response_items WHERE item_id = $1 ORDER BY created DESC LIMIT 1',
+            [itemId],
+          )
+        : query<{ r: string }>(
+            'SELECT response_id AS r FROM stored_response_items WHERE item_id = $1 AND owner = $2 ORDER BY created DESC LIMIT 1',
+            [itemId, owner],
+          ));
+      return rows[0]?.r;
+    },
+    delete: async (id) =>
       ((
         await query(
-          `UPDATE stored_responses SET status = $1, response = $2, bytes = $3 + octet_length(input)
-           WHERE id = $4 AND status IN (${running})`,
-          [status, response, Buffer.byteLength(response), id],
+          'WITH i AS (DELETE FROM stored_response_items WHERE response_id = $1) DELETE FROM stored_responses WHERE id = $1',
+          [id],
         )
       ).rowCount ?? 0) > 0,
-    sweep: async (now) => (await query('DELETE FROM stored_responses WHERE expires < $1', [now])).rowCount ?? 0,
+    settle: async (id, status, response) => {
+      const { rows } = await query<{ n: number }>(
+        `WITH r AS (
+           UPDATE stored_responses SET status = $1, response = $2, bytes = $3 + octet_length(input)
+           WHERE id = $4 AND status IN (${running})
+           RETURNING id, owner, created, expires),
+         i AS (${INDEX_ITEMS('$5')})
+         SELECT count(*)::int AS n FROM r`,
+        [status, response, Buffer.byteLength(response), id, itemIdsOf(response)],
+      );
+      return (rows[0]?.n ?? 0) > 0;
+    },
+    sweep: async (now) =>
+      (
+        await query(
+          'WITH i AS (DELETE FROM stored_response_items WHERE expires < $1) DELETE FROM stored_responses WHERE expires < $1',
+          [now],
+        )
+      ).rowCount ?? 0,
     bytes: async () => {
       const { rows } = await query<{ b: string | null }>('SELECT SUM(bytes)::bigint AS b FROM stored_responses', []);
       return Number(rows[0]?.b ?? 0);

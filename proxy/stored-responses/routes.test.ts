@@ -13,6 +13,7 @@ const failing: ResponseRows = {
   ready: async () => {},
   put: () => Promise.reject(new Error(`INSERT failed near '${SECRET}'`)),
   get: () => Promise.reject(new Error(`SELECT failed near '${SECRET}'`)),
+  findItem: () => Promise.reject(new Error(SECRET)),
   delete: () => Promise.reject(new Error(SECRET)),
   settle: () => Promise.reject(new Error(SECRET)),
   sweep: () => Promise.reject(new Error(SECRET)),

@@ -1,8 +1,9 @@
 import type { Env, Hono } from 'hono';
 import type { Caller } from '../access/auth.js';
 import { invalidRequest, ProxyError } from '../endpoints/errors.js';
+import { mayRead } from './owner.js';
 import { RUNNING, type StoredRow } from './rows.js';
-import { mayRead, type StoredResponses, storeUnavailable } from './stored-responses.js';
+import { type StoredResponses, storeUnavailable } from './stored-responses.js';
 
 /**
  * The stored Responses' resource routes, with the API keys of the model routes; a key reads only

@@ -30,12 +30,14 @@ export const RUNNING = ['queued', 'in_progress'] as const;
 export interface ResponseRows {
   /** Creates the table where it is missing (idempotent, once per process). */
   ready(): Promise<void>;
-  /** Inserts or replaces the row. */
+  /** Inserts or replaces the row, and indexes its items' ids (its input's and its output's). */
   put(row: StoredRow): Promise<void>;
+  /** The newest response of the owner (any owner: undefined) holding an item of that id. */
+  findItem(itemId: string, owner: string | undefined): Promise<string | undefined>;
   get(id: string): Promise<StoredRow | undefined>;
   /** Whether a row was deleted. */
   delete(id: string): Promise<boolean>;
-  /** Sets a still running row's status and response; false where it had left `queued`/`in_progress`. */
+  /** Sets a still running row's status and response (its output's items indexed); false where it had left `queued`/`in_progress`. */
   settle(id: string, status: string, response: string): Promise<boolean>;
   /** Deletes the rows that expired before `now`; how many. */
   sweep(now: number): Promise<number>;
@@ -46,3 +48,17 @@ export interface ResponseRows {
 /** A row's size as counted against the bound and in the store's size. */
 export const rowBytes = (row: Pick<StoredRow, 'response' | 'input'>): number =>
   Buffer.byteLength(row.response) + Buffer.byteLength(row.input);
+
+/** The ids of a stored response's items, its input's and its output's: what item_reference may name. */
+export function itemIdsOf(response: string, input?: string): string[] {
+  const ids = (items: unknown): string[] =>
+    Array.isArray(items)
+      ? items.flatMap((i) =>
+          typeof i === 'object' && i !== null && typeof (i as { id?: unknown }).id === 'string'
+            ? [(i as { id: string }).id]
+            : [],
+        )
+      : [];
+  const parsed = JSON.parse(response) as { output?: unknown };
+  return [...new Set([...(input ? ids(JSON.parse(input)) : []), ...ids(parsed.output)])];
+}

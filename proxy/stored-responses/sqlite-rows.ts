@@ -1,5 +1,5 @@
 import type Database from 'better-sqlite3';
-import { type ResponseRows, RUNNING, rowBytes, type StoredRow } from './rows.js';
+import { itemIdsOf, type ResponseRows, RUNNING, rowBytes, type StoredRow } from './rows.js';
 
 /** Stored Responses in the usage store's SQLite file: a table of their own, made on open. */
 
@@ -16,6 +16,17 @@ const SCHEMA = `
     bytes INTEGER NOT NULL
   );
   CREATE INDEX IF NOT EXISTS stored_responses_expires ON stored_responses(expires);
+  CREATE TABLE IF NOT EXISTS stored_response_items (
+    owner TEXT NOT NULL,
+    item_id TEXT NOT NULL,
+    response_id TEXT NOT NULL,
+    created INTEGER NOT NULL,
+    expires INTEGER NOT NULL,
+    PRIMARY KEY (owner, item_id)
+  );
+  CREATE INDEX IF NOT EXISTS stored_response_items_item ON stored_response_items(item_id, created);
+  CREATE INDEX IF NOT EXISTS stored_response_items_response ON stored_response_items(response_id);
+  CREATE INDEX IF NOT EXISTS stored_response_items_expires ON stored_response_items(expires);
 `;
 
 interface Raw {
@@ -38,6 +49,30 @@ export function sqliteRows(db: Database.Database): ResponseRows {
   const get = db.prepare<[string], Raw>(
     'SELECT id, owner, created, expires, status, background, response, input FROM stored_responses WHERE id = ?',
   );
+  const index = db.prepare(
+    `INSERT OR REPLACE INTO stored_response_items (owner, item_id, response_id, created, expires)
+     SELECT owner, ?, id, created, expires FROM stored_responses WHERE id = ?`,
+  );
+  const findMine = db.prepare<[string, string], { r: string }>(
+    'SELECT response_id AS r FROM stored_response_items WHERE item_id = ? AND owner = ? ORDER BY created DESC LIMIT 1',
+  );
+  const findAny = db.prepare<[string], { r: string }>(
+    'SELECT response_id AS r FROM stored_response_items WHERE item_id = ? ORDER BY created DESC LIMIT 1',
+  );
+  const unindex = db.prepare('DELETE FROM stored_response_items WHERE response_id = ?');
+  const sweepItems = db.prepare('DELETE FROM stored_response_items WHERE expires < ?');
+  const indexAll = (id: string, items: string[]) => {
+    for (const item of items) index.run(item, id);
+  };
+  const putAll = db.transaction((row: StoredRow) => {
+    put.run({ ...row, background: row.background ? 1 : 0, bytes: rowBytes(row) });
+    indexAll(row.id, itemIdsOf(row.response, row.input));
+  });
+  const settleAll = db.transaction((id: string, status: string, response: string): boolean => {
+    if (settle.run(status, response, Buffer.byteLength(response), id).changes === 0) return false;
+    indexAll(id, itemIdsOf(response));
+    return true;
+  });
   const del = db.prepare('DELETE FROM stored_responses WHERE id = ?');
   const settle = db.prepare(
     `UPDATE stored_responses SET status = ?, response = ?, bytes = ? + length(CAST(input AS BLOB))
@@ -48,15 +83,22 @@ export function sqliteRows(db: Database.Database): ResponseRows {
   return {
     ready: async () => {},
     put: async (row: StoredRow) => {
-      put.run({ ...row, background: row.background ? 1 : 0, bytes: rowBytes(row) });
+      putAll(row);
     },
+    findItem: async (itemId, owner) => (owner === undefined ? findAny.get(itemId) : findMine.get(itemId, owner))?.r,
     get: async (id) => {
       const raw = get.get(id);
       return raw && { ...raw, background: raw.background === 1 };
     },
-    delete: async (id) => del.run(id).changes > 0,
-    settle: async (id, status, response) => settle.run(status, response, Buffer.byteLength(response), id).changes > 0,
-    sweep: async (now) => sweep.run(now).changes,
+    delete: async (id) => {
+      unindex.run(id);
+      return del.run(id).changes > 0;
+    },
+    settle: async (id, status, response) => settleAll(id, status, response),
+    sweep: async (now) => {
+      sweepItems.run(now);
+      return sweep.run(now).changes;
+    },
     bytes: async () => bytes.get()?.b ?? 0,
   };
 }

@@ -183,6 +183,8 @@ const created = async (key: string, body: Json): Promise<Json> => {
   expect(res.status, await res.clone().text()).toBe(200);
   return (await res.json()) as Json;
 };
+/** The text of a message item's first part. */
+const textOf = (item: Json): string => String(((item.content as Json[])[0] as Json).text);
 /** Every text of a body the upstream was sent, in order (Responses input or chat messages). */
 const textsOf = (body: Json): string => JSON.stringify(body.input ?? body.messages);
 
@@ -270,6 +272,36 @@ describe('chaining across upstreams', () => {
     expect((await get(TEAM_A, String(r.id), 'DELETE')).status).toBe(404);
     const chained = await create(TEAM_A, { model: CLAUDE, previous_response_id: r.id, input: 'go on' });
     expect(chained.status).toBe(404);
+  });
+
+  it("resolves item_reference items from the team's stored responses, for any upstream", async () => {
+    const first = await created(TEAM_A, { model: LLAMA, input: 'the secret word is fig' });
+    const answer = (first.output as Json[])[0] as Json;
+    const input = [
+      { role: 'user', content: 'the secret word is fig' },
+      { type: 'item_reference', id: answer.id },
+      { role: 'user', content: 'which fruit?' },
+    ];
+    sent.length = 0;
+    const second = await created(TEAM_A2, { model: CLAUDE, input });
+    const chat = sent[0]?.body as Json;
+    expect(chat.messages).toEqual([
+      { role: 'user', content: 'the secret word is fig' },
+      { role: 'assistant', content: textOf(answer) },
+      { role: 'user', content: 'which fruit?' },
+    ]);
+    // Stored with the item itself, its id kept: a later reference or a chain finds it again.
+    const items = (await (await get(TEAM_A, `${second.id}/input_items?order=asc`)).json()) as { data: Json[] };
+    expect(items.data[1]).toMatchObject({ id: answer.id, type: 'message', role: 'assistant' });
+
+    const theirs = await create(TEAM_B, { model: CLAUDE, input });
+    expect(theirs.status).toBe(404);
+    expect(((await theirs.json()) as { error: Json }).error).toMatchObject({
+      code: 'item_not_found',
+      param: 'input[1]',
+    });
+    const missing = await create(TEAM_A, { model: LLAMA, input: [{ type: 'item_reference', id: 'msg_nope' }] });
+    expect(missing.status).toBe(404);
   });
 
   it('lists input items a page at a time, as the spec orders them', async () => {

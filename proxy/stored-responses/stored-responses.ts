@@ -1,4 +1,3 @@
-import type { Caller } from '../access/auth.js';
 import { BODY_MEMORY_FACTOR, type NeverFits } from '../access/memory-budget.js';
 import { conformAnswer } from '../conformance/conformance.js';
 import type { ParsedRequest } from '../endpoints/chat-request.js';
@@ -9,6 +8,8 @@ import { type Stamp, stamped, tapStream } from './answer.js';
 import { runInBackground } from './background.js';
 import { HISTORY_BOUNDS, type HistoryBounds, historyOf } from './history.js';
 import { inputItems, newId } from './items.js';
+import { mayRead, ownerOf } from './owner.js';
+import { resolveReferences } from './references.js';
 import { type ResponseRows, rowBytes, type StoredRow } from './rows.js';
 
 /**
@@ -48,14 +49,6 @@ export interface Turn {
   input: Json[];
 }
 
-/** Who owns what a caller stores: its team, or its key alone where the key has no team. */
-const ownerOf = (caller: Caller): string =>
-  caller.policy.team ? `team:${caller.policy.team}` : `key:${caller.keyHashPrefix}`;
-
-/** Whether the caller may read a row: its owner's, or any for an admin. */
-export const mayRead = (caller: Caller, row: StoredRow): boolean =>
-  caller.policy.role === 'Admin' || row.owner === ownerOf(caller);
-
 export interface StoredResponsesLog {
   warn(message: string, fields?: Record<string, unknown>): void;
 }
@@ -90,7 +83,12 @@ export class StoredResponses {
     if (refused) return { failed: refused, at: parsed };
     const previous = typeof forward.previous_response_id === 'string' ? forward.previous_response_id : null;
     const { previous_response_id: _p, background: _b, ...rest } = forward;
-    let input = rest.input;
+    const resolved = await resolveReferences(this.rows, forward.input, parsed.caller).catch((err: unknown) => {
+      this.warnFailed('item references not resolved: the store failed', '', err);
+      return storeUnavailable('item_reference: the stored responses cannot be read now; try again');
+    });
+    if (resolved instanceof ProxyError) return { failed: resolved, at: parsed };
+    let input = resolved.sent;
     if (previous) {
       const history = await historyOf(this.rows, previous, (row) => mayRead(parsed.caller, row), this.history).catch(
         (err: unknown) => {
@@ -117,7 +115,7 @@ export class StoredResponses {
       }
     }
     const stamp = { id: newId('resp'), previousResponseId: previous, store, background };
-    this.turns.set(request, { stamp, owner: ownerOf(parsed.caller), input: inputItems(forward.input) });
+    this.turns.set(request, { stamp, owner: ownerOf(parsed.caller), input: inputItems(resolved.own) });
     return { ...parsed, request };
   }
 
