@@ -543,6 +543,117 @@ describe('stored Responses', () => {
   });
 });
 
+/** An upstream failing: the fault, the dialects it is asked in, and how the test undoes it. */
+interface UpstreamFault {
+  upstream: Upstream;
+  what: string;
+  dialects: Array<'chat' | 'messages'>;
+  start(): void;
+}
+
+// Enough failures for every retry the gateway makes; a retry-after long enough that it is passed on, not waited out.
+const FAULTS: UpstreamFault[] = [
+  {
+    upstream: 'openai',
+    what: '400 invalid_value',
+    dialects: ['chat', 'messages'],
+    start: () =>
+      hosted.fail({
+        kind: 'openai',
+        status: 400,
+        body: {
+          error: {
+            message: 'Invalid temperature',
+            type: 'invalid_request_error',
+            param: 'temperature',
+            code: 'invalid_value',
+          },
+        },
+        times: 10,
+      }),
+  },
+  {
+    upstream: 'azure',
+    what: '404 DeploymentNotFound',
+    dialects: ['chat', 'messages'],
+    start: () =>
+      hosted.fail({
+        kind: 'azure',
+        status: 404,
+        body: {
+          error: { code: 'DeploymentNotFound', message: 'The API deployment for this resource does not exist.' },
+        },
+        times: 10,
+      }),
+  },
+  {
+    upstream: 'anthropic',
+    what: '529 overloaded_error',
+    dialects: ['chat', 'messages'],
+    start: () =>
+      hosted.fail({
+        kind: 'anthropic',
+        status: 529,
+        body: { type: 'error', error: { type: 'overloaded_error', message: 'Overloaded' } },
+        times: 10,
+      }),
+  },
+  {
+    upstream: 'vertex',
+    what: '429 RESOURCE_EXHAUSTED with retry-after',
+    dialects: ['chat', 'messages'],
+    start: () =>
+      hosted.fail({
+        kind: 'vertex',
+        status: 429,
+        body: { error: { code: 429, message: 'Resource exhausted', status: 'RESOURCE_EXHAUSTED' } },
+        headers: { 'retry-after': '30' },
+        times: 10,
+      }),
+  },
+  {
+    upstream: 'bedrock',
+    what: '429 ThrottlingException',
+    dialects: ['chat', 'messages'],
+    start: () => aws.throttle(10),
+  },
+  {
+    upstream: 'ollama-double',
+    what: '500 from the model server',
+    // Its fault is on chat completions only (Messages it serves natively).
+    dialects: ['chat'],
+    start: () => ollamaDouble.behave({ failWith: { status: 500, message: 'llama runner process has terminated' } }),
+  },
+];
+
+describe("an upstream's errors reach the caller as the error schema of the caller's spec", () => {
+  it.each(FAULTS)('$upstream: $what', async (fault) => {
+    const f = new Findings(`upstream ${fault.upstream} ${fault.what}`);
+    fault.start();
+    try {
+      for (const dialect of fault.dialects) {
+        const e = ENDPOINTS[dialect];
+        const res = await send(e.path, {
+          headers: authFor(e.spec),
+          body: e.body(MODELS[fault.upstream].chat, 'whole'),
+        });
+        const text = await res.text();
+        expect(res.status, `${dialect}: ${text.slice(0, 300)}`).toBeGreaterThanOrEqual(400);
+        const schema =
+          e.spec === 'anthropic'
+            ? responseSchema(specs.anthropic, e.specPath, 'post', 'application/json', '4XX')
+            : { $ref: '#/components/schemas/ErrorResponse' };
+        f.schema(e.spec, schema, parse(text), `${dialect} ${res.status} error body`);
+      }
+    } finally {
+      hosted.reset();
+      ollamaDouble.reset();
+      aws.throttle(0);
+    }
+    f.done();
+  });
+});
+
 describe('the CLI model list', () => {
   // No vendor publishes a schema for it (it is the gateway's own): what its callers read is checked.
   it('GET /v1/models/metadata is JSON naming the models the CLI lists', async () => {
