@@ -117,6 +117,39 @@ describe('PostgreSQL schema', () => {
     await store.close();
   });
 
+  it('a database of before delivery marks (migration 6) counts its rows as served, and new undelivered ones apart', async () => {
+    pg?.psql('CREATE DATABASE migrate_v6');
+    pg?.psql(
+      `CREATE TABLE usage_migrations (version integer PRIMARY KEY, applied_at timestamptz NOT NULL DEFAULT now());
+      ${MIGRATIONS.slice(0, 6).join(';\n')};
+      INSERT INTO usage_migrations (version) VALUES (1), (2), (3), (4), (5), (6);
+      CREATE TABLE usage_requests_20261120 PARTITION OF usage_requests
+        FOR VALUES FROM (${Date.parse('2026-11-20T00:00:00Z')}) TO (${Date.parse('2026-11-21T00:00:00Z')});
+      INSERT INTO usage_requests (ts, request_id, key_prefix, model, provider, tags, prompt, completion, cost, savings,
+        latency_ms, status, stream, tokens_counted, unpriced, endpoint, team)
+        VALUES (${T0}, 'old', 'k', 'llama3.1:8b', 'platform-llms/llama', '{}', 10, 20, 0.3, 0, 40, 200, false,
+          false, false, 'chat', 'ml');
+      INSERT INTO usage_rollup (hour, model, endpoint, provider, team, tag_key, tag_value, requests, errors, prompt,
+        completion, cost, savings, b6)
+        VALUES (${T0}, 'llama3.1:8b', 'chat', 'platform-llms/llama', 'ml', '', '', 1, 0, 10, 20, 0.3, 0, 1);`,
+      'migrate_v6',
+    );
+    const store = await PostgresUsageStore.open(pg?.url.replace(/\/postgres$/, '/migrate_v6') ?? '');
+    await store.insert([
+      {
+        ...rec({ at: T0, endpoint: 'chat', team: 'ml', costUsd: 0.5, status: 502, delivered: false }),
+        requestId: 'cut',
+      },
+    ]);
+    const day = { ...range, granularity: 'day' as const, groupBy: 'model', tags: [] as Tag[] };
+    expect((await store.usage(day)).totals).toMatchObject({ requests: 1, undeliveredRequests: 1, costUsd: 0.8 });
+    // Rows of before: delivered, as far as anyone knew.
+    expect(
+      pg?.psql('SELECT request_id, delivered FROM usage_requests ORDER BY request_id', 'migrate_v6').trim().split('\n'),
+    ).toEqual(['cut|f', 'old|t']);
+    await store.close();
+  });
+
   it('keeps what was asked, the policy, the reason, whole escalations and a finite counterfactual on each record', async () => {
     pg?.psql('CREATE DATABASE routed_columns');
     const store = await PostgresUsageStore.open(pg?.url.replace(/\/postgres$/, '/routed_columns') ?? '');
