@@ -23,8 +23,14 @@ const KEY = 'sk-spec-fuzz-e2e-7d3b1a';
 const MODEL = 'llama3.1:8b';
 /** Fixed, so a run sends the same requests; SPEC_FUZZ_SEED, _EXAMPLES and _PHASES make a deeper run locally. */
 const SEED = process.env.SPEC_FUZZ_SEED ?? '45';
-/** Per operation and phase: bounds the run to about a minute on a loaded 2-core machine. */
-const EXAMPLES = process.env.SPEC_FUZZ_EXAMPLES ?? '30';
+/**
+ * Per operation and phase: bounds the run to about a minute on a loaded 2-core machine. More for
+ * Anthropic's two operations, which skip the coverage phase.
+ */
+const EXAMPLES = {
+  openai: process.env.SPEC_FUZZ_EXAMPLES ?? '30',
+  anthropic: process.env.SPEC_FUZZ_EXAMPLES ?? '100',
+};
 /**
  * Every phase for OpenAI's operations; Anthropic's without the coverage phase, whose boundary
  * cases of the Messages schema alone (some 15,000 requests) take about 150 s here.
@@ -200,7 +206,7 @@ async function fuzz(
     '--seed',
     SEED,
     '--max-examples',
-    EXAMPLES,
+    EXAMPLES[name],
     '--continue-on-failure',
     '--generation-database',
     'none',
