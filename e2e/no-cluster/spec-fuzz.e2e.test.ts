@@ -248,7 +248,10 @@ function verdict(name: string, code: number, out: string): void {
  * (ST code and title) and what each violation said. With the test-case count, these are the
  * numbers the issue's closing note compares before and after the fixes.
  */
-/** The lines schemathesis prints under each violation: the violation's own message is two lines above. */
+/**
+ * The lines schemathesis prints under a schema violation: its message is two lines above them.
+ * Another failure's message (a server error's) is the first line under its title.
+ */
 const NOTE = /^ {4}(Validated against|Schema at)/;
 
 function findings(out: string): { cases: string; lines: string[] } {
@@ -271,7 +274,12 @@ function findings(out: string): { cases: string; lines: string[] } {
     } else if (op && check) {
       flush();
       failure = check[1] ?? '';
-    } else if (failure && /^ {4}\S/.test(line) && !NOTE.test(line) && NOTE.test(text[i + 2] ?? ''))
+    } else if (
+      failure &&
+      /^ {4}\S/.test(line) &&
+      !NOTE.test(line) &&
+      (NOTE.test(text[i + 2] ?? '') || /^- /.test(text[i - 2] ?? ''))
+    )
       said.push(line.trim());
     else if (/^=+ (WARNINGS|SUMMARY) =+$/.test(line)) {
       flush();
