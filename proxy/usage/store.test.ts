@@ -210,6 +210,10 @@ describe('a SQLite usage file from before routing', () => {
     // Opening it again changes nothing.
     const again = new SqliteUsageStore(file);
     expect((await again.usage(q)).totals).toMatchObject({ requests: 4, routedRequests: 2, routingSavingsUsd: 0.9 });
+    // Its rows were served; an answer a crash cut counts apart, its cost in the cost.
+    expect((await again.usage(q)).totals.undeliveredRequests).toBe(0);
+    await again.insert([rec({ at: T0, tags: [tag('team', 'ml')], costUsd: 0.5, status: 502, delivered: false })]);
+    expect((await again.usage(q)).totals).toMatchObject({ requests: 4, undeliveredRequests: 1 });
     await again.close();
   });
 });
