@@ -133,7 +133,8 @@ export class UsageRecorder implements UsageSink {
     if (!this.awaiting.has(requestId)) return;
     const entry = this.awaiting.get(requestId);
     this.awaiting.delete(requestId);
-    this.opts.spool?.mark(requestId, ok, entry === undefined);
+    // A record the spool could not take (a full disk) needs no mark there.
+    if (!entry || entry.pos) this.opts.spool?.mark(requestId, ok, entry === undefined);
     if (!entry) return;
     entry.awaiting = undefined;
     if (!ok) entry.rec = leftBeforeDelivery(entry.rec);

@@ -321,7 +321,8 @@ export class Spool {
    */
   mark(requestId: string, ok: boolean, keep = false): void {
     if (keep) this.marks.set(requestId, ok);
-    if (this.closed || this.fd < 0) return;
+    // A failing disk is tried again by records, on their schedule (append), not by marks.
+    if (this.closed || this.fd < 0 || (this.failedAt > 0 && Date.now() - this.failedAt < RETRY_WRITE_MS)) return;
     const bytes = encodeRecord({ requestId, ok } satisfies Mark, true);
     this.pending.push(bytes);
     this.pendingBytes += bytes.length;
