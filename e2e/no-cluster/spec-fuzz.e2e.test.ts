@@ -85,6 +85,14 @@ function narrow(spec: Spec, schema: unknown, seen = new Set<unknown>()): void {
 }
 
 /**
+ * A Responses request the gateway can route: it names its model (the spec lets a stored prompt
+ * template name it instead), and neither a stored prompt template nor a conversation object,
+ * which only OpenAI itself resolves (the gateway refuses them, by name, for other upstreams).
+ * Without this, 9 of 10 generated Responses requests are those refusals.
+ */
+const ROUTABLE_RESPONSE = { required: ['model'], properties: { prompt: false, conversation: false } };
+
+/**
  * Each event of a stream as schemathesis reads it: an SSE event whose `data` is JSON of the
  * event's schema (OpenAPI 3.2's itemSchema; the vendors' 3.1 documents give the payload's schema
  * as the stream's, which schemathesis would hold the event envelope to), or OpenAI's `[DONE]`.
@@ -147,7 +155,9 @@ function gatewaySpec(name: 'openai' | 'anthropic', base: string): Json {
     for (const m of methods) {
       const op = item[m];
       if (!op) throw new Error(`${name} spec has no ${m.toUpperCase()} ${path}`);
-      narrow(spec, op.requestBody?.content['application/json']?.schema);
+      const body = op.requestBody?.content['application/json'];
+      narrow(spec, body?.schema);
+      if (body && path === '/responses') body.schema = { allOf: [body.schema, ROUTABLE_RESPONSE] };
       if (name !== 'openai') continue;
       const envelope = { content: { 'application/json': { schema: { $ref: '#/components/schemas/ErrorResponse' } } } };
       // The spec's few documented errors (DELETE's and cancel's 404) give the bare Error; the API answers the envelope.
