@@ -475,6 +475,29 @@ describe('every endpoint, from every kind of upstream, answers as the published 
   });
 });
 
+describe('what a Response echoes of its request', () => {
+  // OpenAI echoes the request's tools in the Response; Ollama echoes every tool in a function's shape.
+  it.each(['ollama', 'ollama-double'] as const)('a hosted tool from %s is echoed as a Tool', async (upstream) => {
+    const f = new Findings(`responses with a hosted tool from ${upstream}`);
+    const res = await send('/openai/v1/responses', {
+      headers: OPENAI_AUTH,
+      body: {
+        ...ENDPOINTS.responses.body(MODELS[upstream].chat, 'whole'),
+        tools: [{ type: 'code_interpreter', container: { type: 'auto' } }],
+      },
+    });
+    const text = await res.text();
+    // A tool the upstream cannot run may be refused; if the answer is a Response, its echo is the spec's.
+    if (res.status === 400)
+      f.schema('openai', { $ref: '#/components/schemas/ErrorResponse' }, parse(text), 'error body');
+    else {
+      expect(res.status, text.slice(0, 300)).toBe(200);
+      f.schema('openai', responseSchema(specs.openai, '/responses', 'post'), parse(text), 'body');
+    }
+    f.done();
+  });
+});
+
 /** A stored Response's routes answer as the spec's operations on /responses/{response_id} say. */
 describe('stored Responses', () => {
   const ERROR = { $ref: '#/components/schemas/ErrorResponse' };
