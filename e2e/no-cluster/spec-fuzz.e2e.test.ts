@@ -5,6 +5,7 @@ import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type OllamaDouble, startOllamaDouble } from '../doubles/ollama.js';
+import { capture } from '../support/capture.js';
 import { type ProxyProcess, routedModel, standaloneFiles, startProxyProcess } from '../support/proxy-process.js';
 import { completionChunkSchema, readSpecs, type Spec } from '../support/spec-check.js';
 
@@ -226,10 +227,6 @@ async function fuzz(
     '--workers',
     '1',
     '--no-color',
-    '--report',
-    'junit',
-    '--report-junit-path',
-    join(dir, `${name}.junit.xml`),
   ];
   try {
     const { stdout } = await run(st, args, {
@@ -244,8 +241,12 @@ async function fuzz(
   }
 }
 
-/** Passes when schemathesis found nothing; fails with the summary first, then its whole report. */
+/**
+ * Passes when schemathesis found nothing; fails with the summary first, then its whole report
+ * (kept with the run's other output in .e2e-artifacts/logs/, its keys filtered by schemathesis).
+ */
 function verdict(name: string, code: number, out: string): void {
+  capture(`spec-fuzz-${name}`)(out);
   const { cases, lines } = findings(out);
   const operations = /Operations:\s+(.+)/.exec(out)?.[1] ?? '? operations';
   const summary = `schemathesis, ${name}: ${operations}, ${cases}; ${lines.length} finding(s)${lines.map((l) => `\n  ${l}`).join('')}`;
