@@ -344,12 +344,21 @@ class Findings {
 
 const typeOf = (data: unknown) => (data && typeof data === 'object' ? String((data as { type?: unknown }).type) : '');
 
-/** Anthropic's order: message_start, per block start/delta…/stop, message_delta, message_stop (ping anywhere). */
-function anthropicOrder(types: string[], f: Findings): void {
-  const seq = types.filter((t) => t !== 'ping');
+/**
+ * Anthropic's order: message_start, per block start/delta…/stop, message_delta, message_stop
+ * (ping anywhere); a block's events carry its index in the message's content, from 0 up.
+ */
+function anthropicOrder(all: SseEvent[], f: Findings): void {
+  const events = all.map((e) => e.data as { type?: string; index?: unknown }).filter((e) => e.type !== 'ping');
+  const seq = events.map((e) => e.type).join(' ');
   const grammar =
     /^message_start( content_block_start( content_block_delta)* content_block_stop)*( message_delta)+ message_stop$/;
-  if (!grammar.test(seq.join(' '))) f.add(`event order is not the spec's stream grammar: ${seq.join(' ')}`);
+  if (!grammar.test(seq)) f.add(`event order is not the spec's stream grammar: ${seq}`);
+  let block = -1;
+  for (const e of events.filter((x) => x.type?.startsWith('content_block_'))) {
+    if (e.type === 'content_block_start') block++;
+    if (e.index !== block) f.add(`${e.type} has index ${JSON.stringify(e.index)}, not ${block}`);
+  }
 }
 
 /** Responses: response.created first, a terminal event last, sequence_number strictly increasing. */
@@ -418,11 +427,7 @@ function checkStream(endpoint: EndpointName, mode: Mode, text: string, f: Findin
       f.add(`event ${i} type ${JSON.stringify(type)} is not one of ${union}: ${JSON.stringify(ev.data).slice(0, 200)}`);
     else f.schema(e.spec, schema, ev.data, `event ${i} ${type}`);
   }
-  if (endpoint === 'messages')
-    anthropicOrder(
-      all.map((ev) => typeOf(ev.data)),
-      f,
-    );
+  if (endpoint === 'messages') anthropicOrder(all, f);
   else responsesOrder(all, f);
 }
 
