@@ -347,6 +347,11 @@ describe('chaining across upstreams', () => {
     const cases: Array<[Json, number, string]> = [
       [{ model: LLAMA }, 400, 'input'],
       [{ model: LLAMA, prompt: { id: 'pmpt_1' } }, 400, 'prompt'],
+      [
+        { model: LLAMA, input: 'hi', tools: [{ type: 'function', name: 'f' }, { type: 'web_search' }] },
+        400,
+        'tools[1]',
+      ],
       [{ model: LLAMA, input: 'hi', background: true, stream: true }, 400, 'stream'],
       [{ model: LLAMA, input: 'hi', background: true, store: false }, 400, 'store'],
       [{ model: LLAMA, previous_response_id: 'resp_nope', input: 'hi' }, 404, 'previous_response_id'],
@@ -371,6 +376,12 @@ describe('prompt templates', () => {
     expect(sent[0]?.body.input).toBeUndefined();
     expect(r.id).not.toBe('resp_openai_own');
     expect(await (await get(TEAM_A, String(r.id))).json()).toEqual(r);
+  });
+
+  it("hosted tools pass to OpenAI's own Responses API, which runs them", async () => {
+    const tools = [{ type: 'code_interpreter', container: { type: 'auto' } }];
+    await created(TEAM_A, { model: GPT, input: 'hi', tools });
+    expect(sent).toEqual([{ model: GPT, body: expect.objectContaining({ tools }) }]);
   });
 });
 

@@ -36,8 +36,8 @@ const DEFAULT_MAX_RESPONSE_BYTES = 4 * 1024 * 1024;
 /** Where a json answer says it was not stored (a stream's cannot: its headers leave first). */
 const STORED_HEADER = 'x-gateway-response-stored';
 
-/** The model providers whose own prompt templates (`prompt`) a request may name: OpenAI's, served natively. */
-const PROMPT_SYSTEMS = new Set(['openai', 'azure.ai.openai']);
+/** The model providers that resolve `prompt` templates and run hosted tools: OpenAI's, served natively. */
+const OPENAI_NATIVE_SYSTEMS = new Set(['openai', 'azure.ai.openai']);
 
 type Json = Record<string, unknown>;
 
@@ -131,7 +131,7 @@ export class StoredResponses {
   ): Promise<Answered | Failed> {
     const turn = this.turns.get(routed.request);
     if (!turn) return next(routed);
-    const refused = promptRefusal(backends, routed);
+    const refused = openAiOnlyRefusal(backends, routed);
     if (refused) return { failed: refused, at: routed };
     if (!turn.stamp.store) return next(routed);
     if (turn.stamp.background) return runInBackground(this, routed, turn, next);
@@ -257,20 +257,42 @@ function backgroundRefusal(store: boolean, background: boolean, stream: boolean)
   return undefined;
 }
 
-/** `prompt` names one of OpenAI's stored prompt templates: only OpenAI itself, natively, can resolve it. */
-function promptRefusal(backends: Backends, routed: Routed): ProxyError | undefined {
-  const { prompt } = routed.request.forward;
-  if (prompt === undefined || prompt === null) return undefined;
+/** Tool kinds any Responses server runs (the caller's own code does); the others are OpenAI's hosted tools. */
+const CALLER_TOOLS = new Set(['function', 'custom', 'namespace']);
+
+/**
+ * What only OpenAI itself, served natively, can do: resolve `prompt` (one of its stored prompt
+ * templates) and run its hosted tools (web search, file search, code interpreter, ...). Elsewhere
+ * a 400 naming the field: a server that does not run them (Ollama echoes them and answers without)
+ * would leave the caller believing they ran.
+ */
+function openAiOnlyRefusal(backends: Backends, routed: Routed): ProxyError | undefined {
+  const { prompt, tools } = routed.request.forward;
+  const hosted = Array.isArray(tools)
+    ? tools.findIndex((t) => !CALLER_TOOLS.has(String((t as Json | null)?.type)))
+    : -1;
+  const hasPrompt = prompt !== undefined && prompt !== null;
+  if (!hasPrompt && hosted < 0) return undefined;
   const first = routed.chain[0];
   if (first && !(first.plan instanceof ProxyError) && !first.plan.translator) {
     const { system } = backendOf(backends, first.route).who(first.route);
-    if (system && PROMPT_SYSTEMS.has(system)) return undefined;
+    if (system && OPENAI_NATIVE_SYSTEMS.has(system)) return undefined;
   }
+  const model = routed.route.model;
+  if (hasPrompt)
+    return new ProxyError(
+      400,
+      'invalid_request_error',
+      'unsupported_parameter',
+      `prompt (a prompt template stored at OpenAI) can only be resolved by OpenAI itself, and ${model} is not served by OpenAI's Responses API: send the instructions and input themselves`,
+      'prompt',
+    );
+  const type = String(((tools as unknown[])[hosted] as Json | null)?.type).slice(0, 64);
   return new ProxyError(
     400,
     'invalid_request_error',
     'unsupported_parameter',
-    `prompt (a prompt template stored at OpenAI) can only be resolved by OpenAI itself, and ${routed.route.model} is not served by OpenAI's Responses API: send the instructions and input themselves`,
-    'prompt',
+    `tools[${hosted}] is a ${type} tool, hosted by OpenAI, and ${model} is not served by OpenAI's Responses API: this model takes function and custom tools`,
+    `tools[${hosted}]`,
   );
 }
