@@ -115,7 +115,12 @@ describe('MCP gateway with real servers and the official SDK client', () => {
 
   it('federates both servers: tools named <server>_<tool>, the same result as the direct call, recorded under the key', async () => {
     const direct = await connect(everything.url);
-    const via = await connect(`${gateway.url}/mcp`, { 'X-API-Key': FULL, 'X-Tags': 'ticket:T-1' });
+    // The CLI sends its tags in X-LiteLLM-Tags, merged with those of X-Tags.
+    const via = await connect(`${gateway.url}/mcp`, {
+      'X-API-Key': FULL,
+      'X-Tags': 'ticket:T-1',
+      'X-LiteLLM-Tags': 'client:cli',
+    });
     const directTools = (await direct.listTools()).tools.map((t) => t.name);
     const viaTools = (await via.listTools()).tools.map((t) => t.name);
     expect(directTools).toContain('echo');
@@ -136,6 +141,7 @@ describe('MCP gateway with real servers and the official SDK client', () => {
     expect(rec?.tags).toEqual(
       expect.arrayContaining([
         { key: 'ticket', value: 'T-1' },
+        { key: 'client', value: 'cli' },
         { key: 'project', value: 'agents' },
       ]),
     );

@@ -32,7 +32,7 @@ import { exchange, notify, terminate, UpstreamError } from './upstream.js';
  * answered in JSON, or SSE once the server reports progress), 202 for notifications, DELETE
  * ending the session, GET refused with 405 (the gateway opens no server-initiated stream).
  * The same keys as the model routes (X-API-Key or Authorization: Bearer), the same tags
- * (X-Tags, X-Gateway-Tags, the key's enforced ones), the key's MCP allow-list, and a usage
+ * (X-Tags, X-Gateway-Tags, X-LiteLLM-Tags, the key's enforced ones), the key's MCP allow-list, and a usage
  * record per tool call (proxy/mcp/tool-calls.ts). Sessions are sealed into their id
  * (proxy/mcp/session.ts): every replica serves every session.
  */
@@ -178,7 +178,8 @@ async function post(deps: McpGatewayDeps, req: IncomingMessage, res: ServerRespo
 function tagsOf(header: (n: string) => string | undefined, caller: Caller): Tag[] {
   const parsed = parseTags({
     xTags: header('x-tags'),
-    xGatewayTags: header('x-gateway-tags') ?? header('x-litellm-tags'),
+    xGatewayTags: header('x-gateway-tags'),
+    xLitellmTags: header('x-litellm-tags'),
   });
   if (parsed instanceof ProxyError) throw refuse(400, RPC.invalidRequest, parsed.message);
   const merged = applyEnforcedTags(parsed, caller.policy.tags);
