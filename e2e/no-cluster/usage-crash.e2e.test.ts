@@ -281,6 +281,8 @@ describe('usage survives the proxy being killed', () => {
     timeout: 240_000 + WARMUP_MS,
   }, async () => {
     const store = postgresStore();
+    // The database has the kill rounds' records too: this test's are those from now on.
+    const testFrom = Date.now();
     const spool = join(dir, 'spool-outage');
     const p = await proxy(store.usageDb, spool);
     const pid = p.child.pid as number;
@@ -296,6 +298,7 @@ describe('usage survives the proxy being killed', () => {
         seen.sent += 1;
         try {
           const { status, id } = await ask(p, `caller:o${w}`);
+          seen.received.add(id);
           if (status === 200) seen.owed.add(id);
         } catch {
           await new Promise((r) => setTimeout(r, 20));
@@ -330,14 +333,21 @@ describe('usage survives the proxy being killed', () => {
     }).catch(() => {});
     const lost = [...seen.owed].filter((id) => !counts.has(id));
     const doubled = [...counts].filter(([, n]) => n > 1);
+    // The records read back from the spool after the outage (delivery marks kept for them) and
+    // after the kill: none counted as served that its caller did not get.
+    const rows = [...(await store.rows())].filter(([, r]) => r.ts >= testFrom);
+    const servedUnanswered = rows.filter(([id, r]) => r.served > 0 && !seen.received.has(id));
+    const undelivered = rows.filter(([, r]) => r.served === 0).length;
     const peakSteady = Math.max(...steady);
     const peakOutage = Math.max(...outage);
     console.log(
       `[usage-crash] outage: ${seen.owed.size} answered, ${(spooled / 1048576).toFixed(1)} MiB spooled when killed, ` +
-        `${lost.length} lost, ${doubled.length} doubled; peak RSS steady ${peakSteady.toFixed(0)} MiB, outage ${peakOutage.toFixed(0)} MiB`,
+        `${lost.length} lost, ${doubled.length} doubled, ${undelivered} not delivered, ${servedUnanswered.length} served unanswered; ` +
+        `peak RSS steady ${peakSteady.toFixed(0)} MiB, outage ${peakOutage.toFixed(0)} MiB`,
     );
     expect(lost).toEqual([]);
     expect(doubled).toEqual([]);
+    expect(servedUnanswered).toEqual([]);
     expect(spooled).toBeGreaterThan(1024 * 1024);
     expect(levelled, `RSS still rising after ${WARMUP_MS / 1000} s of steady load`).toBeDefined();
     // Flat: the backlog lives on disk, so memory must not grow with it. The outage's last 20 s
