@@ -14,6 +14,7 @@ import {
   type WholeAnswer,
 } from './dispatch.js';
 import { PASS_THROUGH } from './openai-compatible-dialects.js';
+import { tellCallerRetryAfter } from './resilience.js';
 import { SseRelay } from './sse-relay.js';
 import { errorCode, transportError } from './transport-errors.js';
 import type { UpstreamCall as AnyUpstreamCall, Timeouts, Upstream, UpstreamResult } from './upstream.js';
@@ -51,15 +52,16 @@ function statusError(status: number, headers: WholeAnswer['headers'], text: stri
   }
   const what = `${upstreamName(call)} answered ${status}${detail ? `: ${detail.slice(0, 300)}` : ''}`;
   if (status === 429) {
-    return new ProxyError(
+    const err = new ProxyError(
       429,
       'rate_limit_error',
       'upstream_rate_limited',
       what,
       null,
-      // Ollama's full queue (OLLAMA_MAX_QUEUE) sends none: its queue drains in seconds.
-      { 'Retry-After': retryAfter ?? '1' },
+      retryAfter ? { 'Retry-After': retryAfter } : {},
     );
+    // Ollama's full queue (OLLAMA_MAX_QUEUE) names no time: its queue drains in seconds.
+    return tellCallerRetryAfter(err, 1);
   }
   if (status === 404) {
     // The route exists on every Ollama: a 404 there means the server does not have the model.

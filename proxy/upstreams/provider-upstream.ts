@@ -21,6 +21,7 @@ import { exchangeStreamed, exchangeWhole, type StreamedAnswer, type WholeAnswer 
 import { type EventStreamErrors, EventStreamRelay } from './event-stream.js';
 import { withUsage } from './openai-compatible-dialects.js';
 import { PROVIDER_DIALECTS } from './provider-dialects.js';
+import { tellCallerRetryAfter } from './resilience.js';
 import { SseRelay } from './sse-relay.js';
 import { transportError } from './transport-errors.js';
 import { DEFAULT_TIMEOUTS, type Timeouts, type Upstream, type UpstreamCall, type UpstreamResult } from './upstream.js';
@@ -68,8 +69,7 @@ function problemError(p: ProviderProblem, answerHeaders: WholeAnswer['headers'] 
   // A 429 or 503 says "retry": the caller is told when, where the provider said nothing. Not for
   // a spent quota: waiting does not help, and a Retry-After would hold the SDKs' retries on it.
   const retryable = p.status === 503 || (p.status === 429 && !SPENT_QUOTA.has(p.code));
-  if (retryable && headers['Retry-After'] === undefined) headers['Retry-After'] = String(PROVIDER_RETRY_AFTER_SECONDS);
-  return new ProxyError(
+  const err = new ProxyError(
     p.status as 400,
     p.type,
     p.code,
@@ -77,6 +77,7 @@ function problemError(p: ProviderProblem, answerHeaders: WholeAnswer['headers'] 
     p.code === 'model_not_found' ? 'model' : null,
     headers,
   );
+  return retryable ? tellCallerRetryAfter(err, PROVIDER_RETRY_AFTER_SECONDS) : err;
 }
 
 /** Chat and completions streams carry usage only when asked (where the provider's API version can). */

@@ -1,6 +1,14 @@
 import { describe, expect, it } from 'vitest';
 import { ProxyError } from '../endpoints/errors.js';
-import { backoffMs, isRetryable, type RetryPolicy, retryAfterMs, shouldFallBack, withRetries } from './resilience.js';
+import {
+  backoffMs,
+  isRetryable,
+  type RetryPolicy,
+  retryAfterMs,
+  shouldFallBack,
+  tellCallerRetryAfter,
+  withRetries,
+} from './resilience.js';
 
 /** The rules of retries and fallbacks, as pure functions: what is retried, how long is waited, what falls back. */
 
@@ -37,6 +45,16 @@ describe('retry rules', () => {
     expect(backoffMs(0, policy, err(429, 'upstream_rate_limited', { 'Retry-After': '30' }))).toBeUndefined();
     expect(retryAfterMs('Wed, 21 Oct 2015 07:28:05 GMT', Date.parse('Wed, 21 Oct 2015 07:28:00 GMT'))).toBe(5000);
     expect(retryAfterMs('soon')).toBeUndefined();
+  });
+
+  it("a Retry-After the gateway set for its caller is not read as the upstream's ask: its retries back off as usual", () => {
+    const told = tellCallerRetryAfter(err(429, 'upstream_rate_limited'), 5);
+    expect(told.headers['Retry-After']).toBe('5');
+    expect(backoffMs(0, policy, told, () => 1)).toBe(100);
+    // The upstream's own time stands, for the caller and for the retries.
+    const asked = tellCallerRetryAfter(err(429, 'upstream_rate_limited', { 'Retry-After': '30' }), 5);
+    expect(asked.headers['Retry-After']).toBe('30');
+    expect(backoffMs(0, policy, asked)).toBeUndefined();
   });
 
   it('stops at the first success, at a failure retries cannot fix, or when the caller leaves', async () => {

@@ -51,6 +51,24 @@ export function retryAfterMs(value: string | undefined, now = Date.now()): numbe
   return Number.isNaN(at) ? undefined : Math.max(0, at - now);
 }
 
+/** Errors whose Retry-After the gateway set for its caller, where the upstream named no time. */
+const toldCaller = new WeakSet<ProxyError>();
+
+/**
+ * `err` with a Retry-After of `seconds` for the caller (a 429 or 503 says "retry": its caller is told
+ * when). The gateway's own retries do not read it as the upstream's ask: they back off as for an
+ * upstream that said nothing, instead of giving up on a wait longer than their cap.
+ */
+export function tellCallerRetryAfter(err: ProxyError, seconds: number): ProxyError {
+  if (err.headers['Retry-After'] !== undefined) return err;
+  const told = new ProxyError(err.status, err.type, err.code, err.message, err.param, {
+    ...err.headers,
+    'Retry-After': String(seconds),
+  });
+  toldCaller.add(told);
+  return told;
+}
+
 /**
  * The wait before retry number `retry` (0-based): exponential with jitter (half fixed, half
  * random, so replicas that failed together do not come back together), at least what the
@@ -64,7 +82,7 @@ export function backoffMs(
 ): number | undefined {
   const exp = Math.min(policy.maxBackoffMs, policy.backoffMs * 2 ** retry);
   const jittered = exp / 2 + (random() * exp) / 2;
-  const asked = retryAfterMs(err.headers['Retry-After']);
+  const asked = toldCaller.has(err) ? undefined : retryAfterMs(err.headers['Retry-After']);
   if (asked === undefined) return jittered;
   if (asked > policy.maxBackoffMs) return undefined;
   return Math.max(asked, jittered);
