@@ -409,7 +409,7 @@ describe('discovery over signed HTTP, against the AWS double', () => {
     expect((err as CredentialError).problem).toMatchObject({
       reason: 'SecretNotFound',
       credentials: true,
-      status: 503,
+      status: 502,
     });
     expect((err as CredentialError).message).not.toContain('aws-keys');
   });
