@@ -27,6 +27,7 @@ const USAGE = {
   groupBy: 'model',
   totals: {
     requests: 10,
+    undeliveredRequests: 3,
     inputTokens: 1200,
     outputTokens: 845,
     costUsd: 0.0123,
@@ -142,6 +143,7 @@ const ANALYTICS = {
   groupBy: 'team',
   totals: {
     requests: 10,
+    undeliveredRequests: 2,
     errors: 1,
     errorRate: 0.1,
     costUsd: 0.0012,
@@ -462,6 +464,8 @@ describe('UI pages', () => {
     expect(await text(page, 'total-routing-savings')).toBe('$0.0312');
     expect(await text(page, 'total-routed')).toBe('4');
     expect(await text(page, 'total-escalation-rate')).toBe('25.00%');
+    // Answers that never reached their callers, beside the served requests (not among them).
+    expect(await text(page, 'total-undelivered')).toBe('3');
     expect(await tableRows(page)).toEqual([
       ['claude-3-haiku', '7', '900', '600', '$0.0103', '$0.0103', '$0.0020', '$0.0000'],
       ['llama3.1:8b', '3', '300', '245', '$0.0020', '$0.0004', '$0.0025', '$0.0312'],
@@ -546,6 +550,7 @@ describe('UI pages', () => {
     await expect.poll(() => last('/v1/analytics').query.get('groupBy')).toBe('team');
 
     await expect.poll(() => text(page, 'total-error-rate')).toBe('10.00%');
+    expect(await text(page, 'total-undelivered')).toBe('2');
     expect(await text(page, 'total-cost')).toBe('$0.0012');
     expect(await text(page, 'total-requests')).toBe('10');
     expect(await text(page, 'latency-p50')).toBe('120 ms');

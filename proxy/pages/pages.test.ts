@@ -65,6 +65,8 @@ describe('UI pages', () => {
       '<th scope="col" class="num" data-field="savingsUsd" data-format="usd">Free-credit savings (USD)</th><th scope="col" class="num" data-field="routingSavingsUsd" data-format="usd">Routing savings (USD)</th>',
     );
     expect(usage).toContain('data-field="routedRequests" data-format="int" data-testid="total-routed"');
+    for (const html of [usage, analytics])
+      expect(html).toContain('data-field="undeliveredRequests" data-format="int" data-testid="total-undelivered"');
     expect(analytics).toContain(
       'data-field="escalationRate" data-format="percent" data-testid="total-escalation-rate"',
     );

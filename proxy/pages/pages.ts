@@ -88,6 +88,8 @@ const USAGE: PageSpec = {
     'Requests, tokens and cost of every endpoint (chat completions, completions, embeddings, Responses and Anthropic Messages), by model, endpoint, provider or tag; routing savings beside free-credit savings, routed requests by served model; tool calls through /mcp by server and tool.',
   totals: [
     { path: 'requests', label: 'Requests', format: 'int', testId: 'total-requests' },
+    // Answers a crash or a departed caller kept from their callers: not served, their cost counted.
+    { path: 'undeliveredRequests', label: 'Not delivered', format: 'int', testId: 'total-undelivered' },
     { path: 'inputTokens', label: 'Input tokens', format: 'int', testId: 'total-input-tokens' },
     { path: 'outputTokens', label: 'Output tokens', format: 'int', testId: 'total-output-tokens' },
     { path: 'costUsd', label: 'Cost (USD)', format: 'usd', testId: 'total-cost' },
@@ -124,12 +126,13 @@ const ANALYTICS: PageSpec = {
   name: 'analytics',
   title: 'Analytics',
   intro:
-    'Request volume, errors and latency percentiles of every endpoint (chat completions, completions, embeddings, Responses and Anthropic Messages), by model, endpoint, provider or tag; routed requests and their escalations by served model; tool calls through /mcp by server and tool.',
+    'Request volume (served; answers that never reached their callers apart), errors and latency percentiles of every endpoint (chat completions, completions, embeddings, Responses and Anthropic Messages), by model, endpoint, provider or tag; routed requests and their escalations by served model; tool calls through /mcp by server and tool.',
   totals: [
     { path: 'costUsd', label: 'Cost (USD)', format: 'usd', testId: 'total-cost' },
     { path: 'actualCostUsd', label: 'Actual cost (USD)', format: 'usd', testId: 'total-actual-cost' },
     { path: 'requests', label: 'Requests', format: 'int', testId: 'total-requests' },
     { path: 'errorRate', label: 'Error rate', format: 'percent', testId: 'total-error-rate' },
+    { path: 'undeliveredRequests', label: 'Not delivered', format: 'int', testId: 'total-undelivered' },
     { path: 'latencyMs.p50', label: 'Latency p50', format: 'ms', testId: 'latency-p50' },
     { path: 'latencyMs.p95', label: 'Latency p95', format: 'ms', testId: 'latency-p95' },
     { path: 'latencyMs.p99', label: 'Latency p99', format: 'ms', testId: 'latency-p99' },
