@@ -1,3 +1,4 @@
+import { isRecord } from '../endpoints/chat-request.js';
 import { type ChunkSource, chunksOf, type StreamBody } from '../upstreams/chunk-source.js';
 
 /**
@@ -10,8 +11,6 @@ import { type ChunkSource, chunksOf, type StreamBody } from '../upstreams/chunk-
  */
 
 type Json = Record<string, unknown>;
-
-const isRecord = (v: unknown): v is Json => typeof v === 'object' && v !== null && !Array.isArray(v);
 
 /** What the caller asked for and the upstream never saw. */
 export interface Stamp {

@@ -1,4 +1,5 @@
 import { randomBytes } from 'node:crypto';
+import { isRecord } from '../endpoints/chat-request.js';
 
 /**
  * Responses' items as the gateway stores and replays them: a request's input as the list of
@@ -8,8 +9,6 @@ import { randomBytes } from 'node:crypto';
  */
 
 type Json = Record<string, unknown>;
-
-const isRecord = (v: unknown): v is Json => typeof v === 'object' && v !== null && !Array.isArray(v);
 
 /** An id in OpenAI's shape: a prefix and 48 hex digits. */
 export const newId = (prefix: string): string => `${prefix}_${randomBytes(24).toString('hex')}`;

@@ -1,4 +1,5 @@
 import type { Caller } from '../access/auth.js';
+import { isRecord } from '../endpoints/chat-request.js';
 import { ProxyError } from '../endpoints/errors.js';
 import { outputOf, replayed } from './items.js';
 import { mayRead, ownerOf } from './owner.js';
@@ -12,8 +13,6 @@ import type { ResponseRows, StoredRow } from './rows.js';
  */
 
 type Json = Record<string, unknown>;
-
-const isRecord = (v: unknown): v is Json => typeof v === 'object' && v !== null && !Array.isArray(v);
 
 /** OpenAI's answer to a reference it cannot resolve. */
 const itemNotFound = (id: string, at: string) =>

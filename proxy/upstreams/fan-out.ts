@@ -1,4 +1,4 @@
-import { MAX_CHOICES } from '../endpoints/chat-request.js';
+import { isRecord, MAX_CHOICES } from '../endpoints/chat-request.js';
 import type { CallerDialect } from '../endpoints/dialects.js';
 import { invalidRequest, ProxyError } from '../endpoints/errors.js';
 import type { Attempt } from '../exchange.js';
@@ -135,7 +135,6 @@ async function whole(
 }
 
 type Json = Record<string, unknown>;
-const isJson = (v: unknown): v is Json => typeof v === 'object' && v !== null && !Array.isArray(v);
 
 /** Whole answers of the parts as one: their choices re-indexed in order, the first's id and created, usage summed. */
 export function mergeWhole(parts: readonly Part[], answers: readonly UpstreamResult[]): UpstreamResult {
@@ -143,10 +142,10 @@ export function mergeWhole(parts: readonly Part[], answers: readonly UpstreamRes
   const bodyUsages: unknown[] = [];
   const usages: Usage[] = [];
   for (const [i, answer] of answers.entries()) {
-    if (answer.kind !== 'json' || !isJson(answer.body)) throw new Error('a fanned-out call answered a stream');
+    if (answer.kind !== 'json' || !isRecord(answer.body)) throw new Error('a fanned-out call answered a stream');
     const part = parts[i] as Part;
     for (const c of Array.isArray(answer.body.choices) ? answer.body.choices : []) {
-      if (isJson(c)) choices.push({ ...c, index: part.index(typeof c.index === 'number' ? c.index : 0) });
+      if (isRecord(c)) choices.push({ ...c, index: part.index(typeof c.index === 'number' ? c.index : 0) });
     }
     if (answer.body.usage !== undefined) bodyUsages.push(answer.body.usage);
     if (answer.usage) usages.push(answer.usage);
@@ -191,12 +190,12 @@ export function sumUsage(usages: readonly (Usage | undefined)[]): Usage | undefi
 export function sumJson(values: readonly unknown[]): unknown {
   const [first, ...rest] = values;
   if (typeof first === 'number') return rest.reduce<number>((n, v) => n + (typeof v === 'number' ? v : 0), first);
-  if (!isJson(first)) return first;
+  if (!isRecord(first)) return first;
   const out: Json = {};
-  const keys = new Set(values.flatMap((v) => (isJson(v) ? Object.keys(v) : [])));
+  const keys = new Set(values.flatMap((v) => (isRecord(v) ? Object.keys(v) : [])));
   for (const key of keys) {
     const present = values
-      .filter(isJson)
+      .filter(isRecord)
       .map((v) => v[key])
       .filter((v) => v !== undefined && v !== null);
     out[key] = present.length ? sumJson(present) : null;
