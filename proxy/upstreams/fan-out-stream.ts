@@ -1,7 +1,8 @@
 import { ProxyError } from '../endpoints/errors.js';
+import { openAIUsage } from '../translators/chat-completion.js';
 import { type ChunkSource, chunksOf } from './chunk-source.js';
 import { type Part, sumUsage } from './fan-out.js';
-import type { StreamOutcome, UpstreamCall, UpstreamResult, Usage } from './upstream.js';
+import type { StreamOutcome, UpstreamCall, UpstreamResult } from './upstream.js';
 
 /**
  * The streams of a fanned-out request (fan-out.ts) as one OpenAI chat or completions stream: each
@@ -250,14 +251,4 @@ class Merge implements ChunkSource {
     this.stop();
     this.out.length = 0;
   }
-}
-
-/** Usage as OpenAI's chat and completions chunks carry it. */
-function openAIUsage(u: Usage): Json {
-  return {
-    prompt_tokens: u.promptTokens,
-    completion_tokens: u.completionTokens,
-    total_tokens: u.promptTokens + u.completionTokens,
-    ...(u.cachedTokens ? { prompt_tokens_details: { cached_tokens: u.cachedTokens } } : {}),
-  };
 }
