@@ -55,7 +55,7 @@ import { otherRoutes } from './server/routes.js';
 import { shutdownGracefully } from './server/shutdown.js';
 import { ClusterSource } from './sources/cluster-source.js';
 import { ConfigError, loadStandaloneConfig } from './sources/standalone-config.js';
-import { openStoredResponses, settingsFrom } from './stored-responses/open.js';
+import { openStoredResponses } from './stored-responses/open.js';
 import type { StoredResponsesSettings } from './stored-responses/stored-responses.js';
 import { ProxyMetrics } from './telemetry/metrics.js';
 import { tracerFromEnv } from './telemetry/otel-env.js';
@@ -90,7 +90,7 @@ export interface GatewayConfig {
     | { kind: 'cluster'; kubeConfig: KubeConfig; keysSecret?: string };
   /** Usage records; default an SQLite file beside the working directory (usage.db). */
   usage?: Partial<Omit<UsageSettings, 'replica'>>;
-  /** Stored Responses (proxy/stored-responses/): retention and size bound; RESPONSES_* in env otherwise. */
+  /** Stored Responses (proxy/stored-responses/): retention and size bound (--responses-retention-days, --responses-max-mb). */
   storedResponses?: StoredResponsesSettings;
   /** Price overrides over the shipped table (standalone; in a cluster the prices ConfigMap). */
   pricesFile?: string;
@@ -211,7 +211,7 @@ export async function composeGateway(config: GatewayConfig = {}, parts: Partial<
   const gpuTime = stack ? startGpuTimeLedger({ routes, prices, store: stack.gpuTime, log }) : undefined;
   const usage = gpuTime ? gpuTime.sink(recorded) : recorded;
   // Stored Responses live in the usage store's database (an in-memory one under a test's own sink).
-  const responses = openStoredResponses(stack?.store, settingsFrom(env, config.storedResponses), log, metrics.registry);
+  const responses = openStoredResponses(stack?.store, config.storedResponses ?? {}, log, metrics.registry);
   const limiter = parts.limiter ?? rateLimiter(config, metrics, log);
 
   const { signals, pools } = inClusterPools(config, routes, metrics, resources.source, log);

@@ -60,6 +60,9 @@ const { values } = parseArgs({
     'max-connections': { type: 'string', default: process.env.GATEWAY_MAX_CONNECTIONS },
     'request-memory-mb': { type: 'string', default: process.env.GATEWAY_REQUEST_MEMORY_MB ?? '128' },
     'budget-refresh-ms': { type: 'string', default: process.env.GATEWAY_BUDGET_REFRESH_MS },
+    // Stored Responses (proxy/stored-responses/): how long they are kept, the largest one kept.
+    'responses-retention-days': { type: 'string', default: process.env.GATEWAY_RESPONSES_RETENTION_DAYS ?? '30' },
+    'responses-max-mb': { type: 'string', default: process.env.GATEWAY_RESPONSES_MAX_MB ?? '4' },
     redis: { type: 'string', default: process.env.GATEWAY_REDIS_URL },
     // Requests one in-cluster model may hold waiting for a replica slot, and how long each may wait.
     'queue-per-model': { type: 'string', default: process.env.GATEWAY_QUEUE_PER_MODEL ?? '100' },
@@ -172,6 +175,10 @@ const config = (): GatewayConfig => ({
     ),
   },
   requestMemoryBytes: numberFlag('request-memory-mb', values['request-memory-mb'], 128) * 1024 * 1024,
+  storedResponses: {
+    retentionDays: numberFlag('responses-retention-days', values['responses-retention-days'], 30),
+    maxResponseBytes: Math.floor(numberFlag('responses-max-mb', values['responses-max-mb'], 4) * 1024 * 1024),
+  },
   ...(values['budget-refresh-ms']
     ? { budgetRefreshMs: numberFlag('budget-refresh-ms', values['budget-refresh-ms'], 2_000) }
     : {}),

@@ -16,25 +16,6 @@ function responseRowsOf(store: UsageStore): ResponseRows | undefined {
 }
 
 /**
- * The settings from the environment: RESPONSES_RETENTION_DAYS (30) and
- * RESPONSES_MAX_BYTES (4 MiB), each a positive number; a config's own win.
- */
-export function settingsFrom(env: NodeJS.ProcessEnv, config: StoredResponsesSettings = {}): StoredResponsesSettings {
-  const positive = (name: string): number | undefined => {
-    const raw = env[name];
-    const n = raw === undefined || raw === '' ? Number.NaN : Number(raw);
-    return Number.isFinite(n) && n > 0 ? n : undefined;
-  };
-  const retentionDays = config.retentionDays ?? positive('RESPONSES_RETENTION_DAYS');
-  const maxResponseBytes = config.maxResponseBytes ?? positive('RESPONSES_MAX_BYTES');
-  return {
-    ...config,
-    ...(retentionDays ? { retentionDays } : {}),
-    ...(maxResponseBytes ? { maxResponseBytes: Math.floor(maxResponseBytes) } : {}),
-  };
-}
-
-/**
  * The gateway's stored Responses over its usage store (an in-memory database where the store is a
  * test's own), swept hourly; `close` settles what runs in the background and stops the sweep.
  */
