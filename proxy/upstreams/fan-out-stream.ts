@@ -115,13 +115,15 @@ class Merge implements ChunkSource {
   /** One call's stream into the merged one, then the next call opened in its place. */
   private async pump({ part, source }: Open): Promise<void> {
     this.sources.add(source);
+    // One decoder per call: a character whose bytes two reads split is decoded once both came.
+    const decoder = new TextDecoder();
     let pending = '';
     try {
       while (!this.stopped) {
         while (this.out.length >= HIGH_WATER && !this.stopped) await new Promise<void>((r) => this.wakeWriters.push(r));
         const chunk = this.stopped ? undefined : await source.read();
         if (chunk === undefined) break;
-        pending += Buffer.from(chunk).toString('utf8');
+        pending += decoder.decode(chunk, { stream: true });
         for (let cut = pending.indexOf('\n\n'); cut !== -1; cut = pending.indexOf('\n\n')) {
           this.frame(pending.slice(0, cut), part);
           pending = pending.slice(cut + 2);

@@ -422,4 +422,24 @@ describe('mergedStream: the calls streams as one', () => {
     expect(events.some((e) => e.includes('"broke"'))).toBe(true);
     expect((await result.outcome).error).toBeDefined();
   });
+
+  it('keeps a character whose bytes two reads split whole', async () => {
+    const parts = partsOf({ model: 'm', messages: [], n: 2, stream: true }, 'openai-chat', NONE) as Part[];
+    const bytes = Buffer.from(`data: ${chunk('c0', 'héllo ✓', 'stop')}\n\ndata: [DONE]\n\n`);
+    const cut = bytes.indexOf(Buffer.from('✓')) + 1;
+    const split = (): ChunkSource => {
+      const reads = [bytes.subarray(0, cut), bytes.subarray(cut)];
+      return { read: async () => reads.shift(), cancel: () => {} };
+    };
+    const result = await mergedStream(
+      parts,
+      call(false),
+      async () => ({ kind: 'stream', body: split(), outcome: Promise.resolve({}) }),
+      1,
+    );
+    if (result.kind !== 'stream') throw new Error('whole');
+    const events = await readAll(result.body);
+    const texts = events.slice(0, -1).map((e) => JSON.parse(e) as { choices: Array<{ delta: { content: string } }> });
+    expect(texts.map((c) => c.choices[0]?.delta.content)).toEqual(['héllo ✓', 'héllo ✓']);
+  });
 });
