@@ -2,6 +2,7 @@ import type { CallerDialect } from '../../crds/constants.js';
 import type { CascadeTrigger } from '../../crds/routing-policy.js';
 import type { ChunkSource, StreamBody } from '../upstreams/chunk-source.js';
 import { chunksOf } from '../upstreams/chunk-source.js';
+import { sseData } from '../upstreams/stream-reader.js';
 import type { RequestFeatures } from './features.js';
 
 /**
@@ -212,11 +213,7 @@ export async function judgeStream(
 }
 
 function verdictOf(dialect: keyof typeof WHOLE, raw: string, f: RequestFeatures): EventVerdict {
-  const data = raw
-    .split(/\r?\n/)
-    .filter((l) => l.startsWith('data:'))
-    .map((l) => l.slice(5).trimStart())
-    .join('\n');
+  const data = sseData(raw);
   if (data === '' || data === '[DONE]') return 'more';
   let event: unknown;
   try {

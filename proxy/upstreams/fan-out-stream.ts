@@ -2,6 +2,7 @@ import { ProxyError } from '../endpoints/errors.js';
 import { openAIUsage } from '../translators/chat-completion.js';
 import { type ChunkSource, chunksOf } from './chunk-source.js';
 import { type Part, sumUsage } from './fan-out.js';
+import { sseData } from './stream-reader.js';
 import type { StreamOutcome, UpstreamCall, UpstreamResult } from './upstream.js';
 
 /**
@@ -151,11 +152,7 @@ class Merge implements ChunkSource {
 
   /** One SSE event of a call: re-indexed and passed on, or held back (usage, [DONE]), or an error. */
   private frame(event: string, part: Part): void {
-    const data = event
-      .split('\n')
-      .filter((l) => l.startsWith('data:'))
-      .map((l) => l.slice(5).trimStart())
-      .join('\n');
+    const data = sseData(event);
     if (data === '' || data === '[DONE]' || this.stopped) return;
     let chunk: Json;
     try {

@@ -31,4 +31,12 @@ export interface StreamReader {
 
 export const sseFrame = (data: string, event?: string) => `${event ? `event: ${event}\n` : ''}data: ${data}\n\n`;
 
+/** An SSE event's data: its data lines' values, joined by newlines (the SSE spec's own rule). */
+export const sseData = (event: string): string =>
+  event
+    .split(/\r?\n/)
+    .filter((l) => l.startsWith('data:'))
+    .map((l) => l.slice(5).trimStart())
+    .join('\n');
+
 export const num = (v: unknown): number => (typeof v === 'number' && Number.isFinite(v) ? v : 0);
