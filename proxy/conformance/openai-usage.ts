@@ -1,4 +1,4 @@
-import { filled, type Json } from './shape.js';
+import { filled, isRecord, type Json } from './shape.js';
 
 /** CompletionUsage: its three counts required; a total where a server left it out. */
 export function openAIUsage(u: Json): Json {
@@ -14,8 +14,6 @@ export function openAIUsage(u: Json): Json {
  */
 export function placeholderUsage(chunk: Json): boolean {
   const u = chunk.usage;
-  if (u === null || typeof u !== 'object' || Array.isArray(u)) return false;
-  if (!Array.isArray(chunk.choices) || chunk.choices.length === 0) return false;
-  const counts = u as Json;
-  return !counts.prompt_tokens && !counts.completion_tokens && !counts.total_tokens;
+  if (!isRecord(u) || !Array.isArray(chunk.choices) || chunk.choices.length === 0) return false;
+  return !u.prompt_tokens && !u.completion_tokens && !u.total_tokens;
 }
