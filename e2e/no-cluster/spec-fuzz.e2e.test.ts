@@ -229,6 +229,8 @@ async function fuzz(
   ];
   try {
     const { stdout } = await run(st, args, {
+      // In the run's own folder: whatever schemathesis keeps between runs stays out of the repo.
+      cwd: dir,
       env: { ...process.env, SCHEMATHESIS_HOOKS: join(PYTHON, 'fuzz-checks.py') },
       maxBuffer: 64 * 1024 * 1024,
       timeout: 240_000,
