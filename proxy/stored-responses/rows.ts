@@ -1,3 +1,5 @@
+import { isRecord } from '../endpoints/chat-request.js';
+
 /**
  * Stored Responses as rows of the usage store's database (proxy/usage/): one row per response,
  * its Response object as the caller saw it and its own input items, both as JSON text, owned by
@@ -52,13 +54,7 @@ export const rowBytes = (row: Pick<StoredRow, 'response' | 'input'>): number =>
 /** The ids of a stored response's items, its input's and its output's: what item_reference may name. */
 export function itemIdsOf(response: string, input?: string): string[] {
   const ids = (items: unknown): string[] =>
-    Array.isArray(items)
-      ? items.flatMap((i) =>
-          typeof i === 'object' && i !== null && typeof (i as { id?: unknown }).id === 'string'
-            ? [(i as { id: string }).id]
-            : [],
-        )
-      : [];
+    Array.isArray(items) ? items.flatMap((i) => (isRecord(i) && typeof i.id === 'string' ? [i.id] : [])) : [];
   const parsed = JSON.parse(response) as { output?: unknown };
   return [...new Set([...(input ? ids(JSON.parse(input)) : []), ...ids(parsed.output)])];
 }
