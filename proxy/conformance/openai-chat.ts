@@ -1,4 +1,4 @@
-import { openAIUsage, placeholderUsage } from './openai-usage.js';
+import { completionUsage, placeholderUsage } from './openai-usage.js';
 import { eachRecord, edited, filled, ifRecord, type Json } from './shape.js';
 
 /**
@@ -28,12 +28,12 @@ export const chatCompletion = (body: Json): Json =>
   edited(
     edited(body, 'choices', (list) => eachRecord(list, choice)),
     'usage',
-    ifRecord(openAIUsage),
+    ifRecord(completionUsage),
   );
 
 /** A chunk: zero usage on a chunk that still has choices is a placeholder, null in the spec's words. */
 export function chatChunk(chunk: Json): Json {
   const mended = edited(chunk, 'choices', (list) => eachRecord(list, chunkChoice));
-  if (!placeholderUsage(mended)) return edited(mended, 'usage', ifRecord(openAIUsage));
+  if (!placeholderUsage(mended)) return edited(mended, 'usage', ifRecord(completionUsage));
   return { ...mended, usage: null };
 }

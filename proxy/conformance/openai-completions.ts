@@ -1,4 +1,4 @@
-import { openAIUsage, placeholderUsage } from './openai-usage.js';
+import { completionUsage, placeholderUsage } from './openai-usage.js';
 import { eachRecord, edited, filled, ifRecord, type Json } from './shape.js';
 
 /**
@@ -14,7 +14,7 @@ export const completion = (body: Json): Json =>
   edited(
     edited(body, 'choices', (list) => eachRecord(list, choice)),
     'usage',
-    ifRecord(openAIUsage),
+    ifRecord(completionUsage),
   );
 
 export function completionChunk(chunk: Json): Json {

@@ -1,7 +1,7 @@
 import { filled, isRecord, type Json } from './shape.js';
 
 /** CompletionUsage: its three counts required; a total where a server left it out. */
-export function openAIUsage(u: Json): Json {
+export function completionUsage(u: Json): Json {
   if (Object.hasOwn(u, 'total_tokens')) return filled(u, { prompt_tokens: 0, completion_tokens: 0 });
   const prompt = typeof u.prompt_tokens === 'number' ? u.prompt_tokens : 0;
   const completion = typeof u.completion_tokens === 'number' ? u.completion_tokens : 0;
