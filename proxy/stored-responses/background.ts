@@ -2,6 +2,7 @@ import { conformAnswer } from '../conformance/conformance.js';
 import type { Answered, Failed, Routed } from '../exchange.js';
 import type { StreamOutcome } from '../upstreams/upstream.js';
 import { oneChunk, stamped } from './answer.js';
+import { rowBytes } from './rows.js';
 import { type StoredResponses, storeUnavailable, type Turn } from './stored-responses.js';
 
 /**
@@ -115,7 +116,7 @@ async function detachedRun(
     }
     const response = conformAnswer('openai-responses', stamped(result.body, turn.stamp)) as Json;
     const row = stored.rowOf(turn, response);
-    if (row.response.length + row.input.length > stored.maxBytes) {
+    if (rowBytes(row) > stored.maxBytes) {
       const error = {
         code: 'response_too_large',
         message: `the response is larger than the ${stored.maxBytes} bytes this gateway stores`,

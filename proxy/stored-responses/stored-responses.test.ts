@@ -419,6 +419,13 @@ describe('background responses', () => {
     expect(await (await get(TEAM_A, `${queued.id}/cancel`, 'POST')).json()).toEqual(done);
   });
 
+  it('fails a response past the bound in bytes, as a foreground one is not kept (é is 2 bytes, 1 UTF-16 unit)', async () => {
+    const input = 'é'.repeat(MAX_BYTES * 0.6);
+    const queued = (await (await create(TEAM_A, { model: CLAUDE, input, background: true })).json()) as Json;
+    const done = await poll(String(queued.id), (s) => s !== 'in_progress' && s !== 'queued');
+    expect(done).toMatchObject({ status: 'failed', error: { code: 'response_too_large' } });
+  });
+
   it('cancels: the running call is aborted and the response stays cancelled', async () => {
     let aborted: Promise<void> = Promise.resolve();
     hold = (call) => {
