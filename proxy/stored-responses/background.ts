@@ -81,9 +81,9 @@ async function detachedRun(
   next: (routed: Routed) => Promise<Answered | Failed>,
 ): Promise<StreamOutcome> {
   const { id } = turn.stamp;
-  const settle = (status: string, response: Json) =>
+  const settle = (status: string, response: Json | string) =>
     stored.rows
-      .settle(id, status, JSON.stringify(response))
+      .settle(id, status, typeof response === 'string' ? response : JSON.stringify(response))
       .catch((err: unknown) => stored.warnFailed('background response not settled', id, err));
   const poll = setInterval(() => {
     stored.rows.get(id).then(
@@ -122,7 +122,7 @@ async function detachedRun(
         message: `the response is larger than the ${stored.maxBytes} bytes this gateway stores`,
       };
       await settle('failed', { ...queued, status: 'failed', error });
-    } else await settle(row.status, response);
+    } else await settle(row.status, row.response);
     return result.usage ? { usage: result.usage } : {};
   } catch (err) {
     // The gateway's own failure: the poller learns it ended (the request's record says 500).
