@@ -96,6 +96,13 @@ describe('historyOf', () => {
     });
     expect(await historyOf(rows, 'resp_3', mine, { ...bounds, maxItems: 5 })).toMatchObject({ status: 400 });
     expect(await historyOf(rows, 'resp_3', mine, { ...bounds, maxBytes: 500 })).toMatchObject({ status: 400 });
+    // Bytes, not UTF-16 units: 'é' is two of them.
+    await turn('resp_wide', 'é'.repeat(1_000), 'b', null);
+    const wide = { ...bounds, maxBytes: 1_500 };
+    expect(await historyOf(rows, 'resp_wide', mine, wide)).toMatchObject({
+      status: 400,
+      code: 'conversation_too_long',
+    });
     // A chain that loops (never made by the gateway) ends too.
     await turn('resp_x', 'x', 'y', 'resp_y');
     await turn('resp_y', 'x', 'y', 'resp_x');

@@ -1,6 +1,6 @@
 import { ProxyError } from '../endpoints/errors.js';
 import { outputOf, replayed } from './items.js';
-import type { ResponseRows, StoredRow } from './rows.js';
+import { type ResponseRows, rowBytes, type StoredRow } from './rows.js';
 
 /**
  * The conversation before a response, from `previous_response_id`: the previous response's
@@ -67,7 +67,7 @@ export async function historyOf(
         `Previous response with id '${id}' is still ${row.status}: wait until it completed`,
         'previous_response_id',
       );
-    bytes += row.response.length + row.input.length;
+    bytes += rowBytes(row);
     if (bytes > bounds.maxBytes) return tooLong(`${bounds.maxBytes} bytes`);
     const response = JSON.parse(row.response) as Json;
     const turn = [...replayed(JSON.parse(row.input) as unknown[]), ...replayed(outputOf(response))];
