@@ -332,13 +332,18 @@ describe('chaining across upstreams', () => {
           .at(-1),
       );
     const before = await gauge();
-    const unstored = await created(TEAM_A, { model: LLAMA, input: 'hi', store: false });
+    const first = await created(TEAM_A, { model: LLAMA, input: 'hi' });
+    const firstBytes = (await gauge()) - before;
+    const unstored = await created(TEAM_A, { model: LLAMA, input: 'hi', store: false, previous_response_id: first.id });
+    // Not kept, but answered as the API does: the gateway's own id, the response it continues.
+    expect(unstored).toMatchObject({ store: false, previous_response_id: first.id });
+    expect(String(unstored.id)).toMatch(/^resp_[0-9a-f]{48}$/);
     expect((await get(TEAM_A, String(unstored.id))).status).toBe(404);
     const large = await create(TEAM_A, { model: LLAMA, input: 'x '.repeat(MAX_BYTES) });
     expect(large.status).toBe(200);
     expect(large.headers.get('x-gateway-response-stored')).toMatch(/^false; too large/);
     expect((await get(TEAM_A, String(((await large.json()) as Json).id))).status).toBe(404);
-    expect(await gauge()).toBe(before);
+    expect(await gauge()).toBe(before + firstBytes);
     await created(TEAM_A, { model: LLAMA, input: 'kept' });
     expect(await gauge()).toBeGreaterThan(before + 100);
   });

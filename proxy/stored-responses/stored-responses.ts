@@ -133,20 +133,22 @@ export class StoredResponses {
     if (!turn) return next(routed);
     const refused = openAiOnlyRefusal(backends, routed);
     if (refused) return { failed: refused, at: routed };
-    if (!turn.stamp.store) return next(routed);
     if (turn.stamp.background) return runInBackground(this, routed, turn, next);
     const outcome = await next(routed);
     if ('failed' in outcome) return outcome;
+    // Stored or not, the answer carries the gateway's id and the previous_response_id it continues
+    // (the upstream was sent neither).
+    const { store } = turn.stamp;
     const { result } = outcome;
     if (result.kind === 'stream') {
       const body = tapStream(result.body, turn.stamp, async (response) => {
-        await this.save(turn, response);
+        if (store) await this.save(turn, response);
       });
       return { ...outcome, result: { ...result, body } };
     }
     // As the caller gets it: the accounting stage conforms it to the spec the same way (a no-op on this value).
     const response = conformAnswer('openai-responses', stamped(result.body, turn.stamp)) as Json;
-    const stored = await this.save(turn, response);
+    const stored = store ? await this.save(turn, response) : true;
     const { raw: _raw, ...rest } = result;
     const headers = stored === true ? rest.headers : { ...rest.headers, [STORED_HEADER]: `false; ${stored}` };
     return { ...outcome, result: { ...rest, body: response, ...(headers ? { headers } : {}) } };
