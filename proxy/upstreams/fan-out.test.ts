@@ -108,6 +108,23 @@ describe('fanOut: the hook of the call stage', () => {
     await new Promise((r) => setTimeout(r, 80));
     expect(aborted).toEqual([true, true]);
   });
+
+  it('a caller that left between calls ends it as client_closed, the remaining calls not made', async () => {
+    const caller = new AbortController();
+    let calls = 0;
+    const attempt = fanOut(
+      backendsOf('ollama'),
+      { route, plan: { dialect: 'openai-chat' } },
+      { ...whole(20), signal: caller.signal },
+      async () => {
+        calls++;
+        caller.abort();
+        return answer('x');
+      },
+    );
+    await expect(attempt).rejects.toMatchObject({ status: 503, code: 'client_closed' });
+    expect(calls).toBeLessThan(20);
+  });
 });
 
 describe('partsOf: the calls a request becomes', () => {

@@ -131,6 +131,11 @@ async function whole(
     }
   };
   await Promise.all(Array.from({ length: Math.min(FAN_OUT_PARALLEL, parts.length) }, worker));
+  // The caller left between parts: the workers stopped with answers missing, and nobody waits for them.
+  if (call.signal.aborted)
+    throw new ProxyError(503, 'api_error', 'client_closed', 'the client went away before every answer was made', null, {
+      'Retry-After': '1',
+    });
   return mergeWhole(parts, answers);
 }
 
