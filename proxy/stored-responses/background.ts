@@ -1,4 +1,5 @@
 import { conformAnswer } from '../conformance/conformance.js';
+import { invalidRequest } from '../endpoints/errors.js';
 import type { Answered, Failed, Routed } from '../exchange.js';
 import type { StreamOutcome } from '../upstreams/upstream.js';
 import { oneChunk, stamped } from './answer.js';
@@ -50,8 +51,18 @@ export async function runInBackground(
 ): Promise<Answered | Failed> {
   const queued = queuedResponse(routed, turn);
   const { id } = turn.stamp;
+  const row = stored.rowOf(turn, queued);
+  // Its input alone past the bound: it could never be kept to be polled, so it is not started.
+  if (rowBytes(row) > stored.maxBytes)
+    return {
+      failed: invalidRequest(
+        `a background response is kept to be polled, and this one's input (${rowBytes(row)} bytes) passes the ${stored.maxBytes} bytes a stored response may hold: send it with background: false`,
+        'input',
+      ),
+      at: routed,
+    };
   try {
-    await stored.rows.put(stored.rowOf(turn, queued));
+    await stored.rows.put(row);
   } catch (err) {
     stored.warnFailed('background response not stored', id, err);
     return {

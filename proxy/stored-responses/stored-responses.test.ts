@@ -424,11 +424,12 @@ describe('background responses', () => {
     expect(await (await get(TEAM_A, `${queued.id}/cancel`, 'POST')).json()).toEqual(done);
   });
 
-  it('fails a response past the bound in bytes, as a foreground one is not kept (é is 2 bytes, 1 UTF-16 unit)', async () => {
+  it('refuses at once one whose input alone passes the bound in bytes: it could never be kept to be polled (é is 2 bytes, 1 UTF-16 unit)', async () => {
     const input = 'é'.repeat(MAX_BYTES * 0.6);
-    const queued = (await (await create(TEAM_A, { model: CLAUDE, input, background: true })).json()) as Json;
-    const done = await poll(String(queued.id), (s) => s !== 'in_progress' && s !== 'queued');
-    expect(done).toMatchObject({ status: 'failed', error: { code: 'response_too_large' } });
+    const res = await create(TEAM_A, { model: CLAUDE, input, background: true });
+    expect(res.status).toBe(400);
+    expect(((await res.json()) as { error: Json }).error).toMatchObject({ param: 'input', code: 'invalid_request' });
+    expect(sent).toHaveLength(0);
   });
 
   it('cancels: the running call is aborted and the response stays cancelled', async () => {
