@@ -134,6 +134,17 @@ describe('the SQLite rows', () => {
   });
 });
 
+describe('the SQLite rows of concurrent requests', () => {
+  it('are committed together, each caller told once its row is in, and read by anyone right after', async () => {
+    const many = Array.from({ length: 30 }, (_, i) => turn(`resp_c${i}`, `q${i}`, `a${i}`, null));
+    // Not yet awaited: a read commits what waits first, so it never misses a row put before it.
+    expect((await rows.get('resp_c29'))?.id).toBe('resp_c29');
+    await Promise.all(many);
+    for (let i = 0; i < 30; i++) expect((await rows.get(`resp_c${i}`))?.status).toBe('completed');
+    expect(await rows.findItem('msg_resp_c7', 'team:a')).toBe('resp_c7');
+  });
+});
+
 describe('the item index', () => {
   it("finds an item's newest response within its owner (any owner for an admin), and forgets deleted and expired ones", async () => {
     await turn('resp_1', 'a', 'b', null);

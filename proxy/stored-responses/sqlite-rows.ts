@@ -64,10 +64,36 @@ export function sqliteRows(db: Database.Database): ResponseRows {
   const indexAll = (id: string, items: string[]) => {
     for (const item of items) index.run(item, id);
   };
-  const putAll = db.transaction((row: StoredRow) => {
-    put.run({ ...row, background: row.background ? 1 : 0, bytes: rowBytes(row) });
-    indexAll(row.id, itemIdsOf(row.response, row.input));
+  const putAll = db.transaction((rows: readonly StoredRow[]) => {
+    for (const row of rows) {
+      put.run({ ...row, background: row.background ? 1 : 0, bytes: rowBytes(row) });
+      indexAll(row.id, itemIdsOf(row.response, row.input));
+    }
   });
+  // The rows of concurrent requests go in one transaction per event-loop turn: a commit costs more
+  // than a row (half the main thread at 16 callers, one commit each). Each caller still waits for
+  // its row's commit; every read first commits what waits, so nothing is read around it.
+  const waiting: Array<{ row: StoredRow; done: () => void; failed: (err: unknown) => void }> = [];
+  let scheduled = false;
+  const commit = () => {
+    scheduled = false;
+    if (waiting.length === 0) return;
+    const batch = waiting.splice(0);
+    try {
+      putAll(batch.map((w) => w.row));
+      for (const w of batch) w.done();
+    } catch {
+      // One row's failure must not fail the others': each alone, with its own error.
+      for (const w of batch) {
+        try {
+          putAll([w.row]);
+          w.done();
+        } catch (err) {
+          w.failed(err);
+        }
+      }
+    }
+  };
   const settleAll = db.transaction((id: string, status: string, response: string): boolean => {
     if (settle.run(status, response, Buffer.byteLength(response), id).changes === 0) return false;
     indexAll(id, itemIdsOf(response));
@@ -82,23 +108,39 @@ export function sqliteRows(db: Database.Database): ResponseRows {
   const bytes = db.prepare<[], { b: number | null }>('SELECT SUM(bytes) AS b FROM stored_responses');
   return {
     ready: async () => {},
-    put: async (row: StoredRow) => {
-      putAll(row);
+    put: (row: StoredRow) =>
+      new Promise<void>((done, failed) => {
+        waiting.push({ row, done, failed });
+        if (scheduled) return;
+        scheduled = true;
+        setImmediate(commit);
+      }),
+    findItem: async (itemId, owner) => {
+      commit();
+      return (owner === undefined ? findAny.get(itemId) : findMine.get(itemId, owner))?.r;
     },
-    findItem: async (itemId, owner) => (owner === undefined ? findAny.get(itemId) : findMine.get(itemId, owner))?.r,
     get: async (id) => {
+      commit();
       const raw = get.get(id);
       return raw && { ...raw, background: raw.background === 1 };
     },
     delete: async (id) => {
+      commit();
       unindex.run(id);
       return del.run(id).changes > 0;
     },
-    settle: async (id, status, response) => settleAll(id, status, response),
+    settle: async (id, status, response) => {
+      commit();
+      return settleAll(id, status, response);
+    },
     sweep: async (now) => {
+      commit();
       sweepItems.run(now);
       return sweep.run(now).changes;
     },
-    bytes: async () => bytes.get()?.b ?? 0,
+    bytes: async () => {
+      commit();
+      return bytes.get()?.b ?? 0;
+    },
   };
 }
