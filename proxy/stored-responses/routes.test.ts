@@ -4,7 +4,7 @@ import type { Caller } from '../access/auth.js';
 import { ProxyError } from '../endpoints/errors.js';
 import { storedResponseRoutes } from './routes.js';
 import type { ResponseRows } from './rows.js';
-import { StoredResponses } from './stored-responses.js';
+import { StoredResponses, storeUnavailable } from './stored-responses.js';
 
 /** A store that fails: the routes answer 503 without its text, saving says so, and the log holds no content. */
 
@@ -44,6 +44,8 @@ describe('a failing store', () => {
       expect(text).toContain('store_unavailable');
       expect(text).not.toContain(SECRET);
     }
+    // A 503 says when to retry.
+    expect(storeUnavailable('down').headers['Retry-After']).toBe('5');
     const turn = {
       stamp: { id: 'resp_x', previousResponseId: null, store: true, background: false },
       owner: 'team:a',

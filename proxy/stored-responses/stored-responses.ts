@@ -225,9 +225,12 @@ const stoppedResponse = (id: string): Json => ({
   output: [],
 });
 
-/** The store of responses does not answer: a 503 to try again, never the store's own error text. */
+/**
+ * The store of responses does not answer: a 503 to try again once it is back (a database restarts
+ * or fails over in seconds), never the store's own error text.
+ */
 export const storeUnavailable = (message: string): ProxyError =>
-  new ProxyError(503, 'api_error', 'store_unavailable', message);
+  new ProxyError(503, 'api_error', 'store_unavailable', message, null, { 'Retry-After': '5' });
 
 const historyNeverFits: NeverFits = (mostBytes) =>
   new ProxyError(
