@@ -416,8 +416,7 @@ describe('mergedStream: the calls streams as one', () => {
     );
     await expect(attempt).rejects.toBe(refused);
     // The two others were asked at once; each is cancelled once it opens, never read.
-    await new Promise((r) => setTimeout(r, 60));
-    expect(cancelled.sort()).toEqual([1, 2]);
+    await expect.poll(() => [...cancelled].sort()).toEqual([1, 2]);
   });
 
   it('a call failing mid-stream ends the merged stream with its error event and one [DONE]', async () => {
