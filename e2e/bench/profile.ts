@@ -13,12 +13,42 @@ import type { LoadArgs, LoadResult } from './load.js';
  * Where the proxy's CPU goes under load: the same upstream double and autocannon process as
  * gateways.ts, the proxy run from the compiled dist/ (as the image runs it) under `--cpu-prof`,
  * the profile then summarized as self and inclusive time per function and self time per package.
- * Run: npm run bench:profile -- [--mode json|stream] [--connections 16] [--duration 10] [--top 40]
+ * Run: npm run bench:profile -- [--mode json|stream] [--dialect chat|responses|messages] [--responses-store false]
+ *      [--connections 16] [--duration 10] [--top 40]
  *      [--store sqlite|postgres] [--target ours|bare] [--keep DIR] [--proxy-args="..."]
  */
 
 const ROOT = fileURLToPath(new URL('../..', import.meta.url));
 const MODEL = 'llama3.1:8b';
+
+/** The request profiled per dialect: one user turn, as gateways.ts sends it. */
+const DIALECTS = {
+  chat: {
+    path: '/openai/v1/chat/completions',
+    barePath: '/v1/chat/completions',
+    body: (stream: boolean, _store: boolean) => ({
+      model: MODEL,
+      messages: [{ role: 'user', content: 'hello there' }],
+      stream,
+      tags: ['project:bench'],
+    }),
+  },
+  responses: {
+    path: '/openai/v1/responses',
+    barePath: '/v1/responses',
+    body: (stream: boolean, store: boolean) => ({ model: MODEL, input: 'hello there', stream, store }),
+  },
+  messages: {
+    path: '/anthropic/v1/messages',
+    barePath: '/v1/messages',
+    body: (stream: boolean, _store: boolean) => ({
+      model: MODEL,
+      max_tokens: 64,
+      messages: [{ role: 'user', content: 'hello there' }],
+      stream,
+    }),
+  },
+};
 
 interface CallFrame {
   functionName: string;
@@ -162,6 +192,9 @@ async function main(): Promise<void> {
   const { values } = parseArgs({
     options: {
       mode: { type: 'string', default: 'json' },
+      dialect: { type: 'string', default: 'chat' },
+      // false: Responses requests ask `store: false` (the cost of storing them, by difference).
+      'responses-store': { type: 'string', default: 'true' },
       connections: { type: 'string', default: '16' },
       duration: { type: 'string', default: '10' },
       top: { type: 'string', default: '40' },
@@ -223,15 +256,12 @@ async function main(): Promise<void> {
       ]);
   const listening = await lineMatching(proxy, (l) => l.includes(bare ? '{"url"' : '"proxy listening"'));
   const base = (JSON.parse(listening) as { url: string }).url;
+  const dialect = DIALECTS[values.dialect as keyof typeof DIALECTS];
+  if (!dialect) throw new Error(`--dialect is one of ${Object.keys(DIALECTS).join(', ')}`);
   const load: LoadArgs = {
-    url: bare ? `${base}/v1/chat/completions` : `${base}/openai/v1/chat/completions`,
+    url: `${base}${bare ? dialect.barePath : dialect.path}`,
     headers: { 'content-type': 'application/json', 'x-api-key': 'sk-bench', 'x-tags': 'team:bench' },
-    body: JSON.stringify({
-      model: MODEL,
-      messages: [{ role: 'user', content: 'hello there' }],
-      stream,
-      tags: ['project:bench'],
-    }),
+    body: JSON.stringify(dialect.body(stream, values['responses-store'] !== 'false')),
     connections: Number(values.connections),
     warmupS: 2,
     durationS: Number(values.duration),
@@ -258,7 +288,7 @@ async function main(): Promise<void> {
   const summary = summarize(profile, Number(values.top), from, to);
   const requests = result.ok;
   console.log(
-    `${values.mode} c=${values.connections}: ${result.rps} req/s, mean ${result.meanMs} ms; profile ${summary.totalMs} ms, ` +
+    `${values.dialect} ${values.mode} c=${values.connections}: ${result.rps} req/s, mean ${result.meanMs} ms; profile ${summary.totalMs} ms, ` +
       `busy ${summary.totalMs - summary.idleMs} ms = ${(((summary.totalMs - summary.idleMs) * 1000) / requests).toFixed(1)} µs of the main thread per request (${requests} requests in the measured window)`,
   );
   const show = (title: string, rows: ProfileSummary['selfByFunction']) => {

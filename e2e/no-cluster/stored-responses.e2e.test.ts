@@ -1,3 +1,6 @@
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { createOpenAI } from '@ai-sdk/openai';
 import { Agent, OpenAIProvider, Runner, setTracingDisabled } from '@openai/agents';
 import { generateText } from 'ai';
@@ -13,6 +16,7 @@ import type { Upstream } from '../../proxy/upstreams/upstream.js';
 import { OLLAMA_MODEL, type OllamaServer, startOllama } from '../ollama/server.js';
 import { type Postgres, startPostgres } from '../postgres/server.js';
 import { startGateway, type TestGateway } from '../support/gateway.js';
+import { routedModel, standaloneFiles, startProxyProcess } from '../support/proxy-process.js';
 
 /**
  * Stateful Responses through the gateway in front of REAL Ollama (which speaks Responses itself),
@@ -267,9 +271,88 @@ describe('the PostgreSQL rows', () => {
       expect(await rows.sweep(Date.now())).toBe(1);
       expect(await rows.get('resp_expired')).toBeUndefined();
       expect(await rows.bytes()).toBe(before);
+      // The item index: an item's response within its owner (any owner for an admin); a
+      // background response's output indexed as it settles; gone with its response.
+      const answer = (id: string) => JSON.stringify({ output: [{ id, type: 'message' }] });
+      const input = JSON.stringify([{ id: 'msg_pg_in', type: 'message' }]);
+      await rows.put({
+        ...row,
+        id: 'resp_pg1',
+        created: 1,
+        expires: Date.now() + 60_000,
+        response: answer('msg_pg1'),
+        input,
+      });
+      expect(await rows.findItem('msg_pg1', 'team:x')).toBe('resp_pg1');
+      expect(await rows.findItem('msg_pg_in', 'team:x')).toBe('resp_pg1');
+      expect(await rows.findItem('msg_pg1', 'team:y')).toBeUndefined();
+      expect(await rows.findItem('msg_pg1', undefined)).toBe('resp_pg1');
+      const bg = { ...row, id: 'resp_pg2', created: 2, expires: Date.now() + 60_000, status: 'in_progress' };
+      await rows.put({ ...bg, background: true, response: '{"output":[]}' });
+      expect(await rows.settle('resp_pg2', 'completed', answer('msg_pg2'))).toBe(true);
+      expect(await rows.findItem('msg_pg2', 'team:x')).toBe('resp_pg2');
+      expect(await rows.delete('resp_pg1')).toBe(true);
+      expect(await rows.delete('resp_pg1')).toBe(false);
+      expect(await rows.findItem('msg_pg1', 'team:x')).toBeUndefined();
+      expect(await rows.findItem('msg_pg_in', 'team:x')).toBeUndefined();
+      await pool.query('UPDATE stored_responses SET expires = 1 WHERE id = $1', ['resp_pg2']);
+      expect(await rows.sweep(Date.now())).toBe(1);
+      expect(await rows.findItem('msg_pg2', 'team:x')).toBeUndefined();
+      expect(await rows.bytes()).toBe(before);
     } finally {
       await pool.end();
     }
     for (const line of logged) expect(line).not.toContain(SECRET);
   });
+});
+
+describe('a standalone proxy process on an SQLite file', () => {
+  it('keeps responses across a restart: retrieved, chained from, counted in the stored bytes', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'stored-sqlite-'));
+    const args = [
+      ...standaloneFiles(dir, [routedModel(MODEL, ollama.url)], `${KEY}\n`),
+      '--usage-db',
+      join(dir, 'usage.db'),
+    ];
+    const storedBytes = async (metrics: string) =>
+      Number(/^pao_gateway_stored_responses_bytes (\d+)/m.exec(await (await fetch(`${metrics}/metrics`)).text())?.[1]);
+    let proxy = await startProxyProcess(args);
+    try {
+      const openai = () => new OpenAI({ baseURL: `${proxy.base}/openai/v1`, apiKey: KEY, maxRetries: 0 });
+      const first = await openai().responses.create({
+        model: MODEL,
+        input: `my word is ${SECRET}`,
+        max_output_tokens: 8,
+      });
+      // Readable as soon as the answer is out (its row committed before it left).
+      expect((await openai().responses.retrieve(first.id)).output_text).toBe(first.output_text);
+      const second = await openai().responses.create({
+        model: MODEL,
+        input: 'and again?',
+        previous_response_id: first.id,
+        max_output_tokens: 8,
+      });
+      expect(second.previous_response_id).toBe(first.id);
+      expect(await storedBytes(proxy.metrics)).toBeGreaterThan(0);
+      await proxy.stop('SIGTERM');
+      proxy = await startProxyProcess(args);
+      const kept = await openai().responses.retrieve(second.id);
+      expect(kept).toMatchObject({ id: second.id, previous_response_id: first.id, status: 'completed' });
+      const inputs = await openai().responses.inputItems.list(second.id);
+      expect(JSON.stringify(inputs.data)).toContain('and again?');
+      const third = await openai().responses.create({
+        model: MODEL,
+        input: 'once more',
+        previous_response_id: second.id,
+        max_output_tokens: 8,
+      });
+      expect(third.previous_response_id).toBe(second.id);
+      await openai().responses.delete(first.id);
+      await expect(openai().responses.retrieve(first.id)).rejects.toMatchObject({ status: 404 });
+      expect(proxy.output()).not.toContain(SECRET);
+    } finally {
+      await proxy.stop('SIGTERM');
+      rmSync(dir, { recursive: true, force: true });
+    }
+  }, 90_000);
 });

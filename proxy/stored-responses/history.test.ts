@@ -168,6 +168,26 @@ describe('the item index', () => {
   });
 });
 
+describe('the SQLite rows in numbers', () => {
+  it('sweep more than one chunk of expired rows with their items, and read the size from an index', async () => {
+    const db = new Database(':memory:');
+    rows = sqliteRows(db);
+    await Promise.all(
+      Array.from({ length: 1_200 }, (_, i) => turn(`resp_old${i}`, `q${i}`, `a${i}`, null, { expires: 1 })),
+    );
+    await turn('resp_kept', 'q', 'a', null);
+    expect(await rows.sweep(Date.now())).toBe(1_200);
+    const count = (table: string) => (db.prepare(`SELECT count(*) AS n FROM ${table}`).get() as { n: number }).n;
+    expect(count('stored_responses')).toBe(1);
+    // Its input, reasoning and message items: nothing of the swept rows is left in the index.
+    expect(count('stored_response_items')).toBe(3);
+    expect(await rows.findItem('msg_resp_kept', 'team:a')).toBe('resp_kept');
+    // The size gauge reads every row: from a narrow index, not through the responses' pages.
+    const plan = db.prepare('EXPLAIN QUERY PLAN SELECT SUM(bytes) AS b FROM stored_responses').all();
+    expect(JSON.stringify(plan)).toContain('COVERING INDEX');
+  });
+});
+
 describe('pageOf', () => {
   const items = ['a', 'b', 'c', 'd', 'e'].map((id) => ({ id }));
   const page = (q: string) => pageOf(items, new URLSearchParams(q));

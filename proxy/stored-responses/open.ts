@@ -5,12 +5,16 @@ import { SqliteUsageStore } from '../usage/sqlite-store.js';
 import type { UsageStore } from '../usage/store.js';
 import { postgresRows } from './postgres-rows.js';
 import type { ResponseRows } from './rows.js';
+import { threadRows } from './rows-thread.js';
 import { sqliteRows } from './sqlite-rows.js';
 import { StoredResponses, type StoredResponsesLog, type StoredResponsesSettings } from './stored-responses.js';
 
-/** The stored Responses' rows in the usage store's own database; none for a store of another kind (a test's). */
-function responseRowsOf(store: UsageStore): ResponseRows | undefined {
-  if (store instanceof SqliteUsageStore) return sqliteRows(store.db);
+/**
+ * The stored Responses' rows in the usage store's own database (a file's written by a thread of
+ * their own); none for a store of another kind (a test's).
+ */
+function responseRowsOf(store: UsageStore): (ResponseRows & { close?(): Promise<void> }) | undefined {
+  if (store instanceof SqliteUsageStore) return store.db.memory ? sqliteRows(store.db) : threadRows(store.db);
   if (store instanceof PostgresUsageStore) return postgresRows(store.pool);
   return undefined;
 }
@@ -36,6 +40,7 @@ export function openStoredResponses(
     close: async () => {
       stop();
       await stored.close();
+      await fromStore?.close?.();
       own?.close();
     },
   };

@@ -10,6 +10,8 @@ import { itemIdsOf, type ResponseRows, RUNNING, rowBytes, type StoredRow } from 
 
 const LOCK = 0x5245_5350; // 'RESP'
 
+// As in SQLite (sqlite-rows.ts): the item index is its primary key alone; an item leaves it with
+// its response (delete, sweep), which lists its ids in `items`; the size is read from an index.
 const SCHEMA = `
   CREATE TABLE IF NOT EXISTS stored_responses (
     id text PRIMARY KEY,
@@ -18,30 +20,31 @@ const SCHEMA = `
     expires bigint NOT NULL,
     status text NOT NULL,
     background boolean NOT NULL,
+    bytes bigint NOT NULL,
+    items text[] NOT NULL,
     response text NOT NULL,
-    input text NOT NULL,
-    bytes bigint NOT NULL
+    input text NOT NULL
   );
-  CREATE INDEX IF NOT EXISTS stored_responses_expires ON stored_responses (expires);
+  CREATE INDEX IF NOT EXISTS stored_responses_expires ON stored_responses (expires) INCLUDE (bytes);
   CREATE TABLE IF NOT EXISTS stored_response_items (
-    owner text NOT NULL,
     item_id text NOT NULL,
+    owner text NOT NULL,
     response_id text NOT NULL,
     created bigint NOT NULL,
-    expires bigint NOT NULL,
-    PRIMARY KEY (owner, item_id)
+    PRIMARY KEY (item_id, owner)
   );
-  CREATE INDEX IF NOT EXISTS stored_response_items_item ON stored_response_items (item_id, created);
-  CREATE INDEX IF NOT EXISTS stored_response_items_response ON stored_response_items (response_id);
-  CREATE INDEX IF NOT EXISTS stored_response_items_expires ON stored_response_items (expires);
 `;
 
-/** Each item id of the response `r` (a CTE returning id, owner, created, expires) indexed, in the same statement. */
+/** Each item id of the response `r` (a CTE returning id, owner, created) indexed, in the same statement. */
 const INDEX_ITEMS = (param: string) => `
-  INSERT INTO stored_response_items (owner, item_id, response_id, created, expires)
-  SELECT r.owner, i, r.id, r.created, r.expires FROM r, unnest(${param}::text[]) AS i
-  ON CONFLICT (owner, item_id) DO UPDATE
-    SET response_id = EXCLUDED.response_id, created = EXCLUDED.created, expires = EXCLUDED.expires`;
+  INSERT INTO stored_response_items (item_id, owner, response_id, created)
+  SELECT i, r.owner, r.id, r.created FROM r, unnest(${param}::text[]) AS i
+  ON CONFLICT (item_id, owner) DO UPDATE SET response_id = EXCLUDED.response_id, created = EXCLUDED.created`;
+
+/** The index entries still pointing at the responses of `gone` (a CTE returning id, owner, items), deleted. */
+const UNINDEX_ITEMS = `
+  DELETE FROM stored_response_items i USING gone
+  WHERE i.item_id = ANY (gone.items) AND i.owner = gone.owner AND i.response_id = gone.id`;
 
 interface Raw {
   id: string;
@@ -86,13 +89,13 @@ export function postgresRows(pool: pg.Pool): ResponseRows {
     put: async (row: StoredRow) => {
       await query(
         `WITH r AS (
-           INSERT INTO stored_responses (id, owner, created, expires, status, background, response, input, bytes)
-           VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)
+           INSERT INTO stored_responses (id, owner, created, expires, status, background, bytes, items, response, input)
+           VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)
            ON CONFLICT (id) DO UPDATE SET owner = EXCLUDED.owner, created = EXCLUDED.created, expires = EXCLUDED.expires,
-             status = EXCLUDED.status, background = EXCLUDED.background, response = EXCLUDED.response,
-             input = EXCLUDED.input, bytes = EXCLUDED.bytes
-           RETURNING id, owner, created, expires)
-         ${INDEX_ITEMS('$10')}`,
+             status = EXCLUDED.status, background = EXCLUDED.background, bytes = EXCLUDED.bytes,
+             items = EXCLUDED.items, response = EXCLUDED.response, input = EXCLUDED.input
+           RETURNING id, owner, created)
+         ${INDEX_ITEMS('$8')}`,
         [
           row.id,
           row.owner,
@@ -100,10 +103,10 @@ export function postgresRows(pool: pg.Pool): ResponseRows {
           row.expires,
           row.status,
           row.background,
-          row.response,
-          row.input,
           rowBytes(row),
           itemIdsOf(row.response, row.input),
+          row.response,
+          row.input,
         ],
       );
     },
@@ -121,38 +124,43 @@ export function postgresRows(pool: pg.Pool): ResponseRows {
             'SELECT response_id AS r FROM stored_response_items WHERE item_id = $1 ORDER BY created DESC LIMIT 1',
             [itemId],
           )
-        : query<{ r: string }>(
-            'SELECT response_id AS r FROM stored_response_items WHERE item_id = $1 AND owner = $2 ORDER BY created DESC LIMIT 1',
-            [itemId, owner],
-          ));
+        : query<{ r: string }>('SELECT response_id AS r FROM stored_response_items WHERE item_id = $1 AND owner = $2', [
+            itemId,
+            owner,
+          ]));
       return rows[0]?.r;
     },
-    delete: async (id) =>
-      ((
-        await query(
-          'WITH i AS (DELETE FROM stored_response_items WHERE response_id = $1) DELETE FROM stored_responses WHERE id = $1',
-          [id],
-        )
-      ).rowCount ?? 0) > 0,
+    delete: async (id) => {
+      const { rows } = await query<{ n: number }>(
+        `WITH gone AS (DELETE FROM stored_responses WHERE id = $1 RETURNING id, owner, items),
+         i AS (${UNINDEX_ITEMS})
+         SELECT count(*)::int AS n FROM gone`,
+        [id],
+      );
+      return (rows[0]?.n ?? 0) > 0;
+    },
     settle: async (id, status, response) => {
       const { rows } = await query<{ n: number }>(
         `WITH r AS (
-           UPDATE stored_responses SET status = $1, response = $2, bytes = $3 + octet_length(input)
+           UPDATE stored_responses SET status = $1, response = $2, bytes = $3 + octet_length(input),
+             items = ARRAY(SELECT DISTINCT unnest(items || $5::text[]))
            WHERE id = $4 AND status IN (${running})
-           RETURNING id, owner, created, expires),
+           RETURNING id, owner, created),
          i AS (${INDEX_ITEMS('$5')})
          SELECT count(*)::int AS n FROM r`,
         [status, response, Buffer.byteLength(response), id, itemIdsOf(response)],
       );
       return (rows[0]?.n ?? 0) > 0;
     },
-    sweep: async (now) =>
-      (
-        await query(
-          'WITH i AS (DELETE FROM stored_response_items WHERE expires < $1) DELETE FROM stored_responses WHERE expires < $1',
-          [now],
-        )
-      ).rowCount ?? 0,
+    sweep: async (now) => {
+      const { rows } = await query<{ n: number }>(
+        `WITH gone AS (DELETE FROM stored_responses WHERE expires < $1 RETURNING id, owner, items),
+         i AS (${UNINDEX_ITEMS})
+         SELECT count(*)::int AS n FROM gone`,
+        [now],
+      );
+      return rows[0]?.n ?? 0;
+    },
     bytes: async () => {
       const { rows } = await query<{ b: string | null }>('SELECT SUM(bytes)::bigint AS b FROM stored_responses', []);
       return Number(rows[0]?.b ?? 0);

@@ -3,6 +3,9 @@ import { itemIdsOf, type ResponseRows, RUNNING, rowBytes, type StoredRow } from 
 
 /** Stored Responses in the usage store's SQLite file: a table of their own, made on open. */
 
+// Small columns first: the sweep and the size read `items` and `bytes` without reading through
+// a large response's overflow pages. The item index is one B-tree (its key serves both lookups);
+// an item leaves it with its response (delete, sweep), which lists its ids in `items`.
 const SCHEMA = `
   CREATE TABLE IF NOT EXISTS stored_responses (
     id TEXT PRIMARY KEY,
@@ -11,23 +14,31 @@ const SCHEMA = `
     expires INTEGER NOT NULL,
     status TEXT NOT NULL,
     background INTEGER NOT NULL,
+    bytes INTEGER NOT NULL,
+    items TEXT NOT NULL,
     response TEXT NOT NULL,
-    input TEXT NOT NULL,
-    bytes INTEGER NOT NULL
+    input TEXT NOT NULL
   );
-  CREATE INDEX IF NOT EXISTS stored_responses_expires ON stored_responses(expires);
+  CREATE INDEX IF NOT EXISTS stored_responses_expires ON stored_responses(expires, bytes);
   CREATE TABLE IF NOT EXISTS stored_response_items (
-    owner TEXT NOT NULL,
     item_id TEXT NOT NULL,
+    owner TEXT NOT NULL,
     response_id TEXT NOT NULL,
     created INTEGER NOT NULL,
-    expires INTEGER NOT NULL,
-    PRIMARY KEY (owner, item_id)
-  );
-  CREATE INDEX IF NOT EXISTS stored_response_items_item ON stored_response_items(item_id, created);
-  CREATE INDEX IF NOT EXISTS stored_response_items_response ON stored_response_items(response_id);
-  CREATE INDEX IF NOT EXISTS stored_response_items_expires ON stored_response_items(expires);
+    PRIMARY KEY (item_id, owner)
+  ) WITHOUT ROWID;
 `;
+
+/** Rows swept per transaction: an hourly sweep of many rows never holds the thread for long. */
+const SWEEP_CHUNK = 500;
+
+/** What deleting a row needs: its items' index entries are keyed by item id and owner. */
+interface Indexed {
+  id: string;
+  owner: string;
+  created: number;
+  items: string;
+}
 
 interface Raw {
   id: string;
@@ -43,33 +54,67 @@ interface Raw {
 export function sqliteRows(db: Database.Database): ResponseRows {
   db.exec(SCHEMA);
   const put = db.prepare(
-    `INSERT OR REPLACE INTO stored_responses (id, owner, created, expires, status, background, response, input, bytes)
-     VALUES (@id, @owner, @created, @expires, @status, @background, @response, @input, @bytes)`,
+    `INSERT OR REPLACE INTO stored_responses (id, owner, created, expires, status, background, bytes, items, response, input)
+     VALUES (@id, @owner, @created, @expires, @status, @background, @bytes, @items, @response, @input)`,
   );
   const get = db.prepare<[string], Raw>(
     'SELECT id, owner, created, expires, status, background, response, input FROM stored_responses WHERE id = ?',
   );
-  const index = db.prepare(
-    `INSERT OR REPLACE INTO stored_response_items (owner, item_id, response_id, created, expires)
-     SELECT owner, ?, id, created, expires FROM stored_responses WHERE id = ?`,
+  const index = db.prepare<[string, string, string, number]>(
+    'INSERT OR REPLACE INTO stored_response_items (item_id, owner, response_id, created) VALUES (?, ?, ?, ?)',
   );
   const findMine = db.prepare<[string, string], { r: string }>(
-    'SELECT response_id AS r FROM stored_response_items WHERE item_id = ? AND owner = ? ORDER BY created DESC LIMIT 1',
+    'SELECT response_id AS r FROM stored_response_items WHERE item_id = ? AND owner = ?',
   );
   const findAny = db.prepare<[string], { r: string }>(
     'SELECT response_id AS r FROM stored_response_items WHERE item_id = ? ORDER BY created DESC LIMIT 1',
   );
-  const unindex = db.prepare('DELETE FROM stored_response_items WHERE response_id = ?');
-  const sweepItems = db.prepare('DELETE FROM stored_response_items WHERE expires < ?');
-  const indexAll = (id: string, items: string[]) => {
-    for (const item of items) index.run(item, id);
-  };
+  const indexed = db.prepare<[string], Indexed>('SELECT id, owner, created, items FROM stored_responses WHERE id = ?');
+  const unindex = db.prepare<[string, string, string]>(
+    'DELETE FROM stored_response_items WHERE item_id = ? AND owner = ? AND response_id = ?',
+  );
+  const del = db.prepare<[string]>('DELETE FROM stored_responses WHERE id = ?');
+  const expired = db.prepare<[number, number], Indexed>(
+    'SELECT id, owner, created, items FROM stored_responses WHERE expires < ? LIMIT ?',
+  );
+  const settleRow = db.prepare<[string, string, number, string, string]>(
+    `UPDATE stored_responses SET status = ?, response = ?, bytes = ? + length(CAST(input AS BLOB)), items = ?
+     WHERE id = ? AND status IN (${RUNNING.map((s) => `'${s}'`).join(', ')})`,
+  );
+  const bytes = db.prepare<[], { b: number | null }>('SELECT SUM(bytes) AS b FROM stored_responses');
+
   const putAll = db.transaction((rows: readonly StoredRow[]) => {
     for (const row of rows) {
-      put.run({ ...row, background: row.background ? 1 : 0, bytes: rowBytes(row) });
-      indexAll(row.id, itemIdsOf(row.response, row.input));
+      const items = itemIdsOf(row.response, row.input);
+      put.run({
+        ...row,
+        background: row.background ? 1 : 0,
+        bytes: rowBytes(row),
+        items: JSON.stringify(items),
+      });
+      for (const item of items) index.run(item, row.owner, row.id, row.created);
     }
   });
+  /** Deletes a response and the index entries that still point at it. */
+  const remove = (row: Indexed): boolean => {
+    for (const item of JSON.parse(row.items) as string[]) unindex.run(item, row.owner, row.id);
+    return del.run(row.id).changes > 0;
+  };
+  const removeOne = db.transaction(remove);
+  const removeAll = db.transaction((rows: readonly Indexed[]) => {
+    for (const row of rows) remove(row);
+  });
+  const settleAll = db.transaction((id: string, status: string, response: string): boolean => {
+    const row = indexed.get(id);
+    if (!row) return false;
+    const added = itemIdsOf(response);
+    const items = [...new Set([...(JSON.parse(row.items) as string[]), ...added])];
+    if (settleRow.run(status, response, Buffer.byteLength(response), JSON.stringify(items), id).changes === 0)
+      return false;
+    for (const item of added) index.run(item, row.owner, id, row.created);
+    return true;
+  });
+
   // The rows of concurrent requests go in one transaction per event-loop turn: a commit costs more
   // than a row (half the main thread at 16 callers, one commit each). Each caller still waits for
   // its row's commit; every read first commits what waits, so nothing is read around it.
@@ -94,18 +139,6 @@ export function sqliteRows(db: Database.Database): ResponseRows {
       }
     }
   };
-  const settleAll = db.transaction((id: string, status: string, response: string): boolean => {
-    if (settle.run(status, response, Buffer.byteLength(response), id).changes === 0) return false;
-    indexAll(id, itemIdsOf(response));
-    return true;
-  });
-  const del = db.prepare('DELETE FROM stored_responses WHERE id = ?');
-  const settle = db.prepare(
-    `UPDATE stored_responses SET status = ?, response = ?, bytes = ? + length(CAST(input AS BLOB))
-     WHERE id = ? AND status IN (${RUNNING.map((s) => `'${s}'`).join(', ')})`,
-  );
-  const sweep = db.prepare('DELETE FROM stored_responses WHERE expires < ?');
-  const bytes = db.prepare<[], { b: number | null }>('SELECT SUM(bytes) AS b FROM stored_responses');
   return {
     ready: async () => {},
     put: (row: StoredRow) =>
@@ -126,8 +159,8 @@ export function sqliteRows(db: Database.Database): ResponseRows {
     },
     delete: async (id) => {
       commit();
-      unindex.run(id);
-      return del.run(id).changes > 0;
+      const row = indexed.get(id);
+      return row !== undefined && removeOne(row);
     },
     settle: async (id, status, response) => {
       commit();
@@ -135,8 +168,15 @@ export function sqliteRows(db: Database.Database): ResponseRows {
     },
     sweep: async (now) => {
       commit();
-      sweepItems.run(now);
-      return sweep.run(now).changes;
+      let swept = 0;
+      for (;;) {
+        const rows = expired.all(now, SWEEP_CHUNK);
+        removeAll(rows);
+        swept += rows.length;
+        if (rows.length < SWEEP_CHUNK) return swept;
+        // Requests run between chunks.
+        await new Promise((r) => setImmediate(r));
+      }
     },
     bytes: async () => {
       commit();

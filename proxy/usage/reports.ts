@@ -1,4 +1,4 @@
-import { Worker } from 'node:worker_threads';
+import { AskedThread, besideThis, type ThreadAnswer } from '../threads/asked-thread.js';
 import type {
   AnalyticsNumbers,
   GpuTimeRow,
@@ -56,62 +56,12 @@ export type ReportRequest =
   | { id: number; kind: 'insert'; records: StoredUsage[] }
   | { id: number; kind: 'gpu-time'; rows: GpuTimeRow[] };
 
-/** A request before it is numbered (Omit applied to each member of the union). */
-type Unnumbered<T> = T extends unknown ? Omit<T, 'id'> : never;
-
-export type ReportResponse = { id: number; result: unknown } | { id: number; error: string };
+export type ReportResponse = ThreadAnswer;
 
 /** A thread with its own connection to the usage file, asked by message (proxy/usage/report-worker.ts). */
-class UsageThread {
-  private readonly worker: Worker;
-  private nextId = 0;
-  private readonly pending = new Map<number, { resolve: (v: unknown) => void; reject: (e: Error) => void }>();
-
+class UsageThread extends AskedThread<ReportRequest> {
   constructor(path: string) {
-    // Built (dist/), the worker is a .js file; run from source (tsx), a thread does not inherit
-    // tsx's loader, so a two-line bootstrap registers it before importing the .ts file.
-    const fromSource = import.meta.url.endsWith('.ts');
-    const entry = new URL(`./report-worker.${fromSource ? 'ts' : 'js'}`, import.meta.url);
-    this.worker = fromSource
-      ? new Worker(
-          `import('tsx/esm/api').then((tsx) => { tsx.register(); return import(${JSON.stringify(entry.href)}); });`,
-          { eval: true, workerData: { path } },
-        )
-      : new Worker(entry, { workerData: { path } });
-    this.worker.unref();
-    this.worker.on('message', (m: ReportResponse) => {
-      const p = this.pending.get(m.id);
-      if (!p) return;
-      this.pending.delete(m.id);
-      if (this.pending.size === 0) this.worker.unref();
-      if ('error' in m) p.reject(new Error(m.error));
-      else p.resolve(m.result);
-    });
-    this.worker.on('error', (err) => this.failAll(err));
-    this.worker.on('exit', (code) => this.failAll(new Error(`report worker exited (${code})`)));
-  }
-
-  protected dead: Error | undefined;
-
-  private failAll(err: Error): void {
-    this.dead = err;
-    for (const p of this.pending.values()) p.reject(err);
-    this.pending.clear();
-  }
-
-  protected ask<T>(req: Unnumbered<ReportRequest>): Promise<T> {
-    const id = this.nextId++;
-    if (this.dead) return Promise.reject(this.dead);
-    // Held while it owes an answer: a shutdown awaiting the last batch must not exit under it.
-    if (this.pending.size === 0) this.worker.ref();
-    return new Promise<T>((resolve, reject) => {
-      this.pending.set(id, { resolve: resolve as (v: unknown) => void, reject });
-      this.worker.postMessage({ ...req, id });
-    });
-  }
-
-  async close(): Promise<void> {
-    await this.worker.terminate();
+    super(besideThis(import.meta.url, 'report-worker'), { path }, 'report worker');
   }
 }
 
