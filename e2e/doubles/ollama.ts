@@ -382,6 +382,10 @@ export async function startOllamaDouble(opts: OllamaDoubleOptions = {}): Promise
     const model = nonEmptyString(body.model);
     if (model === undefined || findModel(model) === undefined) return modelNotFound(res, body.model);
     const b: Behavior = { ...behavior };
+    // The first byte waits as on chat (a slow model on demand); a caller that leaves ends the wait.
+    const left = new AbortController();
+    res.once('close', () => left.abort());
+    if (!(await sleep(b.firstByteDelayMs, left.signal))) return;
     const max = typeof body.max_output_tokens === 'number' ? body.max_output_tokens : undefined;
     const n = max !== undefined ? Math.min(max, b.completionTokens) : b.completionTokens;
     const inputTokens = wordsOf(body.input) + wordsOf(body.instructions ?? '');

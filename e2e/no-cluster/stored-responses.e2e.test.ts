@@ -13,6 +13,7 @@ import { buildRoutes, type InClusterRoute, RouteTable } from '../../proxy/routin
 import { postgresRows } from '../../proxy/stored-responses/postgres-rows.js';
 import { OpenAICompatibleUpstream } from '../../proxy/upstreams/openai-compatible.js';
 import type { Upstream } from '../../proxy/upstreams/upstream.js';
+import { startOllamaDouble } from '../doubles/ollama.js';
 import { OLLAMA_MODEL, type OllamaServer, startOllama } from '../ollama/server.js';
 import { type Postgres, startPostgres } from '../postgres/server.js';
 import { startGateway, type TestGateway } from '../support/gateway.js';
@@ -355,4 +356,50 @@ describe('a standalone proxy process on an SQLite file', () => {
       rmSync(dir, { recursive: true, force: true });
     }
   }, 90_000);
+});
+
+describe('two replicas on one PostgreSQL', () => {
+  it('a background response running on one is cancelled through the other: its call stops within seconds', async () => {
+    // A double answering after 60 s (a delay on demand): the call is surely running when cancelled.
+    const slow = await startOllamaDouble({ models: ['slow:1b'], record: false });
+    slow.behave({ firstByteDelayMs: 60_000 });
+    const signals: AbortSignal[] = [];
+    const replica = async () => {
+      const routes = new RouteTable();
+      const md = { model: 'slow:1b', serviceName: 'slow', port: 11434, replicas: 1, endpoint: slow.url };
+      routes.set(
+        buildRoutes(
+          [{ apiVersion: 'ai.platform/v1beta1', kind: 'ModelDeployment', metadata: { name: 'slow' }, spec: md }],
+          { standalone: true },
+        ),
+      );
+      const keys = new ApiKeys();
+      keys.setManaged([apiKey('a', 'team-a', KEY)].flatMap((k) => policyOf(k) ?? []));
+      const real = new OpenAICompatibleUpstream();
+      const inCluster: Upstream<InClusterRoute> = {
+        dialects: (r) => real.dialects(r),
+        send: (call) => {
+          signals.push(call.signal);
+          return real.send(call);
+        },
+      };
+      return startGateway({ usage: { db: dbUrl() }, logger }, { routes, keys, inCluster });
+    };
+    const [a, b] = await Promise.all([replica(), replica()]);
+    try {
+      const on = (g: TestGateway) => new OpenAI({ baseURL: `${g.url}/openai/v1`, apiKey: KEY, maxRetries: 0 });
+      const queued = await on(a).responses.create({ model: 'slow:1b', input: 'take your time', background: true });
+      await expect.poll(() => signals.length, { timeout: 10_000 }).toBe(1);
+      const cancelled = await on(b).responses.cancel(queued.id);
+      expect(cancelled.status).toBe('cancelled');
+      const from = Date.now();
+      // Replica a learns it from the row (it polls each second) and stops its call.
+      await expect.poll(() => signals[0]?.aborted, { timeout: 10_000, interval: 100 }).toBe(true);
+      expect(Date.now() - from).toBeLessThan(5_000);
+      expect((await on(a).responses.retrieve(queued.id)).status).toBe('cancelled');
+    } finally {
+      await Promise.all([a.stop(), b.stop()]);
+      await slow.close();
+    }
+  }, 60_000);
 });

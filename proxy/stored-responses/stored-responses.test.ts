@@ -432,6 +432,18 @@ describe('background responses', () => {
     expect(sent).toHaveLength(0);
   });
 
+  it('ends failed with response_too_large where its answer passes the bound: what can be kept says why', async () => {
+    double.behave({ completionTokens: 6_000 });
+    try {
+      const queued = await created(TEAM_A, { model: LLAMA, input: 'a long one', background: true });
+      const done = await poll(String(queued.id), (s) => s !== 'in_progress' && s !== 'queued');
+      expect(done).toMatchObject({ id: queued.id, status: 'failed', error: { code: 'response_too_large' } });
+      expect(JSON.stringify(done).length).toBeLessThan(MAX_BYTES);
+    } finally {
+      double.reset();
+    }
+  });
+
   it('cancels: the running call is aborted and the response stays cancelled', async () => {
     let aborted: Promise<void> = Promise.resolve();
     hold = (call) => {
