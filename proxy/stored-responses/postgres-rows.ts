@@ -41,10 +41,14 @@ const INDEX_ITEMS = (param: string) => `
   SELECT i, r.owner, r.id, r.created FROM r, unnest(${param}::text[]) AS i
   ON CONFLICT (item_id, owner) DO UPDATE SET response_id = EXCLUDED.response_id, created = EXCLUDED.created`;
 
-/** The index entries still pointing at the responses of `gone` (a CTE returning id, owner, items), deleted. */
+/**
+ * The index entries still pointing at the responses of `gone` (a CTE returning id, owner, items),
+ * deleted: one key lookup per item (unnested first, so the planner joins on the key).
+ */
 const UNINDEX_ITEMS = `
-  DELETE FROM stored_response_items i USING gone
-  WHERE i.item_id = ANY (gone.items) AND i.owner = gone.owner AND i.response_id = gone.id`;
+  DELETE FROM stored_response_items i
+  USING (SELECT unnest(items) AS item_id, owner, id FROM gone) g
+  WHERE i.item_id = g.item_id AND i.owner = g.owner AND i.response_id = g.id`;
 
 interface Raw {
   id: string;

@@ -54,12 +54,44 @@ describe('stored Responses written by their own thread', () => {
       const bytes = await rows.bytes();
       const sum = db.prepare('SELECT SUM(bytes) AS b FROM stored_responses').get() as { b: number };
       expect(bytes).toBe(sum.b);
-      // Committed to the file: another connection sees them.
+      // Committed to the file, read on the request thread's connection.
       expect(db.prepare('SELECT count(*) AS n FROM stored_responses').get()).toEqual({ n: 20 });
     } finally {
       await rows.close();
       db.close();
     }
+  });
+
+  it('are written on a connection of their own: a put waits for a lock held here, the thread not', async () => {
+    const db = usageFile();
+    const rows = threadRows(db);
+    try {
+      await rows.put(row('resp_first'));
+      db.exec('BEGIN IMMEDIATE');
+      let stored = false;
+      const put = rows.put(row('resp_locked')).then(() => {
+        stored = true;
+      });
+      // Made here, the put would go into this connection's open transaction at once.
+      await new Promise((r) => setTimeout(r, 300));
+      expect(stored).toBe(false);
+      db.exec('COMMIT');
+      await put;
+      expect((await rows.get('resp_locked'))?.id).toBe('resp_locked');
+    } finally {
+      await rows.close();
+      db.close();
+    }
+  });
+
+  it('closes once what it was handed is committed', async () => {
+    const db = usageFile();
+    const rows = threadRows(db);
+    const puts = Array.from({ length: 50 }, (_, i) => rows.put(row(`resp_late${i}`)));
+    await rows.close();
+    await Promise.all(puts);
+    expect(db.prepare('SELECT count(*) AS n FROM stored_responses').get()).toEqual({ n: 50 });
+    db.close();
   });
 
   it('are written here once the thread is gone, and nothing put is lost', async () => {

@@ -160,18 +160,21 @@ export function sqliteRows(db: Database.Database): ResponseRows {
     delete: async (id) => {
       commit();
       const row = indexed.get(id);
-      return row !== undefined && removeOne(row);
+      return row !== undefined && removeOne.immediate(row);
     },
     settle: async (id, status, response) => {
       commit();
-      return settleAll(id, status, response);
+      // Immediate: it reads before it writes, and a read transaction that later wants to write
+      // fails at once (no busy wait) when another connection wrote in between (the usage inserts'
+      // thread shares the file); taking the write lock first waits as every other write does.
+      return settleAll.immediate(id, status, response);
     },
     sweep: async (now) => {
       commit();
       let swept = 0;
       for (;;) {
         const rows = expired.all(now, SWEEP_CHUNK);
-        removeAll(rows);
+        removeAll.immediate(rows);
         swept += rows.length;
         if (rows.length < SWEEP_CHUNK) return swept;
         // Requests run between chunks.

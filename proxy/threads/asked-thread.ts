@@ -18,6 +18,8 @@ export class AskedThread<Req> {
   private nextId = 0;
   private readonly pending = new Map<number, { resolve: (v: unknown) => void; reject: (e: Error) => void }>();
   protected dead: Error | undefined;
+  /** Called when the last answer owed arrives (close waits for it). */
+  private drained: (() => void) | undefined;
 
   /** `entry`: the worker module beside the caller, as a `.ts` URL when run from source. */
   constructor(entry: URL, workerData: unknown, name: string) {
@@ -34,7 +36,10 @@ export class AskedThread<Req> {
       const p = this.pending.get(m.id);
       if (!p) return;
       this.pending.delete(m.id);
-      if (this.pending.size === 0) this.worker.unref();
+      if (this.pending.size === 0) {
+        this.worker.unref();
+        this.drained?.();
+      }
       if ('error' in m) p.reject(new Error(m.error));
       else p.resolve(m.result);
     });
@@ -46,6 +51,7 @@ export class AskedThread<Req> {
     this.dead = err;
     for (const p of this.pending.values()) p.reject(err);
     this.pending.clear();
+    this.drained?.();
   }
 
   protected ask<T>(req: Unnumbered<Req>): Promise<T> {
@@ -59,7 +65,19 @@ export class AskedThread<Req> {
     });
   }
 
-  async close(): Promise<void> {
+  /**
+   * Stops the thread once it has answered what it owes (a write it was handed is committed, not
+   * cut off), or after `graceMs` where it does not.
+   */
+  async close(graceMs = 5_000): Promise<void> {
+    if (this.pending.size > 0 && !this.dead) {
+      const answered = new Promise<void>((resolve) => {
+        this.drained = resolve;
+      });
+      let timer: NodeJS.Timeout | undefined;
+      await Promise.race([answered, new Promise((r) => (timer = setTimeout(r, graceMs)))]);
+      clearTimeout(timer);
+    }
     await this.worker.terminate();
   }
 }
