@@ -188,6 +188,43 @@ describe('the SQLite rows in numbers', () => {
   });
 });
 
+describe('a file of the earlier layout', () => {
+  it('is rebuilt on open, every row kept and its items indexed', async () => {
+    const db = new Database(':memory:');
+    // The layout of an earlier, unreleased build: no items column, the index keyed (owner, item_id).
+    db.exec(`
+      CREATE TABLE stored_responses (id TEXT PRIMARY KEY, owner TEXT NOT NULL, created INTEGER NOT NULL,
+        expires INTEGER NOT NULL, status TEXT NOT NULL, background INTEGER NOT NULL, response TEXT NOT NULL,
+        input TEXT NOT NULL, bytes INTEGER NOT NULL);
+      CREATE INDEX stored_responses_expires ON stored_responses(expires);
+      CREATE TABLE stored_response_items (owner TEXT NOT NULL, item_id TEXT NOT NULL, response_id TEXT NOT NULL,
+        created INTEGER NOT NULL, expires INTEGER NOT NULL, PRIMARY KEY (owner, item_id));
+    `);
+    const response = JSON.stringify({ id: 'resp_old', output: [{ id: 'msg_old', type: 'message' }] });
+    db.prepare('INSERT INTO stored_responses VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)').run(
+      'resp_old',
+      'team:a',
+      1,
+      Date.now() + DAY,
+      'completed',
+      0,
+      response,
+      '[{"id":"msg_in","type":"message"}]',
+      10,
+    );
+    rows = sqliteRows(db);
+    expect(await rows.get('resp_old')).toMatchObject({ id: 'resp_old', owner: 'team:a', response, background: false });
+    expect(await rows.findItem('msg_old', 'team:a')).toBe('resp_old');
+    expect(await rows.findItem('msg_in', 'team:a')).toBe('resp_old');
+    const plan = db.prepare('EXPLAIN QUERY PLAN SELECT SUM(bytes) AS b FROM stored_responses').all();
+    expect(JSON.stringify(plan)).toContain('COVERING INDEX');
+    expect(db.prepare("SELECT name FROM sqlite_master WHERE name = 'stored_responses_earlier'").get()).toBeUndefined();
+    // Opened again, nothing changes.
+    rows = sqliteRows(db);
+    expect((await rows.get('resp_old'))?.id).toBe('resp_old');
+  });
+});
+
 describe('pageOf', () => {
   const items = ['a', 'b', 'c', 'd', 'e'].map((id) => ({ id }));
   const page = (q: string) => pageOf(items, new URLSearchParams(q));

@@ -40,6 +40,8 @@ interface Indexed {
   items: string;
 }
 
+const RAW_COLUMNS = 'id, owner, created, expires, status, background, response, input';
+
 interface Raw {
   id: string;
   owner: string;
@@ -51,15 +53,35 @@ interface Raw {
   input: string;
 }
 
+/**
+ * A file made by an earlier build of this change (never released, but its files exist where it
+ * ran: `npm start` keeps usage.db in the working directory) has the rows without their `items`
+ * and the item index keyed the other way. Its rows are set aside under EARLIER, put again once
+ * the new tables exist, and EARLIER dropped in the same transaction: a crash between the two
+ * steps leaves EARLIER for the next start to finish.
+ */
+const EARLIER = 'stored_responses_earlier';
+
+function setEarlierLayoutAside(db: Database.Database): void {
+  const columns = db.prepare<[], { name: string }>("SELECT name FROM pragma_table_info('stored_responses')").all();
+  if (columns.length === 0 || columns.some((c) => c.name === 'items')) return;
+  db.exec(`
+    ALTER TABLE stored_responses RENAME TO ${EARLIER};
+    DROP INDEX IF EXISTS stored_responses_expires;
+    DROP TABLE IF EXISTS stored_response_items;
+  `);
+}
+
 export function sqliteRows(db: Database.Database): ResponseRows {
-  db.exec(SCHEMA);
+  db.transaction(() => {
+    setEarlierLayoutAside(db);
+    db.exec(SCHEMA);
+  }).immediate();
   const put = db.prepare(
     `INSERT OR REPLACE INTO stored_responses (id, owner, created, expires, status, background, bytes, items, response, input)
      VALUES (@id, @owner, @created, @expires, @status, @background, @bytes, @items, @response, @input)`,
   );
-  const get = db.prepare<[string], Raw>(
-    'SELECT id, owner, created, expires, status, background, response, input FROM stored_responses WHERE id = ?',
-  );
+  const get = db.prepare<[string], Raw>(`SELECT ${RAW_COLUMNS} FROM stored_responses WHERE id = ?`);
   const index = db.prepare<[string, string, string, number]>(
     'INSERT OR REPLACE INTO stored_response_items (item_id, owner, response_id, created) VALUES (?, ?, ?, ?)',
   );
@@ -114,6 +136,13 @@ export function sqliteRows(db: Database.Database): ResponseRows {
     for (const item of added) index.run(item, row.owner, id, row.created);
     return true;
   });
+
+  if (db.prepare(`SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = '${EARLIER}'`).get())
+    db.transaction(() => {
+      const rows = db.prepare<[], Raw>(`SELECT ${RAW_COLUMNS} FROM ${EARLIER}`).all();
+      putAll(rows.map((r) => ({ ...r, background: r.background === 1 })));
+      db.exec(`DROP TABLE ${EARLIER}`);
+    }).immediate();
 
   // The rows of concurrent requests go in one transaction per event-loop turn: a commit costs more
   // than a row (half the main thread at 16 callers, one commit each). Each caller still waits for
