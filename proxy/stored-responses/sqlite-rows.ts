@@ -72,81 +72,62 @@ function setEarlierLayoutAside(db: Database.Database): void {
   `);
 }
 
-export function sqliteRows(db: Database.Database): ResponseRows {
-  db.transaction(() => {
-    setEarlierLayoutAside(db);
-    db.exec(SCHEMA);
-  }).immediate();
+/** The transactions that change the rows, each over its prepared statements. */
+function writesOf(db: Database.Database) {
   const put = db.prepare(
     `INSERT OR REPLACE INTO stored_responses (id, owner, created, expires, status, background, bytes, items, response, input)
      VALUES (@id, @owner, @created, @expires, @status, @background, @bytes, @items, @response, @input)`,
   );
-  const get = db.prepare<[string], Raw>(`SELECT ${RAW_COLUMNS} FROM stored_responses WHERE id = ?`);
   const index = db.prepare<[string, string, string, number]>(
     'INSERT OR REPLACE INTO stored_response_items (item_id, owner, response_id, created) VALUES (?, ?, ?, ?)',
-  );
-  const findMine = db.prepare<[string, string], { r: string }>(
-    'SELECT response_id AS r FROM stored_response_items WHERE item_id = ? AND owner = ?',
-  );
-  const findAny = db.prepare<[string], { r: string }>(
-    'SELECT response_id AS r FROM stored_response_items WHERE item_id = ? ORDER BY created DESC LIMIT 1',
   );
   const indexed = db.prepare<[string], Indexed>('SELECT id, owner, created, items FROM stored_responses WHERE id = ?');
   const unindex = db.prepare<[string, string, string]>(
     'DELETE FROM stored_response_items WHERE item_id = ? AND owner = ? AND response_id = ?',
   );
   const del = db.prepare<[string]>('DELETE FROM stored_responses WHERE id = ?');
-  const expired = db.prepare<[number, number], Indexed>(
-    'SELECT id, owner, created, items FROM stored_responses WHERE expires < ? LIMIT ?',
-  );
   const settleRow = db.prepare<[string, string, number, string, string]>(
     `UPDATE stored_responses SET status = ?, response = ?, bytes = ? + length(CAST(input AS BLOB)), items = ?
      WHERE id = ? AND status IN (${RUNNING.map((s) => `'${s}'`).join(', ')})`,
   );
-  const bytes = db.prepare<[], { b: number | null }>('SELECT SUM(bytes) AS b FROM stored_responses');
-
-  const putAll = db.transaction((rows: readonly StoredRow[]) => {
-    for (const row of rows) {
-      const items = itemIdsOf(row.response, row.input);
-      put.run({
-        ...row,
-        background: row.background ? 1 : 0,
-        bytes: rowBytes(row),
-        items: JSON.stringify(items),
-      });
-      for (const item of items) index.run(item, row.owner, row.id, row.created);
-    }
-  });
   /** Deletes a response and the index entries that still point at it. */
   const remove = (row: Indexed): boolean => {
     for (const item of JSON.parse(row.items) as string[]) unindex.run(item, row.owner, row.id);
     return del.run(row.id).changes > 0;
   };
-  const removeOne = db.transaction(remove);
-  const removeAll = db.transaction((rows: readonly Indexed[]) => {
-    for (const row of rows) remove(row);
-  });
-  const settleAll = db.transaction((id: string, status: string, response: string): boolean => {
-    const row = indexed.get(id);
-    if (!row) return false;
-    const added = itemIdsOf(response);
-    const items = [...new Set([...(JSON.parse(row.items) as string[]), ...added])];
-    if (settleRow.run(status, response, Buffer.byteLength(response), JSON.stringify(items), id).changes === 0)
-      return false;
-    for (const item of added) index.run(item, row.owner, id, row.created);
-    return true;
-  });
+  return {
+    indexed,
+    putAll: db.transaction((rows: readonly StoredRow[]) => {
+      for (const row of rows) {
+        const items = itemIdsOf(row.response, row.input);
+        put.run({ ...row, background: row.background ? 1 : 0, bytes: rowBytes(row), items: JSON.stringify(items) });
+        for (const item of items) index.run(item, row.owner, row.id, row.created);
+      }
+    }),
+    removeOne: db.transaction(remove),
+    removeAll: db.transaction((rows: readonly Indexed[]) => {
+      for (const row of rows) remove(row);
+    }),
+    settleAll: db.transaction((id: string, status: string, response: string): boolean => {
+      const row = indexed.get(id);
+      if (!row) return false;
+      const added = itemIdsOf(response);
+      const items = [...new Set([...(JSON.parse(row.items) as string[]), ...added])];
+      if (settleRow.run(status, response, Buffer.byteLength(response), JSON.stringify(items), id).changes === 0)
+        return false;
+      for (const item of added) index.run(item, row.owner, id, row.created);
+      return true;
+    }),
+  };
+}
 
-  if (db.prepare(`SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = '${EARLIER}'`).get())
-    db.transaction(() => {
-      const rows = db.prepare<[], Raw>(`SELECT ${RAW_COLUMNS} FROM ${EARLIER}`).all();
-      putAll(rows.map((r) => ({ ...r, background: r.background === 1 })));
-      db.exec(`DROP TABLE ${EARLIER}`);
-    }).immediate();
-
-  // The rows of concurrent requests go in one transaction per event-loop turn: a commit costs more
-  // than a row (half the main thread at 16 callers, one commit each). Each caller still waits for
-  // its row's commit; every read first commits what waits, so nothing is read around it.
+/**
+ * The rows of concurrent requests put in one transaction per event-loop turn: a commit costs more
+ * than a row (half the main thread at 16 callers, one commit each). Each caller still waits for
+ * its row's commit; `commit` puts what waits now (every read calls it first, so nothing is read
+ * around a row put before it).
+ */
+function batchedPuts(putAll: (rows: readonly StoredRow[]) => void) {
   const waiting: Array<{ row: StoredRow; done: () => void; failed: (err: unknown) => void }> = [];
   let scheduled = false;
   const commit = () => {
@@ -168,15 +149,43 @@ export function sqliteRows(db: Database.Database): ResponseRows {
       }
     }
   };
+  const put = (row: StoredRow) =>
+    new Promise<void>((done, failed) => {
+      waiting.push({ row, done, failed });
+      if (scheduled) return;
+      scheduled = true;
+      setImmediate(commit);
+    });
+  return { put, commit };
+}
+
+export function sqliteRows(db: Database.Database): ResponseRows {
+  db.transaction(() => {
+    setEarlierLayoutAside(db);
+    db.exec(SCHEMA);
+  }).immediate();
+  const { indexed, putAll, removeOne, removeAll, settleAll } = writesOf(db);
+  if (db.prepare(`SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = '${EARLIER}'`).get())
+    db.transaction(() => {
+      const rows = db.prepare<[], Raw>(`SELECT ${RAW_COLUMNS} FROM ${EARLIER}`).all();
+      putAll(rows.map((r) => ({ ...r, background: r.background === 1 })));
+      db.exec(`DROP TABLE ${EARLIER}`);
+    }).immediate();
+  const get = db.prepare<[string], Raw>(`SELECT ${RAW_COLUMNS} FROM stored_responses WHERE id = ?`);
+  const findMine = db.prepare<[string, string], { r: string }>(
+    'SELECT response_id AS r FROM stored_response_items WHERE item_id = ? AND owner = ?',
+  );
+  const findAny = db.prepare<[string], { r: string }>(
+    'SELECT response_id AS r FROM stored_response_items WHERE item_id = ? ORDER BY created DESC LIMIT 1',
+  );
+  const expired = db.prepare<[number, number], Indexed>(
+    'SELECT id, owner, created, items FROM stored_responses WHERE expires < ? LIMIT ?',
+  );
+  const bytes = db.prepare<[], { b: number | null }>('SELECT SUM(bytes) AS b FROM stored_responses');
+  const { put, commit } = batchedPuts(putAll);
   return {
     ready: async () => {},
-    put: (row: StoredRow) =>
-      new Promise<void>((done, failed) => {
-        waiting.push({ row, done, failed });
-        if (scheduled) return;
-        scheduled = true;
-        setImmediate(commit);
-      }),
+    put,
     findItem: async (itemId, owner) => {
       commit();
       return (owner === undefined ? findAny.get(itemId) : findMine.get(itemId, owner))?.r;
