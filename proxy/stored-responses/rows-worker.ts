@@ -1,15 +1,11 @@
 import { parentPort, workerData } from 'node:worker_threads';
-import Database from 'better-sqlite3';
 import type { Numbered, ThreadAnswer } from '../threads/asked-thread.js';
+import { openUsageFile } from '../usage/sqlite-store.js';
 import type { RowsWrite } from './rows-thread.js';
 import { sqliteRows } from './sqlite-rows.js';
 
 /** The writer thread of proxy/stored-responses/rows-thread.ts: its own connection to the usage file. */
-const db = new Database((workerData as { path: string }).path);
-// As the usage store's connections (proxy/usage/sqlite-store.ts): the file is already in WAL mode.
-db.pragma('synchronous = NORMAL');
-db.pragma('busy_timeout = 5000');
-const rows = sqliteRows(db);
+const rows = sqliteRows(openUsageFile((workerData as { path: string }).path));
 
 async function run(req: RowsWrite): Promise<unknown> {
   switch (req.kind) {

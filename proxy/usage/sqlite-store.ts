@@ -167,6 +167,21 @@ const SCHEMA = `
 const GPU_TABLES = { gpuTime: 'gpu_time', gpuHour: 'gpu_hour', rollup: 'rollup' };
 const GPU_CTES = gpuCostCtes(GPU_TABLES, '@gfrom', '@gto');
 
+/**
+ * A connection to the usage file as every connection to it is made (the store's, its threads',
+ * the stored Responses' writer): the directory made, WAL, NORMAL sync, the busy wait.
+ */
+export function openUsageFile(path: string): Database.Database {
+  if (path !== ':memory:') mkdirSync(dirname(path), { recursive: true });
+  const db = new Database(path);
+  // WAL: readers (reports) never block the writer; NORMAL sync is durable across process crashes.
+  db.pragma('journal_mode = WAL');
+  db.pragma('synchronous = NORMAL');
+  // Proxy replicas on one node share the file: a writer waits for another's transaction.
+  db.pragma('busy_timeout = 5000');
+  return db;
+}
+
 export class SqliteUsageStore implements UsageStore {
   /** The file's connection: the stored Responses (proxy/stored-responses/) keep their table in it. */
   readonly db: Database.Database;
@@ -177,13 +192,7 @@ export class SqliteUsageStore implements UsageStore {
   private readonly spendCredits: (records: StoredUsage[]) => void;
 
   constructor(path: string) {
-    if (path !== ':memory:') mkdirSync(dirname(path), { recursive: true });
-    this.db = new Database(path);
-    // WAL: readers (reports) never block the writer; NORMAL sync is durable across process crashes.
-    this.db.pragma('journal_mode = WAL');
-    this.db.pragma('synchronous = NORMAL');
-    // Proxy replicas on one node share the file: a writer waits for another's transaction.
-    this.db.pragma('busy_timeout = 5000');
+    this.db = openUsageFile(path);
     this.db.exec(SCHEMA);
     this.migrate();
     const exists = this.db.prepare('SELECT 1 FROM requests WHERE request_id = ? AND ts = ?');
