@@ -35,22 +35,23 @@ interface RoutingThresholds {
   frontier?: number;
 }
 
-/** One labelled example of the semantic scorer: a prompt and the lowest tier that answers it well. */
+/** One labelled example for the policy's classifier: a prompt and the lowest tier that answers it well. */
 export interface RoutingExample {
   tier: RoutingTier;
   prompt: string;
 }
 
+/** Retrains the policy's classifier on the bank plus these examples, in this embedding model's space. */
 export interface SemanticScorer {
-  /** An embedding model the gateway routes (its OpenAI embeddings endpoint embeds examples and prompts). */
-  embeddingModel: string;
+  /** An embedding model the gateway routes (its OpenAI embeddings endpoint embeds the bank, examples and prompts); absent: the built-in embedding. */
+  embeddingModel?: string;
   /** Examples kept in the policy. */
   examples?: RoutingExample[];
   /** More examples from a ConfigMap in platform-agent: a YAML list of {tier, prompt} under `key`. */
   examplesFrom?: { configMapName: string; key: string };
-  /** Nearest neighbours that vote; default 5. */
+  /** Ignored (the neighbours' vote this set is gone); kept so that existing manifests apply. */
   neighbours?: number;
-  /** Weight of the neighbours' vote against the built-in features, 0..1; default 0.5. */
+  /** Ignored, as neighbours. */
   weight?: number;
 }
 

@@ -192,7 +192,7 @@ describe('CEL rules', () => {
         "RoutingPolicy.spec.enabled: self.metadata.name == 'default' || !has(self.spec.enabled) || !self.spec.enabled",
         "RoutingPolicy.spec.baseline: !has(self.baseline) || self.models.exists(m, m.name == self.baseline)",
         "RoutingPolicy.spec.scorer.thresholds.standard: !has(self.standard) || !has(self.frontier) || self.standard < self.frontier",
-        "RoutingPolicy.spec.scorer.semantic.examples: (has(self.examples) && size(self.examples) > 0) || has(self.examplesFrom)",
+        "RoutingPolicy.spec.scorer.semantic.examples: has(self.embeddingModel) || (has(self.examples) && size(self.examples) > 0) || has(self.examplesFrom)",
       ]
     `);
   });

@@ -166,7 +166,11 @@ describe('the OpenAI SDK with model "auto" (chat completions)', () => {
     for (const prompt of [HARD, MATH]) {
       const before = hosted.calls.length;
       const { data, response } = await gateway().chat.completions.create(chat(prompt)).withResponse();
-      expectRouted(response.headers, FRONTIER, /^score; tier=Frontier; score=0\.\d\d; signals=.*code.*steps/);
+      expectRouted(
+        response.headers,
+        FRONTIER,
+        /^score; tier=Frontier; score=0\.\d\d; signals=learned; embedding=built-in$/,
+      );
       expect(data.model).toBe(FRONTIER);
       expect(data.choices[0]?.message.content).toBe(DOUBLE_ANSWER);
       expect(hosted.calls.slice(before).map((c) => (c.body as { model?: string }).model)).toEqual([FRONTIER]);

@@ -9,10 +9,10 @@ import type { RouteEntry, RouteTable } from '../routing/routes.js';
 import { type Backends, backendOf } from '../upstreams/backend.js';
 import { cascades } from './cascade.js';
 import { baselineOf, decide, degradeTo, outputCap, type RoutingReason } from './decide.js';
-import { featuresOf, type RequestFeatures } from './features.js';
+import { featuresOf, type RequestFeatures, scoredText } from './features.js';
+import { builtInScorer, type TextScoreKind, type TextScorer } from './learned/text-scorer.js';
 import { type Embedder, type ResolvedPolicy, type RoutingPolicies, takesTraffic } from './policies.js';
-import { scoreFeatures, tierOf } from './scorer.js';
-import { blend } from './semantic.js';
+import { scoreRequest, tierOf } from './scorer.js';
 
 /**
  * Whether a request is routed by a RoutingPolicy, and to which model: `auto` (`<policy>/auto`)
@@ -124,8 +124,9 @@ async function routeBy(
 ): Promise<Choice | ProxyError> {
   const { request, incoming, caller } = parsed;
   const features = featuresOf(incoming.endpoint.dialect, request.forward);
-  const difficulty = scoreFeatures(features);
-  const score = await semanticScore(deps, policy, features, difficulty.score);
+  const text = await textScore(deps, policy, features);
+  const difficulty = scoreRequest(features, text);
+  const score = difficulty.score;
   const need = tierOf(score, policy.thresholds);
   const usable = usableFor(deps, caller.policy);
   // An alias the caller sent stands for its model, which the pool may list by either name.
@@ -145,10 +146,16 @@ async function routeBy(
       : {}),
     usable,
   });
-  if (!decision) return noModelFits(policy, features);
+  if (!decision)
+    return noModelFits(
+      policy,
+      features,
+      policy.pool.some((m) => usable(m.name)),
+    );
   // count_tokens is routed too, and generates nothing to judge.
   const ladder = incoming.endpoint.does === 'generate' ? decision.ladder : [];
   const signals = difficulty.signals.length ? `; signals=${difficulty.signals.join(',')}` : '';
+  const unmet = decision.unmet ? `; ${decision.unmet}` : '';
   const cf = named ? request.model : (policy.baseline ?? baselineOf(policy.pool, undefined, features));
   const counterfactual = cf === undefined ? undefined : deps.routes.lookup(cf);
   return {
@@ -158,7 +165,7 @@ async function routeBy(
       requested: request.model,
       reason: decision.reason,
       tier: decision.tier,
-      detail: `tier=${decision.tier}; score=${score.toFixed(2)}${signals}`,
+      detail: `tier=${decision.tier}; score=${score.toFixed(2)}${signals}; embedding=${text.embedding}${unmet}`,
       features,
       ladder,
       cascade: policy.cascade,
@@ -183,18 +190,26 @@ function capsOf(policy: ResolvedPolicy, models: readonly string[], f: RequestFea
 const usableFor = (deps: RoutingDeps, key: KeyPolicy) => (name: string) =>
   mayCall(key, name) && takesTraffic(deps.routes.lookup(name));
 
-function noModelFits(policy: ResolvedPolicy, f: RequestFeatures): ProxyError {
-  const needs = [
-    `${f.inputTokens} input tokens`,
-    ...(f.tools ? ['tools'] : []),
-    ...(f.images ? ['images'] : []),
-    ...(f.reasoning === 'high' ? ['high reasoning effort'] : []),
-  ];
+/**
+ * No model of the pool can take the request: only hard constraints refuse (the key's allow-list
+ * and what takes traffic, the context window, tools, images), each named. A preference such as a
+ * reasoning effort never refuses (decide.ts).
+ */
+function noModelFits(policy: ResolvedPolicy, f: RequestFeatures, anyUsable: boolean): ProxyError {
+  if (!anyUsable)
+    return new ProxyError(
+      400,
+      'invalid_request_error',
+      'no_model_fits',
+      `this API key may call no model of the RoutingPolicy ${policy.name} that takes traffic now (its models allow-list, or models deploying or at zero replicas); name a model instead`,
+      'model',
+    );
+  const needs = [`${f.inputTokens} input tokens`, ...(f.tools ? ['tools'] : []), ...(f.images ? ['images'] : [])];
   return new ProxyError(
     400,
     'invalid_request_error',
     'no_model_fits',
-    `no model of the RoutingPolicy ${policy.name} that this API key may call and that takes traffic now serves this request (${needs.join(', ')}); name a model instead`,
+    `no model of the RoutingPolicy ${policy.name} that this API key may call serves what this request needs (${needs.join(', ')}: context window, tools or images); name a model instead`,
     'model',
   );
 }
@@ -231,30 +246,38 @@ export function degrade(deps: RoutingDeps, parsed: Parsed, chosen: Choice): Choi
   };
 }
 
-/** Embedded prompts by digest: a repeated prompt (an agent's retries, a benchmark) is embedded once. */
+/** Embedded prompts by digest: a repeated prompt (an agent's retries, a benchmark) is embedded by a routed model once. */
 const PROMPT_CACHE = new Map<string, Float32Array>();
 const PROMPT_CACHE_MAX = 2048;
 const PROMPT_EMBED_TIMEOUT_MS = 2_000;
 
-/** The semantic scorer's vote blended in, where the policy has one; the features' score alone if the embedding fails. */
-async function semanticScore(
+/**
+ * The text's score: the policy's classifier, over the built-in embedding (in-process, under a
+ * millisecond) or over the vector of the policy's embedding model (a gateway call, cached by
+ * digest); when that call fails, the shipped classifier over the built-in embedding.
+ */
+async function textScore(
   deps: RoutingDeps,
   policy: ResolvedPolicy,
   f: RequestFeatures,
-  score: number,
-): Promise<number> {
-  const semantic = policy.semantic;
-  if (!semantic || !deps.embed || f.prompt === '') return score;
-  const digest = createHash('sha256').update(semantic.embeddingModel).update('\n').update(f.prompt).digest('base64');
+): Promise<{ score: number; by: TextScoreKind; embedding: string }> {
+  const text = scoredText(f);
+  const { embeddingModel, text: scorer } = policy.scorer;
+  const named = (s: TextScorer, result: { score: number; by: TextScoreKind }) => ({
+    ...result,
+    embedding: result.by === 'learned' ? (s.embedding ?? 'none') : 'none',
+  });
+  if (embeddingModel === undefined || !deps.embed || text === '') return named(scorer, scorer.score(text));
+  const digest = createHash('sha256').update(embeddingModel).update('\n').update(text).digest('base64');
   let vector = PROMPT_CACHE.get(digest);
   if (!vector) {
     vector = await deps
-      .embed(semantic.embeddingModel, [f.prompt], AbortSignal.timeout(PROMPT_EMBED_TIMEOUT_MS))
+      .embed(embeddingModel, [text], AbortSignal.timeout(PROMPT_EMBED_TIMEOUT_MS))
       .then((v) => v[0])
       .catch(() => undefined);
-    if (!vector) return score;
+    if (!vector) return named(builtInScorer(), builtInScorer().score(text));
     if (PROMPT_CACHE.size >= PROMPT_CACHE_MAX) PROMPT_CACHE.clear();
     PROMPT_CACHE.set(digest, vector);
   }
-  return blend(score, semantic.index.score(vector, semantic.neighbours, policy.thresholds), semantic.weight);
+  return named(scorer, scorer.score(text, vector));
 }

@@ -107,4 +107,21 @@ describe('decide', () => {
     expect(degradeTo(POOL, f({ images: true }), all)).toBeUndefined();
     expect(baselineOf(POOL, undefined, f())).toBe('bigger');
   });
+  it('never refuses on a preference: a pool without a reasoning model serves high effort on its strongest model that fits, and says so', () => {
+    const llamas = [
+      m('llama-1b', 'Light', 0, { inCluster: true, reasoning: false }),
+      m('llama-8b', 'Standard', 0.1, { reasoning: false }),
+      m('llama-70b', 'Frontier', 0.6, { reasoning: false }),
+    ];
+    const d = decide(llamas, { features: f({ reasoning: 'high' }), need: 'Frontier', usable: all });
+    expect(d).toMatchObject({ model: 'llama-70b', tier: 'Frontier' });
+    expect(d?.unmet).toMatch(/reasons at high effort/);
+    // A light request too: the preference moves it to the highest tier that fits.
+    expect(decide(llamas, { features: f({ reasoning: 'high' }), need: 'Light', usable: all })?.model).toBe('llama-70b');
+    // A hard constraint still refuses: no model of the pool takes images.
+    const blind = llamas.map((x) => ({ ...x, images: false }));
+    expect(
+      decide(blind, { features: f({ reasoning: 'high', images: true }), need: 'Light', usable: all }),
+    ).toBeUndefined();
+  });
 });

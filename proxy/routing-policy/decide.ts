@@ -40,6 +40,8 @@ export interface Decision {
   model: string;
   tier: RoutingTier;
   reason: RoutingReason;
+  /** A preference of the request that no model of the pool meets, for X-Routing-Reason (the request is served all the same). */
+  unmet?: string;
   /** Models the cascade moves to, in order, after `model`. */
   ladder: string[];
 }
@@ -63,15 +65,22 @@ function expectedCost(price: TokenPrice | undefined, f: RequestFeatures, inClust
   return (f.inputTokens * price.input + (f.maxOutputTokens ?? EXPECTED_OUTPUT_TOKENS) * price.output) / 1e6;
 }
 
-/** Whether a model can take the request at all. */
-function fits(m: PoolModel, f: RequestFeatures): boolean {
+/** Whether a model can take the request at all: the hard constraints (context window, tools, images). */
+function takes(m: PoolModel, f: RequestFeatures): boolean {
   const room = Math.min(f.maxOutputTokens ?? RESERVED_OUTPUT_TOKENS, OUTPUT_ROOM_TOKENS);
   if (m.contextWindow !== undefined && f.inputTokens + room > m.contextWindow) return false;
   if (f.tools > 0 && !m.tools) return false;
   if (f.images && !m.images) return false;
-  // Reasoning asked of a model without it is answered, just without the reasoning: only a high effort needs it.
-  if (f.reasoning === 'high' && !m.reasoning) return false;
   return true;
+}
+
+/**
+ * Whether a model also meets the request's preferences: a high reasoning effort prefers a
+ * reasoning model (another model answers, just without the reasoning). A preference that no
+ * model of the pool meets is dropped, never refused on (decide()).
+ */
+function prefers(m: PoolModel, f: RequestFeatures): boolean {
+  return f.reasoning !== 'high' || m.reasoning;
 }
 
 const byCost = (f: RequestFeatures) => (a: PoolModel, b: PoolModel) =>
@@ -82,9 +91,26 @@ const byCost = (f: RequestFeatures) => (a: PoolModel, b: PoolModel) =>
  * model fits; the caller learns why). A named model is kept when nothing cheaper serves as well.
  */
 export function decide(pool: readonly PoolModel[], input: DecisionInput): Decision | undefined {
+  const { features: f } = input;
+  const usable = pool.filter((m) => input.usable(m.name));
+  const preferred = usable.filter((m) => takes(m, f) && prefers(m, f));
+  if (preferred.length > 0 || !usable.some((m) => takes(m, f))) return decideWith(usable, input, fits(f));
+  // No model meets the preference: the strongest tier that takes the request serves it, and says so.
+  const decision = decideWith(usable, { ...input, need: 'Frontier' }, takes);
+  return (
+    decision && { ...decision, unmet: 'no model of the pool reasons at high effort: the strongest that fits serves it' }
+  );
+}
+
+const fits = (f: RequestFeatures) => (m: PoolModel, g: RequestFeatures) => takes(m, g) && prefers(m, f);
+
+function decideWith(
+  usable: readonly PoolModel[],
+  input: DecisionInput,
+  fits: (m: PoolModel, f: RequestFeatures) => boolean,
+): Decision | undefined {
   const { features: f, need, named } = input;
   const ceiling = named ? expectedCost(named.price, f) : Number.POSITIVE_INFINITY;
-  const usable = pool.filter((m) => input.usable(m.name));
   const fitting = usable.filter(
     (m) => fits(m, f) && (!named || m.name === named.name || expectedCost(m.price, f, m.inCluster) <= ceiling),
   );
@@ -157,7 +183,7 @@ export function degradeTo(
   f: RequestFeatures,
   usable: (name: string) => boolean,
 ): PoolModel | undefined {
-  return pool.filter((m) => m.inCluster && usable(m.name) && fits(m, f)).sort(byCost(f))[0];
+  return pool.filter((m) => m.inCluster && usable(m.name) && takes(m, f)).sort(byCost(f))[0];
 }
 
 /** The policy's baseline: the model `auto` requests' savings are counted against. */

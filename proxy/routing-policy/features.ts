@@ -23,9 +23,17 @@ export interface RequestFeatures {
   reasoning?: 'minimal' | 'low' | 'medium' | 'high';
   /** JSON output asked: response_format (chat), text.format (responses), output_format (messages). */
   json: boolean;
-  /** The latest user turn's text, at most PROMPT_CAP characters: what the scorer reads and the semantic scorer embeds. */
+  /** The latest user turn's text, at most PROMPT_CAP characters: what the scorer reads and embeds. */
   prompt: string;
+  /**
+   * The user's turn before it, at most CONTEXT_CAP characters, when the latest is short ("yes, do
+   * that", "now the other one"): what the short turn refers to, embedded with it.
+   */
+  context?: string;
 }
+
+/** The text the scorer reads: the latest user turn, after what it refers to when it is short. */
+export const scoredText = (f: RequestFeatures): string => (f.context ? `${f.context}\n${f.prompt}` : f.prompt);
 
 type Reasoning = NonNullable<RequestFeatures['reasoning']>;
 
@@ -104,20 +112,32 @@ function capped(text: string): string {
   return `${text.slice(0, half - 1)}\n${text.slice(text.length - half)}`;
 }
 
+/** A latest turn shorter than this is read with the user's turn before it. */
+const SHORT_PROMPT = 160;
+const CONTEXT_CAP = 2000;
+
 /**
- * The latest message with the user's own words: walking back from the end, past tool results
- * (Anthropic sends them as user turns) and messages without text.
+ * The latest message with the user's own words (walking back from the end, past tool results,
+ * which Anthropic sends as user turns, and messages without text), and the one before it when
+ * the latest is short.
  */
-function latestUserText(messages: unknown): string {
-  if (!Array.isArray(messages)) return '';
+function latestUserText(messages: unknown): { prompt: string; context?: string } {
+  if (!Array.isArray(messages)) return { prompt: '' };
+  let prompt: string | undefined;
   for (let i = messages.length - 1; i >= 0; i--) {
     const m: unknown = messages[i];
     if (!isRecord(m) || m.role !== 'user') continue;
     if (m.type !== undefined && m.type !== 'message') continue;
     const text = textOf(m.content);
-    if (text !== '') return text;
+    if (text === '') continue;
+    if (prompt === undefined) {
+      prompt = text;
+      if (text.length >= SHORT_PROMPT) break;
+    } else {
+      return { prompt, context: text.length > CONTEXT_CAP ? text.slice(text.length - CONTEXT_CAP) : text };
+    }
   }
-  return '';
+  return { prompt: prompt ?? '' };
 }
 
 /** Anthropic sends tool results as user messages: a message of tool_result blocks only is not a turn of the user's. */
@@ -256,6 +276,8 @@ export function featuresOf(dialect: CallerDialect, body: Record<string, unknown>
   const reasoning = reasoningOf(dialect, body);
   const maxOutputTokens = maxOutputOf(body);
   const stringInput = conversation.prompt !== undefined && dialect === 'openai-responses';
+  const latest =
+    conversation.prompt !== undefined ? { prompt: conversation.prompt } : latestUserText(conversation.messages);
   return {
     inputTokens: Math.ceil(tally.chars / CHARS_PER_TOKEN),
     ...(maxOutputTokens !== undefined ? { maxOutputTokens } : {}),
@@ -265,6 +287,7 @@ export function featuresOf(dialect: CallerDialect, body: Record<string, unknown>
     depth: stringInput ? 1 : turns(conversation.messages),
     ...(reasoning !== undefined ? { reasoning } : {}),
     json: jsonAsked(dialect, body),
-    prompt: conversation.prompt ?? latestUserText(conversation.messages),
+    prompt: latest.prompt,
+    ...(latest.context !== undefined ? { context: latest.context } : {}),
   };
 }

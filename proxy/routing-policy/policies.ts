@@ -9,8 +9,11 @@ import {
 import type { RouteEntry, RouteTable } from '../routing/routes.js';
 import { type Backends, backendOf } from '../upstreams/backend.js';
 import type { PoolModel } from './decide.js';
+import { sampledBank } from './learned/bank.js';
+import { builtInEmbedding } from './learned/static-embedding.js';
+import { builtInScorer, ClassifierScorer, type TextScorer } from './learned/text-scorer.js';
+import { fitScorerInTurns, trainingSet } from './learned/train.js';
 import { DEFAULT_THRESHOLDS } from './scorer.js';
-import { DEFAULT_NEIGHBOURS, DEFAULT_SEMANTIC_WEIGHT, ExampleIndex } from './semantic.js';
 
 /** Embeds texts with a model the gateway routes (the OpenAI embeddings dialect); one vector per text. */
 export type Embedder = (model: string, texts: readonly string[], signal?: AbortSignal) => Promise<Float32Array[]>;
@@ -32,8 +35,12 @@ export interface ResolvedPolicy {
   pool: readonly PoolModel[];
   cascade: { max: number; triggers: ReadonlySet<CascadeTrigger> };
   baseline?: string;
-  /** The semantic scorer, once its examples are embedded (absent until then, or when they could not be). */
-  semantic?: { embeddingModel: string; neighbours: number; weight: number; index: ExampleIndex };
+  /**
+   * The text scorer: the shipped classifier over the built-in embedding, or one trained for this
+   * policy (its examples, its embedding model) once it is; `embeddingModel` when prompts are
+   * embedded by a model the gateway routes.
+   */
+  scorer: { text: TextScorer; embeddingModel?: string };
 }
 
 /** Whether a route takes a request now: not deploying, not asleep at zero replicas (waking would hold the request). */
@@ -51,8 +58,8 @@ export class RoutingPolicies {
   private resolved = new Map<string, ResolvedPolicy>();
   private generation = 0;
   private settled: Promise<void> = Promise.resolve();
-  /** Embedded examples by their content's digest: a route change does not embed them again. */
-  private indexes = new Map<string, { index?: ExampleIndex }>();
+  /** Classifiers trained for policies, by their inputs' digest: a route change does not train again. */
+  private trained = new Map<string, { scorer?: TextScorer }>();
 
   constructor(
     private readonly routes: RouteTable,
@@ -118,7 +125,6 @@ export class RoutingPolicies {
       });
     }
     const semantic = spec.scorer?.semantic;
-    const index = semantic ? this.indexOf(semantic) : undefined;
     return {
       name: p.metadata.name ?? '',
       objective,
@@ -133,54 +139,76 @@ export class RoutingPolicies {
         triggers: new Set(spec.cascade?.triggers ?? CASCADE_TRIGGERS),
       },
       ...(spec.baseline ? { baseline: spec.baseline } : {}),
-      ...(semantic && index
-        ? {
-            semantic: {
-              embeddingModel: semantic.embeddingModel,
-              neighbours: semantic.neighbours ?? DEFAULT_NEIGHBOURS,
-              weight: semantic.weight ?? DEFAULT_SEMANTIC_WEIGHT,
-              index,
-            },
-          }
-        : {}),
+      scorer: semantic ? this.scorerOf(semantic) : { text: builtInScorer(this.onError) },
     };
   }
 
   /**
-   * The examples' index once they are embedded; until then undefined (the features alone score),
-   * the embedding started in the background and the policies resolved again when it is done. A
-   * failure is told and tried again on the next change.
+   * A policy's own classifier, trained on the bank and its examples, in its embedding model's
+   * space (a model the gateway routes) or the built-in one. Until it is trained, and when it
+   * cannot be (the model does not answer), the shipped classifier scores: the training runs in
+   * the background, in turns of the event loop, and the policies are resolved again when it is
+   * done. A failure is told and tried again on the next change.
    */
-  private indexOf(semantic: SemanticScorer): ExampleIndex | undefined {
+  private scorerOf(semantic: SemanticScorer): ResolvedPolicy['scorer'] {
+    const fallback = { text: builtInScorer(this.onError) };
     const examples = semantic.examples ?? [];
-    if (!this.embed || examples.length === 0) return undefined;
+    const model = semantic.embeddingModel;
+    if (model === undefined && examples.length === 0) return fallback;
+    if (model !== undefined && !this.embed) return fallback;
     const digest = createHash('sha256')
-      .update(JSON.stringify([semantic.embeddingModel, examples]))
+      .update(JSON.stringify([model ?? '', examples]))
       .digest('hex');
-    const known = this.indexes.get(digest);
-    if (known) return known.index;
-    if (this.indexes.size >= MAX_INDEXES) this.indexes.clear();
-    const slot: { index?: ExampleIndex } = {};
-    this.indexes.set(digest, slot);
-    this.embed(
-      semantic.embeddingModel,
-      examples.map((e) => e.prompt),
-      AbortSignal.timeout(EMBED_TIMEOUT_MS),
-    ).then(
-      (vectors) => {
-        slot.index = new ExampleIndex(
-          examples.map((e, i) => ({ tier: e.tier, vector: vectors[i] ?? new Float32Array() })),
-        );
+    const known = this.trained.get(digest);
+    const ready = (scorer: TextScorer | undefined) =>
+      scorer ? { text: scorer, ...(model !== undefined ? { embeddingModel: model } : {}) } : fallback;
+    if (known) return ready(known.scorer);
+    if (this.trained.size >= MAX_TRAINED) this.trained.clear();
+    const slot: { scorer?: TextScorer } = {};
+    this.trained.set(digest, slot);
+    this.train(model, examples).then(
+      (scorer) => {
+        slot.scorer = scorer;
         this.resolve();
       },
       (err: unknown) => {
-        this.indexes.delete(digest);
+        this.trained.delete(digest);
         this.onError(err);
       },
     );
-    return undefined;
+    return fallback;
+  }
+
+  private async train(
+    model: string | undefined,
+    examples: NonNullable<SemanticScorer['examples']>,
+  ): Promise<TextScorer> {
+    if (model === undefined) {
+      const rows = trainingSet(examples);
+      const embedding = builtInEmbedding();
+      const weights = await fitScorerInTurns(
+        rows,
+        rows.map((r) => embedding.embed(r.prompt)),
+      );
+      return new ClassifierScorer({ ...weights, embedding: embedding.name }, embedding);
+    }
+    // A routed model embeds a sample of the bank (its calls cost), and every example.
+    const rows = [
+      ...sampledBank(ROUTED_BANK_PER_SOURCE),
+      ...trainingSet(examples).filter((r) => r.source === 'examples'),
+    ];
+    const embed = this.embed as Embedder;
+    const vectors = await embed(
+      model,
+      rows.map((r) => r.prompt),
+      AbortSignal.timeout(EMBED_TIMEOUT_MS),
+    );
+    const weights = await fitScorerInTurns(rows, vectors);
+    return new ClassifierScorer({ ...weights, embedding: model });
   }
 }
 
-const EMBED_TIMEOUT_MS = 60_000;
-const MAX_INDEXES = 64;
+/** Bank prompts per source a routed embedding model embeds to train a policy's classifier. */
+const ROUTED_BANK_PER_SOURCE = 40;
+const EMBED_TIMEOUT_MS = 180_000;
+const MAX_TRAINED = 64;

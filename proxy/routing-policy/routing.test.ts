@@ -154,7 +154,9 @@ describe('model "auto"', () => {
     const hard = await chat(ask('auto', HARD));
     expect(hard.headers.get('x-routed-model')).toBe(STANDARD);
     // Frontier is needed, and the pool's best is Standard.
-    expect(hard.headers.get('x-routing-reason')).toMatch(/^score; tier=Standard; score=0\.\d\d; signals=.*code/);
+    expect(hard.headers.get('x-routing-reason')).toMatch(
+      /^score; tier=Standard; score=0\.\d\d; signals=learned; embedding=built-in$/,
+    );
   });
 
   it('is listed with the models, one name per policy, and its decisions are counted', async () => {
@@ -234,19 +236,19 @@ describe('model "auto"', () => {
   });
 });
 
-describe('the semantic scorer', () => {
-  it('embeds its examples through the gateway and lets the nearest one decide', async () => {
-    for (let i = 0; i < 100 && !gateway.policies.get('semantic')?.semantic; i++)
+describe("a policy's own classifier", () => {
+  it("is trained on the bank and its examples in its embedding model's space, and then decides", async () => {
+    for (let i = 0; i < 500 && gateway.policies.get('semantic')?.scorer.embeddingModel === undefined; i++)
       await new Promise((r) => setTimeout(r, 20));
-    expect(gateway.policies.get('semantic')?.semantic?.index.size).toBe(2);
-    // The features alone keep it on Light; the example labelled Frontier moves it to the pool's best.
+    expect(gateway.policies.get('semantic')?.scorer.embeddingModel).toBe(LIGHT);
+    // The shipped classifier keeps it on Light; the team's example labelled Frontier moves it to the pool's best.
     expect((await chat(ask('auto', TRICKY))).headers.get('x-routed-model')).toBe(LIGHT);
     const res = await chat(ask('semantic/auto', TRICKY));
     expect(res.headers.get('x-routed-model')).toBe(STANDARD);
-    // The vote is the Frontier interval's middle: past the frontier threshold.
+    expect(res.headers.get('x-routing-reason')).toContain(`embedding=${LIGHT}`);
     const score = Number(/score=([\d.]+)/.exec(res.headers.get('x-routing-reason') ?? '')?.[1]);
     expect(score).toBeGreaterThanOrEqual(DEFAULT_THRESHOLDS.Balanced.frontier);
-  });
+  }, 30_000);
 });
 
 describe('a named model', () => {
