@@ -167,6 +167,15 @@ describe('routingPolicyStatus', () => {
     expect(present.conditions?.[0]?.status).toBe('True');
   });
 
+  it('is EmbeddingModelMissing while nothing serves the embedding model the scorer names', () => {
+    const semantic = (embeddingModel: string) =>
+      policy({ scorer: { semantic: { embeddingModel, examples: [{ tier: 'Light', prompt: 'hi' }] } } });
+    const missing = routingPolicyStatus(semantic('text-embedding-3-small'), world(), T0);
+    expect(missing.conditions?.[0]).toMatchObject({ status: 'False', reason: 'EmbeddingModelMissing' });
+    expect(missing.conditions?.[0]?.message).toContain('scored with the built-in embedding');
+    expect(routingPolicyStatus(semantic('gpt-4o-mini'), world(), T0).conditions?.[0]?.status).toBe('True');
+  });
+
   it('keeps the transition time while Ready holds, and moves it when Ready changes', () => {
     const first = routingPolicyStatus(policy(), world(), T0);
     const again = routingPolicyStatus(policy({}, first), world(), T1);

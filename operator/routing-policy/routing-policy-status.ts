@@ -85,6 +85,18 @@ function examplesProblem(policy: RoutingPolicy, world: ServingWorld): string | u
   return undefined;
 }
 
+/**
+ * Why the policy's embedding model cannot embed, if it cannot: nothing serves it. The gateway then
+ * scores with the built-in embedding (and the shipped classifier) until it is served.
+ */
+function embeddingProblem(policy: RoutingPolicy, world: ServingWorld): string | undefined {
+  const model = policy.spec.scorer?.semantic?.embeddingModel;
+  if (model === undefined) return undefined;
+  const served = resolvePool([{ name: model, tier: 'Light' }], world)[0];
+  if (served?.problem !== NOT_SERVED) return undefined;
+  return `no ModelDeployment or ExternalProvider serves the embedding model ${model} (spec.scorer.semantic.embeddingModel): requests are scored with the built-in embedding and the shipped classifier until it is served; deploy it, or remove the field`;
+}
+
 const names = (pool: PoolModel[], problem: string) => pool.filter((m) => m.problem === problem).map((m) => m.name);
 
 /** The Ready condition: the first problem's reason, every problem in the message. */
@@ -106,6 +118,8 @@ function readyCondition(policy: RoutingPolicy, pool: PoolModel[], world: Serving
     ]);
   }
   if (examples) problems.push(['ExamplesMissing', examples]);
+  const embedding = embeddingProblem(policy, world);
+  if (embedding) problems.push(['EmbeddingModelMissing', embedding]);
   const first = problems[0];
   if (!first) {
     return {
