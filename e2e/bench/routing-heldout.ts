@@ -32,7 +32,7 @@ export interface Scored extends BankPrompt {
 }
 
 /** Every bank prompt with the score of a classifier trained without its source. */
-export function heldOutScores(): Scored[] {
+export async function heldOutScores(): Promise<Scored[]> {
   const bank = bankPrompts();
   const embedding = builtInEmbedding();
   const vectors = bank.map((p) => embedding.embed(p.prompt));
@@ -45,7 +45,7 @@ export function heldOutScores(): Scored[] {
   for (const source of new Set(bank.map((p) => p.source))) {
     const train = bank.map((p, i) => ({ p, v: vectors[i] as Float32Array })).filter((x) => x.p.source !== source);
     const scorer = new ClassifierScorer(
-      fitScorer(
+      await fitScorer(
         train.map((x) => x.p),
         train.map((x) => x.v),
       ),

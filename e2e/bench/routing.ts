@@ -586,7 +586,7 @@ function onlineVerdicts(rows: PolicyRow[], overheadMs: Overhead[]): Verdict[] {
 
 async function main(): Promise<void> {
   const started = performance.now();
-  const scored = heldOutScores();
+  const scored = await heldOutScores();
   console.log(`held-out scores of ${scored.length} bank prompts in ${Math.round(performance.now() - started)} ms`);
   console.log('leave-one-source-out, per source, Balanced:');
   console.table(perSource(scored));

@@ -275,7 +275,10 @@ async function textScore(
       .embed(embeddingModel, [text], AbortSignal.timeout(PROMPT_EMBED_TIMEOUT_MS))
       .then((v) => v[0])
       .catch(() => undefined);
-    if (!vector) return named(builtInScorer(), builtInScorer().score(text));
+    if (!vector) {
+      const fallback = builtInScorer();
+      return named(fallback, fallback.score(text));
+    }
     if (PROMPT_CACHE.size >= PROMPT_CACHE_MAX) PROMPT_CACHE.clear();
     PROMPT_CACHE.set(digest, vector);
   }

@@ -93,26 +93,25 @@ const byCost = (f: RequestFeatures) => (a: PoolModel, b: PoolModel) =>
 export function decide(pool: readonly PoolModel[], input: DecisionInput): Decision | undefined {
   const { features: f } = input;
   const usable = pool.filter((m) => input.usable(m.name));
-  const preferred = usable.filter((m) => takes(m, f) && prefers(m, f));
-  if (preferred.length > 0 || !usable.some((m) => takes(m, f))) return decideWith(usable, input, fits(f));
+  const fits = (m: PoolModel) => takes(m, f) && prefers(m, f);
+  if (usable.some(fits) || !usable.some((m) => takes(m, f))) return decideWith(usable, input, fits);
   // No model meets the preference: the strongest tier that takes the request serves it, and says so.
-  const decision = decideWith(usable, { ...input, need: 'Frontier' }, takes);
+  const decision = decideWith(usable, { ...input, need: 'Frontier' }, (m) => takes(m, f));
   return (
     decision && { ...decision, unmet: 'no model of the pool reasons at high effort: the strongest that fits serves it' }
   );
 }
 
-const fits = (f: RequestFeatures) => (m: PoolModel, g: RequestFeatures) => takes(m, g) && prefers(m, f);
-
+/** The decision among `usable` models, `fits` the constraints (and preferences) a candidate must meet. */
 function decideWith(
   usable: readonly PoolModel[],
   input: DecisionInput,
-  fits: (m: PoolModel, f: RequestFeatures) => boolean,
+  fits: (m: PoolModel) => boolean,
 ): Decision | undefined {
   const { features: f, need, named } = input;
   const ceiling = named ? expectedCost(named.price, f) : Number.POSITIVE_INFINITY;
   const fitting = usable.filter(
-    (m) => fits(m, f) && (!named || m.name === named.name || expectedCost(m.price, f, m.inCluster) <= ceiling),
+    (m) => fits(m) && (!named || m.name === named.name || expectedCost(m.price, f, m.inCluster) <= ceiling),
   );
   const sorted = [...fitting].sort(byCost(f));
   const enough = sorted.filter((m) => rank(m.tier) >= rank(need));
@@ -126,7 +125,7 @@ function decideWith(
     // where a model of that tier was there but could not take the request.
     const best = [...sorted].sort((a, b) => rank(b.tier) - rank(a.tier))[0];
     if (!best) return undefined;
-    const excluded = usable.some((m) => rank(m.tier) >= rank(need) && !fits(m, f));
+    const excluded = usable.some((m) => rank(m.tier) >= rank(need) && !fits(m));
     return {
       model: best.name,
       tier: best.tier,
@@ -135,7 +134,7 @@ function decideWith(
     };
   }
   // A cheaper model of a lower tier was passed over for what the request uses, not how hard it is.
-  const excluded = usable.some((m) => rank(m.tier) === rank(need) && !fits(m, f)) && rank(chosen.tier) > rank(need);
+  const excluded = usable.some((m) => rank(m.tier) === rank(need) && !fits(m)) && rank(chosen.tier) > rank(need);
   return {
     model: chosen.name,
     tier: chosen.tier,

@@ -12,7 +12,7 @@ import type { PoolModel } from './decide.js';
 import { sampledBank } from './learned/bank.js';
 import { builtInEmbedding } from './learned/static-embedding.js';
 import { builtInScorer, ClassifierScorer, type TextScorer } from './learned/text-scorer.js';
-import { fitScorerInTurns, trainingSet } from './learned/train.js';
+import { embedRows, exampleRows, fitScorer, trainingSet } from './learned/train.js';
 import { DEFAULT_THRESHOLDS } from './scorer.js';
 
 /** Embeds texts with a model the gateway routes (the OpenAI embeddings dialect); one vector per text. */
@@ -186,24 +186,18 @@ export class RoutingPolicies {
     if (model === undefined) {
       const rows = trainingSet(examples);
       const embedding = builtInEmbedding();
-      const weights = await fitScorerInTurns(
-        rows,
-        rows.map((r) => embedding.embed(r.prompt)),
-      );
+      const weights = await fitScorer(rows, await embedRows(rows, embedding));
       return new ClassifierScorer({ ...weights, embedding: embedding.name }, embedding);
     }
     // A routed model embeds a sample of the bank (its calls cost), and every example.
-    const rows = [
-      ...sampledBank(ROUTED_BANK_PER_SOURCE),
-      ...trainingSet(examples).filter((r) => r.source === 'examples'),
-    ];
+    const rows = [...sampledBank(ROUTED_BANK_PER_SOURCE), ...exampleRows(examples)];
     const embed = this.embed as Embedder;
     const vectors = await embed(
       model,
       rows.map((r) => r.prompt),
       AbortSignal.timeout(EMBED_TIMEOUT_MS),
     );
-    const weights = await fitScorerInTurns(rows, vectors);
+    const weights = await fitScorer(rows, vectors);
     return new ClassifierScorer({ ...weights, embedding: model });
   }
 }

@@ -43,12 +43,16 @@ export interface ShapeSignal {
   contribution(f: RequestFeatures): number;
 }
 
-/** Beyond ~2,000 tokens of context a small model's answers degrade; each doubling adds evidence, up to 0.45. */
-function longOf(inputTokens: number): number {
-  if (inputTokens < 2000) return 0;
-  return Math.min(0.45, 0.1 + 0.1 * Math.log2(inputTokens / 2000));
-}
-const depthOf = (depth: number): number => (depth < 3 ? 0 : depth < 8 ? 0.1 : depth < 20 ? 0.2 : 0.3);
+/** Beyond ~2,000 tokens of context a small model's answers degrade; each doubling adds evidence. */
+const LONG = { from: 2000, first: 0.1, perDoubling: 0.1, max: 0.45 } as const;
+const TOOLS = { few: 0.2, many: 0.3, manyFrom: 8 } as const;
+const IMAGES = 0.3;
+/** Turns of the conversation: from each count, a contribution. */
+const DEPTH: ReadonlyArray<readonly [turns: number, contribution: number]> = [
+  [3, 0.1],
+  [8, 0.2],
+  [20, 0.3],
+];
 /** Eight turns and more of tool calls: a long multi-step agent task, the kind a small model loses track of. */
 const AGENT_SESSION = { depth: 8, contribution: 0.4 } as const;
 const REASONING: Record<NonNullable<RequestFeatures['reasoning']>, number> = {
@@ -57,31 +61,42 @@ const REASONING: Record<NonNullable<RequestFeatures['reasoning']>, number> = {
   medium: 0.25,
   high: 0.5,
 };
+const JSON_ASKED = 0.15;
 
+function longOf(inputTokens: number): number {
+  if (inputTokens < LONG.from) return 0;
+  return Math.min(LONG.max, LONG.first + LONG.perDoubling * Math.log2(inputTokens / LONG.from));
+}
+const depthOf = (depth: number): number => DEPTH.reduce((c, [turns, v]) => (depth >= turns ? v : c), 0);
+
+/** The signals and their rules, each rule written from the same constants the contribution reads. */
 export const SHAPE_SIGNALS: readonly ShapeSignal[] = [
   {
     name: 'long',
-    rule: '2,000 input tokens and more: 0.1, and 0.1 more for each doubling, at most 0.45',
+    rule: `${LONG.from.toLocaleString('en')} input tokens and more: ${LONG.first}, and ${LONG.perDoubling} more for each doubling, at most ${LONG.max}`,
     contribution: (f) => longOf(f.inputTokens),
   },
   {
     name: 'tools',
-    rule: '1-7 tools offered: 0.2; 8 and more: 0.3',
-    contribution: (f) => (f.tools === 0 ? 0 : f.tools < 8 ? 0.2 : 0.3),
+    rule: `1-${TOOLS.manyFrom - 1} tools offered: ${TOOLS.few}; ${TOOLS.manyFrom} and more: ${TOOLS.many}`,
+    contribution: (f) => (f.tools === 0 ? 0 : f.tools < TOOLS.manyFrom ? TOOLS.few : TOOLS.many),
   },
-  { name: 'images', rule: 'an image in the conversation: 0.3', contribution: (f) => (f.images ? 0.3 : 0) },
+  { name: 'images', rule: `an image in the conversation: ${IMAGES}`, contribution: (f) => (f.images ? IMAGES : 0) },
   {
     name: 'depth',
-    rule: '3-7 turns: 0.1; 8-19: 0.2; 20 and more: 0.3; with tools, 8 turns and more: 0.4 (an agent loop)',
+    rule: `${DEPTH.map(([turns, v]) => `${turns} turns and more: ${v}`).join('; ')}; with tools, ${AGENT_SESSION.depth} turns and more: ${AGENT_SESSION.contribution} (an agent loop)`,
     contribution: (f) =>
       f.tools > 0 && f.depth >= AGENT_SESSION.depth ? AGENT_SESSION.contribution : depthOf(f.depth),
   },
   {
     name: 'reasoning',
-    rule: 'reasoning effort asked: low 0.1, medium 0.25, high 0.5',
+    rule: `reasoning effort asked: ${Object.entries(REASONING)
+      .filter(([, v]) => v > 0)
+      .map(([k, v]) => `${k} ${v}`)
+      .join(', ')}`,
     contribution: (f) => (f.reasoning ? REASONING[f.reasoning] : 0),
   },
-  { name: 'json', rule: 'JSON output asked: 0.15', contribution: (f) => (f.json ? 0.15 : 0) },
+  { name: 'json', rule: `JSON output asked: ${JSON_ASKED}`, contribution: (f) => (f.json ? JSON_ASKED : 0) },
 ];
 
 /** The request's difficulty from its text's score and its shape. */

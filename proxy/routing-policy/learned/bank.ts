@@ -54,11 +54,15 @@ export function bankSources(): readonly BankSource[] {
 /** At most `perSource` prompts of each source, evenly spread over it (a smaller bank to embed remotely). */
 export function sampledBank(perSource: number): BankPrompt[] {
   const bySource = new Map<string, BankPrompt[]>();
-  for (const p of bankPrompts()) bySource.set(p.source, [...(bySource.get(p.source) ?? []), p]);
+  for (const p of bankPrompts()) {
+    const list = bySource.get(p.source);
+    if (list) list.push(p);
+    else bySource.set(p.source, [p]);
+  }
   const out: BankPrompt[] = [];
   for (const list of bySource.values()) {
     const step = Math.max(1, list.length / perSource);
-    for (let i = 0; i < list.length && out.length >= 0; i += step) out.push(list[Math.floor(i)] as BankPrompt);
+    for (let i = 0; i < list.length; i += step) out.push(list[Math.floor(i)] as BankPrompt);
   }
   return out;
 }

@@ -5,7 +5,7 @@ import { ROUTING_TIERS, type RoutingTier } from '../../../crds/routing-policy.js
  * prompt's embedding and a few measured features, text-features.ts) to the probability of each
  * tier being the lowest that serves it, and from those to one difficulty score, 0..1: P(Standard)
  * / 2 + P(Frontier), the expected tier on a 0, 1/2, 1 scale, which the objectives' thresholds cut
- * (scorer.ts). Pure: training is full-batch gradient descent (Adam) with L2, each example weighted
+ * (scorer.ts). Training is full-batch gradient descent (Adam) with L2, each example weighted
  * so that every source weighs the same and every tier the same, whatever their sizes; a team's
  * own examples are a source of their own. Deterministic: same data, same weights.
  */
@@ -100,23 +100,11 @@ function standardization(data: readonly LabelledVector[], n: number): { mean: nu
   return { mean: mean.map((s) => s / count), scale };
 }
 
-/** Fits the classifier on `data` (at least one example). */
-export function train(data: readonly LabelledVector[], options: TrainOptions = {}): ClassifierWeights {
-  const steps = trainSteps(data, options);
-  for (;;) {
-    const next = steps.next();
-    if (next.done) return next.value;
-  }
-}
-
 /**
- * The same fit, giving the event loop back after each epoch (a few milliseconds each), for the
- * gateway's own training: requests keep flowing while a policy's classifier is fitted.
+ * Fits the classifier on `data` (at least one example), giving the event loop back after each
+ * epoch (a few milliseconds each): the gateway trains a policy's classifier while requests flow.
  */
-export async function trainInTurns(
-  data: readonly LabelledVector[],
-  options: TrainOptions = {},
-): Promise<ClassifierWeights> {
+export async function train(data: readonly LabelledVector[], options: TrainOptions = {}): Promise<ClassifierWeights> {
   const steps = trainSteps(data, options);
   for (;;) {
     const next = steps.next();

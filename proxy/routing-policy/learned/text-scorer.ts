@@ -2,7 +2,7 @@ import { readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { type ClassifierWeights, probabilities, scoreOf } from './classifier.js';
 import { builtInEmbedding, type TextEmbedding } from './static-embedding.js';
-import { textFeatures } from './text-features.js';
+import { TEXT_FEATURES, textFeatures } from './text-features.js';
 
 /**
  * How hard a prompt's text says the request is, 0..1: the learned classifier over the prompt's
@@ -51,7 +51,7 @@ export class ClassifierScorer implements TextScorer {
   /** `vector`: the prompt's embedding when it comes from elsewhere (a routed model); else the embedder's. */
   score(prompt: string, vector?: Float32Array): { score: number; by: TextScoreKind } {
     const v = vector ?? this.embedder?.embed(prompt);
-    if (v && v.length + inputOf(undefined, '').length === this.weights.learned.inputs)
+    if (v && v.length + TEXT_FEATURES.length === this.weights.learned.inputs)
       return { score: scoreOf(probabilities(this.weights.learned, inputOf(v, prompt))), by: 'learned' };
     return { score: scoreOf(probabilities(this.weights.features, inputOf(undefined, prompt))), by: 'features' };
   }
