@@ -1,6 +1,7 @@
 import OpenAI from 'openai';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type HostedDouble, startHostedDouble } from '../doubles/hosted.js';
+import { OLLAMA_VERSIONS } from '../ollama/server.js';
 import { claudePrint, installClients } from '../support/agent-clients.js';
 import { type AgentGateway, startAgentGateway, type UsageRow } from '../support/agent-gateway.js';
 
@@ -31,6 +32,7 @@ const OPENAI_KEY = 'sk-openai-double-0001';
 const DOUBLE_ANSWER = 'tok0 tok1 tok2 tok3';
 
 const SIMPLE = 'What is the capital of France?';
+const EMBED = OLLAMA_VERSIONS.OLLAMA_EMBED_MODEL ?? 'all-minilm:l6-v2';
 const HARD =
   'Design a distributed rate limiter for a multi-region API gateway. 1. Compare token bucket and sliding window ' +
   'algorithms with their trade-offs. 2. Write the Go code for the Redis-backed implementation, step by step. ' +
@@ -65,6 +67,7 @@ beforeAll(async () => {
     providerModels: [`us.${CLAUDE}`],
     providerAliases: [{ name: 'claude-sonnet-4-5', model: `us.${CLAUDE}` }],
     variants: [{ model: LIGHT, parameters: { temperature: 0, num_predict: 32 } }],
+    ollamaModels: [EMBED],
     documents: [
       doc('ExternalProvider', 'openai', {
         provider: 'openai',
@@ -79,10 +82,28 @@ beforeAll(async () => {
           { name: FRONTIER, tier: 'Frontier' },
         ],
         objective: 'Balanced',
-        // A policy for a coding agent's small model: Balanced's Standard threshold (0.15) would send
-        // Claude Code's hook verdict (about 0.3-0.4: a JSON answer asked, its hook input read as
-        // code) to gpt-5-mini; the questions asked here score 0 and 0.7-0.94.
-        scorer: { thresholds: { standard: 0.5, frontier: 0.6 } },
+        // A policy for a coding agent's small model: a low Standard threshold would send Claude
+        // Code's hook verdict (a JSON answer asked, its hook input pasted) to gpt-5-mini; the
+        // questions asked here score 0 (SIMPLE), 0.56 (HARD) and 0.78 (MATH) with the shipped weights.
+        scorer: { thresholds: { standard: 0.5, frontier: 0.55 } },
+      }),
+      // The same pool, its classifier retrained in the space of a real embedding model (all-MiniLM
+      // on the real Ollama) on the bank's sample and the team's examples.
+      doc('RoutingPolicy', 'minilm', {
+        models: [
+          { name: LIGHT, tier: 'Light' },
+          { name: MINI, tier: 'Standard' },
+          { name: FRONTIER, tier: 'Frontier' },
+        ],
+        scorer: {
+          semantic: {
+            embeddingModel: EMBED,
+            examples: [
+              { tier: 'Light', prompt: 'What is the tallest mountain in Japan?' },
+              { tier: 'Frontier', prompt: 'Find all primes p such that p^2 + 2 is also prime, and prove it.' },
+            ],
+          },
+        },
       }),
       budgetKey('degrade', 'Degrade'),
       budgetKey('refuse', 'Refuse'),
@@ -386,4 +407,34 @@ describe('what routing saved, through the usage API', () => {
     expect(usage.totals.routingSavingsUsd).toBeCloseTo(byModel.totals.routingSavingsUsd, 9);
     expect(usage.totals.routingSavingsUsd).toBeGreaterThan(0);
   });
+});
+
+describe("a policy retrained in a real embedding model's space (all-MiniLM on Ollama)", () => {
+  const OLYMPIAD =
+    'Determine all pairs of positive integers (a, b) such that a^2 + b divides b^2 + a and b^2 + a divides a^2 + b, and prove that there are no others.';
+
+  it('scores with the model once trained: a plain question on Ollama, an olympiad problem on gpt-5', async () => {
+    const ask = (content: string) =>
+      gateway()
+        .chat.completions.create({ ...chat(content), model: 'minilm/auto' })
+        .withResponse();
+    // Until the policy's classifier is trained (the bank's sample embedded by Ollama), the shipped one scores.
+    const deadline = Date.now() + 240_000;
+    let reason = '';
+    while (Date.now() < deadline) {
+      reason = (await ask(SIMPLE)).response.headers.get('x-routing-reason') ?? '';
+      if (reason.includes(`embedding=${EMBED}`)) break;
+      await new Promise((r) => setTimeout(r, 2000));
+    }
+    expect(reason).toContain(`embedding=${EMBED}`);
+    const simple = await ask(SIMPLE);
+    expectRouted(
+      simple.response.headers,
+      LIGHT,
+      new RegExp(`^score; tier=Light; .*signals=learned; embedding=${EMBED}$`),
+    );
+    const hard = await ask(OLYMPIAD);
+    expectRouted(hard.response.headers, FRONTIER, new RegExp(`^score; tier=Frontier; .*embedding=${EMBED}$`));
+    expect(hard.data.choices[0]?.message.content).toBe(DOUBLE_ANSWER);
+  }, 300_000);
 });

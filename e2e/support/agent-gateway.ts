@@ -45,6 +45,8 @@ export interface AgentGatewayOptions {
   providerAliases?: Array<{ name: string; model: string }>;
   /** Ollama models besides the e2e model, made from it with parameters (/api/create), with their aliases. */
   variants?: Array<{ model: string; parameters: Record<string, number>; aliases?: string[] }>;
+  /** Models the Ollama server already has (the embedding model), each deployed as a ModelDeployment of its own. */
+  ollamaModels?: string[];
   /** More resource documents for the config file (ApiKeys, McpServers), as YAML. */
   documents?: string[];
   /** `<ApiKey name>=<key>` lines of the keys file, besides `key` (a key of no ApiKey). */
@@ -124,6 +126,7 @@ export async function startAgentGateway(o: AgentGatewayOptions): Promise<AgentGa
     [
       deployment('smollm2', OLLAMA_MODEL),
       ...(o.variants ?? []).map((v, i) => deployment(`variant-${i}`, v.model, v.aliases)),
+      ...(o.ollamaModels ?? []).map((model, i) => deployment(`model-${i}`, model)),
       provider,
       ...(o.documents ?? []),
     ].join('\n---\n'),
