@@ -2,7 +2,7 @@ import type { RoutingObjective, RoutingTier } from '../../crds/routing-policy.js
 import { type BankPrompt, bankPrompts, bankSources } from '../../proxy/routing-policy/learned/bank.js';
 import { builtInEmbedding } from '../../proxy/routing-policy/learned/static-embedding.js';
 import { ClassifierScorer } from '../../proxy/routing-policy/learned/text-scorer.js';
-import { fitScorer } from '../../proxy/routing-policy/learned/train.js';
+import { embedRows, fitScorer } from '../../proxy/routing-policy/learned/train.js';
 import { DEFAULT_THRESHOLDS, tierOf } from '../../proxy/routing-policy/scorer.js';
 
 /**
@@ -35,7 +35,7 @@ export interface Scored extends BankPrompt {
 export async function heldOutScores(): Promise<Scored[]> {
   const bank = bankPrompts();
   const embedding = builtInEmbedding();
-  const vectors = bank.map((p) => embedding.embed(p.prompt));
+  const vectors = await embedRows(bank, embedding);
   const puzzles = new Set(
     bankSources()
       .filter((s) => s.puzzle)

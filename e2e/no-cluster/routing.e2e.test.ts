@@ -341,7 +341,7 @@ describe('Claude Code with its small, fast model set to "auto"', () => {
     CLAUDE_CODE_MAX_OUTPUT_TOKENS: '100',
   };
 
-  it('completes a turn: its main model on Claude (the Bedrock double), its "auto" request on Ollama', async () => {
+  it('completes a turn: its main model on Claude (the Bedrock double), its "auto" request below the Frontier model', async () => {
     const tagged = (r: UsageRow) => (JSON.parse(r.tags) as string[]).includes('agent:claude-code');
     const before = gw.rows().filter(tagged).length;
     const invokes = gw.aws.calls.length;
@@ -365,8 +365,12 @@ describe('Claude Code with its small, fast model set to "auto"', () => {
     );
     const auto = rows.filter((r) => r.requested_model === 'auto');
     expect(auto.length).toBeGreaterThan(0);
+    // The hook's verdict: a JSON answer asked about a JSON payload. The learned scorer reads such a
+    // payload as ordinary programming work (about 0.5 here, at the policy's Standard threshold):
+    // Ollama or gpt-5-mini, never the Frontier model.
     for (const r of auto) {
-      expect(r).toMatchObject({ model: LIGHT, status: 200, routing_policy: 'default', routing_reason: 'score' });
+      expect(r).toMatchObject({ status: 200, routing_policy: 'default', routing_reason: 'score' });
+      expect([LIGHT, MINI]).toContain(r.model);
       expect(r.counterfactual).toBeGreaterThan(r.cost);
     }
   }, 300_000);
@@ -392,8 +396,8 @@ describe('what routing saved, through the usage API', () => {
     );
     expect(byModel.totals.routedRequests).toBeGreaterThanOrEqual(routed);
     const light = byModel.groups.find((g) => g.group === LIGHT);
-    // Chat, stream and Responses of the simple question, the degraded request, Claude Code's hook.
-    expect(light?.routedRequests).toBeGreaterThanOrEqual(5);
+    // Chat, stream and Responses of the simple question, the degraded request (Claude Code's hook may be on gpt-5-mini).
+    expect(light?.routedRequests).toBeGreaterThanOrEqual(4);
     expect(light?.counterfactualCostUsd).toBeGreaterThan(light?.routedCostUsd ?? Number.POSITIVE_INFINITY);
     expect(light?.routingSavingsUsd).toBeGreaterThan(0);
     const frontier = byModel.groups.find((g) => g.group === FRONTIER);

@@ -11,7 +11,13 @@ import { cascades } from './cascade.js';
 import { baselineOf, decide, degradeTo, outputCap, type RoutingReason } from './decide.js';
 import { featuresOf, type RequestFeatures, scoredText } from './features.js';
 import { builtInScorer, type TextScoreKind, type TextScorer } from './learned/text-scorer.js';
-import { type Embedder, type ResolvedPolicy, type RoutingPolicies, takesTraffic } from './policies.js';
+import {
+  type Embedder,
+  type ResolvedPolicy,
+  type RoutingPolicies,
+  routedEmbeddingText,
+  takesTraffic,
+} from './policies.js';
 import { scoreRequest, tierOf } from './scorer.js';
 
 /**
@@ -272,7 +278,7 @@ async function textScore(
   let vector = PROMPT_CACHE.get(digest);
   if (!vector) {
     vector = await deps
-      .embed(embeddingModel, [text], AbortSignal.timeout(PROMPT_EMBED_TIMEOUT_MS))
+      .embed(embeddingModel, [routedEmbeddingText(text)], AbortSignal.timeout(PROMPT_EMBED_TIMEOUT_MS))
       .then((v) => v[0])
       .catch(() => undefined);
     if (!vector) {

@@ -11,7 +11,7 @@ import { type Backends, backendOf } from '../upstreams/backend.js';
 import type { PoolModel } from './decide.js';
 import { sampledBank } from './learned/bank.js';
 import { builtInEmbedding } from './learned/static-embedding.js';
-import { builtInScorer, ClassifierScorer, type TextScorer } from './learned/text-scorer.js';
+import { builtInScorer, ClassifierScorer, embeddingInput, type TextScorer } from './learned/text-scorer.js';
 import { embedRows, exampleRows, fitScorer, trainingSet } from './learned/train.js';
 import { DEFAULT_THRESHOLDS } from './scorer.js';
 
@@ -194,13 +194,23 @@ export class RoutingPolicies {
     const embed = this.embed as Embedder;
     const vectors = await embed(
       model,
-      rows.map((r) => r.prompt),
+      rows.map((r) => routedEmbeddingText(r.prompt)),
       AbortSignal.timeout(EMBED_TIMEOUT_MS),
     );
     const weights = await fitScorer(rows, vectors);
     return new ClassifierScorer({ ...weights, embedding: model });
   }
 }
+
+/**
+ * What a routed embedding model is sent of a text, in training and for each request alike: its
+ * head, within the smallest context of the common embedding models whatever the text's script
+ * (BERT's 512 tokens, past which all-MiniLM on Ollama refuses the whole batch: a WordPiece token
+ * covers at least one character, so 500 characters and the two special tokens fit). The
+ * measured features still read the whole prompt.
+ */
+const ROUTED_EMBEDDING_CHARS = 500;
+export const routedEmbeddingText = (text: string): string => embeddingInput(text).slice(0, ROUTED_EMBEDDING_CHARS);
 
 /** Bank prompts per source a routed embedding model embeds to train a policy's classifier. */
 const ROUTED_BANK_PER_SOURCE = 40;

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import type { RequestFeatures } from './features.js';
-import { builtInScorer, ClassifierScorer, shippedWeights } from './learned/text-scorer.js';
+import { builtInScorer, ClassifierScorer, embeddingInput, shippedWeights } from './learned/text-scorer.js';
 import { DEFAULT_THRESHOLDS, scoreRequest, tierOf } from './scorer.js';
 
 /**
@@ -41,6 +41,19 @@ describe('the learned scorer: what words cannot prove', () => {
     'Let $n$ be a positive integer such that $n^2 + 2n + 2023$ is a perfect square. Find the sum of all such $n$.',
   ])('competition math reaches Frontier: %s', (prompt) => {
     expect(tier(ask(prompt))).toBe('Frontier');
+  });
+
+  it("an agent hook's payload is not read as a puzzle: its identifiers are left out of what is embedded", () => {
+    const payload = JSON.stringify({
+      session_id: '2c6e7918-3ef9-4c5e-8fba-d092bee372c5',
+      transcript_path: '/home/dev/.claude/projects/-srv-app/2c6e7918-3ef9-4c5e-8fba-d092bee372c5.jsonl',
+      hook_event_name: 'PreToolUse',
+      tool_name: 'Bash',
+      tool_input: { command: 'echo ok' },
+      tool_use_id: 'toolu_bdrk_730p1ixznz',
+    });
+    expect(embeddingInput(payload)).not.toMatch(/2c6e7918|toolu_bdrk|\.claude/);
+    expect(tier(ask(`The command only prints text: ${payload}`))).not.toBe('Frontier');
   });
 
   it('an ordinary programming task needs at least Standard', () => {

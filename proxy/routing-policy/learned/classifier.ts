@@ -153,7 +153,9 @@ function* trainSteps(data: readonly LabelledVector[], options: TrainOptions): Ge
     }
     yield;
   }
-  const round = (v: number) => Math.round(v * 1e6) / 1e6;
+  // Seven significant digits, not a fixed number of decimals: a dimension whose spread is under
+  // 5e-7 (some of all-MiniLM's, as Ollama serves it) would be kept as a scale of 0, dividing by zero.
+  const round = (v: number) => Number(v.toPrecision(7));
   return {
     inputs: n,
     w: Array.from(params.subarray(0, K * n), round),

@@ -29,6 +29,17 @@ export interface ScorerWeights {
   features: ClassifierWeights;
 }
 
+/**
+ * Identifiers: paths of two segments and more, and runs of ten word characters and more that mix
+ * letters and digits (UUIDs, hashes, ids such as toolu_bdrk_730p1ixznz). They say nothing about
+ * how hard a task is, and in an agent's payload (a hook's input: session id, transcript path,
+ * tool call id) their fragments of tokens read like the digit grids of a puzzle.
+ */
+const IDENTIFIER = /(?:\/[\w.-]+){2,}\/?|\b(?=[\w-]*\d)(?=[\w-]*[a-z])[\w-]{10,}\b/gi;
+
+/** What of a text is embedded, whichever the embedding: the text without its identifiers. */
+export const embeddingInput = (text: string): string => text.replace(IDENTIFIER, '');
+
 /** The classifier's input: the embedding, then the measured features. */
 export function inputOf(vector: Float32Array | undefined, prompt: string): Float32Array {
   const measured = textFeatures(prompt);
@@ -48,9 +59,9 @@ export class ClassifierScorer implements TextScorer {
     return this.weights.embedding;
   }
 
-  /** `vector`: the prompt's embedding when it comes from elsewhere (a routed model); else the embedder's. */
+  /** `vector`: the embedding of embeddingInput(prompt) when it comes from elsewhere (a routed model); else the embedder's. */
   score(prompt: string, vector?: Float32Array): { score: number; by: TextScoreKind } {
-    const v = vector ?? this.embedder?.embed(prompt);
+    const v = vector ?? this.embedder?.embed(embeddingInput(prompt));
     if (v && v.length + TEXT_FEATURES.length === this.weights.learned.inputs)
       return { score: scoreOf(probabilities(this.weights.learned, inputOf(v, prompt))), by: 'learned' };
     return { score: scoreOf(probabilities(this.weights.features, inputOf(undefined, prompt))), by: 'features' };

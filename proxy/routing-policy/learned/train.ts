@@ -2,7 +2,7 @@ import type { RoutingExample } from '../../../crds/routing-policy.js';
 import { bankPrompts } from './bank.js';
 import { type LabelledVector, train } from './classifier.js';
 import type { TextEmbedding } from './static-embedding.js';
-import { inputOf, type ScorerWeights } from './text-scorer.js';
+import { embeddingInput, inputOf, type ScorerWeights } from './text-scorer.js';
 
 /**
  * How the learned scorer's two classifiers (over the embedding and the measured features; over
@@ -39,7 +39,7 @@ export const trainingSet = (examples: readonly RoutingExample[] = []): Labelled[
 export async function embedRows(rows: readonly Labelled[], embedding: TextEmbedding): Promise<Float32Array[]> {
   const out: Float32Array[] = [];
   for (const r of rows) {
-    out.push(embedding.embed(r.prompt));
+    out.push(embedding.embed(embeddingInput(r.prompt)));
     if (out.length % EMBED_TURN === 0) await new Promise((resolve) => setImmediate(resolve));
   }
   return out;
