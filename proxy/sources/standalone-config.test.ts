@@ -9,6 +9,10 @@ describe('standalone config', () => {
       ['llama3.2:3b', 'http://localhost:11434', 11434],
       ['qwen2.5:0.5b', 'http://localhost:11434', 11434],
     ]);
+    // `auto` works out of the box: the default policy over both.
+    expect(config.routingPolicies.map((p) => [p.metadata.name, p.spec.models.map((m) => m.tier)])).toEqual([
+      ['default', ['Light', 'Standard']],
+    ]);
   });
 
   it('rejects documents the CRD schemas reject, naming resource and field', () => {
