@@ -18,29 +18,26 @@ import { type Label, type LabelledRequest, labelledSet } from './routing-set.js'
 
 /**
  * The routing policy's bench: does `model: "auto"` send each request to the cheapest model that
- * serves it well, and what does deciding cost?
+ * serves it well, on prompts its scorer was not trained on, and what does deciding cost?
  *
- * The labelled set (e2e/bench/routing-set.ts: 199 requests, each with the cheapest tier that
- * answers it acceptably) is replayed through the standalone gateway (its own process) under three
- * RoutingPolicies over one pool: a real Ollama serving OLLAMA_MODEL (Light), and gpt-5-mini
- * (Standard) and gpt-5 (Frontier) from an OpenAI ExternalProvider pointed at the hosted double
- * (e2e/doubles/hosted.ts). `default` (Balanced) answers `model: "auto"`, `cost` (Cost)
- * `cost/auto`, `quality` (Quality) `quality/auto`; cascade on. Each answer's X-Routed-Model and
- * X-Routing-Reason, and each usage record (cost, counterfactual cost on gpt-5, escalations),
- * make a row per policy: savings against sending everything to gpt-5 (1 - cost / counterfactual),
- * the share served at each tier, agreement with the labels, under-routing (served below the
- * label) and over-routing apart, escalations. Then the routing overhead: the same request named
- * to gpt-5-mini with routing off and sent as `bench/auto` (a policy of double models only, so both
- * reach the same double), alternately, one at a time: the difference of p50s, for a short
- * question and for a 200 KB conversation.
+ * First, held out (e2e/bench/routing-heldout.ts): every source of the learned scorer's bank
+ * (proxy/routing-policy/learned/sources.json: public benchmarks from registry packages, and the
+ * hand-written set) scored by a classifier trained on every other source; per source, per
+ * objective, with and without puzzle-like sources, against constant policies, as confusion
+ * matrices; and what scoring adds in-process (features only, the learned scorer, a repeat).
  *
- * `--offline` computes the same table from the scorer alone (features -> score -> tier, no
- * constraints, no cascade), no gateway: prices per 1M tokens from crds/catalog/prices.yaml,
- * Light at $0 (the in-cluster model has no catalog price), estimated input tokens and
- * MAX_TOKENS output tokens per request. Both halves of the set (tuning, held-out) get rows.
+ * Then, unless `--offline`, through the gateway: the hand-written set (e2e/bench/routing-set.ts,
+ * 199 requests in three dialects, with tools, images and long documents; in the shipped weights'
+ * training, so not held out) replayed through the standalone gateway under three RoutingPolicies
+ * over one pool: a real Ollama serving OLLAMA_MODEL (Light), and gpt-5-mini (Standard) and gpt-5
+ * (Frontier) from an OpenAI ExternalProvider pointed at the hosted double. Each answer's
+ * X-Routed-Model and X-Routing-Reason and each usage record make a row per policy; then the
+ * routing overhead: the same request named to gpt-5-mini with routing off and sent as
+ * `bench/auto`, alternately, one at a time: the difference of p50s, for a short question and for
+ * a 200 KB conversation.
  *
- * Verdicts: the default policy saves >= 40 % with <= 5 % of requests under-routed; routing adds
- * <= 1 ms at p50.
+ * Verdicts: the issue's held-out targets (under-routing, Frontier found, savings, constant
+ * policies, the objectives' promises, scoring cost), and through the gateway savings and overhead.
  *
  * npx tsx e2e/bench/routing.ts [--offline] [--quick] [--json-out FILE]   (npm run bench -- --only routing)
  */
@@ -66,15 +63,8 @@ const POOL: ReadonlyArray<{ name: string; tier: RoutingTier }> = [
   { name: 'gpt-5-mini', tier: 'Standard' },
   { name: 'gpt-5', tier: 'Frontier' },
 ];
-/** USD per 1M tokens, crds/catalog/prices.yaml; the in-cluster model has none. */
-const PRICES: Record<RoutingTier, { input: number; output: number }> = {
-  Light: { input: 0, output: 0 },
-  Standard: { input: 0.25, output: 2 },
-  Frontier: { input: 1.25, output: 10 },
-};
 const RANK: Record<Label, number> = { light: 0, standard: 1, frontier: 2 };
 const TIER_LABEL: Record<RoutingTier, Label> = { Light: 'light', Standard: 'standard', Frontier: 'frontier' };
-const LABEL_TIER: Record<Label, RoutingTier> = { light: 'Light', standard: 'Standard', frontier: 'Frontier' };
 
 /** What happened to one labelled request under one policy. */
 interface Outcome {
