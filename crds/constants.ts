@@ -106,6 +106,14 @@ export const ROUTING_HEADER = 'x-routing-enabled';
 /** Answer headers: the model that served, and why it was chosen. */
 export const ROUTED_MODEL_HEADER = 'x-routed-model';
 export const ROUTING_REASON_HEADER = 'x-routing-reason';
+/**
+ * The proxy's and the operator's switch of the routing scorer's built-in embedding (Helm value
+ * routing.builtInEmbedding): "false" keeps its table out of the proxy's memory, and policies that
+ * name no embedding model then score on measured features only (their status says so).
+ */
+const BUILT_IN_EMBEDDING_ENV = 'ROUTING_BUILTIN_EMBEDDING';
+export const builtInEmbeddingOn = (env: Readonly<Record<string, string | undefined>>): boolean =>
+  env[BUILT_IN_EMBEDDING_ENV] !== 'false';
 /** The label (value "true") a ConfigMap of routing examples (a RoutingPolicy's examplesFrom) must carry to be read. */
 export const ROUTING_EXAMPLES_LABEL = `${API_GROUP}/routing-examples`;
 

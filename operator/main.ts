@@ -3,7 +3,7 @@ import { parseArgs } from 'node:util';
 import { KubeConfig } from '@kubernetes/client-node';
 import { collectDefaultMetrics } from 'prom-client';
 import type { Cloud } from '../crds/catalog/catalog.js';
-import { AGENT_NAMESPACE, unsupportedNode } from '../crds/constants.js';
+import { AGENT_NAMESPACE, builtInEmbeddingOn, unsupportedNode } from '../crds/constants.js';
 import { parseEngineImages } from '../crds/engines/table.js';
 import { errorMessage, jsonLogger } from '../crds/observability/log.js';
 import { type ModelCacheSetting, parseModelCache } from './model-deployment/model-cache.js';
@@ -97,6 +97,7 @@ const operator = new Operator({
   concurrency: Number(values.concurrency),
   rediscoveryMs: Number(values['rediscovery-minutes']) * 60_000,
   modelCache,
+  routingBuiltInEmbedding: builtInEmbeddingOn(process.env),
   autoscaleIntervalMs: Math.max(1, Number(values['autoscale-interval-seconds'])) * 1000,
   ...(values['proxy-load-urls']
     ? { proxyLoadUrls: values['proxy-load-urls'].split(',').map((u) => u.trim().replace(/\/+$/, '')) }

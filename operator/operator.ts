@@ -71,6 +71,8 @@ export interface OperatorOptions {
    * ready endpoints of the chart's proxy metrics Service.
    */
   proxyLoadUrls?: string[];
+  /** Whether the proxies run with the routing scorer's built-in embedding (Helm value routing.builtInEmbedding). Default true. */
+  routingBuiltInEmbedding?: boolean;
 }
 
 /** A controller of one leadership term: its queue, and what runs once it started. */

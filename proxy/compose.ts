@@ -111,6 +111,8 @@ export interface GatewayConfig {
   budgetRefreshMs?: number;
   /** Requests one in-cluster model may hold waiting for a replica slot, and how long each may wait. */
   queue?: { perModel: number; timeoutMs: number };
+  /** The routing scorer's built-in embedding (default on); off, policies without an embedding model score on features. */
+  routing?: { builtInEmbedding: boolean };
   deployingRetryAfterSeconds?: number;
   /** Readiness false this long before the listener closes; then in-flight requests get drainMs. */
   shutdown?: { delayMs: number; drainMs: number };
@@ -223,6 +225,7 @@ export async function composeGateway(config: GatewayConfig = {}, parts: Partial<
     backends,
     (err) => log.warn('routing policy not resolved', { error: errorMessage(err) }),
     embed,
+    config.routing?.builtInEmbedding ?? true,
   );
   routingPolicies.bind((p) => policies.set(p));
   await policies.ready();

@@ -1,7 +1,7 @@
 import { hostname } from 'node:os';
 import { parseArgs } from 'node:util';
 import { KubeConfig } from '@kubernetes/client-node';
-import { PROXY_SERVICE_PORT, unsupportedNode } from '../crds/constants.js';
+import { builtInEmbeddingOn, PROXY_SERVICE_PORT, unsupportedNode } from '../crds/constants.js';
 import { errorMessage, jsonLogger } from '../crds/observability/log.js';
 import { composeGateway, type GatewayConfig } from './compose.js';
 import { DEFAULT_CONNECTION_LIMITS } from './front-door.js';
@@ -182,6 +182,7 @@ const config = (): GatewayConfig => ({
   ...(values['budget-refresh-ms']
     ? { budgetRefreshMs: numberFlag('budget-refresh-ms', values['budget-refresh-ms'], 2_000) }
     : {}),
+  routing: { builtInEmbedding: builtInEmbeddingOn(process.env) },
   queue: {
     perModel: Math.max(1, Math.floor(numberFlag('queue-per-model', values['queue-per-model'], 100))),
     timeoutMs: positiveSeconds('queue-timeout-seconds', values['queue-timeout-seconds'], 300_000),

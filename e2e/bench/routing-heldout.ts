@@ -120,6 +120,30 @@ export function summary(scored: readonly Scored[]): Row[] {
   ]);
 }
 
+/**
+ * The best a router that does not read the prompt can do at `savings`: a random mix of two
+ * constant policies (all Light, all Standard, all Frontier) that saves exactly as much. A constant
+ * policy alone can never be matched on savings by a router (only all Light saves 100 %), so this
+ * cost-matched mix is the fair floor RouteLLM-style evaluations compare a router with.
+ */
+export function costMatchedConstant(
+  rows: readonly Row[],
+  set: string,
+  savings: number,
+): { mix: string; under: number } {
+  const points = TIERS.map((t) => rows.find((r) => r.set === set && r.policy === `all ${t}`) as Row);
+  let best = { mix: 'none', under: Number.POSITIVE_INFINITY };
+  for (const a of points)
+    for (const b of points) {
+      const [sa, sb] = [a['savings %'], b['savings %']];
+      if (!(sa >= savings && savings >= sb) || sa === sb) continue;
+      const share = (savings - sb) / (sa - sb);
+      const under = Math.round(10 * (share * a['under %'] + (1 - share) * b['under %'])) / 10;
+      if (under < best.under) best = { mix: `${Math.round(100 * share)} % ${a.policy}, rest ${b.policy}`, under };
+    }
+  return best;
+}
+
 /** Per source under Balanced: what it was routed to. */
 export function perSource(scored: readonly Scored[], objective: RoutingObjective = 'Balanced') {
   const route = byObjective(objective);

@@ -12,7 +12,7 @@ import { type HostedDouble, startHostedDouble } from '../doubles/hosted.js';
 import { OLLAMA_MODEL, type OllamaServer, startOllama } from '../ollama/server.js';
 import { type ProxyProcess, standaloneFiles, startProxyProcess } from '../support/proxy-process.js';
 import { machineFacts, printVerdicts, type Verdict } from './gateways.js';
-import { confusion, heldOutScores, perSource, type Row, summary } from './routing-heldout.js';
+import { confusion, costMatchedConstant, heldOutScores, perSource, type Row, summary } from './routing-heldout.js';
 import { type BenchDialect, codebase } from './routing-requests.js';
 import { type Label, type LabelledRequest, labelledSet } from './routing-set.js';
 
@@ -378,8 +378,15 @@ function onlineOutcomes(
   return out;
 }
 
+/**
+ * Each label's cost as a share of gpt-5's for the same tokens: Ollama is free, and gpt-5-mini is a
+ * fifth of gpt-5 for input and output alike (the catalog's prices), so perfect routing's cost
+ * follows from each record's counterfactual.
+ */
+const ORACLE_SHARE: Record<Label, number> = { light: 0, standard: 0.2, frontier: 1 };
+
 function onlineRows(outcomes: ReturnType<typeof onlineOutcomes>): PolicyRow[] {
-  return [...outcomes].flatMap(([policy, list]) => [
+  const halves = (policy: string, list: Array<Outcome & { half: LabelledRequest['half'] }>) => [
     rowOf(policy, 'all', list),
     ...(['tuning', 'heldOut'] as const).map((half) =>
       rowOf(
@@ -388,7 +395,14 @@ function onlineRows(outcomes: ReturnType<typeof onlineOutcomes>): PolicyRow[] {
         list.filter((o) => o.half === half),
       ),
     ),
-  ]);
+  ];
+  const perfect = (outcomes.get('default') ?? []).map((o) => ({
+    ...o,
+    served: o.label,
+    costUsd: ORACLE_SHARE[o.label] * o.counterfactualUsd,
+    escalations: 0,
+  }));
+  return [...[...outcomes].flatMap(([policy, list]) => halves(policy, list)), ...halves('labels (oracle)', perfect)];
 }
 
 /** The default policy's requests served below their label, with why the gateway chose that model. */
@@ -506,6 +520,7 @@ function heldOutVerdicts(rows: Row[], cost: Array<{ case: string; 'p50 ms': numb
   const b = row('all', 'Balanced');
   const bn = row('no puzzles', 'Balanced');
   const constants = ['all Light', 'all Standard'].map((p) => row('all', p));
+  const matched = costMatchedConstant(rows, 'all', b['savings %']);
   const [features, learned, repeat] = cost.map((c) => c['p50 ms']) as [number, number, number];
   return [
     {
@@ -529,11 +544,13 @@ function heldOutVerdicts(rows: Row[], cost: Array<{ case: string; 'p50 ms': numb
       detail: `Balanced saves ${b['savings %']} % against always-Frontier (target >= 40 %)`,
     },
     {
+      // The issue asks for less under-routing "at equal or better savings" than every constant
+      // policy. Only all Light saves 100 %, and all Standard (a fifth of gpt-5's price) saves more
+      // than perfect routing does here, so no router can match either alone; the comparison at
+      // equal savings is with the constant policies mixed at random to cost what Balanced costs.
       id: 'routing-beats-constant-policies',
-      pass:
-        constants.every((c) => b['under %'] < c['under %']) &&
-        b['savings %'] >= row('all', 'all Standard')['savings %'],
-      detail: `Balanced under ${b['under %']} % against ${constants.map((c) => `${c.policy} ${c['under %']} %`).join(', ')}; savings ${b['savings %']} % against all Standard's ${row('all', 'all Standard')['savings %']} %`,
+      pass: constants.every((c) => b['under %'] < c['under %']) && b['under %'] < matched.under,
+      detail: `Balanced under ${b['under %']} % at ${b['savings %']} % savings; ${constants.map((c) => `${c.policy} ${c['under %']} % at ${c['savings %']} %`).join(', ')}; the best random mix of constant policies saving ${b['savings %']} % (${matched.mix}) under-routes ${matched.under} %`,
     },
     {
       id: 'routing-objectives-keep-their-promise',
@@ -560,11 +577,12 @@ function heldOutVerdicts(rows: Row[], cost: Array<{ case: string; 'p50 ms': numb
 
 function onlineVerdicts(rows: PolicyRow[], overheadMs: Overhead[]): Verdict[] {
   const d = rows.find((r) => r.policy === 'default' && r.set === 'all');
+  const oracle = rows.find((r) => r.policy === 'labels (oracle)' && r.set === 'all');
   return [
     {
       id: 'routing-gateway-default-savings',
       pass: d ? d['savings %'] >= 40 : false,
-      detail: `through the gateway, the hand-written set (in the shipped weights' training): default policy saves ${d?.['savings %']} % against gpt-5 (target >= 40 %)`,
+      detail: `through the gateway, the hand-written set (in the shipped weights' training): default policy saves ${d?.['savings %']} % against gpt-5, perfect routing ${oracle?.['savings %']} % (target >= 40 %)`,
     },
     {
       id: 'routing-overhead-p50',

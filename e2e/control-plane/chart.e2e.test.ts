@@ -395,6 +395,21 @@ describe('Helm chart', () => {
     expect(env(render('modelCache.enabled=false')).MODEL_CACHE).toBe('off');
   });
 
+  it('tells the proxy and the operator alike whether the routing scorer has its built-in embedding', () => {
+    type Env = Array<{ name: string; value?: string }>;
+    const switches = (objs: Obj[]) =>
+      ['platform-ai-optimizer-proxy', 'platform-ai-optimizer-operator'].map(
+        (name) =>
+          (
+            find(objs, 'Deployment', name) as Obj & {
+              spec: { template: { spec: { containers: Array<{ env: Env }> } } };
+            }
+          ).spec.template.spec.containers[0]?.env.find((e) => e.name === 'ROUTING_BUILTIN_EMBEDDING')?.value,
+      );
+    expect(switches(render())).toEqual(['true', 'true']);
+    expect(switches(render('routing.builtInEmbedding=false'))).toEqual(['false', 'false']);
+  });
+
   it('takes the extension values users expect, on both components, and the API server accepts the result', () => {
     const dir = mkdtempSync(join(tmpdir(), 'chart-values-'));
     const file = join(dir, 'values.yaml');

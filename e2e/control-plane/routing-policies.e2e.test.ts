@@ -7,7 +7,8 @@ import { applyObjects, eventually, kubeConfig, kubectl, kubectlOk } from '../sup
  * The shipped default RoutingPolicy (crds/examples/routingpolicy.yaml) on the real control plane
  * with the operator: ModelsMissing while nothing serves its pool, Ready once a ModelDeployment and
  * two ExternalProviders serve it, with each model's price in status and an Event per transition;
- * a ConfigMap of examples it names is looked for by its label.
+ * a ConfigMap of examples it names is looked for by its label; the Scorer condition says what
+ * judges difficulty, FeaturesOnly (with the fix) when the proxies run without the built-in embedding.
  */
 
 const NS = 'platform-agent';
@@ -21,6 +22,8 @@ const field = (name: string, path: string) =>
   kubectlOk(['get', 'routingpolicies', name, '-n', NS, '-o', `jsonpath=${path}`]);
 const ready = (name: string) =>
   `${field(name, '{.status.conditions[?(@.type=="Ready")].status}')}/${field(name, '{.status.conditions[?(@.type=="Ready")].reason}')}`;
+const condition = (name: string, type: string) =>
+  `${field(name, `{.status.conditions[?(@.type=="${type}")].status}`)}/${field(name, `{.status.conditions[?(@.type=="${type}")].reason}`)}`;
 const untilReady = (name: string, want: string) =>
   eventually(`${name} ${want}`, 60_000, () => (ready(name) === want ? want : undefined));
 const eventReasons = (name: string) =>
@@ -43,16 +46,18 @@ const provider = (name: string, type: string, models: string[]) => ({
   spec: { provider: type, displayName: name, auth: { method: 'APIKey', secretRef: { name: `${name}-key` } }, models },
 });
 
+const options = () => ({
+  kubeConfig: kubeConfig(),
+  cluster: { organizationId: 'acme', clusterId: 'prod-1', cloud: 'aws' as const, region: 'us-east-1' },
+  images: { Ollama: 'ollama/ollama:test' },
+  port: 0,
+  resyncMs: 0,
+  leaderElection: false as const,
+  logger: capturedLogger('operator-routing-policies'),
+});
+
 beforeAll(async () => {
-  operator = new Operator({
-    kubeConfig: kubeConfig(),
-    cluster: { organizationId: 'acme', clusterId: 'prod-1', cloud: 'aws', region: 'us-east-1' },
-    images: { Ollama: 'ollama/ollama:test' },
-    port: 0,
-    resyncMs: 0,
-    leaderElection: false,
-    logger: capturedLogger('operator-routing-policies'),
-  });
+  operator = new Operator(options());
   await operator.start();
 });
 
@@ -86,6 +91,7 @@ describe('RoutingPolicy with the operator on the real control plane', () => {
       provider(ANTHROPIC, 'anthropic', ['claude-sonnet-4-5']),
     );
     await untilReady('default', 'True/Resolved');
+    expect(condition('default', 'Scorer')).toBe('True/BuiltInEmbedding');
     const models = JSON.parse(field('default', '{.status.models}')) as Array<Record<string, unknown>>;
     expect(models.map((m) => [m.name, m.tier, m.problem])).toEqual([
       ['llama3.2:3b', 'Light', undefined],
@@ -135,5 +141,21 @@ describe('RoutingPolicy with the operator on the real control plane', () => {
       metadata: { ...examples.metadata, labels: { 'ai.platform/routing-examples': 'true' } },
     });
     await untilReady('semantic-e2e', 'True/Resolved');
+    expect(condition('semantic-e2e', 'Scorer')).toBe('True/EmbeddingModel');
+  });
+
+  it('says FeaturesOnly, with the fix, when the proxies run without the built-in embedding', async () => {
+    await operator.stop();
+    operator = new Operator({ ...options(), routingBuiltInEmbedding: false });
+    await operator.start();
+    await eventually('default FeaturesOnly', 60_000, () =>
+      condition('default', 'Scorer') === 'False/FeaturesOnly' ? true : undefined,
+    );
+    expect(field('default', '{.status.conditions[?(@.type=="Scorer")].message}')).toContain(
+      'set spec.scorer.semantic.embeddingModel to an embedding model the gateway routes, or set routing.builtInEmbedding: true',
+    );
+    // A policy whose embedding model is served keeps a learned classifier; both stay Ready.
+    expect(condition('semantic-e2e', 'Scorer')).toBe('True/EmbeddingModel');
+    expect(ready('default')).toBe('True/Resolved');
   });
 });

@@ -55,6 +55,7 @@ class RoutingPolicyController {
     private readonly caches: RoutingCaches,
     private readonly events: EventRecorder,
     private readonly now: () => Date,
+    private readonly builtInEmbedding = true,
   ) {}
 
   /** The shipped price table with the prices ConfigMap over it, as the proxy prices with; the shipped one when that cannot be read. */
@@ -85,6 +86,7 @@ class RoutingPolicyController {
           const cm = this.caches.examples.get(`${namespace}/${name}`);
           return cm ? (cm.data ?? {}) : undefined;
         },
+        builtInEmbedding: this.builtInEmbedding,
       },
       this.now(),
     );
@@ -181,6 +183,7 @@ export const routingPolicyController: ControllerDeclaration = {
       },
       ctx.events,
       ctx.now,
+      ctx.options.routingBuiltInEmbedding ?? true,
     );
     return { reconcile: (key) => controller.reconcile(key) };
   },

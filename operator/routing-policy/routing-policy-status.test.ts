@@ -66,6 +66,7 @@ const world = (over: Partial<ServingWorld> = {}): ServingWorld => ({
   prices: loadBedrockPrices(),
   catalog: loadCatalog(),
   examples: () => undefined,
+  builtInEmbedding: true,
   ...over,
 });
 
@@ -94,6 +95,14 @@ describe('routingPolicyStatus', () => {
         status: 'True',
         reason: 'Resolved',
         message: 'every model of the pool is served and priced (3)',
+        observedGeneration: 2,
+        lastTransitionTime: '2026-11-27T10:00:00Z',
+      },
+      {
+        type: 'Scorer',
+        status: 'True',
+        reason: 'BuiltInEmbedding',
+        message: 'requests are scored by the learned classifier over the built-in embedding',
         observedGeneration: 2,
         lastTransitionTime: '2026-11-27T10:00:00Z',
       },
@@ -174,6 +183,33 @@ describe('routingPolicyStatus', () => {
     expect(missing.conditions?.[0]).toMatchObject({ status: 'False', reason: 'EmbeddingModelMissing' });
     expect(missing.conditions?.[0]?.message).toContain('scored with the built-in embedding');
     expect(routingPolicyStatus(semantic('gpt-4o-mini'), world(), T0).conditions?.[0]?.status).toBe('True');
+  });
+
+  it('says in its Scorer condition what judges difficulty, and FeaturesOnly with the fix when no embedding is at hand', () => {
+    const scorer = (s: ReturnType<typeof routingPolicyStatus>) => s.conditions?.find((c) => c.type === 'Scorer');
+    const embedded = (embeddingModel: string) =>
+      policy({ scorer: { semantic: { embeddingModel, examples: [{ tier: 'Light', prompt: 'hi' }] } } });
+    expect(scorer(routingPolicyStatus(policy(), world(), T0))).toMatchObject({
+      status: 'True',
+      reason: 'BuiltInEmbedding',
+    });
+    expect(scorer(routingPolicyStatus(embedded('gpt-4o-mini'), world(), T0))).toMatchObject({
+      status: 'True',
+      reason: 'EmbeddingModel',
+    });
+    // The built-in embedding off: a served embedding model still makes the classifier learned.
+    const off = world({ builtInEmbedding: false });
+    expect(scorer(routingPolicyStatus(embedded('gpt-4o-mini'), off, T0))?.status).toBe('True');
+    const featuresOnly = scorer(routingPolicyStatus(policy(), off, T0));
+    expect(featuresOnly).toMatchObject({ status: 'False', reason: 'FeaturesOnly' });
+    expect(featuresOnly?.message).toContain('spec.scorer.semantic.embeddingModel is not set');
+    expect(featuresOnly?.message).toContain('routing.builtInEmbedding: true');
+    // An unserved model with the built-in embedding off: both conditions name it.
+    const unserved = routingPolicyStatus(embedded('text-embedding-3-small'), off, T0);
+    expect(scorer(unserved)?.message).toContain('nothing serves text-embedding-3-small');
+    expect(unserved.conditions?.[0]?.message).toContain('on measured features only');
+    // Ready is about the pool and the examples, not the scorer.
+    expect(routingPolicyStatus(policy(), off, T0).conditions?.[0]).toMatchObject({ type: 'Ready', status: 'True' });
   });
 
   it('keeps the transition time while Ready holds, and moves it when Ready changes', () => {

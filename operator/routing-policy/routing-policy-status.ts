@@ -24,6 +24,8 @@ export interface ServingWorld {
   catalog: Catalog;
   /** The data of a ConfigMap labelled for routing examples, by name; undefined when there is none. */
   examples: (configMapName: string) => Readonly<Record<string, string>> | undefined;
+  /** Whether the proxies run with the scorer's built-in embedding (Helm value routing.builtInEmbedding). */
+  builtInEmbedding: boolean;
 }
 
 type PoolModel = NonNullable<RoutingPolicyStatus['models']>[number];
@@ -94,7 +96,40 @@ function embeddingProblem(policy: RoutingPolicy, world: ServingWorld): string | 
   if (model === undefined) return undefined;
   const served = resolvePool([{ name: model, tier: 'Light' }], world)[0];
   if (served?.problem !== NOT_SERVED) return undefined;
-  return `no ModelDeployment or ExternalProvider serves the embedding model ${model} (spec.scorer.semantic.embeddingModel): requests are scored with the built-in embedding and the shipped classifier until it is served; deploy it, or remove the field`;
+  const meanwhile = world.builtInEmbedding
+    ? 'with the built-in embedding and the shipped classifier'
+    : 'on measured features only (the built-in embedding is off)';
+  return `no ModelDeployment or ExternalProvider serves the embedding model ${model} (spec.scorer.semantic.embeddingModel): requests are scored ${meanwhile} until it is served; deploy it, or remove the field`;
+}
+
+/**
+ * The Scorer condition: what judges a request's difficulty. False (FeaturesOnly) when no embedding
+ * is at hand: the proxies run without the built-in one and no served model embeds, so requests are
+ * scored on the measured features and their shape alone.
+ */
+function scorerCondition(policy: RoutingPolicy, world: ServingWorld) {
+  const model = policy.spec.scorer?.semantic?.embeddingModel;
+  if (model !== undefined && !embeddingProblem(policy, world)) {
+    return {
+      status: 'True' as const,
+      reason: 'EmbeddingModel',
+      message: `requests are scored by a classifier trained in the embedding space of ${model}, with the built-in or measured-features classifier while it does not answer`,
+    };
+  }
+  const waiting = model !== undefined ? ` until ${model} is served` : '';
+  if (world.builtInEmbedding) {
+    return {
+      status: 'True' as const,
+      reason: 'BuiltInEmbedding',
+      message: `requests are scored by the learned classifier over the built-in embedding${waiting}`,
+    };
+  }
+  const why = model !== undefined ? `nothing serves ${model}` : 'spec.scorer.semantic.embeddingModel is not set';
+  return {
+    status: 'False' as const,
+    reason: 'FeaturesOnly',
+    message: `the proxies run without the built-in embedding (Helm value routing.builtInEmbedding: false) and ${why}: requests are scored on measured features (code, notation, length) and their shape only, which under-routes more often (docs/concepts/routing.md); set spec.scorer.semantic.embeddingModel to an embedding model the gateway routes, or set routing.builtInEmbedding: true`,
+  };
 }
 
 const names = (pool: PoolModel[], problem: string) => pool.filter((m) => m.problem === problem).map((m) => m.name);
@@ -140,9 +175,10 @@ export function routingPolicyStatus(policy: RoutingPolicy, world: ServingWorld, 
     ...readyCondition(policy, pool, world),
     observedGeneration: generation,
   };
+  const scorer = { type: 'Scorer', ...scorerCondition(policy, world), observedGeneration: generation };
   return {
     models: pool,
     observedGeneration: generation,
-    conditions: setCondition(policy.status?.conditions, ready, now),
+    conditions: setCondition(setCondition(policy.status?.conditions, ready, now), scorer, now),
   };
 }

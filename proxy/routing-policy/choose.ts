@@ -10,7 +10,7 @@ import { type Backends, backendOf } from '../upstreams/backend.js';
 import { cascades } from './cascade.js';
 import { baselineOf, decide, degradeTo, outputCap, type RoutingReason } from './decide.js';
 import { featuresOf, type RequestFeatures, scoredText } from './features.js';
-import { builtInScorer, type TextScoreKind, type TextScorer } from './learned/text-scorer.js';
+import type { TextScoreKind, TextScorer } from './learned/text-scorer.js';
 import {
   type Embedder,
   type ResolvedPolicy,
@@ -268,7 +268,7 @@ async function textScore(
   f: RequestFeatures,
 ): Promise<{ score: number; by: TextScoreKind; embedding: string }> {
   const text = scoredText(f);
-  const { embeddingModel, text: scorer } = policy.scorer;
+  const { embeddingModel, text: scorer, fallback } = policy.scorer;
   const named = (s: TextScorer, result: { score: number; by: TextScoreKind }) => ({
     ...result,
     embedding: result.by === 'learned' ? (s.embedding ?? 'none') : 'none',
@@ -281,10 +281,7 @@ async function textScore(
       .embed(embeddingModel, [routedEmbeddingText(text)], AbortSignal.timeout(PROMPT_EMBED_TIMEOUT_MS))
       .then((v) => v[0])
       .catch(() => undefined);
-    if (!vector) {
-      const fallback = builtInScorer();
-      return named(fallback, fallback.score(text));
-    }
+    if (!vector) return named(fallback, fallback.score(text));
     if (PROMPT_CACHE.size >= PROMPT_CACHE_MAX) PROMPT_CACHE.clear();
     PROMPT_CACHE.set(digest, vector);
   }

@@ -11,7 +11,13 @@ import { type Backends, backendOf } from '../upstreams/backend.js';
 import type { PoolModel } from './decide.js';
 import { sampledBank } from './learned/bank.js';
 import { builtInEmbedding } from './learned/static-embedding.js';
-import { builtInScorer, ClassifierScorer, embeddingInput, type TextScorer } from './learned/text-scorer.js';
+import {
+  builtInScorer,
+  ClassifierScorer,
+  embeddingInput,
+  featuresOnlyScorer,
+  type TextScorer,
+} from './learned/text-scorer.js';
 import { embedRows, exampleRows, fitScorer, trainingSet } from './learned/train.js';
 import { DEFAULT_THRESHOLDS } from './scorer.js';
 
@@ -38,9 +44,9 @@ export interface ResolvedPolicy {
   /**
    * The text scorer: the shipped classifier over the built-in embedding, or one trained for this
    * policy (its examples, its embedding model) once it is; `embeddingModel` when prompts are
-   * embedded by a model the gateway routes.
+   * embedded by a model the gateway routes; `fallback` scores when that model does not answer.
    */
-  scorer: { text: TextScorer; embeddingModel?: string };
+  scorer: { text: TextScorer; embeddingModel?: string; fallback: TextScorer };
 }
 
 /** Whether a route takes a request now: not deploying, not asleep at zero replicas (waking would hold the request). */
@@ -66,6 +72,8 @@ export class RoutingPolicies {
     private readonly backends: Backends,
     private readonly onError: (err: unknown) => void = () => {},
     private readonly embed?: Embedder,
+    /** Off (Helm value routing.builtInEmbedding: false): no embedding table in memory, features only unless a policy names a model. */
+    private readonly builtIn = true,
   ) {
     routes.onChange(() => this.resolve());
   }
@@ -139,7 +147,7 @@ export class RoutingPolicies {
         triggers: new Set(spec.cascade?.triggers ?? CASCADE_TRIGGERS),
       },
       ...(spec.baseline ? { baseline: spec.baseline } : {}),
-      scorer: semantic ? this.scorerOf(semantic) : { text: builtInScorer(this.onError) },
+      scorer: semantic ? this.scorerOf(semantic) : this.shipped(),
     };
   }
 
@@ -151,17 +159,18 @@ export class RoutingPolicies {
    * done. A failure is told and tried again on the next change.
    */
   private scorerOf(semantic: SemanticScorer): ResolvedPolicy['scorer'] {
-    const fallback = { text: builtInScorer(this.onError) };
+    const fallback = this.shipped();
     const examples = semantic.examples ?? [];
     const model = semantic.embeddingModel;
-    if (model === undefined && examples.length === 0) return fallback;
+    // Examples alone are learned in the built-in embedding's space.
+    if (model === undefined && (examples.length === 0 || !this.builtIn)) return fallback;
     if (model !== undefined && !this.embed) return fallback;
     const digest = createHash('sha256')
       .update(JSON.stringify([model ?? '', examples]))
       .digest('hex');
     const known = this.trained.get(digest);
     const ready = (scorer: TextScorer | undefined) =>
-      scorer ? { text: scorer, ...(model !== undefined ? { embeddingModel: model } : {}) } : fallback;
+      scorer ? { ...fallback, text: scorer, ...(model !== undefined ? { embeddingModel: model } : {}) } : fallback;
     if (known) return ready(known.scorer);
     if (this.trained.size >= MAX_TRAINED) this.trained.clear();
     const slot: { scorer?: TextScorer } = {};
@@ -177,6 +186,12 @@ export class RoutingPolicies {
       },
     );
     return fallback;
+  }
+
+  /** The shipped classifier: over the built-in embedding, or over the measured features when that is off. */
+  private shipped(): ResolvedPolicy['scorer'] {
+    const text = this.builtIn ? builtInScorer(this.onError) : featuresOnlyScorer();
+    return { text, fallback: text };
   }
 
   private async train(

@@ -369,3 +369,36 @@ describe('a spent budget that degrades', () => {
     });
   });
 });
+
+describe('without the built-in embedding (Helm value routing.builtInEmbedding: false)', () => {
+  it('still routes `auto`, on the measured features and the shape, and says that no embedding scored', async () => {
+    const routes = new RouteTable();
+    routes.set(
+      buildRoutes([md('light', LIGHT, double.url), md('standard', STANDARD, double.url)], { standalone: true }),
+    );
+    const bare = await startGateway(
+      { routing: { builtInEmbedding: false } },
+      { routes, keys: ApiKeys.fromKeys([KEY]), usage: new MemoryUsage() },
+    );
+    try {
+      bare.policies.set([policy('default')]);
+      await bare.policies.ready();
+      const send = (prompt: string) =>
+        bare.request('/openai/v1/chat/completions', {
+          method: 'POST',
+          headers: { 'content-type': 'application/json', authorization: `Bearer ${KEY}` },
+          body: JSON.stringify(ask('auto', prompt)),
+        });
+      const simple = await send(SIMPLE);
+      expect(simple.status).toBe(200);
+      expect(simple.headers.get('x-routed-model')).toBe(LIGHT);
+      expect(simple.headers.get('x-routing-reason')).toMatch(/signals=features; embedding=none$/);
+      // Pasted code and numbered requirements are measured without any embedding.
+      const hard = await send(HARD);
+      expect(hard.headers.get('x-routed-model')).toBe(STANDARD);
+      expect(hard.headers.get('x-routing-reason')).toMatch(/^score; tier=(Standard|Frontier); .*embedding=none$/);
+    } finally {
+      await bare.stop();
+    }
+  });
+});

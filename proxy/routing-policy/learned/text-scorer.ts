@@ -37,8 +37,15 @@ export interface ScorerWeights {
  */
 const IDENTIFIER = /(?:\/[\w.-]+){2,}\/?|\b(?=[\w-]*\d)(?=[\w-]*[a-z])[\w-]{10,}\b/gi;
 
-/** What of a text is embedded, whichever the embedding: the text without its identifiers. */
-export const embeddingInput = (text: string): string => text.replace(IDENTIFIER, '');
+/**
+ * Characters of a text that are embedded: about 1,000 tokens. A mean of token vectors over more
+ * says no more about the task (a long document's head is the document), and the cost of scoring
+ * stays bounded whatever the request's size; the measured features read the whole prompt.
+ */
+const EMBEDDED_CHARS = 4000;
+
+/** What of a text is embedded, whichever the embedding: its head without its identifiers. */
+export const embeddingInput = (text: string): string => text.slice(0, EMBEDDED_CHARS).replace(IDENTIFIER, '');
 
 /** The classifier's input: the embedding, then the measured features. */
 export function inputOf(vector: Float32Array | undefined, prompt: string): Float32Array {
@@ -78,6 +85,18 @@ export function shippedWeights(): ScorerWeights {
 }
 
 let builtIn: TextScorer | undefined;
+let featuresOnly: TextScorer | undefined;
+
+/**
+ * The shipped classifier over the measured features alone: what scores when the gateway runs
+ * without its built-in embedding (Helm value routing.builtInEmbedding: false) and no embedding
+ * model embeds, or when the embedding's files cannot be read.
+ */
+export function featuresOnlyScorer(): TextScorer {
+  const weights = shippedWeights();
+  featuresOnly ??= new ClassifierScorer({ learned: weights.learned, features: weights.features });
+  return featuresOnly;
+}
 
 /**
  * The default scorer: the shipped classifier over the built-in embedding; the features-only
@@ -85,12 +104,11 @@ let builtIn: TextScorer | undefined;
  */
 export function builtInScorer(onError: (err: unknown) => void = () => {}): TextScorer {
   if (builtIn) return builtIn;
-  const weights = shippedWeights();
   try {
-    builtIn = new ClassifierScorer(weights, builtInEmbedding());
+    builtIn = new ClassifierScorer(shippedWeights(), builtInEmbedding());
   } catch (err) {
     onError(err);
-    builtIn = new ClassifierScorer({ learned: weights.learned, features: weights.features });
+    builtIn = featuresOnlyScorer();
   }
   return builtIn;
 }
