@@ -412,6 +412,24 @@ function underRouted(outcomes: ReturnType<typeof onlineOutcomes>): Array<Record<
     .map((o) => ({ id: o.id, label: o.label, served: o.served ?? '', reason: o.reason ?? '' }));
 }
 
+/**
+ * The default policy's requests served above their label, dearest first: where savings go, since a
+ * long request over-routed costs more than many short ones.
+ */
+function overRouted(outcomes: ReturnType<typeof onlineOutcomes>): Array<Record<string, string | number>> {
+  return (outcomes.get('default') ?? [])
+    .filter((o) => o.served !== undefined && RANK[o.served] > RANK[o.label])
+    .sort((a, b) => b.costUsd - a.costUsd)
+    .slice(0, 12)
+    .map((o) => ({
+      id: o.id,
+      label: o.label,
+      served: o.served ?? '',
+      'cost µ$': Math.round(o.costUsd * 1e6),
+      reason: o.reason ?? '',
+    }));
+}
+
 /** How often each routing reason answered, per policy. */
 function reasonsOf(answers: Map<string, Answer>): Record<string, Record<string, number>> {
   const out: Record<string, Record<string, number>> = {};
@@ -485,6 +503,7 @@ async function overhead(base: string): Promise<Overhead[]> {
 async function online(set: LabelledRequest[]): Promise<{
   rows: PolicyRow[];
   under: Array<Record<string, string>>;
+  over: Array<Record<string, string | number>>;
   reasons: Record<string, Record<string, number>>;
   overheadMs: Overhead[];
 }> {
@@ -506,7 +525,13 @@ async function online(set: LabelledRequest[]): Promise<{
     // The records are flushed when the gateway stops.
     await gateway.stop('SIGTERM');
     const outcomes = onlineOutcomes(set, answers, recordsOf(join(dir, 'usage.db')));
-    return { rows: onlineRows(outcomes), under: underRouted(outcomes), reasons: reasonsOf(answers), overheadMs };
+    return {
+      rows: onlineRows(outcomes),
+      under: underRouted(outcomes),
+      over: overRouted(outcomes),
+      reasons: reasonsOf(answers),
+      overheadMs,
+    };
   } finally {
     await gateway.stop('SIGTERM');
     await double.close();
@@ -616,6 +641,8 @@ async function main(): Promise<void> {
     console.table(o.rows);
     console.log('under-routed by the gateway, default policy:');
     console.table(o.under);
+    console.log('over-routed by the gateway, default policy, dearest first:');
+    console.table(o.over);
     console.log('routing reasons:', JSON.stringify(o.reasons));
     console.table(o.overheadMs);
     result = { ...result, online: o.rows, onlineUnder: o.under, reasons: o.reasons, overheadMs: o.overheadMs };
