@@ -23,6 +23,7 @@ export default defineConfig({
             'proxy/**/*.test.ts',
             'e2e/doubles/**/*.test.ts',
             'e2e/support/**/*.test.ts',
+            'e2e/cluster/**/*.test.ts',
           ],
           environment: 'node',
         },

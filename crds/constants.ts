@@ -150,5 +150,5 @@ export const NODE_MAJOR = 24;
 export function unsupportedNode(version: string): string | undefined {
   const major = Number(/^v?(\d+)\./.exec(version)?.[1]);
   if (major >= NODE_MAJOR) return undefined;
-  return `Node.js ${NODE_MAJOR} or newer is required, this is ${version}: on an older machine, eval "$(bash e2e/node/node.sh env)" first (README, Set up)`;
+  return `Node.js ${NODE_MAJOR} or newer is required, this is ${version}: start it with npm (npm start, npm run proxy, npm run operator), which brings Node ${NODE_MAJOR} on an older machine, or run eval "$(bash e2e/node/node.sh env)" first`;
 }

@@ -127,8 +127,13 @@ try {
   process.exit(1);
 }
 
+// One shutdown, whatever signals follow (Ctrl-C under `npm run operator` arrives twice: from the
+// terminal and relayed by tsx): a second one must not cut the stop short.
+let stopping = false;
 for (const signal of ['SIGTERM', 'SIGINT'] as const) {
-  process.once(signal, () => {
+  process.on(signal, () => {
+    if (stopping) return;
+    stopping = true;
     log.info('shutting down', { signal });
     operator.stop().then(
       () => process.exit(0),

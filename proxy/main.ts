@@ -224,8 +224,13 @@ log.info('proxy listening', {
     .join(','),
 });
 
+// One shutdown, whatever signals follow: Ctrl-C reaches the gateway both from the terminal and
+// relayed by tsx under `npm start`, and a second signal must not kill the drain under way.
+let stopping = false;
 for (const signal of ['SIGTERM', 'SIGINT'] as const) {
-  process.once(signal, async () => {
+  process.on(signal, async () => {
+    if (stopping) return;
+    stopping = true;
     log.info('shutting down', { signal });
     const { cut, ms } = await gateway.close();
     log.info('stopped', {

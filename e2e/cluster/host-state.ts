@@ -103,16 +103,21 @@ export function readHostState(): HostState {
   };
 }
 
-/** Differences between two readings, one line each; empty when the host is as it was. */
-export function diffHostState(before: HostState, after: HostState): string[] {
+/**
+ * Differences between two readings, one line each; empty when the host is as it was. Only the
+ * entries `ours` claims count: what the node and its runtimes make carries their names and
+ * addresses, and the machine's other processes (a neighbour's cgroup ending, another suite's
+ * container network) come and go meanwhile without being a leak of ours.
+ */
+export function diffHostState(before: HostState, after: HostState, ours: (entry: string) => boolean): string[] {
   const out: string[] = [];
   for (const k of Object.keys(before.sysctls)) {
     if (before.sysctls[k] !== after.sysctls[k]) out.push(`sysctl ${k}: ${before.sysctls[k]} -> ${after.sysctls[k]}`);
   }
   const lists = ['links', 'routes', 'mounts', 'firewall', 'cgroups'] as const;
   for (const key of lists) {
-    const was = new Set(before[key]);
-    const now = new Set(after[key]);
+    const was = new Set(before[key].filter(ours));
+    const now = new Set(after[key].filter(ours));
     for (const x of now) if (!was.has(x)) out.push(`${key}: added ${x}`);
     for (const x of was) if (!now.has(x)) out.push(`${key}: removed ${x}`);
   }

@@ -251,6 +251,22 @@ async function teardown(s: SavedState, children: ChildProcess[]): Promise<string
   return problems;
 }
 
+/**
+ * Whether a host entry (a link, route, mount, firewall rule or cgroup) is the node's: it names the
+ * node's link, cgroup root or directories, or one of its networks. The host check compares only
+ * these, so it catches what the node leaves and never what a neighbour does meanwhile.
+ */
+const NODE_MARKS = [
+  NODE.hostLink,
+  CGROUP_ROOT_NAME,
+  'pao-node-',
+  KUBELET_DIR,
+  '10.77.0.',
+  NODE.podCidr.replace(/\.0\/24$/, '.'),
+  NODE.serviceCidr.replace(/\.0\.0\/16$/, '.'),
+];
+export const nodeMade = (entry: string): boolean => NODE_MARKS.some((mark) => entry.includes(mark));
+
 /** A node a dead run left behind: taken down before a new one starts. */
 async function sweepStale(): Promise<void> {
   let s: SavedState;
@@ -366,7 +382,7 @@ export async function destroyNodeNetwork(net: NodeNetwork): Promise<string[]> {
     return [];
   }
   const problems = await teardown(s, []);
-  return [...problems, ...diffHostState(net.before, readHostState())];
+  return [...problems, ...diffHostState(net.before, readHostState(), nodeMade)];
 }
 
 export interface RealNodeOptions {
@@ -595,7 +611,7 @@ export async function startRealNode(net: NodeNetwork, opts: RealNodeOptions): Pr
     pid: (c) => children.get(c)?.pid,
     async stop() {
       const problems = await teardown(state, [...children.values()]);
-      return [...problems, ...diffHostState(net.before, readHostState())];
+      return [...problems, ...diffHostState(net.before, readHostState(), nodeMade)];
     },
   };
 

@@ -23,14 +23,13 @@ for (const tool of ['bash', 'id', 'dirname']) symlinkSync(which(tool), join(bin,
 const SETPRIV = which('setpriv');
 afterAll(() => rmSync(bin, { recursive: true, force: true }));
 
+/** e2e/setup.sh as nobody; killed (status null) if it does not answer within 30 s. */
 function setupAsNobody(mode: string) {
-  const started = performance.now();
-  const run = spawnSync(
+  return spawnSync(
     SETPRIV,
     [`--reuid=${NOBODY}`, `--regid=${NOBODY}`, '--clear-groups', join(bin, 'bash'), 'e2e/setup.sh', mode],
     { cwd: ROOT, encoding: 'utf8', env: { PATH: bin, HOME: tmpdir() }, timeout: 30_000 },
   );
-  return { ...run, ms: performance.now() - started };
 }
 
 describe('e2e/setup.sh, not as root, on a machine missing packages', () => {
@@ -59,7 +58,6 @@ describe('e2e/setup.sh, not as root, on a machine missing packages', () => {
       'ipset',
       'conntrack',
     ]);
-    expect(run.ms).toBeLessThan(10_000);
   });
 
   it('bench: names what it lacks in one line and goes on (exit 0), for its targets to skip', () => {

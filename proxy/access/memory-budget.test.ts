@@ -1,4 +1,4 @@
-import { describe, expect, it } from 'vitest';
+import { describe, expect, it, vi } from 'vitest';
 import { ProxyError } from '../endpoints/errors.js';
 import { BODY_MEMORY_FACTOR, bodyNeverFits, MemoryBudget, type NeverFits, Reservation } from './memory-budget.js';
 
@@ -62,9 +62,15 @@ describe('Reservation', () => {
     }
   });
 
-  it('holds nothing without a budget', () => {
+  it('admits any size and holds nothing without a budget', () => {
+    const neverFits = vi.fn(never);
     const r = new Reservation(undefined);
-    r.atLeast(Number.MAX_SAFE_INTEGER, never);
+    expect(() => r.atLeast(Number.MAX_SAFE_INTEGER, neverFits)).not.toThrow();
+    expect(neverFits).not.toHaveBeenCalled();
     r.release();
+    // The same size against a budget is refused: the budget, not the sizes, made the difference.
+    expect(() => new Reservation(new MemoryBudget(1024)).atLeast(Number.MAX_SAFE_INTEGER, neverFits)).toThrow(
+      'at most 1024',
+    );
   });
 });

@@ -1,5 +1,11 @@
+import { setFlagsFromString } from 'node:v8';
+import { runInNewContext } from 'node:vm';
 import { describe, expect, it } from 'vitest';
 import { checkJsonShape } from './json-shape.js';
+
+/** A full collection, in a worker started without --expose-gc. */
+setFlagsFromString('--expose-gc');
+const collect = runInNewContext('gc') as () => void;
 
 const limits = { maxDepth: 4, maxValues: 10 };
 const nested = (d: number) => `${'['.repeat(d)}${']'.repeat(d)}`;
@@ -27,6 +33,9 @@ describe('checkJsonShape', () => {
   it('scans a 10 MiB body of tiny values without building it, and stops at the limit', () => {
     const text = `{"model":"m","junk":[${'{},'.repeat(3_500_000)}{}]}`;
     text.charCodeAt(0); // flatten the concatenation first: a body read from a socket arrives flat
+    // Collected first, so that what other tests left behind cannot count. Building the 200,000
+    // values it reads before the limit would hold about 13 MiB (the whole body, over 200 MiB).
+    collect();
     const before = process.memoryUsage().heapUsed;
     const err = checkJsonShape(text, { maxDepth: 64, maxValues: 200_000 });
     expect(err?.code).toBe('too_many_values');

@@ -1,4 +1,5 @@
 import { describe, expect, it } from 'vitest';
+import { growth } from '../../e2e/support/growth.js';
 import { featuresOf, PROMPT_CAP } from './features.js';
 
 const PNG =
@@ -182,19 +183,24 @@ describe('featuresOf on what it does not expect', () => {
   });
 
   it('reads a 300 KB agent conversation in linear time', () => {
-    const messages = Array.from({ length: 600 }, (_, i) =>
-      i % 2 === 0
-        ? { role: 'user', content: `step ${i}: ${'lorem ipsum dolor sit amet '.repeat(20)}` }
-        : { role: 'assistant', content: 'ok '.repeat(40) },
-    );
-    const body = { messages };
-    featuresOf('openai-chat', body);
-    const runs = 50;
-    const started = performance.now();
-    for (let i = 0; i < runs; i++) featuresOf('openai-chat', body);
-    const ms = (performance.now() - started) / runs;
-    // A guard against work that grows faster than the body, with room for a loaded 2-core machine
-    // (about 0.2 ms here when idle); the routing bench measures the real cost.
-    expect(ms).toBeLessThan(50);
+    const conversation = (turns: number) => ({
+      messages: Array.from({ length: turns }, (_, i) =>
+        i % 2 === 0
+          ? { role: 'user', content: `step ${i}: ${'lorem ipsum dolor sit amet '.repeat(20)}` }
+          : { role: 'assistant', content: 'ok '.repeat(40) },
+      ),
+    });
+    // 75 turns against 600 (300 KB): linear work is about 8x slower, quadratic 64x. The time
+    // itself is the routing bench's.
+    expect(
+      growth(
+        (turns) => {
+          const body = conversation(turns);
+          return () => featuresOf('openai-chat', body);
+        },
+        75,
+        600,
+      ),
+    ).toBeLessThan(24);
   });
 });

@@ -72,31 +72,33 @@ afterAll(async () => {
 
 describe('proxy shutdown on SIGTERM', () => {
   it('turns unready, keeps serving through the delay, finishes the stream in flight, and flushes usage', async () => {
-    proxy = await start(['--shutdown-delay-seconds', '1', '--drain-seconds', '10'], 'drain.db');
+    proxy = await start(['--shutdown-delay-seconds', '3', '--drain-seconds', '10'], 'drain.db');
     const p = proxy;
     double.behave({ completionTokens: 10, interTokenDelayMs: 200 });
     const inFlight = await chat(p.base, true);
     expect(inFlight.status).toBe(200);
     const body = inFlight.text();
 
-    const sentAt = performance.now();
     p.child.kill('SIGTERM');
     const code = exited(p);
-    let unreadyAfterMs = Number.NaN;
-    while (performance.now() - sentAt < 900) {
-      if ((await fetch(`${p.base}/readyz`)).status === 503) {
-        unreadyAfterMs = performance.now() - sentAt;
-        break;
-      }
-    }
-    expect(unreadyAfterMs).toBeLessThan(500);
-    // Endpoints have not caught up yet: a request in the delay is still served.
+    // Unready first (an order, not a time: the delay leaves a loaded machine room to see it)...
+    await expect.poll(async () => (await fetch(`${p.base}/readyz`)).status, { timeout: 2_500, interval: 20 }).toBe(503);
+    // ...while the listener still serves: endpoints have not caught up, so a request in the delay is served.
     double.behave({ interTokenDelayMs: 0 });
     expect((await chat(p.base, false)).status).toBe(200);
 
-    // After the delay the listener is closed: a new connection is refused.
-    await new Promise((r) => setTimeout(r, 1200 - (performance.now() - sentAt)));
-    await expect(chat(p.base, false)).rejects.toThrow();
+    // After the delay the listener is closed: a new connection is refused (asked of /readyz,
+    // which records no usage).
+    await expect
+      .poll(
+        () =>
+          fetch(`${p.base}/readyz`).then(
+            () => 'answered',
+            () => 'refused',
+          ),
+        { timeout: 10_000, interval: 100 },
+      )
+      .toBe('refused');
 
     const text = await body;
     expect(text).toContain('tok9');
@@ -121,8 +123,9 @@ describe('proxy shutdown on SIGTERM', () => {
     p.child.kill('SIGTERM');
     expect(await exited(p)).toBe(0);
     const tookMs = performance.now() - sentAt;
+    // It waited out the grace period, and cut the stream long before its 10 s were up.
     expect(tookMs).toBeGreaterThan(900);
-    expect(tookMs).toBeLessThan(3000);
+    expect(tookMs).toBeLessThan(8_000);
     // The client is not left hanging: its stream ends (cut) when the process goes.
     const text = await body;
     expect(text).not.toContain('tok49');
