@@ -1,3 +1,5 @@
+import { existsSync, readdirSync, readFileSync } from 'node:fs';
+import { join } from 'node:path';
 import { KubeConfig } from '@kubernetes/client-node';
 import { describe, expect, it } from 'vitest';
 import { KubeClient } from '../crds/kube/kube-client.js';
@@ -41,5 +43,17 @@ describe('the registered controllers', () => {
     expect(ep[0]).toBe(md.at(-1));
     const rp = byController.get('routingpolicy') ?? [];
     expect([rp[1], rp[2]]).toEqual([md[0], ep[0]]);
+  });
+});
+
+describe("the architecture page's table of controllers", () => {
+  it('has a row for each registered controller, by its folder', () => {
+    const page = readFileSync('docs/concepts/architecture.md', 'utf8');
+    const rows = [...page.matchAll(/^\| [A-Za-z]+ \| `operator\/([a-z-]+)\/` \|/gm)].map((m) => m[1]);
+    const folders = readdirSync('operator', { withFileTypes: true })
+      .filter((d) => d.isDirectory() && existsSync(join('operator', d.name, `${d.name}-controller.ts`)))
+      .map((d) => d.name);
+    expect(rows.length).toBe(CONTROLLERS.length);
+    expect([...rows].sort()).toEqual([...folders].sort());
   });
 });

@@ -3,11 +3,10 @@ import type { BudgetGuard } from './access/budgets.js';
 import { MAX_MODEL_CHARS } from './access/model-access.js';
 import type { RateLimiter } from './access/rate-limit.js';
 import { conformAnswer } from './conformance/conformance.js';
-import { DIALECTS } from './endpoints/dialects.js';
-import type { ProxyError } from './endpoints/errors.js';
+import { errorAnswer } from './endpoints/error-answer.js';
 import type { Admitted, Answer, Answered, Escalation, Failed, Known } from './exchange.js';
 import type { RouteEntry } from './routing/routes.js';
-import type { Routing } from './routing-policy/choose.js';
+import type { Routing } from './routing-policy/decide.js';
 import type { ProxyMetrics } from './telemetry/metrics.js';
 import { type Backends, backendOf } from './upstreams/backend.js';
 import type { StreamOutcome, UpstreamResult, Usage } from './upstreams/upstream.js';
@@ -243,20 +242,5 @@ function recordOf(at: Admitted, known: Known, status: number, latencyMs: number,
     latencyMs,
     status,
     stream: known.stream,
-  };
-}
-
-/** An error as the caller's dialect answers it, with the headers every answer to the request carries. */
-export function errorAnswer(
-  err: ProxyError,
-  requestId: string,
-  dialect: keyof typeof DIALECTS = 'openai-chat',
-  headers: Readonly<Record<string, string>> = {},
-): Extract<Answer, { kind: 'json' }> {
-  return {
-    kind: 'json',
-    status: err.status,
-    headers: { 'content-type': 'application/json', ...headers, 'x-request-id': requestId, ...err.headers },
-    body: JSON.stringify(DIALECTS[dialect].errorBody(err, requestId)),
   };
 }

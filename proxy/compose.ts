@@ -27,6 +27,9 @@ import { MemoryBudget } from './access/memory-budget.js';
 import { LocalRateLimiter, type RateLimit, type RateLimiter } from './access/rate-limit.js';
 import { RedisRateLimiter } from './access/redis-rate-limit.js';
 import { MAX_BODY_BYTES } from './body.js';
+import { type CallDeps, callOne } from './call.js';
+import { ENDPOINTS } from './endpoints/endpoints.js';
+import { ProxyError } from './endpoints/errors.js';
 import {
   type ConnectionLimits,
   createFrontDoor,
@@ -40,6 +43,7 @@ import { SessionSealer } from './mcp/session.js';
 import { type AskServer, askModelServer } from './models/model-metadata.js';
 import { pagesRoutes } from './pages/pages.js';
 import { createPipeline } from './pipeline.js';
+import { planFor } from './route.js';
 import { routedPools } from './routing/replica-pool.js';
 import { replicaSignals } from './routing/replica-signals.js';
 import {
@@ -49,7 +53,7 @@ import {
   type RouteScaling,
   RouteTable,
 } from './routing/routes.js';
-import { gatewayEmbedder } from './routing-policy/embedder.js';
+import { type EmbeddingsCall, gatewayEmbedder } from './routing-policy/embedder.js';
 import { RoutingPolicies } from './routing-policy/policies.js';
 import { otherRoutes } from './server/routes.js';
 import { shutdownGracefully } from './server/shutdown.js';
@@ -219,7 +223,7 @@ export async function composeGateway(config: GatewayConfig = {}, parts: Partial<
   const { signals, pools } = inClusterPools(config, routes, metrics, resources.source, log);
   const backends = composeBackends(config, parts, { catalog, prices, timeouts, pools, source: resources.source, env });
   const retry = config.retry ?? DEFAULT_RETRY;
-  const embed = gatewayEmbedder(routes, { backends, retry, metrics });
+  const embed = gatewayEmbedder(embeddingsCall(routes, { backends, retry, metrics }));
   const policies = new RoutingPolicies(
     routes,
     backends,
@@ -638,5 +642,27 @@ function oncePerModel(hook: (model: string, provider: string) => void): (model: 
     if (seen.has(model) || seen.size >= 1000) return;
     seen.add(model);
     hook(model, provider);
+  };
+}
+
+/**
+ * The gateway's own embeddings call (the routing scorer's): planned and made as a caller's
+ * request to the model would be, by the call stage, with no key and no usage record.
+ */
+function embeddingsCall(routes: RouteTable, deps: CallDeps): EmbeddingsCall {
+  return async (model, input, signal) => {
+    const entry = routes.lookup(model);
+    if (!entry || entry.kind === 'unavailable') throw new Error(`the embedding model ${model} does not route`);
+    const plan = planFor(deps.backends, ENDPOINTS.embeddings, entry);
+    if (plan instanceof ProxyError) throw plan;
+    const body = { model: entry.model, input };
+    const result = await callOne(
+      deps,
+      { route: entry, plan },
+      { body, stream: false, clientWantsUsage: false, signal },
+      undefined,
+    );
+    if (result.kind !== 'json') throw new Error(`the embedding model ${model} answered a stream`);
+    return result.body;
   };
 }

@@ -7,7 +7,7 @@ import type { Endpoint } from './endpoints/endpoints.js';
 import type { ProxyError } from './endpoints/errors.js';
 import type { Tag } from './endpoints/tags.js';
 import type { RouteEntry } from './routing/routes.js';
-import type { Routing } from './routing-policy/choose.js';
+import type { Routing } from './routing-policy/decide.js';
 import type { InFlight } from './telemetry/metrics.js';
 import type { RequestSpan } from './telemetry/tracing.js';
 import type { Translator } from './translators/translator.js';

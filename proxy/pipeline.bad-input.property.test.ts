@@ -2,6 +2,7 @@ import { setFlagsFromString } from 'node:v8';
 import { runInNewContext } from 'node:vm';
 import fc from 'fast-check';
 import { afterAll, describe, expect, it, vi } from 'vitest';
+import { isRecord } from '../crds/is-record.js';
 import type { ModelDeployment } from '../crds/model-deployment.js';
 import { startGateway, type TestGateway } from '../e2e/support/gateway.js';
 import { type RawRequest, rawRequest } from '../e2e/support/raw-http.js';
@@ -151,8 +152,6 @@ async function send(g: Gateway, req: RawRequest): Promise<{ status: number; text
 
 // ---------------------------------------------------------------------------------------------
 // The documented request contract, restated for the oracle.
-
-const isRecord = (v: unknown): v is Record<string, unknown> => v !== null && typeof v === 'object' && !Array.isArray(v);
 
 function depthOf(v: unknown): number {
   if (v === null || typeof v !== 'object') return 0;

@@ -1,7 +1,8 @@
-import { type AccountDeps, account, errorAnswer } from './account.js';
+import { type AccountDeps, account } from './account.js';
 import { type AdmitDeps, admit } from './admit.js';
 import { type BodyDeps, readBody } from './body.js';
 import { type CallDeps, call } from './call.js';
+import { errorAnswer } from './endpoints/error-answer.js';
 import { internalError, ProxyError } from './endpoints/errors.js';
 import type { Admitted, Answer, Answered, Failed, Incoming } from './exchange.js';
 import { parse } from './parse.js';

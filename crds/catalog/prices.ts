@@ -1,6 +1,7 @@
 import { readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import yaml from 'js-yaml';
+import { isRecord } from '../is-record.js';
 
 /**
  * Bedrock's prices per model id, shared by the proxy (what a request cost) and the operator
@@ -35,8 +36,6 @@ class PriceTableError extends Error {}
 export function loadBedrockPrices(path = fileURLToPath(new URL('./prices.yaml', import.meta.url))): BedrockPriceTable {
   return parseBedrockPrices(readFileSync(path, 'utf8'));
 }
-
-const isRecord = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null && !Array.isArray(v);
 
 function priceEntries(section: unknown, where: string): Record<string, TokenPrice> {
   if (section === undefined || section === null) return {};

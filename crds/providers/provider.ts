@@ -7,6 +7,7 @@ import type {
   ProviderGuardrail,
   ProviderType,
 } from '../external-provider.js';
+import { isRecord } from '../is-record.js';
 
 /**
  * A provider as data and a few functions: where its API is, which dialects each of its models
@@ -307,8 +308,6 @@ export interface ProviderModule {
   /** The rows of its HTTP error table, where it classifies by one (the docs render them). */
   errors?: readonly ErrorRule[];
 }
-
-const isRecord = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null && !Array.isArray(v);
 
 /** The model's family and kind from its id, where the provider's list does not say. */
 export function familyOf(id: string): ModelFamily {

@@ -1,4 +1,5 @@
 import { createHash } from 'node:crypto';
+import { isRecord } from '../../crds/is-record.js';
 
 /**
  * The AWS double's embedding models behind InvokeModel, with the request bodies Bedrock checks
@@ -10,7 +11,6 @@ import { createHash } from 'node:crypto';
 
 export type EmbeddingAnswer = { body: unknown; inputTokens: number } | { error: string };
 
-const isRecord = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null && !Array.isArray(v);
 const words = (text: string) => text.split(/\s+/).filter(Boolean).length;
 
 /** A unit-length (or raw) vector of `dims` numbers that depends only on the text. */

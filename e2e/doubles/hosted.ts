@@ -13,6 +13,7 @@ import type {
   ResponseOutputMessage,
   ResponseStreamEvent,
 } from 'openai/resources/responses/responses';
+import { isRecord } from '../../crds/is-record.js';
 
 /**
  * Local stand-ins for the hosted providers the gateway calls (no provider is reachable from
@@ -103,8 +104,6 @@ const DEFAULT_MODELS: Record<HostedKind, string[]> = {
   vertex: ['gemini-2.5-flash', 'claude-sonnet-4-5'],
   compatible: ['meta-llama/Llama-3.1-8B-Instruct'],
 };
-
-const isRecord = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null && !Array.isArray(v);
 
 /** Words of every text in a request: messages, system, input, prompt. */
 function promptWords(body: Record<string, unknown>): number {

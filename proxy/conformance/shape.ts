@@ -1,5 +1,3 @@
-import { isRecord } from '../endpoints/chat-request.js';
-
 /**
  * Copy-on-write edits of plain JSON values for the normalizers: each returns the very value it
  * was given where nothing had to change, so a caller learns whether to re-serialize by `!==`
@@ -7,6 +5,8 @@ import { isRecord } from '../endpoints/chat-request.js';
  */
 
 export type Json = Record<string, unknown>;
+
+import { isRecord } from '../../crds/is-record.js';
 
 export { isRecord };
 

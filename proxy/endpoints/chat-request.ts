@@ -1,3 +1,4 @@
+import { isRecord } from '../../crds/is-record.js';
 import { invalidRequest, type ProxyError } from './errors.js';
 
 /**
@@ -31,10 +32,6 @@ export const MAX_NESTING = 64;
  * cost hundreds of MB to parse.
  */
 export const MAX_JSON_VALUES = 200_000;
-
-export function isRecord(v: unknown): v is Record<string, unknown> {
-  return v !== null && typeof v === 'object' && !Array.isArray(v);
-}
 
 function checkContent(content: unknown, at: string): ProxyError | undefined {
   if (typeof content === 'string' || content === null) return undefined;

@@ -1,4 +1,5 @@
-import { isRecord, modelOf, type ParsedRequest } from './chat-request.js';
+import { isRecord } from '../../crds/is-record.js';
+import { modelOf, type ParsedRequest } from './chat-request.js';
 import { invalidRequest, type ProxyError } from './errors.js';
 
 /**

@@ -1,4 +1,5 @@
 import type { CallerDialect } from '../../crds/constants.js';
+import { isRecord } from '../../crds/is-record.js';
 import type { CascadeTrigger } from '../../crds/routing-policy.js';
 import type { ChunkSource, StreamBody } from '../upstreams/chunk-source.js';
 import { chunksOf } from '../upstreams/chunk-source.js';
@@ -21,7 +22,6 @@ interface Said {
   cut: boolean;
 }
 
-const isRecord = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null && !Array.isArray(v);
 const arr = (v: unknown): unknown[] => (Array.isArray(v) ? v : []);
 const str = (v: unknown): string => (typeof v === 'string' ? v : '');
 

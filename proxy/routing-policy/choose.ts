@@ -1,6 +1,5 @@
 import { createHash } from 'node:crypto';
 import { AUTO_MODEL, DEFAULT_ROUTING_POLICY, ROUTING_HEADER } from '../../crds/constants.js';
-import type { CascadeTrigger, RoutingTier } from '../../crds/routing-policy.js';
 import { type KeyPolicy, mayCall } from '../access/auth.js';
 import { MAX_MODEL_CHARS } from '../access/model-access.js';
 import { ProxyError } from '../endpoints/errors.js';
@@ -8,7 +7,7 @@ import type { Parsed } from '../exchange.js';
 import type { RouteEntry, RouteTable } from '../routing/routes.js';
 import { type Backends, backendOf } from '../upstreams/backend.js';
 import { cascades } from './cascade.js';
-import { baselineOf, decide, degradeTo, outputCap, type RoutingReason } from './decide.js';
+import { baselineOf, decide, degradeTo, outputCap, type Routing } from './decide.js';
 import { featuresOf, type RequestFeatures, scoredText } from './features.js';
 import type { TextScoreKind, TextScorer } from './learned/text-scorer.js';
 import {
@@ -33,25 +32,6 @@ export interface RoutingDeps {
   backends: Backends;
   policies?: RoutingPolicies;
   embed?: Embedder;
-}
-
-/** What the route stage knows of a routed request, for the call (cascade) and the account (record, headers). */
-export interface Routing {
-  policy: string;
-  /** The model the caller asked for (`auto`, `<policy>/auto`, or a name). */
-  requested: string;
-  reason: RoutingReason;
-  tier: RoutingTier;
-  /** For X-Routing-Reason: the tier, the difficulty score and what raised it. */
-  detail: string;
-  features: RequestFeatures;
-  /** Models the cascade may move to, in order, and on what. */
-  ladder: readonly string[];
-  cascade: { max: number; triggers: ReadonlySet<CascadeTrigger> };
-  /** The output maximum each model is sent where the request's own does not fit its window (decide.ts outputCap). */
-  caps: ReadonlyMap<string, number>;
-  /** The model whose price for the same tokens the savings are counted against. */
-  counterfactual?: RouteEntry;
 }
 
 export type Choice = { model: string; routing?: Routing };

@@ -1,5 +1,6 @@
 import type { TokenPrice } from '../../crds/catalog/prices.js';
-import { ROUTING_TIERS, type RoutingTier } from '../../crds/routing-policy.js';
+import { type CascadeTrigger, ROUTING_TIERS, type RoutingTier } from '../../crds/routing-policy.js';
+import type { RouteEntry } from '../routing/routes.js';
 import type { RequestFeatures } from './features.js';
 
 /**
@@ -195,4 +196,23 @@ export function baselineOf(
   const top = pool.filter((m) => m.tier === 'Frontier' && m.price);
   const candidates = top.length ? top : pool.filter((m) => m.price);
   return [...candidates].sort((a, b) => expectedCost(b.price, f) - expectedCost(a.price, f))[0]?.name;
+}
+
+/** What the route stage knows of a routed request, for the call (cascade) and the account (record, headers). */
+export interface Routing {
+  policy: string;
+  /** The model the caller asked for (`auto`, `<policy>/auto`, or a name). */
+  requested: string;
+  reason: RoutingReason;
+  tier: RoutingTier;
+  /** For X-Routing-Reason: the tier, the difficulty score and what raised it. */
+  detail: string;
+  features: RequestFeatures;
+  /** Models the cascade may move to, in order, and on what. */
+  ladder: readonly string[];
+  cascade: { max: number; triggers: ReadonlySet<CascadeTrigger> };
+  /** The output maximum each model is sent where the request's own does not fit its window (decide.ts outputCap). */
+  caps: ReadonlyMap<string, number>;
+  /** The model whose price for the same tokens the savings are counted against. */
+  counterfactual?: RouteEntry;
 }

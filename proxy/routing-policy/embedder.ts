@@ -1,37 +1,23 @@
-import { type CallDeps, callOne } from '../call.js';
-import { ENDPOINTS } from '../endpoints/endpoints.js';
-import { ProxyError } from '../endpoints/errors.js';
-import { planFor } from '../route.js';
-import type { RouteTable } from '../routing/routes.js';
 import type { Embedder } from './policies.js';
 
 /**
- * The semantic scorer's embeddings: the OpenAI embeddings call to a model the gateway routes,
- * made as a caller's would be (proxy/call.ts callOne: its backend, translators and retries;
- * Bedrock's Titan as much as an in-cluster model), in batches. The gateway's own calls: no key,
- * no usage record.
+ * One OpenAI embeddings call to a model the gateway routes, answering the JSON body: given by the
+ * composition (compose.ts), which makes it as a caller's call would be made (its backend,
+ * translators and retries; Bedrock's Titan as much as an in-cluster model). The gateway's own
+ * call: no key, no usage record.
  */
+export type EmbeddingsCall = (model: string, input: readonly string[], signal: AbortSignal) => Promise<unknown>;
+
+/** The semantic scorer's embeddings: `call` in batches, each answer's vectors in input order. */
 
 const BATCH = 64;
 
-export function gatewayEmbedder(routes: RouteTable, deps: CallDeps): Embedder {
+export function gatewayEmbedder(call: EmbeddingsCall): Embedder {
   return async (model, texts, signal = AbortSignal.timeout(30_000)) => {
-    const entry = routes.lookup(model);
-    if (!entry || entry.kind === 'unavailable') throw new Error(`the embedding model ${model} does not route`);
-    const plan = planFor(deps.backends, ENDPOINTS.embeddings, entry);
-    if (plan instanceof ProxyError) throw plan;
     const out: Float32Array[] = [];
     for (let i = 0; i < texts.length; i += BATCH) {
       const input = texts.slice(i, i + BATCH);
-      const body = { model: entry.model, input };
-      const result = await callOne(
-        deps,
-        { route: entry, plan },
-        { body, stream: false, clientWantsUsage: false, signal },
-        undefined,
-      );
-      if (result.kind !== 'json') throw new Error(`the embedding model ${model} answered a stream`);
-      out.push(...vectorsOf(result.body, input.length, model));
+      out.push(...vectorsOf(await call(model, input, signal), input.length, model));
     }
     return out;
   };

@@ -1,4 +1,5 @@
 import type { CallerDialect } from '../../crds/constants.js';
+import { isRecord } from '../../crds/is-record.js';
 
 /**
  * What the routing policy's scorer reads of a request (proxy/routing-policy/scorer.ts), taken from
@@ -55,8 +56,6 @@ const SKIPPED_KEYS = new Set([
   'encrypted_content',
   'type',
 ]);
-
-const isRecord = (v: unknown): v is Record<string, unknown> => v !== null && typeof v === 'object' && !Array.isArray(v);
 
 /** The characters and images met by a walk over the conversation, and how many values it has visited. */
 interface Tally {

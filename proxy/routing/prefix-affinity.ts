@@ -1,6 +1,6 @@
 import { hash } from 'node:crypto';
 import type { CallerDialect } from '../../crds/constants.js';
-import { isRecord } from '../endpoints/chat-request.js';
+import { isRecord } from '../../crds/is-record.js';
 
 /**
  * The prefix key of a request: which requests share the start of their prompt, so that they can

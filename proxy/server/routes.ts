@@ -1,8 +1,8 @@
 import { Hono } from 'hono';
 import { type ApiKeys, authenticate, type Caller, readScope } from '../access/auth.js';
-import { errorAnswer } from '../account.js';
 import type { CallerDialect } from '../endpoints/dialects.js';
 import { ENDPOINTS } from '../endpoints/endpoints.js';
+import { errorAnswer } from '../endpoints/error-answer.js';
 import { internalError, ProxyError } from '../endpoints/errors.js';
 import { modelListRoutes } from '../models/model-lists.js';
 import type { RouteTable } from '../routing/routes.js';

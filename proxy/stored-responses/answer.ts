@@ -1,4 +1,4 @@
-import { isRecord } from '../endpoints/chat-request.js';
+import { isRecord } from '../../crds/is-record.js';
 import { type ChunkSource, chunksOf, type StreamBody } from '../upstreams/chunk-source.js';
 
 /**

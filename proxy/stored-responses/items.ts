@@ -1,5 +1,5 @@
 import { randomFillSync } from 'node:crypto';
-import { isRecord } from '../endpoints/chat-request.js';
+import { isRecord } from '../../crds/is-record.js';
 
 /**
  * Responses' items as the gateway stores and replays them: a request's input as the list of

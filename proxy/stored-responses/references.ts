@@ -1,5 +1,5 @@
+import { isRecord } from '../../crds/is-record.js';
 import type { Caller } from '../access/auth.js';
-import { isRecord } from '../endpoints/chat-request.js';
 import { ProxyError } from '../endpoints/errors.js';
 import { outputOf, replayed } from './items.js';
 import { mayRead, ownerOf } from './owner.js';

@@ -1,5 +1,4 @@
-import { isRecord } from '../endpoints/chat-request.js';
-
+import { isRecord } from '../../crds/is-record.js';
 /**
  * Stored Responses as rows of the usage store's database (proxy/usage/): one row per response,
  * its Response object as the caller saw it and its own input items, both as JSON text, owned by

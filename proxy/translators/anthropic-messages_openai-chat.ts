@@ -1,5 +1,5 @@
+import { isRecord } from '../../crds/is-record.js';
 import { conformEvent } from '../conformance/conformance.js';
-import { isRecord } from '../endpoints/chat-request.js';
 import { DIALECTS } from '../endpoints/dialects.js';
 import { invalidRequest, ProxyError } from '../endpoints/errors.js';
 import type { ChunkSource, StreamBody } from '../upstreams/chunk-source.js';

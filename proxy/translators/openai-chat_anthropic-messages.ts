@@ -1,5 +1,5 @@
 import { createParser } from 'eventsource-parser';
-import { isRecord } from '../endpoints/chat-request.js';
+import { isRecord } from '../../crds/is-record.js';
 import { DIALECTS } from '../endpoints/dialects.js';
 import { type ErrorType, invalidRequest, ProxyError } from '../endpoints/errors.js';
 import { anthropicUsage } from '../upstreams/anthropic-stream.js';

@@ -1,4 +1,4 @@
-import { isRecord } from '../endpoints/chat-request.js';
+import { isRecord } from '../../crds/is-record.js';
 import { ProxyError } from '../endpoints/errors.js';
 import type { ConverseAnswer } from '../upstreams/bedrock-converse.js';
 import { EventStreamRelay } from '../upstreams/event-stream.js';

@@ -1,5 +1,5 @@
+import { isRecord } from '../../crds/is-record.js';
 import { conformingReader } from '../conformance/conformance.js';
-import { isRecord } from '../endpoints/chat-request.js';
 import { DIALECTS } from '../endpoints/dialects.js';
 import type { StreamEvents } from './event-stream.js';
 import { num, type StreamReader, sseFrame } from './stream-reader.js';

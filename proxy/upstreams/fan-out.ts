@@ -1,4 +1,5 @@
-import { isRecord, MAX_CHOICES } from '../endpoints/chat-request.js';
+import { isRecord } from '../../crds/is-record.js';
+import { MAX_CHOICES } from '../endpoints/chat-request.js';
 import type { CallerDialect } from '../endpoints/dialects.js';
 import { invalidRequest, ProxyError } from '../endpoints/errors.js';
 import type { Attempt } from '../exchange.js';

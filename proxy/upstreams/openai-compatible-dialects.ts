@@ -21,7 +21,7 @@ export interface PassThrough {
   reader(clientWantsUsage: boolean): StreamReader;
 }
 
-import { isRecord } from '../endpoints/chat-request.js';
+import { isRecord } from '../../crds/is-record.js';
 import { num } from './stream-reader.js';
 
 function openAIUsage(body: unknown): Usage | undefined {

@@ -1,4 +1,4 @@
-import { isRecord } from '../endpoints/chat-request.js';
+import { isRecord } from '../../crds/is-record.js';
 import type { Dialect } from '../endpoints/dialects.js';
 import { anthropicEvents } from './anthropic-stream.js';
 import { type ConverseTokenUsage, ConverseWhole, converseUsage, eventsOfAnswer } from './bedrock-converse.js';
