@@ -4,7 +4,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type OllamaDouble, startOllamaDouble } from '../e2e/doubles/ollama.js';
 import { startGateway, type TestGateway } from '../e2e/support/gateway.js';
 import { ApiKeys } from './access/auth.js';
-import { oneModelRoutes } from './routing/test-routes.js';
+import { oneModelRoutes } from './serving/test-routes.js';
 import { ProxyMetrics } from './telemetry/metrics.js';
 import { MemoryUsage } from './usage/record.js';
 
@@ -109,5 +109,64 @@ describe('a replica shutting down', () => {
     expect(double.requests).toHaveLength(requestsBefore);
     await closing;
     socket.destroy();
+  });
+});
+
+describe('one admission for every door', () => {
+  const mcp = (app: TestGateway, body: string, headers: Record<string, string> = {}) =>
+    app.request('/mcp', {
+      method: 'POST',
+      headers: {
+        'content-type': 'application/json',
+        accept: 'application/json, text/event-stream',
+        'x-api-key': KEY,
+        ...headers,
+      },
+      body,
+    });
+  const initialize = JSON.stringify({
+    jsonrpc: '2.0',
+    id: 1,
+    method: 'initialize',
+    params: { protocolVersion: '2025-06-18', capabilities: {}, clientInfo: { name: 'admit-test', version: '1' } },
+  });
+
+  it("spends the key's request rate at /mcp as at the model endpoints, and refuses past it in MCP's form", async () => {
+    // One request in 10 s past a burst of 2: nothing refills within the test.
+    const app = await appWith({ rateLimit: { rps: 0.1, burst: 2 } });
+    expect((await chat(app, 'llama3.1:8b')).status).toBe(200);
+    const first = await mcp(app, initialize);
+    expect(first.status).toBe(200);
+    expect(first.headers.get('x-ratelimit-remaining-requests')).toBe('0');
+    // The model endpoint and MCP drew on one bucket: the next message of either is refused.
+    const refused = await mcp(app, initialize);
+    expect(refused.status).toBe(429);
+    expect(Number(refused.headers.get('retry-after'))).toBeGreaterThanOrEqual(1);
+    expect(await refused.json()).toMatchObject({ jsonrpc: '2.0', error: { code: -32000 } });
+    expect((await chat(app, 'llama3.1:8b')).status).toBe(429);
+  });
+
+  it('reads an MCP message with the body stage: its type, its JSON and its size, each refused as MCP says', async () => {
+    const app = await appWith();
+    const notJson = await mcp(app, '{"jsonrpc":');
+    expect(notJson.status).toBe(400);
+    expect(await notJson.json()).toMatchObject({
+      error: { code: -32700, message: 'Parse error: the body is not JSON' },
+    });
+    const wrongType = await mcp(app, initialize, { 'content-type': 'text/plain' });
+    expect(wrongType.status).toBe(415);
+    expect(await wrongType.json()).toMatchObject({ error: { code: -32600 } });
+    const tooLarge = await mcp(
+      app,
+      JSON.stringify({ jsonrpc: '2.0', id: 2, method: 'ping', pad: 'x'.repeat(11 << 20) }),
+    );
+    expect(tooLarge.status).toBe(413);
+    const nobody = await app.request('/mcp', {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: initialize,
+    });
+    expect(nobody.status).toBe(401);
+    expect(nobody.headers.get('www-authenticate')).toBe('Bearer');
   });
 });

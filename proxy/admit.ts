@@ -8,7 +8,7 @@ import {
 } from './access/memory-budget.js';
 import type { Admission, RateLimit, RateLimiter } from './access/rate-limit.js';
 import { ProxyError } from './endpoints/errors.js';
-import type { Admitted, Failed, Incoming } from './exchange.js';
+import type { Admitted, DoorIncoming, Failed, Incoming } from './exchange.js';
 import type { ProxyMetrics } from './telemetry/metrics.js';
 import type { RequestTracer } from './telemetry/tracing.js';
 
@@ -37,19 +37,28 @@ export interface AdmitDeps {
 
 const JSON_TYPE = /^application\/json\s*(;|$)/i;
 
-export async function admit(deps: AdmitDeps, incoming: Incoming): Promise<Admitted | Failed | ProxyError> {
-  const started = performance.now();
+/** What admission found at any door: the caller and what its answers carry, or why it is refused. */
+interface DoorAdmission {
+  caller: Caller;
+  headers: Record<string, string>;
+  tokens?: { bucket: string; rate: RateLimit };
+  reservation: Reservation;
+  /** Past the key, the refusal (a refused request is recorded where its door records). */
+  refused?: ProxyError;
+}
+
+/**
+ * The checks of every door, model endpoints and MCP alike: the key, the replica draining, the
+ * key's request and token rates, a JSON body, and memory for it. An unauthenticated request is
+ * the ProxyError itself (nobody to bill).
+ */
+export async function admitAtDoor(deps: AdmitDeps, door: DoorIncoming): Promise<DoorAdmission | ProxyError> {
   const caller = authenticate(deps.keys, {
-    apiKey: incoming.header('x-api-key'),
-    authorization: incoming.header('authorization'),
+    apiKey: door.header('x-api-key'),
+    authorization: door.header('authorization'),
   });
   if (caller instanceof ProxyError) return caller;
   deps.onCaller?.(caller);
-  const span = deps.tracer?.start({
-    operation: incoming.endpoint.operation,
-    header: incoming.header,
-    requestId: incoming.requestId,
-  });
   const { policy } = caller;
   // An ApiKey's buckets go by its name: a rotated key keeps its rates.
   const bucket = policy.name ? `key:${policy.name}` : caller.keyHashPrefix;
@@ -57,17 +66,13 @@ export async function admit(deps: AdmitDeps, incoming: Incoming): Promise<Admitt
   const tokenRate = policy.tokensPerMinute
     ? { requestsPerSecond: policy.tokensPerMinute / 60, burst: policy.tokensPerMinute }
     : undefined;
-  const admitted: Admitted = {
-    incoming,
-    started,
+  const admission: DoorAdmission = {
     caller,
-    ...(span ? { span } : {}),
-    headers: { 'x-request-id': incoming.requestId },
+    headers: { 'x-request-id': door.requestId },
     ...(tokenRate ? { tokens: { bucket, rate: tokenRate } } : {}),
     reservation: new Reservation(deps.memory),
-    known: { model: '', provider: '', tags: [], stream: false },
   };
-  const refuse = (failed: ProxyError, at: Admitted = admitted): Failed => ({ failed, at });
+  const refuse = (refused: ProxyError, at: DoorAdmission = admission): DoorAdmission => ({ ...at, refused });
 
   if (deps.draining?.()) {
     return refuse(
@@ -99,10 +104,11 @@ export async function admit(deps: AdmitDeps, incoming: Incoming): Promise<Admitt
       ),
     );
   }
-  const within: Admitted = verdict
-    ? { ...admitted, headers: { ...admitted.headers, ...rateHeaders(rate, verdict) } }
-    : admitted;
-  const type = incoming.header('content-type') ?? '';
+  const within: DoorAdmission = verdict
+    ? { ...admission, headers: { ...admission.headers, ...rateHeaders(rate, verdict) } }
+    : admission;
+  if (door.bodyless) return within;
+  const type = door.header('content-type') ?? '';
   if (!JSON_TYPE.test(type)) {
     return refuse(
       new ProxyError(
@@ -115,7 +121,7 @@ export async function admit(deps: AdmitDeps, incoming: Incoming): Promise<Admitt
     );
   }
   // Reserve what the body will cost before reading it (Content-Length, else grown as it arrives).
-  const declared = Number(incoming.header('content-length'));
+  const declared = Number(door.header('content-length'));
   const expect = Number.isFinite(declared) && declared > 0 ? Math.min(declared, deps.maxBodyBytes) : 0;
   try {
     within.reservation.atLeast(Math.max(MIN_RESERVATION, expect * BODY_MEMORY_FACTOR), bodyNeverFits);
@@ -124,6 +130,29 @@ export async function admit(deps: AdmitDeps, incoming: Incoming): Promise<Admitt
     throw err;
   }
   return within;
+}
+
+/** The first stage of a model endpoint's request: its door's admission, with its span. */
+export async function admit(deps: AdmitDeps, incoming: Incoming): Promise<Admitted | Failed | ProxyError> {
+  const started = performance.now();
+  const door = await admitAtDoor(deps, incoming);
+  if (door instanceof ProxyError) return door;
+  const span = deps.tracer?.start({
+    operation: incoming.endpoint.operation,
+    header: incoming.header,
+    requestId: incoming.requestId,
+  });
+  const admitted: Admitted = {
+    incoming,
+    started,
+    caller: door.caller,
+    ...(span ? { span } : {}),
+    headers: door.headers,
+    ...(door.tokens ? { tokens: door.tokens } : {}),
+    reservation: door.reservation,
+    known: { model: '', provider: '', tags: [], stream: false },
+  };
+  return door.refused ? { failed: door.refused, at: admitted } : admitted;
 }
 
 /** The key's request rate as OpenAI's headers say it, where it has one. */

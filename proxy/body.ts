@@ -1,8 +1,8 @@
-import { BODY_MEMORY_FACTOR, bodyNeverFits } from './access/memory-budget.js';
+import { BODY_MEMORY_FACTOR, bodyNeverFits, type Reservation } from './access/memory-budget.js';
 import { MAX_JSON_VALUES, MAX_NESTING } from './endpoints/chat-request.js';
 import { invalidRequest, ProxyError } from './endpoints/errors.js';
 import { checkJsonShape } from './endpoints/json-shape.js';
-import type { Admitted, Failed, Read } from './exchange.js';
+import type { Admitted, DoorIncoming, Failed, Read } from './exchange.js';
 
 /**
  * The second stage: the body, read to its end within the size limit while the memory it costs
@@ -18,22 +18,34 @@ export interface BodyDeps {
 
 export const MAX_BODY_BYTES = 10 * 1024 * 1024;
 
-export async function readBody(deps: BodyDeps, admitted: Admitted): Promise<Read | Failed> {
+/**
+ * The body of a request at any door: read within the limit while its reservation grows, its JSON
+ * judged by its shape before it is parsed. A refusal is the ProxyError.
+ */
+export async function readDoorBody(
+  deps: BodyDeps,
+  door: Pick<DoorIncoming, 'body'>,
+  reservation: Reservation,
+): Promise<{ body: unknown; bytes: number } | ProxyError> {
   let text: string;
   try {
-    text = await admitted.incoming.body(deps.maxBodyBytes, (size) =>
-      admitted.reservation.atLeast(size * BODY_MEMORY_FACTOR, bodyNeverFits),
-    );
+    text = await door.body(deps.maxBodyBytes, (size) => reservation.atLeast(size * BODY_MEMORY_FACTOR, bodyNeverFits));
   } catch (err) {
-    if (err instanceof ProxyError) return { failed: err, at: admitted };
+    if (err instanceof ProxyError) return err;
     throw err;
   }
   const body = parseJsonBody(text);
-  if (body instanceof ProxyError) return { failed: body, at: admitted };
-  const asked = (body as { model?: unknown } | null)?.model;
+  return body instanceof ProxyError ? body : { body, bytes: Buffer.byteLength(text) };
+}
+
+/** The second stage of a model endpoint's request; a refusal is recorded under the model its body asked for. */
+export async function readBody(deps: BodyDeps, admitted: Admitted): Promise<Read | Failed> {
+  const read = await readDoorBody(deps, admitted.incoming, admitted.reservation);
+  if (read instanceof ProxyError) return { failed: read, at: admitted };
+  const asked = (read.body as { model?: unknown } | null)?.model;
   return typeof asked === 'string'
-    ? { ...admitted, body, known: { ...admitted.known, model: asked } }
-    : { ...admitted, body };
+    ? { ...admitted, ...read, known: { ...admitted.known, model: asked } }
+    : { ...admitted, ...read };
 }
 
 /**

@@ -4,7 +4,7 @@ import type { ExternalProvider } from '../crds/external-provider.js';
 import type { ModelDeployment } from '../crds/model-deployment.js';
 import { startGateway, type TestGateway } from '../e2e/support/gateway.js';
 import { ApiKeys, policyOf, sha256 } from './access/auth.js';
-import { buildRoutes, type ExternalRoute, RouteTable } from './routing/routes.js';
+import { buildRoutes, type ExternalRoute, RouteTable } from './serving/routes.js';
 import { OtelRequestTracer } from './telemetry/otel-tracer.js';
 import type { Upstream } from './upstreams/upstream.js';
 import { MemoryUsage } from './usage/record.js';

@@ -26,7 +26,8 @@ import { BudgetGuard, type TagBudget, tagBudgetOf } from './access/budgets.js';
 import { MemoryBudget } from './access/memory-budget.js';
 import { LocalRateLimiter, type RateLimit, type RateLimiter } from './access/rate-limit.js';
 import { RedisRateLimiter } from './access/redis-rate-limit.js';
-import { MAX_BODY_BYTES } from './body.js';
+import type { AdmitDeps } from './admit.js';
+import { type BodyDeps, MAX_BODY_BYTES } from './body.js';
 import { type CallDeps, callOne } from './call.js';
 import { ENDPOINTS } from './endpoints/endpoints.js';
 import { ProxyError } from './endpoints/errors.js';
@@ -35,28 +36,28 @@ import {
   createFrontDoor,
   DEFAULT_CONNECTION_LIMITS,
   LISTEN_BACKLOG,
-  type McpHandler,
+  type McpDoor,
 } from './front-door.js';
 import { createMcpGateway, type McpGatewayDeps } from './mcp/mcp-gateway.js';
 import { McpServerTable } from './mcp/servers.js';
 import { SessionSealer } from './mcp/session.js';
 import { type AskServer, askModelServer } from './models/model-metadata.js';
 import { pagesRoutes } from './pages/pages.js';
-import { createPipeline } from './pipeline.js';
+import { createPipeline, doorAdmission } from './pipeline.js';
 import { planFor } from './route.js';
-import { routedPools } from './routing/replica-pool.js';
-import { replicaSignals } from './routing/replica-signals.js';
+import { type EmbeddingsCall, gatewayEmbedder } from './routing-policy/embedder.js';
+import { RoutingPolicies } from './routing-policy/policies.js';
+import { otherRoutes } from './server/routes.js';
+import { shutdownGracefully } from './server/shutdown.js';
+import { routedPools } from './serving/replica-pool.js';
+import { replicaSignals } from './serving/replica-signals.js';
 import {
   buildRoutes,
   type ExternalRoute,
   type InClusterRoute,
   type RouteScaling,
   RouteTable,
-} from './routing/routes.js';
-import { type EmbeddingsCall, gatewayEmbedder } from './routing-policy/embedder.js';
-import { RoutingPolicies } from './routing-policy/policies.js';
-import { otherRoutes } from './server/routes.js';
-import { shutdownGracefully } from './server/shutdown.js';
+} from './serving/routes.js';
 import { ClusterSource } from './sources/cluster-source.js';
 import { ConfigError, loadStandaloneConfig } from './sources/standalone-config.js';
 import { openStoredResponses } from './stored-responses/open.js';
@@ -234,7 +235,8 @@ export async function composeGateway(config: GatewayConfig = {}, parts: Partial<
   routingPolicies.bind((p) => policies.set(p));
   await policies.ready();
 
-  const pipeline = createPipeline({
+  // The admit and body stages' part, one for every door: the model endpoints' and MCP's.
+  const admission: AdmitDeps & BodyDeps = {
     keys,
     rateLimit: config.rateLimit ?? { requestsPerSecond: 0, burst: 1 },
     limiter,
@@ -243,9 +245,12 @@ export async function composeGateway(config: GatewayConfig = {}, parts: Partial<
     ...((parts.memory ?? config.requestMemoryBytes)
       ? { memory: parts.memory ?? new MemoryBudget(config.requestMemoryBytes ?? 0) }
       : {}),
-    ...(tracer ? { tracer } : {}),
     draining: () => state.closing,
     onCaller: (caller) => statusWriter?.used(caller.policy.name),
+  };
+  const pipeline = createPipeline({
+    ...admission,
+    ...(tracer ? { tracer } : {}),
     routes,
     backends,
     policies,
@@ -274,17 +279,15 @@ export async function composeGateway(config: GatewayConfig = {}, parts: Partial<
   const mcp = mcpGateway(config, {
     env,
     source: resources.source,
-    keys,
     servers: mcpServers,
     limiter,
     metrics,
     ...(tracer ? { tracer } : {}),
     usage,
-    draining: () => state.closing,
-    onCaller: (caller) => statusWriter?.used(caller.policy.name),
     log,
   });
-  const server = createFrontDoor(pipeline, others, config.connections ?? DEFAULT_CONNECTION_LIMITS, mcp);
+  const mcpDoor: McpDoor = { admission: doorAdmission(admission), ...mcp };
+  const server = createFrontDoor(pipeline, others, config.connections ?? DEFAULT_CONNECTION_LIMITS, mcpDoor);
   return {
     server,
     routes,
@@ -597,23 +600,18 @@ function providerSecrets(
  */
 function mcpGateway(
   config: GatewayConfig,
-  ctx: Pick<
-    McpGatewayDeps,
-    'keys' | 'servers' | 'limiter' | 'metrics' | 'tracer' | 'usage' | 'draining' | 'onCaller'
-  > & {
+  ctx: Pick<McpGatewayDeps, 'servers' | 'limiter' | 'metrics' | 'tracer' | 'usage'> & {
     env: NodeJS.ProcessEnv;
     source: ClusterSource | undefined;
     log: Logger;
   },
-): McpHandler {
+): Omit<McpDoor, 'admission'> {
   const { env, source, log, ...deps } = ctx;
   return createMcpGateway({
     ...deps,
     sealer: new SessionSealer(sessionSecret(config, env, source)),
     rateLimit: config.rateLimit ?? { requestsPerSecond: 0, burst: 1 },
-    maxBodyBytes: config.maxBodyBytes ?? MAX_BODY_BYTES,
     maxAnswerBytes: config.mcp?.maxAnswerBytes ?? MCP_MAX_ANSWER_BYTES,
-    bodyTimeoutMs: (config.connections ?? DEFAULT_CONNECTION_LIMITS).bodyTimeoutMs,
     onError: (err, requestId) => log.error('MCP request failed', { requestId, error: errorMessage(err) }),
   });
 }

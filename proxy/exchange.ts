@@ -6,8 +6,8 @@ import type { Dialect } from './endpoints/dialects.js';
 import type { Endpoint } from './endpoints/endpoints.js';
 import type { ProxyError } from './endpoints/errors.js';
 import type { Tag } from './endpoints/tags.js';
-import type { RouteEntry } from './routing/routes.js';
 import type { Routing } from './routing-policy/decide.js';
+import type { RouteEntry } from './serving/routes.js';
 import type { InFlight } from './telemetry/metrics.js';
 import type { RequestSpan } from './telemetry/tracing.js';
 import type { Translator } from './translators/translator.js';
@@ -20,10 +20,9 @@ import type { UpstreamResult, Usage } from './upstreams/upstream.js';
  * what was known when it failed (the usage record of a refused request names what it could).
  */
 
-/** One request as the front door hands it in. */
-export interface Incoming {
+/** One request at any door of the gateway, as the front door hands it in. */
+export interface DoorIncoming {
   requestId: string;
-  endpoint: Endpoint;
   /** A request header by lower-case name. */
   header(name: string): string | undefined;
   /**
@@ -33,6 +32,27 @@ export interface Incoming {
   body(limit: number, grow?: (size: number) => void): Promise<string>;
   /** Aborted when the caller goes away. */
   signal: AbortSignal;
+  /** A request that carries no body (MCP's DELETE and GET): admitted without a JSON type or memory for one. */
+  bodyless?: boolean;
+}
+
+/** A model endpoint's request (proxy/endpoints/endpoints.ts). */
+export interface Incoming extends DoorIncoming {
+  endpoint: Endpoint;
+}
+
+/**
+ * A request of a door that is not a model endpoint (MCP's) once the admit and body stages passed
+ * it: who calls, the headers its answers carry, and its body's JSON and size where it has one.
+ * `release` gives back the memory its body held, once the door answered it.
+ */
+export interface DoorPass {
+  requestId: string;
+  caller: Caller;
+  headers: Readonly<Record<string, string>>;
+  body?: unknown;
+  bytes: number;
+  release(): void;
 }
 
 /** What the usage record, the metrics and the span say of a request, as far as it is known. */
@@ -63,6 +83,8 @@ export interface Admitted {
 /** The body's JSON, its text read and bounded. */
 export interface Read extends Admitted {
   body: unknown;
+  /** The body's size as it arrived, in bytes. */
+  bytes: number;
 }
 
 /** The endpoint's request, checked, with its tags (the key's enforced ones applied). */

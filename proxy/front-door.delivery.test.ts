@@ -4,7 +4,7 @@ import { type OllamaDouble, startOllamaDouble } from '../e2e/doubles/ollama.js';
 import { startGateway, type TestGateway } from '../e2e/support/gateway.js';
 import { eventually } from '../e2e/support/kube.js';
 import { ApiKeys } from './access/auth.js';
-import { oneModelRoutes } from './routing/test-routes.js';
+import { oneModelRoutes } from './serving/test-routes.js';
 import { ProxyMetrics } from './telemetry/metrics.js';
 import { OpenAICompatibleUpstream } from './upstreams/openai-compatible.js';
 import { MemoryUsage, type UsageRecord } from './usage/record.js';

@@ -3,7 +3,7 @@ import { type AddressInfo, connect, type Socket } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startGateway, type TestGateway } from '../e2e/support/gateway.js';
 import { ApiKeys } from './access/auth.js';
-import { oneModelRoutes } from './routing/test-routes.js';
+import { oneModelRoutes } from './serving/test-routes.js';
 import { ProxyMetrics } from './telemetry/metrics.js';
 import { OpenAICompatibleUpstream } from './upstreams/openai-compatible.js';
 import { MemoryUsage } from './usage/record.js';

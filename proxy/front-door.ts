@@ -3,6 +3,8 @@ import type { Duplex } from 'node:stream';
 import { getRequestListener } from '@hono/node-server';
 import type { Hono } from 'hono';
 import { ENDPOINTS, type Endpoint } from './endpoints/endpoints.js';
+import { ProxyError } from './endpoints/errors.js';
+import type { DoorIncoming, DoorPass } from './exchange.js';
 import { mcpPath } from './mcp/mcp-gateway.js';
 import type { Pipeline } from './pipeline.js';
 import { headerOf, readBody } from './server/read-body.js';
@@ -48,14 +50,22 @@ export const DEFAULT_CONNECTION_LIMITS: ConnectionLimits = {
 
 const BY_PATH = new Map<string, Endpoint>(Object.values(ENDPOINTS).map((e) => [e.path, e]));
 
-/** The MCP gateway (proxy/mcp/mcp-gateway.ts): it reads its messages and writes its answers itself. */
-export type McpHandler = (req: IncomingMessage, res: ServerResponse, where: { server?: string }) => Promise<void>;
+/**
+ * MCP's door (/mcp, /mcp/<server>): its requests pass the pipeline's admit and body stages
+ * (`admission`); the MCP gateway (proxy/mcp/mcp-gateway.ts) serves what passed and writes its
+ * answers itself, and `refuse` answers what did not, in MCP's form.
+ */
+export interface McpDoor {
+  admission(door: DoorIncoming): Promise<DoorPass | ProxyError>;
+  serve(req: IncomingMessage, res: ServerResponse, where: { server?: string }, pass: DoorPass): Promise<void>;
+  refuse(res: ServerResponse, err: ProxyError, requestId: string): void;
+}
 
 export function createFrontDoor(
   pipeline: Pipeline,
   others: Pick<Hono, 'fetch'>,
   limits: ConnectionLimits = DEFAULT_CONNECTION_LIMITS,
-  mcp?: McpHandler,
+  mcp?: McpDoor,
 ): Server {
   const hono = getRequestListener(others.fetch);
   const serveEndpoint = async (endpoint: Endpoint, req: IncomingMessage, res: ServerResponse) => {
@@ -78,6 +88,27 @@ export function createFrontDoor(
     if (gone.signal.aborted) answer.delivered?.(false);
     else delivered = answer.delivered;
     await writeAnswer(answer, res, gone.signal);
+  };
+  const serveMcp = async (door: McpDoor, where: { server?: string }, req: IncomingMessage, res: ServerResponse) => {
+    const gone = new AbortController();
+    res.once('close', () => {
+      if (!res.writableFinished) gone.abort();
+    });
+    const requestId = newRequestId();
+    const pass = await door.admission({
+      requestId,
+      header: headerOf(req),
+      body: (limit, grow) => readBody(req, limit, limits.bodyTimeoutMs, grow),
+      signal: gone.signal,
+      // Only a POST carries a message; DELETE ends a session, and anything else is refused by MCP.
+      bodyless: req.method !== 'POST',
+    });
+    if (pass instanceof ProxyError) return door.refuse(res, pass, requestId);
+    try {
+      await door.serve(req, res, where, pass);
+    } finally {
+      pass.release();
+    }
   };
   const server = createServer(
     {
@@ -103,7 +134,7 @@ export function createFrontDoor(
       }
       const where = mcp && url.startsWith('/mcp') ? mcpPath(url) : undefined;
       if (mcp && where) {
-        mcp(req, res, where).catch(() => {
+        serveMcp(mcp, where, req, res).catch(() => {
           if (!res.headersSent) res.writeHead(500).end();
           else res.destroy();
         });

@@ -12,7 +12,7 @@ import { MAX_NESTING } from './endpoints/chat-request.js';
 import type { Dialect } from './endpoints/dialects.js';
 import { ProxyError } from './endpoints/errors.js';
 import { parseTags } from './endpoints/tags.js';
-import { buildRoutes, type InClusterRoute, RouteTable } from './routing/routes.js';
+import { buildRoutes, type InClusterRoute, RouteTable } from './serving/routes.js';
 import { ProxyMetrics } from './telemetry/metrics.js';
 import type { Upstream, UpstreamCall, UpstreamResult } from './upstreams/upstream.js';
 import { MemoryUsage } from './usage/record.js';

@@ -6,7 +6,7 @@ import type { Logger } from '../crds/observability/log.js';
 import { type OllamaDouble, startOllamaDouble } from '../e2e/doubles/ollama.js';
 import { startGateway, type TestGateway } from '../e2e/support/gateway.js';
 import { ApiKeys } from './access/auth.js';
-import { buildRoutes, RouteTable } from './routing/routes.js';
+import { buildRoutes, RouteTable } from './serving/routes.js';
 import { ProxyMetrics } from './telemetry/metrics.js';
 import { OpenAICompatibleUpstream } from './upstreams/openai-compatible.js';
 import { MemoryUsage } from './usage/record.js';

@@ -1,10 +1,10 @@
 import { type AccountDeps, account } from './account.js';
-import { type AdmitDeps, admit } from './admit.js';
-import { type BodyDeps, readBody } from './body.js';
+import { type AdmitDeps, admit, admitAtDoor } from './admit.js';
+import { type BodyDeps, readBody, readDoorBody } from './body.js';
 import { type CallDeps, call } from './call.js';
 import { errorAnswer } from './endpoints/error-answer.js';
 import { internalError, ProxyError } from './endpoints/errors.js';
-import type { Admitted, Answer, Answered, Failed, Incoming } from './exchange.js';
+import type { Admitted, Answer, Answered, DoorIncoming, DoorPass, Failed, Incoming } from './exchange.js';
 import { parse } from './parse.js';
 import { type RouteDeps, route } from './route.js';
 import type { StoredResponses } from './stored-responses/stored-responses.js';
@@ -23,6 +23,10 @@ import type { UsageSink } from './usage/record.js';
  *
  * A stage that refuses returns a Failed, which goes straight to account. The front door
  * (proxy/front-door.ts) reads every request into an Incoming and writes every Answer.
+ *
+ * MCP's door (/mcp) passes the same admit and body stages (doorAdmission), so what they hold (the
+ * key, draining, the key's rates, memory for the body) holds for tools too; proxy/mcp/ then
+ * parses, routes, calls and accounts its JSON-RPC messages.
  */
 
 export type PipelineDeps = AdmitDeps &
@@ -97,4 +101,32 @@ async function flow(deps: PipelineDeps, admitted: Admitted): Promise<Answered | 
   } catch (cause) {
     return { failed: internalError(admitted.incoming.requestId), at: admitted, cause };
   }
+}
+
+/**
+ * The admit and body stages for a door that is not a model endpoint (MCP's): the door's pass, or
+ * the refusal for the door to answer in its own protocol. Its requests start no request span (a
+ * tool call has its own span) and are recorded by the door (a usage record per tool call).
+ */
+export function doorAdmission(deps: AdmitDeps & BodyDeps): (door: DoorIncoming) => Promise<DoorPass | ProxyError> {
+  return async (door) => {
+    const admitted = await admitAtDoor(deps, door);
+    if (admitted instanceof ProxyError) return admitted;
+    const release = () => admitted.reservation.release();
+    if (admitted.refused) {
+      release();
+      return admitted.refused;
+    }
+    const pass = { requestId: door.requestId, caller: admitted.caller, headers: admitted.headers, bytes: 0, release };
+    if (door.bodyless) return pass;
+    const read = await readDoorBody(deps, door, admitted.reservation).catch((err: unknown) => {
+      release();
+      throw err;
+    });
+    if (read instanceof ProxyError) {
+      release();
+      return read;
+    }
+    return { ...pass, ...read };
+  };
 }

@@ -2,8 +2,8 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type OllamaDouble, startOllamaDouble } from '../e2e/doubles/ollama.js';
 import { MemoryBudget } from './access/memory-budget.js';
 import { ProxyError } from './endpoints/errors.js';
-import { ReplicaPools } from './routing/replica-pool.js';
-import type { InClusterRoute, Unavailable } from './routing/routes.js';
+import { ReplicaPools } from './serving/replica-pool.js';
+import type { InClusterRoute, Unavailable } from './serving/routes.js';
 import { OpenAICompatibleUpstream } from './upstreams/openai-compatible.js';
 import { unavailableBackend } from './upstreams/unavailable.js';
 

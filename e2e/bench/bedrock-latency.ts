@@ -3,7 +3,7 @@ import { Agent, request } from 'undici';
 import type { ExternalProvider } from '../../crds/external-provider.js';
 import { ProviderCredentials } from '../../crds/providers/credentials.js';
 import { ApiKeys } from '../../proxy/access/auth.js';
-import { buildRoutes, RouteTable } from '../../proxy/routing/routes.js';
+import { buildRoutes, RouteTable } from '../../proxy/serving/routes.js';
 import { ProxyMetrics } from '../../proxy/telemetry/metrics.js';
 import { ProviderUpstream } from '../../proxy/upstreams/provider-upstream.js';
 import { MemoryUsage } from '../../proxy/usage/record.js';

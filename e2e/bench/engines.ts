@@ -2,7 +2,7 @@ import { writeFileSync } from 'node:fs';
 import { parseArgs } from 'node:util';
 import type { ModelDeployment } from '../../crds/model-deployment.js';
 import { ApiKeys } from '../../proxy/access/auth.js';
-import { buildRoutes, type InClusterRoute, RouteTable } from '../../proxy/routing/routes.js';
+import { buildRoutes, type InClusterRoute, RouteTable } from '../../proxy/serving/routes.js';
 import { OpenAICompatibleUpstream } from '../../proxy/upstreams/openai-compatible.js';
 import { MemoryUsage } from '../../proxy/usage/record.js';
 import { OLLAMA_MODEL, startOllama } from '../ollama/server.js';

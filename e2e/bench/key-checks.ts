@@ -5,7 +5,7 @@ import { ApiKeys, policyOf, sha256 } from '../../proxy/access/auth.js';
 import { BudgetGuard } from '../../proxy/access/budgets.js';
 import type { RateLimiter } from '../../proxy/access/rate-limit.js';
 import { RedisRateLimiter } from '../../proxy/access/redis-rate-limit.js';
-import { buildRoutes, RouteTable } from '../../proxy/routing/routes.js';
+import { buildRoutes, RouteTable } from '../../proxy/serving/routes.js';
 import { ProxyMetrics } from '../../proxy/telemetry/metrics.js';
 import { OpenAICompatibleUpstream } from '../../proxy/upstreams/openai-compatible.js';
 import { MemoryUsage } from '../../proxy/usage/record.js';

@@ -1,7 +1,7 @@
 import { Agent, request } from 'undici';
 import type { ModelDeployment } from '../../crds/model-deployment.js';
 import { ApiKeys } from '../../proxy/access/auth.js';
-import { buildRoutes, RouteTable } from '../../proxy/routing/routes.js';
+import { buildRoutes, RouteTable } from '../../proxy/serving/routes.js';
 import { ProxyMetrics } from '../../proxy/telemetry/metrics.js';
 import { OpenAICompatibleUpstream } from '../../proxy/upstreams/openai-compatible.js';
 import { MemoryUsage } from '../../proxy/usage/record.js';

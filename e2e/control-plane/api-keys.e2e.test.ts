@@ -5,7 +5,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { ApiKey } from '../../crds/api-key.js';
 import type { Budget } from '../../crds/budget.js';
 import { Operator } from '../../operator/operator.js';
-import { buildRoutes } from '../../proxy/routing/routes.js';
+import { buildRoutes } from '../../proxy/serving/routes.js';
 import { ProxyMetrics } from '../../proxy/telemetry/metrics.js';
 import { OpenAICompatibleUpstream } from '../../proxy/upstreams/openai-compatible.js';
 import { type OllamaDouble, startOllamaDouble } from '../doubles/ollama.js';

@@ -9,7 +9,7 @@ import pg from 'pg';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import type { ApiKey } from '../../crds/api-key.js';
 import { ApiKeys, policyOf, sha256 } from '../../proxy/access/auth.js';
-import { buildRoutes, type InClusterRoute, RouteTable } from '../../proxy/routing/routes.js';
+import { buildRoutes, type InClusterRoute, RouteTable } from '../../proxy/serving/routes.js';
 import { postgresRows } from '../../proxy/stored-responses/postgres-rows.js';
 import { OpenAICompatibleUpstream } from '../../proxy/upstreams/openai-compatible.js';
 import type { Upstream } from '../../proxy/upstreams/upstream.js';

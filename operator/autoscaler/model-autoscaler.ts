@@ -160,7 +160,7 @@ export class ModelAutoscaler {
     const loads = await this.opts.load.read(now);
     const live = new Set<string>();
     // The proxies report load per model name; it belongs to the deployment they route that name
-    // to: the first Running one by name (proxy/routing/routes.ts). Others of the same model get none.
+    // to: the first Running one by name (proxy/serving/routes.ts). Others of the same model get none.
     const routed = new Map<string, string>();
     for (const md of [...this.mds.list()].sort((x, y) =>
       (x.metadata.name ?? '').localeCompare(y.metadata.name ?? ''),

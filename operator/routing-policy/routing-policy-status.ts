@@ -128,7 +128,7 @@ function scorerCondition(policy: RoutingPolicy, world: ServingWorld) {
   return {
     status: 'False' as const,
     reason: 'FeaturesOnly',
-    message: `the proxies run without the built-in embedding (Helm value routing.builtInEmbedding: false) and ${why}: requests are scored on measured features (code, notation, length) and their shape only, which under-routes more often (docs/concepts/routing.md); set spec.scorer.semantic.embeddingModel to an embedding model the gateway routes, or set routing.builtInEmbedding: true`,
+    message: `the proxies run without the built-in embedding (Helm value routing.builtInEmbedding: false) and ${why}: requests are scored on measured features (code, notation, length) and their shape only, which under-routes more often (docs/concepts/routing-policies.md); set spec.scorer.semantic.embeddingModel to an embedding model the gateway routes, or set routing.builtInEmbedding: true`,
   };
 }
 

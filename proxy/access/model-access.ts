@@ -1,5 +1,5 @@
 import { ProxyError } from '../endpoints/errors.js';
-import type { RouteEntry, RouteTable } from '../routing/routes.js';
+import type { RouteEntry, RouteTable } from '../serving/routes.js';
 import { type KeyPolicy, mayCall } from './auth.js';
 
 /** Model names quoted back in errors are cut to this many characters. */

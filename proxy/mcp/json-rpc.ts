@@ -78,13 +78,7 @@ export const errorAnswer = (id: RequestId | null, err: RpcError): RpcErrorAnswer
 export const isObject = (v: unknown): v is JsonObject => typeof v === 'object' && v !== null && !Array.isArray(v);
 
 /** One message of a POST body, or the error it deserves. Batches (2025-03-26 only) are refused. */
-export function parseClientMessage(body: string): ClientMessage | RpcErrorAnswer {
-  let json: unknown;
-  try {
-    json = JSON.parse(body);
-  } catch {
-    return errorAnswer(null, new RpcError(RPC.parseError, 'Parse error: the body is not JSON'));
-  }
+export function parseClientMessage(json: unknown): ClientMessage | RpcErrorAnswer {
   if (Array.isArray(json)) {
     return errorAnswer(
       null,

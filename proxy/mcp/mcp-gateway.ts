@@ -1,10 +1,10 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { PRODUCT_VERSION } from '../../crds/constants.js';
-import { type ApiKeys, authenticate, type Caller } from '../access/auth.js';
+import type { Caller } from '../access/auth.js';
 import { ProxyError } from '../endpoints/errors.js';
 import { applyEnforcedTags, parseTags, type Tag } from '../endpoints/tags.js';
-import { headerOf, readBody } from '../server/read-body.js';
-import { newRequestId } from '../server/request-id.js';
+import type { DoorPass } from '../exchange.js';
+import { headerOf } from '../server/read-body.js';
 import { AnswerWriter, acceptsEventStream } from './answer-writer.js';
 import {
   errorAnswer,
@@ -37,16 +37,12 @@ import { exchange, notify, terminate, UpstreamError } from './upstream.js';
  * (proxy/mcp/session.ts): every replica serves every session.
  */
 
+/** What the gateway needs past the door: the key, draining, rates and the body are the admit and body stages' (proxy/pipeline.ts doorAdmission). */
 export interface McpGatewayDeps extends ToolCallDeps {
-  keys: ApiKeys;
   servers: McpServerTable;
   sealer: SessionSealer;
-  maxBodyBytes: number;
   /** The largest answer a server may send the gateway for one request. */
   maxAnswerBytes: number;
-  bodyTimeoutMs: number;
-  draining: () => boolean;
-  onCaller?: (caller: Caller) => void;
   onError?: (err: unknown, requestId: string) => void;
 }
 
@@ -78,14 +74,22 @@ const refuse = (status: number, code: number, message: string, headers?: Record<
 /** In-flight requests on this replica, by session and JSON-RPC id: what notifications/cancelled stops. */
 const inFlight = new Map<string, AbortController>();
 
+/**
+ * The MCP gateway as the front door's MCP door serves it: `serve` takes what passed the admit and
+ * body stages (the caller, the message's JSON), `refuse` answers what did not, in MCP's form.
+ */
 export function createMcpGateway(deps: McpGatewayDeps) {
-  return async (req: IncomingMessage, res: ServerResponse, where: { server?: string }): Promise<void> => {
-    const requestId = newRequestId();
-    const base = { 'x-request-id': requestId };
+  const serve = async (
+    req: IncomingMessage,
+    res: ServerResponse,
+    where: { server?: string },
+    pass: DoorPass,
+  ): Promise<void> => {
+    const { requestId, caller } = pass;
+    const base = { ...pass.headers };
     try {
       if (where.server === '') throw refuse(404, RPC.gateway, 'no such MCP server: server names are DNS labels');
-      const caller = admitCaller(deps, req);
-      if (req.method === 'POST') return await post(deps, req, res, { caller, where, requestId, base });
+      if (req.method === 'POST') return await post(deps, req, res, { caller, where, requestId, base }, pass);
       if (req.method === 'DELETE') return await end(deps, req, res, caller, base);
       throw refuse(405, RPC.gateway, `${req.method} is not served here: POST messages, DELETE a session`, {
         Allow: 'POST, DELETE',
@@ -93,28 +97,40 @@ export function createMcpGateway(deps: McpGatewayDeps) {
     } catch (err) {
       if (!(err instanceof HttpRefusal)) deps.onError?.(err, requestId);
       const r = err instanceof HttpRefusal ? err : refuse(500, RPC.internalError, 'Internal error of the gateway');
-      if (res.headersSent) {
-        res.destroy();
-        return;
-      }
-      res.writeHead(r.status, { ...base, ...r.headers, 'content-type': 'application/json' });
-      res.end(JSON.stringify(r.answer));
+      writeRefusal(res, r, base);
     }
   };
+  return { serve, refuse: refuseAtDoor };
 }
 
-function admitCaller(deps: McpGatewayDeps, req: IncomingMessage): Caller {
-  const header = headerOf(req);
-  const caller = authenticate(deps.keys, { apiKey: header('x-api-key'), authorization: header('authorization') });
-  if (caller instanceof ProxyError) throw refuse(401, RPC.gateway, caller.message, { 'WWW-Authenticate': 'Bearer' });
-  if (deps.draining()) {
-    throw refuse(503, RPC.gateway, 'this gateway replica is shutting down; retry', {
-      'Retry-After': '1',
-      connection: 'close',
-    });
+function writeRefusal(res: ServerResponse, r: HttpRefusal, base: Record<string, string>): void {
+  if (res.headersSent) {
+    res.destroy();
+    return;
   }
-  deps.onCaller?.(caller);
-  return caller;
+  res.writeHead(r.status, { ...base, ...r.headers, 'content-type': 'application/json' });
+  res.end(JSON.stringify(r.answer));
+}
+
+/**
+ * A refusal of the admit or body stages, in MCP's form: its status and headers (Retry-After,
+ * the rate's), a JSON-RPC error with no id. A body that is not JSON is the spec's parse error,
+ * a request the gateway cannot take as sent (its type, size or shape) an invalid request, and a
+ * missing key asks for a bearer token.
+ */
+function refuseAtDoor(res: ServerResponse, err: ProxyError, requestId: string): void {
+  const notJson = err.code === 'invalid_json';
+  const code = notJson
+    ? RPC.parseError
+    : err.status === 400 || err.status === 413 || err.status === 415
+      ? RPC.invalidRequest
+      : RPC.gateway;
+  const message = notJson ? 'Parse error: the body is not JSON' : err.message;
+  const headers: Record<string, string> = { ...err.headers };
+  if (err.status === 401) headers['WWW-Authenticate'] = 'Bearer';
+  writeRefusal(res, new HttpRefusal(err.status, errorAnswer(null, new RpcError(code, message)), headers), {
+    'x-request-id': requestId,
+  });
 }
 
 interface Post {
@@ -124,17 +140,16 @@ interface Post {
   base: Record<string, string>;
 }
 
-async function post(deps: McpGatewayDeps, req: IncomingMessage, res: ServerResponse, p: Post): Promise<void> {
+async function post(
+  deps: McpGatewayDeps,
+  req: IncomingMessage,
+  res: ServerResponse,
+  p: Post,
+  pass: DoorPass,
+): Promise<void> {
   const header = headerOf(req);
-  if (!/^application\/json\s*(;|$)/i.test(header('content-type') ?? '')) {
-    throw refuse(415, RPC.invalidRequest, 'Content-Type must be application/json');
-  }
   const tags = tagsOf(header, p.caller);
-  const body = await readBody(req, deps.maxBodyBytes, deps.bodyTimeoutMs).catch((err: unknown) => {
-    const status = err instanceof ProxyError ? err.status : 400;
-    throw refuse(status, RPC.invalidRequest, err instanceof Error ? err.message : 'the body could not be read');
-  });
-  const parsed = parseClientMessage(body);
+  const parsed = parseClientMessage(pass.body);
   if ('jsonrpc' in parsed) throw new HttpRefusal(400, parsed);
   const version = header('mcp-protocol-version');
   if (version !== undefined && !VERSIONS.includes(version)) {
@@ -167,11 +182,7 @@ async function post(deps: McpGatewayDeps, req: IncomingMessage, res: ServerRespo
     return;
   }
   const writer = new AnswerWriter(res, headers, acceptsEventStream(header('accept')));
-  await request(
-    deps,
-    { req, res, writer, session, sessionId, servers, tags, bytesIn: Buffer.byteLength(body), p },
-    parsed.message,
-  );
+  await request(deps, { req, res, writer, session, sessionId, servers, tags, bytesIn: pass.bytes, p }, parsed.message);
 }
 
 /** The caller's tags: the headers' merged with the key's enforced ones (no body: MCP has no tags field). */

@@ -2,8 +2,8 @@ import type { Env, Hono } from 'hono';
 import { AUTO_MODEL, DEFAULT_ROUTING_POLICY } from '../../crds/constants.js';
 import { type Caller, type KeyPolicy, mayCall } from '../access/auth.js';
 import { ProxyError } from '../endpoints/errors.js';
-import type { ModelListing, RouteTable } from '../routing/routes.js';
 import type { ResolvedPolicy, RoutingPolicies } from '../routing-policy/policies.js';
+import type { ModelListing, RouteTable } from '../serving/routes.js';
 import { type Backends, backendOf } from '../upstreams/backend.js';
 import { cliModel, type ModelFacts, openAIModel } from './model-metadata.js';
 

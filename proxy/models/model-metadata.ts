@@ -3,7 +3,7 @@ import type { TokenPrice } from '../../crds/catalog/prices.js';
 import type { EngineName } from '../../crds/engines/engine.js';
 import { ENGINES, engineFor } from '../../crds/engines/table.js';
 import type { ProviderModelFacts } from '../../crds/providers/provider.js';
-import type { InClusterRoute, ModelListing } from '../routing/routes.js';
+import type { InClusterRoute, ModelListing } from '../serving/routes.js';
 
 /**
  * What a listed model can do, for the model lists: GET /openai/v1/models (context window and

@@ -4,7 +4,7 @@ import { type KeyPolicy, mayCall } from '../access/auth.js';
 import { MAX_MODEL_CHARS } from '../access/model-access.js';
 import { ProxyError } from '../endpoints/errors.js';
 import type { Parsed } from '../exchange.js';
-import type { RouteEntry, RouteTable } from '../routing/routes.js';
+import type { RouteEntry, RouteTable } from '../serving/routes.js';
 import { type Backends, backendOf } from '../upstreams/backend.js';
 import { cascades } from './cascade.js';
 import { baselineOf, decide, degradeTo, outputCap, type Routing } from './decide.js';

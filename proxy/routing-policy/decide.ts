@@ -1,6 +1,6 @@
 import type { TokenPrice } from '../../crds/catalog/prices.js';
 import { type CascadeTrigger, ROUTING_TIERS, type RoutingTier } from '../../crds/routing-policy.js';
-import type { RouteEntry } from '../routing/routes.js';
+import type { RouteEntry } from '../serving/routes.js';
 import type { RequestFeatures } from './features.js';
 
 /**
@@ -25,7 +25,7 @@ export interface PoolModel {
 
 /** Why the served model was chosen: the record's routingReason, the metric's label. */
 const ROUTING_REASONS = ['score', 'kept', 'constraints', 'cascade', 'budget-degraded'] as const;
-export type RoutingReason = (typeof ROUTING_REASONS)[number];
+type RoutingReason = (typeof ROUTING_REASONS)[number];
 
 export interface DecisionInput {
   features: RequestFeatures;

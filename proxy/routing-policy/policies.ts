@@ -6,7 +6,7 @@ import {
   type RoutingPolicy,
   type SemanticScorer,
 } from '../../crds/routing-policy.js';
-import type { RouteEntry, RouteTable } from '../routing/routes.js';
+import type { RouteEntry, RouteTable } from '../serving/routes.js';
 import { type Backends, backendOf } from '../upstreams/backend.js';
 import type { PoolModel } from './decide.js';
 import { sampledBank } from './learned/bank.js';

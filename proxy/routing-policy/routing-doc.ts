@@ -6,7 +6,7 @@ import { shippedWeights } from './learned/text-scorer.js';
 import { DEFAULT_THRESHOLDS, SHAPE_SIGNALS } from './scorer.js';
 
 /**
- * The scorer's numbers as docs/concepts/routing.md shows them, generated from the code: the
+ * The scorer's numbers as docs/concepts/routing-policies.md shows them, generated from the code: the
  * objectives' thresholds, the shape signals' rules, the classifier's inputs and the bank's
  * sources. `npm run docs:routing` writes them between the GENERATED markers; a unit test fails
  * while the page and the code differ.
@@ -48,7 +48,7 @@ export function scorerReference(): string {
   ].join('\n');
 }
 
-const DOC = fileURLToPath(new URL('../../docs/concepts/routing.md', import.meta.url));
+const DOC = fileURLToPath(new URL('../../docs/concepts/routing-policies.md', import.meta.url));
 
 /** The page with the generated block replaced by the code's. */
 export function renderedDoc(page = readFileSync(DOC, 'utf8')): string {

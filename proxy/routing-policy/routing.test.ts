@@ -6,7 +6,7 @@ import { type OllamaDouble, startOllamaDouble } from '../../e2e/doubles/ollama.j
 import { startGateway, type TestGateway } from '../../e2e/support/gateway.js';
 import { ApiKeys, policyOf, sha256 } from '../access/auth.js';
 import { BudgetGuard } from '../access/budgets.js';
-import { buildRoutes, RouteTable } from '../routing/routes.js';
+import { buildRoutes, RouteTable } from '../serving/routes.js';
 import { MemoryUsage } from '../usage/record.js';
 import { DEFAULT_THRESHOLDS } from './scorer.js';
 

@@ -5,7 +5,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import type { McpServer } from '../../crds/mcp-server.js';
 import type { RoutingPolicy } from '../../crds/routing-policy.js';
 import { ApiKeys } from '../access/auth.js';
-import { RouteTable } from '../routing/routes.js';
+import { RouteTable } from '../serving/routes.js';
 import { ClusterSource, MAX_CONFIGMAP_EXAMPLES, routingExamplesOf } from './cluster-source.js';
 
 /**

@@ -23,7 +23,7 @@ import type { SecretLookup } from '../../crds/providers/aws-credentials.js';
 import { ROUTING_TIERS, type RoutingExample, type RoutingPolicy, type RoutingTier } from '../../crds/routing-policy.js';
 import { ApiKeys, policyOf } from '../access/auth.js';
 import { type TagBudget, tagBudgetOf } from '../access/budgets.js';
-import { buildRoutes, type RouteTable } from '../routing/routes.js';
+import { buildRoutes, type RouteTable } from '../serving/routes.js';
 
 /**
  * The proxy's view of a cluster: ModelDeployments and ExternalProviders (routes), McpServers,

@@ -5,7 +5,7 @@ import type { ModelDeployment } from '../../crds/model-deployment.js';
 import { type OllamaDouble, startOllamaDouble } from '../../e2e/doubles/ollama.js';
 import { startGateway, type TestGateway } from '../../e2e/support/gateway.js';
 import { ApiKeys, policyOf, sha256 } from '../access/auth.js';
-import { buildRoutes, type ExternalRoute, type InClusterRoute, RouteTable } from '../routing/routes.js';
+import { buildRoutes, type ExternalRoute, type InClusterRoute, RouteTable } from '../serving/routes.js';
 import { OpenAICompatibleUpstream } from '../upstreams/openai-compatible.js';
 import type { Upstream, UpstreamCall } from '../upstreams/upstream.js';
 import { MemoryUsage } from '../usage/record.js';

@@ -1,7 +1,7 @@
 import type { TokenPrice } from '../../crds/catalog/prices.js';
 import type { ProxyError } from '../endpoints/errors.js';
 import type { ModelFacts } from '../models/model-metadata.js';
-import type { RouteEntry } from '../routing/routes.js';
+import type { RouteEntry } from '../serving/routes.js';
 import type { Upstream } from './upstream.js';
 
 /**

@@ -1,6 +1,6 @@
 import type { ProviderType } from '../../crds/external-provider.js';
 import { PROVIDERS } from '../../crds/providers/table.js';
-import type { ExternalRoute } from '../routing/routes.js';
+import type { ExternalRoute } from '../serving/routes.js';
 import type { PriceBook } from '../usage/cost.js';
 import type { Backend } from './backend.js';
 import type { Upstream } from './upstream.js';

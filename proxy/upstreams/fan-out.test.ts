@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { ProxyError } from '../endpoints/errors.js';
-import type { RouteEntry } from '../routing/routes.js';
+import type { RouteEntry } from '../serving/routes.js';
 import { translatorFor } from '../translators/table.js';
 import type { Backends } from './backend.js';
 import type { ChunkSource } from './chunk-source.js';

@@ -1,7 +1,7 @@
 import type { Catalog } from '../../crds/catalog/catalog.js';
 import { engineFor } from '../../crds/engines/table.js';
 import { type AskServer, inClusterFacts } from '../models/model-metadata.js';
-import type { InClusterRoute } from '../routing/routes.js';
+import type { InClusterRoute } from '../serving/routes.js';
 import type { PriceBook } from '../usage/cost.js';
 import type { Backend } from './backend.js';
 import type { Upstream } from './upstream.js';

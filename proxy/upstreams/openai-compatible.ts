@@ -3,9 +3,9 @@ import type { EngineName } from '../../crds/engines/engine.js';
 import { ENGINES, engineFor } from '../../crds/engines/table.js';
 import { callerDialect, DIALECTS, type Dialect } from '../endpoints/dialects.js';
 import { ProxyError } from '../endpoints/errors.js';
-import { prefixKey } from '../routing/prefix-affinity.js';
-import { type Lease, ReplicaPools } from '../routing/replica-pool.js';
-import type { InClusterRoute } from '../routing/routes.js';
+import { prefixKey } from '../serving/prefix-affinity.js';
+import { type Lease, ReplicaPools } from '../serving/replica-pool.js';
+import type { InClusterRoute } from '../serving/routes.js';
 import {
   exchangeStreamed,
   exchangeWhole,

@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ProviderCredentials } from '../../crds/providers/credentials.js';
 import { type AwsDouble, startAwsDouble } from '../../e2e/doubles/aws.js';
-import type { ExternalRoute } from '../routing/routes.js';
+import type { ExternalRoute } from '../serving/routes.js';
 import { openaiChatToBedrockConverse } from '../translators/openai-chat_bedrock-converse.js';
 import type { Translation } from '../translators/translator.js';
 import { webStream } from './chunk-source.js';

@@ -16,7 +16,7 @@ import {
 import { PROVIDERS } from '../../crds/providers/table.js';
 import { callerDialect, DIALECTS, type Dialect } from '../endpoints/dialects.js';
 import { ProxyError } from '../endpoints/errors.js';
-import type { ExternalRoute } from '../routing/routes.js';
+import type { ExternalRoute } from '../serving/routes.js';
 import { exchangeStreamed, exchangeWhole, type StreamedAnswer, type WholeAnswer } from './dispatch.js';
 import { type EventStreamErrors, EventStreamRelay } from './event-stream.js';
 import { withUsage } from './openai-compatible-dialects.js';

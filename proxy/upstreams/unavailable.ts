@@ -1,6 +1,6 @@
 import { DIALECTS, type Dialect } from '../endpoints/dialects.js';
 import { ProxyError } from '../endpoints/errors.js';
-import type { Unavailable } from '../routing/routes.js';
+import type { Unavailable } from '../serving/routes.js';
 import type { Backend } from './backend.js';
 
 /**

@@ -1,6 +1,6 @@
 import type { Dialect } from '../endpoints/dialects.js';
 import type { ProxyError } from '../endpoints/errors.js';
-import type { RouteEntry } from '../routing/routes.js';
+import type { RouteEntry } from '../serving/routes.js';
 import type { StreamBody } from './chunk-source.js';
 
 /**

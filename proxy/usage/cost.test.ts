@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { loadCatalog } from '../../crds/catalog/catalog.js';
 import { foundationModelOf } from '../../crds/catalog/prices.js';
-import type { ExternalRoute, InClusterRoute } from '../routing/routes.js';
+import type { ExternalRoute, InClusterRoute } from '../serving/routes.js';
 import type { Backend } from '../upstreams/backend.js';
 import { externalBackend } from '../upstreams/external.js';
 import { inClusterBackend } from '../upstreams/in-cluster.js';

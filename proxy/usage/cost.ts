@@ -2,7 +2,7 @@ import { type Catalog, catalogModel, pricing } from '../../crds/catalog/catalog.
 import type { BedrockPriceTable, TokenPrice } from '../../crds/catalog/prices.js';
 import type { EngineName } from '../../crds/engines/engine.js';
 import { PROVIDERS } from '../../crds/providers/table.js';
-import type { ExternalRoute } from '../routing/routes.js';
+import type { ExternalRoute } from '../serving/routes.js';
 import type { Usage } from '../upstreams/upstream.js';
 
 export {

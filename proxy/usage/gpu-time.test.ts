@@ -1,8 +1,8 @@
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import { loadCatalog, pricing } from '../../crds/catalog/catalog.js';
 import { range, rec, T0, tag } from '../../e2e/support/usage-store-contract.js';
-import type { InClusterRoute } from '../routing/routes.js';
-import { RouteTable } from '../routing/routes.js';
+import type { InClusterRoute } from '../serving/routes.js';
+import { RouteTable } from '../serving/routes.js';
 import { loadBedrockPrices, PriceBook } from './cost.js';
 import { GpuTimeLedger, startGpuTimeLedger } from './gpu-time.js';
 import type { UsageRecord, UsageSink } from './record.js';

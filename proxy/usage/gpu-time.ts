@@ -1,5 +1,5 @@
 import { errorMessage, type Logger } from '../../crds/observability/log.js';
-import type { InClusterRoute, RouteTable } from '../routing/routes.js';
+import type { InClusterRoute, RouteTable } from '../serving/routes.js';
 import type { PriceBook } from './cost.js';
 import type { UsageRecord, UsageSink } from './record.js';
 import { GPU_WRITE_WINDOW_MS, type GpuTimeRow, type UsageStore } from './store.js';
