@@ -84,20 +84,30 @@ async function handle(deps: PipelineDeps, incoming: Incoming): Promise<Answer> {
   }
 }
 
-/** body -> parse -> route -> call, stopping at the first stage that refuses. */
+/**
+ * body -> parse -> [history] -> route -> [check] -> call -> [keep], stopping at the first stage
+ * that refuses. The bracketed stages are stored Responses' (proxy/stored-responses/), for the
+ * Responses requests the gateway keeps: the conversation a previous_response_id continues put
+ * before the input; the route checked for what a kept response needs; the answer given the
+ * gateway's id and kept. A background request is answered queued, its call finishing later.
+ */
 async function flow(deps: PipelineDeps, admitted: Admitted): Promise<Answered | Failed> {
+  const stored = deps.storedResponses;
   try {
     const read = await readBody(deps, admitted);
     if ('failed' in read) return read;
     const parsedOnly = parse(read);
     if ('failed' in parsedOnly) return parsedOnly;
-    const parsed = (await deps.storedResponses?.prepare(parsedOnly)) ?? parsedOnly;
+    const parsed = (await stored?.prepare(parsedOnly)) ?? parsedOnly;
     if ('failed' in parsed) return parsed;
     const routed = await route(deps, parsed);
     if ('failed' in routed) return routed;
-    const { storedResponses } = deps;
-    if (storedResponses) return await storedResponses.call(deps.backends, routed, (r) => call(deps, r));
-    return await call(deps, routed);
+    if (!stored) return await call(deps, routed);
+    const refused = stored.check(deps.backends, routed);
+    if (refused) return refused;
+    // A background request's call settles its kept row itself, when it finishes.
+    if (stored.inBackground(routed)) return await stored.background(routed, (r) => call(deps, r));
+    return await stored.keep(routed, await call(deps, routed));
   } catch (cause) {
     return { failed: internalError(admitted.incoming.requestId), at: admitted, cause };
   }

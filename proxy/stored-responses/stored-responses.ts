@@ -123,21 +123,34 @@ export class StoredResponses {
     return this.settings.history ?? HISTORY_BOUNDS;
   }
 
-  /** The call, its answer stamped and stored (or run in the background). */
-  async call(
-    backends: Backends,
-    routed: Routed,
-    next: (routed: Routed) => Promise<Answered | Failed>,
-  ): Promise<Answered | Failed> {
-    const turn = this.turns.get(routed.request);
-    if (!turn) return next(routed);
+  /**
+   * Before the call: a Responses request the gateway keeps goes only where its id and state can
+   * be honoured (the OpenAI dialect's upstreams); the refusal, or undefined to go on.
+   */
+  check(backends: Backends, routed: Routed): Failed | undefined {
+    if (!this.turns.get(routed.request)) return undefined;
     const refused = openAiOnlyRefusal(backends, routed);
-    if (refused) return { failed: refused, at: routed };
-    if (turn.stamp.background) return runInBackground(this, routed, turn, next);
-    const outcome = await next(routed);
-    if ('failed' in outcome) return outcome;
-    // Stored or not, the answer carries the gateway's id and the previous_response_id it continues
-    // (the upstream was sent neither).
+    return refused ? { failed: refused, at: routed } : undefined;
+  }
+
+  /** Whether the request asked to run in the background (answered queued at once, finished later). */
+  inBackground(routed: Routed): boolean {
+    return this.turns.get(routed.request)?.stamp.background === true;
+  }
+
+  /** A background request: its queued response kept and answered now, `run` (the call) finishing it later. */
+  background(routed: Routed, run: (routed: Routed) => Promise<Answered | Failed>): Promise<Answered | Failed> {
+    const turn = this.turns.get(routed.request);
+    return turn ? runInBackground(this, routed, turn, run) : run(routed);
+  }
+
+  /**
+   * After the call: the answer given the gateway's id and the previous_response_id it continues
+   * (the upstream was sent neither), and kept when `store` asks (a stream's once it ended).
+   */
+  async keep(routed: Routed, outcome: Answered | Failed): Promise<Answered | Failed> {
+    const turn = this.turns.get(routed.request);
+    if (!turn || 'failed' in outcome) return outcome;
     const { store } = turn.stamp;
     const { result } = outcome;
     if (result.kind === 'stream') {
