@@ -5,10 +5,10 @@ import type { Answered, Attempt, Escalation, Failed, Routed } from './exchange.j
 import { judgeAnswer, judgeStream } from './routing-policy/cascade.js';
 import type { ProxyMetrics } from './telemetry/metrics.js';
 import type { RequestSpan } from './telemetry/tracing.js';
-import type { Translation } from './translators/translator.js';
 import { type Backend, type Backends, backendOf, type Server } from './upstreams/backend.js';
 import { fanOut } from './upstreams/fan-out.js';
 import { type RetryPolicy, shouldFallBack, withRetries } from './upstreams/resilience.js';
+import { sender } from './upstreams/send.js';
 import type { StreamOutcome, UpstreamCall, UpstreamResult, Usage } from './upstreams/upstream.js';
 
 /**
@@ -183,9 +183,11 @@ const forModel = (call: Call, model: string): Call =>
   call.body.model === model ? call : { ...call, body: { ...call.body, model } };
 
 /**
- * One route, with retries; rejects with the ProxyError the caller should see. Several answers
- * (`n`, a list of prompts) that its server does not give in one call are several calls, merged
- * into one answer (proxy/upstreams/fan-out.ts).
+ * One route, in one direction: its plan (the attempt), then fan-out (several answers, `n` or a
+ * list of prompts, that its server does not give in one call are several calls, merged into one
+ * answer: proxy/upstreams/fan-out.ts), then retries (proxy/upstreams/resilience.ts), then the
+ * send (proxy/upstreams/send.ts: the plan's translators, the span, the backend). Rejects with the
+ * ProxyError the caller should see.
  */
 export function callOne(
   deps: CallDeps,
@@ -193,79 +195,12 @@ export function callOne(
   call: Call,
   span: RequestSpan | undefined,
 ): Promise<UpstreamResult> {
-  return fanOut(deps.backends, attempt, call, (one) => callRoute(deps, attempt, one, span));
-}
-
-/** One call to one route, with retries. */
-async function callRoute(
-  deps: CallDeps,
-  { route, plan }: Attempt,
-  call: Call,
-  span: RequestSpan | undefined,
-): Promise<UpstreamResult> {
-  if (plan instanceof ProxyError) throw plan;
-  const backend = backendOf(deps.backends, route);
-  const served = { id: route.model, base: backend.baseModel?.(route) ?? route.model };
-  const translation = plan.translator?.begin(call.body, call.stream, served);
-  if (translation instanceof ProxyError) throw translation;
-  const sent: UpstreamCall = {
-    ...call,
-    route,
-    dialect: plan.dialect,
-    ...(translation ? { body: translation.body } : {}),
-    ...(translation?.wantsUsage ? { clientWantsUsage: true } : {}),
-  };
-  const send = async (c: UpstreamCall): Promise<UpstreamResult> => {
-    const result = await backend.send(c);
-    return translation ? translated(result, translation) : result;
-  };
-  const attempt = span ? () => traced(span, backend.who(route), sent, send) : () => send(sent);
-  return withRetries(attempt, deps.retry, call.signal, {
-    onRetry: (err) => deps.metrics.retries.inc({ model: route.model, provider: route.provider, code: err.code }),
-  });
-}
-
-/** The upstream's answer in the caller's dialect. */
-function translated(result: UpstreamResult, translation: Translation): UpstreamResult {
-  if (result.kind === 'json') {
-    const { raw: _raw, ...rest } = result;
-    return { ...rest, body: translation.json(result.body) };
-  }
-  return { ...result, body: translation.stream(result.body, result.outcome) };
-}
-
-/**
- * One upstream call in a CLIENT span, the span's trace context in the call's headers; the span
- * ends with the answer (a stream, when its last byte went out) or the error.
- */
-async function traced(
-  span: RequestSpan,
-  who: Server,
-  call: UpstreamCall,
-  send: (call: UpstreamCall) => Promise<UpstreamResult>,
-): Promise<UpstreamResult> {
-  const up = span.upstream({
-    model: call.route.model,
-    provider: call.route.provider,
-    ...(who.system ? { system: who.system } : {}),
-    ...(who.address ? { address: who.address } : {}),
-  });
-  let result: UpstreamResult;
-  try {
-    result = await send({ ...call, headers: up.headers });
-  } catch (err) {
-    up.end(
-      err instanceof ProxyError ? { code: err.code, status: err.status } : { code: 'internal_error', status: 500 },
-    );
-    throw err;
-  }
-  if (result.kind === 'json') up.end();
-  else
-    result.outcome.then(
-      (o) => up.end(o.error ? { code: o.error.code, status: o.error.status } : undefined),
-      () => up.end({ code: 'internal_error', status: 500 }),
-    );
-  return result;
+  const { route } = attempt;
+  return fanOut(deps.backends, attempt, call, async (one) =>
+    withRetries(sender(deps.backends, attempt, one, span), deps.retry, one.signal, {
+      onRetry: (err) => deps.metrics.retries.inc({ model: route.model, provider: route.provider, code: err.code }),
+    }),
+  );
 }
 
 /**
