@@ -53,6 +53,40 @@ export class DrainGate {
   }
 }
 
+/**
+ * The push half every relay shares: what its source made ready goes to the sink, the producer
+ * paused while the sink is full (DrainGate), and the sink ended once.
+ */
+export class SinkPusher {
+  private sink: ChunkSink | undefined;
+  private ended = false;
+  private readonly gate: DrainGate;
+
+  constructor(pause: () => void, resume: () => void) {
+    this.gate = new DrainGate(pause, resume);
+  }
+
+  attach(sink: ChunkSink): void {
+    this.sink = sink;
+  }
+
+  get attached(): boolean {
+    return this.sink !== undefined;
+  }
+
+  /** Writes what is ready; unless the source is finished, a full sink pauses its producer. */
+  push(chunk: Uint8Array | undefined, finished: boolean): void {
+    const sink = this.sink;
+    if (chunk && sink && !sink.write(chunk) && !finished) this.gate.full(sink);
+  }
+
+  end(): void {
+    if (this.ended || !this.sink) return;
+    this.ended = true;
+    this.sink.end();
+  }
+}
+
 export type StreamBody = ReadableStream<Uint8Array> | ChunkSource;
 
 export function chunksOf(body: StreamBody): ChunkSource {

@@ -1,7 +1,7 @@
 import { EventStreamCodec } from '@smithy/eventstream-codec';
 import { fromUtf8, toUtf8 } from '@smithy/util-utf8';
 import type { ProxyError } from '../endpoints/errors.js';
-import { type ChunkSink, type ChunkSource, DrainGate } from './chunk-source.js';
+import { type ChunkSink, type ChunkSource, SinkPusher } from './chunk-source.js';
 import { StreamedBody } from './dispatch.js';
 import type { StreamOutcome, Usage } from './upstream.js';
 
@@ -59,10 +59,8 @@ export class EventStreamRelay implements ChunkSource {
   private carry: Buffer | undefined;
   private finished = false;
   private settled = false;
-  private sink: ChunkSink | undefined;
-  private sinkEnded = false;
-  /** The upstream paused while the caller's socket is full. */
-  private readonly gate = new DrainGate(
+  /** The caller's socket in push mode; the upstream paused while it is full. */
+  private readonly pusher = new SinkPusher(
     () => this.raw.pause(),
     () => this.raw.resume(),
   );
@@ -203,7 +201,7 @@ export class EventStreamRelay implements ChunkSource {
   // ------------------------------------------------------------------------------------ push
 
   pipe(sink: ChunkSink): void {
-    this.sink = sink;
+    this.pusher.attach(sink);
     this.raw.listen({
       data: (chunk) => {
         this.feed(chunk);
@@ -222,20 +220,12 @@ export class EventStreamRelay implements ChunkSource {
 
   /** Pushes what is ready; pauses the upstream while the caller's socket is full. */
   private flush(): void {
-    const sink = this.sink;
-    if (!sink || this.outcome.clientAborted) return;
-    const chunk = this.take();
-    if (chunk && !sink.write(chunk) && !this.finished) this.gate.full(sink);
+    if (!this.pusher.attached || this.outcome.clientAborted) return;
+    this.pusher.push(this.take(), this.finished);
     if (this.finished) {
       this.settleOnce();
-      this.endSink();
+      this.pusher.end();
     }
-  }
-
-  private endSink(): void {
-    if (this.sinkEnded || !this.sink) return;
-    this.sinkEnded = true;
-    this.sink.end();
   }
 
   // ------------------------------------------------------------------------------------ pull
@@ -268,7 +258,7 @@ export class EventStreamRelay implements ChunkSource {
     this.finished = true;
     this.raw.destroy();
     this.settleOnce();
-    this.endSink();
+    this.pusher.end();
   }
 }
 

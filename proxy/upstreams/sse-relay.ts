@@ -1,7 +1,7 @@
 import { TextDecoder } from 'node:util';
 import { createParser, type EventSourceParser } from 'eventsource-parser';
 import type { ProxyError } from '../endpoints/errors.js';
-import { type ChunkSink, type ChunkSource, DrainGate } from './chunk-source.js';
+import { type ChunkSink, type ChunkSource, SinkPusher } from './chunk-source.js';
 import type { StreamedBody } from './dispatch.js';
 import type { StreamReader } from './stream-reader.js';
 import type { StreamOutcome } from './upstream.js';
@@ -64,10 +64,8 @@ export class SseRelay implements ChunkSource {
   private finished = false;
   private ended = false;
   private delivered = 0;
-  private sink: ChunkSink | undefined;
-  private sinkEnded = false;
-  /** The upstream paused while the caller's socket is full. */
-  private readonly gate = new DrainGate(
+  /** The caller's socket in push mode; the upstream paused while it is full. */
+  private readonly pusher = new SinkPusher(
     () => this.upstream.pause(),
     () => this.upstream.resume(),
   );
@@ -295,7 +293,7 @@ export class SseRelay implements ChunkSource {
   // ------------------------------------------------------------------------------------ push
 
   pipe(sink: ChunkSink): void {
-    this.sink = sink;
+    this.pusher.attach(sink);
     this.upstream.listen({
       data: (chunk) => {
         this.feed(chunk);
@@ -315,21 +313,14 @@ export class SseRelay implements ChunkSource {
 
   /** Pushes what is ready; pauses the upstream while the caller's socket is full. */
   private flush(): void {
-    const sink = this.sink;
-    if (!sink || this.outcome.clientAborted) return;
-    const chunk = this.take();
-    if (chunk && !sink.write(chunk) && !this.finished) this.gate.full(sink);
+    if (!this.pusher.attached || this.outcome.clientAborted) return;
+    this.pusher.push(this.take(), this.finished);
     if (this.finished) {
       this.end();
-      if (this.released) void this.released.then(() => this.endSink());
-      else this.endSink();
+      // The caller's stream ends once the upstream connection is back in the pool (or dropped).
+      if (this.released) void this.released.then(() => this.pusher.end());
+      else this.pusher.end();
     }
-  }
-
-  private endSink(): void {
-    if (this.sinkEnded || !this.sink) return;
-    this.sinkEnded = true;
-    this.sink.end();
   }
 
   cancel(): void {
@@ -338,6 +329,6 @@ export class SseRelay implements ChunkSource {
     this.outcome.clientAborted = true;
     this.finished = true;
     this.end();
-    this.endSink();
+    this.pusher.end();
   }
 }
