@@ -72,7 +72,8 @@ function gatewayArgs(text: string): string[] | undefined {
     .trim();
   if (command === 'npm start') {
     const pkg = JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf8')) as { scripts: Record<string, string> };
-    return (pkg.scripts.start ?? '').replace(/^tsx proxy\/main\.ts\s*/, '').split(/\s+/);
+    // The script starts through the Node 24 launcher (e2e/node/node24.sh); the gateway's flags follow tsx's entry.
+    return (pkg.scripts.start ?? '').replace(/^(bash e2e\/node\/node24\.sh )?tsx proxy\/main\.ts\s*/, '').split(/\s+/);
   }
   const m = /^npm run proxy -- (.+)$/.exec(command);
   return m?.[1]?.split(/\s+/);
