@@ -235,19 +235,7 @@ export async function composeGateway(config: GatewayConfig = {}, parts: Partial<
   routingPolicies.bind((p) => policies.set(p));
   await policies.ready();
 
-  // The admit and body stages' part, one for every door: the model endpoints' and MCP's.
-  const admission: AdmitDeps & BodyDeps = {
-    keys,
-    rateLimit: config.rateLimit ?? { requestsPerSecond: 0, burst: 1 },
-    limiter,
-    metrics,
-    maxBodyBytes: config.maxBodyBytes ?? MAX_BODY_BYTES,
-    ...((parts.memory ?? config.requestMemoryBytes)
-      ? { memory: parts.memory ?? new MemoryBudget(config.requestMemoryBytes ?? 0) }
-      : {}),
-    draining: () => state.closing,
-    onCaller: (caller) => statusWriter?.used(caller.policy.name),
-  };
+  const admission = admissionOf(config, parts, { keys, limiter, metrics, state, statusWriter });
   const pipeline = createPipeline({
     ...admission,
     ...(tracer ? { tracer } : {}),
@@ -310,6 +298,30 @@ export async function composeGateway(config: GatewayConfig = {}, parts: Partial<
       await signals.close();
       await tracer?.shutdown().catch(() => {});
     }),
+  };
+}
+
+/** The admit and body stages' part, one for every door: the model endpoints' and MCP's. */
+function admissionOf(
+  config: GatewayConfig,
+  parts: Partial<GatewayParts>,
+  ctx: Pick<AdmitDeps, 'keys' | 'limiter' | 'metrics'> & {
+    state: { closing: boolean };
+    statusWriter: ReturnType<typeof accounting>['statusWriter'];
+  },
+): AdmitDeps & BodyDeps {
+  const { keys, limiter, metrics, state, statusWriter } = ctx;
+  return {
+    keys,
+    rateLimit: config.rateLimit ?? { requestsPerSecond: 0, burst: 1 },
+    limiter,
+    metrics,
+    maxBodyBytes: config.maxBodyBytes ?? MAX_BODY_BYTES,
+    ...((parts.memory ?? config.requestMemoryBytes)
+      ? { memory: parts.memory ?? new MemoryBudget(config.requestMemoryBytes ?? 0) }
+      : {}),
+    draining: () => state.closing,
+    onCaller: (caller) => statusWriter?.used(caller.policy.name),
   };
 }
 

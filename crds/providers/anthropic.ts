@@ -1,11 +1,11 @@
 import type { Dialect } from '../constants.js';
+import { isRecord } from '../is-record.js';
 import {
   API_KEY_REFUSED,
   allPages,
   betaHeader,
   COMMON_ERRORS,
   type ErrorRule,
-  isRecord,
   type ListedModel,
   listed,
   MODEL_NOT_FOUND,

@@ -1,10 +1,10 @@
 import type { Dialect } from '../constants.js';
 import type { ExternalProviderSpec } from '../external-provider.js';
+import { isRecord } from '../is-record.js';
 import {
   allPages,
   COMMON_ERRORS,
   type ErrorRule,
-  isRecord,
   listedAs,
   OPENAI_PATHS,
   openAIErrorBody,

@@ -1,15 +1,7 @@
 import type { DiscoveredModel, ExternalProviderSpec } from '../external-provider.js';
+import { isRecord } from '../is-record.js';
 import { awsAnswerFailure } from './aws-errors.js';
-import {
-  allPages,
-  type Discovery,
-  type FetchJson,
-  headerOf,
-  isRecord,
-  ProviderHttpError,
-  records,
-  rootOf,
-} from './provider.js';
+import { allPages, type Discovery, type FetchJson, headerOf, ProviderHttpError, records, rootOf } from './provider.js';
 
 /**
  * Bedrock's discovery: the region's foundation models (ListFoundationModels, every kind: the

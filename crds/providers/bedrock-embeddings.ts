@@ -1,4 +1,5 @@
-import { isRecord, type Refusal } from './provider.js';
+import { isRecord } from '../is-record.js';
+import type { Refusal } from './provider.js';
 
 /**
  * OpenAI embeddings <-> Bedrock InvokeModel bodies of the embedding models, as pure functions

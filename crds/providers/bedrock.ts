@@ -1,12 +1,12 @@
 import { loadBedrockModels } from '../catalog/bedrock-models.js';
 import { bedrockPrice, foundationModelOf } from '../catalog/prices.js';
 import type { Dialect } from '../constants.js';
+import { isRecord } from '../is-record.js';
 import { type AwsFailure, awsAnswerFailure, awsStreamFailure, classifyAwsError } from './aws-errors.js';
 import { discoverBedrock } from './bedrock-discovery.js';
 import { fromEmbeddingAnswers, toEmbeddingCalls } from './bedrock-embeddings.js';
 import {
   headerOf,
-  isRecord,
   type ProblemContext,
   type ProviderFailure,
   type ProviderModule,

@@ -1,10 +1,10 @@
 import type { Dialect } from '../constants.js';
+import { isRecord } from '../is-record.js';
 import {
   API_KEY_REFUSED,
   allPages,
   COMMON_ERRORS,
   type ErrorRule,
-  isRecord,
   listed,
   MODEL_NOT_FOUND,
   OPENAI_PATHS,

@@ -535,5 +535,3 @@ export const headerOf = (headers: AnswerHeaders, name: string): string | undefin
   const v = headers[name];
   return typeof v === 'string' ? v : v?.[0];
 };
-
-export { isRecord };

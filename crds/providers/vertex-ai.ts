@@ -1,12 +1,12 @@
 import type { Dialect } from '../constants.js';
 import type { ExternalProviderSpec } from '../external-provider.js';
+import { isRecord } from '../is-record.js';
 import { anthropicErrorBody } from './anthropic.js';
 import {
   allPages,
   betaHeader,
   COMMON_ERRORS,
   type ErrorRule,
-  isRecord,
   type ListedModel,
   listedAs,
   type ProviderErrorBody,

@@ -107,9 +107,9 @@ function embeddingProblem(policy: RoutingPolicy, world: ServingWorld): string | 
  * is at hand: the proxies run without the built-in one and no served model embeds, so requests are
  * scored on the measured features and their shape alone.
  */
-function scorerCondition(policy: RoutingPolicy, world: ServingWorld) {
+function scorerCondition(policy: RoutingPolicy, world: ServingWorld, embedding: string | undefined) {
   const model = policy.spec.scorer?.semantic?.embeddingModel;
-  if (model !== undefined && !embeddingProblem(policy, world)) {
+  if (model !== undefined && !embedding) {
     return {
       status: 'True' as const,
       reason: 'EmbeddingModel',
@@ -135,7 +135,7 @@ function scorerCondition(policy: RoutingPolicy, world: ServingWorld) {
 const names = (pool: PoolModel[], problem: string) => pool.filter((m) => m.problem === problem).map((m) => m.name);
 
 /** The Ready condition: the first problem's reason, every problem in the message. */
-function readyCondition(policy: RoutingPolicy, pool: PoolModel[], world: ServingWorld) {
+function readyCondition(policy: RoutingPolicy, pool: PoolModel[], world: ServingWorld, embedding: string | undefined) {
   const missing = names(pool, NOT_SERVED);
   const unpriced = names(pool, NOT_PRICED);
   const examples = examplesProblem(policy, world);
@@ -153,7 +153,6 @@ function readyCondition(policy: RoutingPolicy, pool: PoolModel[], world: Serving
     ]);
   }
   if (examples) problems.push(['ExamplesMissing', examples]);
-  const embedding = embeddingProblem(policy, world);
   if (embedding) problems.push(['EmbeddingModelMissing', embedding]);
   const first = problems[0];
   if (!first) {
@@ -170,12 +169,14 @@ function readyCondition(policy: RoutingPolicy, pool: PoolModel[], world: Serving
 export function routingPolicyStatus(policy: RoutingPolicy, world: ServingWorld, now: Date): RoutingPolicyStatus {
   const generation = policy.metadata.generation ?? 0;
   const pool = resolvePool(policy.spec.models, world);
+  // Why the named embedding model cannot embed: read by both conditions.
+  const embedding = embeddingProblem(policy, world);
   const ready: Omit<Condition, 'lastTransitionTime'> = {
     type: 'Ready',
-    ...readyCondition(policy, pool, world),
+    ...readyCondition(policy, pool, world, embedding),
     observedGeneration: generation,
   };
-  const scorer = { type: 'Scorer', ...scorerCondition(policy, world), observedGeneration: generation };
+  const scorer = { type: 'Scorer', ...scorerCondition(policy, world, embedding), observedGeneration: generation };
   return {
     models: pool,
     observedGeneration: generation,

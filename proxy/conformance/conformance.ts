@@ -1,3 +1,4 @@
+import { isRecord } from '../../crds/is-record.js';
 import type { CallerDialect } from '../endpoints/dialects.js';
 import type { StreamReader } from '../upstreams/stream-reader.js';
 import { message, messageEvent, messageEventMayNeed } from './anthropic-messages.js';
@@ -5,7 +6,7 @@ import { chatChunk, chatCompletion } from './openai-chat.js';
 import { completion, completionChunk } from './openai-completions.js';
 import { embeddingList } from './openai-embeddings.js';
 import { response, responseEvent, responseEventMayNeed } from './openai-responses.js';
-import { isRecord, type Json } from './shape.js';
+import type { Json } from './shape.js';
 
 /**
  * Each dialect's answers as its published spec has them (OpenAI's and Anthropic's OpenAPI

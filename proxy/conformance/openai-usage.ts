@@ -1,4 +1,5 @@
-import { filled, isRecord, type Json } from './shape.js';
+import { isRecord } from '../../crds/is-record.js';
+import { filled, type Json } from './shape.js';
 
 /** CompletionUsage: its three counts required; a total where a server left it out. */
 export function completionUsage(u: Json): Json {

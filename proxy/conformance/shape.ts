@@ -8,8 +8,6 @@ export type Json = Record<string, unknown>;
 
 import { isRecord } from '../../crds/is-record.js';
 
-export { isRecord };
-
 /** A fresh copy of a default: the shared defaults below are never handed out themselves. */
 const fresh = (v: unknown): unknown => (Array.isArray(v) ? [...v] : isRecord(v) ? { ...v } : v);
 

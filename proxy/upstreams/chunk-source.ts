@@ -33,7 +33,7 @@ export interface ChunkSink {
  * sink: chunks already on their way while the producer is paused find it waiting and add no
  * drain listener of their own.
  */
-export class DrainGate {
+class DrainGate {
   private waiting = false;
 
   constructor(
