@@ -11,11 +11,11 @@ import { RssSamples } from '../support/rss.js';
 /**
  * Soak: the proxy process as users run it (usage recorder and SQLite store on) under moderate
  * concurrency: no request fails, the process's memory levels off (e2e/support/rss.ts says when)
- * and then stays level for SOAK_SECONDS (default 60), and every request is accounted for in the
+ * and then stays level for SOAK_SECONDS (default 40), and every request is accounted for in the
  * usage API and the metrics. A leak never levels off: it fails the warm-up's bound, or the window's.
  */
 
-const SECONDS = Number(process.env.SOAK_SECONDS ?? 60);
+const SECONDS = Number(process.env.SOAK_SECONDS ?? 40);
 const CONCURRENCY = 16;
 const KEY = 'sk-soak-test-key';
 const TEAMS = ['search', 'chat', 'ads'];

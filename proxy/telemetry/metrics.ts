@@ -26,15 +26,25 @@ export interface RequestObservation {
   costUsd: number;
 }
 
+/**
+ * One label set's series. The counters are tallied here and handed to prom-client when scraped
+ * (Tally): its labelled inc() hashes and validates the label object on every call, even through a
+ * child from labels(), which was the largest share of the accounting stage in the gateway's profile.
+ */
 interface Children {
-  requests: Counter.Internal;
+  /** The counters' labels (model, provider, tags) and the request counter's with its status. */
+  labels: Record<string, string>;
+  statusLabels: Record<string, string>;
+  requests: number;
+  prompt: number;
+  completion: number;
+  cost: number;
   latency: Histogram.Internal<string>;
   firstToken: Histogram.Internal<string>;
   perToken: Histogram.Internal<string>;
-  prompt: Counter.Internal;
-  completion: Counter.Internal;
-  cost: Counter.Internal;
 }
+
+type Tally = 'requests' | 'prompt' | 'completion' | 'cost';
 
 /** Requests in flight for one model and provider (the gauge reads n when scraped). */
 export interface InFlight {
@@ -174,11 +184,23 @@ export class ProxyMetrics {
     this.seenValues = tagKeys.map(() => new Set());
     this.tagLabelNames = tagKeys.map(labelName);
     const tagged = ['model', 'provider', ...this.tagLabelNames];
+    // What observeRequest tallied since the last scrape, handed over as each is read.
+    const children = this.children;
+    const handOver = (counter: Counter, tally: Tally, labels: (c: Children) => Record<string, string>) => {
+      for (const c of children.values()) {
+        if (c[tally] === 0) continue;
+        counter.inc(labels(c), c[tally]);
+        c[tally] = 0;
+      }
+    };
     this.requests = new Counter({
       name: 'pao_gateway_requests_total',
       help: 'Chat completion requests by model, provider, HTTP status and allow-listed tags.',
       labelNames: [...tagged, 'status'],
       registers: [this.registry],
+      collect() {
+        handOver(this, 'requests', (c) => c.statusLabels);
+      },
     });
     const flights = this.inFlight;
     new Gauge({
@@ -196,12 +218,19 @@ export class ProxyMetrics {
       help: 'Tokens by model, provider, direction (prompt, completion) and allow-listed tags.',
       labelNames: [...tagged, 'direction'],
       registers: [this.registry],
+      collect() {
+        handOver(this, 'prompt', (c) => ({ ...c.labels, direction: 'prompt' }));
+        handOver(this, 'completion', (c) => ({ ...c.labels, direction: 'completion' }));
+      },
     });
     this.cost = new Counter({
       name: 'pao_gateway_cost_usd_total',
       help: 'List price of the tokens served, USD, by model, provider and allow-listed tags.',
       labelNames: tagged,
       registers: [this.registry],
+      collect() {
+        handOver(this, 'cost', (c) => c.labels);
+      },
     });
     const spoolBytes = () => this.usageSpoolBytes();
     new Gauge({
@@ -248,17 +277,19 @@ export class ProxyMetrics {
     if (!c) {
       const labels = { model: o.model, provider: o.provider, ...tagLabels };
       c = {
-        requests: this.requests.labels({ ...labels, status: String(o.status) }),
+        labels,
+        statusLabels: { ...labels, status: String(o.status) },
+        requests: 0,
+        prompt: 0,
+        completion: 0,
+        cost: 0,
         latency: this.latency.labels({ model: o.model, provider: o.provider }),
         firstToken: this.firstToken.labels({ model: o.model, provider: o.provider }),
         perToken: this.perToken.labels({ model: o.model, provider: o.provider }),
-        prompt: this.tokens.labels({ ...labels, direction: 'prompt' }),
-        completion: this.tokens.labels({ ...labels, direction: 'completion' }),
-        cost: this.cost.labels(labels),
       };
       this.children.set(key, c);
     }
-    c.requests.inc();
+    c.requests += 1;
     c.latency.observe(o.seconds);
     if (o.status < 400 && o.firstTokenSeconds !== undefined) {
       c.firstToken.observe(o.firstTokenSeconds);
@@ -269,10 +300,10 @@ export class ProxyMetrics {
     if (o.status >= 400)
       this.errors.inc({ model: o.model, provider: o.provider, status: String(o.status), code: o.code });
     if (o.usage) {
-      c.prompt.inc(o.usage.promptTokens);
-      c.completion.inc(o.usage.completionTokens);
+      c.prompt += o.usage.promptTokens;
+      c.completion += o.usage.completionTokens;
     }
-    if (o.costUsd > 0) c.cost.inc(o.costUsd);
+    if (o.costUsd > 0) c.cost += o.costUsd;
   }
 
   /**
