@@ -1,16 +1,8 @@
 import { describe, expect, it } from 'vitest';
 import type { Tag } from '../../proxy/endpoints/tags.js';
-import {
-  type GpuTimeRow,
-  HOUR,
-  MAX_PAYLOAD_BYTES,
-  PAYLOAD_CUT,
-  percentileFromHistogram,
-  type RoutingReport,
-  type StoredUsage,
-  type ToolQuery,
-  type UsageStore,
-} from '../../proxy/usage/store.js';
+import { MAX_PAYLOAD_BYTES, PAYLOAD_CUT } from '../../proxy/usage/record-columns.js';
+import { HOUR, percentileFromHistogram } from '../../proxy/usage/rollups.js';
+import type { GpuTimeRow, RoutingReport, StoredUsage, ToolQuery, UsageStore } from '../../proxy/usage/store.js';
 
 /**
  * The UsageStore contract: what every implementation reports from the same records. The unit

@@ -28,7 +28,11 @@ export function parseTag(raw: string, source: TagSource): Tag | ProxyError {
   const item = raw.trim();
   const colon = item.indexOf(':');
   if (colon < 0)
-    return invalidRequest(`tag ${show(item)} from ${sourceName(source)} is not of the form key:value`, 'tags', 'invalid_tag');
+    return invalidRequest(
+      `tag ${show(item)} from ${sourceName(source)} is not of the form key:value`,
+      'tags',
+      'invalid_tag',
+    );
   const key = item.slice(0, colon);
   const value = item.slice(colon + 1);
   if (!KEY.test(key)) {

@@ -4,7 +4,7 @@ import type { Tag } from '../endpoints/tags.js';
 import type { ProxyMetrics } from '../telemetry/metrics.js';
 import type { RequestTracer, ToolSpan } from '../telemetry/tracing.js';
 import type { UsageRecord, UsageSink } from '../usage/record.js';
-import { boundPayload } from '../usage/store.js';
+import { boundPayload } from '../usage/record-columns.js';
 import { isObject, type JsonObject, RPC, type RpcAnswer } from './json-rpc.js';
 
 /**

@@ -76,7 +76,7 @@ const TOOLS_NOTE =
 
 /**
  * What list and actual cost mean, beside the figures: list is tokens at a price per token, actual
- * is GPU time shared by the tokens served (proxy/usage/store.ts, gpuCostCtes).
+ * is GPU time shared by the tokens served (proxy/usage/gpu-cost.ts, gpuCostCtes).
  */
 const COST_NOTE =
   'Cost is the list price of the tokens. Actual cost is what in-cluster models really cost: their GPU time, shared by the tokens they served in each hour (other providers: the list price).';

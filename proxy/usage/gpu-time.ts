@@ -1,8 +1,9 @@
 import { errorMessage, type Logger } from '../../crds/observability/log.js';
 import type { InClusterRoute, RouteTable } from '../serving/routes.js';
 import type { PriceBook } from './cost.js';
+import { GPU_WRITE_WINDOW_MS } from './gpu-cost.js';
 import type { UsageRecord, UsageSink } from './record.js';
-import { GPU_WRITE_WINDOW_MS, type GpuTimeRow, type UsageStore } from './store.js';
+import type { GpuTimeRow, UsageStore } from './store.js';
 
 /**
  * What in-cluster deployments really cost: GPU time. Each proxy replica keeps a ledger of every
@@ -12,7 +13,7 @@ import { GPU_WRITE_WINDOW_MS, type GpuTimeRow, type UsageStore } from './store.j
  * every 15 s; the store keeps, per (deployment, minute), the largest figures any replica sent:
  * every proxy sees the same replicas, so the largest is the minute's GPU time counted once, and a
  * replica that restarted mid-minute (its ledger starts from zero) takes nothing away. Reports
- * share each hour's GPU cost out over the tokens served in it (store.ts, gpuCostCtes).
+ * share each hour's GPU cost out over the tokens served in it (gpu-cost.ts, gpuCostCtes).
  *
  * Replicas are a piecewise constant: the ledger closes the stretch since its last look whenever
  * the route table changes (a replica became ready or went) and on every tick, so a change is

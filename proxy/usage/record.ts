@@ -52,7 +52,7 @@ export interface UsageRecord {
   /**
    * The call's arguments and result (JSON, truncated), only for keys that opt in (ApiKey spec.mcp.recordPayloads).
    * At most 16 KiB of UTF-8 is kept: the recorder (before the spool) and the stores cut a longer one
-   * (store.ts MAX_PAYLOAD_BYTES, ending in '…[truncated]'); the producer should cut it first.
+   * (record-columns.ts MAX_PAYLOAD_BYTES, ending in '…[truncated]'); the producer should cut it first.
    */
   payload?: string;
   /**

@@ -1,7 +1,8 @@
 import type { Counter } from 'prom-client';
 import { leftBeforeDelivery, type UsageRecord, type UsageSink } from './record.js';
+import { boundRecord } from './record-columns.js';
 import type { Spool, SpoolPosition } from './spool.js';
-import { boundRecord, type StoredUsage, type UsageStore } from './store.js';
+import type { StoredUsage, UsageStore } from './store.js';
 
 /**
  * Records usage off the hot path: record() appends to the spool (proxy/usage/spool.ts: local

@@ -23,7 +23,7 @@ const MARK_MAGIC = Buffer.from('PAD1', 'latin1');
 const HEADER_BYTES = 12;
 /**
  * No usage record comes near this (the largest field, a tool call's payload, is cut at 16 KiB by
- * the recorder before the spool: store.ts MAX_PAYLOAD_BYTES); a larger length is damage, not a record.
+ * the recorder before the spool: record-columns.ts MAX_PAYLOAD_BYTES); a larger length is damage, not a record.
  */
 const MAX_RECORD_BYTES = 1024 * 1024;
 

@@ -14,11 +14,12 @@ import { join } from 'node:path';
 import { describe, expect, it, vi } from 'vitest';
 import { range, rec, routedRecords, T0, toolCall } from '../../e2e/support/usage-store-contract.js';
 import type { UsageRecord } from './record.js';
+import { MAX_PAYLOAD_BYTES, PAYLOAD_CUT } from './record-columns.js';
 import { DELIVERY_WAIT_MS, UsageRecorder } from './recorder.js';
 import { Spool, type SpoolOptions } from './spool.js';
 import { encodeRecord } from './spool-format.js';
 import { SqliteUsageStore } from './sqlite-store.js';
-import { MAX_PAYLOAD_BYTES, PAYLOAD_CUT, type StoredUsage, type UsageStore } from './store.js';
+import type { StoredUsage, UsageStore } from './store.js';
 
 const root = () => mkdtempSync(join(tmpdir(), 'spool-'));
 const segments = (dir: string) => readdirSync(dir).filter((n) => n.startsWith('seg-'));

@@ -15,9 +15,10 @@ import {
 } from '../../e2e/support/usage-store-contract.js';
 import { ProxyError } from '../endpoints/errors.js';
 import { parseToolCallQuery, parseToolQuery, parseUsageQuery } from './api.js';
+import { boundPayload, boundRecord, MAX_PAYLOAD_BYTES, PAYLOAD_CUT } from './record-columns.js';
 import { UsageRecorder } from './recorder.js';
+import { BUCKET_COLUMNS } from './rollups.js';
 import { SqliteUsageStore } from './sqlite-store.js';
-import { BUCKET_COLUMNS, boundPayload, boundRecord, MAX_PAYLOAD_BYTES, PAYLOAD_CUT } from './store.js';
 
 const dbFile = () => join(mkdtempSync(join(tmpdir(), 'usage-')), 'usage.db');
 

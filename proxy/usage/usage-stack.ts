@@ -3,12 +3,13 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { errorMessage, type Logger } from '../../crds/observability/log.js';
 import type { ProxyMetrics } from '../telemetry/metrics.js';
+import { GPU_MINUTES_KEPT_MS } from './gpu-cost.js';
 import { isPostgresUrl, openUsageStore } from './open-store.js';
 import type { UsageRecord } from './record.js';
 import { UsageRecorder } from './recorder.js';
 import { inThreadReports, type UsageReports, WorkerInserts, WorkerReports } from './reports.js';
 import { Spool } from './spool.js';
-import { GPU_MINUTES_KEPT_MS, type UsageStore } from './store.js';
+import type { UsageStore } from './store.js';
 
 /**
  * Where the gateway's usage records go, assembled once: the store (an SQLite file, a PVC in a
