@@ -39,6 +39,7 @@ import {
   type McpDoor,
 } from './front-door.js';
 import { createMcpGateway, type McpGatewayDeps } from './mcp/mcp-gateway.js';
+import type { OriginPolicy } from './mcp/origin.js';
 import { McpServerTable } from './mcp/servers.js';
 import { SessionSealer } from './mcp/session.js';
 import { type AskServer, askModelServer } from './models/model-metadata.js';
@@ -124,7 +125,7 @@ export interface GatewayConfig {
   /** AWS: the base identity roles are assumed with (tests); the SDK's default chain where absent. */
   aws?: { base?: CredentialProvider };
   /** MCP (proxy/mcp/): the secret sealing session ids (shared by replicas: sessions survive any of them), answer bounds. */
-  mcp?: { sessionSecret?: string; maxAnswerBytes?: number };
+  mcp?: { sessionSecret?: string; maxAnswerBytes?: number; origins?: OriginPolicy };
   /**
    * Where OTEL_*, workload-identity settings, endpoint overrides (PAO_ENDPOINT_URL_*, Bedrock's
    * and STS's included) and HOSTNAME are read.
@@ -624,6 +625,8 @@ function mcpGateway(
     sealer: new SessionSealer(sessionSecret(config, env, source)),
     rateLimit: config.rateLimit ?? { requestsPerSecond: 0, burst: 1 },
     maxAnswerBytes: config.mcp?.maxAnswerBytes ?? MCP_MAX_ANSWER_BYTES,
+    // No browser origin by default; server-side clients send none.
+    origins: config.mcp?.origins ?? { allowedOrigins: [] },
     onError: (err, requestId) => log.error('MCP request failed', { requestId, error: errorMessage(err) }),
   });
 }

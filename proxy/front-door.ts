@@ -56,6 +56,8 @@ const BY_PATH = new Map<string, Endpoint>(Object.values(ENDPOINTS).map((e) => [e
  * answers itself, and `refuse` answers what did not, in MCP's form.
  */
 export interface McpDoor {
+  /** The Origin (and Host) check MCP's spec asks for: false when it answered the refusal itself. */
+  guard(req: IncomingMessage, res: ServerResponse, requestId: string): boolean;
   admission(door: DoorIncoming): Promise<DoorPass | ProxyError>;
   serve(req: IncomingMessage, res: ServerResponse, where: { server?: string }, pass: DoorPass): Promise<void>;
   refuse(res: ServerResponse, err: ProxyError, requestId: string): void;
@@ -95,6 +97,7 @@ export function createFrontDoor(
       if (!res.writableFinished) gone.abort();
     });
     const requestId = newRequestId();
+    if (!door.guard(req, res, requestId)) return;
     const pass = await door.admission({
       requestId,
       header: headerOf(req),

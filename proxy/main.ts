@@ -5,6 +5,7 @@ import { builtInEmbeddingOn, PROXY_SERVICE_PORT, unsupportedNode } from '../crds
 import { errorMessage, jsonLogger } from '../crds/observability/log.js';
 import { composeGateway, type GatewayConfig } from './compose.js';
 import { DEFAULT_CONNECTION_LIMITS } from './front-door.js';
+import { originPolicy } from './mcp/origin.js';
 import { ConfigError } from './sources/standalone-config.js';
 import { DEFAULT_RETRY } from './upstreams/resilience.js';
 import { DEFAULT_TIMEOUTS } from './upstreams/upstream.js';
@@ -67,6 +68,10 @@ const { values } = parseArgs({
     // Requests one in-cluster model may hold waiting for a replica slot, and how long each may wait.
     'queue-per-model': { type: 'string', default: process.env.GATEWAY_QUEUE_PER_MODEL ?? '100' },
     'queue-timeout-seconds': { type: 'string', default: process.env.GATEWAY_QUEUE_TIMEOUT_SECONDS ?? '300' },
+    // MCP's DNS rebinding protection (proxy/mcp/origin.ts): browser origins allowed at /mcp, and
+    // on a loopback bind the Host names allowed beside localhost. Comma-separated.
+    'mcp-allowed-origins': { type: 'string', default: process.env.GATEWAY_MCP_ALLOWED_ORIGINS ?? '' },
+    'mcp-allowed-hosts': { type: 'string', default: process.env.GATEWAY_MCP_ALLOWED_HOSTS ?? '' },
   },
 });
 
@@ -112,8 +117,18 @@ function source(): GatewayConfig['source'] {
 }
 
 const rps = numberFlag('rate-limit-rps', values['rate-limit-rps'], 0);
+const host = values.host ?? (standalone ? '127.0.0.1' : '0.0.0.0');
+const list = (v: string | undefined) =>
+  (v ?? '')
+    .split(',')
+    .map((x) => x.trim())
+    .filter(Boolean);
+
 const config = (): GatewayConfig => ({
   source: source(),
+  mcp: {
+    origins: originPolicy(host, list(values['mcp-allowed-origins']), list(values['mcp-allowed-hosts'])),
+  },
   usage: {
     db: values['usage-db'] ?? (standalone ? 'usage.db' : '/var/lib/platform-ai-optimizer/usage.db'),
     ...(values['usage-spool-dir'] ? { spoolDir: values['usage-spool-dir'] } : {}),
@@ -124,10 +139,7 @@ const config = (): GatewayConfig => ({
   },
   ...(values['prices-file'] ? { pricesFile: values['prices-file'] } : {}),
   ...(values['secrets-dir'] ? { secretsDir: values['secrets-dir'] } : {}),
-  tagLabels: (values['tag-labels'] ?? '')
-    .split(',')
-    .map((k) => k.trim())
-    .filter(Boolean),
+  tagLabels: list(values['tag-labels']),
   retry: {
     retries: Math.floor(numberFlag('retries', values.retries, DEFAULT_RETRY.retries)),
     backoffMs: numberFlag('retry-backoff-ms', values['retry-backoff-ms'], DEFAULT_RETRY.backoffMs),
@@ -201,7 +213,6 @@ const gateway = await composeGateway(config()).catch((err: unknown) => {
   process.exit(1);
 });
 // Standalone defaults to this machine only; in a cluster the Service reaches port 443 on all interfaces.
-const host = values.host ?? (standalone ? '127.0.0.1' : '0.0.0.0');
 const url = await gateway
   .listen({
     port: Number(values.port ?? (standalone ? 8080 : PROXY_SERVICE_PORT)),

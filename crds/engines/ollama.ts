@@ -1,4 +1,5 @@
 import type { V1Container } from '@kubernetes/client-node';
+import { foldSystemMessages } from '../anthropic-system-messages.js';
 import { GPU_RESOURCE } from '../constants.js';
 import { type EngineModule, type EngineServerInput, MODELS_PATH } from './engine.js';
 import { HARDENED } from './hardened.js';
@@ -189,7 +190,8 @@ export const ollama: EngineModule = {
     'openai-completions': { path: '/v1/completions' },
     'openai-embeddings': { path: '/v1/embeddings' },
     'openai-responses': { path: '/v1/responses' },
-    'anthropic-messages': { path: '/v1/messages' },
+    // Ollama refuses a system message inside messages, which Anthropic's spec allows: folded.
+    'anthropic-messages': { path: '/v1/messages', prepare: foldSystemMessages },
   },
   modelInfo: 'ollama-show',
   failures: [

@@ -1,3 +1,4 @@
+import { foldSystemMessages } from '../anthropic-system-messages.js';
 import { loadBedrockModels } from '../catalog/bedrock-models.js';
 import { bedrockPrice, foundationModelOf } from '../catalog/prices.js';
 import type { Dialect } from '../constants.js';
@@ -68,9 +69,12 @@ const hasImage = (messages: unknown): boolean =>
   Array.isArray(messages) &&
   messages.some((m) => isRecord(m) && Array.isArray(m.content) && m.content.some((b) => isRecord(b) && b.image));
 
-/** Anthropic's Messages body as InvokeModel takes it: no model or stream, the version, the betas in the body. */
+/**
+ * Anthropic's Messages body as InvokeModel takes it: no model or stream, the version, the betas in
+ * the body, system messages folded into `system` (Bedrock's Messages API trails Anthropic's).
+ */
 function invokeBody(body: Record<string, unknown>, betas: readonly string[] = []): Record<string, unknown> {
-  const { model: _model, stream: _stream, ...rest } = body;
+  const { model: _model, stream: _stream, ...rest } = foldSystemMessages(body);
   return {
     anthropic_version: BEDROCK_ANTHROPIC_VERSION,
     ...rest,

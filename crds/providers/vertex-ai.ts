@@ -1,3 +1,4 @@
+import { foldSystemMessages } from '../anthropic-system-messages.js';
 import type { Dialect } from '../constants.js';
 import type { ExternalProviderSpec } from '../external-provider.js';
 import { isRecord } from '../is-record.js';
@@ -176,7 +177,8 @@ export const vertexAi: ProviderModule = statusTableProvider({
           refused: 'Claude on Vertex AI takes images and documents inline (base64, or a data: URL), not by URL',
         };
       }
-      const { model: _, ...rest } = body;
+      // Vertex's Messages API trails Anthropic's: system messages inside messages are folded.
+      const { model: _, ...rest } = foldSystemMessages(body);
       return {
         url: `${at}/publishers/anthropic/models/${encodeURIComponent(t.upstreamModel)}:${stream ? 'streamRawPredict' : 'rawPredict'}`,
         headers: betaHeader(betas),
@@ -195,7 +197,7 @@ export const vertexAi: ProviderModule = statusTableProvider({
       ? {
           url: `${t.baseUrl}/v1/projects/${t.project}/locations/${t.location}/publishers/anthropic/models/count-tokens:rawPredict`,
           headers: {},
-          body: { ...body, model: t.upstreamModel, anthropic_version: VERTEX_ANTHROPIC_VERSION },
+          body: { ...foldSystemMessages(body), model: t.upstreamModel, anthropic_version: VERTEX_ANTHROPIC_VERSION },
         }
       : undefined,
   /** publishers.models.list (v1beta1) of Google's and Anthropic's models, every page. */

@@ -47,6 +47,23 @@ function thinkingRefusal(messages: Json[]): string | undefined {
   return undefined;
 }
 
+/** The text of a Messages body's last message (its text blocks joined): what the double's Claude reads. */
+export function lastTextOf(messages: unknown): string {
+  const last = Array.isArray(messages) ? (messages.at(-1) as Json | undefined) : undefined;
+  if (!isRecord(last)) return '';
+  if (typeof last.content === 'string') return last.content;
+  return Array.isArray(last.content)
+    ? (last.content as Json[]).map((b) => (typeof b.text === 'string' ? b.text : '')).join(' ')
+    : '';
+}
+
+/**
+ * What the double's Claude passes for a tool's required argument: Claude Code's built-in
+ * general-purpose agent where it asks which subagent (as Claude picks it), else a marker the
+ * test finds again in what the tool does with it.
+ */
+const argumentFor = (name: string) => (name === 'subagent_type' ? 'general-purpose' : 'gateway-double');
+
 /** The body checked as Bedrock checks it: a message for a ValidationException, or the answer. */
 export function anthropicAnswer(body: unknown, modelId: string, maxWords: number): AnthropicAnswer | string {
   if (!isRecord(body)) return 'Malformed input request, please reformat your input and try again.';
@@ -67,19 +84,14 @@ export function anthropicAnswer(body: unknown, modelId: string, maxWords: number
   const inputTokens = anthropicInputTokens(body);
   const id = `msg_bdrk_${Math.random().toString(36).slice(2, 12)}`;
   const base = { id, type: 'message', role: 'assistant', model: modelId, stop_sequence: null };
-  const lastText =
-    typeof last.content === 'string'
-      ? last.content
-      : Array.isArray(last.content)
-        ? (last.content as Json[]).map((b) => (typeof b.text === 'string' ? b.text : '')).join(' ')
-        : '';
+  const lastText = lastTextOf(messages);
   const answeredTool = Array.isArray(last.content) && (last.content as Json[]).some((b) => b.type === 'tool_result');
   const tools = Array.isArray(body.tools) ? (body.tools as Json[]) : [];
   const tool = answeredTool ? undefined : tools.find((t) => typeof t.name === 'string' && lastText.includes(t.name));
   if (tool) {
     const schema = isRecord(tool.input_schema) ? tool.input_schema : {};
     const required = Array.isArray(schema.required) ? (schema.required as string[]) : [];
-    const input = Object.fromEntries(required.map((k) => [k, 'gateway-double']));
+    const input = Object.fromEntries(required.map((k) => [k, argumentFor(k)]));
     return {
       inputTokens,
       message: {

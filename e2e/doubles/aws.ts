@@ -12,7 +12,7 @@ import { Sha256 } from '@aws-crypto/sha256-js';
 import { EventStreamCodec } from '@smithy/eventstream-codec';
 import { SignatureV4 } from '@smithy/signature-v4';
 import { fromUtf8, toUtf8 } from '@smithy/util-utf8';
-import { anthropicAnswer, anthropicEvents, anthropicInputTokens } from './aws-anthropic.js';
+import { anthropicAnswer, anthropicEvents, anthropicInputTokens, lastTextOf } from './aws-anthropic.js';
 import { embeddingModel } from './aws-embeddings.js';
 
 /**
@@ -123,6 +123,8 @@ interface AwsCall {
   /** From the SigV4 credential scope ('' when the request carried none). */
   accessKeyId: string;
   status: number;
+  /** A Claude call's (InvokeModel): the text of its last message, and the tool the double's Claude called, if any. */
+  claude?: { lastText: string; toolUsed?: string };
 }
 
 export interface AwsDouble {
@@ -778,7 +780,15 @@ export async function startAwsDouble(opts: AwsDoubleOptions): Promise<AwsDouble>
       if (throttledClaude) return reject(throttledClaude);
       const answer = anthropicAnswer(body, modelId, completionTokens);
       if (typeof answer === 'string') return validation(answer);
-      record('bedrock', action, ex, 200);
+      const used = (answer.message.content as Array<{ type?: string; name?: string }>).find(
+        (b) => b.type === 'tool_use',
+      );
+      record('bedrock', action, ex, 200, {
+        claude: {
+          lastText: lastTextOf(isRecord(body) ? body.messages : undefined),
+          ...(used?.name ? { toolUsed: used.name } : {}),
+        },
+      });
       if (!stream) {
         sendJson(ex, 200, answer.message, {
           'X-Amzn-Bedrock-Input-Token-Count': String(answer.inputTokens),
@@ -1204,9 +1214,16 @@ export async function startAwsDouble(opts: AwsDoubleOptions): Promise<AwsDouble>
     return { status: e.status, code: e.bedrock, message: auth.message ?? e.message };
   }
 
-  function record(service: Service, action: string, ex: Exchange, status: number): void {
+  function record(service: Service, action: string, ex: Exchange, status: number, extra: Partial<AwsCall> = {}): void {
     const scope = parseAuthorization(headerValue(ex.req.headers, 'authorization') ?? '');
-    calls.push({ service, action, region: scope?.region ?? '', accessKeyId: scope?.accessKeyId ?? '', status });
+    calls.push({
+      service,
+      action,
+      region: scope?.region ?? '',
+      accessKeyId: scope?.accessKeyId ?? '',
+      status,
+      ...extra,
+    });
   }
 
   await new Promise<void>((resolve, reject) => {

@@ -373,6 +373,29 @@ describe('the coding agents themselves', () => {
     expect(invokes.length).toBeGreaterThanOrEqual(2);
   }, 600_000);
 
+  // Claude Code's subagents: the double's Claude calls the Agent tool, Claude Code runs a subagent
+  // (its own requests, with a system message inside messages as 2.1.197 sends them), and the
+  // subagent's answer goes back to the main turn as the tool's result.
+  it('Claude Code (claude -p) runs a subagent through its Agent tool on Claude on Bedrock', async () => {
+    const model = `us.${CLAUDE}`;
+    const streamed = () => aws.calls.filter((c) => c.action === 'InvokeModelWithResponseStream').length;
+    const streamedBefore = streamed();
+    const callsBefore = aws.calls.length;
+    const before = rowsFor(model).length;
+    const out = await claude('claude-sonnet-4-5', 'Use the Agent tool to look around this directory');
+    expect(out.is_error).toBe(false);
+    const rows = (await rowsAtLeast(model, before + 3)).slice(before);
+    expect(rows.filter((r) => r.status !== 200 && r.status !== 499)).toEqual([]);
+    // The main turn's call (the double's Claude called Agent), the subagent's own call (its task is
+    // the prompt the double gave the tool), and the main turn's answer to the tool's result.
+    const calls = aws.calls.slice(callsBefore).filter((c) => c.claude);
+    const agent = calls.findIndex((c) => c.claude?.toolUsed === 'Agent');
+    expect(agent).toBeGreaterThanOrEqual(0);
+    const subagent = calls.findIndex((c, i) => i > agent && c.claude?.lastText.includes('gateway-double'));
+    expect(subagent).toBeGreaterThan(agent);
+    expect(streamed() - streamedBefore).toBeGreaterThanOrEqual(3);
+  }, 600_000);
+
   // To Bedrock, Responses is translated to chat, then Converse: the double's Claude calls Codex's
   // first tool, Codex runs it and sends the output back, and the answer ends the turn.
   it('Codex (codex exec) completes a turn over Responses to Ollama and, with a tool call, to Claude on Bedrock by an alias', async () => {

