@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { foldSystemMessages } from './anthropic-system-messages.js';
+import { foldedBetas, foldSystemMessages, MID_CONVERSATION_SYSTEM_BETA } from './anthropic-system-messages.js';
 
 describe('foldSystemMessages', () => {
   it('leaves a body without system messages as the very object it was', () => {
@@ -42,5 +42,11 @@ describe('foldSystemMessages', () => {
     });
     expect(out.system).toEqual([cached]);
     expect(out.messages).toEqual([{ role: 'user', content: 'hi' }]);
+  });
+
+  it("drops the mid-conversation-system beta with what it announced, and keeps the caller's others", () => {
+    expect(foldedBetas([MID_CONVERSATION_SYSTEM_BETA, 'context-1m-2025-08-07'])).toEqual(['context-1m-2025-08-07']);
+    const untouched = ['context-1m-2025-08-07'];
+    expect(foldedBetas(untouched)).toBe(untouched);
   });
 });

@@ -39,3 +39,13 @@ export function foldSystemMessages(body: Body): Body {
       : { system: plain(system) ? system.map((b) => b.text as string).join('\n\n') : system }),
   };
 }
+
+/**
+ * The beta Claude Code sends with system messages inside messages: meaningless once they are
+ * folded, and a flag an upstream that does not take them may refuse (Bedrock and Vertex check
+ * theirs), so it goes with them.
+ */
+export const MID_CONVERSATION_SYSTEM_BETA = 'mid-conversation-system-2026-04-07';
+
+export const foldedBetas = (betas: readonly string[] = []): readonly string[] =>
+  betas.includes(MID_CONVERSATION_SYSTEM_BETA) ? betas.filter((b) => b !== MID_CONVERSATION_SYSTEM_BETA) : betas;

@@ -1,4 +1,4 @@
-import { foldSystemMessages } from '../anthropic-system-messages.js';
+import { foldedBetas, foldSystemMessages } from '../anthropic-system-messages.js';
 import { loadBedrockModels } from '../catalog/bedrock-models.js';
 import { bedrockPrice, foundationModelOf } from '../catalog/prices.js';
 import type { Dialect } from '../constants.js';
@@ -73,8 +73,9 @@ const hasImage = (messages: unknown): boolean =>
  * Anthropic's Messages body as InvokeModel takes it: no model or stream, the version, the betas in
  * the body, system messages folded into `system` (Bedrock's Messages API trails Anthropic's).
  */
-function invokeBody(body: Record<string, unknown>, betas: readonly string[] = []): Record<string, unknown> {
+function invokeBody(body: Record<string, unknown>, given: readonly string[] = []): Record<string, unknown> {
   const { model: _model, stream: _stream, ...rest } = foldSystemMessages(body);
+  const betas = foldedBetas(given);
   return {
     anthropic_version: BEDROCK_ANTHROPIC_VERSION,
     ...rest,

@@ -1,4 +1,4 @@
-import { foldSystemMessages } from '../anthropic-system-messages.js';
+import { foldedBetas, foldSystemMessages } from '../anthropic-system-messages.js';
 import type { Dialect } from '../constants.js';
 import type { ExternalProviderSpec } from '../external-provider.js';
 import { isRecord } from '../is-record.js';
@@ -181,7 +181,7 @@ export const vertexAi: ProviderModule = statusTableProvider({
       const { model: _, ...rest } = foldSystemMessages(body);
       return {
         url: `${at}/publishers/anthropic/models/${encodeURIComponent(t.upstreamModel)}:${stream ? 'streamRawPredict' : 'rawPredict'}`,
-        headers: betaHeader(betas),
+        headers: betaHeader(foldedBetas(betas)),
         body: { ...rest, anthropic_version: VERTEX_ANTHROPIC_VERSION },
       };
     }

@@ -348,7 +348,11 @@ describe('the coding agents themselves', () => {
       model,
       prompt,
       args: ['--system-prompt', 'You are terse.'],
-      env: { ANTHROPIC_CUSTOM_HEADERS: 'X-Tags: team:agents,agent:claude-code' },
+      env: {
+        ANTHROPIC_CUSTOM_HEADERS: 'X-Tags: team:agents,agent:claude-code',
+        // As Claude Code does by default for its newest models: reminders as system messages inside messages.
+        CLAUDE_CODE_FORCE_MID_CONVERSATION_SYSTEM: '1',
+      },
     });
 
   it('Claude Code (claude -p) completes a turn with a tool offered, to Ollama and to Claude on Bedrock, by Anthropic model ids', async () => {
@@ -382,7 +386,20 @@ describe('the coding agents themselves', () => {
     const streamedBefore = streamed();
     const callsBefore = aws.calls.length;
     const before = rowsFor(model).length;
-    const out = await claude('claude-sonnet-4-5', 'Use the Agent tool to look around this directory');
+    const out = await claudePrint(clients, {
+      base: proxy.base,
+      key: KEY,
+      model: 'claude-sonnet-4-5',
+      prompt: 'Use the Agent tool to look around this directory',
+      tools: 'Agent,Bash',
+      // Spawning a subagent asks for permission; -p has nobody to ask.
+      args: ['--system-prompt', 'You are terse.', '--allowedTools', 'Agent'],
+      env: {
+        ANTHROPIC_CUSTOM_HEADERS: 'X-Tags: team:agents,agent:claude-code',
+        // As Claude Code does by default for its newest models: reminders as system messages inside messages.
+        CLAUDE_CODE_FORCE_MID_CONVERSATION_SYSTEM: '1',
+      },
+    });
     expect(out.is_error).toBe(false);
     const rows = (await rowsAtLeast(model, before + 3)).slice(before);
     expect(rows.filter((r) => r.status !== 200 && r.status !== 499)).toEqual([]);
