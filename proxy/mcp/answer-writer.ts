@@ -1,5 +1,5 @@
 import type { ServerResponse } from 'node:http';
-import type { RpcAnswer, RpcNotification } from './json-rpc.js';
+import type { RpcAnswer, RpcNotification, RpcRequest } from './json-rpc.js';
 
 /**
  * How one POST is answered: JSON by default, switching to an SSE stream the moment the server
@@ -22,7 +22,22 @@ export class AnswerWriter {
     return this.streaming;
   }
 
+  /** A notification on the way; the stream begins with the first (an answer alone stays JSON). */
   notification(n: RpcNotification): void {
+    this.message(n);
+  }
+
+  /** A request of a server's, relayed to the client on this call's stream. */
+  request(r: RpcRequest): void {
+    this.message(r);
+  }
+
+  /** Whether messages on the way can reach the client (it reads event streams, and this one is open). */
+  get canStream(): boolean {
+    return this.acceptsStream && !this.res.writableEnded && !this.res.destroyed;
+  }
+
+  private message(n: RpcNotification | RpcRequest): void {
     if (!this.acceptsStream || this.res.writableEnded || this.res.destroyed) return;
     if (!this.streaming) {
       this.streaming = true;

@@ -7,6 +7,14 @@ import type { DoorPass } from '../exchange.js';
 import { headerOf } from '../server/read-body.js';
 import { AnswerWriter, acceptsEventStream } from './answer-writer.js';
 import {
+  answerForServer,
+  refusedForServer,
+  relayedCapabilities,
+  relayedId,
+  unrelayable,
+  unrelayedId,
+} from './client-requests.js';
+import {
   errorAnswer,
   isObject,
   type JsonObject,
@@ -25,7 +33,7 @@ import { negotiate, VERSIONS } from './protocol.js';
 import { type McpServerTable, type McpTarget, mayUseServer } from './servers.js';
 import type { McpSession, SessionSealer, UpstreamSession } from './session.js';
 import { admitToolCall, beginToolCall, type ToolCallDeps } from './tool-calls.js';
-import { exchange, notify, terminate, UpstreamError } from './upstream.js';
+import { exchange, notify, respond, terminate, UpstreamError } from './upstream.js';
 
 /**
  * MCP at the gateway: /mcp federates every McpServer the caller's key may use, /mcp/<server>
@@ -187,7 +195,11 @@ async function post(
     return;
   }
   if (parsed.kind === 'response') {
-    // Answers to server requests: the gateway sends clients none (it offers servers no client capabilities).
+    // The client's answer to a server's request the gateway relayed: to that server, under its own id.
+    const back = unrelayedId(parsed.message.id);
+    const target = back && servers.get(back.server);
+    const up = back && session.upstream[back.server];
+    if (back && target && up) await respond(target, up, answerForServer(parsed.message, back.id));
     new AnswerWriter(res, headers, false).accepted();
     return;
   }
@@ -258,8 +270,9 @@ async function initialize(deps: McpGatewayDeps, res: ServerResponse, p: Post, re
     throw refuse(404, RPC.gateway, `no MCP server ${p.where.server} for this key`);
   }
   const clientInfo = isObject(params.clientInfo) ? params.clientInfo : {};
+  const client = relayedCapabilities(params.capabilities);
   const opened = await Promise.all(
-    targets.map((t) => openUpstream(deps, t, version, clientInfo).catch((err: unknown) => err)),
+    targets.map((t) => openUpstream(deps, t, version, clientInfo, client).catch((err: unknown) => err)),
   );
   const upstream: Record<string, UpstreamSession> = {};
   let single: JsonObject | undefined;
@@ -277,7 +290,13 @@ async function initialize(deps: McpGatewayDeps, res: ServerResponse, p: Post, re
         : new RpcError(RPC.gateway, `MCP server ${p.where.server} is not reachable`);
     throw new HttpRefusal(502, errorAnswer(req.id, err));
   }
-  const session: McpSession = { key: p.caller.keyHashPrefix, version, upstream, began: Math.floor(Date.now() / 1000) };
+  const session: McpSession = {
+    key: p.caller.keyHashPrefix,
+    version,
+    upstream,
+    began: Math.floor(Date.now() / 1000),
+    ...(Object.keys(client).length > 0 ? { client } : {}),
+  };
   const result: JsonObject =
     p.where.server !== undefined && single
       ? {
@@ -316,6 +335,7 @@ async function openUpstream(
   target: McpTarget,
   version: string,
   clientInfo: JsonObject,
+  client: JsonObject,
 ): Promise<{ session: UpstreamSession; result: JsonObject }> {
   const name = typeof clientInfo.name === 'string' ? clientInfo.name.slice(0, 100) : 'client';
   const r = await exchange({
@@ -326,8 +346,8 @@ async function openUpstream(
       method: 'initialize',
       params: {
         protocolVersion: version,
-        // No sampling, elicitation or roots: the gateway relays no server-to-client requests.
-        capabilities: {},
+        // The client's own sampling, elicitation and roots: the gateway relays those requests.
+        capabilities: client,
         clientInfo: { name: `${name} via platform-ai-optimizer`, version: PRODUCT_VERSION },
       },
     },
@@ -372,6 +392,7 @@ async function request(deps: McpGatewayDeps, s: RequestScope, req: RpcRequest): 
     single: s.p.where.server !== undefined,
     signal: abort.signal,
     onNotification: (n) => s.writer.notification(n),
+    onRequest: (server, r) => relayToClient(s, server, r),
     maxBytes: deps.maxAnswerBytes,
   };
   const header = headerOf(s.req);
@@ -399,6 +420,17 @@ async function request(deps: McpGatewayDeps, s: RequestScope, req: RpcRequest): 
   } finally {
     inFlight.delete(key);
   }
+}
+
+/** A server's request during a call: to the client on the call's stream, or refused to the server at once. */
+function relayToClient(s: RequestScope, server: McpTarget, r: RpcRequest): void {
+  const why = unrelayable(r.method, s.session.client, s.writer.canStream);
+  if (!why) {
+    s.writer.request({ ...r, id: relayedId(server.name, r.id) });
+    return;
+  }
+  const up = s.session.upstream[server.name];
+  if (up) void respond(server, up, refusedForServer(r, why));
 }
 
 /**

@@ -33,6 +33,8 @@ export interface MethodContext {
   signal: AbortSignal;
   /** Where the server's notifications on the way go (an SSE answer), if anywhere. */
   onNotification?: (n: RpcNotification) => void;
+  /** Where the server's requests on the way go (relayed to the client, or refused at once). */
+  onRequest?: (server: McpTarget, r: RpcRequest) => void;
   maxBytes: number;
 }
 
@@ -70,6 +72,7 @@ function forward(ctx: MethodContext, req: RpcRequest, server: McpTarget, params:
     message: { ...req, params },
     signal: ctx.signal,
     ...(ctx.onNotification ? { onNotification: ctx.onNotification } : {}),
+    ...(ctx.onRequest ? { onRequest: (r: RpcRequest) => ctx.onRequest?.(server, r) } : {}),
     maxBytes: ctx.maxBytes,
   }).then((r) => ({ answer: r.answer, server: server.name, upstreamBytes: r.bytes }));
 }

@@ -33,6 +33,8 @@ export interface McpSession {
   upstream: Record<string, UpstreamSession>;
   /** Epoch seconds it began. */
   began: number;
+  /** The client's capabilities relayed to the servers (sampling, elicitation, roots); none: absent. */
+  client?: Record<string, unknown>;
 }
 
 /** A session lives this long after it began; then the client is told to initialize again (404). */

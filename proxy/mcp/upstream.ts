@@ -30,6 +30,11 @@ export interface Exchange {
   /** The caller gave up (or cancelled): the exchange stops and the server is told. */
   signal?: AbortSignal;
   onNotification?: (n: RpcNotification) => void;
+  /**
+   * A request of the server's on the way (sampling, elicitation, roots: proxy/mcp/client-requests.ts).
+   * None: it is answered with an error at once, so that the server's call does not wait for ever.
+   */
+  onRequest?: (r: RpcRequest) => void;
   maxBytes: number;
 }
 
@@ -95,9 +100,16 @@ export async function exchange(x: Exchange): Promise<ExchangeResult> {
           resolve(msg as unknown as RpcAnswer);
         } else if (typeof msg.method === 'string' && !('id' in msg)) {
           x.onNotification?.(msg as unknown as RpcNotification);
+        } else if (typeof msg.method === 'string') {
+          const r = msg as unknown as RpcRequest;
+          if (x.onRequest) x.onRequest(r);
+          else if (x.session)
+            void respond(x.target, x.session, {
+              jsonrpc: '2.0',
+              id: r.id,
+              error: { code: RPC.methodNotFound, message: `Method not found: ${r.method.slice(0, 100)}` },
+            });
         }
-        // A request of the server's (sampling, elicitation, roots) is not relayed: the gateway
-        // tells servers the client has none of those capabilities.
       };
       transport
         .send(x.message as Parameters<StreamableHTTPClientTransport['send']>[0], {
@@ -160,6 +172,22 @@ export async function notify(target: McpTarget, session: UpstreamSession, messag
   } finally {
     // Closing also stops the GET stream the transport opens after notifications/initialized.
     await transport.close().catch(() => {});
+  }
+}
+
+/** An answer to a request of the server's (a client's, relayed; or the gateway's refusal), best effort. */
+export async function respond(target: McpTarget, session: UpstreamSession, message: RpcAnswer): Promise<void> {
+  const transport = new StreamableHTTPClientTransport(new URL(target.url), {
+    ...(target.auth ? { authProvider: target.auth } : {}),
+    ...(session.id ? { sessionId: session.id } : {}),
+    protocolVersion: session.version,
+  });
+  try {
+    await transport.send(message as Parameters<StreamableHTTPClientTransport['send']>[0], {
+      requestSignal: AbortSignal.timeout(Math.min(target.timeoutMs, 10_000)),
+    });
+  } catch {
+    // The server's call ends on its own timeout.
   }
 }
 
