@@ -300,15 +300,13 @@ describe('MCP clients at pinned versions, directly and through the gateway', () 
     expect(single.init.result?.protocolVersion).toBe(revision);
     expect(fed.init.result?.protocolVersion).toBe(revision);
 
-    // The Inspector declares the roots capability, so server-everything adds get-roots-list for it;
-    // the gateway opens its own session to the server with no client capabilities (it relays no
-    // server-to-client requests), so that one tool is not served through it. The rest is equal.
+    // The Inspector declares the roots capability, so server-everything adds get-roots-list for it:
+    // the gateway declares the client's own capabilities to the server (and relays its requests),
+    // so the same tools are served through it.
     const directTools = (direct.list.result?.tools ?? []) as Obj[];
-    const clientOnly = ['get-roots-list'];
-    expect(namesOf(directTools)).toEqual(expect.arrayContaining(['echo', ...clientOnly]));
-    const served = directTools.filter((t) => !clientOnly.includes(String(t.name)));
-    expect(single.list.result?.tools).toEqual(served);
-    expect(fed.list.result?.tools).toEqual(renamed(served, federated));
+    expect(namesOf(directTools)).toEqual(expect.arrayContaining(['echo', 'get-roots-list']));
+    expect(single.list.result?.tools).toEqual(directTools);
+    expect(fed.list.result?.tools).toEqual(renamed(directTools, federated));
 
     expect(direct.call.result).toEqual({ content: [{ type: 'text', text: 'Echo: hi' }] });
     expect(single.call.result).toEqual(direct.call.result);
@@ -324,7 +322,7 @@ describe('MCP clients at pinned versions, directly and through the gateway', () 
     row(
       'MCP Inspector CLI 2.12.0 (`--cli`, default protocol era legacy)',
       `${revision} (direct, /mcp/${SERVER} and /mcp)`,
-      `${directTools.length} direct vs ${served.length} through the gateway: \`get-roots-list\` is absent (served only to a client declaring roots; the gateway declares none upstream); the rest equal, /mcp renamed`,
+      `${directTools.length} direct and through the gateway (\`get-roots-list\` too: the client's roots capability is declared upstream), /mcp renamed`,
       'equal (echo)',
       '`--header "X-API-Key: …"` / `--header "Authorization: Bearer …"`; runs without the package postinstall; `--protocol-era auto` falls back to the same revision directly and through /mcp; 2 usage records',
     );
