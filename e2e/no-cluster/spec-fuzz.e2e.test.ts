@@ -200,6 +200,7 @@ async function fuzz(
   name: 'openai' | 'anthropic',
   base: string,
   headers: string[],
+  positive = false,
 ): Promise<{ code: number; out: string }> {
   const file = join(dir, `${name}.json`);
   writeFileSync(file, JSON.stringify(gatewaySpec(name, base)));
@@ -209,10 +210,14 @@ async function fuzz(
     '--url',
     base,
     ...headers.flatMap((h) => ['--header', h]),
-    '--checks',
-    'retryable_or_not_server_error,response_schema_conformance,status_code_conformance,content_type_conformance',
-    '--phases',
-    PHASES[name],
+    ...(positive
+      ? ['--mode', 'positive', '--checks', 'served_or_refused_by_upstream', '--phases', 'examples,fuzzing']
+      : [
+          '--checks',
+          'retryable_or_not_server_error,response_schema_conformance,status_code_conformance,content_type_conformance',
+          '--phases',
+          PHASES[name],
+        ]),
     '--seed',
     SEED,
     '--max-examples',
@@ -304,6 +309,21 @@ function findings(out: string): { cases: string; lines: string[] } {
 }
 
 describe("schemathesis against the gateway, from the vendors' specifications", () => {
+  it("OpenAI's operations, positive: every request the spec accepts is served", async () => {
+    const { code, out } = await fuzz('openai', `${proxy.base}/openai/v1`, [`Authorization: Bearer ${KEY}`], true);
+    verdict('openai positive', code, out);
+  }, 300_000);
+
+  it("Anthropic's operations, positive: every request the spec accepts is served", async () => {
+    const { code, out } = await fuzz(
+      'anthropic',
+      `${proxy.base}/anthropic`,
+      [`x-api-key: ${KEY}`, 'anthropic-version: 2023-06-01'],
+      true,
+    );
+    verdict('anthropic positive', code, out);
+  }, 300_000);
+
   it("OpenAI's operations: no server error, answers and statuses as the spec says", async () => {
     const { code, out } = await fuzz('openai', `${proxy.base}/openai/v1`, [`Authorization: Bearer ${KEY}`]);
     verdict('openai', code, out);

@@ -37,10 +37,11 @@ export function parseAnthropicRequest(body: unknown): ParsedRequest | ProxyError
   if (typeof model !== 'string') return model;
   const { tags, ...forward } = body;
   const { max_tokens, messages, system, stream, tools, tool_choice, stop_sequences, metadata, thinking } = forward;
-  if (typeof max_tokens !== 'number' || !Number.isInteger(max_tokens) || max_tokens < 1)
-    return bad('max_tokens is required: a positive integer', 'max_tokens');
-  if (!Array.isArray(messages) || messages.length === 0)
-    return bad('messages must be a non-empty array of {role, content}', 'messages');
+  // 0 is the spec's (it warms the prompt cache without generating); an upstream may refuse it.
+  if (typeof max_tokens !== 'number' || !Number.isInteger(max_tokens) || max_tokens < 0)
+    return bad('max_tokens is required: a whole number, 0 or more', 'max_tokens');
+  // Empty is the spec's to allow (no minItems) and the upstream's to refuse.
+  if (!Array.isArray(messages)) return bad('messages must be an array of {role, content}', 'messages');
   if (messages.length > MAX_MESSAGES) return bad(`messages holds more than ${MAX_MESSAGES} messages`, 'messages');
   for (const [i, m] of messages.entries()) {
     const at = `messages.${i}`;

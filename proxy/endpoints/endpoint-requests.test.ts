@@ -18,22 +18,24 @@ describe('parseCompletionRequest', () => {
     ['an array of strings', ['a', 'b', 'c']],
     ['an array of token ids', [1, 2, 3]],
     ['an array of token-id arrays', [[1, 2], [3]]],
+    // What the spec allows and the upstream may refuse (its refusal reaches the caller).
+    ['null (the spec default)', null],
+    ['an empty array of strings', []],
+    ['a negative token id', [1, -2]],
   ])('takes a prompt that is %s, forwarded as sent', (_name, prompt) => {
     expect(ok(parseCompletionRequest({ model: 'm', prompt })).forward.prompt).toEqual(prompt);
   });
 
   it.each([
     ['absent', undefined],
-    ['an empty array', []],
     ['a number', 5],
     ['mixed strings and ids', ['a', 1]],
-    ['a negative token id', [1, -2]],
     ['an empty token-id array', [[1], []]],
     ['more than 2,048 prompts', Array.from({ length: 2049 }, () => 'x')],
   ])('refuses a prompt that is %s with 400 naming prompt', (_name, prompt) => {
     const e = refused(parseCompletionRequest({ model: 'm', prompt }));
     expect(e).toMatchObject({ status: 400, param: 'prompt', code: 'invalid_prompt' });
-    expect(e.message).toContain('a string, an array of strings, an array of token ids, or an array of token-id arrays');
+    expect(e.message).toContain('a string, an array of strings, an array of token ids, an array of token-id arrays');
   });
 
   it('takes n from 1 to 128 and forwards it; refuses others naming n', () => {

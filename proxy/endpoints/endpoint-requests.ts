@@ -12,8 +12,8 @@ import { invalidRequest, type ProxyError } from './errors.js';
 /** Most prompts one completions request may carry, as OpenAI's embeddings inputs. */
 const MAX_PROMPTS = 2048;
 
-const isTokenIds = (v: unknown): v is number[] =>
-  Array.isArray(v) && v.length > 0 && v.every((t) => Number.isInteger(t) && (t as number) >= 0);
+/** Token ids as the spec has them: integers, at least one (which ids a model knows is its server's to say). */
+const isTokenIds = (v: unknown): v is number[] => Array.isArray(v) && v.length > 0 && v.every(Number.isInteger);
 
 /**
  * A completions `prompt` as OpenAI defines it: a string, an array of strings, an array of token
@@ -21,9 +21,12 @@ const isTokenIds = (v: unknown): v is number[] =>
  * the gateway does for the rest, is proxy/upstreams/fan-out.ts's.
  */
 function isPrompt(prompt: unknown): boolean {
-  if (typeof prompt === 'string') return true;
-  if (!Array.isArray(prompt) || prompt.length === 0 || prompt.length > MAX_PROMPTS) return false;
-  return prompt.every((p) => typeof p === 'string') || isTokenIds(prompt) || prompt.every(isTokenIds);
+  // null is the spec's (its default, <|endoftext|>, is the upstream's to apply or refuse).
+  if (typeof prompt === 'string' || prompt === null) return true;
+  if (!Array.isArray(prompt) || prompt.length > MAX_PROMPTS) return false;
+  return (
+    prompt.every((p) => typeof p === 'string') || isTokenIds(prompt) || (prompt.length > 0 && prompt.every(isTokenIds))
+  );
 }
 
 export function parseCompletionRequest(body: unknown): ParsedRequest | ProxyError {
@@ -33,7 +36,7 @@ export function parseCompletionRequest(body: unknown): ParsedRequest | ProxyErro
   const { tags, stream, stream_options, n, prompt, ...rest } = body;
   if (!isPrompt(prompt)) {
     return invalidRequest(
-      `prompt must be a string, an array of strings, an array of token ids, or an array of token-id arrays (1-${MAX_PROMPTS} prompts)`,
+      `prompt must be a string, an array of strings, an array of token ids, an array of token-id arrays (at most ${MAX_PROMPTS} prompts), or null`,
       'prompt',
       'invalid_prompt',
     );
@@ -66,8 +69,9 @@ export function parseEmbeddingRequest(body: unknown): ParsedRequest | ProxyError
   const model = modelOf(body);
   if (typeof model !== 'string') return model;
   const { tags, input, stream: _stream, ...rest } = body;
+  // An empty string is the spec's to allow and the upstream's to refuse (OpenAI does).
   const ok =
-    (typeof input === 'string' && input !== '') ||
+    typeof input === 'string' ||
     (Array.isArray(input) &&
       input.length > 0 &&
       input.length <= MAX_EMBEDDING_INPUTS &&
@@ -76,7 +80,7 @@ export function parseEmbeddingRequest(body: unknown): ParsedRequest | ProxyError
         input.every((i) => Array.isArray(i) && i.every((t) => Number.isInteger(t)))));
   if (!ok) {
     return invalidRequest(
-      `input must be a non-empty string, or 1-${MAX_EMBEDDING_INPUTS} strings, or token arrays`,
+      `input must be a string, or 1-${MAX_EMBEDDING_INPUTS} strings, or token arrays`,
       'input',
       'invalid_input',
     );

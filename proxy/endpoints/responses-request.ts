@@ -1,6 +1,6 @@
 import { isRecord } from '../../crds/is-record.js';
 import { modelOf, type ParsedRequest } from './chat-request.js';
-import { invalidRequest, type ProxyError } from './errors.js';
+import { invalidRequest, ProxyError } from './errors.js';
 
 /**
  * OpenAI's Responses request (POST /openai/v1/responses) as the gateway checks it. Responses are
@@ -20,12 +20,19 @@ export function parseResponsesRequest(body: unknown): ParsedRequest | ProxyError
   if (typeof model !== 'string') return model;
   const { tags, ...forward } = body;
   const { input, instructions, stream, tools, previous_response_id, conversation, max_output_tokens } = forward;
-  if (
-    previous_response_id !== undefined &&
-    previous_response_id !== null &&
-    !(typeof previous_response_id === 'string' && /^[A-Za-z0-9_-]{1,128}$/.test(previous_response_id))
-  )
-    return bad('previous_response_id must be the id of a response (resp_...)', 'previous_response_id');
+  if (previous_response_id !== undefined && previous_response_id !== null) {
+    if (typeof previous_response_id !== 'string')
+      return bad('previous_response_id must be the id of a response (resp_...)', 'previous_response_id');
+    // Any string is the spec's: one no response could have is one the store does not have (OpenAI's 404).
+    if (!/^[A-Za-z0-9_-]{1,128}$/.test(previous_response_id))
+      return new ProxyError(
+        404,
+        'invalid_request_error',
+        'previous_response_not_found',
+        `Previous response with id '${previous_response_id.slice(0, 100)}' not found.`,
+        'previous_response_id',
+      );
+  }
   if (conversation !== undefined && conversation !== null)
     return bad(
       'conversation is not supported: continue a stored response with previous_response_id, or send the whole conversation in input',
@@ -38,14 +45,9 @@ export function parseResponsesRequest(body: unknown): ParsedRequest | ProxyError
     const v = forward[flag];
     if (v !== undefined && v !== null && typeof v !== 'boolean') return bad(`${flag} must be a boolean`, flag);
   }
-  const continues = typeof previous_response_id === 'string' || isRecord(forward.prompt);
-  if (input === undefined || input === null) {
-    if (!continues)
-      return bad(
-        'input is required (a string, or an array of input items) unless previous_response_id or prompt is given',
-        'input',
-      );
-  } else if (typeof input !== 'string' && !Array.isArray(input))
+  // No input is the spec's to allow (a conversation, a prompt template, instructions alone):
+  // the upstream says whether it has anything to answer.
+  if (input !== undefined && input !== null && typeof input !== 'string' && !Array.isArray(input))
     return bad('input must be a string, or an array of input items', 'input');
   if (Array.isArray(input)) {
     if (input.length > MAX_ITEMS) return bad(`input holds more than ${MAX_ITEMS} items`, 'input');

@@ -350,8 +350,9 @@ describe('chaining across upstreams', () => {
 
   it('refuses what it cannot honour, naming the field', async () => {
     const cases: Array<[Json, number, string]> = [
-      [{ model: LLAMA }, 400, 'input'],
       [{ model: LLAMA, prompt: { id: 'pmpt_1' } }, 400, 'prompt'],
+      // Any string is the spec's: one no response could have is not found, as OpenAI answers it.
+      [{ model: LLAMA, previous_response_id: '', input: 'hi' }, 404, 'previous_response_id'],
       [
         { model: LLAMA, input: 'hi', tools: [{ type: 'function', name: 'f' }, { type: 'web_search' }] },
         400,
