@@ -5,7 +5,7 @@ import { builtInEmbeddingOn, PROXY_SERVICE_PORT, unsupportedNode } from '../crds
 import { errorMessage, jsonLogger } from '../crds/observability/log.js';
 import { composeGateway, type GatewayConfig } from './compose.js';
 import { DEFAULT_CONNECTION_LIMITS } from './front-door.js';
-import { originPolicy } from './mcp/origin.js';
+import { normalOrigin, originPolicy } from './mcp/origin.js';
 import { ConfigError } from './sources/standalone-config.js';
 import { DEFAULT_RETRY } from './upstreams/resilience.js';
 import { DEFAULT_TIMEOUTS } from './upstreams/upstream.js';
@@ -124,10 +124,22 @@ const list = (v: string | undefined) =>
     .map((x) => x.trim())
     .filter(Boolean);
 
+/** The allowed MCP origins, each checked at start: a typo stops the proxy with the reason, not silently. */
+function allowedOrigins(given: string[]): string[] {
+  return given.map((o) => {
+    const origin = normalOrigin(o);
+    if (origin instanceof Error) {
+      log.error('proxy failed to start', { error: origin.message });
+      process.exit(2);
+    }
+    return origin;
+  });
+}
+
 const config = (): GatewayConfig => ({
   source: source(),
   mcp: {
-    origins: originPolicy(host, list(values['mcp-allowed-origins']), list(values['mcp-allowed-hosts'])),
+    origins: originPolicy(host, allowedOrigins(list(values['mcp-allowed-origins'])), list(values['mcp-allowed-hosts'])),
   },
   usage: {
     db: values['usage-db'] ?? (standalone ? 'usage.db' : '/var/lib/platform-ai-optimizer/usage.db'),

@@ -1,5 +1,12 @@
 import { describe, expect, it } from 'vitest';
-import { relayedCapabilities, relayedId, unrelayable, unrelayedId } from './client-requests.js';
+import {
+  cancelledForClient,
+  pong,
+  relayedCapabilities,
+  relayedId,
+  unrelayable,
+  unrelayedId,
+} from './client-requests.js';
 import { RPC } from './json-rpc.js';
 
 describe('requests of servers to the client', () => {
@@ -29,5 +36,17 @@ describe('requests of servers to the client', () => {
     expect(unrelayedId('mcp-gateway:not json')).toBeUndefined();
     expect(unrelayedId('mcp-gateway:[1,2]')).toBeUndefined();
     expect(unrelayedId('mcp-gateway:["s",{"a":1}]')).toBeUndefined();
+  });
+
+  it("tells the client of a server's cancel under the id it was relayed with; answers a server's ping itself", () => {
+    const cancel = {
+      jsonrpc: '2.0' as const,
+      method: 'notifications/cancelled',
+      params: { requestId: 3, reason: 'x' },
+    };
+    expect(cancelledForClient(cancel, 'github').params?.requestId).toBe(relayedId('github', 3));
+    const progress = { jsonrpc: '2.0' as const, method: 'notifications/progress', params: { progressToken: 1 } };
+    expect(cancelledForClient(progress, 'github')).toBe(progress);
+    expect(pong({ jsonrpc: '2.0', id: 9, method: 'ping' })).toEqual({ jsonrpc: '2.0', id: 9, result: {} });
   });
 });

@@ -1,4 +1,13 @@
-import { errorAnswer, isObject, type JsonObject, RPC, type RpcAnswer, RpcError, type RpcRequest } from './json-rpc.js';
+import {
+  errorAnswer,
+  isObject,
+  type JsonObject,
+  RPC,
+  type RpcAnswer,
+  RpcError,
+  type RpcNotification,
+  type RpcRequest,
+} from './json-rpc.js';
 
 /**
  * Requests of servers to the client (sampling, elicitation, roots), relayed: the client's own
@@ -58,6 +67,16 @@ export function unrelayedId(id: unknown): { server: string; id: string | number 
     return undefined;
   }
 }
+
+/** A server's notifications/cancelled of a relayed request, as the client knows that request. */
+export function cancelledForClient(n: RpcNotification, server: string): RpcNotification {
+  const id = n.params?.requestId;
+  if (n.method !== 'notifications/cancelled' || (typeof id !== 'string' && typeof id !== 'number')) return n;
+  return { ...n, params: { ...n.params, requestId: relayedId(server, id) } };
+}
+
+/** The answer to a server's ping: the gateway is there (no need to ask the client). */
+export const pong = (req: RpcRequest): RpcAnswer => ({ jsonrpc: '2.0', id: req.id, result: {} });
 
 /** The client's answer as its server hears it: under the server's own id. */
 export const answerForServer = (answer: RpcAnswer, id: string | number): RpcAnswer => ({ ...answer, id });

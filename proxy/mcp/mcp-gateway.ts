@@ -8,6 +8,8 @@ import { headerOf } from '../server/read-body.js';
 import { AnswerWriter, acceptsEventStream } from './answer-writer.js';
 import {
   answerForServer,
+  cancelledForClient,
+  pong,
   refusedForServer,
   relayedCapabilities,
   relayedId,
@@ -231,21 +233,37 @@ function sessionServers(deps: McpGatewayDeps, session: McpSession, p: Post): Map
   return out;
 }
 
+/**
+ * A client's notification: a cancel (of its own request, or of a server's request it was relayed),
+ * or its roots changed (told to every server of the session, which were told it has roots).
+ */
 function onNotification(
   n: RpcNotification,
   session: McpSession,
   sessionId: string,
   servers: Map<string, McpTarget>,
 ): void {
+  const tell = (name: string, message: RpcNotification) => {
+    const target = servers.get(name);
+    const up = session.upstream[name];
+    if (target && up) void notify(target, up, message);
+  };
+  if (n.method === 'notifications/roots/list_changed') {
+    if (session.client?.roots) for (const name of servers.keys()) tell(name, n);
+    return;
+  }
   if (n.method !== 'notifications/cancelled') return;
   const requestId = n.params?.requestId;
   if (typeof requestId !== 'string' && typeof requestId !== 'number') return;
+  // The client cancels a server's request it was relayed: that server alone, under its own id.
+  const relayed = unrelayedId(requestId);
+  if (relayed) {
+    tell(relayed.server, { ...n, params: { ...n.params, requestId: relayed.id } });
+    return;
+  }
   inFlight.get(`${sessionId}#${requestId}`)?.abort(new RpcError(RPC.gateway, 'cancelled by the client'));
   // The request may be running on another replica: every server of the session hears it.
-  for (const [name, target] of servers) {
-    const up = session.upstream[name];
-    if (up) void notify(target, up, n);
-  }
+  for (const name of servers.keys()) tell(name, n);
 }
 
 /** Capabilities /mcp offers: the lists and calls it federates; no subscriptions or list_changed (no GET stream). */
@@ -391,7 +409,7 @@ async function request(deps: McpGatewayDeps, s: RequestScope, req: RpcRequest): 
     naming: s.p.where.server === undefined ? federatedNaming : singleNaming(s.p.where.server),
     single: s.p.where.server !== undefined,
     signal: abort.signal,
-    onNotification: (n) => s.writer.notification(n),
+    onNotification: (n, server) => s.writer.notification(cancelledForClient(n, server.name)),
     onRequest: (server, r) => relayToClient(s, server, r),
     maxBytes: deps.maxAnswerBytes,
   };
@@ -424,12 +442,16 @@ async function request(deps: McpGatewayDeps, s: RequestScope, req: RpcRequest): 
 
 /** A server's request during a call: to the client on the call's stream, or refused to the server at once. */
 function relayToClient(s: RequestScope, server: McpTarget, r: RpcRequest): void {
+  const up = s.session.upstream[server.name];
+  if (r.method === 'ping') {
+    if (up) void respond(server, up, pong(r));
+    return;
+  }
   const why = unrelayable(r.method, s.session.client, s.writer.canStream);
   if (!why) {
     s.writer.request({ ...r, id: relayedId(server.name, r.id) });
     return;
   }
-  const up = s.session.upstream[server.name];
   if (up) void respond(server, up, refusedForServer(r, why));
 }
 

@@ -32,7 +32,7 @@ export interface MethodContext {
   single: boolean;
   signal: AbortSignal;
   /** Where the server's notifications on the way go (an SSE answer), if anywhere. */
-  onNotification?: (n: RpcNotification) => void;
+  onNotification?: (n: RpcNotification, server: McpTarget) => void;
   /** Where the server's requests on the way go (relayed to the client, or refused at once). */
   onRequest?: (server: McpTarget, r: RpcRequest) => void;
   maxBytes: number;
@@ -71,7 +71,7 @@ function forward(ctx: MethodContext, req: RpcRequest, server: McpTarget, params:
     ...(session ? { session } : {}),
     message: { ...req, params },
     signal: ctx.signal,
-    ...(ctx.onNotification ? { onNotification: ctx.onNotification } : {}),
+    ...(ctx.onNotification ? { onNotification: (n: RpcNotification) => ctx.onNotification?.(n, server) } : {}),
     ...(ctx.onRequest ? { onRequest: (r: RpcRequest) => ctx.onRequest?.(server, r) } : {}),
     maxBytes: ctx.maxBytes,
   }).then((r) => ({ answer: r.answer, server: server.name, upstreamBytes: r.bytes }));

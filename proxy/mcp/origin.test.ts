@@ -2,7 +2,7 @@ import { request } from 'node:http';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startGateway, type TestGateway } from '../../e2e/support/gateway.js';
 import { ApiKeys } from '../access/auth.js';
-import { originPolicy, originRefusal } from './origin.js';
+import { normalOrigin, originPolicy, originRefusal } from './origin.js';
 
 const KEY = 'sk-origin-test-000000000000000000000';
 
@@ -33,6 +33,22 @@ describe('originRefusal', () => {
     // A developer's browser tool beside the gateway: loopback origins pass, others do not.
     expect(originRefusal(laptop, 'http://localhost:6274', 'localhost:8080')).toBeUndefined();
     expect(originRefusal(laptop, 'http://evil.example.com', 'localhost:8080')).toMatch(/Origin not allowed/);
+  });
+
+  it('on a loopback bind other than 127.0.0.1, a client calling that address is served', () => {
+    const other = originPolicy('127.0.0.2', [], []);
+    expect(originRefusal(other, undefined, '127.0.0.2:8080')).toBeUndefined();
+    expect(originRefusal(other, undefined, 'evil.example.com')).toMatch(/Host header/);
+    expect(originRefusal(originPolicy('::1', [], []), undefined, '[::1]:8080')).toBeUndefined();
+  });
+
+  it('takes configured origins as browsers send them, and refuses an entry that could never match', () => {
+    expect(normalOrigin('https://Tools.Example.com/')).toBe('https://tools.example.com');
+    expect(normalOrigin('http://localhost:*')).toBe('http://localhost:*');
+    expect(normalOrigin('https://x.example.com:443')).toBe('https://x.example.com');
+    expect(normalOrigin('*')).toBe('*');
+    for (const bad of ['https://x.example.com/app', 'x.example.com', 'ftp://x.example.com', 'https://x?y=1'])
+      expect(normalOrigin(bad)).toBeInstanceOf(Error);
   });
 
   it('allows any origin only where told to with *', () => {

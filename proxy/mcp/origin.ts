@@ -30,8 +30,30 @@ export function originPolicy(bind: string, origins: readonly string[], hosts: re
     allowedOrigins: loopback
       ? [...origins, ...LOOPBACK_NAMES.flatMap((h) => [`http://${h}:*`, `https://${h}:*`])]
       : origins,
-    ...(loopback ? { allowedHosts: [...LOOPBACK_NAMES, ...hosts] } : {}),
+    // The bind itself too (127.0.0.2, ...): a client calling the address it was given.
+    ...(loopback ? { allowedHosts: [...LOOPBACK_NAMES, bind.includes(':') ? `[${bind}]` : bind, ...hosts] } : {}),
   };
+}
+
+/**
+ * An allowed origin as the Origin header carries it (`scheme://host[:port]`, lower case, no
+ * default port, no trailing slash), `*`, or why not: an entry with a path would otherwise
+ * silently allow nothing.
+ */
+export function normalOrigin(given: string): string | Error {
+  if (given === '*') return given;
+  const port = given.endsWith(':*');
+  try {
+    const url = new URL(port ? `${given.slice(0, -2)}:1` : given);
+    if (!/^https?:$/.test(url.protocol) || url.pathname !== '/' || url.search || url.hash || url.username)
+      throw new Error();
+    const origin = port ? `${url.protocol}//${url.hostname}:*` : url.origin;
+    return origin;
+  } catch {
+    return new Error(
+      `MCP allowed origin ${JSON.stringify(given.slice(0, 100))} is not scheme://host[:port] (the port may be *), nor *`,
+    );
+  }
 }
 
 /** `host[:port]` without its port (an IPv6 literal keeps its brackets). */

@@ -107,7 +107,9 @@ export async function exchange(x: Exchange): Promise<ExchangeResult> {
             void respond(x.target, x.session, {
               jsonrpc: '2.0',
               id: r.id,
-              error: { code: RPC.methodNotFound, message: `Method not found: ${r.method.slice(0, 100)}` },
+              ...(r.method === 'ping'
+                ? { result: {} }
+                : { error: { code: RPC.methodNotFound, message: `Method not found: ${r.method.slice(0, 100)}` } }),
             });
         }
       };
@@ -162,6 +164,20 @@ export async function notify(target: McpTarget, session: UpstreamSession, messag
       reconnectionDelayGrowFactor: 1,
     },
   });
+  // A server's request arriving on this short-lived exchange (roots/list after initialized):
+  // nobody is there to relay it to, so it is refused at once rather than left to time out.
+  transport.onmessage = (m) => {
+    const msg = m as JsonObject;
+    if (typeof msg.method !== 'string' || !('id' in msg)) return;
+    const r = msg as unknown as RpcRequest;
+    void respond(target, session, {
+      jsonrpc: '2.0',
+      id: r.id,
+      ...(r.method === 'ping'
+        ? { result: {} }
+        : { error: { code: RPC.gateway, message: 'the gateway relays requests of servers only during a call' } }),
+    });
+  };
   await transport.start();
   try {
     await transport.send(message as Parameters<StreamableHTTPClientTransport['send']>[0], {

@@ -47,4 +47,31 @@ describe('tag labels', () => {
     const values = (await m.rateLimited.get()).values;
     expect(values).toEqual([expect.objectContaining({ value: 1, labels: {} })]);
   });
+
+  it("counts what a scrape reads; an upstream's impossible usage adds nothing and never breaks a scrape", async () => {
+    const m = new ProxyMetrics(['team']);
+    const observe = (promptTokens: number, completionTokens: number, costUsd = 0.5) =>
+      m.observeRequest({
+        model: 'm',
+        provider: 'p',
+        tags: [],
+        status: 200,
+        code: '',
+        seconds: 0.01,
+        usage: { promptTokens, completionTokens },
+        costUsd,
+      });
+    observe(10, 5);
+    observe(-1, Number.POSITIVE_INFINITY, Number.NaN);
+    observe(Number.NaN, 3);
+    const tokens = async (direction: string) =>
+      (await m.tokens.get()).values.find((v) => v.labels.direction === direction)?.value;
+    expect(await tokens('prompt')).toBe(10);
+    expect(await tokens('completion')).toBe(8);
+    expect((await m.cost.get()).values[0]?.value).toBe(1);
+    expect((await m.requests.get()).values[0]?.value).toBe(3);
+    // Tallies are handed over once: a second scrape reads the same totals, not twice them.
+    expect(await tokens('prompt')).toBe(10);
+    expect(await m.registry.metrics()).toContain('pao_gateway_tokens_total');
+  });
 });

@@ -46,6 +46,8 @@ interface Children {
 
 type Tally = 'requests' | 'prompt' | 'completion' | 'cost';
 
+const countOf = (n: number): number => (Number.isFinite(n) && n > 0 ? n : 0);
+
 /** Requests in flight for one model and provider (the gauge reads n when scraped). */
 export interface InFlight {
   readonly model: string;
@@ -188,9 +190,11 @@ export class ProxyMetrics {
     const children = this.children;
     const handOver = (counter: Counter, tally: Tally, labels: (c: Children) => Record<string, string>) => {
       for (const c of children.values()) {
-        if (c[tally] === 0) continue;
-        counter.inc(labels(c), c[tally]);
+        const n = c[tally];
+        if (n === 0) continue;
+        // Taken before it is handed over: a value prom-client refuses is lost, never refused again at every scrape.
         c[tally] = 0;
+        if (Number.isFinite(n) && n > 0) counter.inc(labels(c), n);
       }
     };
     this.requests = new Counter({
@@ -299,11 +303,12 @@ export class ProxyMetrics {
     }
     if (o.status >= 400)
       this.errors.inc({ model: o.model, provider: o.provider, status: String(o.status), code: o.code });
+    // Figures an upstream reported: only counts (finite, not negative) add up.
     if (o.usage) {
-      c.prompt += o.usage.promptTokens;
-      c.completion += o.usage.completionTokens;
+      c.prompt += countOf(o.usage.promptTokens);
+      c.completion += countOf(o.usage.completionTokens);
     }
-    if (o.costUsd > 0) c.cost += o.costUsd;
+    c.cost += countOf(o.costUsd);
   }
 
   /**

@@ -368,6 +368,11 @@ describe('openai-responses -> openai-chat: requests', () => {
     expect(t.wantsUsage).toBe(true);
   });
 
+  it('a request without input (the spec allows it) becomes the instructions alone, for the upstream to judge', () => {
+    const t = begin({ model: MODEL, instructions: 'Be brief.' });
+    expect(t.body.messages).toEqual([{ role: 'system', content: 'Be brief.' }]);
+  });
+
   it('leaves the request it was given as it was', () => {
     const body = base({
       instructions: 'x',

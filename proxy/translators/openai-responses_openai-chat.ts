@@ -91,6 +91,8 @@ function messagesOf(body: Json): Json[] | ProxyError {
     messages.push({ role: 'user', content: input });
     return messages;
   }
+  // No input (the spec allows it: instructions alone): the upstream judges what is left.
+  if (!Array.isArray(input)) return messages;
   let pendingCalls: Json[] | undefined;
   const flush = () => {
     if (pendingCalls) messages.push({ role: 'assistant', content: null, tool_calls: pendingCalls });
