@@ -410,6 +410,20 @@ describe('Helm chart', () => {
     expect(switches(render('routing.builtInEmbedding=false'))).toEqual(['false', 'false']);
   });
 
+  it("gives the proxy MCP's allowed browser origins only when some are set (none by default)", () => {
+    type Env = Array<{ name: string; value?: string }>;
+    const origins = (objs: Obj[]) =>
+      (
+        find(objs, 'Deployment', 'platform-ai-optimizer-proxy') as Obj & {
+          spec: { template: { spec: { containers: Array<{ env: Env }> } } };
+        }
+      ).spec.template.spec.containers[0]?.env.find((e) => e.name === 'GATEWAY_MCP_ALLOWED_ORIGINS')?.value;
+    expect(origins(render())).toBeUndefined();
+    expect(origins(render('proxy.mcp.allowedOrigins={https://tools.example.com,http://localhost:*}'))).toBe(
+      'https://tools.example.com,http://localhost:*',
+    );
+  });
+
   it('takes the extension values users expect, on both components, and the API server accepts the result', () => {
     const dir = mkdtempSync(join(tmpdir(), 'chart-values-'));
     const file = join(dir, 'values.yaml');

