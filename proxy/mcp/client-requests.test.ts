@@ -1,13 +1,13 @@
 import { describe, expect, it } from 'vitest';
 import {
+  answerUnrelayed,
   cancelledForClient,
-  pong,
   relayedCapabilities,
   relayedId,
   unrelayable,
   unrelayedId,
 } from './client-requests.js';
-import { RPC } from './json-rpc.js';
+import { RPC, RpcError } from './json-rpc.js';
 
 describe('requests of servers to the client', () => {
   it("declares to servers only the client's sampling, elicitation and roots, bounded in size", () => {
@@ -47,6 +47,16 @@ describe('requests of servers to the client', () => {
     expect(cancelledForClient(cancel, 'github').params?.requestId).toBe(relayedId('github', 3));
     const progress = { jsonrpc: '2.0' as const, method: 'notifications/progress', params: { progressToken: 1 } };
     expect(cancelledForClient(progress, 'github')).toBe(progress);
-    expect(pong({ jsonrpc: '2.0', id: 9, method: 'ping' })).toEqual({ jsonrpc: '2.0', id: 9, result: {} });
+    const no = new RpcError(RPC.gateway, 'no');
+    expect(answerUnrelayed({ jsonrpc: '2.0', id: 9, method: 'ping' }, no)).toEqual({
+      jsonrpc: '2.0',
+      id: 9,
+      result: {},
+    });
+    expect(answerUnrelayed({ jsonrpc: '2.0', id: 9, method: 'roots/list' }, no)).toEqual({
+      jsonrpc: '2.0',
+      id: 9,
+      error: { code: RPC.gateway, message: 'no' },
+    });
   });
 });

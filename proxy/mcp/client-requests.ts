@@ -75,11 +75,12 @@ export function cancelledForClient(n: RpcNotification, server: string): RpcNotif
   return { ...n, params: { ...n.params, requestId: relayedId(server, id) } };
 }
 
-/** The answer to a server's ping: the gateway is there (no need to ask the client). */
-export const pong = (req: RpcRequest): RpcAnswer => ({ jsonrpc: '2.0', id: req.id, result: {} });
+/**
+ * The gateway's own answer to a server's request it does not relay: a ping is answered (the
+ * gateway is there, no need to ask the client), anything else refused with `err`.
+ */
+export const answerUnrelayed = (req: RpcRequest, err: RpcError): RpcAnswer =>
+  req.method === 'ping' ? { jsonrpc: '2.0', id: req.id, result: {} } : errorAnswer(req.id, err);
 
 /** The client's answer as its server hears it: under the server's own id. */
 export const answerForServer = (answer: RpcAnswer, id: string | number): RpcAnswer => ({ ...answer, id });
-
-/** The error a server gets for a request that cannot be relayed. */
-export const refusedForServer = (req: RpcRequest, err: RpcError): RpcAnswer => errorAnswer(req.id, err);

@@ -8,9 +8,8 @@ import { headerOf } from '../server/read-body.js';
 import { AnswerWriter, acceptsEventStream } from './answer-writer.js';
 import {
   answerForServer,
+  answerUnrelayed,
   cancelledForClient,
-  pong,
-  refusedForServer,
   relayedCapabilities,
   relayedId,
   unrelayable,
@@ -442,17 +441,13 @@ async function request(deps: McpGatewayDeps, s: RequestScope, req: RpcRequest): 
 
 /** A server's request during a call: to the client on the call's stream, or refused to the server at once. */
 function relayToClient(s: RequestScope, server: McpTarget, r: RpcRequest): void {
-  const up = s.session.upstream[server.name];
-  if (r.method === 'ping') {
-    if (up) void respond(server, up, pong(r));
-    return;
-  }
   const why = unrelayable(r.method, s.session.client, s.writer.canStream);
   if (!why) {
     s.writer.request({ ...r, id: relayedId(server.name, r.id) });
     return;
   }
-  if (up) void respond(server, up, refusedForServer(r, why));
+  const up = s.session.upstream[server.name];
+  if (up) void respond(server, up, answerUnrelayed(r, why));
 }
 
 /**

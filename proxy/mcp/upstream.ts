@@ -1,5 +1,6 @@
 import { SdkHttpError, StreamableHTTPClientTransport, UnauthorizedError } from '@modelcontextprotocol/client';
 import { McpCredentialError } from '../../crds/mcp/auth.js';
+import { answerUnrelayed } from './client-requests.js';
 import {
   isObject,
   type JsonObject,
@@ -72,19 +73,7 @@ export async function exchange(x: Exchange): Promise<ExchangeResult> {
   const callerGone = () => ctl.abort();
   x.signal?.addEventListener('abort', callerGone, { once: true });
   let settled = false;
-  const transport = new StreamableHTTPClientTransport(new URL(x.target.url), {
-    ...(x.target.auth ? { authProvider: x.target.auth } : {}),
-    ...(x.session?.id ? { sessionId: x.session.id } : {}),
-    ...(x.session ? { protocolVersion: x.session.version } : {}),
-    // A broken stream is the caller's error to hear at once, not one to retry behind its back.
-    reconnectionOptions: {
-      maxRetries: 0,
-      initialReconnectionDelay: 1000,
-      maxReconnectionDelay: 1000,
-      reconnectionDelayGrowFactor: 1,
-    },
-    fetch: boundedFetch(x.maxBytes, read),
-  });
+  const transport = transportTo(x.target, x.session, boundedFetch(x.maxBytes, read));
   // Not started: a started transport's close() aborts a controller of its own on every exchange,
   // and this one opens no stream of its own (only notify's initialized does).
   try {
@@ -104,13 +93,11 @@ export async function exchange(x: Exchange): Promise<ExchangeResult> {
           const r = msg as unknown as RpcRequest;
           if (x.onRequest) x.onRequest(r);
           else if (x.session)
-            void respond(x.target, x.session, {
-              jsonrpc: '2.0',
-              id: r.id,
-              ...(r.method === 'ping'
-                ? { result: {} }
-                : { error: { code: RPC.methodNotFound, message: `Method not found: ${r.method.slice(0, 100)}` } }),
-            });
+            void respond(
+              x.target,
+              x.session,
+              answerUnrelayed(r, new RpcError(RPC.methodNotFound, `Method not found: ${r.method.slice(0, 100)}`)),
+            );
         }
       };
       transport
@@ -151,38 +138,49 @@ export async function exchange(x: Exchange): Promise<ExchangeResult> {
   }
 }
 
-/** A notification to the server (initialized, cancelled); errors are the server's to keep. */
-export async function notify(target: McpTarget, session: UpstreamSession, message: RpcNotification): Promise<void> {
-  const transport = new StreamableHTTPClientTransport(new URL(target.url), {
+/**
+ * A transport to the server, on the gateway's session there (none for initialize). A broken
+ * stream is the caller's error to hear at once, not one to retry behind its back.
+ */
+function transportTo(target: McpTarget, session?: UpstreamSession, fetch?: typeof globalThis.fetch) {
+  return new StreamableHTTPClientTransport(new URL(target.url), {
     ...(target.auth ? { authProvider: target.auth } : {}),
-    ...(session.id ? { sessionId: session.id } : {}),
-    protocolVersion: session.version,
+    ...(session?.id ? { sessionId: session.id } : {}),
+    ...(session ? { protocolVersion: session.version } : {}),
     reconnectionOptions: {
       maxRetries: 0,
       initialReconnectionDelay: 1000,
       maxReconnectionDelay: 1000,
       reconnectionDelayGrowFactor: 1,
     },
+    ...(fetch ? { fetch } : {}),
   });
+}
+
+/** One message the server only has to take (a notification, an answer): sent within 10 s at most. */
+const sendBriefly = (
+  transport: StreamableHTTPClientTransport,
+  target: McpTarget,
+  message: RpcNotification | RpcAnswer,
+): Promise<void> =>
+  transport.send(message as Parameters<StreamableHTTPClientTransport['send']>[0], {
+    requestSignal: AbortSignal.timeout(Math.min(target.timeoutMs, 10_000)),
+  });
+
+/** A notification to the server (initialized, cancelled); errors are the server's to keep. */
+export async function notify(target: McpTarget, session: UpstreamSession, message: RpcNotification): Promise<void> {
+  const transport = transportTo(target, session);
   // A server's request arriving on this short-lived exchange (roots/list after initialized):
   // nobody is there to relay it to, so it is refused at once rather than left to time out.
   transport.onmessage = (m) => {
     const msg = m as JsonObject;
     if (typeof msg.method !== 'string' || !('id' in msg)) return;
-    const r = msg as unknown as RpcRequest;
-    void respond(target, session, {
-      jsonrpc: '2.0',
-      id: r.id,
-      ...(r.method === 'ping'
-        ? { result: {} }
-        : { error: { code: RPC.gateway, message: 'the gateway relays requests of servers only during a call' } }),
-    });
+    const refusal = new RpcError(RPC.gateway, 'the gateway relays requests of servers only during a call');
+    void respond(target, session, answerUnrelayed(msg as unknown as RpcRequest, refusal));
   };
   await transport.start();
   try {
-    await transport.send(message as Parameters<StreamableHTTPClientTransport['send']>[0], {
-      requestSignal: AbortSignal.timeout(Math.min(target.timeoutMs, 10_000)),
-    });
+    await sendBriefly(transport, target, message);
   } catch {
     // best effort
   } finally {
@@ -193,15 +191,8 @@ export async function notify(target: McpTarget, session: UpstreamSession, messag
 
 /** An answer to a request of the server's (a client's, relayed; or the gateway's refusal), best effort. */
 export async function respond(target: McpTarget, session: UpstreamSession, message: RpcAnswer): Promise<void> {
-  const transport = new StreamableHTTPClientTransport(new URL(target.url), {
-    ...(target.auth ? { authProvider: target.auth } : {}),
-    ...(session.id ? { sessionId: session.id } : {}),
-    protocolVersion: session.version,
-  });
   try {
-    await transport.send(message as Parameters<StreamableHTTPClientTransport['send']>[0], {
-      requestSignal: AbortSignal.timeout(Math.min(target.timeoutMs, 10_000)),
-    });
+    await sendBriefly(transportTo(target, session), target, message);
   } catch {
     // The server's call ends on its own timeout.
   }
@@ -210,12 +201,9 @@ export async function respond(target: McpTarget, session: UpstreamSession, messa
 /** Ends the gateway's session on the server (DELETE), best effort. */
 export async function terminate(target: McpTarget, session: UpstreamSession): Promise<void> {
   if (!session.id) return;
-  const transport = new StreamableHTTPClientTransport(new URL(target.url), {
-    ...(target.auth ? { authProvider: target.auth } : {}),
-    sessionId: session.id,
-    protocolVersion: session.version,
-  });
-  await transport.terminateSession().catch(() => {});
+  await transportTo(target, session)
+    .terminateSession()
+    .catch(() => {});
 }
 
 function notifyCancelled(x: Exchange): Promise<void> {
