@@ -192,9 +192,9 @@ export class ProxyMetrics {
       for (const c of children.values()) {
         const n = c[tally];
         if (n === 0) continue;
-        // Taken before it is handed over: a value prom-client refuses is lost, never refused again at every scrape.
+        // Taken before it is handed over: a value prom-client refused would be lost, never refused again at every scrape.
         c[tally] = 0;
-        if (Number.isFinite(n) && n > 0) counter.inc(labels(c), n);
+        counter.inc(labels(c), n);
       }
     };
     this.requests = new Counter({
