@@ -88,8 +88,8 @@ export interface DiscoveredModel {
   streaming: boolean;
   /** The model takes images (its input modalities include IMAGE). */
   images?: boolean;
-  /** Legacy: AWS is retiring the model. */
-  lifecycle: 'Active' | 'Legacy';
+  /** Legacy: AWS is retiring the model. Deprecated: its provider is, by the lifecycle table (crds/catalog/lifecycle.ts). */
+  lifecycle: 'Active' | 'Legacy' | 'Deprecated';
   /** The gateway's price table has a price for it. */
   priced: boolean;
   /** Hosted providers: the model speaks OpenAI's API or Anthropic's Messages natively. */

@@ -1,3 +1,4 @@
+import { deprecationHeaders, isDeprecated } from '../crds/catalog/lifecycle.js';
 import { ROUTED_MODEL_HEADER, ROUTING_REASON_HEADER } from '../crds/constants.js';
 import type { BudgetGuard } from './access/budgets.js';
 import { MAX_MODEL_CHARS } from './access/model-access.js';
@@ -53,7 +54,7 @@ export function account(deps: AccountDeps, outcome: Answered | Failed): Answer {
     return {
       kind: 'json',
       status: 200,
-      headers: { 'content-type': 'application/json', ...answerHeaders(outcome), ...result.headers },
+      headers: { 'content-type': 'application/json', ...answerHeaders(deps, outcome), ...result.headers },
       body: answerBody(outcome, result),
     };
   }
@@ -70,7 +71,7 @@ export function account(deps: AccountDeps, outcome: Answered | Failed): Answer {
       'content-type': 'text/event-stream; charset=utf-8',
       'cache-control': 'no-cache',
       connection: 'keep-alive',
-      ...answerHeaders(outcome),
+      ...answerHeaders(deps, outcome),
     },
     body: result.body,
   };
@@ -106,14 +107,21 @@ function streamEnding(o: StreamOutcome): Ending {
   };
 }
 
-/** The request id, the key's rate state, which model served where a fallback did, and what routing chose. */
-function answerHeaders(answered: Answered): Record<string, string> {
+/**
+ * The request id, the key's rate state, which model served where a fallback did, what routing
+ * chose, and Deprecation and Sunset where the model that served is deprecated.
+ */
+function answerHeaders(deps: AccountDeps, answered: Answered): Record<string, string> {
   const routed = answered.routing ? routingHeaders(answered.routing, answered.served.model, answered.escalations) : {};
   const cascaded = answered.escalations?.length ? answered.served.model : undefined;
+  const going = deprecationHeaders(lifecycleOf(deps, answered.served), Date.now());
   return answered.served === answered.route || answered.served.model === cascaded
-    ? { ...answered.headers, ...routed }
-    : { ...answered.headers, 'x-gateway-fallback': answered.served.model, ...routed };
+    ? { ...answered.headers, ...routed, ...going }
+    : { ...answered.headers, 'x-gateway-fallback': answered.served.model, ...routed, ...going };
 }
+
+/** When the route's provider deprecates and retires its model, where it publishes it. */
+const lifecycleOf = (deps: AccountDeps, route: RouteEntry) => backendOf(deps.backends, route).lifecycle?.(route);
 
 /** X-Routed-Model and X-Routing-Reason: `<reason>; <details>`, the cascade's steps named. */
 function routingHeaders(
@@ -160,6 +168,7 @@ function settle(
   const tokens = (end.usage?.promptTokens ?? 0) + (end.usage?.completionTokens ?? 0);
   if (at.tokens) deps.limiter.debit(at.tokens.bucket, at.tokens.rate, tokens);
   const now = Date.now();
+  const deprecated = served !== undefined && isDeprecated(lifecycleOf(deps, served), now);
   // The record's own time: the budgets match the two when the recorder writes it.
   deps.budgets?.add(at.caller.policy, known.tags, cost.costUsd, now);
   deps.usage.record(
@@ -173,6 +182,7 @@ function settle(
       ...(end.errorType ? { errorType: end.errorType } : {}),
       ...(end.usage?.counted ? { tokensCounted: true } : {}),
       ...(cost.unpriced ? { unpriced: true } : {}),
+      ...(deprecated ? { deprecated: true } : {}),
       ...routed,
     },
     end.whole,

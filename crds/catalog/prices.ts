@@ -2,6 +2,7 @@ import { readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import yaml from 'js-yaml';
 import { isRecord } from '../is-record.js';
+import { lookupIds, type ModelLifecycle, parseLifecycle } from './lifecycle.js';
 
 /**
  * Bedrock's prices per model id, shared by the proxy (what a request cost) and the operator
@@ -29,6 +30,8 @@ export interface BedrockPriceTable {
   regions?: Record<string, Record<string, TokenPrice>>;
   /** Hosted providers' prices by spec.provider, then model id (OpenAI's, Anthropic's, Vertex's ids). */
   providers?: Record<string, Record<string, TokenPrice>>;
+  /** When hosted models are deprecated and retire, by spec.provider, then model id (crds/catalog/lifecycle.ts). */
+  lifecycle?: Record<string, Record<string, ModelLifecycle>>;
 }
 
 class PriceTableError extends Error {}
@@ -79,6 +82,7 @@ export function parseBedrockPrices(text: string): BedrockPriceTable {
     global: priceEntries(t.global, 'global'),
     regions,
     providers,
+    lifecycle: parseLifecycle(t.lifecycle),
   };
 }
 
@@ -88,11 +92,14 @@ export function mergePrices(base: BedrockPriceTable, over: BedrockPriceTable): B
   for (const [r, models] of Object.entries(over.regions ?? {})) regions[r] = { ...regions[r], ...models };
   const providers: Record<string, Record<string, TokenPrice>> = { ...base.providers };
   for (const [p, models] of Object.entries(over.providers ?? {})) providers[p] = { ...providers[p], ...models };
+  const lifecycle: Record<string, Record<string, ModelLifecycle>> = { ...base.lifecycle };
+  for (const [p, models] of Object.entries(over.lifecycle ?? {})) lifecycle[p] = { ...lifecycle[p], ...models };
   return {
     models: { ...base.models, ...over.models },
     global: { ...base.global, ...over.global },
     regions,
     providers,
+    lifecycle,
   };
 }
 
@@ -105,8 +112,11 @@ export function mergePrices(base: BedrockPriceTable, over: BedrockPriceTable): B
 export function hostedPrice(table: BedrockPriceTable, provider: string, model: string): TokenPrice | undefined {
   const prices = table.providers?.[provider === 'azure-openai' ? 'openai' : provider];
   if (!prices) return undefined;
-  const bare = model.replace(/@.*$/, '');
-  return prices[model] ?? prices[bare] ?? prices[bare.replace(/-(\d{4}-\d{2}-\d{2}|\d{8}|latest)$/, '')];
+  for (const id of lookupIds(model)) {
+    const hit = prices[id];
+    if (hit) return hit;
+  }
+  return undefined;
 }
 
 /** Prefixes of system-defined inference profiles: geographic ones, and global routing. */

@@ -47,8 +47,8 @@ export interface ProviderTarget {
   streaming?: boolean;
   /** Bedrock: false where discovery found the model takes no images; unknown (standalone): Bedrock decides. */
   images?: boolean;
-  /** Bedrock's lifecycle of the model, where discovery ran: Legacy means AWS is retiring it. */
-  lifecycle?: 'Active' | 'Legacy';
+  /** The model's lifecycle in status.models, where discovery ran: Legacy means AWS is retiring it. */
+  lifecycle?: 'Active' | 'Legacy' | 'Deprecated';
   guardrail?: ProviderGuardrail;
 }
 
@@ -230,6 +230,9 @@ export interface ProviderModelFacts {
   /** Deprecated: the provider is retiring the model (Bedrock's Legacy). */
   status: 'active' | 'deprecated';
   replacement?: string;
+  /** When the provider deprecated it and when it retires (YYYY-MM-DD), where the lifecycle table has them. */
+  deprecatedAt?: string;
+  retiresAt?: string;
 }
 
 export interface ProviderModule {

@@ -179,16 +179,47 @@ describe('discovery of each provider into status', () => {
         type: 'Text',
         family: 'anthropic',
         streaming: true,
-        lifecycle: 'Active',
+        // Anthropic deprecated it (crds/catalog/prices.yaml lifecycle): it retires on 2026-11-30.
+        lifecycle: 'Deprecated',
         priced: true,
       },
     ]);
+    // Within 30 days of its retirement (or past it): the condition names the replacement Anthropic gives.
+    expect(condition('hd-anthropic', 'ModelsRetiring', 'status')).toBe('True');
+    expect(condition('hd-anthropic', 'ModelsRetiring', 'message')).toMatch(
+      /claude-sonnet-4-5 \(spec\.models\) retire[sd] on 2026-11-30.*: move to claude-sonnet-5-5/,
+    );
     await eventually('routed', 15_000, () =>
       app.routes.lookup('claude-sonnet-4-5')?.kind === 'external' ? true : undefined,
     );
-    // Chat completions to Claude: translated to Messages at Anthropic.
-    const r = await client().chat.completions.create({ model: 'claude-sonnet-4-5', messages: ask });
-    expect(r.choices[0]?.message.content).toBe('tok0 tok1 tok2 tok3');
+    // Chat completions to Claude: translated to Messages at Anthropic. Still served, said to be deprecated.
+    const raw = await client().chat.completions.create({ model: 'claude-sonnet-4-5', messages: ask }).withResponse();
+    expect(raw.data.choices[0]?.message.content).toBe('tok0 tok1 tok2 tok3');
+    expect(raw.response.headers.get('deprecation')).toMatch(/^@\d+$/);
+    expect(raw.response.headers.get('sunset')).toBe('Mon, 30 Nov 2026 00:00:00 GMT');
+  });
+
+  it('an ApiKey whose allow-list names a retiring model says so, and the replacement', async () => {
+    apply({
+      apiVersion: 'ai.platform/v1beta1',
+      kind: 'ApiKey',
+      metadata: { name: 'hd-sonnet-users', namespace: NS },
+      spec: { team: 'ml', role: 'User', models: ['claude-sonnet-4-5', 'gpt-4o'] },
+    });
+    const retiring = () =>
+      kubectlOk([
+        'get',
+        'apikeys',
+        'hd-sonnet-users',
+        '-n',
+        NS,
+        '-o',
+        'jsonpath={.status.conditions[?(@.type=="ModelsRetiring")].message}',
+      ]);
+    const message = await eventually('ModelsRetiring on the ApiKey', 30_000, () => retiring() || undefined);
+    expect(message).toMatch(/claude-sonnet-4-5 \(spec\.models\) retire[sd] on 2026-11-30.*: move to claude-sonnet-5-5/);
+    expect(message).not.toContain('gpt-4o');
+    kubectl(['delete', 'apikeys', 'hd-sonnet-users', '-n', NS, '--ignore-not-found']);
   });
 
   it('Azure OpenAI by key and by workload identity (Entra ID); a deployment of a model the resource lacks is flagged', async () => {

@@ -74,7 +74,7 @@ describe('RoutingPolicy with the operator on the real control plane', () => {
     kubectlOk(['apply', '-f', 'crds/examples/routingpolicy.yaml']);
     await eventually('ModelsMissing naming the hosted models', 60_000, () => {
       const message = field('default', '{.status.conditions[?(@.type=="Ready")].message}');
-      return ready('default') === 'False/ModelsMissing' && /gpt-4o-mini, claude-sonnet-4-5/.test(message)
+      return ready('default') === 'False/ModelsMissing' && /gpt-4o-mini, claude-sonnet-5-5/.test(message)
         ? message
         : undefined;
     });
@@ -88,7 +88,7 @@ describe('RoutingPolicy with the operator on the real control plane', () => {
         spec: { model: 'llama3.2:3b', serviceName: LLAMA },
       },
       provider(OPENAI, 'openai', ['gpt-4o-mini']),
-      provider(ANTHROPIC, 'anthropic', ['claude-sonnet-4-5']),
+      provider(ANTHROPIC, 'anthropic', ['claude-sonnet-5-5']),
     );
     await untilReady('default', 'True/Resolved');
     expect(condition('default', 'Scorer')).toBe('True/BuiltInEmbedding');
@@ -96,11 +96,11 @@ describe('RoutingPolicy with the operator on the real control plane', () => {
     expect(models.map((m) => [m.name, m.tier, m.problem])).toEqual([
       ['llama3.2:3b', 'Light', undefined],
       ['gpt-4o-mini', 'Standard', undefined],
-      ['claude-sonnet-4-5', 'Frontier', undefined],
+      ['claude-sonnet-5-5', 'Frontier', undefined],
     ]);
     expect(models.slice(1).map((m) => [m.inputPerMillion, m.outputPerMillion])).toEqual([
       [0.15, 0.6],
-      [3, 15],
+      [2, 10],
     ]);
     expect(models[0]?.inputPerMillion).toBeGreaterThan(0);
     // The Event follows the status write.

@@ -99,9 +99,9 @@ export interface HostedDoubleOptions {
 
 const DEFAULT_MODELS: Record<HostedKind, string[]> = {
   openai: ['gpt-4o', 'gpt-4o-mini', 'text-embedding-3-small'],
-  anthropic: ['claude-sonnet-4-5-20250929', 'claude-haiku-4-5-20251001'],
+  anthropic: ['claude-sonnet-5-5', 'claude-sonnet-4-5-20250929', 'claude-haiku-4-5-20251001'],
   azure: ['gpt-4o', 'gpt-4o-mini', 'text-embedding-3-small'],
-  vertex: ['gemini-2.5-flash', 'claude-sonnet-4-5'],
+  vertex: ['gemini-2.5-flash', 'claude-sonnet-4-5', 'claude-haiku-4-5'],
   compatible: ['meta-llama/Llama-3.1-8B-Instruct'],
 };
 

@@ -36,6 +36,7 @@ export function rec(o: Partial<StoredUsage> & { at: number; tags?: Tag[] }): Sto
     ...(o.escalations !== undefined ? { escalations: o.escalations } : {}),
     ...(o.counterfactualCostUsd !== undefined ? { counterfactualCostUsd: o.counterfactualCostUsd } : {}),
     ...(o.delivered === false ? { delivered: false, errorType: o.errorType ?? 'gateway_restarted' } : {}),
+    ...(o.deprecated ? { deprecated: true } : {}),
   };
 }
 
@@ -206,6 +207,7 @@ export function usageStoreContract(KINDS: Array<[string, () => Promise<Opened>]>
       expect(r.totals).toEqual({
         requests: 4,
         undeliveredRequests: 0,
+        deprecatedRequests: 0,
         inputTokens: 1117,
         outputTokens: 1058,
         costUsd: 0.86,
@@ -220,6 +222,7 @@ export function usageStoreContract(KINDS: Array<[string, () => Promise<Opened>]>
         group: 'llama3.1:8b',
         requests: 2,
         undeliveredRequests: 0,
+        deprecatedRequests: 0,
         inputTokens: 110,
         outputTokens: 55,
         costUsd: 0.55,
@@ -928,6 +931,38 @@ function routingContract(KINDS: Array<[string, () => Promise<Opened>]>): void {
     });
   });
 
+  describe.each(KINDS)('UsageStore on %s with requests a deprecated model served', (_kind, open) => {
+    it('counts them by model and in the totals, from the rollups and from the raw records alike', async () => {
+      const { store } = await open();
+      const old = 'claude-sonnet-4-5';
+      await store.insert([
+        rec({
+          at: T0,
+          model: old,
+          provider: 'anthropic',
+          tags: [tag('team', 'ml'), tag('project', 'a')],
+          deprecated: true,
+        }),
+        rec({ at: T0, model: old, provider: 'anthropic', tags: [tag('team', 'ml')], deprecated: true, status: 429 }),
+        rec({
+          at: T0,
+          model: 'claude-sonnet-5-5',
+          provider: 'anthropic',
+          tags: [tag('team', 'ml'), tag('project', 'a')],
+        }),
+      ]);
+      const byModel = await store.usage(day);
+      expect(byModel.totals).toMatchObject({ requests: 3, deprecatedRequests: 2 });
+      expect(byModel.groups.find((g) => g.group === old)).toMatchObject({ requests: 2, deprecatedRequests: 2 });
+      expect(byModel.groups.find((g) => g.group === 'claude-sonnet-5-5')).toMatchObject({ deprecatedRequests: 0 });
+      expect((await store.analytics(day)).totals).toMatchObject({ deprecatedRequests: 2 });
+      // Two tags filter: answered from the raw records.
+      const raw = await store.usage({ ...day, tags: [tag('team', 'ml'), tag('project', 'a')] });
+      expect(raw.totals).toMatchObject({ requests: 2, deprecatedRequests: 1 });
+      await store.close();
+    });
+  });
+
   describe.each(KINDS)('UsageStore on %s with routed requests', (_kind, open) => {
     it('reports routing savings, routed requests and escalation rate beside free-credit savings, exactly, by any dimension', async () => {
       const { store } = await open();
@@ -936,6 +971,7 @@ function routingContract(KINDS: Array<[string, () => Promise<Opened>]>): void {
       expect(byModel.totals).toEqual({
         requests: 3,
         undeliveredRequests: 0,
+        deprecatedRequests: 0,
         inputTokens: 30,
         outputTokens: 60,
         costUsd: 0.9,

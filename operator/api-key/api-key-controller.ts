@@ -1,5 +1,6 @@
 import { createHash, randomBytes } from 'node:crypto';
 import type { ApiKey } from '../../crds/api-key.js';
+import { type BedrockPriceTable, loadBedrockPrices } from '../../crds/catalog/prices.js';
 import {
   AGENT_NAMESPACE,
   API_GROUP,
@@ -8,13 +9,22 @@ import {
   apiKeySecretName,
   MANAGED_BY_LABEL,
   MANAGED_BY_VALUE,
+  PRICES_CONFIGMAP,
 } from '../../crds/constants.js';
-import type { Informer } from '../../crds/kube/informer.js';
+import type { ExternalProvider } from '../../crds/external-provider.js';
+import type { Informer, InformerEvent } from '../../crds/kube/informer.js';
 import type { KubeClient } from '../../crds/kube/kube-client.js';
+import {
+  MODELS_RETIRING,
+  retiringCondition,
+  retiringEvent,
+  withRetiringCondition,
+} from '../lifecycle/models-retiring.js';
 import { platformCollection } from '../runtime/collection.js';
 import { findCondition } from '../runtime/conditions.js';
-import type { ControllerDeclaration } from '../runtime/controller-declaration.js';
+import { type ControllerDeclaration, everyKeyOf, watch } from '../runtime/controller-declaration.js';
 import type { EventRecorder } from '../runtime/events.js';
+import { priceTableIn } from '../runtime/price-table.js';
 import { writeStatusIfChanged } from '../runtime/status-write.js';
 import type { ReconcileResult } from '../runtime/work-queue.js';
 import { apiKeyPlan } from './api-key-status.js';
@@ -40,12 +50,31 @@ interface ApiKeyControllerOptions {
 }
 
 class ApiKeyController {
+  private readonly shippedPrices: BedrockPriceTable = loadBedrockPrices();
+
   constructor(
     private readonly client: KubeClient,
     private readonly keys: Informer<ApiKey>,
+    private readonly providers: Informer<ExternalProvider>,
     private readonly events: EventRecorder,
     private readonly opts: ApiKeyControllerOptions,
   ) {}
+
+  /**
+   * ModelsRetiring for the key's allow-list (spec.models): its names resolved among the providers'
+   * models and aliases; a ModelDeployment's model never retires on a provider's schedule.
+   */
+  private async retiring(ak: ApiKey, now: Date) {
+    const allowed = ak.spec.models ?? [];
+    if (allowed.length === 0) return undefined;
+    const world = {
+      deployments: [],
+      providers: this.providers.list(),
+      prices: await priceTableIn(this.client, this.shippedPrices),
+    };
+    const namings = allowed.map((name) => ({ name, field: 'spec.models' }));
+    return retiringCondition(namings, world, now, ak.metadata.generation ?? 0);
+  }
 
   private async issue(ak: ApiKey): Promise<string> {
     const name = apiKeySecretName(ak.metadata.name ?? '');
@@ -81,6 +110,8 @@ class ApiKeyController {
     const now = this.opts.now();
     const plan = apiKeyPlan(ak, now);
     const status = plan.status;
+    const conditions = withRetiringCondition(status.conditions, await this.retiring(ak, now), now);
+    if (conditions) status.conditions = conditions;
     if (plan.issue) {
       const issued = await this.issue(ak);
       status.digest = keyDigest(issued);
@@ -95,6 +126,8 @@ class ApiKeyController {
         `a new key ${status.keyHint} is in the Secret apikey-${ak.metadata.name}${ak.status?.digest ? '; the previous key no longer works' : ''}`,
       );
     }
+    const retiring = retiringEvent(ak.status?.conditions, findCondition(status.conditions, MODELS_RETIRING));
+    if (retiring) await this.events.record(ak, 'Warning', retiring.reason, retiring.message);
     for (const type of ['Expired', 'BudgetExhausted'] as const) {
       const next = findCondition(status.conditions, type);
       const before = findCondition(ak.status?.conditions, type);
@@ -107,12 +140,18 @@ class ApiKeyController {
 }
 
 const API_KEYS = platformCollection<ApiKey>('apikeys', AGENT_NAMESPACE);
+/** The same collection the ExternalProvider controller reconciles, so its informer is shared. */
+const EXTERNAL_PROVIDERS = platformCollection<ExternalProvider>('externalproviders', AGENT_NAMESPACE);
+
+/** A provider's models may have changed: the keys' allow-lists are read against them again. */
+const modelsMayChange = (event: InformerEvent, ep: ExternalProvider, old?: ExternalProvider) =>
+  event !== 'resync' && (event !== 'update' || !old || JSON.stringify(old.spec) !== JSON.stringify(ep.spec));
 
 /** The ApiKey controller: each ApiKey is its own key; the Secrets it issues are written, never read. */
 export const apiKeyController: ControllerDeclaration = {
   name: 'apikey',
   for: API_KEYS,
-  watches: [],
+  watches: [watch(EXTERNAL_PROVIDERS, everyKeyOf(API_KEYS, modelsMayChange))],
   rbac: [
     {
       scope: AGENT_NAMESPACE,
@@ -131,6 +170,14 @@ export const apiKeyController: ControllerDeclaration = {
     {
       scope: AGENT_NAMESPACE,
       apiGroups: [''],
+      resources: ['configmaps'],
+      verbs: ['get'],
+      resourceNames: [PRICES_CONFIGMAP],
+      reason: 'the lifecycle dates beside the price overrides (which allowed models retire soon)',
+    },
+    {
+      scope: AGENT_NAMESPACE,
+      apiGroups: [''],
       resources: ['events'],
       verbs: ['create', 'patch'],
       reason: 'Events on ApiKeys',
@@ -138,7 +185,13 @@ export const apiKeyController: ControllerDeclaration = {
   ],
   failure: 'key reconcile failed',
   async start(ctx) {
-    const controller = new ApiKeyController(ctx.client, ctx.caches.of(API_KEYS), ctx.events, { now: ctx.now });
+    const controller = new ApiKeyController(
+      ctx.client,
+      ctx.caches.of(API_KEYS),
+      ctx.caches.of(EXTERNAL_PROVIDERS),
+      ctx.events,
+      { now: ctx.now },
+    );
     return { reconcile: (key) => controller.reconcile(key) };
   },
 };

@@ -1,10 +1,5 @@
-import {
-  type BedrockPriceTable,
-  loadBedrockPrices,
-  mergePrices,
-  parseBedrockPrices,
-} from '../../crds/catalog/prices.js';
-import { AGENT_NAMESPACE, API_GROUP, PRICES_CONFIGMAP, PRICES_KEY } from '../../crds/constants.js';
+import { type BedrockPriceTable, loadBedrockPrices } from '../../crds/catalog/prices.js';
+import { AGENT_NAMESPACE, API_GROUP, PRICES_CONFIGMAP } from '../../crds/constants.js';
 import type { ExternalProvider, ExternalProviderStatus } from '../../crds/external-provider.js';
 import { type Informer, keyOf } from '../../crds/kube/informer.js';
 import type { KubeClient } from '../../crds/kube/kube-client.js';
@@ -15,9 +10,11 @@ import type { CredentialProvider } from '../../crds/providers/aws-credentials.js
 import { ProviderCredentials } from '../../crds/providers/credentials.js';
 import type { FetchJson } from '../../crds/providers/provider.js';
 import { aliasCondition, aliasConflictEvent, withAliasCondition } from '../aliases/alias-condition.js';
+import { type Naming, retiringCondition, retiringEvent, withRetiringCondition } from '../lifecycle/models-retiring.js';
 import { platformCollection } from '../runtime/collection.js';
 import { type ControllerDeclaration, everyKeyOf, watch } from '../runtime/controller-declaration.js';
 import type { EventRecorder } from '../runtime/events.js';
+import { priceTableIn } from '../runtime/price-table.js';
 import { writeStatusIfChanged } from '../runtime/status-write.js';
 import type { ReconcileResult } from '../runtime/work-queue.js';
 import { discover, isTransient, providerStatus } from './provider-status.js';
@@ -80,27 +77,29 @@ class ExternalProviderController {
     return `${this.secrets.access(name) ?? 'untracked'}/${this.secrets.get(name)?.metadata?.resourceVersion ?? ''}`;
   }
 
-  /** The shipped price table with the prices ConfigMap over it; the shipped one alone when that cannot be read. */
-  private async prices(): Promise<BedrockPriceTable> {
-    try {
-      const cm = await this.client.get<{ data?: Record<string, string> }>(
-        `/api/v1/namespaces/${AGENT_NAMESPACE}/configmaps/${PRICES_CONFIGMAP}`,
-      );
-      const text = cm?.data?.[PRICES_KEY];
-      return text ? mergePrices(this.basePrices, parseBedrockPrices(text)) : this.basePrices;
-    } catch {
-      return this.basePrices;
-    }
+  /** The shipped price table with the prices ConfigMap over it, as the proxies price with. */
+  private prices(): Promise<BedrockPriceTable> {
+    return priceTableIn(this.client, this.basePrices);
   }
 
-  /** Writes `status` with the provider's AliasesAccepted condition, and the Event when its aliases start to clash. */
+  /**
+   * Writes `status` with the provider's AliasesAccepted and ModelsRetiring conditions, and the
+   * Events when its aliases start to clash or it starts to name a retiring model.
+   */
   private async writeStatus(ep: ExternalProvider, status: ExternalProviderStatus): Promise<ExternalProviderStatus> {
-    const aliases = aliasCondition(ep, resolveNames(this.opts.deployments?.() ?? [], this.providers.list()));
-    const conditions = withAliasCondition(status.conditions, aliases, this.opts.now());
+    const now = this.opts.now();
+    const deployments = this.opts.deployments?.() ?? [];
+    const providers = this.providers.list();
+    const aliases = aliasCondition(ep, resolveNames(deployments, providers));
+    const world = { deployments, providers, prices: await this.prices() };
+    const retiring = retiringCondition(namings(ep), world, now, ep.metadata.generation ?? 0);
+    const conditions = withRetiringCondition(withAliasCondition(status.conditions, aliases, now), retiring, now);
     const next = conditions ? { ...status, conditions } : status;
     await writeStatusIfChanged(this.client, 'externalproviders', ep, next);
     const clash = aliasConflictEvent(ep.status?.conditions, aliases);
     if (clash) await this.events.record(ep, 'Warning', clash.reason, clash.message);
+    const going = retiringEvent(ep.status?.conditions, retiring);
+    if (going) await this.events.record(ep, 'Warning', going.reason, going.message);
     return next;
   }
 
@@ -144,6 +143,13 @@ class ExternalProviderController {
     return { requeueAfterMs: retryMs ?? this.opts.rediscoveryMs };
   }
 }
+
+/** The models a provider names: those it selects, its aliases and its fallbacks. */
+const namings = (ep: ExternalProvider): Naming[] => [
+  ...ep.spec.models.map((name) => ({ name, field: 'spec.models' })),
+  ...(ep.spec.aliases ?? []).map((a) => ({ name: a.name, field: 'spec.aliases' })),
+  ...(ep.spec.fallback ?? []).map((name) => ({ name, field: 'spec.fallback' })),
+];
 
 const EXTERNAL_PROVIDERS = platformCollection<ExternalProvider>('externalproviders', AGENT_NAMESPACE);
 const MODEL_DEPLOYMENTS = platformCollection<ModelDeployment>('modeldeployments');

@@ -1,3 +1,4 @@
+import { isDeprecated, lifecycleOf } from '../../crds/catalog/lifecycle.js';
 import type { BedrockPriceTable } from '../../crds/catalog/prices.js';
 import type {
   DiscoveredModel,
@@ -152,7 +153,7 @@ function matchOf(module: ProviderModule, selected: string, listed: readonly List
 }
 
 /** What a successful discovery makes of the selected models: available, missing, priced, legacy. */
-function found(ep: ExternalProvider, discovery: Discovery, prices: BedrockPriceTable) {
+function found(ep: ExternalProvider, discovery: Discovery, prices: BedrockPriceTable, now: Date) {
   const module = PROVIDERS[ep.spec.provider];
   const matched = new Map<string, ListedModel>();
   for (const id of ep.spec.models) {
@@ -164,13 +165,18 @@ function found(ep: ExternalProvider, discovery: Discovery, prices: BedrockPriceT
   const available = [...new Set([...matched.keys(), ...discovery.models.map((m) => m.id).sort()])]
     .slice(0, 1000)
     .sort();
-  const models = [...matched].map(
-    ([id, m]): DiscoveredModel => ({
+  const models = [...matched].map(([id, m]): DiscoveredModel => {
+    const base = module.baseModel(ep.spec, id, m);
+    // What discovery says (Bedrock's Legacy) first; else what the provider published, from the lifecycle table.
+    const deprecated =
+      m.lifecycle === 'Active' && isDeprecated(lifecycleOf(prices, ep.spec.provider, base), now.getTime());
+    return {
       ...m,
       id,
-      priced: module.price(prices, ep.spec, id, module.baseModel(ep.spec, id, m)) !== undefined,
-    }),
-  );
+      ...(deprecated ? { lifecycle: 'Deprecated' as const } : {}),
+      priced: module.price(prices, ep.spec, id, base) !== undefined,
+    };
+  });
   const missing = ep.spec.models.filter((id) => !matched.has(id));
   const legacy = models.filter((m) => m.lifecycle === 'Legacy').map((m) => m.id);
   return { available, models, missing, legacy };
@@ -244,7 +250,7 @@ export function providerStatus(
     phase = 'Failed';
   } else {
     set('CredentialsValid', 'True', 'Authenticated', words.accepted);
-    const f = found(ep, outcome.discovery, prices);
+    const f = found(ep, outcome.discovery, prices, now);
     available = f.available;
     models = f.models;
     phase = availability(ep, set, outcome.discovery, f);

@@ -1,26 +1,18 @@
 import { isDeepStrictEqual } from 'node:util';
 import { loadCatalog } from '../../crds/catalog/catalog.js';
-import {
-  type BedrockPriceTable,
-  loadBedrockPrices,
-  mergePrices,
-  parseBedrockPrices,
-} from '../../crds/catalog/prices.js';
-import {
-  AGENT_NAMESPACE,
-  API_GROUP,
-  PRICES_CONFIGMAP,
-  PRICES_KEY,
-  ROUTING_EXAMPLES_LABEL,
-} from '../../crds/constants.js';
+import { type BedrockPriceTable, loadBedrockPrices } from '../../crds/catalog/prices.js';
+import { AGENT_NAMESPACE, API_GROUP, PRICES_CONFIGMAP, ROUTING_EXAMPLES_LABEL } from '../../crds/constants.js';
 import type { ExternalProvider } from '../../crds/external-provider.js';
 import { type Informer, type InformerEvent, keyOf } from '../../crds/kube/informer.js';
 import type { KubeClient } from '../../crds/kube/kube-client.js';
 import type { ModelDeployment } from '../../crds/model-deployment.js';
 import type { RoutingPolicy } from '../../crds/routing-policy.js';
+import { MODELS_RETIRING, retiringEvent } from '../lifecycle/models-retiring.js';
 import { collection, platformCollection } from '../runtime/collection.js';
+import { findCondition } from '../runtime/conditions.js';
 import { type ControllerDeclaration, everyKeyOf, watch } from '../runtime/controller-declaration.js';
 import type { EventRecorder } from '../runtime/events.js';
+import { priceTableIn } from '../runtime/price-table.js';
 import type { Caches } from '../runtime/shared-informers.js';
 import { writeStatusIfChanged } from '../runtime/status-write.js';
 import type { ReconcileResult } from '../runtime/work-queue.js';
@@ -58,17 +50,9 @@ class RoutingPolicyController {
     private readonly builtInEmbedding = true,
   ) {}
 
-  /** The shipped price table with the prices ConfigMap over it, as the proxy prices with; the shipped one when that cannot be read. */
-  private async prices(): Promise<BedrockPriceTable> {
-    try {
-      const cm = await this.client.get<ConfigMap>(
-        `/api/v1/namespaces/${AGENT_NAMESPACE}/configmaps/${PRICES_CONFIGMAP}`,
-      );
-      const text = cm?.data?.[PRICES_KEY];
-      return text ? mergePrices(this.basePrices, parseBedrockPrices(text)) : this.basePrices;
-    } catch {
-      return this.basePrices;
-    }
+  /** The shipped price table with the prices ConfigMap over it, as the proxies price with. */
+  private prices(): Promise<BedrockPriceTable> {
+    return priceTableIn(this.client, this.basePrices);
   }
 
   async reconcile(key: string): Promise<ReconcileResult> {
@@ -96,6 +80,8 @@ class RoutingPolicyController {
     if (ready && (before?.status !== ready.status || before.reason !== ready.reason)) {
       await this.events.record(policy, ready.status === 'True' ? 'Normal' : 'Warning', ready.reason, ready.message);
     }
+    const retiring = retiringEvent(policy.status?.conditions, findCondition(status.conditions, MODELS_RETIRING));
+    if (retiring) await this.events.record(policy, 'Warning', retiring.reason, retiring.message);
     return undefined;
   }
 }

@@ -56,8 +56,8 @@ const provider = (
 const openai = provider('openai', { provider: 'openai', models: ['gpt-4o-mini'] });
 const anthropic = provider('anthropic', {
   provider: 'anthropic',
-  models: ['claude-sonnet-4-5'],
-  aliases: [{ name: 'claude-sonnet', model: 'claude-sonnet-4-5' }],
+  models: ['claude-sonnet-5-5'],
+  aliases: [{ name: 'claude-sonnet', model: 'claude-sonnet-5-5' }],
 });
 
 const world = (over: Partial<ServingWorld> = {}): ServingWorld => ({
@@ -86,7 +86,7 @@ describe('routingPolicyStatus', () => {
         contextWindow: llama.serving.contextLength,
       },
       { name: 'gpt-4o-mini', tier: 'Standard', inputPerMillion: 0.15, outputPerMillion: 0.6 },
-      { name: 'claude-sonnet', tier: 'Frontier', inputPerMillion: 3, outputPerMillion: 15 },
+      { name: 'claude-sonnet', tier: 'Frontier', inputPerMillion: 2, outputPerMillion: 10 },
     ]);
     expect(status.observedGeneration).toBe(2);
     expect(status.conditions).toEqual([
@@ -210,6 +210,36 @@ describe('routingPolicyStatus', () => {
     expect(unserved.conditions?.[0]?.message).toContain('on measured features only');
     // Ready is about the pool and the examples, not the scorer.
     expect(routingPolicyStatus(policy(), off, T0).conditions?.[0]).toMatchObject({ type: 'Ready', status: 'True' });
+  });
+
+  it('is ModelsRetiring within 30 days of a pool model’s retirement, naming the replacement; ModelsRetired after', () => {
+    // An alias to Claude Sonnet 4.5, which Anthropic retires on 2026-11-30 (crds/catalog/prices.yaml lifecycle).
+    const old = provider('anthropic', {
+      provider: 'anthropic',
+      models: ['claude-sonnet-4-5-20250929'],
+      aliases: [{ name: 'claude-sonnet', model: 'claude-sonnet-4-5-20250929' }],
+    });
+    const retiring = (at: string) =>
+      routingPolicyStatus(policy(), world({ providers: [openai, old] }), new Date(at)).conditions?.find(
+        (c) => c.type === 'ModelsRetiring',
+      );
+    expect(retiring('2026-10-30T10:00:00Z')).toBeUndefined();
+    expect(retiring('2026-11-27T10:00:00Z')).toMatchObject({
+      status: 'True',
+      reason: 'ModelsRetiring',
+      message: expect.stringContaining(
+        'claude-sonnet (spec.models) retires on 2026-11-30, in 3 days: move to claude-sonnet-5-5',
+      ),
+    });
+    expect(retiring('2026-12-01T10:00:00Z')).toMatchObject({ reason: 'ModelsRetired' });
+    // Ready still says whether the pool is served and priced: a retiring model is both, for now.
+    const status = routingPolicyStatus(policy(), world({ providers: [openai, old] }), T0);
+    expect(status.conditions?.find((c) => c.type === 'Ready')?.status).toBe('True');
+    // Moving the alias to the replacement takes the condition away.
+    expect(routingPolicyStatus(policy({}, status), world(), T1).conditions?.map((c) => c.type)).toEqual([
+      'Ready',
+      'Scorer',
+    ]);
   });
 
   it('keeps the transition time while Ready holds, and moves it when Ready changes', () => {

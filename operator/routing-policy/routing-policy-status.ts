@@ -7,6 +7,7 @@ import type { ModelDeployment } from '../../crds/model-deployment.js';
 import { resolveNames } from '../../crds/model-names.js';
 import { PROVIDERS } from '../../crds/providers/table.js';
 import type { RoutingPolicy, RoutingPolicyModel, RoutingPolicyStatus } from '../../crds/routing-policy.js';
+import { type Naming, retiringCondition, withRetiringCondition } from '../lifecycle/models-retiring.js';
 import { setCondition } from '../runtime/conditions.js';
 
 /**
@@ -165,6 +166,15 @@ function readyCondition(policy: RoutingPolicy, pool: PoolModel[], world: Serving
   return { status: 'False' as const, reason: first[0], message: problems.map(([, m]) => m).join('; ') };
 }
 
+/** The models a policy names: its pool, and the embedding model its scorer asks. */
+function namings(policy: RoutingPolicy): Naming[] {
+  const embedding = policy.spec.scorer?.semantic?.embeddingModel;
+  return [
+    ...policy.spec.models.map((m) => ({ name: m.name, field: 'spec.models' })),
+    ...(embedding ? [{ name: embedding, field: 'spec.scorer.semantic.embeddingModel' }] : []),
+  ];
+}
+
 /** The status to write: the resolved pool, observedGeneration and Ready (its transition time kept while it holds). */
 export function routingPolicyStatus(policy: RoutingPolicy, world: ServingWorld, now: Date): RoutingPolicyStatus {
   const generation = policy.metadata.generation ?? 0;
@@ -177,9 +187,10 @@ export function routingPolicyStatus(policy: RoutingPolicy, world: ServingWorld, 
     observedGeneration: generation,
   };
   const scorer = { type: 'Scorer', ...scorerCondition(policy, world, embedding), observedGeneration: generation };
+  const conditions = setCondition(setCondition(policy.status?.conditions, ready, now), scorer, now);
   return {
     models: pool,
     observedGeneration: generation,
-    conditions: setCondition(setCondition(policy.status?.conditions, ready, now), scorer, now),
+    conditions: withRetiringCondition(conditions, retiringCondition(namings(policy), world, now, generation), now),
   };
 }

@@ -91,9 +91,9 @@ export function cliModel(listing: ModelListing, facts: ModelFacts): Record<strin
     tool_call: facts.tools,
     supports_images: facts.images,
     pricing: facts.price ? { input_per_1m: facts.price.input, output_per_1m: facts.price.output } : null,
-    // Bedrock's lifecycle says Legacy, not when: the dates stay unknown rather than invented.
-    deprecated_at: null,
-    sunset_at: null,
+    // From the lifecycle table (crds/catalog/lifecycle.ts); Bedrock's Legacy says nothing of when: null, not invented.
+    deprecated_at: facts.deprecatedAt ?? null,
+    sunset_at: facts.retiresAt ?? null,
   };
 }
 

@@ -90,6 +90,8 @@ const USAGE: PageSpec = {
     { path: 'requests', label: 'Requests', format: 'int', testId: 'total-requests' },
     // Answers a crash or a departed caller kept from their callers: not served, their cost counted.
     { path: 'undeliveredRequests', label: 'Not delivered', format: 'int', testId: 'total-undelivered' },
+    // Served by models their providers deprecated: what still has to move before they retire.
+    { path: 'deprecatedRequests', label: 'On deprecated models', format: 'int', testId: 'total-deprecated' },
     { path: 'inputTokens', label: 'Input tokens', format: 'int', testId: 'total-input-tokens' },
     { path: 'outputTokens', label: 'Output tokens', format: 'int', testId: 'total-output-tokens' },
     { path: 'costUsd', label: 'Cost (USD)', format: 'usd', testId: 'total-cost' },

@@ -1,3 +1,4 @@
+import type { ModelLifecycle } from '../../crds/catalog/lifecycle.js';
 import type { TokenPrice } from '../../crds/catalog/prices.js';
 import type { ProxyError } from '../endpoints/errors.js';
 import type { ModelFacts } from '../models/model-metadata.js';
@@ -32,6 +33,8 @@ export interface Backend<R extends RouteEntry = RouteEntry> extends Upstream<R> 
   baseModel?(route: R): string;
   /** USD per 1M tokens, where the gateway has a price. */
   price(route: R): TokenPrice | undefined;
+  /** When the provider deprecates and retires the model, where it publishes it; absent: not known to be going away. */
+  lifecycle?(route: R): ModelLifecycle | undefined;
   /** The serving provider's free credits (its whole grant, USD), for the store to allocate. */
   credits(route: R): number;
   /** What the model can do, for the model lists; undefined for what is not listed. */

@@ -1,5 +1,7 @@
+import { isDeprecated, type ModelLifecycle } from '../../crds/catalog/lifecycle.js';
 import type { ProviderType } from '../../crds/external-provider.js';
 import { PROVIDERS } from '../../crds/providers/table.js';
+import type { ModelFacts } from '../models/model-metadata.js';
 import type { ExternalRoute } from '../serving/routes.js';
 import type { PriceBook } from '../usage/cost.js';
 import type { Backend } from './backend.js';
@@ -27,9 +29,22 @@ export function externalBackend(opts: {
     baseModel: (route) => route.baseModel,
     price: priceOf,
     credits: (route) => route.freeCredits ?? 0,
+    lifecycle: (route) => prices.providerLifecycle(route),
     facts: async (route) => {
       const price = priceOf(route);
-      return { ...moduleOf(route).facts(route.model, route.baseModel, route.target), ...(price ? { price } : {}) };
+      const facts = moduleOf(route).facts(route.model, route.baseModel, route.target);
+      return { ...facts, ...lifecycleFacts(prices.providerLifecycle(route)), ...(price ? { price } : {}) };
     },
+  };
+}
+
+/** What the lifecycle table adds to a model's facts: its dates and replacement, and deprecated once it is. */
+function lifecycleFacts(l: ModelLifecycle | undefined): Partial<ModelFacts> {
+  if (!l) return {};
+  return {
+    ...(isDeprecated(l, Date.now()) ? { status: 'deprecated' as const } : {}),
+    ...(l.deprecated ? { deprecatedAt: l.deprecated } : {}),
+    ...(l.retires ? { retiresAt: l.retires } : {}),
+    ...(l.replacement ? { replacement: l.replacement } : {}),
   };
 }

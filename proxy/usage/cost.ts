@@ -1,4 +1,5 @@
 import { type Catalog, catalogModel, pricing } from '../../crds/catalog/catalog.js';
+import { lifecycleOf, type ModelLifecycle, replacementOf } from '../../crds/catalog/lifecycle.js';
 import type { BedrockPriceTable, TokenPrice } from '../../crds/catalog/prices.js';
 import type { EngineName } from '../../crds/engines/engine.js';
 import { PROVIDERS } from '../../crds/providers/table.js';
@@ -72,6 +73,17 @@ export class PriceBook {
   /** A provider's model, as its module looks it up (Bedrock's by region and foundation model). */
   providerPrice(route: Pick<ExternalRoute, 'target' | 'identity' | 'model' | 'baseModel'>): TokenPrice | undefined {
     return PROVIDERS[route.target.type].price(this.table, route.identity, route.model, route.baseModel);
+  }
+
+  /**
+   * A provider's model's deprecation and retirement, from the table's lifecycle section (looked up
+   * like its price), with the replacement to move to now (a replacement going away too is followed).
+   */
+  providerLifecycle(route: Pick<ExternalRoute, 'target' | 'baseModel'>): ModelLifecycle | undefined {
+    const found = lifecycleOf(this.table, route.target.type, route.baseModel);
+    if (!found) return undefined;
+    const replacement = replacementOf(this.table, route.target.type, route.baseModel);
+    return { ...found, ...(replacement ? { replacement } : {}) };
   }
 }
 

@@ -196,6 +196,9 @@ export const MIGRATIONS: string[] = [
   // as anyone knew, yes). Rollups count served requests and errors as before and undelivered ones apart.
   `ALTER TABLE usage_requests ADD COLUMN delivered boolean NOT NULL DEFAULT true;
    ALTER TABLE usage_rollup ADD COLUMN undelivered bigint NOT NULL DEFAULT 0;`,
+  // 8: served by a model its provider has deprecated (UsageRecord.deprecated; rows of before: no).
+  `ALTER TABLE usage_requests ADD COLUMN deprecated boolean NOT NULL DEFAULT false;
+   ALTER TABLE usage_rollup ADD COLUMN deprecated bigint NOT NULL DEFAULT 0;`,
 ];
 
 /** A LIMIT known to be a small whole number (a bound, never caller text). */
@@ -419,13 +422,14 @@ export class PostgresUsageStore implements UsageStore {
         escalationCount(r.escalations),
         counterfactualOf(r),
         r.delivered !== false,
+        r.deprecated ?? false,
       ]);
       const { rows } = await tx.query<{ request_id: string; ts: string }>(
         `INSERT INTO usage_requests (ts, request_id, key_prefix, model, provider, tags, prompt, completion, cost,
            savings, latency_ms, ttft_ms, status, error_type, stream, tokens_counted, unpriced, team, api_key, endpoint,
            bytes_in, bytes_out, payload, requested_model, routing_policy, routing_reason, escalations, counterfactual,
-           delivered)
-         VALUES ${placeholders(values.length, 29)} ON CONFLICT DO NOTHING RETURNING request_id, ts::text`,
+           delivered, deprecated)
+         VALUES ${placeholders(values.length, 30)} ON CONFLICT DO NOTHING RETURNING request_id, ts::text`,
         values.flat(),
       );
       for (const d of rows) inserted.add(`${d.request_id}|${d.ts}`);
@@ -473,6 +477,7 @@ export class PostgresUsageStore implements UsageStore {
       'routed_cost',
       'counterfactual',
       'undelivered',
+      'deprecated',
       ...BUCKET_COLUMNS,
     ];
     for (let i = 0; i < deltas.length; i += 500) {
@@ -499,6 +504,7 @@ export class PostgresUsageStore implements UsageStore {
           d.routedCost,
           d.counterfactual,
           d.undelivered,
+          d.deprecated,
           ...BUCKET_COLUMNS.map((c) => Number(d[c] ?? 0)),
         ]);
       await tx.query(
@@ -674,7 +680,7 @@ export class PostgresUsageStore implements UsageStore {
     const rank = routing ? 'SUM(routed)' : 'SUM(requests)';
     const { named, folded } = await this.topGroups(q, query, group, rank, source, read);
     const sums = `SUM(requests)::float8 AS requests, SUM(errors)::float8 AS errors,
-      SUM(undelivered)::float8 AS undelivered, SUM(prompt)::float8 AS prompt,
+      SUM(undelivered)::float8 AS undelivered, SUM(deprecated)::float8 AS deprecated, SUM(prompt)::float8 AS prompt,
       SUM(completion)::float8 AS completion, SUM(cost)::float8 AS cost, SUM(${ACTUAL_COST_SQL})::float8 AS actual,
       SUM(savings)::float8 AS savings, ${routingRollupSums('::float8')},
       ${BUCKET_COLUMNS.map((c) => `SUM(${c})::float8 AS ${c}`).join(', ')}`;
@@ -722,7 +728,18 @@ export class PostgresUsageStore implements UsageStore {
     // fold those past the limit from that aggregate (ranking with a second scan doubled the cost).
     const limit = query.bind(groupLimit(q));
     const other = query.bind(OTHER_GROUP);
-    const sums = ['requests', 'errors', 'undelivered', 'prompt', 'completion', 'cost', 'actual', 'savings', 'routed'];
+    const sums = [
+      'requests',
+      'errors',
+      'undelivered',
+      'deprecated',
+      'prompt',
+      'completion',
+      'cost',
+      'actual',
+      'savings',
+      'routed',
+    ];
     sums.push('escalated');
     sums.push('routed_cost', 'counterfactual', ...BUCKET_COLUMNS);
     // The routing report ranks groups by routed requests, the others by all requests.
@@ -732,7 +749,8 @@ export class PostgresUsageStore implements UsageStore {
        agg AS MATERIALIZED (
          SELECT ts - (ts % ${size}) AS bucket, ${group} AS grp, count(*) FILTER (WHERE delivered) AS requests,
            count(*) FILTER (WHERE status >= 400 AND delivered) AS errors,
-           count(*) FILTER (WHERE NOT delivered) AS undelivered, SUM(prompt) AS prompt, SUM(completion) AS completion,
+           count(*) FILTER (WHERE NOT delivered) AS undelivered, count(*) FILTER (WHERE deprecated) AS deprecated,
+           SUM(prompt) AS prompt, SUM(completion) AS completion,
            SUM(cost) AS cost, SUM(${ACTUAL_COST_SQL}) AS actual, SUM(savings) AS savings, ${ROUTING_RAW_SUMS},
            ${buckets.join(', ')}
          FROM ${from} WHERE ${where.join(' AND ')}

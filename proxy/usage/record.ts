@@ -70,6 +70,12 @@ export interface UsageRecord {
   /** Tokens were used but the model has no price: costUsd is 0 because nobody knows it, not because it was free. */
   unpriced?: boolean;
   /**
+   * Served by a model its provider has deprecated (crds/catalog/lifecycle.ts; the answer carried a
+   * Deprecation header): the reports count these (deprecatedRequests), so a team sees what still
+   * calls a model before it retires.
+   */
+  deprecated?: boolean;
+  /**
    * false: the caller never got the whole answer (the gateway was killed before its last byte
    * reached the socket, or the caller left first). Not a served request: the reports count it
    * apart (undeliveredRequests), its tokens and cost stay in the cost. Absent: delivered, or

@@ -77,12 +77,15 @@ export function assembleReport<T>(
 
 /** Rows of stores from before the column have none: they were all counted as served. */
 const undeliveredOf = (rows: RollupRow[]): number => rows.reduce((n, r) => n + (Number(r.undelivered) || 0), 0);
+/** Likewise for deprecated models: rows of before counted none. */
+const deprecatedOf = (rows: RollupRow[]): number => rows.reduce((n, r) => n + (Number(r.deprecated) || 0), 0);
 
 export function usageNumbers(rows: RollupRow[]): UsageNumbers {
   const routing = routingNumbers(rows);
   return {
     requests: rows.reduce((n, r) => n + r.requests, 0),
     undeliveredRequests: undeliveredOf(rows),
+    deprecatedRequests: deprecatedOf(rows),
     inputTokens: rows.reduce((n, r) => n + r.prompt, 0),
     outputTokens: rows.reduce((n, r) => n + r.completion, 0),
     costUsd: round(rows.reduce((n, r) => n + r.cost, 0)),
@@ -149,6 +152,7 @@ export function analyticsNumbers(rows: RollupRow[]): AnalyticsNumbers {
   return {
     requests,
     undeliveredRequests: undeliveredOf(rows),
+    deprecatedRequests: deprecatedOf(rows),
     errors,
     errorRate: requests ? round(errors / requests, 4) : 0,
     costUsd: round(rows.reduce((n, r) => n + r.cost, 0)),

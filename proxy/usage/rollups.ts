@@ -61,6 +61,8 @@ export interface RollupRow {
   requests: number;
   errors: number;
   undelivered: number;
+  /** Served by a deprecated model (UsageRecord.deprecated); absent from stores of before. */
+  deprecated?: number;
   prompt: number;
   completion: number;
   cost: number;
@@ -100,6 +102,7 @@ export interface RollupDelta {
   routedCost: number;
   counterfactual: number;
   undelivered: number;
+  deprecated: number;
   [bucket: string]: number | string;
 }
 
@@ -140,6 +143,7 @@ export function rollupDeltas(records: StoredUsage[]): RollupDelta[] {
         routedCost: 0,
         counterfactual: 0,
         undelivered: 0,
+        deprecated: 0,
         ...Object.fromEntries(BUCKET_COLUMNS.map((c) => [c, 0])),
       };
       rollups.set(key, d);
@@ -149,6 +153,7 @@ export function rollupDeltas(records: StoredUsage[]): RollupDelta[] {
     d.requests += served ? 1 : 0;
     d.error += served && failed(r) ? 1 : 0;
     d.undelivered += served ? 0 : 1;
+    d.deprecated += r.deprecated ? 1 : 0;
     d.prompt += r.promptTokens;
     d.completion += r.completionTokens;
     d.cost += r.costUsd;

@@ -102,6 +102,7 @@ const SCHEMA = `
         stream INTEGER NOT NULL,
         tokens_counted INTEGER NOT NULL DEFAULT 0,
         unpriced INTEGER NOT NULL DEFAULT 0,
+        deprecated INTEGER NOT NULL DEFAULT 0,
         team TEXT NOT NULL DEFAULT '',
         api_key TEXT NOT NULL DEFAULT '',
         endpoint TEXT NOT NULL DEFAULT '',
@@ -144,6 +145,7 @@ const SCHEMA = `
         routed_cost REAL NOT NULL DEFAULT 0,
         counterfactual REAL NOT NULL DEFAULT 0,
         undelivered INTEGER NOT NULL DEFAULT 0,
+        deprecated INTEGER NOT NULL DEFAULT 0,
         ${BUCKET_COLUMNS.map((c) => `${c} INTEGER NOT NULL DEFAULT 0`).join(',\n        ')},
         PRIMARY KEY (hour, model, endpoint, provider, team, tag_key, tag_value)
       );
@@ -225,8 +227,9 @@ export class SqliteUsageStore implements UsageStore {
     this.insertRaw = this.db.prepare(
       `INSERT OR IGNORE INTO requests (ts, request_id, key_prefix, model, provider, tags, prompt, completion, cost, savings,
         latency_ms, ttft_ms, status, error_type, stream, tokens_counted, unpriced, team, api_key, endpoint, bytes_in,
-        bytes_out, payload, requested_model, routing_policy, routing_reason, escalations, counterfactual, delivered)
-       VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+        bytes_out, payload, requested_model, routing_policy, routing_reason, escalations, counterfactual, delivered,
+        deprecated)
+       VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
     );
     const addSpend = this.db.prepare(
       `INSERT INTO key_spend (api_key, hour, cost) VALUES (@apiKey, @hour, @cost)
@@ -234,15 +237,15 @@ export class SqliteUsageStore implements UsageStore {
     );
     this.insertTag = this.db.prepare('INSERT INTO request_tags (request, tag, ts) VALUES (?, ?, ?)');
     this.upsertRollup = this.db.prepare(
-      `INSERT INTO rollup (hour, model, endpoint, provider, team, tag_key, tag_value, requests, errors, prompt, completion, cost, savings, bytes_in, bytes_out, routed, escalated, routed_cost, counterfactual, undelivered, ${BUCKET_COLUMNS.join(', ')})
-       VALUES (@hour, @model, @endpoint, @provider, @team, @tagKey, @tagValue, @requests, @error, @prompt, @completion, @cost, @savings, @bytesIn, @bytesOut, @routed, @escalated, @routedCost, @counterfactual, @undelivered, ${BUCKET_COLUMNS.map((c) => `@${c}`).join(', ')})
+      `INSERT INTO rollup (hour, model, endpoint, provider, team, tag_key, tag_value, requests, errors, prompt, completion, cost, savings, bytes_in, bytes_out, routed, escalated, routed_cost, counterfactual, undelivered, deprecated, ${BUCKET_COLUMNS.join(', ')})
+       VALUES (@hour, @model, @endpoint, @provider, @team, @tagKey, @tagValue, @requests, @error, @prompt, @completion, @cost, @savings, @bytesIn, @bytesOut, @routed, @escalated, @routedCost, @counterfactual, @undelivered, @deprecated, ${BUCKET_COLUMNS.map((c) => `@${c}`).join(', ')})
        ON CONFLICT (hour, model, endpoint, provider, team, tag_key, tag_value) DO UPDATE SET
          requests = requests + excluded.requests, errors = errors + excluded.errors, prompt = prompt + excluded.prompt,
          completion = completion + excluded.completion, cost = cost + excluded.cost, savings = savings + excluded.savings,
          bytes_in = bytes_in + excluded.bytes_in, bytes_out = bytes_out + excluded.bytes_out,
          routed = routed + excluded.routed, escalated = escalated + excluded.escalated,
          routed_cost = routed_cost + excluded.routed_cost, counterfactual = counterfactual + excluded.counterfactual,
-         undelivered = undelivered + excluded.undelivered,
+         undelivered = undelivered + excluded.undelivered, deprecated = deprecated + excluded.deprecated,
          ${BUCKET_COLUMNS.map((c) => `${c} = ${c} + excluded.${c}`).join(', ')}`,
     );
     this.insertMany = this.db.transaction((records: StoredUsage[]) => {
@@ -260,7 +263,7 @@ export class SqliteUsageStore implements UsageStore {
     const columns = new Set(
       (this.db.prepare('PRAGMA table_info(requests)').all() as Array<{ name: string }>).map((c) => c.name),
     );
-    for (const column of ['tokens_counted', 'unpriced']) {
+    for (const column of ['tokens_counted', 'unpriced', 'deprecated']) {
       if (!columns.has(column)) this.db.exec(`ALTER TABLE requests ADD COLUMN ${column} INTEGER NOT NULL DEFAULT 0`);
     }
     for (const column of ['team', 'api_key', 'endpoint']) {
@@ -297,6 +300,7 @@ export class SqliteUsageStore implements UsageStore {
       ['routed_cost', 'REAL'],
       ['counterfactual', 'REAL'],
       ['undelivered', 'INTEGER'],
+      ['deprecated', 'INTEGER'],
     ] as const) {
       if (!rollupColumns.has(column))
         this.db.exec(`ALTER TABLE rollup ADD COLUMN ${column} ${type} NOT NULL DEFAULT 0`);
@@ -367,6 +371,7 @@ export class SqliteUsageStore implements UsageStore {
       escalationCount(r.escalations),
       counterfactualOf(r),
       r.delivered === false ? 0 : 1,
+      r.deprecated ? 1 : 0,
     );
     if (info.changes === 0) return false;
     for (const t of tags) this.insertTag.run(info.lastInsertRowid, t, ts);
@@ -434,7 +439,7 @@ export class SqliteUsageStore implements UsageStore {
    */
   private rows(q: UsageQuery, routing = false): ReportRows {
     const size = q.granularity === 'day' ? DAY : HOUR;
-    const sums = `SUM(requests) AS requests, SUM(errors) AS errors, SUM(undelivered) AS undelivered, SUM(prompt) AS prompt,
+    const sums = `SUM(requests) AS requests, SUM(errors) AS errors, SUM(undelivered) AS undelivered, SUM(deprecated) AS deprecated, SUM(prompt) AS prompt,
       SUM(completion) AS completion, SUM(cost) AS cost, SUM(savings) AS savings, ${routingRollupSums('')},
       ${BUCKET_COLUMNS.map((c) => `SUM(${c}) AS ${c}`).join(', ')}`;
     const from = q.from.getTime();
@@ -545,6 +550,7 @@ export class SqliteUsageStore implements UsageStore {
         `WITH ${GPU_CTES}
          SELECT ts - (ts % @size) AS bucket, ${named} AS grp, SUM(delivered) AS requests,
           SUM(CASE WHEN status >= 400 AND delivered = 1 THEN 1 ELSE 0 END) AS errors, SUM(1 - delivered) AS undelivered,
+          SUM(deprecated) AS deprecated,
           SUM(prompt) AS prompt, SUM(completion) AS completion,
           SUM(cost) AS cost, SUM(${ACTUAL_COST_SQL}) AS actual, SUM(savings) AS savings, ${ROUTING_RAW_SUMS},
           ${buckets.join(', ')}

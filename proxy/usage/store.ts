@@ -111,6 +111,8 @@ export interface UsageNumbers {
    * left first): not served, but their tokens and cost are in the cost figures.
    */
   undeliveredRequests: number;
+  /** Requests a model its provider has deprecated served (UsageRecord.deprecated): what still has to move. */
+  deprecatedRequests: number;
   inputTokens: number;
   outputTokens: number;
   /** List price: tokens at the catalog's or the provider's price. */
@@ -137,6 +139,7 @@ export interface AnalyticsNumbers {
   /** Served requests (see UsageNumbers); errors and errorRate are of them. */
   requests: number;
   undeliveredRequests: number;
+  deprecatedRequests: number;
   errors: number;
   errorRate: number;
   costUsd: number;
