@@ -3,6 +3,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Client, ProtocolError, StreamableHTTPClientTransport, specTypeSchemas } from '@modelcontextprotocol/client';
 import { InMemorySpanExporter } from '@opentelemetry/sdk-trace-base';
+import { createParser } from 'eventsource-parser';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { ApiKey } from '../../crds/api-key.js';
 import type { McpServer } from '../../crds/mcp-server.js';
@@ -20,6 +21,7 @@ import {
   validateGatewayMessage,
 } from '../mcp/spec-schema.js';
 import { startGateway, type TestGateway } from '../support/gateway.js';
+import { eventually } from '../support/kube.js';
 
 /**
  * The MCP gateway against real servers from npm: server-everything over Streamable HTTP and
@@ -67,6 +69,35 @@ const rpc = async (res: Response) => {
   expect(validateGatewayMessage(undefined, body)).toEqual([]);
   return body as { error?: { code: number }; result?: { protocolVersion?: string } };
 };
+
+/** The SSE events of a GET stream, read until `until` holds or for `forMs`, then the stream is dropped. */
+async function readEvents(
+  url: string,
+  headers: Record<string, string>,
+  stop: { until?: (events: Array<{ id?: string; data: unknown }>) => boolean; forMs?: number },
+): Promise<Array<{ id?: string; data: unknown }>> {
+  const abort = new AbortController();
+  const timer = setTimeout(() => abort.abort(), stop.forMs ?? 30_000);
+  const events: Array<{ id?: string; data: unknown }> = [];
+  try {
+    const res = await fetch(url, { headers, signal: abort.signal });
+    expect(res.status).toBe(200);
+    expect(res.headers.get('content-type')).toMatch(/^text\/event-stream/);
+    const parser = createParser({
+      onEvent: (e) => {
+        events.push({ ...(e.id ? { id: e.id } : {}), data: JSON.parse(e.data) as unknown });
+        if (stop.until?.(events)) abort.abort();
+      },
+    });
+    const decoder = new TextDecoder();
+    for await (const chunk of res.body ?? []) parser.feed(decoder.decode(chunk as Uint8Array, { stream: true }));
+  } catch (err) {
+    if (!abort.signal.aborted) throw err;
+  } finally {
+    clearTimeout(timer);
+  }
+  return events;
+}
 
 async function connect(url: string, headers: Record<string, string> = {}, sessionId?: string): Promise<Client> {
   const client = new Client({ name: 'e2e', version: '1.0.0' });
@@ -257,6 +288,75 @@ describe('MCP gateway with real servers and the official SDK client', () => {
     }
   });
 
+  it('opens the servers’ stream on GET: a subscribed resource’s updates reach the client through /mcp as they do directly, named as /mcp names it', async () => {
+    const updatesVia = async (url: string, headers: Record<string, string>, prefix: string) => {
+      const client = await connect(url, headers);
+      try {
+        const got: string[] = [];
+        client.setNotificationHandler('notifications/resources/updated', (n) => {
+          got.push(n.params.uri);
+        });
+        const doc = (await client.listResources()).resources.find((r) => r.uri.includes('demo://'));
+        expect(doc).toBeDefined();
+        await client.subscribeResource({ uri: doc?.uri ?? '' });
+        await client.callTool({ name: `${prefix}toggle-subscriber-updates`, arguments: {} });
+        await eventually('a resource update', 20_000, () => got[0]);
+        // Off again: the server stops sending for this session.
+        await client.callTool({ name: `${prefix}toggle-subscriber-updates`, arguments: {} });
+        return { uri: doc?.uri, updated: got[0] };
+      } finally {
+        await client.close();
+      }
+    };
+    const direct = await updatesVia(everything.url, {}, '');
+    expect(direct.updated).toBe(direct.uri);
+    const federated = await updatesVia(`${gateway.url}/mcp`, { 'X-API-Key': FULL }, 'everything_');
+    expect(federated.updated).toBe(federated.uri);
+    expect(federated.updated).toBe(`everything+${direct.uri}`);
+    const single = await updatesVia(`${gateway.url}/mcp/everything`, { 'X-API-Key': FULL }, '');
+    expect(single.updated).toBe(direct.uri);
+    // The capabilities say so.
+    const via = await connect(`${gateway.url}/mcp`, { 'X-API-Key': FULL });
+    expect(via.getServerCapabilities()?.resources).toMatchObject({ subscribe: true, listChanged: true });
+    expect(via.getServerCapabilities()?.tools).toMatchObject({ listChanged: true });
+    await via.close();
+  }, 90_000);
+
+  it('a broken stream resumes with Last-Event-ID on another replica: what the servers sent meanwhile arrives at once', async () => {
+    const client = await connect(`${gateway.url}/mcp`, { 'X-API-Key': FULL });
+    const doc = (await client.listResources()).resources.find((r) => r.uri.includes('demo://'));
+    await client.subscribeResource({ uri: doc?.uri ?? '' });
+    await client.callTool({ name: 'everything_toggle-subscriber-updates', arguments: {} });
+    const sessionId = (client.transport as StreamableHTTPClientTransport | undefined)?.sessionId ?? '';
+    // The SDK client's own stream closes with it; the session stays.
+    await client.close();
+    const headers = { 'X-API-Key': FULL, 'mcp-session-id': sessionId, accept: 'text/event-stream' };
+    const first = await readEvents(`${gateway.url}/mcp`, headers, { until: (events) => events.length >= 1 });
+    const resumeFrom = first.at(-1)?.id;
+    expect(resumeFrom).toBeTruthy();
+    expect(first[0]?.data).toMatchObject({ method: 'notifications/resources/updated', params: { uri: doc?.uri } });
+    // Two updates (5 s apart) go out while nobody listens.
+    await new Promise((r) => setTimeout(r, 11_000));
+    const other = await startGateway({ mcp: { sessionSecret: SECRET } }, { keys, mcpServers: servers });
+    try {
+      // Within 4 s of the reconnection: without the replay at most one update could arrive.
+      const resumed = await readEvents(
+        `${other.url}/mcp`,
+        { ...headers, 'last-event-id': resumeFrom ?? '' },
+        { forMs: 4_000 },
+      );
+      expect(resumed.length).toBeGreaterThanOrEqual(2);
+      for (const e of resumed) expect(e.data).toMatchObject({ params: { uri: doc?.uri } });
+      // Each event says where the stream now stands: a later reconnection resumes from there.
+      expect(resumed.every((e) => typeof e.id === 'string' && e.id !== resumeFrom)).toBe(true);
+    } finally {
+      await other.stop();
+      const off = await connect(`${gateway.url}/mcp`, { 'X-API-Key': FULL }, sessionId);
+      await off.callTool({ name: 'everything_toggle-subscriber-updates', arguments: {} }).catch(() => undefined);
+      await off.close();
+    }
+  }, 90_000);
+
   it('answers bad input with the spec errors', async () => {
     const post = (body: string, headers: Record<string, string> = {}) =>
       fetch(`${gateway.url}/mcp`, {
@@ -308,8 +408,12 @@ describe('MCP gateway with real servers and the official SDK client', () => {
     expect(badVersion.status).toBe(400);
     const notification = await post(JSON.stringify({ jsonrpc: '2.0', method: 'notifications/initialized' }), session);
     expect(notification.status).toBe(202);
-    const get = await fetch(`${gateway.url}/mcp`, { headers: { 'X-API-Key': FULL, ...session } });
-    expect(get.status).toBe(405);
+    // GET opens an event stream: a client that does not read one is told so.
+    const get = await fetch(`${gateway.url}/mcp`, {
+      headers: { 'X-API-Key': FULL, accept: 'application/json', ...session },
+    });
+    expect(get.status).toBe(406);
+    expect((await rpc(get)).error?.code).toBeLessThan(0);
     const del = await fetch(`${gateway.url}/mcp`, { method: 'DELETE', headers: { 'X-API-Key': FULL, ...session } });
     expect(del.status).toBe(200);
     const after = await post(JSON.stringify({ jsonrpc: '2.0', id: 4, method: 'ping' }), session);

@@ -31,6 +31,7 @@ import { dispatch, type MethodContext } from './methods.js';
 import { federatedNaming, singleNaming } from './naming.js';
 import { type OriginPolicy, originRefusal } from './origin.js';
 import { negotiate, VERSIONS } from './protocol.js';
+import { serveStream } from './server-stream.js';
 import { type McpServerTable, type McpTarget, mayUseServer } from './servers.js';
 import type { McpSession, SessionSealer, UpstreamSession } from './session.js';
 import { admitToolCall, beginToolCall, type ToolCallDeps } from './tool-calls.js';
@@ -40,7 +41,8 @@ import { exchange, notify, respond, terminate, UpstreamError } from './upstream.
  * MCP at the gateway: /mcp federates every McpServer the caller's key may use, /mcp/<server>
  * serves one as it is. Streamable HTTP as the spec has it: a POST per message (requests
  * answered in JSON, or SSE once the server reports progress), 202 for notifications, DELETE
- * ending the session, GET refused with 405 (the gateway opens no server-initiated stream).
+ * ending the session, GET opening the stream of the servers' notifications and requests
+ * (proxy/mcp/server-stream.ts: list_changed, resource updates, resumable with Last-Event-ID).
  * The same keys as the model routes (X-API-Key or Authorization: Bearer), the same tags
  * (X-Tags, X-Gateway-Tags, X-LiteLLM-Tags, the key's enforced ones), the key's MCP allow-list, and a usage
  * record per tool call (proxy/mcp/tool-calls.ts). Sessions are sealed into their id
@@ -102,10 +104,16 @@ export function createMcpGateway(deps: McpGatewayDeps) {
     try {
       if (where.server === '') throw refuse(404, RPC.gateway, 'no such MCP server: server names are DNS labels');
       if (req.method === 'POST') return await post(deps, req, res, { caller, where, requestId, base }, pass);
+      if (req.method === 'GET') return await stream(deps, req, res, { caller, where, requestId, base });
       if (req.method === 'DELETE') return await end(deps, req, res, caller, base);
-      throw refuse(405, RPC.gateway, `${req.method} is not served here: POST messages, DELETE a session`, {
-        Allow: 'POST, DELETE',
-      });
+      throw refuse(
+        405,
+        RPC.gateway,
+        `${req.method} is not served here: POST messages, GET the stream, DELETE a session`,
+        {
+          Allow: 'GET, POST, DELETE',
+        },
+      );
     } catch (err) {
       if (!(err instanceof HttpRefusal)) deps.onError?.(err, requestId);
       const r = err instanceof HttpRefusal ? err : refuse(500, RPC.internalError, 'Internal error of the gateway');
@@ -181,13 +189,7 @@ async function post(
   if (parsed.kind === 'request' && parsed.message.method === 'initialize') {
     return initialize(deps, res, p, parsed.message);
   }
-  const sessionId = header('mcp-session-id');
-  if (!sessionId)
-    throw refuse(400, RPC.invalidRequest, 'Bad Request: Mcp-Session-Id header is required (initialize first)');
-  const session = deps.sealer.open(sessionId);
-  if (!session || session.key !== p.caller.keyHashPrefix) {
-    throw refuse(404, RPC.gateway, 'Session not found: it ended or expired; initialize a new one');
-  }
+  const { session, sessionId } = openSession(deps, header, p);
   const headers = { ...p.base, 'mcp-session-id': sessionId };
   const servers = sessionServers(deps, session, p);
   if (parsed.kind === 'notification') {
@@ -206,6 +208,47 @@ async function post(
   }
   const writer = new AnswerWriter(res, headers, acceptsEventStream(header('accept')));
   await request(deps, { req, res, writer, session, sessionId, servers, tags, bytesIn: pass.bytes, p }, parsed.message);
+}
+
+/** The session a request names, opened: the caller's own, neither ended nor expired. */
+function openSession(
+  deps: McpGatewayDeps,
+  header: (n: string) => string | undefined,
+  p: Post,
+): { session: McpSession; sessionId: string } {
+  const sessionId = header('mcp-session-id');
+  if (!sessionId)
+    throw refuse(400, RPC.invalidRequest, 'Bad Request: Mcp-Session-Id header is required (initialize first)');
+  const session = deps.sealer.open(sessionId);
+  if (!session || session.key !== p.caller.keyHashPrefix) {
+    throw refuse(404, RPC.gateway, 'Session not found: it ended or expired; initialize a new one');
+  }
+  return { session, sessionId };
+}
+
+/** GET: the session's stream from its servers (proxy/mcp/server-stream.ts), resumed after Last-Event-ID. */
+async function stream(deps: McpGatewayDeps, req: IncomingMessage, res: ServerResponse, p: Post): Promise<void> {
+  const header = headerOf(req);
+  if (!acceptsEventStream(header('accept'))) {
+    throw refuse(406, RPC.invalidRequest, 'Not Acceptable: GET opens an event stream; accept text/event-stream');
+  }
+  const { session, sessionId } = openSession(deps, header, p);
+  const lastEventId = header('last-event-id');
+  const served = await serveStream({
+    res,
+    session,
+    sessionId,
+    servers: sessionServers(deps, session, p),
+    naming: p.where.server === undefined ? federatedNaming : singleNaming(p.where.server),
+    sealer: deps.sealer,
+    headers: { ...p.base, 'mcp-session-id': sessionId },
+    ...(lastEventId ? { lastEventId } : {}),
+  });
+  if (served.opened) return;
+  if (served.status === 409) throw refuse(409, RPC.gateway, 'Conflict: a stream of this session is open already');
+  throw refuse(405, RPC.gateway, 'Method Not Allowed: no server of this session offers a stream', {
+    Allow: 'POST, DELETE',
+  });
 }
 
 /** The caller's tags: the headers' merged with the key's enforced ones (no body: MCP has no tags field). */
@@ -265,8 +308,23 @@ function onNotification(
   for (const name of servers.keys()) tell(name, n);
 }
 
-/** Capabilities /mcp offers: the lists and calls it federates; no subscriptions or list_changed (no GET stream). */
-const FEDERATED_CAPABILITIES: JsonObject = { tools: {}, prompts: {}, resources: {}, completions: {}, logging: {} };
+/**
+ * Capabilities /mcp offers: the lists and calls it federates, and list_changed and resource
+ * subscriptions where a server of the session offers them (its GET stream relays them).
+ */
+function federatedCapabilities(servers: readonly JsonObject[]): JsonObject {
+  const any = (kind: string, flag: string) =>
+    servers.some((c) => isObject(c[kind]) && (c[kind] as JsonObject)[flag] === true);
+  const flags = (kind: string, names: string[]) =>
+    Object.fromEntries(names.filter((f) => any(kind, f)).map((f) => [f, true]));
+  return {
+    tools: flags('tools', ['listChanged']),
+    prompts: flags('prompts', ['listChanged']),
+    resources: flags('resources', ['subscribe', 'listChanged']),
+    completions: {},
+    logging: {},
+  };
+}
 
 /**
  * initialize: a session on every server the key may use (at once, each within its timeout), the
@@ -292,6 +350,7 @@ async function initialize(deps: McpGatewayDeps, res: ServerResponse, p: Post, re
     targets.map((t) => openUpstream(deps, t, version, clientInfo, client).catch((err: unknown) => err)),
   );
   const upstream: Record<string, UpstreamSession> = {};
+  const capabilities: JsonObject[] = [];
   let single: JsonObject | undefined;
   for (const [i, t] of targets.entries()) {
     const o = opened[i];
@@ -299,6 +358,7 @@ async function initialize(deps: McpGatewayDeps, res: ServerResponse, p: Post, re
     const r = o as { session: UpstreamSession; result: JsonObject };
     upstream[t.name] = r.session;
     single = r.result;
+    if (isObject(r.result.capabilities)) capabilities.push(r.result.capabilities);
   }
   if (p.where.server !== undefined && !single) {
     const err =
@@ -318,13 +378,14 @@ async function initialize(deps: McpGatewayDeps, res: ServerResponse, p: Post, re
     p.where.server !== undefined && single
       ? {
           protocolVersion: version,
-          capabilities: servedAlone(single.capabilities),
+          // As the server declares them: the gateway relays its lists, calls, subscriptions and stream.
+          capabilities: isObject(single.capabilities) ? single.capabilities : {},
           serverInfo: single.serverInfo ?? { name: p.where.server, version: '' },
           ...(typeof single.instructions === 'string' ? { instructions: single.instructions } : {}),
         }
       : {
           protocolVersion: version,
-          capabilities: FEDERATED_CAPABILITIES,
+          capabilities: federatedCapabilities(capabilities),
           serverInfo: {
             name: 'platform-ai-optimizer',
             title: 'Platform AI Optimizer MCP gateway',
@@ -334,17 +395,6 @@ async function initialize(deps: McpGatewayDeps, res: ServerResponse, p: Post, re
         };
   const writer = new AnswerWriter(res, { ...p.base, 'mcp-session-id': deps.sealer.seal(session) }, false);
   writer.answer({ jsonrpc: '2.0', id: req.id, result });
-}
-
-/** A server's capabilities as /mcp/<server> can serve them: no subscriptions or list_changed (no GET stream). */
-function servedAlone(capabilities: unknown): JsonObject {
-  const out: JsonObject = {};
-  for (const [k, v] of Object.entries(isObject(capabilities) ? capabilities : {})) {
-    if (!isObject(v)) continue;
-    const { listChanged: _l, subscribe: _s, ...rest } = v;
-    out[k] = rest;
-  }
-  return out;
 }
 
 async function openUpstream(

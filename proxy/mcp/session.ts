@@ -69,10 +69,32 @@ export class SessionSealer {
   }
 
   seal(session: McpSession): string {
+    return this.sealValue(session);
+  }
+
+  /**
+   * Any value sealed with the sessions' key (a GET stream's event id: proxy/mcp/server-stream.ts),
+   * for any replica to open and nobody else to read or forge.
+   */
+  sealValue(value: unknown): string {
     const iv = randomBytes(12);
     const cipher = createCipheriv('aes-256-gcm', this.key, iv);
-    const body = Buffer.concat([cipher.update(JSON.stringify(session), 'utf8'), cipher.final()]);
+    const body = Buffer.concat([cipher.update(JSON.stringify(value), 'utf8'), cipher.final()]);
     return Buffer.concat([iv, cipher.getAuthTag(), body]).toString('base64url');
+  }
+
+  /** What sealValue sealed; undefined for anything else (another key, altered, too long). */
+  openValue(token: string): unknown {
+    if (token.length > 8192) return undefined;
+    const raw = Buffer.from(token, 'base64url');
+    if (raw.length < 29) return undefined;
+    try {
+      const decipher = createDecipheriv('aes-256-gcm', this.key, raw.subarray(0, 12));
+      decipher.setAuthTag(raw.subarray(12, 28));
+      return JSON.parse(Buffer.concat([decipher.update(raw.subarray(28)), decipher.final()]).toString('utf8'));
+    } catch {
+      return undefined;
+    }
   }
 
   /** The session an id carries, or undefined when it is not one of ours, expired, or terminated. */
@@ -91,17 +113,9 @@ export class SessionSealer {
   }
 
   private unseal(id: string, now: number): McpSession | undefined {
-    const raw = Buffer.from(id, 'base64url');
-    if (raw.length < 29) return undefined;
-    try {
-      const decipher = createDecipheriv('aes-256-gcm', this.key, raw.subarray(0, 12));
-      decipher.setAuthTag(raw.subarray(12, 28));
-      const text = Buffer.concat([decipher.update(raw.subarray(28)), decipher.final()]).toString('utf8');
-      const session = JSON.parse(text) as McpSession;
-      return now / 1000 - session.began > SESSION_TTL_SECONDS ? undefined : session;
-    } catch {
-      return undefined;
-    }
+    const session = this.openValue(id) as McpSession | undefined;
+    if (!session || typeof session.began !== 'number') return undefined;
+    return now / 1000 - session.began > SESSION_TTL_SECONDS ? undefined : session;
   }
 
   terminate(id: string, now = Date.now()): void {

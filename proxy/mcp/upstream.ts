@@ -138,23 +138,111 @@ export async function exchange(x: Exchange): Promise<ExchangeResult> {
   }
 }
 
+/** A call's stream is not retried behind its caller's back: a broken one is the caller's error to hear at once. */
+const NO_RECONNECTION = {
+  maxRetries: 0,
+  initialReconnectionDelay: 1000,
+  maxReconnectionDelay: 1000,
+  reconnectionDelayGrowFactor: 1,
+};
+
 /**
- * A transport to the server, on the gateway's session there (none for initialize). A broken
- * stream is the caller's error to hear at once, not one to retry behind its back.
+ * The server's GET stream is picked up again where it broke (its Last-Event-ID), a few times, a
+ * second or its `retry:` apart; past that the client's own stream ends, and the client resumes.
  */
-function transportTo(target: McpTarget, session?: UpstreamSession, fetch?: typeof globalThis.fetch) {
+const STREAM_RECONNECTION = {
+  maxRetries: 3,
+  initialReconnectionDelay: 1000,
+  maxReconnectionDelay: 5000,
+  reconnectionDelayGrowFactor: 2,
+};
+
+/** A transport to the server, on the gateway's session there (none for initialize). */
+function transportTo(
+  target: McpTarget,
+  session?: UpstreamSession,
+  fetch?: typeof globalThis.fetch,
+  reconnection = NO_RECONNECTION,
+) {
   return new StreamableHTTPClientTransport(new URL(target.url), {
     ...(target.auth ? { authProvider: target.auth } : {}),
     ...(session?.id ? { sessionId: session.id } : {}),
     ...(session ? { protocolVersion: session.version } : {}),
-    reconnectionOptions: {
-      maxRetries: 0,
-      initialReconnectionDelay: 1000,
-      maxReconnectionDelay: 1000,
-      reconnectionDelayGrowFactor: 1,
-    },
+    reconnectionOptions: reconnection,
     ...(fetch ? { fetch } : {}),
   });
+}
+
+/** The server's GET stream, open. */
+export interface Listening {
+  close(): Promise<void>;
+}
+
+export interface Listen {
+  target: McpTarget;
+  session: UpstreamSession;
+  /** The server's event id to resume after (its Last-Event-ID); none: from now. */
+  after?: string;
+  /** Each message the server sends on it (notifications, and its requests outside any call). */
+  onMessage(m: RpcNotification | RpcRequest): void;
+  /** Each event id the server gives: where to resume after the message that follows it. */
+  onEventId(id: string): void;
+  /** The stream ended for good (the server went away past its reconnections). */
+  onEnd(err: unknown): void;
+}
+
+/**
+ * Opens the server's GET stream on the gateway's session there (Streamable HTTP's server-to-client
+ * stream), resumed after `after` where given; its messages go to onMessage until close(). Not
+ * opened: the status the server refused it with (405: it offers none; 409: it streams this
+ * session elsewhere already), 502 when it could not be reached.
+ */
+export async function listen(l: Listen): Promise<{ listening: Listening } | { refused: number }> {
+  // A client that reconnects at once finds its old stream still closing at the server (409): a moment later it is gone.
+  for (let attempt = 0; ; attempt++) {
+    const got = await listenOnce(l);
+    if (!('refused' in got) || got.refused !== 409 || attempt >= 4) return got;
+    await new Promise((r) => setTimeout(r, 250));
+  }
+}
+
+async function listenOnce(l: Listen): Promise<{ listening: Listening } | { refused: number }> {
+  const opened = { status: 0 };
+  const watching: typeof globalThis.fetch = async (input, init) => {
+    const res = await fetch(input, init);
+    if ((init?.method ?? 'GET') === 'GET') opened.status = res.status;
+    return res;
+  };
+  const transport = transportTo(l.target, l.session, watching, STREAM_RECONNECTION);
+  let closing = false;
+  transport.onmessage = (m) => {
+    const msg = m as JsonObject;
+    if (typeof msg.method === 'string') l.onMessage(msg as unknown as RpcNotification | RpcRequest);
+  };
+  transport.onerror = (err) => {
+    // The SDK reports a dropped stream and then picks it up again; only its giving up ends ours.
+    if (!closing && /Maximum reconnection attempts/.test(String(err))) l.onEnd(err);
+  };
+  await transport.start();
+  try {
+    await transport.resumeStream(l.after ?? '', { onresumptiontoken: (id) => l.onEventId(id) });
+  } catch {
+    closing = true;
+    await transport.close().catch(() => {});
+    return { refused: opened.status || 502 };
+  }
+  if (opened.status < 200 || opened.status >= 300) {
+    closing = true;
+    await transport.close().catch(() => {});
+    return { refused: opened.status || 502 };
+  }
+  const listening = {
+    close: async () => {
+      closing = true;
+      await transport.close().catch(() => {});
+    },
+  };
+  return { listening };
 }
 
 /** One message the server only has to take (a notification, an answer): sent within 10 s at most. */
