@@ -5,6 +5,7 @@ import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
+import { Client, StreamableHTTPClientTransport } from '@modelcontextprotocol/client';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { ApiKey } from '../../crds/api-key.js';
 import type { McpServer } from '../../crds/mcp-server.js';
@@ -263,4 +264,20 @@ describe('the MCP conformance suite, directly and through the gateway', () => {
       expect(failing.sort()).toEqual(Object.keys(GATEWAY_GAPS).sort());
     });
   }
+
+  it('a call whose server closes its stream before answering (SEP-1699) is answered through the gateway as directly', async () => {
+    const call = async (url: string, headers: Record<string, string> = {}, name = 'test_reconnection') => {
+      const client = new Client({ name: 'e2e', version: '1.0.0' });
+      await client.connect(new StreamableHTTPClientTransport(new URL(url), { requestInit: { headers } }));
+      try {
+        return await client.callTool({ name, arguments: {} });
+      } finally {
+        await client.close();
+      }
+    };
+    const direct = await call(reference.url);
+    expect(direct.content).toEqual([{ type: 'text', text: 'Reconnection test completed successfully' }]);
+    expect(await call(`${gateway.url}/mcp/${SERVER}`, { 'X-API-Key': KEY })).toEqual(direct);
+    expect(await call(`${gateway.url}/mcp`, { 'X-API-Key': KEY }, `${PREFIX}test_reconnection`)).toEqual(direct);
+  });
 });

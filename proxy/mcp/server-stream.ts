@@ -46,6 +46,10 @@ const MAX_EVENT_ID_CHARS = 4096;
 
 const digest = (sessionId: string) => createHash('sha256').update(sessionId).digest('base64url').slice(0, 22);
 
+/** An event id: where each server's stream stands, for this session only, sealed. */
+export const sealPosition = (sealer: SessionSealer, sessionId: string, at: Record<string, string>): string =>
+  sealer.sealValue({ s: digest(sessionId), at } satisfies Position);
+
 /** The servers' positions a Last-Event-ID of this session carries; none for anything else. */
 export function positionsOf(sealer: SessionSealer, sessionId: string, lastEventId: string | undefined) {
   if (!lastEventId) return {};
@@ -70,7 +74,7 @@ export function notificationForClient(n: RpcNotification, server: string, naming
  * stream this session to another GET).
  */
 export async function serveStream(x: StreamScope): Promise<{ opened: true } | { opened: false; status: number }> {
-  const position: Position = { s: digest(x.sessionId), at: positionsOf(x.sealer, x.sessionId, x.lastEventId) };
+  const at = positionsOf(x.sealer, x.sessionId, x.lastEventId);
   const pending: string[] = [];
   let open = false;
   let ended = false;
@@ -88,7 +92,7 @@ export async function serveStream(x: StreamScope): Promise<{ opened: true } | { 
     if (open && !x.res.writableEnded) x.res.end();
   };
   const event = (message: RpcNotification | RpcRequest) => {
-    const id = x.sealer.sealValue(position);
+    const id = sealPosition(x.sealer, x.sessionId, at);
     const idLine = id.length <= MAX_EVENT_ID_CHARS ? `id: ${id}\n` : '';
     write(`${idLine}event: message\ndata: ${JSON.stringify(message)}\n\n`);
   };
@@ -109,14 +113,14 @@ export async function serveStream(x: StreamScope): Promise<{ opened: true } | { 
     [...x.servers.values()].map(async (server) => {
       const up = x.session.upstream[server.name];
       if (!up) return 405;
-      const after = position.at[server.name];
+      const after = at[server.name];
       const got = await listen({
         target: server,
         session: up,
         ...(after ? { after } : {}),
         onMessage: (m) => relay(server, m),
         onEventId: (id) => {
-          position.at[server.name] = id;
+          at[server.name] = id;
         },
         // A server's stream gone for good: the client's ends, and its reconnection resumes.
         onEnd: end,

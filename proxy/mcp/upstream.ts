@@ -73,12 +73,17 @@ export async function exchange(x: Exchange): Promise<ExchangeResult> {
   const callerGone = () => ctl.abort();
   x.signal?.addEventListener('abort', callerGone, { once: true });
   let settled = false;
-  const transport = transportTo(x.target, x.session, boundedFetch(x.maxBytes, read));
-  // Not started: a started transport's close() aborts a controller of its own on every exchange,
-  // and this one opens no stream of its own (only notify's initialized does).
+  const transport = transportTo(x.target, x.session, boundedFetch(x.maxBytes, read), CALL_RECONNECTION);
+  // Started, so that a stream the server closes before answering is picked up again (SEP-1699:
+  // its Last-Event-ID, after its `retry:`); closed at the end, which stops any reconnection.
+  await transport.start();
   try {
     const answer = await new Promise<RpcAnswer>((resolve, reject) => {
-      const fail = (err: unknown) => reject(err);
+      // A dropped stream is the SDK's to pick up again; whether the answer still comes is told by
+      // onRequestStreamEnd (or the timeout), not by the drop.
+      const fail = (err: unknown) => {
+        if (!RECONNECTING.test(String(err))) reject(err);
+      };
       stop.addEventListener('abort', () => reject(stop.reason), { once: true });
       if (x.signal?.aborted) ctl.abort();
       transport.onerror = fail;
@@ -135,15 +140,30 @@ export async function exchange(x: Exchange): Promise<ExchangeResult> {
   } finally {
     clearTimeout(timer);
     x.signal?.removeEventListener('abort', callerGone);
+    void transport.close().catch(() => {});
   }
 }
 
-/** A call's stream is not retried behind its caller's back: a broken one is the caller's error to hear at once. */
+/** What the SDK reports of a stream it is picking up again, or has given up on (onRequestStreamEnd follows). */
+const RECONNECTING = /SSE stream disconnected|Failed to reconnect SSE stream|Maximum reconnection attempts/;
+
+/** Short exchanges (a notification, an answer) are not retried behind their sender's back. */
 const NO_RECONNECTION = {
   maxRetries: 0,
   initialReconnectionDelay: 1000,
   maxReconnectionDelay: 1000,
   reconnectionDelayGrowFactor: 1,
+};
+
+/**
+ * A call's stream that the server closed after an event id (SEP-1699) is picked up again, twice
+ * at most, after the server's `retry:`; one closed without an id ends the call at once.
+ */
+const CALL_RECONNECTION = {
+  maxRetries: 2,
+  initialReconnectionDelay: 500,
+  maxReconnectionDelay: 2000,
+  reconnectionDelayGrowFactor: 2,
 };
 
 /**
