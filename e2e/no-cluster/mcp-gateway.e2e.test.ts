@@ -357,6 +357,86 @@ describe('MCP gateway with real servers and the official SDK client', () => {
     }
   }, 90_000);
 
+  it('serves the 2026-07-28 revision to a client that probes for it, and the session revisions beside it', async () => {
+    // As the SDKs probe: server/discover first, initialize where the answer does not offer 2026-07-28.
+    const connectAs = async (url: string) => {
+      const client = new Client({ name: 'e2e-stateless', version: '1.0.0' }, { versionNegotiation: { mode: 'auto' } });
+      await client.connect(
+        new StreamableHTTPClientTransport(new URL(url), {
+          requestInit: { headers: { 'X-API-Key': FULL } },
+          fetch: capturingFetch(capture),
+        }),
+      );
+      return client;
+    };
+    // Directly, server-everything speaks only the session revisions: the probe falls back.
+    const direct = await connectAs(everything.url);
+    expect(direct.getNegotiatedProtocolVersion()).toBe('2025-11-25');
+    const directEcho = await direct.callTool({ name: 'echo', arguments: { message: 'stateless' } });
+    const directTools = (await direct.listTools()).tools.map((t) => t.name).sort();
+    await direct.close();
+    for (const [url, prefix] of [
+      [`${gateway.url}/mcp`, 'everything_'],
+      [`${gateway.url}/mcp/everything`, ''],
+    ] as const) {
+      const before = usage.records.length;
+      const via = await connectAs(url);
+      expect(via.getNegotiatedProtocolVersion()).toBe('2026-07-28');
+      const tools = (await via.listTools()).tools.map((t) => t.name);
+      expect(tools).toContain(`${prefix}echo`);
+      // The same tools as directly, renamed at /mcp (get-env is denied by the McpServer).
+      const own = tools.filter((t) => t.startsWith(prefix)).map((t) => t.slice(prefix.length));
+      expect(own.sort()).toEqual(directTools.filter((t) => t !== 'get-env'));
+      expect(await via.callTool({ name: `${prefix}echo`, arguments: { message: 'stateless' } })).toMatchObject({
+        content: directEcho.content,
+      });
+      // A second call reuses the gateway's session at the server; both are recorded under the key.
+      await via.callTool({ name: `${prefix}echo`, arguments: { message: 'again' } });
+      const calls = usage.records.slice(before).filter((r) => r.endpoint === 'mcp' && r.model === 'echo');
+      expect(calls).toHaveLength(2);
+      expect(calls.every((r) => r.apiKey === 'full' && r.status === 200)).toBe(true);
+      await via.close();
+    }
+    // An older client on the same endpoint still gets its session revision.
+    const legacy = await connect(`${gateway.url}/mcp`, { 'X-API-Key': FULL });
+    expect(legacy.getNegotiatedProtocolVersion()).toBe('2025-11-25');
+    await legacy.close();
+  });
+
+  it('refuses a stateless request that contradicts itself, in the revision’s own errors', async () => {
+    const envelope = {
+      'io.modelcontextprotocol/protocolVersion': '2026-07-28',
+      'io.modelcontextprotocol/clientCapabilities': {},
+    };
+    const send = (body: object, headers: Record<string, string>) =>
+      fetch(`${gateway.url}/mcp`, {
+        method: 'POST',
+        headers: { 'X-API-Key': FULL, 'content-type': 'application/json', accept: 'application/json', ...headers },
+        body: JSON.stringify(body),
+      });
+    const list = { jsonrpc: '2.0', id: 1, method: 'tools/list', params: { _meta: envelope } };
+    const ok = await send(list, { 'mcp-protocol-version': '2026-07-28', 'mcp-method': 'tools/list' });
+    expect(ok.status).toBe(200);
+    expect((await ok.json()) as unknown).toMatchObject({ result: { resultType: 'complete', ttlMs: 0 } });
+    const mismatch = await send(list, { 'mcp-protocol-version': '2026-07-28', 'mcp-method': 'tools/call' });
+    expect(mismatch.status).toBe(400);
+    expect((await mismatch.json()) as unknown).toMatchObject({ id: 1, error: { code: -32020 } });
+    const future = await send(
+      { ...list, params: { _meta: { ...envelope, 'io.modelcontextprotocol/protocolVersion': '2099-01-01' } } },
+      { 'mcp-protocol-version': '2099-01-01', 'mcp-method': 'tools/list' },
+    );
+    expect(future.status).toBe(400);
+    expect((await future.json()) as unknown).toMatchObject({
+      error: { code: -32022, data: { supported: expect.arrayContaining(['2026-07-28', '2025-11-25']) } },
+    });
+    const removed = await send(
+      { jsonrpc: '2.0', id: 2, method: 'ping', params: { _meta: envelope } },
+      { 'mcp-protocol-version': '2026-07-28', 'mcp-method': 'ping' },
+    );
+    expect(removed.status).toBe(404);
+    expect((await removed.json()) as unknown).toMatchObject({ id: 2, error: { code: -32601 } });
+  });
+
   it('answers bad input with the spec errors', async () => {
     const post = (body: string, headers: Record<string, string> = {}) =>
       fetch(`${gateway.url}/mcp`, {

@@ -34,8 +34,17 @@ import { negotiate, VERSIONS } from './protocol.js';
 import { serveStream } from './server-stream.js';
 import { type McpServerTable, type McpTarget, mayUseServer } from './servers.js';
 import type { McpSession, SessionSealer, UpstreamSession } from './session.js';
+import {
+  claimedRevision,
+  discoverResult,
+  STATELESS_VERSION,
+  statelessAnswer,
+  statelessRefusal,
+  withoutEnvelope,
+} from './stateless-revision.js';
 import { admitToolCall, beginToolCall, type ToolCallDeps } from './tool-calls.js';
 import { exchange, notify, respond, terminate, UpstreamError } from './upstream.js';
+import { type Opened, UpstreamPool } from './upstream-pool.js';
 
 /**
  * MCP at the gateway: /mcp federates every McpServer the caller's key may use, /mcp/<server>
@@ -85,6 +94,14 @@ class HttpRefusal extends Error {
 const refuse = (status: number, code: number, message: string, headers?: Record<string, string>) =>
   new HttpRefusal(status, errorAnswer(null, new RpcError(code, message)), headers);
 
+/** The gateway's own state beside its configuration: the servers' sessions of stateless callers. */
+interface Deps extends McpGatewayDeps {
+  pool: UpstreamPool;
+}
+
+/** The newest session revision: what the gateway speaks to servers on behalf of stateless callers. */
+const LATEST_SESSION_VERSION = VERSIONS[0] ?? '2025-11-25';
+
 /** In-flight requests on this replica, by session and JSON-RPC id: what notifications/cancelled stops. */
 const inFlight = new Map<string, AbortController>();
 
@@ -92,7 +109,13 @@ const inFlight = new Map<string, AbortController>();
  * The MCP gateway as the front door's MCP door serves it: `serve` takes what passed the admit and
  * body stages (the caller, the message's JSON), `refuse` answers what did not, in MCP's form.
  */
-export function createMcpGateway(deps: McpGatewayDeps) {
+export function createMcpGateway(config: McpGatewayDeps) {
+  const deps: Deps = {
+    ...config,
+    pool: new UpstreamPool((t) =>
+      openUpstream(config, t, LATEST_SESSION_VERSION, { name: 'MCP 2026-07-28 clients' }, {}),
+    ),
+  };
   const serve = async (
     req: IncomingMessage,
     res: ServerResponse,
@@ -167,17 +190,15 @@ interface Post {
   base: Record<string, string>;
 }
 
-async function post(
-  deps: McpGatewayDeps,
-  req: IncomingMessage,
-  res: ServerResponse,
-  p: Post,
-  pass: DoorPass,
-): Promise<void> {
+async function post(deps: Deps, req: IncomingMessage, res: ServerResponse, p: Post, pass: DoorPass): Promise<void> {
   const header = headerOf(req);
   const tags = tagsOf(header, p.caller);
   const parsed = parseClientMessage(pass.body);
   if ('jsonrpc' in parsed) throw new HttpRefusal(400, parsed);
+  // The stateless revision says so in every message: no session, no initialize (proxy/mcp/stateless-revision.ts).
+  if (parsed.kind !== 'response' && claimedRevision(parsed.message) !== undefined) {
+    return stateless(deps, req, res, p, parsed, pass);
+  }
   const version = header('mcp-protocol-version');
   if (version !== undefined && !VERSIONS.includes(version)) {
     throw refuse(
@@ -335,15 +356,7 @@ function federatedCapabilities(servers: readonly JsonObject[]): JsonObject {
 async function initialize(deps: McpGatewayDeps, res: ServerResponse, p: Post, req: RpcRequest): Promise<void> {
   const params = req.params ?? {};
   const version = negotiate(params.protocolVersion);
-  const targets =
-    p.where.server === undefined
-      ? deps.servers.forKey(p.caller.policy)
-      : [deps.servers.get(p.where.server)].filter(
-          (t): t is McpTarget => t !== undefined && mayUseServer(p.caller.policy, t.name),
-        );
-  if (p.where.server !== undefined && targets.length === 0) {
-    throw refuse(404, RPC.gateway, `no MCP server ${p.where.server} for this key`);
-  }
+  const targets = targetsOf(deps, p);
   const clientInfo = isObject(params.clientInfo) ? params.clientInfo : {};
   const client = relayedCapabilities(params.capabilities);
   const opened = await Promise.all(
@@ -440,13 +453,16 @@ interface RequestScope {
   tags: Tag[];
   bytesIn: number;
   p: Post;
+  /** A request of the stateless revision: its answer shaped for it, a server's ended session dropped. */
+  stateless?: { sessionGone(): void };
 }
 
 /** A request of the session: dispatched (proxy/mcp/methods.ts), a tools/call accounted, answered. */
 async function request(deps: McpGatewayDeps, s: RequestScope, req: RpcRequest): Promise<void> {
   const abort = new AbortController();
   const key = `${s.sessionId}#${req.id}`;
-  inFlight.set(key, abort);
+  // Stateless callers cancel by closing the request's stream: there is no session to name it by.
+  if (!s.stateless) inFlight.set(key, abort);
   // Nobody left to answer: the servers stop too (the exchange tells them).
   s.res.once('close', () => {
     if (!s.res.writableFinished) abort.abort(new RpcError(RPC.gateway, 'the client went away'));
@@ -472,21 +488,33 @@ async function request(deps: McpGatewayDeps, s: RequestScope, req: RpcRequest): 
     }
     const outcome = await dispatch(ctx, req);
     finish?.(outcome.answer);
-    s.writer.answer(outcome.answer);
+    reply(s, req.method, outcome.answer);
   } catch (err) {
-    if (err instanceof UpstreamError && err.reason === 'session_gone') {
+    if (err instanceof UpstreamError && err.reason === 'session_gone' && !s.stateless) {
       finish?.(errorAnswer(req.id, err), err.reason);
       // The spec's signal to start over: 404 to a request with a session id.
       throw refuse(404, RPC.gateway, err.message);
     }
+    // A stateless caller has no session to start over: the gateway's on that server goes, the next request opens another.
+    if (err instanceof UpstreamError && err.reason === 'session_gone') s.stateless?.sessionGone();
     const rpc = err instanceof RpcError ? err : new RpcError(RPC.internalError, 'Internal error of the gateway');
     if (!(err instanceof RpcError)) deps.onError?.(err, s.p.requestId);
     const answer = errorAnswer(req.id, rpc);
     finish?.(answer, err instanceof UpstreamError ? err.reason : (err as { reason?: string }).reason);
-    s.writer.answer(answer);
+    reply(s, req.method, answer);
   } finally {
-    inFlight.delete(key);
+    if (!s.stateless) inFlight.delete(key);
   }
+}
+
+/** The answer written: as the stateless revision shapes it (and a method it lacks is a 404), else as it is. */
+function reply(s: RequestScope, method: string, answer: RpcAnswer): void {
+  if (!s.stateless) {
+    s.writer.answer(answer);
+    return;
+  }
+  const shaped = statelessAnswer(method, answer);
+  s.writer.answer(shaped, 'error' in shaped && shaped.error.code === RPC.methodNotFound ? 404 : 200);
 }
 
 /** A server's request during a call: to the client on the call's stream, or refused to the server at once. */
@@ -548,6 +576,109 @@ async function governToolCall(
     }
   }
   return finish;
+}
+
+/**
+ * A message of the stateless revision (2026-07-28): checked as the revision asks, served on the
+ * gateway's own sessions at the servers (one per key and server: proxy/mcp/upstream-pool.ts),
+ * answered as the revision shapes answers. server/discover says what the servers offer. The
+ * servers' requests to the client are refused to them (the revision carries them as results that
+ * ask for input, which the gateway does not make), and so are subscriptions: what it offers says so.
+ */
+async function stateless(
+  deps: Deps,
+  req: IncomingMessage,
+  res: ServerResponse,
+  p: Post,
+  parsed: Extract<ReturnType<typeof parseClientMessage>, { kind: 'request' | 'notification' }>,
+  pass: DoorPass,
+): Promise<void> {
+  const header = headerOf(req);
+  const writer = new AnswerWriter(res, p.base, acceptsEventStream(header('accept')));
+  if (parsed.kind === 'notification') {
+    writer.accepted();
+    return;
+  }
+  const message = parsed.message;
+  const refusal = statelessRefusal(message, header);
+  if (refusal) {
+    writer.answer(errorAnswer(message.id, refusal), refusal.status);
+    return;
+  }
+  const targets = targetsOf(deps, p);
+  const key = p.caller.keyHashPrefix;
+  const opened = await Promise.all(targets.map((t) => deps.pool.get(key, t).catch((err: unknown) => err)));
+  const upstream: Record<string, UpstreamSession> = {};
+  const results: JsonObject[] = [];
+  const servers = new Map<string, McpTarget>();
+  for (const [i, t] of targets.entries()) {
+    const o = opened[i] as Opened | Error;
+    if (o instanceof Error) continue;
+    upstream[t.name] = o.session;
+    results.push(o.result);
+    servers.set(t.name, t);
+  }
+  if (p.where.server !== undefined && servers.size === 0) {
+    const err = new RpcError(RPC.gateway, `MCP server ${p.where.server} is not reachable`);
+    writer.answer(errorAnswer(message.id, err), 502);
+    return;
+  }
+  if (message.method === 'server/discover') {
+    writer.answer({ jsonrpc: '2.0', id: message.id, result: discovered(p, results) });
+    return;
+  }
+  const session: McpSession = { key, version: STATELESS_VERSION, upstream, began: Math.floor(Date.now() / 1000) };
+  const scope: RequestScope = {
+    req,
+    res,
+    writer,
+    session,
+    sessionId: '',
+    servers,
+    tags: tagsOf(header, p.caller),
+    bytesIn: pass.bytes,
+    p,
+    // Which server ended it the error does not say: the key's sessions on these servers are opened again.
+    stateless: {
+      sessionGone: () => {
+        for (const name of servers.keys()) deps.pool.drop(key, name);
+      },
+    },
+  };
+  await request(deps, scope, withoutEnvelope(message));
+}
+
+/** The servers a request may reach: every one the key may use at /mcp, the one named at /mcp/<server>. */
+function targetsOf(deps: McpGatewayDeps, p: Post): McpTarget[] {
+  if (p.where.server === undefined) return deps.servers.forKey(p.caller.policy);
+  const target = deps.servers.get(p.where.server);
+  if (!target || !mayUseServer(p.caller.policy, target.name)) {
+    throw refuse(404, RPC.gateway, `no MCP server ${p.where.server} for this key`);
+  }
+  return [target];
+}
+
+/** server/discover's answer: one server's offer at /mcp/<server>, the federation's at /mcp; no subscriptions. */
+function discovered(p: Post, results: JsonObject[]): JsonObject {
+  const only = p.where.server !== undefined ? results[0] : undefined;
+  const noListen = (c: unknown): JsonObject =>
+    Object.fromEntries(
+      Object.entries(isObject(c) ? c : {}).map(([k, v]) => {
+        if (!isObject(v)) return [k, v];
+        const { listChanged: _l, subscribe: _s, ...rest } = v;
+        return [k, rest];
+      }),
+    );
+  if (only) {
+    const info = isObject(only.serverInfo) ? only.serverInfo : { name: p.where.server ?? '', version: '' };
+    const instructions = typeof only.instructions === 'string' ? only.instructions : undefined;
+    return discoverResult(noListen(only.capabilities), info, instructions);
+  }
+  return discoverResult(
+    noListen(federatedCapabilities(results.flatMap((r) => (isObject(r.capabilities) ? [r.capabilities] : [])))),
+    { name: 'platform-ai-optimizer', title: 'Platform AI Optimizer MCP gateway', version: PRODUCT_VERSION },
+    `Tools of ${results.length} MCP servers, each named <server>_<tool>.`,
+  );
 }
 
 /** DELETE: the session ends here and on its servers; its id is refused from now on (404). */
