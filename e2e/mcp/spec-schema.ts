@@ -261,6 +261,8 @@ interface CapturedMessage {
   /** The message as parsed, or, when it was not JSON, its text in `unparsed`. */
   message: unknown;
   unparsed?: string;
+  /** The POST's MCP-Protocol-Version header, where it had one: the revision it was sent in. */
+  revision?: string;
 }
 
 /** Where capturingFetch puts what it reads; settled() waits for the streams still being read. */
@@ -302,7 +304,14 @@ export function capturingFetch(sink: CaptureSink, base: FetchLike = fetch): Fetc
     const via = type.startsWith('text/event-stream') ? 'sse' : type.startsWith('application/json') ? 'json' : undefined;
     if (!via) return res;
     const [mine, theirs] = res.body.tee();
-    const base_ = { url: String(url), method: methodOf(init?.body), status: res.status, via } as const;
+    const revision = new Headers(init?.headers).get('mcp-protocol-version') ?? undefined;
+    const base_ = {
+      url: String(url),
+      method: methodOf(init?.body),
+      status: res.status,
+      via,
+      ...(revision ? { revision } : {}),
+    } as const;
     const record = (text: string) => {
       try {
         sink.messages.push({ ...base_, message: JSON.parse(text) as unknown });

@@ -27,6 +27,7 @@ import {
   type RpcNotification,
   type RpcRequest,
 } from './json-rpc.js';
+import { honoured, requestedFilter, serveListen } from './listen.js';
 import { dispatch, type MethodContext } from './methods.js';
 import { federatedNaming, singleNaming } from './naming.js';
 import { type OriginPolicy, originRefusal } from './origin.js';
@@ -581,9 +582,10 @@ async function governToolCall(
 /**
  * A message of the stateless revision (2026-07-28): checked as the revision asks, served on the
  * gateway's own sessions at the servers (one per key and server: proxy/mcp/upstream-pool.ts),
- * answered as the revision shapes answers. server/discover says what the servers offer. The
- * servers' requests to the client are refused to them (the revision carries them as results that
- * ask for input, which the gateway does not make), and so are subscriptions: what it offers says so.
+ * answered as the revision shapes answers. server/discover says what the servers offer;
+ * subscriptions/listen carries their changes (proxy/mcp/listen.ts). The servers' requests to the
+ * client are refused to them: the revision carries them as results that ask for input, which the
+ * gateway does not make yet.
  */
 async function stateless(
   deps: Deps,
@@ -627,6 +629,26 @@ async function stateless(
     writer.answer({ jsonrpc: '2.0', id: message.id, result: discovered(p, results) });
     return;
   }
+  if (message.method === 'subscriptions/listen') {
+    const asked = requestedFilter(message);
+    if (!asked) {
+      writer.answer(errorAnswer(message.id, new RpcError(RPC.invalidParams, 'params.notifications is required')), 400);
+      return;
+    }
+    const offered = discovered(p, results).capabilities as JsonObject;
+    await serveListen({
+      res,
+      req: message,
+      key,
+      servers,
+      naming: p.where.server === undefined ? federatedNaming : singleNaming(p.where.server),
+      pool: deps.pool,
+      filter: honoured(asked, offered),
+      headers: p.base,
+      maxBytes: deps.maxAnswerBytes,
+    });
+    return;
+  }
   const session: McpSession = { key, version: STATELESS_VERSION, upstream, began: Math.floor(Date.now() / 1000) };
   const scope: RequestScope = {
     req,
@@ -658,24 +680,19 @@ function targetsOf(deps: McpGatewayDeps, p: Post): McpTarget[] {
   return [target];
 }
 
-/** server/discover's answer: one server's offer at /mcp/<server>, the federation's at /mcp; no subscriptions. */
+/**
+ * server/discover's answer: one server's offer at /mcp/<server>, the federation's at /mcp (list
+ * changes and resource subscriptions where a server offers them: subscriptions/listen carries them).
+ */
 function discovered(p: Post, results: JsonObject[]): JsonObject {
   const only = p.where.server !== undefined ? results[0] : undefined;
-  const noListen = (c: unknown): JsonObject =>
-    Object.fromEntries(
-      Object.entries(isObject(c) ? c : {}).map(([k, v]) => {
-        if (!isObject(v)) return [k, v];
-        const { listChanged: _l, subscribe: _s, ...rest } = v;
-        return [k, rest];
-      }),
-    );
   if (only) {
     const info = isObject(only.serverInfo) ? only.serverInfo : { name: p.where.server ?? '', version: '' };
     const instructions = typeof only.instructions === 'string' ? only.instructions : undefined;
-    return discoverResult(noListen(only.capabilities), info, instructions);
+    return discoverResult(isObject(only.capabilities) ? only.capabilities : {}, info, instructions);
   }
   return discoverResult(
-    noListen(federatedCapabilities(results.flatMap((r) => (isObject(r.capabilities) ? [r.capabilities] : [])))),
+    federatedCapabilities(results.flatMap((r) => (isObject(r.capabilities) ? [r.capabilities] : []))),
     { name: 'platform-ai-optimizer', title: 'Platform AI Optimizer MCP gateway', version: PRODUCT_VERSION },
     `Tools of ${results.length} MCP servers, each named <server>_<tool>.`,
   );

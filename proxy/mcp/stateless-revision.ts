@@ -26,14 +26,7 @@ const HEADER_MISMATCH = -32020;
 const UNSUPPORTED_VERSION = -32022;
 
 /** Methods of the session revisions this one has no more: 404, method not found. */
-const REMOVED = new Set([
-  'initialize',
-  'ping',
-  'logging/setLevel',
-  'resources/subscribe',
-  'resources/unsubscribe',
-  'subscriptions/listen',
-]);
+const REMOVED = new Set(['initialize', 'ping', 'logging/setLevel', 'resources/subscribe', 'resources/unsubscribe']);
 
 /** Results a client may cache: they say for how long (the gateway: not at all, each answer is per key). */
 const CACHEABLE = new Set([

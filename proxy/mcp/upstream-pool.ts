@@ -1,7 +1,8 @@
-import type { JsonObject } from './json-rpc.js';
+import { answerUnrelayed } from './client-requests.js';
+import { type JsonObject, RPC, RpcError, type RpcNotification, type RpcRequest } from './json-rpc.js';
 import type { McpTarget } from './servers.js';
 import type { UpstreamSession } from './session.js';
-import { terminate } from './upstream.js';
+import { type Listening, listen, respond, terminate } from './upstream.js';
 
 /**
  * Sessions the gateway keeps on servers for callers of the stateless revision (2026-07-28), who
@@ -17,10 +18,15 @@ export interface Opened {
   result: JsonObject;
 }
 
+type Listener = (n: RpcNotification) => void;
+
 interface Entry {
   target: McpTarget;
   used: number;
   opened: Promise<Opened>;
+  /** Who listens to the server's stream on this session (subscriptions/listen), and the stream while one does. */
+  listeners: Set<Listener>;
+  stream?: Promise<Listening | undefined>;
 }
 
 export class UpstreamPool {
@@ -47,7 +53,7 @@ export class UpstreamPool {
     }
     if (hit) this.drop(key, target.name);
     const opened = this.open(target);
-    this.entries.set(id, { target, used: now, opened });
+    this.entries.set(id, { target, used: now, opened, listeners: new Set() });
     opened.catch(() => {
       if (this.entries.get(id)?.opened === opened) this.entries.delete(id);
     });
@@ -65,7 +71,48 @@ export class UpstreamPool {
     const entry = this.entries.get(id);
     if (!entry) return;
     this.entries.delete(id);
+    entry.listeners.clear();
+    void entry.stream?.then((l) => l?.close());
     entry.opened.then((o) => terminate(entry.target, o.session)).catch(() => {});
+  }
+
+  /**
+   * The server's notifications on the key's session, to `listener` until the returned function
+   * is called: one stream from the server (its GET), shared by every listener of that session,
+   * open while one listens. Its requests for input are refused to it: a stateless caller gets
+   * none (proxy/mcp/stateless-revision.ts).
+   */
+  async listen(key: string, target: McpTarget, listener: Listener): Promise<() => void> {
+    const opened = await this.get(key, target);
+    const entry = this.entries.get(`${key}\u0000${target.name}`);
+    if (!entry) return () => {};
+    entry.listeners.add(listener);
+    entry.stream ??= listen({
+      target,
+      session: opened.session,
+      onMessage: (m) => {
+        if ('id' in m) {
+          const why = new RpcError(
+            RPC.methodNotFound,
+            'the gateway relays no requests for input to 2026-07-28 clients',
+          );
+          void respond(target, opened.session, answerUnrelayed(m as RpcRequest, why));
+          return;
+        }
+        for (const l of entry.listeners) l(m);
+      },
+      onEventId: () => {},
+      // Gone for good: the next listener opens it again.
+      onEnd: () => {
+        entry.stream = undefined;
+      },
+    }).then((r) => ('listening' in r ? r.listening : undefined));
+    return () => {
+      entry.listeners.delete(listener);
+      if (entry.listeners.size > 0) return;
+      void entry.stream?.then((l) => l?.close());
+      entry.stream = undefined;
+    };
   }
 
   get size(): number {
