@@ -71,6 +71,9 @@ describe('the prices ConfigMap', () => {
     expect(() => parseBedrockPrices('lifecycle:\n  openai:\n    gpt-4o: { retires: next week }\n')).toThrow(
       /lifecycle\.openai\.gpt-4o\.retires must be a date/,
     );
+    expect(() => parseBedrockPrices('lifecycle:\n  openai:\n    gpt-4o: { retires: "2026-02-30" }\n')).toThrow(
+      /retires must be a date/,
+    );
     expect(() => parseBedrockPrices('lifecycle:\n  openai:\n    gpt-4o: { replacement: gpt-5 }\n')).toThrow(
       /needs a deprecated or a retires date/,
     );

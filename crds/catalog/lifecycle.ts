@@ -30,7 +30,9 @@ class LifecycleTableError extends Error {}
 /** A YAML date (js-yaml reads an unquoted one as a Date) or a quoted YYYY-MM-DD, as YYYY-MM-DD. */
 function dayOf(v: unknown, where: string): string {
   const text = v instanceof Date ? v.toISOString().slice(0, 10) : v;
-  if (typeof text !== 'string' || !DATE.test(text) || Number.isNaN(Date.parse(text))) {
+  // A day that is not in the calendar (2026-02-30) reads as another one: refused, not moved.
+  const real = typeof text === 'string' && DATE.test(text) && !Number.isNaN(Date.parse(text));
+  if (!real || new Date(Date.parse(`${text}T00:00:00Z`)).toISOString().slice(0, 10) !== text) {
     throw new LifecycleTableError(`${where} must be a date, YYYY-MM-DD`);
   }
   return text;

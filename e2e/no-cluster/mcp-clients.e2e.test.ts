@@ -257,17 +257,20 @@ describe('MCP clients at pinned versions, directly and through the gateway', () 
     const fed = await runPython(`${gateway.url}/mcp`, federated, headers, 'auto');
     expect(direct.errors).toEqual({});
     expect(fed.errors).toEqual({});
-    // Neither server-everything nor the gateway serves the 2026-07-28 era: both fall back to the handshake.
-    expect(fed.protocolVersion).toBe(direct.protocolVersion);
-    expect(fed.tools).toEqual(renamed(direct.tools ?? [], federated));
+    // server-everything does not serve the 2026-07-28 era (the SDK falls back to the handshake); the gateway does.
+    expect(direct.protocolVersion).toBe('2025-11-25');
+    expect(fed.protocolVersion).toBe('2026-07-28');
+    // The same tools, but for `execution` (tasks): the 2026-07-28 revision has no tasks.
+    const untasked = (direct.tools ?? []).map(({ execution: _e, ...t }) => t);
+    expect(fed.tools).toEqual(renamed(untasked, federated));
     expect(fed.call).toEqual(direct.call);
     await expect.poll(() => echoRecords(tag).length).toBe(1);
     row(
       `Python \`mcp\` SDK ${direct.sdk.version}, Client (mode auto)`,
-      `${direct.protocolVersion} (direct and /mcp): server/discover at 2026-07-28 refused, handshake fallback`,
-      `equal modulo renaming (${fed.tools?.length} tools)`,
+      `${direct.protocolVersion} direct (server/discover refused, handshake fallback); ${fed.protocolVersion} through /mcp (server/discover answered)`,
+      `equal modulo renaming and \`execution\` (tasks, not of 2026-07-28) (${fed.tools?.length} tools)`,
       'equal',
-      'the SDK default for a URL; the probe gets HTTP 400 from both (server-everything -32000 "Server not initialized", the gateway -32600 "Unsupported MCP-Protocol-Version 2026-07-28"), the SDK falls back; 1 usage record',
+      'the SDK default for a URL; the gateway serves the stateless era on its own sessions at the server; 1 usage record',
     );
   }, 300_000);
 
@@ -313,18 +316,29 @@ describe('MCP clients at pinned versions, directly and through the gateway', () 
     expect(fed.call.result).toEqual(direct.call.result);
     await expect.poll(() => echoRecords(tag).length).toBe(2);
 
-    // --protocol-era auto: the Inspector's SDK probes server/discover first, then falls back.
+    // --protocol-era auto: the Inspector's SDK probes server/discover first; server-everything refuses
+    // it (the SDK falls back to the handshake), the gateway answers it (the 2026-07-28 era).
     const autoDirect = await inspector(everything.url, [], 'initialize', ['--protocol-era', 'auto']);
     const autoFed = await inspector(`${gateway.url}/mcp`, fedHeaders, 'initialize', ['--protocol-era', 'auto']);
     expect(autoDirect.result?.protocolVersion).toBe(revision);
-    expect(autoFed.result?.protocolVersion).toBe(revision);
+    expect(autoFed.error).toBeUndefined();
+    expect(autoFed.result?.protocolVersion).toBe('2026-07-28');
+    const autoCall = await inspector(`${gateway.url}/mcp`, fedHeaders, 'tools/call', [
+      '--protocol-era',
+      'auto',
+      '--tool-name',
+      federated.name('echo'),
+      '--tool-arg',
+      'message=hi',
+    ]);
+    expect(autoCall.result).toEqual(direct.call.result);
 
     row(
       'MCP Inspector CLI 2.12.0 (`--cli`, default protocol era legacy)',
       `${revision} (direct, /mcp/${SERVER} and /mcp)`,
       `${directTools.length} direct and through the gateway (\`get-roots-list\` too: the client's roots capability is declared upstream), /mcp renamed`,
       'equal (echo)',
-      '`--header "X-API-Key: …"` / `--header "Authorization: Bearer …"`; runs without the package postinstall; `--protocol-era auto` falls back to the same revision directly and through /mcp; 2 usage records',
+      '`--header "X-API-Key: …"` / `--header "Authorization: Bearer …"`; runs without the package postinstall; `--protocol-era auto` falls back to the handshake directly and speaks 2026-07-28 through /mcp (tools/call equal); 2 usage records from the default era',
     );
   }, 300_000);
 });

@@ -14,6 +14,8 @@ import {
 import type { ExternalProvider } from '../../crds/external-provider.js';
 import type { Informer, InformerEvent } from '../../crds/kube/informer.js';
 import type { KubeClient } from '../../crds/kube/kube-client.js';
+import type { ModelDeployment } from '../../crds/model-deployment.js';
+import { namesMayChange } from '../../crds/model-names.js';
 import {
   MODELS_RETIRING,
   retiringCondition,
@@ -56,21 +58,32 @@ class ApiKeyController {
     private readonly client: KubeClient,
     private readonly keys: Informer<ApiKey>,
     private readonly providers: Informer<ExternalProvider>,
+    private readonly deployments: Informer<ModelDeployment>,
     private readonly events: EventRecorder,
     private readonly opts: ApiKeyControllerOptions,
   ) {}
 
+  private prices?: { at: number; table: Promise<BedrockPriceTable> };
+
+  /** The price table, read at most once a minute: a resync reconciles every key at once. */
+  private priceTable(now: Date): Promise<BedrockPriceTable> {
+    if (!this.prices || now.getTime() - this.prices.at > PRICES_FRESH_MS) {
+      this.prices = { at: now.getTime(), table: priceTableIn(this.client, this.shippedPrices) };
+    }
+    return this.prices.table;
+  }
+
   /**
    * ModelsRetiring for the key's allow-list (spec.models): its names resolved among the providers'
-   * models and aliases; a ModelDeployment's model never retires on a provider's schedule.
+   * models and the cluster's aliases; a ModelDeployment's model never retires on a provider's schedule.
    */
   private async retiring(ak: ApiKey, now: Date) {
     const allowed = ak.spec.models ?? [];
     if (allowed.length === 0) return undefined;
     const world = {
-      deployments: [],
+      deployments: this.deployments.list(),
       providers: this.providers.list(),
-      prices: await priceTableIn(this.client, this.shippedPrices),
+      prices: await this.priceTable(now),
     };
     const namings = allowed.map((name) => ({ name, field: 'spec.models' }));
     return retiringCondition(namings, world, now, ak.metadata.generation ?? 0);
@@ -140,8 +153,10 @@ class ApiKeyController {
 }
 
 const API_KEYS = platformCollection<ApiKey>('apikeys', AGENT_NAMESPACE);
-/** The same collection the ExternalProvider controller reconciles, so its informer is shared. */
+/** The same collections the ExternalProvider controller reads, so their informers are shared. */
 const EXTERNAL_PROVIDERS = platformCollection<ExternalProvider>('externalproviders', AGENT_NAMESPACE);
+const MODEL_DEPLOYMENTS = platformCollection<ModelDeployment>('modeldeployments');
+const PRICES_FRESH_MS = 60_000;
 
 /** A provider's models may have changed: the keys' allow-lists are read against them again. */
 const modelsMayChange = (event: InformerEvent, ep: ExternalProvider, old?: ExternalProvider) =>
@@ -151,7 +166,10 @@ const modelsMayChange = (event: InformerEvent, ep: ExternalProvider, old?: Exter
 export const apiKeyController: ControllerDeclaration = {
   name: 'apikey',
   for: API_KEYS,
-  watches: [watch(EXTERNAL_PROVIDERS, everyKeyOf(API_KEYS, modelsMayChange))],
+  watches: [
+    watch(EXTERNAL_PROVIDERS, everyKeyOf(API_KEYS, modelsMayChange)),
+    watch(MODEL_DEPLOYMENTS, everyKeyOf(API_KEYS, namesMayChange)),
+  ],
   rbac: [
     {
       scope: AGENT_NAMESPACE,
@@ -189,6 +207,7 @@ export const apiKeyController: ControllerDeclaration = {
       ctx.client,
       ctx.caches.of(API_KEYS),
       ctx.caches.of(EXTERNAL_PROVIDERS),
+      ctx.caches.of(MODEL_DEPLOYMENTS),
       ctx.events,
       { now: ctx.now },
     );

@@ -5,7 +5,8 @@ import type { KubeClient } from '../../crds/kube/kube-client.js';
 /**
  * The price table as the proxies price with: the shipped one with the prices ConfigMap over it
  * (prices, and the lifecycle dates beside them); the shipped one alone when the ConfigMap is
- * absent, unreadable or malformed (the proxies keep their last good one the same way).
+ * absent, unreadable or malformed (the proxies keep their last good one instead, so for as long as
+ * the ConfigMap is malformed the two may differ on the entries it overrides).
  */
 export async function priceTableIn(client: KubeClient, shipped: BedrockPriceTable): Promise<BedrockPriceTable> {
   try {

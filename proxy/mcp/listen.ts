@@ -1,3 +1,4 @@
+import { randomUUID } from 'node:crypto';
 import type { ServerResponse } from 'node:http';
 import { isObject, type JsonObject, type RpcNotification, type RpcRequest } from './json-rpc.js';
 import type { Naming } from './naming.js';
@@ -102,23 +103,35 @@ export async function serveListen(x: ListenScope): Promise<void> {
   let closed = false;
   const keepalive = setInterval(() => x.res.write(': keepalive\n\n'), KEEPALIVE_MS);
   keepalive.unref();
-  x.res.once('close', () => {
+  const close = () => {
+    if (closed) return;
     closed = true;
     clearInterval(keepalive);
     for (const stop of stops.splice(0)) stop();
-  });
+  };
+  x.res.once('close', close);
+  // A server's stream gone (its session ended, it went away): the listen ends as the revision ends
+  // one, and the client listens again, on a session opened anew.
+  const gone = () => {
+    if (closed) return;
+    close();
+    x.res.end(`event: message\ndata: ${JSON.stringify(ended(x.req))}\n\n`);
+  };
   await Promise.all(
     [...x.servers.values()].map(async (server) => {
       const stop = await x.pool
-        .listen(x.key, server, (n) => {
-          const named = rename(n, server.name, x.naming);
-          if (!closed && passes(x.filter, named)) x.res.write(stamp(named.method, named.params));
+        .listen(x.key, server, {
+          notification: (n) => {
+            const named = rename(n, server.name, x.naming);
+            if (!closed && passes(x.filter, named)) x.res.write(stamp(named.method, named.params));
+          },
+          gone,
         })
         .catch(() => undefined);
       if (!stop) return;
       if (closed) stop();
       else stops.push(stop);
-      await watch(x, server);
+      if (!closed) await watch(x, server);
     }),
   );
 }
@@ -138,11 +151,12 @@ async function watch(x: ListenScope, server: McpTarget): Promise<void> {
   if (own.length === 0) return;
   const { session } = await x.pool.get(x.key, server);
   await Promise.all(
-    own.map((uri, i) =>
+    own.map((uri) =>
       exchange({
         target: server,
         session,
-        message: { jsonrpc: '2.0', id: `listen-${i}`, method: 'resources/subscribe', params: { uri } },
+        // An id of the gateway's own: the session is shared by the key's callers.
+        message: { jsonrpc: '2.0', id: `gateway-${randomUUID()}`, method: 'resources/subscribe', params: { uri } },
         maxBytes: x.maxBytes,
       }).catch(() => undefined),
     ),

@@ -1,3 +1,4 @@
+import { randomUUID } from 'node:crypto';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { PRODUCT_VERSION } from '../../crds/constants.js';
 import type { Caller } from '../access/auth.js';
@@ -20,6 +21,7 @@ import {
   isObject,
   type JsonObject,
   parseClientMessage,
+  type RequestId,
   RPC,
   type RpcAnswer,
   RpcError,
@@ -267,10 +269,14 @@ async function stream(deps: McpGatewayDeps, req: IncomingMessage, res: ServerRes
     ...(lastEventId ? { lastEventId } : {}),
   });
   if (served.opened) return;
-  if (served.status === 409) throw refuse(409, RPC.gateway, 'Conflict: a stream of this session is open already');
-  throw refuse(405, RPC.gateway, 'Method Not Allowed: no server of this session offers a stream', {
-    Allow: 'POST, DELETE',
-  });
+  const refusals: Record<number, [string, Record<string, string>?]> = {
+    404: ['Session not found: a server of it ended it; initialize a new one'],
+    409: ['Conflict: a stream of this session is open already'],
+    405: ['Method Not Allowed: no server of this session offers a stream', { Allow: 'POST, DELETE' }],
+    502: ['The servers of this session could not be reached for a stream: try again'],
+  };
+  const [message, headers] = refusals[served.status] ?? refusals[502] ?? [''];
+  throw refuse(served.status, RPC.gateway, message, headers);
 }
 
 /** The caller's tags: the headers' merged with the key's enforced ones (no body: MCP has no tags field). */
@@ -454,8 +460,12 @@ interface RequestScope {
   tags: Tag[];
   bytesIn: number;
   p: Post;
-  /** A request of the stateless revision: its answer shaped for it, a server's ended session dropped. */
-  stateless?: { sessionGone(): void };
+  /**
+   * A request of the stateless revision: it goes out under an id of the gateway's (the servers'
+   * sessions are shared by the key's callers), its answer shaped for it under the caller's id, a
+   * server's ended session dropped.
+   */
+  stateless?: { callerId: RequestId; sessionGone(): void };
 }
 
 /** A request of the session: dispatched (proxy/mcp/methods.ts), a tools/call accounted, answered. */
@@ -508,14 +518,16 @@ async function request(deps: McpGatewayDeps, s: RequestScope, req: RpcRequest): 
   }
 }
 
-/** The answer written: as the stateless revision shapes it (and a method it lacks is a 404), else as it is. */
+/**
+ * The answer written: as the stateless revision shapes it, under the caller's own id (errors in
+ * band, HTTP 200, as its SDKs answer them), else as it is.
+ */
 function reply(s: RequestScope, method: string, answer: RpcAnswer): void {
   if (!s.stateless) {
     s.writer.answer(answer);
     return;
   }
-  const shaped = statelessAnswer(method, answer);
-  s.writer.answer(shaped, 'error' in shaped && shaped.error.code === RPC.methodNotFound ? 404 : 200);
+  s.writer.answer({ ...statelessAnswer(method, answer), id: s.stateless.callerId });
 }
 
 /** A server's request during a call: to the client on the call's stream, or refused to the server at once. */
@@ -552,7 +564,7 @@ async function governToolCall(
     server: known?.server ?? '',
     tool: known?.name ?? 'unknown',
     listed: known !== undefined && (s.servers.get(known.server)?.lists(known.name) ?? false),
-    callId: req.id,
+    callId: s.stateless?.callerId ?? req.id,
     protocolVersion: s.session.version,
     header,
     bytesIn: s.bytesIn,
@@ -572,7 +584,7 @@ async function governToolCall(
         retryAfterSeconds: wait,
       });
       finish(errorAnswer(req.id, err), 'rate_limited');
-      s.writer.answer(errorAnswer(req.id, err));
+      reply(s, req.method, errorAnswer(req.id, err));
       return undefined;
     }
   }
@@ -614,15 +626,15 @@ async function stateless(
   const results: JsonObject[] = [];
   const servers = new Map<string, McpTarget>();
   for (const [i, t] of targets.entries()) {
-    const o = opened[i] as Opened | Error;
-    if (o instanceof Error) continue;
+    const o = opened[i];
+    if (!isOpened(o)) continue;
     upstream[t.name] = o.session;
     results.push(o.result);
     servers.set(t.name, t);
   }
   if (p.where.server !== undefined && servers.size === 0) {
     const err = new RpcError(RPC.gateway, `MCP server ${p.where.server} is not reachable`);
-    writer.answer(errorAnswer(message.id, err), 502);
+    writer.answer(errorAnswer(message.id, err));
     return;
   }
   if (message.method === 'server/discover') {
@@ -632,7 +644,7 @@ async function stateless(
   if (message.method === 'subscriptions/listen') {
     const asked = requestedFilter(message);
     if (!asked) {
-      writer.answer(errorAnswer(message.id, new RpcError(RPC.invalidParams, 'params.notifications is required')), 400);
+      writer.answer(errorAnswer(message.id, new RpcError(RPC.invalidParams, 'params.notifications is required')));
       return;
     }
     const offered = discovered(p, results).capabilities as JsonObject;
@@ -662,13 +674,16 @@ async function stateless(
     p,
     // Which server ended it the error does not say: the key's sessions on these servers are opened again.
     stateless: {
+      callerId: message.id,
       sessionGone: () => {
         for (const name of servers.keys()) deps.pool.drop(key, name);
       },
     },
   };
-  await request(deps, scope, withoutEnvelope(message));
+  await request(deps, scope, { ...withoutEnvelope(message), id: `gateway-${randomUUID()}` });
 }
+
+const isOpened = (o: unknown): o is Opened => isObject(o) && isObject(o.session) && isObject(o.result);
 
 /** The servers a request may reach: every one the key may use at /mcp, the one named at /mcp/<server>. */
 function targetsOf(deps: McpGatewayDeps, p: Post): McpTarget[] {

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { federatedNaming, singleNaming } from './naming.js';
-import { notificationForClient, positionsOf, sealPosition } from './server-stream.js';
+import { notificationForClient, positionsOf, refusalStatus, sealPosition } from './server-stream.js';
 import { SessionSealer } from './session.js';
 
 describe('the GET stream’s event ids', () => {
@@ -44,5 +44,19 @@ describe('a server’s notification as the client hears it', () => {
       requestId: 'mcp-gateway:["docs",4]',
       reason: 'timeout',
     });
+  });
+});
+
+describe('a GET no server’s stream opened for', () => {
+  it('is refused so that the client does the right thing next', () => {
+    // A server ended the session: initialize again.
+    expect(refusalStatus([405, 404])).toBe(404);
+    expect(refusalStatus([409, 405])).toBe(409);
+    // None offers a stream: the client stops asking.
+    expect(refusalStatus([405, 405])).toBe(405);
+    // Unreachable or slow: the client tries again, it must not read this as "no stream here".
+    expect(refusalStatus([405, 502])).toBe(502);
+    expect(refusalStatus([504])).toBe(502);
+    expect(refusalStatus([])).toBe(502);
   });
 });

@@ -68,10 +68,22 @@ export function notificationForClient(n: RpcNotification, server: string, naming
   return cancelledForClient(n, server);
 }
 
+/** Events kept while the servers' streams are still opening; past this the client reconnects and resumes. */
+const MAX_PENDING = 1000;
+
 /**
- * Opens the stream: true once it is open (the servers' streams behind it); false when no server
- * of the session offers one, with the status to refuse with (405, or 409 when the servers already
- * stream this session to another GET).
+ * The status for a GET no server's stream opened for: 404 when a server ended the session (the
+ * client initializes again), 409 when one streams it to another GET already, 405 when none offers
+ * a stream at all, 502 when they could not be reached (the client tries again).
+ */
+export function refusalStatus(statuses: readonly number[]): number {
+  for (const s of [404, 409]) if (statuses.includes(s)) return s;
+  return statuses.length > 0 && statuses.every((s) => s === 405) ? 405 : 502;
+}
+
+/**
+ * Opens the stream: true once it is open (the servers' streams behind it); false when none
+ * opened, with the status to refuse with (refusalStatus).
  */
 export async function serveStream(x: StreamScope): Promise<{ opened: true } | { opened: false; status: number }> {
   const at = positionsOf(x.sealer, x.sessionId, x.lastEventId);
@@ -82,7 +94,7 @@ export async function serveStream(x: StreamScope): Promise<{ opened: true } | { 
   const write = (chunk: string) => {
     if (ended) return;
     if (open) x.res.write(chunk);
-    else pending.push(chunk);
+    else if (pending.length < MAX_PENDING) pending.push(chunk);
   };
   const end = () => {
     if (ended) return;
@@ -134,7 +146,7 @@ export async function serveStream(x: StreamScope): Promise<{ opened: true } | { 
   if (ended) return { opened: true };
   if (listening.length === 0) {
     end();
-    return { opened: false, status: statuses.includes(409) ? 409 : 405 };
+    return { opened: false, status: refusalStatus(statuses) };
   }
   x.res.writeHead(200, {
     ...x.headers,

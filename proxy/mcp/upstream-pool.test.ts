@@ -30,17 +30,39 @@ describe('the servers’ sessions of stateless callers', () => {
     expect(opened).toHaveLength(4);
   });
 
-  it('keep no failed opening, and no more than their bound', async () => {
+  it('remember a failed opening for a while, so that a server down slows no request; and keep to their bound', async () => {
+    let now = 0;
+    let opens = 0;
     let fail = true;
-    const pool = new UpstreamPool(async (): Promise<Opened> => {
-      if (fail) throw new Error('down');
-      return { session: { version: '2025-11-25' }, result: {} };
-    }, 2);
-    await expect(pool.get('k', target('docs'))).rejects.toThrow('down');
+    const pool = new UpstreamPool(
+      async (): Promise<Opened> => {
+        opens++;
+        if (fail) throw new Error('down');
+        return { session: { version: '2025-11-25' }, result: {} };
+      },
+      2,
+      600_000,
+      () => now,
+    );
+    const docs = target('docs');
+    await expect(pool.get('k', docs)).rejects.toThrow('down');
     await new Promise((r) => setTimeout(r, 0));
-    expect(pool.size).toBe(0);
+    await expect(pool.get('k', docs)).rejects.toThrow('down');
+    expect(opens).toBe(1);
     fail = false;
+    now = 31_000;
+    await pool.get('k', docs);
+    expect(opens).toBe(2);
     for (const k of ['a', 'b', 'c', 'd']) await pool.get(k, target('docs'));
     expect(pool.size).toBe(2);
+  });
+
+  it('tell a listener its stream is gone when the session is dropped', async () => {
+    const pool = new UpstreamPool(async (): Promise<Opened> => ({ session: { version: '2025-11-25' }, result: {} }));
+    let gone = 0;
+    // The server at target() cannot be reached: its stream is refused, and the listener told.
+    await pool.listen('k', target('docs'), { notification: () => {}, gone: () => gone++ });
+    await new Promise((r) => setTimeout(r, 300));
+    expect(gone).toBe(1);
   });
 });

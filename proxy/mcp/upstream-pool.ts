@@ -8,8 +8,10 @@ import { type Listening, listen, respond, terminate } from './upstream.js';
  * Sessions the gateway keeps on servers for callers of the stateless revision (2026-07-28), who
  * bring none of their own: one per key and server, opened on first use (initialize, in a session
  * revision: the servers behind the gateway need not speak the new one), shared by that key's
- * requests to that server on this replica, dropped when the server ends it or after an idle
- * while, and bounded in number (the oldest goes first, ended at its server).
+ * requests to that server on this replica (each request goes out under an id of the gateway's,
+ * so that callers' ids never meet on it), dropped when the server ends it or after an idle while,
+ * and bounded in number (the oldest goes first, ended at its server). A server that cannot be
+ * reached is not tried again for a while, so that it does not slow every request of the key.
  */
 
 export interface Opened {
@@ -18,16 +20,25 @@ export interface Opened {
   result: JsonObject;
 }
 
-type Listener = (n: RpcNotification) => void;
+/** A listener of the server's stream: its notifications, and the end of the stream or session. */
+export interface PoolListener {
+  notification(n: RpcNotification): void;
+  gone(): void;
+}
 
 interface Entry {
   target: McpTarget;
   used: number;
   opened: Promise<Opened>;
+  /** Set once the opening failed: until then + FAILED_MS the failure is answered at once. */
+  failedAt?: number;
   /** Who listens to the server's stream on this session (subscriptions/listen), and the stream while one does. */
-  listeners: Set<Listener>;
+  listeners: Set<PoolListener>;
   stream?: Promise<Listening | undefined>;
 }
+
+/** How long a failed opening is remembered. */
+const FAILED_MS = 30_000;
 
 export class UpstreamPool {
   private readonly entries = new Map<string, Entry>();
@@ -39,12 +50,12 @@ export class UpstreamPool {
     private readonly now: () => number = Date.now,
   ) {}
 
-  /** The key's session on the server, opened now if it has none (a failed opening is not kept). */
+  /** The key's session on the server, opened now if it has none (or had a failure long enough ago). */
   get(key: string, target: McpTarget): Promise<Opened> {
     const id = `${key}\u0000${target.name}`;
     const hit = this.entries.get(id);
     const now = this.now();
-    if (hit && hit.target === target && now - hit.used < this.idleMs) {
+    if (hit && hit.target === target && this.fresh(hit, now)) {
       hit.used = now;
       // Most recently used last: the first entry is the one to evict.
       this.entries.delete(id);
@@ -53,9 +64,10 @@ export class UpstreamPool {
     }
     if (hit) this.drop(key, target.name);
     const opened = this.open(target);
-    this.entries.set(id, { target, used: now, opened, listeners: new Set() });
+    const entry: Entry = { target, used: now, opened, listeners: new Set() };
+    this.entries.set(id, entry);
     opened.catch(() => {
-      if (this.entries.get(id)?.opened === opened) this.entries.delete(id);
+      entry.failedAt = this.now();
     });
     while (this.entries.size > this.max) {
       const oldest = this.entries.keys().next().value as string;
@@ -65,29 +77,57 @@ export class UpstreamPool {
     return opened;
   }
 
-  /** The server ended the session (or it is evicted): the next request opens another. */
+  /** Still good: a failure not yet past FAILED_MS, or a session used lately or listened to now. */
+  private fresh(e: Entry, now: number): boolean {
+    if (e.failedAt !== undefined) return now - e.failedAt < FAILED_MS;
+    return e.listeners.size > 0 || now - e.used < this.idleMs;
+  }
+
+  /** The server ended the session (or it is evicted): its listeners hear it, the next request opens another. */
   drop(key: string, server: string): void {
     const id = `${key}\u0000${server}`;
     const entry = this.entries.get(id);
     if (!entry) return;
     this.entries.delete(id);
+    this.endStream(entry);
+    if (entry.failedAt === undefined) entry.opened.then((o) => terminate(entry.target, o.session)).catch(() => {});
+  }
+
+  /** The stream closed, and each listener told it is gone (it ends its own answer). */
+  private endStream(entry: Entry): void {
+    const listeners = [...entry.listeners];
     entry.listeners.clear();
     void entry.stream?.then((l) => l?.close());
-    entry.opened.then((o) => terminate(entry.target, o.session)).catch(() => {});
+    entry.stream = undefined;
+    for (const l of listeners) l.gone();
   }
 
   /**
    * The server's notifications on the key's session, to `listener` until the returned function
    * is called: one stream from the server (its GET), shared by every listener of that session,
-   * open while one listens. Its requests for input are refused to it: a stateless caller gets
-   * none (proxy/mcp/stateless-revision.ts).
+   * open while one listens. A stream the server refuses or ends tells its listeners they are
+   * gone. The server's requests for input are refused to it: a stateless caller gets none
+   * (proxy/mcp/stateless-revision.ts).
    */
-  async listen(key: string, target: McpTarget, listener: Listener): Promise<() => void> {
+  async listen(key: string, target: McpTarget, listener: PoolListener): Promise<() => void> {
     const opened = await this.get(key, target);
     const entry = this.entries.get(`${key}\u0000${target.name}`);
-    if (!entry) return () => {};
+    if (!entry) {
+      listener.gone();
+      return () => {};
+    }
     entry.listeners.add(listener);
-    entry.stream ??= listen({
+    entry.stream ??= this.openStream(entry, target, opened);
+    return () => {
+      entry.listeners.delete(listener);
+      if (entry.listeners.size > 0) return;
+      void entry.stream?.then((l) => l?.close());
+      entry.stream = undefined;
+    };
+  }
+
+  private openStream(entry: Entry, target: McpTarget, opened: Opened): Promise<Listening | undefined> {
+    const stream = listen({
       target,
       session: opened.session,
       onMessage: (m) => {
@@ -99,20 +139,19 @@ export class UpstreamPool {
           void respond(target, opened.session, answerUnrelayed(m as RpcRequest, why));
           return;
         }
-        for (const l of entry.listeners) l(m);
+        for (const l of entry.listeners) l.notification(m);
       },
       onEventId: () => {},
-      // Gone for good: the next listener opens it again.
       onEnd: () => {
-        entry.stream = undefined;
+        if (entry.stream === stream) this.endStream(entry);
       },
-    }).then((r) => ('listening' in r ? r.listening : undefined));
-    return () => {
-      entry.listeners.delete(listener);
-      if (entry.listeners.size > 0) return;
-      void entry.stream?.then((l) => l?.close());
-      entry.stream = undefined;
-    };
+    }).then((r) => {
+      if ('listening' in r) return r.listening;
+      // Refused (no stream, or the session is gone): nothing will come; the listeners end, and may listen again.
+      if (entry.stream === stream) this.endStream(entry);
+      return undefined;
+    });
+    return stream;
   }
 
   get size(): number {

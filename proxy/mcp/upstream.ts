@@ -244,13 +244,23 @@ async function listenOnce(l: Listen): Promise<{ listening: Listening } | { refus
     if (!closing && /Maximum reconnection attempts/.test(String(err))) l.onEnd(err);
   };
   await transport.start();
+  // A server that never answers the GET: closing the transport aborts it, and the stream is refused.
+  let timedOut = false;
+  const timer = setTimeout(() => {
+    timedOut = true;
+    closing = true;
+    void transport.close().catch(() => {});
+  }, l.target.timeoutMs);
   try {
     await transport.resumeStream(l.after ?? '', { onresumptiontoken: (id) => l.onEventId(id) });
   } catch {
     closing = true;
     await transport.close().catch(() => {});
-    return { refused: opened.status || 502 };
+    return { refused: timedOut ? 504 : opened.status || 502 };
+  } finally {
+    clearTimeout(timer);
   }
+  if (timedOut) return { refused: 504 };
   if (opened.status < 200 || opened.status >= 300) {
     closing = true;
     await transport.close().catch(() => {});

@@ -389,7 +389,7 @@ export class PostgresUsageStore implements UsageStore {
 
   private async write(tx: Client, records: StoredUsage[]): Promise<void> {
     const inserted = new Set<string>();
-    // Multi-row inserts of at most 1000 rows (28 parameters each, under the 65535 limit).
+    // Multi-row inserts of at most 1000 rows (30 parameters each, under the 65535 limit).
     for (let i = 0; i < records.length; i += 1000) {
       const chunk = records.slice(i, i + 1000);
       const values = chunk.map((r) => [
