@@ -17,7 +17,6 @@ export const STATELESS_VERSION = '2026-07-28';
 const META = {
   version: 'io.modelcontextprotocol/protocolVersion',
   capabilities: 'io.modelcontextprotocol/clientCapabilities',
-  clientInfo: 'io.modelcontextprotocol/clientInfo',
   serverInfo: 'io.modelcontextprotocol/serverInfo',
 } as const;
 
@@ -112,17 +111,6 @@ export function statelessRefusal(
     return new StatelessRefusal(RPC.methodNotFound, `Method not found in ${STATELESS_VERSION}: ${req.method}`, 404);
   }
   return undefined;
-}
-
-/** The client's capabilities and identity, from the envelope. */
-export function envelopeOf(req: RpcRequest): { capabilities: JsonObject; clientInfo: JsonObject } {
-  const meta = isObject(req.params?._meta) ? req.params._meta : {};
-  const capabilities = meta[META.capabilities];
-  const clientInfo = meta[META.clientInfo];
-  return {
-    capabilities: isObject(capabilities) ? capabilities : {},
-    clientInfo: isObject(clientInfo) ? clientInfo : {},
-  };
 }
 
 /** The request as a server of the session revisions takes it: the envelope's keys out of `_meta`. */
