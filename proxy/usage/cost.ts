@@ -47,7 +47,11 @@ export class PriceBook {
   /** A new providers' table (the prices ConfigMap changed). */
   setTable(table: BedrockPriceTable): void {
     this.table = table;
+    this.lifecycles.clear();
   }
+
+  /** Lifecycles looked up, by provider and model: every answer asks (account stage), the table seldom changes. */
+  private readonly lifecycles = new Map<string, ModelLifecycle | null>();
 
   /**
    * An in-cluster model's list price, from the catalog's GPU and its engine's throughput at the
@@ -80,10 +84,16 @@ export class PriceBook {
    * like its price), with the replacement to move to now (a replacement going away too is followed).
    */
   providerLifecycle(route: Pick<ExternalRoute, 'target' | 'baseModel'>): ModelLifecycle | undefined {
+    const key = `${route.target.type}\u0000${route.baseModel}`;
+    const known = this.lifecycles.get(key);
+    if (known !== undefined) return known ?? undefined;
     const found = lifecycleOf(this.table, route.target.type, route.baseModel);
-    if (!found) return undefined;
-    const replacement = replacementOf(this.table, route.target.type, route.baseModel);
-    return { ...found, ...(replacement ? { replacement } : {}) };
+    const replacement = found && replacementOf(this.table, route.target.type, route.baseModel);
+    const value = found ? { ...found, ...(replacement ? { replacement } : {}) } : null;
+    // Bounded: model names come from the routes, not from callers, but a table of many providers stays small anyway.
+    if (this.lifecycles.size >= 10_000) this.lifecycles.clear();
+    this.lifecycles.set(key, value);
+    return value ?? undefined;
   }
 }
 
