@@ -125,7 +125,7 @@ export interface GatewayConfig {
   /** AWS: the base identity roles are assumed with (tests); the SDK's default chain where absent. */
   aws?: { base?: CredentialProvider };
   /** MCP (proxy/mcp/): the secret sealing session ids (shared by replicas: sessions survive any of them), answer bounds. */
-  mcp?: { sessionSecret?: string; maxAnswerBytes?: number; origins?: OriginPolicy };
+  mcp?: { sessionSecret?: string; maxAnswerBytes?: number; origins?: OriginPolicy; maxStreamsPerKey?: number };
   /**
    * Where OTEL_*, workload-identity settings, endpoint overrides (PAO_ENDPOINT_URL_*, Bedrock's
    * and STS's included) and HOSTNAME are read.
@@ -625,6 +625,7 @@ function mcpGateway(
     sealer: new SessionSealer(sessionSecret(config, env, source)),
     rateLimit: config.rateLimit ?? { requestsPerSecond: 0, burst: 1 },
     maxAnswerBytes: config.mcp?.maxAnswerBytes ?? MCP_MAX_ANSWER_BYTES,
+    ...(config.mcp?.maxStreamsPerKey !== undefined ? { maxStreamsPerKey: config.mcp.maxStreamsPerKey } : {}),
     // No browser origin by default; server-side clients send none.
     origins: config.mcp?.origins ?? { allowedOrigins: [] },
     onError: (err, requestId) => log.error('MCP request failed', { requestId, error: errorMessage(err) }),

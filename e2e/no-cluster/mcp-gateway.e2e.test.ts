@@ -357,6 +357,33 @@ describe('MCP gateway with real servers and the official SDK client', () => {
     }
   }, 90_000);
 
+  it('bounds the streams a key holds open on a replica: one past the bound is a 429, and a closed one frees its place', async () => {
+    const other = await startGateway({ mcp: { sessionSecret: SECRET, maxStreamsPerKey: 1 } }, { keys, mcpServers: servers });
+    try {
+      // The SDK client opens its GET stream after initialize: the key's one place.
+      const client = await connect(`${other.url}/mcp/everything`, { 'X-API-Key': FULL });
+      const sessionId = (client.transport as StreamableHTTPClientTransport | undefined)?.sessionId ?? '';
+      const headers = { 'X-API-Key': FULL, 'mcp-session-id': sessionId, accept: 'text/event-stream' };
+      const get = async () => {
+        const abort = new AbortController();
+        const res = await fetch(`${other.url}/mcp/everything`, { headers, signal: abort.signal });
+        const body = res.status === 200 ? undefined : ((await res.json()) as { error?: { code: number } });
+        abort.abort();
+        return { status: res.status, body };
+      };
+      const refused = await eventually('the second stream refused', 10_000, async () => {
+        const r = await get();
+        return r.status === 429 ? r : undefined;
+      });
+      expect(refused.body?.error?.code).toBe(-32000);
+      await client.close();
+      // Its stream closed: the place is free again (the server may take a moment to let its own go).
+      await eventually('a stream again', 10_000, async () => ((await get()).status === 200 ? true : undefined));
+    } finally {
+      await other.stop();
+    }
+  });
+
   it('serves the 2026-07-28 revision to a client that probes for it, and the session revisions beside it', async () => {
     // As the SDKs probe: server/discover first, initialize where the answer does not offer 2026-07-28.
     const connectAs = async (url: string) => {

@@ -69,6 +69,11 @@ export interface McpGatewayDeps extends ToolCallDeps {
   maxAnswerBytes: number;
   /** Which browser origins (and, on a loopback bind, hosts) may call: proxy/mcp/origin.ts. */
   origins: OriginPolicy;
+  /**
+   * Streams a key may hold open on a replica at once (GET streams and 2026-07-28 listens): each
+   * holds connections to servers for as long as it lasts. Default MAX_STREAMS_PER_KEY.
+   */
+  maxStreamsPerKey?: number;
   onError?: (err: unknown, requestId: string) => void;
 }
 
@@ -97,10 +102,36 @@ class HttpRefusal extends Error {
 const refuse = (status: number, code: number, message: string, headers?: Record<string, string>) =>
   new HttpRefusal(status, errorAnswer(null, new RpcError(code, message)), headers);
 
-/** The gateway's own state beside its configuration: the servers' sessions of stateless callers. */
+/** The gateway's own state beside its configuration: the servers' sessions of stateless callers, the open streams. */
 interface Deps extends McpGatewayDeps {
   pool: UpstreamPool;
+  streams: StreamCount;
 }
+
+const MAX_STREAMS_PER_KEY = 64;
+
+/** Open streams per key on this replica, bounded (a stream is counted from its request until its answer closes). */
+class StreamCount {
+  private readonly open = new Map<string, number>();
+
+  constructor(readonly max: number) {}
+
+  /** Counts a stream of the key for as long as `res` is open; false when the key holds its maximum already. */
+  take(key: string, res: ServerResponse): boolean {
+    const n = this.open.get(key) ?? 0;
+    if (n >= this.max) return false;
+    this.open.set(key, n + 1);
+    res.once('close', () => {
+      const left = (this.open.get(key) ?? 1) - 1;
+      if (left > 0) this.open.set(key, left);
+      else this.open.delete(key);
+    });
+    return true;
+  }
+}
+
+const tooManyStreams = (max: number) =>
+  refuse(429, RPC.gateway, `Too many open streams for this key on this replica (at most ${max}): close one first`);
 
 /** The newest session revision: what the gateway speaks to servers on behalf of stateless callers. */
 const LATEST_SESSION_VERSION = VERSIONS[0] ?? '2025-11-25';
@@ -118,6 +149,7 @@ export function createMcpGateway(config: McpGatewayDeps) {
     pool: new UpstreamPool((t) =>
       openUpstream(config, t, LATEST_SESSION_VERSION, { name: 'MCP 2026-07-28 clients' }, {}),
     ),
+    streams: new StreamCount(config.maxStreamsPerKey ?? MAX_STREAMS_PER_KEY),
   };
   const serve = async (
     req: IncomingMessage,
@@ -251,12 +283,13 @@ function openSession(
 }
 
 /** GET: the session's stream from its servers (proxy/mcp/server-stream.ts), resumed after Last-Event-ID. */
-async function stream(deps: McpGatewayDeps, req: IncomingMessage, res: ServerResponse, p: Post): Promise<void> {
+async function stream(deps: Deps, req: IncomingMessage, res: ServerResponse, p: Post): Promise<void> {
   const header = headerOf(req);
   if (!acceptsEventStream(header('accept'))) {
     throw refuse(406, RPC.invalidRequest, 'Not Acceptable: GET opens an event stream; accept text/event-stream');
   }
   const { session, sessionId } = openSession(deps, header, p);
+  if (!deps.streams.take(p.caller.keyHashPrefix, res)) throw tooManyStreams(deps.streams.max);
   const lastEventId = header('last-event-id');
   const served = await serveStream({
     res,
@@ -642,6 +675,14 @@ async function stateless(
     return;
   }
   if (message.method === 'subscriptions/listen') {
+    if (!deps.streams.take(key, res)) {
+      const err = new RpcError(
+        RPC.gateway,
+        `Too many open streams for this key on this replica (at most ${deps.streams.max})`,
+      );
+      writer.answer(errorAnswer(message.id, err));
+      return;
+    }
     const asked = requestedFilter(message);
     if (!asked) {
       writer.answer(errorAnswer(message.id, new RpcError(RPC.invalidParams, 'params.notifications is required')));
