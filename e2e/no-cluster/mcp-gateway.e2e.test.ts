@@ -358,7 +358,10 @@ describe('MCP gateway with real servers and the official SDK client', () => {
   }, 90_000);
 
   it('bounds the streams a key holds open on a replica: one past the bound is a 429, and a closed one frees its place', async () => {
-    const other = await startGateway({ mcp: { sessionSecret: SECRET, maxStreamsPerKey: 1 } }, { keys, mcpServers: servers });
+    const other = await startGateway(
+      { mcp: { sessionSecret: SECRET, maxStreamsPerKey: 1 } },
+      { keys, mcpServers: servers },
+    );
     try {
       // The SDK client opens its GET stream after initialize: the key's one place.
       const client = await connect(`${other.url}/mcp/everything`, { 'X-API-Key': FULL });
