@@ -73,15 +73,22 @@ export function parseLifecycle(section: unknown): Record<string, Record<string, 
  * `@version`, without a date or `-latest` (claude-sonnet-4-5-20250929 -> claude-sonnet-4-5), and
  * for a Bedrock inference profile its foundation model. Prices are looked up the same way.
  */
-export function lookupIds(model: string): string[] {
+function lookupIds(model: string): string[] {
   const bare = model.replace(/@.*$/, '');
   const undated = bare.replace(/-(\d{4}-\d{2}-\d{2}|\d{8}|latest)$/, '');
   return [...new Set([model, bare, undated])];
 }
 
-/** A model's lifecycle at a provider (spec.provider; Bedrock's ids by foundation model), if the table has one. */
-export function lifecycleOf(table: BedrockPriceTable, provider: string, model: string): ModelLifecycle | undefined {
-  const entries = table.lifecycle?.[provider === 'azure-openai' ? 'openai' : provider];
+/**
+ * A hosted model's entry in a section of the table kept by provider (prices, lifecycles): under
+ * the first of its lookupIds the provider's entries have. Azure's deployments are their OpenAI model's.
+ */
+export function hostedEntry<T>(
+  section: Record<string, Record<string, T>> | undefined,
+  provider: string,
+  model: string,
+): T | undefined {
+  const entries = section?.[provider === 'azure-openai' ? 'openai' : provider];
   if (!entries) return undefined;
   for (const id of lookupIds(model)) {
     const hit = entries[id];
@@ -89,6 +96,10 @@ export function lifecycleOf(table: BedrockPriceTable, provider: string, model: s
   }
   return undefined;
 }
+
+/** A model's lifecycle at a provider (spec.provider), if the table has one. */
+export const lifecycleOf = (table: BedrockPriceTable, provider: string, model: string): ModelLifecycle | undefined =>
+  hostedEntry(table.lifecycle, provider, model);
 
 /** Where to move: the provider's replacement, followed while the replacement is going away too. */
 export function replacementOf(table: BedrockPriceTable, provider: string, model: string): string | undefined {

@@ -2,7 +2,7 @@ import { readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import yaml from 'js-yaml';
 import { isRecord } from '../is-record.js';
-import { lookupIds, type ModelLifecycle, parseLifecycle } from './lifecycle.js';
+import { hostedEntry, type ModelLifecycle, parseLifecycle } from './lifecycle.js';
 
 /**
  * Bedrock's prices per model id, shared by the proxy (what a request cost) and the operator
@@ -109,15 +109,8 @@ export function mergePrices(base: BedrockPriceTable, over: BedrockPriceTable): B
  * claude-sonnet-4-5@20250929 -> claude-sonnet-4-5). Azure's deployments are priced as their
  * OpenAI model (the caller passes it), openai-compatible servers only where the table names them.
  */
-export function hostedPrice(table: BedrockPriceTable, provider: string, model: string): TokenPrice | undefined {
-  const prices = table.providers?.[provider === 'azure-openai' ? 'openai' : provider];
-  if (!prices) return undefined;
-  for (const id of lookupIds(model)) {
-    const hit = prices[id];
-    if (hit) return hit;
-  }
-  return undefined;
-}
+export const hostedPrice = (table: BedrockPriceTable, provider: string, model: string): TokenPrice | undefined =>
+  hostedEntry(table.providers, provider, model);
 
 /** Prefixes of system-defined inference profiles: geographic ones, and global routing. */
 const PROFILE_PREFIX = /^(us|eu|apac|us-gov|ca|jp|au|global)\.(.+)$/;

@@ -1,6 +1,6 @@
 import type { Condition } from '../../crds/meta.js';
 import { type NameClaims, ownerKey } from '../../crds/model-names.js';
-import { setCondition } from '../runtime/conditions.js';
+import { withOptionalCondition } from '../runtime/conditions.js';
 
 /**
  * The AliasesAccepted condition of a ModelDeployment or ExternalProvider: whether every alias it
@@ -47,8 +47,7 @@ export function withAliasCondition(
   next: Omit<Condition, 'lastTransitionTime'> | undefined,
   now: Date,
 ): Condition[] | undefined {
-  if (next) return setCondition(conditions, next, now);
-  return conditions?.filter((c) => c.type !== ALIASES_ACCEPTED);
+  return withOptionalCondition(conditions, ALIASES_ACCEPTED, next, now);
 }
 
 /** The Event to record when a resource's aliases start to clash. */

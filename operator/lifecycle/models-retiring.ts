@@ -5,7 +5,7 @@ import type { Condition } from '../../crds/meta.js';
 import type { ModelDeployment } from '../../crds/model-deployment.js';
 import { resolveNames } from '../../crds/model-names.js';
 import { PROVIDERS } from '../../crds/providers/table.js';
-import { setCondition } from '../runtime/conditions.js';
+import { withOptionalCondition } from '../runtime/conditions.js';
 
 /**
  * The ModelsRetiring condition: a resource that names a hosted model within RETIRING_SOON_DAYS of
@@ -85,10 +85,7 @@ export function withRetiringCondition(
   next: Omit<Condition, 'lastTransitionTime'> | undefined,
   now: Date,
 ): Condition[] | undefined {
-  if (next) return setCondition(conditions, next, now);
-  return conditions?.some((c) => c.type === MODELS_RETIRING)
-    ? conditions.filter((c) => c.type !== MODELS_RETIRING)
-    : conditions;
+  return withOptionalCondition(conditions, MODELS_RETIRING, next, now);
 }
 
 /** The Event to record when a resource starts to name a retiring model, or names another. */

@@ -19,6 +19,20 @@ export function setCondition(
   return list;
 }
 
+/**
+ * The conditions with the one of `type` set to `next`, or without it when `next` is undefined: a
+ * condition a resource carries only while it has something to say (AliasesAccepted, ModelsRetiring).
+ */
+export function withOptionalCondition(
+  conditions: Condition[] | undefined,
+  type: string,
+  next: Omit<Condition, 'lastTransitionTime'> | undefined,
+  now: Date,
+): Condition[] | undefined {
+  if (next) return setCondition(conditions, next, now);
+  return conditions?.some((c) => c.type === type) ? conditions.filter((c) => c.type !== type) : conditions;
+}
+
 export function findCondition(conditions: Condition[] | undefined, type: string): Condition | undefined {
   return conditions?.find((c) => c.type === type);
 }
