@@ -22,6 +22,9 @@ import { TENSORZERO_MODEL, TENSORZERO_VERSION, tensorZeroLaunch } from './tensor
  * same requests, non-streaming and streaming, at several concurrencies, against
  *   direct   the Ollama double itself (its own process),
  *   bare     a pass-through node:http proxy (bare-proxy.ts): the floor of any Node proxy here,
+ *   floor    bare plus only what a gateway that accounts every request durably cannot skip (floor-proxy.ts: the key
+ *            hashed, the body parsed and written again, the answer's usage read, a record appended to a file per
+ *            event-loop turn before the answer ends), chat only: what of ours' cost above bare is the floor's,
  *   ours     dist/proxy/main.js standalone, as the image runs it, with the chart's heap limit: auth, a per-key rate
  *            limit (this replica's buckets), tags, routing, usage (SQLite) and metrics on,
  *   ours-pg  the same with usage in PostgreSQL and the rate limit in Redis (both local; their CPU reported apart),
@@ -42,7 +45,7 @@ import { TENSORZERO_MODEL, TENSORZERO_VERSION, tensorZeroLaunch } from './tensor
 
 const ROOT = fileURLToPath(new URL('../..', import.meta.url));
 const MODEL = 'llama3.1:8b';
-const TARGETS = ['direct', 'bare', 'ours', 'ours-pg', 'tensorzero', 'portkey', 'litellm'] as const;
+const TARGETS = ['direct', 'bare', 'floor', 'ours', 'ours-pg', 'tensorzero', 'portkey', 'litellm'] as const;
 /** ours-nospool: ours with the usage spool off, measured only beside ours (spoolCost). */
 type TargetName = (typeof TARGETS)[number] | 'ours-nospool';
 const MODES = ['json', 'stream'] as const;
@@ -416,6 +419,8 @@ async function startTarget(name: TargetName, double: Double, dir: string, settin
       };
     case 'bare':
       return startBare(double);
+    case 'floor':
+      return startFloor(double);
     case 'ours':
       return startOurs(double, dir, 'sqlite');
     case 'ours-nospool':
@@ -441,6 +446,20 @@ async function startBare(double: Double): Promise<Target> {
     headers: JSON_HEADERS,
     pid: child.pid,
     notes: [],
+    stop: () => child.stop(),
+  };
+}
+
+async function startFloor(double: Double): Promise<Target> {
+  const child = new Child('floor', process.execPath, ['--import', 'tsx', 'e2e/bench/floor-proxy.ts', double.url]);
+  const url = await child.waitFor('url', urlLine, 20_000);
+  return {
+    name: 'floor',
+    url: `${url}/v1/chat/completions`,
+    // The floor scans OpenAI chat streams for usage only: no dialect rows.
+    headers: { ...JSON_HEADERS, 'x-api-key': 'sk-bench', 'x-tags': 'team:bench' },
+    pid: child.pid,
+    notes: ['chat only'],
     stop: () => child.stop(),
   };
 }
@@ -949,6 +968,8 @@ export interface Verdict {
   id: string;
   pass: boolean | null;
   detail: string;
+  /** A figure to read beside the targets, not one of them. */
+  info?: true;
 }
 
 /** Our configurations: the standalone default, then PostgreSQL + Redis. */
@@ -1110,6 +1131,24 @@ function verdicts(
       });
     }
   }
+  // Where the floor of accounting gateways lies against bare, and ours against that floor.
+  for (const mode of MODES) {
+    for (const c of concurrencies) {
+      const [floor, bare, ours] = [row('floor', mode, c), row('bare', mode, c), row('ours', mode, c)];
+      if (!floor || !bare) continue;
+      out.push({
+        id: `(f) floor ${mode} c=${c}`,
+        pass: null,
+        info: true,
+        detail:
+          `${floor.rps} req/s = ${round((100 * floor.rps) / bare.rps, 1)}% of bare's, ` +
+          `${floor.cpuUsPerReq} µs CPU per request = ${round(floor.cpuUsPerReq / bare.cpuUsPerReq, 2)}x bare's` +
+          (ours
+            ? `; ours ${round((100 * ours.rps) / floor.rps, 1)}% of the floor's throughput, ${round(ours.cpuUsPerReq / floor.cpuUsPerReq, 2)}x its CPU`
+            : ''),
+      });
+    }
+  }
   // The usage spool (one write per event-loop turn, no fsync) costs at most 3 % of throughput.
   for (const k of spool) {
     out.push({
@@ -1165,7 +1204,7 @@ function verdicts(
 
 export function printVerdicts(list: Verdict[]): void {
   for (const v of list) {
-    const word = v.pass === null ? 'SKIP' : v.pass ? 'PASS' : 'FAIL';
+    const word = v.info ? 'INFO' : v.pass === null ? 'SKIP' : v.pass ? 'PASS' : 'FAIL';
     console.log(`${word} ${v.id}: ${v.detail}`);
   }
 }

@@ -15,7 +15,7 @@ import type { LoadArgs, LoadResult } from './load.js';
  * the profile then summarized as self and inclusive time per function and self time per package.
  * Run: npm run bench:profile -- [--mode json|stream] [--dialect chat|responses|messages] [--responses-store false]
  *      [--connections 16] [--duration 10] [--top 40]
- *      [--store sqlite|postgres] [--target ours|bare] [--keep DIR] [--proxy-args="..."]
+ *      [--store sqlite|postgres] [--target ours|bare|floor] [--keep DIR] [--proxy-args="..."]
  */
 
 const ROOT = fileURLToPath(new URL('../..', import.meta.url));
@@ -227,12 +227,14 @@ async function main(): Promise<void> {
     `apiVersion: ai.platform/v1beta1\nkind: ModelDeployment\nmetadata: { name: bench }\nspec: { model: "${MODEL}", serviceName: bench, endpoint: "${doubleUrl}" }\n`,
   );
   writeFileSync(join(dir, 'keys.txt'), 'sk-bench\n');
-  const bare = values.target === 'bare';
+  // bare and floor: the pass-through and the accounting floor (gateways.ts), each a script of its own.
+  const bareScript = { bare: 'e2e/bench/bare-proxy.ts', floor: 'e2e/bench/floor-proxy.ts' }[values.target ?? ''];
+  const bare = bareScript !== undefined;
   const pg = !bare && values.store === 'postgres' ? await startPostgres() : undefined;
   const redis = pg ? await startRedis() : undefined;
   const backing = pg && redis ? ['--usage-db', pg.url, '--redis', redis.url] : ['--usage-db', join(dir, 'usage.db')];
   const proxy = bare
-    ? start('bare', ['--cpu-prof', '--cpu-prof-dir', dir, '--import', 'tsx', 'e2e/bench/bare-proxy.ts', doubleUrl])
+    ? start('bare', ['--cpu-prof', '--cpu-prof-dir', dir, '--import', 'tsx', bareScript, doubleUrl])
     : start('proxy', [
         '--cpu-prof',
         '--cpu-prof-dir',
