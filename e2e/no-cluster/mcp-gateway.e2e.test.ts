@@ -448,6 +448,105 @@ describe('MCP gateway with real servers and the official SDK client', () => {
     await legacy.close();
   });
 
+  it('asks a 2026-07-28 client for the input its servers ask for (input_required rounds), with the answers the session revision gets on its stream', async () => {
+    const asked: string[] = [];
+    const connectWithInput = async (url: string, mode: 'legacy' | 'auto') => {
+      const client = new Client(
+        { name: 'e2e-input', version: '1.0.0' },
+        { capabilities: { elicitation: { form: {} }, sampling: {}, roots: {} }, versionNegotiation: { mode } },
+      );
+      client.setRequestHandler('elicitation/create', (req) => {
+        asked.push(`elicitation ${mode}`);
+        expect(req.params.message).toMatch(/provide inputs/);
+        return { action: 'accept', content: { name: 'Ada Lovelace', check: true, email: 'ada@example.com' } };
+      });
+      client.setRequestHandler('sampling/createMessage', (req) => {
+        asked.push(`sampling ${mode}`);
+        return {
+          model: 'client-model',
+          role: 'assistant',
+          content: { type: 'text', text: `sampled: ${JSON.stringify(req.params.messages[0]?.content)}` },
+        };
+      });
+      client.setRequestHandler('roots/list', () => {
+        asked.push(`roots ${mode}`);
+        return { roots: [{ uri: 'file:///work/project', name: 'project' }] };
+      });
+      await client.connect(
+        new StreamableHTTPClientTransport(new URL(url), {
+          requestInit: { headers: { 'X-API-Key': FULL } },
+          fetch: capturingFetch(capture),
+        }),
+      );
+      return client;
+    };
+    const calls = [
+      { name: 'trigger-elicitation-request', arguments: {} },
+      { name: 'trigger-sampling-request', arguments: { prompt: 'a haiku about gateways', maxTokens: 50 } },
+      { name: 'get-roots-list', arguments: {} },
+    ];
+    // Directly, in the session revision: the server asks on the call's stream.
+    const direct = await connectWithInput(everything.url, 'legacy');
+    const expected = [];
+    for (const c of calls) expected.push(await direct.callTool(c));
+    await direct.close();
+    expect(asked).toEqual(['elicitation legacy', 'sampling legacy', 'roots legacy']);
+    for (const [url, prefix] of [
+      [`${gateway.url}/mcp`, 'everything_'],
+      [`${gateway.url}/mcp/everything`, ''],
+    ] as const) {
+      asked.length = 0;
+      const before = usage.records.length;
+      const via = await connectWithInput(url, 'auto');
+      expect(via.getNegotiatedProtocolVersion()).toBe('2026-07-28');
+      // The server offers the tools that need the client's capabilities: its session declares them.
+      const tools = (await via.listTools()).tools.map((t) => t.name);
+      for (const c of calls) expect(tools).toContain(`${prefix}${c.name}`);
+      for (const [i, c] of calls.entries()) {
+        const got = await via.callTool({ ...c, name: `${prefix}${c.name}` });
+        expect(got.content).toEqual(expected[i]?.content);
+      }
+      // The key's session at the server is the same at both paths (same capabilities): the server
+      // asked for the roots once, outside the call (on its stream), and keeps them.
+      expect(asked).toEqual(['elicitation auto', 'sampling auto', ...(prefix ? ['roots auto'] : [])]);
+      // One record per call, however many rounds it took.
+      const recorded = usage.records.slice(before).filter((r) => r.endpoint === 'mcp');
+      expect(recorded.map((r) => r.model).sort()).toEqual(calls.map((c) => c.name).sort());
+      expect(recorded.every((r) => r.status === 200)).toBe(true);
+      await via.close();
+    }
+    // A state the gateway did not give, or another key's, takes up nothing.
+    const retry = (key: string, requestState: string) =>
+      fetch(`${gateway.url}/mcp/everything`, {
+        method: 'POST',
+        headers: {
+          'content-type': 'application/json',
+          accept: 'application/json, text/event-stream',
+          'x-api-key': key,
+          'mcp-protocol-version': '2026-07-28',
+          'mcp-method': 'tools/call',
+          'mcp-name': 'trigger-elicitation-request',
+        },
+        body: JSON.stringify({
+          jsonrpc: '2.0',
+          id: 7,
+          method: 'tools/call',
+          params: {
+            name: 'trigger-elicitation-request',
+            arguments: {},
+            inputResponses: {},
+            requestState,
+            _meta: {
+              'io.modelcontextprotocol/protocolVersion': '2026-07-28',
+              'io.modelcontextprotocol/clientCapabilities': { elicitation: {} },
+            },
+          },
+        }),
+      }).then((r) => r.json() as Promise<{ error?: { code: number; message: string } }>);
+    const forged = await retry(FULL, 'not-a-state');
+    expect(forged.error).toMatchObject({ code: -32602, message: expect.stringMatching(/requestState names no call/) });
+  });
+
   it('refuses a stateless request that contradicts itself, in the revision’s own errors', async () => {
     const envelope = {
       'io.modelcontextprotocol/protocolVersion': '2026-07-28',

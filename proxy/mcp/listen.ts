@@ -72,6 +72,8 @@ export interface ListenScope {
   res: ServerResponse;
   req: RpcRequest;
   key: string;
+  /** The capabilities the listener declared: its sessions at the servers are those of its calls. */
+  client: JsonObject;
   servers: ReadonlyMap<string, McpTarget>;
   naming: Naming;
   pool: UpstreamPool;
@@ -120,13 +122,18 @@ export async function serveListen(x: ListenScope): Promise<void> {
   await Promise.all(
     [...x.servers.values()].map(async (server) => {
       const stop = await x.pool
-        .listen(x.key, server, {
-          notification: (n) => {
-            const named = rename(n, server.name, x.naming);
-            if (!closed && passes(x.filter, named)) x.res.write(stamp(named.method, named.params));
+        .listen(
+          x.key,
+          server,
+          {
+            notification: (n) => {
+              const named = rename(n, server.name, x.naming);
+              if (!closed && passes(x.filter, named)) x.res.write(stamp(named.method, named.params));
+            },
+            gone,
           },
-          gone,
-        })
+          x.client,
+        )
         .catch(() => undefined);
       if (!stop) return;
       if (closed) stop();
@@ -149,7 +156,7 @@ async function watch(x: ListenScope, server: McpTarget): Promise<void> {
     return parsed && parsed.server === server.name ? [parsed.uri] : [];
   });
   if (own.length === 0) return;
-  const { session } = await x.pool.get(x.key, server);
+  const { session } = await x.pool.get(x.key, server, x.client);
   await Promise.all(
     own.map((uri) =>
       exchange({

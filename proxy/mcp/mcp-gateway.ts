@@ -16,6 +16,7 @@ import {
   unrelayable,
   unrelayedId,
 } from './client-requests.js';
+import { type Ended, HeldCall, HeldCalls, inputRequired, isSealedState, type SealedState } from './input-rounds.js';
 import {
   errorAnswer,
   isObject,
@@ -42,6 +43,7 @@ import {
   discoverResult,
   STATELESS_VERSION,
   statelessAnswer,
+  statelessCapabilities,
   statelessRefusal,
   withoutEnvelope,
 } from './stateless-revision.js';
@@ -106,6 +108,8 @@ const refuse = (status: number, code: number, message: string, headers?: Record<
 interface Deps extends McpGatewayDeps {
   pool: UpstreamPool;
   streams: StreamCount;
+  /** Stateless clients' calls waiting for their input, on this replica. */
+  held: HeldCalls<Reply>;
 }
 
 const MAX_STREAMS_PER_KEY = 64;
@@ -146,9 +150,10 @@ const inFlight = new Map<string, AbortController>();
 export function createMcpGateway(config: McpGatewayDeps) {
   const deps: Deps = {
     ...config,
-    pool: new UpstreamPool((t) =>
-      openUpstream(config, t, LATEST_SESSION_VERSION, { name: 'MCP 2026-07-28 clients' }, {}),
+    pool: new UpstreamPool((t, client) =>
+      openUpstream(config, t, LATEST_SESSION_VERSION, { name: 'MCP 2026-07-28 clients' }, client),
     ),
+    held: new HeldCalls(),
     streams: new StreamCount(config.maxStreamsPerKey ?? MAX_STREAMS_PER_KEY),
   };
   const serve = async (
@@ -501,8 +506,17 @@ interface RequestScope {
   stateless?: { callerId: RequestId; sessionGone(): void };
 }
 
+/** Where an answer goes: a POST's writer, and the id its caller gave (stateless callers' own, not the gateway's). */
+interface Reply {
+  writer: AnswerWriter;
+  callerId: RequestId;
+}
+
+/** A call that may wait for its stateless client's input (proxy/mcp/input-rounds.ts). */
+type Held = HeldCall<Reply>;
+
 /** A request of the session: dispatched (proxy/mcp/methods.ts), a tools/call accounted, answered. */
-async function request(deps: McpGatewayDeps, s: RequestScope, req: RpcRequest): Promise<void> {
+async function request(deps: Deps, s: RequestScope, req: RpcRequest): Promise<void> {
   const abort = new AbortController();
   const key = `${s.sessionId}#${req.id}`;
   // Stateless callers cancel by closing the request's stream: there is no session to name it by.
@@ -511,6 +525,12 @@ async function request(deps: McpGatewayDeps, s: RequestScope, req: RpcRequest): 
   s.res.once('close', () => {
     if (!s.res.writableFinished) abort.abort(new RpcError(RPC.gateway, 'the client went away'));
   });
+  // A stateless client that takes servers' requests for input gets them as results asking for it.
+  const client = s.session.client ?? {};
+  const held: Held | undefined =
+    s.stateless && Object.keys(client).length > 0
+      ? new HeldCall(s.session.key, req.method, nameOf(req), client, (why) => abort.abort(why))
+      : undefined;
   const ctx: MethodContext = {
     caller: s.p.caller,
     session: s.session,
@@ -518,49 +538,167 @@ async function request(deps: McpGatewayDeps, s: RequestScope, req: RpcRequest): 
     naming: s.p.where.server === undefined ? federatedNaming : singleNaming(s.p.where.server),
     single: s.p.where.server !== undefined,
     signal: abort.signal,
-    onNotification: (n, server) => s.writer.notification(cancelledForClient(n, server.name)),
-    onRequest: (server, r) => relayToClient(s, server, r),
+    onNotification: (n, server) => {
+      const named = cancelledForClient(n, server.name);
+      if (held) held.sink?.(named);
+      else s.writer.notification(named);
+    },
+    onRequest: (server, r) =>
+      held ? held.ask(server, s.session.upstream[server.name], r) : relayToClient(s, server, r),
     maxBytes: deps.maxAnswerBytes,
   };
   const header = headerOf(s.req);
   let finish: ((answer: RpcAnswer, reason?: string) => void) | undefined;
+  const conclude = (round: Ended, to?: Reply) => concludeCall(deps, s, req, round, finish, to);
+  const first: Reply = { writer: s.writer, callerId: s.stateless?.callerId ?? req.id };
   try {
     if (req.method === 'tools/call') {
-      finish = await governToolCall(deps, s, req, ctx, header);
+      finish = await governToolCall(deps, s, req, ctx, header).catch((error: unknown) => {
+        conclude({ kind: 'failed', error }, first);
+        return undefined;
+      });
       // Refused (and answered) before it went out.
       if (!finish) return;
     }
-    const outcome = await dispatch(ctx, req);
-    finish?.(outcome.answer);
-    reply(s, req.method, outcome.answer);
-  } catch (err) {
-    if (err instanceof UpstreamError && err.reason === 'session_gone' && !s.stateless) {
-      finish?.(errorAnswer(req.id, err), err.reason);
-      // The spec's signal to start over: 404 to a request with a session id.
-      throw refuse(404, RPC.gateway, err.message);
-    }
-    // A stateless caller has no session to start over: the gateway's on that server goes, the next request opens another.
-    if (err instanceof UpstreamError && err.reason === 'session_gone') s.stateless?.sessionGone();
-    const rpc = err instanceof RpcError ? err : new RpcError(RPC.internalError, 'Internal error of the gateway');
-    if (!(err instanceof RpcError)) deps.onError?.(err, s.p.requestId);
-    const answer = errorAnswer(req.id, rpc);
-    finish?.(answer, err instanceof UpstreamError ? err.reason : (err as { reason?: string }).reason);
-    reply(s, req.method, answer);
+    // Requests its server sends outside the call while it runs (roots/list) are the call's too.
+    const stopAsking = held ? await askOutsideCall(deps, s, held, req, ctx.naming) : () => {};
+    const call = dispatch(ctx, req).then(
+      (o): Ended => ({ kind: 'done', answer: o.answer }),
+      (error: unknown): Ended => ({ kind: 'failed', error }),
+    );
+    // A session's 404 (its server ended it) is thrown from here: the POST is answered so.
+    if (!held) return conclude(await call, first);
+    held.conclude = conclude;
+    held.sink = (n) => s.writer.notification(n);
+    void call.then((round) => {
+      stopAsking();
+      held.settle(round);
+    });
+    await nextRound(deps, held, first);
   } finally {
     if (!s.stateless) inFlight.delete(key);
   }
 }
 
 /**
+ * Servers send some requests for input outside the call that needs them, on their stream (roots/list,
+ * as the SDKs' servers do): while a held call runs, its server's requests there are its own. The
+ * stream is opened before the call goes out, so that the server finds it.
+ */
+async function askOutsideCall(
+  deps: Deps,
+  s: RequestScope,
+  held: Held,
+  req: RpcRequest,
+  naming: MethodContext['naming'],
+): Promise<() => void> {
+  if (!NAMED_METHODS.has(req.method)) return () => {};
+  const name = nameOf(req);
+  const parsed = req.method === 'resources/read' ? naming.parseUri(name) : naming.parseName(name);
+  const server = parsed ? s.servers.get(parsed.server) : undefined;
+  const session = server ? s.session.upstream[server.name] : undefined;
+  if (!server || !session) return () => {};
+  return deps.pool
+    .ask(s.session.key, server, s.session.client ?? {}, (r) => {
+      if (!held.running) return false;
+      held.ask(server, session, r);
+      return true;
+    })
+    .catch(() => () => {});
+}
+
+/** The requests that name what they call (and so the server that serves them). */
+const NAMED_METHODS = new Set(['tools/call', 'prompts/get', 'resources/read']);
+
+/** What Mcp-Name carries of a request: the tool's or prompt's name, the resource's URI. */
+const nameOf = (req: RpcRequest): string => String(req.params?.name ?? req.params?.uri ?? '');
+
+/**
+ * A call's end, answered to `to` (none: only recorded) and recorded. A session whose server ended
+ * it is the spec's 404 to a session caller (thrown: the POST is answered so); a stateless caller
+ * has none to start over, so the gateway's session on that server goes and the error is in band.
+ */
+function concludeCall(
+  deps: Deps,
+  s: RequestScope,
+  req: RpcRequest,
+  round: Ended,
+  finish: ((answer: RpcAnswer, reason?: string) => void) | undefined,
+  to?: Reply,
+): void {
+  if (round.kind === 'done') {
+    finish?.(round.answer);
+    if (to) reply(s, to, req.method, round.answer);
+    return;
+  }
+  const err = round.error;
+  if (err instanceof UpstreamError && err.reason === 'session_gone' && !s.stateless) {
+    finish?.(errorAnswer(req.id, err), err.reason);
+    throw refuse(404, RPC.gateway, err.message);
+  }
+  if (err instanceof UpstreamError && err.reason === 'session_gone') s.stateless?.sessionGone();
+  const rpc = err instanceof RpcError ? err : new RpcError(RPC.internalError, 'Internal error of the gateway');
+  if (!(err instanceof RpcError)) deps.onError?.(err, s.p.requestId);
+  const answer = errorAnswer(req.id, rpc);
+  finish?.(answer, err instanceof UpstreamError ? err.reason : (err as { reason?: string }).reason);
+  if (to) reply(s, to, req.method, answer);
+}
+
+/**
+ * The held call's next round, answered to `to`: its end, or the server's requests as a result
+ * asking for input, with the sealed state that takes the call up again (on this replica).
+ */
+async function nextRound(deps: Deps, held: Held, to: Reply): Promise<void> {
+  const round = await held.next();
+  held.sink = undefined;
+  if (round.kind !== 'input') return held.conclude?.(round, to);
+  if (deps.held.full(held.key)) {
+    held.answer(undefined);
+    const why = new RpcError(RPC.gateway, 'Too many calls of this key wait for input on this replica: try again later');
+    return held.conclude?.({ kind: 'failed', error: why }, to);
+  }
+  deps.held.hold(held);
+  const requestState = deps.sealer.sealValue({ held: held.id, key: held.key } satisfies SealedState);
+  to.writer.answer({ jsonrpc: '2.0', id: to.callerId, result: inputRequired(round.asked, requestState) });
+}
+
+/**
+ * A stateless client's retry with the input asked for: the held call it names takes the answers
+ * to its servers and goes on, answered on this POST. A state this replica does not hold for the
+ * key (ended, expired, held elsewhere, forged) is -32602.
+ */
+async function resumeCall(deps: Deps, writer: AnswerWriter, message: RpcRequest, key: string): Promise<void> {
+  const sealed = deps.sealer.openValue(String(message.params?.requestState ?? ''));
+  const held = isSealedState(sealed) && sealed.key === key ? deps.held.take(sealed.held, key) : undefined;
+  const refuse = (why: string) => writer.answer(errorAnswer(message.id, new RpcError(RPC.invalidParams, why)));
+  if (!held) {
+    return refuse(
+      'requestState names no call this replica holds for this key: it ended, waited too long for the input, or another replica holds it',
+    );
+  }
+  if (held.method !== message.method || held.name !== nameOf(message)) {
+    deps.held.hold(held);
+    return refuse(`requestState belongs to another request (${held.method} ${held.name.slice(0, 100)})`);
+  }
+  const bad = held.answer(message.params?.inputResponses);
+  if (bad) {
+    deps.held.hold(held);
+    return void writer.answer(errorAnswer(message.id, bad));
+  }
+  held.sink = (n) => writer.notification(n);
+  await nextRound(deps, held, { writer, callerId: message.id });
+}
+
+/**
  * The answer written: as the stateless revision shapes it, under the caller's own id (errors in
  * band, HTTP 200, as its SDKs answer them), else as it is.
  */
-function reply(s: RequestScope, method: string, answer: RpcAnswer): void {
+function reply(s: RequestScope, to: Reply, method: string, answer: RpcAnswer): void {
   if (!s.stateless) {
-    s.writer.answer(answer);
+    to.writer.answer(answer);
     return;
   }
-  s.writer.answer({ ...statelessAnswer(method, answer), id: s.stateless.callerId });
+  to.writer.answer({ ...statelessAnswer(method, answer), id: to.callerId });
 }
 
 /** A server's request during a call: to the client on the call's stream, or refused to the server at once. */
@@ -617,7 +755,7 @@ async function governToolCall(
         retryAfterSeconds: wait,
       });
       finish(errorAnswer(req.id, err), 'rate_limited');
-      reply(s, req.method, errorAnswer(req.id, err));
+      reply(s, { writer: s.writer, callerId: s.stateless?.callerId ?? req.id }, req.method, errorAnswer(req.id, err));
       return undefined;
     }
   }
@@ -629,8 +767,8 @@ async function governToolCall(
  * gateway's own sessions at the servers (one per key and server: proxy/mcp/upstream-pool.ts),
  * answered as the revision shapes answers. server/discover says what the servers offer;
  * subscriptions/listen carries their changes (proxy/mcp/listen.ts). The servers' requests to the
- * client are refused to them: the revision carries them as results that ask for input, which the
- * gateway does not make yet.
+ * client become results that ask for input, the call held until the client's retry brings the
+ * answers (proxy/mcp/input-rounds.ts).
  */
 async function stateless(
   deps: Deps,
@@ -652,9 +790,13 @@ async function stateless(
     writer.answer(errorAnswer(message.id, refusal), refusal.status);
     return;
   }
-  const targets = targetsOf(deps, p);
   const key = p.caller.keyHashPrefix;
-  const opened = await Promise.all(targets.map((t) => deps.pool.get(key, t).catch((err: unknown) => err)));
+  // A retry with the input a held call asked for (proxy/mcp/input-rounds.ts): that call goes on.
+  if (message.params?.requestState !== undefined) return resumeCall(deps, writer, message, key);
+  const targets = targetsOf(deps, p);
+  // The client's sampling, elicitation and roots, declared to the servers (its sessions there are of those).
+  const client = relayedCapabilities(statelessCapabilities(message));
+  const opened = await Promise.all(targets.map((t) => deps.pool.get(key, t, client).catch((err: unknown) => err)));
   const upstream: Record<string, UpstreamSession> = {};
   const results: JsonObject[] = [];
   const servers = new Map<string, McpTarget>();
@@ -693,6 +835,7 @@ async function stateless(
       res,
       req: message,
       key,
+      client,
       servers,
       naming: p.where.server === undefined ? federatedNaming : singleNaming(p.where.server),
       pool: deps.pool,
@@ -702,7 +845,13 @@ async function stateless(
     });
     return;
   }
-  const session: McpSession = { key, version: STATELESS_VERSION, upstream, began: Math.floor(Date.now() / 1000) };
+  const session: McpSession = {
+    key,
+    version: STATELESS_VERSION,
+    upstream,
+    began: Math.floor(Date.now() / 1000),
+    ...(Object.keys(client).length > 0 ? { client } : {}),
+  };
   const scope: RequestScope = {
     req,
     res,

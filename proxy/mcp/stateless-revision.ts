@@ -56,6 +56,13 @@ export function claimedRevision(message: { params?: JsonObject }): string | unde
   return typeof v === 'string' ? v : undefined;
 }
 
+/** The client's capabilities its envelope declares (checked present by statelessRefusal). */
+export function statelessCapabilities(message: { params?: JsonObject }): JsonObject {
+  const meta = message.params?._meta;
+  const caps = isObject(meta) ? meta[META.capabilities] : undefined;
+  return isObject(caps) ? caps : {};
+}
+
 /** The value of a header the revision takes verbatim or as `=?base64?...?=`. */
 function headerValue(raw: string | undefined): string | undefined {
   const m = raw === undefined ? undefined : /^=\?base64\?(.*)\?=$/.exec(raw);

@@ -57,6 +57,22 @@ describe('the servers’ sessions of stateless callers', () => {
     expect(pool.size).toBe(2);
   });
 
+  it('open one session per set of client capabilities, declaring them to the server', async () => {
+    const declared: string[] = [];
+    const pool = new UpstreamPool(async (_t, client): Promise<Opened> => {
+      declared.push(JSON.stringify(client));
+      return { session: { version: '2025-11-25' }, result: {} };
+    });
+    const docs = target('docs');
+    await pool.get('k', docs);
+    await pool.get('k', docs, { elicitation: {} });
+    await pool.get('k', docs, { elicitation: {} });
+    expect(declared).toEqual(['{}', '{"elicitation":{}}']);
+    // A server that ended one session of the key: every one it has there goes.
+    pool.drop('k', 'docs');
+    expect(pool.size).toBe(0);
+  });
+
   it('tell a listener its stream is gone when the session is dropped', async () => {
     const pool = new UpstreamPool(async (): Promise<Opened> => ({ session: { version: '2025-11-25' }, result: {} }));
     let gone = 0;

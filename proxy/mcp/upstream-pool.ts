@@ -6,7 +6,8 @@ import { type Listening, listen, respond, terminate } from './upstream.js';
 
 /**
  * Sessions the gateway keeps on servers for callers of the stateless revision (2026-07-28), who
- * bring none of their own: one per key and server, opened on first use (initialize, in a session
+ * bring none of their own: one per key, server and the client capabilities declared to it
+ * (sampling, elicitation, roots: a server offers what its client can take), opened on first use (initialize, in a session
  * revision: the servers behind the gateway need not speak the new one), shared by that key's
  * requests to that server on this replica (each request goes out under an id of the gateway's,
  * so that callers' ids never meet on it), dropped when the server ends it or after an idle while,
@@ -27,6 +28,7 @@ export interface PoolListener {
 }
 
 interface Entry {
+  key: string;
   target: McpTarget;
   used: number;
   opened: Promise<Opened>;
@@ -34,8 +36,21 @@ interface Entry {
   failedAt?: number;
   /** Who listens to the server's stream on this session (subscriptions/listen), and the stream while one does. */
   listeners: Set<PoolListener>;
+  /**
+   * Calls in flight that take the server's requests for input sent outside any call (roots/list, as
+   * servers send it): offered each in turn, the first that takes it has it.
+   */
+  askers: Set<Asker>;
   stream?: Promise<Listening | undefined>;
+  /** Set while nobody listens or asks: the stream closes when it fires. */
+  linger?: NodeJS.Timeout;
 }
+
+/** Takes a server's request sent on its stream (true), or leaves it to the next. */
+export type Asker = (r: RpcRequest) => boolean;
+
+/** How long a stream nobody listens to stays open for the next call (calls come in bursts). */
+const LINGER_MS = 30_000;
 
 /** How long a failed opening is remembered. */
 const FAILED_MS = 30_000;
@@ -44,15 +59,18 @@ export class UpstreamPool {
   private readonly entries = new Map<string, Entry>();
 
   constructor(
-    private readonly open: (target: McpTarget) => Promise<Opened>,
+    private readonly open: (target: McpTarget, client: JsonObject) => Promise<Opened>,
     private readonly max = 10_000,
     private readonly idleMs = 10 * 60_000,
     private readonly now: () => number = Date.now,
   ) {}
 
-  /** The key's session on the server, opened now if it has none (or had a failure long enough ago). */
-  get(key: string, target: McpTarget): Promise<Opened> {
-    const id = `${key}\u0000${target.name}`;
+  /**
+   * The key's session on the server for a client of these capabilities (relayedCapabilities), opened
+   * now if it has none (or had a failure long enough ago).
+   */
+  get(key: string, target: McpTarget, client: JsonObject = {}): Promise<Opened> {
+    const id = entryId(key, target.name, client);
     const hit = this.entries.get(id);
     const now = this.now();
     if (hit && hit.target === target && this.fresh(hit, now)) {
@@ -62,17 +80,16 @@ export class UpstreamPool {
       this.entries.set(id, hit);
       return hit.opened;
     }
-    if (hit) this.drop(key, target.name);
-    const opened = this.open(target);
-    const entry: Entry = { target, used: now, opened, listeners: new Set() };
+    if (hit) this.dropEntry(id, hit);
+    const opened = this.open(target, client);
+    const entry: Entry = { key, target, used: now, opened, listeners: new Set(), askers: new Set() };
     this.entries.set(id, entry);
     opened.catch(() => {
       entry.failedAt = this.now();
     });
     while (this.entries.size > this.max) {
-      const oldest = this.entries.keys().next().value as string;
-      const [k = '', server = ''] = oldest.split('\u0000');
-      this.drop(k, server);
+      const [oldest, e] = this.entries.entries().next().value as [string, Entry];
+      this.dropEntry(oldest, e);
     }
     return opened;
   }
@@ -83,11 +100,15 @@ export class UpstreamPool {
     return e.listeners.size > 0 || now - e.used < this.idleMs;
   }
 
-  /** The server ended the session (or it is evicted): its listeners hear it, the next request opens another. */
+  /**
+   * The server ended a session of the key (which one an error does not say: every one the key has
+   * there goes): its listeners hear it, the next request opens another.
+   */
   drop(key: string, server: string): void {
-    const id = `${key}\u0000${server}`;
-    const entry = this.entries.get(id);
-    if (!entry) return;
+    for (const [id, e] of this.entries) if (e.key === key && e.target.name === server) this.dropEntry(id, e);
+  }
+
+  private dropEntry(id: string, entry: Entry): void {
     this.entries.delete(id);
     this.endStream(entry);
     if (entry.failedAt === undefined) entry.opened.then((o) => terminate(entry.target, o.session)).catch(() => {});
@@ -97,6 +118,7 @@ export class UpstreamPool {
   private endStream(entry: Entry): void {
     const listeners = [...entry.listeners];
     entry.listeners.clear();
+    clearTimeout(entry.linger);
     void entry.stream?.then((l) => l?.close());
     entry.stream = undefined;
     for (const l of listeners) l.gone();
@@ -106,24 +128,57 @@ export class UpstreamPool {
    * The server's notifications on the key's session, to `listener` until the returned function
    * is called: one stream from the server (its GET), shared by every listener of that session,
    * open while one listens. A stream the server refuses or ends tells its listeners they are
-   * gone. The server's requests for input are refused to it: a stateless caller gets none
-   * (proxy/mcp/stateless-revision.ts).
+   * gone. The server's requests on it go to a call that asks for them (ask()), else are refused to it.
    */
-  async listen(key: string, target: McpTarget, listener: PoolListener): Promise<() => void> {
-    const opened = await this.get(key, target);
-    const entry = this.entries.get(`${key}\u0000${target.name}`);
+  async listen(key: string, target: McpTarget, listener: PoolListener, client: JsonObject = {}): Promise<() => void> {
+    const opened = await this.get(key, target, client);
+    const entry = this.entries.get(entryId(key, target.name, client));
     if (!entry) {
       listener.gone();
       return () => {};
     }
     entry.listeners.add(listener);
-    entry.stream ??= this.openStream(entry, target, opened);
+    this.keepStream(entry, target, opened);
     return () => {
       entry.listeners.delete(listener);
-      if (entry.listeners.size > 0) return;
+      this.releaseStream(entry);
+    };
+  }
+
+  /**
+   * The server's requests sent on its stream of the key's session, offered to `asker` until the
+   * returned function is called; resolves once the stream is open (a server sends such a request
+   * only to a stream that is there: the call goes out after).
+   */
+  async ask(key: string, target: McpTarget, client: JsonObject, asker: Asker): Promise<() => void> {
+    const opened = await this.get(key, target, client);
+    const entry = this.entries.get(entryId(key, target.name, client));
+    if (!entry) return () => {};
+    entry.askers.add(asker);
+    await this.keepStream(entry, target, opened);
+    return () => {
+      entry.askers.delete(asker);
+      this.releaseStream(entry);
+    };
+  }
+
+  private keepStream(entry: Entry, target: McpTarget, opened: Opened): Promise<Listening | undefined> {
+    clearTimeout(entry.linger);
+    entry.linger = undefined;
+    entry.stream ??= this.openStream(entry, target, opened);
+    return entry.stream;
+  }
+
+  /** Nobody listens or asks any more: the stream lingers a while for the next, then closes. */
+  private releaseStream(entry: Entry): void {
+    if (entry.listeners.size > 0 || entry.askers.size > 0 || !entry.stream) return;
+    clearTimeout(entry.linger);
+    entry.linger = setTimeout(() => {
+      if (entry.listeners.size > 0 || entry.askers.size > 0) return;
       void entry.stream?.then((l) => l?.close());
       entry.stream = undefined;
-    };
+    }, LINGER_MS);
+    entry.linger.unref();
   }
 
   private openStream(entry: Entry, target: McpTarget, opened: Opened): Promise<Listening | undefined> {
@@ -132,10 +187,8 @@ export class UpstreamPool {
       session: opened.session,
       onMessage: (m) => {
         if ('id' in m) {
-          const why = new RpcError(
-            RPC.methodNotFound,
-            'the gateway relays no requests for input to 2026-07-28 clients',
-          );
+          for (const asker of entry.askers) if (asker(m as RpcRequest)) return;
+          const why = new RpcError(RPC.methodNotFound, 'no call of a client that takes this request is in flight');
           void respond(target, opened.session, answerUnrelayed(m as RpcRequest, why));
           return;
         }
@@ -158,3 +211,7 @@ export class UpstreamPool {
     return this.entries.size;
   }
 }
+
+/** An entry's place: the key, the server, and the capabilities its session declared (bounded by relayedCapabilities). */
+const entryId = (key: string, server: string, client: JsonObject): string =>
+  `${key}\u0000${server}\u0000${JSON.stringify(client)}`;
