@@ -206,6 +206,83 @@ describe('MCP gateway with real servers and the official SDK client', () => {
     await via.close();
   });
 
+  it('a call whose answer stream broke goes on: the SDK resumes it with Last-Event-ID and gets every event and the result', async () => {
+    // The client's connection breaks after the call's first event: its fetch errors the body there.
+    const gets: string[] = [];
+    let cut = false;
+    const breaking: typeof fetch = async (input, init) => {
+      const res = await fetch(input, init);
+      if ((init?.method ?? 'GET') === 'GET') gets.push(new Headers(init?.headers).get('last-event-id') ?? '');
+      if (cut || init?.method !== 'POST' || !res.headers.get('content-type')?.startsWith('text/event-stream')) {
+        return res;
+      }
+      cut = true;
+      const reader = res.body?.getReader();
+      const body = new ReadableStream<Uint8Array>({
+        async pull(ctl) {
+          const next = await reader?.read();
+          if (!next || next.done) return ctl.close();
+          ctl.enqueue(next.value);
+          await reader?.cancel();
+          ctl.error(new TypeError('terminated: the connection broke'));
+        },
+      });
+      return new Response(body, { status: res.status, headers: res.headers });
+    };
+    const before = usage.records.length;
+    const client = new Client({ name: 'e2e-resume', version: '1.0.0' });
+    await client.connect(
+      new StreamableHTTPClientTransport(new URL(`${gateway.url}/mcp/everything`), {
+        requestInit: { headers: { 'X-API-Key': FULL } },
+        fetch: breaking,
+        reconnectionOptions: {
+          initialReconnectionDelay: 200,
+          maxReconnectionDelay: 1000,
+          reconnectionDelayGrowFactor: 1,
+          maxRetries: 3,
+        },
+      }),
+    );
+    // Listed first: a tool the gateway has seen listed is recorded by its name.
+    await client.listTools();
+    const seen: number[] = [];
+    const result = await client.callTool(
+      { name: 'trigger-long-running-operation', arguments: { duration: 2, steps: 4 } },
+      { onprogress: (p) => seen.push(p.progress) },
+    );
+    expect(cut).toBe(true);
+    // The SDK came back with the id of the event it had, and got the rest: nothing lost, nothing twice.
+    expect(gets.filter((id) => id !== '')).toHaveLength(1);
+    expect(seen).toEqual([1, 2, 3, 4]);
+    expect(JSON.stringify(result)).toMatch(/Long running operation completed/);
+    // One call, recorded once, as served.
+    const calls = usage.records.slice(before).filter((r) => r.model === 'trigger-long-running-operation');
+    expect(calls.map((r) => r.status)).toEqual([200]);
+    // Read again within a minute: the whole stream, as it went. Past what this replica keeps (another
+    // replica's stream, or one long gone), the call is answered with an error at once.
+    const token = gets.find((id) => id !== '')?.split('.')[0];
+    const again = (lastEventId: string) =>
+      fetch(`${gateway.url}/mcp/everything`, {
+        headers: {
+          accept: 'text/event-stream',
+          'x-api-key': FULL,
+          'mcp-session-id': (client.transport as StreamableHTTPClientTransport).sessionId ?? '',
+          'mcp-protocol-version': '2025-11-25',
+          'last-event-id': lastEventId,
+        },
+      }).then(async (r) => ({ status: r.status, text: await r.text() }));
+    const whole = await again(`${token}.0`);
+    expect(whole.status).toBe(200);
+    expect(whole.text.match(/notifications\/progress/g)).toHaveLength(4);
+    expect(whole.text).toMatch(/Long running operation completed/);
+    const lost = await again(`${token}.999`);
+    expect(lost.status).toBe(200);
+    expect(lost.text).toMatch(
+      /"error":\{"code":-32000,"message":"The answer stream of this call cannot be resumed here/,
+    );
+    await client.close();
+  });
+
   it('traces a tool call as execute_tool after the GenAI conventions, and counts it in the metrics', async () => {
     const via = await connect(`${gateway.url}/mcp`, { 'X-API-Key': FULL, traceparent: TRACEPARENT });
     await via.listTools();

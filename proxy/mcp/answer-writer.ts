@@ -1,22 +1,38 @@
 import type { ServerResponse } from 'node:http';
+import type { CallStream } from './call-stream.js';
 import type { RpcAnswer, RpcNotification, RpcRequest } from './json-rpc.js';
 
 /**
  * How one POST is answered: JSON by default, switching to an SSE stream the moment the server
  * sends something on the way (progress, a log line) and the client accepts text/event-stream,
  * so a quick call costs no stream and a long one reports as it goes. Counts the bytes it sends
- * (a tool call's record says how much went out).
+ * (a tool call's record says how much went out). Given `resumable`, a stream's events carry ids
+ * and outlive the connection (proxy/mcp/call-stream.ts).
  */
 
 export class AnswerWriter {
   private streaming = false;
+  private stream: CallStream | undefined;
   bytes = 0;
 
   constructor(
     private readonly res: ServerResponse,
     private readonly headers: Record<string, string>,
     private readonly acceptsStream: boolean,
+    private readonly resumable?: (res: ServerResponse) => CallStream | undefined,
   ) {}
+
+  /**
+   * The client's connection broke before the answer: `cancel` at once, or, for a stream it can
+   * resume, once it has not come back in time.
+   */
+  whenGone(cancel: () => void): void {
+    this.res.once('close', () => {
+      if (this.res.writableFinished) return;
+      if (this.stream) this.stream.onAbandon(cancel);
+      else cancel();
+    });
+  }
 
   get isStream(): boolean {
     return this.streaming;
@@ -34,10 +50,14 @@ export class AnswerWriter {
 
   /** Whether messages on the way can reach the client (it reads event streams, and this one is open). */
   get canStream(): boolean {
-    return this.acceptsStream && !this.res.writableEnded && !this.res.destroyed;
+    return this.stream !== undefined || (this.acceptsStream && !this.res.writableEnded && !this.res.destroyed);
   }
 
   private message(n: RpcNotification | RpcRequest): void {
+    if (this.stream) {
+      this.bytes += this.stream.write(JSON.stringify(n));
+      return;
+    }
     if (!this.acceptsStream || this.res.writableEnded || this.res.destroyed) return;
     if (!this.streaming) {
       this.streaming = true;
@@ -47,12 +67,22 @@ export class AnswerWriter {
         'cache-control': 'no-cache',
         connection: 'keep-alive',
       });
+      this.stream = this.resumable?.(this.res);
+      if (this.stream) {
+        this.bytes += this.stream.write(JSON.stringify(n));
+        return;
+      }
     }
     this.event(JSON.stringify(n));
   }
 
   answer(a: RpcAnswer, status = 200): void {
     const text = JSON.stringify(a);
+    if (this.stream) {
+      this.bytes += this.stream.write(text);
+      this.stream.end();
+      return;
+    }
     if (this.res.writableEnded || this.res.destroyed) return;
     if (this.streaming) {
       this.event(text);

@@ -7,6 +7,7 @@ import { applyEnforcedTags, parseTags, type Tag } from '../endpoints/tags.js';
 import type { DoorPass } from '../exchange.js';
 import { headerOf } from '../server/read-body.js';
 import { AnswerWriter, acceptsEventStream } from './answer-writer.js';
+import { CallStreams } from './call-stream.js';
 import {
   answerForServer,
   answerUnrelayed,
@@ -110,6 +111,8 @@ interface Deps extends McpGatewayDeps {
   streams: StreamCount;
   /** Stateless clients' calls waiting for their input, on this replica. */
   held: HeldCalls<Reply>;
+  /** Calls' answer streams a client may resume after its connection broke, on this replica. */
+  calls: CallStreams;
 }
 
 const MAX_STREAMS_PER_KEY = 64;
@@ -154,6 +157,7 @@ export function createMcpGateway(config: McpGatewayDeps) {
       openUpstream(config, t, LATEST_SESSION_VERSION, { name: 'MCP 2026-07-28 clients' }, client),
     ),
     held: new HeldCalls(),
+    calls: new CallStreams(config.sealer),
     streams: new StreamCount(config.maxStreamsPerKey ?? MAX_STREAMS_PER_KEY),
   };
   const serve = async (
@@ -267,8 +271,11 @@ async function post(deps: Deps, req: IncomingMessage, res: ServerResponse, p: Po
     new AnswerWriter(res, headers, false).accepted();
     return;
   }
-  const writer = new AnswerWriter(res, headers, acceptsEventStream(header('accept')));
-  await request(deps, { req, res, writer, session, sessionId, servers, tags, bytesIn: pass.bytes, p }, parsed.message);
+  const message = parsed.message;
+  const writer = new AnswerWriter(res, headers, acceptsEventStream(header('accept')), (r) =>
+    deps.calls.open(r, sessionId, message.id),
+  );
+  await request(deps, { req, res, writer, session, sessionId, servers, tags, bytesIn: pass.bytes, p }, message);
 }
 
 /** The session a request names, opened: the caller's own, neither ended nor expired. */
@@ -296,6 +303,8 @@ async function stream(deps: Deps, req: IncomingMessage, res: ServerResponse, p: 
   const { session, sessionId } = openSession(deps, header, p);
   if (!deps.streams.take(p.caller.keyHashPrefix, res)) throw tooManyStreams(deps.streams.max);
   const lastEventId = header('last-event-id');
+  // The Last-Event-ID of a call's answer stream: that stream goes on (proxy/mcp/call-stream.ts).
+  if (deps.calls.resume(lastEventId, sessionId, res, { ...p.base, 'mcp-session-id': sessionId })) return;
   const served = await serveStream({
     res,
     session,
@@ -521,10 +530,9 @@ async function request(deps: Deps, s: RequestScope, req: RpcRequest): Promise<vo
   const key = `${s.sessionId}#${req.id}`;
   // Stateless callers cancel by closing the request's stream: there is no session to name it by.
   if (!s.stateless) inFlight.set(key, abort);
-  // Nobody left to answer: the servers stop too (the exchange tells them).
-  s.res.once('close', () => {
-    if (!s.res.writableFinished) abort.abort(new RpcError(RPC.gateway, 'the client went away'));
-  });
+  // Nobody left to answer (at once, or after a while for a stream the client may resume): the
+  // servers stop too (the exchange tells them).
+  s.writer.whenGone(() => abort.abort(new RpcError(RPC.gateway, 'the client went away')));
   // A stateless client that takes servers' requests for input gets them as results asking for it.
   const client = s.session.client ?? {};
   const held: Held | undefined =

@@ -1,0 +1,161 @@
+import { createHash, randomUUID } from 'node:crypto';
+import type { ServerResponse } from 'node:http';
+import { errorAnswer, isObject, type RequestId, RPC, RpcError } from './json-rpc.js';
+import type { SessionSealer } from './session.js';
+
+/**
+ * A call's own answer stream (the SSE answer to a POST of the session revisions) that outlives its
+ * connection, as Streamable HTTP allows: each event carries an id, and a client whose connection
+ * broke before the answer sends GET with the Last-Event-ID it had; the gateway writes what came
+ * after it and goes on with the call's events until its answer. A broken connection is not a
+ * cancellation (the spec says a client cancels with notifications/cancelled): the call goes on,
+ * its events kept, for RESUME_MS; a client that does not come back by then has left, and the call
+ * is cancelled at its server. Kept on the replica that serves the call, bounded per stream and
+ * in number.
+ */
+
+/** How long a stream whose connection broke waits for its client, and an ended one is kept to be read again. */
+export const RESUME_MS = 60_000;
+/** The recent events a stream keeps to write again: a resumption from before them is refused. */
+const KEPT_EVENTS = 64;
+const KEPT_BYTES = 64 * 1024;
+/** Streams kept on a replica; past this a new stream carries no ids (it cannot be resumed). */
+const MAX_STREAMS = 1_000;
+
+const digest = (sessionId: string) => createHash('sha256').update(sessionId).digest('base64url').slice(0, 22);
+
+export class CallStream {
+  private seq = 0;
+  private kept: Array<{ seq: number; chunk: string }> = [];
+  private keptBytes = 0;
+  private ended = false;
+  private timer: NodeJS.Timeout | undefined;
+  /** Called when the client did not come back in time. */
+  private abandon: (() => void) | undefined;
+
+  constructor(
+    private readonly token: string,
+    private res: ServerResponse | undefined,
+    private readonly forget: () => void,
+  ) {
+    this.watch(res);
+  }
+
+  /** One event: to the client if connected, and kept to be written again. */
+  write(data: string): number {
+    const seq = ++this.seq;
+    const chunk = `id: ${this.token}.${seq}\nevent: message\ndata: ${data}\n\n`;
+    this.kept.push({ seq, chunk });
+    this.keptBytes += chunk.length;
+    while (this.kept.length > KEPT_EVENTS || (this.keptBytes > KEPT_BYTES && this.kept.length > 1)) {
+      this.keptBytes -= this.kept.shift()?.chunk.length ?? 0;
+    }
+    if (this.res && !this.res.destroyed) this.res.write(chunk);
+    return chunk.length;
+  }
+
+  /** The answer was the last event: the connection ends; the events are kept a while for a client that lost them. */
+  end(): void {
+    this.ended = true;
+    if (this.res && !this.res.destroyed) this.res.end();
+    this.res = undefined;
+    this.expireIn(RESUME_MS, undefined);
+  }
+
+  /** What to do if the client does not come back after its connection broke. */
+  onAbandon(f: () => void): void {
+    this.abandon = f;
+  }
+
+  /**
+   * A client back with the id of the last event it had: what came after, then the rest as it
+   * comes. False when that event is older than what is kept (the caller refuses the GET).
+   */
+  attach(res: ServerResponse, after: number, headers: Record<string, string>): boolean {
+    const oldest = this.kept[0]?.seq ?? this.seq + 1;
+    if (after + 1 < oldest || after > this.seq) return false;
+    clearTimeout(this.timer);
+    this.res?.destroy();
+    res.writeHead(200, { ...headers, 'content-type': 'text/event-stream', 'cache-control': 'no-cache' });
+    for (const e of this.kept) if (e.seq > after) res.write(e.chunk);
+    if (this.ended) {
+      res.end();
+      this.expireIn(RESUME_MS, undefined);
+      return true;
+    }
+    this.res = res;
+    this.watch(res);
+    return true;
+  }
+
+  private watch(res: ServerResponse | undefined): void {
+    res?.once('close', () => {
+      if (this.res !== res || res.writableFinished) return;
+      this.res = undefined;
+      if (!this.ended) this.expireIn(RESUME_MS, () => this.abandon?.());
+    });
+  }
+
+  private expireIn(ms: number, then: (() => void) | undefined): void {
+    clearTimeout(this.timer);
+    this.timer = setTimeout(() => {
+      this.forget();
+      then?.();
+    }, ms);
+    this.timer.unref();
+  }
+}
+
+/** The call streams of this replica, by id, each opened for one session. */
+export class CallStreams {
+  private readonly streams = new Map<string, CallStream>();
+
+  constructor(private readonly sealer: SessionSealer) {}
+
+  /**
+   * A stream for the call `requestId` of the session on `res`; none past the bound (the answer then
+   * goes without ids).
+   */
+  open(res: ServerResponse, sessionId: string, requestId: RequestId): CallStream | undefined {
+    if (this.streams.size >= MAX_STREAMS) return undefined;
+    const id = randomUUID();
+    const token = this.sealer.sealValue({ s: digest(sessionId), c: id, r: requestId });
+    const stream = new CallStream(token, res, () => this.streams.delete(id));
+    this.streams.set(id, stream);
+    return stream;
+  }
+
+  /**
+   * A GET of the session with the Last-Event-ID of a call's stream, served: what came after it and
+   * the rest as it comes. Where this replica does not keep that stream (it ended over RESUME_MS
+   * ago, its events were too many, another replica serves the call), the call is answered with an
+   * error at once, so that its client does not wait for an answer that cannot come. False for an
+   * id that is not a call stream's (the servers' stream's, or none).
+   */
+  resume(
+    lastEventId: string | undefined,
+    sessionId: string,
+    res: ServerResponse,
+    headers: Record<string, string>,
+  ): boolean {
+    const dot = lastEventId?.lastIndexOf('.') ?? -1;
+    if (!lastEventId || dot < 0) return false;
+    const sealed = this.sealer.openValue(lastEventId.slice(0, dot));
+    if (!isObject(sealed) || typeof sealed.c !== 'string' || sealed.s !== digest(sessionId)) return false;
+    const after = Number(lastEventId.slice(dot + 1));
+    const stream = this.streams.get(sealed.c);
+    if (stream && Number.isSafeInteger(after) && stream.attach(res, after, headers)) return true;
+    const id = typeof sealed.r === 'string' || typeof sealed.r === 'number' ? sealed.r : null;
+    const why = new RpcError(
+      RPC.gateway,
+      'The answer stream of this call cannot be resumed here: it ended over a minute ago, it lost events past what is kept, or another replica serves the call',
+    );
+    res.writeHead(200, { ...headers, 'content-type': 'text/event-stream', 'cache-control': 'no-cache' });
+    res.end(`event: message\ndata: ${JSON.stringify(errorAnswer(id, why))}\n\n`);
+    return true;
+  }
+
+  get size(): number {
+    return this.streams.size;
+  }
+}
