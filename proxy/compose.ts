@@ -125,7 +125,14 @@ export interface GatewayConfig {
   /** AWS: the base identity roles are assumed with (tests); the SDK's default chain where absent. */
   aws?: { base?: CredentialProvider };
   /** MCP (proxy/mcp/): the secret sealing session ids (shared by replicas: sessions survive any of them), answer bounds. */
-  mcp?: { sessionSecret?: string; maxAnswerBytes?: number; origins?: OriginPolicy; maxStreamsPerKey?: number };
+  mcp?: {
+    sessionSecret?: string;
+    maxAnswerBytes?: number;
+    origins?: OriginPolicy;
+    maxStreamsPerKey?: number;
+    /** This replica's address for its peers (proxy/mcp/replica-forward.ts). */
+    replicaUrl?: string;
+  };
   /**
    * Where OTEL_*, workload-identity settings, endpoint overrides (PAO_ENDPOINT_URL_*, Bedrock's
    * and STS's included) and HOSTNAME are read.
@@ -626,6 +633,7 @@ function mcpGateway(
     rateLimit: config.rateLimit ?? { requestsPerSecond: 0, burst: 1 },
     maxAnswerBytes: config.mcp?.maxAnswerBytes ?? MCP_MAX_ANSWER_BYTES,
     ...(config.mcp?.maxStreamsPerKey !== undefined ? { maxStreamsPerKey: config.mcp.maxStreamsPerKey } : {}),
+    ...(config.mcp?.replicaUrl ? { replica: config.mcp.replicaUrl } : {}),
     // No browser origin by default; server-side clients send none.
     origins: config.mcp?.origins ?? { allowedOrigins: [] },
     onError: (err, requestId) => log.error('MCP request failed', { requestId, error: errorMessage(err) }),

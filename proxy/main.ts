@@ -136,10 +136,23 @@ function allowedOrigins(given: string[]): string[] {
   });
 }
 
+/**
+ * Where this replica's peers reach it (the chart gives the pod's IP): a call's stream or a held
+ * 2026-07-28 call is taken up here when another replica gets its client's next request.
+ */
+function replicaAddress(): { replicaUrl?: string } {
+  if (process.env.GATEWAY_REPLICA_URL) return { replicaUrl: process.env.GATEWAY_REPLICA_URL };
+  const ip = process.env.POD_IP;
+  if (!ip) return {};
+  const port = Number(values.port ?? (standalone ? 8080 : PROXY_SERVICE_PORT));
+  return { replicaUrl: `http://${ip.includes(':') ? `[${ip}]` : ip}:${port}` };
+}
+
 const config = (): GatewayConfig => ({
   source: source(),
   mcp: {
     origins: originPolicy(host, allowedOrigins(list(values['mcp-allowed-origins'])), list(values['mcp-allowed-hosts'])),
+    ...replicaAddress(),
   },
   usage: {
     db: values['usage-db'] ?? (standalone ? 'usage.db' : '/var/lib/platform-ai-optimizer/usage.db'),

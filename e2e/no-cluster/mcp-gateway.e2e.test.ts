@@ -20,6 +20,7 @@ import {
   specSchema,
   validateGatewayMessage,
 } from '../mcp/spec-schema.js';
+import { freePort } from '../support/cached-build.js';
 import { startGateway, type TestGateway } from '../support/gateway.js';
 import { eventually } from '../support/kube.js';
 
@@ -281,6 +282,88 @@ describe('MCP gateway with real servers and the official SDK client', () => {
       /"error":\{"code":-32000,"message":"The answer stream of this call cannot be resumed here/,
     );
     await client.close();
+  });
+
+  it('another replica that gets the resumption or the retry passes it to the replica serving the call', async () => {
+    // Two replicas, each knowing where its peers reach it (the chart gives the pod's IP).
+    const ports = [await freePort(), await freePort()];
+    const [a, b] = await Promise.all(
+      ports.map((port) =>
+        startGateway(
+          { mcp: { sessionSecret: SECRET, replicaUrl: `http://127.0.0.1:${port}` } },
+          { keys, usage, mcpServers: servers },
+          { port },
+        ),
+      ),
+    );
+    try {
+      // The client's first requests reach replica a; once its connection broke (or for a retry with
+      // the input asked for), its next request reaches replica b, as a Service may send it.
+      let cut = false;
+      const sentTo: string[] = [];
+      const balancer: typeof fetch = async (input, init) => {
+        const url = new URL(String(input instanceof Request ? input.url : input));
+        const body = typeof init?.body === 'string' ? init.body : '';
+        const toB = new Headers(init?.headers).has('last-event-id') || body.includes('"requestState"');
+        url.port = String(toB ? ports[1] : ports[0]);
+        sentTo.push(`${init?.method ?? 'GET'} ${toB ? 'b' : 'a'}`);
+        const res = await fetch(url, init);
+        if (cut || init?.method !== 'POST' || !res.headers.get('content-type')?.startsWith('text/event-stream')) {
+          return res;
+        }
+        cut = true;
+        // The first event reaches the client (a read waits for it), then the connection breaks.
+        const reader = res.body?.getReader();
+        const broken = new ReadableStream<Uint8Array>({
+          async pull(ctl) {
+            const next = await reader?.read();
+            if (!next || next.done) return ctl.close();
+            ctl.enqueue(next.value);
+            await reader?.cancel();
+            ctl.error(new TypeError('terminated: the connection broke'));
+          },
+        });
+        return new Response(broken, { status: res.status, headers: res.headers });
+      };
+      const transport = (path: string) =>
+        new StreamableHTTPClientTransport(new URL(`${a?.url}${path}`), {
+          requestInit: { headers: { 'X-API-Key': FULL } },
+          fetch: balancer,
+          reconnectionOptions: {
+            initialReconnectionDelay: 200,
+            maxReconnectionDelay: 1000,
+            reconnectionDelayGrowFactor: 1,
+            maxRetries: 3,
+          },
+        });
+      const streaming = new Client({ name: 'e2e-replicas', version: '1.0.0' });
+      await streaming.connect(transport('/mcp/everything'));
+      const seen: number[] = [];
+      const result = await streaming.callTool(
+        { name: 'trigger-long-running-operation', arguments: { duration: 2, steps: 4 } },
+        { onprogress: (p) => seen.push(p.progress) },
+      );
+      expect(cut).toBe(true);
+      expect(sentTo).toContain('GET b');
+      expect(seen).toEqual([1, 2, 3, 4]);
+      expect(JSON.stringify(result)).toMatch(/Long running operation completed/);
+      await streaming.close();
+
+      const asking = new Client(
+        { name: 'e2e-replicas', version: '1.0.0' },
+        { capabilities: { elicitation: { form: {} } }, versionNegotiation: { mode: 'auto' } },
+      );
+      asking.setRequestHandler('elicitation/create', () => ({ action: 'accept', content: { name: 'Grace Hopper' } }));
+      sentTo.length = 0;
+      await asking.connect(transport('/mcp/everything'));
+      expect(asking.getNegotiatedProtocolVersion()).toBe('2026-07-28');
+      const answered = await asking.callTool({ name: 'trigger-elicitation-request', arguments: {} });
+      expect(JSON.stringify(answered)).toMatch(/Grace Hopper/);
+      expect(sentTo).toContain('POST b');
+      await asking.close();
+    } finally {
+      await Promise.all([a?.stop(), b?.stop()]);
+    }
   });
 
   it('traces a tool call as execute_tool after the GenAI conventions, and counts it in the metrics', async () => {

@@ -22,8 +22,8 @@ const quiet: Logger = { info: () => {}, warn: () => {}, error: () => {} };
 export async function startGateway(
   config: GatewayConfig = {},
   parts: Partial<GatewayParts> = {},
-  /** Serves /metrics and /load too, on a free port (metricsUrl()). */
-  opts: { metrics?: boolean } = {},
+  /** Serves /metrics and /load too, on a free port (metricsUrl()); `port`: this one, not a free one. */
+  opts: { metrics?: boolean; port?: number } = {},
 ): Promise<TestGateway> {
   const gateway = await composeGateway(
     {
@@ -34,7 +34,11 @@ export async function startGateway(
     },
     parts,
   );
-  const url = await gateway.listen({ port: 0, host: '127.0.0.1', ...(opts.metrics ? { metricsPort: 0 } : {}) });
+  const url = await gateway.listen({
+    port: opts.port ?? 0,
+    host: '127.0.0.1',
+    ...(opts.metrics ? { metricsPort: 0 } : {}),
+  });
   return {
     ...gateway,
     url,

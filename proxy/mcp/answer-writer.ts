@@ -16,7 +16,8 @@ export class AnswerWriter {
   bytes = 0;
 
   constructor(
-    private readonly res: ServerResponse,
+    /** The POST's response: written here, or (a retry another replica takes up) passed on whole. */
+    readonly response: ServerResponse,
     private readonly headers: Record<string, string>,
     private readonly acceptsStream: boolean,
     private readonly resumable?: (res: ServerResponse) => CallStream | undefined,
@@ -27,8 +28,8 @@ export class AnswerWriter {
    * resume, once it has not come back in time.
    */
   whenGone(cancel: () => void): void {
-    this.res.once('close', () => {
-      if (this.res.writableFinished) return;
+    this.response.once('close', () => {
+      if (this.response.writableFinished) return;
       if (this.stream) this.stream.onAbandon(cancel);
       else cancel();
     });
@@ -50,7 +51,9 @@ export class AnswerWriter {
 
   /** Whether messages on the way can reach the client (it reads event streams, and this one is open). */
   get canStream(): boolean {
-    return this.stream !== undefined || (this.acceptsStream && !this.res.writableEnded && !this.res.destroyed);
+    return (
+      this.stream !== undefined || (this.acceptsStream && !this.response.writableEnded && !this.response.destroyed)
+    );
   }
 
   private message(n: RpcNotification | RpcRequest): void {
@@ -58,16 +61,16 @@ export class AnswerWriter {
       this.bytes += this.stream.write(JSON.stringify(n));
       return;
     }
-    if (!this.acceptsStream || this.res.writableEnded || this.res.destroyed) return;
+    if (!this.acceptsStream || this.response.writableEnded || this.response.destroyed) return;
     if (!this.streaming) {
       this.streaming = true;
-      this.res.writeHead(200, {
+      this.response.writeHead(200, {
         ...this.headers,
         'content-type': 'text/event-stream',
         'cache-control': 'no-cache',
         connection: 'keep-alive',
       });
-      this.stream = this.resumable?.(this.res);
+      this.stream = this.resumable?.(this.response);
       if (this.stream) {
         this.bytes += this.stream.write(JSON.stringify(n));
         return;
@@ -83,25 +86,25 @@ export class AnswerWriter {
       this.stream.end();
       return;
     }
-    if (this.res.writableEnded || this.res.destroyed) return;
+    if (this.response.writableEnded || this.response.destroyed) return;
     if (this.streaming) {
       this.event(text);
-      this.res.end();
+      this.response.end();
       return;
     }
     this.bytes += Buffer.byteLength(text);
-    this.res.writeHead(status, { ...this.headers, 'content-type': 'application/json' }).end(text);
+    this.response.writeHead(status, { ...this.headers, 'content-type': 'application/json' }).end(text);
   }
 
   /** The answer to a notification or a response: accepted, no body. */
   accepted(): void {
-    this.res.writeHead(202, this.headers).end();
+    this.response.writeHead(202, this.headers).end();
   }
 
   private event(data: string): void {
     const chunk = `event: message\ndata: ${data}\n\n`;
     this.bytes += Buffer.byteLength(chunk);
-    this.res.write(chunk);
+    this.response.write(chunk);
   }
 }
 

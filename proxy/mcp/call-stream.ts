@@ -110,7 +110,11 @@ export class CallStream {
 export class CallStreams {
   private readonly streams = new Map<string, CallStream>();
 
-  constructor(private readonly sealer: SessionSealer) {}
+  /** `replica`: this replica's address for its peers (proxy/mcp/replica-forward.ts), sealed into each stream's ids. */
+  constructor(
+    private readonly sealer: SessionSealer,
+    private readonly replica?: string,
+  ) {}
 
   /**
    * A stream for the call `requestId` of the session on `res`; none past the bound (the answer then
@@ -119,7 +123,12 @@ export class CallStreams {
   open(res: ServerResponse, sessionId: string, requestId: RequestId): CallStream | undefined {
     if (this.streams.size >= MAX_STREAMS) return undefined;
     const id = randomUUID();
-    const token = this.sealer.sealValue({ s: digest(sessionId), c: id, r: requestId });
+    const token = this.sealer.sealValue({
+      s: digest(sessionId),
+      c: id,
+      r: requestId,
+      ...(this.replica ? { a: this.replica } : {}),
+    });
     const stream = new CallStream(token, res, () => this.streams.delete(id));
     this.streams.set(id, stream);
     return stream;
@@ -130,14 +139,16 @@ export class CallStreams {
    * the rest as it comes. Where this replica does not keep that stream (it ended over RESUME_MS
    * ago, its events were too many, another replica serves the call), the call is answered with an
    * error at once, so that its client does not wait for an answer that cannot come. False for an
-   * id that is not a call stream's (the servers' stream's, or none).
+   * id that is not a call stream's (the servers' stream's, or none); the replica that serves the
+   * call, for a stream of another replica's (unless this request was passed on by one already).
    */
   resume(
     lastEventId: string | undefined,
     sessionId: string,
     res: ServerResponse,
     headers: Record<string, string>,
-  ): boolean {
+    passedOn = false,
+  ): boolean | { replica: string } {
     const dot = lastEventId?.lastIndexOf('.') ?? -1;
     if (!lastEventId || dot < 0) return false;
     const sealed = this.sealer.openValue(lastEventId.slice(0, dot));
@@ -145,14 +156,26 @@ export class CallStreams {
     const after = Number(lastEventId.slice(dot + 1));
     const stream = this.streams.get(sealed.c);
     if (stream && Number.isSafeInteger(after) && stream.attach(res, after, headers)) return true;
-    const id = typeof sealed.r === 'string' || typeof sealed.r === 'number' ? sealed.r : null;
+    if (!stream && !passedOn && typeof sealed.a === 'string' && sealed.a !== this.replica) return { replica: sealed.a };
+    this.refuse(res, headers, sealed.r);
+    return true;
+  }
+
+  /** The call's error, at once: its stream cannot be taken up here. */
+  refuse(res: ServerResponse, headers: Record<string, string>, requestId: unknown): void {
+    const id = typeof requestId === 'string' || typeof requestId === 'number' ? requestId : null;
     const why = new RpcError(
       RPC.gateway,
-      'The answer stream of this call cannot be resumed here: it ended over a minute ago, it lost events past what is kept, or another replica serves the call',
+      'The answer stream of this call cannot be resumed here: it ended over a minute ago, it lost events past what is kept, or the replica that served the call is gone',
     );
     res.writeHead(200, { ...headers, 'content-type': 'text/event-stream', 'cache-control': 'no-cache' });
     res.end(`event: message\ndata: ${JSON.stringify(errorAnswer(id, why))}\n\n`);
-    return true;
+  }
+
+  /** The request id a call stream's Last-Event-ID carries (the call to answer when its replica is gone). */
+  requestOf(lastEventId: string): unknown {
+    const sealed = this.sealer.openValue(lastEventId.slice(0, lastEventId.lastIndexOf('.')));
+    return isObject(sealed) ? sealed.r : undefined;
   }
 
   get size(): number {

@@ -205,10 +205,14 @@ export class HeldCalls<To> {
   }
 }
 
-/** What a requestState seals: the held call and its key (the sealer makes it opaque and unforgeable). */
+/**
+ * What a requestState seals: the held call, its key, and the replica that holds it (its address for
+ * its peers, where known): the sealer makes it opaque and unforgeable.
+ */
 export interface SealedState {
   held: string;
   key: string;
+  replica?: string;
 }
 
 export const isSealedState = (v: unknown): v is SealedState =>

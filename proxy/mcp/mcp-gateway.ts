@@ -36,6 +36,7 @@ import { dispatch, type MethodContext } from './methods.js';
 import { federatedNaming, singleNaming } from './naming.js';
 import { type OriginPolicy, originRefusal } from './origin.js';
 import { negotiate, VERSIONS } from './protocol.js';
+import { forwardToReplica, wasForwarded } from './replica-forward.js';
 import { serveStream } from './server-stream.js';
 import { type McpServerTable, type McpTarget, mayUseServer } from './servers.js';
 import type { McpSession, SessionSealer, UpstreamSession } from './session.js';
@@ -77,6 +78,11 @@ export interface McpGatewayDeps extends ToolCallDeps {
    * holds connections to servers for as long as it lasts. Default MAX_STREAMS_PER_KEY.
    */
   maxStreamsPerKey?: number;
+  /**
+   * This replica's address for its peers (the pod's): a call's stream or held call is taken up
+   * here when another replica receives its client's GET or retry (proxy/mcp/replica-forward.ts).
+   */
+  replica?: string;
   onError?: (err: unknown, requestId: string) => void;
 }
 
@@ -157,7 +163,7 @@ export function createMcpGateway(config: McpGatewayDeps) {
       openUpstream(config, t, LATEST_SESSION_VERSION, { name: 'MCP 2026-07-28 clients' }, client),
     ),
     held: new HeldCalls(),
-    calls: new CallStreams(config.sealer),
+    calls: new CallStreams(config.sealer, config.replica),
     streams: new StreamCount(config.maxStreamsPerKey ?? MAX_STREAMS_PER_KEY),
   };
   const serve = async (
@@ -303,8 +309,17 @@ async function stream(deps: Deps, req: IncomingMessage, res: ServerResponse, p: 
   const { session, sessionId } = openSession(deps, header, p);
   if (!deps.streams.take(p.caller.keyHashPrefix, res)) throw tooManyStreams(deps.streams.max);
   const lastEventId = header('last-event-id');
-  // The Last-Event-ID of a call's answer stream: that stream goes on (proxy/mcp/call-stream.ts).
-  if (deps.calls.resume(lastEventId, sessionId, res, { ...p.base, 'mcp-session-id': sessionId })) return;
+  // The Last-Event-ID of a call's answer stream: that stream goes on (proxy/mcp/call-stream.ts),
+  // here or at the replica that serves the call.
+  const own = { ...p.base, 'mcp-session-id': sessionId };
+  const resumed = deps.calls.resume(lastEventId, sessionId, res, own, wasForwarded(req));
+  if (resumed === true) return;
+  if (resumed !== false) {
+    if (!(await forwardToReplica(resumed.replica, req, res, undefined))) {
+      deps.calls.refuse(res, own, deps.calls.requestOf(lastEventId ?? ''));
+    }
+    return;
+  }
   const served = await serveStream({
     res,
     session,
@@ -666,7 +681,8 @@ async function nextRound(deps: Deps, held: Held, to: Reply): Promise<void> {
     return held.conclude?.({ kind: 'failed', error: why }, to);
   }
   deps.held.hold(held);
-  const requestState = deps.sealer.sealValue({ held: held.id, key: held.key } satisfies SealedState);
+  const state: SealedState = { held: held.id, key: held.key, ...(deps.replica ? { replica: deps.replica } : {}) };
+  const requestState = deps.sealer.sealValue(state);
   to.writer.answer({ jsonrpc: '2.0', id: to.callerId, result: inputRequired(round.asked, requestState) });
 }
 
@@ -675,13 +691,23 @@ async function nextRound(deps: Deps, held: Held, to: Reply): Promise<void> {
  * to its servers and goes on, answered on this POST. A state this replica does not hold for the
  * key (ended, expired, held elsewhere, forged) is -32602.
  */
-async function resumeCall(deps: Deps, writer: AnswerWriter, message: RpcRequest, key: string): Promise<void> {
+async function resumeCall(
+  deps: Deps,
+  req: IncomingMessage,
+  writer: AnswerWriter,
+  message: RpcRequest,
+  key: string,
+): Promise<void> {
   const sealed = deps.sealer.openValue(String(message.params?.requestState ?? ''));
-  const held = isSealedState(sealed) && sealed.key === key ? deps.held.take(sealed.held, key) : undefined;
+  const mine = isSealedState(sealed) && sealed.key === key ? sealed : undefined;
+  const held = mine ? deps.held.take(mine.held, key) : undefined;
   const refuse = (why: string) => writer.answer(errorAnswer(message.id, new RpcError(RPC.invalidParams, why)));
+  // Held by another replica: the retry goes there, as it came.
+  const elsewhere = !held && mine?.replica && mine.replica !== deps.replica && !wasForwarded(req);
+  if (elsewhere && (await forwardToReplica(mine.replica ?? '', req, writer.response, JSON.stringify(message)))) return;
   if (!held) {
     return refuse(
-      'requestState names no call this replica holds for this key: it ended, waited too long for the input, or another replica holds it',
+      'requestState names no call held for this key: it ended, waited too long for the input, or its replica is gone',
     );
   }
   if (held.method !== message.method || held.name !== nameOf(message)) {
@@ -800,7 +826,7 @@ async function stateless(
   }
   const key = p.caller.keyHashPrefix;
   // A retry with the input a held call asked for (proxy/mcp/input-rounds.ts): that call goes on.
-  if (message.params?.requestState !== undefined) return resumeCall(deps, writer, message, key);
+  if (message.params?.requestState !== undefined) return resumeCall(deps, req, writer, message, key);
   const targets = targetsOf(deps, p);
   // The client's sampling, elicitation and roots, declared to the servers (its sessions there are of those).
   const client = relayedCapabilities(statelessCapabilities(message));
