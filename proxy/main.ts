@@ -141,7 +141,14 @@ function allowedOrigins(given: string[]): string[] {
  * 2026-07-28 call is taken up here when another replica gets its client's next request.
  */
 function replicaAddress(): { replicaUrl?: string } {
-  if (process.env.GATEWAY_REPLICA_URL) return { replicaUrl: process.env.GATEWAY_REPLICA_URL };
+  const given = process.env.GATEWAY_REPLICA_URL;
+  if (given) {
+    if (!URL.canParse(given) || !/^https?:$/.test(new URL(given).protocol)) {
+      console.error(`GATEWAY_REPLICA_URL must be an http(s) URL (got ${JSON.stringify(given)})`);
+      process.exit(2);
+    }
+    return { replicaUrl: given };
+  }
   const ip = process.env.POD_IP;
   if (!ip) return {};
   const port = Number(values.port ?? (standalone ? 8080 : PROXY_SERVICE_PORT));

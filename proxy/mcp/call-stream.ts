@@ -26,7 +26,7 @@ const digest = (sessionId: string) => createHash('sha256').update(sessionId).dig
 
 export class CallStream {
   private seq = 0;
-  private kept: Array<{ seq: number; chunk: string }> = [];
+  private kept: Array<{ seq: number; chunk: string; bytes: number }> = [];
   private keptBytes = 0;
   private ended = false;
   private timer: NodeJS.Timeout | undefined;
@@ -45,13 +45,15 @@ export class CallStream {
   write(data: string): number {
     const seq = ++this.seq;
     const chunk = `id: ${this.token}.${seq}\nevent: message\ndata: ${data}\n\n`;
-    this.kept.push({ seq, chunk });
-    this.keptBytes += chunk.length;
-    while (this.kept.length > KEPT_EVENTS || (this.keptBytes > KEPT_BYTES && this.kept.length > 1)) {
-      this.keptBytes -= this.kept.shift()?.chunk.length ?? 0;
+    const bytes = Buffer.byteLength(chunk);
+    this.kept.push({ seq, chunk, bytes });
+    this.keptBytes += bytes;
+    // Bounded: an event larger than the bound alone is not kept either (a resumption before it is refused).
+    while (this.kept.length > KEPT_EVENTS || this.keptBytes > KEPT_BYTES) {
+      this.keptBytes -= this.kept.shift()?.bytes ?? 0;
     }
     if (this.res && !this.res.destroyed) this.res.write(chunk);
-    return chunk.length;
+    return bytes;
   }
 
   /** The answer was the last event: the connection ends; the events are kept a while for a client that lost them. */

@@ -43,7 +43,7 @@ export function relayedCapabilities(capabilities: unknown): JsonObject {
 
 /** Why a server's request cannot reach the client, or undefined when it can. */
 export function unrelayable(method: string, client: JsonObject | undefined, canStream: boolean): RpcError | undefined {
-  const capability = CAPABILITY[method];
+  const capability = Object.hasOwn(CAPABILITY, method) ? CAPABILITY[method] : undefined;
   if (!capability) return new RpcError(RPC.methodNotFound, `Method not found: ${method.slice(0, 100)}`);
   if (!client?.[capability]) return new RpcError(RPC.methodNotFound, `the client declared no ${capability} capability`);
   if (!canStream)

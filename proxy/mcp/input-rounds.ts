@@ -38,8 +38,12 @@ export type Round =
   | { kind: 'done'; answer: RpcAnswer }
   | { kind: 'failed'; error: unknown };
 
-/** How long a call waits for its client to come back with the answers. */
+/**
+ * How long a call waits for its client to come back with the answers (its server's timeout for
+ * the call bounds it too), and how long an ended one waits for its client to collect the end.
+ */
 export const HOLD_MS = 5 * 60_000;
+const ENDED_HOLD_MS = 60_000;
 /** Calls held on one replica at once, and of one key: past either, the call fails (its client may try again). */
 const MAX_HELD = 10_000;
 const MAX_HELD_PER_KEY = 64;
@@ -61,6 +65,7 @@ export class HeldCall<To> {
   private ended: Round | undefined;
   private wake: (() => void) | undefined;
   private expiry: NodeJS.Timeout | undefined;
+  private onExpiry: (() => void) | undefined;
   /** Where the call's notifications go: the client's answer stream of the current round, if any. */
   sink: ((n: RpcNotification) => void) | undefined;
 
@@ -71,7 +76,7 @@ export class HeldCall<To> {
     readonly method: string,
     readonly name: string,
     /** The client's capabilities: a request it cannot take is refused to its server. */
-    private readonly client: JsonObject,
+    private client: JsonObject,
     /** Stops the call (its exchange tells the server it was cancelled). */
     private readonly cancel: (why: RpcError) => void,
   ) {}
@@ -97,6 +102,8 @@ export class HeldCall<To> {
   settle(round: Ended): void {
     this.ended = round;
     this.wake?.();
+    // Ended while its client is away (its server's timeout, say): kept only a short while for the client to collect.
+    if (this.expiry) this.expireIn(ENDED_HOLD_MS);
   }
 
   /** What comes next: the call's end (which makes any requests still queued moot), else the server's requests. */
@@ -141,19 +148,33 @@ export class HeldCall<To> {
     return undefined;
   }
 
-  /** Held until the client comes back, at most HOLD_MS: then the call is cancelled and forgotten. */
+  /** Held until the client comes back, at most HOLD_MS (ENDED_HOLD_MS once the call has ended): then cancelled and forgotten. */
   hold(onExpiry: () => void): void {
+    this.onExpiry = onExpiry;
+    this.expireIn(this.ended ? ENDED_HOLD_MS : HOLD_MS);
+  }
+
+  private expireIn(ms: number): void {
     clearTimeout(this.expiry);
     this.expiry = setTimeout(() => {
+      this.expiry = undefined;
       this.cancel(new RpcError(RPC.gateway, 'the client did not come back with the input asked for'));
-      onExpiry();
-    }, HOLD_MS);
+      this.onExpiry?.();
+    }, ms);
     this.expiry.unref();
+  }
+
+  /** Given up on: the call is cancelled at its server, and what its server asks is refused to it. */
+  abandon(why: RpcError): void {
+    this.cancel(why);
+    this.answer(undefined);
+    this.client = {};
   }
 
   /** Taken up by a retry: no longer expiring. */
   resume(): void {
     clearTimeout(this.expiry);
+    this.expiry = undefined;
   }
 }
 

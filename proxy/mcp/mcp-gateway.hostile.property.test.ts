@@ -119,6 +119,18 @@ describe('/mcp against hostile input', () => {
     );
   }, 120_000);
 
+  it('answers methods named after Object’s own properties as the unknown methods they are', async () => {
+    for (const method of ['constructor', 'toString', '__proto__', 'hasOwnProperty', 'valueOf']) {
+      const res = await post(JSON.stringify({ jsonrpc: '2.0', id: 3, method, params: {} }), {
+        'mcp-session-id': session,
+        'mcp-protocol-version': '2025-11-25',
+      });
+      const body = (await res.clone().json()) as { error?: { code: number } };
+      expect(body.error?.code, method).toBe(-32601);
+      await checked(res);
+    }
+  });
+
   it('is still serving afterwards', async () => {
     await checked(await post(JSON.stringify({ jsonrpc: '2.0', id: 9, method: 'ping' }), { 'mcp-session-id': session }));
   });

@@ -585,10 +585,13 @@ async function request(deps: Deps, s: RequestScope, req: RpcRequest): Promise<vo
     }
     // Requests its server sends outside the call while it runs (roots/list) are the call's too.
     const stopAsking = held ? await askOutsideCall(deps, s, held, req, ctx.naming) : () => {};
-    const call = dispatch(ctx, req).then(
-      (o): Ended => ({ kind: 'done', answer: o.answer }),
-      (error: unknown): Ended => ({ kind: 'failed', error }),
-    );
+    // A method that throws at once (a malformed request) fails the call as one that fails later does.
+    const call = Promise.resolve()
+      .then(() => dispatch(ctx, req))
+      .then(
+        (o): Ended => ({ kind: 'done', answer: o.answer }),
+        (error: unknown): Ended => ({ kind: 'failed', error }),
+      );
     // A session's 404 (its server ended it) is thrown from here: the POST is answered so.
     if (!held) return conclude(await call, first);
     held.conclude = conclude;
@@ -598,6 +601,12 @@ async function request(deps: Deps, s: RequestScope, req: RpcRequest): Promise<vo
       held.settle(round);
     });
     await nextRound(deps, held, first);
+  } catch (err) {
+    // Once the answer streams, a failure ends the stream in band: the status is sent, and a client
+    // that resumes the stream must find its end.
+    if (!s.writer.isStream) throw err;
+    deps.onError?.(err, s.p.requestId);
+    s.writer.answer(errorAnswer(first.callerId, new RpcError(RPC.internalError, 'Internal error of the gateway')));
   } finally {
     if (!s.stateless) inFlight.delete(key);
   }
@@ -655,7 +664,8 @@ function concludeCall(
     return;
   }
   const err = round.error;
-  if (err instanceof UpstreamError && err.reason === 'session_gone' && !s.stateless) {
+  // Not once the answer streams: its status is sent, the error goes in band.
+  if (err instanceof UpstreamError && err.reason === 'session_gone' && !s.stateless && !to?.writer.isStream) {
     finish?.(errorAnswer(req.id, err), err.reason);
     throw refuse(404, RPC.gateway, err.message);
   }
@@ -676,7 +686,7 @@ async function nextRound(deps: Deps, held: Held, to: Reply): Promise<void> {
   held.sink = undefined;
   if (round.kind !== 'input') return held.conclude?.(round, to);
   if (deps.held.full(held.key)) {
-    held.answer(undefined);
+    held.abandon(new RpcError(RPC.gateway, 'too many calls of this key wait for input'));
     const why = new RpcError(RPC.gateway, 'Too many calls of this key wait for input on this replica: try again later');
     return held.conclude?.({ kind: 'failed', error: why }, to);
   }

@@ -231,7 +231,8 @@ const METHODS: Readonly<Record<string, Handler>> = {
 
 /** A method this table does not know: /mcp/<server> passes it on, /mcp has none such. */
 export function dispatch(ctx: MethodContext, req: RpcRequest): Promise<Outcome> {
-  const handler = METHODS[req.method];
+  // Own entries only: a method named after an Object property (constructor, toString) is no handler.
+  const handler = Object.hasOwn(METHODS, req.method) ? METHODS[req.method] : undefined;
   if (handler) return handler(ctx, req);
   const only = ctx.single ? [...ctx.servers.values()][0] : undefined;
   if (only) return forward(ctx, req, only, paramsOf(req));

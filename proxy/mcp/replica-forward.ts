@@ -13,7 +13,19 @@ import { Agent, request } from 'undici';
 const FORWARDED = 'x-pao-replica-forwarded';
 
 /** Headers of the connection, not of the request (RFC 9110 §7.6.1), and the peer's own. */
-const NOT_FORWARDED = new Set(['connection', 'keep-alive', 'transfer-encoding', 'te', 'trailer', 'upgrade', 'host']);
+const NOT_FORWARDED = new Set([
+  'connection',
+  'keep-alive',
+  'transfer-encoding',
+  'te',
+  'trailer',
+  'upgrade',
+  'host',
+  'proxy-connection',
+  // The body is whole already (and undici refuses it).
+  'expect',
+  'content-length',
+]);
 
 /** A peer that is gone refuses at once; one that does not answer the connection is waited for briefly. */
 const peers = new Agent({ connect: { timeout: 2_000 }, headersTimeout: 0, bodyTimeout: 0 });
@@ -33,8 +45,14 @@ export async function forwardToReplica(
   body: string | undefined,
 ): Promise<boolean> {
   const headers: Record<string, string> = { [FORWARDED]: '1' };
+  // Headers the Connection header names are the connection's too.
+  const named = new Set(
+    String(req.headers.connection ?? '')
+      .toLowerCase()
+      .split(/\s*,\s*/),
+  );
   for (const [name, value] of Object.entries(req.headers)) {
-    if (!NOT_FORWARDED.has(name) && typeof value === 'string') headers[name] = value;
+    if (!NOT_FORWARDED.has(name) && !named.has(name) && typeof value === 'string') headers[name] = value;
   }
   if (body !== undefined) headers['content-length'] = String(Buffer.byteLength(body));
   const abort = new AbortController();
@@ -59,7 +77,9 @@ export async function forwardToReplica(
   try {
     for await (const chunk of answer.body) res.write(chunk);
   } catch {
-    // The peer's answer broke off, or the client went away: what came is what the client has.
+    // The peer's answer broke off (or the client went away): the client must see it broken, not ended.
+    res.destroy();
+    return true;
   }
   res.end();
   return true;

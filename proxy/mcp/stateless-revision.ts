@@ -97,7 +97,7 @@ export function statelessRefusal(
   if (!isObject(meta[META.capabilities])) {
     return new StatelessRefusal(RPC.invalidParams, `params._meta lacks ${META.capabilities}`, 400);
   }
-  const named = NAMED[req.method];
+  const named = Object.hasOwn(NAMED, req.method) ? NAMED[req.method] : undefined;
   const expected: Array<[string, string | undefined]> = [
     ['MCP-Protocol-Version', version],
     ['Mcp-Method', req.method],

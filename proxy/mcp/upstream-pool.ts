@@ -94,10 +94,10 @@ export class UpstreamPool {
     return opened;
   }
 
-  /** Still good: a failure not yet past FAILED_MS, or a session used lately or listened to now. */
+  /** Still good: a failure not yet past FAILED_MS, or a session used lately, listened to or asked on now. */
   private fresh(e: Entry, now: number): boolean {
     if (e.failedAt !== undefined) return now - e.failedAt < FAILED_MS;
-    return e.listeners.size > 0 || now - e.used < this.idleMs;
+    return e.listeners.size > 0 || e.askers.size > 0 || now - e.used < this.idleMs;
   }
 
   /**
