@@ -223,12 +223,20 @@ describe('Helm chart', () => {
         }>;
       };
     };
-    expect(policy.spec.ingress.map((r) => r.ports.map((p) => p.port))).toEqual([[8080], [9090], [9090]]);
-    expect(policy.spec.ingress[1]?.from[0]?.namespaceSelector).toEqual({
+    expect(policy.spec.ingress.map((r) => r.ports.map((p) => p.port))).toEqual([[8080], [8080], [9090], [9090]]);
+    // The other proxy replicas, which pass on a client's next request for an MCP call (proxy/mcp/replica-forward.ts).
+    expect(policy.spec.ingress[1]?.from).toEqual([
+      {
+        podSelector: {
+          matchLabels: { 'app.kubernetes.io/instance': expect.any(String), 'app.kubernetes.io/component': 'proxy' },
+        },
+      },
+    ]);
+    expect(policy.spec.ingress[2]?.from[0]?.namespaceSelector).toEqual({
       matchLabels: { 'kubernetes.io/metadata.name': 'monitoring' },
     });
     // The operator's autoscaler reads the proxies' /load on the metrics port: its pods only.
-    expect(policy.spec.ingress[2]?.from).toEqual([
+    expect(policy.spec.ingress[3]?.from).toEqual([
       {
         podSelector: {
           matchLabels: { 'app.kubernetes.io/instance': expect.any(String), 'app.kubernetes.io/component': 'operator' },
@@ -422,6 +430,15 @@ describe('Helm chart', () => {
     expect(origins(render('proxy.mcp.allowedOrigins={https://tools.example.com,http://localhost:*}'))).toBe(
       'https://tools.example.com,http://localhost:*',
     );
+  });
+
+  it('tells each proxy replica its pod IP, where the others pass on an MCP call’s next request', () => {
+    type Env = Array<{ name: string; valueFrom?: { fieldRef?: { fieldPath: string } } }>;
+    const proxy = find(render(), 'Deployment', 'platform-ai-optimizer-proxy') as Obj & {
+      spec: { template: { spec: { containers: Array<{ env: Env }> } } };
+    };
+    const env = proxy.spec.template.spec.containers[0]?.env ?? [];
+    expect(env.find((e) => e.name === 'POD_IP')?.valueFrom?.fieldRef?.fieldPath).toBe('status.podIP');
   });
 
   it('takes the extension values users expect, on both components, and the API server accepts the result', () => {
