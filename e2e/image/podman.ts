@@ -103,6 +103,8 @@ export function podFlags(deploy: DeploymentLike, opts: PodOptions): string[] {
       const path = e.valueFrom.fieldRef.fieldPath;
       if (path === 'metadata.namespace') value = deploy.metadata.namespace;
       else if (path === 'metadata.name') value = opts.name;
+      // Host network: the container's address is the host's, reached on loopback.
+      else if (path === 'status.podIP') value = '127.0.0.1';
       else throw new Error(`fieldRef ${path} is not resolved by podFlags`);
     }
     if (override === undefined && e.valueFrom?.secretKeyRef) {
