@@ -38,7 +38,8 @@ import { TENSORZERO_MODEL, TENSORZERO_VERSION, tensorZeroLaunch } from './tensor
  * window above the idle RSS after start, over S) and peak RSS. Then 30 s streams (600 events), and
  * slow readers among normal ones. Ends with PASS/FAIL per target.
  * Run: npx tsx e2e/bench/streams.ts [--quick] [--sizes 500,2000,5000] [--duration S] [--targets a,b]
- *      [--json-out FILE]
+ *      [--json-out FILE]; PAO_BENCH_PROXY_NODE_OPTIONS adds to ours' NODE_OPTIONS (a CPU profile:
+ *      "--cpu-prof --cpu-prof-dir=DIR").
  */
 
 const ROOT = fileURLToPath(new URL('../..', import.meta.url));
@@ -279,7 +280,12 @@ async function startOurs(name: 'ours' | 'ours-pg', up: Upstreams, dir: string): 
       ...UNREACHED_RATE,
       ...(redis ? ['--redis', redis.url] : []),
     ],
-    { ...process.env, NODE_OPTIONS: nodeOptions, AWS_ENDPOINT_URL_BEDROCK_RUNTIME: up.aws.url },
+    {
+      ...process.env,
+      // PAO_BENCH_PROXY_NODE_OPTIONS adds to the chart's (a profile: --cpu-prof --cpu-prof-dir=DIR).
+      NODE_OPTIONS: `${nodeOptions} ${process.env.PAO_BENCH_PROXY_NODE_OPTIONS ?? ''}`.trim(),
+      AWS_ENDPOINT_URL_BEDROCK_RUNTIME: up.aws.url,
+    },
     { compiled: true },
   );
   const managed = trackProxy(name, proxy);

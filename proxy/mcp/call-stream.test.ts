@@ -40,7 +40,7 @@ describe('a call’s answer stream that outlives its connection', () => {
 
   it('writes what came after the client’s last event, then the rest, to the connection it came back on', () => {
     const first = fake();
-    const stream = streams.open(first, 'session-a', 7);
+    const stream = streams.open(first, 'session-a', 7, 'key-a');
     stream?.write('{"n":1}');
     stream?.write('{"n":2}');
     const [one = ''] = ids(first.written);
@@ -62,10 +62,17 @@ describe('a call’s answer stream that outlives its connection', () => {
     );
   });
 
+  it('keeps at most 64 streams of one key: past that a stream carries no ids, and another key’s still does', () => {
+    const many = new CallStreams(new SessionSealer(() => 'secret'));
+    const opened = Array.from({ length: 65 }, (_, i) => many.open(fake(), 'session-k', i, 'key-k'));
+    expect(opened.filter((s) => s !== undefined)).toHaveLength(64);
+    expect(many.open(fake(), 'session-l', 1, 'key-l')).toBeDefined();
+  });
+
   it('cancels the call when its client does not come back in time, and forgets the stream', async () => {
     vi.useFakeTimers();
     const res = fake();
-    const stream = streams.open(res, 'session-c', 'call-1');
+    const stream = streams.open(res, 'session-c', 'call-1', 'key-a');
     let cancelled = 0;
     stream?.onAbandon(() => cancelled++);
     stream?.write('{"n":1}');

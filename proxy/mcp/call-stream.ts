@@ -19,8 +19,9 @@ export const RESUME_MS = 60_000;
 /** The recent events a stream keeps to write again: a resumption from before them is refused. */
 const KEPT_EVENTS = 64;
 const KEPT_BYTES = 64 * 1024;
-/** Streams kept on a replica; past this a new stream carries no ids (it cannot be resumed). */
+/** Streams kept on a replica, and of one key; past either a new stream carries no ids (it cannot be resumed). */
 const MAX_STREAMS = 1_000;
+const MAX_STREAMS_PER_KEY = 64;
 
 const digest = (sessionId: string) => createHash('sha256').update(sessionId).digest('base64url').slice(0, 22);
 
@@ -111,6 +112,7 @@ export class CallStream {
 /** The call streams of this replica, by id, each opened for one session. */
 export class CallStreams {
   private readonly streams = new Map<string, CallStream>();
+  private readonly perKey = new Map<string, number>();
 
   /** `replica`: this replica's address for its peers (proxy/mcp/replica-forward.ts), sealed into each stream's ids. */
   constructor(
@@ -119,11 +121,13 @@ export class CallStreams {
   ) {}
 
   /**
-   * A stream for the call `requestId` of the session on `res`; none past the bound (the answer then
-   * goes without ids).
+   * A stream for the call `requestId` of the session (of `key`) on `res`; none past the bounds (the
+   * answer then goes without ids).
    */
-  open(res: ServerResponse, sessionId: string, requestId: RequestId): CallStream | undefined {
-    if (this.streams.size >= MAX_STREAMS) return undefined;
+  open(res: ServerResponse, sessionId: string, requestId: RequestId, key: string): CallStream | undefined {
+    const held = this.perKey.get(key) ?? 0;
+    if (this.streams.size >= MAX_STREAMS || held >= MAX_STREAMS_PER_KEY) return undefined;
+    this.perKey.set(key, held + 1);
     const id = randomUUID();
     const token = this.sealer.sealValue({
       s: digest(sessionId),
@@ -131,7 +135,12 @@ export class CallStreams {
       r: requestId,
       ...(this.replica ? { a: this.replica } : {}),
     });
-    const stream = new CallStream(token, res, () => this.streams.delete(id));
+    const stream = new CallStream(token, res, () => {
+      if (!this.streams.delete(id)) return;
+      const left = (this.perKey.get(key) ?? 1) - 1;
+      if (left > 0) this.perKey.set(key, left);
+      else this.perKey.delete(key);
+    });
     this.streams.set(id, stream);
     return stream;
   }

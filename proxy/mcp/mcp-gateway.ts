@@ -279,7 +279,7 @@ async function post(deps: Deps, req: IncomingMessage, res: ServerResponse, p: Po
   }
   const message = parsed.message;
   const writer = new AnswerWriter(res, headers, acceptsEventStream(header('accept')), (r) =>
-    deps.calls.open(r, sessionId, message.id),
+    deps.calls.open(r, sessionId, message.id, p.caller.keyHashPrefix),
   );
   await request(deps, { req, res, writer, session, sessionId, servers, tags, bytesIn: pass.bytes, p }, message);
 }
