@@ -100,6 +100,42 @@ async function readEvents(
   return events;
 }
 
+/**
+ * The first event-stream answer to a POST reaches the client as far as its first event, then the
+ * connection breaks (its body errors); every other answer is as it came. `cut` says whether it did.
+ */
+function breakingFirstStream(send: typeof fetch = fetch): { fetch: typeof fetch; cut: () => boolean } {
+  let cut = false;
+  const breaking: typeof fetch = async (input, init) => {
+    const res = await send(input, init);
+    if (cut || init?.method !== 'POST' || !res.headers.get('content-type')?.startsWith('text/event-stream')) {
+      return res;
+    }
+    cut = true;
+    // The first event reaches the client (a read waits for it), then the connection breaks.
+    const reader = res.body?.getReader();
+    const body = new ReadableStream<Uint8Array>({
+      async pull(ctl) {
+        const next = await reader?.read();
+        if (!next || next.done) return ctl.close();
+        ctl.enqueue(next.value);
+        await reader?.cancel();
+        ctl.error(new TypeError('terminated: the connection broke'));
+      },
+    });
+    return new Response(body, { status: res.status, headers: res.headers });
+  };
+  return { fetch: breaking, cut: () => cut };
+}
+
+/** Quick reconnections: a broken stream is resumed within a second. */
+const QUICK_RECONNECTION = {
+  initialReconnectionDelay: 200,
+  maxReconnectionDelay: 1000,
+  reconnectionDelayGrowFactor: 1,
+  maxRetries: 3,
+};
+
 async function connect(url: string, headers: Record<string, string> = {}, sessionId?: string): Promise<Client> {
   const client = new Client({ name: 'e2e', version: '1.0.0' });
   await client.connect(
@@ -210,38 +246,17 @@ describe('MCP gateway with real servers and the official SDK client', () => {
   it('a call whose answer stream broke goes on: the SDK resumes it with Last-Event-ID and gets every event and the result', async () => {
     // The client's connection breaks after the call's first event: its fetch errors the body there.
     const gets: string[] = [];
-    let cut = false;
-    const breaking: typeof fetch = async (input, init) => {
-      const res = await fetch(input, init);
+    const breaking = breakingFirstStream(async (input, init) => {
       if ((init?.method ?? 'GET') === 'GET') gets.push(new Headers(init?.headers).get('last-event-id') ?? '');
-      if (cut || init?.method !== 'POST' || !res.headers.get('content-type')?.startsWith('text/event-stream')) {
-        return res;
-      }
-      cut = true;
-      const reader = res.body?.getReader();
-      const body = new ReadableStream<Uint8Array>({
-        async pull(ctl) {
-          const next = await reader?.read();
-          if (!next || next.done) return ctl.close();
-          ctl.enqueue(next.value);
-          await reader?.cancel();
-          ctl.error(new TypeError('terminated: the connection broke'));
-        },
-      });
-      return new Response(body, { status: res.status, headers: res.headers });
-    };
+      return fetch(input, init);
+    });
     const before = usage.records.length;
     const client = new Client({ name: 'e2e-resume', version: '1.0.0' });
     await client.connect(
       new StreamableHTTPClientTransport(new URL(`${gateway.url}/mcp/everything`), {
         requestInit: { headers: { 'X-API-Key': FULL } },
-        fetch: breaking,
-        reconnectionOptions: {
-          initialReconnectionDelay: 200,
-          maxReconnectionDelay: 1000,
-          reconnectionDelayGrowFactor: 1,
-          maxRetries: 3,
-        },
+        fetch: breaking.fetch,
+        reconnectionOptions: QUICK_RECONNECTION,
       }),
     );
     // Listed first: a tool the gateway has seen listed is recorded by its name.
@@ -251,7 +266,7 @@ describe('MCP gateway with real servers and the official SDK client', () => {
       { name: 'trigger-long-running-operation', arguments: { duration: 2, steps: 4 } },
       { onprogress: (p) => seen.push(p.progress) },
     );
-    expect(cut).toBe(true);
+    expect(breaking.cut()).toBe(true);
     // The SDK came back with the id of the event it had, and got the rest: nothing lost, nothing twice.
     expect(gets.filter((id) => id !== '')).toHaveLength(1);
     expect(seen).toEqual([1, 2, 3, 4]);
@@ -299,42 +314,20 @@ describe('MCP gateway with real servers and the official SDK client', () => {
     try {
       // The client's first requests reach replica a; once its connection broke (or for a retry with
       // the input asked for), its next request reaches replica b, as a Service may send it.
-      let cut = false;
       const sentTo: string[] = [];
-      const balancer: typeof fetch = async (input, init) => {
+      const breaking = breakingFirstStream(async (input, init) => {
         const url = new URL(String(input instanceof Request ? input.url : input));
         const body = typeof init?.body === 'string' ? init.body : '';
         const toB = new Headers(init?.headers).has('last-event-id') || body.includes('"requestState"');
         url.port = String(toB ? ports[1] : ports[0]);
         sentTo.push(`${init?.method ?? 'GET'} ${toB ? 'b' : 'a'}`);
-        const res = await fetch(url, init);
-        if (cut || init?.method !== 'POST' || !res.headers.get('content-type')?.startsWith('text/event-stream')) {
-          return res;
-        }
-        cut = true;
-        // The first event reaches the client (a read waits for it), then the connection breaks.
-        const reader = res.body?.getReader();
-        const broken = new ReadableStream<Uint8Array>({
-          async pull(ctl) {
-            const next = await reader?.read();
-            if (!next || next.done) return ctl.close();
-            ctl.enqueue(next.value);
-            await reader?.cancel();
-            ctl.error(new TypeError('terminated: the connection broke'));
-          },
-        });
-        return new Response(broken, { status: res.status, headers: res.headers });
-      };
+        return fetch(url, init);
+      });
       const transport = (path: string) =>
         new StreamableHTTPClientTransport(new URL(`${a?.url}${path}`), {
           requestInit: { headers: { 'X-API-Key': FULL } },
-          fetch: balancer,
-          reconnectionOptions: {
-            initialReconnectionDelay: 200,
-            maxReconnectionDelay: 1000,
-            reconnectionDelayGrowFactor: 1,
-            maxRetries: 3,
-          },
+          fetch: breaking.fetch,
+          reconnectionOptions: QUICK_RECONNECTION,
         });
       const streaming = new Client({ name: 'e2e-replicas', version: '1.0.0' });
       await streaming.connect(transport('/mcp/everything'));
@@ -343,7 +336,7 @@ describe('MCP gateway with real servers and the official SDK client', () => {
         { name: 'trigger-long-running-operation', arguments: { duration: 2, steps: 4 } },
         { onprogress: (p) => seen.push(p.progress) },
       );
-      expect(cut).toBe(true);
+      expect(breaking.cut()).toBe(true);
       expect(sentTo).toContain('GET b');
       expect(seen).toEqual([1, 2, 3, 4]);
       expect(JSON.stringify(result)).toMatch(/Long running operation completed/);

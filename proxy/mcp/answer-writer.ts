@@ -57,32 +57,35 @@ export class AnswerWriter {
   }
 
   private message(n: RpcNotification | RpcRequest): void {
-    if (this.stream) {
-      this.bytes += this.stream.write(JSON.stringify(n));
-      return;
+    // A resumable stream takes events after its connection broke too; a plain one only while open.
+    if (!this.stream) {
+      if (!this.acceptsStream || this.response.writableEnded || this.response.destroyed) return;
+      if (!this.streaming) this.begin();
     }
-    if (!this.acceptsStream || this.response.writableEnded || this.response.destroyed) return;
-    if (!this.streaming) {
-      this.streaming = true;
-      this.response.writeHead(200, {
-        ...this.headers,
-        'content-type': 'text/event-stream',
-        'cache-control': 'no-cache',
-        connection: 'keep-alive',
-      });
-      this.stream = this.resumable?.(this.response);
-      if (this.stream) {
-        this.bytes += this.stream.write(JSON.stringify(n));
-        return;
-      }
-    }
-    this.event(JSON.stringify(n));
+    this.emit(JSON.stringify(n));
+  }
+
+  /** The answer becomes a stream: its head written, its events resumable where they may be. */
+  private begin(): void {
+    this.streaming = true;
+    this.response.writeHead(200, {
+      ...this.headers,
+      'content-type': 'text/event-stream',
+      'cache-control': 'no-cache',
+      connection: 'keep-alive',
+    });
+    this.stream = this.resumable?.(this.response);
+  }
+
+  private emit(data: string): void {
+    if (this.stream) this.bytes += this.stream.write(data);
+    else this.event(data);
   }
 
   answer(a: RpcAnswer, status = 200): void {
     const text = JSON.stringify(a);
     if (this.stream) {
-      this.bytes += this.stream.write(text);
+      this.emit(text);
       this.stream.end();
       return;
     }

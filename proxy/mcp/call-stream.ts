@@ -1,7 +1,7 @@
-import { createHash, randomUUID } from 'node:crypto';
+import { randomUUID } from 'node:crypto';
 import type { ServerResponse } from 'node:http';
 import { errorAnswer, isObject, type RequestId, RPC, RpcError } from './json-rpc.js';
-import type { SessionSealer } from './session.js';
+import { type SessionSealer, sessionDigest } from './session.js';
 
 /**
  * A call's own answer stream (the SSE answer to a POST of the session revisions) that outlives its
@@ -22,8 +22,6 @@ const KEPT_BYTES = 64 * 1024;
 /** Streams kept on a replica, and of one key; past either a new stream carries no ids (it cannot be resumed). */
 const MAX_STREAMS = 1_000;
 const MAX_STREAMS_PER_KEY = 64;
-
-const digest = (sessionId: string) => createHash('sha256').update(sessionId).digest('base64url').slice(0, 22);
 
 export class CallStream {
   private seq = 0;
@@ -130,7 +128,7 @@ export class CallStreams {
     this.perKey.set(key, held + 1);
     const id = randomUUID();
     const token = this.sealer.sealValue({
-      s: digest(sessionId),
+      s: sessionDigest(sessionId),
       c: id,
       r: requestId,
       ...(this.replica ? { a: this.replica } : {}),
@@ -159,15 +157,17 @@ export class CallStreams {
     res: ServerResponse,
     headers: Record<string, string>,
     passedOn = false,
-  ): boolean | { replica: string } {
+  ): boolean | { replica: string; requestId: unknown } {
     const dot = lastEventId?.lastIndexOf('.') ?? -1;
     if (!lastEventId || dot < 0) return false;
     const sealed = this.sealer.openValue(lastEventId.slice(0, dot));
-    if (!isObject(sealed) || typeof sealed.c !== 'string' || sealed.s !== digest(sessionId)) return false;
+    if (!isObject(sealed) || typeof sealed.c !== 'string' || sealed.s !== sessionDigest(sessionId)) return false;
     const after = Number(lastEventId.slice(dot + 1));
     const stream = this.streams.get(sealed.c);
     if (stream && Number.isSafeInteger(after) && stream.attach(res, after, headers)) return true;
-    if (!stream && !passedOn && typeof sealed.a === 'string' && sealed.a !== this.replica) return { replica: sealed.a };
+    if (!stream && !passedOn && typeof sealed.a === 'string' && sealed.a !== this.replica) {
+      return { replica: sealed.a, requestId: sealed.r };
+    }
     this.refuse(res, headers, sealed.r);
     return true;
   }
@@ -181,12 +181,6 @@ export class CallStreams {
     );
     res.writeHead(200, { ...headers, 'content-type': 'text/event-stream', 'cache-control': 'no-cache' });
     res.end(`event: message\ndata: ${JSON.stringify(errorAnswer(id, why))}\n\n`);
-  }
-
-  /** The request id a call stream's Last-Event-ID carries (the call to answer when its replica is gone). */
-  requestOf(lastEventId: string): unknown {
-    const sealed = this.sealer.openValue(lastEventId.slice(0, lastEventId.lastIndexOf('.')));
-    return isObject(sealed) ? sealed.r : undefined;
   }
 
   get size(): number {

@@ -316,7 +316,7 @@ async function stream(deps: Deps, req: IncomingMessage, res: ServerResponse, p: 
   if (resumed === true) return;
   if (resumed !== false) {
     if (!(await forwardToReplica(resumed.replica, req, res, undefined))) {
-      deps.calls.refuse(res, own, deps.calls.requestOf(lastEventId ?? ''));
+      deps.calls.refuse(res, own, resumed.requestId);
     }
     return;
   }
@@ -536,6 +536,12 @@ interface Reply {
   callerId: RequestId;
 }
 
+/** Where a request's own POST is answered: its writer, under the caller's id. */
+const firstReply = (s: RequestScope, req: RpcRequest): Reply => ({
+  writer: s.writer,
+  callerId: s.stateless?.callerId ?? req.id,
+});
+
 /** A call that may wait for its stateless client's input (proxy/mcp/input-rounds.ts). */
 type Held = HeldCall<Reply>;
 
@@ -573,7 +579,7 @@ async function request(deps: Deps, s: RequestScope, req: RpcRequest): Promise<vo
   const header = headerOf(s.req);
   let finish: ((answer: RpcAnswer, reason?: string) => void) | undefined;
   const conclude = (round: Ended, to?: Reply) => concludeCall(deps, s, req, round, finish, to);
-  const first: Reply = { writer: s.writer, callerId: s.stateless?.callerId ?? req.id };
+  const first = firstReply(s, req);
   try {
     if (req.method === 'tools/call') {
       finish = await governToolCall(deps, s, req, ctx, header).catch((error: unknown) => {
@@ -779,7 +785,7 @@ async function governToolCall(
     server: known?.server ?? '',
     tool: known?.name ?? 'unknown',
     listed: known !== undefined && (s.servers.get(known.server)?.lists(known.name) ?? false),
-    callId: s.stateless?.callerId ?? req.id,
+    callId: firstReply(s, req).callerId,
     protocolVersion: s.session.version,
     header,
     bytesIn: s.bytesIn,
@@ -799,7 +805,7 @@ async function governToolCall(
         retryAfterSeconds: wait,
       });
       finish(errorAnswer(req.id, err), 'rate_limited');
-      reply(s, { writer: s.writer, callerId: s.stateless?.callerId ?? req.id }, req.method, errorAnswer(req.id, err));
+      reply(s, firstReply(s, req), req.method, errorAnswer(req.id, err));
       return undefined;
     }
   }

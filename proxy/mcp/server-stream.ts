@@ -1,10 +1,9 @@
-import { createHash } from 'node:crypto';
 import type { ServerResponse } from 'node:http';
 import { answerUnrelayed, cancelledForClient, relayedId, unrelayable } from './client-requests.js';
 import { isObject, type RpcNotification, type RpcRequest } from './json-rpc.js';
 import type { Naming } from './naming.js';
 import type { McpTarget } from './servers.js';
-import type { McpSession, SessionSealer } from './session.js';
+import { type McpSession, type SessionSealer, sessionDigest } from './session.js';
 import { type Listening, listen, respond } from './upstream.js';
 
 /**
@@ -44,17 +43,15 @@ const KEEPALIVE_MS = 15_000;
 /** An event id past this (many servers, long ids) is left off: the client then resumes from its reconnection. */
 const MAX_EVENT_ID_CHARS = 4096;
 
-const digest = (sessionId: string) => createHash('sha256').update(sessionId).digest('base64url').slice(0, 22);
-
 /** An event id: where each server's stream stands, for this session only, sealed. */
 export const sealPosition = (sealer: SessionSealer, sessionId: string, at: Record<string, string>): string =>
-  sealer.sealValue({ s: digest(sessionId), at } satisfies Position);
+  sealer.sealValue({ s: sessionDigest(sessionId), at } satisfies Position);
 
 /** The servers' positions a Last-Event-ID of this session carries; none for anything else. */
 export function positionsOf(sealer: SessionSealer, sessionId: string, lastEventId: string | undefined) {
   if (!lastEventId) return {};
   const p = sealer.openValue(lastEventId);
-  if (!isObject(p) || p.s !== digest(sessionId) || !isObject(p.at)) return {};
+  if (!isObject(p) || p.s !== sessionDigest(sessionId) || !isObject(p.at)) return {};
   const at: Record<string, string> = {};
   for (const [server, id] of Object.entries(p.at)) if (typeof id === 'string') at[server] = id;
   return at;

@@ -37,6 +37,13 @@ export interface McpSession {
   client?: Record<string, unknown>;
 }
 
+/**
+ * A short digest of a session id: what sealed stream ids carry to be good for that session only
+ * (proxy/mcp/server-stream.ts, proxy/mcp/call-stream.ts), never the id itself.
+ */
+export const sessionDigest = (sessionId: string): string =>
+  createHash('sha256').update(sessionId).digest('base64url').slice(0, 22);
+
 /** A session lives this long after it began; then the client is told to initialize again (404). */
 export const SESSION_TTL_SECONDS = 24 * 3600;
 const TERMINATED_MAX = 100_000;

@@ -119,8 +119,7 @@ export class UpstreamPool {
     const listeners = [...entry.listeners];
     entry.listeners.clear();
     clearTimeout(entry.linger);
-    void entry.stream?.then((l) => l?.close());
-    entry.stream = undefined;
+    closeStream(entry);
     for (const l of listeners) l.gone();
   }
 
@@ -131,18 +130,10 @@ export class UpstreamPool {
    * gone. The server's requests on it go to a call that asks for them (ask()), else are refused to it.
    */
   async listen(key: string, target: McpTarget, listener: PoolListener, client: JsonObject = {}): Promise<() => void> {
-    const opened = await this.get(key, target, client);
-    const entry = this.entries.get(entryId(key, target.name, client));
-    if (!entry) {
-      listener.gone();
-      return () => {};
-    }
-    entry.listeners.add(listener);
-    this.keepStream(entry, target, opened);
-    return () => {
-      entry.listeners.delete(listener);
-      this.releaseStream(entry);
-    };
+    const joined = await this.join(key, target, client, (e) => e.listeners, listener);
+    if (joined) return joined.leave;
+    listener.gone();
+    return () => {};
   }
 
   /**
@@ -151,22 +142,34 @@ export class UpstreamPool {
    * only to a stream that is there: the call goes out after).
    */
   async ask(key: string, target: McpTarget, client: JsonObject, asker: Asker): Promise<() => void> {
-    const opened = await this.get(key, target, client);
-    const entry = this.entries.get(entryId(key, target.name, client));
-    if (!entry) return () => {};
-    entry.askers.add(asker);
-    await this.keepStream(entry, target, opened);
-    return () => {
-      entry.askers.delete(asker);
-      this.releaseStream(entry);
-    };
+    const joined = await this.join(key, target, client, (e) => e.askers, asker);
+    if (!joined) return () => {};
+    await joined.stream;
+    return joined.leave;
   }
 
-  private keepStream(entry: Entry, target: McpTarget, opened: Opened): Promise<Listening | undefined> {
+  /** `member` among the session's listeners or askers, its stream kept open until it leaves. */
+  private async join<T>(
+    key: string,
+    target: McpTarget,
+    client: JsonObject,
+    members: (e: Entry) => Set<T>,
+    member: T,
+  ): Promise<{ stream: Promise<Listening | undefined>; leave: () => void } | undefined> {
+    const opened = await this.get(key, target, client);
+    const entry = this.entries.get(entryId(key, target.name, client));
+    if (!entry) return undefined;
+    members(entry).add(member);
     clearTimeout(entry.linger);
     entry.linger = undefined;
     entry.stream ??= this.openStream(entry, target, opened);
-    return entry.stream;
+    return {
+      stream: entry.stream,
+      leave: () => {
+        members(entry).delete(member);
+        this.releaseStream(entry);
+      },
+    };
   }
 
   /** Nobody listens or asks any more: the stream lingers a while for the next, then closes. */
@@ -174,9 +177,7 @@ export class UpstreamPool {
     if (entry.listeners.size > 0 || entry.askers.size > 0 || !entry.stream) return;
     clearTimeout(entry.linger);
     entry.linger = setTimeout(() => {
-      if (entry.listeners.size > 0 || entry.askers.size > 0) return;
-      void entry.stream?.then((l) => l?.close());
-      entry.stream = undefined;
+      if (entry.listeners.size === 0 && entry.askers.size === 0) closeStream(entry);
     }, LINGER_MS);
     entry.linger.unref();
   }
@@ -210,6 +211,11 @@ export class UpstreamPool {
   get size(): number {
     return this.entries.size;
   }
+}
+
+function closeStream(entry: Entry): void {
+  void entry.stream?.then((l) => l?.close());
+  entry.stream = undefined;
 }
 
 /** An entry's place: the key, the server, and the capabilities its session declared (bounded by relayedCapabilities). */
