@@ -17,6 +17,7 @@ export const KINDS = {
   Budget: { kind: 'Budget', plural: 'budgets', namespaced: true },
   McpServer: { kind: 'McpServer', plural: 'mcpservers', namespaced: true },
   RoutingPolicy: { kind: 'RoutingPolicy', plural: 'routingpolicies', namespaced: true },
+  IdentityProvider: { kind: 'IdentityProvider', plural: 'identityproviders', namespaced: true },
 } as const;
 
 export type KindName = keyof typeof KINDS;
@@ -37,6 +38,9 @@ export type CallerDialect =
  * Converse), reached through a translator (crds/providers/ say which each provider serves natively).
  */
 export type Dialect = CallerDialect | 'bedrock-converse';
+
+/** The audience a workload's projected ServiceAccount token names to call the gateway (an IdentityProvider's spec.kubernetes). */
+export const TOKEN_AUDIENCE = 'platform-ai-optimizer';
 
 /** Namespace where model servers (ModelDeployments and what they own) live. */
 export const LLMS_NAMESPACE = 'platform-llms';

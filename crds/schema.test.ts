@@ -8,6 +8,7 @@ import type { BudgetStatus, TagBudgetSpec } from './budget.js';
 import { API_GROUP, API_VERSION, KINDS, type KindName } from './constants.js';
 import { invalidExamples, validExamples } from './examples.js';
 import type { ExternalProviderSpec, ExternalProviderStatus } from './external-provider.js';
+import type { IdentityProviderSpec } from './identity-provider.js';
 import type { McpServerSpec, McpServerStatus } from './mcp-server.js';
 import type { CommonStatus } from './meta.js';
 import type { ModelDeploymentSpec, ModelDeploymentStatus } from './model-deployment.js';
@@ -193,6 +194,9 @@ describe('CEL rules', () => {
         "RoutingPolicy.spec.baseline: !has(self.baseline) || self.models.exists(m, m.name == self.baseline)",
         "RoutingPolicy.spec.scorer.thresholds.standard: !has(self.standard) || !has(self.frontier) || self.standard < self.frontier",
         "RoutingPolicy.spec.scorer.semantic.examples: has(self.embeddingModel) || (has(self.examples) && size(self.examples) > 0) || has(self.examplesFrom)",
+        "IdentityProvider.spec: has(self.issuer) != has(self.kubernetes)",
+        "IdentityProvider.spec: has(self.profiles) || has(self.profileClaim)",
+        "IdentityProvider.spec.profiles[]: has(self.claim) || has(self.serviceAccount)",
       ]
     `);
   });
@@ -419,6 +423,21 @@ const full: Record<KindName, { spec: object; status: object }> = {
       observedGeneration: 1,
       conditions: condition,
     } satisfies Full<RoutingPolicyStatus>,
+  },
+  IdentityProvider: {
+    spec: {
+      issuer: 'https://i',
+      kubernetes: { verify: 'Discovery' },
+      audiences: ['a'],
+      jwksUri: 'https://j',
+      clockSkewSeconds: 60,
+      subject: { claim: 'sub', inRecords: 'Hashed' },
+      profiles: [
+        { apiKey: 'k', claim: { name: 'groups', values: ['g'] }, serviceAccount: { namespace: 'n', names: ['s'] } },
+      ],
+      profileClaim: { name: 'c', allowed: ['k'] },
+    } satisfies Full<IdentityProviderSpec>,
+    status: { observedGeneration: 1, conditions: condition } satisfies Full<CommonStatus>,
   },
 };
 

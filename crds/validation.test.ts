@@ -13,6 +13,7 @@ describe('valid examples', () => {
         'AutoscalerPolicy',
         'Budget',
         'ExternalProvider',
+        'IdentityProvider',
         'McpServer',
         'ModelDeployment',
         'NodeConfiguration',

@@ -53,15 +53,20 @@ interface DoorAdmission {
  * the ProxyError itself (nobody to bill).
  */
 export async function admitAtDoor(deps: AdmitDeps, door: DoorIncoming): Promise<DoorAdmission | ProxyError> {
-  const caller = authenticate(deps.keys, {
+  const caller = await authenticate(deps.keys, {
     apiKey: door.header('x-api-key'),
     authorization: door.header('authorization'),
   });
   if (caller instanceof ProxyError) return caller;
   deps.onCaller?.(caller);
   const { policy } = caller;
-  // An ApiKey's buckets go by its name: a rotated key keeps its rates.
-  const bucket = policy.name ? `key:${policy.name}` : caller.keyHashPrefix;
+  // An ApiKey's buckets go by its name: a rotated key keeps its rates. A token's caller has its
+  // own, by subject: a profile many people share is not one bucket for all of them.
+  const bucket = caller.identity
+    ? `sub:${caller.keyHashPrefix}`
+    : policy.name
+      ? `key:${policy.name}`
+      : caller.keyHashPrefix;
   const rate = policy.rate ?? deps.rateLimit;
   const tokenRate = policy.tokensPerMinute
     ? { requestsPerSecond: policy.tokensPerMinute / 60, burst: policy.tokensPerMinute }

@@ -38,6 +38,8 @@ import {
   LISTEN_BACKLOG,
   type McpDoor,
 } from './front-door.js';
+import { getJson } from './identity/get-json.js';
+import { Identities } from './identity/identities.js';
 import { createMcpGateway, type McpGatewayDeps } from './mcp/mcp-gateway.js';
 import type { OriginPolicy } from './mcp/origin.js';
 import { McpServerTable } from './mcp/servers.js';
@@ -478,10 +480,17 @@ async function loadResources(
       ),
     );
     into.keys.replaceAll(standaloneKeys(resources.apiKeys, readFileSync(source.keysFile, 'utf8')));
+    into.keys.identities ??= new Identities({
+      getJson,
+      onError: (provider, what, err) =>
+        into.log.warn('IdentityProvider not readable', { provider, what, error: errorMessage(err) }),
+    });
+    into.keys.identities.set(resources.identityProviders);
     into.mcpServers.set(resources.mcpServers);
     into.onRoutingPolicies(resources.routingPolicies);
     into.onBudgets(resources.budgets.flatMap((b) => tagBudgetOf(b) ?? []));
-    if (into.keys.size === 0) throw new ConfigError(`${source.keysFile} holds no API key`);
+    if (into.keys.size === 0 && resources.identityProviders.length === 0)
+      throw new ConfigError(`${source.keysFile} holds no API key (and the config no IdentityProvider)`);
     return {};
   }
   const cluster = new ClusterSource({

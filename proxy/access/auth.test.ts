@@ -16,15 +16,15 @@ describe('ApiKeys', () => {
     expect(keys.verify(`sha256:${sha256('sk-beta').toString('hex')}`)).toBeUndefined();
   });
 
-  it('takes X-API-Key or a Bearer token, and answers 401 without or with a wrong key', () => {
-    expect(authenticate(keys, { apiKey: 'sk-alpha' })).not.toBeInstanceOf(ProxyError);
-    expect(authenticate(keys, { authorization: 'Bearer sk-beta' })).not.toBeInstanceOf(ProxyError);
-    expect(authenticate(keys, { authorization: 'bearer   sk-beta ' })).not.toBeInstanceOf(ProxyError);
-    const missing = authenticate(keys, {});
+  it('takes X-API-Key or a Bearer token, and answers 401 without or with a wrong key', async () => {
+    expect(await authenticate(keys, { apiKey: 'sk-alpha' })).not.toBeInstanceOf(ProxyError);
+    expect(await authenticate(keys, { authorization: 'Bearer sk-beta' })).not.toBeInstanceOf(ProxyError);
+    expect(await authenticate(keys, { authorization: 'bearer   sk-beta ' })).not.toBeInstanceOf(ProxyError);
+    const missing = await authenticate(keys, {});
     expect(missing instanceof ProxyError && [missing.status, missing.code]).toEqual([401, 'missing_api_key']);
-    const wrong = authenticate(keys, { authorization: 'Basic c2stYWxwaGE=' });
+    const wrong = await authenticate(keys, { authorization: 'Basic c2stYWxwaGE=' });
     expect(wrong instanceof ProxyError && wrong.code).toBe('missing_api_key');
-    const bad = authenticate(keys, { apiKey: 'sk-wrong' });
+    const bad = await authenticate(keys, { apiKey: 'sk-wrong' });
     expect(bad instanceof ProxyError && [bad.status, bad.code]).toEqual([401, 'invalid_api_key']);
     expect(bad instanceof ProxyError && bad.message).not.toContain('sk-wrong');
   });

@@ -3,6 +3,8 @@ import type { ApiKey, ApiKeyMcp, ApiKeyRole, BudgetSpec, KeyRouting } from '../.
 import { TEAM_TAG } from '../../crds/constants.js';
 import { ProxyError } from '../endpoints/errors.js';
 import type { Tag } from '../endpoints/tags.js';
+import type { Identities } from '../identity/identities.js';
+import { looksLikeJwt } from '../identity/token-shape.js';
 
 /**
  * API keys, held only as SHA-256 digests, each with what it may do (a KeyPolicy: plain values
@@ -43,15 +45,24 @@ export interface KeyPolicy {
 const UNRESTRICTED: KeyPolicy = Object.freeze({ name: '', team: '', role: 'Admin', tags: [] });
 
 export interface Caller {
-  /** First 12 hex characters of the key's SHA-256: enough to tell keys apart in reports. */
+  /**
+   * First 12 hex characters of the key's SHA-256: enough to tell keys apart in reports. For a
+   * token's caller, of its issuer and subject: stable across the subject's tokens.
+   */
   keyHashPrefix: string;
   policy: KeyPolicy;
+  /** A token's caller: the IdentityProvider that vouched for it (its rates are its own, not its profile's). */
+  identity?: { provider: string };
 }
 
 /** The policy of an ApiKey object and the digest it is presented by; none until the operator issued its key. */
 export function policyOf(ak: ApiKey): { digest: string; policy: KeyPolicy } | undefined {
   const m = /^sha256:([0-9a-f]{64})$/.exec(ak.status?.digest ?? '');
-  if (!m?.[1]) return undefined;
+  return m?.[1] ? { digest: m[1], policy: keyPolicy(ak) } : undefined;
+}
+
+/** What an ApiKey grants, to its own key and to the tokens its IdentityProvider profiles map to it. */
+export function keyPolicy(ak: ApiKey): KeyPolicy {
   const { team, role, tags, models, rateLimit, budget, expiresAt, mcp, routing, routingPolicy } = ak.spec;
   const rps = rateLimit?.requestsPerSecond;
   const policy: KeyPolicy = {
@@ -75,7 +86,7 @@ export function policyOf(ak: ApiKey): { digest: string; policy: KeyPolicy } | un
     ...(routing && routing !== 'Inherit' ? { routing } : {}),
     ...(routingPolicy ? { routingPolicy } : {}),
   };
-  return { digest: m[1], policy };
+  return policy;
 }
 
 export class ApiKeys {
@@ -83,6 +94,10 @@ export class ApiKeys {
   private legacy: Map<string, KeyPolicy>;
   /** Keys of ApiKey objects, by hex digest. */
   private managed = new Map<string, KeyPolicy>();
+  /** What each ApiKey grants, by name: the profiles tokens map to (issued or not). */
+  private profiles = new Map<string, KeyPolicy>();
+  /** Issuers whose tokens stand for a profile's grants; none: only keys are taken. */
+  identities: Identities | undefined;
 
   constructor(digests: Buffer[] = []) {
     this.legacy = new Map(digests.map((d) => [d.toString('hex'), UNRESTRICTED]));
@@ -117,11 +132,18 @@ export class ApiKeys {
   replaceAll(next: ApiKeys): void {
     this.legacy = next.legacy;
     this.managed = next.managed;
+    this.profiles = next.profiles;
   }
 
-  /** Swaps the ApiKey-issued keys. */
-  setManaged(entries: Array<{ digest: string; policy: KeyPolicy }>): void {
+  /** Swaps the ApiKey-issued keys, and the profiles: every ApiKey's grants by name. */
+  setManaged(entries: Array<{ digest: string; policy: KeyPolicy }>, profiles: KeyPolicy[] = []): void {
     this.managed = new Map(entries.map((e) => [e.digest, e.policy]));
+    this.profiles = new Map(profiles.map((p) => [p.name, p]));
+  }
+
+  /** An ApiKey's grants by name (a token's profile). */
+  profile(name: string): KeyPolicy | undefined {
+    return this.profiles.get(name);
   }
 
   /** The ApiKey-issued policies (budgets and status reports walk them). */
@@ -162,6 +184,7 @@ export function standaloneKeys(apiKeys: ApiKey[], keysFile: string): ApiKeys {
       const digest = named.get(ak.metadata.name ?? '') ?? ak.status?.digest;
       return policyOf({ ...ak, status: { ...ak.status, ...(digest ? { digest } : {}) } }) ?? [];
     }),
+    apiKeys.map(keyPolicy),
   );
   return keys;
 }
@@ -176,21 +199,32 @@ function presentedKey(headers: {
   return m?.[1];
 }
 
-export function authenticate(
+/**
+ * The caller of a request: its key, or (with IdentityProviders) the token it presents in its place.
+ * A JWT-shaped credential is still looked up as a key first, so no key a keys file holds changes
+ * meaning.
+ */
+export async function authenticate(
   keys: ApiKeys,
   headers: { apiKey?: string | undefined; authorization?: string | undefined },
   now: number = Date.now(),
-): Caller | ProxyError {
+): Promise<Caller | ProxyError> {
   const key = presentedKey(headers);
   if (!key) {
     return new ProxyError(
       401,
       'authentication_error',
       'missing_api_key',
-      'no API key: send it as "X-API-Key: <key>" or "Authorization: Bearer <key>"',
+      keys.identities?.size
+        ? 'no credentials: send an API key as "X-API-Key: <key>", or a key or a token of a trusted issuer as "Authorization: Bearer <token>"'
+        : 'no API key: send it as "X-API-Key: <key>" or "Authorization: Bearer <key>"',
     );
   }
-  const caller = keys.verify(key);
+  let caller: Caller | ProxyError | undefined = keys.verify(key);
+  if (!caller && keys.identities?.size && looksLikeJwt(key)) {
+    caller = await keys.identities.authenticate(key, (name) => keys.profile(name));
+    if (caller instanceof ProxyError) return caller;
+  }
   if (!caller) {
     return new ProxyError(401, 'authentication_error', 'invalid_api_key', 'the API key is not valid for this gateway');
   }

@@ -18,7 +18,7 @@ export interface ModelListDeps {
   routes: RouteTable;
   backends: Backends;
   /** The caller a request's key names; throws the 401 to answer. */
-  caller(header: (name: string) => string | undefined): Caller;
+  caller(header: (name: string) => string | undefined): Promise<Caller>;
   /** RoutingPolicies: `auto` and `<policy>/auto` are listed beside the models. */
   policies?: RoutingPolicies;
 }
@@ -65,7 +65,7 @@ export function modelListRoutes<E extends Env>(app: Hono<E>, deps: ModelListDeps
   };
 
   app.get('/openai/v1/models', async (c) => {
-    const listed = visible(deps.caller((n) => c.req.header(n)).policy);
+    const listed = visible((await deps.caller((n) => c.req.header(n))).policy);
     const data = await Promise.all(listed.map(async (m) => openAIModel(m, await factsOf(m))));
     return c.json({ object: 'list', data });
   });
@@ -80,7 +80,9 @@ export function modelListRoutes<E extends Env>(app: Hono<E>, deps: ModelListDeps
         'include_in_cli',
       );
     }
-    const listed = visible(deps.caller((n) => c.req.header(n)).policy).filter((m) => cliOnly !== 'true' || m.cli);
+    const listed = visible((await deps.caller((n) => c.req.header(n))).policy).filter(
+      (m) => cliOnly !== 'true' || m.cli,
+    );
     const models = (
       await Promise.all(
         listed.map(async (m) => {
@@ -94,7 +96,7 @@ export function modelListRoutes<E extends Env>(app: Hono<E>, deps: ModelListDeps
   // Model ids may contain slashes and colons (namespace/model:tag, Bedrock ids): the rest of the path is the id.
   app.get('/openai/v1/models/:id{.+}', async (c) => {
     const id = c.req.param('id');
-    const model = visible(deps.caller((n) => c.req.header(n)).policy).find((m) => m.id === id);
+    const model = visible((await deps.caller((n) => c.req.header(n))).policy).find((m) => m.id === id);
     if (!model) {
       throw new ProxyError(
         404,

@@ -106,12 +106,16 @@ export function otherRoutes(deps: RoutesDeps): Hono<{ Variables: Vars }> {
   // Claude Code and other Anthropic clients check the base URL answers before their first call.
   app.on(['GET', 'HEAD'], ['/anthropic', '/anthropic/'], (c) => c.text('ok'));
 
-  const caller = (header: (name: string) => string | undefined): Caller => {
-    const found = authenticate(deps.keys, { apiKey: header('x-api-key'), authorization: header('authorization') });
+  const caller = async (header: (name: string) => string | undefined): Promise<Caller> => {
+    const found = await authenticate(deps.keys, {
+      apiKey: header('x-api-key'),
+      authorization: header('authorization'),
+    });
     if (found instanceof ProxyError) throw found;
     return found;
   };
-  if (deps.reports) usageRoutes(app, deps.reports, (headers) => readScope(caller((n) => headers.get(n) ?? undefined)));
+  if (deps.reports)
+    usageRoutes(app, deps.reports, async (headers) => readScope(await caller((n) => headers.get(n) ?? undefined)));
   if (deps.storedResponses)
     storedResponseRoutes(app, deps.storedResponses, (headers) => caller((n) => headers.get(n) ?? undefined));
   if (deps.pages) app.route('/', deps.pages);

@@ -13,6 +13,7 @@ import {
   ROUTING_EXAMPLES_LABEL,
 } from '../../crds/constants.js';
 import type { ExternalProvider } from '../../crds/external-provider.js';
+import type { IdentityProvider } from '../../crds/identity-provider.js';
 import { type EndpointSlice, readyUrls, SERVICE_NAME_LABEL } from '../../crds/kube/endpoint-slices.js';
 import { Informer } from '../../crds/kube/informer.js';
 import { KubeApiError, KubeClient, resourcePath } from '../../crds/kube/kube-client.js';
@@ -21,8 +22,11 @@ import type { McpServer } from '../../crds/mcp-server.js';
 import type { ModelDeployment } from '../../crds/model-deployment.js';
 import type { SecretLookup } from '../../crds/providers/aws-credentials.js';
 import { ROUTING_TIERS, type RoutingExample, type RoutingPolicy, type RoutingTier } from '../../crds/routing-policy.js';
-import { ApiKeys, policyOf } from '../access/auth.js';
+import { ApiKeys, keyPolicy, policyOf } from '../access/auth.js';
 import { type TagBudget, tagBudgetOf } from '../access/budgets.js';
+import { clusterIssuerApi } from '../identity/cluster-issuer-api.js';
+import { getJson } from '../identity/get-json.js';
+import { Identities } from '../identity/identities.js';
 import { buildRoutes, type RouteTable } from '../serving/routes.js';
 
 /**
@@ -139,6 +143,7 @@ export class ClusterSource {
   private readonly prices: Informer<ConfigMap>;
   private readonly apiKeys: Informer<ApiKey>;
   private readonly budgets: Informer<Budget>;
+  private readonly identityProviders: Informer<IdentityProvider>;
   private readonly mcpServers: Informer<McpServer>;
   private readonly routingPolicies: Informer<RoutingPolicy>;
   /** Only the ConfigMaps labelled as routing examples: the proxy reads no other ConfigMap for a policy. */
@@ -160,6 +165,15 @@ export class ClusterSource {
     this.apiKeys.on(() => this.reloadApiKeys());
     this.budgets = new Informer<Budget>(client, { path: agentPath('budgets'), onError });
     this.budgets.on(() => this.reloadBudgets());
+    // Issuers whose tokens stand for an ApiKey's grants; the cluster's own checked through the API server.
+    opts.keys.identities ??= new Identities({
+      cluster: clusterIssuerApi(client),
+      getJson,
+      onError: (provider, what, err) =>
+        onError(new Error(`IdentityProvider ${provider}: its ${what} could not be read: ${(err as Error).message}`)),
+    });
+    this.identityProviders = new Informer<IdentityProvider>(client, { path: agentPath('identityproviders'), onError });
+    this.identityProviders.on(() => opts.keys.identities?.set(this.identityProviders.list()));
     this.mcpServers = new Informer<McpServer>(client, { path: agentPath('mcpservers'), onError });
     this.mcpServers.on((event) => {
       // The first list is told by start(), once; resyncs change nothing.
@@ -312,7 +326,11 @@ export class ClusterSource {
   }
 
   private reloadApiKeys(): void {
-    this.opts.keys.setManaged(this.apiKeys.list().flatMap((ak) => policyOf(ak) ?? []));
+    const apiKeys = this.apiKeys.list();
+    this.opts.keys.setManaged(
+      apiKeys.flatMap((ak) => policyOf(ak) ?? []),
+      apiKeys.map(keyPolicy),
+    );
   }
 
   private reloadBudgets(): void {
@@ -360,6 +378,7 @@ export class ClusterSource {
       this.prices.start(),
       this.apiKeys.start(),
       this.budgets.start(),
+      this.identityProviders.start(),
       this.mcpServers.start(),
       this.routingPolicies.start(),
       this.routingExamples.start(),
@@ -371,6 +390,7 @@ export class ClusterSource {
     this.reloadKeys();
     this.reloadApiKeys();
     this.reloadBudgets();
+    this.opts.keys.identities?.set(this.identityProviders.list());
     this.reloadMcpServers();
     this.reloadRoutingPolicies();
   }
@@ -384,6 +404,7 @@ export class ClusterSource {
       this.prices.hasSynced() &&
       this.apiKeys.hasSynced() &&
       this.budgets.hasSynced() &&
+      this.identityProviders.hasSynced() &&
       this.mcpServers.hasSynced() &&
       this.routingPolicies.hasSynced() &&
       this.routingExamples.hasSynced()
@@ -398,6 +419,7 @@ export class ClusterSource {
       this.prices.stop(),
       this.apiKeys.stop(),
       this.budgets.stop(),
+      this.identityProviders.stop(),
       this.mcpServers.stop(),
       this.routingPolicies.stop(),
       this.routingExamples.stop(),

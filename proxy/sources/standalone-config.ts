@@ -3,6 +3,7 @@ import yaml from 'js-yaml';
 import type { ApiKey } from '../../crds/api-key.js';
 import type { Budget } from '../../crds/budget.js';
 import type { ExternalProvider } from '../../crds/external-provider.js';
+import type { IdentityProvider } from '../../crds/identity-provider.js';
 import type { McpServer } from '../../crds/mcp-server.js';
 import type { ModelDeployment } from '../../crds/model-deployment.js';
 import type { RoutingPolicy } from '../../crds/routing-policy.js';
@@ -24,6 +25,8 @@ export interface StandaloneConfig {
   mcpServers: McpServer[];
   /** Routing policies with their examples inline (standalone mode has no ConfigMaps to read). */
   routingPolicies: RoutingPolicy[];
+  /** Issuers whose tokens callers may present (OpenID providers: standalone mode has no cluster issuer). */
+  identityProviders: IdentityProvider[];
 }
 
 interface StandaloneResources {
@@ -33,6 +36,7 @@ interface StandaloneResources {
   Budget: Budget;
   McpServer: McpServer;
   RoutingPolicy: RoutingPolicy;
+  IdentityProvider: IdentityProvider;
 }
 
 type StandaloneKind = keyof StandaloneResources;
@@ -68,6 +72,13 @@ const RULES: { [K in StandaloneKind]: KindRule<K> } = {
         ? 'spec.scorer.semantic.examplesFrom reads a ConfigMap of a cluster, and standalone mode has none: put the examples inline in spec.scorer.semantic.examples'
         : undefined,
     add: (config, policy) => config.routingPolicies.push(policy),
+  },
+  IdentityProvider: {
+    refuse: (ip) =>
+      ip.spec.kubernetes
+        ? "spec.kubernetes trusts a cluster's ServiceAccount tokens, and standalone mode has no cluster: give spec.issuer, an OpenID provider"
+        : undefined,
+    add: (config, ip) => config.identityProviders.push(ip),
   },
 };
 
@@ -107,6 +118,7 @@ export function parseStandaloneConfig(text: string, source: string): StandaloneC
     budgets: [],
     mcpServers: [],
     routingPolicies: [],
+    identityProviders: [],
   };
   const problems: string[] = [];
   for (const [i, doc] of docs.entries()) {

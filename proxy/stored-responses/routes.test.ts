@@ -31,7 +31,7 @@ describe('a failing store', () => {
         ? new Response(JSON.stringify(err.toJSON()), { status: err.status })
         : new Response('', { status: 500 }),
     );
-    storedResponseRoutes(app, stored, () => caller);
+    storedResponseRoutes(app, stored, async () => caller);
     for (const [method, path] of [
       ['GET', '/openai/v1/responses/resp_1'],
       ['DELETE', '/openai/v1/responses/resp_1'],

@@ -40,7 +40,7 @@ const json = (body: string, status = 200) =>
 export function storedResponseRoutes<E extends Env>(
   app: Hono<E>,
   stored: StoredResponses,
-  callerOf: (headers: Headers) => Caller,
+  callerOf: (headers: Headers) => Promise<Caller>,
 ): void {
   /** A call of the store; its failure a 503 (its own text, which may quote a row, never goes out). */
   const db = <T>(work: Promise<T>): Promise<T> =>
@@ -49,7 +49,7 @@ export function storedResponseRoutes<E extends Env>(
     });
   /** The row the caller may read, or the 404 for any other. */
   const readable = async (headers: Headers, id: string): Promise<{ caller: Caller; row: StoredRow }> => {
-    const caller = callerOf(headers);
+    const caller = await callerOf(headers);
     const row = ID.test(id) ? await db(stored.rows.get(id)) : undefined;
     if (!row || !mayRead(caller, row) || row.expires < Date.now()) throw notFound(id);
     return { caller, row };

@@ -30,7 +30,7 @@ async function app(records: StoredUsage[] = TOOL_CALLS): Promise<Hono> {
       : c.text('', 500),
   );
   // A User key reads its team's calls; no header: an Admin key, every team's.
-  usageRoutes(hono, inThreadReports(store), (headers) => {
+  usageRoutes(hono, inThreadReports(store), async (headers) => {
     const team = headers.get('x-team');
     return team === null ? {} : { team };
   });

@@ -154,7 +154,7 @@ export function usageRoutes<E extends Env>(
   app: Hono<E>,
   reports: UsageReports,
   /** Authenticates the caller and says whose usage it may read: one team's, or all (no team). */
-  authorize: (headers: Headers) => { team?: string },
+  authorize: (headers: Headers) => Promise<{ team?: string }>,
 ): void {
   const parsed = <Q>(url: string, parse: (params: URLSearchParams) => Q | ProxyError): Q => {
     const q = parse(new URL(url).searchParams);
@@ -163,28 +163,28 @@ export function usageRoutes<E extends Env>(
   };
   const query = (url: string) => parsed(url, parseUsageQuery);
   app.get('/v1/usage', async (c) => {
-    const scope = authorize(c.req.raw.headers);
+    const scope = await authorize(c.req.raw.headers);
     return c.json(await reports.usage({ ...query(c.req.url), ...scope }));
   });
   app.get('/v1/analytics', async (c) => {
-    const scope = authorize(c.req.raw.headers);
+    const scope = await authorize(c.req.raw.headers);
     return c.json(await reports.analytics({ ...query(c.req.url), ...scope }));
   });
   app.get('/v1/usage/routing', async (c) => {
-    const scope = authorize(c.req.raw.headers);
+    const scope = await authorize(c.req.raw.headers);
     return c.json(await reports.routing({ ...query(c.req.url), ...scope }));
   });
   app.get('/v1/tags', async (c) => {
-    const scope = authorize(c.req.raw.headers);
+    const scope = await authorize(c.req.raw.headers);
     const search = (c.req.query('search') ?? '').slice(0, 129);
     return c.json({ data: await reports.tags(search, 50, scope.team) });
   });
   app.get('/v1/usage/tools', async (c) => {
-    const scope = authorize(c.req.raw.headers);
+    const scope = await authorize(c.req.raw.headers);
     return c.json(await reports.tools({ ...parsed(c.req.url, parseToolQuery), ...scope }));
   });
   app.get('/v1/usage/tools/calls', async (c) => {
-    const scope = authorize(c.req.raw.headers);
+    const scope = await authorize(c.req.raw.headers);
     const q = { ...parsed(c.req.url, parseToolCallQuery), ...scope };
     return c.json({ from: q.from.toISOString(), to: q.to.toISOString(), data: await reports.toolCalls(q) });
   });

@@ -1,0 +1,33 @@
+import type { CommonStatus, Resource } from './meta.js';
+
+/** Discovery checks signatures against the API server's keys; TokenReview asks the API server per new token. */
+export type KubernetesVerify = 'Discovery' | 'TokenReview';
+
+/** Hashed: records carry a hash of the subject; Name: also the tag user:<subject>. */
+export type SubjectInRecords = 'Hashed' | 'Name';
+
+/** A rule giving a token an ApiKey's grants when all its conditions hold. */
+export interface IdentityProfile {
+  apiKey: string;
+  /** The claim is one of values, or a list claim contains one of them. */
+  claim?: { name: string; values: string[] };
+  /** A ServiceAccount token of this namespace (and one of these names, when given). */
+  serviceAccount?: { namespace: string; names?: string[] };
+}
+
+export interface IdentityProviderSpec {
+  /** An OpenID provider's issuer URL; exactly one of issuer and kubernetes. */
+  issuer?: string;
+  /** The cluster's ServiceAccount issuer, read from the API server's discovery. */
+  kubernetes?: { verify?: KubernetesVerify };
+  audiences: string[];
+  jwksUri?: string;
+  /** Defaults to 60. */
+  clockSkewSeconds?: number;
+  subject?: { claim?: string; inRecords?: SubjectInRecords };
+  profiles?: IdentityProfile[];
+  /** A claim naming the ApiKey, one of allowed. */
+  profileClaim?: { name: string; allowed: string[] };
+}
+
+export type IdentityProvider = Resource<'IdentityProvider', IdentityProviderSpec, CommonStatus>;

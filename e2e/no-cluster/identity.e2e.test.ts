@@ -1,0 +1,162 @@
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import Anthropic from '@anthropic-ai/sdk';
+import OpenAI from 'openai';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { type OllamaDouble, startOllamaDouble } from '../doubles/ollama.js';
+import { GATEWAY_AUDIENCE, type OidcProvider, startOidcProvider } from '../oidc/provider.js';
+import { type ProxyProcess, routedModel, standaloneFiles, startProxyProcess } from '../support/proxy-process.js';
+
+/**
+ * Callers signed in with the company's OpenID provider, no static key: a real provider
+ * (oidc-provider) issues JWT access tokens by client credentials, and the proxy process trusts it
+ * through an IdentityProvider. The official SDKs call with the token as their API key; the token's
+ * groups choose the ApiKey whose grants apply; records carry the subject; the provider's key
+ * rotation and an outage of it behave as the IdentityProvider reference says.
+ */
+
+const ADMIN_KEY = 'sk-identity-admin-0000000000000000000000';
+const MODEL = 'llama3.1:8b';
+const OTHER = 'qwen2.5:0.5b';
+let oidc: OidcProvider;
+let double: OllamaDouble;
+let proxy: ProxyProcess;
+let dir: string;
+
+beforeAll(async () => {
+  oidc = await startOidcProvider([
+    { clientId: 'ci-ml', clientSecret: 'ci-ml-secret-0000000000000000000000', claims: { groups: ['ml'] } },
+    { clientId: 'ci-stranger', clientSecret: 'ci-stranger-secret-000000000000000000', claims: { groups: ['sales'] } },
+  ]);
+  double = await startOllamaDouble({ models: [MODEL, OTHER], record: false });
+  dir = mkdtempSync(join(tmpdir(), 'pao-identity-'));
+  const files = standaloneFiles(
+    dir,
+    [
+      routedModel(MODEL, double.url),
+      `apiVersion: ai.platform/v1beta1
+kind: ModelDeployment
+metadata: { name: qwen }
+spec: { model: "${OTHER}", serviceName: qwen, endpoint: "${double.url}" }
+`,
+      `apiVersion: ai.platform/v1beta1
+kind: ApiKey
+metadata: { name: team-ml }
+spec: { team: ml, models: ["${MODEL}"] }
+`,
+      `apiVersion: ai.platform/v1beta1
+kind: IdentityProvider
+metadata: { name: company-sso }
+spec:
+  issuer: ${oidc.issuer}
+  audiences: [${GATEWAY_AUDIENCE}]
+  subject: { claim: client_id, inRecords: Name }
+  profiles:
+    - apiKey: team-ml
+      claim: { name: groups, values: [ml] }
+`,
+    ],
+    `${ADMIN_KEY}\n`,
+  );
+  proxy = await startProxyProcess(files);
+}, 60_000);
+
+afterAll(async () => {
+  await proxy?.stop('SIGTERM');
+  await oidc?.close();
+  await double?.close();
+  if (dir) rmSync(dir, { recursive: true, force: true });
+});
+
+const openai = (apiKey: string) => new OpenAI({ baseURL: `${proxy.base}/openai/v1`, apiKey, maxRetries: 0 });
+const chat = (apiKey: string, model = MODEL) =>
+  openai(apiKey).chat.completions.create({ model, messages: [{ role: 'user', content: 'hello' }], max_tokens: 8 });
+
+async function statusOf(call: Promise<unknown>): Promise<{ status: number; code?: string; type?: string }> {
+  try {
+    await call;
+    return { status: 200 };
+  } catch (err) {
+    const e = err as { status?: number; code?: string; type?: string; error?: { error?: { type?: string } } };
+    return { status: e.status ?? 0, ...(e.code ? { code: e.code } : {}), ...(e.type ? { type: e.type } : {}) };
+  }
+}
+
+describe('a signed-in caller of the OpenID provider', () => {
+  it("calls with its token through the OpenAI SDK and gets its profile's grants", async () => {
+    const token = await oidc.token('ci-ml');
+    const answer = await chat(token);
+    expect(answer.choices[0]?.message.content).toBeTruthy();
+    // The profile's allow-list holds for the token: listed and callable models are the profile's.
+    const listed = (await openai(token).models.list()).data.map((m) => m.id);
+    expect(listed).toEqual([MODEL]);
+    expect(await statusOf(chat(token, OTHER))).toMatchObject({ status: 403, code: 'model_not_allowed' });
+    // The management API takes the same token: a User profile reads its team's usage only.
+    await new Promise((r) => setTimeout(r, 600));
+    const own = await fetch(`${proxy.base}/v1/usage?groupBy=team`, { headers: { authorization: `Bearer ${token}` } });
+    expect(own.status).toBe(200);
+    const groups = ((await own.json()) as { groups: Array<{ group: string }> }).groups.map((g) => g.group);
+    expect(groups).toEqual(['ml']);
+    // Records carry the subject by name, as the provider allows: usage per person.
+    const perUser = await fetch(`${proxy.base}/v1/usage?tag=user:ci-ml`, { headers: { 'x-api-key': ADMIN_KEY } });
+    expect(((await perUser.json()) as { totals: { requests: number } }).totals.requests).toBeGreaterThanOrEqual(1);
+  });
+
+  it('is refused in each dialect when its groups match no profile, or its token is not this issuer’s', async () => {
+    const stranger = await oidc.token('ci-stranger');
+    expect(await statusOf(chat(stranger))).toMatchObject({ status: 403, code: 'no_profile' });
+    const anthropic = new Anthropic({ baseURL: `${proxy.base}/anthropic`, apiKey: stranger, maxRetries: 0 });
+    const refused = await statusOf(
+      anthropic.messages.create({ model: MODEL, max_tokens: 8, messages: [{ role: 'user', content: 'hi' }] }),
+    );
+    expect(refused.status).toBe(403);
+    const raw = await fetch(`${proxy.base}/anthropic/v1/messages`, {
+      method: 'POST',
+      headers: { 'x-api-key': stranger, 'content-type': 'application/json', 'anthropic-version': '2023-06-01' },
+      body: JSON.stringify({ model: MODEL, max_tokens: 8, messages: [{ role: 'user', content: 'hi' }] }),
+    });
+    const body = (await raw.json()) as { type: string; error: { type: string; message: string } };
+    expect(body).toMatchObject({ type: 'error', error: { type: 'permission_error' } });
+    expect(body.error.message).not.toContain(stranger.slice(0, 30));
+    // A token of another signer with the same issuer and kid is a forgery.
+    const [h, p] = stranger.split('.');
+    const forged = `${h}.${p}.${Buffer.from('not the signature').toString('base64url')}`;
+    expect(await statusOf(chat(forged))).toMatchObject({ status: 401, code: 'invalid_signature' });
+  });
+
+  it('opens an MCP session with its token and no static key', async () => {
+    const token = await oidc.token('ci-ml');
+    const init = (auth: Record<string, string>) =>
+      fetch(`${proxy.base}/mcp`, {
+        method: 'POST',
+        headers: { ...auth, 'content-type': 'application/json', accept: 'application/json, text/event-stream' },
+        body: JSON.stringify({
+          jsonrpc: '2.0',
+          id: 1,
+          method: 'initialize',
+          params: { protocolVersion: '2025-06-18', capabilities: {}, clientInfo: { name: 'e2e', version: '1' } },
+        }),
+      });
+    expect((await init({ authorization: `Bearer ${token}` })).status).toBe(200);
+    expect((await init({})).status).toBe(401);
+  });
+
+  it("takes the provider's rotated key, and keeps known keys through its outage while refusing unknown ones", async () => {
+    await oidc.rotate();
+    const rotated = await oidc.token('ci-ml');
+    // The keys are fetched again on an unknown kid at most every 10 s.
+    await expect.poll(async () => (await statusOf(chat(rotated))).status, { timeout: 20_000, interval: 1_000 }).toBe(200);
+    const known = await oidc.token('ci-ml');
+    await oidc.rotate();
+    const unknown = await oidc.token('ci-ml');
+    await oidc.stop();
+    try {
+      expect(await statusOf(chat(known))).toMatchObject({ status: 200 });
+      expect(await statusOf(chat(unknown))).toMatchObject({ status: 401, code: 'unknown_signing_key' });
+    } finally {
+      await oidc.start();
+    }
+    expect(proxy.output()).not.toContain(unknown.slice(0, 40));
+  }, 40_000);
+});

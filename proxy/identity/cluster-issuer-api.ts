@@ -1,0 +1,24 @@
+import type { KubeClient } from '../../crds/kube/kube-client.js';
+import type { ClusterIssuerApi, TokenReviewStatus } from './issuers.js';
+
+/**
+ * The API server as the ServiceAccount issuer, through the proxy's own credentials: its discovery
+ * document and keys (which Kubernetes lets every ServiceAccount read, by the default binding of
+ * system:service-account-issuer-discovery) and TokenReview (which the chart grants the proxy).
+ * The keys are read from the API server itself, never from the jwks_uri it advertises, which may
+ * name an address outside the cluster.
+ */
+export function clusterIssuerApi(client: KubeClient): ClusterIssuerApi {
+  return {
+    discovery: () => client.request('GET', '/.well-known/openid-configuration'),
+    jwks: () => client.request('GET', '/openid/v1/jwks'),
+    review: async (token, audiences) => {
+      const review = await client.request<{ status?: TokenReviewStatus }>(
+        'POST',
+        '/apis/authentication.k8s.io/v1/tokenreviews',
+        { body: { apiVersion: 'authentication.k8s.io/v1', kind: 'TokenReview', spec: { token, audiences } } },
+      );
+      return review.status ?? {};
+    },
+  };
+}

@@ -1,0 +1,147 @@
+import { hash } from 'node:crypto';
+import { decodeJwt } from 'jose';
+import type { IdentityProvider } from '../../crds/identity-provider.js';
+import type { Caller, KeyPolicy } from '../access/auth.js';
+import type { ProxyError } from '../endpoints/errors.js';
+import type { Tag } from '../endpoints/tags.js';
+import { type IssuerDeps, type TrustedIssuer, trustedIssuer } from './issuers.js';
+import { type Identity, identityOf } from './profiles.js';
+import { Refused, refusal } from './refusals.js';
+import { MAX_TOKEN_BYTES } from './token-shape.js';
+
+/**
+ * Callers who present a token instead of a key: the IdentityProviders' issuers, and the tokens
+ * already verified (by a digest of the token, until it expires, at most MAX_VERIFIED of them), so
+ * that a caller's next request costs a hash and a lookup, not a signature check. The grants are
+ * looked up on every request, so an edited ApiKey profile applies at once. Records name the
+ * caller by a hash of issuer and subject (the key hash prefix), and by name only where the
+ * provider says so.
+ */
+
+const MAX_VERIFIED = 10_000;
+/** TokenReview answers are kept at most this long (the point of it is noticing revoked tokens). */
+const REVIEW_TTL_MS = 60_000;
+const USER_TAG = 'user';
+const TAG_VALUE = /^[\x21-\x2b\x2d-\x7e]([\x20-\x2b\x2d-\x7e]{0,62}[\x21-\x2b\x2d-\x7e])?$/;
+
+interface Verified {
+  provider: string;
+  identity: Identity;
+  subjectHash: string;
+  userTag?: Tag;
+  /** Epoch ms. */
+  until: number;
+}
+
+interface Provider {
+  resource: IdentityProvider;
+  issuer: TrustedIssuer;
+  /** JSON of the spec: an unchanged provider keeps its issuer (and its cached keys) across updates. */
+  fingerprint: string;
+}
+
+const hex = (text: string): string => hash('sha256', text, 'hex');
+
+export class Identities {
+  private providers: Provider[] = [];
+  private verified = new Map<string, Verified>();
+  private readonly now: () => number;
+
+  constructor(private readonly deps: IssuerDeps) {
+    this.now = deps.now ?? Date.now;
+  }
+
+  /** Swaps the providers; tokens verified under a changed or removed one are checked again. */
+  set(resources: IdentityProvider[]): void {
+    const old = new Map(this.providers.map((p) => [p.resource.metadata.name ?? '', p]));
+    this.providers = [...resources]
+      .sort((a, b) => (a.metadata.name ?? '').localeCompare(b.metadata.name ?? ''))
+      .map((resource) => {
+        const fingerprint = JSON.stringify(resource.spec);
+        const kept = old.get(resource.metadata.name ?? '');
+        return kept?.fingerprint === fingerprint
+          ? { ...kept, resource }
+          : { resource, fingerprint, issuer: trustedIssuer(resource, this.deps) };
+      });
+    const names = new Set(this.providers.map((p) => p.resource.metadata.name ?? ''));
+    for (const [digest, v] of this.verified) if (!names.has(v.provider)) this.verified.delete(digest);
+  }
+
+  get size(): number {
+    return this.providers.length;
+  }
+
+  /** The caller a token stands for under the profiles' grants, or the 401 or 403 that says why not. */
+  async authenticate(token: string, profileOf: (name: string) => KeyPolicy | undefined): Promise<Caller | ProxyError> {
+    if (Buffer.byteLength(token) > MAX_TOKEN_BYTES) return refusal('token_too_large');
+    const digest = hex(token);
+    let found = this.verified.get(digest);
+    if (found && found.until <= this.now()) {
+      this.verified.delete(digest);
+      found = undefined;
+    }
+    if (!found) {
+      const fresh = await this.verify(token);
+      if (fresh instanceof Refused) return refusal(fresh.code);
+      found = fresh;
+      this.remember(digest, found);
+    }
+    const profile = profileOf(found.identity.profile);
+    if (!profile) return refusal('profile_not_found');
+    return {
+      keyHashPrefix: found.subjectHash,
+      policy:
+        found.userTag && !profile.tags.some((t) => t.key === USER_TAG) ? withTag(profile, found.userTag) : profile,
+      identity: { provider: found.provider },
+    };
+  }
+
+  private remember(digest: string, v: Verified): void {
+    if (this.verified.size >= MAX_VERIFIED) {
+      const oldest = this.verified.keys().next().value;
+      if (oldest !== undefined) this.verified.delete(oldest);
+    }
+    this.verified.set(digest, v);
+  }
+
+  /** The first provider of the token's issuer that verifies it and gives it a profile; else the first refusal. */
+  private async verify(token: string): Promise<Verified | Refused> {
+    let iss: unknown;
+    try {
+      iss = decodeJwt(token).iss;
+    } catch {
+      return new Refused('malformed_token');
+    }
+    if (typeof iss !== 'string') return new Refused('invalid_claims');
+    let first: Refused | undefined;
+    for (const p of this.providers) {
+      if ((await p.issuer.issuerUrl())?.replace(/\/$/, '') !== iss.replace(/\/$/, '')) continue;
+      const claims = await p.issuer.verify(token);
+      if (claims instanceof Refused) {
+        first ??= claims;
+        continue;
+      }
+      const identity = identityOf(p.resource.spec, claims);
+      if (identity instanceof Refused) {
+        first ??= identity;
+        continue;
+      }
+      const expMs = typeof claims.exp === 'number' ? claims.exp * 1000 : this.now();
+      const reviewed = p.resource.spec.kubernetes?.verify === 'TokenReview';
+      const subjectHash = hex(`${iss}\n${identity.subject}`).slice(0, 12);
+      const byName = p.resource.spec.subject?.inRecords === 'Name';
+      return {
+        provider: p.resource.metadata.name ?? '',
+        identity,
+        subjectHash,
+        ...(byName
+          ? { userTag: { key: USER_TAG, value: TAG_VALUE.test(identity.subject) ? identity.subject : subjectHash } }
+          : {}),
+        until: reviewed ? Math.min(expMs, this.now() + REVIEW_TTL_MS) : expMs,
+      };
+    }
+    return first ?? new Refused('unknown_issuer');
+  }
+}
+
+const withTag = (policy: KeyPolicy, tag: Tag): KeyPolicy => ({ ...policy, tags: [...policy.tags, tag] });

@@ -1,0 +1,168 @@
+import type { JWTPayload } from 'jose';
+import { decodeJwt } from 'jose';
+import type { IdentityProvider } from '../../crds/identity-provider.js';
+import { KeySet } from './key-set.js';
+import { Refused } from './refusals.js';
+import { verifyToken } from './verify-token.js';
+
+/**
+ * The issuers an IdentityProvider trusts, one module per way of checking its tokens: an OpenID
+ * provider (discovery, then its JWKS), the cluster's ServiceAccount issuer by the API server's
+ * discovery, or by TokenReview. Each knows its issuer URL and turns a token into verified claims
+ * or the check that failed.
+ */
+
+export interface TrustedIssuer {
+  /** The iss its tokens carry; undefined while it cannot be learnt (the API server unreachable). */
+  issuerUrl(): Promise<string | undefined>;
+  verify(token: string): Promise<JWTPayload | Refused>;
+}
+
+/** What the proxy asks the API server (in a cluster): discovery, keys, and TokenReview. */
+export interface ClusterIssuerApi {
+  discovery(): Promise<unknown>;
+  jwks(): Promise<unknown>;
+  /** The TokenReview's status for a token and audiences. */
+  review(token: string, audiences: string[]): Promise<TokenReviewStatus>;
+}
+
+export interface TokenReviewStatus {
+  authenticated?: boolean;
+  user?: { username?: string };
+  audiences?: string[];
+  error?: string;
+}
+
+export interface IssuerDeps {
+  cluster?: ClusterIssuerApi;
+  /** GETs a JSON document of an OpenID provider (its discovery document, its JWKS). */
+  getJson: (url: string) => Promise<unknown>;
+  now?: () => number;
+  onError?: (provider: string, what: string, err: unknown) => void;
+}
+
+const DISCOVERY_PATH = '/.well-known/openid-configuration';
+/** How long a failed discovery is not tried again. */
+const DISCOVERY_COOLDOWN_MS = 30_000;
+
+/** A discovery document's field, fetched once it succeeds and at most every cooldown until then. */
+function discovered(
+  fetchDoc: () => Promise<unknown>,
+  field: string,
+  now: () => number,
+  onError: (err: unknown) => void,
+) {
+  let value: string | undefined;
+  let triedAt = Number.NEGATIVE_INFINITY;
+  let inFlight: Promise<string | undefined> | undefined;
+  return (): Promise<string | undefined> => {
+    if (value !== undefined || now() - triedAt < DISCOVERY_COOLDOWN_MS) return Promise.resolve(value);
+    inFlight ??= (async () => {
+      triedAt = now();
+      try {
+        const got = ((await fetchDoc()) as Record<string, unknown> | undefined)?.[field];
+        if (typeof got !== 'string' || got === '') throw new Error(`the discovery document has no ${field}`);
+        value = got;
+      } catch (err) {
+        onError(err);
+      }
+      return value;
+    })().finally(() => {
+      inFlight = undefined;
+    });
+    return inFlight;
+  };
+}
+
+function oidcIssuer(ip: IdentityProvider, deps: IssuerDeps): TrustedIssuer {
+  const name = ip.metadata.name ?? '';
+  const now = deps.now ?? Date.now;
+  const issuer = (ip.spec.issuer ?? '').replace(/\/$/, '');
+  const jwksUri = ip.spec.jwksUri
+    ? () => Promise.resolve(ip.spec.jwksUri)
+    : discovered(
+        () => deps.getJson(`${issuer}${DISCOVERY_PATH}`),
+        'jwks_uri',
+        now,
+        (err) => deps.onError?.(name, 'discovery', err),
+      );
+  const keys = new KeySet({
+    fetch: async () => {
+      const uri = await jwksUri();
+      if (!uri) throw new Error('no jwks_uri (discovery failed)');
+      return deps.getJson(uri);
+    },
+    now,
+    onError: (err) => deps.onError?.(name, 'keys', err),
+  });
+  const checks = {
+    issuer: ip.spec.issuer ?? '',
+    audiences: ip.spec.audiences,
+    clockSkewSeconds: ip.spec.clockSkewSeconds ?? 60,
+    keys: keys.resolve,
+    now,
+  };
+  return { issuerUrl: () => Promise.resolve(checks.issuer), verify: (token) => verifyToken(token, checks) };
+}
+
+function clusterIssuer(ip: IdentityProvider, deps: IssuerDeps): TrustedIssuer {
+  const name = ip.metadata.name ?? '';
+  const now = deps.now ?? Date.now;
+  const cluster = deps.cluster;
+  if (!cluster) {
+    return { issuerUrl: () => Promise.resolve(undefined), verify: async () => new Refused('unknown_issuer') };
+  }
+  const issuerUrl = discovered(
+    () => cluster.discovery(),
+    'issuer',
+    now,
+    (err) => deps.onError?.(name, 'discovery', err),
+  );
+  const audiences = ip.spec.audiences;
+  if (ip.spec.kubernetes?.verify === 'TokenReview') {
+    return { issuerUrl, verify: (token) => reviewed(token, audiences, cluster, now) };
+  }
+  const keys = new KeySet({ fetch: () => cluster.jwks(), now, onError: (err) => deps.onError?.(name, 'keys', err) });
+  return {
+    issuerUrl,
+    verify: async (token) => {
+      const issuer = await issuerUrl();
+      if (!issuer) return new Refused('issuer_unreachable');
+      return verifyToken(token, {
+        issuer,
+        audiences,
+        clockSkewSeconds: ip.spec.clockSkewSeconds ?? 60,
+        keys: keys.resolve,
+        now,
+      });
+    },
+  };
+}
+
+/**
+ * TokenReview: the API server checks the token (signature, audience, and that its pod and
+ * ServiceAccount still exist). Its exp, read unverified, only bounds how long the answer is kept.
+ */
+async function reviewed(
+  token: string,
+  audiences: string[],
+  cluster: ClusterIssuerApi,
+  now: () => number,
+): Promise<JWTPayload | Refused> {
+  let status: TokenReviewStatus;
+  try {
+    status = await cluster.review(token, audiences);
+  } catch {
+    return new Refused('issuer_unreachable');
+  }
+  const username = status.user?.username;
+  if (!status.authenticated || !username) return new Refused('token_rejected');
+  if (!(status.audiences ?? []).some((a) => audiences.includes(a))) return new Refused('wrong_audience');
+  const claims = decodeJwt(token);
+  const exp = typeof claims.exp === 'number' ? claims.exp : Math.floor(now() / 1000) + 60;
+  return { ...claims, sub: username, exp };
+}
+
+/** The issuer of an IdentityProvider, by how its tokens are checked. */
+export const trustedIssuer = (ip: IdentityProvider, deps: IssuerDeps): TrustedIssuer =>
+  ip.spec.kubernetes ? clusterIssuer(ip, deps) : oidcIssuer(ip, deps);
