@@ -114,6 +114,7 @@ export class KubeClient {
     signal: AbortSignal | undefined,
     timeoutMs: number | undefined,
     verb = method,
+    accept = 'application/json',
   ): Promise<IncomingMessage> {
     const url = new URL(path, this.server);
     const opts: RequestOptions & { headers: Record<string, string> } = {
@@ -123,7 +124,7 @@ export class KubeClient {
       port: url.port,
       path: `${url.pathname}${url.search}`,
       headers: {
-        accept: 'application/json',
+        accept,
         'user-agent': this.options.userAgent ?? 'platform-ai-optimizer',
         ...(contentType ? { 'content-type': contentType } : {}),
         ...(body !== undefined ? { 'content-length': String(Buffer.byteLength(body)) } : {}),
@@ -145,7 +146,8 @@ export class KubeClient {
   async request<T>(
     method: string,
     path: string,
-    init: { body?: unknown; contentType?: string; query?: Query } = {},
+    /** accept: the media types taken (the API server's JWKS is application/jwk-set+json). */
+    init: { body?: unknown; contentType?: string; query?: Query; accept?: string } = {},
   ): Promise<T> {
     const body = init.body === undefined ? undefined : JSON.stringify(init.body);
     const full = withQuery(path, init.query);
@@ -156,6 +158,8 @@ export class KubeClient {
       init.contentType ?? (body ? 'application/json' : undefined),
       undefined,
       this.options.timeoutMs ?? 30_000,
+      method,
+      init.accept,
     );
     const chunks: Buffer[] = [];
     for await (const chunk of res) chunks.push(chunk as Buffer);

@@ -146,7 +146,9 @@ describe('a signed-in caller of the OpenID provider', () => {
     await oidc.rotate();
     const rotated = await oidc.token('ci-ml');
     // The keys are fetched again on an unknown kid at most every 10 s.
-    await expect.poll(async () => (await statusOf(chat(rotated))).status, { timeout: 20_000, interval: 1_000 }).toBe(200);
+    await expect
+      .poll(async () => (await statusOf(chat(rotated))).status, { timeout: 20_000, interval: 1_000 })
+      .toBe(200);
     const known = await oidc.token('ci-ml');
     await oidc.rotate();
     const unknown = await oidc.token('ci-ml');

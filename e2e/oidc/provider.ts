@@ -121,5 +121,10 @@ export async function startOidcProvider(clients: OidcClient[]): Promise<OidcProv
 
 async function signingKey(): Promise<JWK> {
   const pair = await generateKeyPair('RS256', { extractable: true });
-  return { ...(await exportJWK(pair.privateKey)), kid: `k${Date.now().toString(36)}${Math.random().toString(36).slice(2, 6)}`, alg: 'RS256', use: 'sig' };
+  return {
+    ...(await exportJWK(pair.privateKey)),
+    kid: `k${Date.now().toString(36)}${Math.random().toString(36).slice(2, 6)}`,
+    alg: 'RS256',
+    use: 'sig',
+  };
 }

@@ -11,7 +11,7 @@ import type { ClusterIssuerApi, TokenReviewStatus } from './issuers.js';
 export function clusterIssuerApi(client: KubeClient): ClusterIssuerApi {
   return {
     discovery: () => client.request('GET', '/.well-known/openid-configuration'),
-    jwks: () => client.request('GET', '/openid/v1/jwks'),
+    jwks: () => client.request('GET', '/openid/v1/jwks', { accept: 'application/jwk-set+json, application/json' }),
     review: async (token, audiences) => {
       const review = await client.request<{ status?: TokenReviewStatus }>(
         'POST',

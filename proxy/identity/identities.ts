@@ -54,17 +54,19 @@ export class Identities {
   /** Swaps the providers; tokens verified under a changed or removed one are checked again. */
   set(resources: IdentityProvider[]): void {
     const old = new Map(this.providers.map((p) => [p.resource.metadata.name ?? '', p]));
+    const unchanged = new Set<string>();
     this.providers = [...resources]
       .sort((a, b) => (a.metadata.name ?? '').localeCompare(b.metadata.name ?? ''))
       .map((resource) => {
+        const name = resource.metadata.name ?? '';
         const fingerprint = JSON.stringify(resource.spec);
-        const kept = old.get(resource.metadata.name ?? '');
-        return kept?.fingerprint === fingerprint
-          ? { ...kept, resource }
-          : { resource, fingerprint, issuer: trustedIssuer(resource, this.deps) };
+        const kept = old.get(name);
+        if (kept?.fingerprint !== fingerprint)
+          return { resource, fingerprint, issuer: trustedIssuer(resource, this.deps) };
+        unchanged.add(name);
+        return { ...kept, resource };
       });
-    const names = new Set(this.providers.map((p) => p.resource.metadata.name ?? ''));
-    for (const [digest, v] of this.verified) if (!names.has(v.provider)) this.verified.delete(digest);
+    for (const [digest, v] of this.verified) if (!unchanged.has(v.provider)) this.verified.delete(digest);
   }
 
   get size(): number {
