@@ -17,6 +17,7 @@ describe('the registered controllers', () => {
       'budget',
       'mcpserver',
       'routingpolicy',
+      'identityprovider',
     ]);
   });
 
@@ -35,8 +36,8 @@ describe('the registered controllers', () => {
     // bridges' three (platform-agent, by label), and RoutingPolicies with their examples'
     // ConfigMaps (by label); the ExternalProvider and RoutingPolicy controllers' ModelDeployments
     // and ExternalProviders are the other controllers'.
-    expect(informers.size).toBe(18);
-    expect(new Set(watched.map(collectionKey)).size).toBe(18);
+    expect(informers.size).toBe(19);
+    expect(new Set(watched.map(collectionKey)).size).toBe(19);
     const md = byController.get('modeldeployment') ?? [];
     const ep = byController.get('externalprovider') ?? [];
     expect(ep[1]).toBe(md[0]);

@@ -2,6 +2,7 @@ import { AGENT_NAMESPACE } from '../crds/constants.js';
 import { apiKeyController } from './api-key/api-key-controller.js';
 import { budgetController } from './budget/budget-controller.js';
 import { externalProviderController } from './external-provider/external-provider-controller.js';
+import { identityProviderController } from './identity-provider/identity-provider-controller.js';
 import { mcpServerController } from './mcp-server/mcp-server-controller.js';
 import { modelDeploymentController } from './model-deployment/model-deployment-controller.js';
 import { routingPolicyController } from './routing-policy/routing-policy-controller.js';
@@ -20,6 +21,7 @@ export const CONTROLLERS: readonly ControllerDeclaration[] = [
   budgetController,
   mcpServerController,
   routingPolicyController,
+  identityProviderController,
 ];
 
 /** What the operator process needs itself, apart from any controller. */

@@ -13,6 +13,7 @@ import {
   SECRET_ACCESS_KEY_KEY,
 } from '../crds/constants.js';
 import type { ProviderType } from '../crds/external-provider.js';
+import { getJson } from '../crds/identity/get-json.js';
 import { MCP_CLIENT_SECRET_KEY, MCP_TOKEN_KEY, mcpAuthProvider } from '../crds/mcp/auth.js';
 import { errorMessage, jsonLogger, type Logger } from '../crds/observability/log.js';
 import { type MetricsServer, serveMetrics } from '../crds/observability/metrics-server.js';
@@ -38,7 +39,6 @@ import {
   LISTEN_BACKLOG,
   type McpDoor,
 } from './front-door.js';
-import { getJson } from './identity/get-json.js';
 import { Identities } from './identity/identities.js';
 import { createMcpGateway, type McpGatewayDeps } from './mcp/mcp-gateway.js';
 import type { OriginPolicy } from './mcp/origin.js';

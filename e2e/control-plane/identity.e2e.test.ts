@@ -1,8 +1,10 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { TOKEN_AUDIENCE } from '../../crds/constants.js';
+import { Operator } from '../../operator/operator.js';
+import { capturedLogger } from '../support/capture.js';
 import { startClusterGateway } from '../support/cluster-gateway.js';
 import type { TestGateway } from '../support/gateway.js';
-import { applyObjects, eventually, kubectl, kubectlOk } from '../support/kube.js';
+import { applyObjects, eventually, kubeConfig, kubectl, kubectlOk } from '../support/kube.js';
 
 /**
  * Kubernetes workload identity on the real control plane: a ServiceAccount's token, issued by the
@@ -16,6 +18,7 @@ const APPS = 'pao-identity-apps';
 const OTHER = 'pao-identity-other';
 const ADMIN_KEY = 'sk-identity-cluster-admin-000000000000000';
 let gateway: TestGateway;
+let operator: Operator;
 
 const provider = (verify: 'Discovery' | 'TokenReview') => ({
   apiVersion: 'ai.platform/v1beta1',
@@ -55,10 +58,22 @@ beforeAll(async () => {
     provider('Discovery'),
   );
   gateway = await startClusterGateway(ADMIN_KEY);
+  operator = new Operator({
+    kubeConfig: kubeConfig(),
+    cluster: { organizationId: 'acme', clusterId: 'c1', cloud: 'aws', region: 'us-east-1' },
+    images: { Ollama: 'ollama/ollama:test' },
+    port: 0,
+    resyncMs: 0,
+    leaderElection: false,
+    logger: capturedLogger('operator-identity'),
+  });
+  await operator.start();
 }, 60_000);
 
 afterAll(async () => {
+  await operator?.stop();
   await gateway?.stop();
+  kubectl(['delete', 'identityprovider', 'unreachable-sso', '-n', NS, '--ignore-not-found']);
   kubectl(['delete', 'identityprovider', 'cluster-workloads', '-n', NS, '--ignore-not-found']);
   kubectl(['delete', 'apikey', 'identity-apps', '-n', NS, '--ignore-not-found']);
   for (const ns of [APPS, OTHER]) kubectl(['delete', 'namespace', ns, '--wait=false']);
@@ -107,5 +122,36 @@ describe('a workload calling with its ServiceAccount token', () => {
     expect((await models(tokenOf(APPS, 'trainer', '--audience', TOKEN_AUDIENCE))).status).toBe(200);
     // The API server checks the audience too, and says only that it does not take the token.
     expect(await refusal(tokenOf(APPS, 'trainer'))).toEqual([401, 'token_rejected']);
+  });
+
+  it('is Ready once the operator read its keys, and says why not otherwise', async () => {
+    const ready = (name: string) => {
+      const r = kubectl([
+        'get',
+        'identityprovider',
+        name,
+        '-n',
+        NS,
+        '-o',
+        'jsonpath={.status.conditions[?(@.type=="Ready")]}',
+      ]);
+      return r.code === 0 && r.stdout ? (JSON.parse(r.stdout) as { status: string; reason: string }) : undefined;
+    };
+    await eventually('the cluster issuer is Ready', 15_000, () =>
+      ready('cluster-workloads')?.status === 'True' ? true : undefined,
+    );
+    applyObjects({
+      apiVersion: 'ai.platform/v1beta1',
+      kind: 'IdentityProvider',
+      metadata: { name: 'unreachable-sso', namespace: NS },
+      spec: {
+        issuer: 'http://127.0.0.1:9/realms/none',
+        audiences: [TOKEN_AUDIENCE],
+        profiles: [{ apiKey: 'no-such-key', claim: { name: 'groups', values: ['x'] } }],
+      },
+    });
+    await eventually('the unreachable issuer is not Ready', 15_000, () =>
+      ready('unreachable-sso')?.reason === 'DiscoveryFailed' ? true : undefined,
+    );
   });
 });

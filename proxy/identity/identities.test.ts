@@ -3,10 +3,10 @@ import type { AddressInfo } from 'node:net';
 import { exportJWK, exportSPKI, generateKeyPair, type JWK, SignJWT } from 'jose';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { ApiKey } from '../../crds/api-key.js';
+import { getJson } from '../../crds/identity/get-json.js';
 import type { IdentityProvider, IdentityProviderSpec } from '../../crds/identity-provider.js';
 import { ApiKeys, authenticate, type Caller, keyPolicy } from '../access/auth.js';
 import { ProxyError } from '../endpoints/errors.js';
-import { getJson } from './get-json.js';
 import { Identities } from './identities.js';
 
 /**

@@ -1,5 +1,7 @@
 import type { JWTPayload } from 'jose';
 import { decodeJwt } from 'jose';
+import type { ClusterIssuerApi, TokenReviewStatus } from '../../crds/identity/cluster-issuer.js';
+import { discoveryUrl } from '../../crds/identity/get-json.js';
 import type { IdentityProvider } from '../../crds/identity-provider.js';
 import { KeySet } from './key-set.js';
 import { Refused } from './refusals.js';
@@ -18,21 +20,6 @@ export interface TrustedIssuer {
   verify(token: string): Promise<JWTPayload | Refused>;
 }
 
-/** What the proxy asks the API server (in a cluster): discovery, keys, and TokenReview. */
-export interface ClusterIssuerApi {
-  discovery(): Promise<unknown>;
-  jwks(): Promise<unknown>;
-  /** The TokenReview's status for a token and audiences. */
-  review(token: string, audiences: string[]): Promise<TokenReviewStatus>;
-}
-
-export interface TokenReviewStatus {
-  authenticated?: boolean;
-  user?: { username?: string };
-  audiences?: string[];
-  error?: string;
-}
-
 export interface IssuerDeps {
   cluster?: ClusterIssuerApi;
   /** GETs a JSON document of an OpenID provider (its discovery document, its JWKS). */
@@ -41,7 +28,6 @@ export interface IssuerDeps {
   onError?: (provider: string, what: string, err: unknown) => void;
 }
 
-const DISCOVERY_PATH = '/.well-known/openid-configuration';
 /** How long a failed discovery is not tried again. */
 const DISCOVERY_COOLDOWN_MS = 30_000;
 
@@ -81,7 +67,7 @@ function oidcIssuer(ip: IdentityProvider, deps: IssuerDeps): TrustedIssuer {
   const jwksUri = ip.spec.jwksUri
     ? () => Promise.resolve(ip.spec.jwksUri)
     : discovered(
-        () => deps.getJson(`${issuer}${DISCOVERY_PATH}`),
+        () => deps.getJson(discoveryUrl(issuer)),
         'jwks_uri',
         now,
         (err) => deps.onError?.(name, 'discovery', err),

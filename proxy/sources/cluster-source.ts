@@ -13,6 +13,8 @@ import {
   ROUTING_EXAMPLES_LABEL,
 } from '../../crds/constants.js';
 import type { ExternalProvider } from '../../crds/external-provider.js';
+import { clusterIssuerApi } from '../../crds/identity/cluster-issuer.js';
+import { getJson } from '../../crds/identity/get-json.js';
 import type { IdentityProvider } from '../../crds/identity-provider.js';
 import { type EndpointSlice, readyUrls, SERVICE_NAME_LABEL } from '../../crds/kube/endpoint-slices.js';
 import { Informer } from '../../crds/kube/informer.js';
@@ -24,8 +26,6 @@ import type { SecretLookup } from '../../crds/providers/aws-credentials.js';
 import { ROUTING_TIERS, type RoutingExample, type RoutingPolicy, type RoutingTier } from '../../crds/routing-policy.js';
 import { ApiKeys, keyPolicy, policyOf } from '../access/auth.js';
 import { type TagBudget, tagBudgetOf } from '../access/budgets.js';
-import { clusterIssuerApi } from '../identity/cluster-issuer-api.js';
-import { getJson } from '../identity/get-json.js';
 import { Identities } from '../identity/identities.js';
 import { buildRoutes, type RouteTable } from '../serving/routes.js';
 

@@ -26,3 +26,6 @@ export async function getJson(url: string): Promise<unknown> {
   }
   return JSON.parse(Buffer.concat(chunks).toString('utf8'));
 }
+
+/** An OpenID provider's discovery document (OpenID Connect Discovery 1.0, section 4). */
+export const discoveryUrl = (issuer: string): string => `${issuer.replace(/\/$/, '')}/.well-known/openid-configuration`;
