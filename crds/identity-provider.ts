@@ -1,10 +1,10 @@
 import type { CommonStatus, Resource } from './meta.js';
 
 /** Discovery checks signatures against the API server's keys; TokenReview asks the API server per new token. */
-export type KubernetesVerify = 'Discovery' | 'TokenReview';
+type KubernetesVerify = 'Discovery' | 'TokenReview';
 
 /** Hashed: records carry a hash of the subject; Name: also the tag user:<subject>. */
-export type SubjectInRecords = 'Hashed' | 'Name';
+type SubjectInRecords = 'Hashed' | 'Name';
 
 /** A rule giving a token an ApiKey's grants when all its conditions hold. */
 export interface IdentityProfile {

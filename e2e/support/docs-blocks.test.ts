@@ -10,6 +10,7 @@ import { PROVIDERS } from '../../crds/providers/table.js';
 import { formatIssues, kindOf, validateResource } from '../../crds/validation.js';
 import { bedrockPermissionPolicy, roleTrustPolicy } from '../../operator/external-provider/iam-policy.js';
 import { ControllerMetrics } from '../../operator/runtime/controller-metrics.js';
+import { REFUSAL_CODES } from '../../proxy/identity/refusals.js';
 import { ProxyMetrics } from '../../proxy/telemetry/metrics.js';
 import {
   allBlocks,
@@ -336,7 +337,7 @@ describe('the pages', () => {
 
   it('troubleshooting names every error code a caller can get', () => {
     const page = readFileSync(join(ROOT, 'docs/operations/troubleshooting.md'), 'utf8');
-    const missing = [...codesInCode()].filter((c) => !page.includes(`\`${c}\``)).sort();
+    const missing = [...codesInCode(), ...REFUSAL_CODES].filter((c) => !page.includes(`\`${c}\``)).sort();
     expect(missing, 'add a row for each to docs/operations/troubleshooting.md').toEqual([]);
   });
 

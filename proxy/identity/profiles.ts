@@ -19,7 +19,7 @@ export interface Identity {
 }
 
 /** A ServiceAccount's namespace and name from a token's subject (system:serviceaccount:<ns>:<name>). */
-export function serviceAccountOf(subject: string): { namespace: string; name: string } | undefined {
+function serviceAccountOf(subject: string): { namespace: string; name: string } | undefined {
   if (!subject.startsWith(SA_PREFIX)) return undefined;
   const [namespace, name, ...rest] = subject.slice(SA_PREFIX.length).split(':');
   return namespace && name && rest.length === 0 ? { namespace, name } : undefined;

@@ -33,6 +33,9 @@ const REFUSALS = {
 
 export type RefusalCode = keyof typeof REFUSALS;
 
+/** Every code a token's refusal may carry (the troubleshooting page has a row for each). */
+export const REFUSAL_CODES = Object.keys(REFUSALS) as RefusalCode[];
+
 export function refusal(code: RefusalCode): ProxyError {
   const [status, message] = REFUSALS[code];
   return new ProxyError(status, status === 401 ? 'authentication_error' : 'permission_error', code, message);

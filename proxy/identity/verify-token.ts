@@ -10,7 +10,7 @@ import { type RefusalCode, Refused } from './refusals.js';
  */
 
 /** RSA, RSA-PSS, ECDSA and EdDSA: what OpenID providers and the Kubernetes API server sign with. */
-export const ALGORITHMS = [
+const ALGORITHMS = [
   'RS256',
   'RS384',
   'RS512',
