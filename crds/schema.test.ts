@@ -196,6 +196,7 @@ describe('CEL rules', () => {
         "RoutingPolicy.spec.scorer.semantic.examples: has(self.embeddingModel) || (has(self.examples) && size(self.examples) > 0) || has(self.examplesFrom)",
         "IdentityProvider.spec: has(self.issuer) != has(self.kubernetes)",
         "IdentityProvider.spec: has(self.profiles) || has(self.profileClaim)",
+        "IdentityProvider.spec.mcpAuthorization: !has(self.mcpAuthorization) || has(self.issuer)",
         "IdentityProvider.spec.profiles[]: has(self.claim) || has(self.serviceAccount)",
       ]
     `);
@@ -436,6 +437,7 @@ const full: Record<KindName, { spec: object; status: object }> = {
         { apiKey: 'k', claim: { name: 'groups', values: ['g'] }, serviceAccount: { namespace: 'n', names: ['s'] } },
       ],
       profileClaim: { name: 'c', allowed: ['k'] },
+      mcpAuthorization: { scopes: ['s'] },
     } satisfies Full<IdentityProviderSpec>,
     status: { observedGeneration: 1, conditions: condition } satisfies Full<CommonStatus>,
   },

@@ -277,6 +277,7 @@ export async function composeGateway(config: GatewayConfig = {}, parts: Partial<
   const mcp = mcpGateway(config, {
     env,
     source: resources.source,
+    authorizationServer: () => keys.identities?.authorizationServer(),
     servers: mcpServers,
     limiter,
     metrics,
@@ -629,7 +630,7 @@ function providerSecrets(
  */
 function mcpGateway(
   config: GatewayConfig,
-  ctx: Pick<McpGatewayDeps, 'servers' | 'limiter' | 'metrics' | 'tracer' | 'usage'> & {
+  ctx: Pick<McpGatewayDeps, 'servers' | 'limiter' | 'metrics' | 'tracer' | 'usage' | 'authorizationServer'> & {
     env: NodeJS.ProcessEnv;
     source: ClusterSource | undefined;
     log: Logger;

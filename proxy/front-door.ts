@@ -60,7 +60,7 @@ export interface McpDoor {
   guard(req: IncomingMessage, res: ServerResponse, requestId: string): boolean;
   admission(door: DoorIncoming): Promise<DoorPass | ProxyError>;
   serve(req: IncomingMessage, res: ServerResponse, where: { server?: string }, pass: DoorPass): Promise<void>;
-  refuse(res: ServerResponse, err: ProxyError, requestId: string): void;
+  refuse(req: IncomingMessage, res: ServerResponse, err: ProxyError, requestId: string): void;
 }
 
 export function createFrontDoor(
@@ -106,7 +106,7 @@ export function createFrontDoor(
       // Only a POST carries a message; DELETE ends a session, and anything else is refused by MCP.
       bodyless: req.method !== 'POST',
     });
-    if (pass instanceof ProxyError) return door.refuse(res, pass, requestId);
+    if (pass instanceof ProxyError) return door.refuse(req, res, pass, requestId);
     try {
       await door.serve(req, res, where, pass);
     } finally {

@@ -2,9 +2,11 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import Anthropic from '@anthropic-ai/sdk';
+import { Client, ClientCredentialsProvider, StreamableHTTPClientTransport } from '@modelcontextprotocol/client';
 import OpenAI from 'openai';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type OllamaDouble, startOllamaDouble } from '../doubles/ollama.js';
+import { type RunningServer, startEverything } from '../mcp/servers.js';
 import { GATEWAY_AUDIENCE, type OidcProvider, startOidcProvider } from '../oidc/provider.js';
 import { type ProxyProcess, routedModel, standaloneFiles, startProxyProcess } from '../support/proxy-process.js';
 
@@ -23,12 +25,15 @@ let oidc: OidcProvider;
 let double: OllamaDouble;
 let proxy: ProxyProcess;
 let dir: string;
+let everything: RunningServer;
 
 beforeAll(async () => {
   oidc = await startOidcProvider([
     { clientId: 'ci-ml', clientSecret: 'ci-ml-secret-0000000000000000000000', claims: { groups: ['ml'] } },
     { clientId: 'ci-stranger', clientSecret: 'ci-stranger-secret-000000000000000000', claims: { groups: ['sales'] } },
+    { clientId: 'mcp-agent', clientSecret: 'mcp-agent-secret-00000000000000000000', claims: { groups: ['ml'] } },
   ]);
+  everything = await startEverything();
   double = await startOllamaDouble({ models: [MODEL, OTHER], record: false });
   dir = mkdtempSync(join(tmpdir(), 'pao-identity-'));
   const files = standaloneFiles(
@@ -39,6 +44,11 @@ beforeAll(async () => {
 kind: ModelDeployment
 metadata: { name: qwen }
 spec: { model: "${OTHER}", serviceName: qwen, endpoint: "${double.url}" }
+`,
+      `apiVersion: ai.platform/v1beta1
+kind: McpServer
+metadata: { name: everything }
+spec: { url: "${everything.url}" }
 `,
       `apiVersion: ai.platform/v1beta1
 kind: ApiKey
@@ -52,6 +62,7 @@ spec:
   issuer: ${oidc.issuer}
   audiences: [${GATEWAY_AUDIENCE}]
   subject: { claim: client_id, inRecords: Name }
+  mcpAuthorization: { scopes: [api] }
   profiles:
     - apiKey: team-ml
       claim: { name: groups, values: [ml] }
@@ -66,6 +77,7 @@ afterAll(async () => {
   await proxy?.stop('SIGTERM');
   await oidc?.close();
   await double?.close();
+  await everything?.stop();
   if (dir) rmSync(dir, { recursive: true, force: true });
 });
 
@@ -123,6 +135,43 @@ describe('a signed-in caller of the OpenID provider', () => {
     const [h, p] = stranger.split('.');
     const forged = `${h}.${p}.${Buffer.from('not the signature').toString('base64url')}`;
     expect(await statusOf(chat(forged))).toMatchObject({ status: 401, code: 'invalid_signature' });
+  });
+
+  it('signs an MCP client in through the OAuth discovery the MCP spec defines (RFC 9728), no static key', async () => {
+    // Unauthenticated: a 401 whose challenge names the gateway's Protected Resource Metadata.
+    const bare = await fetch(`${proxy.base}/mcp/everything`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', accept: 'application/json, text/event-stream' },
+      body: JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'ping' }),
+    });
+    expect(bare.status).toBe(401);
+    const metadataUrl = `${proxy.base}/.well-known/oauth-protected-resource/mcp/everything`;
+    expect(bare.headers.get('www-authenticate')).toBe(`Bearer resource_metadata="${metadataUrl}", scope="api"`);
+    expect(await (await fetch(metadataUrl)).json()).toMatchObject({
+      resource: `${proxy.base}/mcp/everything`,
+      authorization_servers: [oidc.issuer],
+      scopes_supported: ['api'],
+    });
+    // The official SDK's OAuth client follows it: the metadata, the provider's, its token endpoint.
+    const client = new Client({ name: 'e2e-oauth', version: '1.0.0' });
+    const authProvider = new ClientCredentialsProvider({
+      clientId: 'mcp-agent',
+      clientSecret: 'mcp-agent-secret-00000000000000000000',
+      expectedIssuer: oidc.issuer,
+    });
+    await client.connect(new StreamableHTTPClientTransport(new URL(`${proxy.base}/mcp/everything`), { authProvider }));
+    try {
+      const echoed = await client.callTool({ name: 'echo', arguments: { message: 'signed in' } });
+      expect(JSON.stringify(echoed.content)).toContain('signed in');
+    } finally {
+      await client.close();
+    }
+    // The tool call is recorded for the signed-in client, by name.
+    await new Promise((r) => setTimeout(r, 600));
+    const tools = await fetch(`${proxy.base}/v1/usage/tools?tag=user:mcp-agent`, {
+      headers: { 'x-api-key': ADMIN_KEY },
+    });
+    expect(((await tools.json()) as { totals: { calls: number } }).totals.calls).toBe(1);
   });
 
   it('opens an MCP session with its token and no static key', async () => {

@@ -6,6 +6,7 @@ import type { ProxyError } from '../endpoints/errors.js';
 import type { Tag } from '../endpoints/tags.js';
 import { type IssuerDeps, type TrustedIssuer, trustedIssuer } from './issuers.js';
 import { type Identity, identityOf } from './profiles.js';
+import type { AuthorizationServer } from './protected-resource.js';
 import { Refused, refusal } from './refusals.js';
 import { MAX_TOKEN_BYTES } from './token-shape.js';
 
@@ -71,6 +72,14 @@ export class Identities {
 
   get size(): number {
     return this.providers.length;
+  }
+
+  /** Where MCP clients sign in: the first provider (by name) with spec.mcpAuthorization. */
+  authorizationServer(): AuthorizationServer | undefined {
+    const p = this.providers.find((x) => x.resource.spec.mcpAuthorization && x.resource.spec.issuer);
+    return p?.resource.spec.issuer
+      ? { issuer: p.resource.spec.issuer, scopes: p.resource.spec.mcpAuthorization?.scopes ?? [] }
+      : undefined;
   }
 
   /** The caller a token stands for under the profiles' grants, or the 401 or 403 that says why not. */

@@ -5,6 +5,7 @@ import type { Caller } from '../access/auth.js';
 import { ProxyError } from '../endpoints/errors.js';
 import { applyEnforcedTags, parseTags, type Tag } from '../endpoints/tags.js';
 import type { DoorPass } from '../exchange.js';
+import { type AuthorizationServer, challenge, originOf } from '../identity/protected-resource.js';
 import { headerOf } from '../server/read-body.js';
 import { AnswerWriter, acceptsEventStream } from './answer-writer.js';
 import { CallStreams } from './call-stream.js';
@@ -83,6 +84,8 @@ export interface McpGatewayDeps extends ToolCallDeps {
    * here when another replica receives its client's GET or retry (proxy/mcp/replica-forward.ts).
    */
   replica?: string;
+  /** Where MCP clients sign in, which a 401 points them to (proxy/identity/protected-resource.ts). */
+  authorizationServer?: () => AuthorizationServer | undefined;
   onError?: (err: unknown, requestId: string) => void;
 }
 
@@ -95,6 +98,12 @@ export function mcpPath(url: string): { server?: string } | undefined {
   if (path === MCP_PATH || path === `${MCP_PATH}/`) return {};
   const m = /^\/mcp\/([a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?)\/?$/.exec(path);
   return m?.[1] ? { server: m[1] } : path.startsWith(`${MCP_PATH}/`) ? { server: '' } : undefined;
+}
+
+/** The resource an MCP URL names: /mcp, or /mcp/<server> (what a 401's metadata URL ends in). */
+function mcpPathOf(url: string): string {
+  const where = mcpPath(url);
+  return where?.server ? `${MCP_PATH}/${where.server}` : MCP_PATH;
 }
 
 /** An HTTP-level refusal: the status, and the JSON-RPC error body the spec's examples send. */
@@ -200,7 +209,11 @@ export function createMcpGateway(config: McpGatewayDeps) {
     writeRefusal(res, refuse(403, RPC.gateway, why), { 'x-request-id': requestId });
     return false;
   };
-  return { serve, refuse: refuseAtDoor, guard };
+  const refuseAt = (req: IncomingMessage, res: ServerResponse, err: ProxyError, requestId: string): void =>
+    refuseAtDoor(res, err, requestId, (code) =>
+      challenge(originOf(req.headers), mcpPathOf(req.url ?? MCP_PATH), deps.authorizationServer?.(), code),
+    );
+  return { serve, refuse: refuseAt, guard };
 }
 
 function writeRefusal(res: ServerResponse, r: HttpRefusal, base: Record<string, string>): void {
@@ -218,7 +231,12 @@ function writeRefusal(res: ServerResponse, r: HttpRefusal, base: Record<string, 
  * a request the gateway cannot take as sent (its type, size or shape) an invalid request, and a
  * missing key asks for a bearer token.
  */
-function refuseAtDoor(res: ServerResponse, err: ProxyError, requestId: string): void {
+function refuseAtDoor(
+  res: ServerResponse,
+  err: ProxyError,
+  requestId: string,
+  bearerChallenge: (code: string) => string,
+): void {
   const notJson = err.code === 'invalid_json';
   const code = notJson
     ? RPC.parseError
@@ -227,7 +245,7 @@ function refuseAtDoor(res: ServerResponse, err: ProxyError, requestId: string): 
       : RPC.gateway;
   const message = notJson ? 'Parse error: the body is not JSON' : err.message;
   const headers: Record<string, string> = { ...err.headers };
-  if (err.status === 401) headers['WWW-Authenticate'] = 'Bearer';
+  if (err.status === 401) headers['WWW-Authenticate'] = bearerChallenge(err.code);
   writeRefusal(res, new HttpRefusal(err.status, errorAnswer(null, new RpcError(code, message)), headers), {
     'x-request-id': requestId,
   });

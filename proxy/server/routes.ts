@@ -4,6 +4,8 @@ import type { CallerDialect } from '../endpoints/dialects.js';
 import { ENDPOINTS } from '../endpoints/endpoints.js';
 import { errorAnswer } from '../endpoints/error-answer.js';
 import { internalError, ProxyError } from '../endpoints/errors.js';
+import { type AuthorizationServer, METADATA_PATH, originOf, resourceMetadata } from '../identity/protected-resource.js';
+import { mcpPath } from '../mcp/mcp-gateway.js';
 import { modelListRoutes } from '../models/model-lists.js';
 import type { RoutingPolicies } from '../routing-policy/policies.js';
 import type { RouteTable } from '../serving/routes.js';
@@ -103,6 +105,7 @@ export function otherRoutes(deps: RoutesDeps): Hono<{ Variables: Vars }> {
     const ready = deps.ready();
     return c.text(ready ? 'ok' : 'not ready', ready ? 200 : 503);
   });
+  protectedResourceRoutes(app, () => deps.keys.identities?.authorizationServer());
   // Claude Code and other Anthropic clients check the base URL answers before their first call.
   app.on(['GET', 'HEAD'], ['/anthropic', '/anthropic/'], (c) => c.text('ok'));
 
@@ -126,4 +129,28 @@ export function otherRoutes(deps: RoutesDeps): Hono<{ Variables: Vars }> {
     ...(deps.policies ? { policies: deps.policies } : {}),
   });
   return app;
+}
+
+/**
+ * The Protected Resource Metadata (RFC 9728) of /mcp and /mcp/<server>, while an IdentityProvider
+ * is where MCP clients sign in; public and readable from any origin (a browser-based client reads
+ * it before it has a token).
+ */
+function protectedResourceRoutes(
+  app: Hono<{ Variables: Vars }>,
+  authorizationServer: () => AuthorizationServer | undefined,
+): void {
+  app.get(METADATA_PATH, (c) => metadataAnswer(c.req.raw.headers, '', authorizationServer(), c.req.path));
+  app.get(`${METADATA_PATH}/*`, (c) =>
+    metadataAnswer(c.req.raw.headers, c.req.path.slice(METADATA_PATH.length), authorizationServer(), c.req.path),
+  );
+}
+
+function metadataAnswer(headers: Headers, suffix: string, as: AuthorizationServer | undefined, path: string): Response {
+  const where = suffix === '' ? {} : mcpPath(suffix);
+  if (!as || !where || where.server === '') throw notFound('GET', path);
+  const resource = where.server ? `/mcp/${where.server}` : '/mcp';
+  return new Response(JSON.stringify(resourceMetadata(originOf(headers), resource, as)), {
+    headers: { 'content-type': 'application/json', 'access-control-allow-origin': '*', 'cache-control': 'max-age=300' },
+  });
 }
