@@ -2,7 +2,13 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import Anthropic from '@anthropic-ai/sdk';
-import { Client, ClientCredentialsProvider, StreamableHTTPClientTransport } from '@modelcontextprotocol/client';
+import {
+  Client,
+  ClientCredentialsProvider,
+  type OAuthClientProvider,
+  StreamableHTTPClientTransport,
+  UnauthorizedError,
+} from '@modelcontextprotocol/client';
 import OpenAI from 'openai';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type OllamaDouble, startOllamaDouble } from '../doubles/ollama.js';
@@ -28,11 +34,14 @@ let dir: string;
 let everything: RunningServer;
 
 beforeAll(async () => {
-  oidc = await startOidcProvider([
-    { clientId: 'ci-ml', clientSecret: 'ci-ml-secret-0000000000000000000000', claims: { groups: ['ml'] } },
-    { clientId: 'ci-stranger', clientSecret: 'ci-stranger-secret-000000000000000000', claims: { groups: ['sales'] } },
-    { clientId: 'mcp-agent', clientSecret: 'mcp-agent-secret-00000000000000000000', claims: { groups: ['ml'] } },
-  ]);
+  oidc = await startOidcProvider(
+    [
+      { clientId: 'ci-ml', clientSecret: 'ci-ml-secret-0000000000000000000000', claims: { groups: ['ml'] } },
+      { clientId: 'ci-stranger', clientSecret: 'ci-stranger-secret-000000000000000000', claims: { groups: ['sales'] } },
+      { clientId: 'mcp-agent', clientSecret: 'mcp-agent-secret-00000000000000000000', claims: { groups: ['ml'] } },
+    ],
+    { alice: { groups: ['ml'] } },
+  );
   everything = await startEverything();
   double = await startOllamaDouble({ models: [MODEL, OTHER], record: false });
   dir = mkdtempSync(join(tmpdir(), 'pao-identity-'));
@@ -61,7 +70,7 @@ metadata: { name: company-sso }
 spec:
   issuer: ${oidc.issuer}
   audiences: [${GATEWAY_AUDIENCE}]
-  subject: { claim: client_id, inRecords: Name }
+  subject: { inRecords: Name }
   mcpAuthorization: { scopes: [api] }
   profiles:
     - apiKey: team-ml
@@ -70,7 +79,7 @@ spec:
     ],
     `${ADMIN_KEY}\n`,
   );
-  proxy = await startProxyProcess(files);
+  proxy = await startProxyProcess([...files, '--usage-db', join(dir, 'usage.db')]);
 }, 60_000);
 
 afterAll(async () => {
@@ -174,6 +183,30 @@ describe('a signed-in caller of the OpenID provider', () => {
     expect(((await tools.json()) as { totals: { calls: number } }).totals.calls).toBe(1);
   });
 
+  it('signs a person in for an MCP client: registration, authorization code with PKCE, the SDK reconnecting', async () => {
+    const person = new PersonSigningIn('alice');
+    const url = new URL(`${proxy.base}/mcp/everything`);
+    const client = new Client({ name: 'e2e-person', version: '1.0.0' });
+    // The first connection sends the person to the provider and stops there, as in a real client.
+    await expect(
+      client.connect(new StreamableHTTPClientTransport(url, { authProvider: person })),
+    ).rejects.toBeInstanceOf(UnauthorizedError);
+    const back = person.redirectedTo;
+    expect(back?.searchParams.get('code')).toBeTruthy();
+    const transport = new StreamableHTTPClientTransport(url, { authProvider: person });
+    await transport.finishAuth(back?.searchParams ?? new URLSearchParams());
+    await client.connect(transport);
+    try {
+      const echoed = await client.callTool({ name: 'echo', arguments: { message: 'hello alice' } });
+      expect(JSON.stringify(echoed.content)).toContain('hello alice');
+    } finally {
+      await client.close();
+    }
+    await new Promise((r) => setTimeout(r, 600));
+    const tools = await fetch(`${proxy.base}/v1/usage/tools?tag=user:alice`, { headers: { 'x-api-key': ADMIN_KEY } });
+    expect(((await tools.json()) as { totals: { calls: number } }).totals.calls).toBe(1);
+  });
+
   it('opens an MCP session with its token and no static key', async () => {
     const token = await oidc.token('ci-ml');
     const init = (auth: Record<string, string>) =>
@@ -211,3 +244,51 @@ describe('a signed-in caller of the OpenID provider', () => {
     expect(proxy.output()).not.toContain(unknown.slice(0, 40));
   }, 40_000);
 });
+
+/**
+ * An MCP client a person uses (Claude Code, the Inspector), as the SDK's OAuthClientProvider: it
+ * registers itself with the provider, sends the person to sign in, and keeps the tokens. The
+ * browser is the provider's sign-in form, filled in for the person.
+ */
+class PersonSigningIn implements OAuthClientProvider {
+  redirectedTo: URL | undefined;
+  private info: Awaited<ReturnType<OAuthClientProvider['clientInformation']>>;
+  private saved: Awaited<ReturnType<OAuthClientProvider['tokens']>>;
+  private verifier = '';
+
+  constructor(private readonly login: string) {}
+
+  get redirectUrl(): string {
+    return 'http://127.0.0.1:8765/callback';
+  }
+  get clientMetadata() {
+    return {
+      client_name: 'e2e MCP client',
+      redirect_uris: [this.redirectUrl],
+      grant_types: ['authorization_code', 'refresh_token'],
+      response_types: ['code'],
+      token_endpoint_auth_method: 'none',
+    };
+  }
+  clientInformation() {
+    return this.info;
+  }
+  saveClientInformation(info: NonNullable<Awaited<ReturnType<OAuthClientProvider['clientInformation']>>>): void {
+    this.info = info;
+  }
+  tokens() {
+    return this.saved;
+  }
+  saveTokens(tokens: NonNullable<Awaited<ReturnType<OAuthClientProvider['tokens']>>>): void {
+    this.saved = tokens;
+  }
+  async redirectToAuthorization(authorizationUrl: URL): Promise<void> {
+    this.redirectedTo = await oidc.signIn(authorizationUrl.href, this.login);
+  }
+  saveCodeVerifier(verifier: string): void {
+    this.verifier = verifier;
+  }
+  codeVerifier(): string {
+    return this.verifier;
+  }
+}

@@ -4,10 +4,11 @@ import { exportJWK, generateKeyPair, type JWK } from 'jose';
 import Provider from 'oidc-provider';
 
 /**
- * A real OpenID provider on loopback: oidc-provider (npm, an OpenID Certified implementation),
- * with a client that gets JWT access tokens by client credentials (a CI job, a service), for the
- * resource the gateway is. Its signing keys can be rotated, and it can be stopped and started on
- * the same port (an outage).
+ * A real OpenID provider on loopback: oidc-provider (npm, an OpenID Certified implementation).
+ * Clients get JWT access tokens for the resource the gateway is: services by client credentials,
+ * people by authorization code with PKCE (its development sign-in form takes any login; accounts
+ * say which groups each has), and clients may register themselves (RFC 7591, as MCP clients do).
+ * Its signing keys can be rotated, and it can be stopped and started on the same port (an outage).
  */
 
 /** The audience the provider writes into access tokens for the gateway. */
@@ -21,8 +22,17 @@ export interface OidcClient {
   claims: Record<string, unknown>;
 }
 
+/** A person's account: the groups its tokens carry. */
+export type Accounts = Record<string, { groups: string[] }>;
+
 export interface OidcProvider {
   issuer: string;
+  /**
+   * A person signing in at an authorization URL, as a browser would: the sign-in form with
+   * `login`, then the consent; returns the URL the provider sent the browser back to (the client's
+   * redirect URI with the code).
+   */
+  signIn: (authorizationUrl: string, login: string) => Promise<URL>;
   /** A fresh access token of a client, by client credentials at the token endpoint. */
   token: (clientId: string) => Promise<string>;
   /** Publishes a new signing key first in the set (new tokens use it); the old stays published. */
@@ -33,7 +43,7 @@ export interface OidcProvider {
   close: () => Promise<void>;
 }
 
-export async function startOidcProvider(clients: OidcClient[]): Promise<OidcProvider> {
+export async function startOidcProvider(clients: OidcClient[], accounts: Accounts = {}): Promise<OidcProvider> {
   const keys: JWK[] = [await signingKey()];
   // The port first, since the issuer URL names it.
   let server: Server = createServer();
@@ -54,10 +64,14 @@ export async function startOidcProvider(clients: OidcClient[]): Promise<OidcProv
         scope: 'api',
       })),
       jwks: { keys },
-      scopes: ['api'],
+      scopes: ['openid', 'api', 'offline_access'],
+      claims: { openid: ['sub', 'groups'] },
+      conformIdTokenClaims: false,
+      findAccount: (_ctx, id) => ({ accountId: id, claims: () => ({ sub: id, groups: accounts[id]?.groups ?? [] }) }),
       ttl: { ClientCredentials: 300 },
       features: {
-        devInteractions: { enabled: false },
+        devInteractions: { enabled: true },
+        registration: { enabled: true },
         clientCredentials: { enabled: true },
         resourceIndicators: {
           enabled: true,
@@ -72,7 +86,10 @@ export async function startOidcProvider(clients: OidcClient[]): Promise<OidcProv
           }),
         },
       },
-      extraTokenClaims: (_ctx, token) => byId.get(String((token as { clientId?: unknown }).clientId))?.claims,
+      extraTokenClaims: (_ctx, token) => {
+        const { accountId, clientId } = token as { accountId?: string; clientId?: string };
+        return accountId ? { groups: accounts[accountId]?.groups ?? [] } : byId.get(String(clientId))?.claims;
+      },
     });
 
   const listen = async () => {
@@ -108,6 +125,7 @@ export async function startOidcProvider(clients: OidcClient[]): Promise<OidcProv
       if (!body.access_token) throw new Error(`token endpoint: ${res.status} ${body.error}: ${body.error_description}`);
       return body.access_token;
     },
+    signIn: (url, login) => signIn(url, login),
     rotate: async () => {
       keys.unshift(await signingKey());
       await stop();
@@ -127,4 +145,42 @@ async function signingKey(): Promise<JWK> {
     alg: 'RS256',
     use: 'sig',
   };
+}
+
+/** Follows the provider's redirects with a cookie jar, posting the sign-in and consent forms on the way. */
+async function signIn(authorizationUrl: string, login: string): Promise<URL> {
+  const cookies = new Map<string, string>();
+  let url = new URL(authorizationUrl);
+  let form: URLSearchParams | undefined;
+  const origin = url.origin;
+  for (let hop = 0; hop < 20; hop++) {
+    if (url.origin !== origin) return url;
+    const res = await fetch(url, {
+      method: form ? 'POST' : 'GET',
+      redirect: 'manual',
+      headers: {
+        cookie: [...cookies].map(([k, v]) => `${k}=${v}`).join('; '),
+        ...(form ? { 'content-type': 'application/x-www-form-urlencoded' } : {}),
+      },
+      ...(form ? { body: form } : {}),
+    });
+    for (const c of res.headers.getSetCookie()) {
+      const [pair] = c.split(';');
+      const eq = pair?.indexOf('=') ?? -1;
+      if (pair && eq > 0) cookies.set(pair.slice(0, eq), pair.slice(eq + 1));
+    }
+    const location = res.headers.get('location');
+    if (location) {
+      url = new URL(location, url);
+      form = undefined;
+      continue;
+    }
+    // A form of the interaction: the sign-in (any password), else the consent.
+    const page = await res.text();
+    if (!url.pathname.startsWith('/interaction/')) throw new Error(`sign-in stopped at ${url.pathname}: ${res.status}`);
+    form = page.includes('name="login"')
+      ? new URLSearchParams({ prompt: 'login', login, password: 'any' })
+      : new URLSearchParams({ prompt: 'consent' });
+  }
+  throw new Error('sign-in did not finish');
 }
