@@ -1,6 +1,8 @@
+import { execFile } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { promisify } from 'node:util';
 import Anthropic from '@anthropic-ai/sdk';
 import {
   Client,
@@ -14,6 +16,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type OllamaDouble, startOllamaDouble } from '../doubles/ollama.js';
 import { type RunningServer, startEverything } from '../mcp/servers.js';
 import { GATEWAY_AUDIENCE, type OidcProvider, startOidcProvider } from '../oidc/provider.js';
+import { bin, installClients } from '../support/agent-clients.js';
 import { type ProxyProcess, routedModel, standaloneFiles, startProxyProcess } from '../support/proxy-process.js';
 
 /**
@@ -206,6 +209,42 @@ describe('a signed-in caller of the OpenID provider', () => {
     const tools = await fetch(`${proxy.base}/v1/usage/tools?tag=user:alice`, { headers: { 'x-api-key': ADMIN_KEY } });
     expect(((await tools.json()) as { totals: { calls: number } }).totals.calls).toBe(1);
   });
+
+  it('sends Claude Code to the provider: `claude mcp list` finds where to sign in; with a token it connects', async () => {
+    const clients = installClients();
+    const home = mkdtempSync(join(tmpdir(), 'pao-claude-home-'));
+    const env = {
+      PATH: process.env.PATH ?? '',
+      HOME: home,
+      DISABLE_TELEMETRY: '1',
+      DISABLE_AUTOUPDATER: '1',
+      DISABLE_ERROR_REPORTING: '1',
+      CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC: '1',
+    };
+    // Asynchronously: the provider answers Claude Code's discovery from this process.
+    const claude = async (...args: string[]) =>
+      (await promisify(execFile)(bin(clients, 'claude'), args, { cwd: home, env, encoding: 'utf8', timeout: 90_000 }))
+        .stdout;
+    try {
+      await claude('mcp', 'add', '--transport', 'http', 'gateway', `${proxy.base}/mcp`);
+      const token = await oidc.token('mcp-agent');
+      await claude(
+        'mcp',
+        'add',
+        '--transport',
+        'http',
+        'signed-in',
+        `${proxy.base}/mcp`,
+        '--header',
+        `Authorization: Bearer ${token}`,
+      );
+      const listed = await claude('mcp', 'list');
+      expect(listed).toMatch(/gateway: .* - ! Needs authentication/);
+      expect(listed).toMatch(/signed-in: .* - \S Connected/);
+    } finally {
+      rmSync(home, { recursive: true, force: true });
+    }
+  }, 120_000);
 
   it('opens an MCP session with its token and no static key', async () => {
     const token = await oidc.token('ci-ml');
