@@ -26,6 +26,8 @@ export interface IdentityProviderSpec {
   clockSkewSeconds?: number;
   subject?: { claim?: string; inRecords?: SubjectInRecords };
   profiles?: IdentityProfile[];
+  /** The pages' sign-in: a public client of this provider (authorization code with PKCE). */
+  pageSignIn?: { clientId: string; scopes?: string[] };
   /** This provider is where MCP clients sign in (the gateway's RFC 9728 metadata names it). */
   mcpAuthorization?: { scopes?: string[] };
   /** A claim naming the ApiKey, one of allowed. */

@@ -196,6 +196,7 @@ describe('CEL rules', () => {
         "RoutingPolicy.spec.scorer.semantic.examples: has(self.embeddingModel) || (has(self.examples) && size(self.examples) > 0) || has(self.examplesFrom)",
         "IdentityProvider.spec: has(self.issuer) != has(self.kubernetes)",
         "IdentityProvider.spec: has(self.profiles) || has(self.profileClaim)",
+        "IdentityProvider.spec.pageSignIn: !has(self.pageSignIn) || has(self.issuer)",
         "IdentityProvider.spec.mcpAuthorization: !has(self.mcpAuthorization) || has(self.issuer)",
         "IdentityProvider.spec.profiles[]: has(self.claim) || has(self.serviceAccount)",
       ]
@@ -438,6 +439,7 @@ const full: Record<KindName, { spec: object; status: object }> = {
       ],
       profileClaim: { name: 'c', allowed: ['k'] },
       mcpAuthorization: { scopes: ['s'] },
+      pageSignIn: { clientId: 'c', scopes: ['s'] },
     } satisfies Full<IdentityProviderSpec>,
     status: { observedGeneration: 1, conditions: condition } satisfies Full<CommonStatus>,
   },

@@ -263,6 +263,8 @@ export async function composeGateway(config: GatewayConfig = {}, parts: Partial<
     onError: (err, requestId) => log.error('request failed', { requestId, error: errorMessage(err) }),
   });
   const ready = () => !state.notReady && (resources.source?.ready() ?? true);
+  // One key seals MCP sessions and the pages' sign-in cookies: every replica opens both.
+  const sealer = new SessionSealer(sessionSecret(config, env, resources.source));
   const others = otherRoutes({
     keys,
     routes,
@@ -272,11 +274,11 @@ export async function composeGateway(config: GatewayConfig = {}, parts: Partial<
     ...(parts.pages !== false ? { pages: parts.pages ?? pagesRoutes() } : {}),
     ready,
     storedResponses: responses.stored,
+    sessions: { identities: () => keys.identities, sealer, profileOf: (name: string) => keys.profile(name) },
     onError: (err, requestId) => log.error('request failed', { requestId, error: errorMessage(err) }),
   });
   const mcp = mcpGateway(config, {
-    env,
-    source: resources.source,
+    sealer,
     authorizationServer: () => keys.identities?.authorizationServer(),
     servers: mcpServers,
     limiter,
@@ -630,16 +632,16 @@ function providerSecrets(
  */
 function mcpGateway(
   config: GatewayConfig,
-  ctx: Pick<McpGatewayDeps, 'servers' | 'limiter' | 'metrics' | 'tracer' | 'usage' | 'authorizationServer'> & {
-    env: NodeJS.ProcessEnv;
-    source: ClusterSource | undefined;
+  ctx: Pick<
+    McpGatewayDeps,
+    'servers' | 'limiter' | 'metrics' | 'tracer' | 'usage' | 'authorizationServer' | 'sealer'
+  > & {
     log: Logger;
   },
 ): Omit<McpDoor, 'admission'> {
-  const { env, source, log, ...deps } = ctx;
+  const { log, ...deps } = ctx;
   return createMcpGateway({
     ...deps,
-    sealer: new SessionSealer(sessionSecret(config, env, source)),
     rateLimit: config.rateLimit ?? { requestsPerSecond: 0, burst: 1 },
     maxAnswerBytes: config.mcp?.maxAnswerBytes ?? MCP_MAX_ANSWER_BYTES,
     ...(config.mcp?.maxStreamsPerKey !== undefined ? { maxStreamsPerKey: config.mcp.maxStreamsPerKey } : {}),

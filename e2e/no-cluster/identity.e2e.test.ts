@@ -17,6 +17,7 @@ import { type OllamaDouble, startOllamaDouble } from '../doubles/ollama.js';
 import { type RunningServer, startEverything } from '../mcp/servers.js';
 import { GATEWAY_AUDIENCE, type OidcProvider, startOidcProvider } from '../oidc/provider.js';
 import { bin, installClients } from '../support/agent-clients.js';
+import { launchChromium } from '../support/browser.js';
 import { type ProxyProcess, routedModel, standaloneFiles, startProxyProcess } from '../support/proxy-process.js';
 
 /**
@@ -42,6 +43,7 @@ beforeAll(async () => {
       { clientId: 'ci-ml', clientSecret: 'ci-ml-secret-0000000000000000000000', claims: { groups: ['ml'] } },
       { clientId: 'ci-stranger', clientSecret: 'ci-stranger-secret-000000000000000000', claims: { groups: ['sales'] } },
       { clientId: 'mcp-agent', clientSecret: 'mcp-agent-secret-00000000000000000000', claims: { groups: ['ml'] } },
+      { clientId: 'gateway-pages', redirectUris: ['http://127.0.0.1/ui/auth/callback'], claims: {} },
     ],
     { alice: { groups: ['ml'] } },
   );
@@ -75,6 +77,7 @@ spec:
   audiences: [${GATEWAY_AUDIENCE}]
   subject: { inRecords: Name }
   mcpAuthorization: { scopes: [api] }
+  pageSignIn: { clientId: gateway-pages, scopes: [openid] }
   profiles:
     - apiKey: team-ml
       claim: { name: groups, values: [ml] }
@@ -245,6 +248,51 @@ describe('a signed-in caller of the OpenID provider', () => {
       rmSync(home, { recursive: true, force: true });
     }
   }, 120_000);
+
+  it('signs a person in to the pages in Chromium: their team only, a session that reads and does nothing else', async () => {
+    // A request of team ml for the page to show (records reach the store in batches).
+    await chat(await oidc.token('ci-ml'));
+    await new Promise((r) => setTimeout(r, 600));
+    const browser = await launchChromium();
+    try {
+      const page = await (await browser.newContext()).newPage();
+      await page.goto(`${proxy.base}/ui/usage`);
+      await page.getByTestId('sign-in').click();
+      // The provider's own sign-in and consent pages.
+      await page.locator('input[name="login"]').fill('alice');
+      await page.locator('input[name="password"]').fill('any');
+      await page.locator('button[type="submit"]').click();
+      await page.locator('button[type="submit"]').click();
+      await page.waitForURL(`${proxy.base}/ui/usage`);
+      await expect.poll(() => page.getByTestId('signed-in').textContent()).toBe('Signed in as alice (team ml)');
+      expect(await page.getByTestId('api-key').isVisible()).toBe(false);
+      // The page read the usage with the session: team ml's requests, no error.
+      await expect
+        .poll(async () => Number((await page.getByTestId('total-requests').textContent())?.replace(/\D/g, '')))
+        .toBeGreaterThan(0);
+      expect(await page.getByTestId('error').isVisible()).toBe(false);
+      const cookies = await page.context().cookies(proxy.base);
+      const session = cookies.find((c) => c.name === 'pao_session');
+      expect(session).toMatchObject({ httpOnly: true, sameSite: 'Lax' });
+      // The cookie reads the pages' data, and is no credential for the model endpoints.
+      const asCookie = { cookie: `pao_session=${session?.value}` };
+      const byTeam = await fetch(`${proxy.base}/v1/usage?groupBy=team`, { headers: asCookie });
+      expect(byTeam.status).toBe(200);
+      expect(((await byTeam.json()) as { groups: Array<{ group: string }> }).groups.map((g) => g.group)).toEqual([
+        'ml',
+      ]);
+      const chatWithCookie = await fetch(`${proxy.base}/openai/v1/chat/completions`, {
+        method: 'POST',
+        headers: { ...asCookie, 'content-type': 'application/json' },
+        body: JSON.stringify({ model: MODEL, messages: [{ role: 'user', content: 'hi' }] }),
+      });
+      expect(chatWithCookie.status).toBe(401);
+      await page.getByTestId('sign-out').click();
+      await expect.poll(() => page.getByTestId('sign-in').isVisible()).toBe(true);
+    } finally {
+      await browser.close();
+    }
+  }, 60_000);
 
   it('opens an MCP session with its token and no static key', async () => {
     const token = await oidc.token('ci-ml');

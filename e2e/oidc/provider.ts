@@ -17,7 +17,10 @@ const RESOURCE = 'urn:platform-ai-optimizer';
 
 export interface OidcClient {
   clientId: string;
-  clientSecret: string;
+  /** A service's secret (client credentials); none: a public client of people signing in, at redirectUris. */
+  clientSecret?: string;
+  /** Loopback redirect URIs of a public client (any port, RFC 8252). */
+  redirectUris?: string[];
   /** Claims written into its access tokens (groups, a profile claim). */
   claims: Record<string, unknown>;
 }
@@ -55,14 +58,25 @@ export async function startOidcProvider(clients: OidcClient[], accounts: Account
 
   const build = () =>
     new Provider(issuer, {
-      clients: clients.map((c) => ({
-        client_id: c.clientId,
-        client_secret: c.clientSecret,
-        grant_types: ['client_credentials'],
-        redirect_uris: [],
-        response_types: [],
-        scope: 'api',
-      })),
+      clients: clients.map((c) =>
+        c.clientSecret
+          ? {
+              client_id: c.clientId,
+              client_secret: c.clientSecret,
+              grant_types: ['client_credentials'],
+              redirect_uris: [],
+              response_types: [],
+              scope: 'api',
+            }
+          : {
+              client_id: c.clientId,
+              application_type: 'native',
+              token_endpoint_auth_method: 'none',
+              grant_types: ['authorization_code'],
+              response_types: ['code'],
+              redirect_uris: c.redirectUris ?? [],
+            },
+      ),
       jwks: { keys },
       scopes: ['openid', 'api', 'offline_access'],
       claims: { openid: ['sub', 'groups'] },

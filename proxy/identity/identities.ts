@@ -1,5 +1,5 @@
 import { hash } from 'node:crypto';
-import { decodeJwt } from 'jose';
+import { decodeJwt, type JWTPayload } from 'jose';
 import type { IdentityProvider } from '../../crds/identity-provider.js';
 import type { Caller, KeyPolicy } from '../access/auth.js';
 import type { ProxyError } from '../endpoints/errors.js';
@@ -25,7 +25,8 @@ const REVIEW_TTL_MS = 60_000;
 const USER_TAG = 'user';
 const TAG_VALUE = /^[\x21-\x2b\x2d-\x7e]([\x20-\x2b\x2d-\x7e]{0,62}[\x21-\x2b\x2d-\x7e])?$/;
 
-interface Verified {
+/** A caller an issuer vouched for: kept by token digest, or sealed in a pages session cookie. */
+export interface Verified {
   provider: string;
   identity: Identity;
   subjectHash: string;
@@ -74,6 +75,16 @@ export class Identities {
     return this.providers.length;
   }
 
+  /** The provider the pages sign people in with: the first (by name) with spec.pageSignIn. */
+  pageSignIn(): IdentityProvider | undefined {
+    return this.providers.find((x) => x.resource.spec.pageSignIn && x.resource.spec.issuer)?.resource;
+  }
+
+  /** Whether a provider of this name is still trusted (a pages session of a removed one ends). */
+  has(provider: string): boolean {
+    return this.providers.some((x) => x.resource.metadata.name === provider);
+  }
+
   /** Where MCP clients sign in: the first provider (by name) with spec.mcpAuthorization. */
   authorizationServer(): AuthorizationServer | undefined {
     const p = this.providers.find((x) => x.resource.spec.mcpAuthorization && x.resource.spec.issuer);
@@ -97,14 +108,7 @@ export class Identities {
       found = fresh;
       this.remember(digest, found);
     }
-    const profile = profileOf(found.identity.profile);
-    if (!profile) return refusal('profile_not_found');
-    return {
-      keyHashPrefix: found.subjectHash,
-      policy:
-        found.userTag && !profile.tags.some((t) => t.key === USER_TAG) ? withTag(profile, found.userTag) : profile,
-      identity: { provider: found.provider },
-    };
+    return callerOf(found, profileOf);
   }
 
   private remember(digest: string, v: Verified): void {
@@ -132,27 +136,53 @@ export class Identities {
         first ??= claims;
         continue;
       }
-      const identity = identityOf(p.resource.spec, claims);
-      if (identity instanceof Refused) {
-        first ??= identity;
-        continue;
-      }
       const expMs = typeof claims.exp === 'number' ? claims.exp * 1000 : this.now();
       const reviewed = p.resource.spec.kubernetes?.verify === 'TokenReview';
-      const subjectHash = hex(`${iss}\n${identity.subject}`).slice(0, 12);
-      const byName = p.resource.spec.subject?.inRecords === 'Name';
-      return {
-        provider: p.resource.metadata.name ?? '',
-        identity,
-        subjectHash,
-        ...(byName
-          ? { userTag: { key: USER_TAG, value: TAG_VALUE.test(identity.subject) ? identity.subject : subjectHash } }
-          : {}),
-        until: reviewed ? Math.min(expMs, this.now() + REVIEW_TTL_MS) : expMs,
-      };
+      const found = identified(p.resource, iss, claims, reviewed ? Math.min(expMs, this.now() + REVIEW_TTL_MS) : expMs);
+      if (found instanceof Refused) {
+        first ??= found;
+        continue;
+      }
+      return found;
     }
     return first ?? new Refused('unknown_issuer');
   }
 }
 
 const withTag = (policy: KeyPolicy, tag: Tag): KeyPolicy => ({ ...policy, tags: [...policy.tags, tag] });
+
+/**
+ * Verified claims of a provider as the caller records name: its profile, a hash of issuer and
+ * subject, and the tag user:<subject> where the provider allows names; valid until `until`.
+ */
+export function identified(
+  provider: IdentityProvider,
+  iss: string,
+  claims: JWTPayload,
+  until: number,
+): Verified | Refused {
+  const identity = identityOf(provider.spec, claims);
+  if (identity instanceof Refused) return identity;
+  const subjectHash = hex(`${iss}\n${identity.subject}`).slice(0, 12);
+  const byName = provider.spec.subject?.inRecords === 'Name';
+  return {
+    provider: provider.metadata.name ?? '',
+    identity,
+    subjectHash,
+    ...(byName
+      ? { userTag: { key: USER_TAG, value: TAG_VALUE.test(identity.subject) ? identity.subject : subjectHash } }
+      : {}),
+    until,
+  };
+}
+
+/** The caller of a verified identity under its profile's current grants; 403 when the profile is gone. */
+export function callerOf(found: Verified, profileOf: (name: string) => KeyPolicy | undefined): Caller | ProxyError {
+  const profile = profileOf(found.identity.profile);
+  if (!profile) return refusal('profile_not_found');
+  return {
+    keyHashPrefix: found.subjectHash,
+    policy: found.userTag && !profile.tags.some((t) => t.key === USER_TAG) ? withTag(profile, found.userTag) : profile,
+    identity: { provider: found.provider },
+  };
+}

@@ -85,6 +85,12 @@ function el(id, type) {
 
 const form = el('filters', HTMLFormElement);
 const apiKeyInput = el('api-key', HTMLInputElement);
+const keyEntry = el('key-entry', HTMLSpanElement);
+const signedInLabel = el('signed-in', HTMLSpanElement);
+const signInLink = el('sign-in', HTMLAnchorElement);
+const signOutButton = el('sign-out', HTMLButtonElement);
+/** Whether the pages' sign-in session reads the data (then no key is sent; the cookie is). */
+let signedIn = false;
 const tagInput = el('tag-filter', HTMLInputElement);
 const suggestions = el('tag-suggestions', HTMLDataListElement);
 const fromInput = el('from', HTMLInputElement);
@@ -322,12 +328,13 @@ function updateNav(q) {
  */
 async function api(path, query, signal) {
   const key = apiKeyInput.value.trim();
-  if (key === '') throw new Error('Enter an API key first.');
+  if (key === '' && !signedIn) throw new Error('Enter an API key first, or sign in.');
   /** @type {Response} */
   let res;
   try {
     res = await fetch(`${path}?${query}`, {
-      headers: { authorization: `Bearer ${key}`, accept: 'application/json' },
+      headers:
+        key === '' ? { accept: 'application/json' } : { authorization: `Bearer ${key}`, accept: 'application/json' },
       signal,
       cache: 'no-store',
     });
@@ -744,7 +751,7 @@ let lastPrefix = /** @type {string | null} */ (null);
 async function suggest() {
   const value = tagInput.value;
   const prefix = /[^\s,]*$/.exec(value)?.[0] ?? '';
-  if (prefix === lastPrefix || apiKeyInput.value.trim() === '') return;
+  if (prefix === lastPrefix || (apiKeyInput.value.trim() === '' && !signedIn)) return;
   lastPrefix = prefix;
   const head = value.slice(0, value.length - prefix.length);
   suggesting?.abort();
@@ -767,6 +774,33 @@ async function suggest() {
     // Suggestions are a convenience: a wrong key or an outage is reported by Apply, not by typing.
     lastPrefix = null;
   }
+}
+
+/**
+ * The sign-in session, if the gateway offers sign-in: signed in, the key field gives way to who is
+ * signed in; not signed in, a Sign in link beside it.
+ */
+async function showSession() {
+  /** @type {unknown} */
+  let s;
+  try {
+    s = await (await fetch('/ui/session', { cache: 'no-store' })).json();
+  } catch {
+    return;
+  }
+  if (!isObj(s)) return;
+  signedIn = s.signedIn === true;
+  if (signedIn) {
+    signedInLabel.textContent = `Signed in as ${String(s.user)} (${s.role === 'Admin' ? 'all teams' : `team ${String(s.team)}`})`;
+    apiKeyInput.value = '';
+    sessionStorage.removeItem(KEY_STORAGE);
+  } else if (typeof s.signIn === 'string') {
+    signInLink.href = `${s.signIn}?back=${encodeURIComponent(location.pathname)}`;
+  }
+  signedInLabel.hidden = !signedIn;
+  signOutButton.hidden = !signedIn;
+  keyEntry.hidden = signedIn;
+  signInLink.hidden = signedIn || typeof s.signIn !== 'string';
 }
 
 // ---- wiring -------------------------------------------------------------------------------------
@@ -799,5 +833,11 @@ for (const radio of document.querySelectorAll('input[name="metric"]')) {
   radio.addEventListener('change', renderChart);
 }
 
+signOutButton.addEventListener('click', () => {
+  void fetch('/ui/sign-out', { method: 'POST' }).then(() => location.reload());
+});
+
 updateNav(new URLSearchParams(location.search));
-if (apiKeyInput.value !== '') void load();
+void showSession().then(() => {
+  if (signedIn || apiKeyInput.value !== '') void load();
+});

@@ -326,8 +326,13 @@ function renderPage(page: PageSpec): string {
     <div class="brand">LLM gateway</div>
     <nav aria-label="Pages">${nav}</nav>
     <div class="key">
-      <label for="api-key">API key</label>
-      <input id="api-key" data-testid="api-key" type="password" autocomplete="off" spellcheck="false" placeholder="sk-…">
+      <span id="signed-in" data-testid="signed-in" hidden></span>
+      <button id="sign-out" data-testid="sign-out" type="button" hidden>Sign out</button>
+      <span id="key-entry">
+        <label for="api-key">API key</label>
+        <input id="api-key" data-testid="api-key" type="password" autocomplete="off" spellcheck="false" placeholder="sk-…">
+      </span>
+      <a id="sign-in" data-testid="sign-in" href="/ui/sign-in" hidden>Sign in</a>
     </div>
   </header>
   <main>

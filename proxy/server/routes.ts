@@ -4,6 +4,7 @@ import type { CallerDialect } from '../endpoints/dialects.js';
 import { ENDPOINTS } from '../endpoints/endpoints.js';
 import { errorAnswer } from '../endpoints/error-answer.js';
 import { internalError, ProxyError } from '../endpoints/errors.js';
+import { type PageSignInDeps, pageSignInRoutes, sessionCaller } from '../identity/page-sign-in.js';
 import { type AuthorizationServer, METADATA_PATH, originOf, resourceMetadata } from '../identity/protected-resource.js';
 import { mcpPath } from '../mcp/mcp-gateway.js';
 import { modelListRoutes } from '../models/model-lists.js';
@@ -34,6 +35,8 @@ export interface RoutesDeps {
   policies?: RoutingPolicies;
   /** Stored Responses: GET, DELETE, input_items and cancel of /openai/v1/responses/{id}. */
   storedResponses?: StoredResponses;
+  /** The pages' sign-in (proxy/identity/page-sign-in.ts): its routes, and its session cookie as a reader of the pages' data. */
+  sessions?: PageSignInDeps;
   /** Readiness: routes and keys loaded, not shutting down. */
   ready: () => boolean;
   onError?: (err: unknown, requestId: string) => void;
@@ -117,15 +120,25 @@ export function otherRoutes(deps: RoutesDeps): Hono<{ Variables: Vars }> {
     if (found instanceof ProxyError) throw found;
     return found;
   };
+  // The pages read with a key, or with their sign-in's session cookie when no key is sent.
+  const reader = async (header: (name: string) => string | undefined): Promise<Caller> => {
+    const session =
+      deps.sessions && !header('x-api-key') && !header('authorization')
+        ? sessionCaller(header('cookie'), deps.sessions)
+        : undefined;
+    if (session instanceof ProxyError) throw session;
+    return session ?? caller(header);
+  };
+  if (deps.pages && deps.sessions) pageSignInRoutes(app, deps.sessions);
   if (deps.reports)
-    usageRoutes(app, deps.reports, async (headers) => readScope(await caller((n) => headers.get(n) ?? undefined)));
+    usageRoutes(app, deps.reports, async (headers) => readScope(await reader((n) => headers.get(n) ?? undefined)));
   if (deps.storedResponses)
     storedResponseRoutes(app, deps.storedResponses, (headers) => caller((n) => headers.get(n) ?? undefined));
   if (deps.pages) app.route('/', deps.pages);
   modelListRoutes(app, {
     routes: deps.routes,
     backends: deps.backends,
-    caller,
+    caller: reader,
     ...(deps.policies ? { policies: deps.policies } : {}),
   });
   return app;
