@@ -4,6 +4,7 @@ import { chownSync, copyFileSync, mkdirSync, readdirSync, readFileSync, writeFil
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
+import { TOKEN_AUDIENCE } from '../../crds/constants.js';
 import { type ControlPlane, startControlPlane } from '../cluster/control-plane.js';
 import {
   createNodeNetwork,
@@ -187,7 +188,18 @@ function hostVolume(name: string, storageClass: string, claim: { namespace: stri
  * A caller pod in its own namespace, running a Node script in the project's image (it has Node);
  * returns the lines it printed once it completed.
  */
-async function runCaller(name: string, script: string, env: Record<string, string> = {}): Promise<string[]> {
+/** A caller pod's projected ServiceAccount token for the gateway: its ServiceAccount, mounted at /var/run/secrets/gateway/token. */
+interface GatewayToken {
+  serviceAccount: string;
+  audience: string;
+}
+
+async function runCaller(
+  name: string,
+  script: string,
+  env: Record<string, string> = {},
+  token?: GatewayToken,
+): Promise<string[]> {
   apply({
     apiVersion: 'v1',
     kind: 'Pod',
@@ -195,16 +207,33 @@ async function runCaller(name: string, script: string, env: Record<string, strin
     spec: {
       restartPolicy: 'Never',
       automountServiceAccountToken: false,
+      ...(token
+        ? {
+            serviceAccountName: token.serviceAccount,
+            volumes: [
+              {
+                name: 'gateway-token',
+                projected: {
+                  sources: [
+                    { serviceAccountToken: { audience: token.audience, expirationSeconds: 3600, path: 'token' } },
+                  ],
+                },
+              },
+            ],
+          }
+        : {}),
       containers: [
         {
           name: 'caller',
           image: images.project,
           imagePullPolicy: 'Never',
           command: ['node', '--input-type=module', '-e', script],
-          env: Object.entries({ KEY: adminKey, PROXY: `http://${PROXY_DNS}:443`, ...env }).map(([n, value]) => ({
-            name: n,
-            value,
-          })),
+          env: Object.entries({ KEY: token ? '' : adminKey, PROXY: `http://${PROXY_DNS}:443`, ...env }).map(
+            ([n, value]) => ({ name: n, value }),
+          ),
+          ...(token
+            ? { volumeMounts: [{ name: 'gateway-token', mountPath: '/var/run/secrets/gateway', readOnly: true }] }
+            : {}),
         },
       ],
     },
@@ -684,6 +713,66 @@ describe.skipIf(SKIP)('real pods on a real node', () => {
     expect(usage.inputTokens).toBeGreaterThanOrEqual(chatUsage.prompt_tokens);
     expect(usage.outputTokens).toBeGreaterThanOrEqual(chatUsage.completion_tokens);
   }, 600_000);
+
+  it("serves a caller pod with no key, only its projected ServiceAccount token: an IdentityProvider gives it an ApiKey's grants", async () => {
+    kOk(['create', 'serviceaccount', 'token-caller', '-n', CALLERS]);
+    apply(
+      {
+        apiVersion: 'ai.platform/v1beta1',
+        kind: 'ApiKey',
+        metadata: { name: 'caller-workloads', namespace: AGENT },
+        spec: { team: 'workloads', models: [CHAT_MODEL] },
+      },
+      {
+        apiVersion: 'ai.platform/v1beta1',
+        kind: 'IdentityProvider',
+        metadata: { name: 'cluster-workloads', namespace: AGENT },
+        spec: {
+          kubernetes: {},
+          audiences: [TOKEN_AUDIENCE],
+          profiles: [{ apiKey: 'caller-workloads', serviceAccount: { namespace: CALLERS, names: ['token-caller'] } }],
+        },
+      },
+    );
+    // The operator reads the API server's keys as the proxy will: Ready once it could.
+    await eventually('the IdentityProvider is Ready', 60_000, () =>
+      k([
+        'get',
+        'idp',
+        'cluster-workloads',
+        '-n',
+        AGENT,
+        '-o',
+        'jsonpath={.status.conditions[?(@.type=="Ready")].status}',
+      ]).stdout === 'True'
+        ? true
+        : undefined,
+    );
+    const script = `
+      import { readFileSync } from 'node:fs';
+      const token = readFileSync('/var/run/secrets/gateway/token', 'utf8').trim();
+      const body = JSON.stringify({ model: '${CHAT_MODEL}', max_tokens: 8, messages: [{ role: 'user', content: 'Say hi.' }] });
+      const call = (headers) => fetch(process.env.PROXY + '/openai/v1/chat/completions', { method: 'POST', headers: { 'content-type': 'application/json', ...headers }, body });
+      const withToken = await call({ authorization: 'Bearer ' + token });
+      console.log(JSON.stringify({ kind: 'token', status: withToken.status, object: (await withToken.json()).object }));
+      const without = await call({});
+      console.log(JSON.stringify({ kind: 'none', status: without.status }));
+    `;
+    const out = await eventually('the token is taken', 120_000, async () => {
+      const lines = (
+        await runCaller('token-caller', script, {}, { serviceAccount: 'token-caller', audience: TOKEN_AUDIENCE })
+      ).map((l) => JSON.parse(l) as Record<string, unknown>);
+      return lines.find((o) => o.kind === 'token')?.status === 200 ? lines : undefined;
+    });
+    const by = Object.fromEntries(out.map((o) => [o.kind, o]));
+    expect(by.token).toMatchObject({ status: 200, object: 'chat.completion' });
+    expect(by.none).toMatchObject({ status: 401 });
+    const usage = await eventually('the workload is billed to its profile', 30_000, async () => {
+      const u = await usageFor('team:workloads');
+      return u.requests >= 1 ? u : undefined;
+    });
+    expect(usage.outputTokens).toBeGreaterThan(0);
+  }, 300_000);
 
   it('enforces the NetworkPolicy: another pod cannot reach a model server, the proxy can', async () => {
     const target = livePods(LLMS, 'ai.platform/model-deployment=qwen')[0]?.status.podIP;
