@@ -1,4 +1,4 @@
-import { type ApiKeys, authenticate, type Caller } from './access/auth.js';
+import { type ApiKeys, authenticate, type Caller, rateBucketOf } from './access/auth.js';
 import {
   BODY_MEMORY_FACTOR,
   bodyNeverFits,
@@ -60,13 +60,7 @@ export async function admitAtDoor(deps: AdmitDeps, door: DoorIncoming): Promise<
   if (caller instanceof ProxyError) return caller;
   deps.onCaller?.(caller);
   const { policy } = caller;
-  // An ApiKey's buckets go by its name: a rotated key keeps its rates. A token's caller has its
-  // own, by subject: a profile many people share is not one bucket for all of them.
-  const bucket = caller.identity
-    ? `sub:${caller.keyHashPrefix}`
-    : policy.name
-      ? `key:${policy.name}`
-      : caller.keyHashPrefix;
+  const bucket = rateBucketOf(caller);
   const rate = policy.rate ?? deps.rateLimit;
   const tokenRate = policy.tokensPerMinute
     ? { requestsPerSecond: policy.tokensPerMinute / 60, burst: policy.tokensPerMinute }

@@ -120,8 +120,8 @@ describe('a workload calling with its ServiceAccount token', () => {
       (await refusal(bound))[1] === 'token_rejected' ? true : undefined,
     );
     expect((await models(tokenOf(APPS, 'trainer', '--audience', TOKEN_AUDIENCE))).status).toBe(200);
-    // The API server checks the audience too, and says only that it does not take the token.
-    expect(await refusal(tokenOf(APPS, 'trainer'))).toEqual([401, 'token_rejected']);
+    // Another audience is refused before the API server is asked.
+    expect(await refusal(tokenOf(APPS, 'trainer'))).toEqual([401, 'wrong_audience']);
   });
 
   it('is Ready once the operator read its keys, and says why not otherwise', async () => {

@@ -145,7 +145,7 @@ describe('a signed-in caller of the OpenID provider', () => {
     });
     const body = (await raw.json()) as { type: string; error: { type: string; message: string } };
     expect(body).toMatchObject({ type: 'error', error: { type: 'permission_error' } });
-    expect(body.error.message).not.toContain(stranger.slice(0, 30));
+    expect(body.error.message).not.toContain(stranger.split('.')[2]);
     // A token of another signer with the same issuer and kid is a forgery.
     const [h, p] = stranger.split('.');
     const forged = `${h}.${p}.${Buffer.from('not the signature').toString('base64url')}`;
@@ -328,7 +328,7 @@ describe('a signed-in caller of the OpenID provider', () => {
     } finally {
       await oidc.start();
     }
-    expect(proxy.output()).not.toContain(unknown.slice(0, 40));
+    for (const t of [known, unknown]) expect(proxy.output()).not.toContain(t.split('.')[2]);
   }, 40_000);
 });
 

@@ -228,17 +228,31 @@ export async function authenticate(
   if (!caller) {
     return new ProxyError(401, 'authentication_error', 'invalid_api_key', 'the API key is not valid for this gateway');
   }
-  const expiresAt = caller.policy.expiresAt;
-  if (expiresAt !== undefined && expiresAt <= now) {
-    return new ProxyError(
-      401,
-      'authentication_error',
-      'expired_api_key',
-      `the API key expired at ${new Date(expiresAt).toISOString()}; ask for a new one`,
-    );
-  }
-  return caller;
+  return expiredRefusal(caller.policy, now) ?? caller;
 }
+
+/** The 401 of a key (or a profile) past its expiresAt; undefined while it lives. */
+export function expiredRefusal(policy: KeyPolicy, now: number): ProxyError | undefined {
+  const expiresAt = policy.expiresAt;
+  if (expiresAt === undefined || expiresAt > now) return undefined;
+  return new ProxyError(
+    401,
+    'authentication_error',
+    'expired_api_key',
+    `the API key expired at ${new Date(expiresAt).toISOString()}; ask for a new one`,
+  );
+}
+
+/**
+ * Whose rate a caller spends: an ApiKey's by its name (a rotated key keeps its rates), a token's
+ * caller its own by subject (a profile many people share is not one bucket for all of them).
+ */
+export const rateBucketOf = (caller: Caller): string =>
+  caller.identity
+    ? `sub:${caller.keyHashPrefix}`
+    : caller.policy.name
+      ? `key:${caller.policy.name}`
+      : caller.keyHashPrefix;
 
 /** Usage, analytics and tags a caller may read: its own team's, or all for an Admin. */
 export const readScope = (caller: Caller): { team?: string } =>

@@ -113,7 +113,9 @@ const b64 = (v: unknown) => Buffer.from(JSON.stringify(v)).toString('base64url')
 async function refusedAs(keys: ApiKeys, credential: string): Promise<[number, string]> {
   const got = await authenticate(keys, { authorization: `Bearer ${credential}` });
   if (!(got instanceof ProxyError)) throw new Error(`taken as ${JSON.stringify(got)}`);
-  expect(got.message).not.toContain(credential.slice(0, 40));
+  // Neither the claims nor the signature (the header is the same for every token of a key).
+  for (const part of credential.split('.').slice(1))
+    if (part.length >= 16) expect(got.message).not.toContain(part.slice(0, 40));
   return [got.status, got.code];
 }
 
@@ -242,6 +244,13 @@ describe('a token in place of a key', () => {
       served = true;
       published = [await publicJwk(first, 'k1')];
     }
+  });
+
+  it('verifies tokens that arrive together while the keys are first fetched', async () => {
+    const keys = keysWith();
+    const tokens = await Promise.all(['a', 'b', 'c', 'd', 'e'].map((sub) => token({ sub })));
+    const callers = await Promise.all(tokens.map((t) => authenticate(keys, { authorization: `Bearer ${t}` })));
+    expect(callers.filter((c) => c instanceof ProxyError)).toEqual([]);
   });
 
   it('keeps a verified token until it expires, and no longer', async () => {

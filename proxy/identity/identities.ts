@@ -28,6 +28,8 @@ const TAG_VALUE = /^[\x21-\x2b\x2d-\x7e]([\x20-\x2b\x2d-\x7e]{0,62}[\x21-\x2b\x2
 /** A caller an issuer vouched for: kept by token digest, or sealed in a pages session cookie. */
 export interface Verified {
   provider: string;
+  /** The provider's spec it was verified under (Provider.version): a changed provider checks again. */
+  version: string;
   identity: Identity;
   subjectHash: string;
   userTag?: Tag;
@@ -38,8 +40,8 @@ export interface Verified {
 interface Provider {
   resource: IdentityProvider;
   issuer: TrustedIssuer;
-  /** JSON of the spec: an unchanged provider keeps its issuer (and its cached keys) across updates. */
-  fingerprint: string;
+  /** A digest of the spec: an unchanged provider keeps its issuer (and its cached keys) across updates. */
+  version: string;
 }
 
 const hex = (text: string): string => hash('sha256', text, 'hex');
@@ -61,14 +63,21 @@ export class Identities {
       .sort((a, b) => (a.metadata.name ?? '').localeCompare(b.metadata.name ?? ''))
       .map((resource) => {
         const name = resource.metadata.name ?? '';
-        const fingerprint = JSON.stringify(resource.spec);
+        const version = hex(JSON.stringify(resource.spec)).slice(0, 16);
         const kept = old.get(name);
-        if (kept?.fingerprint !== fingerprint)
-          return { resource, fingerprint, issuer: trustedIssuer(resource, this.deps) };
+        if (kept?.version !== version) return { resource, version, issuer: trustedIssuer(resource, this.deps) };
         unchanged.add(name);
         return { ...kept, resource };
       });
     for (const [digest, v] of this.verified) if (!unchanged.has(v.provider)) this.verified.delete(digest);
+  }
+
+  /**
+   * Whether what a provider verified still stands: the provider is there, unchanged since. A token
+   * verified while the providers changed is checked again; a pages session of a changed one ends.
+   */
+  current(v: Verified): boolean {
+    return this.providers.some((p) => p.resource.metadata.name === v.provider && p.version === v.version);
   }
 
   get size(): number {
@@ -76,13 +85,9 @@ export class Identities {
   }
 
   /** The provider the pages sign people in with: the first (by name) with spec.pageSignIn. */
-  pageSignIn(): IdentityProvider | undefined {
-    return this.providers.find((x) => x.resource.spec.pageSignIn && x.resource.spec.issuer)?.resource;
-  }
-
-  /** Whether a provider of this name is still trusted (a pages session of a removed one ends). */
-  has(provider: string): boolean {
-    return this.providers.some((x) => x.resource.metadata.name === provider);
+  pageSignIn(): { resource: IdentityProvider; version: string } | undefined {
+    const p = this.providers.find((x) => x.resource.spec.pageSignIn && x.resource.spec.issuer);
+    return p ? { resource: p.resource, version: p.version } : undefined;
   }
 
   /** Where MCP clients sign in: the first provider (by name) with spec.mcpAuthorization. */
@@ -103,8 +108,11 @@ export class Identities {
       found = undefined;
     }
     if (!found) {
-      const fresh = await this.verify(token);
+      let fresh = await this.verify(token);
+      // The providers changed while it was checked (a fetch, a review): once more, under the new ones.
+      if (!(fresh instanceof Refused) && !this.current(fresh)) fresh = await this.verify(token);
       if (fresh instanceof Refused) return refusal(fresh.code);
+      if (!this.current(fresh)) return refusal('issuer_unreachable');
       found = fresh;
       this.remember(digest, found);
     }
@@ -130,7 +138,8 @@ export class Identities {
     if (typeof iss !== 'string') return new Refused('invalid_claims');
     let first: Refused | undefined;
     for (const p of this.providers) {
-      if ((await p.issuer.issuerUrl())?.replace(/\/$/, '') !== iss.replace(/\/$/, '')) continue;
+      // Exactly as jose checks it (OpenID Connect compares the issuer as a string).
+      if ((await p.issuer.issuerUrl()) !== iss) continue;
       const claims = await p.issuer.verify(token);
       if (claims instanceof Refused) {
         first ??= claims;
@@ -138,7 +147,8 @@ export class Identities {
       }
       const expMs = typeof claims.exp === 'number' ? claims.exp * 1000 : this.now();
       const reviewed = p.resource.spec.kubernetes?.verify === 'TokenReview';
-      const found = identified(p.resource, iss, claims, reviewed ? Math.min(expMs, this.now() + REVIEW_TTL_MS) : expMs);
+      const until = reviewed ? Math.min(expMs, this.now() + REVIEW_TTL_MS) : expMs;
+      const found = identified(p.resource, p.version, iss, claims, until);
       if (found instanceof Refused) {
         first ??= found;
         continue;
@@ -157,16 +167,18 @@ const withTag = (policy: KeyPolicy, tag: Tag): KeyPolicy => ({ ...policy, tags: 
  */
 export function identified(
   provider: IdentityProvider,
+  version: string,
   iss: string,
   claims: JWTPayload,
   until: number,
 ): Verified | Refused {
   const identity = identityOf(provider.spec, claims);
   if (identity instanceof Refused) return identity;
-  const subjectHash = hex(`${iss}\n${identity.subject}`).slice(0, 12);
+  const subjectHash = hex(`${iss}\n${identity.sub}`).slice(0, 12);
   const byName = provider.spec.subject?.inRecords === 'Name';
   return {
     provider: provider.metadata.name ?? '',
+    version,
     identity,
     subjectHash,
     ...(byName

@@ -1,5 +1,4 @@
 import type { JWTPayload } from 'jose';
-import { decodeJwt } from 'jose';
 import type { ClusterIssuerApi, TokenReviewStatus } from '../../crds/identity/cluster-issuer.js';
 import { discoveryUrl } from '../../crds/identity/get-json.js';
 import type { IdentityProvider } from '../../crds/identity-provider.js';
@@ -42,6 +41,7 @@ function discovered(
   let triedAt = Number.NEGATIVE_INFINITY;
   let inFlight: Promise<string | undefined> | undefined;
   return (): Promise<string | undefined> => {
+    if (inFlight) return inFlight;
     if (value !== undefined || now() - triedAt < DISCOVERY_COOLDOWN_MS) return Promise.resolve(value);
     inFlight ??= (async () => {
       triedAt = now();
@@ -105,35 +105,38 @@ function clusterIssuer(ip: IdentityProvider, deps: IssuerDeps): TrustedIssuer {
     (err) => deps.onError?.(name, 'discovery', err),
   );
   const audiences = ip.spec.audiences;
-  if (ip.spec.kubernetes?.verify === 'TokenReview') {
-    return { issuerUrl, verify: (token) => reviewed(token, audiences, cluster, now) };
-  }
   const keys = new KeySet({ fetch: () => cluster.jwks(), now, onError: (err) => deps.onError?.(name, 'keys', err) });
+  const signed = async (token: string): Promise<JWTPayload | Refused> => {
+    const issuer = await issuerUrl();
+    if (!issuer) return new Refused('issuer_unreachable');
+    return verifyToken(token, {
+      issuer,
+      audiences,
+      clockSkewSeconds: ip.spec.clockSkewSeconds ?? 60,
+      keys: keys.resolve,
+      now,
+    });
+  };
+  if (ip.spec.kubernetes?.verify !== 'TokenReview') return { issuerUrl, verify: signed };
+  // The signature first: a forged token costs the API server nothing.
   return {
     issuerUrl,
     verify: async (token) => {
-      const issuer = await issuerUrl();
-      if (!issuer) return new Refused('issuer_unreachable');
-      return verifyToken(token, {
-        issuer,
-        audiences,
-        clockSkewSeconds: ip.spec.clockSkewSeconds ?? 60,
-        keys: keys.resolve,
-        now,
-      });
+      const claims = await signed(token);
+      return claims instanceof Refused ? claims : reviewed(token, claims, audiences, cluster);
     },
   };
 }
 
 /**
- * TokenReview: the API server checks the token (signature, audience, and that its pod and
- * ServiceAccount still exist). Its exp, read unverified, only bounds how long the answer is kept.
+ * TokenReview of a token whose signature verified: the API server checks it again, and that its pod
+ * and ServiceAccount still exist.
  */
 async function reviewed(
   token: string,
+  claims: JWTPayload,
   audiences: string[],
   cluster: ClusterIssuerApi,
-  now: () => number,
 ): Promise<JWTPayload | Refused> {
   let status: TokenReviewStatus;
   try {
@@ -144,9 +147,7 @@ async function reviewed(
   const username = status.user?.username;
   if (!status.authenticated || !username) return new Refused('token_rejected');
   if (!(status.audiences ?? []).some((a) => audiences.includes(a))) return new Refused('wrong_audience');
-  const claims = decodeJwt(token);
-  const exp = typeof claims.exp === 'number' ? claims.exp : Math.floor(now() / 1000) + 60;
-  return { ...claims, sub: username, exp };
+  return { ...claims, sub: username };
 }
 
 /** The issuer of an IdentityProvider, by how its tokens are checked. */

@@ -36,6 +36,8 @@ export class KeySet {
 
   /** The key for a token's header, for jose's jwtVerify; throws jose's JWKSNoMatchingKey when none. */
   readonly resolve: JWTVerifyGetKey = async (header, token) => {
+    // A fetch under way (the first, or one for a new kid) may bring this token's key: wait for it.
+    if (this.inFlight) await this.inFlight;
     if (this.wantsFetch(header.kid)) await this.refresh();
     if (!this.local) throw new KeysUnavailable();
     return this.local(header, token);

@@ -1,7 +1,7 @@
 import type { Hono } from 'hono';
 import * as oidc from 'openid-client';
 import type { IdentityProvider } from '../../crds/identity-provider.js';
-import type { Caller, KeyPolicy } from '../access/auth.js';
+import { type Caller, expiredRefusal, type KeyPolicy } from '../access/auth.js';
 import { ProxyError } from '../endpoints/errors.js';
 import { callerOf, type Identities, identified, type Verified } from './identities.js';
 import { originOf } from './protected-resource.js';
@@ -63,7 +63,11 @@ function configOf(ip: IdentityProvider, now: number): Promise<oidc.Configuration
   if (kept && now - kept.at < CONFIG_TTL_MS) return kept.config;
   // An http issuer is one the platform team configured on purpose (a provider inside the cluster).
   const insecure = issuer.startsWith('http:') ? { execute: [oidc.allowInsecureRequests] } : {};
-  const config = oidc.discovery(new URL(issuer), clientId, undefined, oidc.None(), insecure);
+  // The ID token's signature is checked too, not only trusted for coming over TLS.
+  const config = oidc.discovery(new URL(issuer), clientId, undefined, oidc.None(), insecure).then((c) => {
+    oidc.enableNonRepudiationChecks(c);
+    return c;
+  });
   configs.set(id, { at: now, config });
   config.catch(() => configs.delete(id));
   return config;
@@ -91,10 +95,12 @@ export function sessionCaller(cookieHeader: string | undefined, deps: PageSignIn
   if (!raw) return undefined;
   const session = deps.sealer.openValue(raw) as Session | undefined;
   const now = deps.now?.() ?? Date.now();
-  if (session?.k !== 'page' || !(session.v.until > now) || !deps.identities()?.has(session.v.provider)) {
+  // Ended: its time is up, or its provider is gone or changed (a removed group rule applies at once).
+  if (session?.k !== 'page' || !(session.v.until > now) || !deps.identities()?.current(session.v)) {
     return new ProxyError(401, 'authentication_error', 'session_expired', 'the pages session has ended; sign in again');
   }
-  return callerOf(session.v, deps.profileOf);
+  const caller = callerOf(session.v, deps.profileOf);
+  return caller instanceof ProxyError ? caller : (expiredRefusal(caller.policy, now) ?? caller);
 }
 
 /** GET /ui/sign-in, GET /ui/auth/callback, POST /ui/sign-out, GET /ui/session. */
@@ -114,7 +120,7 @@ export function pageSignInRoutes<E extends { Variables: { requestId: string } }>
   });
 
   app.get('/ui/sign-in', async (c) => {
-    const ip = deps.identities()?.pageSignIn();
+    const ip = deps.identities()?.pageSignIn()?.resource;
     if (!ip)
       throw new ProxyError(
         404,
@@ -151,8 +157,9 @@ export function pageSignInRoutes<E extends { Variables: { requestId: string } }>
   app.get(CALLBACK_PATH, async (c) => {
     const origin = originOf(c.req.raw.headers);
     const flow = deps.sealer.openValue(cookieOf(c.req.header('cookie'), FLOW_COOKIE) ?? '') as Flow | undefined;
-    const ip = deps.identities()?.pageSignIn();
-    if (flow?.k !== 'signin' || flow.until <= now() || !ip || ip.metadata.name !== flow.provider) {
+    const signIn = deps.identities()?.pageSignIn();
+    const ip = signIn?.resource;
+    if (flow?.k !== 'signin' || flow.until <= now() || !signIn || !ip || ip.metadata.name !== flow.provider) {
       throw new ProxyError(
         400,
         'invalid_request_error',
@@ -160,7 +167,9 @@ export function pageSignInRoutes<E extends { Variables: { requestId: string } }>
         'this sign-in has expired or was not started here; sign in again',
       );
     }
-    const config = await configOf(ip, now());
+    const config = await configOf(ip, now()).catch(() => {
+      throw refusal('issuer_unreachable');
+    });
     const query = new URL(c.req.url).search;
     let claims: oidc.IDToken | undefined;
     try {
@@ -175,7 +184,9 @@ export function pageSignInRoutes<E extends { Variables: { requestId: string } }>
       const why = err instanceof Error ? err.message.slice(0, 200) : 'the provider refused the sign-in';
       throw new ProxyError(401, 'authentication_error', 'sign_in_failed', `the sign-in did not complete: ${why}`);
     }
-    const found = claims ? identified(ip, claims.iss, claims, now() + SESSION_MS) : new Refused('invalid_claims');
+    const found = claims
+      ? identified(ip, signIn.version, claims.iss, claims, now() + SESSION_MS)
+      : new Refused('invalid_claims');
     if (found instanceof Refused) throw refusal(found.code);
     const session: Session = { k: 'page', v: found };
     c.header('set-cookie', setCookie(SESSION_COOKIE, deps.sealer.sealValue(session), origin, SESSION_MS));

@@ -14,8 +14,10 @@ const SA_PREFIX = 'system:serviceaccount:';
 export interface Identity {
   /** The ApiKey whose grants apply. */
   profile: string;
-  /** The subject as the provider's subject claim gives it. */
+  /** The subject as the provider's subject claim gives it (the tag user:<subject>). */
   subject: string;
+  /** The token's sub: with the issuer, who the caller is (claims such as email can change hands). */
+  sub: string;
 }
 
 /** A ServiceAccount's namespace and name from a token's subject (system:serviceaccount:<ns>:<name>). */
@@ -57,12 +59,12 @@ export function identityOf(spec: IdentityProviderSpec, claims: JWTPayload): Iden
     return new Refused('invalid_claims');
   }
   const rule = spec.profiles?.find((r) => holds(r, claims, sub));
-  if (rule) return { profile: rule.apiKey, subject: named };
+  if (rule) return { profile: rule.apiKey, subject: named, sub };
   const claim = spec.profileClaim;
   if (claim) {
     const [value, ...more] = claimValues(claims, claim.name);
     if (value !== undefined && more.length === 0 && claim.allowed.includes(value))
-      return { profile: value, subject: named };
+      return { profile: value, subject: named, sub };
   }
   return new Refused('no_profile');
 }

@@ -9,6 +9,8 @@ import type { IncomingHttpHeaders } from 'node:http';
 
 export const METADATA_PATH = '/.well-known/oauth-protected-resource';
 
+const HOST = /^[A-Za-z0-9.-]{1,253}(:[0-9]{1,5})?$|^\[[0-9A-Fa-f:.]{2,45}\](:[0-9]{1,5})?$/;
+
 /** Where MCP clients sign in: an IdentityProvider with spec.mcpAuthorization. */
 export interface AuthorizationServer {
   issuer: string;
@@ -22,7 +24,8 @@ export function originOf(headers: IncomingHttpHeaders | Headers): string {
     return (Array.isArray(v) ? v[0] : (v ?? undefined))?.split(',')[0]?.trim() || undefined;
   };
   const proto = get('x-forwarded-proto') === 'https' ? 'https' : 'http';
-  const host = get('x-forwarded-host') ?? get('host') ?? 'localhost';
+  // A host name, IPv4 or [IPv6] address and port only: nothing else reaches a header or a URL.
+  const host = [get('x-forwarded-host'), get('host')].find((h) => h !== undefined && HOST.test(h)) ?? 'localhost';
   return `${proto}://${host}`;
 }
 

@@ -1,4 +1,4 @@
-import type { Caller } from '../access/auth.js';
+import { type Caller, rateBucketOf } from '../access/auth.js';
 import type { RateLimit, RateLimiter } from '../access/rate-limit.js';
 import type { Tag } from '../endpoints/tags.js';
 import type { ProxyMetrics } from '../telemetry/metrics.js';
@@ -69,10 +69,8 @@ const STATUS_OF: Readonly<Record<string, number>> = {
 
 const UNKNOWN_TOOL = 'unknown';
 
-function toolBucket(caller: Caller, server: string, tool: string): string {
-  const who = caller.policy.name ? `key:${caller.policy.name}` : caller.keyHashPrefix;
-  return `mcp:${who}:${server}:${tool}`;
-}
+const toolBucket = (caller: Caller, server: string, tool: string): string =>
+  `mcp:${rateBucketOf(caller)}:${server}:${tool}`;
 
 /** Whether the key may call the tool now; the seconds to wait when not. */
 export async function admitToolCall(deps: ToolCallDeps, caller: Caller, server: string, tool: string): Promise<number> {

@@ -164,6 +164,12 @@ function metadataAnswer(headers: Headers, suffix: string, as: AuthorizationServe
   if (!as || !where || where.server === '') throw notFound('GET', path);
   const resource = where.server ? `/mcp/${where.server}` : '/mcp';
   return new Response(JSON.stringify(resourceMetadata(originOf(headers), resource, as)), {
-    headers: { 'content-type': 'application/json', 'access-control-allow-origin': '*', 'cache-control': 'max-age=300' },
+    headers: {
+      'content-type': 'application/json',
+      'access-control-allow-origin': '*',
+      'cache-control': 'max-age=300',
+      // The resource is the URL the client called: a cache keeps one answer per host it was called at.
+      vary: 'Host, X-Forwarded-Host, X-Forwarded-Proto',
+    },
   });
 }
