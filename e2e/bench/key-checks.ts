@@ -1,10 +1,12 @@
+import { exportJWK, generateKeyPair, SignJWT } from 'jose';
 import { Agent, request } from 'undici';
 import type { ApiKey } from '../../crds/api-key.js';
 import type { ModelDeployment } from '../../crds/model-deployment.js';
-import { ApiKeys, policyOf, sha256 } from '../../proxy/access/auth.js';
+import { ApiKeys, keyPolicy, policyOf, sha256 } from '../../proxy/access/auth.js';
 import { BudgetGuard } from '../../proxy/access/budgets.js';
 import type { RateLimiter } from '../../proxy/access/rate-limit.js';
 import { RedisRateLimiter } from '../../proxy/access/redis-rate-limit.js';
+import { Identities } from '../../proxy/identity/identities.js';
 import { buildRoutes, RouteTable } from '../../proxy/serving/routes.js';
 import { ProxyMetrics } from '../../proxy/telemetry/metrics.js';
 import { OpenAICompatibleUpstream } from '../../proxy/upstreams/openai-compatible.js';
@@ -21,13 +23,15 @@ import { startGateway, type TestGateway } from '../support/gateway.js';
  *   keys        an ApiKey among 1,000 (digest lookup), with a request rate, tokens per minute, a
  *               key budget and a tag budget: limits in this replica
  *   keys+redis  the same with the limits in a real redis-server (one round trip per request)
+ *   token       a JWT (RS256) of an IdentityProvider in place of the key, its profile that ApiKey:
+ *               verified once, then a digest and a lookup per request
  * Prints p50/p99 and what each adds over plain, with PASS/FAIL per target.
  * Run: npx tsx e2e/bench/key-checks.ts [requests]
  */
 
 const N = Number(process.argv.find((a) => /^\d+$/.test(a)) ?? 3000);
 const WARMUP = 300;
-const TARGETS = { keys: 0.2, 'keys+redis': 1 };
+const TARGETS = { keys: 0.2, 'keys+redis': 1, token: 0.2 };
 
 const percentile = (sorted: number[], p: number) =>
   sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))] ?? Number.NaN;
@@ -57,11 +61,34 @@ const apiKey = (i: number, key: string): ApiKey => ({
   status: { digest: `sha256:${sha256(key).toString('hex')}` },
 });
 const keys = ApiKeys.fromKeys(['sk-plain']);
+const teamKeys = Array.from({ length: 1000 }, (_, i) => apiKey(i, i === 500 ? 'sk-team' : `sk-other-${i}`));
 keys.setManaged(
-  Array.from({ length: 1000 }, (_, i) => apiKey(i, i === 500 ? 'sk-team' : `sk-other-${i}`)).flatMap(
-    (ak) => policyOf(ak) ?? [],
-  ),
+  teamKeys.flatMap((ak) => policyOf(ak) ?? []),
+  teamKeys.map(keyPolicy),
 );
+// An issuer whose tokens stand for team-500's grants (its keys given in place, no network).
+const signer = await generateKeyPair('RS256');
+const jwk = { ...(await exportJWK(signer.publicKey)), kid: 'bench', alg: 'RS256' };
+keys.identities = new Identities({ getJson: async () => ({ keys: [jwk] }) });
+keys.identities.set([
+  {
+    apiVersion: 'ai.platform/v1beta1',
+    kind: 'IdentityProvider',
+    metadata: { name: 'bench' },
+    spec: {
+      issuer: 'https://issuer.bench.invalid',
+      jwksUri: 'https://issuer.bench.invalid/jwks',
+      audiences: ['bench'],
+      profiles: [{ apiKey: 'team-500', claim: { name: 'groups', values: ['bench'] } }],
+    },
+  },
+]);
+const token = await new SignJWT({ sub: 'alice', groups: ['bench'] })
+  .setProtectedHeader({ alg: 'RS256', kid: 'bench' })
+  .setIssuer('https://issuer.bench.invalid')
+  .setAudience('bench')
+  .setExpirationTime('2h')
+  .sign(signer.privateKey);
 const store = new SqliteUsageStore(':memory:');
 const budgets = new BudgetGuard(store, () => keys.policies(), { refreshMs: 60_000 });
 budgets.setTagBudgets([{ name: 'p', tag: { key: 'project', value: 'bench' }, usd: 1_000_000, period: 'Monthly' }]);
@@ -106,6 +133,7 @@ const modes = [
   ['plain', local.url, 'sk-plain'],
   ['keys', local.url, 'sk-team'],
   ['keys+redis', shared.url, 'sk-team'],
+  ['token', local.url, token],
 ] as const;
 const times: Record<string, number[]> = Object.fromEntries(modes.map(([m]) => [m, []]));
 for (const [, url, key] of modes) for (let i = 0; i < WARMUP; i++) await once(url, key);
