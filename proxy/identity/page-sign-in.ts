@@ -25,7 +25,7 @@ const DEFAULT_SCOPES = ['openid', 'profile', 'email'];
 const CONFIG_TTL_MS = 600_000;
 
 /** What seals and opens the cookies: proxy/mcp/session.ts SessionSealer. */
-export interface Sealer {
+interface Sealer {
   sealValue(value: unknown): string;
   openValue(token: string): unknown;
 }

@@ -30,7 +30,7 @@ export function originOf(headers: IncomingHttpHeaders | Headers): string {
 }
 
 /** The metadata URL of an MCP path (RFC 9728 section 3.1: the well-known path before the resource's). */
-export const metadataUrl = (origin: string, mcpPath: string): string => `${origin}${METADATA_PATH}${mcpPath}`;
+const metadataUrl = (origin: string, mcpPath: string): string => `${origin}${METADATA_PATH}${mcpPath}`;
 
 /** The Protected Resource Metadata of the MCP resource at `resourcePath` (/mcp or /mcp/<server>). */
 export function resourceMetadata(
