@@ -25,13 +25,14 @@ import { startGateway, type TestGateway } from '../support/gateway.js';
  *   keys+redis  the same with the limits in a real redis-server (one round trip per request)
  *   token       a JWT (RS256) of an IdentityProvider in place of the key, its profile that ApiKey:
  *               verified once, then a digest and a lookup per request
+ *   token-first a new token on every request (another subject each): its signature checked each time
  * Prints p50/p99 and what each adds over plain, with PASS/FAIL per target.
  * Run: npx tsx e2e/bench/key-checks.ts [requests]
  */
 
 const N = Number(process.argv.find((a) => /^\d+$/.test(a)) ?? 3000);
 const WARMUP = 300;
-const TARGETS = { keys: 0.2, 'keys+redis': 1, token: 0.2 };
+const TARGETS = { keys: 0.2, 'keys+redis': 1, token: 0.2, 'token-first': 0.5 };
 
 const percentile = (sorted: number[], p: number) =>
   sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))] ?? Number.NaN;
@@ -83,12 +84,18 @@ keys.identities.set([
     },
   },
 ]);
-const token = await new SignJWT({ sub: 'alice', groups: ['bench'] })
-  .setProtectedHeader({ alg: 'RS256', kid: 'bench' })
-  .setIssuer('https://issuer.bench.invalid')
-  .setAudience('bench')
-  .setExpirationTime('2h')
-  .sign(signer.privateKey);
+const tokenOf = (sub: string) =>
+  new SignJWT({ sub, groups: ['bench'] })
+    .setProtectedHeader({ alg: 'RS256', kid: 'bench' })
+    .setIssuer('https://issuer.bench.invalid')
+    .setAudience('bench')
+    .setExpirationTime('2h')
+    .sign(signer.privateKey);
+const token = await tokenOf('alice');
+// Signed before the runs: one per request of token-first, none seen before it is sent.
+const fresh = await Promise.all(Array.from({ length: N + WARMUP }, (_, i) => tokenOf(`caller-${i}`)));
+let nextFresh = 0;
+const freshToken = () => fresh[nextFresh++] ?? token;
 const store = new SqliteUsageStore(':memory:');
 const budgets = new BudgetGuard(store, () => keys.policies(), { refreshMs: 60_000 });
 budgets.setTagBudgets([{ name: 'p', tag: { key: 'project', value: 'bench' }, usd: 1_000_000, period: 'Monthly' }]);
@@ -134,11 +141,13 @@ const modes = [
   ['keys', local.url, 'sk-team'],
   ['keys+redis', shared.url, 'sk-team'],
   ['token', local.url, token],
+  ['token-first', local.url, freshToken],
 ] as const;
+const keyOf = (key: string | (() => string)) => (typeof key === 'function' ? key() : key);
 const times: Record<string, number[]> = Object.fromEntries(modes.map(([m]) => [m, []]));
-for (const [, url, key] of modes) for (let i = 0; i < WARMUP; i++) await once(url, key);
+for (const [, url, key] of modes) for (let i = 0; i < WARMUP; i++) await once(url, keyOf(key));
 // Interleaved, so drift on the machine falls on every mode alike.
-for (let i = 0; i < N; i++) for (const [mode, url, key] of modes) times[mode]?.push(await once(url, key));
+for (let i = 0; i < N; i++) for (const [mode, url, key] of modes) times[mode]?.push(await once(url, keyOf(key)));
 const rows = modes.map(([mode]) => {
   const t = (times[mode] ?? []).sort((a, b) => a - b);
   return { mode, p50_ms: +percentile(t, 50).toFixed(3), p99_ms: +percentile(t, 99).toFixed(3) };
