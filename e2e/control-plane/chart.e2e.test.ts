@@ -731,6 +731,14 @@ describe('Helm chart', () => {
     expect(can('proxy', 'watch', 'routingpolicies.ai.platform', '-n', 'platform-agent')).toBe('yes');
     expect(can('proxy', 'patch', 'routingpolicies.ai.platform', '-n', 'platform-agent')).toBe('no');
     expect(can('proxy', 'watch', 'configmaps', '-n', 'platform-agent')).toBe('yes');
+    // IdentityProviders: the operator writes Ready; the proxy reads them and may ask TokenReview
+    // (the built-in system:auth-delegator), but may not change them.
+    expect(
+      can('operator', 'patch', 'identityproviders.ai.platform', '--subresource=status', '-n', 'platform-agent'),
+    ).toBe('yes');
+    expect(can('proxy', 'watch', 'identityproviders.ai.platform', '-n', 'platform-agent')).toBe('yes');
+    expect(can('proxy', 'patch', 'identityproviders.ai.platform', '-n', 'platform-agent')).toBe('no');
+    expect(can('proxy', 'create', 'tokenreviews.authentication.k8s.io')).toBe('yes');
     expect(can('proxy', 'get', 'configmaps/kube-root-ca.crt', '-n', 'platform-agent')).toBe('no');
     expect(can('proxy', 'list', 'configmaps', '-n', 'platform-llms')).toBe('no');
     expect(can('proxy', 'get', 'secrets', '-n', 'platform-llms')).toBe('no');

@@ -1,4 +1,4 @@
-import { execFile } from 'node:child_process';
+import { execFile, spawn } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -293,6 +293,54 @@ describe('a signed-in caller of the OpenID provider', () => {
       await browser.close();
     }
   }, 60_000);
+
+  it('signs a person in through Claude Code itself: `claude mcp login --no-browser`, then Connected, no static key', async () => {
+    const clients = installClients();
+    const home = mkdtempSync(join(tmpdir(), 'pao-claude-home-'));
+    const env = {
+      PATH: process.env.PATH ?? '',
+      HOME: home,
+      DISABLE_TELEMETRY: '1',
+      DISABLE_AUTOUPDATER: '1',
+      DISABLE_ERROR_REPORTING: '1',
+      CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC: '1',
+    };
+    const claude = async (...args: string[]) =>
+      (await promisify(execFile)(bin(clients, 'claude'), args, { cwd: home, env, encoding: 'utf8', timeout: 90_000 }))
+        .stdout;
+    try {
+      await claude('mcp', 'add', '--transport', 'http', 'gateway', `${proxy.base}/mcp`);
+      // Headless: Claude Code prints the provider's URL and takes the address the browser came back to.
+      // It asks for a terminal: script(1) gives it one (wide, so that the URL stays on one line).
+      const login = spawn(
+        'script',
+        [
+          '-qfec',
+          `stty cols 4000 rows 50; exec '${bin(clients, 'claude')}' mcp login gateway --no-browser`,
+          '/dev/null',
+        ],
+        { cwd: home, env },
+      );
+      let printed = '';
+      login.stdout.on('data', (d: Buffer) => {
+        printed += d.toString();
+      });
+      login.stderr.on('data', (d: Buffer) => {
+        printed += d.toString();
+      });
+      const exited = new Promise<number | null>((resolve) => login.once('exit', resolve));
+      const url = await expect
+        .poll(() => /(https?:\/\/127\.0\.0\.1:\d+\/auth\?\S+)/.exec(printed)?.[1], { timeout: 60_000 })
+        .toBeTruthy()
+        .then(() => /(https?:\/\/127\.0\.0\.1:\d+\/auth\?\S+)/.exec(printed)?.[1] ?? '');
+      const back = await oidc.signIn(url, 'alice');
+      login.stdin.write(`${back.href}\r`);
+      expect(await exited, printed).toBe(0);
+      expect(await claude('mcp', 'list')).toMatch(/gateway: .* - \S Connected/);
+    } finally {
+      rmSync(home, { recursive: true, force: true });
+    }
+  }, 180_000);
 
   it('opens an MCP session with its token and no static key', async () => {
     const token = await oidc.token('ci-ml');
