@@ -1,8 +1,7 @@
-import { execFile, spawn } from 'node:child_process';
+import { spawn } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { promisify } from 'node:util';
 import Anthropic from '@anthropic-ai/sdk';
 import {
   Client,
@@ -16,7 +15,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type OllamaDouble, startOllamaDouble } from '../doubles/ollama.js';
 import { type RunningServer, startEverything } from '../mcp/servers.js';
 import { GATEWAY_AUDIENCE, type OidcProvider, startOidcProvider } from '../oidc/provider.js';
-import { bin, installClients } from '../support/agent-clients.js';
+import { bin, claudeSandbox, installClients } from '../support/agent-clients.js';
 import { launchChromium } from '../support/browser.js';
 import { type ProxyProcess, routedModel, standaloneFiles, startProxyProcess } from '../support/proxy-process.js';
 
@@ -214,20 +213,8 @@ describe('a signed-in caller of the OpenID provider', () => {
   });
 
   it('sends Claude Code to the provider: `claude mcp list` finds where to sign in; with a token it connects', async () => {
-    const clients = installClients();
-    const home = mkdtempSync(join(tmpdir(), 'pao-claude-home-'));
-    const env = {
-      PATH: process.env.PATH ?? '',
-      HOME: home,
-      DISABLE_TELEMETRY: '1',
-      DISABLE_AUTOUPDATER: '1',
-      DISABLE_ERROR_REPORTING: '1',
-      CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC: '1',
-    };
-    // Asynchronously: the provider answers Claude Code's discovery from this process.
-    const claude = async (...args: string[]) =>
-      (await promisify(execFile)(bin(clients, 'claude'), args, { cwd: home, env, encoding: 'utf8', timeout: 90_000 }))
-        .stdout;
+    // Run asynchronously: the provider answers Claude Code's discovery from this process.
+    const { home, claude } = claudeSandbox(installClients());
     try {
       await claude('mcp', 'add', '--transport', 'http', 'gateway', `${proxy.base}/mcp`);
       const token = await oidc.token('mcp-agent');
@@ -296,18 +283,7 @@ describe('a signed-in caller of the OpenID provider', () => {
 
   it('signs a person in through Claude Code itself: `claude mcp login --no-browser`, then Connected, no static key', async () => {
     const clients = installClients();
-    const home = mkdtempSync(join(tmpdir(), 'pao-claude-home-'));
-    const env = {
-      PATH: process.env.PATH ?? '',
-      HOME: home,
-      DISABLE_TELEMETRY: '1',
-      DISABLE_AUTOUPDATER: '1',
-      DISABLE_ERROR_REPORTING: '1',
-      CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC: '1',
-    };
-    const claude = async (...args: string[]) =>
-      (await promisify(execFile)(bin(clients, 'claude'), args, { cwd: home, env, encoding: 'utf8', timeout: 90_000 }))
-        .stdout;
+    const { home, env, claude } = claudeSandbox(clients);
     try {
       await claude('mcp', 'add', '--transport', 'http', 'gateway', `${proxy.base}/mcp`);
       // Headless: Claude Code prints the provider's URL and takes the address the browser came back to.

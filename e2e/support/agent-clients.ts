@@ -39,6 +39,33 @@ export function installClients(): string {
 
 export const bin = (dir: string, name: 'claude' | 'codex') => join(dir, 'node_modules', '.bin', name);
 
+/**
+ * Claude Code in a fresh HOME, telemetry, updates and error reports off (`extraEnv` over that):
+ * `claude(...args)` runs it there, asynchronously, so that servers of this process can answer it.
+ */
+export interface ClaudeSandbox {
+  home: string;
+  env: Record<string, string>;
+  claude: (...args: string[]) => Promise<string>;
+}
+
+export function claudeSandbox(clients: string, extraEnv: Record<string, string> = {}): ClaudeSandbox {
+  const home = mkdtempSync(join(tmpdir(), 'pao-claude-home-'));
+  const env = {
+    PATH: process.env.PATH ?? '',
+    HOME: home,
+    DISABLE_TELEMETRY: '1',
+    DISABLE_AUTOUPDATER: '1',
+    DISABLE_ERROR_REPORTING: '1',
+    CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC: '1',
+    ...extraEnv,
+  };
+  const claude = async (...args: string[]) =>
+    (await promisify(execFile)(bin(clients, 'claude'), args, { cwd: home, env, encoding: 'utf8', timeout: 90_000 }))
+      .stdout;
+  return { home, env, claude };
+}
+
 /** What `claude -p --output-format json` prints. */
 export interface ClaudeRun {
   is_error: boolean;
@@ -73,19 +100,12 @@ export async function claudePrint(
     mcp?: ClaudeMcpServer[];
   },
 ): Promise<ClaudeRun> {
-  const home = mkdtempSync(join(tmpdir(), 'pao-claude-home-'));
-  const env = {
-    PATH: process.env.PATH ?? '',
-    HOME: home,
-    DISABLE_TELEMETRY: '1',
-    DISABLE_AUTOUPDATER: '1',
-    DISABLE_ERROR_REPORTING: '1',
-    CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC: '1',
+  const { home, env } = claudeSandbox(clients, {
     ANTHROPIC_BASE_URL: `${o.base}/anthropic`,
     ANTHROPIC_API_KEY: o.key,
     ANTHROPIC_DEFAULT_HAIKU_MODEL: o.model,
     ...o.env,
-  };
+  });
   const run = promisify(execFile);
   for (const m of o.mcp ?? []) {
     const headers = Object.entries(m.headers).flatMap(([k, v]) => ['--header', `${k}: ${v}`]);
