@@ -17,6 +17,7 @@ import { looksLikeJwt } from '../identity/token-shape.js';
 
 // One-shot hashing: no Hash object per request (createHash showed in the request path's profile).
 export const sha256 = (text: string): Buffer => hash('sha256', text, 'buffer');
+export const sha256Hex = (text: string): string => hash('sha256', text, 'hex');
 
 export interface KeyPolicy {
   /** The ApiKey's name; '' for a key of a keys file or the legacy Secret. */
@@ -156,7 +157,11 @@ export class ApiKeys {
   }
 
   verify(key: string): Caller | undefined {
-    const hex = hash('sha256', key, 'hex');
+    return this.verifyDigest(sha256Hex(key));
+  }
+
+  /** A key by its SHA-256 (hex), computed once by a caller that may need it again (a token's lookup). */
+  verifyDigest(hex: string): Caller | undefined {
     const policy = this.managed.get(hex) ?? this.legacy.get(hex);
     return policy ? { keyHashPrefix: hex.slice(0, 12), policy } : undefined;
   }
@@ -220,9 +225,10 @@ export async function authenticate(
         : 'no API key: send it as "X-API-Key: <key>" or "Authorization: Bearer <key>"',
     );
   }
-  let caller: Caller | ProxyError | undefined = keys.verify(key);
+  const digest = sha256Hex(key);
+  let caller: Caller | ProxyError | undefined = keys.verifyDigest(digest);
   if (!caller && keys.identities?.size && looksLikeJwt(key)) {
-    caller = await keys.identities.authenticate(key, (name) => keys.profile(name));
+    caller = await keys.identities.authenticate(key, digest, (name) => keys.profile(name));
     if (caller instanceof ProxyError) return caller;
   }
   if (!caller) {

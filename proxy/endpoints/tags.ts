@@ -13,6 +13,9 @@ const KEY = /^[A-Za-z0-9_.-]{1,64}$/;
 // Printable ASCII is 0x20-0x7e; the comma separates header items.
 const VALUE = /^[\x21-\x2b\x2d-\x7e]([\x20-\x2b\x2d-\x7e]{0,62}[\x21-\x2b\x2d-\x7e])?$/;
 
+/** Whether a text may be a tag's value as it is (a token subject's, proxy/identity/). */
+export const isTagValue = (value: string): boolean => VALUE.test(value);
+
 export interface Tag {
   key: string;
   value: string;

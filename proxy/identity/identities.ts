@@ -1,9 +1,8 @@
-import { hash } from 'node:crypto';
 import { decodeJwt, type JWTPayload } from 'jose';
 import type { IdentityProvider } from '../../crds/identity-provider.js';
-import type { Caller, KeyPolicy } from '../access/auth.js';
+import { type Caller, type KeyPolicy, sha256Hex } from '../access/auth.js';
 import type { ProxyError } from '../endpoints/errors.js';
-import type { Tag } from '../endpoints/tags.js';
+import { isTagValue, type Tag } from '../endpoints/tags.js';
 import { type IssuerDeps, type TrustedIssuer, trustedIssuer } from './issuers.js';
 import { type Identity, identityOf } from './profiles.js';
 import type { AuthorizationServer } from './protected-resource.js';
@@ -23,7 +22,6 @@ const MAX_VERIFIED = 10_000;
 /** TokenReview answers are kept at most this long (the point of it is noticing revoked tokens). */
 const REVIEW_TTL_MS = 60_000;
 const USER_TAG = 'user';
-const TAG_VALUE = /^[\x21-\x2b\x2d-\x7e]([\x20-\x2b\x2d-\x7e]{0,62}[\x21-\x2b\x2d-\x7e])?$/;
 
 /** A caller an issuer vouched for: kept by token digest, or sealed in a pages session cookie. */
 export interface Verified {
@@ -44,8 +42,6 @@ interface Provider {
   version: string;
 }
 
-const hex = (text: string): string => hash('sha256', text, 'hex');
-
 export class Identities {
   private providers: Provider[] = [];
   private verified = new Map<string, Verified>();
@@ -63,7 +59,7 @@ export class Identities {
       .sort((a, b) => (a.metadata.name ?? '').localeCompare(b.metadata.name ?? ''))
       .map((resource) => {
         const name = resource.metadata.name ?? '';
-        const version = hex(JSON.stringify(resource.spec)).slice(0, 16);
+        const version = sha256Hex(JSON.stringify(resource.spec)).slice(0, 16);
         const kept = old.get(name);
         if (kept?.version !== version) return { resource, version, issuer: trustedIssuer(resource, this.deps) };
         unchanged.add(name);
@@ -99,9 +95,13 @@ export class Identities {
   }
 
   /** The caller a token stands for under the profiles' grants, or the 401 or 403 that says why not. */
-  async authenticate(token: string, profileOf: (name: string) => KeyPolicy | undefined): Promise<Caller | ProxyError> {
+  async authenticate(
+    token: string,
+    /** The token's SHA-256 (hex), as the key lookup before this computed it. */
+    digest: string,
+    profileOf: (name: string) => KeyPolicy | undefined,
+  ): Promise<Caller | ProxyError> {
     if (Buffer.byteLength(token) > MAX_TOKEN_BYTES) return refusal('token_too_large');
-    const digest = hex(token);
     let found = this.verified.get(digest);
     if (found && found.until <= this.now()) {
       this.verified.delete(digest);
@@ -174,7 +174,7 @@ export function identified(
 ): Verified | Refused {
   const identity = identityOf(provider.spec, claims);
   if (identity instanceof Refused) return identity;
-  const subjectHash = hex(`${iss}\n${identity.sub}`).slice(0, 12);
+  const subjectHash = sha256Hex(`${iss}\n${identity.sub}`).slice(0, 12);
   const byName = provider.spec.subject?.inRecords === 'Name';
   return {
     provider: provider.metadata.name ?? '',
@@ -182,7 +182,7 @@ export function identified(
     identity,
     subjectHash,
     ...(byName
-      ? { userTag: { key: USER_TAG, value: TAG_VALUE.test(identity.subject) ? identity.subject : subjectHash } }
+      ? { userTag: { key: USER_TAG, value: isTagValue(identity.subject) ? identity.subject : subjectHash } }
       : {}),
     until,
   };
