@@ -42,6 +42,9 @@ export type Dialect = CallerDialect | 'bedrock-converse';
 /** The audience a workload's projected ServiceAccount token names to call the gateway (an IdentityProvider's spec.kubernetes). */
 export const TOKEN_AUDIENCE = 'platform-ai-optimizer';
 
+/** The operator's ServiceAccount (in platform-agent): the one caller whose token may write audit records. */
+export const OPERATOR_SERVICE_ACCOUNT = 'platform-ai-optimizer-operator';
+
 /** Namespace where model servers (ModelDeployments and what they own) live. */
 export const LLMS_NAMESPACE = 'platform-llms';
 /** Namespace of the proxy, the operator and ExternalProviders. */

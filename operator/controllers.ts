@@ -1,5 +1,6 @@
 import { AGENT_NAMESPACE } from '../crds/constants.js';
 import { apiKeyController } from './api-key/api-key-controller.js';
+import { AUDIT_RBAC } from './audit/audit-trail.js';
 import { budgetController } from './budget/budget-controller.js';
 import { externalProviderController } from './external-provider/external-provider-controller.js';
 import { identityProviderController } from './identity-provider/identity-provider-controller.js';
@@ -40,4 +41,5 @@ export const PROCESS_RBAC: readonly RbacRule[] = [
     verbs: ['get', 'create', 'update'],
     reason: 'leader election: one replica runs the controllers',
   },
+  ...AUDIT_RBAC,
 ];

@@ -6,6 +6,7 @@ import type { Cloud } from '../crds/catalog/catalog.js';
 import { AGENT_NAMESPACE, builtInEmbeddingOn, unsupportedNode } from '../crds/constants.js';
 import { parseEngineImages } from '../crds/engines/table.js';
 import { errorMessage, jsonLogger } from '../crds/observability/log.js';
+import { tokenFile } from './audit/audit-trail.js';
 import { type ModelCacheSetting, parseModelCache } from './model-deployment/model-cache.js';
 import { Operator } from './operator.js';
 
@@ -37,6 +38,15 @@ const { values } = parseArgs({
     'autoscale-interval-seconds': { type: 'string', default: process.env.AUTOSCALE_INTERVAL_SECONDS ?? '5' },
     // Outside a cluster (or to pin them): the proxies' metrics URLs, comma-separated.
     'proxy-load-urls': { type: 'string', default: process.env.PROXY_LOAD_URLS },
+    // The audit trail: the proxies' URL its records go to (none: no audit trail), the operator's
+    // token for them, and the webhook's Service (in platform-agent) and port.
+    'audit-proxy-url': { type: 'string', default: process.env.AUDIT_PROXY_URL },
+    'audit-token-file': {
+      type: 'string',
+      default: process.env.AUDIT_TOKEN_FILE ?? '/var/run/secrets/platform-ai-optimizer/token',
+    },
+    'audit-webhook-service': { type: 'string', default: process.env.AUDIT_WEBHOOK_SERVICE },
+    'audit-webhook-port': { type: 'string', default: process.env.AUDIT_WEBHOOK_PORT ?? '9443' },
   },
 });
 
@@ -88,6 +98,23 @@ const cluster = {
   region: values.region ?? '',
 };
 const identity = `${hostname()}-${process.pid}`;
+const webhookService = values['audit-webhook-service'];
+const audit = values['audit-proxy-url']
+  ? {
+      proxyUrl: values['audit-proxy-url'],
+      token: tokenFile(values['audit-token-file'] ?? ''),
+      webhook: webhookService
+        ? {
+            endpoint: { service: { namespace: AGENT_NAMESPACE, name: webhookService, port: 443 } },
+            port: Number(values['audit-webhook-port']),
+            names: [
+              `${webhookService}.${AGENT_NAMESPACE}.svc`,
+              `${webhookService}.${AGENT_NAMESPACE}.svc.cluster.local`,
+            ],
+          }
+        : (false as const),
+    }
+  : undefined;
 const operator = new Operator({
   kubeConfig: kc,
   cluster,
@@ -107,6 +134,7 @@ const operator = new Operator({
       ? false
       : { namespace: values['lease-namespace'] ?? AGENT_NAMESPACE, name: 'platform-ai-optimizer-operator', identity },
   logger: log,
+  ...(audit ? { audit } : {}),
 });
 // Process and Node.js runtime metrics under their standard names (process_*, nodejs_*).
 collectDefaultMetrics({ register: operator.registry });

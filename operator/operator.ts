@@ -12,6 +12,7 @@ import { KubeClient } from '../crds/kube/kube-client.js';
 import { errorMessage, jsonLogger, type Logger } from '../crds/observability/log.js';
 import { type MetricsServer, serveMetrics } from '../crds/observability/metrics-server.js';
 import type { CredentialProvider } from '../crds/providers/aws-credentials.js';
+import { type AuditTrailOptions, type RunningAuditTrail, startAuditTrail } from './audit/audit-trail.js';
 import { CONTROLLERS } from './controllers.js';
 import { managementApi } from './management-api.js';
 import type { ModelCacheSetting } from './model-deployment/model-cache.js';
@@ -73,6 +74,8 @@ export interface OperatorOptions {
   proxyLoadUrls?: string[];
   /** Whether the proxies run with the routing scorer's built-in embedding (Helm value routing.builtInEmbedding). Default true. */
   routingBuiltInEmbedding?: boolean;
+  /** The audit trail of changes to our objects (operator/audit/); none where absent. */
+  audit?: AuditTrailOptions;
 }
 
 /** A controller of one leadership term: its queue, and what runs once it started. */
@@ -100,6 +103,7 @@ export class Operator {
   private metricsServer: MetricsServer | undefined;
   private elector: LeaderElector | undefined;
   private term: Term | undefined;
+  private auditTrail: Promise<RunningAuditTrail | undefined> | undefined;
   private leading = false;
   private synced = false;
   private stopping = false;
@@ -151,6 +155,11 @@ export class Operator {
     for (const c of term?.controllers ?? []) term?.enqueueAll(c);
   }
 
+  /** The audit trail once it watches (undefined without one, or where it failed to start). */
+  audit(): Promise<RunningAuditTrail | undefined> {
+    return this.auditTrail ?? Promise.resolve(undefined);
+  }
+
   url(): string {
     const addr = this.server?.address() as AddressInfo | undefined;
     return `http://127.0.0.1:${addr?.port ?? 0}`;
@@ -180,6 +189,14 @@ export class Operator {
       ) as Server;
     });
     this.metricsServer = await serveMetrics(this.registry, this.opts.metricsPort ?? 0, '0.0.0.0');
+    // Not awaited: its watches list on their own, and an API server that refuses them is retried
+    // there without holding up the controllers.
+    if (this.opts.audit) {
+      this.auditTrail = startAuditTrail(this.client, this.opts.audit, this.log).catch((err: unknown) => {
+        this.log.error('audit trail not started', { error: errorMessage(err) });
+        return undefined;
+      });
+    }
     const le = this.opts.leaderElection;
     if (le === false || le === undefined) {
       await this.startLeading();
@@ -293,6 +310,7 @@ export class Operator {
     // this replica's reconciles has finished writing.
     await this.stopLeading();
     if (this.elector) await this.elector.stop();
+    await (await this.auditTrail)?.stop();
     await new Promise<void>((resolve) => (this.server ? this.server.close(() => resolve()) : resolve()));
     await this.metricsServer?.close();
   }

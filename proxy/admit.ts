@@ -33,6 +33,8 @@ export interface AdmitDeps {
   draining?: () => boolean;
   /** Told every authenticated caller (the ApiKey status writer notes the last use). */
   onCaller?: (caller: Caller) => void;
+  /** Told every caller refused its credentials (the audit trail, proxy/audit/gateway-audit.ts). */
+  onRefused?: (refusal: ProxyError, remote: string | undefined) => void;
 }
 
 const JSON_TYPE = /^application\/json\s*(;|$)/i;
@@ -57,7 +59,10 @@ export async function admitAtDoor(deps: AdmitDeps, door: DoorIncoming): Promise<
     apiKey: door.header('x-api-key'),
     authorization: door.header('authorization'),
   });
-  if (caller instanceof ProxyError) return caller;
+  if (caller instanceof ProxyError) {
+    deps.onRefused?.(caller, door.remote);
+    return caller;
+  }
   deps.onCaller?.(caller);
   const { policy } = caller;
   const bucket = rateBucketOf(caller);

@@ -13,6 +13,7 @@ import {
   SECRET_ACCESS_KEY_KEY,
 } from '../crds/constants.js';
 import type { ProviderType } from '../crds/external-provider.js';
+import { clusterIssuerApi } from '../crds/identity/cluster-issuer.js';
 import { getJson } from '../crds/identity/get-json.js';
 import { MCP_CLIENT_SECRET_KEY, MCP_TOKEN_KEY, mcpAuthProvider } from '../crds/mcp/auth.js';
 import { errorMessage, jsonLogger, type Logger } from '../crds/observability/log.js';
@@ -28,6 +29,8 @@ import { MemoryBudget } from './access/memory-budget.js';
 import { LocalRateLimiter, type RateLimit, type RateLimiter } from './access/rate-limit.js';
 import { RedisRateLimiter } from './access/redis-rate-limit.js';
 import type { AdmitDeps } from './admit.js';
+import { type OpenAudit, openAudit } from './audit/open.js';
+import { operatorWriter } from './audit/operator-writer.js';
 import { type BodyDeps, MAX_BODY_BYTES } from './body.js';
 import { type CallDeps, callOne } from './call.js';
 import { ENDPOINTS } from './endpoints/endpoints.js';
@@ -245,7 +248,8 @@ export async function composeGateway(config: GatewayConfig = {}, parts: Partial<
   routingPolicies.bind((p) => policies.set(p));
   await policies.ready();
 
-  const admission = admissionOf(config, parts, { keys, limiter, metrics, state, statusWriter });
+  const audit = openAudit(stack?.store, log);
+  const admission = admissionOf(config, parts, { keys, limiter, metrics, state, statusWriter, audit });
   const pipeline = createPipeline({
     ...admission,
     ...(tracer ? { tracer } : {}),
@@ -274,7 +278,18 @@ export async function composeGateway(config: GatewayConfig = {}, parts: Partial<
     ...(parts.pages !== false ? { pages: parts.pages ?? pagesRoutes() } : {}),
     ready,
     storedResponses: responses.stored,
-    sessions: { identities: () => keys.identities, sealer, profileOf: (name: string) => keys.profile(name) },
+    sessions: {
+      identities: () => keys.identities,
+      sealer,
+      profileOf: (name: string) => keys.profile(name),
+      audit: audit.gateway,
+    },
+    audit: {
+      rows: audit.rows,
+      gateway: audit.gateway,
+      // In a cluster the operator writes the Kubernetes changes, proven by its ServiceAccount token.
+      writer: resources.source && operatorWriter(clusterIssuerApi(resources.source.client)),
+    },
     onError: (err, requestId) => log.error('request failed', { requestId, error: errorMessage(err) }),
   });
   const mcp = mcpGateway(config, {
@@ -306,6 +321,7 @@ export async function composeGateway(config: GatewayConfig = {}, parts: Partial<
       await limiter.close?.();
       await gpuTime?.stop();
       await responses.close();
+      await audit.close();
       await stack?.close();
       await resources.source?.stop().catch(() => {});
       await signals.close();
@@ -321,9 +337,10 @@ function admissionOf(
   ctx: Pick<AdmitDeps, 'keys' | 'limiter' | 'metrics'> & {
     state: { closing: boolean };
     statusWriter: ReturnType<typeof accounting>['statusWriter'];
+    audit: OpenAudit;
   },
 ): AdmitDeps & BodyDeps {
-  const { keys, limiter, metrics, state, statusWriter } = ctx;
+  const { keys, limiter, metrics, state, statusWriter, audit } = ctx;
   return {
     keys,
     rateLimit: config.rateLimit ?? { requestsPerSecond: 0, burst: 1 },
@@ -335,6 +352,7 @@ function admissionOf(
       : {}),
     draining: () => state.closing,
     onCaller: (caller) => statusWriter?.used(caller.policy.name),
+    onRefused: (refusal, remote) => audit.gateway.refused(refusal, remote),
   };
 }
 

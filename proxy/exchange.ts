@@ -34,6 +34,8 @@ export interface DoorIncoming {
   signal: AbortSignal;
   /** A request that carries no body (MCP's DELETE and GET): admitted without a JSON type or memory for one. */
   bodyless?: boolean;
+  /** The caller's address, as the socket has it (what an audit record of a refusal says it came from). */
+  remote?: string | undefined;
 }
 
 /** A model endpoint's request (proxy/endpoints/endpoints.ts). */

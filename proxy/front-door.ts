@@ -84,6 +84,7 @@ export function createFrontDoor(
       header: headerOf(req),
       body: (limit, grow) => readBody(req, limit, limits.bodyTimeoutMs, grow),
       signal: gone.signal,
+      remote: req.socket.remoteAddress,
     });
     if (answer.durable) await answer.durable;
     // The caller left while the answer was made: it never reached them.
@@ -103,6 +104,7 @@ export function createFrontDoor(
       header: headerOf(req),
       body: (limit, grow) => readBody(req, limit, limits.bodyTimeoutMs, grow),
       signal: gone.signal,
+      remote: req.socket.remoteAddress,
       // Only a POST carries a message; DELETE ends a session, and anything else is refused by MCP.
       bodyless: req.method !== 'POST',
     });

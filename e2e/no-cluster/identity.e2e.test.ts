@@ -258,6 +258,10 @@ describe('a signed-in caller of the OpenID provider', () => {
         .poll(async () => Number((await page.getByTestId('total-requests').textContent())?.replace(/\D/g, '')))
         .toBeGreaterThan(0);
       expect(await page.getByTestId('error').isVisible()).toBe(false);
+      // The audit trail on the same page: this sign-in, by name, for team ml.
+      await expect
+        .poll(() => page.getByTestId('audit-table').textContent())
+        .toMatch(/alice \(token\)signed-inSession pages/);
       const cookies = await page.context().cookies(proxy.base);
       const session = cookies.find((c) => c.name === 'pao_session');
       expect(session).toMatchObject({ httpOnly: true, sameSite: 'Lax' });

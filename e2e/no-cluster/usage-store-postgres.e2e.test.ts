@@ -1,7 +1,9 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { postgresAuditRows } from '../../proxy/audit/postgres-audit-rows.js';
 import type { Tag } from '../../proxy/endpoints/tags.js';
 import { MIGRATIONS, PostgresUsageStore } from '../../proxy/usage/postgres-store.js';
 import { type Postgres, startPostgres } from '../postgres/server.js';
+import { auditRowsContract } from '../support/audit-rows-contract.js';
 import {
   expectRoutedAfterUpgrade,
   range,
@@ -22,7 +24,9 @@ let databases = 0;
 beforeAll(async () => {
   pg = await startPostgres();
 }, 60_000);
+const stores: PostgresUsageStore[] = [];
 afterAll(async () => {
+  for (const s of stores) await s.close();
   await pg?.destroy();
 });
 
@@ -34,6 +38,19 @@ usageStoreContract([
       pg?.psql(`CREATE DATABASE ${name}`);
       const url = pg?.url.replace(/\/postgres$/, `/${name}`) ?? '';
       return { store: await PostgresUsageStore.open(url), reopen: () => PostgresUsageStore.open(url) };
+    },
+  ],
+]);
+
+auditRowsContract([
+  [
+    'PostgreSQL',
+    async () => {
+      const name = `audit_${++databases}`;
+      pg?.psql(`CREATE DATABASE ${name}`);
+      const store = await PostgresUsageStore.open(pg?.url.replace(/\/postgres$/, `/${name}`) ?? '');
+      stores.push(store);
+      return postgresAuditRows(store.pool);
     },
   ],
 ]);

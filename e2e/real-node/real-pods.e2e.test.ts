@@ -407,6 +407,10 @@ describe.skipIf(SKIP)('real pods on a real node', () => {
       'usage.persistence.storageClass=real-node-usage',
       '--set',
       'modelCache.storageClassName=real-node-models',
+      // The API server runs outside the node's network, where no Service address routes: no audit
+      // webhook for it to call (e2e/control-plane/audit.e2e.test.ts runs the audit trail).
+      '--set',
+      'operator.audit.enabled=false',
       // The chart's default model server image, ollama/ollama:0.17.4, as an air-gapped cluster has it: unreachable.
     );
     await eventually('operator and proxy pods Ready', 300_000, () => {

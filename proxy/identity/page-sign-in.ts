@@ -1,8 +1,10 @@
-import type { Hono } from 'hono';
+import type { Context, Hono } from 'hono';
 import * as oidc from 'openid-client';
 import type { IdentityProvider } from '../../crds/identity-provider.js';
 import { type Caller, expiredRefusal, type KeyPolicy } from '../access/auth.js';
+import type { GatewayAudit } from '../audit/gateway-audit.js';
 import { ProxyError } from '../endpoints/errors.js';
+import { remoteOf } from '../server/remote-address.js';
 import { callerOf, type Identities, identified, type Verified } from './identities.js';
 import { originOf } from './protected-resource.js';
 import { Refused, refusal } from './refusals.js';
@@ -35,6 +37,8 @@ export interface PageSignInDeps {
   sealer: Sealer;
   profileOf: (name: string) => KeyPolicy | undefined;
   now?: () => number;
+  /** Sign-ins, sign-outs and refused sign-ins go to the audit trail. */
+  audit?: GatewayAudit;
 }
 
 interface Flow {
@@ -155,6 +159,14 @@ export function pageSignInRoutes<E extends { Variables: { requestId: string } }>
   });
 
   app.get(CALLBACK_PATH, async (c) => {
+    try {
+      return await callback(c);
+    } catch (err) {
+      if (err instanceof ProxyError) deps.audit?.refused(err, remoteOf(c));
+      throw err;
+    }
+  });
+  const callback = async (c: Context<E>) => {
     const origin = originOf(c.req.raw.headers);
     const flow = deps.sealer.openValue(cookieOf(c.req.header('cookie'), FLOW_COOKIE) ?? '') as Flow | undefined;
     const signIn = deps.identities()?.pageSignIn();
@@ -188,13 +200,17 @@ export function pageSignInRoutes<E extends { Variables: { requestId: string } }>
       ? identified(ip, signIn.version, claims.iss, claims, now() + SESSION_MS)
       : new Refused('invalid_claims');
     if (found instanceof Refused) throw refusal(found.code);
+    const caller = callerOf(found, deps.profileOf);
+    if (!(caller instanceof ProxyError)) deps.audit?.signedIn(caller, remoteOf(c));
     const session: Session = { k: 'page', v: found };
     c.header('set-cookie', setCookie(SESSION_COOKIE, deps.sealer.sealValue(session), origin, SESSION_MS));
     c.header('set-cookie', setCookie(FLOW_COOKIE, '', origin, 0, '/ui/auth'), { append: true });
     return c.redirect(flow.back, 302);
-  });
+  };
 
   app.post('/ui/sign-out', (c) => {
+    const caller = sessionCaller(c.req.header('cookie'), deps);
+    if (caller) deps.audit?.signedOut(caller instanceof ProxyError ? undefined : caller, remoteOf(c));
     c.header('set-cookie', setCookie(SESSION_COOKIE, '', originOf(c.req.raw.headers), 0));
     return c.body(null, 204);
   });

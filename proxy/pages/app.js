@@ -123,6 +123,9 @@ const routingPanel = {
   report: 'routing report',
   none: 'No requests routed by a RoutingPolicy match these filters in this range.',
 };
+const auditTable = el('audit-table', HTMLTableElement);
+const auditEmpty = el('audit-empty', HTMLElement);
+const auditExport = el('audit-export', HTMLButtonElement);
 // Only the Usage page has the in-cluster deployments' GPU time table.
 const deploymentTable = document.getElementById('deployment-table');
 const deploymentsEmpty = document.getElementById('deployments-empty');
@@ -717,6 +720,7 @@ async function load() {
       api(endpoint, query, controller.signal),
       sideReport('/v1/usage/routing', sideParams(filters, 'model'), controller.signal),
       sideReport('/v1/usage/tools', sideParams(filters), controller.signal),
+      loadAudit(filters, controller.signal),
     ]);
     const report = asReport(body);
     clearError();
@@ -739,6 +743,88 @@ async function load() {
   renderSide(toolsPanel, current?.tools ?? null);
   renderChart();
 }
+
+// ---- audit trail --------------------------------------------------------------------------------
+
+const AUDIT_ROWS = 50;
+
+/** @param {Filters} f @param {number} [limit] */
+function auditParams(f, limit) {
+  const q = new URLSearchParams({ since: f.from.toISOString(), until: f.to.toISOString() });
+  if (limit) q.set('limit', String(limit));
+  return q;
+}
+
+/** @param {unknown} r @returns {string[]} */
+function auditCells(r) {
+  if (!isObj(r)) return [];
+  const actor = isObj(r.actor) ? r.actor : {};
+  const target = isObj(r.target) ? r.target : {};
+  const who =
+    typeof actor.name === 'string' && actor.name !== '' ? `${actor.name} (${actor.kind})` : String(actor.kind ?? '');
+  const object = [target.kind, target.namespace, target.name]
+    .filter((v) => typeof v === 'string' && v !== '')
+    .join(' ');
+  const changed = Array.isArray(r.changed) ? r.changed.join(', ') : '';
+  const action =
+    typeof r.reason === 'string'
+      ? `${r.action} (${r.reason}${typeof r.count === 'number' ? ` ×${r.count}` : ''})`
+      : String(r.action ?? '');
+  const when = typeof r.at === 'string' ? new Date(r.at).toLocaleString() : '';
+  return [when, who, action, object, changed, typeof r.from === 'string' ? r.from : ''];
+}
+
+/** @param {unknown} body @param {string | null} error */
+function renderAudit(body, error) {
+  const tbody = auditTable.tBodies[0];
+  tbody?.replaceChildren();
+  const records = isObj(body) && Array.isArray(body.data) ? body.data : [];
+  for (const r of records) {
+    const tr = document.createElement('tr');
+    // Names come from Kubernetes users and callers: text, never HTML.
+    for (const text of auditCells(r)) {
+      const td = document.createElement('td');
+      td.textContent = text;
+      tr.append(td);
+    }
+    tbody?.append(tr);
+  }
+  auditEmpty.hidden = records.length > 0;
+  auditEmpty.textContent = error ?? 'No audit records in this range.';
+}
+
+/** @param {Filters} filters @param {AbortSignal} signal */
+function loadAudit(filters, signal) {
+  return api('/v1/audit', auditParams(filters, AUDIT_ROWS), signal).then(
+    (body) => renderAudit(body, null),
+    (err) => {
+      if (!signal.aborted) renderAudit(null, messageOf(err));
+    },
+  );
+}
+
+/** Every record of the range as NDJSON, downloaded (fetched with the key or session, then saved). */
+async function exportAudit() {
+  try {
+    const key = apiKeyInput.value.trim();
+    const res = await fetch(`/v1/audit?${auditParams(readFilters())}&format=ndjson`, {
+      headers: key === '' ? {} : { authorization: `Bearer ${key}` },
+      cache: 'no-store',
+    });
+    if (!res.ok)
+      throw new Error(
+        `/v1/audit failed (HTTP ${res.status}): ${errorMessage(await res.json().catch(() => null)) ?? res.statusText}`,
+      );
+    const link = document.createElement('a');
+    link.href = URL.createObjectURL(await res.blob());
+    link.download = 'audit.ndjson';
+    link.click();
+    URL.revokeObjectURL(link.href);
+  } catch (err) {
+    showError(messageOf(err));
+  }
+}
+auditExport.addEventListener('click', () => void exportAudit());
 
 // ---- tag suggestions ----------------------------------------------------------------------------
 

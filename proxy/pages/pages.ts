@@ -71,6 +71,8 @@ const ROUTING_COLUMNS: Field[] = [
 const ROUTING_NOTE =
   'Requests a RoutingPolicy sent to a cheaper model than the one asked for (or chose for model auto), by the model that served them, with the same tag and time filters. Escalation rate: the routed requests its cascade escalated. Routing savings: what the model asked for would have cost, less what was paid (escalations included); free-credit savings are counted apart.';
 
+const AUDIT_NOTE =
+  "Changes to the gateway's Kubernetes objects (who, what, before and after, secrets redacted), sign-ins, refused credentials and denied admin actions, newest first, in the range above (the newest 50 shown; Export gives them all). A User key sees its own team's records.";
 const TOOLS_NOTE =
   'Tool calls through the /mcp routes, by MCP server and tool, with the same tag and time filters. They are not counted in the model figures above (they use no tokens).';
 
@@ -286,6 +288,29 @@ function toolsPanel(): string {
 `;
 }
 
+/**
+ * The audit trail over the range (GET /v1/audit), on both pages: who changed what and when, sign-ins,
+ * refusals and denied admin actions. A User key sees its own team's records; an Admin every one.
+ */
+function auditPanel(): string {
+  return `
+    <section class="panel" aria-labelledby="audit-title">
+      <div class="panel-head">
+        <h2 id="audit-title">Audit trail</h2>
+        <button id="audit-export" data-testid="audit-export" type="button">Export (NDJSON)</button>
+      </div>
+      <div class="table-wrap">
+        <table id="audit-table" data-testid="audit-table">
+          <thead><tr><th scope="col">When</th><th scope="col">Who</th><th scope="col">Action</th><th scope="col">Object</th><th scope="col">Changed</th><th scope="col">From</th></tr></thead>
+          <tbody></tbody>
+        </table>
+      </div>
+      <p id="audit-empty" data-testid="audit-empty" class="note">Enter an API key and press Apply.</p>
+      <p class="note">${esc(AUDIT_NOTE)}</p>
+    </section>
+`;
+}
+
 function renderPage(page: PageSpec): string {
   const nav = [USAGE, ANALYTICS]
     .map(
@@ -373,7 +398,7 @@ ${FILTERS}
       <p id="table-empty" class="note">Enter an API key and press Apply.</p>
       <p class="note">${esc(COST_NOTE)}</p>
     </section>
-${deployments}${routingPanel()}${toolsPanel()}  </main>
+${deployments}${routingPanel()}${toolsPanel()}${auditPanel()}  </main>
 </body>
 </html>
 `;

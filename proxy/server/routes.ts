@@ -1,5 +1,7 @@
 import { Hono } from 'hono';
 import { type ApiKeys, authenticate, type Caller, readScope } from '../access/auth.js';
+import { type AuditRoutesDeps, auditRoutes } from '../audit/audit-routes.js';
+import type { GatewayAudit } from '../audit/gateway-audit.js';
 import type { CallerDialect } from '../endpoints/dialects.js';
 import { ENDPOINTS } from '../endpoints/endpoints.js';
 import { errorAnswer } from '../endpoints/error-answer.js';
@@ -37,6 +39,8 @@ export interface RoutesDeps {
   storedResponses?: StoredResponses;
   /** The pages' sign-in (proxy/identity/page-sign-in.ts): its routes, and its session cookie as a reader of the pages' data. */
   sessions?: PageSignInDeps;
+  /** The audit trail: its rows, the gateway's own records, and who may write (proxy/audit/). */
+  audit?: Omit<AuditRoutesDeps, 'reader' | 'audit'> & { gateway: GatewayAudit };
   /** Readiness: routes and keys loaded, not shutting down. */
   ready: () => boolean;
   onError?: (err: unknown, requestId: string) => void;
@@ -117,7 +121,10 @@ export function otherRoutes(deps: RoutesDeps): Hono<{ Variables: Vars }> {
       apiKey: header('x-api-key'),
       authorization: header('authorization'),
     });
-    if (found instanceof ProxyError) throw found;
+    if (found instanceof ProxyError) {
+      deps.audit?.gateway.refused(found, undefined);
+      throw found;
+    }
     return found;
   };
   // The pages read with a key, or with their sign-in's session cookie when no key is sent.
@@ -134,6 +141,13 @@ export function otherRoutes(deps: RoutesDeps): Hono<{ Variables: Vars }> {
     usageRoutes(app, deps.reports, async (headers) => readScope(await reader((n) => headers.get(n) ?? undefined)));
   if (deps.storedResponses)
     storedResponseRoutes(app, deps.storedResponses, (headers) => caller((n) => headers.get(n) ?? undefined));
+  if (deps.audit) {
+    auditRoutes(app, {
+      ...deps.audit,
+      audit: deps.audit.gateway,
+      reader: (headers) => reader((n) => headers.get(n) ?? undefined),
+    });
+  }
   if (deps.pages) app.route('/', deps.pages);
   modelListRoutes(app, {
     routes: deps.routes,
