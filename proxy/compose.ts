@@ -30,7 +30,6 @@ import { LocalRateLimiter, type RateLimit, type RateLimiter } from './access/rat
 import { RedisRateLimiter } from './access/redis-rate-limit.js';
 import type { AdmitDeps } from './admit.js';
 import { type OpenAudit, openAudit } from './audit/open.js';
-import { operatorWriter } from './audit/operator-writer.js';
 import { type BodyDeps, MAX_BODY_BYTES } from './body.js';
 import { type CallDeps, callOne } from './call.js';
 import { ENDPOINTS } from './endpoints/endpoints.js';
@@ -248,7 +247,8 @@ export async function composeGateway(config: GatewayConfig = {}, parts: Partial<
   routingPolicies.bind((p) => policies.set(p));
   await policies.ready();
 
-  const audit = openAudit(stack?.store, log);
+  // In a cluster the operator writes the Kubernetes changes, proven by its ServiceAccount token.
+  const audit = openAudit(stack?.store, log, resources.source && clusterIssuerApi(resources.source.client));
   const admission = admissionOf(config, parts, { keys, limiter, metrics, state, statusWriter, audit });
   const pipeline = createPipeline({
     ...admission,
@@ -278,18 +278,8 @@ export async function composeGateway(config: GatewayConfig = {}, parts: Partial<
     ...(parts.pages !== false ? { pages: parts.pages ?? pagesRoutes() } : {}),
     ready,
     storedResponses: responses.stored,
-    sessions: {
-      identities: () => keys.identities,
-      sealer,
-      profileOf: (name: string) => keys.profile(name),
-      audit: audit.gateway,
-    },
-    audit: {
-      rows: audit.rows,
-      gateway: audit.gateway,
-      // In a cluster the operator writes the Kubernetes changes, proven by its ServiceAccount token.
-      writer: resources.source && operatorWriter(clusterIssuerApi(resources.source.client)),
-    },
+    sessions: { identities: () => keys.identities, sealer, profileOf: (name: string) => keys.profile(name) },
+    audit: audit.routes,
     onError: (err, requestId) => log.error('request failed', { requestId, error: errorMessage(err) }),
   });
   const mcp = mcpGateway(config, {

@@ -19,6 +19,9 @@ describe('redact', () => {
       maxTokens: 10,
       bearerToken: 'abc',
       stdio: { env: [{ name: 'LOG', value: 'debug' }] },
+      assumeRole: { externalId: 'platform-ai-optimizer' },
+      url: 'https://bot:hunter2@mcp.example.com/mcp?token=abc',
+      plain: 'https://mcp.example.com/mcp',
     });
     expect(out).toEqual({
       auth: { method: 'APIKey', secretRef: REDACTED },
@@ -27,6 +30,9 @@ describe('redact', () => {
       maxTokens: 10,
       bearerToken: REDACTED,
       stdio: { env: [{ name: 'LOG', value: REDACTED }] },
+      assumeRole: { externalId: REDACTED },
+      url: `https://${REDACTED}@mcp.example.com/mcp?${REDACTED}`,
+      plain: 'https://mcp.example.com/mcp',
     });
   });
 });

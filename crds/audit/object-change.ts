@@ -12,11 +12,24 @@ export const REDACTED = '<redacted>';
 
 /**
  * Fields never shown, whatever their kind: names of Secrets (secretRef), key material, tokens,
- * passwords and credentials, ARNs and account ids (roleArn), and an McpServer's environment
- * values. `tokensPerMinute` and `maxTokens` are limits, not tokens: only a name ending in
- * `token` (or `Token`) counts.
+ * passwords and credentials, ARNs and account ids (roleArn), an AssumeRole's externalId, and an
+ * McpServer's environment values. `tokensPerMinute` and `maxTokens` are limits, not tokens: only
+ * a name ending in `token` (or `Token`) counts.
  */
-const SECRET_FIELD = /secret|password|credential|privatekey|(^|[a-z_])token$|arn$|accountid/i;
+const SECRET_FIELD = /secret|password|credential|privatekey|(^|[a-z_])token$|arn$|accountid|externalid/i;
+
+/** A URL's user and password, and its query (where servers take keys: ?token=, ?api_key=). */
+function withoutCredentials(value: string): string {
+  if (!/^[a-z][a-z0-9+.-]*:\/\//i.test(value)) return value;
+  try {
+    const url = new URL(value);
+    if (!url.username && !url.password && !url.search) return value;
+    const user = url.username || url.password ? `${REDACTED}@` : '';
+    return `${url.protocol}//${user}${url.host}${url.pathname}${url.search ? `?${REDACTED}` : ''}`;
+  } catch {
+    return value;
+  }
+}
 
 /** kubectl's copy of the whole last applied object: it would show every field a second time. */
 const LAST_APPLIED = 'kubectl.kubernetes.io/last-applied-configuration';
@@ -41,6 +54,7 @@ export function redact(value: unknown, field = ''): unknown {
     return value.map((e) => (isObject(e) ? { ...e, ...('value' in e ? { value: REDACTED } : {}) } : REDACTED));
   }
   if (Array.isArray(value)) return value.map((v) => redact(v));
+  if (typeof value === 'string') return withoutCredentials(value);
   if (!isObject(value)) return value;
   return Object.fromEntries(Object.entries(value).map(([k, v]) => [k, redact(v, k)]));
 }
@@ -130,7 +144,9 @@ export function changeOf(
   if (metaOf(obj).deletionTimestamp && !metaOf(old).deletionTimestamp) {
     return { id: `${uid}@deleted`, action: 'deleted', before, changed: ['metadata.deletionTimestamp'], ...common };
   }
-  const changed = changedPaths(content(old), content(obj)).map((p) => (p.startsWith('spec') ? p : `metadata.${p}`));
+  const changed = changedPaths(content(old), content(obj)).map((p) =>
+    (p.startsWith('spec') ? p : `metadata.${p}`).slice(0, 300),
+  );
   if (!changed.length) return undefined;
   return { id: `${uid}@${obj.metadata?.resourceVersion ?? ''}`, action: 'updated', before, after, changed, ...common };
 }

@@ -227,7 +227,8 @@ describe('the audit trail of the ai.platform objects', () => {
       body: '[]',
     });
     expect(forged.status).toBe(403);
-    const denied = await eventually('the denial recorded', 10_000, async () => (await audit('action=denied'))[0]);
+    // Denials are counted and written every 10 s.
+    const denied = await eventually('the denial recorded', 25_000, async () => (await audit('action=denied'))[0]);
     expect(denied).toMatchObject({
       actor: { kind: 'api-key' },
       reason: 'operator_only',

@@ -72,19 +72,34 @@ function objectKey(obj: KubeObject, request: AdmissionRequest): string {
   );
 }
 
-/** Admissions waiting for their change to be seen stored, kept at most `ttlMs` and 10,000 in all. */
+/** Admissions kept at most: each holds an actor of at most about 4 KiB. */
+const MAX_PENDING = 10_000;
+
+/** Admissions waiting for their change to be seen stored, kept at most `ttlMs` and MAX_PENDING in all. */
 export class Admissions {
   private readonly pending = new Map<string, Admission[]>();
+  private size = 0;
+  private swept = 0;
 
   constructor(private readonly ttlMs = 60_000) {}
 
   remember(object: string, admission: Admission): void {
-    this.sweep(admission.at);
+    if (admission.at - this.swept > 1_000) this.sweep(admission.at);
     const list = this.pending.get(object) ?? [];
     list.push(admission);
-    this.pending.set(object, list.slice(-20));
-    // Oldest first out: a flood of changes cannot hold more than this.
-    while (this.pending.size > 10_000) this.pending.delete(this.pending.keys().next().value ?? '');
+    this.size++;
+    if (list.length > 20) {
+      list.shift();
+      this.size--;
+    }
+    // Last seen last: the oldest objects leave first when a flood of changes passes the bound.
+    this.pending.delete(object);
+    this.pending.set(object, list);
+    while (this.size > MAX_PENDING) {
+      const [oldest, entries] = this.pending.entries().next().value ?? ['', []];
+      this.pending.delete(oldest);
+      this.size -= entries.length;
+    }
   }
 
   /**
@@ -98,6 +113,7 @@ export class Admissions {
       const i = list.findLastIndex((a) => (deleted ? a.operation === 'DELETE' : a.fingerprint === stored));
       if (i < 0) continue;
       const [found] = list.splice(i, 1);
+      this.size--;
       if (!list.length) this.pending.delete(key);
       return found;
     }
@@ -105,8 +121,10 @@ export class Admissions {
   }
 
   private sweep(now: number): void {
+    this.swept = now;
     for (const [key, list] of this.pending) {
       const live = list.filter((a) => now - a.at < this.ttlMs);
+      this.size -= list.length - live.length;
       if (live.length) this.pending.set(key, live);
       else this.pending.delete(key);
     }

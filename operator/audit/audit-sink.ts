@@ -9,6 +9,9 @@ import { errorMessage, type Logger } from '../../crds/observability/log.js';
  * the proxies cannot take them, at most `maxHeld`, oldest dropped first and counted.
  */
 
+/** A batch's JSON at most (the proxies take 8 MiB): one record of two 1.5 MiB objects still goes alone. */
+const BATCH_BYTES = 4 * 1024 * 1024;
+
 export interface AuditSinkOptions {
   /** The proxies' base URL (http://platform-ai-optimizer-proxy.platform-agent.svc:443). */
   url: string;
@@ -55,18 +58,43 @@ export class AuditSink {
     return this.sending;
   }
 
+  /** The next batch: up to MAX_AUDIT_BATCH records and BATCH_BYTES of JSON (at least one record). */
+  private nextBatch(): { records: number; body: string } {
+    const parts: string[] = [];
+    let bytes = 2;
+    for (const r of this.held.slice(0, MAX_AUDIT_BATCH)) {
+      const json = JSON.stringify(r);
+      if (parts.length && bytes + json.length + 1 > BATCH_BYTES) break;
+      parts.push(json);
+      bytes += json.length + 1;
+    }
+    return { records: parts.length, body: `[${parts.join(',')}]` };
+  }
+
   private async sendHeld(): Promise<void> {
     while (this.held.length) {
-      const batch = this.held.slice(0, MAX_AUDIT_BATCH);
+      const batch = this.nextBatch();
       try {
         const res = await fetch(new URL('/v1/audit', this.opts.url), {
           method: 'POST',
           headers: { 'content-type': 'application/json', authorization: `Bearer ${await this.opts.token()}` },
-          body: JSON.stringify(batch),
+          body: batch.body,
           signal: AbortSignal.timeout(10_000),
         });
+        // A batch the proxies will never take (a record not of the shape, or too large) is dropped,
+        // never retried ahead of every record after it.
+        if (res.status === 400 || res.status === 413) {
+          this.held.splice(0, batch.records);
+          this.opts.onDropped?.(batch.records);
+          this.opts.log.error('audit records refused by the proxies, dropped', {
+            records: batch.records,
+            status: res.status,
+            error: (await res.text()).slice(0, 300),
+          });
+          continue;
+        }
         if (!res.ok) throw new Error(`the proxies answered ${res.status}: ${(await res.text()).slice(0, 300)}`);
-        this.held.splice(0, batch.length);
+        this.held.splice(0, batch.records);
         this.failures = 0;
       } catch (err) {
         this.failures++;

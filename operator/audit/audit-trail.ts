@@ -109,7 +109,9 @@ export async function startAuditTrail(
       log.error('audit webhook not serving: changes are recorded without their author', { error: errorMessage(err) });
     }
   }
-  await watcher.start();
+  // Not awaited: a kind the API server will not list yet (RBAC, an outage) is retried by its
+  // informer, and must not hold up the webhook or the stop.
+  void watcher.start().catch((err: unknown) => log.error('audit watch not started', { error: errorMessage(err) }));
   sink.start();
   return {
     ...(webhook ? { webhookPort: webhook.port } : {}),

@@ -42,7 +42,7 @@ beforeEach(() => {
   app = new Hono();
   app.onError((err, c) =>
     err instanceof ProxyError
-      ? c.json({ error: { code: err.code, message: err.message } }, err.status)
+      ? c.json({ error: { code: err.code, message: err.message } }, err.status, err.headers)
       : c.text('bug', 500),
   );
   auditRoutes(app, {
@@ -53,7 +53,8 @@ beforeEach(() => {
       if (!found) throw new ProxyError(401, 'authentication_error', 'invalid_api_key', 'no');
       return found;
     },
-    writer: async (token) => token === 'operator-token',
+    writer: async (token) =>
+      token === 'operator-token' ? 'operator' : token === 'review-down' ? 'unavailable' : 'other',
   });
 });
 
@@ -91,12 +92,16 @@ describe('POST /v1/audit', () => {
     });
     expect(res.status).toBe(403);
     expect(((await res.json()) as { error: { code: string } }).error.code).toBe('operator_only');
-    expect((await post([], 'Bearer not-the-operator')).status).toBe(403);
+    for (let i = 0; i < 50; i++) expect((await post([], 'Bearer not-the-operator')).status).toBe(403);
+    // The API server not answering the TokenReview is no refusal: retry later.
+    const down = await post([], 'Bearer review-down');
+    expect([down.status, down.headers.get('retry-after')]).toEqual([503, '5']);
     await audit.flush();
     const { body } = await get('?action=denied');
-    expect(body.data.map((r) => [r.actor.name, r.reason, r.target.name])).toEqual([
-      ['', 'operator_only', 'POST /v1/audit'],
-      ['platform-admin', 'operator_only', 'POST /v1/audit'],
+    // Fifty anonymous attempts are one record with their count.
+    expect(body.data.map((r) => [r.actor.name, r.reason, r.target.name, r.count]).sort()).toEqual([
+      ['', 'operator_only', 'POST /v1/audit', 50],
+      ['platform-admin', 'operator_only', 'POST /v1/audit', 1],
     ]);
     expect((await get('?action=updated')).body.data).toEqual([]);
   });

@@ -6,6 +6,7 @@ import { ProxyError } from '../endpoints/errors.js';
 import { remoteOf } from '../server/remote-address.js';
 import type { AuditQuery, AuditRows } from './audit-rows.js';
 import type { GatewayAudit } from './gateway-audit.js';
+import type { WriterCheck } from './operator-writer.js';
 
 /**
  * GET /v1/audit: the audit trail, newest first, in pages (`next_cursor`), or all of it as NDJSON
@@ -20,12 +21,12 @@ export interface AuditRoutesDeps {
   /** The caller of a read: a key, a token or the pages' session. */
   reader: (headers: Headers) => Promise<Caller>;
   /** Whether a bearer token is the operator's; absent (no cluster): nobody writes records from outside. */
-  writer?: ((token: string) => Promise<boolean>) | undefined;
+  writer?: ((token: string) => Promise<WriterCheck>) | undefined;
 }
 
 const MAX_PAGE = 1_000;
 const MAX_EXPORT = 100_000;
-/** 500 records of a few KiB each, before and after included. */
+/** The operator's batches are at most 4 MiB (operator/audit/audit-sink.ts); one record of two 1.5 MiB objects fits. */
 const MAX_POST_BYTES = 8 * 1024 * 1024;
 const FILTERS = ['kind', 'namespace', 'name', 'actor', 'action', 'source', 'team'] as const;
 
@@ -115,8 +116,36 @@ export function auditRoutes<E extends Env>(app: Hono<E>, deps: AuditRoutesDeps):
     return c.json({ data, ...(last ? { next_cursor: cursorOf(last) } : {}) });
   });
 
+  // Who writes is checked before the body is read: nobody else makes the gateway read 8 MiB.
   app.post(
     '/v1/audit',
+    async (c, next) => {
+      const token = /^Bearer\s+(\S+)$/i.exec(c.req.header('authorization') ?? '')?.[1];
+      const check = token && deps.writer ? await deps.writer(token) : 'other';
+      if (check === 'unavailable') {
+        throw new ProxyError(
+          503,
+          'api_error',
+          'audit_writer_unverified',
+          'the API server did not answer the TokenReview; retry',
+          null,
+          {
+            'Retry-After': '5',
+          },
+        );
+      }
+      if (check === 'other') {
+        const caller = await deps.reader(c.req.raw.headers).catch(() => undefined);
+        deps.audit.denied(caller, { kind: 'Route', name: 'POST /v1/audit' }, 'operator_only', remoteOf(c));
+        throw new ProxyError(
+          403,
+          'permission_error',
+          'operator_only',
+          "audit records are written by the operator's ServiceAccount only",
+        );
+      }
+      await next();
+    },
     bodyLimit({
       maxSize: MAX_POST_BYTES,
       onError: () => {
@@ -129,17 +158,6 @@ export function auditRoutes<E extends Env>(app: Hono<E>, deps: AuditRoutesDeps):
       },
     }),
     async (c) => {
-      const token = /^Bearer\s+(\S+)$/i.exec(c.req.header('authorization') ?? '')?.[1];
-      if (!token || !deps.writer || !(await deps.writer(token))) {
-        const caller = await deps.reader(c.req.raw.headers).catch(() => undefined);
-        deps.audit.denied(caller, { kind: 'Route', name: 'POST /v1/audit' }, 'operator_only', remoteOf(c));
-        throw new ProxyError(
-          403,
-          'permission_error',
-          'operator_only',
-          "audit records are written by the operator's ServiceAccount only",
-        );
-      }
       const records = parseAuditRecords(await c.req.json().catch(() => undefined));
       if (typeof records === 'string')
         throw new ProxyError(400, 'invalid_request_error', 'invalid_audit_records', records);

@@ -1,10 +1,12 @@
 import Database from 'better-sqlite3';
+import type { ClusterIssuerApi } from '../../crds/identity/cluster-issuer.js';
 import type { Logger } from '../../crds/observability/log.js';
 import { PostgresUsageStore } from '../usage/postgres-store.js';
 import { SqliteUsageStore } from '../usage/sqlite-store.js';
 import type { UsageStore } from '../usage/store.js';
 import type { AuditRows } from './audit-rows.js';
 import { GatewayAudit } from './gateway-audit.js';
+import { operatorWriter, type WriterCheck } from './operator-writer.js';
 import { postgresAuditRows } from './postgres-audit-rows.js';
 import { sqliteAuditRows } from './sqlite-audit-rows.js';
 
@@ -17,6 +19,8 @@ import { sqliteAuditRows } from './sqlite-audit-rows.js';
 export interface OpenAudit {
   rows: AuditRows;
   gateway: GatewayAudit;
+  /** What GET and POST /v1/audit need beside the caller (proxy/server/routes.ts). */
+  routes: { rows: AuditRows; gateway: GatewayAudit; writer?: (token: string) => Promise<WriterCheck> };
   close(): Promise<void>;
 }
 
@@ -27,7 +31,13 @@ function rowsOf(store: UsageStore | undefined): { rows: AuditRows; own?: Databas
   return { rows: sqliteAuditRows(own), own };
 }
 
-export function openAudit(store: UsageStore | undefined, log: Logger, retentionDays = 400): OpenAudit {
+/** `cluster`: the API server, whose TokenReview says which token is the operator's (none standalone: nobody writes). */
+export function openAudit(
+  store: UsageStore | undefined,
+  log: Logger,
+  cluster?: Pick<ClusterIssuerApi, 'review'>,
+  retentionDays = 400,
+): OpenAudit {
   const { rows, own } = rowsOf(store);
   const gateway = new GatewayAudit(rows, log);
   const prune = () =>
@@ -39,6 +49,7 @@ export function openAudit(store: UsageStore | undefined, log: Logger, retentionD
   return {
     rows,
     gateway,
+    routes: { rows, gateway, ...(cluster ? { writer: operatorWriter(cluster) } : {}) },
     close: async () => {
       clearInterval(timer);
       await gateway.close();

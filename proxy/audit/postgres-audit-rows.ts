@@ -55,8 +55,14 @@ export function postgresAuditRows(pool: pg.Pool): AuditRows {
       if (!records.length) return;
       await ready();
       const values = records.map((_, r) => `(${AUDIT_COLUMNS.map((_c, i) => `$${r * n + i + 1}`).join(', ')})`);
-      // One statement, one row per id (ON CONFLICT cannot touch a row twice in one statement).
-      const unique = [...new Map(records.map((r) => [r.id, r])).values()];
+      // One statement, one row per id (ON CONFLICT cannot touch a row twice in one statement): of
+      // two records of one id, the one that knows its author, as the conflict rule keeps.
+      const byId = new Map<string, AuditRecord>();
+      for (const r of records) {
+        const seen = byId.get(r.id);
+        if (!seen || (seen.actor.kind === 'unknown' && r.actor.kind !== 'unknown')) byId.set(r.id, r);
+      }
+      const unique = [...byId.values()];
       const rows = unique.flatMap(auditRow);
       await pool.query(
         `INSERT INTO audit (${AUDIT_COLUMNS.join(', ')}) VALUES ${values.slice(0, unique.length).join(', ')} ${KEEP_KNOWN_AUTHOR}`,

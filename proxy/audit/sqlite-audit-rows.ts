@@ -4,7 +4,7 @@ import { AUDIT_COLUMNS, type AuditRows, auditRow, auditWhere, KEEP_KNOWN_AUTHOR 
 
 /**
  * Audit records in the usage file. Written on the calling thread: changes and sign-ins are few,
- * and refusals arrive aggregated per minute (proxy/audit/gateway-audit.ts).
+ * and refusals and denials arrive counted, every 10 s (proxy/audit/gateway-audit.ts).
  */
 
 const SCHEMA = `

@@ -210,7 +210,7 @@ export function pageSignInRoutes<E extends { Variables: { requestId: string } }>
 
   app.post('/ui/sign-out', (c) => {
     const caller = sessionCaller(c.req.header('cookie'), deps);
-    if (caller) deps.audit?.signedOut(caller instanceof ProxyError ? undefined : caller, remoteOf(c));
+    if (caller && !(caller instanceof ProxyError)) deps.audit?.signedOut(caller, remoteOf(c));
     c.header('set-cookie', setCookie(SESSION_COOKIE, '', originOf(c.req.raw.headers), 0));
     return c.body(null, 204);
   });

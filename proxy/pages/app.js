@@ -819,7 +819,8 @@ async function exportAudit() {
     link.href = URL.createObjectURL(await res.blob());
     link.download = 'audit.ndjson';
     link.click();
-    URL.revokeObjectURL(link.href);
+    // Some browsers start the download after click() returns: the URL lives a while.
+    setTimeout(() => URL.revokeObjectURL(link.href), 60_000);
   } catch (err) {
     showError(messageOf(err));
   }

@@ -136,7 +136,9 @@ export function otherRoutes(deps: RoutesDeps): Hono<{ Variables: Vars }> {
     if (session instanceof ProxyError) throw session;
     return session ?? caller(header);
   };
-  if (deps.pages && deps.sessions) pageSignInRoutes(app, deps.sessions);
+  if (deps.pages && deps.sessions) {
+    pageSignInRoutes(app, { ...deps.sessions, ...(deps.audit ? { audit: deps.audit.gateway } : {}) });
+  }
   if (deps.reports)
     usageRoutes(app, deps.reports, async (headers) => readScope(await reader((n) => headers.get(n) ?? undefined)));
   if (deps.storedResponses)
