@@ -6,6 +6,7 @@ import yaml from 'js-yaml';
 import { afterAll, describe, expect, inject, it } from 'vitest';
 import { loadCatalog, resolveModel } from '../../crds/catalog/catalog.js';
 import { LLMS_POD_SECURITY, MCP_SESSIONS_SECRET } from '../../crds/constants.js';
+import { WEBHOOK_TLS_SECRET } from '../../operator/audit/webhook-tls.js';
 import { desiredModelServer } from '../../operator/model-deployment/model-server.js';
 import { kubectl, kubectlOk } from '../support/kube.js';
 
@@ -224,14 +225,25 @@ describe('Helm chart', () => {
       };
     };
     expect(policy.spec.ingress.map((r) => r.ports.map((p) => p.port))).toEqual([[8080], [8080], [9090], [9090]]);
-    // The other proxy replicas, which pass on a client's next request for an MCP call (proxy/mcp/replica-forward.ts).
-    expect(policy.spec.ingress[1]?.from).toEqual([
-      {
+    // The other proxy replicas, which pass on a client's next request for an MCP call (proxy/mcp/replica-forward.ts),
+    // and the operator, which sends its audit records (POST /v1/audit).
+    expect(policy.spec.ingress[1]?.from).toEqual(
+      ['proxy', 'operator'].map((component) => ({
         podSelector: {
-          matchLabels: { 'app.kubernetes.io/instance': expect.any(String), 'app.kubernetes.io/component': 'proxy' },
+          matchLabels: { 'app.kubernetes.io/instance': expect.any(String), 'app.kubernetes.io/component': component },
         },
-      },
-    ]);
+      })),
+    );
+    // The operator's audit webhook: from anywhere unless networkPolicy.apiServerCidrs names the API server.
+    type Ingress = { from?: Array<{ ipBlock?: { cidr: string } }>; ports: Array<{ port: number }> };
+    const webhookRule = (o: Obj[]) =>
+      (
+        find(o, 'NetworkPolicy', 'platform-ai-optimizer-operator') as Obj & { spec: { ingress: Ingress[] } }
+      ).spec.ingress.find((r) => r.ports.some((p) => p.port === 9443));
+    expect(webhookRule(objs)?.from).toBeUndefined();
+    expect(
+      webhookRule(render('networkPolicy.enabled=true', 'networkPolicy.apiServerCidrs={10.0.0.0/24}'))?.from,
+    ).toEqual([{ ipBlock: { cidr: '10.0.0.0/24' } }]);
     expect(policy.spec.ingress[2]?.from[0]?.namespaceSelector).toEqual({
       matchLabels: { 'kubernetes.io/metadata.name': 'monitoring' },
     });
@@ -612,9 +624,11 @@ describe('Helm chart', () => {
       (objs.filter((o) => o.kind === 'Role' && o.metadata.name === name) as Role[])
         .flatMap((r) => r.rules)
         .filter((r) => r.resources.includes('secrets'));
-    // The operator writes ApiKeys' Secrets with verbs that return no data, and reads none.
+    // The operator writes ApiKeys' Secrets with verbs that return no data, and reads only its own
+    // audit webhook's certificate, by name.
     expect(secretRules(render(), 'platform-ai-optimizer-operator')).toEqual([
       { apiGroups: [''], resources: ['secrets'], verbs: ['create', 'delete'] },
+      { apiGroups: [''], resources: ['secrets'], resourceNames: [WEBHOOK_TLS_SECRET], verbs: ['get'] },
     ]);
     // The proxy: its keys' Secret and the key MCP sessions are sealed with (the operator makes it).
     for (const rule of secretRules(render(), 'platform-ai-optimizer-proxy')) {

@@ -1,4 +1,5 @@
-import { spawnSync } from 'node:child_process';
+import { spawn } from 'node:child_process';
+import { once } from 'node:events';
 import { readFileSync } from 'node:fs';
 import type { V1Container } from '@kubernetes/client-node';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -45,16 +46,23 @@ function serverContainer(d: ModelDeployment): V1Container {
 const envOf = (c: V1Container) => Object.fromEntries((c.env ?? []).map((e) => [e.name, e.value ?? '']));
 
 /** Runs an exec probe as the kubelet does: the command, the container's environment, a timeout. */
-function execProbe(c: V1Container, probe: 'startupProbe' | 'readinessProbe', env: Record<string, string>) {
+/**
+ * Runs a probe's command as the kubelet does, with its timeout. Apart, not with spawnSync: Ollama
+ * writes its log into a pipe this process drains, and a blocked event loop stops the draining,
+ * so a model load that logs more than the pipe holds would stall until the probe's timeout.
+ */
+async function execProbe(c: V1Container, probe: 'startupProbe' | 'readinessProbe', env: Record<string, string>) {
   const p = c[probe];
   const [cmd, ...args] = p?.exec?.command ?? [];
   if (!cmd) throw new Error(`${probe} is not an exec probe`);
   const started = performance.now();
-  const r = spawnSync(cmd, args, {
+  const child = spawn(cmd, args, {
     env: { PATH: process.env.PATH ?? '', ...env },
+    stdio: 'ignore',
     timeout: (p?.timeoutSeconds ?? 1) * 1000,
   });
-  return { code: r.status, ms: performance.now() - started };
+  const [code] = (await once(child, 'exit')) as [number | null];
+  return { code, ms: performance.now() - started };
 }
 
 /**
@@ -63,14 +71,14 @@ function execProbe(c: V1Container, probe: 'startupProbe' | 'readinessProbe', env
  * its timeout is not a failed start: CI once saw the first answer (it loads the model) take
  * longer than the 60 s timeout on a busy machine. The test's own budget bounds the tries.
  */
-function startupProbe(c: V1Container, env: Record<string, string>, budgetMs: number) {
+async function startupProbe(c: V1Container, env: Record<string, string>, budgetMs: number) {
   const p = c.startupProbe;
   const tries = p?.failureThreshold ?? 3;
   const deadline = performance.now() + budgetMs;
-  let last = execProbe(c, 'startupProbe', env);
+  let last = await execProbe(c, 'startupProbe', env);
   for (let i = 1; i < tries && last.code !== 0 && performance.now() < deadline; i++) {
-    spawnSync('sleep', [String(p?.periodSeconds ?? 10)]);
-    last = execProbe(c, 'startupProbe', env);
+    await new Promise((r) => setTimeout(r, (p?.periodSeconds ?? 10) * 1000));
+    last = await execProbe(c, 'startupProbe', env);
   }
   return last;
 }
@@ -116,10 +124,10 @@ describe('the operator’s model server container, run with the real Ollama bina
 
   it(
     'the startup and readiness probes pass once the model answers (the first one loads it)',
-    () => {
-      const startup = startupProbe(container, probeEnv, STARTUP_BUDGET_MS);
+    async () => {
+      const startup = await startupProbe(container, probeEnv, STARTUP_BUDGET_MS);
       expect(startup.code, ollama.output().slice(-4000)).toBe(0);
-      const ready = execProbe(container, 'readinessProbe', probeEnv);
+      const ready = await execProbe(container, 'readinessProbe', probeEnv);
       expect(ready.code, ollama.output().slice(-4000)).toBe(0);
       // The model was loaded and generated: Ollama lists it as running.
       return fetch(`${ollama.url}/api/ps`)
@@ -149,15 +157,15 @@ describe('the operator’s model server container, run with the real Ollama bina
   it(
     'readiness fails when the server does not have the model, and when the server is down',
     async () => {
-      expect(execProbe(container, 'readinessProbe', { ...probeEnv, MODEL: 'qwen2.5:0.5b' }).code).not.toBe(0);
+      expect((await execProbe(container, 'readinessProbe', { ...probeEnv, MODEL: 'qwen2.5:0.5b' })).code).not.toBe(0);
       await ollama.kill();
-      expect(execProbe(container, 'readinessProbe', probeEnv).code).not.toBe(0);
+      expect((await execProbe(container, 'readinessProbe', probeEnv)).code).not.toBe(0);
       await ollama.restart();
       // A restarted container is gated by its startup probe again (the kubelet runs readiness only
       // after it passes): the first answer reloads the model, which on a busy machine can take
       // longer than the readiness probe's timeout (CI once saw it run past 30 s).
-      expect(startupProbe(container, probeEnv, STARTUP_BUDGET_MS).code, ollama.output().slice(-4000)).toBe(0);
-      expect(execProbe(container, 'readinessProbe', probeEnv).code).toBe(0);
+      expect((await startupProbe(container, probeEnv, STARTUP_BUDGET_MS)).code, ollama.output().slice(-4000)).toBe(0);
+      expect((await execProbe(container, 'readinessProbe', probeEnv)).code).toBe(0);
     },
     STARTUP_BUDGET_MS + 60_000,
   );
