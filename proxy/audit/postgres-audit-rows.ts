@@ -1,5 +1,6 @@
 import type pg from 'pg';
 import type { AuditRecord } from '../../crds/audit/audit-record.js';
+import { schemaOnce } from '../usage/postgres-schema.js';
 import { AUDIT_COLUMNS, type AuditRows, auditRow, auditWhere, KEEP_KNOWN_AUTHOR } from './audit-rows.js';
 
 /**
@@ -28,27 +29,7 @@ const SCHEMA = `
 `;
 
 export function postgresAuditRows(pool: pg.Pool): AuditRows {
-  let made: Promise<void> | undefined;
-  const ready = () => {
-    made ??= (async () => {
-      const client = await pool.connect();
-      try {
-        await client.query('BEGIN');
-        await client.query('SELECT pg_advisory_xact_lock($1)', [LOCK]);
-        await client.query(SCHEMA);
-        await client.query('COMMIT');
-      } catch (err) {
-        await client.query('ROLLBACK').catch(() => {});
-        throw err;
-      } finally {
-        client.release();
-      }
-    })().catch((err: unknown) => {
-      made = undefined;
-      throw err;
-    });
-    return made;
-  };
+  const ready = schemaOnce(pool, LOCK, SCHEMA);
   const n = AUDIT_COLUMNS.length;
   return {
     insert: async (records: AuditRecord[]) => {

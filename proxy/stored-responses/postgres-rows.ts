@@ -1,4 +1,5 @@
 import type pg from 'pg';
+import { schemaOnce } from '../usage/postgres-schema.js';
 import { itemIdsOf, type ResponseRows, RUNNING, rowBytes, type StoredRow } from './rows.js';
 
 /**
@@ -62,27 +63,7 @@ interface Raw {
 }
 
 export function postgresRows(pool: pg.Pool): ResponseRows {
-  let made: Promise<void> | undefined;
-  const ready = () => {
-    made ??= (async () => {
-      const client = await pool.connect();
-      try {
-        await client.query('BEGIN');
-        await client.query('SELECT pg_advisory_xact_lock($1)', [LOCK]);
-        await client.query(SCHEMA);
-        await client.query('COMMIT');
-      } catch (err) {
-        await client.query('ROLLBACK').catch(() => {});
-        throw err;
-      } finally {
-        client.release();
-      }
-    })().catch((err: unknown) => {
-      made = undefined;
-      throw err;
-    });
-    return made;
-  };
+  const ready = schemaOnce(pool, LOCK, SCHEMA);
   const query = async <R extends pg.QueryResultRow>(text: string, params: unknown[]) => {
     await ready();
     return pool.query<R>(text, params);
