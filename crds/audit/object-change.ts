@@ -71,8 +71,8 @@ function content(obj: KubeObject): Record<string, unknown> {
   };
 }
 
-/** What a record shows of an object: its content, redacted. */
-const tracked = (obj: KubeObject): Record<string, unknown> => redact(content(obj)) as Record<string, unknown>;
+/** What a record shows of an object's content: redacted. */
+const shown = (c: Record<string, unknown>): Record<string, unknown> => redact(c) as Record<string, unknown>;
 
 /** JSON with keys sorted, so that equal values print alike. */
 function stable(value: unknown): string {
@@ -85,11 +85,10 @@ function stable(value: unknown): string {
 }
 
 /** A digest of what an object holds that people change: an admission's object and the stored one match by it. */
-export const fingerprint = (obj: KubeObject): string =>
-  createHash('sha256')
-    .update(stable(content(obj)))
-    .digest('hex')
-    .slice(0, 32);
+export const fingerprint = (obj: KubeObject): string => digestOf(content(obj));
+
+const digestOf = (c: Record<string, unknown>): string =>
+  createHash('sha256').update(stable(c)).digest('hex').slice(0, 32);
 
 /** The dotted paths where two values differ (arrays compared whole), at most 200; paths only, so secrets may be compared. */
 function changedPaths(before: unknown, after: unknown, at = ''): string[] {
@@ -133,20 +132,20 @@ export function changeOf(
   old?: KubeObject,
 ): ObjectChange | undefined {
   const uid = obj.metadata?.uid ?? '';
-  const after = tracked(obj);
+  const now = content(obj);
+  const after = shown(now);
   const manager = lastManager(obj);
-  const common = { fingerprint: fingerprint(obj), ...(manager ? { manager } : {}) };
+  const common = { fingerprint: digestOf(now), ...(manager ? { manager } : {}) };
   if (event === 'add')
     return { id: `${uid}@${obj.metadata?.resourceVersion ?? ''}`, action: 'created', after, changed: [], ...common };
   if (event === 'delete') return { id: `${uid}@deleted`, action: 'deleted', before: after, changed: [], ...common };
   if (event !== 'update' || !old) return undefined;
-  const before = tracked(old);
+  const was = content(old);
+  const before = shown(was);
   if (metaOf(obj).deletionTimestamp && !metaOf(old).deletionTimestamp) {
     return { id: `${uid}@deleted`, action: 'deleted', before, changed: ['metadata.deletionTimestamp'], ...common };
   }
-  const changed = changedPaths(content(old), content(obj)).map((p) =>
-    (p.startsWith('spec') ? p : `metadata.${p}`).slice(0, 300),
-  );
+  const changed = changedPaths(was, now).map((p) => (p.startsWith('spec') ? p : `metadata.${p}`).slice(0, 300));
   if (!changed.length) return undefined;
   return { id: `${uid}@${obj.metadata?.resourceVersion ?? ''}`, action: 'updated', before, after, changed, ...common };
 }
