@@ -1,5 +1,4 @@
 import { readFile } from 'node:fs/promises';
-import type { AuditRecord } from '../../crds/audit/audit-record.js';
 import { AGENT_NAMESPACE } from '../../crds/constants.js';
 import type { KubeClient } from '../../crds/kube/kube-client.js';
 import { errorMessage, type Logger } from '../../crds/observability/log.js';
@@ -59,14 +58,10 @@ export interface AuditTrailOptions {
       }
     | false;
   graceMs?: number;
-  /** Told of every record as it is sent (tests). */
-  onRecord?: (r: AuditRecord) => void;
 }
 
 export interface RunningAuditTrail {
   webhookPort?: number;
-  /** Sends what is held now (tests; a stop does it too). */
-  flush(): Promise<void>;
   stop(): Promise<void>;
 }
 
@@ -85,15 +80,10 @@ export async function startAuditTrail(
     log,
     onDropped: (n) => log.error('audit records dropped: the proxies took none for too long', { dropped: n }),
   });
-  const watcher = new AuditWatcher(
-    client,
-    admissions,
-    (r) => {
-      opts.onRecord?.(r);
-      sink.push(r);
-    },
-    { log, ...(opts.graceMs !== undefined ? { graceMs: opts.graceMs } : {}) },
-  );
+  const watcher = new AuditWatcher(client, admissions, (r) => sink.push(r), {
+    log,
+    ...(opts.graceMs !== undefined ? { graceMs: opts.graceMs } : {}),
+  });
   let webhook: Awaited<ReturnType<typeof serveAuditWebhook>> | undefined;
   if (opts.webhook) {
     try {
@@ -115,7 +105,6 @@ export async function startAuditTrail(
   sink.start();
   return {
     ...(webhook ? { webhookPort: webhook.port } : {}),
-    flush: () => sink.flush(),
     stop: async () => {
       await webhook?.close();
       await watcher.stop();
