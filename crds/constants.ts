@@ -18,6 +18,7 @@ export const KINDS = {
   McpServer: { kind: 'McpServer', plural: 'mcpservers', namespaced: true },
   RoutingPolicy: { kind: 'RoutingPolicy', plural: 'routingpolicies', namespaced: true },
   IdentityProvider: { kind: 'IdentityProvider', plural: 'identityproviders', namespaced: true },
+  Guardrail: { kind: 'Guardrail', plural: 'guardrails', namespaced: true },
 } as const;
 
 export type KindName = keyof typeof KINDS;

@@ -8,6 +8,7 @@ import type { BudgetStatus, TagBudgetSpec } from './budget.js';
 import { API_GROUP, API_VERSION, KINDS, type KindName } from './constants.js';
 import { invalidExamples, validExamples } from './examples.js';
 import type { ExternalProviderSpec, ExternalProviderStatus } from './external-provider.js';
+import type { GuardrailSpec, GuardrailStatus } from './guardrail.js';
 import type { IdentityProviderSpec } from './identity-provider.js';
 import type { McpServerSpec, McpServerStatus } from './mcp-server.js';
 import type { CommonStatus } from './meta.js';
@@ -199,6 +200,8 @@ describe('CEL rules', () => {
         "IdentityProvider.spec.pageSignIn: !has(self.pageSignIn) || has(self.issuer)",
         "IdentityProvider.spec.mcpAuthorization: !has(self.mcpAuthorization) || has(self.issuer)",
         "IdentityProvider.spec.profiles[]: has(self.claim) || has(self.serviceAccount)",
+        "Guardrail.spec.actions: !has(self.actions) || self.actions.all(a, a.category in ['Email', 'Phone', 'PaymentCard', 'Iban', 'NationalId', 'IpAddress', 'CloudCredential', 'PrivateKey', 'ApiToken'] || (has(self.detectors.patterns) && self.detectors.patterns.exists(p, p.name == a.category)))",
+        "Guardrail.spec.detectors: has(self.builtIn) || (has(self.patterns) && size(self.patterns) > 0)",
       ]
     `);
   });
@@ -442,6 +445,22 @@ const full: Record<KindName, { spec: object; status: object }> = {
       pageSignIn: { clientId: 'c', scopes: ['s'] },
     } satisfies Full<IdentityProviderSpec>,
     status: { observedGeneration: 1, conditions: condition } satisfies Full<CommonStatus>,
+  },
+  Guardrail: {
+    spec: {
+      selector: { apiKeys: ['k'], teams: ['t'], tags: ['a:b'], models: ['m'] },
+      order: 1,
+      appliesTo: ['Request'],
+      detectors: { builtIn: { categories: ['Email'], phoneRegions: ['US'] }, patterns: [{ name: 'P', regex: 'p' }] },
+      action: 'Redact',
+      actions: [{ category: 'Email', action: 'Block' }],
+      stream: { lookBehindChars: 64 },
+    } satisfies Full<GuardrailSpec>,
+    status: {
+      detectors: [{ name: 'builtIn', ready: true, message: 'm' }],
+      observedGeneration: 1,
+      conditions: condition,
+    } satisfies Full<GuardrailStatus>,
   },
 };
 

@@ -13,6 +13,7 @@ describe('valid examples', () => {
         'AutoscalerPolicy',
         'Budget',
         'ExternalProvider',
+        'Guardrail',
         'IdentityProvider',
         'McpServer',
         'ModelDeployment',

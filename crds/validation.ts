@@ -6,6 +6,7 @@ import type { AutoscalerPolicy } from './autoscaler-policy.js';
 import type { Budget } from './budget.js';
 import { API_GROUP_VERSION, KINDS, type KindName } from './constants.js';
 import type { ExternalProvider } from './external-provider.js';
+import type { Guardrail } from './guardrail.js';
 import type { McpServer } from './mcp-server.js';
 import type { ModelDeployment } from './model-deployment.js';
 import type { NodeConfiguration } from './node-configuration.js';
@@ -28,7 +29,8 @@ type PlatformResource =
   | AutoscalerPolicy
   | ApiKey
   | Budget
-  | McpServer;
+  | McpServer
+  | Guardrail;
 
 export interface ValidationIssue {
   /** Dotted path of the offending field, as the API server reports it (e.g. spec.auth.roleArn). */

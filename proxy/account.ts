@@ -6,6 +6,7 @@ import type { RateLimiter } from './access/rate-limit.js';
 import { conformAnswer } from './conformance/conformance.js';
 import { errorAnswer } from './endpoints/error-answer.js';
 import type { Admitted, Answer, Answered, Escalation, Failed, Known } from './exchange.js';
+import type { Guarding } from './guard.js';
 import type { Routing } from './routing-policy/decide.js';
 import type { RouteEntry } from './serving/routes.js';
 import type { ProxyMetrics } from './telemetry/metrics.js';
@@ -88,8 +89,13 @@ function answerBody({ incoming }: Answered, result: Extract<UpstreamResult, { ki
 }
 
 /** A refusal or a failure: recorded with what was known, answered in the caller's dialect. */
-function accountFailure(deps: AccountDeps, { failed, at }: Failed): Answer {
-  settle(deps, at, at.known, at.route, { status: failed.status, errorType: failed.code, whole: true });
+function accountFailure(deps: AccountDeps, { failed, at, usage }: Failed): Answer {
+  settle(deps, at, at.known, at.route, {
+    status: failed.status,
+    errorType: failed.code,
+    whole: true,
+    ...(usage ? { usage } : {}),
+  });
   const headers = at.routing
     ? { ...at.headers, ...routingHeaders(at.routing, at.known.model, at.escalations) }
     : at.headers;
@@ -138,7 +144,12 @@ function routingHeaders(
 
 function settle(
   deps: AccountDeps,
-  at: Admitted & { flying?: Answered['flying']; routing?: Routing; escalations?: readonly Escalation[] },
+  at: Admitted & {
+    flying?: Answered['flying'];
+    routing?: Routing;
+    escalations?: readonly Escalation[];
+    guard?: Guarding;
+  },
   known: Known,
   served: RouteEntry | undefined,
   end: Ending,
@@ -159,6 +170,9 @@ function settle(
   for (const e of at.escalations ?? [])
     cost.costUsd += charge(backendOf(deps.backends, e.route).price(e.route), e.usage, 0).costUsd;
   const routed = at.routing ? routingFields(deps, at.routing, at.escalations, served, end.usage) : undefined;
+  const findings = at.guard?.findings.list() ?? [];
+  for (const { guardrail, category, action, where, count } of findings)
+    deps.metrics.guardrailFindings.inc({ guardrail, category, action, where }, count);
   const { model, provider } = known;
   if (cost.unpriced) {
     deps.metrics.unpriced.inc({ model, provider });
@@ -183,6 +197,7 @@ function settle(
       ...(end.usage?.counted ? { tokensCounted: true } : {}),
       ...(cost.unpriced ? { unpriced: true } : {}),
       ...(deprecated ? { deprecated: true } : {}),
+      ...(findings.length ? { findings } : {}),
       ...routed,
     },
     end.whole,

@@ -41,6 +41,7 @@ import {
   LISTEN_BACKLOG,
   type McpDoor,
 } from './front-door.js';
+import { GuardrailSet } from './guardrails/guardrail-set.js';
 import { Identities } from './identity/identities.js';
 import { createMcpGateway, type McpGatewayDeps } from './mcp/mcp-gateway.js';
 import type { OriginPolicy } from './mcp/origin.js';
@@ -216,7 +217,14 @@ export async function composeGateway(config: GatewayConfig = {}, parts: Partial<
   const tagBudgets = new Handover<TagBudget[]>();
   const routingPolicies = new Handover<RoutingPolicy[]>();
   const handovers = { onBudgets: tagBudgets.give, onRoutingPolicies: routingPolicies.give };
-  const resources = await loadResources(config, { routes, keys, catalog, log, mcpServers, ...handovers });
+  const guardrails = new GuardrailSet([], (guardrail, problem) =>
+    log.warn('guardrail pattern skipped: it does not compile', {
+      guardrail,
+      pattern: problem.name,
+      error: problem.message,
+    }),
+  );
+  const resources = await loadResources(config, { routes, keys, catalog, log, mcpServers, guardrails, ...handovers });
   secretOf = providerSecrets(config, resources.source);
   const tracer = parts.tracer ?? (await tracerFromEnv(env, PRODUCT_VERSION));
   const timeouts = config.timeouts ?? DEFAULT_TIMEOUTS;
@@ -258,6 +266,7 @@ export async function composeGateway(config: GatewayConfig = {}, parts: Partial<
     policies,
     embed,
     ...(budgets ? { budgets } : {}),
+    guardrails,
     retry,
     usage,
     storedResponses: responses.stored,
@@ -477,6 +486,7 @@ async function loadResources(
     onBudgets: (budgets: TagBudget[]) => void;
     onRoutingPolicies: (policies: RoutingPolicy[]) => void;
     mcpServers: McpServerTable;
+    guardrails: GuardrailSet;
   },
 ): Promise<{ source?: ClusterSource }> {
   const source = config.source;
@@ -500,6 +510,7 @@ async function loadResources(
     into.mcpServers.set(resources.mcpServers);
     into.onRoutingPolicies(resources.routingPolicies);
     into.onBudgets(resources.budgets.flatMap((b) => tagBudgetOf(b) ?? []));
+    into.guardrails.replace(resources.guardrails);
     if (into.keys.size === 0 && resources.identityProviders.length === 0)
       throw new ConfigError(`${source.keysFile} holds no API key (and the config no IdentityProvider)`);
     return {};
@@ -514,6 +525,7 @@ async function loadResources(
     onBudgets: into.onBudgets,
     onMcpServers: (servers) => into.mcpServers.set(servers),
     onRoutingPolicies: into.onRoutingPolicies,
+    onGuardrails: (g) => into.guardrails.replace(g),
     onError: (err) => into.log.warn('watch failed, retrying', { error: errorMessage(err) }),
     ...(config.env ? { env: config.env } : {}),
   });

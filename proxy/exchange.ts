@@ -6,6 +6,7 @@ import type { Dialect } from './endpoints/dialects.js';
 import type { Endpoint } from './endpoints/endpoints.js';
 import type { ProxyError } from './endpoints/errors.js';
 import type { Tag } from './endpoints/tags.js';
+import type { Guarding } from './guard.js';
 import type { Routing } from './routing-policy/decide.js';
 import type { RouteEntry } from './serving/routes.js';
 import type { InFlight } from './telemetry/metrics.js';
@@ -92,6 +93,8 @@ export interface Read extends Admitted {
 /** The endpoint's request, checked, with its tags (the key's enforced ones applied). */
 export interface Parsed extends Admitted {
   request: ParsedRequest;
+  /** The guardrails that select it (proxy/guard.ts): what they found, what still checks its answer. */
+  guard?: Guarding;
 }
 
 /**
@@ -137,9 +140,17 @@ export interface Answered extends Routed {
 /** Ended in an error, with what was known then. */
 export interface Failed {
   failed: ProxyError;
-  at: Admitted & { route?: RouteEntry; flying?: InFlight; routing?: Routing; escalations?: readonly Escalation[] };
+  at: Admitted & {
+    route?: RouteEntry;
+    flying?: InFlight;
+    routing?: Routing;
+    escalations?: readonly Escalation[];
+    guard?: Guarding;
+  };
   /** Where the gateway itself failed (a 500): what went wrong, for its log. */
   cause?: unknown;
+  /** What a model answered before the answer was refused (a guardrail's Block): its cost is the request's. */
+  usage?: Usage;
 }
 
 /** What the front door writes. */

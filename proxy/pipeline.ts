@@ -5,6 +5,7 @@ import { type CallDeps, call } from './call.js';
 import { errorAnswer } from './endpoints/error-answer.js';
 import { internalError, ProxyError } from './endpoints/errors.js';
 import type { Admitted, Answer, Answered, DoorIncoming, DoorPass, Failed, Incoming } from './exchange.js';
+import { type GuardDeps, guard, guardAnswer } from './guard.js';
 import { parse } from './parse.js';
 import { type RouteDeps, route } from './route.js';
 import type { StoredResponses } from './stored-responses/stored-responses.js';
@@ -17,8 +18,10 @@ import type { UsageSink } from './usage/record.js';
  *   admit    proxy/admit.ts   the key, draining, the key's rates, a JSON body, memory for it
  *   body     proxy/body.ts    the body read within its limits, its JSON
  *   parse    proxy/parse.ts   the endpoint's request, its tags
+ *   guard    proxy/guard.ts   the guardrails that select it: findings, redaction, a block
  *   route    proxy/route.ts   the model's route for this key, budgets, what to try and how
- *   call     proxy/call.ts    the route and its fallbacks, retries, translators, the upstream
+ *   call     proxy/call.ts    the route and its fallbacks, retries, translators, the upstream;
+ *                              then the answer's guardrails (proxy/guard.ts guardAnswer)
  *   account  proxy/account.ts one usage record, metrics, span, budgets; the answer
  *
  * A stage that refuses returns a Failed, which goes straight to account. The front door
@@ -31,6 +34,7 @@ import type { UsageSink } from './usage/record.js';
 
 export type PipelineDeps = AdmitDeps &
   BodyDeps &
+  GuardDeps &
   RouteDeps &
   CallDeps &
   AccountDeps & {
@@ -85,7 +89,8 @@ async function handle(deps: PipelineDeps, incoming: Incoming): Promise<Answer> {
 }
 
 /**
- * body -> parse -> [history] -> route -> [check] -> call -> [keep], stopping at the first stage
+ * body -> parse -> [history] -> guard -> route -> [check] -> call -> [keep], stopping at the first stage
+ * (the call's answer through its guardrails before it is kept)
  * that refuses. The bracketed stages are stored Responses' (proxy/stored-responses/), for the
  * Responses requests the gateway keeps: the conversation a previous_response_id continues put
  * before the input; the route checked for what a kept response needs; the answer given the
@@ -98,16 +103,19 @@ async function flow(deps: PipelineDeps, admitted: Admitted): Promise<Answered | 
     if ('failed' in read) return read;
     const parsedOnly = parse(read);
     if ('failed' in parsedOnly) return parsedOnly;
-    const parsed = (await stored?.prepare(parsedOnly)) ?? parsedOnly;
+    const prepared = (await stored?.prepare(parsedOnly)) ?? parsedOnly;
+    if ('failed' in prepared) return prepared;
+    const parsed = guard(deps, prepared);
     if ('failed' in parsed) return parsed;
     const routed = await route(deps, parsed);
     if ('failed' in routed) return routed;
-    if (!stored) return await call(deps, routed);
+    const answer = async (r: typeof routed) => guardAnswer(await call(deps, r));
+    if (!stored) return await answer(routed);
     const refused = stored.check(deps.backends, routed);
     if (refused) return refused;
     // A background request's call settles its kept row itself, when it finishes.
-    if (stored.inBackground(routed)) return await stored.background(routed, (r) => call(deps, r));
-    return await stored.keep(routed, await call(deps, routed));
+    if (stored.inBackground(routed)) return await stored.background(routed, answer);
+    return await stored.keep(routed, await answer(routed));
   } catch (cause) {
     return { failed: internalError(admitted.incoming.requestId), at: admitted, cause };
   }

@@ -4,6 +4,7 @@ import { routeFor } from './access/model-access.js';
 import { ENDPOINTS, type Endpoint } from './endpoints/endpoints.js';
 import { ProxyError } from './endpoints/errors.js';
 import type { Attempt, Failed, Parsed, Plan, Routed } from './exchange.js';
+import { guardrailInClusterOnly } from './guard.js';
 import { type Choice, choose, degrade, type RoutingDeps } from './routing-policy/choose.js';
 import type { RouteEntry, RouteTable } from './serving/routes.js';
 import type { ProxyMetrics } from './telemetry/metrics.js';
@@ -17,7 +18,7 @@ import { type Backends, backendOf } from './upstreams/backend.js';
  * existence so a key cannot probe for models beyond it; the budgets of the key and of the
  * request's tags (a spent one that degrades moves the request to an in-cluster model); the memory
  * its answer may cost, with its body's; then what
- * to try in order, the model and its fallbacks the key may call, each with its plan: the dialect
+ * to try in order (where a guardrail keeps the request in the cluster, only in-cluster routes), the model and its fallbacks the key may call, each with its plan: the dialect
  * its backend serves natively and the translators that get the caller's dialect there; and,
  * routed, the models the cascade may move to.
  */
@@ -37,6 +38,9 @@ export async function route(deps: RouteDeps, parsed: Parsed): Promise<Routed | F
   const refused = deps.budgets?.check(caller.policy, parsed.known.tags);
   const degraded = refused?.degrade ? degrade(deps, parsed, choice) : undefined;
   if (degraded) choice = degraded;
+  const kept = parsed.guard?.inCluster;
+  if (kept && deps.routes.lookup(choice.model)?.kind !== 'in-cluster')
+    choice = degrade(deps, parsed, choice, 'guardrail-in-cluster') ?? choice;
   const entry = routeFor(deps.routes, caller.policy, choice.model);
   if (entry instanceof ProxyError) return { failed: entry, at: parsed };
   const backend = backendOf(deps.backends, entry);
@@ -51,7 +55,14 @@ export async function route(deps: RouteDeps, parsed: Parsed): Promise<Routed | F
   }
   const unreserved = reserveAnswer(parsed);
   if (unreserved) return { failed: unreserved, at };
-  return { ...at, chain: chainOf(deps, parsed, entry), ...cascadeOf(deps, parsed, choice) };
+  const chain = chainOf(deps, parsed, entry);
+  if (!kept) return { ...at, chain, ...cascadeOf(deps, parsed, choice) };
+  // A guardrail's RouteInCluster: only the in-cluster routes of the chain and the cascade are tried.
+  const inCluster = (c: readonly Attempt[]) => c.filter((a) => a.route.kind === 'in-cluster');
+  const onlyInCluster = inCluster(chain);
+  if (onlyInCluster.length === 0) return { failed: guardrailInClusterOnly(kept, entry.model), at };
+  const cascade = (cascadeOf(deps, parsed, choice).cascade ?? []).map(inCluster).filter((c) => c.length > 0);
+  return { ...at, chain: onlyInCluster, ...(cascade.length ? { cascade } : {}) };
 }
 
 /**

@@ -60,6 +60,12 @@ interface HostedBehavior {
   cacheWrite1h?: number;
   /** Streaming: destroy the socket after N token events. */
   cutAfterTokens?: number;
+  /**
+   * The answer's text instead of `tok0 tok1 ...`: its tokens are pieces of `answerChunkChars`
+   * characters (default 4), so that a word may be split across events as a model splits it.
+   */
+  answerText?: string;
+  answerChunkChars?: number;
 }
 
 interface RecordedCall {
@@ -135,6 +141,14 @@ function promptWords(body: Record<string, unknown>): number {
 }
 
 const tokens = (c: number) => Array.from({ length: c }, (_, i) => `tok${i}${i < c - 1 ? ' ' : ''}`);
+/** The answer's tokens: behaviour's text in pieces, or `tok0 tok1 ...`. */
+function answerTokens(b: HostedBehavior): string[] {
+  if (b.answerText === undefined) return tokens(b.completionTokens);
+  const size = Math.max(1, b.answerChunkChars ?? 4);
+  const out: string[] = [];
+  for (let i = 0; i < b.answerText.length; i += size) out.push(b.answerText.slice(i, i + size));
+  return out;
+}
 const id = (prefix: string) => `${prefix}${randomBytes(8).toString('hex')}`;
 
 /** Arguments for a function tool: every string property "x", every other property null. */
@@ -272,7 +286,7 @@ export async function startHostedDouble(opts: HostedDoubleOptions = {}): Promise
     const format = isRecord(body.response_format) ? body.response_format.type : undefined;
     if (format === 'json_object' || format === 'json_schema')
       return { content: JSON.stringify({ answer: `tok0 from ${model}` }) };
-    return { content: tokens(behavior.completionTokens).join('') };
+    return { content: answerTokens(behavior).join('') };
   }
 
   async function openAIChat(
@@ -342,11 +356,7 @@ export async function startHostedDouble(opts: HostedDoubleOptions = {}): Promise
       }
     } else {
       const parts =
-        answer.content === null
-          ? []
-          : answer.content.startsWith('{')
-            ? [answer.content]
-            : tokens(behavior.completionTokens);
+        answer.content === null ? [] : answer.content.startsWith('{') ? [answer.content] : answerTokens(behavior);
       for (const [i, t] of parts.entries()) {
         if (behavior.cutAfterTokens !== undefined && i >= behavior.cutAfterTokens) {
           req.socket.destroy();
@@ -373,7 +383,7 @@ export async function startHostedDouble(opts: HostedDoubleOptions = {}): Promise
 
   function openAICompletions(res: ServerResponse, body: Record<string, unknown>, model: string) {
     const prompt = promptWords(body);
-    const text = tokens(behavior.completionTokens).join('');
+    const text = answerTokens(behavior).join('');
     const cid = id('cmpl-');
     const created = Math.floor(Date.now() / 1000);
     if (body.stream !== true) {
@@ -387,7 +397,7 @@ export async function startHostedDouble(opts: HostedDoubleOptions = {}): Promise
       } satisfies Completion);
     }
     res.writeHead(200, { 'content-type': 'text/event-stream' });
-    for (const t of tokens(behavior.completionTokens)) {
+    for (const t of answerTokens(behavior)) {
       res.write(
         `data: ${JSON.stringify({ id: cid, object: 'text_completion', created, model, choices: [{ index: 0, text: t, logprobs: null, finish_reason: null }] } as unknown as Completion)}\n\n`,
       );
@@ -420,7 +430,7 @@ export async function startHostedDouble(opts: HostedDoubleOptions = {}): Promise
 
   function openAIResponses(req: IncomingMessage, res: ServerResponse, body: Record<string, unknown>, model: string) {
     const prompt = promptWords(body);
-    const text = tokens(behavior.completionTokens).join('');
+    const text = answerTokens(behavior).join('');
     const created = Math.floor(Date.now() / 1000);
     const message: ResponseOutputMessage = {
       type: 'message',
@@ -476,7 +486,7 @@ export async function startHostedDouble(opts: HostedDoubleOptions = {}): Promise
       item_id: message.id,
       part: { type: 'output_text', text: '', annotations: [], logprobs: [] },
     });
-    for (const [i, t] of tokens(behavior.completionTokens).entries()) {
+    for (const [i, t] of answerTokens(behavior).entries()) {
       if (behavior.cutAfterTokens !== undefined && i >= behavior.cutAfterTokens) {
         req.socket.destroy();
         return;
@@ -553,7 +563,7 @@ export async function startHostedDouble(opts: HostedDoubleOptions = {}): Promise
     const answered = Array.isArray(last?.content) && last.content.some((b) => isRecord(b) && b.type === 'tool_result');
     const useTool = tools.length > 0 && choice !== 'none' && !answered;
     const mid = id('msg_');
-    const text = tokens(behavior.completionTokens).join('');
+    const text = answerTokens(behavior).join('');
     const toolBlock = useTool
       ? ({
           type: 'tool_use',
@@ -608,7 +618,7 @@ export async function startHostedDouble(opts: HostedDoubleOptions = {}): Promise
     } else {
       send({ type: 'content_block_start', index: 0, content_block: { type: 'text', text: '', citations: null } });
       res.write('event: ping\ndata: {"type": "ping"}\n\n');
-      for (const [i, t] of tokens(behavior.completionTokens).entries()) {
+      for (const [i, t] of answerTokens(behavior).entries()) {
         if (behavior.cutAfterTokens !== undefined && i >= behavior.cutAfterTokens) {
           req.socket.destroy();
           return;

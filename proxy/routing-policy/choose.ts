@@ -200,11 +200,23 @@ function noModelFits(policy: ResolvedPolicy, f: RequestFeatures, anyUsable: bool
   );
 }
 
+/** Why a request goes to an in-cluster model whatever it asked for, as its routing reason and detail say it. */
+const DEGRADED: Readonly<Record<'budget-degraded' | 'guardrail-in-cluster', string>> = {
+  'budget-degraded': 'a spent budget degrades to the cheapest in-cluster model',
+  'guardrail-in-cluster': 'a guardrail keeps this request in the cluster: the cheapest in-cluster model serves it',
+};
+
 /**
- * A spent budget that degrades: the policy's cheapest in-cluster model that can take the request
- * (never a paid one, so no cascade), or undefined (the budget's refusal stands).
+ * A spent budget that degrades, or a guardrail's RouteInCluster: the policy's cheapest in-cluster
+ * model that can take the request (never a paid one, so no cascade), or undefined (the budget's
+ * refusal, the guardrail's, stands).
  */
-export function degrade(deps: RoutingDeps, parsed: Parsed, chosen: Choice): Choice | undefined {
+export function degrade(
+  deps: RoutingDeps,
+  parsed: Parsed,
+  chosen: Choice,
+  reason: keyof typeof DEGRADED = 'budget-degraded',
+): Choice | undefined {
   // An embeddings or legacy completions request has no chat model to go to.
   if (!cascades(parsed.incoming.endpoint.dialect)) return undefined;
   const policy = deps.policies?.get(
@@ -220,9 +232,9 @@ export function degrade(deps: RoutingDeps, parsed: Parsed, chosen: Choice): Choi
     routing: {
       policy: policy.name,
       requested: parsed.request.model,
-      reason: 'budget-degraded',
+      reason,
       tier: to.tier,
-      detail: 'a spent budget degrades to the cheapest in-cluster model',
+      detail: DEGRADED[reason],
       features,
       ladder: [],
       cascade: policy.cascade,

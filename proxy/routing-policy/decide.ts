@@ -24,7 +24,7 @@ export interface PoolModel {
 }
 
 /** Why the served model was chosen: the record's routingReason, the metric's label. */
-const ROUTING_REASONS = ['score', 'kept', 'constraints', 'cascade', 'budget-degraded'] as const;
+const ROUTING_REASONS = ['score', 'kept', 'constraints', 'cascade', 'budget-degraded', 'guardrail-in-cluster'] as const;
 type RoutingReason = (typeof ROUTING_REASONS)[number];
 
 export interface DecisionInput {

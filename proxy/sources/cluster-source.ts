@@ -13,6 +13,7 @@ import {
   ROUTING_EXAMPLES_LABEL,
 } from '../../crds/constants.js';
 import type { ExternalProvider } from '../../crds/external-provider.js';
+import type { Guardrail } from '../../crds/guardrail.js';
 import { clusterIssuerApi } from '../../crds/identity/cluster-issuer.js';
 import { getJson } from '../../crds/identity/get-json.js';
 import type { IdentityProvider } from '../../crds/identity-provider.js';
@@ -129,6 +130,8 @@ export interface ClusterSourceOptions {
    * change of a policy or of a ConfigMap of examples, each with its examples inline (withInlineExamples).
    */
   onRoutingPolicies?: (policies: RoutingPolicy[]) => void;
+  /** Told every Guardrail of platform-agent now (once start() has the first list) and on every change. */
+  onGuardrails?: (guardrails: Guardrail[]) => void;
   onError?: (err: unknown) => void;
   /** Where providers' endpoint overrides are read (PAO_ENDPOINT_URL_*); process.env by default. */
   env?: NodeJS.ProcessEnv;
@@ -146,6 +149,7 @@ export class ClusterSource {
   private readonly identityProviders: Informer<IdentityProvider>;
   private readonly mcpServers: Informer<McpServer>;
   private readonly routingPolicies: Informer<RoutingPolicy>;
+  private readonly guardrails: Informer<Guardrail>;
   /** Only the ConfigMaps labelled as routing examples: the proxy reads no other ConfigMap for a policy. */
   private readonly routingExamples: Informer<ConfigMap>;
   readonly client: KubeClient;
@@ -197,6 +201,10 @@ export class ClusterSource {
     };
     this.routingPolicies.on(routingChanged);
     this.routingExamples.on(routingChanged);
+    this.guardrails = new Informer<Guardrail>(client, { path: agentPath('guardrails'), onError });
+    this.guardrails.on((event) => {
+      if (event !== 'resync' && this.started) this.opts.onGuardrails?.(this.guardrails.list());
+    });
     this.mds = new Informer<ModelDeployment>(client, {
       path: resourcePath({
         group: API_GROUP,
@@ -382,6 +390,7 @@ export class ClusterSource {
       this.mcpServers.start(),
       this.routingPolicies.start(),
       this.routingExamples.start(),
+      this.guardrails.start(),
     ]);
     this.started = true;
     await this.secrets.track(this.secretNames());
@@ -393,6 +402,7 @@ export class ClusterSource {
     this.opts.keys.identities?.set(this.identityProviders.list());
     this.reloadMcpServers();
     this.reloadRoutingPolicies();
+    this.opts.onGuardrails?.(this.guardrails.list());
   }
 
   ready(): boolean {
@@ -407,7 +417,8 @@ export class ClusterSource {
       this.identityProviders.hasSynced() &&
       this.mcpServers.hasSynced() &&
       this.routingPolicies.hasSynced() &&
-      this.routingExamples.hasSynced()
+      this.routingExamples.hasSynced() &&
+      this.guardrails.hasSynced()
     );
   }
 
@@ -423,6 +434,7 @@ export class ClusterSource {
       this.mcpServers.stop(),
       this.routingPolicies.stop(),
       this.routingExamples.stop(),
+      this.guardrails.stop(),
     ]);
     await this.secrets.stop();
   }

@@ -3,6 +3,7 @@ import yaml from 'js-yaml';
 import type { ApiKey } from '../../crds/api-key.js';
 import type { Budget } from '../../crds/budget.js';
 import type { ExternalProvider } from '../../crds/external-provider.js';
+import type { Guardrail } from '../../crds/guardrail.js';
 import type { IdentityProvider } from '../../crds/identity-provider.js';
 import type { McpServer } from '../../crds/mcp-server.js';
 import type { ModelDeployment } from '../../crds/model-deployment.js';
@@ -11,7 +12,7 @@ import { formatIssues, kindOf, validateResource } from '../../crds/validation.js
 
 /**
  * Standalone mode's resources: the same ModelDeployment, ExternalProvider, ApiKey, Budget,
- * McpServer and RoutingPolicy documents a cluster would hold, read from a YAML file and checked by the CRD schemas
+ * McpServer, RoutingPolicy, IdentityProvider and Guardrail documents a cluster would hold, read from a YAML file and checked by the CRD schemas
  * (defaults, patterns and CEL rules) instead of an API server.
  */
 
@@ -27,6 +28,7 @@ export interface StandaloneConfig {
   routingPolicies: RoutingPolicy[];
   /** Issuers whose tokens callers may present (OpenID providers: standalone mode has no cluster issuer). */
   identityProviders: IdentityProvider[];
+  guardrails: Guardrail[];
 }
 
 interface StandaloneResources {
@@ -37,6 +39,7 @@ interface StandaloneResources {
   McpServer: McpServer;
   RoutingPolicy: RoutingPolicy;
   IdentityProvider: IdentityProvider;
+  Guardrail: Guardrail;
 }
 
 type StandaloneKind = keyof StandaloneResources;
@@ -80,6 +83,7 @@ const RULES: { [K in StandaloneKind]: KindRule<K> } = {
         : undefined,
     add: (config, ip) => config.identityProviders.push(ip),
   },
+  Guardrail: { add: (config, g) => config.guardrails.push(g) },
 };
 
 const KINDS = Object.keys(RULES) as StandaloneKind[];
@@ -119,6 +123,7 @@ export function parseStandaloneConfig(text: string, source: string): StandaloneC
     mcpServers: [],
     routingPolicies: [],
     identityProviders: [],
+    guardrails: [],
   };
   const problems: string[] = [];
   for (const [i, doc] of docs.entries()) {

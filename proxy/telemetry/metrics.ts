@@ -129,9 +129,15 @@ export class ProxyMetrics {
     labelNames: ['scope'],
     registers: [this.registry],
   });
+  readonly guardrailFindings: Counter<'guardrail' | 'category' | 'action' | 'where'> = new Counter({
+    name: 'pao_gateway_guardrail_findings_total',
+    help: 'Findings of Guardrails in requests and answers: by guardrail, category (Email, PaymentCard, ... or a pattern), the action taken (Block, Redact, Mask, RouteInCluster, Log) and where (request, answer). Never the text.',
+    labelNames: ['guardrail', 'category', 'action', 'where'],
+    registers: [this.registry],
+  });
   readonly routingDecisions: Counter<'policy' | 'from' | 'to' | 'reason'> = new Counter({
     name: 'pao_gateway_routing_decisions_total',
-    help: 'Requests a RoutingPolicy routed: by policy, the model asked for (from: auto, <policy>/auto or a routed name), the model that served (to) and why (score, kept, constraints, cascade, budget-degraded).',
+    help: 'Requests a RoutingPolicy routed: by policy, the model asked for (from: auto, <policy>/auto or a routed name), the model that served (to) and why (score, kept, constraints, cascade, budget-degraded, guardrail-in-cluster).',
     labelNames: ['policy', 'from', 'to', 'reason'],
     registers: [this.registry],
   });

@@ -1,4 +1,5 @@
 import type { Tag } from '../endpoints/tags.js';
+import type { Finding } from '../guardrails/findings.js';
 
 /**
  * One record per proxied request, success or error, streaming or not: what the Usage and
@@ -69,6 +70,8 @@ export interface UsageRecord {
   counterfactualCostUsd?: number;
   /** Tokens were used but the model has no price: costUsd is 0 because nobody knows it, not because it was free. */
   unpriced?: boolean;
+  /** What the request's Guardrails found in it and its answer, counted by guardrail, category, action and place; never the text. */
+  findings?: Finding[];
   /**
    * Served by a model its provider has deprecated (crds/catalog/lifecycle.ts; the answer carried a
    * Deprecation header): the reports count these (deprecatedRequests), so a team sees what still

@@ -1,0 +1,67 @@
+import type { CommonStatus, Resource } from './meta.js';
+
+/** The built-in detectors' categories (crds/ai.platform_guardrails.yaml, spec.detectors.builtIn.categories). */
+const BUILT_IN_CATEGORIES = [
+  'Email',
+  'Phone',
+  'PaymentCard',
+  'Iban',
+  'NationalId',
+  'IpAddress',
+  'CloudCredential',
+  'PrivateKey',
+  'ApiToken',
+] as const;
+
+export type BuiltInCategory = (typeof BUILT_IN_CATEGORIES)[number];
+
+const GUARDRAIL_ACTIONS = ['Block', 'Redact', 'Mask', 'RouteInCluster', 'Log'] as const;
+
+export type GuardrailAction = (typeof GUARDRAIL_ACTIONS)[number];
+
+/** What a guardrail checks. */
+type GuardrailTarget = 'Request' | 'Answer';
+
+export interface GuardrailSelector {
+  apiKeys?: string[];
+  teams?: string[];
+  /** key:value */
+  tags?: string[];
+  models?: string[];
+}
+
+interface GuardrailPattern {
+  /** The category of its findings (UpperCamelCase). */
+  name: string;
+  /** RE2 syntax. */
+  regex: string;
+}
+
+export interface GuardrailSpec {
+  selector?: GuardrailSelector;
+  /** Default 100; ascending. */
+  order?: number;
+  /** Default [Request, Answer]. */
+  appliesTo?: GuardrailTarget[];
+  detectors: {
+    builtIn?: { categories?: BuiltInCategory[]; phoneRegions?: string[] };
+    patterns?: GuardrailPattern[];
+  };
+  /** Default Redact. */
+  action?: GuardrailAction;
+  actions?: { category: string; action: GuardrailAction }[];
+  stream?: { lookBehindChars?: number };
+}
+
+interface DetectorStatus {
+  /** builtIn, or pattern/<name>. */
+  name: string;
+  ready: boolean;
+  message?: string;
+}
+
+export interface GuardrailStatus extends CommonStatus {
+  detectors?: DetectorStatus[];
+}
+
+export type Guardrail = Resource<'Guardrail', GuardrailSpec, GuardrailStatus>;

@@ -1,0 +1,105 @@
+import { ProxyError } from './endpoints/errors.js';
+import type { Answered, Failed, Parsed } from './exchange.js';
+import { ANSWER_TEXTS } from './guardrails/answer-texts.js';
+import { type Cause, type Checking, checkText } from './guardrails/check-text.js';
+import { Findings } from './guardrails/findings.js';
+import type { CompiledGuardrail, GuardrailSet } from './guardrails/guardrail-set.js';
+import { REQUEST_TEXTS } from './guardrails/request-texts.js';
+import { guardStream } from './guardrails/stream-guard.js';
+
+/**
+ * The guard stage, between parse and route: the guardrails that select the request (by its key,
+ * team, tags and model; proxy/guardrails/) check every text it carries, in their order. A Block
+ * refuses it here, in the caller's dialect, naming the guardrail and the category; Redact and Mask
+ * change what is forwarded; RouteInCluster leaves the route stage only in-cluster models. What
+ * they found goes on with the request, to its usage record; the guardrails that check answers go
+ * with it to the account stage.
+ */
+
+export interface GuardDeps {
+  guardrails?: GuardrailSet;
+}
+
+/** A guarded request's guardrails: what they found (its answer's findings are added as it is checked). */
+export interface Guarding extends Checking {
+  /** The guardrails that check its answer, in order. */
+  answer: readonly CompiledGuardrail[];
+}
+
+export function guard(deps: GuardDeps, parsed: Parsed): Parsed | Failed {
+  const set = deps.guardrails;
+  if (!set || set.size === 0) return parsed;
+  const selected = set.select({ policy: parsed.caller.policy, tags: parsed.known.tags, model: parsed.request.model });
+  if (selected.length === 0) return parsed;
+  const guarding: Guarding = { findings: new Findings(), answer: selected.filter((g) => g.answer) };
+  const checking = selected.filter((g) => g.request);
+  const at = { ...parsed, guard: guarding };
+  if (checking.length === 0) return at;
+  let blocked: Cause | undefined;
+  const forward = REQUEST_TEXTS[parsed.incoming.endpoint.dialect](parsed.request.forward, (text) => {
+    if (blocked) return text;
+    const checked = checkText(checking, text, 'request', guarding);
+    if ('blocked' in checked) {
+      blocked = checked.blocked;
+      return text;
+    }
+    return checked.text;
+  });
+  if (blocked) return { failed: guardrailBlocked(blocked, 'request'), at };
+  return forward === parsed.request.forward ? at : { ...at, request: { ...parsed.request, forward } };
+}
+
+/** A Block's error: the guardrail and the category, never the text it found. */
+const guardrailBlocked = (cause: Cause, where: 'request' | 'answer'): ProxyError =>
+  new ProxyError(
+    400,
+    'invalid_request_error',
+    'guardrail_blocked',
+    `blocked by guardrail ${cause.guardrail}: the ${where} carries ${cause.category}`,
+  );
+
+/** A RouteInCluster whose request no in-cluster model can take. */
+export const guardrailInClusterOnly = (cause: Cause, model: string): ProxyError =>
+  new ProxyError(
+    400,
+    'invalid_request_error',
+    'guardrail_in_cluster_only',
+    `guardrail ${cause.guardrail} keeps requests carrying ${cause.category} in the cluster, and ${model} is not an in-cluster model (nor is one of its fallbacks, and no routing policy has one for this key); name an in-cluster model`,
+    'model',
+  );
+
+/**
+ * The answer's guardrails, after the call and before a stored Response keeps it: a whole answer's
+ * texts checked at once (a Block answers the dialect's error instead, its tokens still counted);
+ * a stream's as it streams (proxy/guardrails/stream-guard.ts).
+ */
+export function guardAnswer(outcome: Answered | Failed): Answered | Failed {
+  if ('failed' in outcome) return outcome;
+  const guarding = outcome.guard;
+  if (!guarding || guarding.answer.length === 0 || outcome.incoming.endpoint.does !== 'generate') return outcome;
+  const dialect = outcome.incoming.endpoint.dialect;
+  const { result } = outcome;
+  if (result.kind === 'stream') {
+    const guarded = guardStream(dialect, result.body, result.outcome, guarding.answer, guarding, (cause) =>
+      guardrailBlocked(cause, 'answer'),
+    );
+    return { ...outcome, result: { ...result, ...guarded } };
+  }
+  let blocked: Cause | undefined;
+  const body = ANSWER_TEXTS[dialect](result.body, (text) => {
+    if (blocked) return text;
+    const checked = checkText(guarding.answer, text, 'answer', guarding);
+    if ('blocked' in checked) blocked = checked.blocked;
+    return 'text' in checked ? checked.text : text;
+  });
+  if (blocked) {
+    return {
+      failed: guardrailBlocked(blocked, 'answer'),
+      at: { ...outcome, route: outcome.served },
+      ...(result.usage ? { usage: result.usage } : {}),
+    };
+  }
+  if (body === result.body) return outcome;
+  const { raw: _sent, ...rest } = result;
+  return { ...outcome, result: { ...rest, body } };
+}

@@ -1,0 +1,95 @@
+import type { Guardrail, GuardrailAction, GuardrailSelector } from '../../crds/guardrail.js';
+import type { KeyPolicy } from '../access/auth.js';
+import type { Tag } from '../endpoints/tags.js';
+import { compileDetectors, type PatternProblem } from './detectors.js';
+import type { Detect } from './spans.js';
+
+/**
+ * The Guardrail resources as the gateway applies them: compiled once per change of the resources
+ * (their patterns, their detectors), ordered, and selected per request by its key, team, tags and
+ * model.
+ */
+
+export interface CompiledGuardrail {
+  name: string;
+  request: boolean;
+  answer: boolean;
+  detect: Detect;
+  /** The action for a finding of this category. */
+  actionOf(category: string): GuardrailAction;
+  /** Characters of a streamed answer held back (spec.stream.lookBehindChars). */
+  lookBehind: number;
+  problems: PatternProblem[];
+  matches(who: Selected): boolean;
+}
+
+/** What a guardrail's selector is matched against. */
+export interface Selected {
+  policy: Pick<KeyPolicy, 'name' | 'team'>;
+  tags: readonly Tag[];
+  /** The model as the request names it. */
+  model: string;
+}
+
+const DEFAULT_LOOK_BEHIND = 256;
+
+export function compileGuardrail(g: Guardrail): CompiledGuardrail {
+  const { spec } = g;
+  const { detect, problems } = compileDetectors(spec.detectors);
+  const byCategory = new Map((spec.actions ?? []).map((a) => [a.category, a.action]));
+  const fallback = spec.action ?? 'Redact';
+  const appliesTo = new Set(spec.appliesTo ?? ['Request', 'Answer']);
+  return {
+    name: g.metadata.name ?? '',
+    request: appliesTo.has('Request'),
+    answer: appliesTo.has('Answer'),
+    detect,
+    actionOf: (category) => byCategory.get(category) ?? fallback,
+    lookBehind: spec.stream?.lookBehindChars ?? DEFAULT_LOOK_BEHIND,
+    problems,
+    matches: selects(spec.selector ?? {}),
+  };
+}
+
+/** Every list the selector gives must hold the request's key, team, one of its tags, its model. */
+function selects(s: GuardrailSelector): (who: Selected) => boolean {
+  const keys = s.apiKeys?.length ? new Set(s.apiKeys) : undefined;
+  const teams = s.teams?.length ? new Set(s.teams) : undefined;
+  const tags = s.tags?.length ? new Set(s.tags) : undefined;
+  const models = s.models?.length ? new Set(s.models) : undefined;
+  return (who) =>
+    (!keys || keys.has(who.policy.name)) &&
+    (!teams || teams.has(who.policy.team)) &&
+    (!tags || who.tags.some((t) => tags.has(`${t.key}:${t.value}`))) &&
+    (!models || models.has(who.model));
+}
+
+/** The guardrails in force, in their order (spec.order, then name). */
+export class GuardrailSet {
+  private compiled: CompiledGuardrail[] = [];
+
+  constructor(
+    resources: readonly Guardrail[] = [],
+    private readonly onProblem?: (guardrail: string, problem: PatternProblem) => void,
+  ) {
+    this.replace(resources);
+  }
+
+  replace(resources: readonly Guardrail[]): void {
+    const ordered = [...resources].sort(
+      (a, b) =>
+        (a.spec.order ?? 100) - (b.spec.order ?? 100) || (a.metadata.name ?? '').localeCompare(b.metadata.name ?? ''),
+    );
+    this.compiled = ordered.map(compileGuardrail);
+    for (const g of this.compiled) for (const p of g.problems) this.onProblem?.(g.name, p);
+  }
+
+  get size(): number {
+    return this.compiled.length;
+  }
+
+  /** The guardrails that select this request, in order. */
+  select(who: Selected): CompiledGuardrail[] {
+    return this.compiled.length === 0 ? [] : this.compiled.filter((g) => g.matches(who));
+  }
+}

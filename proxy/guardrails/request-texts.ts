@@ -1,0 +1,105 @@
+import type { CallerDialect } from '../../crds/constants.js';
+import { isRecord } from '../../crds/is-record.js';
+
+/**
+ * Where each dialect's request carries text a person or a tool wrote: the prompt and system text,
+ * the tool calls and results of the conversation. Each dialect's table entry maps every such text
+ * through `f` and returns the body, the same object where nothing changed (copied along the path
+ * of what did): what the guard stage checks, and what it forwards once redacted. Models, tool
+ * schemas, ids and parameters are not text and are left alone.
+ */
+
+export type MapText = (s: string) => string;
+
+export const REQUEST_TEXTS: Readonly<
+  Record<CallerDialect, (body: Record<string, unknown>, f: MapText) => Record<string, unknown>>
+> = {
+  'openai-chat': (body, f) => field(body, 'messages', (ms) => each(ms, (m) => chatMessage(m, f))),
+  'openai-responses': (body, f) =>
+    field(
+      field(body, 'instructions', (s) => str(s, f)),
+      'input',
+      (input) => (typeof input === 'string' ? f(input) : each(input, (item) => responsesItem(item, f))),
+    ),
+  'anthropic-messages': (body, f) =>
+    field(
+      field(body, 'system', (s) => content(s, f)),
+      'messages',
+      (ms) => each(ms, (m) => field(m, 'content', (c) => anthropicContent(c, f))),
+    ),
+  'openai-completions': (body, f) => field(body, 'prompt', (p) => strings(p, f)),
+  'openai-embeddings': (body, f) => field(body, 'input', (i) => strings(i, f)),
+};
+
+function chatMessage(m: unknown, f: MapText): unknown {
+  const withContent = field(m, 'content', (c) => content(c, f));
+  return field(withContent, 'tool_calls', (calls) =>
+    each(calls, (call) => field(call, 'function', (fn) => field(fn, 'arguments', (a) => str(a, f)))),
+  );
+}
+
+function responsesItem(item: unknown, f: MapText): unknown {
+  const withContent = field(item, 'content', (c) => content(c, f));
+  const withArguments = field(withContent, 'arguments', (a) => str(a, f));
+  return field(withArguments, 'output', (o) => content(o, f));
+}
+
+export function anthropicContent(c: unknown, f: MapText): unknown {
+  if (typeof c === 'string') return f(c);
+  return each(c, (block) => {
+    if (!isRecord(block)) return block;
+    if (block.type === 'tool_use') return field(block, 'input', (input) => deepStrings(input, f, 0));
+    if (block.type === 'tool_result') return field(block, 'content', (inner) => anthropicContent(inner, f));
+    return field(block, 'text', (t) => str(t, f));
+  });
+}
+
+/** A content: a string, or parts whose `text` is text (text, input_text, output_text). */
+export function content(c: unknown, f: MapText): unknown {
+  if (typeof c === 'string') return f(c);
+  return each(c, (part) => field(part, 'text', (t) => str(t, f)));
+}
+
+/** A prompt or an input: a string or strings (token arrays are not text). */
+const strings = (v: unknown, f: MapText): unknown => (typeof v === 'string' ? f(v) : each(v, (s) => str(s, f)));
+
+export const str = (v: unknown, f: MapText): unknown => (typeof v === 'string' ? f(v) : v);
+
+/** A tool call's arguments as an object: every string in it (nesting is bounded by the body's parser). */
+function deepStrings(v: unknown, f: MapText, depth: number): unknown {
+  if (typeof v === 'string') return f(v);
+  if (depth > 64) return v;
+  if (Array.isArray(v)) return each(v, (x) => deepStrings(x, f, depth + 1));
+  if (!isRecord(v)) return v;
+  let out: Record<string, unknown> | undefined;
+  for (const [k, x] of Object.entries(v)) {
+    const y = deepStrings(x, f, depth + 1);
+    if (y !== x) {
+      out ??= { ...v };
+      out[k] = y;
+    }
+  }
+  return out ?? v;
+}
+
+/** The object with `key` mapped, the same object when the value is the same (or the key absent). */
+export function field<T>(obj: T, key: string, g: (v: unknown) => unknown): T {
+  if (!isRecord(obj) || !(key in obj)) return obj;
+  const v = obj[key];
+  const w = g(v);
+  return w === v ? obj : ({ ...obj, [key]: w } as T);
+}
+
+/** The array with each element mapped, the same array when no element changed. */
+export function each(v: unknown, g: (x: unknown) => unknown): unknown {
+  if (!Array.isArray(v)) return v;
+  let out: unknown[] | undefined;
+  for (const [i, x] of v.entries()) {
+    const y = g(x);
+    if (y !== x) {
+      out ??= [...v];
+      out[i] = y;
+    }
+  }
+  return out ?? v;
+}
