@@ -37,6 +37,7 @@ export function rec(o: Partial<StoredUsage> & { at: number; tags?: Tag[] }): Sto
     ...(o.counterfactualCostUsd !== undefined ? { counterfactualCostUsd: o.counterfactualCostUsd } : {}),
     ...(o.delivered === false ? { delivered: false, errorType: o.errorType ?? 'gateway_restarted' } : {}),
     ...(o.deprecated ? { deprecated: true } : {}),
+    ...(o.findings ? { findings: o.findings } : {}),
   };
 }
 
@@ -558,6 +559,70 @@ export function usageStoreContract(KINDS: Array<[string, () => Promise<Opened>]>
       );
       expect((await store.toolCalls({ ...range, tags: [] })).length).toBe(4);
       expect((await store.tools(day)).totals.calls).toBe(4);
+      await store.close();
+    });
+
+    it('reports guardrail findings by guardrail, team and tag, without the text, scoped and filtered', async () => {
+      const { store } = await open();
+      const card = { guardrail: 'pii', category: 'PaymentCard', action: 'Redact' as const, where: 'request' as const };
+      await store.insert([
+        rec({ at: T0, team: 'ml', tags: [tag('team', 'ml'), tag('env', 'prod')], findings: [{ ...card, count: 2 }] }),
+        rec({
+          at: T0 + 1000,
+          team: 'ml',
+          tags: [tag('team', 'ml'), tag('env', 'dev')],
+          findings: [
+            { ...card, count: 1 },
+            { guardrail: 'keys', category: 'PrivateKey', action: 'Block', where: 'request', count: 1 },
+          ],
+        }),
+        rec({
+          at: T0 + 2000,
+          team: 'web',
+          tags: [tag('team', 'web')],
+          findings: [{ ...card, where: 'answer', count: 3 }],
+        }),
+        rec({ at: T0 + 3000, team: 'web', tags: [tag('team', 'web')] }),
+      ]);
+      const all = await store.guardrails({ ...range, groupBy: 'guardrail', tags: [] });
+      expect(all.totals).toEqual({ requests: 3, findings: 7, blocked: 1 });
+      expect(all.data).toEqual([
+        {
+          group: 'pii',
+          guardrail: 'pii',
+          category: 'PaymentCard',
+          action: 'Redact',
+          where: 'answer',
+          requests: 1,
+          findings: 3,
+        },
+        {
+          group: 'pii',
+          guardrail: 'pii',
+          category: 'PaymentCard',
+          action: 'Redact',
+          where: 'request',
+          requests: 2,
+          findings: 3,
+        },
+        {
+          group: 'keys',
+          guardrail: 'keys',
+          category: 'PrivateKey',
+          action: 'Block',
+          where: 'request',
+          requests: 1,
+          findings: 1,
+        },
+      ]);
+      const byEnv = await store.guardrails({ ...range, groupBy: 'env', tags: [], team: 'ml' });
+      expect(byEnv.data.map((r) => [r.group, r.category, r.findings])).toEqual([
+        ['prod', 'PaymentCard', 2],
+        ['dev', 'PrivateKey', 1],
+        ['dev', 'PaymentCard', 1],
+      ]);
+      const prod = await store.guardrails({ ...range, groupBy: 'team', tags: [tag('env', 'prod')] });
+      expect(prod.data.map((r) => [r.group, r.findings])).toEqual([['ml', 2]]);
       await store.close();
     });
 

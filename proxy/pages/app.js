@@ -123,6 +123,9 @@ const routingPanel = {
   report: 'routing report',
   none: 'No requests routed by a RoutingPolicy match these filters in this range.',
 };
+const guardrailTable = el('guardrail-table', HTMLTableElement);
+const guardrailEmpty = el('guardrails-empty', HTMLElement);
+const guardrailGroup = el('guardrail-group', HTMLElement);
 const auditTable = el('audit-table', HTMLTableElement);
 const auditEmpty = el('audit-empty', HTMLElement);
 const auditExport = el('audit-export', HTMLButtonElement);
@@ -720,6 +723,7 @@ async function load() {
       api(endpoint, query, controller.signal),
       sideReport('/v1/usage/routing', sideParams(filters, 'model'), controller.signal),
       sideReport('/v1/usage/tools', sideParams(filters), controller.signal),
+      loadGuardrails(filters, controller.signal),
       loadAudit(filters, controller.signal),
     ]);
     const report = asReport(body);
@@ -742,6 +746,54 @@ async function load() {
   renderSide(routingPanel, current?.routing ?? null);
   renderSide(toolsPanel, current?.tools ?? null);
   renderChart();
+}
+
+// ---- guardrails ---------------------------------------------------------------------------------
+
+/** By the tag key the report is grouped by, else by team. @param {Filters} f */
+const guardrailGroupBy = (f) =>
+  f.groupBy === 'model' || f.groupBy === 'provider' || f.groupBy === 'endpoint' ? 'team' : f.groupBy;
+
+/** @param {unknown} body @param {string | null} error @param {string} groupBy */
+function renderGuardrails(body, error, groupBy) {
+  guardrailGroup.textContent = groupBy === 'team' ? 'Team' : groupBy;
+  const rows = isObj(body) && Array.isArray(body.data) ? body.data.filter(isObj) : [];
+  guardrailTable.tBodies[0]?.replaceChildren(
+    ...rows.map((r) => {
+      const tr = document.createElement('tr');
+      // Guardrail, category and group names come from resources and callers: text, never HTML.
+      for (const [i, v] of [
+        r.group || '(none)',
+        r.guardrail,
+        r.category,
+        r.action,
+        r.where,
+        r.requests,
+        r.findings,
+      ].entries()) {
+        const td = document.createElement(i === 0 ? 'th' : 'td');
+        if (i >= 5) td.className = 'num';
+        td.textContent = typeof v === 'number' ? fmt(v, 'int') : String(v ?? '');
+        tr.append(td);
+      }
+      return tr;
+    }),
+  );
+  guardrailEmpty.hidden = rows.length > 0;
+  guardrailEmpty.textContent = error ?? 'No guardrail findings match these filters in this range.';
+}
+
+/** @param {Filters} filters @param {AbortSignal} signal */
+function loadGuardrails(filters, signal) {
+  const groupBy = guardrailGroupBy(filters);
+  const q = new URLSearchParams({ from: filters.from.toISOString(), to: filters.to.toISOString(), groupBy });
+  for (const t of filters.tags) q.append('tag', t);
+  return api('/v1/usage/guardrails', q, signal).then(
+    (body) => renderGuardrails(body, null, groupBy),
+    (err) => {
+      if (!signal.aborted) renderGuardrails(null, messageOf(err), groupBy);
+    },
+  );
 }
 
 // ---- audit trail --------------------------------------------------------------------------------

@@ -289,6 +289,30 @@ function toolsPanel(): string {
 }
 
 /**
+ * Guardrail findings over the range (GET /v1/usage/guardrails), on both pages: by team, or by the
+ * tag key the report is grouped by; never the text found.
+ */
+function guardrailsPanel(): string {
+  const heads = ['Guardrail', 'Category', 'Action', 'Where'].map((h) => `<th scope="col">${h}</th>`).join('');
+  return `
+    <section class="panel" aria-labelledby="guardrails-title">
+      <h2 id="guardrails-title">Guardrails</h2>
+      <div class="table-wrap">
+        <table id="guardrail-table" data-testid="guardrail-table">
+          <thead><tr><th scope="col" id="guardrail-group">Team</th>${heads}<th scope="col" class="num">Requests</th><th scope="col" class="num">Findings</th></tr></thead>
+          <tbody></tbody>
+        </table>
+      </div>
+      <p id="guardrails-empty" data-testid="guardrails-empty" class="note">Enter an API key and press Apply.</p>
+      <p class="note">${esc(GUARDRAILS_NOTE)}</p>
+    </section>
+`;
+}
+
+const GUARDRAILS_NOTE =
+  'What Guardrails found in requests and answers, and what they did (Block, Redact, Mask, RouteInCluster, Log): counted, never the text.';
+
+/**
  * The audit trail over the range (GET /v1/audit), on both pages: who changed what and when, sign-ins,
  * refusals and denied admin actions. A User key sees its own team's records; an Admin every one.
  */
@@ -398,7 +422,7 @@ ${FILTERS}
       <p id="table-empty" class="note">Enter an API key and press Apply.</p>
       <p class="note">${esc(COST_NOTE)}</p>
     </section>
-${deployments}${routingPanel()}${toolsPanel()}${auditPanel()}  </main>
+${deployments}${routingPanel()}${toolsPanel()}${guardrailsPanel()}${auditPanel()}  </main>
 </body>
 </html>
 `;

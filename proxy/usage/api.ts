@@ -6,6 +6,7 @@ import {
   DEFAULT_GROUP_LIMIT,
   DEFAULT_TOOL_CALLS,
   type Granularity,
+  type GuardrailQuery,
   MAX_GROUP_LIMIT,
   MAX_TOOL_CALLS,
   type ToolCallQuery,
@@ -27,6 +28,9 @@ import {
  *   GET /v1/usage/tools       tool calls through /mcp by server and tool: calls, errors, error
  *                             rate, latency p50/p95/p99, bytes in and out
  *   GET /v1/usage/tools/calls the tool calls themselves, newest first (payloads of keys that opted in)
+ *   GET /v1/usage/guardrails  Guardrail findings: per group (guardrail, team, category or a tag's
+ *                             value) and guardrail, category, action and place, the findings and
+ *                             the requests they were in; totals, requests blocked
  * Query: from, to (ISO 8601; default the last 7 days), granularity hour|day, groupBy model |
  * provider | endpoint (chat, completions, embeddings, responses, messages) | a tag key, tag=key:value repeated (all must match), and limit (groups reported by
  * name, default 20, at most 100; the others are summed as `_other`, their count in otherGroups).
@@ -150,6 +154,18 @@ export function parseToolCallQuery(params: URLSearchParams, now = new Date()): T
   return { ...window, tags, ...filters, limit };
 }
 
+/** The query of GET /v1/usage/guardrails: groupBy guardrail (default), team, category or a tag key. */
+export function parseGuardrailQuery(params: URLSearchParams, now = new Date()): GuardrailQuery | ProxyError {
+  const window = parseWindow(params, now);
+  if (window instanceof ProxyError) return window;
+  const groupBy = params.get('groupBy') ?? 'guardrail';
+  if (!GROUP_KEY.test(groupBy))
+    return invalidRequest('groupBy must be guardrail, team, category or a tag key', 'groupBy');
+  const tags = parseTags(params);
+  if (tags instanceof ProxyError) return tags;
+  return { ...window, groupBy, tags };
+}
+
 export function usageRoutes<E extends Env>(
   app: Hono<E>,
   reports: UsageReports,
@@ -187,5 +203,9 @@ export function usageRoutes<E extends Env>(
     const scope = await authorize(c.req.raw.headers);
     const q = { ...parsed(c.req.url, parseToolCallQuery), ...scope };
     return c.json({ from: q.from.toISOString(), to: q.to.toISOString(), data: await reports.toolCalls(q) });
+  });
+  app.get('/v1/usage/guardrails', async (c) => {
+    const scope = await authorize(c.req.raw.headers);
+    return c.json(await reports.guardrails({ ...parsed(c.req.url, parseGuardrailQuery), ...scope }));
   });
 }

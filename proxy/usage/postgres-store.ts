@@ -7,6 +7,7 @@ import {
   gpuRowsInOrder,
   gpuWindow,
 } from './gpu-cost.js';
+import { assembleGuardrailReport, type FindingRow, findingsColumn } from './guardrail-report.js';
 import {
   boundPayload,
   byteCount,
@@ -48,6 +49,9 @@ import {
   type AnalyticsNumbers,
   type DeploymentCost,
   type GpuTimeRow,
+  type GuardrailQuery,
+  type GuardrailReport,
+  MAX_GUARDRAIL_RECORDS,
   OTHER_GROUP,
   type Report,
   type RoutingReport,
@@ -199,6 +203,8 @@ export const MIGRATIONS: string[] = [
   // 8: served by a model its provider has deprecated (UsageRecord.deprecated; rows of before: no).
   `ALTER TABLE usage_requests ADD COLUMN deprecated boolean NOT NULL DEFAULT false;
    ALTER TABLE usage_rollup ADD COLUMN deprecated bigint NOT NULL DEFAULT 0;`,
+  // 9: guardrail findings (proxy/guardrails/), as JSON; none for requests without and rows of before.
+  'ALTER TABLE usage_requests ADD COLUMN findings text;',
 ];
 
 /** A LIMIT known to be a small whole number (a bound, never caller text). */
@@ -423,13 +429,14 @@ export class PostgresUsageStore implements UsageStore {
         counterfactualOf(r),
         r.delivered !== false,
         r.deprecated ?? false,
+        findingsColumn(r),
       ]);
       const { rows } = await tx.query<{ request_id: string; ts: string }>(
         `INSERT INTO usage_requests (ts, request_id, key_prefix, model, provider, tags, prompt, completion, cost,
            savings, latency_ms, ttft_ms, status, error_type, stream, tokens_counted, unpriced, team, api_key, endpoint,
            bytes_in, bytes_out, payload, requested_model, routing_policy, routing_reason, escalations, counterfactual,
-           delivered, deprecated)
-         VALUES ${placeholders(values.length, 30)} ON CONFLICT DO NOTHING RETURNING request_id, ts::text`,
+           delivered, deprecated, findings)
+         VALUES ${placeholders(values.length, 31)} ON CONFLICT DO NOTHING RETURNING request_id, ts::text`,
         values.flat(),
       );
       for (const d of rows) inserted.add(`${d.request_id}|${d.ts}`);
@@ -902,6 +909,24 @@ export class PostgresUsageStore implements UsageStore {
       query.params,
     );
     return rows.map(toolCallOf);
+  }
+
+  async guardrails(q: GuardrailQuery): Promise<GuardrailReport> {
+    await this.ensureSchema();
+    const query = new Query();
+    const where = [
+      `ts >= ${query.bind(q.from.getTime())}`,
+      `ts < ${query.bind(q.to.getTime())}`,
+      'findings IS NOT NULL',
+    ];
+    if (q.tags.length > 0) where.push(`tags @> ${query.bind(q.tags.map((t) => `${t.key}:${t.value}`))}`);
+    if (q.team !== undefined) where.push(`team = ${query.bind(q.team)}`);
+    const rows = await this.query<FindingRow & pg.QueryResultRow>(
+      `SELECT team, tags, findings FROM usage_requests WHERE ${where.join(' AND ')}
+       ORDER BY ts DESC LIMIT ${groupLimitLiteral(MAX_GUARDRAIL_RECORDS + 1)}`,
+      query.params,
+    );
+    return assembleGuardrailReport(q, rows);
   }
 
   async tags(search: string, limit = 50, team?: string): Promise<TagCount[]> {

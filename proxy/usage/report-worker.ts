@@ -19,6 +19,9 @@ parentPort?.on('message', async (req: ReportRequest) => {
     } else if (req.kind === 'tools') {
       const q = { ...req.query, from: new Date(req.query.from), to: new Date(req.query.to) };
       res = { id: req.id, result: await store.tools(q) };
+    } else if (req.kind === 'guardrails') {
+      const q = { ...req.query, from: new Date(req.query.from), to: new Date(req.query.to) };
+      res = { id: req.id, result: await store.guardrails(q) };
     } else if (req.kind === 'tool-calls') {
       const q = { ...req.query, from: new Date(req.query.from), to: new Date(req.query.to) };
       res = { id: req.id, result: await store.toolCalls(q) };

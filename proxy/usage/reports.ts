@@ -2,6 +2,8 @@ import { AskedThread, besideThis, type ThreadAnswer } from '../threads/asked-thr
 import type {
   AnalyticsNumbers,
   GpuTimeRow,
+  GuardrailQuery,
+  GuardrailReport,
   Report,
   RoutingReport,
   StoredUsage,
@@ -16,7 +18,7 @@ import type {
 } from './store.js';
 
 /**
- * The report queries behind /v1/usage, /v1/analytics, /v1/usage/routing, /v1/tags and /v1/usage/tools. Answered on the request thread
+ * The report queries behind /v1/usage, /v1/analytics, /v1/usage/routing, /v1/tags, /v1/usage/tools and /v1/usage/guardrails. Answered on the request thread
  * they hold chat traffic for as long as SQLite takes; answered by a worker thread with its own
  * connection to the same file (WAL: readers never block the writer), chat only pays for the
  * HTTP exchange. In-memory stores (tests) cannot be shared with a thread and answer in place;
@@ -29,6 +31,7 @@ export interface UsageReports {
   tags(search: string, limit: number, team?: string): Promise<TagCount[]>;
   tools(q: ToolQuery): Promise<ToolReport>;
   toolCalls(q: ToolCallQuery): Promise<ToolCall[]>;
+  guardrails(q: GuardrailQuery): Promise<GuardrailReport>;
   close(): Promise<void>;
 }
 
@@ -40,6 +43,7 @@ export function inThreadReports(store: UsageStore): UsageReports {
     tags: (search, limit, team) => store.tags(search, limit, team),
     tools: (q) => store.tools(q),
     toolCalls: (q) => store.toolCalls(q),
+    guardrails: (q) => store.guardrails(q),
     close: async () => {},
   };
 }
@@ -53,6 +57,7 @@ export type ReportRequest =
   | { id: number; kind: 'tags'; search: string; limit: number; team?: string }
   | { id: number; kind: 'tools'; query: InMs<ToolQuery> }
   | { id: number; kind: 'tool-calls'; query: InMs<ToolCallQuery> }
+  | { id: number; kind: 'guardrails'; query: InMs<GuardrailQuery> }
   | { id: number; kind: 'insert'; records: StoredUsage[] }
   | { id: number; kind: 'gpu-time'; rows: GpuTimeRow[] };
 
@@ -97,6 +102,10 @@ export class WorkerReports extends UsageThread implements UsageReports {
 
   toolCalls(q: ToolCallQuery): Promise<ToolCall[]> {
     return this.ask({ kind: 'tool-calls', query: this.query(q) });
+  }
+
+  guardrails(q: GuardrailQuery): Promise<GuardrailReport> {
+    return this.ask({ kind: 'guardrails', query: this.query(q) });
   }
 }
 

@@ -9,6 +9,7 @@ import {
   gpuRowsInOrder,
   gpuWindow,
 } from './gpu-cost.js';
+import { assembleGuardrailReport, findingsColumn } from './guardrail-report.js';
 import {
   boundPayload,
   byteCount,
@@ -50,6 +51,9 @@ import {
   type AnalyticsNumbers,
   type DeploymentCost,
   type GpuTimeRow,
+  type GuardrailQuery,
+  type GuardrailReport,
+  MAX_GUARDRAIL_RECORDS,
   OTHER_GROUP,
   type Report,
   type RoutingReport,
@@ -114,7 +118,8 @@ const SCHEMA = `
         routing_reason TEXT,
         escalations INTEGER,
         counterfactual REAL,
-        delivered INTEGER NOT NULL DEFAULT 1
+        delivered INTEGER NOT NULL DEFAULT 1,
+        findings TEXT
       );
       CREATE INDEX IF NOT EXISTS requests_ts ON requests(ts);
       CREATE TABLE IF NOT EXISTS request_tags (
@@ -228,8 +233,8 @@ export class SqliteUsageStore implements UsageStore {
       `INSERT OR IGNORE INTO requests (ts, request_id, key_prefix, model, provider, tags, prompt, completion, cost, savings,
         latency_ms, ttft_ms, status, error_type, stream, tokens_counted, unpriced, team, api_key, endpoint, bytes_in,
         bytes_out, payload, requested_model, routing_policy, routing_reason, escalations, counterfactual, delivered,
-        deprecated)
-       VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+        deprecated, findings)
+       VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
     );
     const addSpend = this.db.prepare(
       `INSERT INTO key_spend (api_key, hour, cost) VALUES (@apiKey, @hour, @cost)
@@ -282,6 +287,8 @@ export class SqliteUsageStore implements UsageStore {
       ['routing_reason', 'TEXT'],
       ['escalations', 'INTEGER'],
       ['counterfactual', 'REAL'],
+      // Guardrail findings (proxy/guardrails/): none for requests without and records of before.
+      ['findings', 'TEXT'],
     ] as const) {
       if (!columns.has(column)) this.db.exec(`ALTER TABLE requests ADD COLUMN ${column} ${type}`);
     }
@@ -372,6 +379,7 @@ export class SqliteUsageStore implements UsageStore {
       counterfactualOf(r),
       r.delivered === false ? 0 : 1,
       r.deprecated ? 1 : 0,
+      findingsColumn(r),
     );
     if (info.changes === 0) return false;
     for (const t of tags) this.insertTag.run(info.lastInsertRowid, t, ts);
@@ -729,6 +737,30 @@ export class SqliteUsageStore implements UsageStore {
       )
       .all(params) as Array<Omit<Parameters<typeof toolCallOf>[0], 'tags'> & { tags: string }>;
     return rows.map((r) => toolCallOf({ ...r, tags: JSON.parse(r.tags) as string[] }));
+  }
+
+  async guardrails(q: GuardrailQuery): Promise<GuardrailReport> {
+    const params: Record<string, string | number> = { from: q.from.getTime(), to: q.to.getTime() };
+    const where = ['r.ts >= @from', 'r.ts < @to', 'r.findings IS NOT NULL'];
+    const tagged = q.tags.map((t, i) => {
+      params[`t${i}`] = `${t.key}:${t.value}`;
+      return `SELECT request FROM request_tags WHERE tag = @t${i} AND ts >= @from AND ts < @to`;
+    });
+    if (tagged.length > 0) where.push(`r.id IN (${tagged.join(' INTERSECT ')})`);
+    if (q.team !== undefined) {
+      where.push('r.team = @team');
+      params.team = q.team;
+    }
+    const rows = this.db
+      .prepare(
+        `SELECT team, tags, findings FROM requests r WHERE ${where.join(' AND ')}
+         ORDER BY ts DESC LIMIT ${MAX_GUARDRAIL_RECORDS + 1}`,
+      )
+      .all(params) as Array<{ team: string; tags: string; findings: string }>;
+    return assembleGuardrailReport(
+      q,
+      rows.map((r) => ({ ...r, tags: JSON.parse(r.tags) as string[] })),
+    );
   }
 
   async spend(scopes: SpendScope[]): Promise<number[]> {

@@ -38,6 +38,8 @@ export interface UsageStore {
   tools(q: ToolQuery): Promise<ToolReport>;
   /** The tool calls themselves, newest first, at most MAX_TOOL_CALLS: who called what, and (keys that opted in) with what. */
   toolCalls(q: ToolCallQuery): Promise<ToolCall[]>;
+  /** Guardrail findings of requests in the window, by guardrail, category, action and place, grouped (GuardrailQuery). */
+  guardrails(q: GuardrailQuery): Promise<GuardrailReport>;
   /** USD spent since each scope's start: by an ApiKey (by name), or by requests carrying a tag. */
   spend(scopes: SpendScope[]): Promise<number[]>;
   /**
@@ -299,3 +301,42 @@ export interface ToolCall {
   /** Arguments and result (JSON, cut at MAX_PAYLOAD_BYTES): only calls of keys that opted in. */
   payload?: string;
 }
+
+/** What GET /v1/usage/guardrails reads: requests with findings in a window, grouped. */
+export interface GuardrailQuery {
+  from: Date;
+  to: Date;
+  /** guardrail (default), team, category, or a tag key. */
+  groupBy: string;
+  /** All must be present on a request (AND). */
+  tags: Tag[];
+  /** Only this team's requests (a User key's reads). */
+  team?: string;
+}
+
+/** Findings of one (group, guardrail, category, action, place): how many, in how many requests. */
+export interface GuardrailRow {
+  group: string;
+  guardrail: string;
+  category: string;
+  action: string;
+  where: string;
+  requests: number;
+  findings: number;
+}
+
+export interface GuardrailReport {
+  from: string;
+  to: string;
+  groupBy: string;
+  totals: { requests: number; findings: number; blocked: number };
+  /** Most findings first; at most MAX_GUARDRAIL_ROWS. */
+  data: GuardrailRow[];
+  /** More than MAX_GUARDRAIL_RECORDS requests had findings: the report is of the newest. */
+  truncated: boolean;
+}
+
+/** The newest records with findings a guardrail report reads (findings are the rare case; this bounds a report's cost). */
+export const MAX_GUARDRAIL_RECORDS = 100_000;
+
+export const MAX_GUARDRAIL_ROWS = 500;
