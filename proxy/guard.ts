@@ -36,9 +36,9 @@ export function guard(deps: GuardDeps, parsed: Parsed): Parsed | Failed {
   const at = { ...parsed, guard: guarding };
   if (checking.length === 0) return at;
   let blocked: Cause | undefined;
-  const forward = REQUEST_TEXTS[parsed.incoming.endpoint.dialect](parsed.request.forward, (text) => {
+  const forward = REQUEST_TEXTS[parsed.incoming.endpoint.dialect](parsed.request.forward, (text, json) => {
     if (blocked) return text;
-    const checked = checkText(checking, text, 'request', guarding);
+    const checked = checkText(checking, text, 'request', guarding, { json: json ?? false });
     if ('blocked' in checked) {
       blocked = checked.blocked;
       return text;
@@ -86,9 +86,9 @@ export function guardAnswer(outcome: Answered | Failed): Answered | Failed {
     return { ...outcome, result: { ...result, ...guarded } };
   }
   let blocked: Cause | undefined;
-  const body = ANSWER_TEXTS[dialect](result.body, (text) => {
+  const body = ANSWER_TEXTS[dialect](result.body, (text, json) => {
     if (blocked) return text;
-    const checked = checkText(guarding.answer, text, 'answer', guarding);
+    const checked = checkText(guarding.answer, text, 'answer', guarding, { json: json ?? false });
     if ('blocked' in checked) blocked = checked.blocked;
     return 'text' in checked ? checked.text : text;
   });

@@ -107,6 +107,7 @@ async function flow(deps: PipelineDeps, admitted: Admitted): Promise<Answered | 
     if ('failed' in prepared) return prepared;
     const parsed = guard(deps, prepared);
     if ('failed' in parsed) return parsed;
+    if (parsed.request !== prepared.request) stored?.carry(prepared.request, parsed.request);
     const routed = await route(deps, parsed);
     if ('failed' in routed) return routed;
     const answer = async (r: typeof routed) => guardAnswer(await call(deps, r));

@@ -24,15 +24,29 @@ export interface Checking {
 
 export type Checked = { text: string } | { blocked: Cause };
 
+/**
+ * Where a text stands. `before`: what went out just before it (a stream's released text), read
+ * for context (an AWS key beside the words that name it) but not changed again. `json`: the text
+ * is JSON (a tool call's arguments): a placeholder outside a string is written as one, so the
+ * arguments stay JSON; `inString`: the JSON text begins inside a string (a stream's next piece).
+ */
+export interface TextContext {
+  before?: string;
+  json?: boolean;
+  inString?: boolean;
+}
+
 export function checkText(
   guardrails: readonly CompiledGuardrail[],
   text: string,
   where: FindingPlace,
   checking: Checking,
+  context: TextContext = {},
 ): Checked {
   let out = text;
+  const before = context.before ?? '';
   for (const g of guardrails) {
-    const spans = g.detect(out);
+    const spans = before === '' ? g.detect(out) : shifted(g.detect(before + out), before.length);
     if (spans.length === 0) continue;
     const edits: { span: Span; action: GuardrailAction }[] = [];
     for (const span of spans) {
@@ -44,20 +58,41 @@ export function checkText(
       if (action === 'RouteInCluster') checking.inCluster ??= { guardrail: g.name, category: span.category };
       if (action === 'Redact' || action === 'Mask') edits.push({ span, action });
     }
-    if (edits.length) out = edited(out, edits);
+    if (edits.length) out = edited(out, edits, context.json ? (context.inString ?? false) : undefined);
   }
   return { text: out };
 }
 
-function edited(text: string, edits: readonly { span: Span; action: GuardrailAction }[]): string {
+/** Spans of `before + text` as spans of `text`: those wholly in `before` dropped, one that began there cut to its part here. */
+function shifted(spans: Span[], offset: number): Span[] {
+  return spans
+    .filter((s) => s.end > offset)
+    .map((s) => ({ ...s, start: Math.max(0, s.start - offset), end: s.end - offset }));
+}
+
+/** The text with each edit made; in JSON (`inString` given: the state at its start), one outside a string is quoted. */
+function edited(text: string, edits: readonly { span: Span; action: GuardrailAction }[], inString?: boolean): string {
   let out = '';
   let at = 0;
   for (const { span, action } of edits) {
     const found = text.slice(span.start, span.end);
-    out += text.slice(at, span.start) + (action === 'Redact' ? placeholder(span.category) : masked(found));
+    const put = action === 'Redact' ? placeholder(span.category) : masked(found);
+    const bare = inString !== undefined && !inJsonString(text, span.start, inString);
+    out += text.slice(at, span.start) + (bare ? JSON.stringify(put) : put);
     at = span.end;
   }
   return out + text.slice(at);
+}
+
+/** Whether position `pos` of JSON text lies inside a string, the text beginning inside one or not. */
+export function inJsonString(text: string, pos: number, startIn: boolean): boolean {
+  let inside = startIn;
+  for (let i = 0; i < pos && i < text.length; i++) {
+    const c = text[i];
+    if (inside && c === '\\') i++;
+    else if (c === '"') inside = !inside;
+  }
+  return inside;
 }
 
 /** Redact's typed placeholder: <PAYMENT_CARD> for PaymentCard, <EMPLOYEE_ID> for a pattern EmployeeId. */

@@ -8,8 +8,9 @@ import { matches, type Span } from './spans.js';
  */
 
 const AWS_KEY_ID = /(?<![A-Z0-9])(?:AKIA|ASIA|ABIA|ACCA)[A-Z2-7]{16}(?![A-Za-z0-9])/g;
-const AWS_SECRET = /(?<![A-Za-z0-9/+=])[A-Za-z0-9/+]{40}(?![A-Za-z0-9/+=])/g;
-const AWS_CONTEXT = /AKIA|ASIA|aws|secret/i;
+// After `=` too: AWS_SECRET_ACCESS_KEY=... is how .env files and credentials files write it.
+const AWS_SECRET = /(?<![A-Za-z0-9/+])[A-Za-z0-9/+]{40}(?![A-Za-z0-9/+=])/g;
+const AWS_CONTEXT = /AKIA|ASIA|\baws|\bsecret/i;
 const GOOGLE_API_KEY = /(?<![A-Za-z0-9_-])AIza[0-9A-Za-z_-]{35}(?![A-Za-z0-9_-])/g;
 const AZURE_STORAGE_KEY = /AccountKey=([A-Za-z0-9+/]{86}==)/g;
 
@@ -39,9 +40,13 @@ const MAX_PEM_CHARS = 16 * 1024;
 export function privateKeys(text: string): Span[] {
   const out: Span[] = [];
   PEM_BEGIN.lastIndex = 0;
+  // The next END line after the last BEGIN, found once and reused while it lies ahead: text of
+  // many BEGIN lines and no END is read once, not once per BEGIN.
+  let nextEnd = -2;
   for (let m = PEM_BEGIN.exec(text); m !== null; m = PEM_BEGIN.exec(text)) {
     const body = m.index + m[0].length;
-    const endLine = text.indexOf('-----END ', body);
+    if (nextEnd !== -1 && nextEnd < body) nextEnd = text.indexOf('-----END ', body);
+    const endLine = nextEnd;
     let end: number;
     if (endLine !== -1 && endLine - m.index <= MAX_PEM_CHARS) {
       const close = text.indexOf('-----', endLine + 9);

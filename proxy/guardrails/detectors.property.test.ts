@@ -66,6 +66,8 @@ describe('the detectors, on random text', () => {
       '+1 (',
       'DE00 ',
       'a'.repeat(50),
+      '-----BEGIN PRIVATE KEY-----!',
+      'de12 ',
     ];
     const timeOf = (text: string) => {
       let best = Number.POSITIVE_INFINITY;

@@ -16,6 +16,13 @@ describe('the built-in detectors', () => {
     ['Email', 'write to bob.smith+ml@example.co.uk today', 'bob.smith+ml@example.co.uk'],
     ['PaymentCard', 'card 4111 1111 1111 1111, exp 12/29', '4111 1111 1111 1111'],
     ['PaymentCard', 'amex 378282246310005.', '378282246310005'],
+    ['PaymentCard', 'typed 4111  1111 1111 1111 twice', '4111  1111 1111 1111'],
+    ['Iban', 'lower de89370400440532013000 case', 'de89370400440532013000'],
+    [
+      'CloudCredential',
+      'AWS_SECRET_ACCESS_KEY=wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY',
+      'wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY',
+    ],
     ['Iban', 'pay DE89 3704 0044 0532 0130 00 now', 'DE89 3704 0044 0532 0130 00'],
     ['Iban', 'GB82WEST12345698765432', 'GB82WEST12345698765432'],
     ['NationalId', 'SSN 123-45-6789', '123-45-6789'],
@@ -56,6 +63,9 @@ describe('the built-in detectors', () => {
     ['an IPv4-like version', 'version 1.2.3.4.5'],
     ['a date', 'on 2024-01-15 at 10:30'],
     ['an address without a domain', 'user@localhost'],
+    ['a timestamp', 'at 2025-06-03 14:22:01 the job ran'],
+    ['a version', 'version 2.31.0.1 and v1.2.3.4 and pkg==10.2.0.1'],
+    ['a path beside the word laws', 'laws: see /usr/share/docs/ABCDEFGHIJKLmnopqrst/0123456789ab'],
   ])('find nothing in %s', (_what, text) => {
     expect(found(text)).toEqual([]);
   });
@@ -121,6 +131,22 @@ describe('the actions', () => {
     );
     expect(check([first, second], 'bob@example.com').checked).toEqual({
       blocked: { guardrail: 'second', category: 'Mail' },
+    });
+  });
+
+  it('keep JSON text JSON: a finding outside a string becomes a string', () => {
+    const checking: Checking = { findings: new Findings() };
+    const checked = checkText(
+      [guardrail({ action: 'Redact' })],
+      '{"to": "bob@example.com", "phone": 4155552671, "note": "call \\"4155552671\\""}',
+      'request',
+      checking,
+      { json: true },
+    );
+    expect('text' in checked && JSON.parse(checked.text)).toEqual({
+      to: '<EMAIL>',
+      phone: '<PHONE>',
+      note: 'call "<PHONE>"',
     });
   });
 

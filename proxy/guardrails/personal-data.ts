@@ -37,8 +37,8 @@ export function emails(text: string): Span[] {
   return out;
 }
 
-// 13 to 19 digits, single spaces or hyphens between them, not inside a longer number.
-const CARD = /(?<![\d-])\d(?:[ -]?\d){12,18}(?![\d])/g;
+// 13 to 19 digits, one or two spaces or hyphens between them, not inside a longer number.
+const CARD = /(?<![\d-])\d(?:[ -]{0,2}\d){12,18}(?![\d])/g;
 
 /** Payment cards: 13-19 digits that pass Luhn and belong to a known issuer (validator's isCreditCard). */
 export const paymentCards = (text: string): Span[] =>
@@ -47,7 +47,7 @@ export const paymentCards = (text: string): Span[] =>
     return luhn(digits) && validator.isCreditCard(digits);
   });
 
-const IBAN_START = /(?<![A-Za-z0-9])([A-Z]{2})\d{2}/g;
+const IBAN_START = /(?<![A-Za-z0-9])([A-Za-z]{2})\d{2}/g;
 const COUNTRY_SPECS = getCountrySpecifications();
 
 /**
@@ -58,19 +58,19 @@ export function ibans(text: string): Span[] {
   const out: Span[] = [];
   IBAN_START.lastIndex = 0;
   for (let m = IBAN_START.exec(text); m !== null; m = IBAN_START.exec(text)) {
-    const length = COUNTRY_SPECS[m[1] ?? '']?.chars;
+    const length = COUNTRY_SPECS[(m[1] ?? '').toUpperCase()]?.chars;
     if (!length) continue;
     let end = m.index;
     let chars = 0;
     while (end < text.length && chars < length) {
       const c = text[end] ?? '';
-      if (/[A-Z0-9]/.test(c)) chars++;
-      else if (c !== ' ' || !/[A-Z0-9]/.test(text[end + 1] ?? '')) break;
+      if (/[A-Za-z0-9]/.test(c)) chars++;
+      else if (c !== ' ' || !/[A-Za-z0-9]/.test(text[end + 1] ?? '')) break;
       end++;
     }
     if (chars !== length || /[A-Za-z0-9]/.test(text[end] ?? '')) continue;
     const candidate = text.slice(m.index, end);
-    if (isValidIBAN(electronicFormatIBAN(candidate) ?? '')) {
+    if (isValidIBAN(electronicFormatIBAN(candidate.toUpperCase()) ?? '')) {
       out.push({ start: m.index, end, category: 'Iban' });
       IBAN_START.lastIndex = end;
     }
@@ -105,12 +105,19 @@ const NATIONAL_IDS: readonly { re: RegExp; valid: (m: RegExpExecArray) => boolea
 export const nationalIds = (text: string): Span[] =>
   NATIONAL_IDS.flatMap(({ re, valid }) => matches(text, re, 'NationalId', valid));
 
+/** What precedes a version number, not an address: `version 1.2.3.4`, `v1.2.3.4`, `pkg==1.2.3.4`, `pkg@1.2.3.4`. */
+const VERSIONED = /(version|ver|v|==|>=|<=|~=|@)\s*$/i;
 const IPV4 = /(?<![\d.])(?:\d{1,3}\.){3}\d{1,3}(?!\.?\d)/g;
 const IPV6 = /(?<![0-9A-Fa-f:])(?:[0-9A-Fa-f]{0,4}:){2,7}[0-9A-Fa-f]{0,4}(?![0-9A-Fa-f:])/g;
 
 /** IP addresses: IPv4, and IPv6 with at least 3 groups of hex digits (so C++'s std:: is not one), by validator's isIP. */
 export const ipAddresses = (text: string): Span[] => [
-  ...matches(text, IPV4, 'IpAddress', (m) => validator.isIP(m[0], 4)),
+  ...matches(
+    text,
+    IPV4,
+    'IpAddress',
+    (m) => validator.isIP(m[0], 4) && !VERSIONED.test(text.slice(Math.max(0, m.index - 12), m.index)),
+  ),
   ...matches(
     text,
     IPV6,
@@ -118,6 +125,8 @@ export const ipAddresses = (text: string): Span[] => [
     (m) => (m[0].match(/[0-9A-Fa-f]+/g)?.length ?? 0) >= 3 && validator.isIP(m[0], 6),
   ),
 ];
+
+const DATE_LIKE = /^\d{4}[-/.]\d{1,2}[-/.]\d{1,2}\b|^\d{1,2}[-/.]\d{1,2}[-/.]\d{4}\b/;
 
 // A + and country code, or a national number; 7 to 15 digits with single separators between them.
 const PHONE = /(?<![\w+.-])(?:\+\d{1,3}[ .-]?)?(?:\(\d{1,4}\)[ .-]?)?\d{1,4}(?:[ .-]?\d{1,4}){1,5}(?![\w])/g;
@@ -131,6 +140,8 @@ export function phones(regions: readonly string[]): (text: string) => Span[] {
     matches(text, PHONE, 'Phone', (m) => {
       const digits = m[0].replace(/\D/g, '').length;
       if (digits < 7 || digits > 15) return false;
+      // A date, or a date and an hour (2025-06-03 14:22): not a number to call.
+      if (DATE_LIKE.test(m[0]) || text[m.index + m[0].length] === ':') return false;
       if (m[0].startsWith('+')) return parsePhoneNumber(m[0]).valid;
       return regions.some((regionCode) => parsePhoneNumber(m[0], { regionCode }).valid);
     });

@@ -3,23 +3,34 @@ import { isRecord } from '../../crds/is-record.js';
 
 /**
  * Where each dialect's request carries text a person or a tool wrote: the prompt and system text,
- * the tool calls and results of the conversation. Each dialect's table entry maps every such text
- * through `f` and returns the body, the same object where nothing changed (copied along the path
- * of what did): what the guard stage checks, and what it forwards once redacted. Models, tool
- * schemas, ids and parameters are not text and are left alone.
+ * the tool calls and results of the conversation, predictions, reasoning the caller sends back,
+ * documents given as text. Each dialect's table entry maps every such text through `f` and
+ * returns the body, the same object where nothing changed (copied along the path of what did):
+ * what the guard stage checks, and what it forwards once redacted. `f` is told when a text is
+ * JSON (a tool call's arguments), so that what it puts there keeps it JSON. Models, tool schemas,
+ * ids and parameters are not text and are left alone.
  */
 
-export type MapText = (s: string) => string;
+export type MapText = (s: string, json?: boolean) => string;
 
 export const REQUEST_TEXTS: Readonly<
   Record<CallerDialect, (body: Record<string, unknown>, f: MapText) => Record<string, unknown>>
 > = {
-  'openai-chat': (body, f) => field(body, 'messages', (ms) => each(ms, (m) => chatMessage(m, f))),
+  'openai-chat': (body, f) =>
+    field(
+      field(body, 'messages', (ms) => each(ms, (m) => chatMessage(m, f))),
+      'prediction',
+      (p) => field(p, 'content', (c) => content(c, f)),
+    ),
   'openai-responses': (body, f) =>
     field(
-      field(body, 'instructions', (s) => str(s, f)),
-      'input',
-      (input) => (typeof input === 'string' ? f(input) : each(input, (item) => responsesItem(item, f))),
+      field(
+        field(body, 'instructions', (s) => str(s, f)),
+        'input',
+        (input) => (typeof input === 'string' ? f(input) : each(input, (item) => responsesItem(item, f))),
+      ),
+      'prompt',
+      (p) => field(p, 'variables', (v) => deepStrings(v, f, 0)),
     ),
   'anthropic-messages': (body, f) =>
     field(
@@ -31,39 +42,77 @@ export const REQUEST_TEXTS: Readonly<
   'openai-embeddings': (body, f) => field(body, 'input', (i) => strings(i, f)),
 };
 
-function chatMessage(m: unknown, f: MapText): unknown {
-  const withContent = field(m, 'content', (c) => content(c, f));
-  return field(withContent, 'tool_calls', (calls) =>
-    each(calls, (call) => field(call, 'function', (fn) => field(fn, 'arguments', (a) => str(a, f)))),
+/** A chat message: its content, refusal, tool calls (function and custom) and legacy function call. */
+export function chatMessage(m: unknown, f: MapText): unknown {
+  let out = field(
+    field(m, 'content', (c) => content(c, f)),
+    'refusal',
+    (r) => str(r, f),
+  );
+  out = field(out, 'reasoning_content', (r) => str(r, f));
+  out = field(out, 'function_call', (fc) => field(fc, 'arguments', (a) => json(a, f)));
+  return field(out, 'tool_calls', (calls) =>
+    each(calls, (call) =>
+      field(
+        field(call, 'function', (fn) => field(fn, 'arguments', (a) => json(a, f))),
+        'custom',
+        (c) => field(c, 'input', (i) => str(i, f)),
+      ),
+    ),
   );
 }
 
-function responsesItem(item: unknown, f: MapText): unknown {
-  const withContent = field(item, 'content', (c) => content(c, f));
-  const withArguments = field(withContent, 'arguments', (a) => str(a, f));
-  return field(withArguments, 'output', (o) => content(o, f));
+/** A Responses item: a message's parts, a call's arguments or input, a call's output, a reasoning summary. */
+export function responsesItem(item: unknown, f: MapText): unknown {
+  let out = field(item, 'content', (c) => content(c, f));
+  out = field(out, 'arguments', (a) => json(a, f));
+  out = field(out, 'input', (i) => str(i, f));
+  out = field(out, 'summary', (s) => content(s, f));
+  return field(out, 'output', (o) => content(o, f));
 }
 
+/** Anthropic content: text, tool calls' inputs (any server's), tool results, thinking, documents and search results given as text. */
 export function anthropicContent(c: unknown, f: MapText): unknown {
   if (typeof c === 'string') return f(c);
   return each(c, (block) => {
     if (!isRecord(block)) return block;
-    if (block.type === 'tool_use') return field(block, 'input', (input) => deepStrings(input, f, 0));
-    if (block.type === 'tool_result') return field(block, 'content', (inner) => anthropicContent(inner, f));
-    return field(block, 'text', (t) => str(t, f));
+    if (typeof block.type === 'string' && block.type.endsWith('tool_use'))
+      return field(block, 'input', (input) => deepStrings(input, f, 0));
+    if (block.type === 'tool_result' || block.type === 'search_result')
+      return field(block, 'content', (inner) => anthropicContent(inner, f));
+    if (block.type === 'document')
+      return field(block, 'source', (s) =>
+        isRecord(s) && s.type === 'text'
+          ? field(s, 'data', (d) => str(d, f))
+          : field(s, 'content', (x) => anthropicContent(x, f)),
+      );
+    return field(
+      field(block, 'text', (t) => str(t, f)),
+      'thinking',
+      (t) => str(t, f),
+    );
   });
 }
 
-/** A content: a string, or parts whose `text` is text (text, input_text, output_text). */
-export function content(c: unknown, f: MapText): unknown {
+/** A content: a string, or parts whose `text` is text (text, input_text, output_text, summary_text, refusal). */
+function content(c: unknown, f: MapText): unknown {
   if (typeof c === 'string') return f(c);
-  return each(c, (part) => field(part, 'text', (t) => str(t, f)));
+  return each(c, (part) =>
+    field(
+      field(part, 'text', (t) => str(t, f)),
+      'refusal',
+      (r) => str(r, f),
+    ),
+  );
 }
 
 /** A prompt or an input: a string or strings (token arrays are not text). */
 const strings = (v: unknown, f: MapText): unknown => (typeof v === 'string' ? f(v) : each(v, (s) => str(s, f)));
 
 export const str = (v: unknown, f: MapText): unknown => (typeof v === 'string' ? f(v) : v);
+
+/** A JSON text (a tool call's arguments). */
+const json = (v: unknown, f: MapText): unknown => (typeof v === 'string' ? f(v, true) : v);
 
 /** A tool call's arguments as an object: every string in it (nesting is bounded by the body's parser). */
 function deepStrings(v: unknown, f: MapText, depth: number): unknown {

@@ -4,17 +4,19 @@ import { type CallerDialect, DIALECTS } from '../endpoints/dialects.js';
 import type { ProxyError } from '../endpoints/errors.js';
 import { type ChunkSource, chunksOf, type StreamBody } from '../upstreams/chunk-source.js';
 import type { StreamOutcome } from '../upstreams/upstream.js';
-import { type Cause, type Checking, checkText } from './check-text.js';
+import { type Cause, type Checking, checkText, inJsonString } from './check-text.js';
 import type { CompiledGuardrail } from './guardrail-set.js';
-import { STREAM_TEXTS, type StreamTexts } from './stream-texts.js';
+import { STREAM_TEXTS, type StreamTexts, type TextAt } from './stream-texts.js';
 
 /**
- * A streamed answer through its guardrails, as it streams. Each key's text (a choice, a content
- * block: proxy/guardrails/stream-texts.ts) is held back by the guardrails' look-behind and released
- * once the text after it is seen, never cutting through a finding, so that what straddles two
- * chunks (a key split in half) is still caught whole; the rest goes out when its key ends. Redact
- * and Mask change what is released; a Block ends the stream with the dialect's error event, and
- * the request's record says so. Events that carry no answer text pass as they came.
+ * A streamed answer through its guardrails, as it streams. Each key's text (a choice's content,
+ * a tool call's arguments, a content block: proxy/guardrails/stream-texts.ts) is held back by the
+ * guardrails' look-behind and released once the text after it is seen, never cutting through a
+ * finding nor through a word (a token longer than the look-behind is held whole), and checked
+ * with what went out before it as context; the rest goes out when its key ends. Redact and Mask
+ * change what is released; a Block ends the stream with the dialect's error event, and the
+ * request's record says so. Events keep everything else they carry (a role, a tool call's id);
+ * comments and event ids pass as they came. Log probabilities are withheld.
  */
 
 export function guardStream(
@@ -32,16 +34,30 @@ export function guardStream(
   const encoder = new TextEncoder();
   const decoder = new TextDecoder();
   let done = false;
+  // The relay settles its outcome before it hands over its last chunk: the guard's verdict on
+  // that chunk is known only once this side finished (or its reader left).
+  let finished: () => void = () => {};
+  const guardDone = new Promise<void>((resolve) => {
+    finished = resolve;
+  });
+  const end = () => {
+    done = true;
+    finished();
+  };
   const guarded: ChunkSource = {
     read: async () => {
       while (!done) {
-        const chunk = await source.read();
+        const chunk = await source.read().catch((err: unknown) => {
+          end();
+          throw err;
+        });
         if (chunk === undefined) {
-          done = true;
+          guard.feed(decoder.decode());
           guard.finish();
+          end();
         } else guard.feed(decoder.decode(chunk, { stream: true }));
         if (guard.blocked && !done) {
-          done = true;
+          end();
           source.cancel();
         }
         const out = guard.take();
@@ -50,25 +66,47 @@ export function guardStream(
       return undefined;
     },
     cancel: () => {
-      done = true;
+      end();
       source.cancel();
     },
   };
   return {
     body: guarded,
-    outcome: outcome.then((o) => (guard.blocked ? { ...o, error: guard.blocked, clientAborted: false } : o)),
+    outcome: Promise.all([outcome, guardDone]).then(([o]) =>
+      guard.blocked ? { ...o, error: guard.blocked, clientAborted: false } : o,
+    ),
   };
+}
+
+/** Characters of a key's released text kept as context for what follows it. */
+const CONTEXT_CHARS = 256;
+
+interface KeyState {
+  /** Text not yet released, as the upstream sent it. */
+  held: string;
+  /** What went out, as the caller got it (a Responses done event repeats it). */
+  sent: string;
+  /** The end of what went out, as the upstream sent it: context for the next release. */
+  context: string;
+  /** A JSON text (tool arguments): whether what went out ends inside a string. */
+  json?: { inString: boolean };
+  skeleton: TextAt['skeleton'];
 }
 
 class StreamGuard {
   blocked: ProxyError | undefined;
   private out = '';
-  private readonly held = new Map<string, string>();
-  private readonly sent = new Map<string, string>();
-  /** Each key's last delta event, with its event name: what a key's held text goes out in when its key ends. */
-  private readonly templates = new Map<string, { name: string | undefined; data: string }>();
+  private readonly keys = new Map<string, KeyState>();
   private readonly lookBehind: number;
-  private readonly parser = createParser({ onEvent: (e) => this.event(e) });
+  private readonly parser = createParser({
+    onEvent: (e) => this.event(e),
+    onComment: (c) => {
+      if (!this.blocked) this.out += `:${c}\n\n`;
+    },
+    onRetry: (ms) => {
+      if (!this.blocked) this.out += `retry: ${ms}\n\n`;
+    },
+  });
   private sequence = 0;
 
   constructor(
@@ -82,14 +120,14 @@ class StreamGuard {
   }
 
   feed(text: string): void {
-    if (!this.blocked) this.parser.feed(text);
+    if (!this.blocked && text) this.parser.feed(text);
   }
 
-  /** The source ended: what is still held goes out, in its keys' last events. */
+  /** The source ended: what is still held goes out, in events of its own. */
   finish(): void {
     if (this.blocked) return;
     this.parser.feed('\n\n');
-    for (const key of [...this.held.keys()]) if (!this.flush(key)) return;
+    this.flushUnder(undefined);
   }
 
   take(): string {
@@ -105,31 +143,34 @@ class StreamGuard {
       data = JSON.parse(e.data);
     } catch {
       // [DONE], or what is not JSON: after every key's held text.
-      for (const key of [...this.held.keys()]) if (!this.flush(key)) return;
-      this.emit(e.event, e.data);
+      if (!this.flushUnder(undefined)) return;
+      this.emit(e, e.data);
       return;
     }
     if (!isRecord(data)) {
-      this.emit(e.event, e.data);
+      this.emit(e, e.data);
       return;
     }
+    this.texts.withhold(data);
     const ends = this.texts.ends(data);
-    let carried = false;
     for (const d of this.texts.deltas(data)) {
-      this.templates.set(d.key, { name: e.event, data: e.data });
-      this.held.set(d.key, (this.held.get(d.key) ?? '') + d.text);
-      const released = this.release(d.key, ends.includes(d.key));
+      const state = this.state(d);
+      state.held += d.text;
+      const released = this.release(
+        d.key,
+        state,
+        ends.some((k) => under(d.key, k)),
+      );
       if (released === undefined) return;
+      // The event goes on with what else it carries (a role, a tool call's id), its text what is released now.
       d.put(released);
-      carried ||= released !== '';
-      if (ends.includes(d.key)) this.held.delete(d.key);
     }
-    for (const key of ends) if (this.held.has(key) && !this.flush(key)) return;
+    for (const key of ends) if (!this.flushUnder(key)) return;
     for (const w of this.texts.wholes(data)) {
-      const sent = this.sent.get(w.key);
+      const sent = this.keys.get(w.key)?.sent;
       if (sent !== undefined) w.put(sent);
       else {
-        const checked = checkText(this.guardrails, w.text, 'answer', this.checking);
+        const checked = checkText(this.guardrails, w.text, 'answer', this.checking, { json: w.json ?? false });
         if ('blocked' in checked) {
           this.block(checked.blocked);
           return;
@@ -137,64 +178,103 @@ class StreamGuard {
         w.put(checked.text);
       }
     }
-    // An event whose every delta is held goes nowhere: its text goes out later, in another.
-    if (!carried && ends.length === 0 && this.texts.deltas(data).length > 0) return;
-    this.emit(e.event, data);
+    this.emit(e, data);
+  }
+
+  private state(d: TextAt): KeyState {
+    let state = this.keys.get(d.key);
+    if (!state) {
+      state = {
+        held: '',
+        sent: '',
+        context: '',
+        skeleton: d.skeleton,
+        ...(d.json ? { json: { inString: false } } : {}),
+      };
+      this.keys.set(d.key, state);
+    }
+    return state;
   }
 
   /** The key's held text through the guardrails, all of it or what the look-behind lets go; undefined once blocked. */
-  private release(key: string, all: boolean): string | undefined {
-    const held = this.held.get(key) ?? '';
-    const cut = all ? held.length : this.safeCut(held, held.length - this.lookBehind);
+  private release(key: string, state: KeyState, all: boolean): string | undefined {
+    const { held } = state;
+    const cut = all ? held.length : this.safeCut(state.context, held, held.length - this.lookBehind);
     if (cut <= 0) return '';
-    const checked = checkText(this.guardrails, held.slice(0, cut), 'answer', this.checking);
+    const part = held.slice(0, cut);
+    const checked = checkText(this.guardrails, part, 'answer', this.checking, {
+      before: state.context,
+      ...(state.json ? { json: true, inString: state.json.inString } : {}),
+    });
     if ('blocked' in checked) {
       this.block(checked.blocked);
       return undefined;
     }
-    this.held.set(key, held.slice(cut));
-    this.sent.set(key, (this.sent.get(key) ?? '') + checked.text);
+    state.held = held.slice(cut);
+    state.sent += checked.text;
+    state.context = (state.context + part).slice(-CONTEXT_CHARS);
+    if (state.json) state.json.inString = inJsonString(checked.text, checked.text.length, state.json.inString);
+    this.keys.set(key, state);
     return checked.text;
   }
 
-  /** Where to cut the held text: never inside a finding, nor inside a word. */
-  private safeCut(held: string, cut: number): number {
+  /** Where to cut the held text: never inside a finding, nor inside a run of non-space characters (a token still arriving). */
+  private safeCut(context: string, held: string, cut: number): number {
     if (cut <= 0) return 0;
     let at = cut;
-    for (const g of this.guardrails) for (const s of g.detect(held)) if (s.start < at && s.end > at) at = s.start;
-    const floor = Math.max(0, at - 64);
-    while (at > floor && /\w/.test(held[at - 1] ?? '') && /\w/.test(held[at] ?? '')) at--;
-    return at === floor && floor > 0 ? cut : at;
+    const scanned = context + held;
+    for (const g of this.guardrails)
+      for (const s of g.detect(scanned)) {
+        const start = s.start - context.length;
+        const end = s.end - context.length;
+        if (start < at && end > at) at = Math.max(0, start);
+      }
+    while (at > 0 && /\S/.test(held[at - 1] ?? '') && /\S/.test(held[at] ?? '')) at--;
+    return at;
   }
 
-  /** A key ended (or the stream did): its held text goes out in a copy of its last delta event. */
-  private flush(key: string): boolean {
-    const released = this.release(key, true);
-    this.held.delete(key);
-    if (released === undefined) return false;
-    const template = this.templates.get(key);
-    if (released === '' || !template) return true;
-    const data = JSON.parse(template.data) as Record<string, unknown>;
-    const d = this.texts.deltas(data).find((x) => x.key === key);
-    d?.put(released);
-    for (const c of Array.isArray(data.choices) ? data.choices : []) if (isRecord(c)) c.finish_reason = null;
-    this.emit(template.name, data);
+  /** Every key under `prefix` (all keys when undefined) ended: their held text goes out in events of their own. */
+  private flushUnder(prefix: string | undefined): boolean {
+    for (const [key, state] of this.keys) {
+      if (state.held === '' || (prefix !== undefined && !under(key, prefix))) continue;
+      const released = this.release(key, state, true);
+      if (released === undefined) return false;
+      if (released === '') continue;
+      const event = state.skeleton(released);
+      this.emit({ event: event.name }, event.data);
+    }
     return true;
   }
 
   private block(cause: Cause): void {
     this.blocked = this.blockedError(cause);
     const spec = DIALECTS[this.dialect];
-    this.out += spec.streamError(this.blocked) + spec.streamEnd;
+    const error = spec.streamError(this.blocked);
+    // Responses' events are numbered: its error event takes the next number.
+    this.out +=
+      this.dialect === 'openai-responses'
+        ? error.replace('"sequence_number":0', `"sequence_number":${this.sequence++}`)
+        : error;
+    this.out += spec.streamEnd;
   }
 
-  private emit(name: string | undefined, data: string | Record<string, unknown>): void {
+  private emit(
+    e: { event?: string | undefined; id?: string | undefined },
+    data: string | Record<string, unknown>,
+  ): void {
     let text = data;
     if (typeof data !== 'string') {
       // Responses' events are numbered: a held text's event makes one more, so all are renumbered.
       if (typeof data.sequence_number === 'number') data.sequence_number = this.sequence++;
       text = JSON.stringify(data);
     }
-    this.out += `${name ? `event: ${name}\n` : ''}data: ${text}\n\n`;
+    const lines = String(text)
+      .split('\n')
+      .map((l) => `data: ${l}`)
+      .join('\n');
+    this.out += `${e.event ? `event: ${e.event}\n` : ''}${e.id ? `id: ${e.id}\n` : ''}${lines}\n\n`;
   }
 }
+
+/** `key` is `prefix` or a key under it (`c0:t1` under `c0`). */
+const under = (key: string, prefix: string) => key === prefix || key.startsWith(`${prefix}:`);

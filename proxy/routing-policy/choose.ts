@@ -110,7 +110,8 @@ async function routeBy(
 ): Promise<Choice | ProxyError> {
   const { request, incoming, caller } = parsed;
   const features = featuresOf(incoming.endpoint.dialect, request.forward);
-  const text = await textScore(deps, policy, features);
+  // A guardrail that keeps the request in the cluster keeps its text from a hosted embedding model too.
+  const text = await textScore(deps, policy, features, parsed.guard?.inCluster !== undefined);
   const difficulty = scoreRequest(features, text);
   const score = difficulty.score;
   const need = tierOf(score, policy.thresholds);
@@ -258,6 +259,7 @@ async function textScore(
   deps: RoutingDeps,
   policy: ResolvedPolicy,
   f: RequestFeatures,
+  inClusterOnly = false,
 ): Promise<{ score: number; by: TextScoreKind; embedding: string }> {
   const text = scoredText(f);
   const { embeddingModel, text: scorer, fallback } = policy.scorer;
@@ -266,6 +268,8 @@ async function textScore(
     embedding: result.by === 'learned' ? (s.embedding ?? 'none') : 'none',
   });
   if (embeddingModel === undefined || !deps.embed || text === '') return named(scorer, scorer.score(text));
+  if (inClusterOnly && deps.routes.lookup(embeddingModel)?.kind !== 'in-cluster')
+    return named(fallback, fallback.score(text));
   const digest = createHash('sha256').update(embeddingModel).update('\n').update(text).digest('base64');
   let vector = PROMPT_CACHE.get(digest);
   if (!vector) {

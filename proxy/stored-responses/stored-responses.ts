@@ -119,6 +119,12 @@ export class StoredResponses {
     return { ...parsed, request };
   }
 
+  /** The request was replaced by another of the same turn (its guardrails redacted it): its turn goes with it. */
+  carry(from: ParsedRequest, to: ParsedRequest): void {
+    const turn = this.turns.get(from);
+    if (turn) this.turns.set(to, turn);
+  }
+
   private get history(): HistoryBounds {
     return this.settings.history ?? HISTORY_BOUNDS;
   }

@@ -155,7 +155,7 @@ export function parseToolCallQuery(params: URLSearchParams, now = new Date()): T
 }
 
 /** The query of GET /v1/usage/guardrails: groupBy guardrail (default), team, category or a tag key. */
-export function parseGuardrailQuery(params: URLSearchParams, now = new Date()): GuardrailQuery | ProxyError {
+function parseGuardrailQuery(params: URLSearchParams, now = new Date()): GuardrailQuery | ProxyError {
   const window = parseWindow(params, now);
   if (window instanceof ProxyError) return window;
   const groupBy = params.get('groupBy') ?? 'guardrail';
