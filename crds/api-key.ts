@@ -38,10 +38,26 @@ export interface ApiKeySpec {
   routing?: KeyRouting;
   /** The RoutingPolicy this key's routed requests (and a spent budget's Degrade) use; default `default`. */
   routingPolicy?: string;
+  /** The response cache for the key's requests; none when absent. */
+  cache?: ApiKeyCache;
   /** RFC 3339. */
   expiresAt?: string;
   /** Changing it rotates the key. Defaults to 0. */
   rotation: number;
+}
+
+/** The response cache of a key's requests (proxy/cache/). */
+export interface ApiKeyCache {
+  /** Default Exact. */
+  mode?: 'Exact' | 'Semantic' | 'Off';
+  /** Default 3600. */
+  ttlSeconds?: number;
+  /** Default Team. */
+  scope?: 'Team' | 'Key';
+  /** Default false. */
+  anyTemperature?: boolean;
+  /** Semantic: default 0.95. */
+  similarity?: number;
 }
 
 /** A key's MCP allow-list, its rate per tool and whether its tool calls' payloads are kept. */

@@ -366,6 +366,7 @@ const full: Record<KindName, { spec: object; status: object }> = {
       budget: { usd: 1, period: 'Monthly', whenSpent: 'Degrade' },
       routing: 'Enabled',
       routingPolicy: 'p',
+      cache: { mode: 'Semantic', ttlSeconds: 60, scope: 'Key', anyTemperature: true, similarity: 0.9 },
       expiresAt: 't',
       rotation: 0,
     } satisfies Full<ApiKeySpec>,

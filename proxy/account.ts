@@ -3,6 +3,7 @@ import { ROUTED_MODEL_HEADER, ROUTING_REASON_HEADER } from '../crds/constants.js
 import type { BudgetGuard } from './access/budgets.js';
 import { MAX_MODEL_CHARS } from './access/model-access.js';
 import type { RateLimiter } from './access/rate-limit.js';
+import type { Cached } from './cache.js';
 import { conformAnswer } from './conformance/conformance.js';
 import { errorAnswer } from './endpoints/error-answer.js';
 import type { Admitted, Answer, Answered, Escalation, Failed, Known } from './exchange.js';
@@ -118,13 +119,24 @@ function streamEnding(o: StreamOutcome): Ending {
  * chose, and Deprecation and Sunset where the model that served is deprecated.
  */
 function answerHeaders(deps: AccountDeps, answered: Answered): Record<string, string> {
-  const routed = answered.routing ? routingHeaders(answered.routing, answered.served.model, answered.escalations) : {};
+  const routed = {
+    ...(answered.routing ? routingHeaders(answered.routing, answered.served.model, answered.escalations) : {}),
+    ...cacheHeader(answered),
+  };
   const cascaded = answered.escalations?.length ? answered.served.model : undefined;
   const going = deprecationHeaders(lifecycleOf(deps, answered.served), Date.now());
   return answered.served === answered.route || answered.served.model === cascaded
     ? { ...answered.headers, ...routed, ...going }
     : { ...answered.headers, 'x-gateway-fallback': answered.served.model, ...routed, ...going };
 }
+
+/** X-Cache: `hit; kind=exact|semantic` for an answer from the response cache, `miss` for one it looked for. */
+function cacheHeader(answered: Answered): Record<string, string> {
+  if (answered.cached) return { [CACHE_STATUS_HEADER]: `hit; kind=${answered.cached.kind}` };
+  return answered.cacheLookup ? { [CACHE_STATUS_HEADER]: 'miss' } : {};
+}
+
+const CACHE_STATUS_HEADER = 'x-cache';
 
 /** When the route's provider deprecates and retires its model, where it publishes it. */
 const lifecycleOf = (deps: AccountDeps, route: RouteEntry) => backendOf(deps.backends, route).lifecycle?.(route);
@@ -149,6 +161,7 @@ function settle(
     routing?: Routing;
     escalations?: readonly Escalation[];
     guard?: Guarding;
+    cached?: Cached;
   },
   known: Known,
   served: RouteEntry | undefined,
@@ -198,6 +211,7 @@ function settle(
       ...(cost.unpriced ? { unpriced: true } : {}),
       ...(deprecated ? { deprecated: true } : {}),
       ...(findings.length ? { findings } : {}),
+      ...(at.cached ? { cache: at.cached.kind, cacheSavingsUsd: at.cached.savedUsd } : {}),
       ...routed,
     },
     end.whole,

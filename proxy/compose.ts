@@ -7,6 +7,7 @@ import type { Hono } from 'hono';
 import { type Catalog, catalogModel, loadCatalog, parallelSlots } from '../crds/catalog/catalog.js';
 import {
   ACCESS_KEY_ID_KEY,
+  DEFAULT_ROUTING_POLICY,
   MCP_SESSIONS_KEY,
   MCP_SESSIONS_SECRET,
   PRODUCT_VERSION,
@@ -31,6 +32,10 @@ import { RedisRateLimiter } from './access/redis-rate-limit.js';
 import type { AdmitDeps } from './admit.js';
 import { type OpenAudit, openAudit } from './audit/open.js';
 import { type BodyDeps, MAX_BODY_BYTES } from './body.js';
+import { type CacheStore, MemoryCacheStore, TieredCacheStore } from './cache/cache-store.js';
+import { RedisCacheStore } from './cache/redis-cache-store.js';
+import { ResponseCache } from './cache/response-cache.js';
+import { SqliteCacheStore } from './cache/sqlite-cache-store.js';
 import { type CallDeps, callOne } from './call.js';
 import { ENDPOINTS } from './endpoints/endpoints.js';
 import { ProxyError } from './endpoints/errors.js';
@@ -52,7 +57,8 @@ import { pagesRoutes } from './pages/pages.js';
 import { createPipeline, doorAdmission } from './pipeline.js';
 import { planFor } from './route.js';
 import { type EmbeddingsCall, gatewayEmbedder } from './routing-policy/embedder.js';
-import { RoutingPolicies } from './routing-policy/policies.js';
+import { builtInEmbedding } from './routing-policy/learned/static-embedding.js';
+import { type Embedder, RoutingPolicies } from './routing-policy/policies.js';
 import { otherRoutes } from './server/routes.js';
 import { shutdownGracefully } from './server/shutdown.js';
 import { routedPools } from './serving/replica-pool.js';
@@ -81,6 +87,7 @@ import { unavailableBackend } from './upstreams/unavailable.js';
 import { DEFAULT_TIMEOUTS, type Timeouts, type Upstream } from './upstreams/upstream.js';
 import { loadBedrockPrices, mergePrices, PriceBook, parseBedrockPrices } from './usage/cost.js';
 import { startGpuTimeLedger } from './usage/gpu-time.js';
+import { isPostgresUrl } from './usage/open-store.js';
 import type { UsageSink } from './usage/record.js';
 import type { UsageReports } from './usage/reports.js';
 import { UsageStatusWriter } from './usage/status.js';
@@ -112,8 +119,10 @@ export interface GatewayConfig {
   retry?: RetryPolicy;
   /** Requests per second of keys that have no rate of their own; 0: unlimited. */
   rateLimit?: RateLimit;
-  /** Rate buckets shared by every replica in Redis; per replica without. */
+  /** Rate buckets and the response cache shared by every replica in Redis; per replica without. */
   redisUrl?: string;
+  /** The response cache (proxy/cache/): the memory its entries may hold in this replica (default 64 MiB). */
+  cache?: { maxBytes?: number };
   timeouts?: Timeouts;
   connections?: ConnectionLimits;
   /** Memory all request bodies in flight may hold together. */
@@ -173,6 +182,8 @@ export interface GatewayParts {
   pages: Hono | false;
   /** The MCP servers the gateway federates (a test sets them; the source fills them otherwise). */
   mcpServers: McpServerTable;
+  /** Where the response cache keeps its entries (a test's, to read or spoil them); the configured store by default. */
+  cacheStore: CacheStore;
 }
 
 export interface Gateway {
@@ -254,6 +265,7 @@ export async function composeGateway(config: GatewayConfig = {}, parts: Partial<
   );
   routingPolicies.bind((p) => policies.set(p));
   await policies.ready();
+  const cache = responseCache(config, parts.cacheStore, { metrics, policies, routes, embed });
 
   // In a cluster the operator writes the Kubernetes changes, proven by its ServiceAccount token.
   const audit = openAudit(stack?.store, log, resources.source && clusterIssuerApi(resources.source.client));
@@ -267,6 +279,7 @@ export async function composeGateway(config: GatewayConfig = {}, parts: Partial<
     embed,
     ...(budgets ? { budgets } : {}),
     guardrails,
+    cache: cache.cache,
     retry,
     usage,
     storedResponses: responses.stored,
@@ -318,6 +331,7 @@ export async function composeGateway(config: GatewayConfig = {}, parts: Partial<
       budgets?.stop();
       statusWriter?.stop();
       await limiter.close?.();
+      await cache.close();
       await gpuTime?.stop();
       await responses.close();
       await audit.close();
@@ -473,6 +487,54 @@ class Handover<T> {
     this.to = to;
     if (this.last !== undefined) to(this.last);
   }
+}
+
+/**
+ * The response cache: Redis, shared by the replicas, where the gateway has one; else this
+ * replica's memory, with the usage file behind it standalone (a restart keeps it). A semantic
+ * lookup embeds with the key's routing policy's embedding model (the router's: an in-cluster one,
+ * or any where no guardrail keeps the text in the cluster), else the built-in embedding.
+ */
+function responseCache(
+  config: GatewayConfig,
+  given: CacheStore | undefined,
+  ctx: { metrics: ProxyMetrics; policies: RoutingPolicies; routes: RouteTable; embed: Embedder },
+): { cache: ResponseCache; close: () => Promise<void> } {
+  const memory = new MemoryCacheStore(config.cache?.maxBytes ?? DEFAULT_CACHE_BYTES);
+  const db = config.usage?.db;
+  const store: CacheStore = given
+    ? given
+    : config.redisUrl
+      ? new RedisCacheStore(config.redisUrl)
+      : db && db !== ':memory:' && !isPostgresUrl(db)
+        ? new TieredCacheStore(memory, new SqliteCacheStore(db))
+        : memory;
+  const builtIn = config.routing?.builtInEmbedding ?? true;
+  const cache = new ResponseCache({
+    store,
+    embed: async (policyName, text, inClusterOnly) => {
+      const model = ctx.policies.get(policyName ?? DEFAULT_ROUTING_POLICY)?.scorer.embeddingModel;
+      const hosted = model !== undefined && ctx.routes.lookup(model)?.kind !== 'in-cluster';
+      if (model !== undefined && !(inClusterOnly && hosted)) {
+        const [v] = await ctx.embed(model, [text], AbortSignal.timeout(2_000));
+        return v && unit(v);
+      }
+      return builtIn ? builtInEmbedding().embed(text) : undefined;
+    },
+    onResult: (result, kind) => ctx.metrics.cacheLookups.inc({ kind, result }),
+  });
+  return { cache, close: () => store.close() };
+}
+
+const DEFAULT_CACHE_BYTES = 64 * 1024 * 1024;
+
+/** A vector scaled to unit length (an embedding model's need not be). */
+function unit(v: Float32Array): Float32Array {
+  let norm = 0;
+  for (const x of v) norm += x * x;
+  if (norm === 0) return v;
+  const inv = 1 / Math.sqrt(norm);
+  return v.map((x) => x * inv);
 }
 
 /** The routes, keys and tag budgets of the configured source, loaded (a cluster's watches started). */

@@ -1,6 +1,8 @@
 import type { Caller } from './access/auth.js';
 import type { Reservation } from './access/memory-budget.js';
 import type { RateLimit } from './access/rate-limit.js';
+import type { CacheLookup } from './cache/response-cache.js';
+import type { Cached } from './cache.js';
 import type { ParsedRequest } from './endpoints/chat-request.js';
 import type { Dialect } from './endpoints/dialects.js';
 import type { Endpoint } from './endpoints/endpoints.js';
@@ -120,6 +122,8 @@ export interface Routed extends Parsed {
   routing?: Routing;
   /** The cascade's next models, each with its chain, tried in order when an answer fails its judge. */
   cascade?: readonly (readonly Attempt[])[];
+  /** Looked for in the response cache and missed: where its answer is kept (proxy/cache.ts). */
+  cacheLookup?: CacheLookup;
 }
 
 /** An answer the cascade moved past: which model gave it, why it failed, what it used. */
@@ -135,6 +139,8 @@ export interface Answered extends Routed {
   result: UpstreamResult;
   /** Answers the cascade moved past, in order (their cost is the request's too). */
   escalations?: readonly Escalation[];
+  /** Answered from the response cache. */
+  cached?: Cached;
 }
 
 /** Ended in an error, with what was known then. */

@@ -65,6 +65,8 @@ const { values } = parseArgs({
     'responses-retention-days': { type: 'string', default: process.env.GATEWAY_RESPONSES_RETENTION_DAYS ?? '30' },
     'responses-max-mb': { type: 'string', default: process.env.GATEWAY_RESPONSES_MAX_MB ?? '4' },
     redis: { type: 'string', default: process.env.GATEWAY_REDIS_URL },
+    // The response cache (proxy/cache/): the memory its entries may hold in this replica.
+    'cache-max-mb': { type: 'string', default: process.env.GATEWAY_CACHE_MAX_MB ?? '64' },
     // Requests one in-cluster model may hold waiting for a replica slot, and how long each may wait.
     'queue-per-model': { type: 'string', default: process.env.GATEWAY_QUEUE_PER_MODEL ?? '100' },
     'queue-timeout-seconds': { type: 'string', default: process.env.GATEWAY_QUEUE_TIMEOUT_SECONDS ?? '300' },
@@ -182,6 +184,7 @@ const config = (): GatewayConfig => ({
     burst: Math.max(1, numberFlag('rate-limit-burst', values['rate-limit-burst'], Math.ceil(rps * 2))),
   },
   ...(values.redis ? { redisUrl: values.redis } : {}),
+  cache: { maxBytes: numberFlag('cache-max-mb', values['cache-max-mb'], 64) * 1024 * 1024 },
   // Upstream waits; a ModelDeployment's spec.timeouts overrides the first byte and idle ones for its model.
   timeouts: {
     ...DEFAULT_TIMEOUTS,

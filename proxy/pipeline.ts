@@ -1,10 +1,11 @@
 import { type AccountDeps, account } from './account.js';
 import { type AdmitDeps, admit, admitAtDoor } from './admit.js';
 import { type BodyDeps, readBody, readDoorBody } from './body.js';
+import { type CacheDeps, keepInCache, lookInCache } from './cache.js';
 import { type CallDeps, call } from './call.js';
 import { errorAnswer } from './endpoints/error-answer.js';
 import { internalError, ProxyError } from './endpoints/errors.js';
-import type { Admitted, Answer, Answered, DoorIncoming, DoorPass, Failed, Incoming } from './exchange.js';
+import type { Admitted, Answer, Answered, DoorIncoming, DoorPass, Failed, Incoming, Routed } from './exchange.js';
 import { type GuardDeps, guard, guardAnswer } from './guard.js';
 import { parse } from './parse.js';
 import { type RouteDeps, route } from './route.js';
@@ -20,6 +21,7 @@ import type { UsageSink } from './usage/record.js';
  *   parse    proxy/parse.ts   the endpoint's request, its tags
  *   guard    proxy/guard.ts   the guardrails that select it: findings, redaction, a block
  *   route    proxy/route.ts   the model's route for this key, budgets, what to try and how
+ *   cache    proxy/cache.ts   a hit answers here; a miss's answer is kept after the call
  *   call     proxy/call.ts    the route and its fallbacks, retries, translators, the upstream;
  *                              then the answer's guardrails (proxy/guard.ts guardAnswer)
  *   account  proxy/account.ts one usage record, metrics, span, budgets; the answer
@@ -35,6 +37,7 @@ import type { UsageSink } from './usage/record.js';
 export type PipelineDeps = AdmitDeps &
   BodyDeps &
   GuardDeps &
+  CacheDeps &
   RouteDeps &
   CallDeps &
   AccountDeps & {
@@ -89,8 +92,9 @@ async function handle(deps: PipelineDeps, incoming: Incoming): Promise<Answer> {
 }
 
 /**
- * body -> parse -> [history] -> guard -> route -> [check] -> call -> [keep], stopping at the first stage
- * (the call's answer through its guardrails before it is kept)
+ * body -> parse -> [history] -> guard -> route -> [check] -> cache -> call -> [keep], stopping at the
+ * first stage that refuses (the call's answer through its guardrails, then into the cache, before
+ * it is kept); a cache hit skips the call
  * that refuses. The bracketed stages are stored Responses' (proxy/stored-responses/), for the
  * Responses requests the gateway keeps: the conversation a previous_response_id continues put
  * before the input; the route checked for what a kept response needs; the answer given the
@@ -110,13 +114,15 @@ async function flow(deps: PipelineDeps, admitted: Admitted): Promise<Answered | 
     if (parsed.request !== prepared.request) stored?.carry(prepared.request, parsed.request);
     const routed = await route(deps, parsed);
     if ('failed' in routed) return routed;
-    const answer = async (r: typeof routed) => guardAnswer(await call(deps, r));
-    if (!stored) return await answer(routed);
-    const refused = stored.check(deps.backends, routed);
+    const answer = async (r: Routed) => guardAnswer(await call(deps, r));
+    const refused = stored?.check(deps.backends, routed);
     if (refused) return refused;
     // A background request's call settles its kept row itself, when it finishes.
-    if (stored.inBackground(routed)) return await stored.background(routed, answer);
-    return await stored.keep(routed, await answer(routed));
+    if (stored?.inBackground(routed)) return await stored.background(routed, answer);
+    const looked = await lookInCache(deps, routed);
+    if ('failed' in looked) return looked;
+    const answered = 'served' in looked ? looked : keepInCache(deps, await answer(looked));
+    return stored ? await stored.keep(routed, answered) : answered;
   } catch (cause) {
     return { failed: internalError(admitted.incoming.requestId), at: admitted, cause };
   }

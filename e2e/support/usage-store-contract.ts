@@ -38,6 +38,7 @@ export function rec(o: Partial<StoredUsage> & { at: number; tags?: Tag[] }): Sto
     ...(o.delivered === false ? { delivered: false, errorType: o.errorType ?? 'gateway_restarted' } : {}),
     ...(o.deprecated ? { deprecated: true } : {}),
     ...(o.findings ? { findings: o.findings } : {}),
+    ...(o.cache ? { cache: o.cache, cacheSavingsUsd: o.cacheSavingsUsd ?? 0 } : {}),
   };
 }
 
@@ -218,6 +219,8 @@ export function usageStoreContract(KINDS: Array<[string, () => Promise<Opened>]>
         routingSavingsUsd: 0,
         routedRequests: 0,
         escalationRate: 0,
+        cacheHits: 0,
+        cacheSavingsUsd: 0,
       });
       expect(r.groups.find((g) => g.group === 'llama3.1:8b')).toEqual({
         group: 'llama3.1:8b',
@@ -232,6 +235,8 @@ export function usageStoreContract(KINDS: Array<[string, () => Promise<Opened>]>
         routingSavingsUsd: 0,
         routedRequests: 0,
         escalationRate: 0,
+        cacheHits: 0,
+        cacheSavingsUsd: 0,
       });
       expect(r.deployments).toEqual([]);
       expect(r.series.map((s) => [s.time, s.group])).toEqual([
@@ -559,6 +564,45 @@ export function usageStoreContract(KINDS: Array<[string, () => Promise<Opened>]>
       );
       expect((await store.toolCalls({ ...range, tags: [] })).length).toBe(4);
       expect((await store.tools(day)).totals.calls).toBe(4);
+      await store.close();
+    });
+
+    it('counts cache hits and their savings apart from routing and credits, by tag, from rollups and raw records alike', async () => {
+      const { store } = await open();
+      await store.insert([
+        rec({ at: T0, tags: [tag('team', 'ml'), tag('env', 'ci')], costUsd: 0.5 }),
+        rec({
+          at: T0 + 1000,
+          tags: [tag('team', 'ml'), tag('env', 'ci')],
+          costUsd: 0,
+          promptTokens: 0,
+          completionTokens: 0,
+          cache: 'exact',
+          cacheSavingsUsd: 0.5,
+        }),
+        rec({
+          at: T0 + 2000,
+          tags: [tag('team', 'ml'), tag('env', 'dev')],
+          costUsd: 0,
+          promptTokens: 0,
+          completionTokens: 0,
+          cache: 'semantic',
+          cacheSavingsUsd: 0.25,
+        }),
+      ]);
+      const all = await store.usage({ ...day, groupBy: 'env', tags: [] });
+      expect(all.totals).toMatchObject({
+        requests: 3,
+        costUsd: 0.5,
+        cacheHits: 2,
+        cacheSavingsUsd: 0.75,
+        routingSavingsUsd: 0,
+      });
+      const ci = await store.usage({ ...day, groupBy: 'env', tags: [tag('env', 'ci')] });
+      expect(ci.totals).toMatchObject({ cacheHits: 1, cacheSavingsUsd: 0.5 });
+      // Two tags: the raw records answer, with the same figures.
+      const raw = await store.usage({ ...day, groupBy: 'model', tags: [tag('team', 'ml'), tag('env', 'dev')] });
+      expect(raw.totals).toMatchObject({ cacheHits: 1, cacheSavingsUsd: 0.25 });
       await store.close();
     });
 
@@ -1045,6 +1089,8 @@ function routingContract(KINDS: Array<[string, () => Promise<Opened>]>): void {
         routingSavingsUsd: 0.9,
         routedRequests: 2,
         escalationRate: 0.5,
+        cacheHits: 0,
+        cacheSavingsUsd: 0,
       });
       const figures = (r: { groups: Array<{ group: string; routingSavingsUsd: number; routedRequests: number }> }) =>
         r.groups.map((g) => [g.group, g.routingSavingsUsd, g.routedRequests]);

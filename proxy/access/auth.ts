@@ -1,5 +1,5 @@
 import { hash } from 'node:crypto';
-import type { ApiKey, ApiKeyMcp, ApiKeyRole, BudgetSpec, KeyRouting } from '../../crds/api-key.js';
+import type { ApiKey, ApiKeyCache, ApiKeyMcp, ApiKeyRole, BudgetSpec, KeyRouting } from '../../crds/api-key.js';
 import { TEAM_TAG } from '../../crds/constants.js';
 import { ProxyError } from '../endpoints/errors.js';
 import type { Tag } from '../endpoints/tags.js';
@@ -40,6 +40,8 @@ export interface KeyPolicy {
   routing?: KeyRouting;
   /** The RoutingPolicy its routed requests use; `default` when absent. */
   routingPolicy?: string;
+  /** The response cache of its requests (proxy/cache/); none when absent. */
+  cache?: ApiKeyCache;
 }
 
 /** A key of no ApiKey: what every key could do before ApiKeys (read all, no limits of its own). */
@@ -64,7 +66,7 @@ export function policyOf(ak: ApiKey): { digest: string; policy: KeyPolicy } | un
 
 /** What an ApiKey grants, to its own key and to the tokens its IdentityProvider profiles map to it. */
 export function keyPolicy(ak: ApiKey): KeyPolicy {
-  const { team, role, tags, models, rateLimit, budget, expiresAt, mcp, routing, routingPolicy } = ak.spec;
+  const { team, role, tags, models, rateLimit, budget, expiresAt, mcp, routing, routingPolicy, cache } = ak.spec;
   const rps = rateLimit?.requestsPerSecond;
   const policy: KeyPolicy = {
     name: ak.metadata.name ?? '',
@@ -86,6 +88,7 @@ export function keyPolicy(ak: ApiKey): KeyPolicy {
     ...(mcp ? { mcp } : {}),
     ...(routing && routing !== 'Inherit' ? { routing } : {}),
     ...(routingPolicy ? { routingPolicy } : {}),
+    ...(cache && cache.mode !== 'Off' ? { cache } : {}),
   };
   return policy;
 }

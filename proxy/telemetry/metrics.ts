@@ -129,6 +129,12 @@ export class ProxyMetrics {
     labelNames: ['scope'],
     registers: [this.registry],
   });
+  readonly cacheLookups: Counter<'kind' | 'result'> = new Counter({
+    name: 'pao_gateway_cache_results_total',
+    help: 'The response cache: lookups that hit or missed, answers kept, and store errors (each a miss), by kind (exact, semantic).',
+    labelNames: ['kind', 'result'],
+    registers: [this.registry],
+  });
   readonly guardrailFindings: Counter<'guardrail' | 'category' | 'action' | 'where'> = new Counter({
     name: 'pao_gateway_guardrail_findings_total',
     help: 'Findings of Guardrails in requests and answers: by guardrail, category (Email, PaymentCard, ... or a pattern), the action taken (Block, Redact, Mask, RouteInCluster, Log) and where (request, answer). Never the text.',

@@ -11,6 +11,10 @@ import { assembleGuardrailReport, type FindingRow, findingsColumn } from './guar
 import {
   boundPayload,
   byteCount,
+  CACHE_RAW_SUMS,
+  cacheOf,
+  cacheRollupSums,
+  cacheSavingsOf,
   counterfactualOf,
   escalationCount,
   ROUTED_RECORD_SQL,
@@ -205,6 +209,10 @@ export const MIGRATIONS: string[] = [
    ALTER TABLE usage_rollup ADD COLUMN deprecated bigint NOT NULL DEFAULT 0;`,
   // 9: guardrail findings (proxy/guardrails/), as JSON; none for requests without and rows of before.
   'ALTER TABLE usage_requests ADD COLUMN findings text;',
+  // 10: answers from the response cache (proxy/cache/) and what they saved; rollups count them.
+  `ALTER TABLE usage_requests ADD COLUMN cache text, ADD COLUMN cache_savings double precision;
+   ALTER TABLE usage_rollup ADD COLUMN cache_hits bigint NOT NULL DEFAULT 0,
+     ADD COLUMN cache_savings double precision NOT NULL DEFAULT 0;`,
 ];
 
 /** A LIMIT known to be a small whole number (a bound, never caller text). */
@@ -430,13 +438,15 @@ export class PostgresUsageStore implements UsageStore {
         r.delivered !== false,
         r.deprecated ?? false,
         findingsColumn(r),
+        cacheOf(r),
+        cacheSavingsOf(r),
       ]);
       const { rows } = await tx.query<{ request_id: string; ts: string }>(
         `INSERT INTO usage_requests (ts, request_id, key_prefix, model, provider, tags, prompt, completion, cost,
            savings, latency_ms, ttft_ms, status, error_type, stream, tokens_counted, unpriced, team, api_key, endpoint,
            bytes_in, bytes_out, payload, requested_model, routing_policy, routing_reason, escalations, counterfactual,
-           delivered, deprecated, findings)
-         VALUES ${placeholders(values.length, 31)} ON CONFLICT DO NOTHING RETURNING request_id, ts::text`,
+           delivered, deprecated, findings, cache, cache_savings)
+         VALUES ${placeholders(values.length, 33)} ON CONFLICT DO NOTHING RETURNING request_id, ts::text`,
         values.flat(),
       );
       for (const d of rows) inserted.add(`${d.request_id}|${d.ts}`);
@@ -485,6 +495,8 @@ export class PostgresUsageStore implements UsageStore {
       'counterfactual',
       'undelivered',
       'deprecated',
+      'cache_hits',
+      'cache_savings',
       ...BUCKET_COLUMNS,
     ];
     for (let i = 0; i < deltas.length; i += 500) {
@@ -512,6 +524,8 @@ export class PostgresUsageStore implements UsageStore {
           d.counterfactual,
           d.undelivered,
           d.deprecated,
+          d.cacheHits,
+          d.cacheSavings,
           ...BUCKET_COLUMNS.map((c) => Number(d[c] ?? 0)),
         ]);
       await tx.query(
@@ -689,7 +703,7 @@ export class PostgresUsageStore implements UsageStore {
     const sums = `SUM(requests)::float8 AS requests, SUM(errors)::float8 AS errors,
       SUM(undelivered)::float8 AS undelivered, SUM(deprecated)::float8 AS deprecated, SUM(prompt)::float8 AS prompt,
       SUM(completion)::float8 AS completion, SUM(cost)::float8 AS cost, SUM(${ACTUAL_COST_SQL})::float8 AS actual,
-      SUM(savings)::float8 AS savings, ${routingRollupSums('::float8')},
+      SUM(savings)::float8 AS savings, ${routingRollupSums('::float8')}, ${cacheRollupSums('::float8')},
       ${BUCKET_COLUMNS.map((c) => `SUM(${c})::float8 AS ${c}`).join(', ')}`;
     const rows = await read<RollupRow>(
       `WITH ${this.gpuCtes(q, query)}
@@ -748,7 +762,7 @@ export class PostgresUsageStore implements UsageStore {
       'routed',
     ];
     sums.push('escalated');
-    sums.push('routed_cost', 'counterfactual', ...BUCKET_COLUMNS);
+    sums.push('routed_cost', 'counterfactual', 'cache_hits', 'cache_savings', ...BUCKET_COLUMNS);
     // The routing report ranks groups by routed requests, the others by all requests.
     const rank = routing ? 'routed' : 'requests';
     const rows = await read<RollupRow & { groups: number }>(
@@ -759,6 +773,7 @@ export class PostgresUsageStore implements UsageStore {
            count(*) FILTER (WHERE NOT delivered) AS undelivered, count(*) FILTER (WHERE deprecated) AS deprecated,
            SUM(prompt) AS prompt, SUM(completion) AS completion,
            SUM(cost) AS cost, SUM(${ACTUAL_COST_SQL}) AS actual, SUM(savings) AS savings, ${ROUTING_RAW_SUMS},
+           ${CACHE_RAW_SUMS},
            ${buckets.join(', ')}
          FROM ${from} WHERE ${where.join(' AND ')}
          GROUP BY 1, 2),

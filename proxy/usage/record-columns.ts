@@ -111,3 +111,21 @@ export const ROUTED_RECORD_SQL = '(routing_policy IS NOT NULL OR counterfactual 
 
 /** Rollup rows a routing report counts: those with any routing counter. */
 export const ROUTED_ROLLUP_SQL = '(routed > 0 OR routed_cost != 0 OR counterfactual != 0)';
+
+/** A record's cache hit as the stores keep it ('exact' or 'semantic'); none for a request not answered from the cache. */
+export const cacheOf = (r: UsageRecord): string | null =>
+  r.cache === 'exact' || r.cache === 'semantic' ? r.cache : null;
+
+/** What a cache hit saved, as the stores keep it: a finite number >= 0; none when not a hit. */
+export const cacheSavingsOf = (r: UsageRecord): number | null =>
+  cacheOf(r) !== null && typeof r.cacheSavingsUsd === 'number' && Number.isFinite(r.cacheSavingsUsd)
+    ? Math.max(0, r.cacheSavingsUsd)
+    : null;
+
+/** The cache counters over raw records (either store's columns), as the rollups sum them. */
+export const CACHE_RAW_SUMS = `SUM(CASE WHEN cache IS NOT NULL THEN 1 ELSE 0 END) AS cache_hits,
+  COALESCE(SUM(cache_savings), 0) AS cache_savings`;
+
+/** The cache counters over rollup rows (`cast`: the dialect's cast of a sum, or ''). */
+export const cacheRollupSums = (cast: string): string =>
+  ['cache_hits', 'cache_savings'].map((c) => `SUM(${c})${cast} AS ${c}`).join(', ');

@@ -70,6 +70,10 @@ export interface UsageRecord {
   counterfactualCostUsd?: number;
   /** Tokens were used but the model has no price: costUsd is 0 because nobody knows it, not because it was free. */
   unpriced?: boolean;
+  /** Answered from the response cache (proxy/cache/): no upstream call, no cost. */
+  cache?: 'exact' | 'semantic';
+  /** A cache hit: what the answer cost when it was made, which this request did not pay. */
+  cacheSavingsUsd?: number;
   /** What the request's Guardrails found in it and its answer, counted by guardrail, category, action and place; never the text. */
   findings?: Finding[];
   /**

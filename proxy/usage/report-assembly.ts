@@ -94,6 +94,8 @@ export function usageNumbers(rows: RollupRow[]): UsageNumbers {
     routingSavingsUsd: routing.routingSavingsUsd,
     routedRequests: routing.routedRequests,
     escalationRate: routing.escalationRate,
+    cacheHits: rows.reduce((n, r) => n + (Number(r.cache_hits) || 0), 0),
+    cacheSavingsUsd: round(rows.reduce((n, r) => n + (Number(r.cache_savings) || 0), 0)),
   };
 }
 

@@ -1,4 +1,4 @@
-import { byteCount, failed, routingOf, UNROUTED_MODEL } from './record-columns.js';
+import { byteCount, cacheOf, cacheSavingsOf, failed, routingOf, UNROUTED_MODEL } from './record-columns.js';
 import type { SpendScope, StoredUsage } from './store.js';
 
 /**
@@ -74,6 +74,9 @@ export interface RollupRow {
   escalated: number;
   routed_cost: number;
   counterfactual: number;
+  /** Answers from the response cache, and what they saved (absent from stores of before). */
+  cache_hits?: number;
+  cache_savings?: number;
   [bucketColumn: `b${number}`]: number;
 }
 
@@ -103,6 +106,8 @@ export interface RollupDelta {
   counterfactual: number;
   undelivered: number;
   deprecated: number;
+  cacheHits: number;
+  cacheSavings: number;
   [bucket: string]: number | string;
 }
 
@@ -144,6 +149,8 @@ export function rollupDeltas(records: StoredUsage[]): RollupDelta[] {
         counterfactual: 0,
         undelivered: 0,
         deprecated: 0,
+        cacheHits: 0,
+        cacheSavings: 0,
         ...Object.fromEntries(BUCKET_COLUMNS.map((c) => [c, 0])),
       };
       rollups.set(key, d);
@@ -165,6 +172,8 @@ export function rollupDeltas(records: StoredUsage[]): RollupDelta[] {
     d.escalated += routing.escalated;
     d.routedCost += routing.routedCost;
     d.counterfactual += routing.counterfactual;
+    d.cacheHits += cacheOf(r) === null ? 0 : 1;
+    d.cacheSavings += cacheSavingsOf(r) ?? 0;
     const bucket = BUCKET_COLUMNS[bucketOf(r.latencyMs)];
     if (bucket) d[bucket] = Number(d[bucket] ?? 0) + 1;
   };

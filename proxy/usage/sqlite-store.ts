@@ -13,6 +13,10 @@ import { assembleGuardrailReport, findingsColumn } from './guardrail-report.js';
 import {
   boundPayload,
   byteCount,
+  CACHE_RAW_SUMS,
+  cacheOf,
+  cacheRollupSums,
+  cacheSavingsOf,
   counterfactualOf,
   escalationCount,
   ROUTED_RECORD_SQL,
@@ -119,7 +123,9 @@ const SCHEMA = `
         escalations INTEGER,
         counterfactual REAL,
         delivered INTEGER NOT NULL DEFAULT 1,
-        findings TEXT
+        findings TEXT,
+        cache TEXT,
+        cache_savings REAL
       );
       CREATE INDEX IF NOT EXISTS requests_ts ON requests(ts);
       CREATE TABLE IF NOT EXISTS request_tags (
@@ -151,6 +157,8 @@ const SCHEMA = `
         counterfactual REAL NOT NULL DEFAULT 0,
         undelivered INTEGER NOT NULL DEFAULT 0,
         deprecated INTEGER NOT NULL DEFAULT 0,
+        cache_hits INTEGER NOT NULL DEFAULT 0,
+        cache_savings REAL NOT NULL DEFAULT 0,
         ${BUCKET_COLUMNS.map((c) => `${c} INTEGER NOT NULL DEFAULT 0`).join(',\n        ')},
         PRIMARY KEY (hour, model, endpoint, provider, team, tag_key, tag_value)
       );
@@ -233,8 +241,8 @@ export class SqliteUsageStore implements UsageStore {
       `INSERT OR IGNORE INTO requests (ts, request_id, key_prefix, model, provider, tags, prompt, completion, cost, savings,
         latency_ms, ttft_ms, status, error_type, stream, tokens_counted, unpriced, team, api_key, endpoint, bytes_in,
         bytes_out, payload, requested_model, routing_policy, routing_reason, escalations, counterfactual, delivered,
-        deprecated, findings)
-       VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+        deprecated, findings, cache, cache_savings)
+       VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
     );
     const addSpend = this.db.prepare(
       `INSERT INTO key_spend (api_key, hour, cost) VALUES (@apiKey, @hour, @cost)
@@ -242,8 +250,8 @@ export class SqliteUsageStore implements UsageStore {
     );
     this.insertTag = this.db.prepare('INSERT INTO request_tags (request, tag, ts) VALUES (?, ?, ?)');
     this.upsertRollup = this.db.prepare(
-      `INSERT INTO rollup (hour, model, endpoint, provider, team, tag_key, tag_value, requests, errors, prompt, completion, cost, savings, bytes_in, bytes_out, routed, escalated, routed_cost, counterfactual, undelivered, deprecated, ${BUCKET_COLUMNS.join(', ')})
-       VALUES (@hour, @model, @endpoint, @provider, @team, @tagKey, @tagValue, @requests, @error, @prompt, @completion, @cost, @savings, @bytesIn, @bytesOut, @routed, @escalated, @routedCost, @counterfactual, @undelivered, @deprecated, ${BUCKET_COLUMNS.map((c) => `@${c}`).join(', ')})
+      `INSERT INTO rollup (hour, model, endpoint, provider, team, tag_key, tag_value, requests, errors, prompt, completion, cost, savings, bytes_in, bytes_out, routed, escalated, routed_cost, counterfactual, undelivered, deprecated, cache_hits, cache_savings, ${BUCKET_COLUMNS.join(', ')})
+       VALUES (@hour, @model, @endpoint, @provider, @team, @tagKey, @tagValue, @requests, @error, @prompt, @completion, @cost, @savings, @bytesIn, @bytesOut, @routed, @escalated, @routedCost, @counterfactual, @undelivered, @deprecated, @cacheHits, @cacheSavings, ${BUCKET_COLUMNS.map((c) => `@${c}`).join(', ')})
        ON CONFLICT (hour, model, endpoint, provider, team, tag_key, tag_value) DO UPDATE SET
          requests = requests + excluded.requests, errors = errors + excluded.errors, prompt = prompt + excluded.prompt,
          completion = completion + excluded.completion, cost = cost + excluded.cost, savings = savings + excluded.savings,
@@ -251,6 +259,7 @@ export class SqliteUsageStore implements UsageStore {
          routed = routed + excluded.routed, escalated = escalated + excluded.escalated,
          routed_cost = routed_cost + excluded.routed_cost, counterfactual = counterfactual + excluded.counterfactual,
          undelivered = undelivered + excluded.undelivered, deprecated = deprecated + excluded.deprecated,
+         cache_hits = cache_hits + excluded.cache_hits, cache_savings = cache_savings + excluded.cache_savings,
          ${BUCKET_COLUMNS.map((c) => `${c} = ${c} + excluded.${c}`).join(', ')}`,
     );
     this.insertMany = this.db.transaction((records: StoredUsage[]) => {
@@ -289,6 +298,9 @@ export class SqliteUsageStore implements UsageStore {
       ['counterfactual', 'REAL'],
       // Guardrail findings (proxy/guardrails/): none for requests without and records of before.
       ['findings', 'TEXT'],
+      // Answers from the response cache (proxy/cache/) and what they saved.
+      ['cache', 'TEXT'],
+      ['cache_savings', 'REAL'],
     ] as const) {
       if (!columns.has(column)) this.db.exec(`ALTER TABLE requests ADD COLUMN ${column} ${type}`);
     }
@@ -308,6 +320,8 @@ export class SqliteUsageStore implements UsageStore {
       ['counterfactual', 'REAL'],
       ['undelivered', 'INTEGER'],
       ['deprecated', 'INTEGER'],
+      ['cache_hits', 'INTEGER'],
+      ['cache_savings', 'REAL'],
     ] as const) {
       if (!rollupColumns.has(column))
         this.db.exec(`ALTER TABLE rollup ADD COLUMN ${column} ${type} NOT NULL DEFAULT 0`);
@@ -380,6 +394,8 @@ export class SqliteUsageStore implements UsageStore {
       r.delivered === false ? 0 : 1,
       r.deprecated ? 1 : 0,
       findingsColumn(r),
+      cacheOf(r),
+      cacheSavingsOf(r),
     );
     if (info.changes === 0) return false;
     for (const t of tags) this.insertTag.run(info.lastInsertRowid, t, ts);
@@ -449,6 +465,7 @@ export class SqliteUsageStore implements UsageStore {
     const size = q.granularity === 'day' ? DAY : HOUR;
     const sums = `SUM(requests) AS requests, SUM(errors) AS errors, SUM(undelivered) AS undelivered, SUM(deprecated) AS deprecated, SUM(prompt) AS prompt,
       SUM(completion) AS completion, SUM(cost) AS cost, SUM(savings) AS savings, ${routingRollupSums('')},
+      ${cacheRollupSums('')},
       ${BUCKET_COLUMNS.map((c) => `SUM(${c}) AS ${c}`).join(', ')}`;
     const from = q.from.getTime();
     const to = q.to.getTime();
@@ -561,6 +578,7 @@ export class SqliteUsageStore implements UsageStore {
           SUM(deprecated) AS deprecated,
           SUM(prompt) AS prompt, SUM(completion) AS completion,
           SUM(cost) AS cost, SUM(${ACTUAL_COST_SQL}) AS actual, SUM(savings) AS savings, ${ROUTING_RAW_SUMS},
+          ${CACHE_RAW_SUMS},
           ${buckets.join(', ')}
          ${joined}
          GROUP BY bucket, grp ORDER BY bucket, grp`,

@@ -135,6 +135,10 @@ export interface UsageNumbers {
   routedRequests: number;
   /** Routed requests the cascade escalated, over routed requests (0 when none was routed). */
   escalationRate: number;
+  /** Requests answered from the response cache (proxy/cache/): no upstream call, no cost. */
+  cacheHits: number;
+  /** What those answers cost when they were made: the cache's savings, apart from routing's and free credits'. */
+  cacheSavingsUsd: number;
 }
 
 export interface AnalyticsNumbers {

@@ -1,0 +1,228 @@
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { type HostedDouble, startHostedDouble } from '../e2e/doubles/hosted.js';
+import { startGateway, type TestGateway } from '../e2e/support/gateway.js';
+import { MemoryCacheStore } from './cache/cache-store.js';
+import { MemoryUsage } from './usage/record.js';
+
+/**
+ * The response cache through the composed gateway, configured as a standalone user configures it,
+ * in front of OpenAI's and Anthropic's doubles: a repeated request is answered from the cache
+ * (whole, or its stream replayed) without a call, with X-Cache and a record of no cost and the
+ * cost avoided; what the key, the request and its temperature say is honoured; nothing crosses
+ * teams; a spoiled entry is dropped; a semantic hit needs the same parameters and a near text.
+ */
+
+const ML = 'sk-cache-ml-0001';
+const ML2 = 'sk-cache-ml-0002';
+const WEB = 'sk-cache-web-0001';
+const PLAIN = 'sk-cache-plain-0001';
+const OPENAI_KEY = 'sk-openai-double-cache';
+const ANTHROPIC_KEY = 'sk-anthropic-double-cache';
+let hosted: HostedDouble;
+let gateway: TestGateway;
+let dir: string;
+const usage = new MemoryUsage();
+const store = new MemoryCacheStore(8 * 1024 * 1024);
+
+const doc = (kind: string, name: string, spec: Record<string, unknown>) =>
+  `apiVersion: ai.platform/v1beta1\nkind: ${kind}\nmetadata: {name: ${name}}\nspec: ${JSON.stringify(spec)}`;
+
+beforeAll(async () => {
+  hosted = await startHostedDouble({ openaiKeys: [OPENAI_KEY], anthropicKeys: [ANTHROPIC_KEY] });
+  dir = mkdtempSync(join(tmpdir(), 'cache-test-'));
+  for (const [name, key] of [
+    ['openai-key', OPENAI_KEY],
+    ['anthropic-key', ANTHROPIC_KEY],
+  ] as const) {
+    mkdirSync(join(dir, 'secrets', name), { recursive: true });
+    writeFileSync(join(dir, 'secrets', name, 'apiKey'), key);
+  }
+  const config = [
+    doc('ExternalProvider', 'openai', {
+      provider: 'openai',
+      displayName: 'OpenAI',
+      auth: { method: 'APIKey', secretRef: { name: 'openai-key' } },
+      models: ['gpt-4o-mini'],
+    }),
+    doc('ExternalProvider', 'anthropic', {
+      provider: 'anthropic',
+      displayName: 'Anthropic',
+      auth: { method: 'APIKey', secretRef: { name: 'anthropic-key' } },
+      models: ['claude-haiku-4-5-20251001'],
+    }),
+    doc('ApiKey', 'ml', { team: 'ml', cache: { mode: 'Semantic', similarity: 0.9 } }),
+    doc('ApiKey', 'ml-two', { team: 'ml' }),
+    doc('ApiKey', 'web', { team: 'web', cache: { mode: 'Exact' } }),
+  ].join('\n---\n');
+  writeFileSync(join(dir, 'config.yaml'), config);
+  writeFileSync(join(dir, 'keys.txt'), `ml=${ML}\nml-two=${ML2}\nweb=${WEB}\n${PLAIN}\n`);
+  gateway = await startGateway(
+    {
+      source: { kind: 'standalone', configFile: join(dir, 'config.yaml'), keysFile: join(dir, 'keys.txt') },
+      secretsDir: join(dir, 'secrets'),
+      env: { ...process.env, ...hosted.env },
+    },
+    { usage, cacheStore: store },
+  );
+});
+
+afterAll(async () => {
+  await gateway?.stop();
+  await hosted?.close();
+  rmSync(dir, { recursive: true, force: true });
+});
+
+beforeEach(() => {
+  hosted.reset();
+  usage.records.length = 0;
+});
+
+const post = (key: string, path: string, body: unknown, headers: Record<string, string> = {}) =>
+  gateway.request(path, {
+    method: 'POST',
+    headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json', ...headers },
+    body: JSON.stringify(body),
+  });
+
+const calls = () => hosted.calls.filter((c) => c.method === 'POST').length;
+const chat = (content: string, extra: Record<string, unknown> = {}) => ({
+  model: 'gpt-4o-mini',
+  temperature: 0,
+  messages: [{ role: 'user', content }],
+  ...extra,
+});
+
+describe('a repeated request', () => {
+  it('is answered from the cache, whole, with no call, no cost and the cost it avoided', async () => {
+    const body = chat(`whole ${Math.random()}`);
+    const first = await post(ML, '/openai/v1/chat/completions', body);
+    expect(first.headers.get('x-cache')).toBe('miss');
+    const answer = await first.text();
+    const paid = usage.records.at(-1)?.costUsd ?? 0;
+    expect(paid).toBeGreaterThan(0);
+    expect(calls()).toBe(1);
+    // Key order and the caller's own fields do not make it another request.
+    const again = await post(ML, '/openai/v1/chat/completions', { user: 'someone', ...body });
+    expect(again.headers.get('x-cache')).toBe('hit; kind=exact');
+    expect(await again.text()).toBe(answer);
+    expect(calls()).toBe(1);
+    expect(usage.records.at(-1)).toMatchObject({ costUsd: 0, cache: 'exact', cacheSavingsUsd: paid, promptTokens: 0 });
+  });
+
+  it('that streamed is replayed with the same events', async () => {
+    const body = { ...chat(`stream ${Math.random()}`), stream: true, stream_options: { include_usage: true } };
+    const first = await (await post(ML, '/openai/v1/chat/completions', body)).text();
+    await expect
+      .poll(() => post(ML, '/openai/v1/chat/completions', body).then((r) => r.headers.get('x-cache')))
+      .toBe('hit; kind=exact');
+    const again = await post(ML, '/openai/v1/chat/completions', body);
+    expect(again.headers.get('content-type')).toMatch(/^text\/event-stream/);
+    expect(await again.text()).toBe(first);
+    expect(calls()).toBe(1);
+  });
+
+  it('is answered from the cache on Messages too, and shared by the keys of the team, not by another team', async () => {
+    const body = {
+      model: 'claude-haiku-4-5-20251001',
+      max_tokens: 16,
+      temperature: 0,
+      messages: [{ role: 'user', content: `team ${Math.random()}` }],
+    };
+    await post(ML, '/anthropic/v1/messages', body);
+    // ml-two has no cache of its own: its request opts in, in its team's scope.
+    await expect
+      .poll(() =>
+        post(ML2, '/anthropic/v1/messages', body, { 'x-gateway-cache': 'exact' }).then((r) => r.headers.get('x-cache')),
+      )
+      .toBe('hit; kind=exact');
+    const web = await post(WEB, '/anthropic/v1/messages', body);
+    expect(web.headers.get('x-cache')).toBe('miss');
+    expect(calls()).toBe(2);
+  });
+
+  it('sampled at a temperature above 0, or none, is not cached unless the key allows any', async () => {
+    const hot = { model: 'gpt-4o-mini', messages: [{ role: 'user', content: `hot ${Math.random()}` }] };
+    for (let i = 0; i < 2; i++)
+      expect((await post(ML, '/openai/v1/chat/completions', hot)).headers.get('x-cache')).toBeNull();
+    expect(calls()).toBe(2);
+  });
+
+  it('honours Cache-Control: no-cache reads nothing but keeps, no-store neither; and the request opting out', async () => {
+    const body = chat(`control ${Math.random()}`);
+    await post(ML, '/openai/v1/chat/completions', body, { 'cache-control': 'no-store' });
+    expect(
+      (await post(ML, '/openai/v1/chat/completions', body, { 'cache-control': 'no-cache' })).headers.get('x-cache'),
+    ).toBe('miss');
+    await expect
+      .poll(() => post(ML, '/openai/v1/chat/completions', body).then((r) => r.headers.get('x-cache')))
+      .toBe('hit; kind=exact');
+    expect(
+      (await post(ML, '/openai/v1/chat/completions', body, { 'x-gateway-cache': 'off' })).headers.get('x-cache'),
+    ).toBeNull();
+    expect(calls()).toBe(3);
+  });
+
+  it("is refused with 400 in the caller's dialect for an X-Gateway-Cache it does not know", async () => {
+    const res = await post(PLAIN, '/openai/v1/chat/completions', chat('x'), { 'x-gateway-cache': 'always' });
+    expect(res.status).toBe(400);
+    expect(((await res.json()) as { error: { code: string } }).error.code).toBe('invalid_cache_header');
+  });
+
+  it('finds no spoiled entry: it is dropped and the request called', async () => {
+    const body = chat(`spoiled ${Math.random()}`);
+    await post(ML, '/openai/v1/chat/completions', body);
+    await expect
+      .poll(() => post(ML, '/openai/v1/chat/completions', body).then((r) => r.headers.get('x-cache')))
+      .toBe('hit; kind=exact');
+    // Every entry overwritten with what no gateway wrote.
+    for (const key of [...(store as unknown as { lru: Map<string, string> }).lru.keys()])
+      await store.set(key, '{"v":1,"kind":"json"', 60_000);
+    const res = await post(ML, '/openai/v1/chat/completions', body);
+    expect(res.status).toBe(200);
+    expect(res.headers.get('x-cache')).toBe('miss');
+  });
+});
+
+describe('a semantic lookup', () => {
+  it('answers a near text with the same parameters, not a different question nor other parameters', async () => {
+    const first = chat('What is the capital city of France?');
+    await post(ML, '/openai/v1/chat/completions', first);
+    await expect
+      .poll(() =>
+        post(ML, '/openai/v1/chat/completions', chat('what is the capital city of france')).then((r) =>
+          r.headers.get('x-cache'),
+        ),
+      )
+      .toBe('hit; kind=semantic');
+    expect(usage.records.at(-1)).toMatchObject({ cache: 'semantic', costUsd: 0 });
+    const other = await post(ML, '/openai/v1/chat/completions', chat('How do I sort a list in Python?'));
+    expect(other.headers.get('x-cache')).toBe('miss');
+    const longer = await post(
+      ML,
+      '/openai/v1/chat/completions',
+      chat('What is the capital city of France?', { max_tokens: 5 }),
+    );
+    expect(longer.headers.get('x-cache')).toBe('miss');
+  });
+
+  it('is not made where the request has tools', async () => {
+    const tools = [{ type: 'function', function: { name: 'f', parameters: { type: 'object', properties: {} } } }];
+    await post(ML, '/openai/v1/chat/completions', chat('Tell me the capital of Spain', { tools }));
+    await new Promise((r) => setTimeout(r, 50));
+    const near = await post(ML, '/openai/v1/chat/completions', chat('tell me the capital of spain', { tools }));
+    expect(near.headers.get('x-cache')).toBe('miss');
+  });
+});
+
+describe('the memory store', () => {
+  it('stays within its bound under a flood of unique answers, the oldest out first', async () => {
+    const small = new MemoryCacheStore(256 * 1024);
+    for (let i = 0; i < 5_000; i++) await small.set(`k${i}`, 'x'.repeat(1000), 60_000);
+    expect(small.bytes).toBeLessThanOrEqual(256 * 1024);
+    expect(await small.get('k4999')).toBeDefined();
+    expect(await small.get('k0')).toBeUndefined();
+  });
+});

@@ -1,0 +1,44 @@
+import { isRecord } from '../../crds/is-record.js';
+import type { Usage } from '../upstreams/upstream.js';
+
+/**
+ * An answer as the response cache keeps it: the whole answer's JSON, or a stream's events as
+ * they went out (a hit replays them), what the upstream used and what it cost then. Read back
+ * only when it is whole and of this version: anything else (an older version, a torn write, a
+ * value another program put there) is dropped as a miss.
+ */
+
+export interface CacheEntry {
+  v: 1;
+  kind: 'json' | 'stream';
+  /** The answer's JSON text, or the stream's SSE text. */
+  body: string;
+  usage?: Pick<Usage, 'promptTokens' | 'completionTokens'>;
+  model: string;
+  provider: string;
+  /** What the answer cost when it was made: what a hit avoids. */
+  costUsd: number;
+  /** Epoch ms it was kept. */
+  at: number;
+}
+
+/** The most bytes (UTF-16 units) an entry may hold: a larger answer is not kept. */
+export const MAX_ENTRY_CHARS = 1024 * 1024;
+
+export const encodeEntry = (e: CacheEntry): string => JSON.stringify(e);
+
+export function decodeEntry(text: string): CacheEntry | undefined {
+  let v: unknown;
+  try {
+    v = JSON.parse(text);
+  } catch {
+    return undefined;
+  }
+  if (!isRecord(v) || v.v !== 1 || (v.kind !== 'json' && v.kind !== 'stream')) return undefined;
+  if (typeof v.body !== 'string' || typeof v.model !== 'string' || typeof v.provider !== 'string') return undefined;
+  if (typeof v.costUsd !== 'number' || !Number.isFinite(v.costUsd) || typeof v.at !== 'number') return undefined;
+  const u = v.usage;
+  if (u !== undefined && !(isRecord(u) && typeof u.promptTokens === 'number' && typeof u.completionTokens === 'number'))
+    return undefined;
+  return v as unknown as CacheEntry;
+}
