@@ -184,6 +184,8 @@ export interface GatewayParts {
   mcpServers: McpServerTable;
   /** Where the response cache keeps its entries (a test's, to read or spoil them); the configured store by default. */
   cacheStore: CacheStore;
+  /** The Guardrails in force (a test sets them; the source fills them otherwise). */
+  guardrails: GuardrailSet;
 }
 
 export interface Gateway {
@@ -228,13 +230,15 @@ export async function composeGateway(config: GatewayConfig = {}, parts: Partial<
   const tagBudgets = new Handover<TagBudget[]>();
   const routingPolicies = new Handover<RoutingPolicy[]>();
   const handovers = { onBudgets: tagBudgets.give, onRoutingPolicies: routingPolicies.give };
-  const guardrails = new GuardrailSet([], (guardrail, problem) =>
-    log.warn('guardrail pattern skipped: it does not compile', {
-      guardrail,
-      pattern: problem.name,
-      error: problem.message,
-    }),
-  );
+  const guardrails =
+    parts.guardrails ??
+    new GuardrailSet([], (guardrail, problem) =>
+      log.warn('guardrail pattern skipped: it does not compile', {
+        guardrail,
+        pattern: problem.name,
+        error: problem.message,
+      }),
+    );
   const resources = await loadResources(config, { routes, keys, catalog, log, mcpServers, guardrails, ...handovers });
   secretOf = providerSecrets(config, resources.source);
   const tracer = parts.tracer ?? (await tracerFromEnv(env, PRODUCT_VERSION));
@@ -306,6 +310,7 @@ export async function composeGateway(config: GatewayConfig = {}, parts: Partial<
   });
   const mcp = mcpGateway(config, {
     sealer,
+    guardrails,
     authorizationServer: () => keys.identities?.authorizationServer(),
     servers: mcpServers,
     limiter,
@@ -716,7 +721,7 @@ function mcpGateway(
   config: GatewayConfig,
   ctx: Pick<
     McpGatewayDeps,
-    'servers' | 'limiter' | 'metrics' | 'tracer' | 'usage' | 'authorizationServer' | 'sealer'
+    'servers' | 'limiter' | 'metrics' | 'tracer' | 'usage' | 'authorizationServer' | 'sealer' | 'guardrails'
   > & {
     log: Logger;
   },

@@ -51,8 +51,8 @@ export function checkText(
     const edits: { span: Span; action: GuardrailAction }[] = [];
     for (const span of spans) {
       let action = g.actionOf(span.category);
-      // An answer is already where it is: keeping it in the cluster is only recording it.
-      if (action === 'RouteInCluster' && where === 'answer') action = 'Log';
+      // Only a model request can be kept in the cluster: elsewhere it is only recorded.
+      if (action === 'RouteInCluster' && where !== 'request') action = 'Log';
       checking.findings.add(g.name, span.category, action, where);
       if (action === 'Block') return { blocked: { guardrail: g.name, category: span.category } };
       if (action === 'RouteInCluster') checking.inCluster ??= { guardrail: g.name, category: span.category };

@@ -1,7 +1,10 @@
 import type { GuardrailAction } from '../../crds/guardrail.js';
 
-/** Where a finding was: in the request (its prompt, system text, tool calls and results) or in the answer. */
-export type FindingPlace = 'request' | 'answer';
+/**
+ * Where a finding was: in a model request (its prompt, system text, tool calls and results) or its
+ * answer; in an MCP tool call's arguments or its result.
+ */
+export type FindingPlace = 'request' | 'answer' | 'tool-arguments' | 'tool-result';
 
 /** One kind of finding of a request, counted: what its usage record, the report and the metric carry. Never the text. */
 export interface Finding {

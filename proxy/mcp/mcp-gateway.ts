@@ -5,6 +5,8 @@ import type { Caller } from '../access/auth.js';
 import { ProxyError } from '../endpoints/errors.js';
 import { applyEnforcedTags, parseTags, type Tag } from '../endpoints/tags.js';
 import type { DoorPass } from '../exchange.js';
+import type { Finding } from '../guardrails/findings.js';
+import type { GuardrailSet } from '../guardrails/guardrail-set.js';
 import { type AuthorizationServer, challenge, originOf } from '../identity/protected-resource.js';
 import { headerOf } from '../server/read-body.js';
 import { AnswerWriter, acceptsEventStream } from './answer-writer.js';
@@ -51,6 +53,7 @@ import {
   withoutEnvelope,
 } from './stateless-revision.js';
 import { admitToolCall, beginToolCall, type ToolCallDeps } from './tool-calls.js';
+import { guardToolCall, guardToolResult, type ToolGuarding } from './tool-guardrails.js';
 import { exchange, notify, respond, terminate, UpstreamError } from './upstream.js';
 import { type Opened, UpstreamPool } from './upstream-pool.js';
 
@@ -86,6 +89,8 @@ export interface McpGatewayDeps extends ToolCallDeps {
   replica?: string;
   /** Where MCP clients sign in, which a 401 points them to (proxy/identity/protected-resource.ts). */
   authorizationServer?: () => AuthorizationServer | undefined;
+  /** The Guardrails tool calls' arguments and results pass (proxy/mcp/tool-guardrails.ts). */
+  guardrails?: GuardrailSet;
   onError?: (err: unknown, requestId: string) => void;
 }
 
@@ -564,7 +569,9 @@ const firstReply = (s: RequestScope, req: RpcRequest): Reply => ({
 type Held = HeldCall<Reply>;
 
 /** A request of the session: dispatched (proxy/mcp/methods.ts), a tools/call accounted, answered. */
-async function request(deps: Deps, s: RequestScope, req: RpcRequest): Promise<void> {
+async function request(deps: Deps, s: RequestScope, asked: RpcRequest): Promise<void> {
+  let req = asked;
+  let guarding: ToolGuarding | undefined;
   const abort = new AbortController();
   const key = `${s.sessionId}#${req.id}`;
   // Stateless callers cancel by closing the request's stream: there is no session to name it by.
@@ -600,12 +607,21 @@ async function request(deps: Deps, s: RequestScope, req: RpcRequest): Promise<vo
   const first = firstReply(s, req);
   try {
     if (req.method === 'tools/call') {
-      finish = await governToolCall(deps, s, req, ctx, header).catch((error: unknown) => {
+      const findings = () => guarding?.findings.list() ?? [];
+      finish = await governToolCall(deps, s, req, ctx, header, findings).catch((error: unknown) => {
         conclude({ kind: 'failed', error }, first);
         return undefined;
       });
       // Refused (and answered) before it went out.
       if (!finish) return;
+      const guarded = guardToolCall(deps.guardrails, s.p.caller, s.tags, req);
+      guarding = guarded.guarding;
+      if ('blocked' in guarded) {
+        finish(guarded.blocked, 'guardrail_blocked');
+        reply(s, first, req.method, guarded.blocked);
+        return;
+      }
+      req = guarded.req;
     }
     // Requests its server sends outside the call while it runs (roots/list) are the call's too.
     const stopAsking = held ? await askOutsideCall(deps, s, held, req, ctx.naming) : () => {};
@@ -613,7 +629,7 @@ async function request(deps: Deps, s: RequestScope, req: RpcRequest): Promise<vo
     const call = Promise.resolve()
       .then(() => dispatch(ctx, req))
       .then(
-        (o): Ended => ({ kind: 'done', answer: o.answer }),
+        (o): Ended => ({ kind: 'done', answer: guardToolResult(guarding, o.answer) }),
         (error: unknown): Ended => ({ kind: 'failed', error }),
       );
     // A session's 404 (its server ended it) is thrown from here: the POST is answered so.
@@ -791,6 +807,7 @@ async function governToolCall(
   req: RpcRequest,
   ctx: MethodContext,
   header: (n: string) => string | undefined,
+  findings: () => Finding[],
 ): Promise<((answer: RpcAnswer, reason?: string) => void) | undefined> {
   const params = req.params ?? {};
   const parsed = typeof params.name === 'string' ? ctx.naming.parseName(params.name) : undefined;
@@ -815,6 +832,7 @@ async function governToolCall(
       bytesOut: s.writer.bytes + Buffer.byteLength(JSON.stringify(answer)),
       stream: s.writer.isStream,
       ...(reason ? { reason } : {}),
+      findings: findings(),
     });
   if (known) {
     const wait = await admitToolCall(deps, s.p.caller, known.server, known.name);

@@ -1,6 +1,7 @@
 import { type Caller, rateBucketOf } from '../access/auth.js';
 import type { RateLimit, RateLimiter } from '../access/rate-limit.js';
 import type { Tag } from '../endpoints/tags.js';
+import type { Finding } from '../guardrails/findings.js';
 import type { ProxyMetrics } from '../telemetry/metrics.js';
 import type { RequestTracer, ToolSpan } from '../telemetry/tracing.js';
 import type { UsageRecord, UsageSink } from '../usage/record.js';
@@ -51,6 +52,8 @@ export interface ToolCallEnd {
   stream: boolean;
   /** Why the gateway answered the error itself (timeout, unreachable...), if it did. */
   reason?: string;
+  /** What the Guardrails found in the call's arguments and result (proxy/mcp/tool-guardrails.ts). */
+  findings?: Finding[];
 }
 
 /** Record status of a gateway-made error, by its reason: what an HTTP call of the same fate would say. */
@@ -124,8 +127,11 @@ export function beginToolCall(deps: ToolCallDeps, call: ToolCall): (end: ToolCal
       bytesIn: call.bytesIn,
       bytesOut: end.bytesOut,
       ...(call.caller.policy.mcp?.recordPayloads ? { payload: payloadOf(call.arguments, end.answer) } : {}),
+      ...(end.findings?.length ? { findings: end.findings } : {}),
     };
     deps.usage.record(rec);
+    for (const { guardrail, category, action, where, count } of end.findings ?? [])
+      deps.metrics.guardrailFindings.inc({ guardrail, category, action, where }, count);
     deps.metrics.mcpToolCalls.inc({ server: call.server, tool, status: String(status) });
     deps.metrics.mcpToolLatency.observe({ server: call.server }, latencyMs / 1000);
     span?.end({ status, ...(errorType ? { errorType } : {}) });
@@ -134,6 +140,8 @@ export function beginToolCall(deps: ToolCallDeps, call: ToolCall): (end: ToolCal
 
 function outcomeOf(end: ToolCallEnd): { status: number; errorType?: string } {
   const a = end.answer;
+  // Refused by a Guardrail: answered as a tool error, so the agent's model reads why.
+  if (end.reason === 'guardrail_blocked') return { status: 400, errorType: 'guardrail_blocked' };
   if ('error' in a) {
     const status = STATUS_OF[end.reason ?? ''] ?? (a.error.code === RPC.invalidParams ? 400 : 502);
     return { status, errorType: end.reason ?? rpcErrorName(a.error.code) };
