@@ -37,6 +37,23 @@ interface GuardrailPattern {
   regex: string;
 }
 
+/** A model judging a whole text: a chat model with a policy, or an embedding model over labelled examples. */
+export interface GuardrailJudge {
+  model: string;
+  /** Default Chat. */
+  kind?: 'Chat' | 'Classifier';
+  policy?: string;
+  examples?: { unsafe: string[]; safe: string[] };
+  /** Default 0.6. */
+  similarity?: number;
+  /** Default Jailbreak. */
+  category?: string;
+  /** Default 3. */
+  timeoutSeconds?: number;
+  /** Default Allow. */
+  onFailure?: 'Allow' | 'Block';
+}
+
 export interface GuardrailSpec {
   selector?: GuardrailSelector;
   /** Default 100; ascending. */
@@ -46,6 +63,7 @@ export interface GuardrailSpec {
   detectors: {
     builtIn?: { categories?: BuiltInCategory[]; phoneRegions?: string[] };
     patterns?: GuardrailPattern[];
+    judge?: GuardrailJudge;
   };
   /** Default Redact. */
   action?: GuardrailAction;

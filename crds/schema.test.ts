@@ -200,8 +200,9 @@ describe('CEL rules', () => {
         "IdentityProvider.spec.pageSignIn: !has(self.pageSignIn) || has(self.issuer)",
         "IdentityProvider.spec.mcpAuthorization: !has(self.mcpAuthorization) || has(self.issuer)",
         "IdentityProvider.spec.profiles[]: has(self.claim) || has(self.serviceAccount)",
-        "Guardrail.spec.actions: !has(self.actions) || self.actions.all(a, a.category in ['Email', 'Phone', 'PaymentCard', 'Iban', 'NationalId', 'IpAddress', 'CloudCredential', 'PrivateKey', 'ApiToken'] || (has(self.detectors.patterns) && self.detectors.patterns.exists(p, p.name == a.category)))",
-        "Guardrail.spec.detectors: has(self.builtIn) || (has(self.patterns) && size(self.patterns) > 0)",
+        "Guardrail.spec.actions: !has(self.actions) || self.actions.all(a, a.category in ['Email', 'Phone', 'PaymentCard', 'Iban', 'NationalId', 'IpAddress', 'CloudCredential', 'PrivateKey', 'ApiToken'] || (has(self.detectors.patterns) && self.detectors.patterns.exists(p, p.name == a.category)) || (has(self.detectors.judge) && a.category == (has(self.detectors.judge.category) ? self.detectors.judge.category : 'Jailbreak')))",
+        "Guardrail.spec.detectors: has(self.builtIn) || (has(self.patterns) && size(self.patterns) > 0) || has(self.judge)",
+        "Guardrail.spec.detectors.judge: (has(self.kind) && self.kind == 'Classifier') == has(self.examples)",
       ]
     `);
   });
@@ -452,7 +453,20 @@ const full: Record<KindName, { spec: object; status: object }> = {
       selector: { apiKeys: ['k'], teams: ['t'], tags: ['a:b'], models: ['m'] },
       order: 1,
       appliesTo: ['Request'],
-      detectors: { builtIn: { categories: ['Email'], phoneRegions: ['US'] }, patterns: [{ name: 'P', regex: 'p' }] },
+      detectors: {
+        builtIn: { categories: ['Email'], phoneRegions: ['US'] },
+        patterns: [{ name: 'P', regex: 'p' }],
+        judge: {
+          model: 'm',
+          kind: 'Classifier',
+          policy: 'p',
+          examples: { unsafe: ['u'], safe: ['s'] },
+          similarity: 0.6,
+          category: 'Jailbreak',
+          timeoutSeconds: 3,
+          onFailure: 'Allow',
+        },
+      },
       action: 'Redact',
       actions: [{ category: 'Email', action: 'Block' }],
       stream: { lookBehindChars: 64 },

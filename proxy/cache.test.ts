@@ -17,6 +17,10 @@ import { MemoryUsage } from './usage/record.js';
 
 const ML = 'sk-cache-ml-0001';
 const ML2 = 'sk-cache-ml-0002';
+const ML3 = 'sk-cache-ml-0003';
+const OFF = 'sk-cache-off-0001';
+const SOLO = 'sk-cache-solo-0001';
+const SEM = 'sk-cache-sem-0001';
 const WEB = 'sk-cache-web-0001';
 const PLAIN = 'sk-cache-plain-0001';
 const OPENAI_KEY = 'sk-openai-double-cache';
@@ -45,7 +49,13 @@ beforeAll(async () => {
       provider: 'openai',
       displayName: 'OpenAI',
       auth: { method: 'APIKey', secretRef: { name: 'openai-key' } },
-      models: ['gpt-4o-mini'],
+      models: ['gpt-4o-mini', 'text-embedding-3-small'],
+    }),
+    // The router's embedding model is the semantic lookup's (the double's vectors are all alike:
+    // what a semantic lookup matches here is decided by its bucket alone).
+    doc('RoutingPolicy', 'default', {
+      models: [{ name: 'gpt-4o-mini', tier: 'Light' }],
+      scorer: { semantic: { embeddingModel: 'text-embedding-3-small' } },
     }),
     doc('ExternalProvider', 'anthropic', {
       provider: 'anthropic',
@@ -53,12 +63,26 @@ beforeAll(async () => {
       auth: { method: 'APIKey', secretRef: { name: 'anthropic-key' } },
       models: ['claude-haiku-4-5-20251001'],
     }),
-    doc('ApiKey', 'ml', { team: 'ml', cache: { mode: 'Semantic', similarity: 0.9 } }),
+    doc('ApiKey', 'ml', { team: 'ml', cache: { mode: 'Exact' } }),
+    doc('ApiKey', 'sem', { team: 'sem', cache: { mode: 'Semantic', similarity: 0.9 } }),
     doc('ApiKey', 'ml-two', { team: 'ml' }),
     doc('ApiKey', 'web', { team: 'web', cache: { mode: 'Exact' } }),
+    doc('ApiKey', 'ml-three', { team: 'ml' }),
+    doc('ApiKey', 'off', { team: 'ml', cache: { mode: 'Off' } }),
+    doc('ApiKey', 'solo', { team: 'ml', cache: { mode: 'Exact', scope: 'Key' } }),
+    // ml-three's answers must not say tok0: a hit is checked as any answer is.
+    doc('Guardrail', 'no-tok0', {
+      selector: { apiKeys: ['ml-three'] },
+      appliesTo: ['Answer'],
+      detectors: { patterns: [{ name: 'Tok', regex: 'tok0' }] },
+      action: 'Block',
+    }),
   ].join('\n---\n');
   writeFileSync(join(dir, 'config.yaml'), config);
-  writeFileSync(join(dir, 'keys.txt'), `ml=${ML}\nml-two=${ML2}\nweb=${WEB}\n${PLAIN}\n`);
+  writeFileSync(
+    join(dir, 'keys.txt'),
+    `ml=${ML}\nsem=${SEM}\nml-two=${ML2}\nml-three=${ML3}\noff=${OFF}\nsolo=${SOLO}\nweb=${WEB}\n${PLAIN}\n`,
+  );
   gateway = await startGateway(
     {
       source: { kind: 'standalone', configFile: join(dir, 'config.yaml'), keysFile: join(dir, 'keys.txt') },
@@ -87,7 +111,8 @@ const post = (key: string, path: string, body: unknown, headers: Record<string, 
     body: JSON.stringify(body),
   });
 
-const calls = () => hosted.calls.filter((c) => c.method === 'POST').length;
+/** Calls for answers (a semantic lookup's embeddings aside). */
+const calls = () => hosted.calls.filter((c) => c.method === 'POST' && !c.path.endsWith('/embeddings')).length;
 const chat = (content: string, extra: Record<string, unknown> = {}) => ({
   model: 'gpt-4o-mini',
   temperature: 0,
@@ -116,7 +141,9 @@ describe('a repeated request', () => {
     const body = { ...chat(`stream ${Math.random()}`), stream: true, stream_options: { include_usage: true } };
     const first = await (await post(ML, '/openai/v1/chat/completions', body)).text();
     await expect
-      .poll(() => post(ML, '/openai/v1/chat/completions', body).then((r) => r.headers.get('x-cache')))
+      .poll(() => post(ML, '/openai/v1/chat/completions', body).then((r) => r.headers.get('x-cache')), {
+        timeout: 10_000,
+      })
       .toBe('hit; kind=exact');
     const again = await post(ML, '/openai/v1/chat/completions', body);
     expect(again.headers.get('content-type')).toMatch(/^text\/event-stream/);
@@ -157,7 +184,9 @@ describe('a repeated request', () => {
       (await post(ML, '/openai/v1/chat/completions', body, { 'cache-control': 'no-cache' })).headers.get('x-cache'),
     ).toBe('miss');
     await expect
-      .poll(() => post(ML, '/openai/v1/chat/completions', body).then((r) => r.headers.get('x-cache')))
+      .poll(() => post(ML, '/openai/v1/chat/completions', body).then((r) => r.headers.get('x-cache')), {
+        timeout: 10_000,
+      })
       .toBe('hit; kind=exact');
     expect(
       (await post(ML, '/openai/v1/chat/completions', body, { 'x-gateway-cache': 'off' })).headers.get('x-cache'),
@@ -175,7 +204,9 @@ describe('a repeated request', () => {
     const body = chat(`spoiled ${Math.random()}`);
     await post(ML, '/openai/v1/chat/completions', body);
     await expect
-      .poll(() => post(ML, '/openai/v1/chat/completions', body).then((r) => r.headers.get('x-cache')))
+      .poll(() => post(ML, '/openai/v1/chat/completions', body).then((r) => r.headers.get('x-cache')), {
+        timeout: 10_000,
+      })
       .toBe('hit; kind=exact');
     // Every entry overwritten with what no gateway wrote.
     for (const key of [...(store as unknown as { lru: Map<string, string> }).lru.keys()])
@@ -187,33 +218,80 @@ describe('a repeated request', () => {
 });
 
 describe('a semantic lookup', () => {
-  it('answers a near text with the same parameters, not a different question nor other parameters', async () => {
-    const first = chat('What is the capital city of France?');
-    await post(ML, '/openai/v1/chat/completions', first);
+  it('answers the same question put otherwise, with the same system text and parameters only', async () => {
+    const ask = (question: string, system = 'You are terse.', extra: Record<string, unknown> = {}) =>
+      chat('', {
+        messages: [
+          { role: 'system', content: system },
+          { role: 'user', content: question },
+        ],
+        ...extra,
+      });
+    await post(SEM, '/openai/v1/chat/completions', ask('What is the capital city of France?'));
     await expect
-      .poll(() =>
-        post(ML, '/openai/v1/chat/completions', chat('what is the capital city of france')).then((r) =>
-          r.headers.get('x-cache'),
-        ),
+      .poll(
+        () =>
+          post(SEM, '/openai/v1/chat/completions', ask('capital city of France?')).then((r) =>
+            r.headers.get('x-cache'),
+          ),
+        { timeout: 10_000 },
       )
       .toBe('hit; kind=semantic');
     expect(usage.records.at(-1)).toMatchObject({ cache: 'semantic', costUsd: 0 });
-    const other = await post(ML, '/openai/v1/chat/completions', chat('How do I sort a list in Python?'));
-    expect(other.headers.get('x-cache')).toBe('miss');
-    const longer = await post(
+    const otherSystem = await post(
       ML,
       '/openai/v1/chat/completions',
-      chat('What is the capital city of France?', { max_tokens: 5 }),
+      ask('capital city of France?', 'Answer in German.'),
     );
-    expect(longer.headers.get('x-cache')).toBe('miss');
+    expect(otherSystem.headers.get('x-cache')).toBe('miss');
+    const otherParameters = await post(
+      ML,
+      '/openai/v1/chat/completions',
+      ask('capital city of France?', 'You are terse.', { max_tokens: 5 }),
+    );
+    expect(otherParameters.headers.get('x-cache')).toBe('miss');
   });
 
-  it('is not made where the request has tools', async () => {
+  it('is not made where the request has tools, nor for embeddings', async () => {
     const tools = [{ type: 'function', function: { name: 'f', parameters: { type: 'object', properties: {} } } }];
-    await post(ML, '/openai/v1/chat/completions', chat('Tell me the capital of Spain', { tools }));
+    await post(SEM, '/openai/v1/chat/completions', chat('Tell me the capital of Spain', { tools }));
     await new Promise((r) => setTimeout(r, 50));
-    const near = await post(ML, '/openai/v1/chat/completions', chat('tell me the capital of spain', { tools }));
+    const near = await post(SEM, '/openai/v1/chat/completions', chat('tell me the capital of spain', { tools }));
     expect(near.headers.get('x-cache')).toBe('miss');
+    const embed = (input: string) => post(SEM, '/openai/v1/embeddings', { model: 'text-embedding-3-small', input });
+    await embed('running shoes');
+    await new Promise((r) => setTimeout(r, 50));
+    expect((await embed('shoes running')).headers.get('x-cache')).toBe('miss');
+  });
+});
+
+describe("a key's own settings", () => {
+  it('Off is final: a request cannot opt in; Key scope is not shared with the team', async () => {
+    const body = chat(`settings ${Math.random()}`);
+    await post(OFF, '/openai/v1/chat/completions', body, { 'x-gateway-cache': 'exact' });
+    expect(
+      (await post(OFF, '/openai/v1/chat/completions', body, { 'x-gateway-cache': 'exact' })).headers.get('x-cache'),
+    ).toBeNull();
+    await post(SOLO, '/openai/v1/chat/completions', body);
+    await expect
+      .poll(() => post(SOLO, '/openai/v1/chat/completions', body).then((r) => r.headers.get('x-cache')), {
+        timeout: 10_000,
+      })
+      .toBe('hit; kind=exact');
+    expect((await post(ML, '/openai/v1/chat/completions', body)).headers.get('x-cache')).toBe('miss');
+  });
+
+  it("a hit passes the answer's guardrails of the caller, not the keeper's", async () => {
+    const body = chat(`guarded ${Math.random()}`);
+    await post(ML, '/openai/v1/chat/completions', body);
+    await expect
+      .poll(() => post(ML, '/openai/v1/chat/completions', body).then((r) => r.headers.get('x-cache')), {
+        timeout: 10_000,
+      })
+      .toBe('hit; kind=exact');
+    const three = await post(ML3, '/openai/v1/chat/completions', body, { 'x-gateway-cache': 'exact' });
+    expect(three.status).toBe(400);
+    expect(((await three.json()) as { error: { code: string } }).error.code).toBe('guardrail_blocked');
   });
 });
 

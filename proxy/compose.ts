@@ -47,6 +47,7 @@ import {
   type McpDoor,
 } from './front-door.js';
 import { GuardrailSet } from './guardrails/guardrail-set.js';
+import type { JudgeCalls } from './guardrails/judge.js';
 import { Identities } from './identity/identities.js';
 import { createMcpGateway, type McpGatewayDeps } from './mcp/mcp-gateway.js';
 import type { OriginPolicy } from './mcp/origin.js';
@@ -57,7 +58,6 @@ import { pagesRoutes } from './pages/pages.js';
 import { createPipeline, doorAdmission } from './pipeline.js';
 import { planFor } from './route.js';
 import { type EmbeddingsCall, gatewayEmbedder } from './routing-policy/embedder.js';
-import { builtInEmbedding } from './routing-policy/learned/static-embedding.js';
 import { type Embedder, RoutingPolicies } from './routing-policy/policies.js';
 import { otherRoutes } from './server/routes.js';
 import { shutdownGracefully } from './server/shutdown.js';
@@ -267,9 +267,18 @@ export async function composeGateway(config: GatewayConfig = {}, parts: Partial<
     embed,
     config.routing?.builtInEmbedding ?? true,
   );
-  routingPolicies.bind((p) => policies.set(p));
+  // Each policy's embedding model, as written (the resolved policy names it once its classifier is trained).
+  const embeddingModels = new Map<string, string>();
+  routingPolicies.bind((p) => {
+    embeddingModels.clear();
+    for (const policy of p) {
+      const model = policy.spec.scorer?.semantic?.embeddingModel;
+      if (model && policy.metadata.name) embeddingModels.set(policy.metadata.name, model);
+    }
+    policies.set(p);
+  });
   await policies.ready();
-  const cache = responseCache(config, parts.cacheStore, { metrics, policies, routes, embed });
+  const cache = responseCache(config, parts.cacheStore, { metrics, embeddingModels, routes, embed });
 
   // In a cluster the operator writes the Kubernetes changes, proven by its ServiceAccount token.
   const audit = openAudit(stack?.store, log, resources.source && clusterIssuerApi(resources.source.client));
@@ -283,7 +292,12 @@ export async function composeGateway(config: GatewayConfig = {}, parts: Partial<
     embed,
     ...(budgets ? { budgets } : {}),
     guardrails,
-    cache: cache.cache,
+    judges: judgeCalls(routes, { backends, retry, metrics }, embed),
+    onJudgeFailed: (guardrail, why) => {
+      metrics.guardrailJudgeFailures.inc({ guardrail });
+      log.warn('guardrail judge did not answer', { guardrail, error: why });
+    },
+    ...(cache.cache ? { cache: cache.cache } : {}),
     retry,
     usage,
     storedResponses: responses.stored,
@@ -496,35 +510,36 @@ class Handover<T> {
 
 /**
  * The response cache: Redis, shared by the replicas, where the gateway has one; else this
- * replica's memory, with the usage file behind it standalone (a restart keeps it). A semantic
- * lookup embeds with the key's routing policy's embedding model (the router's: an in-cluster one,
- * or any where no guardrail keeps the text in the cluster), else the built-in embedding.
+ * replica's memory (--cache-max-mb; 0: none), with the usage file behind it standalone (a restart
+ * keeps it). A semantic lookup embeds with the key's routing policy's embedding model (the
+ * router's), in the cluster where the text must stay there; without one, lookups are exact only
+ * (the built-in embedding, an average of its tokens' vectors, cannot tell "USD to EUR" from
+ * "EUR to USD").
  */
 function responseCache(
   config: GatewayConfig,
   given: CacheStore | undefined,
-  ctx: { metrics: ProxyMetrics; policies: RoutingPolicies; routes: RouteTable; embed: Embedder },
-): { cache: ResponseCache; close: () => Promise<void> } {
-  const memory = new MemoryCacheStore(config.cache?.maxBytes ?? DEFAULT_CACHE_BYTES);
+  ctx: { metrics: ProxyMetrics; embeddingModels: ReadonlyMap<string, string>; routes: RouteTable; embed: Embedder },
+): { cache?: ResponseCache; close: () => Promise<void> } {
+  const maxBytes = Math.floor(config.cache?.maxBytes ?? DEFAULT_CACHE_BYTES);
+  const memory = maxBytes >= 1024 * 1024 ? new MemoryCacheStore(maxBytes) : undefined;
   const db = config.usage?.db;
-  const store: CacheStore = given
-    ? given
-    : config.redisUrl
+  const file = db && db !== ':memory:' && !isPostgresUrl(db) ? new SqliteCacheStore(db) : undefined;
+  const store: CacheStore | undefined =
+    given ??
+    (config.redisUrl
       ? new RedisCacheStore(config.redisUrl)
-      : db && db !== ':memory:' && !isPostgresUrl(db)
-        ? new TieredCacheStore(memory, new SqliteCacheStore(db))
-        : memory;
-  const builtIn = config.routing?.builtInEmbedding ?? true;
+      : memory && file
+        ? new TieredCacheStore(memory, file)
+        : (memory ?? file));
+  if (!store) return { close: async () => {} };
   const cache = new ResponseCache({
     store,
-    embed: async (policyName, text, inClusterOnly) => {
-      const model = ctx.policies.get(policyName ?? DEFAULT_ROUTING_POLICY)?.scorer.embeddingModel;
-      const hosted = model !== undefined && ctx.routes.lookup(model)?.kind !== 'in-cluster';
-      if (model !== undefined && !(inClusterOnly && hosted)) {
-        const [v] = await ctx.embed(model, [text], AbortSignal.timeout(2_000));
-        return v && unit(v);
-      }
-      return builtIn ? builtInEmbedding().embed(text) : undefined;
+    embed: async (policyName, text, inClusterOnly, signal) => {
+      const model = ctx.embeddingModels.get(policyName ?? DEFAULT_ROUTING_POLICY);
+      if (model === undefined || (inClusterOnly && ctx.routes.lookup(model)?.kind !== 'in-cluster')) return undefined;
+      const [v] = await ctx.embed(model, [text], AbortSignal.any([signal, AbortSignal.timeout(2_000)]));
+      return v && unit(v);
     },
     onResult: (result, kind) => ctx.metrics.cacheLookups.inc({ kind, result }),
   });
@@ -770,6 +785,34 @@ function oncePerModel(hook: (model: string, provider: string) => void): (model: 
  * The gateway's own embeddings call (the routing scorer's): planned and made as a caller's
  * request to the model would be, by the call stage, with no key and no usage record.
  */
+/**
+ * How guardrails' judges call their models: through the gateway's routes and backends as any
+ * request (translators, retries), as the gateway's own calls (no key, no usage record).
+ */
+function judgeCalls(routes: RouteTable, deps: CallDeps, embed: Embedder): JudgeCalls {
+  return {
+    chat: async (model, messages, signal) => {
+      const entry = routes.lookup(model);
+      if (!entry || entry.kind === 'unavailable') throw new Error(`the judge model ${model} does not route`);
+      const plan = planFor(deps.backends, ENDPOINTS.chat, entry);
+      if (plan instanceof ProxyError) throw plan;
+      const body = { model: entry.model, messages, temperature: 0, max_tokens: 16 };
+      const result = await callOne(
+        deps,
+        { route: entry, plan },
+        { body, stream: false, clientWantsUsage: false, signal },
+        undefined,
+      );
+      if (result.kind !== 'json') throw new Error(`the judge model ${model} answered a stream`);
+      const content = (result.body as { choices?: { message?: { content?: unknown } }[] }).choices?.[0]?.message
+        ?.content;
+      if (typeof content !== 'string') throw new Error(`the judge model ${model} answered no text`);
+      return content;
+    },
+    embed: async (model, texts, signal) => (await embed(model, texts, signal)).map(unit),
+  };
+}
+
 function embeddingsCall(routes: RouteTable, deps: CallDeps): EmbeddingsCall {
   return async (model, input, signal) => {
     const entry = routes.lookup(model);

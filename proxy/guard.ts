@@ -1,10 +1,12 @@
 import { ProxyError } from './endpoints/errors.js';
 import type { Answered, Failed, Parsed } from './exchange.js';
-import { ANSWER_TEXTS } from './guardrails/answer-texts.js';
+import { ANSWER_TEXTS, answerText } from './guardrails/answer-texts.js';
 import { type Cause, type Checking, checkText } from './guardrails/check-text.js';
 import { Findings } from './guardrails/findings.js';
 import type { CompiledGuardrail, GuardrailSet } from './guardrails/guardrail-set.js';
-import { REQUEST_TEXTS } from './guardrails/request-texts.js';
+import type { JudgeCalls } from './guardrails/judge.js';
+import { judgeText } from './guardrails/judging.js';
+import { REQUEST_TEXTS, requestText } from './guardrails/request-texts.js';
 import { guardStream } from './guardrails/stream-guard.js';
 
 /**
@@ -18,6 +20,10 @@ import { guardStream } from './guardrails/stream-guard.js';
 
 export interface GuardDeps {
   guardrails?: GuardrailSet;
+  /** How judges call their models through the gateway (proxy/guardrails/judge.ts); none: judges fail. */
+  judges?: JudgeCalls;
+  /** Told of a judge that could not answer. */
+  onJudgeFailed?: (guardrail: string, why: string) => void;
 }
 
 /** A guarded request's guardrails: what they found (its answer's findings are added as it is checked). */
@@ -26,7 +32,7 @@ export interface Guarding extends Checking {
   answer: readonly CompiledGuardrail[];
 }
 
-export function guard(deps: GuardDeps, parsed: Parsed): Parsed | Failed {
+export async function guard(deps: GuardDeps, parsed: Parsed): Promise<Parsed | Failed> {
   const set = deps.guardrails;
   if (!set || set.size === 0) return parsed;
   const selected = set.select({ policy: parsed.caller.policy, tags: parsed.known.tags, model: parsed.request.model });
@@ -46,8 +52,38 @@ export function guard(deps: GuardDeps, parsed: Parsed): Parsed | Failed {
     return checked.text;
   });
   if (blocked) return { failed: guardrailBlocked(blocked, 'request'), at };
+  const dialect = parsed.incoming.endpoint.dialect;
+  const judged = await judgeText(
+    checking,
+    requestText(dialect, forward),
+    'request',
+    guarding,
+    judgesOf(deps),
+    failedTo(deps),
+  );
+  if ('blocked' in judged) return { failed: guardrailBlocked(judged.blocked, 'request'), at };
+  if ('unavailable' in judged) return { failed: guardrailUnavailable(judged.unavailable, judged.why), at };
   return forward === parsed.request.forward ? at : { ...at, request: { ...parsed.request, forward } };
 }
+
+const NO_JUDGES: JudgeCalls = {
+  chat: () => Promise.reject(new Error('no judge calls in this gateway')),
+  embed: () => Promise.reject(new Error('no judge calls in this gateway')),
+};
+
+const judgesOf = (deps: GuardDeps) => deps.judges ?? NO_JUDGES;
+const failedTo = (deps: GuardDeps) => deps.onJudgeFailed ?? (() => {});
+
+/** A judge that fails closed could not answer: 503, the request may succeed when retried. */
+const guardrailUnavailable = (cause: Cause, why: string): ProxyError =>
+  new ProxyError(
+    503,
+    'server_error',
+    'guardrail_unavailable',
+    `guardrail ${cause.guardrail} could not judge the text (${why}) and refuses what it cannot judge; try again`,
+    null,
+    { 'retry-after': '1' },
+  );
 
 /** A Block's error: the guardrail and the category, never the text it found. */
 const guardrailBlocked = (cause: Cause, where: 'request' | 'answer'): ProxyError =>
@@ -73,7 +109,7 @@ export const guardrailInClusterOnly = (cause: Cause, model: string): ProxyError 
  * texts checked at once (a Block answers the dialect's error instead, its tokens still counted);
  * a stream's as it streams (proxy/guardrails/stream-guard.ts).
  */
-export function guardAnswer(outcome: Answered | Failed): Answered | Failed {
+export async function guardAnswer(deps: GuardDeps, outcome: Answered | Failed): Promise<Answered | Failed> {
   if ('failed' in outcome) return outcome;
   const guarding = outcome.guard;
   if (!guarding || guarding.answer.length === 0 || outcome.incoming.endpoint.does !== 'generate') return outcome;
@@ -92,6 +128,21 @@ export function guardAnswer(outcome: Answered | Failed): Answered | Failed {
     if ('blocked' in checked) blocked = checked.blocked;
     return 'text' in checked ? checked.text : text;
   });
+  if (!blocked) {
+    const judged = await judgeText(
+      guarding.answer,
+      answerText(dialect, body),
+      'answer',
+      guarding,
+      judgesOf(deps),
+      failedTo(deps),
+    );
+    if ('blocked' in judged) blocked = judged.blocked;
+    else if ('unavailable' in judged) {
+      const failed = guardrailUnavailable(judged.unavailable, judged.why);
+      return { failed, at: { ...outcome, route: outcome.served }, ...(result.usage ? { usage: result.usage } : {}) };
+    }
+  }
   if (blocked) {
     return {
       failed: guardrailBlocked(blocked, 'answer'),

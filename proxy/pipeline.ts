@@ -109,19 +109,20 @@ async function flow(deps: PipelineDeps, admitted: Admitted): Promise<Answered | 
     if ('failed' in parsedOnly) return parsedOnly;
     const prepared = (await stored?.prepare(parsedOnly)) ?? parsedOnly;
     if ('failed' in prepared) return prepared;
-    const parsed = guard(deps, prepared);
+    const parsed = await guard(deps, prepared);
     if ('failed' in parsed) return parsed;
     if (parsed.request !== prepared.request) stored?.carry(prepared.request, parsed.request);
     const routed = await route(deps, parsed);
     if ('failed' in routed) return routed;
-    const answer = async (r: Routed) => guardAnswer(await call(deps, r));
+    const answer = async (r: Routed) => guardAnswer(deps, await call(deps, r));
     const refused = stored?.check(deps.backends, routed);
     if (refused) return refused;
     // A background request's call settles its kept row itself, when it finishes.
     if (stored?.inBackground(routed)) return await stored.background(routed, answer);
     const looked = await lookInCache(deps, routed);
     if ('failed' in looked) return looked;
-    const answered = 'served' in looked ? looked : keepInCache(deps, await answer(looked));
+    // A hit passes the answer's guardrails as any answer does: they select by key and tags, which need not be the keeper's.
+    const answered = 'served' in looked ? await guardAnswer(deps, looked) : keepInCache(deps, await answer(looked));
     return stored ? await stored.keep(routed, answered) : answered;
   } catch (cause) {
     return { failed: internalError(admitted.incoming.requestId), at: admitted, cause };

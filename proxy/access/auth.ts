@@ -88,7 +88,7 @@ export function keyPolicy(ak: ApiKey): KeyPolicy {
     ...(mcp ? { mcp } : {}),
     ...(routing && routing !== 'Inherit' ? { routing } : {}),
     ...(routingPolicy ? { routingPolicy } : {}),
-    ...(cache && cache.mode !== 'Off' ? { cache } : {}),
+    ...(cache ? { cache } : {}),
   };
   return policy;
 }

@@ -50,8 +50,14 @@ export function cacheChoice(
   const directives = (header('cache-control') ?? '').toLowerCase();
   if (byHeader === 'off' || /(^|[\s,])no-store([\s,]|$)/.test(directives)) return undefined;
   const key = policy.cache;
-  const mode = byHeader ?? (key ? (key.mode === 'Semantic' ? 'semantic' : 'exact') : undefined);
+  // A key's Off is final, and a request may only narrow what its key allows: a key without
+  // spec.cache lets its requests opt in (in its team's scope), a key with one keeps its scope.
+  if (key?.mode === 'Off') return undefined;
+  const keyed = key ? (key.mode === 'Semantic' ? 'semantic' : 'exact') : undefined;
+  let mode = byHeader ?? keyed;
   if (!mode) return undefined;
+  // Semantic answers near texts: not embeddings (a vector is no answer to a near text).
+  if (mode === 'semantic' && (endpoint.dialect === 'openai-embeddings' || keyed === 'exact')) mode = 'exact';
   const spec = { ...DEFAULTS, ...key };
   if (endpoint.does !== 'generate' || !eligible(endpoint, request.forward, spec.anyTemperature)) return undefined;
   return {

@@ -27,18 +27,31 @@ export const MAX_ENTRY_CHARS = 1024 * 1024;
 
 export const encodeEntry = (e: CacheEntry): string => JSON.stringify(e);
 
-export function decodeEntry(text: string): CacheEntry | undefined {
+/** A kept entry as read back: a whole answer's body parsed once. */
+export type ReadEntry = CacheEntry & { parsed?: unknown };
+
+/**
+ * An entry read back; 'other-version' for one another version of the gateway kept (left alone: a
+ * replica of a rolling upgrade reads it), 'broken' for anything else that is not whole.
+ */
+export function decodeEntry(text: string): ReadEntry | 'other-version' | 'broken' {
   let v: unknown;
   try {
     v = JSON.parse(text);
   } catch {
-    return undefined;
+    return 'broken';
   }
-  if (!isRecord(v) || v.v !== 1 || (v.kind !== 'json' && v.kind !== 'stream')) return undefined;
-  if (typeof v.body !== 'string' || typeof v.model !== 'string' || typeof v.provider !== 'string') return undefined;
-  if (typeof v.costUsd !== 'number' || !Number.isFinite(v.costUsd) || typeof v.at !== 'number') return undefined;
+  if (isRecord(v) && typeof v.v === 'number' && v.v !== 1) return 'other-version';
+  if (!isRecord(v) || v.v !== 1 || (v.kind !== 'json' && v.kind !== 'stream')) return 'broken';
+  if (typeof v.body !== 'string' || typeof v.model !== 'string' || typeof v.provider !== 'string') return 'broken';
+  if (typeof v.costUsd !== 'number' || !Number.isFinite(v.costUsd) || typeof v.at !== 'number') return 'broken';
   const u = v.usage;
   if (u !== undefined && !(isRecord(u) && typeof u.promptTokens === 'number' && typeof u.completionTokens === 'number'))
-    return undefined;
-  return v as unknown as CacheEntry;
+    return 'broken';
+  if (v.kind === 'stream') return v as unknown as ReadEntry;
+  try {
+    return { ...(v as unknown as CacheEntry), parsed: JSON.parse(v.body) as unknown };
+  } catch {
+    return 'broken';
+  }
 }

@@ -47,6 +47,8 @@ export class MemoryCacheStore implements CacheStore {
   }
 }
 
+const PROMOTED_TTL_MS = 60_000;
+
 /** Memory first, then a slower store that outlives the process; a hit there is brought back to memory. */
 export class TieredCacheStore implements CacheStore {
   constructor(
@@ -57,7 +59,10 @@ export class TieredCacheStore implements CacheStore {
   async get(key: string): Promise<string | undefined> {
     const near = await this.near.get(key);
     if (near !== undefined) return near;
-    return this.far.get(key);
+    const far = await this.far.get(key);
+    // Brought back to memory for a while (the far store keeps its own expiry).
+    if (far !== undefined) await this.near.set(key, far, PROMOTED_TTL_MS);
+    return far;
   }
 
   async set(key: string, value: string, ttlMs: number): Promise<void> {

@@ -3,8 +3,8 @@ import type { ChunkSource } from '../upstreams/chunk-source.js';
 import { chunksOf } from '../upstreams/chunk-source.js';
 import type { StreamOutcome, UpstreamResult, Usage } from '../upstreams/upstream.js';
 import type { CacheChoice, CacheMode } from './cache-choice.js';
-import { type CacheEntry, decodeEntry, encodeEntry, MAX_ENTRY_CHARS } from './cache-entry.js';
-import { exactKey, promptText, semanticBucket, semanticUnsafe } from './cache-key.js';
+import { type CacheEntry, decodeEntry, encodeEntry, MAX_ENTRY_CHARS, type ReadEntry } from './cache-entry.js';
+import { exactKey, questionOf } from './cache-key.js';
 import type { CacheStore } from './cache-store.js';
 import { SemanticIndex } from './semantic-index.js';
 
@@ -26,7 +26,7 @@ export interface CacheLookup {
 
 export interface CacheHit {
   kind: CacheMode;
-  entry: CacheEntry;
+  entry: ReadEntry;
 }
 
 export interface ResponseCacheDeps {
@@ -35,7 +35,12 @@ export interface ResponseCacheDeps {
    * The text's unit-length embedding for a semantic lookup, in the space of the key's routing
    * policy (undefined: none now); `inClusterOnly`: a guardrail keeps the text in the cluster.
    */
-  embed(policy: string | undefined, text: string, inClusterOnly: boolean): Promise<Float32Array | undefined>;
+  embed(
+    policy: string | undefined,
+    text: string,
+    inClusterOnly: boolean,
+    signal: AbortSignal,
+  ): Promise<Float32Array | undefined>;
   /** Told of every lookup and keep: hit, miss, store failure (the metric). */
   onResult?(result: 'hit' | 'miss' | 'error' | 'kept', kind: CacheMode): void;
 }
@@ -48,28 +53,26 @@ export class ResponseCache {
   async lookup(routed: Routed, choice: CacheChoice): Promise<{ lookup: CacheLookup; hit?: CacheHit }> {
     const { endpoint } = routed.incoming;
     const body = routed.request.forward;
-    const key = exactKey(choice.scope, endpoint.name, routed.route.model, body);
-    const lookup: CacheLookup = { choice, key };
-    const semantic = choice.mode === 'semantic' && !semanticUnsafe(body);
-    if (semantic) {
-      const vector = await this.deps
-        .embed(
-          routed.caller.policy.routingPolicy,
-          promptText(endpoint.dialect, body),
-          routed.guard?.inCluster !== undefined,
-        )
-        .catch(() => undefined);
-      if (vector) {
-        lookup.semantic = {
-          bucket: semanticBucket(choice.scope, endpoint.name, routed.route.model, endpoint.dialect, body),
-          vector,
-        };
-      }
-    }
-    if (!choice.read) return { lookup };
-    const exact = await this.read(key, 'exact');
+    const parts = {
+      scope: choice.scope,
+      endpoint: endpoint.name,
+      dialect: endpoint.dialect,
+      model: routed.route.model,
+      betas: betasOf(routed.incoming.header('anthropic-beta')),
+    };
+    const lookup: CacheLookup = { choice, key: exactKey(parts, body) };
+    const exact = choice.read ? await this.read(lookup.key, 'exact') : undefined;
     if (exact) return { lookup, hit: { kind: 'exact', entry: exact } };
-    if (!lookup.semantic) return { lookup };
+    const question = choice.mode === 'semantic' ? questionOf(parts, body) : undefined;
+    if (!question) return { lookup };
+    // The text leaves for a hosted embedding model only where the request goes to a hosted model itself.
+    const keepIn = routed.guard?.inCluster !== undefined || routed.route.kind === 'in-cluster';
+    const vector = await this.deps
+      .embed(routed.caller.policy.routingPolicy, question.text, keepIn, routed.incoming.signal)
+      .catch(() => undefined);
+    if (!vector) return { lookup };
+    lookup.semantic = { bucket: question.bucket, vector };
+    if (!choice.read) return { lookup };
     const near = this.index.nearest(lookup.semantic.bucket, lookup.semantic.vector, choice.similarity);
     const entry = near && (await this.read(near.key, 'semantic'));
     if (near && !entry) this.index.forget(lookup.semantic.bucket, near.key);
@@ -77,7 +80,7 @@ export class ResponseCache {
   }
 
   /** An entry by key; a corrupt one is deleted and missed. */
-  private async read(key: string, kind: CacheMode): Promise<CacheEntry | undefined> {
+  private async read(key: string, kind: CacheMode): Promise<ReadEntry | undefined> {
     let text: string | undefined;
     try {
       text = await this.deps.store.get(key);
@@ -85,8 +88,10 @@ export class ResponseCache {
       this.deps.onResult?.('error', kind);
       return undefined;
     }
-    const entry = text === undefined ? undefined : decodeEntry(text);
-    if (text !== undefined && !entry) await this.deps.store.delete(key).catch(() => {});
+    const decoded = text === undefined ? undefined : decodeEntry(text);
+    // Another version's entry (a replica of a rolling upgrade) is left to it; a broken one is dropped.
+    if (decoded === 'broken') await this.deps.store.delete(key).catch(() => {});
+    const entry = typeof decoded === 'object' ? decoded : undefined;
     this.deps.onResult?.(entry ? 'hit' : 'miss', kind);
     return entry;
   }
@@ -97,6 +102,8 @@ export class ResponseCache {
    */
   keep(answered: Answered, lookup: CacheLookup, costUsd: (usage: Usage | undefined) => number): Answered {
     const { result } = answered;
+    // A fallback's (or the cascade's) answer is not the model's: the next request may find the model well.
+    if (answered.served !== answered.route) return answered;
     const base = { model: answered.served.model, provider: answered.served.provider };
     if (result.kind === 'json') {
       if (result.status !== 200) return answered;
@@ -187,9 +194,8 @@ function teed(source: ChunkSource): { source: ChunkSource; text(): string | unde
 }
 
 /** A hit as the call's result: the whole answer, or its stream replayed with the dialect's events as they went. */
-export function hitResult(entry: CacheEntry): UpstreamResult {
-  if (entry.kind === 'json')
-    return { kind: 'json', status: 200, body: JSON.parse(entry.body) as unknown, raw: entry.body };
+export function hitResult(entry: ReadEntry): UpstreamResult {
+  if (entry.kind === 'json') return { kind: 'json', status: 200, body: entry.parsed, raw: entry.body };
   const bytes = new TextEncoder().encode(entry.body);
   let settle: (o: StreamOutcome) => void = () => {};
   const outcome = new Promise<StreamOutcome>((resolve) => {
@@ -215,3 +221,10 @@ export function hitResult(entry: CacheEntry): UpstreamResult {
   };
   return { kind: 'stream', body: source, outcome };
 }
+
+/** The anthropic-beta flags a request sends (they change what the upstream answers). */
+const betasOf = (header: string | undefined): string[] =>
+  (header ?? '')
+    .split(',')
+    .map((b) => b.trim())
+    .filter((b) => b !== '');

@@ -1,14 +1,16 @@
 /**
  * The semantic cache's index, in this replica's memory: per bucket (requests alike in everything
  * but their text: cache-key.ts semanticBucket), the embeddings of the texts answered and the exact
- * keys of their answers. Bounded: at most `perBucket` texts a bucket (oldest out) and `buckets`
- * buckets (least recently used out). A lookup scans its bucket: a few hundred dot products.
+ * keys of their answers. Bounded: at most `perBucket` texts a bucket (oldest out), and
+ * `maxFloats` numbers in all (a 1,536-dimension model's vectors weigh six times a 256's; least
+ * recently used buckets out). A lookup scans its bucket: a few hundred dot products.
  */
 export class SemanticIndex {
   private readonly index = new Map<string, { vector: Float32Array; key: string }[]>();
+  private floats = 0;
 
   constructor(
-    private readonly buckets = 4096,
+    private readonly maxFloats = 8 * 1024 * 1024,
     private readonly perBucket = 256,
   ) {}
 
@@ -17,14 +19,21 @@ export class SemanticIndex {
     this.index.delete(bucket);
     this.index.set(bucket, list);
     const same = list.findIndex((e) => e.key === key);
-    if (same !== -1) list.splice(same, 1);
+    if (same !== -1) this.floats -= list.splice(same, 1)[0]?.vector.length ?? 0;
     list.push({ vector, key });
-    if (list.length > this.perBucket) list.shift();
-    while (this.index.size > this.buckets) {
+    this.floats += vector.length;
+    if (list.length > this.perBucket) this.floats -= list.shift()?.vector.length ?? 0;
+    while (this.floats > this.maxFloats) {
       const oldest = this.index.keys().next().value;
       if (oldest === undefined) break;
+      for (const e of this.index.get(oldest) ?? []) this.floats -= e.vector.length;
       this.index.delete(oldest);
     }
+  }
+
+  /** Numbers held (the bound's measure). */
+  get size(): number {
+    return this.floats;
   }
 
   /** The nearest text's key at or above `least` cosine similarity (vectors are unit length), with its similarity. */
@@ -44,6 +53,6 @@ export class SemanticIndex {
   forget(bucket: string, key: string): void {
     const list = this.index.get(bucket);
     const at = list?.findIndex((e) => e.key === key) ?? -1;
-    if (list && at !== -1) list.splice(at, 1);
+    if (list && at !== -1) this.floats -= list.splice(at, 1)[0]?.vector.length ?? 0;
   }
 }

@@ -27,3 +27,13 @@ const withheld = (c: unknown): unknown => field(c, 'logprobs', (l) => (l === nul
 /** An output_text part without its log probabilities. */
 const withheldParts = (p: unknown): unknown =>
   field(p, 'logprobs', (l) => (Array.isArray(l) && l.length === 0 ? l : []));
+
+/** Every text a whole answer of the dialect carries, joined by new lines: what a judge reads. */
+export function answerText(dialect: CallerDialect, body: unknown): string {
+  const texts: string[] = [];
+  ANSWER_TEXTS[dialect](body, (t) => {
+    texts.push(t);
+    return t;
+  });
+  return texts.join('\n');
+}

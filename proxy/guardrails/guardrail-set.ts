@@ -2,6 +2,7 @@ import type { Guardrail, GuardrailAction, GuardrailSelector } from '../../crds/g
 import type { KeyPolicy } from '../access/auth.js';
 import type { Tag } from '../endpoints/tags.js';
 import { compileDetectors, type PatternProblem } from './detectors.js';
+import { compileJudge, type Judge } from './judge.js';
 import type { Detect } from './spans.js';
 
 /**
@@ -15,6 +16,8 @@ export interface CompiledGuardrail {
   request: boolean;
   answer: boolean;
   detect: Detect;
+  /** Its model judge, where it has one (proxy/guardrails/judge.ts). */
+  judge?: Judge;
   /** The action for a finding of this category. */
   actionOf(category: string): GuardrailAction;
   /** Characters of a streamed answer held back (spec.stream.lookBehindChars). */
@@ -44,6 +47,7 @@ export function compileGuardrail(g: Guardrail): CompiledGuardrail {
     request: appliesTo.has('Request'),
     answer: appliesTo.has('Answer'),
     detect,
+    ...(spec.detectors.judge ? { judge: compileJudge(spec.detectors.judge) } : {}),
     actionOf: (category) => byCategory.get(category) ?? fallback,
     lookBehind: spec.stream?.lookBehindChars ?? DEFAULT_LOOK_BEHIND,
     problems,

@@ -152,3 +152,13 @@ export function each(v: unknown, g: (x: unknown) => unknown): unknown {
   }
   return out ?? v;
 }
+
+/** Every text a request of the dialect carries, joined by new lines: what a judge reads. */
+export function requestText(dialect: CallerDialect, body: Record<string, unknown>): string {
+  const texts: string[] = [];
+  REQUEST_TEXTS[dialect](body, (t) => {
+    texts.push(t);
+    return t;
+  });
+  return texts.join('\n');
+}

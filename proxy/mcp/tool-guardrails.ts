@@ -80,7 +80,9 @@ function strings(v: unknown, f: (s: string) => string, depth = 0): unknown {
     let out: unknown[] | undefined;
     for (const [i, x] of v.entries()) {
       const y = strings(x, f, depth + 1);
-      if (y !== x) (out ??= [...v])[i] = y;
+      if (y === x) continue;
+      out ??= [...v];
+      out[i] = y;
     }
     return out ?? v;
   }
@@ -89,7 +91,9 @@ function strings(v: unknown, f: (s: string) => string, depth = 0): unknown {
   for (const [k, x] of Object.entries(v)) {
     if (NOT_TEXT.has(k)) continue;
     const y = strings(x, f, depth + 1);
-    if (y !== x) (out ??= { ...v })[k] = y;
+    if (y === x) continue;
+    out ??= { ...v };
+    out[k] = y;
   }
   return out ?? v;
 }

@@ -135,6 +135,12 @@ export class ProxyMetrics {
     labelNames: ['kind', 'result'],
     registers: [this.registry],
   });
+  readonly guardrailJudgeFailures: Counter<'guardrail'> = new Counter({
+    name: 'pao_gateway_guardrail_judge_failures_total',
+    help: 'Guardrail judges that could not answer (unreachable, too slow, an answer neither safe nor unsafe), by guardrail: the text passed (onFailure Allow) or was refused with 503 (Block).',
+    labelNames: ['guardrail'],
+    registers: [this.registry],
+  });
   readonly guardrailFindings: Counter<'guardrail' | 'category' | 'action' | 'where'> = new Counter({
     name: 'pao_gateway_guardrail_findings_total',
     help: 'Findings of Guardrails in requests and answers: by guardrail, category (Email, PaymentCard, ... or a pattern), the action taken (Block, Redact, Mask, RouteInCluster, Log) and where (request, answer). Never the text.',
