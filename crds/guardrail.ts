@@ -71,7 +71,7 @@ export interface GuardrailSpec {
   stream?: { lookBehindChars?: number };
 }
 
-interface DetectorStatus {
+export interface DetectorStatus {
   /** builtIn, or pattern/<name>. */
   name: string;
   ready: boolean;

@@ -18,6 +18,7 @@ describe('the registered controllers', () => {
       'mcpserver',
       'routingpolicy',
       'identityprovider',
+      'guardrail',
     ]);
   });
 
@@ -34,16 +35,18 @@ describe('the registered controllers', () => {
     const byController = new Map(CONTROLLERS.map((d) => [d.name, watchesOf(d).map((w) => informers.of(w.collection))]));
     // ModelDeployment's nine, ExternalProviders, ApiKeys, Budgets, McpServers with their
     // bridges' three (platform-agent, by label), and RoutingPolicies with their examples'
-    // ConfigMaps (by label); the ExternalProvider and RoutingPolicy controllers' ModelDeployments
-    // and ExternalProviders are the other controllers'.
-    expect(informers.size).toBe(19);
-    expect(new Set(watched.map(collectionKey)).size).toBe(19);
+    // ConfigMaps (by label), and Guardrails; the ExternalProvider, RoutingPolicy and Guardrail
+    // controllers' ModelDeployments and ExternalProviders are the other controllers'.
+    expect(informers.size).toBe(20);
+    expect(new Set(watched.map(collectionKey)).size).toBe(20);
     const md = byController.get('modeldeployment') ?? [];
     const ep = byController.get('externalprovider') ?? [];
     expect(ep[1]).toBe(md[0]);
     expect(ep[0]).toBe(md.at(-1));
     const rp = byController.get('routingpolicy') ?? [];
     expect([rp[1], rp[2]]).toEqual([md[0], ep[0]]);
+    const gr = byController.get('guardrail') ?? [];
+    expect([gr[1], gr[2]]).toEqual([md[0], ep[0]]);
   });
 });
 

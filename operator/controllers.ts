@@ -3,6 +3,7 @@ import { apiKeyController } from './api-key/api-key-controller.js';
 import { AUDIT_RBAC } from './audit/audit-trail.js';
 import { budgetController } from './budget/budget-controller.js';
 import { externalProviderController } from './external-provider/external-provider-controller.js';
+import { guardrailController } from './guardrail/guardrail-controller.js';
 import { identityProviderController } from './identity-provider/identity-provider-controller.js';
 import { mcpServerController } from './mcp-server/mcp-server-controller.js';
 import { modelDeploymentController } from './model-deployment/model-deployment-controller.js';
@@ -23,6 +24,7 @@ export const CONTROLLERS: readonly ControllerDeclaration[] = [
   mcpServerController,
   routingPolicyController,
   identityProviderController,
+  guardrailController,
 ];
 
 /** What the operator process needs itself, apart from any controller. */

@@ -745,6 +745,12 @@ describe('Helm chart', () => {
     expect(can('proxy', 'watch', 'routingpolicies.ai.platform', '-n', 'platform-agent')).toBe('yes');
     expect(can('proxy', 'patch', 'routingpolicies.ai.platform', '-n', 'platform-agent')).toBe('no');
     expect(can('proxy', 'watch', 'configmaps', '-n', 'platform-agent')).toBe('yes');
+    // Guardrails: the operator writes their detectors' readiness; the proxy reads them, changes none.
+    expect(can('operator', 'patch', 'guardrails.ai.platform', '--subresource=status', '-n', 'platform-agent')).toBe(
+      'yes',
+    );
+    expect(can('proxy', 'watch', 'guardrails.ai.platform', '-n', 'platform-agent')).toBe('yes');
+    expect(can('proxy', 'patch', 'guardrails.ai.platform', '-n', 'platform-agent')).toBe('no');
     // IdentityProviders: the operator writes Ready; the proxy reads them and may ask TokenReview
     // (the built-in system:auth-delegator), but may not change them.
     expect(

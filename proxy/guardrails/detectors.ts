@@ -1,5 +1,6 @@
-import { RE2JS } from 're2js';
+import type { RE2JS } from 're2js';
 import type { BuiltInCategory, GuardrailSpec } from '../../crds/guardrail.js';
+import { compilePattern } from '../../crds/guardrail-pattern.js';
 import { apiTokens, cloudCredentials, privateKeys } from './credentials.js';
 import { emails, ibans, ipAddresses, nationalIds, paymentCards, phones } from './personal-data.js';
 import { type Detect, disjoint, type Span } from './spans.js';
@@ -45,15 +46,6 @@ export function compileDetectors(spec: GuardrailSpec['detectors']): { detect: De
     else detectors.push(patternDetector(compiled, p.name));
   }
   return { detect: (text) => disjoint(detectors.flatMap((d) => d(text))), problems };
-}
-
-/** An RE2 pattern compiled, or why it does not compile. */
-function compilePattern(regex: string): RE2JS | string {
-  try {
-    return RE2JS.compile(regex);
-  } catch (err) {
-    return err instanceof Error ? err.message.slice(0, 200) : 'invalid pattern';
-  }
 }
 
 function patternDetector(re: RE2JS, category: string): Detect {
