@@ -134,6 +134,34 @@ describe('the stream guard', () => {
     expect(contentOf(events)).toBe(`${'x'.repeat(70)}<PAYMENT_CARD> and more text here`);
   });
 
+  it('redacts the whole body of a private key longer than the look-behind, streamed line by line', async () => {
+    const body = Array.from({ length: 20 }, (_, i) => `MIIEvQIBADANBgkqhkiG9w0BAQEFAASCBKcwggSjAgEAAoIBAQC${i}`).join(
+      '\n',
+    );
+    const key = `-----BEGIN PRIVATE KEY-----\n${body}\n-----END PRIVATE KEY-----`;
+    const { text } = await run('openai-chat', chat(pieces(`here: ${key} done`, 9)));
+    expect(text).not.toContain('MIIEvQ');
+    expect(text).toContain('done');
+  });
+
+  it('lets each word go as soon as the next begins, not a window later', async () => {
+    const checking: Checking = { findings: new Findings() };
+    const chunks = chat(['Hello', ' there,', ' friend']).split(/(?<=\n\n)/);
+    let i = 0;
+    const source: ChunkSource = {
+      read: async () => (i < chunks.length ? new TextEncoder().encode(chunks[i++]) : undefined),
+      cancel: () => {},
+    };
+    const guarded = guardStream('openai-chat', source, Promise.resolve({}), [guardrail()], checking, () => {
+      throw new Error('no block');
+    }).body as ChunkSource;
+    const dec = new TextDecoder();
+    let out = '';
+    // The role chunk, 'Hello' (held), ' there,' (releases 'Hello '): by the third upstream chunk, the first word is out.
+    while (i < 3) out += dec.decode((await guarded.read()) ?? new Uint8Array());
+    expect(out).toContain('"content":"Hello "');
+  });
+
   it("releases one choice's held text without the other choice's", async () => {
     const both = {
       id: 'c1',

@@ -80,6 +80,40 @@ export function guardStream(
 
 /** Characters of a key's released text kept as context for what follows it. */
 const CONTEXT_CHARS = 256;
+/** The most of an open PEM block kept as context (its BEGIN line makes the body after it a finding). */
+const MAX_PEM_CONTEXT = 16 * 1024;
+
+/**
+ * What went out, as context for what follows: its last CONTEXT_CHARS; from the last BEGIN line of
+ * a private key not yet ended, so that the whole body of a key is still found line after line.
+ */
+function contextOf(sent: string): string {
+  const begin = sent.lastIndexOf('-----BEGIN');
+  if (begin !== -1 && sent.indexOf('-----END', begin) === -1 && sent.length - begin <= MAX_PEM_CONTEXT)
+    return sent.slice(begin);
+  return sent.slice(-CONTEXT_CHARS);
+}
+
+/**
+ * Where the text that may still grow into a finding begins: the last token (a key, an address, a
+ * word: held whole until a space ends it), and before it the groups of digits a card, an IBAN or
+ * a phone number is written in, at most `lookBehind` characters. Everything before goes out now:
+ * the caller waits for one word, not for a window.
+ */
+function pending(held: string, lookBehind: number): number {
+  let at = held.length;
+  while (at > 0 && /\S/.test(held[at - 1] ?? '')) at--;
+  for (;;) {
+    const sep = held[at - 1];
+    if (sep !== ' ' && sep !== '-') break;
+    let start = at - 1;
+    while (start > 0 && /\S/.test(held[start - 1] ?? '') && held[start - 1] !== '-') start--;
+    const group = held.slice(start, at - 1);
+    if (group === '' || !/\d/.test(group) || held.length - start > lookBehind) break;
+    at = start;
+  }
+  return at;
+}
 
 interface KeyState {
   /** Text not yet released, as the upstream sent it. */
@@ -199,7 +233,7 @@ class StreamGuard {
   /** The key's held text through the guardrails, all of it or what the look-behind lets go; undefined once blocked. */
   private release(key: string, state: KeyState, all: boolean): string | undefined {
     const { held } = state;
-    const cut = all ? held.length : this.safeCut(state.context, held, held.length - this.lookBehind);
+    const cut = all ? held.length : this.safeCut(state.context, held, pending(held, this.lookBehind));
     if (cut <= 0) return '';
     const part = held.slice(0, cut);
     const checked = checkText(this.guardrails, part, 'answer', this.checking, {
@@ -212,13 +246,13 @@ class StreamGuard {
     }
     state.held = held.slice(cut);
     state.sent += checked.text;
-    state.context = (state.context + part).slice(-CONTEXT_CHARS);
+    state.context = contextOf(state.context + part);
     if (state.json) state.json.inString = inJsonString(checked.text, checked.text.length, state.json.inString);
     this.keys.set(key, state);
     return checked.text;
   }
 
-  /** Where to cut the held text: never inside a finding, nor inside a run of non-space characters (a token still arriving). */
+  /** Where to cut the held text: never inside a finding (over what went out before it too), nor inside a token still arriving. */
   private safeCut(context: string, held: string, cut: number): number {
     if (cut <= 0) return 0;
     let at = cut;
