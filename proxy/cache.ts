@@ -26,14 +26,20 @@ export interface Cached {
   savedUsd: number;
 }
 
-export async function lookInCache(deps: CacheDeps, routed: Routed): Promise<Routed | Answered | Failed> {
+/**
+ * The request as it goes on: a hit's answer, a miss with where to keep its answer, or the request
+ * as it was (its key and headers opt out): synchronously then, the request path's common case.
+ */
+export function lookInCache(deps: CacheDeps, routed: Routed): Routed | Failed | Promise<Routed | Answered | Failed> {
   if (!deps.cache) return routed;
   const { caller, incoming, request } = routed;
   const choice = cacheChoice(caller.policy, caller.keyHashPrefix, incoming.header, incoming.endpoint, request);
   if (choice instanceof ProxyError) return { failed: choice, at: routed };
   if (!choice) return routed;
-  const { lookup, hit } = await deps.cache.lookup(routed, choice);
-  return hit ? answeredFrom(routed, hit) : { ...routed, cacheLookup: lookup };
+  const cache = deps.cache;
+  return cache
+    .lookup(routed, choice)
+    .then(({ lookup, hit }) => (hit ? answeredFrom(routed, hit) : { ...routed, cacheLookup: lookup }));
 }
 
 function answeredFrom(routed: Routed, hit: CacheHit): Answered {

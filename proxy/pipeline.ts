@@ -109,25 +109,33 @@ async function flow(deps: PipelineDeps, admitted: Admitted): Promise<Answered | 
     if ('failed' in parsedOnly) return parsedOnly;
     const prepared = (await stored?.prepare(parsedOnly)) ?? parsedOnly;
     if ('failed' in prepared) return prepared;
-    const parsed = await guard(deps, prepared);
+    // No guardrail in force: no stage to wait for (the request path's common case).
+    const parsed = deps.guardrails?.size ? await guard(deps, prepared) : prepared;
     if ('failed' in parsed) return parsed;
     if (parsed.request !== prepared.request) stored?.carry(prepared.request, parsed.request);
     const routed = await route(deps, parsed);
     if ('failed' in routed) return routed;
-    const answer = async (r: Routed) => guardAnswer(deps, await call(deps, r));
+    const answer = async (r: Routed) => {
+      const called = await call(deps, r);
+      return 'failed' in called || !called.guard?.answer.length ? called : guardAnswer(deps, called);
+    };
     const refused = stored?.check(deps.backends, routed);
     if (refused) return refused;
     // A background request's call settles its kept row itself, when it finishes.
     if (stored?.inBackground(routed)) return await stored.background(routed, answer);
-    const looked = await lookInCache(deps, routed);
+    const found = lookInCache(deps, routed);
+    const looked = found instanceof Promise ? await found : found;
     if ('failed' in looked) return looked;
     // A hit passes the answer's guardrails as any answer does: they select by key and tags, which need not be the keeper's.
-    const answered = 'served' in looked ? await guardAnswer(deps, looked) : keepInCache(deps, await answer(looked));
+    const answered = isAnswered(looked) ? await guardAnswer(deps, looked) : keepInCache(deps, await answer(looked));
     return stored ? await stored.keep(routed, answered) : answered;
   } catch (cause) {
     return { failed: internalError(admitted.incoming.requestId), at: admitted, cause };
   }
 }
+
+/** A cache hit's answer, rather than the request going on to its call. */
+const isAnswered = (x: Routed | Answered): x is Answered => 'result' in x;
 
 /**
  * The admit and body stages for a door that is not a model endpoint (MCP's): the door's pass, or

@@ -24,6 +24,8 @@ import { printStreamRows, type StreamsResult } from './streams.js';
  *   engines   engines.ts: prefix-aware routing over 2 real vLLM replicas against least in flight; Ollama
  *             against vLLM on the same model at concurrency 1, 4 and 16
  *   mcp       mcp.ts: what the gateway adds to an MCP tool call (real server-everything), p50/p99
+ *   guard     guardrails-cache.ts: what built-in guardrails add to a 2,000-token request and a stream's
+ *             first token, and a response cache hit's latency
  *   routing   routing.ts: model "auto" over a labelled set (real Ollama, hosted double): savings against the
  *             premium model, tier shares, agreement and under-routing per RoutingPolicy; routing overhead p50
  * Then the charts of the sections that ran (plot.ts) as PNG files in e2e/bench/plots/; `npm run bench:plot -- FILE`
@@ -100,6 +102,16 @@ const SECTIONS: Record<string, Section> = {
   },
   mcp: {
     script: 'e2e/bench/mcp.ts',
+    args: (opts) => (opts.quick ? ['--quick'] : []),
+    structured: true,
+    summary: (result) => {
+      const r = result as { rows: unknown[]; verdicts: Verdict[] };
+      console.table(r.rows);
+      printVerdicts(r.verdicts);
+    },
+  },
+  guard: {
+    script: 'e2e/bench/guardrails-cache.ts',
     args: (opts) => (opts.quick ? ['--quick'] : []),
     structured: true,
     summary: (result) => {
