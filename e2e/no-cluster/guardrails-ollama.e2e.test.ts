@@ -6,7 +6,9 @@ import { OLLAMA_MODEL, OLLAMA_VERSIONS, type OllamaServer, startOllama } from '.
 import { type ProxyProcess, standaloneFiles, startProxyProcess } from '../support/proxy-process.js';
 
 /**
- * Guardrails' judges with real models on a real Ollama, called through the gateway: a Classifier
+ * Guardrails with real models on a real Ollama: the built-in detectors redact a card from a prompt
+ * a real engine then answers, and check a real stream as it comes, the report counting both.
+ * Judges, called through the gateway: a Classifier
  * judge (all-MiniLM over labelled examples, Prompt Guard style) blocks a jailbreak it was not shown
  * and lets an ordinary question pass; a judge that cannot answer (its model does not route) leaves
  * the decision to onFailure: refused with 503 where it fails closed, passed and counted where it
@@ -64,6 +66,15 @@ spec: { model: "${EMBED}", serviceName: minilm, endpoint: "${ollama.url}" }
         },
       }),
       guardrail('closed-judge', 'judge:closed', { model: 'absent-judge', onFailure: 'Block' }),
+      `apiVersion: ai.platform/v1beta1
+kind: Guardrail
+metadata: { name: pii }
+spec:
+  selector: { tags: ["guard:pii"] }
+  detectors: { builtIn: { categories: [PaymentCard] }, patterns: [{ name: Vowel, regex: "[aeiou]" }] }
+  action: Redact
+  actions: [{ category: Vowel, action: Log }]
+`,
       guardrail('open-judge', 'judge:open', { model: 'absent-judge', onFailure: 'Allow' }),
     ],
     `${KEY}\n`,
@@ -99,6 +110,50 @@ describe('a Classifier judge on a real embedding model', () => {
     );
     const ordinary = await ask('How many legs does a spider have?', 'judge:classifier');
     expect(ordinary.status).toBe(200);
+  });
+});
+
+describe('built-in detectors in front of a real model', () => {
+  it('redact a card from the prompt, and check a real stream as it comes (every event whole, the end kept)', {
+    timeout: 120_000,
+  }, async () => {
+    const whole = await ask('My card is 4111 1111 1111 1111. Say hi.', 'guard:pii');
+    expect(whole.status).toBe(200);
+    await whole.text();
+    const res = await fetch(`${proxy.base}/openai/v1/chat/completions`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', 'x-api-key': KEY, 'x-tags': 'guard:pii' },
+      body: JSON.stringify({
+        model: OLLAMA_MODEL,
+        temperature: 0,
+        max_tokens: 24,
+        stream: true,
+        messages: [{ role: 'user', content: 'Tell me about cats.' }],
+      }),
+    });
+    const sse = await res.text();
+    const events = sse.split('\n\n').filter((e) => e.startsWith('data: '));
+    expect(events.at(-1)).toBe('data: [DONE]');
+    const content = events
+      .slice(0, -1)
+      .map((e) => JSON.parse(e.slice(6)) as { choices: { delta?: { content?: string } }[] })
+      .map((e) => e.choices[0]?.delta?.content ?? '')
+      .join('');
+    expect(content.length).toBeGreaterThan(0);
+    // What the two requests left: the card redacted in the prompt, vowels logged in both answers.
+    let report: { data: { category: string; where: string; findings: number }[] } = { data: [] };
+    for (let i = 0; i < 50 && !report.data.some((r) => r.category === 'PaymentCard'); i++) {
+      await new Promise((r) => setTimeout(r, 100));
+      report = (await (
+        await fetch(`${proxy.base}/v1/usage/guardrails`, { headers: { 'x-api-key': KEY } })
+      ).json()) as typeof report;
+    }
+    expect(report.data).toEqual(
+      expect.arrayContaining([
+        expect.objectContaining({ category: 'PaymentCard', where: 'request', findings: 1 }),
+        expect.objectContaining({ category: 'Vowel', where: 'answer' }),
+      ]),
+    );
   });
 });
 
