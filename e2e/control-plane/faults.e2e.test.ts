@@ -119,10 +119,19 @@ async function snapshot(prefix: string): Promise<Snapshot> {
 const runningCount = (s: Snapshot, wanted: string[]) =>
   s.mds.filter((m) => wanted.includes(m.metadata.name ?? '') && m.status?.phase === 'Running').length;
 
+/**
+ * Every deployment Running, and one pod each: after an API server restart over a compacted etcd,
+ * kube-controller-manager's ReplicaSet controller may create a pod too many and delete it a moment
+ * later (its own expectations, not the operator's writes: the ReplicaSet and the Deployment's
+ * generation say those happened once); what is judged is the state it settles in.
+ */
 async function waitAllRunning(prefix: string, wanted: string[], timeoutMs: number): Promise<Snapshot> {
-  return eventually(`${wanted.length} ${prefix}* Running`, timeoutMs, async () => {
+  return eventually(`${wanted.length} ${prefix}* Running, one pod each`, timeoutMs, async () => {
     const s = await snapshot(prefix);
-    return runningCount(s, wanted) === wanted.length ? s : undefined;
+    const onePod = wanted.every(
+      (name) => s.pods.filter((p) => p.metadata?.labels?.[MODEL_DEPLOYMENT_LABEL] === name).length === 1,
+    );
+    return runningCount(s, wanted) === wanted.length && onePod ? s : undefined;
   });
 }
 
