@@ -184,8 +184,7 @@ function settle(
     cost.costUsd += charge(backendOf(deps.backends, e.route).price(e.route), e.usage, 0).costUsd;
   const routed = at.routing ? routingFields(deps, at.routing, at.escalations, served, end.usage) : undefined;
   const findings = at.guard?.findings.list() ?? [];
-  for (const { guardrail, category, action, where, count } of findings)
-    deps.metrics.guardrailFindings.inc({ guardrail, category, action, where }, count);
+  deps.metrics.countFindings(findings);
   const { model, provider } = known;
   if (cost.unpriced) {
     deps.metrics.unpriced.inc({ model, provider });

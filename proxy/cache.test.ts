@@ -1,9 +1,6 @@
-import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { type HostedDouble, startHostedDouble } from '../e2e/doubles/hosted.js';
-import { startGateway, type TestGateway } from '../e2e/support/gateway.js';
+import { resourceDoc, startStandaloneGateway, type TestGateway } from '../e2e/support/gateway.js';
 import { MemoryCacheStore } from './cache/cache-store.js';
 import { MemoryUsage } from './usage/record.js';
 
@@ -27,25 +24,13 @@ const OPENAI_KEY = 'sk-openai-double-cache';
 const ANTHROPIC_KEY = 'sk-anthropic-double-cache';
 let hosted: HostedDouble;
 let gateway: TestGateway;
-let dir: string;
 const usage = new MemoryUsage();
 const store = new MemoryCacheStore(8 * 1024 * 1024);
 
-const doc = (kind: string, name: string, spec: Record<string, unknown>) =>
-  `apiVersion: ai.platform/v1beta1\nkind: ${kind}\nmetadata: {name: ${name}}\nspec: ${JSON.stringify(spec)}`;
-
 beforeAll(async () => {
   hosted = await startHostedDouble({ openaiKeys: [OPENAI_KEY], anthropicKeys: [ANTHROPIC_KEY] });
-  dir = mkdtempSync(join(tmpdir(), 'cache-test-'));
-  for (const [name, key] of [
-    ['openai-key', OPENAI_KEY],
-    ['anthropic-key', ANTHROPIC_KEY],
-  ] as const) {
-    mkdirSync(join(dir, 'secrets', name), { recursive: true });
-    writeFileSync(join(dir, 'secrets', name, 'apiKey'), key);
-  }
-  const config = [
-    doc('ExternalProvider', 'openai', {
+  const documents = [
+    resourceDoc('ExternalProvider', 'openai', {
       provider: 'openai',
       displayName: 'OpenAI',
       auth: { method: 'APIKey', secretRef: { name: 'openai-key' } },
@@ -53,40 +38,36 @@ beforeAll(async () => {
     }),
     // The router's embedding model is the semantic lookup's (the double's vectors are all alike:
     // what a semantic lookup matches here is decided by its bucket alone).
-    doc('RoutingPolicy', 'default', {
+    resourceDoc('RoutingPolicy', 'default', {
       models: [{ name: 'gpt-4o-mini', tier: 'Light' }],
       scorer: { semantic: { embeddingModel: 'text-embedding-3-small' } },
     }),
-    doc('ExternalProvider', 'anthropic', {
+    resourceDoc('ExternalProvider', 'anthropic', {
       provider: 'anthropic',
       displayName: 'Anthropic',
       auth: { method: 'APIKey', secretRef: { name: 'anthropic-key' } },
       models: ['claude-haiku-4-5-20251001'],
     }),
-    doc('ApiKey', 'ml', { team: 'ml', cache: { mode: 'Exact' } }),
-    doc('ApiKey', 'sem', { team: 'sem', cache: { mode: 'Semantic', similarity: 0.9 } }),
-    doc('ApiKey', 'ml-two', { team: 'ml' }),
-    doc('ApiKey', 'web', { team: 'web', cache: { mode: 'Exact' } }),
-    doc('ApiKey', 'ml-three', { team: 'ml' }),
-    doc('ApiKey', 'off', { team: 'ml', cache: { mode: 'Off' } }),
-    doc('ApiKey', 'solo', { team: 'ml', cache: { mode: 'Exact', scope: 'Key' } }),
+    resourceDoc('ApiKey', 'ml', { team: 'ml', cache: { mode: 'Exact' } }),
+    resourceDoc('ApiKey', 'sem', { team: 'sem', cache: { mode: 'Semantic', similarity: 0.9 } }),
+    resourceDoc('ApiKey', 'ml-two', { team: 'ml' }),
+    resourceDoc('ApiKey', 'web', { team: 'web', cache: { mode: 'Exact' } }),
+    resourceDoc('ApiKey', 'ml-three', { team: 'ml' }),
+    resourceDoc('ApiKey', 'off', { team: 'ml', cache: { mode: 'Off' } }),
+    resourceDoc('ApiKey', 'solo', { team: 'ml', cache: { mode: 'Exact', scope: 'Key' } }),
     // ml-three's answers must not say tok0: a hit is checked as any answer is.
-    doc('Guardrail', 'no-tok0', {
+    resourceDoc('Guardrail', 'no-tok0', {
       selector: { apiKeys: ['ml-three'] },
       appliesTo: ['Answer'],
       detectors: { patterns: [{ name: 'Tok', regex: 'tok0' }] },
       action: 'Block',
     }),
-  ].join('\n---\n');
-  writeFileSync(join(dir, 'config.yaml'), config);
-  writeFileSync(
-    join(dir, 'keys.txt'),
-    `ml=${ML}\nsem=${SEM}\nml-two=${ML2}\nml-three=${ML3}\noff=${OFF}\nsolo=${SOLO}\nweb=${WEB}\n${PLAIN}\n`,
-  );
-  gateway = await startGateway(
+  ];
+  gateway = await startStandaloneGateway(
     {
-      source: { kind: 'standalone', configFile: join(dir, 'config.yaml'), keysFile: join(dir, 'keys.txt') },
-      secretsDir: join(dir, 'secrets'),
+      documents,
+      keys: `ml=${ML}\nsem=${SEM}\nml-two=${ML2}\nml-three=${ML3}\noff=${OFF}\nsolo=${SOLO}\nweb=${WEB}\n${PLAIN}\n`,
+      secrets: { 'openai-key': OPENAI_KEY, 'anthropic-key': ANTHROPIC_KEY },
       env: { ...process.env, ...hosted.env },
     },
     { usage, cacheStore: store },
@@ -96,7 +77,6 @@ beforeAll(async () => {
 afterAll(async () => {
   await gateway?.stop();
   await hosted?.close();
-  rmSync(dir, { recursive: true, force: true });
 });
 
 beforeEach(() => {

@@ -1,4 +1,4 @@
-import { estimateInputTokens } from './endpoints/anthropic-request.js';
+import { anthropicBetas, estimateInputTokens } from './endpoints/anthropic-request.js';
 import type { Endpoint } from './endpoints/endpoints.js';
 import { internalError, ProxyError } from './endpoints/errors.js';
 import type { Answered, Attempt, Escalation, Failed, Routed } from './exchange.js';
@@ -42,17 +42,13 @@ export type Call = Omit<UpstreamCall, 'route' | 'dialect'>;
 
 async function generate(deps: CallDeps, routed: Routed): Promise<Answered | Failed> {
   const { request, incoming } = routed;
-  const betas = incoming
-    .header('anthropic-beta')
-    ?.split(',')
-    .map((b) => b.trim())
-    .filter((b) => b !== '');
+  const betas = anthropicBetas(incoming.header('anthropic-beta'));
   const call: Call = {
     body: request.forward,
     stream: request.stream,
     clientWantsUsage: request.includeUsage,
     signal: incoming.signal,
-    ...(betas?.length ? { betas } : {}),
+    ...(betas.length ? { betas } : {}),
   };
   if (!routed.cascade?.length) return tryChain(deps, routed, routed.chain, call);
   return cascade(deps, routed, call);

@@ -46,6 +46,7 @@ import {
   LISTEN_BACKLOG,
   type McpDoor,
 } from './front-door.js';
+import type { GuardDeps } from './guard.js';
 import { GuardrailSet } from './guardrails/guardrail-set.js';
 import type { JudgeCalls } from './guardrails/judge.js';
 import { Identities } from './identity/identities.js';
@@ -230,15 +231,7 @@ export async function composeGateway(config: GatewayConfig = {}, parts: Partial<
   const tagBudgets = new Handover<TagBudget[]>();
   const routingPolicies = new Handover<RoutingPolicy[]>();
   const handovers = { onBudgets: tagBudgets.give, onRoutingPolicies: routingPolicies.give };
-  const guardrails =
-    parts.guardrails ??
-    new GuardrailSet([], (guardrail, problem) =>
-      log.warn('guardrail pattern skipped: it does not compile', {
-        guardrail,
-        pattern: problem.name,
-        error: problem.message,
-      }),
-    );
+  const guardrails = parts.guardrails ?? guardrailSet(log);
   const resources = await loadResources(config, { routes, keys, catalog, log, mcpServers, guardrails, ...handovers });
   secretOf = providerSecrets(config, resources.source);
   const tracer = parts.tracer ?? (await tracerFromEnv(env, PRODUCT_VERSION));
@@ -260,26 +253,12 @@ export async function composeGateway(config: GatewayConfig = {}, parts: Partial<
   const backends = composeBackends(config, parts, { catalog, prices, timeouts, pools, source: resources.source, env });
   const retry = config.retry ?? DEFAULT_RETRY;
   const embed = gatewayEmbedder(embeddingsCall(routes, { backends, retry, metrics }));
-  const policies = new RoutingPolicies(
-    routes,
-    backends,
-    (err) => log.warn('routing policy not resolved', { error: errorMessage(err) }),
-    embed,
-    config.routing?.builtInEmbedding ?? true,
-  );
-  // Each policy's embedding model, as written (the resolved policy names it once its classifier is trained).
-  const embeddingModels = new Map<string, string>();
-  routingPolicies.bind((p) => {
-    embeddingModels.clear();
-    for (const policy of p) {
-      const model = policy.spec.scorer?.semantic?.embeddingModel;
-      if (model && policy.metadata.name) embeddingModels.set(policy.metadata.name, model);
-    }
-    policies.set(p);
-  });
-  await policies.ready();
+  const routing = await routingPoliciesOf(config, routingPolicies, { routes, backends, embed, log });
+  const { policies, embeddingModels } = routing;
   const cache = responseCache(config, parts.cacheStore, { metrics, embeddingModels, routes, embed });
 
+  const requestFailed = (err: unknown, requestId: string) =>
+    log.error('request failed', { requestId, error: errorMessage(err) });
   // In a cluster the operator writes the Kubernetes changes, proven by its ServiceAccount token.
   const audit = openAudit(stack?.store, log, resources.source && clusterIssuerApi(resources.source.client));
   const admission = admissionOf(config, parts, { keys, limiter, metrics, state, statusWriter, audit });
@@ -291,20 +270,13 @@ export async function composeGateway(config: GatewayConfig = {}, parts: Partial<
     policies,
     embed,
     ...(budgets ? { budgets } : {}),
-    guardrails,
-    judges: judgeCalls(routes, { backends, retry, metrics }, embed),
-    onJudgeFailed: (guardrail, why) => {
-      metrics.guardrailJudgeFailures.inc({ guardrail });
-      log.warn('guardrail judge did not answer', { guardrail, error: why });
-    },
+    ...guardDeps(guardrails, routes, { backends, retry, metrics }, embed, log),
     ...(cache.cache ? { cache: cache.cache } : {}),
     retry,
     usage,
     storedResponses: responses.stored,
-    onUnpriced: oncePerModel((model, provider) =>
-      log.warn('model has no price: its requests are recorded with cost 0 and marked unpriced', { model, provider }),
-    ),
-    onError: (err, requestId) => log.error('request failed', { requestId, error: errorMessage(err) }),
+    onUnpriced: unpricedWarning(log),
+    onError: requestFailed,
   });
   const ready = () => !state.notReady && (resources.source?.ready() ?? true);
   // One key seals MCP sessions and the pages' sign-in cookies: every replica opens both.
@@ -320,7 +292,7 @@ export async function composeGateway(config: GatewayConfig = {}, parts: Partial<
     storedResponses: responses.stored,
     sessions: { identities: () => keys.identities, sealer, profileOf: (name: string) => keys.profile(name) },
     audit: audit.routes,
-    onError: (err, requestId) => log.error('request failed', { requestId, error: errorMessage(err) }),
+    onError: requestFailed,
   });
   const mcp = mcpGateway(config, {
     sealer,
@@ -333,8 +305,10 @@ export async function composeGateway(config: GatewayConfig = {}, parts: Partial<
     usage,
     log,
   });
-  const mcpDoor: McpDoor = { admission: doorAdmission(admission), ...mcp };
-  const server = createFrontDoor(pipeline, others, config.connections ?? DEFAULT_CONNECTION_LIMITS, mcpDoor);
+  const server = createFrontDoor(pipeline, others, config.connections ?? DEFAULT_CONNECTION_LIMITS, {
+    admission: doorAdmission(admission),
+    ...mcp,
+  } satisfies McpDoor);
   return {
     server,
     routes,
@@ -360,6 +334,72 @@ export async function composeGateway(config: GatewayConfig = {}, parts: Partial<
       await tracer?.shutdown().catch(() => {});
     }),
   };
+}
+
+/** Told once per model of a request that used tokens of a model without a price. */
+const unpricedWarning = (log: Logger) =>
+  oncePerModel((model, provider) =>
+    log.warn('model has no price: its requests are recorded with cost 0 and marked unpriced', { model, provider }),
+  );
+
+/** The Guardrails in force, filled by the source; a pattern that does not compile is logged and skipped. */
+const guardrailSet = (log: Logger) =>
+  new GuardrailSet([], (guardrail, problem) =>
+    log.warn('guardrail pattern skipped: it does not compile', {
+      guardrail,
+      pattern: problem.name,
+      error: problem.message,
+    }),
+  );
+
+/**
+ * The guard stage's part: the Guardrails, how their judges call models, and a judge that did not
+ * answer counted and logged (its guardrail's onFailure decided the request).
+ */
+function guardDeps(
+  guardrails: GuardrailSet,
+  routes: RouteTable,
+  deps: CallDeps,
+  embed: Embedder,
+  log: Logger,
+): GuardDeps {
+  return {
+    guardrails,
+    judges: judgeCalls(routes, deps, embed),
+    onJudgeFailed: (guardrail, why) => {
+      deps.metrics.guardrailJudgeFailures.inc({ guardrail });
+      log.warn('guardrail judge did not answer', { guardrail, error: why });
+    },
+  };
+}
+
+/**
+ * The RoutingPolicies as they arrive from the source, resolved; and each one's embedding model as
+ * written (the resolved policy names it only once its classifier is trained), for the cache.
+ */
+async function routingPoliciesOf(
+  config: GatewayConfig,
+  arriving: Handover<RoutingPolicy[]>,
+  ctx: { routes: RouteTable; backends: Backends; embed: Embedder; log: Logger },
+): Promise<{ policies: RoutingPolicies; embeddingModels: ReadonlyMap<string, string> }> {
+  const policies = new RoutingPolicies(
+    ctx.routes,
+    ctx.backends,
+    (err) => ctx.log.warn('routing policy not resolved', { error: errorMessage(err) }),
+    ctx.embed,
+    config.routing?.builtInEmbedding ?? true,
+  );
+  const embeddingModels = new Map<string, string>();
+  arriving.bind((p) => {
+    embeddingModels.clear();
+    for (const policy of p) {
+      const model = policy.spec.scorer?.semantic?.embeddingModel;
+      if (model && policy.metadata.name) embeddingModels.set(policy.metadata.name, model);
+    }
+    policies.set(p);
+  });
+  await policies.ready();
+  return { policies, embeddingModels };
 }
 
 /** The admit and body stages' part, one for every door: the model endpoints' and MCP's. */

@@ -1,10 +1,7 @@
-import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { type HostedDouble, startHostedDouble } from '../e2e/doubles/hosted.js';
 import { type OllamaDouble, startOllamaDouble } from '../e2e/doubles/ollama.js';
-import { startGateway, type TestGateway } from '../e2e/support/gateway.js';
+import { resourceDoc, startStandaloneGateway, type TestGateway } from '../e2e/support/gateway.js';
 import { MemoryUsage } from './usage/record.js';
 
 /**
@@ -25,40 +22,28 @@ const LOCAL = 'qwen2.5:0.5b';
 let hosted: HostedDouble;
 let ollama: OllamaDouble;
 let gateway: TestGateway;
-let dir: string;
 const usage = new MemoryUsage();
-
-const doc = (kind: string, name: string, spec: Record<string, unknown>) =>
-  `apiVersion: ai.platform/v1beta1\nkind: ${kind}\nmetadata: {name: ${name}}\nspec: ${JSON.stringify(spec)}`;
 
 beforeAll(async () => {
   hosted = await startHostedDouble({ openaiKeys: [OPENAI_KEY], anthropicKeys: [ANTHROPIC_KEY] });
   ollama = await startOllamaDouble();
-  dir = mkdtempSync(join(tmpdir(), 'guard-test-'));
-  for (const [name, key] of [
-    ['openai-key', OPENAI_KEY],
-    ['anthropic-key', ANTHROPIC_KEY],
-  ] as const) {
-    mkdirSync(join(dir, 'secrets', name), { recursive: true });
-    writeFileSync(join(dir, 'secrets', name, 'apiKey'), key);
-  }
-  const config = [
-    doc('ExternalProvider', 'openai', {
+  const documents = [
+    resourceDoc('ExternalProvider', 'openai', {
       provider: 'openai',
       displayName: 'OpenAI',
       auth: { method: 'APIKey', secretRef: { name: 'openai-key' } },
       models: ['gpt-4o-mini'],
     }),
-    doc('ExternalProvider', 'anthropic', {
+    resourceDoc('ExternalProvider', 'anthropic', {
       provider: 'anthropic',
       displayName: 'Anthropic',
       auth: { method: 'APIKey', secretRef: { name: 'anthropic-key' } },
       models: ['claude-haiku-4-5-20251001'],
     }),
-    doc('ModelDeployment', 'local', { model: LOCAL, serviceName: 'local', endpoint: ollama.url }),
+    resourceDoc('ModelDeployment', 'local', { model: LOCAL, serviceName: 'local', endpoint: ollama.url }),
     // Cards and cloud keys are redacted, private keys refused, an email masked; a project's code
     // name keeps the request in the cluster.
-    doc('Guardrail', 'pii', {
+    resourceDoc('Guardrail', 'pii', {
       order: 10,
       detectors: {
         builtIn: { categories: ['PaymentCard', 'CloudCredential', 'PrivateKey', 'Email'] },
@@ -72,26 +57,25 @@ beforeAll(async () => {
       ],
     }),
     // A Chat judge (the OpenAI double answers what a test tells it) for requests tagged judge:chat.
-    doc('Guardrail', 'chat-judge', {
+    resourceDoc('Guardrail', 'chat-judge', {
       selector: { tags: ['judge:chat'] },
       appliesTo: ['Request'],
       detectors: { judge: { model: 'gpt-4o-mini' } },
       action: 'Block',
     }),
     // Requests tagged env:prod refuse any API token outright.
-    doc('Guardrail', 'prod-tokens', {
+    resourceDoc('Guardrail', 'prod-tokens', {
       selector: { tags: ['env:prod'] },
       detectors: { builtIn: { categories: ['ApiToken'] } },
       action: 'Block',
       appliesTo: ['Request'],
     }),
-  ].join('\n---\n');
-  writeFileSync(join(dir, 'config.yaml'), config);
-  writeFileSync(join(dir, 'keys.txt'), `${KEY}\n`);
-  gateway = await startGateway(
+  ];
+  gateway = await startStandaloneGateway(
     {
-      source: { kind: 'standalone', configFile: join(dir, 'config.yaml'), keysFile: join(dir, 'keys.txt') },
-      secretsDir: join(dir, 'secrets'),
+      documents,
+      keys: `${KEY}\n`,
+      secrets: { 'openai-key': OPENAI_KEY, 'anthropic-key': ANTHROPIC_KEY },
       env: { ...process.env, ...hosted.env },
     },
     { usage },
@@ -102,7 +86,6 @@ afterAll(async () => {
   await gateway?.stop();
   await hosted?.close();
   await ollama?.close();
-  rmSync(dir, { recursive: true, force: true });
 });
 
 beforeEach(() => {

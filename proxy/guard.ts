@@ -1,7 +1,7 @@
 import { ProxyError } from './endpoints/errors.js';
 import type { Answered, Failed, Parsed } from './exchange.js';
 import { ANSWER_TEXTS, answerText } from './guardrails/answer-texts.js';
-import { type Cause, type Checking, checkText } from './guardrails/check-text.js';
+import { type Cause, type Checking, checkAll } from './guardrails/check-text.js';
 import { Findings } from './guardrails/findings.js';
 import type { CompiledGuardrail, GuardrailSet } from './guardrails/guardrail-set.js';
 import type { JudgeCalls } from './guardrails/judge.js';
@@ -41,18 +41,10 @@ export async function guard(deps: GuardDeps, parsed: Parsed): Promise<Parsed | F
   const checking = selected.filter((g) => g.request);
   const at = { ...parsed, guard: guarding };
   if (checking.length === 0) return at;
-  let blocked: Cause | undefined;
-  const forward = REQUEST_TEXTS[parsed.incoming.endpoint.dialect](parsed.request.forward, (text, json) => {
-    if (blocked) return text;
-    const checked = checkText(checking, text, 'request', guarding, { json: json ?? false });
-    if ('blocked' in checked) {
-      blocked = checked.blocked;
-      return text;
-    }
-    return checked.text;
-  });
-  if (blocked) return { failed: guardrailBlocked(blocked, 'request'), at };
   const dialect = parsed.incoming.endpoint.dialect;
+  const checked = checkAll(REQUEST_TEXTS[dialect], parsed.request.forward, checking, 'request', guarding);
+  if ('blocked' in checked) return { failed: guardrailBlocked(checked.blocked, 'request'), at };
+  const forward = checked.body;
   const judged = await judgeText(
     checking,
     requestText(dialect, forward),
@@ -121,35 +113,26 @@ export async function guardAnswer(deps: GuardDeps, outcome: Answered | Failed): 
     );
     return { ...outcome, result: { ...result, ...guarded } };
   }
-  let blocked: Cause | undefined;
-  const body = ANSWER_TEXTS[dialect](result.body, (text, json) => {
-    if (blocked) return text;
-    const checked = checkText(guarding.answer, text, 'answer', guarding, { json: json ?? false });
-    if ('blocked' in checked) blocked = checked.blocked;
-    return 'text' in checked ? checked.text : text;
+  // What the model used is the request's cost, whatever the guardrails make of its answer.
+  const refused = (failed: ProxyError): Failed => ({
+    failed,
+    at: { ...outcome, route: outcome.served },
+    ...(result.usage ? { usage: result.usage } : {}),
   });
-  if (!blocked) {
-    const judged = await judgeText(
-      guarding.answer,
-      answerText(dialect, body),
-      'answer',
-      guarding,
-      judgesOf(deps),
-      failedTo(deps),
-    );
-    if ('blocked' in judged) blocked = judged.blocked;
-    else if ('unavailable' in judged) {
-      const failed = guardrailUnavailable(judged.unavailable, judged.why);
-      return { failed, at: { ...outcome, route: outcome.served }, ...(result.usage ? { usage: result.usage } : {}) };
-    }
-  }
-  if (blocked) {
-    return {
-      failed: guardrailBlocked(blocked, 'answer'),
-      at: { ...outcome, route: outcome.served },
-      ...(result.usage ? { usage: result.usage } : {}),
-    };
-  }
+  const checked = checkAll(ANSWER_TEXTS[dialect], result.body, guarding.answer, 'answer', guarding);
+  if ('blocked' in checked) return refused(guardrailBlocked(checked.blocked, 'answer'));
+  const { body } = checked;
+  const judges = judgesOf(deps);
+  const judged = await judgeText(
+    guarding.answer,
+    answerText(dialect, body),
+    'answer',
+    guarding,
+    judges,
+    failedTo(deps),
+  );
+  if ('blocked' in judged) return refused(guardrailBlocked(judged.blocked, 'answer'));
+  if ('unavailable' in judged) return refused(guardrailUnavailable(judged.unavailable, judged.why));
   if (body === result.body) return outcome;
   const { raw: _sent, ...rest } = result;
   return { ...outcome, result: { ...rest, body } };

@@ -1,3 +1,6 @@
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import type { Logger } from '../../crds/observability/log.js';
 import { composeGateway, type Gateway, type GatewayConfig, type GatewayParts } from '../../proxy/compose.js';
 
@@ -46,6 +49,43 @@ export async function startGateway(
     stop: async () => {
       gateway.server.closeAllConnections();
       await gateway.close();
+    },
+  };
+}
+
+/** A resource document of the standalone config file, its spec as flow-style YAML. */
+export const resourceDoc = (kind: string, name: string, spec: Record<string, unknown>): string =>
+  `apiVersion: ai.platform/v1beta1\nkind: ${kind}\nmetadata: {name: ${name}}\nspec: ${JSON.stringify(spec)}`;
+
+/**
+ * A standalone gateway as a user configures one: `documents` in its --config file, `keys` in its
+ * keys file, each of `secrets` (Secret name -> API key) a directory of --secrets-dir; its files
+ * removed when it stops.
+ */
+export async function startStandaloneGateway(
+  opts: { documents: string[]; keys: string; secrets?: Record<string, string>; env?: NodeJS.ProcessEnv },
+  parts: Partial<GatewayParts> = {},
+): Promise<TestGateway> {
+  const dir = mkdtempSync(join(tmpdir(), 'standalone-gateway-'));
+  for (const [name, key] of Object.entries(opts.secrets ?? {})) {
+    mkdirSync(join(dir, 'secrets', name), { recursive: true });
+    writeFileSync(join(dir, 'secrets', name, 'apiKey'), key);
+  }
+  writeFileSync(join(dir, 'config.yaml'), opts.documents.join('\n---\n'));
+  writeFileSync(join(dir, 'keys.txt'), opts.keys);
+  const gateway = await startGateway(
+    {
+      source: { kind: 'standalone', configFile: join(dir, 'config.yaml'), keysFile: join(dir, 'keys.txt') },
+      secretsDir: join(dir, 'secrets'),
+      ...(opts.env ? { env: opts.env } : {}),
+    },
+    parts,
+  );
+  return {
+    ...gateway,
+    stop: async () => {
+      await gateway.stop();
+      rmSync(dir, { recursive: true, force: true });
     },
   };
 }

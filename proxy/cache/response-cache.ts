@@ -1,3 +1,4 @@
+import { anthropicBetas } from '../endpoints/anthropic-request.js';
 import type { Answered, Routed } from '../exchange.js';
 import type { ChunkSource } from '../upstreams/chunk-source.js';
 import { chunksOf } from '../upstreams/chunk-source.js';
@@ -58,7 +59,7 @@ export class ResponseCache {
       endpoint: endpoint.name,
       dialect: endpoint.dialect,
       model: routed.route.model,
-      betas: betasOf(routed.incoming.header('anthropic-beta')),
+      betas: anthropicBetas(routed.incoming.header('anthropic-beta')),
     };
     const lookup: CacheLookup = { choice, key: exactKey(parts, body) };
     const exact = choice.read ? await this.read(lookup.key, 'exact') : undefined;
@@ -221,10 +222,3 @@ export function hitResult(entry: ReadEntry): UpstreamResult {
   };
   return { kind: 'stream', body: source, outcome };
 }
-
-/** The anthropic-beta flags a request sends (they change what the upstream answers). */
-const betasOf = (header: string | undefined): string[] =>
-  (header ?? '')
-    .split(',')
-    .map((b) => b.trim())
-    .filter((b) => b !== '');

@@ -95,3 +95,10 @@ export function estimateInputTokens(body: Record<string, unknown>): number {
   const text = JSON.stringify([system ?? '', messages ?? [], tools ?? []]);
   return Math.max(1, Math.ceil(text.length / 4));
 }
+
+/** The anthropic-beta flags a request sends (comma-separated in one header): what an Anthropic upstream is told, and what changes its answer. */
+export const anthropicBetas = (header: string | undefined): string[] =>
+  (header ?? '')
+    .split(',')
+    .map((b) => b.trim())
+    .filter((b) => b !== '');

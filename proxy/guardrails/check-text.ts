@@ -1,6 +1,7 @@
 import type { GuardrailAction } from '../../crds/guardrail.js';
 import type { FindingPlace, Findings } from './findings.js';
 import type { CompiledGuardrail } from './guardrail-set.js';
+import type { MapText } from './request-texts.js';
 import type { Span } from './spans.js';
 
 /**
@@ -61,6 +62,31 @@ export function checkText(
     if (edits.length) out = edited(out, edits, context.json ? (context.inString ?? false) : undefined);
   }
   return { text: out };
+}
+
+/**
+ * Every text `map` visits in a body (a dialect's request or answer texts, a tool call's strings)
+ * through checkText: the body with what the guardrails changed, or the first Block (the texts
+ * after it are left as they are: nothing goes out).
+ */
+export function checkAll<B>(
+  map: (body: B, f: MapText) => B,
+  body: B,
+  guardrails: readonly CompiledGuardrail[],
+  where: FindingPlace,
+  checking: Checking,
+): { body: B } | { blocked: Cause } {
+  let blocked: Cause | undefined;
+  const out = map(body, (text, json) => {
+    if (blocked) return text;
+    const checked = checkText(guardrails, text, where, checking, { json: json ?? false });
+    if ('blocked' in checked) {
+      blocked = checked.blocked;
+      return text;
+    }
+    return checked.text;
+  });
+  return blocked ? { blocked } : { body: out };
 }
 
 /** Spans of `before + text` as spans of `text`: those wholly in `before` dropped, one that began there cut to its part here. */

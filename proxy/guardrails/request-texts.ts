@@ -114,15 +114,20 @@ export const str = (v: unknown, f: MapText): unknown => (typeof v === 'string' ?
 /** A JSON text (a tool call's arguments). */
 const json = (v: unknown, f: MapText): unknown => (typeof v === 'string' ? f(v, true) : v);
 
-/** A tool call's arguments as an object: every string in it (nesting is bounded by the body's parser). */
-function deepStrings(v: unknown, f: MapText, depth: number): unknown {
+/**
+ * Every string of a JSON value (a tool call's arguments as an object, an MCP tool's result) but
+ * those of the `skip` keys (a content part's type or URI is not text); nesting is bounded by the
+ * body's parser, and here again.
+ */
+export function deepStrings(v: unknown, f: MapText, depth = 0, skip?: ReadonlySet<string>): unknown {
   if (typeof v === 'string') return f(v);
   if (depth > 64) return v;
-  if (Array.isArray(v)) return each(v, (x) => deepStrings(x, f, depth + 1));
+  if (Array.isArray(v)) return each(v, (x) => deepStrings(x, f, depth + 1, skip));
   if (!isRecord(v)) return v;
   let out: Record<string, unknown> | undefined;
   for (const [k, x] of Object.entries(v)) {
-    const y = deepStrings(x, f, depth + 1);
+    if (skip?.has(k)) continue;
+    const y = deepStrings(x, f, depth + 1, skip);
     if (y !== x) {
       out ??= { ...v };
       out[k] = y;
@@ -153,12 +158,16 @@ export function each(v: unknown, g: (x: unknown) => unknown): unknown {
   return out ?? v;
 }
 
-/** Every text a request of the dialect carries, joined by new lines: what a judge reads. */
-export function requestText(dialect: CallerDialect, body: Record<string, unknown>): string {
+/** Every text `map` visits in a body, joined by new lines: what a judge reads, what a semantic lookup embeds. */
+export function joinedTexts<B>(map: (body: B, f: MapText) => unknown, body: B): string {
   const texts: string[] = [];
-  REQUEST_TEXTS[dialect](body, (t) => {
+  map(body, (t) => {
     texts.push(t);
     return t;
   });
   return texts.join('\n');
 }
+
+/** Every text a request of the dialect carries, joined. */
+export const requestText = (dialect: CallerDialect, body: Record<string, unknown>): string =>
+  joinedTexts(REQUEST_TEXTS[dialect], body);

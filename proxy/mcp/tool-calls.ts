@@ -130,8 +130,7 @@ export function beginToolCall(deps: ToolCallDeps, call: ToolCall): (end: ToolCal
       ...(end.findings?.length ? { findings: end.findings } : {}),
     };
     deps.usage.record(rec);
-    for (const { guardrail, category, action, where, count } of end.findings ?? [])
-      deps.metrics.guardrailFindings.inc({ guardrail, category, action, where }, count);
+    deps.metrics.countFindings(end.findings ?? []);
     deps.metrics.mcpToolCalls.inc({ server: call.server, tool, status: String(status) });
     deps.metrics.mcpToolLatency.observe({ server: call.server }, latencyMs / 1000);
     span?.end({ status, ...(errorType ? { errorType } : {}) });

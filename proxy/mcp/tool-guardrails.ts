@@ -1,9 +1,10 @@
 import type { Caller } from '../access/auth.js';
 import type { Tag } from '../endpoints/tags.js';
-import { type Cause, type Checking, checkText } from '../guardrails/check-text.js';
+import { type Cause, type Checking, checkAll } from '../guardrails/check-text.js';
 import { Findings } from '../guardrails/findings.js';
 import type { CompiledGuardrail, GuardrailSet } from '../guardrails/guardrail-set.js';
-import { isObject, type JsonObject, type RpcAnswer, type RpcRequest } from './json-rpc.js';
+import { deepStrings, type MapText } from '../guardrails/request-texts.js';
+import type { JsonObject, RpcAnswer, RpcRequest } from './json-rpc.js';
 
 /**
  * A tool call through the guardrails that select its caller (by key, team and tags; a selector's
@@ -33,30 +34,19 @@ export function guardToolCall(
   const checking = selected.filter((g) => g.request);
   const args = req.params?.arguments;
   if (checking.length === 0 || args === undefined) return { req, guarding };
-  let blocked: Cause | undefined;
-  const checked = strings(args, (text) => {
-    if (blocked) return text;
-    const c = checkText(checking, text, 'tool-arguments', guarding);
-    if ('blocked' in c) blocked = c.blocked;
-    return 'text' in c ? c.text : text;
-  });
-  if (blocked) return { blocked: toolError(req.id, blocked, 'tool arguments'), guarding };
-  return checked === args
+  const checked = checkAll(toolStrings, args, checking, 'tool-arguments', guarding);
+  if ('blocked' in checked) return { blocked: toolError(req.id, checked.blocked, 'tool arguments'), guarding };
+  return checked.body === args
     ? { req, guarding }
-    : { req: { ...req, params: { ...req.params, arguments: checked as JsonObject } }, guarding };
+    : { req: { ...req, params: { ...req.params, arguments: checked.body as JsonObject } }, guarding };
 }
 
 /** A call's answer through its guardrails: a result's texts, structured content and resources' text. */
 export function guardToolResult(guarding: ToolGuarding | undefined, answer: RpcAnswer): RpcAnswer {
   if (!guarding || guarding.results.length === 0 || !('result' in answer)) return answer;
-  let blocked: Cause | undefined;
-  const result = strings(answer.result, (text) => {
-    if (blocked) return text;
-    const c = checkText(guarding.results, text, 'tool-result', guarding);
-    if ('blocked' in c) blocked = c.blocked;
-    return 'text' in c ? c.text : text;
-  });
-  if (blocked) return toolError(answer.id, blocked, 'tool result');
+  const checked = checkAll(toolStrings, answer.result, guarding.results, 'tool-result', guarding);
+  if ('blocked' in checked) return toolError(answer.id, checked.blocked, 'tool result');
+  const result = checked.body;
   return result === answer.result ? answer : { ...answer, result: result as JsonObject };
 }
 
@@ -72,30 +62,8 @@ function toolError(id: RpcRequest['id'], cause: Cause, what: string): RpcAnswer 
   };
 }
 
-/** Every string of a JSON value mapped (keys and a content part's type, mimeType and uri are not text). */
-function strings(v: unknown, f: (s: string) => string, depth = 0): unknown {
-  if (typeof v === 'string') return f(v);
-  if (depth > 64) return v;
-  if (Array.isArray(v)) {
-    let out: unknown[] | undefined;
-    for (const [i, x] of v.entries()) {
-      const y = strings(x, f, depth + 1);
-      if (y === x) continue;
-      out ??= [...v];
-      out[i] = y;
-    }
-    return out ?? v;
-  }
-  if (!isObject(v)) return v;
-  let out: Record<string, unknown> | undefined;
-  for (const [k, x] of Object.entries(v)) {
-    if (NOT_TEXT.has(k)) continue;
-    const y = strings(x, f, depth + 1);
-    if (y === x) continue;
-    out ??= { ...v };
-    out[k] = y;
-  }
-  return out ?? v;
-}
-
+/** What in an MCP result is not text: a content part's type, its media type and URI, binary data, annotations. */
 const NOT_TEXT = new Set(['type', 'mimeType', 'uri', 'blob', 'data', 'annotations', '_meta']);
+
+/** Every text of a tool call's arguments or result. */
+const toolStrings = (v: unknown, f: MapText): unknown => deepStrings(v, f, 0, NOT_TEXT);

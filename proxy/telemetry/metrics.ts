@@ -1,6 +1,7 @@
 import { Counter, collectDefaultMetrics, Gauge, Histogram, Registry } from 'prom-client';
 import type { ModelLoadReport } from '../../crds/observability/proxy-load.js';
 import type { Tag } from '../endpoints/tags.js';
+import type { Finding } from '../guardrails/findings.js';
 
 /**
  * The proxy's Prometheus metrics; one registry per app so tests and instances stay apart.
@@ -292,6 +293,12 @@ export class ProxyMetrics {
    * kept: prom-client validates and hashes a label object on every call otherwise, which showed
    * in the gateway's profile.
    */
+  /** A request's or tool call's guardrail findings, counted by guardrail, category, action and place. */
+  countFindings(findings: readonly Finding[]): void {
+    for (const { guardrail, category, action, where, count } of findings)
+      this.guardrailFindings.inc({ guardrail, category, action, where }, count);
+  }
+
   observeRequest(o: RequestObservation): void {
     const tagLabels = this.tagLabels(o.tags, o.status < 400 && o.model !== '');
     const key = `${o.model}\u0000${o.provider}\u0000${o.status}\u0000${Object.values(tagLabels).join('\u0000')}`;
