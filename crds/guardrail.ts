@@ -1,3 +1,4 @@
+import type { ProviderType } from './external-provider.js';
 import type { CommonStatus, Resource } from './meta.js';
 
 /** The built-in detectors' categories (crds/ai.platform_guardrails.yaml, spec.detectors.builtIn.categories). */
@@ -54,6 +55,31 @@ export interface GuardrailJudge {
   onFailure?: 'Allow' | 'Block';
 }
 
+/**
+ * An external service that gives verdicts on each text (crds/ai.platform_guardrails.yaml,
+ * spec.detectors.services): exactly one of its kinds.
+ */
+export interface GuardrailService {
+  /** Its detector's name in the status (service/<name>). */
+  name: string;
+  /** Bedrock's ApplyGuardrail, with a Bedrock ExternalProvider's region and credentials. */
+  bedrockGuardrail?: { provider: string; identifier: string; version: string };
+  /** OpenAI's moderations endpoint, with an OpenAI (or OpenAI-compatible) ExternalProvider's base URL and key. */
+  openAIModeration?: { provider: string; model?: string };
+  /** A Presidio analyzer's /analyze. */
+  presidio?: { url: string; language?: string; entities?: string[]; scoreThreshold?: number };
+  /** Default 3. */
+  timeoutSeconds?: number;
+  /** Default Allow. */
+  onFailure?: 'Allow' | 'Block';
+}
+
+/** The ExternalProvider types whose base URL and credentials a service's kind calls with. */
+export const SERVICE_PROVIDER_TYPES = {
+  bedrockGuardrail: ['bedrock'],
+  openAIModeration: ['openai', 'openai-compatible'],
+} as const satisfies Partial<Record<keyof GuardrailService, readonly ProviderType[]>>;
+
 export interface GuardrailSpec {
   selector?: GuardrailSelector;
   /** Default 100; ascending. */
@@ -64,6 +90,7 @@ export interface GuardrailSpec {
     builtIn?: { categories?: BuiltInCategory[]; phoneRegions?: string[] };
     patterns?: GuardrailPattern[];
     judge?: GuardrailJudge;
+    services?: GuardrailService[];
   };
   /** Default Redact. */
   action?: GuardrailAction;
@@ -72,7 +99,7 @@ export interface GuardrailSpec {
 }
 
 export interface DetectorStatus {
-  /** builtIn, or pattern/<name>. */
+  /** builtIn, pattern/<name>, judge or service/<name>. */
   name: string;
   ready: boolean;
   message?: string;

@@ -200,9 +200,10 @@ describe('CEL rules', () => {
         "IdentityProvider.spec.pageSignIn: !has(self.pageSignIn) || has(self.issuer)",
         "IdentityProvider.spec.mcpAuthorization: !has(self.mcpAuthorization) || has(self.issuer)",
         "IdentityProvider.spec.profiles[]: has(self.claim) || has(self.serviceAccount)",
-        "Guardrail.spec.actions: !has(self.actions) || self.actions.all(a, a.category in ['Email', 'Phone', 'PaymentCard', 'Iban', 'NationalId', 'IpAddress', 'CloudCredential', 'PrivateKey', 'ApiToken'] || (has(self.detectors.patterns) && self.detectors.patterns.exists(p, p.name == a.category)) || (has(self.detectors.judge) && a.category == (has(self.detectors.judge.category) ? self.detectors.judge.category : 'Jailbreak')))",
-        "Guardrail.spec.detectors: has(self.builtIn) || (has(self.patterns) && size(self.patterns) > 0) || has(self.judge)",
+        "Guardrail.spec.actions: !has(self.actions) || self.actions.all(a, a.category in ['Email', 'Phone', 'PaymentCard', 'Iban', 'NationalId', 'IpAddress', 'CloudCredential', 'PrivateKey', 'ApiToken'] || (has(self.detectors.patterns) && self.detectors.patterns.exists(p, p.name == a.category)) || (has(self.detectors.judge) && a.category == (has(self.detectors.judge.category) ? self.detectors.judge.category : 'Jailbreak')) || (has(self.detectors.services) && size(self.detectors.services) > 0))",
+        "Guardrail.spec.detectors: has(self.builtIn) || (has(self.patterns) && size(self.patterns) > 0) || has(self.judge) || (has(self.services) && size(self.services) > 0)",
         "Guardrail.spec.detectors.judge: (has(self.kind) && self.kind == 'Classifier') == has(self.examples)",
+        "Guardrail.spec.detectors.services[]: [has(self.bedrockGuardrail), has(self.openAIModeration), has(self.presidio)].filter(x, x).size() == 1",
       ]
     `);
   });
@@ -466,6 +467,17 @@ const full: Record<KindName, { spec: object; status: object }> = {
           timeoutSeconds: 3,
           onFailure: 'Allow',
         },
+        // One item naming every kind's fields (a real one has exactly one kind).
+        services: [
+          {
+            name: 's',
+            bedrockGuardrail: { provider: 'p', identifier: 'g', version: '1' },
+            openAIModeration: { provider: 'p', model: 'm' },
+            presidio: { url: 'http://p', language: 'en', entities: ['PERSON'], scoreThreshold: 0.5 },
+            timeoutSeconds: 3,
+            onFailure: 'Allow',
+          },
+        ],
       },
       action: 'Redact',
       actions: [{ category: 'Email', action: 'Block' }],

@@ -100,6 +100,7 @@ build "Ollama and its models (ollama/build.sh)" ollama bash "${HERE}/ollama/buil
 build "vLLM (CPU) and its model (vllm/build.sh)" vllm bash "${HERE}/vllm/build.sh"
 build "Python clients (python/venv.sh)" python bash "${HERE}/python/venv.sh"
 build "spec fuzzer (python/fuzz-venv.sh)" py-fuzz bash "${HERE}/python/fuzz-venv.sh"
+build "Presidio analyzer (python/presidio-venv.sh)" py-presidio bash "${HERE}/python/presidio-venv.sh"
 build "botocore service models (aws/botocore.sh)" botocore bash "${HERE}/aws/botocore.sh"
 build "image (image/build.sh)" image bash "${HERE}/image/build.sh"
 build "real node images (image/node-images.sh)" node-images bash "${HERE}/image/node-images.sh"

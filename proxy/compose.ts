@@ -13,7 +13,7 @@ import {
   PRODUCT_VERSION,
   SECRET_ACCESS_KEY_KEY,
 } from '../crds/constants.js';
-import type { ProviderType } from '../crds/external-provider.js';
+import type { ExternalProvider, ProviderType } from '../crds/external-provider.js';
 import { clusterIssuerApi } from '../crds/identity/cluster-issuer.js';
 import { getJson } from '../crds/identity/get-json.js';
 import { MCP_CLIENT_SECRET_KEY, MCP_TOKEN_KEY, mcpAuthProvider } from '../crds/mcp/auth.js';
@@ -47,8 +47,9 @@ import {
   type McpDoor,
 } from './front-door.js';
 import type { GuardDeps } from './guard.js';
+import type { GuardrailCalls } from './guardrails/checker.js';
 import { GuardrailSet } from './guardrails/guardrail-set.js';
-import type { JudgeCalls } from './guardrails/judge.js';
+import { serviceCalls } from './guardrails/services/service-calls.js';
 import { Identities } from './identity/identities.js';
 import { createMcpGateway, type McpGatewayDeps } from './mcp/mcp-gateway.js';
 import type { OriginPolicy } from './mcp/origin.js';
@@ -250,12 +251,18 @@ export async function composeGateway(config: GatewayConfig = {}, parts: Partial<
   const limiter = parts.limiter ?? rateLimiter(config, metrics, log);
 
   const { signals, pools } = inClusterPools(config, routes, metrics, resources.source, log);
-  const backends = composeBackends(config, parts, { catalog, prices, timeouts, pools, source: resources.source, env });
+  const credentials = providerCredentials(config, resources.source, env);
+  const backends = composeBackends(config, parts, { catalog, prices, timeouts, pools, credentials });
   const retry = config.retry ?? DEFAULT_RETRY;
   const embed = gatewayEmbedder(embeddingsCall(routes, { backends, retry, metrics }));
   const routing = await routingPoliciesOf(config, routingPolicies, { routes, backends, embed, log });
   const { policies, embeddingModels } = routing;
   const cache = responseCache(config, parts.cacheStore, { metrics, embeddingModels, routes, embed });
+  const guard = guardDeps(
+    guardrails,
+    { routes, call: { backends, retry, metrics }, embed, log, env, credentials },
+    resources,
+  );
 
   const requestFailed = (err: unknown, requestId: string) =>
     log.error('request failed', { requestId, error: errorMessage(err) });
@@ -270,7 +277,7 @@ export async function composeGateway(config: GatewayConfig = {}, parts: Partial<
     policies,
     embed,
     ...(budgets ? { budgets } : {}),
-    ...guardDeps(guardrails, routes, { backends, retry, metrics }, embed, log),
+    ...guard.deps,
     ...(cache.cache ? { cache: cache.cache } : {}),
     retry,
     usage,
@@ -296,7 +303,7 @@ export async function composeGateway(config: GatewayConfig = {}, parts: Partial<
   });
   const mcp = mcpGateway(config, {
     sealer,
-    guardrails,
+    guard: guard.deps,
     authorizationServer: () => keys.identities?.authorizationServer(),
     servers: mcpServers,
     limiter,
@@ -325,6 +332,7 @@ export async function composeGateway(config: GatewayConfig = {}, parts: Partial<
       statusWriter?.stop();
       await limiter.close?.();
       await cache.close();
+      await guard.close();
       await gpuTime?.stop();
       await responses.close();
       await audit.close();
@@ -353,24 +361,35 @@ const guardrailSet = (log: Logger) =>
   );
 
 /**
- * The guard stage's part: the Guardrails, how their judges call models, and a judge that did not
- * answer counted and logged (its guardrail's onFailure decided the request).
+ * The guard stage's part: the Guardrails, how their judges call models and their services are
+ * called, and a judge or service that did not answer counted and logged (its onFailure decided).
  */
 function guardDeps(
   guardrails: GuardrailSet,
-  routes: RouteTable,
-  deps: CallDeps,
-  embed: Embedder,
-  log: Logger,
-): GuardDeps {
-  return {
+  ctx: {
+    routes: RouteTable;
+    call: CallDeps;
+    embed: Embedder;
+    log: Logger;
+    env: NodeJS.ProcessEnv;
+    credentials: ProviderCredentials;
+  },
+  resources: { providers: () => readonly ExternalProvider[] },
+): { deps: GuardDeps; close: () => Promise<void> } {
+  const services = serviceCalls({
+    provider: (name) => resources.providers().find((p) => p.metadata.name === name),
+    credentials: ctx.credentials,
+    env: ctx.env,
+  });
+  const deps: GuardDeps = {
     guardrails,
-    judges: judgeCalls(routes, deps, embed),
-    onJudgeFailed: (guardrail, why) => {
-      deps.metrics.guardrailJudgeFailures.inc({ guardrail });
-      log.warn('guardrail judge did not answer', { guardrail, error: why });
+    judges: { ...judgeCalls(ctx.routes, ctx.call, ctx.embed), post: services.post },
+    onJudgeFailed: (guardrail, detector, why) => {
+      ctx.call.metrics.guardrailCheckFailures.inc({ guardrail, detector });
+      ctx.log.warn('guardrail check did not answer', { guardrail, detector, error: why });
     },
   };
+  return { deps, close: services.close };
 }
 
 /**
@@ -610,9 +629,9 @@ async function loadResources(
     mcpServers: McpServerTable;
     guardrails: GuardrailSet;
   },
-): Promise<{ source?: ClusterSource }> {
+): Promise<{ source?: ClusterSource; providers: () => readonly ExternalProvider[] }> {
   const source = config.source;
-  if (!source) return {};
+  if (!source) return { providers: () => [] };
   if (source.kind === 'standalone') {
     const resources = loadStandaloneConfig(source.configFile);
     into.routes.set(
@@ -635,7 +654,7 @@ async function loadResources(
     into.guardrails.replace(resources.guardrails);
     if (into.keys.size === 0 && resources.identityProviders.length === 0)
       throw new ConfigError(`${source.keysFile} holds no API key (and the config no IdentityProvider)`);
-    return {};
+    return { providers: () => resources.externalProviders };
   }
   const cluster = new ClusterSource({
     kubeConfig: source.kubeConfig,
@@ -652,7 +671,7 @@ async function loadResources(
     ...(config.env ? { env: config.env } : {}),
   });
   await cluster.start();
-  return { source: cluster };
+  return { source: cluster, providers: () => cluster.externalProviders() };
 }
 
 /** The shipped price table, the standalone overrides file over it, the cluster's ConfigMap over it as it changes. */
@@ -701,6 +720,21 @@ function rateLimiter(config: GatewayConfig, metrics: ProxyMetrics, log: Logger):
   });
 }
 
+/**
+ * Every provider's credentials, Bedrock's included: keys from the same Secrets, workload-identity
+ * tokens and AWS role sessions cached per identity, each call signed or keyed by its module's style.
+ */
+function providerCredentials(
+  config: GatewayConfig,
+  source: ClusterSource | undefined,
+  env: NodeJS.ProcessEnv,
+): ProviderCredentials {
+  return new ProviderCredentials(providerSecrets(config, source), {
+    env,
+    ...(config.aws?.base ? { awsBase: config.aws.base } : {}),
+  });
+}
+
 /** Every kind of route's backend, with the upstreams that carry their calls. */
 function composeBackends(
   config: GatewayConfig,
@@ -710,20 +744,10 @@ function composeBackends(
     prices: PriceBook;
     timeouts: Timeouts;
     pools: ReturnType<typeof routedPools>;
-    source: ClusterSource | undefined;
-    env: NodeJS.ProcessEnv;
+    credentials: ProviderCredentials;
   },
 ): Backends {
-  const secret = providerSecrets(config, ctx.source);
-  // Every provider, Bedrock included: keys from the same Secrets, workload-identity tokens and
-  // AWS role sessions cached per identity, each call signed or keyed by its module's style.
-  const upstream = new ProviderUpstream({
-    credentials: new ProviderCredentials(secret, {
-      env: ctx.env,
-      ...(config.aws?.base ? { awsBase: config.aws.base } : {}),
-    }),
-    timeouts: ctx.timeouts,
-  });
+  const upstream = new ProviderUpstream({ credentials: ctx.credentials, timeouts: ctx.timeouts });
   const every = Object.fromEntries(Object.keys(PROVIDERS).map((type) => [type, upstream]));
   const providers = { ...every, ...parts.providers } as Record<ProviderType, Upstream<ExternalRoute>>;
   return {
@@ -776,7 +800,7 @@ function mcpGateway(
   config: GatewayConfig,
   ctx: Pick<
     McpGatewayDeps,
-    'servers' | 'limiter' | 'metrics' | 'tracer' | 'usage' | 'authorizationServer' | 'sealer' | 'guardrails'
+    'servers' | 'limiter' | 'metrics' | 'tracer' | 'usage' | 'authorizationServer' | 'sealer' | 'guard'
   > & {
     log: Logger;
   },
@@ -822,14 +846,10 @@ function oncePerModel(hook: (model: string, provider: string) => void): (model: 
 }
 
 /**
- * The gateway's own embeddings call (the routing scorer's): planned and made as a caller's
- * request to the model would be, by the call stage, with no key and no usage record.
- */
-/**
  * How guardrails' judges call their models: through the gateway's routes and backends as any
  * request (translators, retries), as the gateway's own calls (no key, no usage record).
  */
-function judgeCalls(routes: RouteTable, deps: CallDeps, embed: Embedder): JudgeCalls {
+function judgeCalls(routes: RouteTable, deps: CallDeps, embed: Embedder): Omit<GuardrailCalls, 'post'> {
   return {
     chat: async (model, messages, signal) => {
       const entry = routes.lookup(model);
@@ -853,6 +873,10 @@ function judgeCalls(routes: RouteTable, deps: CallDeps, embed: Embedder): JudgeC
   };
 }
 
+/**
+ * The gateway's own embeddings call (the routing scorer's): planned and made as a caller's
+ * request to the model would be, by the call stage, with no key and no usage record.
+ */
 function embeddingsCall(routes: RouteTable, deps: CallDeps): EmbeddingsCall {
   return async (model, input, signal) => {
     const entry = routes.lookup(model);

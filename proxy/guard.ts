@@ -1,12 +1,12 @@
 import { ProxyError } from './endpoints/errors.js';
 import type { Answered, Failed, Parsed } from './exchange.js';
-import { ANSWER_TEXTS, answerText } from './guardrails/answer-texts.js';
+import { ANSWER_TEXTS } from './guardrails/answer-texts.js';
 import { type Cause, type Checking, checkAll } from './guardrails/check-text.js';
+import { type GuardrailCalls, NO_CALLS } from './guardrails/checker.js';
 import { Findings } from './guardrails/findings.js';
 import type { CompiledGuardrail, GuardrailSet } from './guardrails/guardrail-set.js';
-import type { JudgeCalls } from './guardrails/judge.js';
-import { judgeText } from './guardrails/judging.js';
-import { REQUEST_TEXTS, requestText } from './guardrails/request-texts.js';
+import { judgeTexts, type OnCheckFailed } from './guardrails/judging.js';
+import { REQUEST_TEXTS } from './guardrails/request-texts.js';
 import { guardStream } from './guardrails/stream-guard.js';
 
 /**
@@ -20,10 +20,10 @@ import { guardStream } from './guardrails/stream-guard.js';
 
 export interface GuardDeps {
   guardrails?: GuardrailSet;
-  /** How judges call their models through the gateway (proxy/guardrails/judge.ts); none: judges fail. */
-  judges?: JudgeCalls;
-  /** Told of a judge that could not answer. */
-  onJudgeFailed?: (guardrail: string, why: string) => void;
+  /** How judges and services are called (proxy/guardrails/checker.ts); none: they fail. */
+  judges?: GuardrailCalls;
+  /** Told of a judge or service that could not answer. */
+  onJudgeFailed?: OnCheckFailed;
 }
 
 /** A guarded request's guardrails: what they found (its answer's findings are added as it is checked). */
@@ -44,10 +44,10 @@ export async function guard(deps: GuardDeps, parsed: Parsed): Promise<Parsed | F
   const dialect = parsed.incoming.endpoint.dialect;
   const checked = checkAll(REQUEST_TEXTS[dialect], parsed.request.forward, checking, 'request', guarding);
   if ('blocked' in checked) return { failed: guardrailBlocked(checked.blocked, 'request'), at };
-  const forward = checked.body;
-  const judged = await judgeText(
+  const judged = await judgeTexts(
     checking,
-    requestText(dialect, forward),
+    REQUEST_TEXTS[dialect],
+    checked.body,
     'request',
     guarding,
     judgesOf(deps),
@@ -55,24 +55,20 @@ export async function guard(deps: GuardDeps, parsed: Parsed): Promise<Parsed | F
   );
   if ('blocked' in judged) return { failed: guardrailBlocked(judged.blocked, 'request'), at };
   if ('unavailable' in judged) return { failed: guardrailUnavailable(judged.unavailable, judged.why), at };
+  const forward = judged.body;
   return forward === parsed.request.forward ? at : { ...at, request: { ...parsed.request, forward } };
 }
 
-const NO_JUDGES: JudgeCalls = {
-  chat: () => Promise.reject(new Error('no judge calls in this gateway')),
-  embed: () => Promise.reject(new Error('no judge calls in this gateway')),
-};
-
-const judgesOf = (deps: GuardDeps) => deps.judges ?? NO_JUDGES;
+const judgesOf = (deps: GuardDeps) => deps.judges ?? NO_CALLS;
 const failedTo = (deps: GuardDeps) => deps.onJudgeFailed ?? (() => {});
 
-/** A judge that fails closed could not answer: 503, the request may succeed when retried. */
+/** A judge or service that fails closed could not answer: 503, the request may succeed when retried. */
 const guardrailUnavailable = (cause: Cause, why: string): ProxyError =>
   new ProxyError(
     503,
     'server_error',
     'guardrail_unavailable',
-    `guardrail ${cause.guardrail} could not judge the text (${why}) and refuses what it cannot judge; try again`,
+    `guardrail ${cause.guardrail} could not judge the text (its ${cause.category}: ${why}) and refuses what it cannot judge; try again`,
     null,
     { 'retry-after': '1' },
   );
@@ -121,18 +117,18 @@ export async function guardAnswer(deps: GuardDeps, outcome: Answered | Failed): 
   });
   const checked = checkAll(ANSWER_TEXTS[dialect], result.body, guarding.answer, 'answer', guarding);
   if ('blocked' in checked) return refused(guardrailBlocked(checked.blocked, 'answer'));
-  const { body } = checked;
-  const judges = judgesOf(deps);
-  const judged = await judgeText(
+  const judged = await judgeTexts(
     guarding.answer,
-    answerText(dialect, body),
+    ANSWER_TEXTS[dialect],
+    checked.body,
     'answer',
     guarding,
-    judges,
+    judgesOf(deps),
     failedTo(deps),
   );
   if ('blocked' in judged) return refused(guardrailBlocked(judged.blocked, 'answer'));
   if ('unavailable' in judged) return refused(guardrailUnavailable(judged.unavailable, judged.why));
+  const { body } = judged;
   if (body === result.body) return outcome;
   const { raw: _sent, ...rest } = result;
   return { ...outcome, result: { ...rest, body } };

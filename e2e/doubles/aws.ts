@@ -91,6 +91,10 @@ interface Guardrail {
   versions?: string[];
   blockedWords: string[];
   blockedMessage: string;
+  /** ApplyGuardrail's sensitive information filters: each match of a pattern is an entity of its type, anonymized. */
+  piiEntities?: { type: string; pattern: RegExp }[];
+  /** ApplyGuardrail's denied topics: a text with one of the words is about the topic (blocked). */
+  topics?: { name: string; words: string[] }[];
 }
 
 export interface AwsDoubleOptions {
@@ -383,6 +387,8 @@ export async function startAwsDouble(opts: AwsDoubleOptions): Promise<AwsDouble>
     if (ex.rawPath === '/') return sts(ex);
     if (ex.method === 'GET' && ex.rawPath === '/foundation-models') return listFoundationModels(ex);
     if (ex.method === 'GET' && ex.rawPath === '/inference-profiles') return listInferenceProfiles(ex);
+    const apply = /^\/guardrail\/([^/]+)\/version\/([^/]+)\/apply$/.exec(ex.rawPath);
+    if (ex.method === 'POST' && apply !== null) return applyGuardrail(ex, apply[1] ?? '', apply[2] ?? '');
     const invoke =
       /^\/model\/([^/]+)\/(converse|converse-stream|invoke|invoke-with-response-stream|count-tokens)$/.exec(ex.rawPath);
     if (ex.method === 'POST' && invoke !== null) {
@@ -1066,6 +1072,54 @@ export async function startAwsDouble(opts: AwsDoubleOptions): Promise<AwsDouble>
   }
 
   /**
+   * ApplyGuardrail: the guardrail at that version (IAM first, then that it exists), its policies
+   * applied to every text block - blocked words (wordPolicy.customWords, BLOCKED), denied topics
+   * (topicPolicy, BLOCKED), sensitive information (piiEntities, ANONYMIZED: the output carries
+   * {TYPE} in its place) - and GUARDRAIL_INTERVENED with the blocked message or the anonymized
+   * text where any did, NONE otherwise. Usage counts text units of 1,000 characters per policy.
+   */
+  async function applyGuardrail(ex: Exchange, encodedId: string, version: string): Promise<void> {
+    const reject = (r: Rejection): void => {
+      record('bedrock', 'ApplyGuardrail', ex, r.status);
+      sendBedrockError(ex, r);
+    };
+    const auth = await authenticate(ex, 'bedrock');
+    if (!auth.ok) return reject(bedrockAuthError(auth));
+    let body: unknown;
+    try {
+      body = ex.body.length === 0 ? {} : JSON.parse(ex.body.toString('utf8'));
+    } catch {
+      return reject({ status: 400, code: 'SerializationException', message: 'Unable to parse request body as JSON.' });
+    }
+    const config = {
+      guardrailIdentifier: decodeURIComponent(encodedId),
+      guardrailVersion: decodeURIComponent(version),
+    };
+    const guard = guardrailOf({ guardrailConfig: config }, false, auth.region, auth.identity);
+    if (guard === undefined) return reject({ status: 400, code: 'ValidationException', message: MALFORMED });
+    if ('rejection' in guard) {
+      const r = guard.rejection;
+      // ApplyGuardrail tells a guardrail it cannot find as ResourceNotFoundException.
+      return reject(
+        r.status === 400 && /does not exist/.test(r.message)
+          ? { ...r, status: 404, code: 'ResourceNotFoundException' }
+          : r,
+      );
+    }
+    const b = isRecord(body) ? body : {};
+    if (b.source !== 'INPUT' && b.source !== 'OUTPUT')
+      return reject({ status: 400, code: 'ValidationException', message: MALFORMED });
+    const blocks = Array.isArray(b.content) ? b.content : [];
+    const texts = blocks.map((c) =>
+      isRecord(c) && isRecord(c.text) && typeof c.text.text === 'string' ? c.text.text : undefined,
+    );
+    if (texts.length === 0 || texts.some((t) => t === undefined))
+      return reject({ status: 400, code: 'ValidationException', message: MALFORMED });
+    record('bedrock', 'ApplyGuardrail', ex, 200);
+    sendJson(ex, 200, appliedGuardrail(guard, texts as string[]));
+  }
+
+  /**
    * The guardrail a Converse body names, checked as Bedrock does: its config's shape, that it exists at that
    * version, and that the caller may bedrock:ApplyGuardrail on it.
    */
@@ -1583,6 +1637,51 @@ function thinkingTurnProblem(body: Record<string, unknown>): string | undefined 
     return undefined;
   }
   return undefined;
+}
+
+/** ApplyGuardrail's answer for these texts (botocore's ApplyGuardrailResponse). */
+function appliedGuardrail(guard: Guardrail, texts: string[]): Record<string, unknown> {
+  const all = texts.join('\n');
+  const lower = all.toLowerCase();
+  const customWords = guard.blockedWords
+    .filter((w) => lower.includes(w.toLowerCase()))
+    .map((match) => ({ match, action: 'BLOCKED', detected: true }));
+  const topics = (guard.topics ?? [])
+    .filter((t) => t.words.some((w) => lower.includes(w.toLowerCase())))
+    .map((t) => ({ name: t.name, type: 'DENY', action: 'BLOCKED', detected: true }));
+  const piiEntities = (guard.piiEntities ?? []).flatMap((e) =>
+    [...all.matchAll(new RegExp(e.pattern.source, 'g'))].map((m) => ({
+      match: m[0],
+      type: e.type,
+      action: 'ANONYMIZED',
+      detected: true,
+    })),
+  );
+  const blocked = customWords.length > 0 || topics.length > 0;
+  const intervened = blocked || piiEntities.length > 0;
+  let anonymized = all;
+  for (const e of piiEntities) anonymized = anonymized.split(e.match).join(`{${e.type}}`);
+  const units = Math.max(1, Math.ceil(all.length / 1000));
+  const assessment: Record<string, unknown> = {};
+  if (topics.length) assessment.topicPolicy = { topics };
+  if (customWords.length) assessment.wordPolicy = { customWords, managedWordLists: [] };
+  if (piiEntities.length) assessment.sensitiveInformationPolicy = { piiEntities, regexes: [] };
+  const usage = {
+    topicPolicyUnits: guard.topics?.length ? units : 0,
+    contentPolicyUnits: 0,
+    wordPolicyUnits: guard.blockedWords.length ? units : 0,
+    sensitiveInformationPolicyUnits: guard.piiEntities?.length ? units : 0,
+    sensitiveInformationPolicyFreeUnits: 0,
+    contextualGroundingPolicyUnits: 0,
+  };
+  return {
+    usage,
+    action: intervened ? 'GUARDRAIL_INTERVENED' : 'NONE',
+    ...(intervened ? { actionReason: blocked ? 'Guardrail blocked.' : 'Guardrail masked.' } : {}),
+    outputs: intervened ? [{ text: blocked ? guard.blockedMessage : anonymized }] : [],
+    assessments: [assessment],
+    guardrailCoverage: { textCharacters: { guarded: all.length, total: all.length } },
+  };
 }
 
 /** A user text of the conversation contains one of the guardrail's blocked words. */

@@ -8,6 +8,7 @@ import type { ChatCompletion, ChatCompletionChunk } from 'openai/resources/chat/
 import type { Completion } from 'openai/resources/completions';
 import type { CreateEmbeddingResponse } from 'openai/resources/embeddings';
 import type { Model } from 'openai/resources/models';
+import type { ModerationCreateResponse } from 'openai/resources/moderations';
 import type {
   Response as OpenAIResponse,
   ResponseOutputMessage,
@@ -66,7 +67,29 @@ interface HostedBehavior {
    */
   answerText?: string;
   answerChunkChars?: number;
+  /**
+   * The moderations endpoint's classifier: a text containing a key is flagged in its categories
+   * (default: "kill" is violence, "worthless" harassment).
+   */
+  moderation?: Record<string, string[]>;
 }
+
+/** The categories of OpenAI's moderation results (its OpenAPI specification's, all required). */
+const MODERATION_CATEGORIES = [
+  'harassment',
+  'harassment/threatening',
+  'hate',
+  'hate/threatening',
+  'illicit',
+  'illicit/violent',
+  'self-harm',
+  'self-harm/intent',
+  'self-harm/instructions',
+  'sexual',
+  'sexual/minors',
+  'violence',
+  'violence/graphic',
+];
 
 interface RecordedCall {
   kind: HostedKind | 'identity';
@@ -428,6 +451,40 @@ export async function startHostedDouble(opts: HostedDoubleOptions = {}): Promise
     } satisfies CreateEmbeddingResponse);
   }
 
+  /** OpenAI's moderations: one result per input string, every category of the spec, flagged by the double's classifier. */
+  function openAIModeration(res: ServerResponse, body: Record<string, unknown>) {
+    const model = typeof body.model === 'string' ? body.model : 'omni-moderation-latest';
+    if (!/^(omni|text)-moderation-/.test(model)) {
+      return json(
+        res,
+        404,
+        errorOf(
+          'openai',
+          404,
+          `The model \`${model}\` does not exist or you do not have access to it.`,
+          'model_not_found',
+        ),
+      );
+    }
+    const inputs = (Array.isArray(body.input) ? body.input : [body.input]).map((i) => (typeof i === 'string' ? i : ''));
+    const classifier = behavior.moderation ?? { kill: ['violence'], worthless: ['harassment'] };
+    const results = inputs.map((text) => {
+      const flagged = new Set(
+        Object.entries(classifier).flatMap(([word, cats]) => (text.toLowerCase().includes(word) ? cats : [])),
+      );
+      const names = MODERATION_CATEGORIES;
+      const categories = Object.fromEntries(names.map((c) => [c, flagged.has(c)]));
+      const scores = Object.fromEntries(names.map((c) => [c, flagged.has(c) ? 0.93 : 0.0001]));
+      const applied = Object.fromEntries(names.map((c) => [c, ['text']]));
+      return { flagged: flagged.size > 0, categories, category_scores: scores, category_applied_input_types: applied };
+    });
+    json(res, 200, {
+      id: id('modr-'),
+      model: model.replace(/-latest$/, '-2024-09-26'),
+      results,
+    } as unknown as ModerationCreateResponse);
+  }
+
   function openAIResponses(req: IncomingMessage, res: ServerResponse, body: Record<string, unknown>, model: string) {
     const prompt = promptWords(body);
     const text = answerTokens(behavior).join('');
@@ -784,6 +841,7 @@ export async function startHostedDouble(opts: HostedDoubleOptions = {}): Promise
       );
 
     if (kind === 'openai' || kind === 'compatible') {
+      if (path === '/v1/moderations') return openAIModeration(res, b);
       if (req.method === 'GET' && path === '/v1/models')
         return json(res, 200, { object: 'list', data: modelsList(kind) });
       if (!known(model)) return notFound(model);

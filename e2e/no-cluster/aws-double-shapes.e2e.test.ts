@@ -6,6 +6,7 @@ import {
   ListInferenceProfilesCommand,
 } from '@aws-sdk/client-bedrock';
 import {
+  ApplyGuardrailCommand,
   BedrockRuntimeClient,
   ConverseCommand,
   type ConverseCommandInput,
@@ -20,6 +21,8 @@ import { bedrock as bedrockModule } from '../../crds/providers/bedrock.js';
 import { ProviderCredentials } from '../../crds/providers/credentials.js';
 import type { WireRequest } from '../../crds/providers/provider.js';
 import { ProxyError } from '../../proxy/endpoints/errors.js';
+import type { ServiceTarget, Verdict } from '../../proxy/guardrails/checker.js';
+import { bedrockGuardrail } from '../../proxy/guardrails/services/bedrock-guardrail.js';
 import { openaiChatToBedrockConverse } from '../../proxy/translators/openai-chat_bedrock-converse.js';
 import { type BotocoreService, botocoreModel } from '../aws/botocore.js';
 import { type AwsDouble, type Principal, type Role, startAwsDouble } from '../doubles/aws.js';
@@ -251,6 +254,48 @@ async function gateway(modelId: string, body: Record<string, unknown>, stream = 
     response: { status: res.status, headers: lower(Object.fromEntries(res.headers)), body: raw },
   });
   if (res.status >= 400) throw new Error(`Bedrock answered ${res.status}: ${raw.toString('utf8')}`);
+}
+
+/** What the gateway's ApplyGuardrail service made of the last row's answer. */
+let verdict: Verdict | undefined;
+
+/**
+ * A Guardrail's bedrockGuardrail service (proxy/guardrails/services/bedrock-guardrail.ts) asking
+ * about one text: its request as the module builds it, signed by the provider credentials, the
+ * exchange recorded; its verdict kept for the row's checks.
+ */
+async function gatewayApplyGuardrail(text: string, where: 'request' | 'answer'): Promise<void> {
+  const b64 = (v: string) => Buffer.from(v).toString('base64');
+  const credentials = new ProviderCredentials(
+    () => ({ data: { accessKeyId: b64(ADMIN.accessKeyId), secretAccessKey: b64(ADMIN.secretAccessKey) } }),
+    { env: {} },
+  );
+  const post = async (to: ServiceTarget, value: unknown): Promise<unknown> => {
+    const url = 'url' in to ? to.url : `${aws.url}${to.path}`;
+    const body = JSON.stringify(value);
+    const headers = await credentials.authorize(
+      { provider: 'bedrock', region: 'us-east-1', auth: { method: 'AccessKey', secretRef: { name: 'k' } } },
+      bedrockModule,
+      { method: 'POST', url, headers: { 'content-type': 'application/json', accept: 'application/json' }, body },
+    );
+    const res = await fetch(url, { method: 'POST', headers, body });
+    const raw = Buffer.from(await res.arrayBuffer());
+    recorded.push({
+      request: {
+        method: 'POST',
+        path: new URL(url).pathname,
+        query: {},
+        headers: lower(headers),
+        body: Buffer.from(body),
+      },
+      response: { status: res.status, headers: lower(Object.fromEntries(res.headers)), body: raw },
+    });
+    if (res.status >= 400) throw new Error(`Bedrock answered ${res.status}`);
+    return JSON.parse(raw.toString('utf8')) as unknown;
+  };
+  const ask = bedrockGuardrail({ provider: 'bedrock-main', identifier: GUARDRAIL, version: '1' });
+  const fail = () => Promise.reject(new Error('no model calls here'));
+  verdict = await ask(text, where, { post, chat: fail, embed: fail }, AbortSignal.timeout(10_000));
 }
 
 // ------------------------------------------------------------------ the table
@@ -620,6 +665,73 @@ const ROWS: Array<Row | PendingRow> = [
       ),
   },
 
+  // ---------------------------------------------------------------- Bedrock Runtime: ApplyGuardrail
+  {
+    service: 'bedrock-runtime',
+    operation: 'ApplyGuardrail',
+    name: 'sensitive information anonymized',
+    call: () =>
+      runtime().send(
+        new ApplyGuardrailCommand({
+          guardrailIdentifier: GUARDRAIL,
+          guardrailVersion: '1',
+          source: 'INPUT',
+          content: [{ text: { text: 'write to jane.doe@example.com' } }],
+        }),
+      ),
+    expect: (r) =>
+      expect(outputOf(r)).toMatchObject({
+        action: 'GUARDRAIL_INTERVENED',
+        outputs: [{ text: 'write to {EMAIL}' }],
+        assessments: [
+          { sensitiveInformationPolicy: { piiEntities: [{ type: 'EMAIL', match: 'jane.doe@example.com' }] } },
+        ],
+      }),
+  },
+  {
+    service: 'bedrock-runtime',
+    operation: 'ApplyGuardrail',
+    name: 'nothing found',
+    call: () =>
+      runtime().send(
+        new ApplyGuardrailCommand({
+          guardrailIdentifier: GUARDRAIL,
+          guardrailVersion: 'DRAFT',
+          source: 'OUTPUT',
+          content: [{ text: { text: 'hello there' } }],
+        }),
+      ),
+    expect: (r) => expect(outputOf(r)).toMatchObject({ action: 'NONE', outputs: [] }),
+  },
+  {
+    service: 'bedrock-runtime',
+    operation: 'ApplyGuardrail',
+    name: 'a guardrail that does not exist',
+    call: () =>
+      runtime().send(
+        new ApplyGuardrailCommand({
+          guardrailIdentifier: 'nosuchguardrail',
+          guardrailVersion: '1',
+          source: 'INPUT',
+          content: [{ text: { text: 'hello' } }],
+        }),
+      ),
+    error: 'ResourceNotFoundException',
+  },
+  {
+    service: 'bedrock-runtime',
+    operation: 'ApplyGuardrail',
+    name: "the gateway's request: a denied topic, a blocked word and an email in an answer",
+    call: () => gatewayApplyGuardrail('Buy stocks now, it is forbidden to wait; ask ann@example.org', 'answer'),
+    expect: (r) => {
+      expect(outputOf(r)).toMatchObject({ action: 'GUARDRAIL_INTERVENED' });
+      expect(verdict).toEqual({
+        whole: ['InvestmentAdvice', 'CustomWord'],
+        found: [{ text: 'ann@example.org', category: 'Email' }],
+      });
+    },
+  },
+
   // ---------------------------------------------------------------- Bedrock Runtime: InvokeModel
   {
     service: 'bedrock-runtime',
@@ -904,7 +1016,14 @@ beforeAll(async () => {
     },
     applicationProfiles: { 'us-east-1': [{ id: APP_PROFILE, name: 'team-ml-haiku', modelId: HAIKU }] },
     guardrails: [
-      { id: GUARDRAIL, versions: ['1'], blockedWords: ['forbidden'], blockedMessage: 'Sorry, I cannot answer that.' },
+      {
+        id: GUARDRAIL,
+        versions: ['1'],
+        blockedWords: ['forbidden'],
+        blockedMessage: 'Sorry, I cannot answer that.',
+        piiEntities: [{ type: 'EMAIL', pattern: /[\w.]+@[\w.]+\.[a-z]+/ }],
+        topics: [{ name: 'Investment advice', words: ['stocks'] }],
+      },
     ],
     notEnabled: [MISTRAL],
   });

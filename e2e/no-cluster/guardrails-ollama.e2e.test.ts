@@ -168,6 +168,8 @@ describe('a judge that cannot answer', () => {
     const open = await ask('Tell me about the weather.', 'judge:open');
     expect(open.status).toBe(200);
     const metrics = await (await fetch(`${proxy.metrics}/metrics`)).text();
-    expect(metrics).toMatch(/pao_gateway_guardrail_judge_failures_total\{guardrail="open-judge"\} [1-9]/);
+    expect(metrics).toMatch(
+      /pao_gateway_guardrail_check_failures_total\{guardrail="open-judge",detector="judge"\} [1-9]/,
+    );
   });
 });

@@ -60,6 +60,7 @@ describe("the OpenAI double against OpenAI's OpenAPI specification", () => {
     ['/completions', { model: 'gpt-4o', prompt: 'one two' }],
     ['/embeddings', { model: 'text-embedding-3-small', input: ['a b', 'c'] }],
     ['/responses', { model: 'gpt-4o', input: 'hello' }],
+    ['/moderations', { model: 'omni-moderation-latest', input: ['I will kill them', 'hello'] }],
   ])('POST %s answers its 200 schema', async (path, body) => {
     const res = await post(`/openai-api/v1${path}`, OPENAI, body);
     expect(res.status).toBe(200);

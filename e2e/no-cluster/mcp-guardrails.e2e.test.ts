@@ -9,18 +9,21 @@ import { McpServerTable } from '../../proxy/mcp/servers.js';
 import { MemoryUsage } from '../../proxy/usage/record.js';
 import { type RunningServer, startEverything } from '../mcp/servers.js';
 import { startGateway, type TestGateway } from '../support/gateway.js';
+import { type RunningPresidio, startPresidio } from '../support/presidio.js';
 
 /**
  * MCP tool calls through the same Guardrails as model requests, with MCP's reference server
  * (server-everything) behind the gateway and the official client in front: a card in a tool's
  * arguments never reaches the server; a card in a tool's result never reaches the agent; a
  * private key refuses the call with a tool error the agent's model can read, naming the guardrail
- * and the category, never the text; each call's record counts what was found.
+ * and the category, never the text; each call's record counts what was found. A guardrail's
+ * service (a real Presidio analyzer) checks tool calls as it checks prompts.
  */
 
-const KEYS = { args: 'sk-mcp-guard-args', results: 'sk-mcp-guard-results' };
+const KEYS = { args: 'sk-mcp-guard-args', results: 'sk-mcp-guard-results', presidio: 'sk-mcp-guard-presidio' };
 const CARD = '4111 1111 1111 1111';
 let everything: RunningServer;
+let presidio: RunningPresidio;
 let gateway: TestGateway;
 const usage = new MemoryUsage();
 
@@ -41,8 +44,13 @@ const guardrail = (name: string, spec: Guardrail['spec']): Guardrail => ({
 
 beforeAll(async () => {
   everything = await startEverything();
+  presidio = await startPresidio();
   const keys = new ApiKeys();
-  keys.setManaged([apiKey('args', KEYS.args), apiKey('results', KEYS.results)].flatMap((k) => policyOf(k) ?? []));
+  keys.setManaged(
+    [apiKey('args', KEYS.args), apiKey('results', KEYS.results), apiKey('presidio', KEYS.presidio)].flatMap(
+      (k) => policyOf(k) ?? [],
+    ),
+  );
   const servers = new McpServerTable(() => undefined);
   const server: McpServer = {
     apiVersion: 'ai.platform/v1beta1',
@@ -65,6 +73,11 @@ beforeAll(async () => {
       detectors: { builtIn: { categories: ['PaymentCard'] } },
       action: 'Mask',
     }),
+    guardrail('tool-presidio', {
+      selector: { teams: ['presidio'] },
+      detectors: { services: [{ name: 'analyzer', presidio: { url: presidio.url, entities: ['EMAIL_ADDRESS'] } }] },
+      action: 'Redact',
+    }),
   ]);
   gateway = await startGateway({ mcp: { sessionSecret: 'guard' } }, { keys, usage, mcpServers: servers, guardrails });
 }, 120_000);
@@ -72,6 +85,7 @@ beforeAll(async () => {
 afterAll(async () => {
   await gateway?.stop();
   await everything?.stop();
+  await presidio?.stop();
 });
 
 async function connect(key: string): Promise<Client> {
@@ -118,6 +132,16 @@ describe('MCP tool calls through guardrails', () => {
     expect(JSON.stringify(result)).toContain('Echo: card **** **** **** 1111');
     expect(lastTool()?.findings).toEqual([
       { guardrail: 'tool-results', category: 'PaymentCard', action: 'Mask', where: 'tool-result', count: 1 },
+    ]);
+    await client.close();
+  });
+
+  it("redact what a guardrail's Presidio analyzer finds in a tool's arguments and result", async () => {
+    const client = await connect(KEYS.presidio);
+    const result = await client.callTool({ name: 'everything_echo', arguments: { message: 'mail ann@example.org' } });
+    expect(JSON.stringify(result)).toContain('Echo: mail <EMAIL_ADDRESS>');
+    expect(lastTool()?.findings).toEqual([
+      { guardrail: 'tool-presidio', category: 'EmailAddress', action: 'Redact', where: 'tool-arguments', count: 1 },
     ]);
     await client.close();
   });

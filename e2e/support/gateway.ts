@@ -59,17 +59,23 @@ export const resourceDoc = (kind: string, name: string, spec: Record<string, unk
 
 /**
  * A standalone gateway as a user configures one: `documents` in its --config file, `keys` in its
- * keys file, each of `secrets` (Secret name -> API key) a directory of --secrets-dir; its files
- * removed when it stops.
+ * keys file, each of `secrets` (Secret name -> API key, or its keys' values) a directory of
+ * --secrets-dir; its files removed when it stops.
  */
 export async function startStandaloneGateway(
-  opts: { documents: string[]; keys: string; secrets?: Record<string, string>; env?: NodeJS.ProcessEnv },
+  opts: {
+    documents: string[];
+    keys: string;
+    secrets?: Record<string, string | Record<string, string>>;
+    env?: NodeJS.ProcessEnv;
+  },
   parts: Partial<GatewayParts> = {},
 ): Promise<TestGateway> {
   const dir = mkdtempSync(join(tmpdir(), 'standalone-gateway-'));
-  for (const [name, key] of Object.entries(opts.secrets ?? {})) {
+  for (const [name, value] of Object.entries(opts.secrets ?? {})) {
     mkdirSync(join(dir, 'secrets', name), { recursive: true });
-    writeFileSync(join(dir, 'secrets', name, 'apiKey'), key);
+    const data = typeof value === 'string' ? { apiKey: value } : value;
+    for (const [key, v] of Object.entries(data)) writeFileSync(join(dir, 'secrets', name, key), v);
   }
   writeFileSync(join(dir, 'config.yaml'), opts.documents.join('\n---\n'));
   writeFileSync(join(dir, 'keys.txt'), opts.keys);

@@ -16,7 +16,7 @@ import { guardrailStatus } from './guardrail-status.js';
 /**
  * Reconciles a Guardrail: whether each of its detectors runs (guardrail-status.ts) and Ready,
  * written when they changed, with an Event when Ready changes. The proxies read the Guardrail
- * itself; this tells its author what they will skip.
+ * itself; this tells its author what they will skip. A Presidio analyzer's health is asked here.
  */
 class GuardrailController {
   constructor(
@@ -28,14 +28,17 @@ class GuardrailController {
     },
     private readonly events: EventRecorder,
     private readonly now: () => Date,
+    private readonly probe: AnalyzerProbe = probeAnalyzer,
   ) {}
 
   async reconcile(key: string): Promise<ReconcileResult> {
     const g = this.caches.guardrails.get(key);
     if (!g || g.metadata.deletionTimestamp) return;
+    const analyzers = await analyzersOf(g, this.probe);
     const { detectors, ready } = guardrailStatus(g, {
       deployments: this.caches.deployments.list(),
       providers: this.caches.providers.list(),
+      analyzers,
     });
     const status: GuardrailStatus = {
       observedGeneration: g.metadata.generation ?? 0,
@@ -47,8 +50,30 @@ class GuardrailController {
     if (before?.status !== ready.status || before.reason !== ready.reason) {
       await this.events.record(g, ready.status === 'True' ? 'Normal' : 'Warning', ready.reason, ready.message);
     }
-    return undefined;
+    // An analyzer that did not answer is asked again: it may start after the Guardrail.
+    return [...analyzers.values()].some((h) => h !== true) ? { requeueAfterMs: RECHECK_MS } : undefined;
   }
+}
+
+/** How often an unhealthy Presidio analyzer is checked again. */
+const RECHECK_MS = 60_000;
+
+/** A Presidio analyzer's health: GET <url>/health answers 200 (true), or why not. */
+type AnalyzerProbe = (url: string) => Promise<true | string>;
+
+const probeAnalyzer: AnalyzerProbe = async (url) => {
+  try {
+    const res = await fetch(`${url.replace(/\/+$/, '')}/health`, { signal: AbortSignal.timeout(3_000) });
+    await res.body?.cancel();
+    return res.ok ? true : `the analyzer's health check answered ${res.status}`;
+  } catch {
+    return 'the analyzer did not answer its health check';
+  }
+};
+
+async function analyzersOf(g: Guardrail, probe: AnalyzerProbe): Promise<Map<string, true | string>> {
+  const urls = [...new Set((g.spec.detectors.services ?? []).flatMap((s) => s.presidio?.url ?? []))];
+  return new Map(await Promise.all(urls.map(async (url) => [url, await probe(url)] as const)));
 }
 
 const GUARDRAILS = platformCollection<Guardrail>('guardrails', AGENT_NAMESPACE);
@@ -60,13 +85,19 @@ const EXTERNAL_PROVIDERS = platformCollection<ExternalProvider>('externalprovide
 const specChanged = <T extends ModelDeployment | ExternalProvider>(event: InformerEvent, obj: T, old?: T) =>
   event !== 'resync' && (event !== 'update' || !old || !isDeepStrictEqual(obj.spec, old.spec));
 
+/** A provider's spec, or whether it is Ready (a service calls with its credentials). */
+const providerChanged = (event: InformerEvent, obj: ExternalProvider, old?: ExternalProvider) =>
+  specChanged(event, obj, old) || (event === 'update' && readyOf(obj) !== readyOf(old));
+
+const readyOf = (p?: ExternalProvider) => p?.status?.conditions?.find((c) => c.type === 'Ready')?.status;
+
 /** The Guardrail controller: each Guardrail; every one when what serves models changes (a judge's model). */
 export const guardrailController: ControllerDeclaration = {
   name: 'guardrail',
   for: GUARDRAILS,
   watches: [
     watch(MODEL_DEPLOYMENTS, everyKeyOf(GUARDRAILS, specChanged)),
-    watch(EXTERNAL_PROVIDERS, everyKeyOf(GUARDRAILS, specChanged)),
+    watch(EXTERNAL_PROVIDERS, everyKeyOf(GUARDRAILS, providerChanged)),
   ],
   rbac: [
     {

@@ -1,5 +1,10 @@
 import type { ExternalProvider } from '../../crds/external-provider.js';
-import type { DetectorStatus, Guardrail } from '../../crds/guardrail.js';
+import {
+  type DetectorStatus,
+  type Guardrail,
+  type GuardrailService,
+  SERVICE_PROVIDER_TYPES,
+} from '../../crds/guardrail.js';
 import { compilePattern } from '../../crds/guardrail-pattern.js';
 import type { Condition } from '../../crds/meta.js';
 import type { ModelDeployment } from '../../crds/model-deployment.js';
@@ -8,12 +13,17 @@ import type { ModelDeployment } from '../../crds/model-deployment.js';
  * A Guardrail's status from its spec and what serves models: whether each detector runs. The
  * built-in detectors always do; a pattern does when it compiles as RE2 (the proxies skip one that
  * does not); a judge does when a ModelDeployment or an ExternalProvider serves its model (else
- * every call of it fails, and its onFailure decides). Ready when every detector is.
+ * every call of it fails, and its onFailure decides); a service does when the ExternalProvider it
+ * calls with exists, is of its kind's provider and Ready (the provider's own status says its
+ * credentials work), or, for a Presidio analyzer, when the analyzer answers its health check.
+ * Ready when every detector is.
  */
 
 export interface Serving {
   deployments: readonly ModelDeployment[];
   providers: readonly ExternalProvider[];
+  /** Each Presidio analyzer's health, by its URL: true, or why not. */
+  analyzers?: ReadonlyMap<string, true | string>;
 }
 
 /** Whether a model name is one the gateway routes: a deployment's model or alias, a provider's model or alias. */
@@ -49,7 +59,33 @@ function detectorStatuses(g: Guardrail, s: Serving): DetectorStatus[] {
           },
     );
   }
+  for (const service of g.spec.detectors.services ?? []) out.push(serviceStatus(service, s));
   return out;
+}
+
+function serviceStatus(service: GuardrailService, s: Serving): DetectorStatus {
+  const name = `service/${service.name}`;
+  const onFailure = `onFailure (${service.onFailure ?? 'Allow'}) decides`;
+  if (service.presidio) {
+    const health = s.analyzers?.get(service.presidio.url) ?? 'not checked yet';
+    return health === true ? { name, ready: true } : { name, ready: false, message: `${health}: ${onFailure}` };
+  }
+  const [kind, spec] = service.bedrockGuardrail
+    ? (['bedrockGuardrail', service.bedrockGuardrail] as const)
+    : (['openAIModeration', service.openAIModeration] as const);
+  const types: readonly string[] = SERVICE_PROVIDER_TYPES[kind];
+  const ep = s.providers.find((p) => p.metadata.name === spec?.provider);
+  if (!ep) return { name, ready: false, message: `no ExternalProvider ${spec?.provider ?? ''}: ${onFailure}` };
+  if (!types.includes(ep.spec.provider))
+    return {
+      name,
+      ready: false,
+      message: `ExternalProvider ${ep.metadata.name} is not ${types.join(' or ')}: ${onFailure}`,
+    };
+  const ready = ep.status?.conditions?.find((c) => c.type === 'Ready');
+  return ready?.status === 'True'
+    ? { name, ready: true }
+    : { name, ready: false, message: `ExternalProvider ${ep.metadata.name} is not Ready: ${onFailure}` };
 }
 
 export function guardrailStatus(

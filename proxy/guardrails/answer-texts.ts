@@ -1,14 +1,5 @@
 import type { CallerDialect } from '../../crds/constants.js';
-import {
-  anthropicContent,
-  chatMessage,
-  each,
-  field,
-  joinedTexts,
-  type MapText,
-  responsesItem,
-  str,
-} from './request-texts.js';
+import { anthropicContent, chatMessage, each, field, type MapText, responsesItem, str } from './request-texts.js';
 
 /**
  * Where each dialect's whole answer carries text the model wrote: its messages, refusals and
@@ -36,6 +27,3 @@ const withheld = (c: unknown): unknown => field(c, 'logprobs', (l) => (l === nul
 /** An output_text part without its log probabilities. */
 const withheldParts = (p: unknown): unknown =>
   field(p, 'logprobs', (l) => (Array.isArray(l) && l.length === 0 ? l : []));
-
-/** Every text a whole answer of the dialect carries, joined: what a judge reads. */
-export const answerText = (dialect: CallerDialect, body: unknown): string => joinedTexts(ANSWER_TEXTS[dialect], body);

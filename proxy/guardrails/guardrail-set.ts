@@ -1,8 +1,10 @@
 import type { Guardrail, GuardrailAction, GuardrailSelector } from '../../crds/guardrail.js';
 import type { KeyPolicy } from '../access/auth.js';
 import type { Tag } from '../endpoints/tags.js';
+import type { Checker } from './checker.js';
 import { compileDetectors, type PatternProblem } from './detectors.js';
-import { compileJudge, type Judge } from './judge.js';
+import { compileJudge } from './judge.js';
+import { compileService } from './services/services.js';
 import type { Detect } from './spans.js';
 
 /**
@@ -16,8 +18,8 @@ export interface CompiledGuardrail {
   request: boolean;
   answer: boolean;
   detect: Detect;
-  /** Its model judge, where it has one (proxy/guardrails/judge.ts). */
-  judge?: Judge;
+  /** Its model judge and its external services (checker.ts), asked after the detectors acted. */
+  checkers: Checker[];
   /** The action for a finding of this category. */
   actionOf(category: string): GuardrailAction;
   /** Characters of a streamed answer held back (spec.stream.lookBehindChars). */
@@ -47,7 +49,10 @@ export function compileGuardrail(g: Guardrail): CompiledGuardrail {
     request: appliesTo.has('Request'),
     answer: appliesTo.has('Answer'),
     detect,
-    ...(spec.detectors.judge ? { judge: compileJudge(spec.detectors.judge) } : {}),
+    checkers: [
+      ...(spec.detectors.judge ? [compileJudge(spec.detectors.judge)] : []),
+      ...(spec.detectors.services ?? []).flatMap((s) => compileService(s) ?? []),
+    ],
     actionOf: (category) => byCategory.get(category) ?? fallback,
     lookBehind: spec.stream?.lookBehindChars ?? DEFAULT_LOOK_BEHIND,
     problems,

@@ -1,46 +1,81 @@
 import type { Cause, Checking } from './check-text.js';
+import { checkAll } from './check-text.js';
+import type { Found, GuardrailCalls, Outcome } from './checker.js';
 import type { FindingPlace } from './findings.js';
 import type { CompiledGuardrail } from './guardrail-set.js';
-import type { JudgeCalls } from './judge.js';
+import { type MapText, textsOf } from './request-texts.js';
+import { occurrences } from './spans.js';
 
 /**
- * The judges of a text's guardrails, asked together (each within its own time): an unsafe
- * verdict is a finding of the judge's category for the whole text, acted on by its action (Block,
- * and Redact or Mask, which cannot cut out a whole text, refuse it; RouteInCluster keeps a request
- * in the cluster; Log records it); a judge that could not answer refuses the text where it fails
- * closed, and is counted where it fails open.
+ * The checkers of a body's guardrails (their judges and services: checker.ts), asked together
+ * about its texts (each within its own time), after the built-in detectors acted on them. Each
+ * category of a whole text is a finding acted on by its action (Block, and Redact or Mask, which
+ * cannot cut out a whole text, refuse it; RouteInCluster keeps a request in the cluster; Log
+ * records it); what they found in the texts is acted on where it occurs, as a detector's finding
+ * is. A checker that could not answer refuses the body where it fails closed, and is counted
+ * where it fails open.
  */
 
-export type Judged = { ok: true } | { blocked: Cause } | { unavailable: Cause; why: string };
+export type Judged<B> = { body: B } | { blocked: Cause } | { unavailable: Cause; why: string };
 
-export async function judgeText(
+/** Told of a checker that could not answer: its guardrail, its detector's name, why. */
+export type OnCheckFailed = (guardrail: string, detector: string, why: string) => void;
+
+export async function judgeTexts<B>(
   guardrails: readonly CompiledGuardrail[],
-  text: string,
+  map: (body: B, f: MapText) => B,
+  body: B,
   where: FindingPlace,
   checking: Checking,
-  calls: JudgeCalls,
-  onFailed: (guardrail: string, why: string) => void,
-): Promise<Judged> {
-  const judged = guardrails.filter((g) => g.judge);
-  if (judged.length === 0 || text.trim() === '') return { ok: true };
-  const verdicts = await Promise.all(judged.map((g) => g.judge?.judge(text, calls)));
-  let outcome: Judged = { ok: true };
-  for (const [i, g] of judged.entries()) {
-    const judge = g.judge;
-    const verdict = verdicts[i];
-    if (!judge || !verdict) continue;
-    const cause = { guardrail: g.name, category: judge.category };
-    if ('failed' in verdict) {
-      onFailed(g.name, verdict.failed);
-      if (judge.onFailure === 'Block' && 'ok' in outcome) outcome = { unavailable: cause, why: verdict.failed };
-      continue;
+  calls: GuardrailCalls,
+  onFailed: OnCheckFailed,
+): Promise<Judged<B>> {
+  const asking = guardrails.filter((g) => g.checkers.length > 0);
+  if (asking.length === 0) return { body };
+  const texts = textsOf(map, body);
+  if (texts.every((t) => t.trim() === '')) return { body };
+  const outcomes = await Promise.all(
+    asking.map((g) => Promise.all(g.checkers.map((c) => c.check(texts, where, calls)))),
+  );
+  let out = body;
+  let unavailable: { unavailable: Cause; why: string } | undefined;
+  for (const [i, g] of asking.entries()) {
+    const found: Found[] = [];
+    for (const [j, outcome] of (outcomes[i] ?? []).entries()) {
+      const checker = g.checkers[j];
+      if (!checker) continue;
+      if ('failed' in outcome) {
+        onFailed(g.name, checker.name, outcome.failed);
+        if (checker.onFailure === 'Block')
+          unavailable ??= { unavailable: { guardrail: g.name, category: checker.name }, why: outcome.failed };
+        continue;
+      }
+      const blocked = actOnWhole(g, outcome, where, checking);
+      if (blocked) return { blocked };
+      found.push(...outcome.found);
     }
-    if (!verdict.unsafe) continue;
-    let action = g.actionOf(judge.category);
-    if (action === 'RouteInCluster' && where !== 'request') action = 'Log';
-    checking.findings.add(g.name, judge.category, action, where);
-    if (action === 'RouteInCluster') checking.inCluster ??= cause;
-    else if (action !== 'Log' && !('blocked' in outcome)) outcome = { blocked: cause };
+    if (found.length === 0) continue;
+    const checked = checkAll(map, out, [{ ...g, detect: occurrences(found) }], where, checking);
+    if ('blocked' in checked) return checked;
+    out = checked.body;
   }
-  return outcome;
+  return unavailable ?? { body: out };
+}
+
+/** A verdict's categories of the whole text, counted and acted on: the first that refuses it. */
+function actOnWhole(
+  g: CompiledGuardrail,
+  outcome: Exclude<Outcome, { failed: string }>,
+  where: FindingPlace,
+  checking: Checking,
+): Cause | undefined {
+  for (const category of outcome.whole) {
+    let action = g.actionOf(category);
+    if (action === 'RouteInCluster' && where !== 'request') action = 'Log';
+    checking.findings.add(g.name, category, action, where);
+    const cause = { guardrail: g.name, category };
+    if (action === 'RouteInCluster') checking.inCluster ??= cause;
+    else if (action !== 'Log') return cause;
+  }
+  return undefined;
 }

@@ -158,16 +158,12 @@ export function each(v: unknown, g: (x: unknown) => unknown): unknown {
   return out ?? v;
 }
 
-/** Every text `map` visits in a body, joined by new lines: what a judge reads, what a semantic lookup embeds. */
-export function joinedTexts<B>(map: (body: B, f: MapText) => unknown, body: B): string {
+/** Every text `map` visits in a body: what judges and services are asked about. */
+export function textsOf<B>(map: (body: B, f: MapText) => unknown, body: B): string[] {
   const texts: string[] = [];
   map(body, (t) => {
     texts.push(t);
     return t;
   });
-  return texts.join('\n');
+  return texts;
 }
-
-/** Every text a request of the dialect carries, joined. */
-export const requestText = (dialect: CallerDialect, body: Record<string, unknown>): string =>
-  joinedTexts(REQUEST_TEXTS[dialect], body);

@@ -50,3 +50,28 @@ export function disjoint(spans: Span[]): Span[] {
   }
   return out;
 }
+
+const WORD = /[\p{L}\p{N}_]/u;
+
+/**
+ * Where strings another checker found occur in a text, as spans of their categories: every
+ * occurrence (a name found once is redacted everywhere), not inside a longer word (Al is not
+ * found in Alice). Strings of one character are not looked for.
+ */
+export function occurrences(found: readonly { text: string; category: string }[]): Detect {
+  const wanted = found.filter((f) => f.text.length > 1);
+  return (text) => {
+    const out: Span[] = [];
+    for (const f of wanted) {
+      const n = f.text.length;
+      const open = WORD.test(f.text[0] ?? '');
+      const close = WORD.test(f.text[n - 1] ?? '');
+      for (let i = text.indexOf(f.text); i !== -1; i = text.indexOf(f.text, i + n)) {
+        if (open && WORD.test(text[i - 1] ?? '')) continue;
+        if (close && WORD.test(text[i + n] ?? '')) continue;
+        out.push({ start: i, end: i + n, category: f.category });
+      }
+    }
+    return disjoint(out);
+  };
+}

@@ -5,8 +5,8 @@ import type { Caller } from '../access/auth.js';
 import { ProxyError } from '../endpoints/errors.js';
 import { applyEnforcedTags, parseTags, type Tag } from '../endpoints/tags.js';
 import type { DoorPass } from '../exchange.js';
+import type { GuardDeps } from '../guard.js';
 import type { Finding } from '../guardrails/findings.js';
-import type { GuardrailSet } from '../guardrails/guardrail-set.js';
 import { type AuthorizationServer, challenge, originOf } from '../identity/protected-resource.js';
 import { headerOf } from '../server/read-body.js';
 import { AnswerWriter, acceptsEventStream } from './answer-writer.js';
@@ -89,8 +89,8 @@ export interface McpGatewayDeps extends ToolCallDeps {
   replica?: string;
   /** Where MCP clients sign in, which a 401 points them to (proxy/identity/protected-resource.ts). */
   authorizationServer?: () => AuthorizationServer | undefined;
-  /** The Guardrails tool calls' arguments and results pass (proxy/mcp/tool-guardrails.ts). */
-  guardrails?: GuardrailSet;
+  /** The Guardrails tool calls' arguments and results pass, their judges and services (proxy/mcp/tool-guardrails.ts). */
+  guard?: GuardDeps;
   onError?: (err: unknown, requestId: string) => void;
 }
 
@@ -614,7 +614,7 @@ async function request(deps: Deps, s: RequestScope, asked: RpcRequest): Promise<
       });
       // Refused (and answered) before it went out.
       if (!finish) return;
-      const guarded = guardToolCall(deps.guardrails, s.p.caller, s.tags, req);
+      const guarded = await guardToolCall(deps.guard, s.p.caller, s.tags, req);
       guarding = guarded.guarding;
       if ('blocked' in guarded) {
         finish(guarded.blocked, 'guardrail_blocked');
@@ -629,7 +629,7 @@ async function request(deps: Deps, s: RequestScope, asked: RpcRequest): Promise<
     const call = Promise.resolve()
       .then(() => dispatch(ctx, req))
       .then(
-        (o): Ended => ({ kind: 'done', answer: guardToolResult(guarding, o.answer) }),
+        async (o): Promise<Ended> => ({ kind: 'done', answer: await guardToolResult(deps.guard, guarding, o.answer) }),
         (error: unknown): Ended => ({ kind: 'failed', error }),
       );
     // A session's 404 (its server ended it) is thrown from here: the POST is answered so.

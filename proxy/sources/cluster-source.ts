@@ -373,6 +373,11 @@ export class ClusterSource {
     if (this.prices.hasSynced()) this.reloadPrices();
   }
 
+  /** The ExternalProviders of the proxy's namespace now (a Guardrail's services call with theirs). */
+  externalProviders(): ExternalProvider[] {
+    return this.eps.list();
+  }
+
   /** A provider's or an McpServer's Secret in the proxy's namespace, as far as the proxy may read it. */
   secret(name: string): SecretLookup {
     return this.secrets.lookup(name);

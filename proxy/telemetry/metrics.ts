@@ -136,10 +136,10 @@ export class ProxyMetrics {
     labelNames: ['kind', 'result'],
     registers: [this.registry],
   });
-  readonly guardrailJudgeFailures: Counter<'guardrail'> = new Counter({
-    name: 'pao_gateway_guardrail_judge_failures_total',
-    help: 'Guardrail judges that could not answer (unreachable, too slow, an answer neither safe nor unsafe), by guardrail: the text passed (onFailure Allow) or was refused with 503 (Block).',
-    labelNames: ['guardrail'],
+  readonly guardrailCheckFailures: Counter<'guardrail' | 'detector'> = new Counter({
+    name: 'pao_gateway_guardrail_check_failures_total',
+    help: 'Guardrail judges and services that could not answer (unreachable, refused, too slow, an answer neither safe nor unsafe), by guardrail and detector (judge, service/<name>): the text passed (onFailure Allow) or was refused with 503 (Block).',
+    labelNames: ['guardrail', 'detector'],
     registers: [this.registry],
   });
   readonly guardrailFindings: Counter<'guardrail' | 'category' | 'action' | 'where'> = new Counter({

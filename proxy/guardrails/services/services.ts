@@ -1,0 +1,28 @@
+import type { GuardrailService } from '../../../crds/guardrail.js';
+import type { Checker } from '../checker.js';
+import { bedrockGuardrail } from './bedrock-guardrail.js';
+import { openAIModeration } from './openai-moderation.js';
+import { type AskOne, perText } from './per-text.js';
+import { presidioAnalyzer } from './presidio-analyzer.js';
+
+/**
+ * The external services a Guardrail may ask (spec.detectors.services), one module each: how one
+ * text is asked about, made from the service's kind where the spec gives that kind.
+ */
+const SERVICE_KINDS: readonly ((spec: GuardrailService) => AskOne | undefined)[] = [
+  (s) => s.bedrockGuardrail && bedrockGuardrail(s.bedrockGuardrail),
+  (s) => s.openAIModeration && openAIModeration(s.openAIModeration),
+  (s) => s.presidio && presidioAnalyzer(s.presidio),
+];
+
+/** A service as a Checker; undefined where it names no kind (the schema allows exactly one). */
+export function compileService(spec: GuardrailService): Checker | undefined {
+  for (const kind of SERVICE_KINDS) {
+    const ask = kind(spec);
+    if (ask) {
+      const timeoutMs = (spec.timeoutSeconds ?? 3) * 1000;
+      return perText({ name: spec.name, timeoutMs, onFailure: spec.onFailure ?? 'Allow' }, ask);
+    }
+  }
+  return undefined;
+}
