@@ -145,6 +145,43 @@ describe("OpenAI's moderations as a guardrail's service", () => {
   });
 });
 
+describe('a streamed answer', () => {
+  const stream = (tag: string, path: string, body: Record<string, unknown>) =>
+    gateway.request(path, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${KEY}`, 'content-type': 'application/json', 'x-tags': tag },
+      body: JSON.stringify({ ...body, stream: true }),
+    });
+
+  it.each([
+    ['chat', '/openai/v1/chat/completions', { messages: [{ role: 'user', content: 'hi' }] }, 'data: [DONE]'],
+    ['Responses', '/openai/v1/responses', { input: 'hi' }, 'event: response.completed'],
+  ])(
+    '%s: is asked about once it ended; a flagged one ends with the error event instead of its end',
+    async (dialect, path, body, end) => {
+      hosted.behave({ answerText: 'You are worthless, and I mean it.' });
+      const flagged = await (await stream('svc:moderation', path, { model: 'gpt-4o-mini', ...body })).text();
+      // The text went out as it came; its own end did not, the error event did (chat's [DONE] closes
+      // every stream, after the error event).
+      expect(flagged).toContain('worthless');
+      const error = flagged.indexOf('blocked by guardrail moderation: the answer carries Harassment');
+      expect(error).toBeGreaterThan(flagged.indexOf('worthless'));
+      expect(flagged.split(end).length - 1).toBe(end === 'data: [DONE]' ? 1 : 0);
+      if (end === 'data: [DONE]') expect(flagged.indexOf(end)).toBeGreaterThan(error);
+      expect(usage.records.at(-1)).toMatchObject({ errorType: 'guardrail_blocked' });
+
+      hosted.behave({ answerText: `You are doing fine (${dialect}).` });
+      const clean = await (await stream('svc:moderation', path, { model: 'gpt-4o-mini', ...body })).text();
+      expect(clean).toContain(end);
+      expect(clean).not.toContain('blocked by guardrail');
+      expect(moderationCalls().at(-1)?.body).toEqual({
+        model: 'omni-moderation-latest',
+        input: `You are doing fine (${dialect}).`,
+      });
+    },
+  );
+});
+
 describe("Bedrock's ApplyGuardrail as a guardrail's service", () => {
   it('redacts what it found before the request leaves, and refuses a denied topic', async () => {
     const ok = await chat('svc:bedrock', 'Please write to jane.doe@example.com about the offsite');

@@ -104,8 +104,14 @@ export async function guardAnswer(deps: GuardDeps, outcome: Answered | Failed): 
   const dialect = outcome.incoming.endpoint.dialect;
   const { result } = outcome;
   if (result.kind === 'stream') {
-    const guarded = guardStream(dialect, result.body, result.outcome, guarding.answer, guarding, (cause) =>
-      guardrailBlocked(cause, 'answer'),
+    const guarded = guardStream(
+      dialect,
+      result.body,
+      result.outcome,
+      guarding.answer,
+      guarding,
+      (cause) => guardrailBlocked(cause, 'answer'),
+      { calls: judgesOf(deps), onFailed: failedTo(deps), unavailableError: guardrailUnavailable },
     );
     return { ...outcome, result: { ...result, ...guarded } };
   }

@@ -1,6 +1,6 @@
 import type { Cause, Checking } from './check-text.js';
 import { checkAll } from './check-text.js';
-import type { Found, GuardrailCalls, Outcome } from './checker.js';
+import type { Found, GuardrailCalls } from './checker.js';
 import type { FindingPlace } from './findings.js';
 import type { CompiledGuardrail } from './guardrail-set.js';
 import { type MapText, textsOf } from './request-texts.js';
@@ -29,6 +29,7 @@ export async function judgeTexts<B>(
   checking: Checking,
   calls: GuardrailCalls,
   onFailed: OnCheckFailed,
+  opts: { shown?: boolean } = {},
 ): Promise<Judged<B>> {
   const asking = guardrails.filter((g) => g.checkers.length > 0);
   if (asking.length === 0) return { body };
@@ -50,9 +51,13 @@ export async function judgeTexts<B>(
           unavailable ??= { unavailable: { guardrail: g.name, category: checker.name }, why: outcome.failed };
         continue;
       }
-      const blocked = actOnWhole(g, outcome, where, checking);
+      // What the caller was already shown cannot be cut out: what was found in it is a finding of the whole.
+      const whole = opts.shown
+        ? [...new Set([...outcome.whole, ...outcome.found.map((f) => f.category)])]
+        : outcome.whole;
+      const blocked = actOnWhole(g, whole, where, checking);
       if (blocked) return { blocked };
-      found.push(...outcome.found);
+      if (!opts.shown) found.push(...outcome.found);
     }
     if (found.length === 0) continue;
     const checked = checkAll(map, out, [{ ...g, detect: occurrences(found) }], where, checking);
@@ -65,11 +70,11 @@ export async function judgeTexts<B>(
 /** A verdict's categories of the whole text, counted and acted on: the first that refuses it. */
 function actOnWhole(
   g: CompiledGuardrail,
-  outcome: Exclude<Outcome, { failed: string }>,
+  categories: readonly string[],
   where: FindingPlace,
   checking: Checking,
 ): Cause | undefined {
-  for (const category of outcome.whole) {
+  for (const category of categories) {
     let action = g.actionOf(category);
     if (action === 'RouteInCluster' && where !== 'request') action = 'Log';
     checking.findings.add(g.name, category, action, where);

@@ -5,8 +5,10 @@ import type { ProxyError } from '../endpoints/errors.js';
 import { type ChunkSource, chunksOf, type StreamBody } from '../upstreams/chunk-source.js';
 import type { StreamOutcome } from '../upstreams/upstream.js';
 import { type Cause, type Checking, checkText, inJsonString } from './check-text.js';
+import type { GuardrailCalls } from './checker.js';
 import type { CompiledGuardrail } from './guardrail-set.js';
-import { STREAM_TEXTS, type StreamTexts, type TextAt } from './stream-texts.js';
+import { judgeTexts, type OnCheckFailed } from './judging.js';
+import { isFinal, STREAM_TEXTS, type StreamTexts, type TextAt } from './stream-texts.js';
 
 /**
  * A streamed answer through its guardrails, as it streams. Each key's text (a choice's content,
@@ -17,7 +19,20 @@ import { STREAM_TEXTS, type StreamTexts, type TextAt } from './stream-texts.js';
  * change what is released; a Block ends the stream with the dialect's error event, and the
  * request's record says so. Events keep everything else they carry (a role, a tool call's id);
  * comments and event ids pass as they came. Log probabilities are withheld.
+ *
+ * Judges and services (checker.ts) read the whole answer: where a guardrail has them, the event
+ * that ends the stream is held until they judged what was sent. What they find cannot be taken
+ * back from the caller's screen, so a finding that Blocks, Redacts or Masks ends the stream with
+ * the dialect's error event instead of its end (the caller's SDK raises it, the record says so),
+ * as does a checker that fails closed and could not answer.
  */
+
+/** How the stream's judges and services are asked, and the error of one that fails closed. */
+export interface StreamAsking {
+  calls: GuardrailCalls;
+  onFailed: OnCheckFailed;
+  unavailableError: (cause: Cause, why: string) => ProxyError;
+}
 
 export function guardStream(
   dialect: CallerDialect,
@@ -26,10 +41,12 @@ export function guardStream(
   guardrails: readonly CompiledGuardrail[],
   checking: Checking,
   blockedError: (cause: Cause) => ProxyError,
+  asking?: StreamAsking,
 ): { body: StreamBody; outcome: Promise<StreamOutcome> } {
   const texts = STREAM_TEXTS[dialect];
   if (!texts || guardrails.length === 0) return { body, outcome };
-  const guard = new StreamGuard(dialect, texts, guardrails, checking, blockedError);
+  const asked = asking && guardrails.some((g) => g.checkers.length > 0) ? asking : undefined;
+  const guard = new StreamGuard(dialect, texts, guardrails, checking, blockedError, asked !== undefined);
   const source = chunksOf(body);
   const encoder = new TextEncoder();
   const decoder = new TextDecoder();
@@ -54,6 +71,7 @@ export function guardStream(
         if (chunk === undefined) {
           guard.feed(decoder.decode());
           guard.finish();
+          if (asked) await judgeSent(guard, guardrails, checking, asked);
           end();
         } else guard.feed(decoder.decode(chunk, { stream: true }));
         if (guard.blocked && !done) {
@@ -76,6 +94,30 @@ export function guardStream(
       guard.blocked ? { ...o, error: guard.blocked, clientAborted: false } : o,
     ),
   };
+}
+
+/** The whole answer as sent, through the guardrails' judges and services: its held end released, or the stream ended with an error. */
+async function judgeSent(
+  guard: StreamGuard,
+  guardrails: readonly CompiledGuardrail[],
+  checking: Checking,
+  asking: StreamAsking,
+): Promise<void> {
+  if (guard.blocked) return;
+  const texts = guard.sentTexts();
+  const judged = await judgeTexts(
+    guardrails,
+    (t: string[], f) => t.map((x) => f(x)),
+    texts,
+    'answer',
+    checking,
+    asking.calls,
+    asking.onFailed,
+    { shown: true },
+  );
+  if ('blocked' in judged) guard.block(judged.blocked);
+  else if ('unavailable' in judged) guard.end(asking.unavailableError(judged.unavailable, judged.why));
+  else guard.releaseFinal();
 }
 
 /** Characters of a key's released text kept as context for what follows it. */
@@ -142,6 +184,8 @@ class StreamGuard {
     },
   });
   private sequence = 0;
+  /** The events that end the stream, held while judges and services read the answer. */
+  private final = '';
 
   constructor(
     private readonly dialect: CallerDialect,
@@ -149,6 +193,7 @@ class StreamGuard {
     private readonly guardrails: readonly CompiledGuardrail[],
     private readonly checking: Checking,
     private readonly blockedError: (cause: Cause) => ProxyError,
+    private readonly holdsFinal = false,
   ) {
     this.lookBehind = Math.max(...guardrails.map((g) => g.lookBehind));
   }
@@ -168,6 +213,17 @@ class StreamGuard {
     const out = this.out;
     this.out = '';
     return out;
+  }
+
+  /** Every key's text as the caller got it. */
+  sentTexts(): string[] {
+    return [...this.keys.values()].map((k) => k.sent);
+  }
+
+  /** The held end of the stream goes out. */
+  releaseFinal(): void {
+    this.out += this.final;
+    this.final = '';
   }
 
   private event(e: EventSourceMessage): void {
@@ -280,15 +336,21 @@ class StreamGuard {
     return true;
   }
 
-  private block(cause: Cause): void {
-    this.blocked = this.blockedError(cause);
+  block(cause: Cause): void {
+    this.end(this.blockedError(cause));
+  }
+
+  /** The stream ends with the dialect's error event for `error`, not its own end. */
+  end(error: ProxyError): void {
+    this.blocked = error;
+    this.final = '';
     const spec = DIALECTS[this.dialect];
-    const error = spec.streamError(this.blocked);
+    const event = spec.streamError(this.blocked);
     // Responses' events are numbered: its error event takes the next number.
     this.out +=
       this.dialect === 'openai-responses'
-        ? error.replace('"sequence_number":0', `"sequence_number":${this.sequence++}`)
-        : error;
+        ? event.replace('"sequence_number":0', `"sequence_number":${this.sequence++}`)
+        : event;
     this.out += spec.streamEnd;
   }
 
@@ -306,7 +368,9 @@ class StreamGuard {
       .split('\n')
       .map((l) => `data: ${l}`)
       .join('\n');
-    this.out += `${e.event ? `event: ${e.event}\n` : ''}${e.id ? `id: ${e.id}\n` : ''}${lines}\n\n`;
+    const event = `${e.event ? `event: ${e.event}\n` : ''}${e.id ? `id: ${e.id}\n` : ''}${lines}\n\n`;
+    if (this.holdsFinal && (this.final !== '' || isFinal(data))) this.final += event;
+    else this.out += event;
   }
 }
 

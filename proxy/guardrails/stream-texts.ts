@@ -217,3 +217,10 @@ export const STREAM_TEXTS: Readonly<Record<CallerDialect, StreamTexts | undefine
     },
   },
 };
+
+/** Types of the events that end a stream: chat's and completions' [DONE] aside (proxy/guardrails/stream-guard.ts holds them). */
+const FINAL_TYPES = new Set(['message_stop', 'response.completed', 'response.incomplete', 'response.failed']);
+
+/** The event ends the stream: chat's and completions' [DONE], Messages' message_stop, Responses' completion. */
+export const isFinal = (data: string | Record<string, unknown>): boolean =>
+  typeof data === 'string' ? data.trim() === '[DONE]' : FINAL_TYPES.has(String(data.type));
