@@ -54,7 +54,7 @@ export async function guard(deps: GuardDeps, parsed: Parsed): Promise<Parsed | F
     failedTo(deps),
   );
   if ('blocked' in judged) return { failed: guardrailBlocked(judged.blocked, 'request'), at };
-  if ('unavailable' in judged) return { failed: guardrailUnavailable(judged.unavailable, judged.why), at };
+  if ('unavailable' in judged) return { failed: guardrailUnavailable(judged.unavailable), at };
   const forward = judged.body;
   return forward === parsed.request.forward ? at : { ...at, request: { ...parsed.request, forward } };
 }
@@ -63,12 +63,13 @@ const judgesOf = (deps: GuardDeps) => deps.judges ?? NO_CALLS;
 const failedTo = (deps: GuardDeps) => deps.onJudgeFailed ?? (() => {});
 
 /** A judge or service that fails closed could not answer: 503, the request may succeed when retried. */
-const guardrailUnavailable = (cause: Cause, why: string): ProxyError =>
+const guardrailUnavailable = (cause: Cause): ProxyError =>
   new ProxyError(
     503,
     'server_error',
     'guardrail_unavailable',
-    `guardrail ${cause.guardrail} could not judge the text (its ${cause.category}: ${why}) and refuses what it cannot judge; try again`,
+    // Why stays in the proxy's log and metrics: it may name a host, an address or a provider's setup.
+    `guardrail ${cause.guardrail} could not judge the text (its ${cause.category} did not answer) and refuses what it cannot judge; try again`,
     null,
     { 'retry-after': '1' },
   );
@@ -133,7 +134,7 @@ export async function guardAnswer(deps: GuardDeps, outcome: Answered | Failed): 
     failedTo(deps),
   );
   if ('blocked' in judged) return refused(guardrailBlocked(judged.blocked, 'answer'));
-  if ('unavailable' in judged) return refused(guardrailUnavailable(judged.unavailable, judged.why));
+  if ('unavailable' in judged) return refused(guardrailUnavailable(judged.unavailable));
   const { body } = judged;
   if (body === result.body) return outcome;
   const { raw: _sent, ...rest } = result;

@@ -50,13 +50,16 @@ class GuardrailController {
     if (before?.status !== ready.status || before.reason !== ready.reason) {
       await this.events.record(g, ready.status === 'True' ? 'Normal' : 'Warning', ready.reason, ready.message);
     }
-    // An analyzer that did not answer is asked again: it may start after the Guardrail.
-    return [...analyzers.values()].some((h) => h !== true) ? { requeueAfterMs: RECHECK_MS } : undefined;
+    // An analyzer is asked again: soon when it did not answer (it may start after the Guardrail),
+    // now and then when it did (it may stop).
+    if (analyzers.size === 0) return undefined;
+    return { requeueAfterMs: [...analyzers.values()].every((h) => h === true) ? HEALTHY_RECHECK_MS : RECHECK_MS };
   }
 }
 
-/** How often an unhealthy Presidio analyzer is checked again. */
+/** How often an unhealthy Presidio analyzer is checked again, and a healthy one. */
 const RECHECK_MS = 60_000;
+const HEALTHY_RECHECK_MS = 300_000;
 
 /** A Presidio analyzer's health: GET <url>/health answers 200 (true), or why not. */
 type AnalyzerProbe = (url: string) => Promise<true | string>;

@@ -46,6 +46,10 @@ export interface Checker {
   /** Its detector's name in the Guardrail's status: judge, service/<name>. */
   name: string;
   onFailure: 'Allow' | 'Block';
+  /** A service of the company's own (a Presidio analyzer): asked first, and what it finds is redacted before the others are asked. */
+  local: boolean;
+  /** It sends the text out of the cluster (a provider's API): not asked about a request kept in the cluster. */
+  leaves: boolean;
   check(texts: readonly string[], where: FindingPlace, calls: GuardrailCalls): Promise<Outcome>;
 }
 

@@ -76,6 +76,7 @@ function selects(s: GuardrailSelector): (who: Selected) => boolean {
 /** The guardrails in force, in their order (spec.order, then name). */
 export class GuardrailSet {
   private compiled: CompiledGuardrail[] = [];
+  private bySpec = new Map<string, CompiledGuardrail>();
 
   constructor(
     resources: readonly Guardrail[] = [],
@@ -89,7 +90,16 @@ export class GuardrailSet {
       (a, b) =>
         (a.spec.order ?? 100) - (b.spec.order ?? 100) || (a.metadata.name ?? '').localeCompare(b.metadata.name ?? ''),
     );
-    this.compiled = ordered.map(compileGuardrail);
+    // A Guardrail whose spec did not change keeps its compiled self (its services' remembered
+    // verdicts): a status the operator writes is an event too.
+    const before = this.bySpec;
+    this.bySpec = new Map();
+    this.compiled = ordered.map((g) => {
+      const key = `${g.metadata.name ?? ''}\0${JSON.stringify(g.spec)}`;
+      const compiled = before.get(key) ?? compileGuardrail(g);
+      this.bySpec.set(key, compiled);
+      return compiled;
+    });
     for (const g of this.compiled) for (const p of g.problems) this.onProblem?.(g.name, p);
   }
 

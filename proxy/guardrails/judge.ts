@@ -26,7 +26,8 @@ function judged(texts: readonly string[]): string {
 export function compileJudge(spec: GuardrailJudge): Checker {
   const timeoutMs = (spec.timeoutSeconds ?? 3) * 1000;
   const category = spec.category ?? 'Jailbreak';
-  const base = { name: 'judge', onFailure: spec.onFailure ?? 'Allow' } as const;
+  // Its model is the author's choice, in the cluster or not: asked after a local service redacted.
+  const base = { name: 'judge', onFailure: spec.onFailure ?? 'Allow', local: false, leaves: false } as const;
   const verdict = (unsafe: boolean): Verdict => (unsafe ? { whole: [category], found: [] } : SAFE);
   if (spec.kind === 'Classifier' && spec.examples) {
     const examples = spec.examples;

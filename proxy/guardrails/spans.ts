@@ -51,12 +51,14 @@ export function disjoint(spans: Span[]): Span[] {
   return out;
 }
 
-const WORD = /[\p{L}\p{N}_]/u;
+/** Letters of words written with spaces between them: Latin letters, digits. Scripts written without (Japanese) have no such edge. */
+const WORD = /[A-Za-z0-9_\u00C0-\u024F]/;
 
 /**
  * Where strings another checker found occur in a text, as spans of their categories: every
- * occurrence (a name found once is redacted everywhere), not inside a longer word (Al is not
- * found in Alice). Strings of one character are not looked for.
+ * occurrence (a name found once is redacted everywhere), not inside a longer Latin word (Al is
+ * not found in Alice; an address right after Japanese text is). Strings of one character are not
+ * looked for.
  */
 export function occurrences(found: readonly { text: string; category: string }[]): Detect {
   const wanted = found.filter((f) => f.text.length > 1);

@@ -31,7 +31,7 @@ import { isFinal, STREAM_TEXTS, type StreamTexts, type TextAt } from './stream-t
 export interface StreamAsking {
   calls: GuardrailCalls;
   onFailed: OnCheckFailed;
-  unavailableError: (cause: Cause, why: string) => ProxyError;
+  unavailableError: (cause: Cause) => ProxyError;
 }
 
 export function guardStream(
@@ -116,7 +116,7 @@ async function judgeSent(
     { shown: true },
   );
   if ('blocked' in judged) guard.block(judged.blocked);
-  else if ('unavailable' in judged) guard.end(asking.unavailableError(judged.unavailable, judged.why));
+  else if ('unavailable' in judged) guard.end(asking.unavailableError(judged.unavailable));
   else guard.releaseFinal();
 }
 

@@ -67,7 +67,7 @@ async function checkTool(
   guardrails: readonly CompiledGuardrail[],
   where: FindingPlace,
   checking: Checking,
-): Promise<{ body: unknown } | { blocked: Cause } | { unchecked: Cause; why: string }> {
+): Promise<{ body: unknown } | { blocked: Cause } | { unchecked: Cause }> {
   const checked = checkAll(toolStrings, value, guardrails, where, checking);
   if ('blocked' in checked) return checked;
   const judged = await judgeTexts(
@@ -79,20 +79,16 @@ async function checkTool(
     guard?.judges ?? NO_CALLS,
     guard?.onJudgeFailed ?? (() => {}),
   );
-  if ('unavailable' in judged) return { unchecked: judged.unavailable, why: judged.why };
+  if ('unavailable' in judged) return { unchecked: judged.unavailable };
   return judged;
 }
 
 /** A Block, or a check that failed closed, as the call's answer: a tool error (isError), the agent's model told why. */
-function toolError(
-  id: RpcRequest['id'],
-  refused: { blocked: Cause } | { unchecked: Cause; why: string },
-  what: string,
-): RpcAnswer {
+function toolError(id: RpcRequest['id'], refused: { blocked: Cause } | { unchecked: Cause }, what: string): RpcAnswer {
   const text =
     'blocked' in refused
       ? `blocked by guardrail ${refused.blocked.guardrail}: the ${what} carry ${refused.blocked.category}`
-      : `guardrail ${refused.unchecked.guardrail} could not check the ${what} (its ${refused.unchecked.category}: ${refused.why}) and refuses what it cannot check; try again`;
+      : `guardrail ${refused.unchecked.guardrail} could not check the ${what} (its ${refused.unchecked.category} did not answer) and refuses what it cannot check; try again`;
   return { jsonrpc: '2.0', id, result: { content: [{ type: 'text', text }], isError: true } };
 }
 

@@ -1,12 +1,13 @@
 import { type GuardrailService, SERVICE_PROVIDER_TYPES } from '../../../crds/guardrail.js';
 import { isRecord } from '../../../crds/is-record.js';
 import { categoryOf, type Found, type Verdict } from '../checker.js';
+import type { FindingPlace } from '../findings.js';
 import type { AskOne } from './per-text.js';
 
 /**
  * Bedrock's ApplyGuardrail (POST /guardrail/{id}/version/{version}/apply on bedrock-runtime,
- * signed with a Bedrock ExternalProvider's region and credentials; source INPUT for a request,
- * OUTPUT for an answer) as a guardrail's service. What its assessments detected (botocore's
+ * signed with a Bedrock ExternalProvider's region and credentials; source INPUT for a request and
+ * a tool's result, OUTPUT for an answer and a tool call's arguments) as a guardrail's service. What its assessments detected (botocore's
  * GuardrailAssessment): sensitive information is found where its match occurs (the PII entity's
  * type, CREDIT_DEBIT_CARD_NUMBER is CreditDebitCardNumber, or the regex's name); content filters,
  * denied topics, words and contextual grounding are findings of the whole text. Bedrock's own
@@ -15,18 +16,28 @@ import type { AskOne } from './per-text.js';
 
 type BedrockSpec = NonNullable<GuardrailService['bedrockGuardrail']>;
 
+/** What goes into a model is Bedrock's INPUT (its prompt-attack filter reads only that): a request, a tool's result. */
+const INPUT_PLACES: ReadonlySet<FindingPlace> = new Set(['request', 'tool-result']);
+
 export function bedrockGuardrail(spec: BedrockSpec): AskOne {
   const path = `/guardrail/${encodeURIComponent(spec.identifier)}/version/${encodeURIComponent(spec.version)}/apply`;
   return async (text, where, calls, signal) => {
     const answer = await calls.post(
       { provider: spec.provider, types: SERVICE_PROVIDER_TYPES.bedrockGuardrail, path },
-      { source: where === 'request' ? 'INPUT' : 'OUTPUT', content: [{ text: { text } }], outputScope: 'INTERVENTIONS' },
+      {
+        source: INPUT_PLACES.has(where) ? 'INPUT' : 'OUTPUT',
+        content: [{ text: { text } }],
+        outputScope: 'INTERVENTIONS',
+      },
       signal,
     );
     if (!isRecord(answer) || !Array.isArray(answer.assessments))
       throw new Error('the ApplyGuardrail answer has no assessments');
     const verdict: Verdict = { whole: [], found: [] };
     for (const a of answer.assessments) if (isRecord(a)) assessed(a, verdict);
+    // An intervention by a policy read nowhere here (a newer one) is still one.
+    if (answer.action === 'GUARDRAIL_INTERVENED' && verdict.whole.length === 0 && verdict.found.length === 0)
+      verdict.whole.push('Intervened');
     verdict.whole = [...new Set(verdict.whole)];
     return verdict;
   };

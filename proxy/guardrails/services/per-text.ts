@@ -23,18 +23,30 @@ export interface ServiceOptions {
   name: string;
   timeoutMs: number;
   onFailure: 'Allow' | 'Block';
+  local: boolean;
+  leaves: boolean;
 }
 
 /** Texts asked about at once, per request and service: a long conversation's first check is not a burst. */
 const CONCURRENCY = 4;
 const REMEMBERED = 2_000;
 const REMEMBERED_MS = 5 * 60_000;
+/** The most characters remembered verdicts hold, per service. */
+const REMEMBERED_CHARS = 4_000_000;
 
 export function perText(opts: ServiceOptions, ask: AskOne): Checker {
-  const remembered = new LRUCache<string, Verdict>({ max: REMEMBERED, ttl: REMEMBERED_MS });
+  // Bounded by what verdicts hold too: a found string may be as long as its text.
+  const remembered = new LRUCache<string, Verdict>({
+    max: REMEMBERED,
+    ttl: REMEMBERED_MS,
+    maxSize: REMEMBERED_CHARS,
+    sizeCalculation: (v) => 1 + v.whole.length + v.found.reduce((n, f) => n + f.text.length + f.category.length, 0),
+  });
   return {
     name: `service/${opts.name}`,
     onFailure: opts.onFailure,
+    local: opts.local,
+    leaves: opts.leaves,
     async check(texts, where, calls): Promise<Outcome> {
       const timeout = AbortSignal.timeout(opts.timeoutMs);
       // A failed text fails the check: the texts not asked yet are not asked, those asked are let go.
@@ -56,7 +68,11 @@ export function perText(opts: ServiceOptions, ask: AskOne): Checker {
         }
       };
       try {
-        await Promise.all(Array.from({ length: Math.min(CONCURRENCY, asked.length) }, worker));
+        // A service whose call does not heed the signal (a token exchange) still ends at the time.
+        await Promise.race([
+          Promise.all(Array.from({ length: Math.min(CONCURRENCY, asked.length) }, worker)),
+          aborted(signal),
+        ]);
         // A text left unasked is unchecked, never safe.
         if (verdicts.length < asked.length) throw new Error('not every text was asked about');
       } catch (err) {
@@ -70,5 +86,12 @@ export function perText(opts: ServiceOptions, ask: AskOne): Checker {
     },
   };
 }
+
+/** Rejects once the signal aborts. */
+const aborted = (signal: AbortSignal) =>
+  new Promise<never>((_, reject) => {
+    if (signal.aborted) reject(signal.reason);
+    signal.addEventListener('abort', () => reject(signal.reason), { once: true });
+  });
 
 const errorText = (err: unknown) => (err instanceof Error ? err.message : String(err)).slice(0, 200);

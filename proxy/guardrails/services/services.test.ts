@@ -47,7 +47,7 @@ describe('a Presidio analyzer', () => {
 
 describe('a service asked about each text', () => {
   const flagging = (asked: string[], delayMs = 0) =>
-    perText({ name: 's', timeoutMs: 500, onFailure: 'Allow' }, async (text) => {
+    perText({ name: 's', timeoutMs: 500, onFailure: 'Allow', local: true, leaves: false }, async (text) => {
       asked.push(text);
       if (delayMs) await new Promise((r) => setTimeout(r, delayMs));
       return { whole: text.includes('bad') ? ['Bad'] : [], found: [] };
@@ -70,12 +70,15 @@ describe('a service asked about each text', () => {
   it('asks at most 4 at a time', async () => {
     let now = 0;
     let most = 0;
-    const service = perText({ name: 's', timeoutMs: 2000, onFailure: 'Allow' }, async () => {
-      most = Math.max(most, ++now);
-      await new Promise((r) => setTimeout(r, 5));
-      now--;
-      return { whole: [], found: [] };
-    });
+    const service = perText(
+      { name: 's', timeoutMs: 2000, onFailure: 'Allow', local: true, leaves: false },
+      async () => {
+        most = Math.max(most, ++now);
+        await new Promise((r) => setTimeout(r, 5));
+        now--;
+        return { whole: [], found: [] };
+      },
+    );
     const texts = Array.from({ length: 20 }, (_, i) => `text ${i}`);
     await service.check(texts, 'request', callsWith(noModels));
     expect(most).toBe(4);
@@ -83,17 +86,20 @@ describe('a service asked about each text', () => {
 
   it('fails as a whole when a text fails or the time is up, and asks nothing more', async () => {
     const asked: string[] = [];
-    const failing = perText({ name: 's', timeoutMs: 500, onFailure: 'Block' }, async (text) => {
-      asked.push(text);
-      throw new Error('the service answered 403 (AccessDeniedException)');
-    });
+    const failing = perText(
+      { name: 's', timeoutMs: 500, onFailure: 'Block', local: true, leaves: false },
+      async (text) => {
+        asked.push(text);
+        throw new Error('the service answered 403 (AccessDeniedException)');
+      },
+    );
     const texts = Array.from({ length: 12 }, (_, i) => `t${i}`);
     expect(await failing.check(texts, 'request', callsWith(noModels))).toEqual({
       failed: 'the service answered 403 (AccessDeniedException)',
     });
     expect(asked.length).toBeLessThanOrEqual(4);
     const slow = perText(
-      { name: 's', timeoutMs: 100, onFailure: 'Allow' },
+      { name: 's', timeoutMs: 100, onFailure: 'Allow', local: true, leaves: false },
       (_t, _w, _c, signal) =>
         new Promise((_, reject) => signal.addEventListener('abort', () => reject(new Error('aborted')))),
     );
