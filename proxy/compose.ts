@@ -46,8 +46,8 @@ import {
   LISTEN_BACKLOG,
   type McpDoor,
 } from './front-door.js';
-import type { GuardDeps } from './guard.js';
 import type { GuardrailCalls } from './guardrails/checker.js';
+import type { GuardDeps } from './guardrails/guard-deps.js';
 import { GuardrailSet } from './guardrails/guardrail-set.js';
 import { serviceCalls } from './guardrails/services/service-calls.js';
 import { Identities } from './identity/identities.js';

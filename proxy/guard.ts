@@ -2,10 +2,11 @@ import { ProxyError } from './endpoints/errors.js';
 import type { Answered, Failed, Parsed } from './exchange.js';
 import { ANSWER_TEXTS } from './guardrails/answer-texts.js';
 import { type Cause, type Checking, checkAll } from './guardrails/check-text.js';
-import { type GuardrailCalls, NO_CALLS } from './guardrails/checker.js';
+import { NO_CALLS } from './guardrails/checker.js';
 import { Findings } from './guardrails/findings.js';
-import type { CompiledGuardrail, GuardrailSet } from './guardrails/guardrail-set.js';
-import { judgeTexts, type OnCheckFailed } from './guardrails/judging.js';
+import type { GuardDeps } from './guardrails/guard-deps.js';
+import type { CompiledGuardrail } from './guardrails/guardrail-set.js';
+import { judgeTexts } from './guardrails/judging.js';
 import { REQUEST_TEXTS } from './guardrails/request-texts.js';
 import { guardStream } from './guardrails/stream-guard.js';
 
@@ -17,14 +18,6 @@ import { guardStream } from './guardrails/stream-guard.js';
  * they found goes on with the request, to its usage record; the guardrails that check answers go
  * with it to the account stage.
  */
-
-export interface GuardDeps {
-  guardrails?: GuardrailSet;
-  /** How judges and services are called (proxy/guardrails/checker.ts); none: they fail. */
-  judges?: GuardrailCalls;
-  /** Told of a judge or service that could not answer. */
-  onJudgeFailed?: OnCheckFailed;
-}
 
 /** A guarded request's guardrails: what they found (its answer's findings are added as it is checked). */
 export interface Guarding extends Checking {

@@ -1,9 +1,9 @@
 import type { Caller } from '../access/auth.js';
 import type { Tag } from '../endpoints/tags.js';
-import type { GuardDeps } from '../guard.js';
 import { type Cause, type Checking, checkAll } from '../guardrails/check-text.js';
 import { NO_CALLS } from '../guardrails/checker.js';
 import { type FindingPlace, Findings } from '../guardrails/findings.js';
+import type { GuardDeps } from '../guardrails/guard-deps.js';
 import type { CompiledGuardrail } from '../guardrails/guardrail-set.js';
 import { judgeTexts } from '../guardrails/judging.js';
 import { deepStrings, type MapText } from '../guardrails/request-texts.js';

@@ -42,6 +42,7 @@ export function perText(opts: ServiceOptions, ask: AskOne): Checker {
     maxSize: REMEMBERED_CHARS,
     sizeCalculation: (v) => 1 + v.whole.length + v.found.reduce((n, f) => n + f.text.length + f.category.length, 0),
   });
+  const asking = new Map<string, Promise<Verdict>>();
   return {
     name: `service/${opts.name}`,
     onFailure: opts.onFailure,
@@ -61,7 +62,13 @@ export function perText(opts: ServiceOptions, ask: AskOne): Checker {
           const key = createHash('sha256').update(where).update('\0').update(text).digest('base64url');
           let verdict = remembered.get(key);
           if (!verdict) {
-            verdict = await ask(text, where, calls, signal);
+            // A text being asked about for another request (a shared system prompt) is not asked again.
+            let pending = asking.get(key);
+            if (!pending) {
+              pending = ask(text, where, calls, signal).finally(() => asking.delete(key));
+              asking.set(key, pending);
+            }
+            verdict = await pending;
             remembered.set(key, verdict);
           }
           verdicts.push(verdict);

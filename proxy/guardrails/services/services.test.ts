@@ -67,6 +67,21 @@ describe('a service asked about each text', () => {
     expect(asked).toEqual(['hello', 'bad one', 'new', 'hello']);
   });
 
+  it('asks once about a text two requests carry at the same time', async () => {
+    const asked: string[] = [];
+    const service = flagging(asked, 20);
+    const calls = callsWith(noModels);
+    const both = await Promise.all([
+      service.check(['the shared system prompt', 'bad one'], 'request', calls),
+      service.check(['the shared system prompt', 'another'], 'request', calls),
+    ]);
+    expect(both).toEqual([
+      { whole: ['Bad'], found: [] },
+      { whole: [], found: [] },
+    ]);
+    expect(asked.sort()).toEqual(['another', 'bad one', 'the shared system prompt']);
+  });
+
   it('asks at most 4 at a time', async () => {
     let now = 0;
     let most = 0;
