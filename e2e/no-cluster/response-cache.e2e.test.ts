@@ -102,6 +102,9 @@ describe('the response cache across two proxy processes through Redis', () => {
       const metrics = await (await fetch(`${p.metrics}/metrics`)).text();
       expect(metrics).toMatch(/pao_gateway_cache_results_total\{kind="(exact|semantic)",result="error"\} [1-9]/);
     }
+    // Each replica trains its routing policy's classifier over the embedding model in the
+    // background (the bank's 1,500 texts): stopped, they leave the one Ollama to the next test.
+    for (const p of [a, b]) await p.stop('SIGTERM');
   });
 });
 
