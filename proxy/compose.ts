@@ -254,15 +254,12 @@ export async function composeGateway(config: GatewayConfig = {}, parts: Partial<
   const credentials = providerCredentials(config, resources.source, env);
   const backends = composeBackends(config, parts, { catalog, prices, timeouts, pools, credentials });
   const retry = config.retry ?? DEFAULT_RETRY;
-  const embed = gatewayEmbedder(embeddingsCall(routes, { backends, retry, metrics }));
+  const call = { backends, retry, metrics };
+  const embed = gatewayEmbedder(embeddingsCall(routes, call));
   const routing = await routingPoliciesOf(config, routingPolicies, { routes, backends, embed, log });
   const { policies, embeddingModels } = routing;
   const cache = responseCache(config, parts.cacheStore, { metrics, embeddingModels, routes, embed });
-  const guard = guardDeps(
-    guardrails,
-    { routes, call: { backends, retry, metrics }, embed, log, env, credentials },
-    resources,
-  );
+  const guard = guardDeps(guardrails, resources.providers, { routes, call, embed, log, env, credentials });
 
   const requestFailed = (err: unknown, requestId: string) =>
     log.error('request failed', { requestId, error: errorMessage(err) });
@@ -273,19 +270,17 @@ export async function composeGateway(config: GatewayConfig = {}, parts: Partial<
     ...admission,
     ...(tracer ? { tracer } : {}),
     routes,
-    backends,
+    ...call,
     policies,
     embed,
     ...(budgets ? { budgets } : {}),
     ...guard.deps,
     ...(cache.cache ? { cache: cache.cache } : {}),
-    retry,
     usage,
     storedResponses: responses.stored,
     onUnpriced: unpricedWarning(log),
     onError: requestFailed,
   });
-  const ready = () => !state.notReady && (resources.source?.ready() ?? true);
   // One key seals MCP sessions and the pages' sign-in cookies: every replica opens both.
   const sealer = new SessionSealer(sessionSecret(config, env, resources.source));
   const others = otherRoutes({
@@ -295,7 +290,7 @@ export async function composeGateway(config: GatewayConfig = {}, parts: Partial<
     policies,
     ...((parts.reports ?? stack?.reports) ? { reports: parts.reports ?? stack?.reports } : {}),
     ...(parts.pages !== false ? { pages: parts.pages ?? pagesRoutes() } : {}),
-    ready,
+    ready: () => !state.notReady && (resources.source?.ready() ?? true),
     storedResponses: responses.stored,
     sessions: { identities: () => keys.identities, sealer, profileOf: (name: string) => keys.profile(name) },
     audit: audit.routes,
@@ -366,6 +361,7 @@ const guardrailSet = (log: Logger) =>
  */
 function guardDeps(
   guardrails: GuardrailSet,
+  providers: () => readonly ExternalProvider[],
   ctx: {
     routes: RouteTable;
     call: CallDeps;
@@ -374,10 +370,9 @@ function guardDeps(
     env: NodeJS.ProcessEnv;
     credentials: ProviderCredentials;
   },
-  resources: { providers: () => readonly ExternalProvider[] },
 ): { deps: GuardDeps; close: () => Promise<void> } {
   const services = serviceCalls({
-    provider: (name) => resources.providers().find((p) => p.metadata.name === name),
+    provider: (name) => providers().find((p) => p.metadata.name === name),
     credentials: ctx.credentials,
     env: ctx.env,
   });
