@@ -1,4 +1,4 @@
-import { type ChildProcess, execFileSync, spawn } from 'node:child_process';
+import { type ChildProcess, execFile, execFileSync, spawn } from 'node:child_process';
 import {
   appendFileSync,
   cpSync,
@@ -115,6 +115,18 @@ export function realNodeMissing(): string[] {
   if (!existsSync('/sys/fs/cgroup/memory')) missing.push('cgroup v1 memory controller at /sys/fs/cgroup/memory');
   return [...new Set(missing)];
 }
+
+/** `ctr images import` of a docker archive into the node's containerd, unpacked for the kubelet. */
+const importArgs = (sock: string, archive: string) => [
+  '--address',
+  sock,
+  '-n',
+  'k8s.io',
+  'images',
+  'import',
+  '--no-unpack=false',
+  archive,
+];
 
 function sh(cmd: string, args: string[], input?: string, timeout = 300_000): string {
   return execFileSync(cmd, args, { encoding: 'utf8', input, stdio: ['pipe', 'pipe', 'pipe'], timeout });
@@ -409,6 +421,8 @@ export interface RealNode {
   ctr(args: string[]): string;
   /** `timeoutMs`: default 5 min; a 7 GB image (vLLM's) needs more on busy cores. */
   importImage(dockerArchive: string, timeoutMs?: number): void;
+  /** The same, the test going on meanwhile: resolves once imported (rejects with ctr's output). */
+  importImageBeside(dockerArchive: string, timeoutMs: number): Promise<void>;
   /** Run a command in the node's network namespace (e.g. to reach a pod from the node). */
   exec(cmd: string[]): string;
   pid(c: NodeComponent): number | undefined;
@@ -600,13 +614,14 @@ export async function startRealNode(net: NodeNetwork, opts: RealNodeOptions): Pr
     dir,
     ctr,
     importImage: (archive, timeoutMs) => {
-      sh(
-        'ctr',
-        ['--address', sock, '-n', 'k8s.io', 'images', 'import', '--no-unpack=false', archive],
-        undefined,
-        timeoutMs,
-      );
+      sh('ctr', importArgs(sock, archive), undefined, timeoutMs);
     },
+    importImageBeside: (archive, timeoutMs) =>
+      new Promise((resolve, reject) => {
+        execFile('ctr', importArgs(sock, archive), { timeout: timeoutMs, maxBuffer: 16 * 1024 * 1024 }, (err, _o, e) =>
+          err ? reject(new Error(`ctr images import ${archive}: ${err.message}\n${e}`)) : resolve(),
+        );
+      }),
     exec: inNode,
     pid: (c) => children.get(c)?.pid,
     async stop() {

@@ -526,6 +526,22 @@ describe('usage spool: whether an answer was delivered', () => {
     a.spool.close();
   });
 
+  it('the recorder tick writes a mark even while a group commit is queued (before that commit runs)', () => {
+    const a = started({ root: root() });
+    const size = () => statSync(join(a.spool.dir, segments(a.spool.dir)[0] ?? '')).size;
+    const [first, second] = numbered(2);
+    a.spool.append(first as UsageRecord, true);
+    a.spool.durable(true);
+    const one = size();
+    // A record appended (its commit queued, not yet run), then the first one's mark and the tick:
+    // both are on disk when the tick returns, whatever runs next.
+    a.spool.append(second as UsageRecord, true);
+    a.spool.mark('req_0', true);
+    a.spool.flushMarks();
+    expect(size()).toBeGreaterThan(2 * one);
+    a.spool.close();
+  });
+
   it('a caller that left before the last byte: not delivered (499, an error answer keeps its status), live and after a restart', async () => {
     const dir = root();
     const a = started({ root: dir });

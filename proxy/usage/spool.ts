@@ -328,9 +328,14 @@ export class Spool {
     this.pendingBytes += bytes.length;
   }
 
-  /** Writes the delivery marks waiting for a group commit, when no record brought one (off the request path). */
+  /**
+   * Writes the delivery marks waiting for a group commit, when no record brought one (off the
+   * request path). A commit queued meanwhile may find its records written already (an answer
+   * alone writes its own at once) and then leaves marks for this tick: so written here whatever
+   * is queued, the queued records going with them a turn early.
+   */
   flushMarks(): void {
-    if (this.pending.length > 0 && !this.flushQueued) this.flush();
+    if (this.pending.length > 0) this.flush();
   }
 
   /** A stream began: its provisional record, stored as cut should the process die before it ends. */
