@@ -167,14 +167,20 @@ export class StoredResponses {
     }
     // As the caller gets it: the accounting stage conforms it to the spec the same way (a no-op on this value).
     const response = conformAnswer('openai-responses', stamped(result.body, turn.stamp)) as Json;
-    const stored = store ? await this.save(turn, response) : true;
-    const { raw: _raw, ...rest } = result;
-    const headers = stored === true ? rest.headers : { ...rest.headers, [STORED_HEADER]: `false; ${stored}` };
-    return { ...outcome, result: { ...rest, body: response, ...(headers ? { headers } : {}) } };
+    // Serialized once: the stored row's text is the answer's body too.
+    const text = JSON.stringify(response);
+    const stored = store ? await this.save(turn, response, text) : true;
+    const headers = stored === true ? result.headers : { ...result.headers, [STORED_HEADER]: `false; ${stored}` };
+    return { ...outcome, result: { ...result, body: response, raw: text, ...(headers ? { headers } : {}) } };
   }
 
   /** The row of a turn's response. */
-  rowOf(turn: Turn, response: Json, status = String(response.status ?? 'completed')): StoredRow {
+  rowOf(
+    turn: Turn,
+    response: Json,
+    status = String(response.status ?? 'completed'),
+    text = JSON.stringify(response),
+  ): StoredRow {
     const created = Date.now();
     return {
       id: turn.stamp.id,
@@ -183,14 +189,14 @@ export class StoredResponses {
       expires: created + this.retentionMs,
       status,
       background: turn.stamp.background,
-      response: JSON.stringify(response),
+      response: text,
       input: JSON.stringify(turn.input),
     };
   }
 
   /** Stores a turn's response: true, or why not (too large, the store failing); never throws. */
-  async save(turn: Turn, response: Json): Promise<true | string> {
-    const row = this.rowOf(turn, response);
+  async save(turn: Turn, response: Json, text?: string): Promise<true | string> {
+    const row = this.rowOf(turn, response, undefined, text);
     const bytes = rowBytes(row);
     if (bytes > this.maxBytes) {
       this.log?.warn('response not stored: larger than the bound', { id: row.id, bytes, maxBytes: this.maxBytes });
