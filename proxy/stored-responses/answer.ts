@@ -55,6 +55,16 @@ function rewriteEvent(block: string, stamp: Stamp): { text: string; final?: Json
   return FINAL.has(String(data.type)) ? { text, final: response } : { text };
 }
 
+const RESPONSE_KEY = Buffer.from('"response"');
+const LF = 10;
+
+/** A chunk of whole events with no Response in them (the deltas, most of a stream): it goes out as it came. */
+function passesAsItIs(chunk: Uint8Array): boolean {
+  const n = chunk.length;
+  if (n < 2 || chunk[n - 1] !== LF || chunk[n - 2] !== LF) return false;
+  return Buffer.from(chunk.buffer, chunk.byteOffset, n).indexOf(RESPONSE_KEY) === -1;
+}
+
 /** The stream rewritten, its final Response saved before the event carrying it goes out. */
 export function tapStream(body: StreamBody, stamp: Stamp, save: (response: Json) => Promise<void>): ChunkSource {
   const source = chunksOf(body);
@@ -67,6 +77,8 @@ export function tapStream(body: StreamBody, stamp: Stamp, save: (response: Json)
       for (;;) {
         if (ended) return undefined;
         const chunk = await source.read();
+        // Not decoded, split and encoded again (nothing is held back: the decoder holds nothing either).
+        if (chunk !== undefined && pending === '' && passesAsItIs(chunk)) return chunk;
         if (chunk === undefined) {
           ended = true;
           const rest = pending + decoder.decode();
