@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { type HostedDouble, startHostedDouble } from '../e2e/doubles/hosted.js';
-import { resourceDoc, startStandaloneGateway, type TestGateway } from '../e2e/support/gateway.js';
+import { hostedProviderDoc, resourceDoc, startStandaloneGateway, type TestGateway } from '../e2e/support/gateway.js';
 import { MemoryCacheStore } from './cache/cache-store.js';
 import { MemoryUsage } from './usage/record.js';
 
@@ -30,12 +30,7 @@ const store = new MemoryCacheStore(8 * 1024 * 1024);
 beforeAll(async () => {
   hosted = await startHostedDouble({ openaiKeys: [OPENAI_KEY], anthropicKeys: [ANTHROPIC_KEY] });
   const documents = [
-    resourceDoc('ExternalProvider', 'openai', {
-      provider: 'openai',
-      displayName: 'OpenAI',
-      auth: { method: 'APIKey', secretRef: { name: 'openai-key' } },
-      models: ['gpt-4o-mini', 'text-embedding-3-small'],
-    }),
+    hostedProviderDoc('openai', ['gpt-4o-mini', 'text-embedding-3-small']),
     // The router's embedding model is the semantic lookup's (the double's vectors are all alike:
     // what a semantic lookup matches here is decided by its bucket alone).
     resourceDoc('RoutingPolicy', 'default', {

@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { type AwsDouble, startAwsDouble } from '../e2e/doubles/aws.js';
 import { type HostedDouble, startHostedDouble } from '../e2e/doubles/hosted.js';
-import { resourceDoc, startStandaloneGateway, type TestGateway } from '../e2e/support/gateway.js';
+import { hostedProviderDoc, resourceDoc, startStandaloneGateway, type TestGateway } from '../e2e/support/gateway.js';
 import { MemoryUsage } from './usage/record.js';
 
 /**
@@ -50,19 +50,8 @@ beforeAll(async () => {
   const service = (name: string, spec: Record<string, unknown>, extra: Record<string, unknown> = {}) =>
     resourceDoc('Guardrail', name, { selector: { tags: [`svc:${name}`] }, ...extra, detectors: { services: [spec] } });
   const documents = [
-    resourceDoc('ExternalProvider', 'openai', {
-      provider: 'openai',
-      displayName: 'OpenAI',
-      auth: { method: 'APIKey', secretRef: { name: 'openai-key' } },
-      models: ['gpt-4o-mini'],
-    }),
-    resourceDoc('ExternalProvider', 'bedrock', {
-      provider: 'bedrock',
-      displayName: 'Bedrock',
-      region: 'us-east-1',
-      auth: { method: 'AccessKey', secretRef: { name: 'aws-keys' } },
-      models: ['amazon.nova-micro-v1:0'],
-    }),
+    hostedProviderDoc('openai', ['gpt-4o-mini']),
+    hostedProviderDoc('bedrock', ['amazon.nova-micro-v1:0']),
     resourceDoc('Guardrail', 'moderation', {
       selector: { tags: ['svc:moderation'] },
       detectors: {

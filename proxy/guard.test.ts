@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { type HostedDouble, startHostedDouble } from '../e2e/doubles/hosted.js';
 import { type OllamaDouble, startOllamaDouble } from '../e2e/doubles/ollama.js';
-import { resourceDoc, startStandaloneGateway, type TestGateway } from '../e2e/support/gateway.js';
+import { hostedProviderDoc, resourceDoc, startStandaloneGateway, type TestGateway } from '../e2e/support/gateway.js';
 import { MemoryUsage } from './usage/record.js';
 
 /**
@@ -28,18 +28,8 @@ beforeAll(async () => {
   hosted = await startHostedDouble({ openaiKeys: [OPENAI_KEY], anthropicKeys: [ANTHROPIC_KEY] });
   ollama = await startOllamaDouble();
   const documents = [
-    resourceDoc('ExternalProvider', 'openai', {
-      provider: 'openai',
-      displayName: 'OpenAI',
-      auth: { method: 'APIKey', secretRef: { name: 'openai-key' } },
-      models: ['gpt-4o-mini'],
-    }),
-    resourceDoc('ExternalProvider', 'anthropic', {
-      provider: 'anthropic',
-      displayName: 'Anthropic',
-      auth: { method: 'APIKey', secretRef: { name: 'anthropic-key' } },
-      models: ['claude-haiku-4-5-20251001'],
-    }),
+    hostedProviderDoc('openai', ['gpt-4o-mini']),
+    hostedProviderDoc('anthropic', ['claude-haiku-4-5-20251001']),
     resourceDoc('ModelDeployment', 'local', { model: LOCAL, serviceName: 'local', endpoint: ollama.url }),
     // Cards and cloud keys are redacted, private keys refused, an email masked; a project's code
     // name keeps the request in the cluster.

@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { MemoryUsage } from '../../proxy/usage/record.js';
 import { type HostedDouble, startHostedDouble } from '../doubles/hosted.js';
-import { resourceDoc, startStandaloneGateway, type TestGateway } from '../support/gateway.js';
+import { hostedProviderDoc, resourceDoc, startStandaloneGateway, type TestGateway } from '../support/gateway.js';
 import { type RunningPresidio, startPresidio } from '../support/presidio.js';
 
 /**
@@ -27,18 +27,8 @@ beforeAll(async () => {
   presidio = await startPresidio();
   hosted = await startHostedDouble({ openaiKeys: [OPENAI_KEY], anthropicKeys: [ANTHROPIC_KEY] });
   const documents = [
-    resourceDoc('ExternalProvider', 'openai', {
-      provider: 'openai',
-      displayName: 'OpenAI',
-      auth: { method: 'APIKey', secretRef: { name: 'openai-key' } },
-      models: ['gpt-4o-mini'],
-    }),
-    resourceDoc('ExternalProvider', 'anthropic', {
-      provider: 'anthropic',
-      displayName: 'Anthropic',
-      auth: { method: 'APIKey', secretRef: { name: 'anthropic-key' } },
-      models: ['claude-haiku-4-5-20251001'],
-    }),
+    hostedProviderDoc('openai', ['gpt-4o-mini']),
+    hostedProviderDoc('anthropic', ['claude-haiku-4-5-20251001']),
     resourceDoc('Guardrail', 'presidio', {
       detectors: {
         services: [

@@ -57,6 +57,23 @@ export async function startGateway(
 export const resourceDoc = (kind: string, name: string, spec: Record<string, unknown>): string =>
   `apiVersion: ai.platform/v1beta1\nkind: ${kind}\nmetadata: {name: ${name}}\nspec: ${JSON.stringify(spec)}`;
 
+const HOSTED = {
+  openai: { displayName: 'OpenAI', auth: { method: 'APIKey', secretRef: { name: 'openai-key' } } },
+  anthropic: { displayName: 'Anthropic', auth: { method: 'APIKey', secretRef: { name: 'anthropic-key' } } },
+  bedrock: {
+    displayName: 'Bedrock',
+    region: 'us-east-1',
+    auth: { method: 'AccessKey', secretRef: { name: 'aws-keys' } },
+  },
+} as const;
+
+/**
+ * The ExternalProvider of a provider's double, named for the provider, with `models`: its key in
+ * the Secret `openai-key` or `anthropic-key`, Bedrock's key pair in `aws-keys` (us-east-1).
+ */
+export const hostedProviderDoc = (provider: keyof typeof HOSTED, models: string[]): string =>
+  resourceDoc('ExternalProvider', provider, { provider, ...HOSTED[provider], models });
+
 /**
  * A standalone gateway as a user configures one: `documents` in its --config file, `keys` in its
  * keys file, each of `secrets` (Secret name -> API key, or its keys' values) a directory of
