@@ -58,6 +58,13 @@ const doc = (kind: string, name: string, spec: Record<string, unknown>) =>
 const budgetKey = (name: string, whenSpent: 'Degrade' | 'Refuse') =>
   doc('ApiKey', name, { team: 'routing', budget: { usd: 0.000001, period: 'Monthly', whenSpent } });
 
+/** Every policy's pool: Ollama, then the two OpenAI tiers. */
+const POOL = [
+  { name: LIGHT, tier: 'Light' },
+  { name: MINI, tier: 'Standard' },
+  { name: FRONTIER, tier: 'Frontier' },
+];
+
 beforeAll(async () => {
   clients = installClients();
   hosted = await startHostedDouble({ openaiKeys: [OPENAI_KEY], models: { openai: [MINI, FRONTIER] } });
@@ -76,11 +83,7 @@ beforeAll(async () => {
         models: [MINI, FRONTIER],
       }),
       doc('RoutingPolicy', 'default', {
-        models: [
-          { name: LIGHT, tier: 'Light' },
-          { name: MINI, tier: 'Standard' },
-          { name: FRONTIER, tier: 'Frontier' },
-        ],
+        models: POOL,
         objective: 'Balanced',
         // The questions asked here score 0 (SIMPLE), 0.56 (HARD) and 0.78 (MATH) with the shipped weights.
         scorer: { thresholds: { standard: 0.5, frontier: 0.55 } },
@@ -91,22 +94,14 @@ beforeAll(async () => {
       // each turn, so it lands either side of default's 0.55. Only what reads as hard research or
       // proofs goes to the Frontier model here.
       doc('RoutingPolicy', 'agent', {
-        models: [
-          { name: LIGHT, tier: 'Light' },
-          { name: MINI, tier: 'Standard' },
-          { name: FRONTIER, tier: 'Frontier' },
-        ],
+        models: POOL,
         objective: 'Balanced',
         scorer: { thresholds: { standard: 0.5, frontier: 0.9 } },
       }),
       // The same pool, its classifier retrained in the space of a real embedding model (all-MiniLM
       // on the real Ollama) on the bank's sample and the team's examples.
       doc('RoutingPolicy', 'minilm', {
-        models: [
-          { name: LIGHT, tier: 'Light' },
-          { name: MINI, tier: 'Standard' },
-          { name: FRONTIER, tier: 'Frontier' },
-        ],
+        models: POOL,
         scorer: {
           semantic: {
             embeddingModel: EMBED,

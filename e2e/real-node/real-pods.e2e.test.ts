@@ -120,6 +120,9 @@ function pods(ns: string, selector: string): PodLite[] {
 
 const livePods = (ns: string, selector: string) => pods(ns, selector).filter((p) => !p.metadata.deletionTimestamp);
 const isReady = (p: PodLite) => p.status.conditions?.some((c) => c.type === 'Ready' && c.status === 'True') ?? false;
+/** helm upgrade of the release, its values kept but one setting. */
+const upgradeSetting = (setting: string) =>
+  helm('upgrade', RELEASE, 'charts/platform-ai-optimizer', '-n', AGENT, '--reuse-values', '--set', setting);
 const mdPhase = (name: string) => kOk(['get', 'md', name, '-n', LLMS, '-o', 'jsonpath={.status.phase}']);
 const mdReady = (name: string) =>
   JSON.parse(
@@ -469,16 +472,7 @@ describe.skipIf(SKIP)('real pods on a real node', () => {
     expect(mdReady('qwen').message).toContain('ollama/ollama:0.17.4');
 
     const upgraded = Date.now();
-    helm(
-      'upgrade',
-      RELEASE,
-      'charts/platform-ai-optimizer',
-      '-n',
-      AGENT,
-      '--reuse-values',
-      '--set',
-      `operator.ollamaImage=${images.ollama}`,
-    );
+    upgradeSetting(`operator.ollamaImage=${images.ollama}`);
     const phases: [string, number][] = [];
     await eventually('Running', 600_000, () => {
       const p = mdPhase('qwen');
@@ -934,16 +928,7 @@ describe.skipIf(SKIP)('real pods on a real node', () => {
     apply(hostVolume('real-smol', 'real-node-models', { namespace: LLMS, name: `${name}-models` }, volume));
 
     const upgraded = Date.now();
-    helm(
-      'upgrade',
-      RELEASE,
-      'charts/platform-ai-optimizer',
-      '-n',
-      AGENT,
-      '--reuse-values',
-      '--set',
-      `operator.engineImages.VLLM=${images.vllm}`,
-    );
+    upgradeSetting(`operator.engineImages.VLLM=${images.vllm}`);
     // The operator reads ENGINE_IMAGES at start: an old replica still leading would deploy
     // vLLM's public image, which the node cannot pull.
     kOk(['rollout', 'status', `deployment/${RELEASE}-operator`, '-n', AGENT, '--timeout=300s']);
