@@ -198,8 +198,10 @@ describe('stream events through a relay’s reader', () => {
 
   it('completions: a chunk without logprobs does not take the fast path', () => {
     const reader = conformingReader('openai-completions', passing);
-    expect(reader.fast?.(Buffer.from('data: {"choices":[{"text":"a"}]}\n\n'))).toBeUndefined();
-    expect(reader.fast?.(Buffer.from('data: {"choices":[{"text":"a","logprobs":null}]}\n\n'))).toEqual({ token: true });
+    expect(reader.fast?.(Buffer.from('data: {"choices":[{"text":"a"}]}\n\n'), undefined)).toBeUndefined();
+    expect(reader.fast?.(Buffer.from('data: {"choices":[{"text":"a","logprobs":null}]}\n\n'), undefined)).toEqual({
+      token: true,
+    });
   });
 
   it('chat: a zero usage beside choices is null; the usage chunk and token chunks pass as they came', () => {
@@ -218,13 +220,17 @@ describe('stream events through a relay’s reader', () => {
       usage: { prompt_tokens: 1, completion_tokens: 2, total_tokens: 3 },
     };
     expect(read('openai-chat', usage)).toBe(frame(usage));
-    expect(conformingReader('openai-chat', passing).fast?.(Buffer.from(frame(chunk)))).toEqual({ token: true });
+    expect(conformingReader('openai-chat', passing).fast?.(Buffer.from(frame(chunk)), undefined)).toEqual({
+      token: true,
+    });
     // A chunk with logprobs that lack their refusal is read (and mended); with it, it passes unread.
     const lp = { ...chunk, choices: [{ ...chunk.choices[0], logprobs: { content: [] } }] };
-    expect(conformingReader('openai-chat', passing).fast?.(Buffer.from(frame(lp)))).toBeUndefined();
+    expect(conformingReader('openai-chat', passing).fast?.(Buffer.from(frame(lp)), undefined)).toBeUndefined();
     const mended = { ...chunk, choices: [{ ...chunk.choices[0], logprobs: { content: [], refusal: null } }] };
     expect(read('openai-chat', lp)).toBe(frame(mended));
-    expect(conformingReader('openai-chat', passing).fast?.(Buffer.from(frame(mended)))).toEqual({ token: true });
+    expect(conformingReader('openai-chat', passing).fast?.(Buffer.from(frame(mended)), undefined)).toEqual({
+      token: true,
+    });
   });
 
   it('responses: the response in response.created loses its nulls where the spec has none', () => {

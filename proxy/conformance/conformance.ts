@@ -5,7 +5,7 @@ import { message, messageEvent, messageEventMayNeed } from './anthropic-messages
 import { chatChunk, chatCompletion } from './openai-chat.js';
 import { completion, completionChunk } from './openai-completions.js';
 import { embeddingList } from './openai-embeddings.js';
-import { response, responseEvent, responseEventMayNeed } from './openai-responses.js';
+import { response, responseEvent, responseEventBytesOk, responseEventMayNeed } from './openai-responses.js';
 import type { Json } from './shape.js';
 
 /**
@@ -27,8 +27,8 @@ interface DialectConformance {
   event(name: string | undefined, data: Json): Json;
   /** Whether an event, as its SSE frame, may need an edit: the others are not parsed. */
   mayNeed(name: string | undefined, frame: string): boolean;
-  /** Whether an event's bytes can go out unread (the relay's fast path), for the events that most often can. */
-  fastOk(raw: Buffer): boolean;
+  /** Whether an event's bytes (named `name`, if at all) can go out unread (the relay's fast path), for the events that most often can. */
+  fastOk(raw: Buffer, name: string | undefined): boolean;
 }
 
 /** Usage as an object (not null), compact or spaced. */
@@ -69,13 +69,14 @@ const CONFORMANCE: Readonly<Record<CallerDialect, DialectConformance>> = {
     answer: response,
     event: responseEvent,
     mayNeed: responseEventMayNeed,
-    fastOk: () => true,
+    // A text delta without the logprobs the spec requires is read and given them.
+    fastOk: (raw, name) => responseEventBytesOk(name, raw),
   },
   'anthropic-messages': {
     answer: message,
     event: messageEvent,
     mayNeed: messageEventMayNeed,
-    fastOk: () => true,
+    fastOk: (_raw, name) => !messageEventMayNeed(name),
   },
 };
 
@@ -116,7 +117,9 @@ export function conformingReader(dialect: CallerDialect, reader: StreamReader): 
   const c = CONFORMANCE[dialect];
   const fast = reader.fast;
   return {
-    ...(fast ? { fast: (raw: Buffer) => (c.fastOk(raw) ? fast(raw) : undefined) } : {}),
+    ...(fast
+      ? { fast: (raw: Buffer, name: string | undefined) => (c.fastOk(raw, name) ? fast(raw, name) : undefined) }
+      : {}),
     read(name, data) {
       const r = reader.read(name, data);
       if (!r || r.out === '') return r;

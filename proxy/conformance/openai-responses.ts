@@ -62,6 +62,8 @@ export function response(body: Json): Json {
   );
 }
 
+const LOGPROBS_KEY = '"logprobs"';
+
 /** What each event needs, by its type; events not named here pass unchanged. */
 const EVENTS: Readonly<Record<string, (e: Json) => Json>> = {
   'response.created': (e) => edited(e, 'response', ifRecord(response)),
@@ -88,5 +90,13 @@ export function responseEvent(name: string | undefined, event: Json): Json {
 /** Whether an event as it goes out (its SSE frame) may need an edit: the deltas, most of a stream, mostly do not. */
 export function responseEventMayNeed(name: string | undefined, frame: string): boolean {
   if (name === undefined || !Object.hasOwn(EVENTS, name)) return false;
-  return name.endsWith('.delta') ? !frame.includes('"logprobs"') : true;
+  return name.endsWith('.delta') ? !frame.includes(LOGPROBS_KEY) : true;
+}
+
+const LOGPROBS_BYTES = Buffer.from(LOGPROBS_KEY);
+
+/** responseEventMayNeed's answer on an event's bytes, unread: whether they can go out as they are. */
+export function responseEventBytesOk(name: string | undefined, raw: Buffer): boolean {
+  if (name === undefined || !Object.hasOwn(EVENTS, name)) return true;
+  return name.endsWith('.delta') && raw.includes(LOGPROBS_BYTES);
 }

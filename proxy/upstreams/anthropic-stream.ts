@@ -38,6 +38,9 @@ export function anthropicUsage(u: unknown, into: Usage = { promptTokens: 0, comp
 export const anthropicStream = (): StreamReader => {
   let usage: Usage | undefined;
   return {
+    // The deltas (most of a stream) and the blocks' stops pass unchanged; the usage's and the last events are read.
+    fast: (_raw, name) =>
+      name === 'content_block_delta' ? { token: true } : name === 'content_block_stop' ? { token: false } : undefined,
     read(event, data) {
       if (data.charCodeAt(0) !== 123 /* { */) return undefined;
       const name = event ?? '';

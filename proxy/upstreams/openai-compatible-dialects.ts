@@ -55,8 +55,8 @@ function hasContent(raw: Buffer): boolean {
 
 /** Chat and completions streams: `data:` events, the usage chunk asked for, then [DONE]. */
 const openAIStream = (clientWantsUsage: boolean): StreamReader => ({
-  // A token event (most of them) passes unchanged; the usage chunk and [DONE] are read.
-  fast: (raw) => (raw.includes(USAGE_KEY) ? undefined : { token: hasContent(raw) }),
+  // A token event (most of them) passes unchanged; the usage chunk, [DONE] and any named event are read.
+  fast: (raw, name) => (name !== undefined || raw.includes(USAGE_KEY) ? undefined : { token: hasContent(raw) }),
   read(_event, data) {
     if (data === '[DONE]') return { out: '', token: false, last: true };
     // Most events are a token: pass them on as they came, parsing only the one with usage
@@ -97,13 +97,17 @@ function responsesUsage(body: unknown): Usage | undefined {
 /** The Responses events that end a response; each carries it whole, usage included. */
 const RESPONSE_ENDS = new Set(['response.completed', 'response.incomplete', 'response.failed']);
 
+/** A delta that is the answer's content (its first time is the first token's), reasoning included. */
+const isTokenDelta = (name: string) => name === 'response.output_text.delta' || name.includes('reasoning');
+
 const responsesStream = (): StreamReader => ({
+  // The deltas (most of a stream) pass unchanged; the events that carry the Response are read.
+  fast: (_raw, name) => (name?.endsWith('.delta') ? { token: isTokenDelta(name) } : undefined),
   read(event, data) {
     if (data.charCodeAt(0) !== 123) return undefined;
     const out = frame(data, event);
     const name = event ?? '';
-    if (name.endsWith('.delta'))
-      return { out, token: name === 'response.output_text.delta' || name.includes('reasoning'), last: false };
+    if (name.endsWith('.delta')) return { out, token: isTokenDelta(name), last: false };
     if (!RESPONSE_ENDS.has(name)) return { out, token: false, last: name === 'error' };
     let parsed: { response?: unknown };
     try {

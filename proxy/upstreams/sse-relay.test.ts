@@ -1,6 +1,6 @@
 import type { Dispatcher } from 'undici';
 import { describe, expect, it } from 'vitest';
-import { DIALECTS } from '../endpoints/dialects.js';
+import { type CallerDialect, DIALECTS } from '../endpoints/dialects.js';
 import { ProxyError } from '../endpoints/errors.js';
 import type { ChunkSink } from './chunk-source.js';
 import { StreamedBody } from './dispatch.js';
@@ -29,12 +29,12 @@ function upstream() {
   return { body, calls };
 }
 
-function relayOf(body: StreamedBody, clientWantsUsage = false) {
-  const spec = DIALECTS['openai-chat'];
+function relayOf(body: StreamedBody, clientWantsUsage = false, dialect: CallerDialect = 'openai-chat') {
+  const spec = DIALECTS[dialect];
   return new SseRelay(
     body,
     {
-      reader: PASS_THROUGH['openai-chat'].reader(clientWantsUsage),
+      reader: PASS_THROUGH[dialect].reader(clientWantsUsage),
       streamError: (e) => spec.streamError(e),
       ...(spec.streamEnd ? { streamEnd: spec.streamEnd } : {}),
     },
@@ -79,6 +79,29 @@ async function pulled(relay: SseRelay): Promise<string> {
   return Buffer.concat(parts).toString('utf8');
 }
 
+/** An event of a named dialect as Ollama 0.17 writes it: `event:` and one `data:` line. */
+const named = (name: string, data: Record<string, unknown>) =>
+  `event: ${name}\ndata: ${JSON.stringify({ type: name, ...data })}\n\n`;
+const textDelta = (delta: string, logprobs = true) =>
+  named('response.output_text.delta', {
+    sequence_number: 4,
+    item_id: 'msg_1',
+    output_index: 0,
+    content_index: 0,
+    delta,
+    ...(logprobs ? { logprobs: [] } : {}),
+  });
+const completed = named('response.completed', {
+  sequence_number: 9,
+  response: {
+    id: 'resp_1',
+    object: 'response',
+    status: 'completed',
+    usage: { input_tokens: 7, output_tokens: 2, total_tokens: 9 },
+  },
+});
+const blockDelta = (text: string) => named('content_block_delta', { index: 0, delta: { type: 'text_delta', text } });
+
 describe('SseRelay', () => {
   it('passes a chunk of token events on as the very buffer that came in', async () => {
     const { body } = upstream();
@@ -95,6 +118,56 @@ describe('SseRelay', () => {
     // The usage chunk the gateway asked for is read, and not passed to a caller that did not ask.
     expect(await relay.settled).toMatchObject({ usage: { promptTokens: 5, completionTokens: 3 } });
     expect(out.ended()).toBe(1);
+  });
+
+  it('passes named deltas (Responses, Messages) on as the very buffer that came in, and counts their tokens', async () => {
+    const { body } = upstream();
+    const relay = relayOf(body, false, 'openai-responses');
+    const out = sink();
+    relay.pipe(out.s);
+    const deltas = Buffer.from(textDelta('Hel') + textDelta('lo'));
+    body.push(deltas);
+    expect(out.written).toHaveLength(1);
+    expect(out.written[0]).toBe(deltas);
+    body.push(Buffer.from(completed));
+    body.end();
+    const outcome = await relay.settled;
+    expect(outcome.firstTokenMs).toBeGreaterThanOrEqual(0);
+    expect(outcome.usage).toMatchObject({ promptTokens: 7, completionTokens: 2 });
+
+    const messages = upstream();
+    const relayed = relayOf(messages.body, false, 'anthropic-messages');
+    const caller = sink();
+    relayed.pipe(caller.s);
+    const block = Buffer.from(blockDelta('Hi') + named('content_block_stop', { index: 0 }));
+    messages.body.push(block);
+    expect(caller.written[0]).toBe(block);
+    messages.body.push(
+      Buffer.from(
+        named('message_delta', {
+          delta: { stop_reason: 'end_turn', stop_sequence: null },
+          usage: { output_tokens: 1 },
+        }) + named('message_stop', {}),
+      ),
+    );
+    messages.body.end();
+    expect((await relayed.settled).usage).toMatchObject({ completionTokens: 1 });
+  });
+
+  it('reads a named delta the spec wants mended, or framed otherwise, and sends what the parse makes of it', async () => {
+    const { body } = upstream();
+    const relay = relayOf(body, false, 'openai-responses');
+    const out = sink();
+    relay.pipe(out.s);
+    // No logprobs: the spec requires them, so the delta is read and given an empty list.
+    body.push(Buffer.from(textDelta('a', false)));
+    // `event:` without its space is SSE too: read by the parser, and written back in the usual frame.
+    body.push(Buffer.from(textDelta('b').replace('event: ', 'event:')));
+    body.push(Buffer.from(completed));
+    body.end();
+    await relay.settled;
+    const mended = textDelta('a', false).replace('"delta":"a"', '"delta":"a","logprobs":[]');
+    expect(out.text().startsWith(mended + textDelta('b'))).toBe(true);
   });
 
   it('relays an event split across chunks once, whole, and counts its token', async () => {

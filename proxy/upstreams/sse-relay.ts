@@ -46,12 +46,33 @@ const LF = 10;
 const CR = 13;
 const BLANK_LINE = Buffer.from('\n\n');
 const DATA_PREFIX = Buffer.from('data: {');
+const EVENT_PREFIX = Buffer.from('event: ');
+/** Longer than any event name a dialect has: a longer first line is not looked at. */
+const MAX_NAME = 64;
 
-/** `data: {...}` and its blank line, one line only: compared in place, no native call for 7 bytes. */
-function singleDataLine(raw: Buffer): boolean {
-  if (raw.length <= DATA_PREFIX.length + 2) return false;
-  for (let i = 0; i < DATA_PREFIX.length; i++) if (raw[i] !== DATA_PREFIX[i]) return false;
-  return raw.indexOf(LF) === raw.length - 2;
+/** Whether `raw` holds `prefix` at `at`: compared in place, no native call for a few bytes. */
+function startsAt(raw: Buffer, prefix: Buffer, at: number): boolean {
+  if (raw.length <= at + prefix.length) return false;
+  for (let i = 0; i < prefix.length; i++) if (raw[at + i] !== prefix[i]) return false;
+  return true;
+}
+
+/**
+ * The frames most of a stream is made of, as the reader would write them again: `data: {...}`
+ * and its blank line (OpenAI's chunks), or that line named by an `event: name` line before it
+ * (Responses' and Messages' deltas). The name (undefined for none), or null for any other frame.
+ */
+function plainFrame(raw: Buffer): string | undefined | null {
+  let dataAt = 0;
+  let name: string | undefined;
+  if (startsAt(raw, EVENT_PREFIX, 0)) {
+    const nl = raw.indexOf(LF, EVENT_PREFIX.length);
+    if (nl === -1 || nl > EVENT_PREFIX.length + MAX_NAME) return null;
+    name = raw.toString('latin1', EVENT_PREFIX.length, nl);
+    dataAt = nl + 1;
+  }
+  if (!startsAt(raw, DATA_PREFIX, dataAt) || raw.length <= dataAt + DATA_PREFIX.length + 2) return null;
+  return raw.indexOf(LF, dataAt) === raw.length - 2 ? name : null;
 }
 
 export class SseRelay implements ChunkSource {
@@ -94,9 +115,10 @@ export class SseRelay implements ChunkSource {
   /** One complete event, as bytes (its blank line included). */
   private event(raw: Buffer): void {
     const reader = this.dialect.reader;
-    // A single `data: {...}` line the reader passes unchanged: forwarded as the bytes it is.
-    if (reader.fast && singleDataLine(raw)) {
-      const fast = reader.fast(raw);
+    // A single `data: {...}` line, named or not, that the reader passes unchanged: forwarded as the bytes it is.
+    if (reader.fast) {
+      const name = plainFrame(raw);
+      const fast = name === null ? undefined : reader.fast(raw, name);
       if (fast) {
         if (fast.token) this.token();
         this.out.push(raw);

@@ -21,12 +21,12 @@ export interface StreamReader {
   /** One event by its SSE name and data; undefined where the data is not the dialect's JSON. */
   read(event: string | undefined, data: string): ReadEvent | undefined;
   /**
-   * One event given as its bytes, a single `data: {...}` line and its blank line: whether it
-   * carries a token, when it goes to the caller unchanged and carries nothing else the gateway
-   * accounts for; undefined sends it through read(). Saves decoding the events that are most
-   * of a stream (sse-relay.ts).
+   * One event given as its bytes, a single `data: {...}` line and its blank line, after an
+   * `event: name` line where `name` is given: whether it carries a token, when it goes to the
+   * caller unchanged and carries nothing else the gateway accounts for; undefined sends it through
+   * read(). Saves decoding the events that are most of a stream (sse-relay.ts).
    */
-  fast?(raw: Buffer): { token: boolean } | undefined;
+  fast?(raw: Buffer, name: string | undefined): { token: boolean } | undefined;
 }
 
 export const sseFrame = (data: string, event?: string) => `${event ? `event: ${event}\n` : ''}data: ${data}\n\n`;
