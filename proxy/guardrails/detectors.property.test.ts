@@ -71,7 +71,7 @@ describe('the detectors, on random text', () => {
     ];
     const timeOf = (text: string) => {
       let best = Number.POSITIVE_INFINITY;
-      for (let i = 0; i < 5; i++) {
+      for (let i = 0; i < 7; i++) {
         const t = performance.now();
         detect(text);
         best = Math.min(best, performance.now() - t);
@@ -80,10 +80,11 @@ describe('the detectors, on random text', () => {
     };
     for (const unit of hostile) {
       const small = unit.repeat(Math.ceil(8_000 / unit.length));
-      const large = unit.repeat(Math.ceil(64_000 / unit.length));
-      // 8 times the text: linear is about 8 times the time, quadratic 64; the margin holds under load.
+      const large = unit.repeat(Math.ceil(128_000 / unit.length));
+      // 16 times the text: linear is about 16 times the time, quadratic 256. The bound sits 4x from
+      // each, since a loaded machine stretched an 8x ratio (and its bound of 30) to 34 (best of 5).
       const ratio = timeOf(large) / Math.max(timeOf(small), 0.05);
-      expect(ratio, `${JSON.stringify(unit.slice(0, 20))} x ${large.length}`).toBeLessThan(30);
+      expect(ratio, `${JSON.stringify(unit.slice(0, 20))} x ${large.length}`).toBeLessThan(64);
     }
   });
 });
