@@ -14,6 +14,11 @@
 # rows are the same CPU Ollama, the baseline a GPU node would replace). A machine that reaches no registry needs
 # ~/.cache/platform-ai-optimizer/ carried over with both builds in it (vllm-cuda-*, ollama-*):
 # the script says which is missing and stops.
+#
+# So it needs a GPU machine that reaches PyPI and the Go module proxy. The `device` tool's H200
+# machines reach no registry and take at most 64 MiB along (their README, read 2026-11-30): vLLM's CUDA
+# build with its torch is gigabytes, and Node 24 with the gateway, Ollama (36 MB) and the smallest
+# chat model (98 MB) do not fit either, so there it stops at the first step (exit 3).
 set -euo pipefail
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 ROOT="$(cd "${HERE}/../.." && pwd)"

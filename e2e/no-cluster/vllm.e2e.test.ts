@@ -80,8 +80,16 @@ beforeAll(async () => {
   vllm = await startVllm({
     maxModelLen: CONTEXT,
     maxNumSeqs: 8,
-    // Codex sets no output limit: the model's default answer is short, as an agent's turn must end.
-    args: ['--override-generation-config', '{"max_new_tokens": 64}'],
+    args: [
+      // Codex sets no output limit: the model's default answer is short, as an agent's turn must end.
+      '--override-generation-config',
+      '{"max_new_tokens": 64}',
+      // No torch.compile: vLLM comes up in about 30 s instead of 80-90 on 2 vCPUs (its compile
+      // cache fails to load with PyPI's torch and compiles again each start), for answers about a
+      // quarter slower. What is compared here is the API, which compiling does not change; the
+      // engines bench (e2e/bench/engines.ts) keeps the compiled engine.
+      '--enforce-eager',
+    ],
   });
   dir = mkdtempSync(join(tmpdir(), 'pao-vllm-e2e-'));
   db = join(dir, 'usage.db');
