@@ -4,6 +4,7 @@ import { join } from 'node:path';
 import { Pool } from 'undici';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type OllamaDouble, startOllamaDouble } from '../doubles/ollama.js';
+import { chartProxyMemory } from '../support/chart-memory.js';
 import { PROMPT_CANARY } from '../support/known-secrets.js';
 import { type ProxyProcess, startProxyProcess } from '../support/proxy-process.js';
 import { RssSamples } from '../support/rss.js';
@@ -48,7 +49,12 @@ beforeAll(async () => {
   writeFileSync(join(dir, 'keys.txt'), `${KEY}\n`);
   proxy = await startProxyProcess(
     ['--config', join(dir, 'gateway.yaml'), '--keys-file', join(dir, 'keys.txt'), '--usage-db', join(dir, 'usage.db')],
-    { ...process.env, NODE_OPTIONS: `${process.env.NODE_OPTIONS ?? ''} --max-old-space-size=${HEAP_MIB}` },
+    {
+      ...process.env,
+      // The young generation as a pod has it (the chart's --max-semi-space-size): left to Node 24's
+      // default it grows for a minute and more of the warm-up.
+      NODE_OPTIONS: `${process.env.NODE_OPTIONS ?? ''} --max-old-space-size=${HEAP_MIB} --max-semi-space-size=${chartProxyMemory().semiSpaceMiB}`,
+    },
   );
 });
 

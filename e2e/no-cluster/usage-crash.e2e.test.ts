@@ -7,6 +7,7 @@ import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type OllamaDouble, startOllamaDouble } from '../doubles/ollama.js';
 import { type Postgres, startPostgres } from '../postgres/server.js';
+import { chartProxyMemory } from '../support/chart-memory.js';
 import { eventually } from '../support/kube.js';
 import { type ProxyProcess, startProxyProcess } from '../support/proxy-process.js';
 import { RssSamples } from '../support/rss.js';
@@ -71,16 +72,21 @@ afterAll(async () => {
 });
 
 async function proxy(usageDb: string, spool: string): Promise<ProxyProcess> {
-  const p = await startProxyProcess([
-    '--config',
-    join(dir, 'config.yaml'),
-    '--keys-file',
-    join(dir, 'keys.txt'),
-    '--usage-db',
-    usageDb,
-    '--usage-spool-dir',
-    spool,
-  ]);
+  const p = await startProxyProcess(
+    [
+      '--config',
+      join(dir, 'config.yaml'),
+      '--keys-file',
+      join(dir, 'keys.txt'),
+      '--usage-db',
+      usageDb,
+      '--usage-spool-dir',
+      spool,
+    ],
+    // V8's limits as a pod has them (the chart's NODE_OPTIONS): its heap is sized up to them, not
+    // to this machine's memory, so the memory test's warm-up levels off as it does in a pod.
+    { ...process.env, NODE_OPTIONS: `${process.env.NODE_OPTIONS ?? ''} ${chartProxyMemory().nodeOptions}`.trim() },
+  );
   live.push(p);
   return p;
 }

@@ -4,7 +4,7 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { capture } from './capture.js';
 
-/** The proxy as its own process (`tsx proxy/main.ts ...`), as `npm start` runs it. */
+/** The proxy as its own process: the source through tsx, as `npm start` runs it, or dist/ as the image does. */
 
 const ROOT = fileURLToPath(new URL('../../', import.meta.url));
 
@@ -38,7 +38,8 @@ export interface ProxyProcess {
 
 /**
  * `compiled`: dist/proxy/main.js (after `npm run build`), what the image runs; benchmarks measure
- * that rather than the TypeScript loader.
+ * that rather than the TypeScript loader. The e2e tier's setup builds it and asks for it
+ * (PAO_PROXY_ENTRY=dist); unit tests, which have no build, run the source through tsx.
  */
 export async function startProxyProcess(
   args: string[],
@@ -46,7 +47,8 @@ export async function startProxyProcess(
   opts: { compiled?: boolean } = {},
 ): Promise<ProxyProcess> {
   // node itself (with tsx as a loader): one process, so SIGKILL (a crash test) leaves no orphan.
-  const entry = opts.compiled ? ['dist/proxy/main.js'] : ['--import', 'tsx', 'proxy/main.ts'];
+  const compiled = opts.compiled ?? process.env.PAO_PROXY_ENTRY === 'dist';
+  const entry = compiled ? ['dist/proxy/main.js'] : ['--import', 'tsx', 'proxy/main.ts'];
   const child = spawn(process.execPath, [...entry, ...args, '--port', '0', '--metrics-port', '0'], {
     cwd: ROOT,
     env,
