@@ -1,7 +1,8 @@
 import { execFileSync } from 'node:child_process';
-import { mkdirSync, rmSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, rmSync } from 'node:fs';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { TestProject } from 'vitest/node';
@@ -118,6 +119,9 @@ export default async function setup(project: TestProject): Promise<() => Promise
     await plane?.stop();
     throw err;
   }
+  // The lanes' locks (e2e/lanes/lane-setup.ts), fresh for this run.
+  const lanes = mkdtempSync(join(tmpdir(), 'pao-e2e-lanes-'));
+  process.env.E2E_LANE_DIR = lanes;
   project.provide('kubeconfig', kubeconfig);
   project.provide('kubectl', tools.kubectl);
   project.provide('helm', tools.helm);
@@ -128,5 +132,6 @@ export default async function setup(project: TestProject): Promise<() => Promise
   return async () => {
     control?.close();
     await plane?.stop();
+    rmSync(lanes, { recursive: true, force: true });
   };
 }
