@@ -1,10 +1,10 @@
 import { hostname } from 'node:os';
 import { parseArgs } from 'node:util';
-import { KubeConfig } from '@kubernetes/client-node';
 import { collectDefaultMetrics } from 'prom-client';
 import type { Cloud } from '../crds/catalog/catalog.js';
 import { AGENT_NAMESPACE, builtInEmbeddingOn, unsupportedNode } from '../crds/constants.js';
 import { parseEngineImages } from '../crds/engines/table.js';
+import { loadKubeAccess } from '../crds/kube/kube-access.js';
 import { errorMessage, jsonLogger } from '../crds/observability/log.js';
 import { tokenFile } from './audit/audit-trail.js';
 import { type ModelCacheSetting, parseModelCache } from './model-deployment/model-cache.js';
@@ -56,9 +56,7 @@ if (unsupported) {
   log.error(unsupported);
   process.exit(1);
 }
-const kc = new KubeConfig();
-if (values.kubeconfig) kc.loadFromFile(values.kubeconfig);
-else kc.loadFromDefault();
+const kc = await loadKubeAccess(values.kubeconfig ? { file: values.kubeconfig } : {});
 
 const cloud = values.cloud as Cloud;
 if (!['aws', 'gcp', 'azure'].includes(cloud)) {

@@ -1,13 +1,13 @@
 import type { Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { serve } from '@hono/node-server';
-import type { KubeConfig } from '@kubernetes/client-node';
 import { Hono } from 'hono';
 import { Counter, Gauge, Registry } from 'prom-client';
 import { type Catalog, type ClusterInfo, loadCatalog } from '../crds/catalog/catalog.js';
 import { AGENT_NAMESPACE, LLMS_NAMESPACE } from '../crds/constants.js';
 import type { EngineName } from '../crds/engines/engine.js';
 import { keyOf } from '../crds/kube/informer.js';
+import type { KubeAccess } from '../crds/kube/kube-access.js';
 import { KubeClient } from '../crds/kube/kube-client.js';
 import { errorMessage, jsonLogger, type Logger } from '../crds/observability/log.js';
 import { type MetricsServer, serveMetrics } from '../crds/observability/metrics-server.js';
@@ -38,7 +38,8 @@ export function resourceOf(path: string): string {
 }
 
 export interface OperatorOptions {
-  kubeConfig: KubeConfig;
+  /** The API server and credentials: a kubeconfig's, or the pod's own (crds/kube/kube-access.ts). */
+  kubeConfig: KubeAccess;
   cluster: ClusterInfo;
   /** Each engine's model server image where set (--engine-images); else the engine module's default. */
   images: Partial<Record<EngineName, string>>;

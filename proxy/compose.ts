@@ -2,7 +2,6 @@ import { readFileSync } from 'node:fs';
 import type { Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { join } from 'node:path';
-import type { KubeConfig } from '@kubernetes/client-node';
 import type { Hono } from 'hono';
 import { type Catalog, catalogModel, loadCatalog, parallelSlots } from '../crds/catalog/catalog.js';
 import {
@@ -16,6 +15,7 @@ import {
 import type { ExternalProvider, ProviderType } from '../crds/external-provider.js';
 import { clusterIssuerApi } from '../crds/identity/cluster-issuer.js';
 import { getJson } from '../crds/identity/get-json.js';
+import type { KubeAccess } from '../crds/kube/kube-access.js';
 import { MCP_CLIENT_SECRET_KEY, MCP_TOKEN_KEY, mcpAuthProvider } from '../crds/mcp/auth.js';
 import { errorMessage, jsonLogger, type Logger } from '../crds/observability/log.js';
 import { type MetricsServer, serveMetrics } from '../crds/observability/metrics-server.js';
@@ -107,7 +107,7 @@ export interface GatewayConfig {
   /** Standalone: resources and keys from files; cluster: the cluster this runs in; none: parts only. */
   source?:
     | { kind: 'standalone'; configFile: string; keysFile: string }
-    | { kind: 'cluster'; kubeConfig: KubeConfig; keysSecret?: string };
+    | { kind: 'cluster'; kubeConfig: KubeAccess; keysSecret?: string };
   /** Usage records; default an SQLite file beside the working directory (usage.db). */
   usage?: Partial<Omit<UsageSettings, 'replica'>>;
   /** Stored Responses (proxy/stored-responses/): retention and size bound (--responses-retention-days, --responses-max-mb). */

@@ -1,7 +1,7 @@
 import { hostname } from 'node:os';
 import { parseArgs } from 'node:util';
-import { KubeConfig } from '@kubernetes/client-node';
 import { builtInEmbeddingOn, PROXY_SERVICE_PORT, unsupportedNode } from '../crds/constants.js';
+import { loadKubeAccess } from '../crds/kube/kube-access.js';
 import { errorMessage, jsonLogger } from '../crds/observability/log.js';
 import { composeGateway, type GatewayConfig } from './compose.js';
 import { DEFAULT_CONNECTION_LIMITS } from './front-door.js';
@@ -106,15 +106,13 @@ if (unsupported) {
 }
 const standalone = values.config !== undefined;
 
-function source(): GatewayConfig['source'] {
+async function source(): Promise<GatewayConfig['source']> {
   if (standalone) {
     const keysFile = values['keys-file'];
     if (!keysFile) throw new ConfigError('standalone mode needs --keys-file FILE (one API key per line)');
     return { kind: 'standalone', configFile: values.config ?? '', keysFile };
   }
-  const kubeConfig = new KubeConfig();
-  if (values.kubeconfig) kubeConfig.loadFromFile(values.kubeconfig);
-  else kubeConfig.loadFromDefault();
+  const kubeConfig = await loadKubeAccess(values.kubeconfig ? { file: values.kubeconfig } : {});
   return { kind: 'cluster', kubeConfig, ...(values['keys-secret'] ? { keysSecret: values['keys-secret'] } : {}) };
 }
 
@@ -157,8 +155,8 @@ function replicaAddress(): { replicaUrl?: string } {
   return { replicaUrl: `http://${ip.includes(':') ? `[${ip}]` : ip}:${port}` };
 }
 
-const config = (): GatewayConfig => ({
-  source: source(),
+const config = async (): Promise<GatewayConfig> => ({
+  source: await source(),
   mcp: {
     origins: originPolicy(host, allowedOrigins(list(values['mcp-allowed-origins'])), list(values['mcp-allowed-hosts'])),
     ...replicaAddress(),
@@ -243,10 +241,12 @@ const config = (): GatewayConfig => ({
   logger: log,
 });
 
-const gateway = await composeGateway(config()).catch((err: unknown) => {
-  log.error('proxy failed to start', { error: errorMessage(err) });
-  process.exit(1);
-});
+const gateway = await config()
+  .then((c) => composeGateway(c))
+  .catch((err: unknown) => {
+    log.error('proxy failed to start', { error: errorMessage(err) });
+    process.exit(1);
+  });
 // Standalone defaults to this machine only; in a cluster the Service reaches port 443 on all interfaces.
 const url = await gateway
   .listen({

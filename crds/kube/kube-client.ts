@@ -1,13 +1,13 @@
-import { request as httpRequest, type IncomingMessage, type RequestOptions } from 'node:http';
+import { request as httpRequest, type IncomingMessage } from 'node:http';
 import { request as httpsRequest } from 'node:https';
 import { createInterface } from 'node:readline';
-import type { KubeConfig } from '@kubernetes/client-node';
+import type { KubeAccess, KubeRequestOptions } from './kube-access.js';
 
 /**
  * A small JSON client for the Kubernetes API, shared by the operator and the proxy.
  *
- * client-node provides the configuration and authentication (kubeconfig, in-cluster service
- * account, exec plugins: applyToHTTPSOptions); the requests are made here so that every
+ * The configuration and authentication come from a KubeAccess (kube-access.ts: a pod's own
+ * ServiceAccount, or client-node's KubeConfig for kubeconfig files and exec plugins); the requests are made here so that every
  * patch names its content type explicitly (the typed APIs default to JSON-patch, a known
  * trap), list and watch return the same plain JSON, and every request can be counted.
  */
@@ -98,7 +98,7 @@ export class KubeClient {
   private readonly server: URL;
 
   constructor(
-    private readonly kc: KubeConfig,
+    private readonly kc: KubeAccess,
     private readonly options: KubeClientOptions = {},
   ) {
     const cluster = kc.getCurrentCluster();
@@ -117,7 +117,7 @@ export class KubeClient {
     accept = 'application/json',
   ): Promise<IncomingMessage> {
     const url = new URL(path, this.server);
-    const opts: RequestOptions & { headers: Record<string, string> } = {
+    const opts: KubeRequestOptions = {
       method,
       protocol: url.protocol,
       hostname: url.hostname,

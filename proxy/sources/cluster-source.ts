@@ -1,4 +1,3 @@
-import type { KubeConfig } from '@kubernetes/client-node';
 import yaml from 'js-yaml';
 import type { ApiKey } from '../../crds/api-key.js';
 import type { Budget } from '../../crds/budget.js';
@@ -19,6 +18,7 @@ import { getJson } from '../../crds/identity/get-json.js';
 import type { IdentityProvider } from '../../crds/identity-provider.js';
 import { type EndpointSlice, readyUrls, SERVICE_NAME_LABEL } from '../../crds/kube/endpoint-slices.js';
 import { Informer } from '../../crds/kube/informer.js';
+import type { KubeAccess } from '../../crds/kube/kube-access.js';
 import { KubeApiError, KubeClient, resourcePath } from '../../crds/kube/kube-client.js';
 import { NamedSecrets } from '../../crds/kube/named-secrets.js';
 import type { McpServer } from '../../crds/mcp-server.js';
@@ -111,7 +111,8 @@ function withInlineExamples(policy: RoutingPolicy, data: (name: string) => Confi
 }
 
 export interface ClusterSourceOptions {
-  kubeConfig: KubeConfig;
+  /** The API server and credentials: a kubeconfig's, or the pod's own (crds/kube/kube-access.ts). */
+  kubeConfig: KubeAccess;
   routes: RouteTable;
   keys: ApiKeys;
   keysSecret?: string;

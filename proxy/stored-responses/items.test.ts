@@ -7,7 +7,7 @@ describe('newId', () => {
     const ids = Array.from({ length: 2000 }, () => newId('resp'));
     const after = Math.floor(Date.now() / 1000);
     for (const id of ids) expect(id).toMatch(/^resp_[0-9a-f]{48}$/);
-    const seconds = Number.parseInt(ids[0].slice(5, 13), 16);
+    const seconds = Number.parseInt(String(ids[0]).slice(5, 13), 16);
     expect(seconds).toBeGreaterThanOrEqual(before);
     expect(seconds).toBeLessThanOrEqual(after);
     // Ordered within the process, so a stored row lands at its B-trees' right edge.
