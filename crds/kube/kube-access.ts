@@ -36,8 +36,8 @@ interface InClusterOptions {
  * A pod's own access, as the kubelet mounts it (KUBERNETES_SERVICE_HOST and _PORT, the
  * ServiceAccount token and CA), the way client-node's loadFromCluster reads it; undefined
  * outside a pod. The gateway's and the operator's pods need nothing else, and client-node's
- * KubeConfig loads all of its generated API with it: 22 MiB of heap and 80 MiB of RSS in every
- * replica, for a URL, a CA and a token file.
+ * KubeConfig loads all of its generated API with it: 22 MiB of heap in every replica (36 MiB of
+ * the proxy's RSS), for a URL, a CA and a token file.
  */
 export function inClusterAccess(opts: InClusterOptions = {}): KubeAccess | undefined {
   const env = opts.env ?? process.env;
