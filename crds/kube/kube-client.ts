@@ -7,9 +7,10 @@ import type { KubeAccess, KubeRequestOptions } from './kube-access.js';
  * A small JSON client for the Kubernetes API, shared by the operator and the proxy.
  *
  * The configuration and authentication come from a KubeAccess (kube-access.ts: a pod's own
- * ServiceAccount, or client-node's KubeConfig for kubeconfig files and exec plugins); the requests are made here so that every
- * patch names its content type explicitly (the typed APIs default to JSON-patch, a known
- * trap), list and watch return the same plain JSON, and every request can be counted.
+ * ServiceAccount, or client-node's KubeConfig for kubeconfig files and exec plugins); the
+ * requests are made here so that every patch names its content type explicitly (the typed APIs
+ * default to JSON-patch, a known trap), list and watch return the same plain JSON, and every
+ * request can be counted.
  */
 
 /**
