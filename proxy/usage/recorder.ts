@@ -75,6 +75,8 @@ export class UsageRecorder implements UsageSink {
   private readonly batchSize: number;
   private readonly flushMs: number;
   private writing: Promise<void> | undefined;
+  /** A flush asked for while one was writing: it runs after that one (which took only what it found). */
+  private following: Promise<void> | undefined;
   private failing = false;
   private retryAt = 0;
   private backoffMs = 0;
@@ -178,11 +180,21 @@ export class UsageRecorder implements UsageSink {
     this.opts.dropped?.inc(n);
   }
 
-  /** Writes what is buffered, batch by batch; resolves when done or when the store fails. */
+  /**
+   * Writes what is buffered, batch by batch; resolves when done or when the store fails. Asked
+   * while a flush writes, it runs after that one.
+   */
   flush(): Promise<void> {
     // The delivery marks no group commit took (a quiet moment): written on this tick.
     this.opts.spool?.flushMarks();
-    if (this.writing) return this.writing;
+    if (this.writing) {
+      const again = () => {
+        this.following = undefined;
+        return this.flush();
+      };
+      this.following ??= this.writing.then(again, again);
+      return this.following;
+    }
     if ((this.queue.length === 0 && !this.spilled) || Date.now() < this.retryAt) return Promise.resolve();
     this.writing = this.drain().finally(() => {
       this.writing = undefined;
@@ -231,10 +243,19 @@ export class UsageRecorder implements UsageSink {
     this.queue = this.queue.filter((e) => !done.has(e));
   }
 
+  /**
+   * Writes the records buffered when it began (and the spool's backlog): those that come while it
+   * writes wait for the next flush. Draining on until the buffer is empty made a transaction of
+   * the few records each insert's time let in: at one caller, 117 transactions a second of 6
+   * records each, every one a commit (its pages to the WAL, its locks) on the store's thread.
+   */
   private async drain(): Promise<void> {
+    let owed = this.queue.length;
     for (;;) {
+      if (owed <= 0 && this.spilled === undefined && !this.closing) return;
       const { entries, next } = this.next();
       if (entries.length === 0) return;
+      if (!next) owed -= entries.length;
       const batch = entries.map((e) => e.rec);
       this.reading = next;
       try {

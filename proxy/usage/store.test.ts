@@ -46,6 +46,42 @@ describe('UsageRecorder', () => {
     expect(await store.count()).toBe(3);
     expect((await dropped.get()).values[0]?.value).toBe(2);
   });
+
+  it('writes a batch of what a flush found: records that come while it writes wait for the next flush', async () => {
+    const batches: number[] = [];
+    let release: () => void = () => {};
+    let hold = true;
+    const store = {
+      insert: async (records: readonly unknown[]) => {
+        batches.push(records.length);
+        if (hold) await new Promise<void>((r) => (release = r));
+      },
+    };
+    const recorder = new UsageRecorder({ store, flushMs: 60_000 });
+    for (let i = 0; i < 3; i++) recorder.record(rec({ at: T0 }));
+    const first = recorder.flush();
+    // Two come while the first batch is being written: not a transaction of their own right after it.
+    recorder.record(rec({ at: T0 }));
+    recorder.record(rec({ at: T0 }));
+    hold = false;
+    release();
+    await first;
+    expect(batches).toEqual([3]);
+    expect(recorder.pending).toBe(2);
+
+    // A flush asked for while one writes is not answered by that one: it writes what it found, after it.
+    hold = true;
+    const second = recorder.flush();
+    recorder.record(rec({ at: T0 }));
+    const third = recorder.flush();
+    hold = false;
+    release();
+    await third;
+    await second;
+    expect(batches).toEqual([3, 2, 1]);
+    expect(recorder.pending).toBe(0);
+    await recorder.close();
+  });
 });
 
 describe('parseUsageQuery', () => {
