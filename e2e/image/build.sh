@@ -31,13 +31,12 @@ build --target build -t "${BUILD_IMAGE}"
 build -t "${IMAGE}"
 log "$(podman image inspect --format 'size {{.Size}} bytes' "${IMAGE}")"
 
-# What the last build left that this one replaced, once nothing names it (another tag keeps it).
-# Removing an image removes its untagged parents no other image uses, never a layer the new
-# images share. One still in use (a container left from a run) stays.
-after=" $(idOf "${IMAGE}") $(idOf "${BUILD_IMAGE}") "
+# What the last build left that this one replaced: once nothing names it (an image this build
+# kept has its tag still, one tagged elsewhere too). Removing an image removes its untagged
+# parents no other image uses, never a layer the new images share. One still in use (a
+# container left from a run) stays.
 for id in "${before[@]}"; do
-  [[ -z "${id}" || "${after}" == *" ${id} "* ]] && continue
-  [[ "$(podman image inspect --format '{{len .RepoTags}}' "${id}" 2>/dev/null)" == 0 ]] || continue
+  [[ -n "${id}" && "$(podman image inspect --format '{{len .RepoTags}}' "${id}" 2>/dev/null)" == 0 ]] || continue
   podman rmi "${id}" >/dev/null 2>&1 && log "removed the last build's image ${id:0:12}" || true
 done
 echo "${IMAGE}"
