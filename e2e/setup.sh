@@ -95,14 +95,32 @@ build() {
   fi
   echo "[setup] ${what} ready in $((SECONDS - start))s" >&2
 }
-build "control plane (cluster/build.sh)" cluster bash "${HERE}/cluster/build.sh"
-build "Ollama and its models (ollama/build.sh)" ollama bash "${HERE}/ollama/build.sh"
-build "vLLM (CPU) and its model (vllm/build.sh)" vllm bash "${HERE}/vllm/build.sh"
-build "Python clients (python/venv.sh)" python bash "${HERE}/python/venv.sh"
-build "spec fuzzer (python/fuzz-venv.sh)" py-fuzz bash "${HERE}/python/fuzz-venv.sh"
-build "Presidio analyzer (python/presidio-venv.sh)" py-presidio bash "${HERE}/python/presidio-venv.sh"
-build "botocore service models (aws/botocore.sh)" botocore bash "${HERE}/aws/botocore.sh"
-build "image (image/build.sh)" image bash "${HERE}/image/build.sh"
+# Two lanes side by side. The compilers' lane (the control plane, Ollama's cgo build, the
+# collector) keeps both cores busy; the other lane mostly waits on registries and disk (pip's
+# wheels, podman's layers, npm), so beside the compilers it costs them little and its time is
+# hidden. The real node's images come last: they package what both lanes built.
+compilers() {
+  build "control plane (cluster/build.sh)" cluster bash "${HERE}/cluster/build.sh"
+  build "Ollama and its models (ollama/build.sh)" ollama bash "${HERE}/ollama/build.sh"
+  build "OpenTelemetry Collector (otel/build.sh)" otel bash "${HERE}/otel/build.sh"
+}
+downloads() {
+  build "vLLM (CPU) and its model (vllm/build.sh)" vllm bash "${HERE}/vllm/build.sh"
+  build "Python clients (python/venv.sh)" python bash "${HERE}/python/venv.sh"
+  build "spec fuzzer (python/fuzz-venv.sh)" py-fuzz bash "${HERE}/python/fuzz-venv.sh"
+  build "Presidio analyzer (python/presidio-venv.sh)" py-presidio bash "${HERE}/python/presidio-venv.sh"
+  build "botocore service models (aws/botocore.sh)" botocore bash "${HERE}/aws/botocore.sh"
+  build "image (image/build.sh)" image bash "${HERE}/image/build.sh"
+  build "chart linters (chart-lint/lint.sh --install)" chart-lint bash "${HERE}/chart-lint/lint.sh" --install
+}
+start=${SECONDS}
+compilers & compilers_pid=$!
+downloads & downloads_pid=$!
+# Both lanes run to their end (a half-built cache is never left by one lane's failure killing
+# the other); either one's failure fails setup, its log already shown.
+failed=0
+wait "${compilers_pid}" || failed=1
+wait "${downloads_pid}" || failed=1
+[[ ${failed} -eq 0 ]] || exit 1
 build "real node images (image/node-images.sh)" node-images bash "${HERE}/image/node-images.sh"
-build "OpenTelemetry Collector (otel/build.sh)" otel bash "${HERE}/otel/build.sh"
-build "chart linters (chart-lint/lint.sh --install)" chart-lint bash "${HERE}/chart-lint/lint.sh" --install
+echo "[setup] all ready in $((SECONDS - start))s" >&2
