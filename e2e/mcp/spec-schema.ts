@@ -10,7 +10,7 @@ import {
   rmSync,
   writeFileSync,
 } from 'node:fs';
-import { homedir, tmpdir } from 'node:os';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { FetchLike } from '@modelcontextprotocol/client';
 import type { ErrorObject, ValidateFunction } from 'ajv';
@@ -18,6 +18,7 @@ import { Ajv2020 } from 'ajv/dist/2020.js';
 import ajvFormats from 'ajv-formats';
 import { createParser } from 'eventsource-parser';
 import { installClients } from '../support/agent-clients.js';
+import { cacheRoot } from '../support/cache-root.js';
 
 /**
  * The MCP specification's JSON schema for the revision the gateway negotiates (2025-11-25), and
@@ -111,8 +112,7 @@ export function specSchema(): Json {
     .update(SCHEMA_ID)
     .digest('hex')
     .slice(0, 12);
-  const cache = join(process.env.XDG_CACHE_HOME ?? join(homedir(), '.cache'), 'platform-ai-optimizer');
-  const file = join(cache, `mcp-spec-schema-${hash}.json`);
+  const file = join(cacheRoot(), `mcp-spec-schema-${hash}.json`);
   if (!existsSync(file)) {
     const work = mkdtempSync(join(tmpdir(), 'pao-mcp-schema-'));
     try {
@@ -123,7 +123,7 @@ export function specSchema(): Json {
         [...FLAGS, 'schema.ts', '*'],
         { cwd: work, encoding: 'utf8', maxBuffer: 64 * 1024 * 1024 },
       );
-      mkdirSync(cache, { recursive: true });
+      mkdirSync(cacheRoot(), { recursive: true });
       const tmp = `${file}.tmp-${process.pid}`;
       writeFileSync(tmp, to202012(generated));
       renameSync(tmp, file);

@@ -1,10 +1,11 @@
 import { execFile, execFileSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import { copyFileSync, existsSync, mkdirSync, mkdtempSync, readFileSync, renameSync, rmSync } from 'node:fs';
-import { homedir, tmpdir } from 'node:os';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
+import { cacheRoot } from './cache-root.js';
 
 /**
  * The coding-agent CLIs of e2e/clients/package.json (pinned, locked), installed from the npm
@@ -23,8 +24,7 @@ export function installClients(): string {
     .update(lock)
     .digest('hex')
     .slice(0, 12);
-  const cache = join(process.env.XDG_CACHE_HOME ?? join(homedir(), '.cache'), 'platform-ai-optimizer');
-  const dir = join(cache, `clients-${hash}`);
+  const dir = join(cacheRoot(), `clients-${hash}`);
   if (existsSync(join(dir, 'node_modules', '.bin', 'codex'))) return dir;
   const tmp = `${dir}.tmp-${process.pid}`;
   rmSync(tmp, { recursive: true, force: true });
