@@ -214,7 +214,7 @@ describe.runIf(inject('localControlPlane'))('operator on the real control plane'
       const now = (await (await fetch(`${op.metricsUrl()}/metrics`)).text()).split('\n');
       const was = new Set(metricsBefore.split('\n'));
       console.log(
-        `[e2e] requests during the resyncs:\n${now.filter((l) => l.startsWith('operator_kube') && !was.has(l)).join('\n')}`,
+        `[e2e] requests during the resyncs:\n${now.filter((l) => l.startsWith('pao_operator_kube') && !was.has(l)).join('\n')}`,
       );
     }
     expect(after).toBe(requests);
