@@ -140,6 +140,14 @@ describe('a workload calling with its ServiceAccount token', () => {
     await eventually('the cluster issuer is Ready', 15_000, () =>
       ready('cluster-workloads')?.status === 'True' ? true : undefined,
     );
+    // A resync reuses the issuer's last reading: it reads the API server's discovery and keys
+    // again only when its recheck is due (10 minutes), not at every reconcile.
+    await new Promise((r) => setTimeout(r, 1_000));
+    const before = await operator.apiRequestCount();
+    operator.resyncAll();
+    operator.resyncAll();
+    await new Promise((r) => setTimeout(r, 1_500));
+    expect(await operator.apiRequestCount()).toBe(before);
     applyObjects({
       apiVersion: 'ai.platform/v1beta1',
       kind: 'IdentityProvider',

@@ -11,18 +11,24 @@ import { setCondition } from '../runtime/conditions.js';
 import { type ControllerDeclaration, everyKeyOf, watch } from '../runtime/controller-declaration.js';
 import { writeStatusIfChanged } from '../runtime/status-write.js';
 import type { ReconcileResult } from '../runtime/work-queue.js';
-import { type IssuerCheck, missingProfiles, readyCondition } from './identity-provider-status.js';
+import {
+  type IssuerCheck,
+  type LastCheck,
+  missingProfiles,
+  readyCondition,
+  recheckIn,
+} from './identity-provider-status.js';
 
 /**
  * Reconciles an IdentityProvider: reads its issuer's discovery document and signing keys (as the
- * proxies will) and checks that the ApiKeys its profiles name exist, into the Ready condition;
- * again every 10 minutes, since an issuer can fail without any object changing.
+ * proxies will) and checks that the ApiKeys its profiles name exist, into the Ready condition.
+ * The issuer is read again every 10 minutes (30 s after a failure), since it can fail without any
+ * object changing, and when the spec changes; a resync, an ApiKey added or removed, or its own
+ * status write reuse the last reading instead of fetching the issuer again.
  */
-
-const RECHECK_MS = 600_000;
-
 class IdentityProviderController {
   private readonly cluster: ClusterIssuerApi;
+  private readonly last = new Map<string, LastCheck>();
 
   constructor(
     private readonly client: KubeClient,
@@ -35,16 +41,24 @@ class IdentityProviderController {
 
   async reconcile(key: string): Promise<ReconcileResult> {
     const ip = this.providers.get(key);
-    if (!ip || ip.metadata.deletionTimestamp) return;
+    if (!ip || ip.metadata.deletionTimestamp) {
+      this.last.delete(key);
+      return;
+    }
     const generation = ip.metadata.generation ?? 0;
+    let last = this.last.get(key);
+    if (!last || recheckIn(last, generation, this.opts.now().getTime()) === 0) {
+      last = { generation, at: this.opts.now().getTime(), check: await this.check(ip) };
+      this.last.set(key, last);
+    }
     const names = new Set(this.apiKeys.list().map((k) => k.metadata.name ?? ''));
-    const ready = readyCondition(ip, await this.check(ip), missingProfiles(ip, names), generation);
+    const ready = readyCondition(ip, last.check, missingProfiles(ip, names), generation);
     const status: CommonStatus = {
       observedGeneration: generation,
       conditions: setCondition(ip.status?.conditions, ready, this.opts.now()),
     };
     await writeStatusIfChanged(this.client, 'identityproviders', ip, status);
-    return { requeueAfterMs: RECHECK_MS };
+    return { requeueAfterMs: Math.max(1000, recheckIn(last, generation, this.opts.now().getTime())) };
   }
 
   private async check(ip: IdentityProvider): Promise<IssuerCheck> {

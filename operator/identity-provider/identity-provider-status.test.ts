@@ -1,6 +1,12 @@
 import { describe, expect, it } from 'vitest';
 import type { IdentityProvider } from '../../crds/identity-provider.js';
-import { missingProfiles, readyCondition } from './identity-provider-status.js';
+import {
+  FAILED_RECHECK_MS,
+  missingProfiles,
+  RECHECK_MS,
+  readyCondition,
+  recheckIn,
+} from './identity-provider-status.js';
 
 const ip = (spec: Partial<IdentityProvider['spec']>): IdentityProvider => ({
   apiVersion: 'ai.platform/v1beta1',
@@ -38,5 +44,23 @@ describe('an IdentityProvider is Ready', () => {
     expect(
       readyCondition(ip({ issuer: undefined, kubernetes: {} }), { failed: 'Keys', error: 'x' }, [], 1).message,
     ).toContain("the API server's");
+  });
+});
+
+describe('recheckIn', () => {
+  const read = { generation: 3, at: 1_000_000, check: { keys: 2 } };
+  const failed = { generation: 3, at: 1_000_000, check: { failed: 'Discovery' as const, error: 'refused' } };
+
+  it('reads an issuer never read, or whose spec changed, now', () => {
+    expect(recheckIn(undefined, 3, 1_000_000)).toBe(0);
+    expect(recheckIn(read, 4, 1_000_001)).toBe(0);
+  });
+
+  it('reuses a reading until its recheck is due: 10 minutes, 30 s after a failure', () => {
+    expect(recheckIn(read, 3, 1_000_000 + 1_000)).toBe(RECHECK_MS - 1_000);
+    expect(recheckIn(read, 3, 1_000_000 + RECHECK_MS)).toBe(0);
+    expect(recheckIn(failed, 3, 1_000_000 + 1_000)).toBe(FAILED_RECHECK_MS - 1_000);
+    expect(recheckIn(failed, 3, 1_000_000 + FAILED_RECHECK_MS + 5)).toBe(0);
+    expect(FAILED_RECHECK_MS).toBeLessThan(RECHECK_MS);
   });
 });

@@ -9,6 +9,25 @@ import type { Condition } from '../../crds/meta.js';
 /** What checking the issuer found: its signing keys' count, or where it failed. */
 export type IssuerCheck = { keys: number } | { failed: 'Discovery' | 'Keys'; error: string };
 
+/** An issuer's last reading, kept so that a resync or an unrelated event does not fetch it again. */
+export interface LastCheck {
+  generation: number;
+  at: number;
+  check: IssuerCheck;
+}
+
+/** How often an issuer is read again: it can fail, or turn its keys, without any object changing. */
+export const RECHECK_MS = 600_000;
+/** A failed reading sooner: the issuer may be starting, or out of reach for a moment. */
+export const FAILED_RECHECK_MS = 30_000;
+
+/** Milliseconds until the issuer is read again: 0 when never read, its spec changed, or it is time. */
+export function recheckIn(last: LastCheck | undefined, generation: number, now: number): number {
+  if (!last || last.generation !== generation) return 0;
+  const every = 'failed' in last.check ? FAILED_RECHECK_MS : RECHECK_MS;
+  return Math.max(0, last.at + every - now);
+}
+
 /** The ApiKeys its profiles and profileClaim name that do not exist. */
 export function missingProfiles(ip: IdentityProvider, apiKeys: ReadonlySet<string>): string[] {
   const named = [...(ip.spec.profiles ?? []).map((p) => p.apiKey), ...(ip.spec.profileClaim?.allowed ?? [])];
