@@ -82,6 +82,11 @@ fi
 # Go is the machine's toolchain (Debian's is too old for Kubernetes): named, not installed.
 command -v go >/dev/null || { echo "e2e setup: the Go toolchain is missing (go on PATH): the control plane, Ollama and the collector are built with it" >&2; exit 1; }
 
+# The Go compiler collects garbage often at the default GOGC=100: at 400 a cold build of kwok took
+# 96 s against 108 (CPU 13 % less, each compile's peak memory 1.0 -> 1.1 GB). Every Go build below
+# gains it: the control plane, Ollama, the collector, kube-score.
+export GOGC="${GOGC:-400}"
+
 # Each build's own log goes to a file, shown when it fails: a cold run prints a line per component.
 LOGS="${XDG_CACHE_HOME:-$HOME/.cache}/platform-ai-optimizer/setup-logs"
 mkdir -p "${LOGS}"
