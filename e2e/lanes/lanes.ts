@@ -178,7 +178,10 @@ export class LaneLock {
   }
 }
 
-/** Resolves once no light file is running (the scan holds both locks meanwhile, so none starts). */
+/**
+ * Resolves once no light file is running. The scan is the last file given out, so none starts
+ * after it; its grace before the locks covers one given out just before it taking its marker.
+ */
 export async function lightFilesDone(root: string): Promise<void> {
   for (;;) {
     const live = readdirSync(root).filter((d) => d.startsWith('light.') && !ownerGone(join(root, d)));
