@@ -5,6 +5,7 @@ import { capturedLogger } from '../support/capture.js';
 import { startClusterGateway } from '../support/cluster-gateway.js';
 import type { TestGateway } from '../support/gateway.js';
 import { applyObjects, eventually, kubeConfig, kubectl, kubectlOk } from '../support/kube.js';
+import { settledRequestCount } from '../support/operator-requests.js';
 
 /**
  * Kubernetes workload identity on the real control plane: a ServiceAccount's token, issued by the
@@ -142,8 +143,7 @@ describe('a workload calling with its ServiceAccount token', () => {
     );
     // A resync reuses the issuer's last reading: it reads the API server's discovery and keys
     // again only when its recheck is due (10 minutes), not at every reconcile.
-    await new Promise((r) => setTimeout(r, 1_000));
-    const before = await operator.apiRequestCount();
+    const before = await settledRequestCount(operator);
     operator.resyncAll();
     operator.resyncAll();
     await new Promise((r) => setTimeout(r, 1_500));

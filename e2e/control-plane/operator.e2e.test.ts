@@ -3,6 +3,7 @@ import type { ClusterInfo } from '../../crds/catalog/catalog.js';
 import { Operator } from '../../operator/operator.js';
 import { capturedLogger } from '../support/capture.js';
 import { applyObjects, eventually, kubeConfig, kubectl, kubectlOk } from '../support/kube.js';
+import { settledRequestCount } from '../support/operator-requests.js';
 
 /**
  * The operator against the real control plane: the real scheduler places model servers on
@@ -191,17 +192,9 @@ describe.runIf(inject('localControlPlane'))('operator on the real control plane'
         kubectlOk(['get', 'deploy', 'qwen', '-n', NS, '-o', 'jsonpath={.metadata.resourceVersion}']),
         kubectlOk(['get', 'svc', 'qwen', '-n', NS, '-o', 'jsonpath={.metadata.resourceVersion}']),
       ].join(',');
-    // Let what the previous rollout set off settle first (its Events, watches reopening, the
-    // Deployment's replica counts reaching status, and a reconcile that may still have judged from
-    // a cache a moment behind its own last write).
-    op.resyncAll();
-    let requests = await op.apiRequestCount();
-    for (let i = 0; i < 20; i++) {
-      await new Promise((r) => setTimeout(r, 500));
-      const now = await op.apiRequestCount();
-      if (now === requests) break;
-      requests = now;
-    }
+    // Let what the previous rollout set off settle first (its Events, the Deployment's replica
+    // counts reaching status).
+    const requests = await settledRequestCount(op);
     const before = versions();
     const metricsBefore = await (await fetch(`${op.metricsUrl()}/metrics`)).text();
     op.resyncAll();

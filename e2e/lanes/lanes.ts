@@ -92,7 +92,7 @@ export class SuiteTimes {
   seconds(file: string): number {
     const key = suiteKey(file);
     try {
-      const recorded = Number(readFileSync(join(this.dir, `${key.replaceAll('/', '__')}.s`), 'utf8'));
+      const recorded = Number(readFileSync(this.fileFor(file), 'utf8'));
       if (Number.isFinite(recorded) && recorded >= 0) return recorded;
     } catch {
       // not run here yet
@@ -102,7 +102,12 @@ export class SuiteTimes {
 
   record(file: string, seconds: number): void {
     mkdirSync(this.dir, { recursive: true });
-    writeFileSync(join(this.dir, `${suiteKey(file).replaceAll('/', '__')}.s`), seconds.toFixed(1));
+    writeFileSync(this.fileFor(file), seconds.toFixed(1));
+  }
+
+  /** One small file per suite: two workers record at once without sharing a file. */
+  private fileFor(file: string): string {
+    return join(this.dir, `${suiteKey(file).replaceAll('/', '__')}.s`);
   }
 }
 
