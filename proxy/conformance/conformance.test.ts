@@ -1,4 +1,5 @@
 import { describe, expect, it } from 'vitest';
+import { FrameKeys } from '../upstreams/frame-keys.js';
 import type { StreamReader } from '../upstreams/stream-reader.js';
 import { conformAnswer, conformEvent, conformingReader } from './conformance.js';
 
@@ -15,6 +16,12 @@ const chatOllama = {
 };
 
 const frame = (data: unknown, event?: string) => `${event ? `event: ${event}\n` : ''}data: ${JSON.stringify(data)}\n\n`;
+
+/** What the relay's fast path asks of an event's bytes, as it asks it. */
+const fastOf = (reader: StreamReader, text: string) => {
+  const raw = Buffer.from(text);
+  return reader.fast?.(raw, undefined, new FrameKeys().of(raw));
+};
 
 /** A reader that passes each event on as it came, the way the relay's readers do. */
 const passing: StreamReader = {
@@ -198,8 +205,8 @@ describe('stream events through a relay’s reader', () => {
 
   it('completions: a chunk without logprobs does not take the fast path', () => {
     const reader = conformingReader('openai-completions', passing);
-    expect(reader.fast?.(Buffer.from('data: {"choices":[{"text":"a"}]}\n\n'), undefined)).toBeUndefined();
-    expect(reader.fast?.(Buffer.from('data: {"choices":[{"text":"a","logprobs":null}]}\n\n'), undefined)).toEqual({
+    expect(fastOf(reader, 'data: {"choices":[{"text":"a"}]}\n\n')).toBeUndefined();
+    expect(fastOf(reader, 'data: {"choices":[{"text":"a","logprobs":null}]}\n\n')).toEqual({
       token: true,
     });
   });
@@ -220,15 +227,15 @@ describe('stream events through a relay’s reader', () => {
       usage: { prompt_tokens: 1, completion_tokens: 2, total_tokens: 3 },
     };
     expect(read('openai-chat', usage)).toBe(frame(usage));
-    expect(conformingReader('openai-chat', passing).fast?.(Buffer.from(frame(chunk)), undefined)).toEqual({
+    expect(fastOf(conformingReader('openai-chat', passing), frame(chunk))).toEqual({
       token: true,
     });
     // A chunk with logprobs that lack their refusal is read (and mended); with it, it passes unread.
     const lp = { ...chunk, choices: [{ ...chunk.choices[0], logprobs: { content: [] } }] };
-    expect(conformingReader('openai-chat', passing).fast?.(Buffer.from(frame(lp)), undefined)).toBeUndefined();
+    expect(fastOf(conformingReader('openai-chat', passing), frame(lp))).toBeUndefined();
     const mended = { ...chunk, choices: [{ ...chunk.choices[0], logprobs: { content: [], refusal: null } }] };
     expect(read('openai-chat', lp)).toBe(frame(mended));
-    expect(conformingReader('openai-chat', passing).fast?.(Buffer.from(frame(mended)), undefined)).toEqual({
+    expect(fastOf(conformingReader('openai-chat', passing), frame(mended))).toEqual({
       token: true,
     });
   });

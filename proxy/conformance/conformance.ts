@@ -1,5 +1,6 @@
 import { isRecord } from '../../crds/is-record.js';
 import type { CallerDialect } from '../endpoints/dialects.js';
+import { FRAME_KEY, type FrameKeys } from '../upstreams/frame-keys.js';
 import type { StreamReader } from '../upstreams/stream-reader.js';
 import { message, messageEvent, messageEventMayNeed } from './anthropic-messages.js';
 import { chatChunk, chatCompletion } from './openai-chat.js';
@@ -27,19 +28,19 @@ interface DialectConformance {
   event(name: string | undefined, data: Json): Json;
   /** Whether an event, as its SSE frame, may need an edit: the others are not parsed. */
   mayNeed(name: string | undefined, frame: string): boolean;
-  /** Whether an event's bytes (named `name`, if at all) can go out unread (the relay's fast path), for the events that most often can. */
-  fastOk(raw: Buffer, name: string | undefined): boolean;
+  /**
+   * Whether an event (named `name`, if at all) can go out unread (the relay's fast path), for the
+   * events that most often can, by its name or the keys in its bytes.
+   */
+  fastOk(name: string | undefined, keys: FrameKeys): boolean;
 }
 
 /** Usage as an object (not null), compact or spaced. */
 const USAGE_OBJECT = /"usage":\s*\{/;
 const EMPTY_CHOICES = '"choices":[]';
-const LOGPROBS = Buffer.from('"logprobs"');
 /** Logprobs a chat caller asked for, as Ollama writes them: without the refusal the spec requires beside. */
 const LOGPROBS_OBJECT = /"logprobs":\s*\{/;
-const LOGPROBS_OBJECT_BYTES = Buffer.from('"logprobs":{');
 const REFUSAL = '"refusal"';
-const REFUSAL_BYTES = Buffer.from(REFUSAL);
 
 const CONFORMANCE: Readonly<Record<CallerDialect, DialectConformance>> = {
   'openai-chat': {
@@ -50,14 +51,17 @@ const CONFORMANCE: Readonly<Record<CallerDialect, DialectConformance>> = {
       (USAGE_OBJECT.test(frame) && !frame.includes(EMPTY_CHOICES)) ||
       (LOGPROBS_OBJECT.test(frame) && !frame.includes(REFUSAL)),
     // Token chunks go out unread, but those with logprobs the caller asked for and no refusal in them.
-    fastOk: (raw) => !raw.includes(LOGPROBS_OBJECT_BYTES) || raw.includes(REFUSAL_BYTES),
+    fastOk: (_name, frame) => {
+      const keys = frame.get();
+      return !(keys & FRAME_KEY.logprobsObject) || (keys & FRAME_KEY.refusal) !== 0;
+    },
   },
   'openai-completions': {
     answer: completion,
     event: (_name, data) => completionChunk(data),
     mayNeed: (_name, frame) =>
       !frame.includes('"logprobs"') || (USAGE_OBJECT.test(frame) && !frame.includes(EMPTY_CHOICES)),
-    fastOk: (raw) => raw.includes(LOGPROBS),
+    fastOk: (_name, frame) => (frame.get() & FRAME_KEY.logprobs) !== 0,
   },
   'openai-embeddings': {
     answer: embeddingList,
@@ -70,13 +74,13 @@ const CONFORMANCE: Readonly<Record<CallerDialect, DialectConformance>> = {
     event: responseEvent,
     mayNeed: responseEventMayNeed,
     // A text delta without the logprobs the spec requires is read and given them.
-    fastOk: (raw, name) => responseEventBytesOk(name, raw),
+    fastOk: responseEventBytesOk,
   },
   'anthropic-messages': {
     answer: message,
     event: messageEvent,
     mayNeed: messageEventMayNeed,
-    fastOk: (_raw, name) => !messageEventMayNeed(name),
+    fastOk: (name) => !messageEventMayNeed(name),
   },
 };
 
@@ -118,7 +122,10 @@ export function conformingReader(dialect: CallerDialect, reader: StreamReader): 
   const fast = reader.fast;
   return {
     ...(fast
-      ? { fast: (raw: Buffer, name: string | undefined) => (c.fastOk(raw, name) ? fast(raw, name) : undefined) }
+      ? {
+          fast: (raw: Buffer, name: string | undefined, keys: FrameKeys) =>
+            c.fastOk(name, keys) ? fast(raw, name, keys) : undefined,
+        }
       : {}),
     read(name, data) {
       const r = reader.read(name, data);

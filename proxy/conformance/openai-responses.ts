@@ -1,3 +1,4 @@
+import { FRAME_KEY, type FrameKeys } from '../upstreams/frame-keys.js';
 import { eachRecord, edited, filled, ifRecord, type Json, withoutNulls } from './shape.js';
 
 /**
@@ -93,10 +94,11 @@ export function responseEventMayNeed(name: string | undefined, frame: string): b
   return name.endsWith('.delta') ? !frame.includes(LOGPROBS_KEY) : true;
 }
 
-const LOGPROBS_BYTES = Buffer.from(LOGPROBS_KEY);
-
-/** responseEventMayNeed's answer on an event's bytes, unread: whether they can go out as they are. */
-export function responseEventBytesOk(name: string | undefined, raw: Buffer): boolean {
+/**
+ * responseEventMayNeed's answer on an event unread: whether its bytes can go out as they are
+ * (only a delta's bytes are looked at).
+ */
+export function responseEventBytesOk(name: string | undefined, keys: FrameKeys): boolean {
   if (name === undefined || !Object.hasOwn(EVENTS, name)) return true;
-  return name.endsWith('.delta') && raw.includes(LOGPROBS_BYTES);
+  return name.endsWith('.delta') && (keys.get() & FRAME_KEY.logprobs) !== 0;
 }

@@ -2,7 +2,7 @@ import { isRecord } from '../../crds/is-record.js';
 import { conformingReader } from '../conformance/conformance.js';
 import { DIALECTS } from '../endpoints/dialects.js';
 import type { StreamEvents } from './event-stream.js';
-import { num, type StreamReader, sseFrame } from './stream-reader.js';
+import { NO_TOKEN, num, type StreamReader, sseFrame, TOKEN } from './stream-reader.js';
 import type { Usage } from './upstream.js';
 
 /**
@@ -40,7 +40,7 @@ export const anthropicStream = (): StreamReader => {
   return {
     // The deltas (most of a stream) and the blocks' stops pass unchanged; the usage's and the last events are read.
     fast: (_raw, name) =>
-      name === 'content_block_delta' ? { token: true } : name === 'content_block_stop' ? { token: false } : undefined,
+      name === 'content_block_delta' ? TOKEN : name === 'content_block_stop' ? NO_TOKEN : undefined,
     read(event, data) {
       if (data.charCodeAt(0) !== 123 /* { */) return undefined;
       const name = event ?? '';

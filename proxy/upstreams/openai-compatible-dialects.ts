@@ -1,7 +1,8 @@
 import { conformingReader } from '../conformance/conformance.js';
 import type { CallerDialect } from '../endpoints/dialects.js';
 import { anthropicStream, anthropicUsage } from './anthropic-stream.js';
-import { sseFrame as frame, type StreamReader } from './stream-reader.js';
+import { FRAME_KEY } from './frame-keys.js';
+import { sseFrame as frame, NO_TOKEN, type StreamReader, TOKEN } from './stream-reader.js';
 import type { Usage } from './upstream.js';
 
 /**
@@ -39,24 +40,15 @@ function openAIUsage(body: unknown): Usage | undefined {
 /** A delta with non-empty content, as OpenAI-compatible servers serialize it: "content" (chat) or "text" (completions). */
 const HAS_CONTENT = /"(?:content|text)":\s*"(?!")/;
 
-const USAGE_KEY = Buffer.from('"usage"');
-/** How OpenAI-compatible servers write a delta's text, compact or spaced: a token follows unless the string is empty. */
-const CONTENT_KEYS = ['"content":"', '"text":"', '"content": "', '"text": "'].map((k) => Buffer.from(k));
-const QUOTE = 34;
-
-/** HAS_CONTENT on bytes, without decoding them. */
-function hasContent(raw: Buffer): boolean {
-  for (const key of CONTENT_KEYS) {
-    const at = raw.indexOf(key);
-    if (at !== -1 && raw[at + key.length] !== QUOTE) return true;
-  }
-  return false;
-}
-
 /** Chat and completions streams: `data:` events, the usage chunk asked for, then [DONE]. */
 const openAIStream = (clientWantsUsage: boolean): StreamReader => ({
   // A token event (most of them) passes unchanged; the usage chunk, [DONE] and any named event are read.
-  fast: (raw, name) => (name !== undefined || raw.includes(USAGE_KEY) ? undefined : { token: hasContent(raw) }),
+  // FRAME_KEY.content is HAS_CONTENT on the bytes.
+  fast: (_raw, name, frame) => {
+    if (name !== undefined) return undefined;
+    const keys = frame.get();
+    return keys & FRAME_KEY.usage ? undefined : keys & FRAME_KEY.content ? TOKEN : NO_TOKEN;
+  },
   read(_event, data) {
     if (data === '[DONE]') return { out: '', token: false, last: true };
     // Most events are a token: pass them on as they came, parsing only the one with usage
@@ -102,7 +94,7 @@ const isTokenDelta = (name: string) => name === 'response.output_text.delta' || 
 
 const responsesStream = (): StreamReader => ({
   // The deltas (most of a stream) pass unchanged; the events that carry the Response are read.
-  fast: (_raw, name) => (name?.endsWith('.delta') ? { token: isTokenDelta(name) } : undefined),
+  fast: (_raw, name) => (name?.endsWith('.delta') ? (isTokenDelta(name) ? TOKEN : NO_TOKEN) : undefined),
   read(event, data) {
     if (data.charCodeAt(0) !== 123) return undefined;
     const out = frame(data, event);

@@ -3,6 +3,7 @@ import { createParser, type EventSourceParser } from 'eventsource-parser';
 import type { ProxyError } from '../endpoints/errors.js';
 import { type ChunkSink, type ChunkSource, SinkPusher } from './chunk-source.js';
 import type { StreamedBody } from './dispatch.js';
+import { FrameKeys } from './frame-keys.js';
 import type { StreamReader } from './stream-reader.js';
 import type { StreamOutcome } from './upstream.js';
 
@@ -79,6 +80,8 @@ export class SseRelay implements ChunkSource {
   private readonly outcome: StreamOutcome = {};
   private readonly out: Uint8Array[] = [];
   private carry: Buffer | undefined;
+  /** The keys of the event being read, looked for only if its reader asks (one for every event). */
+  private readonly keys = new FrameKeys();
   /** Set once CR line ends appear: the rest is parsed as text. */
   private text: { decoder: TextDecoder; pending: number } | undefined;
   private sawEnd = false;
@@ -118,7 +121,7 @@ export class SseRelay implements ChunkSource {
     // A single `data: {...}` line, named or not, that the reader passes unchanged: forwarded as the bytes it is.
     if (reader.fast) {
       const name = plainFrame(raw);
-      const fast = name === null ? undefined : reader.fast(raw, name);
+      const fast = name === null ? undefined : reader.fast(raw, name, this.keys.of(raw));
       if (fast) {
         if (fast.token) this.token();
         this.out.push(raw);

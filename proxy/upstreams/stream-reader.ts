@@ -1,3 +1,4 @@
+import type { FrameKeys } from './frame-keys.js';
 import type { Usage } from './upstream.js';
 
 /**
@@ -24,10 +25,19 @@ export interface StreamReader {
    * One event given as its bytes, a single `data: {...}` line and its blank line, after an
    * `event: name` line where `name` is given: whether it carries a token, when it goes to the
    * caller unchanged and carries nothing else the gateway accounts for; undefined sends it through
-   * read(). Saves decoding the events that are most of a stream (sse-relay.ts).
+   * read(). Saves decoding the events that are most of a stream (sse-relay.ts). `keys`: the JSON
+   * keys in `raw` (frame-keys.ts), looked for once whoever asks first.
    */
-  fast?(raw: Buffer, name: string | undefined): { token: boolean } | undefined;
+  fast?(raw: Buffer, name: string | undefined, keys: FrameKeys): FastEvent | undefined;
 }
+
+/** What `fast` says of an event it passes unchanged. */
+export interface FastEvent {
+  readonly token: boolean;
+}
+/** The two answers of `fast`, shared: no object per event. */
+export const TOKEN: FastEvent = Object.freeze({ token: true });
+export const NO_TOKEN: FastEvent = Object.freeze({ token: false });
 
 export const sseFrame = (data: string, event?: string) => `${event ? `event: ${event}\n` : ''}data: ${data}\n\n`;
 
