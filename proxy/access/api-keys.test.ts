@@ -50,7 +50,11 @@ let app: TestGateway;
 let keys: ApiKeys;
 let budgets: BudgetGuard;
 let metrics: ProxyMetrics;
-let now = Date.parse('2026-11-23T12:00:00Z');
+// The budgets' clock starts at the real time, to the second: the gateway stamps its records with
+// the real time, and a budget counts the records of its own period. The month's end is the reset.
+const started = new Date();
+const NEXT_MONTH = Date.UTC(started.getUTCFullYear(), started.getUTCMonth() + 1, 1);
+let now = Math.floor(started.getTime() / 1000) * 1000;
 
 beforeAll(async () => {
   double = await startOllamaDouble();
@@ -188,7 +192,7 @@ describe('ApiKeys on one gateway', () => {
     const refused = await chat(WEB, { model: 'llama3.1:8b' });
     expect(refused.status).toBe(429);
     expect(await errorOf(refused)).toMatchObject({ code: 'insufficient_quota', type: 'insufficient_quota' });
-    expect(Number(refused.headers.get('retry-after'))).toBe((Date.parse('2026-12-01T00:00:00Z') - now) / 1000);
+    expect(Number(refused.headers.get('retry-after'))).toBe((NEXT_MONTH - now) / 1000);
     // As the official SDK surfaces it: a RateLimitError whose code is insufficient_quota.
     const client = new OpenAI({
       baseURL: `${gateway.url}/openai/v1`,
@@ -205,7 +209,7 @@ describe('ApiKeys on one gateway', () => {
     // The store agrees after a refresh; a new month starts from zero.
     await budgets.refresh();
     expect(budgets.spent('tag:team:web', 'Monthly')).toBeGreaterThanOrEqual(0.005);
-    now = Date.parse('2026-12-01T00:00:01Z');
+    now = NEXT_MONTH + 1_000;
     await budgets.refresh();
     expect((await chat(WEB, { model: 'llama3.1:8b' })).status).toBe(200);
     expect(await metrics.registry.getSingleMetricAsString('pao_gateway_budget_exhausted_total')).toContain(
