@@ -1,4 +1,3 @@
-import { FRAME_KEY, type FrameKeys } from '../upstreams/frame-keys.js';
 import { eachRecord, edited, filled, ifRecord, type Json, withoutNulls } from './shape.js';
 
 /**
@@ -94,11 +93,10 @@ export function responseEventMayNeed(name: string | undefined, frame: string): b
   return name.endsWith('.delta') ? !frame.includes(LOGPROBS_KEY) : true;
 }
 
-/**
- * responseEventMayNeed's answer on an event unread: whether its bytes can go out as they are
- * (only a delta's bytes are looked at).
- */
-export function responseEventBytesOk(name: string | undefined, keys: FrameKeys): boolean {
+const LOGPROBS_BYTES = Buffer.from(LOGPROBS_KEY);
+
+/** responseEventMayNeed's answer on an event's bytes, unread: whether they can go out as they are. */
+export function responseEventBytesOk(name: string | undefined, raw: Buffer): boolean {
   if (name === undefined || !Object.hasOwn(EVENTS, name)) return true;
-  return name.endsWith('.delta') && (keys.get() & FRAME_KEY.logprobs) !== 0;
+  return name.endsWith('.delta') && raw.includes(LOGPROBS_BYTES);
 }
