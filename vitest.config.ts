@@ -42,6 +42,7 @@ export default defineConfig({
             'e2e/support/**/*.test.ts',
             'e2e/cluster/**/*.test.ts',
             'e2e/lanes/**/*.test.ts',
+            'e2e/bench/**/*.test.ts',
           ],
           environment: 'node',
         },

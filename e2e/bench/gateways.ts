@@ -16,6 +16,7 @@ import { type ProxyProcess, startProxyProcess } from '../support/proxy-process.j
 import { findLiteLLM, installLiteLLM, LITELLM_MISSING, liteLLMLaunch } from './litellm.js';
 import type { LoadArgs, LoadResult } from './load.js';
 import { TENSORZERO_MODEL, TENSORZERO_VERSION, tensorZeroLaunch } from './tensorzero.js';
+import { MAX_WARMUP_S, WARMUP_SLICE_S } from './warm-up.js';
 
 /**
  * Proxy overhead, compared: the same upstream double, the same load generator (autocannon in its own process) and the
@@ -31,6 +32,8 @@ import { TENSORZERO_MODEL, TENSORZERO_VERSION, tensorZeroLaunch } from './tensor
  *   tensorzero  TensorZero, the Rust gateway (PyPI `tensorzero`, pinned; tensorzero.ts), observability off,
  *   portkey  Portkey's open-source gateway (@portkey-ai/gateway),
  *   litellm  LiteLLM's proxy, when a `litellm` executable is installed (see litellm.ts).
+ * Each row starts once the target's rate has levelled off (warm-up.ts: the JIT, pools and sockets settled; the
+ * warm-up's rates are printed with the row), then is measured for --duration seconds.
  * Per run: requests/s, latency mean/p50/p99, errors, latency added over direct, CPU (% of one core) and peak RSS of
  * the process under test. Streaming time to first token comes from a sequential client of its own, since autocannon
  * only times whole responses; ours then holds c=128 for a soak (60 s) with its RSS sampled. Ends with PASS/FAIL lines
@@ -40,7 +43,7 @@ import { TENSORZERO_MODEL, TENSORZERO_VERSION, tensorZeroLaunch } from './tensor
  * running, rows alternated over --spool-rounds rounds and compared by their medians (this machine's
  * throughput drifts by more than the 3 % asked of the spool between rows run minutes apart).
  * Run: npx tsx e2e/bench/gateways.ts [--quick] [--duration S] [--connections 1,16,128] [--targets a,b] [--dialects]
- *      [--ttft-requests N] [--json-out FILE] [--install-litellm] [--spool-rounds N]
+ *      [--warmup S] [--ttft-requests N] [--json-out FILE] [--install-litellm] [--spool-rounds N]
  */
 
 const ROOT = fileURLToPath(new URL('../..', import.meta.url));
@@ -795,7 +798,7 @@ async function runLoad(
   const { load, sampled } = await sampledLoad(
     JSON.stringify(args),
     { target: t.pid, double: double.pid, ...backing },
-    settings.warmupS + durationS + 60,
+    Math.max(settings.warmupS, MAX_WARMUP_S) + durationS + 60,
   );
   return {
     target: t.name,
@@ -1292,7 +1295,8 @@ async function measure(t: Target, double: Double, settings: Settings, runs: Run[
         runs.push(run);
         const bad = run.load.non2xx + run.load.errors;
         progress(
-          `${t.name} ${dialect} ${mode} c=${c}: ${run.load.rps} req/s, mean ${run.load.meanMs} ms, cpu ${run.cpuPct}%` +
+          `${t.name} ${dialect} ${mode} c=${c}: ${run.load.rps} req/s, mean ${run.load.meanMs} ms, cpu ${run.cpuPct}% ` +
+            `(warm-up ${run.load.warmupRps.join(' -> ')} req/s)` +
             (bad > 0 ? `, ${bad} FAILED REQUESTS` : '') +
             (run.load.ok === 0 ? ', NOTHING COMPLETED' : ''),
         );
@@ -1389,7 +1393,7 @@ async function main(): Promise<void> {
 export function report(result: GatewaysResult): void {
   console.log(
     `\nGateway overhead, ${result.machine.cpuModel} x${result.machine.cores}, node ${result.machine.node}; ` +
-      `autocannon ${result.settings.warmupS} s warm-up + ${result.settings.durationS} s per row; ` +
+      `autocannon warm-up until the rate levels off (${WARMUP_SLICE_S} s slices, at least ${result.settings.warmupS} s, at most ${MAX_WARMUP_S}) + ${result.settings.durationS} s per row; ` +
       `upstream: ${result.upstream.completionTokens} tokens, no delays. Shared machine: expect noise ` +
       `(load average ${result.machine.loadAverage.join(' ')} at start, ${result.loadAverageEnd.join(' ')} at end).`,
   );

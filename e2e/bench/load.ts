@@ -1,9 +1,10 @@
 import { readFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
+import { WARMUP_SLICE_S, warmedUp } from './warm-up.js';
 
 /**
  * The load generator of the gateway comparison, in a process of its own so that it never shares an event loop with
- * what it measures. One autocannon warm-up, then the measured run; prints JSON lines on stdout:
+ * what it measures. A warm-up until the rate levels off (warmUp), then the measured run; prints JSON lines on stdout:
  * `{"event":"start"}` and `{"event":"stop"}` around the measured run (the parent samples CPU between them), then
  * `{"event":"result",...}`.
  * Run: node --import tsx e2e/bench/load.ts '{"url":"http://...","connections":16,"durationS":8,...}'
@@ -46,6 +47,8 @@ export interface LoadResult {
   elapsedS: number;
   /** CPU of this process over the measured run, % of one core: tells whether the generator itself saturated. */
   loadCpuPct: number;
+  /** Each warm-up slice's rate, req/s: how the target's rate rose before the measured run. */
+  warmupRps: number[];
 }
 
 /** The part of autocannon's programmatic API used here (it ships no types). */
@@ -67,6 +70,7 @@ interface AutocannonOptions {
   timeout: number;
 }
 interface AutocannonSummary {
+  requests: { total: number };
   errors: number;
   timeouts: number;
   non2xx: number;
@@ -144,13 +148,26 @@ function readArgs(arg: string): LoadArgs {
   return JSON.parse(arg.startsWith('@') ? readFileSync(arg.slice(1), 'utf8') : arg) as LoadArgs;
 }
 
+/**
+ * Warm-up: the JIT, the connection pools and the upstream's keep-alive sockets settle before anything is counted,
+ * in slices until the rate levels off (warm-up.ts). Each slice's rate is returned.
+ */
+async function warmUp(args: LoadArgs): Promise<number[]> {
+  const rates: number[] = [];
+  while (args.warmupS > 0 && !warmedUp(rates, args.warmupS)) {
+    const t0 = performance.now();
+    const summary = await autocannon(options(args, WARMUP_SLICE_S));
+    rates.push(round(summary.requests.total / ((performance.now() - t0) / 1000), 1));
+  }
+  return rates;
+}
+
 const emit = (line: object) => process.stdout.write(`${JSON.stringify(line)}\n`);
 const round = (v: number, digits = 3) => +v.toFixed(digits);
 
 async function main(): Promise<void> {
   const args = readArgs(process.argv[2] ?? '{}');
-  // Warm-up: JIT, connection pools and the upstream's keep-alive sockets settle before anything is counted.
-  if (args.warmupS > 0) await autocannon(options(args, args.warmupS));
+  const warmupRps = await warmUp(args);
 
   const latencies = new Latencies();
   emit({ event: 'start' });
@@ -181,6 +198,7 @@ async function main(): Promise<void> {
     statusCodes,
     elapsedS: round(elapsedS),
     loadCpuPct: round(((cpu.user + cpu.system) / 1000 / (elapsedS * 1000)) * 100, 1),
+    warmupRps,
   };
   emit({ event: 'result', ...result });
 }

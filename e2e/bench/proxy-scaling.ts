@@ -18,6 +18,7 @@ import {
   type Verdict,
 } from './gateways.js';
 import type { LoadArgs, LoadVariant } from './load.js';
+import { MAX_WARMUP_S } from './warm-up.js';
 
 /**
  * Proxy scaling: throughput, p99 latency and CPU per request of proxy/main.ts standalone (auth, tags, routing, usage
@@ -211,7 +212,7 @@ async function runLoad(proxy: Proxy, double: Double, settings: Settings, dir: st
   const { load: result, sampled } = await sampledLoad(
     `@${file}`,
     { target: proxy.pid, double: double.child.pid },
-    settings.warmupS + settings.durationS + 60,
+    Math.max(settings.warmupS, MAX_WARMUP_S) + settings.durationS + 60,
   );
   const ok = result.ok > 0;
   return {
@@ -369,7 +370,7 @@ export function report(result: ScalingResult): void {
   const s = result.settings;
   console.log(
     `\nProxy scaling, ${result.machine.cpuModel} x${result.machine.cores}, node ${result.machine.node}; ` +
-      `autocannon c=${s.connections}, json, ${s.warmupS} s warm-up + ${s.durationS} s per run, ` +
+      `autocannon c=${s.connections}, json, warm-up until the rate levels off (at least ${s.warmupS} s) + ${s.durationS} s per run, ` +
       `${s.rounds} interleaved rounds (medians shown); requests rotate over every model and key of a point. ` +
       `Shared machine: load average ${result.machine.loadAverage.join(' ')} at start, ` +
       `${result.loadAverageEnd.join(' ')} at end.`,
