@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { MAX_WARMUP_S, warmedUp } from './warm-up.js';
+import { MAX_WARMUP_S, WARMUP_SLICE_S, warmedUp } from './warm-up.js';
 
 describe('the warm-up before a measured row', () => {
   it('goes on while the rate still rises by more than 5 % a slice', () => {
@@ -14,12 +14,15 @@ describe('the warm-up before a measured row', () => {
   });
 
   it('lasts at least the seconds asked, levelled or not', () => {
-    expect(warmedUp([5000, 5000], 3)).toBe(false);
-    expect(warmedUp([5000, 5000, 5000], 3)).toBe(true);
+    const slices = 3;
+    const level = Array.from({ length: slices }, () => 5000);
+    expect(warmedUp(level.slice(0, -1), slices * WARMUP_SLICE_S)).toBe(false);
+    expect(warmedUp(level, slices * WARMUP_SLICE_S)).toBe(true);
   });
 
   it('stops at the most it may last, even with the rate still moving', () => {
-    const rising = Array.from({ length: MAX_WARMUP_S }, (_, i) => 1000 * 1.1 ** i);
+    const most = Math.ceil(MAX_WARMUP_S / WARMUP_SLICE_S);
+    const rising = Array.from({ length: most }, (_, i) => 1000 * 1.1 ** i);
     expect(warmedUp(rising.slice(0, -1), 0.5)).toBe(false);
     expect(warmedUp(rising, 0.5)).toBe(true);
   });
