@@ -76,7 +76,7 @@ const CONFORMANCE: Readonly<Record<CallerDialect, DialectConformance>> = {
     mayNeed: responseEventMayNeed,
     // A text delta without the logprobs the spec requires is read and given them. One question,
     // asked of a delta only: one native search costs less than reading its bytes for every key.
-    fastOk: (raw, name) => responseEventBytesOk(name, raw),
+    fastOk: responseEventBytesOk,
   },
   'anthropic-messages': {
     answer: message,

@@ -96,7 +96,7 @@ export function responseEventMayNeed(name: string | undefined, frame: string): b
 const LOGPROBS_BYTES = Buffer.from(LOGPROBS_KEY);
 
 /** responseEventMayNeed's answer on an event's bytes, unread: whether they can go out as they are. */
-export function responseEventBytesOk(name: string | undefined, raw: Buffer): boolean {
+export function responseEventBytesOk(raw: Buffer, name: string | undefined): boolean {
   if (name === undefined || !Object.hasOwn(EVENTS, name)) return true;
   return name.endsWith('.delta') && raw.includes(LOGPROBS_BYTES);
 }
