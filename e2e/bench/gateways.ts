@@ -16,7 +16,7 @@ import { type ProxyProcess, startProxyProcess } from '../support/proxy-process.j
 import { findLiteLLM, installLiteLLM, LITELLM_MISSING, liteLLMLaunch } from './litellm.js';
 import type { LoadArgs, LoadResult } from './load.js';
 import { TENSORZERO_MODEL, TENSORZERO_VERSION, tensorZeroLaunch } from './tensorzero.js';
-import { MAX_WARMUP_S, WARMUP_SLICE_S } from './warm-up.js';
+import { longestWarmUpS, WARMUP_SLICE_S } from './warm-up.js';
 
 /**
  * Proxy overhead, compared: the same upstream double, the same load generator (autocannon in its own process) and the
@@ -798,7 +798,7 @@ async function runLoad(
   const { load, sampled } = await sampledLoad(
     JSON.stringify(args),
     { target: t.pid, double: double.pid, ...backing },
-    Math.max(settings.warmupS, MAX_WARMUP_S) + durationS + 60,
+    longestWarmUpS(settings.warmupS) + durationS + 60,
   );
   return {
     target: t.name,
@@ -1393,7 +1393,7 @@ async function main(): Promise<void> {
 export function report(result: GatewaysResult): void {
   console.log(
     `\nGateway overhead, ${result.machine.cpuModel} x${result.machine.cores}, node ${result.machine.node}; ` +
-      `autocannon warm-up until the rate levels off (${WARMUP_SLICE_S} s slices, at least ${result.settings.warmupS} s, at most ${MAX_WARMUP_S}) + ${result.settings.durationS} s per row; ` +
+      `autocannon warm-up until the rate levels off (${WARMUP_SLICE_S} s slices, at least ${result.settings.warmupS} s, at most ${longestWarmUpS(result.settings.warmupS)}) + ${result.settings.durationS} s per row; ` +
       `upstream: ${result.upstream.completionTokens} tokens, no delays. Shared machine: expect noise ` +
       `(load average ${result.machine.loadAverage.join(' ')} at start, ${result.loadAverageEnd.join(' ')} at end).`,
   );

@@ -18,7 +18,7 @@ import {
   type Verdict,
 } from './gateways.js';
 import type { LoadArgs, LoadVariant } from './load.js';
-import { MAX_WARMUP_S } from './warm-up.js';
+import { longestWarmUpS } from './warm-up.js';
 
 /**
  * Proxy scaling: throughput, p99 latency and CPU per request of proxy/main.ts standalone (auth, tags, routing, usage
@@ -212,7 +212,7 @@ async function runLoad(proxy: Proxy, double: Double, settings: Settings, dir: st
   const { load: result, sampled } = await sampledLoad(
     `@${file}`,
     { target: proxy.pid, double: double.child.pid },
-    Math.max(settings.warmupS, MAX_WARMUP_S) + settings.durationS + 60,
+    longestWarmUpS(settings.warmupS) + settings.durationS + 60,
   );
   const ok = result.ok > 0;
   return {

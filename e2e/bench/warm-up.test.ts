@@ -26,4 +26,11 @@ describe('the warm-up before a measured row', () => {
     expect(warmedUp(rising.slice(0, -1), 0.5)).toBe(false);
     expect(warmedUp(rising, 0.5)).toBe(true);
   });
+
+  it('lasts the seconds asked even beyond that most', () => {
+    const slices = Math.ceil(MAX_WARMUP_S / WARMUP_SLICE_S) + 2;
+    const level = Array.from({ length: slices }, () => 5000);
+    expect(warmedUp(level.slice(0, -1), slices * WARMUP_SLICE_S)).toBe(false);
+    expect(warmedUp(level, slices * WARMUP_SLICE_S)).toBe(true);
+  });
 });

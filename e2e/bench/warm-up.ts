@@ -7,18 +7,21 @@
 
 /** A warm-up slice: short enough to see the rate move, long enough for thousands of requests. */
 export const WARMUP_SLICE_S = 2;
-/** Warm-up stops here, levelled or not: a rate that keeps moving is reported with the row, not waited for. */
+/** Warm-up stops here, levelled or not (unless more was asked): a rate that keeps moving is reported with the row, not waited for. */
 export const MAX_WARMUP_S = 16;
 /** The rate has levelled off once a slice's is at most this fraction above the slice's before. */
 const LEVELLED = 0.05;
 
+/** The longest a warm-up of at least `minS` seconds lasts: what a caller waiting on it allows. */
+export const longestWarmUpS = (minS: number): number => Math.max(minS, MAX_WARMUP_S);
+
 /**
  * Whether the warm-up is over, given each slice's rate so far: `minS` seconds spent, then the last slice no more
- * than 5 % above the one before (or MAX_WARMUP_S spent).
+ * than 5 % above the one before (or longestWarmUpS spent).
  */
 export function warmedUp(rates: readonly number[], minS: number): boolean {
   const spent = rates.length * WARMUP_SLICE_S;
-  if (spent >= MAX_WARMUP_S) return true;
+  if (spent >= longestWarmUpS(minS)) return true;
   const last = rates[rates.length - 1];
   const before = rates[rates.length - 2];
   if (spent < minS || last === undefined || before === undefined) return false;
