@@ -45,6 +45,9 @@ export default defineConfig({
             'e2e/bench/**/*.test.ts',
           ],
           environment: 'node',
+          // Vitest's default 5 s is a time figure: a loaded CI machine stretched tests of 1.5-2 s
+          // alone past it (a timeout is for a hang, not for a slow machine).
+          testTimeout: 20_000,
         },
       },
       {
