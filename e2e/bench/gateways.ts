@@ -32,8 +32,10 @@ import { longestWarmUpS, WARMUP_SLICE_S } from './warm-up.js';
  *   tensorzero  TensorZero, the Rust gateway (PyPI `tensorzero`, pinned; tensorzero.ts), observability off,
  *   portkey  Portkey's open-source gateway (@portkey-ai/gateway),
  *   litellm  LiteLLM's proxy, when a `litellm` executable is installed (see litellm.ts).
- * Each row starts once the target's rate has levelled off (warm-up.ts: the JIT, pools and sockets settled; the
- * warm-up's rates are printed with the row), then is measured for --duration seconds.
+ * The targets are all started first and each row is run on every target in turn (the others idle meanwhile), so a
+ * row's ratios compare runs seconds apart: this machine's speed drifts over minutes. Each run starts once the
+ * target's rate has levelled off (warm-up.ts: the JIT, pools and sockets settled; the warm-up's rates are printed
+ * with the row), then is measured for --duration seconds.
  * Per run: requests/s, latency mean/p50/p99, errors, latency added over direct, CPU (% of one core) and peak RSS of
  * the process under test. Streaming time to first token comes from a sequential client of its own, since autocannon
  * only times whole responses; ours then holds c=128 for a soak (60 s) with its RSS sampled. Ends with PASS/FAIL lines
@@ -1287,27 +1289,105 @@ function parseSettings(): Settings & { jsonOut: string | undefined } {
   };
 }
 
-async function measure(t: Target, double: Double, settings: Settings, runs: Run[]): Promise<Ttft> {
-  for (const dialect of settings.dialects.filter((d) => urlOf(t, d) !== undefined)) {
+type Outcome = GatewaysResult['targets'][string];
+
+/** Starts each target and checks it answers every dialect it serves; one that cannot is recorded, not measured. */
+async function startAll(
+  double: Double,
+  dir: string,
+  settings: Settings,
+  targets: Record<string, Outcome>,
+): Promise<Target[]> {
+  const started: Target[] = [];
+  for (const name of settings.targets) {
+    let t: Target | undefined;
+    try {
+      progress(`${name}: starting`);
+      t = await startTarget(name, double, dir, settings);
+      const failures = await probe(t, settings.dialects);
+      if (failures.length > 0) throw new Error(`not answering 200 through to the double: ${failures.join('; ')}`);
+      started.push(t);
+    } catch (err) {
+      targets[name] = failedOutcome(err, t);
+      await t?.stop();
+    }
+  }
+  return started;
+}
+
+function failedOutcome(err: unknown, t: Target | undefined): Outcome {
+  const status = err instanceof Skip ? 'skipped' : 'failed';
+  progress(`${t?.name ?? 'target'}: ${status}: ${errorMessage(err)}`);
+  return { status, notes: [...(t?.notes ?? []), errorMessage(err)] };
+}
+
+/**
+ * Every row, each target's run of it one after the other: this machine's speed drifts over minutes
+ * (bare's own rate moved 1.2-2.1x between two runs 10 minutes apart, RESULTS 27), and a row's
+ * targets measured seconds apart share the drift, where one target's rows then the next's did not.
+ * The targets not under load sit idle meanwhile. A target that fails a run is dropped from the rest.
+ */
+async function measureRows(
+  live: Target[],
+  double: Double,
+  settings: Settings,
+  runs: Run[],
+  targets: Record<string, Outcome>,
+): Promise<void> {
+  for (const dialect of settings.dialects) {
     for (const mode of MODES) {
       for (const c of settings.connections) {
-        const run = await runLoad(t, double, mode, c, settings, settings.durationS, dialect);
-        runs.push(run);
-        const bad = run.load.non2xx + run.load.errors;
-        progress(
-          `${t.name} ${dialect} ${mode} c=${c}: ${run.load.rps} req/s, mean ${run.load.meanMs} ms, cpu ${run.cpuPct}% ` +
-            `(warm-up ${run.load.warmupRps.join(' -> ')} req/s)` +
-            (bad > 0 ? `, ${bad} FAILED REQUESTS` : '') +
-            (run.load.ok === 0 ? ', NOTHING COMPLETED' : ''),
-        );
+        for (const t of live.filter((x) => urlOf(x, dialect) !== undefined)) {
+          try {
+            const run = await runLoad(t, double, mode, c, settings, settings.durationS, dialect);
+            runs.push(run);
+            const bad = run.load.non2xx + run.load.errors;
+            progress(
+              `${t.name} ${dialect} ${mode} c=${c}: ${run.load.rps} req/s, mean ${run.load.meanMs} ms, cpu ${run.cpuPct}% ` +
+                `(warm-up ${run.load.warmupRps.join(' -> ')} req/s)` +
+                (bad > 0 ? `, ${bad} FAILED REQUESTS` : '') +
+                (run.load.ok === 0 ? ', NOTHING COMPLETED' : ''),
+            );
+          } catch (err) {
+            targets[t.name] = failedOutcome(err, t);
+            live.splice(live.indexOf(t), 1);
+            await t.stop();
+          }
+        }
       }
     }
   }
-  // After the load runs: a freshly started process answers its first thousand requests with cold JIT, which
-  // inflated this figure by ~1 ms for ours; a gateway in service is warm.
+}
+
+/**
+ * After the rows, per target: streaming time to first token (after the load runs: a freshly started
+ * process answers its first thousand requests with cold JIT, which inflated this figure by ~1 ms for
+ * ours; a gateway in service is warm), ours' soak and what ours did.
+ */
+async function finishTarget(
+  t: Target,
+  double: Double,
+  settings: Settings,
+  out: { ttfts: Ttft[]; soaks: Soak[]; ours: Record<string, Record<string, number | string>> },
+): Promise<void> {
   const ttft = await timeToFirstToken(t, settings);
   progress(`${t.name}: TTFT p50 ${ttft.ttftP50Ms} ms`);
-  return ttft;
+  out.ttfts.push(ttft);
+  if ((OURS as readonly string[]).includes(t.name) && settings.soakS > 0) {
+    const run = await runLoad(t, double, 'stream', 128, settings, settings.soakS);
+    out.soaks.push({
+      target: t.name,
+      mode: 'stream',
+      c: 128,
+      seconds: settings.soakS,
+      rps: run.load.rps,
+      p99Ms: run.load.p99Ms,
+      bad: run.load.non2xx + run.load.errors,
+      rssMiB: run.rssMiB,
+    });
+    progress(`${t.name} soak ${settings.soakS} s at c=128: ${run.load.rps} req/s, peak RSS ${run.rssMiB} MiB`);
+  }
+  if (t.inspect) out.ours[t.name] = await t.inspect();
 }
 
 async function main(): Promise<void> {
@@ -1318,47 +1398,32 @@ async function main(): Promise<void> {
   progress(`${machine.cpuModel}, ${machine.cores} cores, load average ${machine.loadAverage.join(' ')}`);
   const double = await startDouble();
   const runs: Run[] = [];
-  const ttfts: Ttft[] = [];
+  const out = {
+    ttfts: [] as Ttft[],
+    soaks: [] as Soak[],
+    ours: {} as Record<string, Record<string, number | string>>,
+  };
   const targets: GatewaysResult['targets'] = {};
-  const ours: Record<string, Record<string, number | string>> = {};
-  const soaks: Soak[] = [];
   if (settings.targets.some((t) => (OURS as readonly string[]).includes(t))) {
     progress('npm run build (ours runs from dist/, as the image does)');
     execFileSync('npm', ['run', 'build'], { cwd: ROOT, stdio: 'ignore' });
   }
 
-  for (const name of settings.targets) {
-    let t: Target | undefined;
-    try {
-      progress(`${name}: starting`);
-      t = await startTarget(name, double, dir, settings);
-      const failures = await probe(t, settings.dialects);
-      if (failures.length > 0) throw new Error(`not answering 200 through to the double: ${failures.join('; ')}`);
-      ttfts.push(await measure(t, double, settings, runs));
-      if ((OURS as readonly string[]).includes(name) && settings.soakS > 0) {
-        const run = await runLoad(t, double, 'stream', 128, settings, settings.soakS);
-        soaks.push({
-          target: name,
-          mode: 'stream',
-          c: 128,
-          seconds: settings.soakS,
-          rps: run.load.rps,
-          p99Ms: run.load.p99Ms,
-          bad: run.load.non2xx + run.load.errors,
-          rssMiB: run.rssMiB,
-        });
-        progress(`${name} soak ${settings.soakS} s at c=128: ${run.load.rps} req/s, peak RSS ${run.rssMiB} MiB`);
+  const live = await startAll(double, dir, settings, targets);
+  try {
+    await measureRows(live, double, settings, runs, targets);
+    for (const t of [...live]) {
+      try {
+        await finishTarget(t, double, settings, out);
+        targets[t.name] = { status: 'measured', notes: t.notes };
+      } catch (err) {
+        targets[t.name] = failedOutcome(err, t);
       }
-      if (t.inspect) ours[name] = await t.inspect();
-      targets[name] = { status: 'measured', notes: t.notes };
-    } catch (err) {
-      const status = err instanceof Skip ? 'skipped' : 'failed';
-      targets[name] = { status, notes: [...(t?.notes ?? []), errorMessage(err)] };
-      progress(`${name}: ${status}: ${errorMessage(err)}`);
-    } finally {
-      await t?.stop();
     }
+  } finally {
+    for (const t of live) await t.stop();
   }
+  const { ttfts, soaks, ours } = out;
   const spool =
     settings.targets.includes('ours') && settings.spoolRounds > 0 ? await spoolCost(double, dir, settings) : [];
   await double.child.stop();
