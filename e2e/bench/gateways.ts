@@ -1308,16 +1308,16 @@ async function startAll(
       if (failures.length > 0) throw new Error(`not answering 200 through to the double: ${failures.join('; ')}`);
       started.push(t);
     } catch (err) {
-      targets[name] = failedOutcome(err, t);
+      targets[name] = failedOutcome(name, err, t);
       await t?.stop();
     }
   }
   return started;
 }
 
-function failedOutcome(err: unknown, t: Target | undefined): Outcome {
+function failedOutcome(name: TargetName, err: unknown, t: Target | undefined): Outcome {
   const status = err instanceof Skip ? 'skipped' : 'failed';
-  progress(`${t?.name ?? 'target'}: ${status}: ${errorMessage(err)}`);
+  progress(`${name}: ${status}: ${errorMessage(err)}`);
   return { status, notes: [...(t?.notes ?? []), errorMessage(err)] };
 }
 
@@ -1349,7 +1349,7 @@ async function measureRows(
                 (run.load.ok === 0 ? ', NOTHING COMPLETED' : ''),
             );
           } catch (err) {
-            targets[t.name] = failedOutcome(err, t);
+            targets[t.name] = failedOutcome(t.name, err, t);
             live.splice(live.indexOf(t), 1);
             await t.stop();
           }
@@ -1398,11 +1398,9 @@ async function main(): Promise<void> {
   progress(`${machine.cpuModel}, ${machine.cores} cores, load average ${machine.loadAverage.join(' ')}`);
   const double = await startDouble();
   const runs: Run[] = [];
-  const out = {
-    ttfts: [] as Ttft[],
-    soaks: [] as Soak[],
-    ours: {} as Record<string, Record<string, number | string>>,
-  };
+  const ttfts: Ttft[] = [];
+  const soaks: Soak[] = [];
+  const ours: Record<string, Record<string, number | string>> = {};
   const targets: GatewaysResult['targets'] = {};
   if (settings.targets.some((t) => (OURS as readonly string[]).includes(t))) {
     progress('npm run build (ours runs from dist/, as the image does)');
@@ -1414,16 +1412,15 @@ async function main(): Promise<void> {
     await measureRows(live, double, settings, runs, targets);
     for (const t of [...live]) {
       try {
-        await finishTarget(t, double, settings, out);
+        await finishTarget(t, double, settings, { ttfts, soaks, ours });
         targets[t.name] = { status: 'measured', notes: t.notes };
       } catch (err) {
-        targets[t.name] = failedOutcome(err, t);
+        targets[t.name] = failedOutcome(t.name, err, t);
       }
     }
   } finally {
     for (const t of live) await t.stop();
   }
-  const { ttfts, soaks, ours } = out;
   const spool =
     settings.targets.includes('ours') && settings.spoolRounds > 0 ? await spoolCost(double, dir, settings) : [];
   await double.child.stop();
@@ -1458,7 +1455,7 @@ async function main(): Promise<void> {
 export function report(result: GatewaysResult): void {
   console.log(
     `\nGateway overhead, ${result.machine.cpuModel} x${result.machine.cores}, node ${result.machine.node}; ` +
-      `autocannon warm-up until the rate levels off (${WARMUP_SLICE_S} s slices, at least ${result.settings.warmupS} s, at most ${longestWarmUpS(result.settings.warmupS)}) + ${result.settings.durationS} s per row; ` +
+      `autocannon warm-up until the rate levels off (${WARMUP_SLICE_S} s slices, at least ${result.settings.warmupS} s, at most ${longestWarmUpS(result.settings.warmupS)} s) + ${result.settings.durationS} s per row; ` +
       `upstream: ${result.upstream.completionTokens} tokens, no delays. Shared machine: expect noise ` +
       `(load average ${result.machine.loadAverage.join(' ')} at start, ${result.loadAverageEnd.join(' ')} at end).`,
   );
