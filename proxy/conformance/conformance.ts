@@ -1,7 +1,7 @@
 import { isRecord } from '../../crds/is-record.js';
 import type { CallerDialect } from '../endpoints/dialects.js';
 import { FRAME_KEY, type FrameKeys } from '../upstreams/frame-keys.js';
-import type { StreamReader } from '../upstreams/stream-reader.js';
+import { frameJson, frameValue, type ReadEvent, type StreamReader } from '../upstreams/stream-reader.js';
 import { message, messageEvent, messageEventMayNeed } from './anthropic-messages.js';
 import { chatChunk, chatCompletion } from './openai-chat.js';
 import { completion, completionChunk } from './openai-completions.js';
@@ -91,26 +91,42 @@ export function conformAnswer(dialect: CallerDialect, body: unknown): unknown {
   return isRecord(body) ? CONFORMANCE[dialect].answer(body) : body;
 }
 
-const DATA = 'data: ';
+/**
+ * One event as the reader read it: unchanged (its value, where it was parsed here or by the
+ * reader), or its value changed and where its frame (`event: x\ndata: {...}\n\n`, one data
+ * line) holds the JSON to replace.
+ */
+function conformed(
+  c: DialectConformance,
+  name: string | undefined,
+  frame: string,
+  parsed: Json | undefined,
+): { data?: Json; span?: [number, number] } {
+  if (!c.mayNeed(name, frame)) return parsed ? { data: parsed } : {};
+  const span = frameJson(frame);
+  const event = span ? (parsed ?? frameValue(frame)) : undefined;
+  if (!span || !event) return {};
+  const after = c.event(name, event);
+  return after === event ? { data: event } : { data: after, span };
+}
 
 /**
- * One SSE frame as the reader wrote it (`event: x\ndata: {...}\n\n`, a single data line): the same
- * string where its event needed nothing, else the event re-written.
+ * The event with its value changed: its frame is written only when read. An edit after this
+ * one (stored Responses' stamp, on the value) writes its own, and this one is never made.
  */
-function conformFrame(c: DialectConformance, name: string | undefined, frame: string): string {
-  if (!c.mayNeed(name, frame)) return frame;
-  const at = frame.indexOf(DATA);
-  const end = frame.indexOf('\n', at);
-  if (at === -1 || end === -1 || frame.charCodeAt(at + DATA.length) !== 123 /* { */) return frame;
-  let event: unknown;
-  try {
-    event = JSON.parse(frame.slice(at + DATA.length, end));
-  } catch {
-    return frame;
-  }
-  if (!isRecord(event)) return frame;
-  const after = c.event(name, event);
-  return after === event ? frame : `${frame.slice(0, at + DATA.length)}${JSON.stringify(after)}${frame.slice(end)}`;
+function rewritten(r: ReadEvent, data: Json, span: [number, number]): ReadEvent {
+  const frame = r.out;
+  let out: string | undefined;
+  return {
+    token: r.token,
+    last: r.last,
+    ...(r.usage ? { usage: r.usage } : {}),
+    data,
+    get out() {
+      out ??= `${frame.slice(0, span[0])}${JSON.stringify(data)}${frame.slice(span[1])}`;
+      return out;
+    },
+  };
 }
 
 /**
@@ -132,8 +148,9 @@ export function conformingReader(dialect: CallerDialect, reader: StreamReader): 
     read(name, data) {
       const r = reader.read(name, data);
       if (!r || r.out === '') return r;
-      const out = conformFrame(c, name, r.out);
-      return out === r.out ? r : { ...r, out };
+      const { data: value, span } = conformed(c, name, r.out, r.data);
+      if (span && value) return rewritten(r, value, span);
+      return value === r.data || !value ? r : { ...r, data: value };
     },
   };
 }

@@ -84,6 +84,35 @@ describe('stored Responses written by their own thread', () => {
     }
   });
 
+  it("asked together, each is answered alone: one row's failure is its own", async () => {
+    const db = usageFile();
+    const rows = threadRows(db);
+    try {
+      // One turn's questions travel as one message: the bad row (no input) must not take the others down.
+      const asked = [
+        rows.put(row('resp_a')),
+        rows.put(row('resp_bad', { input: null as unknown as string })),
+        rows.put(row('resp_b')),
+        rows.bytes(),
+      ];
+      const [a, bad, b, bytes] = await Promise.allSettled(asked);
+      expect([a?.status, bad?.status, b?.status, bytes?.status]).toEqual([
+        'fulfilled',
+        'rejected',
+        'fulfilled',
+        'fulfilled',
+      ]);
+      // The thread's own error, carried back.
+      expect(bad?.status === 'rejected' && String(bad.reason)).toMatch(/Received null/);
+      expect((await rows.get('resp_a'))?.id).toBe('resp_a');
+      expect((await rows.get('resp_b'))?.id).toBe('resp_b');
+      expect(await rows.get('resp_bad')).toBeUndefined();
+    } finally {
+      await rows.close();
+      db.close();
+    }
+  });
+
   it('closes once what it was handed is committed', async () => {
     const db = usageFile();
     const rows = threadRows(db);

@@ -1,5 +1,5 @@
-import { parentPort, workerData } from 'node:worker_threads';
-import type { Numbered, ThreadAnswer } from '../threads/asked-thread.js';
+import { workerData } from 'node:worker_threads';
+import { answerAsks } from '../threads/answer-asks.js';
 import { openUsageFile } from '../usage/sqlite-store.js';
 import type { RowsWrite } from './rows-thread.js';
 import { sqliteRows } from './sqlite-rows.js';
@@ -7,7 +7,7 @@ import { sqliteRows } from './sqlite-rows.js';
 /** The writer thread of proxy/stored-responses/rows-thread.ts: its own connection to the usage file. */
 const rows = sqliteRows(openUsageFile((workerData as { path: string }).path));
 
-async function run(req: RowsWrite): Promise<unknown> {
+answerAsks<RowsWrite>((req) => {
   switch (req.kind) {
     case 'put':
       return rows.put(req.row);
@@ -20,14 +20,4 @@ async function run(req: RowsWrite): Promise<unknown> {
     case 'bytes':
       return rows.bytes();
   }
-}
-
-parentPort?.on('message', async (req: Numbered<RowsWrite>) => {
-  let answer: ThreadAnswer;
-  try {
-    answer = { id: req.id, result: (await run(req)) ?? null };
-  } catch (err) {
-    answer = { id: req.id, error: (err as Error).message };
-  }
-  parentPort?.postMessage(answer);
 });

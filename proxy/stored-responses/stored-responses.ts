@@ -4,7 +4,7 @@ import type { ParsedRequest } from '../endpoints/chat-request.js';
 import { ProxyError } from '../endpoints/errors.js';
 import type { Answered, Failed, Parsed, Routed } from '../exchange.js';
 import { type Backends, backendOf } from '../upstreams/backend.js';
-import { type Stamp, stamped, tapStream } from './answer.js';
+import { type Stamp, stampEvents, stamped, tapStream } from './answer.js';
 import { runInBackground } from './background.js';
 import { HISTORY_BOUNDS, type HistoryBounds, historyOf } from './history.js';
 import { inputItems, newId } from './items.js';
@@ -160,9 +160,14 @@ export class StoredResponses {
     const { store } = turn.stamp;
     const { result } = outcome;
     if (result.kind === 'stream') {
-      const body = tapStream(result.body, turn.stamp, async (response) => {
+      const save = async (response: Json) => {
         if (store) await this.save(turn, response);
-      });
+      };
+      // Stamped where the relay reads its events (each parsed once, the stream still pushed);
+      // a body that reads none (a translator's, a cached answer's) is tapped and read here.
+      const inPlace =
+        !(result.body instanceof ReadableStream) && result.body.editEvents?.(stampEvents(turn.stamp, save));
+      const body = inPlace ? result.body : tapStream(result.body, turn.stamp, save);
       return { ...outcome, result: { ...result, body } };
     }
     // As the caller gets it: the accounting stage conforms it to the spec the same way (a no-op on this value).

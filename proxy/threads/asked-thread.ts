@@ -20,6 +20,13 @@ export class AskedThread<Req> {
   protected dead: Error | undefined;
   /** Called when the last answer owed arrives (close waits for it). */
   private drained: (() => void) | undefined;
+  /**
+   * Questions asked in this event-loop turn, posted together once it ends: a message to a thread
+   * costs the request thread a serialization and a wake-up each (9.5 % of its CPU on stored
+   * Responses, one row a request: e2e/bench/RESULTS.md 28), and concurrent requests ask in the
+   * same turn.
+   */
+  private outbox: Array<Numbered<Unnumbered<Req>>> = [];
 
   /** `entry`: the worker module beside the caller, as a `.ts` URL when run from source. */
   constructor(entry: URL, workerData: unknown, name: string) {
@@ -32,20 +39,31 @@ export class AskedThread<Req> {
         )
       : new Worker(entry, { workerData });
     this.worker.unref();
-    this.worker.on('message', (m: ThreadAnswer) => {
-      const p = this.pending.get(m.id);
-      if (!p) return;
-      this.pending.delete(m.id);
-      if (this.pending.size === 0) {
-        this.worker.unref();
-        this.drained?.();
-      }
-      if ('error' in m) p.reject(new Error(m.error));
-      else p.resolve(m.result);
+    this.worker.on('message', (answers: ThreadAnswer[]) => {
+      for (const m of answers) this.answered(m);
     });
     this.worker.on('error', (err) => this.failAll(err));
     this.worker.on('exit', (code) => this.failAll(new Error(`${name} thread exited (${code})`)));
   }
+
+  private answered(m: ThreadAnswer): void {
+    const p = this.pending.get(m.id);
+    if (!p) return;
+    this.pending.delete(m.id);
+    if (this.pending.size === 0) {
+      this.worker.unref();
+      this.drained?.();
+    }
+    if ('error' in m) p.reject(new Error(m.error));
+    else p.resolve(m.result);
+  }
+
+  private readonly post = (): void => {
+    const batch = this.outbox;
+    this.outbox = [];
+    // A thread that died meanwhile has failed these already (failAll).
+    if (!this.dead) this.worker.postMessage(batch);
+  };
 
   private failAll(err: Error): void {
     this.dead = err;
@@ -61,7 +79,8 @@ export class AskedThread<Req> {
     if (this.pending.size === 0) this.worker.ref();
     return new Promise<T>((resolve, reject) => {
       this.pending.set(id, { resolve: resolve as (v: unknown) => void, reject });
-      this.worker.postMessage({ ...req, id });
+      this.outbox.push({ ...req, id });
+      if (this.outbox.length === 1) setImmediate(this.post);
     });
   }
 

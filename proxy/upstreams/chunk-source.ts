@@ -1,3 +1,5 @@
+import type { EventEdit } from './stream-reader.js';
+
 /**
  * A streamed answer's body, read chunk by chunk with backpressure: the next chunk is made only
  * when asked for. The OpenAI-compatible relay hands the node:http server (proxy/serve.ts) one of
@@ -17,6 +19,11 @@ export interface ChunkSource {
    * while the sink is full and resumes once it drained.
    */
   pipe?(sink: ChunkSink): void;
+  /**
+   * Where the source reads SSE events (a relay): `edit` applied to them before they go out, on
+   * the values it parsed anyway; true where it took it. Asked before the first read.
+   */
+  editEvents?(edit: EventEdit): boolean;
 }
 
 /** Where a source in push mode writes: the caller's socket. */

@@ -101,14 +101,16 @@ const responsesStream = (): StreamReader => ({
     const name = event ?? '';
     if (name.endsWith('.delta')) return { out, token: isTokenDelta(name), last: false };
     if (!RESPONSE_ENDS.has(name)) return { out, token: false, last: name === 'error' };
-    let parsed: { response?: unknown };
+    let parsed: unknown;
     try {
-      parsed = JSON.parse(data) as typeof parsed;
+      parsed = JSON.parse(data);
     } catch {
       return undefined;
     }
+    if (!isRecord(parsed)) return undefined;
     const usage = responsesUsage(parsed.response);
-    return { out, token: false, ...(usage ? { usage } : {}), last: true };
+    // Parsed whole: handed on, so the conformance and stored Responses' stamp read it again for nothing.
+    return { out, token: false, ...(usage ? { usage } : {}), last: true, data: parsed };
   },
 });
 

@@ -6,6 +6,7 @@ import type { ChunkSink } from './chunk-source.js';
 import { StreamedBody } from './dispatch.js';
 import { PASS_THROUGH } from './openai-compatible-dialects.js';
 import { SseRelay } from './sse-relay.js';
+import type { EventEdit } from './stream-reader.js';
 
 /** The relay against a hand-fed upstream body: what the caller receives, and what the gateway accounts. */
 
@@ -245,6 +246,73 @@ describe('SseRelay', () => {
     await new Promise((r) => setTimeout(r, 1_200));
     expect(out.ended()).toBe(1);
     expect(calls).toContain('abort');
+  });
+
+  it('edits the events an edit wants, and holds the one it must wait for (and the end) until it may go, pushed or pulled', async () => {
+    const created = named('response.created', {
+      sequence_number: 0,
+      response: { id: 'resp_up', status: 'in_progress' },
+    });
+    let release: () => void = () => {};
+    const saved: string[] = [];
+    const stamp = (): EventEdit => ({
+      wants: (name) => name === 'response.created' || name === 'response.completed',
+      edit: (name, data) => {
+        const edited = { ...data, response: { ...(data.response as object), id: 'resp_ours' } };
+        if (name !== 'response.completed') return { data: edited };
+        return {
+          data: edited,
+          before: new Promise<void>((r) => {
+            release = () => {
+              saved.push(name);
+              r();
+            };
+          }),
+        };
+      },
+    });
+    const all = created + textDelta('Hel') + completed;
+
+    const pushed = upstream();
+    const relay = relayOf(pushed.body, false, 'openai-responses');
+    expect(relay.editEvents(stamp())).toBe(true);
+    const out = sink();
+    relay.pipe(out.s);
+    pushed.body.push(Buffer.from(all));
+    pushed.body.end();
+    await new Promise((r) => setTimeout(r, 20));
+    // Nothing of the chunk that holds the final event goes out before it may, nor the end.
+    expect(out.text()).toBe('');
+    expect(out.ended()).toBe(0);
+    release();
+    await relay.settled;
+    await new Promise((r) => setImmediate(r));
+    expect(saved).toEqual(['response.completed']);
+    expect(out.ended()).toBe(1);
+    const events = out
+      .text()
+      .split('\n\n')
+      .filter((e) => e.includes('data:'))
+      .map((e) => JSON.parse(e.slice(e.indexOf('data:') + 5)) as { type: string; response?: { id: string } });
+    expect(events.map((e) => e.type)).toEqual(['response.created', 'response.output_text.delta', 'response.completed']);
+    expect(events.filter((e) => e.response).map((e) => e.response?.id)).toEqual(['resp_ours', 'resp_ours']);
+    // The delta, which the edit does not want, goes out as it came.
+    expect(out.text()).toContain(textDelta('Hel'));
+
+    const polled = upstream();
+    const pulledRelay = relayOf(polled.body, false, 'openai-responses');
+    pulledRelay.editEvents(stamp());
+    polled.body.push(Buffer.from(all));
+    polled.body.end();
+    const text = pulled(pulledRelay);
+    let done = false;
+    void text.then(() => {
+      done = true;
+    });
+    await new Promise((r) => setTimeout(r, 20));
+    expect(done).toBe(false);
+    release();
+    expect(await text).toBe(out.text());
   });
 
   it('gives the same bytes pulled as pushed', async () => {

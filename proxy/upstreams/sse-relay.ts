@@ -4,7 +4,7 @@ import type { ProxyError } from '../endpoints/errors.js';
 import { type ChunkSink, type ChunkSource, SinkPusher } from './chunk-source.js';
 import type { StreamedBody } from './dispatch.js';
 import { FrameKeys } from './frame-keys.js';
-import type { StreamReader } from './stream-reader.js';
+import { type EventEdit, frameValue, type ReadEvent, type StreamReader, sseFrame } from './stream-reader.js';
 import type { StreamOutcome } from './upstream.js';
 
 /**
@@ -96,6 +96,10 @@ export class SseRelay implements ChunkSource {
   private settle: (o: StreamOutcome) => void = () => {};
   /** Resolved once the upstream exchange is over (its connection back in the pool, or dropped). */
   private released: Promise<void> | undefined;
+  /** An edit of the events it wants (editEvents), on the values the reader parsed. */
+  private edit: EventEdit | undefined;
+  /** Nothing goes out until this settled (an edit's `before`). */
+  private holding: Promise<unknown> | undefined;
   /** How the stream ended, once the last byte went to the caller (or the caller left). */
   readonly settled: Promise<StreamOutcome>;
 
@@ -121,7 +125,7 @@ export class SseRelay implements ChunkSource {
     // A single `data: {...}` line, named or not, that the reader passes unchanged: forwarded as the bytes it is.
     if (reader.fast) {
       const name = plainFrame(raw);
-      const fast = name === null ? undefined : reader.fast(raw, name, this.keys.of(raw));
+      const fast = name === null || this.edit?.wants(name) ? undefined : reader.fast(raw, name, this.keys.of(raw));
       if (fast) {
         if (fast.token) this.token();
         this.out.push(raw);
@@ -154,11 +158,50 @@ export class SseRelay implements ChunkSource {
     }
     if (r.token) this.token();
     if (r.usage) this.outcome.usage = r.usage;
-    if (r.out) this.out.push(Buffer.from(r.out, 'utf8'));
+    const out = this.edited(name, r);
+    if (out) this.out.push(Buffer.from(out, 'utf8'));
     if (r.last) {
       this.sawEnd = true;
       this.finish();
     }
+  }
+
+  /**
+   * An event's frame after the edit (editEvents), where it wants the event: made from the value the
+   * reader parsed, so a frame the reader changed too is written once.
+   */
+  private edited(name: string | undefined, r: ReadEvent): string {
+    if (!this.edit?.wants(name)) return r.out;
+    // A dropped event ('' out) carries no value.
+    const data = r.data ?? (r.out === '' ? undefined : frameValue(r.out));
+    if (!data) return r.out;
+    const e = this.edit.edit(name, data);
+    if (e.before) this.hold(e.before);
+    return e.data === data ? r.out : sseFrame(JSON.stringify(e.data), name);
+  }
+
+  /** Holds what is ready, and what follows, until `before` settled. */
+  private hold(before: Promise<unknown>): void {
+    // Settles either way (a save never throws; a failed one must not hold the stream for ever).
+    const held = Promise.all([this.holding, before]).then(
+      () => {},
+      () => {},
+    );
+    this.holding = held;
+    void held.then(() => {
+      if (this.holding !== held) return;
+      this.holding = undefined;
+      this.flush();
+    });
+  }
+
+  /**
+   * Its events edited where they are read, before they go out (stored Responses' stamp): true.
+   * Asked before the stream is read.
+   */
+  editEvents(edit: EventEdit): boolean {
+    this.edit = edit;
+    return true;
   }
 
   private token(): void {
@@ -300,6 +343,7 @@ export class SseRelay implements ChunkSource {
       }
       this.feed(chunk);
     }
+    while (this.holding) await this.holding;
     if (this.outcome.clientAborted) return undefined;
     const chunk = this.take();
     if (this.finished && this.out.length === 0) {
@@ -338,7 +382,7 @@ export class SseRelay implements ChunkSource {
 
   /** Pushes what is ready; pauses the upstream while the caller's socket is full. */
   private flush(): void {
-    if (!this.pusher.attached || this.outcome.clientAborted) return;
+    if (!this.pusher.attached || this.outcome.clientAborted || this.holding) return;
     this.pusher.push(this.take(), this.finished);
     if (this.finished) {
       this.end();

@@ -1,3 +1,4 @@
+import { isRecord } from '../../crds/is-record.js';
 import type { FrameKeys } from './frame-keys.js';
 import type { Usage } from './upstream.js';
 
@@ -8,7 +9,7 @@ import type { Usage } from './upstream.js';
  */
 
 /** One upstream SSE event, as the relay hands it on. */
-interface ReadEvent {
+export interface ReadEvent {
   /** What goes to the client ('' for nothing). */
   out: string;
   /** It carried a generated token (first-token time; the count should usage never come). */
@@ -16,6 +17,29 @@ interface ReadEvent {
   usage?: Usage;
   /** The dialect's last event: the stream is complete. */
   last: boolean;
+  /**
+   * `out`'s data as a value, where a reader parsed it anyway (and `out` is that value's frame):
+   * whoever reads the event after it need not parse it again. A reader that changes `out`
+   * without it drops it; a dropped event ('' out) has none.
+   */
+  data?: Json;
+}
+
+type Json = Record<string, unknown>;
+
+/**
+ * An edit of a stream's events made where they are read (the relay), on the value its reader
+ * already parsed: an event a reader and an edit both need is parsed once and written once
+ * (stored Responses' stamp, proxy/stored-responses/answer.ts).
+ */
+export interface EventEdit {
+  /** Whether an event, by its SSE name, may be edited: such events go through edit(), never unread. */
+  wants(name: string | undefined): boolean;
+  /**
+   * The event's data as it goes out (the same object where nothing changed); `before`: the
+   * event goes out, with what follows it, once this settled.
+   */
+  edit(name: string | undefined, data: Json): { data: Json; before?: Promise<unknown> };
 }
 
 export interface StreamReader {
@@ -40,6 +64,31 @@ export const TOKEN: FastEvent = Object.freeze({ token: true });
 export const NO_TOKEN: FastEvent = Object.freeze({ token: false });
 
 export const sseFrame = (data: string, event?: string) => `${event ? `event: ${event}\n` : ''}data: ${data}\n\n`;
+
+const DATA = 'data: ';
+
+/**
+ * Where a frame as readers write it (`event: x\ndata: {...}\n\n`, one data line) has its JSON
+ * object: [start, end), or undefined for any other frame.
+ */
+export function frameJson(frame: string): [number, number] | undefined {
+  const at = frame.indexOf(DATA);
+  const end = frame.indexOf('\n', at);
+  if (at === -1 || end === -1 || frame.charCodeAt(at + DATA.length) !== 123 /* { */) return undefined;
+  return [at + DATA.length, end];
+}
+
+/** A frame's JSON object, parsed; undefined where it has none. */
+export function frameValue(frame: string): Json | undefined {
+  const span = frameJson(frame);
+  if (!span) return undefined;
+  try {
+    const v: unknown = JSON.parse(frame.slice(span[0], span[1]));
+    return isRecord(v) ? v : undefined;
+  } catch {
+    return undefined;
+  }
+}
 
 /** An SSE event's data: its data lines' values, joined by newlines (the SSE spec's own rule). */
 export const sseData = (event: string): string =>

@@ -1,38 +1,33 @@
-import { parentPort, workerData } from 'node:worker_threads';
-import type { ReportRequest, ReportResponse } from './reports.js';
+import { workerData } from 'node:worker_threads';
+import { answerAsks } from '../threads/answer-asks.js';
+import type { ReportRequest } from './reports.js';
 import { SqliteUsageStore } from './sqlite-store.js';
 
 /** The report (or writer) thread of proxy/usage/reports.ts: its own connection to the usage file. */
 const store = new SqliteUsageStore((workerData as { path: string }).path);
 
-parentPort?.on('message', async (req: ReportRequest) => {
-  let res: ReportResponse;
-  try {
-    if (req.kind === 'insert') {
-      await store.insert(req.records);
-      res = { id: req.id, result: null };
-    } else if (req.kind === 'gpu-time') {
-      await store.recordGpuTime(req.rows);
-      res = { id: req.id, result: null };
-    } else if (req.kind === 'tags') {
-      res = { id: req.id, result: await store.tags(req.search, req.limit, req.team) };
-    } else if (req.kind === 'tools') {
-      const q = { ...req.query, from: new Date(req.query.from), to: new Date(req.query.to) };
-      res = { id: req.id, result: await store.tools(q) };
-    } else if (req.kind === 'guardrails') {
-      const q = { ...req.query, from: new Date(req.query.from), to: new Date(req.query.to) };
-      res = { id: req.id, result: await store.guardrails(q) };
-    } else if (req.kind === 'tool-calls') {
-      const q = { ...req.query, from: new Date(req.query.from), to: new Date(req.query.to) };
-      res = { id: req.id, result: await store.toolCalls(q) };
-    } else {
-      const q = { ...req.query, from: new Date(req.query.from), to: new Date(req.query.to) };
-      const report =
-        req.kind === 'usage' ? store.usage(q) : req.kind === 'routing' ? store.routing(q) : store.analytics(q);
-      res = { id: req.id, result: await report };
-    }
-  } catch (err) {
-    res = { id: req.id, error: (err as Error).message };
+/** A query's epoch-ms bounds as the Dates the store takes. */
+const dated = <Q extends { from: number; to: number }>(q: Q) => ({ ...q, from: new Date(q.from), to: new Date(q.to) });
+
+answerAsks<ReportRequest>(async (req) => {
+  switch (req.kind) {
+    case 'insert':
+      return store.insert(req.records);
+    case 'gpu-time':
+      return store.recordGpuTime(req.rows);
+    case 'tags':
+      return store.tags(req.search, req.limit, req.team);
+    case 'tools':
+      return store.tools(dated(req.query));
+    case 'guardrails':
+      return store.guardrails(dated(req.query));
+    case 'tool-calls':
+      return store.toolCalls(dated(req.query));
+    case 'usage':
+      return store.usage(dated(req.query));
+    case 'routing':
+      return store.routing(dated(req.query));
+    case 'analytics':
+      return store.analytics(dated(req.query));
   }
-  parentPort?.postMessage(res);
 });

@@ -1,4 +1,4 @@
-import { AskedThread, besideThis, type ThreadAnswer } from '../threads/asked-thread.js';
+import { AskedThread, besideThis } from '../threads/asked-thread.js';
 import type {
   AnalyticsNumbers,
   GpuTimeRow,
@@ -60,8 +60,6 @@ export type ReportRequest =
   | { id: number; kind: 'guardrails'; query: InMs<GuardrailQuery> }
   | { id: number; kind: 'insert'; records: StoredUsage[] }
   | { id: number; kind: 'gpu-time'; rows: GpuTimeRow[] };
-
-export type ReportResponse = ThreadAnswer;
 
 /** A thread with its own connection to the usage file, asked by message (proxy/usage/report-worker.ts). */
 class UsageThread extends AskedThread<ReportRequest> {
