@@ -126,6 +126,40 @@ describe('a repeated request', () => {
     expect(calls()).toBe(1);
   });
 
+  it("that streamed a kept Response is replayed under the hit's own id, never the keeper's", async () => {
+    const body = { model: 'gpt-4o-mini', temperature: 0, input: `kept ${Math.random()}`, stream: true };
+    const idsOf = (text: string) =>
+      text
+        .split('\n\n')
+        .filter((e) => e.includes('"response":{'))
+        .map((e) => (JSON.parse(e.slice(e.indexOf('data:') + 5)) as { response: { id: string } }).response.id);
+    const first = await post(ML, '/openai/v1/responses', body);
+    expect(first.headers.get('x-cache')).toBe('miss');
+    const firstIds = new Set(idsOf(await first.text()));
+    expect(firstIds.size).toBe(1);
+    let hit: Response | undefined;
+    await expect
+      .poll(
+        async () => {
+          hit = await post(ML, '/openai/v1/responses', body);
+          return hit.headers.get('x-cache');
+        },
+        { timeout: 10_000 },
+      )
+      .toBe('hit; kind=exact');
+    const hitIds = new Set(idsOf(await (hit as Response).text()));
+    expect(hitIds.size).toBe(1);
+    const [firstId] = firstIds;
+    const [hitId] = hitIds;
+    expect(hitId).toMatch(/^resp_/);
+    expect(hitId).not.toBe(firstId);
+    for (const id of [firstId, hitId]) {
+      const kept = await gateway.request(`/openai/v1/responses/${id}`, { headers: { authorization: `Bearer ${ML}` } });
+      expect(kept.status).toBe(200);
+      expect(((await kept.json()) as { id: string }).id).toBe(id);
+    }
+  });
+
   it('is answered from the cache on Messages too, and shared by the keys of the team, not by another team', async () => {
     const body = {
       model: 'claude-haiku-4-5-20251001',
