@@ -8,7 +8,9 @@ import type { EventEdit } from '../upstreams/stream-reader.js';
  * upstreams' ids could meet), the caller's previous_response_id and store (the upstream was
  * sent neither). A stream is rewritten event by event, and its final Response (the
  * response.completed, response.incomplete or response.failed event's) is handed to `save`
- * before that event goes out, so a caller that chains at once finds it stored.
+ * before that event goes out, so a caller that chains at once finds it stored. Where the relay
+ * reads the upstream's events, that is an edit of its own (stampEvents, on the value it parsed);
+ * any other stream (a translator's, a cached answer's) is read here again (tapStream).
  */
 
 type Json = Record<string, unknown>;
