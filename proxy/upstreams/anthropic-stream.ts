@@ -48,14 +48,16 @@ export const anthropicStream = (): StreamReader => {
       if (name === 'content_block_delta') return { out, token: true, last: false };
       if (name !== 'message_start' && name !== 'message_delta')
         return { out, token: false, last: name === 'message_stop' || name === 'error' };
-      let parsed: { message?: { usage?: unknown }; usage?: unknown };
+      let parsed: unknown;
       try {
-        parsed = JSON.parse(data) as typeof parsed;
+        parsed = JSON.parse(data);
       } catch {
         return undefined;
       }
-      usage = anthropicUsage(parsed.message?.usage ?? parsed.usage, usage);
-      return { out, token: false, usage, last: false };
+      if (!isRecord(parsed)) return undefined;
+      usage = anthropicUsage((isRecord(parsed.message) ? parsed.message.usage : undefined) ?? parsed.usage, usage);
+      // Parsed whole: handed on, so the conformance does not parse it again.
+      return { out, token: false, usage, last: false, data: parsed };
     },
   };
 };
