@@ -296,10 +296,21 @@ describe('McpServer with the operator on the real control plane', () => {
       expect.objectContaining({ kind: 'McpServer', name: 'memory', controller: true }),
     ]);
     expect(deployment.spec.template.spec.containers[0]?.command).toEqual(bridgeCommand(command));
+    // The operator makes the bridge's objects one after another: each is waited for, not read once.
     for (const kind of ['service', 'networkpolicy']) {
-      expect(
-        kubectlOk(['get', kind, 'mcp-memory', '-n', NS, '-o', 'jsonpath={.metadata.ownerReferences[0].name}']),
-      ).toBe('memory');
+      const owner = await eventually(`the bridge ${kind}`, 30_000, () => {
+        const run = kubectl([
+          'get',
+          kind,
+          'mcp-memory',
+          '-n',
+          NS,
+          '-o',
+          'jsonpath={.metadata.ownerReferences[0].name}',
+        ]);
+        return run.code === 0 ? run.stdout : undefined;
+      });
+      expect(owner).toBe('memory');
     }
     // Not ready yet, or (kwok marked its pod ready) ready but out of this host's reach. The status
     // is written after the bridge's objects, so its endpoint is read once the phase is there.
