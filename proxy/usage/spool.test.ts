@@ -54,7 +54,12 @@ function started(opts: Partial<SpoolOptions> & { root: string }) {
 }
 
 /** Lets the spool's write (a microtask) and the recorder's timer run. */
-const tick = () => new Promise((r) => setTimeout(r, 0));
+/**
+ * Past the spool's queued write (a setImmediate): a timer alone can fire first, where the write
+ * was queued from the check phase and a loaded machine let 1 ms pass; an immediate queued after it
+ * runs after it.
+ */
+const tick = () => new Promise((r) => setTimeout(r, 0)).then(() => new Promise((r) => setImmediate(r)));
 
 describe('usage spool', () => {
   it('has a record in its file before the answer it accounts for may go out', async () => {
