@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import type { ChunkSource } from '../upstreams/chunk-source.js';
-import { type Stamp, tapStream } from './answer.js';
+import { type Stamp, stampEvents, tapStream } from './answer.js';
 
 const stamp: Stamp = { id: 'resp_gateway', previousResponseId: 'resp_before', store: true, background: false };
 const bytes = (s: string) => new TextEncoder().encode(s);
@@ -31,9 +31,12 @@ describe('a stored response streamed', () => {
     const deltaChunk = bytes(delta + delta);
     const saved: unknown[] = [];
     let savedBeforeEnd = false;
-    const out = tapStream(source([bytes(created), deltaChunk, bytes(completed)]), stamp, async (r) => {
-      saved.push(r);
-    });
+    const out = tapStream(
+      source([bytes(created), deltaChunk, bytes(completed)]),
+      stampEvents(stamp, async (r) => {
+        saved.push(r);
+      }),
+    );
     const got = await drain({
       read: async () => {
         const c = await out.read();
@@ -55,7 +58,10 @@ describe('a stored response streamed', () => {
     const deltaChunk = bytes(delta);
     const text = (
       await drain(
-        tapStream(source([bytes(created.slice(0, cut)), bytes(created.slice(cut)), deltaChunk]), stamp, async () => {}),
+        tapStream(
+          source([bytes(created.slice(0, cut)), bytes(created.slice(cut)), deltaChunk]),
+          stampEvents(stamp, async () => {}),
+        ),
       )
     )
       .map((c) => new TextDecoder().decode(c))

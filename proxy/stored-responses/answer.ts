@@ -39,8 +39,8 @@ export function stamped(response: unknown, stamp: Stamp): Json {
 /** The events whose Response is the final one. */
 const FINAL = new Set(['response.completed', 'response.incomplete', 'response.failed']);
 
-/** One SSE event's block rewritten where its data carries a Response; the final Response, where it is one. */
-function rewriteEvent(block: string, stamp: Stamp): { text: string; final?: Json } {
+/** One SSE event's block stamped by `edit` where its data carries a Response; what its going out waits for. */
+function rewriteEvent(block: string, edit: EventEdit): { text: string; before?: Promise<unknown> } {
   // Deltas (most events) carry no Response: not parsed.
   if (!block.includes('"response"')) return { text: block };
   const lines = block.split(/\r?\n/);
@@ -52,11 +52,11 @@ function rewriteEvent(block: string, stamp: Stamp): { text: string; final?: Json
   } catch {
     return { text: block };
   }
-  if (!isRecord(data) || !isRecord(data.response)) return { text: block };
-  const response = stamped(data.response, stamp);
-  lines[at] = `data: ${JSON.stringify({ ...data, response })}`;
-  const text = lines.join('\n');
-  return FINAL.has(String(data.type)) ? { text, final: response } : { text };
+  if (!isRecord(data)) return { text: block };
+  const e = edit.edit(undefined, data);
+  if (e.data === data) return { text: block };
+  lines[at] = `data: ${JSON.stringify(e.data)}`;
+  return e.before ? { text: lines.join('\n'), before: e.before } : { text: lines.join('\n') };
 }
 
 /** The events that carry the Response, by their SSE names. */
@@ -73,8 +73,8 @@ export function stampEvents(stamp: Stamp, save: (response: Json) => Promise<void
     edit(_name, data) {
       const response = data.response;
       if (!isRecord(response)) return { data };
-      // The relay's own value, parsed for this event alone and held by nobody else: stamped in
-      // place (a copy of a Response's ~30 fields was a visible share of a stream's CPU).
+      // The reader's own value (the relay's, or the tap's), parsed for this event alone and held
+      // by nobody else: stamped in place (a copy of a Response's ~30 fields was a visible share of a stream's CPU).
       Object.assign(response, stampOf(stamp));
       // A new event object says it changed (the edit's convention), so it is written again.
       const edited = { ...data };
@@ -94,7 +94,7 @@ function passesAsItIs(chunk: Uint8Array): boolean {
 }
 
 /** The stream rewritten, its final Response saved before the event carrying it goes out. */
-export function tapStream(body: StreamBody, stamp: Stamp, save: (response: Json) => Promise<void>): ChunkSource {
+export function tapStream(body: StreamBody, edit: EventEdit): ChunkSource {
   const source = chunksOf(body);
   const decoder = new TextDecoder();
   const encoder = new TextEncoder();
@@ -119,8 +119,8 @@ export function tapStream(body: StreamBody, stamp: Stamp, save: (response: Json)
         if (blocks.length === 0) continue;
         let out = '';
         for (const block of blocks) {
-          const { text, final } = rewriteEvent(block, stamp);
-          if (final) await save(final);
+          const { text, before } = rewriteEvent(block, edit);
+          if (before) await before;
           out += `${text}\n\n`;
         }
         return encoder.encode(out);

@@ -165,9 +165,9 @@ export class StoredResponses {
       };
       // Stamped where the relay reads its events (each parsed once, the stream still pushed);
       // a body that reads none (a translator's, a cached answer's) is tapped and read here.
-      const inPlace =
-        !(result.body instanceof ReadableStream) && result.body.editEvents?.(stampEvents(turn.stamp, save));
-      const body = inPlace ? result.body : tapStream(result.body, turn.stamp, save);
+      const edit = stampEvents(turn.stamp, save);
+      const inPlace = !(result.body instanceof ReadableStream) && result.body.editEvents?.(edit);
+      const body = inPlace ? result.body : tapStream(result.body, edit);
       return { ...outcome, result: { ...result, body } };
     }
     // As the caller gets it: the accounting stage conforms it to the spec the same way (a no-op on this value).

@@ -53,9 +53,8 @@ function started(opts: Partial<SpoolOptions> & { root: string }) {
   return { spool, backlog, seen, skipped };
 }
 
-/** Lets the spool's write (a microtask) and the recorder's timer run. */
 /**
- * Past the spool's queued write (a setImmediate): a timer alone can fire first, where the write
+ * Lets the recorder's timer and the spool's queued write run, past that write (a setImmediate): a timer alone can fire first, where the write
  * was queued from the check phase and a loaded machine let 1 ms pass; an immediate queued after it
  * runs after it.
  */
