@@ -11,6 +11,7 @@ import type { ApiKey } from '../../crds/api-key.js';
 import { ApiKeys, policyOf, sha256 } from '../../proxy/access/auth.js';
 import { buildRoutes, type InClusterRoute, RouteTable } from '../../proxy/serving/routes.js';
 import { postgresRows } from '../../proxy/stored-responses/postgres-rows.js';
+import { itemIdsOf } from '../../proxy/stored-responses/rows.js';
 import { OpenAICompatibleUpstream } from '../../proxy/upstreams/openai-compatible.js';
 import type { Upstream } from '../../proxy/upstreams/upstream.js';
 import { startOllamaDouble } from '../doubles/ollama.js';
@@ -266,7 +267,14 @@ describe('the PostgreSQL rows', () => {
       const rows = postgresRows(pool);
       const before = await rows.bytes();
       expect(before).toBeGreaterThan(0);
-      const row = { owner: 'team:x', status: 'completed', background: false, response: '{"x":1}', input: '[]' };
+      const row = {
+        owner: 'team:x',
+        status: 'completed',
+        background: false,
+        response: '{"x":1}',
+        input: '[]',
+        items: [],
+      };
       await rows.put({ ...row, id: 'resp_expired', created: 1, expires: Date.now() - 1 });
       expect(await rows.bytes()).toBe(before + 9);
       expect(await rows.sweep(Date.now())).toBe(1);
@@ -283,6 +291,7 @@ describe('the PostgreSQL rows', () => {
         expires: Date.now() + 60_000,
         response: answer('msg_pg1'),
         input,
+        items: itemIdsOf(answer('msg_pg1'), input),
       });
       expect(await rows.findItem('msg_pg1', 'team:x')).toBe('resp_pg1');
       expect(await rows.findItem('msg_pg_in', 'team:x')).toBe('resp_pg1');

@@ -4,7 +4,7 @@ import { ProxyError } from '../endpoints/errors.js';
 import { historyOf } from './history.js';
 import { inputItems } from './items.js';
 import { pageOf } from './routes.js';
-import type { ResponseRows, StoredRow } from './rows.js';
+import { itemIdsOf, type ResponseRows, type StoredRow } from './rows.js';
 import { sqliteRows } from './sqlite-rows.js';
 
 /** The expansion of previous_response_id over real SQLite rows, and the rows themselves. */
@@ -12,9 +12,12 @@ import { sqliteRows } from './sqlite-rows.js';
 let rows: ResponseRows;
 const DAY = 86_400_000;
 
+/** A row put as the gateway puts it, its items listed. */
+const put = (row: StoredRow) => rows.put({ ...row, items: itemIdsOf(row.response, row.input) });
+
 /** A stored turn: its own input and one assistant answer, chained to `previous`. */
 const turn = (id: string, said: string, answer: string, previous: string | null, over: Partial<StoredRow> = {}) =>
-  rows.put({
+  put({
     id,
     owner: 'team:a',
     created: Date.now(),

@@ -1,6 +1,6 @@
 import type pg from 'pg';
 import { schemaOnce } from '../usage/postgres-schema.js';
-import { itemIdsOf, type ResponseRows, RUNNING, rowBytes, type StoredRow } from './rows.js';
+import { itemIdsOf, type NewRow, type ResponseRows, RUNNING, rowBytes } from './rows.js';
 
 /**
  * Stored Responses in the usage store's PostgreSQL database, shared by the gateway's replicas: a
@@ -71,7 +71,7 @@ export function postgresRows(pool: pg.Pool): ResponseRows {
   const running = RUNNING.map((s) => `'${s}'`).join(', ');
   return {
     ready,
-    put: async (row: StoredRow) => {
+    put: async (row: NewRow) => {
       await query(
         `WITH r AS (
            INSERT INTO stored_responses (id, owner, created, expires, status, background, bytes, items, response, input)
@@ -89,7 +89,7 @@ export function postgresRows(pool: pg.Pool): ResponseRows {
           row.status,
           row.background,
           rowBytes(row),
-          itemIdsOf(row.response, row.input),
+          row.items,
           row.response,
           row.input,
         ],

@@ -3,7 +3,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import Database from 'better-sqlite3';
 import { afterEach, describe, expect, it } from 'vitest';
-import type { StoredRow } from './rows.js';
+import { itemIdsOf, type NewRow, type StoredRow } from './rows.js';
 import { threadRows } from './rows-thread.js';
 
 /** The rows of a usage file written by their own thread, read on the request thread's connection. */
@@ -21,17 +21,21 @@ function usageFile(): Database.Database {
   return db;
 }
 
-const row = (id: string, over: Partial<StoredRow> = {}): StoredRow => ({
-  id,
-  owner: 'team:a',
-  created: Date.now(),
-  expires: Date.now() + 60_000,
-  status: 'completed',
-  background: false,
-  response: JSON.stringify({ id, output: [{ id: `msg_${id}`, type: 'message' }] }),
-  input: JSON.stringify([{ id: `in_${id}`, type: 'message' }]),
-  ...over,
-});
+const row = (id: string, over: Partial<StoredRow> = {}): NewRow => {
+  const made: StoredRow = {
+    id,
+    owner: 'team:a',
+    created: Date.now(),
+    expires: Date.now() + 60_000,
+    status: 'completed',
+    background: false,
+    response: JSON.stringify({ id, output: [{ id: `msg_${id}`, type: 'message' }] }),
+    input: JSON.stringify([{ id: `in_${id}`, type: 'message' }]),
+    ...over,
+  };
+  // As the gateway puts it: its items listed by its maker (a null input, on purpose, lists none).
+  return { ...made, items: typeof made.input === 'string' ? itemIdsOf(made.response, made.input) : [] };
+};
 
 describe('stored Responses written by their own thread', () => {
   it('are readable here once put resolves: get, items, settle, delete, sweep and the size', async () => {

@@ -1,11 +1,11 @@
 import type Database from 'better-sqlite3';
 import { AskedThread, besideThis } from '../threads/asked-thread.js';
-import type { ResponseRows, StoredRow } from './rows.js';
+import type { NewRow, ResponseRows } from './rows.js';
 import { sqliteRows } from './sqlite-rows.js';
 
 /** What the writer thread is asked (each numbered by AskedThread): every change to the rows, and the size (a scan of an index). */
 export type RowsWrite =
-  | { kind: 'put'; row: StoredRow }
+  | { kind: 'put'; row: NewRow }
   | { kind: 'settle'; responseId: string; status: string; response: string }
   | { kind: 'delete'; responseId: string }
   | { kind: 'sweep'; now: number }
@@ -20,7 +20,7 @@ class RowsThread extends AskedThread<RowsWrite> {
     super(besideThis(import.meta.url, 'rows-worker'), { path }, 'stored responses writer');
   }
 
-  put(row: StoredRow): Promise<void> {
+  put(row: NewRow): Promise<void> {
     return this.dead ? this.here.put(row) : this.ask({ kind: 'put', row });
   }
 

@@ -25,6 +25,15 @@ export interface StoredRow {
   input: string;
 }
 
+/**
+ * A row as it is put: with its items' ids, listed by its maker from the values it holds parsed
+ * (a store need not parse the row's text again: on the writer thread that parse was a tenth of a
+ * stored Response's cost, e2e/bench/RESULTS.md 29).
+ */
+export interface NewRow extends StoredRow {
+  items: readonly string[];
+}
+
 /** The statuses a background response may still leave. */
 export const RUNNING = ['queued', 'in_progress'] as const;
 
@@ -32,7 +41,7 @@ export interface ResponseRows {
   /** Creates the table where it is missing (idempotent, once per process). */
   ready(): Promise<void>;
   /** Inserts or replaces the row, and indexes its items' ids (its input's and its output's). */
-  put(row: StoredRow): Promise<void>;
+  put(row: NewRow): Promise<void>;
   /** The newest response of the owner (any owner: undefined) holding an item of that id. */
   findItem(itemId: string, owner: string | undefined): Promise<string | undefined>;
   get(id: string): Promise<StoredRow | undefined>;
@@ -50,10 +59,13 @@ export interface ResponseRows {
 export const rowBytes = (row: Pick<StoredRow, 'response' | 'input'>): number =>
   Buffer.byteLength(row.response) + Buffer.byteLength(row.input);
 
-/** The ids of a stored response's items, its input's and its output's: what item_reference may name. */
-export function itemIdsOf(response: string, input?: string): string[] {
+/** The ids of a response's items, its input's and its output's: what item_reference may name. */
+export function itemIds(response: unknown, input?: unknown): string[] {
   const ids = (items: unknown): string[] =>
     Array.isArray(items) ? items.flatMap((i) => (isRecord(i) && typeof i.id === 'string' ? [i.id] : [])) : [];
-  const parsed = JSON.parse(response) as { output?: unknown };
-  return [...new Set([...(input ? ids(JSON.parse(input)) : []), ...ids(parsed.output)])];
+  return [...new Set([...ids(input), ...ids(isRecord(response) ? response.output : undefined)])];
 }
+
+/** The same of a stored row's text (a settled response, a row of an earlier layout). */
+export const itemIdsOf = (response: string, input?: string): string[] =>
+  itemIds(JSON.parse(response), input === undefined ? undefined : JSON.parse(input));

@@ -1,5 +1,5 @@
 import type Database from 'better-sqlite3';
-import { itemIdsOf, type ResponseRows, RUNNING, rowBytes, type StoredRow } from './rows.js';
+import { itemIdsOf, type NewRow, type ResponseRows, RUNNING, rowBytes } from './rows.js';
 
 /** Stored Responses in the usage store's SQLite file: a table of their own, made on open. */
 
@@ -74,9 +74,9 @@ function setEarlierLayoutAside(db: Database.Database): void {
 
 /** The transactions that change the rows, each over its prepared statements. */
 function writesOf(db: Database.Database) {
-  const put = db.prepare(
+  const put = db.prepare<[string, string, number, number, string, number, number, string, string, string]>(
     `INSERT OR REPLACE INTO stored_responses (id, owner, created, expires, status, background, bytes, items, response, input)
-     VALUES (@id, @owner, @created, @expires, @status, @background, @bytes, @items, @response, @input)`,
+     VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
   );
   const index = db.prepare<[string, string, string, number]>(
     'INSERT OR REPLACE INTO stored_response_items (item_id, owner, response_id, created) VALUES (?, ?, ?, ?)',
@@ -97,11 +97,12 @@ function writesOf(db: Database.Database) {
   };
   return {
     indexed,
-    putAll: db.transaction((rows: readonly StoredRow[]) => {
-      for (const row of rows) {
-        const items = itemIdsOf(row.response, row.input);
-        put.run({ ...row, background: row.background ? 1 : 0, bytes: rowBytes(row), items: JSON.stringify(items) });
-        for (const item of items) index.run(item, row.owner, row.id, row.created);
+    putAll: db.transaction((rows: readonly NewRow[]) => {
+      for (const r of rows) {
+        const { id, owner, created } = r;
+        const [background, bytes, items] = [r.background ? 1 : 0, rowBytes(r), JSON.stringify(r.items)];
+        put.run(id, owner, created, r.expires, r.status, background, bytes, items, r.response, r.input);
+        for (const item of r.items) index.run(item, owner, id, created);
       }
     }),
     removeOne: db.transaction(remove),
@@ -127,8 +128,8 @@ function writesOf(db: Database.Database) {
  * its row's commit; `commit` puts what waits now (every read calls it first, so nothing is read
  * around a row put before it).
  */
-function batchedPuts(putAll: (rows: readonly StoredRow[]) => void) {
-  const waiting: Array<{ row: StoredRow; done: () => void; failed: (err: unknown) => void }> = [];
+function batchedPuts(putAll: (rows: readonly NewRow[]) => void) {
+  const waiting: Array<{ row: NewRow; done: () => void; failed: (err: unknown) => void }> = [];
   let scheduled = false;
   const commit = () => {
     scheduled = false;
@@ -149,7 +150,7 @@ function batchedPuts(putAll: (rows: readonly StoredRow[]) => void) {
       }
     }
   };
-  const put = (row: StoredRow) =>
+  const put = (row: NewRow) =>
     new Promise<void>((done, failed) => {
       waiting.push({ row, done, failed });
       if (scheduled) return;
@@ -168,7 +169,7 @@ export function sqliteRows(db: Database.Database): ResponseRows {
   if (db.prepare(`SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = '${EARLIER}'`).get())
     db.transaction(() => {
       const rows = db.prepare<[], Raw>(`SELECT ${RAW_COLUMNS} FROM ${EARLIER}`).all();
-      putAll(rows.map((r) => ({ ...r, background: r.background === 1 })));
+      putAll(rows.map((r) => ({ ...r, background: r.background === 1, items: itemIdsOf(r.response, r.input) })));
       db.exec(`DROP TABLE ${EARLIER}`);
     }).immediate();
   const get = db.prepare<[string], Raw>(`SELECT ${RAW_COLUMNS} FROM stored_responses WHERE id = ?`);

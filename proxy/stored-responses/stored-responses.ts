@@ -10,7 +10,7 @@ import { HISTORY_BOUNDS, type HistoryBounds, historyOf } from './history.js';
 import { inputItems, newId } from './items.js';
 import { mayRead, ownerOf } from './owner.js';
 import { resolveReferences } from './references.js';
-import { type ResponseRows, rowBytes, type StoredRow } from './rows.js';
+import { itemIds, type NewRow, type ResponseRows, rowBytes } from './rows.js';
 
 /**
  * Stateful Responses (POST /openai/v1/responses with `store`, `previous_response_id`,
@@ -185,7 +185,7 @@ export class StoredResponses {
     response: Json,
     status = String(response.status ?? 'completed'),
     text = JSON.stringify(response),
-  ): StoredRow {
+  ): NewRow {
     const created = Date.now();
     return {
       id: turn.stamp.id,
@@ -196,6 +196,7 @@ export class StoredResponses {
       background: turn.stamp.background,
       response: text,
       input: JSON.stringify(turn.input),
+      items: itemIds(response, turn.input),
     };
   }
 
