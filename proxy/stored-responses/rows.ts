@@ -61,9 +61,11 @@ export const rowBytes = (row: Pick<StoredRow, 'response' | 'input'>): number =>
 
 /** The ids of a response's items, its input's and its output's: what item_reference may name. */
 export function itemIds(response: unknown, input?: unknown): string[] {
-  const ids = (items: unknown): string[] =>
-    Array.isArray(items) ? items.flatMap((i) => (isRecord(i) && typeof i.id === 'string' ? [i.id] : [])) : [];
-  return [...new Set([...ids(input), ...ids(isRecord(response) ? response.output : undefined)])];
+  // A loop, not flatMap and spreads: it runs on the request thread for every stored Response.
+  const ids = new Set<string>();
+  for (const items of [input, isRecord(response) ? response.output : undefined])
+    if (Array.isArray(items)) for (const i of items) if (isRecord(i) && typeof i.id === 'string') ids.add(i.id);
+  return [...ids];
 }
 
 /** The same of a stored row's text (a settled response, a row of an earlier layout). */
