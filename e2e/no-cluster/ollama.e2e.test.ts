@@ -475,9 +475,11 @@ describe('the gateway in front of real Ollama, called with the openai SDK', () =
     expect(performance.now() - started).toBeLessThan(Math.min(2_000, (390 / tokensPerSecond) * 1000 * 0.5));
     const rec = await record(response.headers.get('x-request-id'));
     expect(rec).toMatchObject({ status: 499, error_type: 'client_closed_request', tokens_counted: 1, stream: 1 });
-    // What reached the client, give or take the chunks already in flight when it hung up.
+    // What the gateway had written to the client when it hung up: the 10 it read and the chunks
+    // in flight, which a client slower than the model on a loaded machine leaves unread (40 in one
+    // CI run); well short of the 400 asked, as Ollama stopped (above).
     expect(rec.completion).toBeGreaterThanOrEqual(10);
-    expect(rec.completion).toBeLessThanOrEqual(16);
+    expect(rec.completion).toBeLessThan(200);
     note(
       'client abort after 10 chunks',
       '-',
