@@ -72,6 +72,13 @@ export function categoryOf(name: string): string {
   return (/^[A-Z]/.test(out) ? out : `X${out}`).slice(0, 40);
 }
 
+/** Rejects once the signal aborts: raced with work that does not heed the signal, or that is not this caller's to stop. */
+export const aborted = (signal: AbortSignal) =>
+  new Promise<never>((_, reject) => {
+    if (signal.aborted) reject(signal.reason);
+    signal.addEventListener('abort', () => reject(signal.reason), { once: true });
+  });
+
 /** A run of `run` that gives up after `ms`: its failure, or that it had no answer in time. */
 export async function within(ms: number, run: (signal: AbortSignal) => Promise<Verdict>): Promise<Outcome> {
   const signal = AbortSignal.timeout(ms);

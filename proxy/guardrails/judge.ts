@@ -1,5 +1,5 @@
 import type { GuardrailJudge } from '../../crds/guardrail.js';
-import { type Checker, type GuardrailCalls, SAFE, type Verdict, within } from './checker.js';
+import { aborted, type Checker, type GuardrailCalls, SAFE, type Verdict, within } from './checker.js';
 
 /**
  * A model as a guardrail's judge of a whole text, called through the gateway as any request is:
@@ -15,16 +15,6 @@ const DEFAULT_POLICY =
 
 /** How long a Classifier's examples may take to embed (the model's load and every example's vector), whichever request asked first. */
 const EXAMPLES_MS = 120_000;
-
-/** `p`'s value for a caller who stops waiting at `signal`'s abort; `p` goes on for the others. */
-function untilAborted<T>(p: Promise<T>, signal: AbortSignal): Promise<T> {
-  if (signal.aborted) return Promise.reject(signal.reason);
-  return new Promise<T>((resolve, reject) => {
-    const stop = () => reject(signal.reason);
-    signal.addEventListener('abort', stop, { once: true });
-    p.then(resolve, reject).finally(() => signal.removeEventListener('abort', stop));
-  });
-}
 
 /** The most characters of a text a judge reads: its beginning and its end (where injections sit). */
 const MAX_JUDGED_CHARS = 8_000;
@@ -61,7 +51,8 @@ export function compileJudge(spec: GuardrailJudge): Checker {
       check: (texts, _where, calls) =>
         within(timeoutMs, async (signal) => {
           const [all, [v]] = await Promise.all([
-            untilAborted(examplesVectors(calls), signal),
+            // This request stops waiting at its time; the examples' embedding goes on for the others.
+            Promise.race([examplesVectors(calls), aborted(signal)]),
             calls.embed(spec.model, [judged(texts)], signal),
           ]);
           if (!v) throw new Error('the judge answered no vector');

@@ -99,10 +99,20 @@ function writesOf(db: Database.Database) {
     indexed,
     putAll: db.transaction((rows: readonly NewRow[]) => {
       for (const r of rows) {
-        const { id, owner, created } = r;
-        const [background, bytes, items] = [r.background ? 1 : 0, rowBytes(r), JSON.stringify(r.items)];
-        put.run(id, owner, created, r.expires, r.status, background, bytes, items, r.response, r.input);
-        for (const item of r.items) index.run(item, owner, id, created);
+        const items = JSON.stringify(r.items);
+        put.run(
+          r.id,
+          r.owner,
+          r.created,
+          r.expires,
+          r.status,
+          r.background ? 1 : 0,
+          rowBytes(r),
+          items,
+          r.response,
+          r.input,
+        );
+        for (const item of r.items) index.run(item, r.owner, r.id, r.created);
       }
     }),
     removeOne: db.transaction(remove),

@@ -1,6 +1,6 @@
 import { createHash } from 'node:crypto';
 import { LRUCache } from 'lru-cache';
-import type { Checker, GuardrailCalls, Outcome, Verdict } from '../checker.js';
+import { aborted, type Checker, type GuardrailCalls, type Outcome, type Verdict } from '../checker.js';
 import type { FindingPlace } from '../findings.js';
 
 /**
@@ -93,12 +93,5 @@ export function perText(opts: ServiceOptions, ask: AskOne): Checker {
     },
   };
 }
-
-/** Rejects once the signal aborts. */
-const aborted = (signal: AbortSignal) =>
-  new Promise<never>((_, reject) => {
-    if (signal.aborted) reject(signal.reason);
-    signal.addEventListener('abort', () => reject(signal.reason), { once: true });
-  });
 
 const errorText = (err: unknown) => (err instanceof Error ? err.message : String(err)).slice(0, 200);
