@@ -23,6 +23,12 @@ export interface SecretObject {
 /** `pending` until the first answer; `readable` (the Secret may still be missing) or `forbidden` after. */
 export type SecretAccess = 'pending' | 'readable' | 'forbidden';
 
+/**
+ * How soon a controller looks again at an object whose Secret was not read yet, should no change
+ * enqueue it first (the read's `onChange` does).
+ */
+export const SECRET_READ_WAIT_MS = 1000;
+
 export interface NamedSecretsOptions {
   /** A watched name's Secret changed, appeared, went away, or its access changed. */
   onChange?: (name: string) => void;
@@ -126,6 +132,15 @@ export class NamedSecrets {
   /** Undefined for a name that is not watched. */
   access(name: string): SecretAccess | undefined {
     return this.watches.get(name)?.access;
+  }
+
+  /**
+   * A name whose Secret is not known yet: not read or refused since it was tracked, or not tracked
+   * yet (a watch starts on its owner's event, which the owner's reconcile can come before). What
+   * an owner would report of it now (missing) may be false, so its reconcile waits.
+   */
+  unread(name: string | undefined): boolean {
+    return name !== undefined && name.length > 0 && (this.access(name) ?? 'pending') === 'pending';
   }
 
   /** Every watched name was read or refused at least once. */

@@ -3,7 +3,7 @@ import { AGENT_NAMESPACE, API_GROUP, PRICES_CONFIGMAP } from '../../crds/constan
 import type { ExternalProvider, ExternalProviderStatus } from '../../crds/external-provider.js';
 import { type Informer, keyOf } from '../../crds/kube/informer.js';
 import type { KubeClient } from '../../crds/kube/kube-client.js';
-import { NamedSecrets } from '../../crds/kube/named-secrets.js';
+import { NamedSecrets, SECRET_READ_WAIT_MS } from '../../crds/kube/named-secrets.js';
 import type { ModelDeployment } from '../../crds/model-deployment.js';
 import { namesMayChange, resolveNames } from '../../crds/model-names.js';
 import type { CredentialProvider } from '../../crds/providers/aws-credentials.js';
@@ -51,8 +51,6 @@ interface LastDiscovery {
 
 /** How soon a provider's discovery that failed for a moment is tried again. */
 const TRANSIENT_RETRY_MS = 30_000;
-/** How soon a provider whose Secret was not read yet is looked at again, if no change enqueues it. */
-const SECRET_READ_WAIT_MS = 1000;
 
 export class ExternalProviderController {
   private readonly last = new Map<string, LastDiscovery>();
@@ -77,11 +75,6 @@ export class ExternalProviderController {
     const name = ep.spec.auth.secretRef?.name;
     if (!name) return '';
     return `${this.secrets.access(name) ?? 'untracked'}/${this.secrets.get(name)?.metadata?.resourceVersion ?? ''}`;
-  }
-
-  private secretUnread(ep: ExternalProvider): boolean {
-    const name = ep.spec.auth.secretRef?.name;
-    return !!name && (this.secrets.access(name) ?? 'pending') === 'pending';
   }
 
   /** The shipped price table with the prices ConfigMap over it, as the proxies price with. */
@@ -116,10 +109,8 @@ export class ExternalProviderController {
       this.last.delete(key);
       return;
     }
-    // A provider seen before its Secret's first read (the watch starts on the provider's own
-    // event) waits for that read: discovering now would report the Secret missing, with a
-    // Warning Event, and then the truth. The read's change enqueues it; the requeue is a backstop.
-    if (this.secretUnread(ep)) return { requeueAfterMs: SECRET_READ_WAIT_MS };
+    // Discovering before the Secret's first read would report it missing, with a Warning Event.
+    if (this.secrets.unread(ep.spec.auth.secretRef?.name)) return { requeueAfterMs: SECRET_READ_WAIT_MS };
     const generation = ep.metadata.generation ?? 0;
     const secretVersion = this.secretVersion(ep);
     const now = this.opts.now().getTime();

@@ -2,7 +2,7 @@ import type { V1Deployment, V1Service } from '@kubernetes/client-node';
 import { AGENT_NAMESPACE, API_GROUP } from '../../crds/constants.js';
 import { type Informer, keyOf } from '../../crds/kube/informer.js';
 import { type KubeClient, resourcePath } from '../../crds/kube/kube-client.js';
-import { NamedSecrets } from '../../crds/kube/named-secrets.js';
+import { NamedSecrets, SECRET_READ_WAIT_MS } from '../../crds/kube/named-secrets.js';
 import { mcpAuthProvider, mcpSecretName } from '../../crds/mcp/auth.js';
 import { type McpServer, mcpBridgeName, mcpServerUrl } from '../../crds/mcp-server.js';
 import { containsDesired } from '../model-deployment/model-deployment-controller.js';
@@ -60,7 +60,7 @@ const BRIDGE_KINDS = [
   { group: 'networking.k8s.io', plural: 'networkpolicies', part: 'networkPolicy', cache: 'policies' },
 ] as const;
 
-class McpServerController {
+export class McpServerController {
   private readonly last = new Map<string, LastDiscovery>();
   /** notifications/tools/list_changed received per server. */
   private readonly changes = new Map<string, number>();
@@ -151,6 +151,8 @@ class McpServerController {
       return;
     }
     const blocked = await this.ensureBridge(server);
+    // Discovering before the Secret's first read would report it missing, with a Warning Event.
+    if (!blocked && this.secrets.unread(mcpSecretName(server))) return { requeueAfterMs: SECRET_READ_WAIT_MS };
     const now = this.now().getTime();
     if (!blocked) {
       const left = this.standing(key, server, now);
