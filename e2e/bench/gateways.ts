@@ -45,7 +45,8 @@ import { longestWarmUpS, WARMUP_SLICE_S } from './warm-up.js';
  * running, rows alternated over --spool-rounds rounds and compared by their medians (this machine's
  * throughput drifts by more than the 3 % asked of the spool between rows run minutes apart).
  * Run: npx tsx e2e/bench/gateways.ts [--quick] [--duration S] [--connections 1,16,128] [--targets a,b] [--dialects]
- *      [--warmup S] [--ttft-requests N] [--json-out FILE] [--install-litellm] [--spool-rounds N]
+ *      [--warmup S] [--ttft-requests N] [--json-out FILE] [--install-litellm] [--spool-rounds N] [--rounds N]
+ * --rounds N (3, or 1 with --quick): each row run N times per target, alternated, its median kept.
  */
 
 const ROOT = fileURLToPath(new URL('../..', import.meta.url));
@@ -84,6 +85,8 @@ interface Settings {
   soakS: number;
   /** Rounds of the alternated spool-cost comparison (0: not measured). */
   spoolRounds: number;
+  /** Runs of each row per target, the targets alternated; the row is each target's median run. */
+  rounds: number;
   warmupS: number;
   connections: number[];
   targets: TargetName[];
@@ -720,7 +723,7 @@ async function probe(t: Target, dialects: readonly BenchDialect[]): Promise<stri
 // ---------------------------------------------------------------------------------------------------------------
 // Measurements
 
-interface Run {
+export interface Run {
   target: TargetName;
   dialect: BenchDialect;
   mode: Mode;
@@ -1253,6 +1256,7 @@ function parseSettings(): Settings & { jsonOut: string | undefined } {
     options: {
       quick: { type: 'boolean', default: false },
       'spool-rounds': { type: 'string' },
+      rounds: { type: 'string' },
       duration: { type: 'string' },
       warmup: { type: 'string' },
       connections: { type: 'string', default: '1,16,128' },
@@ -1277,6 +1281,7 @@ function parseSettings(): Settings & { jsonOut: string | undefined } {
     durationS: Number(values.duration ?? (quick ? 2 : 8)),
     soakS: Number(values.soak ?? (quick ? 5 : 60)),
     spoolRounds: Number(values['spool-rounds'] ?? (quick ? 1 : 5)),
+    rounds: Math.max(1, Number(values.rounds ?? (quick ? 1 : 3))),
     warmupS: Number(values.warmup ?? (quick ? 0.5 : 2)),
     connections: (values.connections ?? '').split(',').map(Number),
     // direct first: every other row is compared with it.
@@ -1325,7 +1330,9 @@ function failedOutcome(name: TargetName, err: unknown, t: Target | undefined): O
  * Every row, each target's run of it one after the other: this machine's speed drifts over minutes
  * (bare's own rate moved 1.2-2.1x between two runs 10 minutes apart, RESULTS 27), and a row's
  * targets measured seconds apart share the drift, where one target's rows then the next's did not.
- * The targets not under load sit idle meanwhile. A target that fails a run is dropped from the rest.
+ * With --rounds N the row's targets run N times in turn, the order reversed each round, so that no
+ * target always runs first; the row is then each target's median run (medianRuns). The targets not
+ * under load sit idle meanwhile. A target that fails a run is dropped from the rest.
  */
 async function measureRows(
   live: Target[],
@@ -1337,26 +1344,61 @@ async function measureRows(
   for (const dialect of settings.dialects) {
     for (const mode of MODES) {
       for (const c of settings.connections) {
-        for (const t of live.filter((x) => urlOf(x, dialect) !== undefined)) {
-          try {
-            const run = await runLoad(t, double, mode, c, settings, settings.durationS, dialect);
-            runs.push(run);
-            const bad = run.load.non2xx + run.load.errors;
-            progress(
-              `${t.name} ${dialect} ${mode} c=${c}: ${run.load.rps} req/s, mean ${run.load.meanMs} ms, cpu ${run.cpuPct}% ` +
-                `(warm-up ${run.load.warmupRps.join(' -> ')} req/s)` +
-                (bad > 0 ? `, ${bad} FAILED REQUESTS` : '') +
-                (run.load.ok === 0 ? ', NOTHING COMPLETED' : ''),
-            );
-          } catch (err) {
-            targets[t.name] = failedOutcome(t.name, err, t);
-            live.splice(live.indexOf(t), 1);
-            await t.stop();
+        for (let i = 0; i < settings.rounds; i++) {
+          const serving = live.filter((x) => urlOf(x, dialect) !== undefined);
+          for (const t of i % 2 === 0 ? serving : serving.reverse()) {
+            await measureRun(t, { dialect, mode, c }, double, settings, runs, (err) => {
+              targets[t.name] = failedOutcome(t.name, err, t);
+              live.splice(live.indexOf(t), 1);
+            });
           }
         }
       }
     }
   }
+}
+
+/** One run of a row on one target, recorded; a target whose run fails is stopped and `dropped`. */
+async function measureRun(
+  t: Target,
+  row: { dialect: BenchDialect; mode: Mode; c: number },
+  double: Double,
+  settings: Settings,
+  runs: Run[],
+  dropped: (err: unknown) => void,
+): Promise<void> {
+  const { dialect, mode, c } = row;
+  try {
+    const run = await runLoad(t, double, mode, c, settings, settings.durationS, dialect);
+    runs.push(run);
+    const bad = run.load.non2xx + run.load.errors;
+    progress(
+      `${t.name} ${dialect} ${mode} c=${c}: ${run.load.rps} req/s, mean ${run.load.meanMs} ms, cpu ${run.cpuPct}% ` +
+        `(warm-up ${run.load.warmupRps.join(' -> ')} req/s)` +
+        (bad > 0 ? `, ${bad} FAILED REQUESTS` : '') +
+        (run.load.ok === 0 ? ', NOTHING COMPLETED' : ''),
+    );
+  } catch (err) {
+    dropped(err);
+    await t.stop();
+  }
+}
+
+/**
+ * Each target's median run of each row, by requests a second (its CPU, latency and memory are that
+ * run's, so a row's figures come from one run; of an even number, the slower of the middle two); a row
+ * run once is that run.
+ */
+export function medianRuns(runs: readonly Run[]): Run[] {
+  const byRow = new Map<string, Run[]>();
+  for (const r of runs) {
+    const key = `${r.target}|${r.dialect}|${r.mode}|${r.c}`;
+    byRow.set(key, [...(byRow.get(key) ?? []), r]);
+  }
+  return [...byRow.values()].map((rs) => {
+    const sorted = [...rs].sort((a, b) => a.load.rps - b.load.rps);
+    return sorted[Math.floor((sorted.length - 1) / 2)] as Run;
+  });
 }
 
 /**
@@ -1425,7 +1467,7 @@ async function main(): Promise<void> {
     settings.targets.includes('ours') && settings.spoolRounds > 0 ? await spoolCost(double, dir, settings) : [];
   await double.child.stop();
 
-  const rows = toRows(runs);
+  const rows = toRows(medianRuns(runs));
   const directTtft = ttfts.find((t) => t.target === 'direct');
   const result: GatewaysResult = {
     machine,
@@ -1455,7 +1497,8 @@ async function main(): Promise<void> {
 export function report(result: GatewaysResult): void {
   console.log(
     `\nGateway overhead, ${result.machine.cpuModel} x${result.machine.cores}, node ${result.machine.node}; ` +
-      `autocannon warm-up until the rate levels off (${WARMUP_SLICE_S} s slices, at least ${result.settings.warmupS} s, at most ${longestWarmUpS(result.settings.warmupS)} s) + ${result.settings.durationS} s per row; ` +
+      `autocannon warm-up until the rate levels off (${WARMUP_SLICE_S} s slices, at least ${result.settings.warmupS} s, at most ${longestWarmUpS(result.settings.warmupS)} s) + ${result.settings.durationS} s per run, ` +
+      `each row each target's median of ${result.settings.rounds ?? 1} alternated run(s); ` +
       `upstream: ${result.upstream.completionTokens} tokens, no delays. Shared machine: expect noise ` +
       `(load average ${result.machine.loadAverage.join(' ')} at start, ${result.loadAverageEnd.join(' ')} at end).`,
   );
