@@ -1,22 +1,45 @@
 import Database from 'better-sqlite3';
 import { Gauge, type Registry } from 'prom-client';
 import { PostgresUsageStore } from '../usage/postgres-store.js';
-import { SqliteUsageStore } from '../usage/sqlite-store.js';
+import { openUsageFile, SqliteUsageStore } from '../usage/sqlite-store.js';
 import type { UsageStore } from '../usage/store.js';
 import { postgresRows } from './postgres-rows.js';
 import type { ResponseRows } from './rows.js';
 import { threadRows } from './rows-thread.js';
-import { sqliteRows } from './sqlite-rows.js';
+import { moveRowsFrom, sqliteRows } from './sqlite-rows.js';
 import { StoredResponses, type StoredResponsesLog, type StoredResponsesSettings } from './stored-responses.js';
 
 /**
- * The stored Responses' rows in the usage store's own database (a file's written by a thread of
- * their own); none for a store of another kind (a test's).
+ * The stored Responses' own SQLite file, beside the usage file. One file each: two writer threads
+ * on one file take turns at SQLite's lock, and the one that finds it taken sleeps in SQLite's busy
+ * handler for 1, 2, 5, 10, ... ms; at 16 callers they slept 122 times in 5 s (one of them 709 ms),
+ * and a caller waits for its row's commit (e2e/bench/RESULTS.md 31).
  */
-function responseRowsOf(store: UsageStore): (ResponseRows & { close?(): Promise<void> }) | undefined {
-  if (store instanceof SqliteUsageStore) return store.db.memory ? sqliteRows(store.db) : threadRows(store.db);
+export const responsesFileOf = (usageFile: string): string => `${usageFile}-responses`;
+
+/**
+ * The stored Responses' rows: standalone, in a file of their own written by a thread of their own
+ * (rows an earlier release kept in the usage file moved there first); in the store's database for
+ * PostgreSQL and for an in-memory store (a test's); none for a store of another kind.
+ */
+function responseRowsOf(
+  store: UsageStore,
+  log: StoredResponsesLog,
+): (ResponseRows & { close?(): Promise<void> }) | undefined {
   if (store instanceof PostgresUsageStore) return postgresRows(store.pool);
-  return undefined;
+  if (!(store instanceof SqliteUsageStore)) return undefined;
+  if (store.db.memory) return sqliteRows(store.db);
+  const db = openUsageFile(responsesFileOf(store.db.name));
+  const moved = moveRowsFrom(store.db, db);
+  if (moved > 0) log.info?.('stored responses moved from the usage file to their own', { rows: moved });
+  const rows = threadRows(db);
+  return {
+    ...rows,
+    close: async () => {
+      await rows.close();
+      db.close();
+    },
+  };
 }
 
 /**
@@ -29,7 +52,7 @@ export function openStoredResponses(
   log: StoredResponsesLog,
   registry?: Registry,
 ): { stored: StoredResponses; close(): Promise<void> } {
-  const fromStore = store && responseRowsOf(store);
+  const fromStore = store && responseRowsOf(store, log);
   const own = fromStore ? undefined : new Database(':memory:');
   const rows = fromStore ?? sqliteRows(own ?? new Database(':memory:'));
   const stored = new StoredResponses(rows, settings, log);

@@ -44,7 +44,7 @@ class RowsThread extends AskedThread<RowsWrite> {
 }
 
 /**
- * Stored Responses in a usage file, written by a thread of their own. Storing a response was the
+ * Stored Responses in their SQLite file, written by a thread of their own. Storing a response was the
  * largest cost a Responses request paid on the request thread (an SQLite commit, and the fsync of
  * the checkpoints that follow: 260 µs per request at 16 callers, more than the rest of the
  * request), so it is paid on another thread, as the usage records' inserts are

@@ -4,7 +4,7 @@ import { openUsageFile } from '../usage/sqlite-store.js';
 import type { RowsWrite } from './rows-thread.js';
 import { sqliteRows } from './sqlite-rows.js';
 
-/** The writer thread of proxy/stored-responses/rows-thread.ts: its own connection to the usage file. */
+/** The writer thread of proxy/stored-responses/rows-thread.ts: its own connection to the stored Responses' file. */
 const rows = sqliteRows(openUsageFile((workerData as { path: string }).path));
 
 answerAsks<RowsWrite>((req) => {

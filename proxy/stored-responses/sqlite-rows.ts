@@ -1,7 +1,7 @@
 import type Database from 'better-sqlite3';
 import { itemIdsOf, type NewRow, type ResponseRows, RUNNING, rowBytes } from './rows.js';
 
-/** Stored Responses in the usage store's SQLite file: a table of their own, made on open. */
+/** Stored Responses in an SQLite file (their own beside the usage file, or a test's in memory): their tables, made on open. */
 
 // Small columns first: the sweep and the size read `items` and `bytes` without reading through
 // a large response's overflow pages. The item index is one B-tree (its key serves both lookups);
@@ -168,6 +168,52 @@ function batchedPuts(putAll: (rows: readonly NewRow[]) => void) {
       setImmediate(commit);
     });
   return { put, commit };
+}
+
+/** Rows moved per transaction of the stored Responses' file. */
+const MOVE_CHUNK = 500;
+
+/**
+ * The rows that releases before the stored Responses had a file of their own kept in the usage
+ * file (in either layout), moved into `db` and their tables dropped from the usage file, once.
+ * In one write transaction of the usage file, so that replicas starting together move them once;
+ * a crash before the drop moves them again at the next start (a put replaces a row by its id).
+ * The number of rows moved.
+ */
+export function moveRowsFrom(usage: Database.Database, db: Database.Database): number {
+  const present = (name: string) =>
+    usage
+      .prepare<[string], { name: string }>("SELECT name FROM sqlite_master WHERE type = 'table' AND name = ?")
+      .get(name);
+  const tables = ['stored_responses', EARLIER].filter(present);
+  if (tables.length === 0) return 0;
+  sqliteRows(db);
+  const { putAll } = writesOf(db);
+  let moved = 0;
+  usage
+    .transaction(() => {
+      for (const table of tables) {
+        const read = usage.prepare<[number, number], Raw & { rowid: number }>(
+          `SELECT rowid, ${RAW_COLUMNS} FROM ${table} WHERE rowid > ? ORDER BY rowid LIMIT ?`,
+        );
+        for (let chunk = read.all(0, MOVE_CHUNK); chunk.length > 0; ) {
+          putAll(
+            chunk.map(({ rowid: _, ...r }) => ({
+              ...r,
+              background: r.background === 1,
+              items: itemIdsOf(r.response, r.input),
+            })),
+          );
+          moved += chunk.length;
+          chunk = chunk.length < MOVE_CHUNK ? [] : read.all((chunk.at(-1) as { rowid: number }).rowid, MOVE_CHUNK);
+        }
+      }
+      usage.exec(
+        `DROP TABLE IF EXISTS stored_response_items; DROP TABLE IF EXISTS stored_responses; DROP TABLE IF EXISTS ${EARLIER};`,
+      );
+    })
+    .immediate();
+  return moved;
 }
 
 export function sqliteRows(db: Database.Database): ResponseRows {

@@ -51,6 +51,7 @@ export interface Turn {
 
 export interface StoredResponsesLog {
   warn(message: string, fields?: Record<string, unknown>): void;
+  info?(message: string, fields?: Record<string, unknown>): void;
 }
 
 export class StoredResponses {

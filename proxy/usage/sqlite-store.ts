@@ -193,8 +193,9 @@ const GPU_TABLES = { gpuTime: 'gpu_time', gpuHour: 'gpu_hour', rollup: 'rollup' 
 const GPU_CTES = gpuCostCtes(GPU_TABLES, '@gfrom', '@gto');
 
 /**
- * A connection to the usage file as every connection to it is made (the store's, its threads',
- * the stored Responses' writer): the directory made, WAL, NORMAL sync, the busy wait.
+ * A connection to the usage file as every connection to it is made (the store's, its threads'),
+ * and to the stored Responses' file beside it (proxy/stored-responses/open.ts): the directory
+ * made, WAL, NORMAL sync, the busy wait.
  */
 export function openUsageFile(path: string): Database.Database {
   if (path !== ':memory:') mkdirSync(dirname(path), { recursive: true });
