@@ -10,7 +10,7 @@ import { sqliteRows } from './sqlite-rows.js';
 
 /**
  * Where a standalone gateway keeps its stored Responses: a file of their own beside the usage file
- * (its own writer never waits on the usage records' writer), with what an earlier release kept
+ * (its own writer never waits on the usage records' writer), with what an earlier build kept
  * in the usage file moved there at start.
  */
 
@@ -74,10 +74,10 @@ describe('a standalone gateway’s stored Responses', () => {
     expect(tables(path)).not.toContain('stored_responses');
   });
 
-  it('kept in the usage file by an earlier release are moved there once, items and all', async () => {
+  it('kept in the usage file by an earlier build are moved there once, items and all', async () => {
     const path = usagePath();
     const store = new SqliteUsageStore(path);
-    // As an earlier release kept them: the tables in the usage file itself.
+    // As an earlier build kept them: the tables in the usage file itself.
     const earlier = sqliteRows(store.db);
     await Promise.all(Array.from({ length: 1_203 }, (_, i) => earlier.put(row(`resp_${i}`))));
     const first = log();

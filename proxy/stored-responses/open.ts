@@ -19,7 +19,7 @@ export const responsesFileOf = (usageFile: string): string => `${usageFile}-resp
 
 /**
  * The stored Responses' rows: standalone, in a file of their own written by a thread of their own
- * (rows an earlier release kept in the usage file moved there first); in the store's database for
+ * (rows an earlier build kept in the usage file moved there first); in the store's database for
  * PostgreSQL and for an in-memory store (a test's); none for a store of another kind.
  */
 function responseRowsOf(
