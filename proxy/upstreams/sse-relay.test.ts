@@ -211,6 +211,69 @@ describe('SseRelay', () => {
     expect((await relay.settled).usage).toMatchObject({ promptTokens: 5, completionTokens: 3 });
   });
 
+  it('reads JSON an upstream sent on several data lines (pretty-printed) as the value it is, and sends it on one line', async () => {
+    // Each event's JSON spread over `data:` lines, as the SSE spec allows (a server printing its JSON indented).
+    const spread = (frame: string) => {
+      const name = /^event: (.*)\n/.exec(frame)?.[1];
+      const data = JSON.parse(frame.slice(frame.indexOf('data: ') + 6)) as unknown;
+      const lines = JSON.stringify(data, null, 2)
+        .split('\n')
+        .map((l) => `data: ${l}`);
+      return `${name ? `event: ${name}\n` : ''}${lines.join('\n')}\n\n`;
+    };
+    const eventsOf = (text: string) => {
+      const events: { name: string | undefined; value: unknown; dataLines: number }[] = [];
+      for (const e of text.split('\n\n').filter((x) => x.includes('data:'))) {
+        const lines = e.split('\n').filter((l) => l.startsWith('data:'));
+        const data = lines.map((l) => l.slice(5).trimStart()).join('\n');
+        events.push({
+          name: /^event: (.*)$/m.exec(e)?.[1],
+          value: data === '[DONE]' ? data : JSON.parse(data),
+          dataLines: lines.length,
+        });
+      }
+      return events;
+    };
+
+    const chat = upstream();
+    const relay = relayOf(chat.body, true);
+    const out = sink();
+    relay.pipe(out.s);
+    chat.body.push(Buffer.from(spread(chunk('a')) + spread(USAGE) + DONE));
+    chat.body.end();
+    const outcome = await relay.settled;
+    expect(outcome.error).toBeUndefined();
+    expect(outcome.usage).toMatchObject({ promptTokens: 5, completionTokens: 3 });
+    expect(outcome.firstTokenMs).toBeGreaterThanOrEqual(0);
+    expect(eventsOf(out.text())).toEqual(eventsOf(chunk('a') + USAGE + DONE));
+    expect(eventsOf(out.text()).map((e) => e.dataLines)).toEqual([1, 1, 1]);
+
+    // A Response event the edit wants is parsed and edited like a one-line one.
+    const created = named('response.created', {
+      sequence_number: 0,
+      response: { id: 'resp_up', status: 'in_progress' },
+    });
+    const responses = upstream();
+    const edited = relayOf(responses.body, false, 'openai-responses');
+    edited.editEvents({
+      wants: (name) => name === 'response.created',
+      edit: (_name, data) => ({ data: { ...data, response: { ...(data.response as object), id: 'resp_ours' } } }),
+    });
+    const caller = sink();
+    edited.pipe(caller.s);
+    responses.body.push(Buffer.from(spread(created) + spread(textDelta('Hel')) + spread(completed)));
+    responses.body.end();
+    expect((await edited.settled).usage).toMatchObject({ promptTokens: 7, completionTokens: 2 });
+    const events = eventsOf(caller.text());
+    expect(events.map((e) => [e.name, e.dataLines])).toEqual([
+      ['response.created', 1],
+      ['response.output_text.delta', 1],
+      ['response.completed', 1],
+    ]);
+    expect(events[0]?.value).toMatchObject({ type: 'response.created', response: { id: 'resp_ours' } });
+    expect(events[1]?.value).toEqual(eventsOf(textDelta('Hel'))[0]?.value);
+  });
+
   it('pauses the upstream while the caller’s socket is full, resumes once it drained', () => {
     const { body, calls } = upstream();
     const relay = relayOf(body);

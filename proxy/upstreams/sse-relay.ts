@@ -142,7 +142,10 @@ export class SseRelay implements ChunkSource {
     this.sse ??= createParser({
       onEvent: (e) => {
         if (this.text) this.text.pending = 0;
-        this.readEvent(e.event, e.data);
+        // JSON sent on several data lines (pretty-printed) comes joined by newlines (the SSE spec's
+        // rule), which JSON reads as whitespace (a string cannot hold a raw one): on one line it is the
+        // same value, in the one-line frame the conformance and an edit parse.
+        this.readEvent(e.event, e.data.includes('\n') ? e.data.replaceAll('\n', ' ') : e.data);
       },
     });
     return this.sse;

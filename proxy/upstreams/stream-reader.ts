@@ -63,7 +63,13 @@ export interface FastEvent {
 export const TOKEN: FastEvent = Object.freeze({ token: true });
 export const NO_TOKEN: FastEvent = Object.freeze({ token: false });
 
-export const sseFrame = (data: string, event?: string) => `${event ? `event: ${event}\n` : ''}data: ${data}\n\n`;
+/**
+ * An SSE event of `data` (and its name): each line of `data` a `data:` line of its own, the SSE
+ * spec's framing, so that a value with a newline in it cannot end the event early or leave a line
+ * no reader takes for data.
+ */
+export const sseFrame = (data: string, event?: string) =>
+  `${event ? `event: ${event}\n` : ''}data: ${data.includes('\n') ? data.replaceAll('\n', '\ndata: ') : data}\n\n`;
 
 const DATA = 'data: ';
 
