@@ -10,7 +10,7 @@ import { Operator } from '../../operator/operator.js';
 import { installClients } from '../support/agent-clients.js';
 import { capture, capturedLogger } from '../support/capture.js';
 import { startClusterGateway } from '../support/cluster-gateway.js';
-import { eventually, kubeConfig, kubectl, kubectlOk } from '../support/kube.js';
+import { eventReasons, eventually, kubeConfig, kubectl, kubectlOk } from '../support/kube.js';
 
 /**
  * McpServers on the real control plane with the operator: a URL to the real everything server
@@ -93,19 +93,7 @@ const phase = (name: string, want: string, reasons?: string[]) =>
   eventually(`${name} ${want}${reasons ? ` (${reasons.join('|')})` : ''}`, 60_000, () =>
     field(name, '{.status.phase}') === want && (!reasons || reasons.includes(ready(name, 'reason'))) ? want : undefined,
   );
-const eventReasons = (name: string) =>
-  kubectlOk([
-    'get',
-    'events',
-    '-n',
-    NS,
-    '--field-selector',
-    `involvedObject.kind=McpServer,involvedObject.name=${name}`,
-    '-o',
-    'jsonpath={.items[*].reason}',
-  ])
-    .split(' ')
-    .filter(Boolean);
+const reasonsOf = (name: string) => eventReasons(NS, `involvedObject.kind=McpServer,involvedObject.name=${name}`);
 
 beforeAll(async () => {
   const bin = join(installClients(), 'node_modules', '.bin');
@@ -158,7 +146,7 @@ describe('McpServer with the operator on the real control plane', () => {
     expect(ready('everything', 'reason')).toBe('ToolsDiscovered');
     // The Event is recorded beside the status, not before it: on a loaded machine it lands a moment later.
     await eventually('the ToolsDiscovered event', 30_000, () =>
-      eventReasons('everything').includes('ToolsDiscovered') ? true : undefined,
+      reasonsOf('everything').includes('ToolsDiscovered') ? true : undefined,
     );
     // `kubectl get` shows the phase and the revision in its columns.
     console.log(`[e2e] kubectl get mcpservers:\n${kubectlOk(['get', 'mcpservers', '-n', NS])}`);
@@ -259,7 +247,7 @@ describe('McpServer with the operator on the real control plane', () => {
     expect(ready('nowhere', 'status')).toBe('False');
     expect(ready('nowhere', 'message')).toContain('ECONNREFUSED');
     expect(ready('nowhere', 'message')).toContain('check spec.url');
-    await eventually('Warning event', 20_000, () => eventReasons('nowhere').includes('Unreachable') || undefined);
+    await eventually('Warning event', 20_000, () => reasonsOf('nowhere').includes('Unreachable') || undefined);
   });
 
   it("is Degraded SecretMissing until its token's Secret exists, naming the key and never the Secret", async () => {

@@ -2,7 +2,7 @@ import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import type { ClusterInfo } from '../../crds/catalog/catalog.js';
 import { Operator } from '../../operator/operator.js';
 import { capturedLogger } from '../support/capture.js';
-import { applyObjects, eventually, kubeConfig, kubectl, kubectlOk } from '../support/kube.js';
+import { applyObjects, eventReasons, eventually, kubeConfig, kubectl, kubectlOk } from '../support/kube.js';
 import { settledRequestCount } from '../support/operator-requests.js';
 
 /**
@@ -55,11 +55,6 @@ const phaseOf = (name: string) => mdField(name, '{.status.phase}');
 function waitPhase(name: string, phase: string, timeoutMs = 60_000): Promise<string> {
   return eventually(`${name} ${phase}`, timeoutMs, () => (phaseOf(name) === phase ? phase : undefined));
 }
-
-const eventReasons = (fieldSelector: string) =>
-  kubectlOk(['get', 'events', '-n', NS, '--field-selector', fieldSelector, '-o', 'jsonpath={.items[*].reason}']).split(
-    ' ',
-  );
 
 const phasesSeen: string[] = [];
 
@@ -152,7 +147,7 @@ describe.runIf(inject('localControlPlane'))('operator on the real control plane'
     // Deploying too, unless the first status write already saw the server ready (kwok is fast);
     // the event follows the status write the test already saw.
     await eventually('Running event', 10_000, () =>
-      eventReasons('involvedObject.name=llama70').includes('Running') ? true : undefined,
+      eventReasons(NS, 'involvedObject.name=llama70').includes('Running') ? true : undefined,
     );
   });
 
@@ -270,7 +265,7 @@ describe.runIf(inject('localControlPlane'))('operator on the real control plane'
       expect(mdField('small', '{.status.conditions[?(@.type=="Ready")].reason}')).toBe('DeploymentTimeout');
       // Events follow the status writes and come back in any order within a second.
       const reasons = await eventually('timeout event', 10_000, () => {
-        const r = eventReasons('involvedObject.kind=ModelDeployment,involvedObject.name=small').sort();
+        const r = eventReasons(NS, 'involvedObject.kind=ModelDeployment,involvedObject.name=small').sort();
         return r.includes('DeploymentTimeout') ? r : undefined;
       });
       expect(reasons).toEqual(['Deploying', 'DeploymentTimeout']);
@@ -356,7 +351,7 @@ describe.runIf(inject('localControlPlane'))('operator on the real control plane'
     await waitPhase('pullfail', 'Failed', 30_000);
     expect(mdField('pullfail', '{.status.conditions[?(@.type=="Ready")].reason}')).toBe('ImagePullFailed');
     await eventually('warning event', 10_000, () =>
-      eventReasons('involvedObject.name=pullfail,type=Warning').includes('ImagePullFailed') ? true : undefined,
+      eventReasons(NS, 'involvedObject.name=pullfail,type=Warning').includes('ImagePullFailed') ? true : undefined,
     );
     // The kwok cluster runs no NVIDIA device plugin: every deployment says so.
     expect(mdField('pullfail', '{.status.conditions[?(@.type=="PrerequisitesMet")].reason}')).toBe(

@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Operator } from '../../operator/operator.js';
 import { capturedLogger } from '../support/capture.js';
-import { applyObjects, eventually, kubeConfig, kubectl, kubectlOk } from '../support/kube.js';
+import { applyObjects, eventReasons, eventually, kubeConfig, kubectl, kubectlOk } from '../support/kube.js';
 
 /**
  * The shipped default RoutingPolicy (crds/examples/routingpolicy.yaml) on the real control plane
@@ -26,17 +26,7 @@ const condition = (name: string, type: string) =>
   `${field(name, `{.status.conditions[?(@.type=="${type}")].status}`)}/${field(name, `{.status.conditions[?(@.type=="${type}")].reason}`)}`;
 const untilReady = (name: string, want: string) =>
   eventually(`${name} ${want}`, 60_000, () => (ready(name) === want ? want : undefined));
-const eventReasons = (name: string) =>
-  kubectlOk([
-    'get',
-    'events',
-    '-n',
-    NS,
-    '--field-selector',
-    `involvedObject.kind=RoutingPolicy,involvedObject.name=${name}`,
-    '-o',
-    'jsonpath={.items[*].reason}',
-  ]).split(' ');
+const reasonsOf = (name: string) => eventReasons(NS, `involvedObject.kind=RoutingPolicy,involvedObject.name=${name}`);
 
 const provider = (name: string, type: string, models: string[]) => ({
   apiVersion: 'ai.platform/v1beta1',
@@ -105,7 +95,7 @@ describe('RoutingPolicy with the operator on the real control plane', () => {
     expect(models[0]?.inputPerMillion).toBeGreaterThan(0);
     // The Event follows the status write.
     await eventually('an Event per transition', 10_000, () =>
-      ['ModelsMissing', 'Resolved'].every((r) => eventReasons('default').includes(r)) ? true : undefined,
+      ['ModelsMissing', 'Resolved'].every((r) => reasonsOf('default').includes(r)) ? true : undefined,
     );
     console.log(`[e2e] kubectl get rp:\n${kubectlOk(['get', 'rp', '-n', NS])}`);
   });

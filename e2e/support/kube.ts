@@ -28,6 +28,12 @@ export function kubectlOk(args: string[], input?: string): string {
   return res.stdout;
 }
 
+/** The reasons of a namespace's Events a field selector picks (`involvedObject.name=x`, ...), as listed. */
+export const eventReasons = (namespace: string, fieldSelector: string): string[] =>
+  kubectlOk(['get', 'events', '-n', namespace, '--field-selector', fieldSelector, '-o', 'jsonpath={.items[*].reason}'])
+    .split(' ')
+    .filter(Boolean);
+
 /** Applies objects with the real kubectl (client-side apply), as a user would. */
 export function applyObjects(...objects: object[]): string {
   return kubectlOk(['apply', '-f', '-'], JSON.stringify({ apiVersion: 'v1', kind: 'List', items: objects }));
