@@ -376,14 +376,18 @@ function guardDeps(
     credentials: ctx.credentials,
     env: ctx.env,
   });
+  const judges: GuardrailCalls = { ...judgeCalls(ctx.routes, ctx.call, ctx.embed), post: services.post };
   const deps: GuardDeps = {
     guardrails,
-    judges: { ...judgeCalls(ctx.routes, ctx.call, ctx.embed), post: services.post },
+    judges,
     onJudgeFailed: (guardrail, detector, why) => {
       ctx.call.metrics.guardrailCheckFailures.inc({ guardrail, detector });
       ctx.log.warn('guardrail check did not answer', { guardrail, detector, error: why });
     },
   };
+  // A Classifier's examples embedded as its Guardrail is applied (and its model routes), not on the first request's time.
+  guardrails.warmWith(judges);
+  ctx.routes.onChange(() => guardrails.warm());
   return { deps, close: services.close };
 }
 

@@ -51,6 +51,12 @@ export interface Checker {
   /** It sends the text out of the cluster (a provider's API): not asked about a request kept in the cluster. */
   leaves: boolean;
   check(texts: readonly string[], where: FindingPlace, calls: GuardrailCalls): Promise<Outcome>;
+  /**
+   * Starts, without waiting, what its first check would otherwise wait for (a Classifier's
+   * examples' vectors, with its model's load): asked when its Guardrail is applied, so that the
+   * first request is judged within its time rather than left to onFailure.
+   */
+  warm?(calls: GuardrailCalls): void;
 }
 
 /** A gateway that lends none: every judge and service fails (and its onFailure decides). */

@@ -1,7 +1,7 @@
 import type { Guardrail, GuardrailAction, GuardrailSelector } from '../../crds/guardrail.js';
 import type { KeyPolicy } from '../access/auth.js';
 import type { Tag } from '../endpoints/tags.js';
-import type { Checker } from './checker.js';
+import type { Checker, GuardrailCalls } from './checker.js';
 import { compileDetectors, type PatternProblem } from './detectors.js';
 import { compileJudge } from './judge.js';
 import { compileService } from './services/services.js';
@@ -77,6 +77,7 @@ function selects(s: GuardrailSelector): (who: Selected) => boolean {
 export class GuardrailSet {
   private compiled: CompiledGuardrail[] = [];
   private bySpec = new Map<string, CompiledGuardrail>();
+  private calls: GuardrailCalls | undefined;
 
   constructor(
     resources: readonly Guardrail[] = [],
@@ -101,6 +102,22 @@ export class GuardrailSet {
       return compiled;
     });
     for (const g of this.compiled) for (const p of g.problems) this.onProblem?.(g.name, p);
+    this.warm();
+  }
+
+  /** Lends the judges' calls: from now on each Guardrail's judges are warmed as it is applied. */
+  warmWith(calls: GuardrailCalls): void {
+    this.calls = calls;
+    this.warm();
+  }
+
+  /**
+   * Warms the judges that are not warm yet (checker.ts); again when the models' routes changed,
+   * since a judge's model may route only once its deployment or provider arrived.
+   */
+  warm(): void {
+    const calls = this.calls;
+    if (calls) for (const g of this.compiled) for (const c of g.checkers) c.warm?.(calls);
   }
 
   get size(): number {

@@ -48,6 +48,8 @@ export function compileJudge(spec: GuardrailJudge): Checker {
         }));
     return {
       ...base,
+      // A failure is the first check's to meet again (and its onFailure's to decide).
+      warm: (calls) => void examplesVectors(calls).catch(() => {}),
       check: (texts, _where, calls) =>
         within(timeoutMs, async (signal) => {
           const [all, [v]] = await Promise.all([
