@@ -385,7 +385,8 @@ function guardDeps(
       ctx.log.warn('guardrail check did not answer', { guardrail, detector, error: why });
     },
   };
-  // A Classifier's examples embedded as its Guardrail is applied (and its model routes), not on the first request's time.
+  // A Classifier's examples embedded as its Guardrail is applied (and once its model routes), not
+  // on the first request's time.
   guardrails.warmWith(judges);
   ctx.routes.onChange(() => guardrails.warm());
   return { deps, close: services.close };

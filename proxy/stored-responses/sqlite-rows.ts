@@ -174,8 +174,9 @@ function batchedPuts(putAll: (rows: readonly NewRow[]) => void) {
 const MOVE_CHUNK = 500;
 
 /**
- * The rows that builds before the stored Responses had a file of their own (none released) kept in the usage
- * file (in either layout), moved into `db` and their tables dropped from the usage file, once.
+ * The rows that builds before the stored Responses had a file of their own (none released) kept
+ * in the usage file (in either layout), moved into `db` and their tables dropped from the usage
+ * file, once.
  * In one write transaction of the usage file, so that replicas starting together move them once;
  * a crash before the drop moves them again at the next start (a put replaces a row by its id).
  * The number of rows moved.
