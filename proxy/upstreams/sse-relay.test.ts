@@ -6,7 +6,7 @@ import type { ChunkSink } from './chunk-source.js';
 import { StreamedBody } from './dispatch.js';
 import { PASS_THROUGH } from './openai-compatible-dialects.js';
 import { SseRelay } from './sse-relay.js';
-import type { EventEdit } from './stream-reader.js';
+import { type EventEdit, sseData } from './stream-reader.js';
 
 /** The relay against a hand-fed upstream body: what the caller receives, and what the gateway accounts. */
 
@@ -224,12 +224,11 @@ describe('SseRelay', () => {
     const eventsOf = (text: string) => {
       const events: { name: string | undefined; value: unknown; dataLines: number }[] = [];
       for (const e of text.split('\n\n').filter((x) => x.includes('data:'))) {
-        const lines = e.split('\n').filter((l) => l.startsWith('data:'));
-        const data = lines.map((l) => l.slice(5).trimStart()).join('\n');
+        const data = sseData(e);
         events.push({
           name: /^event: (.*)$/m.exec(e)?.[1],
           value: data === '[DONE]' ? data : JSON.parse(data),
-          dataLines: lines.length,
+          dataLines: e.split('\n').filter((l) => l.startsWith('data:')).length,
         });
       }
       return events;
