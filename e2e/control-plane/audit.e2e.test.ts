@@ -1,5 +1,6 @@
 import { spawn } from 'node:child_process';
 import { once } from 'node:events';
+import { createServer } from 'node:net';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import type { AuditRecord } from '../../crds/audit/audit-record.js';
 import { OPERATOR_SERVICE_ACCOUNT, TOKEN_AUDIENCE } from '../../crds/constants.js';
@@ -24,6 +25,8 @@ const NS = 'platform-agent';
 const ADMIN_KEY = 'sk-audit-cluster-admin-0000000000000000';
 let gateway: TestGateway;
 let operator: Operator;
+/** What the operator logged while the webhook's port was held. */
+let heldPortFailure: string;
 
 /**
  * kubectl as a person: their name and groups, as an OIDC or certificate sign-in gives them
@@ -107,6 +110,13 @@ beforeAll(async () => {
     '20m',
   ]).trim();
   const port = await freePort();
+  // The webhook's port is held as the operator starts (as by a predecessor not yet gone): the
+  // webhook is tried again, and serves once the port is free.
+  const holder = createServer();
+  holder.listen(port, '127.0.0.1');
+  await once(holder, 'listening');
+  const log = capturedLogger('operator-audit');
+  const failures: string[] = [];
   operator = new Operator({
     kubeConfig: kubeConfig(),
     cluster: { organizationId: 'acme', clusterId: 'c1', cloud: 'aws', region: 'us-east-1' },
@@ -114,17 +124,36 @@ beforeAll(async () => {
     port: 0,
     resyncMs: 0,
     leaderElection: false,
-    logger: capturedLogger('operator-audit'),
+    logger: {
+      ...log,
+      error: (msg, fields) => {
+        failures.push(`${msg}: ${String(fields?.error)}`);
+        log.error(msg, fields);
+      },
+    },
     audit: {
       proxyUrl: gateway.url,
       token: async () => token,
       webhook: { endpoint: { url: `https://127.0.0.1:${port}` }, port, host: '127.0.0.1', names: ['127.0.0.1'] },
       graceMs: 500,
+      webhookRetry: { initialMs: 200, maxMs: 1_000 },
     },
   });
   await operator.start();
   const trail = await operator.audit();
-  if (!trail?.webhookPort) throw new Error('the audit webhook did not start');
+  if (!trail) throw new Error(`the audit trail did not start: ${failures.join('; ')}`);
+  heldPortFailure = await eventually('the operator to tell its webhook is not serving', 30_000, () =>
+    failures.find((f) => f.startsWith('audit webhook not serving')),
+  );
+  await new Promise((resolve) => holder.close(resolve));
+  let served: number | undefined;
+  void trail.webhook.then((p) => {
+    served = p;
+  });
+  await eventually('the audit webhook to serve', 30_000, () => {
+    if (served) return served;
+    throw new Error(failures.at(-1) ?? 'nothing logged');
+  });
   // The API server takes a moment to call a webhook configuration just applied: a probe object,
   // changed until its record names its author.
   await eventually('the API server calls the audit webhook', 30_000, async () => {
@@ -144,6 +173,12 @@ afterAll(async () => {
 });
 
 describe('the audit trail of the ai.platform objects', () => {
+  it('serves its webhook once the port held as the operator started is free: changes then name their author', async () => {
+    expect(heldPortFailure).toMatch(/EADDRINUSE/);
+    const probes = await audit('kind=ApiKey&name=audit-probe');
+    expect(probes.map((r) => r.actor.name)).toContain('probe');
+  });
+
   it("answers who changed this key's budget, and when: create, edit and delete, each by its author, with before and after", async () => {
     // A dry run is answered by the webhook and never recorded: nothing was changed.
     await as('alice', ['apply', '--dry-run=server', '-f', '-'], apiKey('audit-dry', 5));

@@ -1,4 +1,5 @@
 import { readFile } from 'node:fs/promises';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { AGENT_NAMESPACE } from '../../crds/constants.js';
 import type { KubeClient } from '../../crds/kube/kube-client.js';
 import { errorMessage, type Logger } from '../../crds/observability/log.js';
@@ -8,17 +9,19 @@ import { AuditSink } from './audit-sink.js';
 import { AuditWatcher } from './audit-watcher.js';
 import {
   AUDIT_WEBHOOK_CONFIGURATION,
+  type AuditWebhookServer,
   applyWebhookConfiguration,
   serveAuditWebhook,
   type WebhookEndpoint,
 } from './audit-webhook.js';
-import { ensureWebhookTls, WEBHOOK_TLS_SECRET } from './webhook-tls.js';
+import { ensureWebhookTls, WEBHOOK_TLS_SECRET, type WebhookTls } from './webhook-tls.js';
 
 /**
  * The operator's part of the audit trail, assembled: the webhook (its TLS from the shared Secret,
  * its configuration applied), the watcher of every kind, and the sink to the proxies. It runs on
- * every replica, leader or not. A webhook that cannot start (RBAC, a port taken) leaves the
- * changes recorded with their author unknown; it is logged, never fatal to the operator.
+ * every replica, leader or not. While the webhook cannot serve (RBAC, a port taken, the API
+ * server away) changes are recorded with their author unknown, and it is tried again; it is
+ * logged, never fatal to the operator.
  */
 
 /** What the audit trail needs beyond the controllers' watches (it lists and watches the same kinds). */
@@ -58,15 +61,62 @@ export interface AuditTrailOptions {
       }
     | false;
   graceMs?: number;
+  /** The webhook's first wait before trying again, doubled up to maxMs (default 1 s to 30 s). */
+  webhookRetry?: { initialMs: number; maxMs: number };
 }
 
 export interface RunningAuditTrail {
-  webhookPort?: number;
+  /**
+   * The webhook's port once it serves (tried again until then); undefined without a webhook, or
+   * where the trail stopped first.
+   */
+  webhook: Promise<number | undefined>;
   stop(): Promise<void>;
 }
 
 /** A projected ServiceAccount token file, read anew each time (the kubelet rotates it). */
 export const tokenFile = (path: string) => async (): Promise<string> => (await readFile(path, 'utf8')).trim();
+
+type WebhookOptions = Exclude<AuditTrailOptions['webhook'], false>;
+
+/**
+ * The webhook made to serve, tried again with backoff until it does or the trail stops: an API
+ * server away for a moment as the operator starts, a Secret or configuration it may not read yet
+ * (RBAC granted by a later upgrade), or a port still held must not leave every change without its
+ * author until the next restart. What a try got (the TLS, the listener) is kept for the next, so
+ * the configuration applied names the CA the listener serves under.
+ */
+async function serveWebhookUntilStopped(
+  client: KubeClient,
+  opts: WebhookOptions,
+  admissions: Admissions,
+  log: Logger,
+  stopped: AbortSignal,
+  retry: { initialMs: number; maxMs: number },
+): Promise<AuditWebhookServer | undefined> {
+  let tls: WebhookTls | undefined;
+  let server: AuditWebhookServer | undefined;
+  let delayMs = retry.initialMs;
+  while (!stopped.aborted) {
+    try {
+      tls ??= await ensureWebhookTls(client, opts.names);
+      server ??= await serveAuditWebhook(tls, admissions, { port: opts.port, host: opts.host ?? '0.0.0.0' }, log);
+      await applyWebhookConfiguration(client, opts.endpoint, tls.ca);
+      log.info('audit webhook serving', { port: server.port });
+      return server;
+    } catch (err) {
+      if (stopped.aborted) break;
+      log.error('audit webhook not serving: changes are recorded without their author until it does', {
+        error: errorMessage(err),
+        retryInMs: delayMs,
+      });
+      await sleep(delayMs, undefined, { signal: stopped }).catch(() => undefined);
+      delayMs = Math.min(delayMs * 2, retry.maxMs);
+    }
+  }
+  await server?.close();
+  return undefined;
+}
 
 export async function startAuditTrail(
   client: KubeClient,
@@ -84,29 +134,24 @@ export async function startAuditTrail(
     log,
     ...(opts.graceMs !== undefined ? { graceMs: opts.graceMs } : {}),
   });
-  let webhook: Awaited<ReturnType<typeof serveAuditWebhook>> | undefined;
-  if (opts.webhook) {
-    try {
-      const tls = await ensureWebhookTls(client, opts.webhook.names);
-      webhook = await serveAuditWebhook(
-        tls,
-        admissions,
-        { port: opts.webhook.port, host: opts.webhook.host ?? '0.0.0.0' },
-        log,
-      );
-      await applyWebhookConfiguration(client, opts.webhook.endpoint, tls.ca);
-    } catch (err) {
-      log.error('audit webhook not serving: changes are recorded without their author', { error: errorMessage(err) });
-    }
-  }
+  const stopping = new AbortController();
+  // Not awaited: the watcher records changes (their author unknown) while the webhook is tried.
+  const webhook = opts.webhook
+    ? serveWebhookUntilStopped(client, opts.webhook, admissions, log, stopping.signal, {
+        initialMs: 1_000,
+        maxMs: 30_000,
+        ...opts.webhookRetry,
+      })
+    : Promise.resolve(undefined);
   // Not awaited: a kind the API server will not list yet (RBAC, an outage) is retried by its
   // informer, and must not hold up the webhook or the stop.
   void watcher.start().catch((err: unknown) => log.error('audit watch not started', { error: errorMessage(err) }));
   sink.start();
   return {
-    ...(webhook ? { webhookPort: webhook.port } : {}),
+    webhook: webhook.then((w) => w?.port),
     stop: async () => {
-      await webhook?.close();
+      stopping.abort();
+      await (await webhook)?.close();
       await watcher.stop();
       await sink.stop();
     },
