@@ -160,7 +160,7 @@ beforeAll(async () => {
     await as('probe', ['apply', '-f', '-'], apiKey('audit-probe', Date.now() % 1000));
     return (await audit('kind=ApiKey&name=audit-probe')).find((r) => r.actor.name === 'probe');
   });
-}, 60_000);
+}, 120_000);
 
 afterAll(async () => {
   await operator?.stop();
