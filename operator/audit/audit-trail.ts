@@ -102,6 +102,7 @@ async function serveWebhookUntilStopped(
       tls ??= await ensureWebhookTls(client, opts.names);
       server ??= await serveAuditWebhook(tls, admissions, { port: opts.port, host: opts.host ?? '0.0.0.0' }, log);
       await applyWebhookConfiguration(client, opts.endpoint, tls.ca);
+      if (stopped.aborted) break;
       log.info('audit webhook serving', { port: server.port });
       return server;
     } catch (err) {
@@ -147,11 +148,19 @@ export async function startAuditTrail(
   // informer, and must not hold up the webhook or the stop.
   void watcher.start().catch((err: unknown) => log.error('audit watch not started', { error: errorMessage(err) }));
   sink.start();
+  // A stop does not wait for a try in flight (an API server away answers after its timeout): the
+  // try closes what it opened once it sees the stop, and a webhook already serving is closed here.
+  let serving: AuditWebhookServer | undefined;
+  const port = webhook.then((w) => {
+    if (stopping.signal.aborted) void w?.close();
+    else serving = w;
+    return w?.port;
+  });
   return {
-    webhook: webhook.then((w) => w?.port),
+    webhook: port,
     stop: async () => {
       stopping.abort();
-      await (await webhook)?.close();
+      await serving?.close();
       await watcher.stop();
       await sink.stop();
     },
