@@ -104,7 +104,7 @@ export class Informer<T extends KubeObject> {
   }
 
   private async relist(): Promise<void> {
-    const list = await this.client.list<T>(this.options.path, this.query());
+    const list = await this.client.list<T>(this.options.path, this.query(), this.abort.signal);
     this.lists++;
     const seen = new Set<string>();
     // The API server leaves apiVersion and kind off list items (watch events carry them). The

@@ -148,7 +148,7 @@ export class KubeClient {
     method: string,
     path: string,
     /** accept: the media types taken (the API server's JWKS is application/jwk-set+json). */
-    init: { body?: unknown; contentType?: string; query?: Query; accept?: string } = {},
+    init: { body?: unknown; contentType?: string; query?: Query; accept?: string; signal?: AbortSignal } = {},
   ): Promise<T> {
     const body = init.body === undefined ? undefined : JSON.stringify(init.body);
     const full = withQuery(path, init.query);
@@ -157,7 +157,7 @@ export class KubeClient {
       full,
       body,
       init.contentType ?? (body ? 'application/json' : undefined),
-      undefined,
+      init.signal,
       this.options.timeoutMs ?? 30_000,
       method,
       init.accept,
@@ -191,8 +191,9 @@ export class KubeClient {
     }
   }
 
-  list<T>(path: string, query: Query = {}): Promise<KubeList<T>> {
-    return this.request<KubeList<T>>('GET', path, { query });
+  /** `signal`: a list abandoned (an informer stopping) ends at once, not at the request's timeout. */
+  list<T>(path: string, query: Query = {}, signal?: AbortSignal): Promise<KubeList<T>> {
+    return this.request<KubeList<T>>('GET', path, { query, ...(signal ? { signal } : {}) });
   }
 
   create<T>(path: string, obj: T): Promise<T> {
