@@ -44,6 +44,30 @@ const chat = (key: string, tags = '') =>
     headers: { 'content-type': 'application/json', 'x-api-key': key, ...(tags ? { 'x-tags': tags } : {}) },
     body: JSON.stringify({ model: 'llama3.1:8b', messages: [{ role: 'user', content: 'hi' }] }),
   });
+/**
+ * Sends until refused with the proxy's figures settled. Its budget check counts a batch of
+ * records written while it re-read the store twice until the next read (erring on the budget's
+ * side), so a first 429 can come a request before the store's spend reaches the budget: that one
+ * is sent again once the records are written and read back twice. `allOk`: every other answer
+ * must be a 200.
+ */
+async function spendUntilRefused(send: () => Promise<Response>, allOk = false): Promise<Response> {
+  for (let i = 0; i < 100; i++) {
+    const res = await send();
+    if (res.status !== 429) {
+      if (allOk) expect(res.status).toBe(200);
+      continue;
+    }
+    await app.stack?.recorder.flush();
+    await app.budgets?.refresh();
+    await app.budgets?.refresh();
+    const again = await send();
+    if (again.status === 429) return again;
+    if (allOk) expect(again.status).toBe(200);
+  }
+  throw new Error('never refused in 100 requests');
+}
+
 /** The status a request with `key` gets, once the proxy has seen the latest change (polled). */
 const becomes = (what: string, key: string, status: number, ms = 10_000) =>
   eventually(what, ms, async () => ((await chat(key)).status === status ? true : undefined));
@@ -208,27 +232,16 @@ describe('ApiKeys on the real control plane', () => {
     const key = await eventually('spender issued', 15_000, () => secretKey('spender'));
     await becomes('spender accepted', key, 200);
     await eventually('Budget seen by the proxy', 10_000, () =>
-      (app.budgets?.tagBudgetList() ?? [].length > 0) ? true : undefined,
+      (app.budgets?.tagBudgetList() ?? []).length > 0 ? true : undefined,
     );
     // Tagged project:x until its budget is spent.
-    let refused: Response | undefined;
-    for (let i = 0; i < 100 && !refused; i++) {
-      const res = await chat(key, 'project:x');
-      if (res.status === 429) refused = res;
-      else expect(res.status).toBe(200);
-    }
-    if (!refused) throw new Error('the tag budget never refused');
+    const refused = await spendUntilRefused(() => chat(key, 'project:x'), true);
     expect(((await refused.json()) as { error: { code: string; message: string } }).error).toMatchObject({
       code: 'insufficient_quota',
       message: expect.stringContaining('project:x'),
     });
     // Untagged requests go on, until the key's own budget is spent.
-    let keyRefused: Response | undefined;
-    for (let i = 0; i < 100 && !keyRefused; i++) {
-      const res = await chat(key);
-      if (res.status === 429) keyRefused = res;
-    }
-    if (!keyRefused) throw new Error("the key's budget never refused");
+    const keyRefused = await spendUntilRefused(() => chat(key));
     expect(((await keyRefused.json()) as { error: { message: string } }).error.message).toContain("API key's budget");
     await app.stack?.recorder.flush();
     await app.statusWriter?.write();

@@ -26,6 +26,7 @@ export class UsageStatusWriter {
   private readonly lastUsed = new Map<string, number>();
   private timer: NodeJS.Timeout | undefined;
   private running: Promise<void> | undefined;
+  private next: Promise<void> | undefined;
 
   constructor(
     private readonly source: UsageStatusSource,
@@ -52,12 +53,23 @@ export class UsageStatusWriter {
     this.timer = undefined;
   }
 
-  /** One round of writes (also what tests call). */
+  /**
+   * One round of writes, with the figures as of this call (a final write at shutdown, tests). A
+   * round already running read the store before it, so another follows that one, shared by every
+   * call made meanwhile.
+   */
   write(): Promise<void> {
-    this.running ??= this.round().finally(() => {
-      this.running = undefined;
+    if (!this.running) {
+      this.running = this.round().finally(() => {
+        this.running = undefined;
+      });
+      return this.running;
+    }
+    this.next ??= this.running.then(() => {
+      this.next = undefined;
+      return this.write();
     });
-    return this.running;
+    return this.next;
   }
 
   private async round(): Promise<void> {
