@@ -247,12 +247,15 @@ describe('ApiKeys on the real control plane', () => {
     await app.statusWriter?.write();
     const budget = await eventually('Budget exhausted', 15_000, () => {
       const b = get<Budget>('budget', 'project-x');
-      return condition(b, 'BudgetExhausted') === 'True' ? b : undefined;
+      if (condition(b, 'BudgetExhausted') === 'True') return b;
+      throw new Error(JSON.stringify({ usage: b?.status?.usage, conditions: b?.status?.conditions }));
     });
     expect(budget.status?.usage?.spendUsd).toBeGreaterThanOrEqual(0.001);
     const spender = await eventually('key exhausted', 15_000, () => {
       const k = get<ApiKey>('apikey', 'spender');
-      return condition(k, 'BudgetExhausted') === 'True' ? k : undefined;
+      if (condition(k, 'BudgetExhausted') === 'True') return k;
+      // Said if it times out: the spend the proxy wrote and what the operator made of it.
+      throw new Error(JSON.stringify({ usage: k?.status?.usage, conditions: k?.status?.conditions }));
     });
     expect(spender.status?.usage).toMatchObject({
       period: 'Daily',
