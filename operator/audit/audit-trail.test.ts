@@ -1,11 +1,9 @@
-import { once } from 'node:events';
-import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import type { ServerResponse } from 'node:http';
 import { request } from 'node:https';
-import type { AddressInfo } from 'node:net';
-import { KubeConfig } from '@kubernetes/client-node';
 import { afterEach, describe, expect, it } from 'vitest';
-import { KubeClient } from '../../crds/kube/kube-client.js';
+import type { KubeClient } from '../../crds/kube/kube-client.js';
 import type { Logger } from '../../crds/observability/log.js';
+import { type KubeApiDouble, type KubeApiHandler, startKubeApiDouble } from '../../e2e/doubles/kube-api.js';
 import { type RunningAuditTrail, startAuditTrail } from './audit-trail.js';
 
 /**
@@ -15,53 +13,31 @@ import { type RunningAuditTrail, startAuditTrail } from './audit-trail.js';
  * webhook configuration); every other path (the watcher's lists) is a 404.
  */
 
-type Handler = (req: IncomingMessage, res: ServerResponse, body: string) => void;
-
 const status = (res: ServerResponse, code: number, reason: string) =>
   res
     .writeHead(code, { 'content-type': 'application/json' })
     .end(JSON.stringify({ kind: 'Status', apiVersion: 'v1', status: 'Failure', reason, code, message: reason }));
 
 /** The API server's answers once it is up: no Secret yet, a create taken, an apply taken. */
-const upAndEmpty: Handler = (req, res, body) => {
+const upAndEmpty: KubeApiHandler = (req, res, body) => {
   const path = req.url?.split('?')[0] ?? '';
   if (req.method === 'POST' && path.endsWith('/secrets')) return res.writeHead(201).end(body);
   if (req.method === 'PATCH' && path.includes('/validatingwebhookconfigurations/')) return res.writeHead(200).end(body);
   return status(res, 404, 'NotFound');
 };
 
-const servers: Server[] = [];
+const doubles: KubeApiDouble[] = [];
 const trails: RunningAuditTrail[] = [];
 
 afterEach(async () => {
   await Promise.all(trails.splice(0).map((t) => t.stop()));
-  for (const s of servers.splice(0)) {
-    s.closeAllConnections();
-    s.close();
-  }
+  await Promise.all(doubles.splice(0).map((d) => d.close()));
 });
 
-async function apiDouble(handle: Handler): Promise<KubeClient> {
-  const server = createServer((req, res) => {
-    let body = '';
-    req.on('data', (c: Buffer) => {
-      body += c.toString();
-    });
-    req.on('end', () => handle(req, res, body));
-  });
-  servers.push(server);
-  server.listen(0, '127.0.0.1');
-  await once(server, 'listening');
-  const kc = new KubeConfig();
-  kc.loadFromOptions({
-    clusters: [
-      { name: 'double', server: `http://127.0.0.1:${(server.address() as AddressInfo).port}`, skipTLSVerify: true },
-    ],
-    users: [{ name: 'operator', token: 'test' }],
-    contexts: [{ name: 'double', cluster: 'double', user: 'operator' }],
-    currentContext: 'double',
-  });
-  return new KubeClient(kc);
+async function apiDouble(handle: KubeApiHandler): Promise<KubeClient> {
+  const double = await startKubeApiDouble(handle);
+  doubles.push(double);
+  return double.client;
 }
 
 function keptLog(): Logger & { errors: string[] } {

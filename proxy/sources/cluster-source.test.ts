@@ -1,9 +1,10 @@
 import { createServer, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { KubeConfig } from '@kubernetes/client-node';
+import type { KubeConfig } from '@kubernetes/client-node';
 import { afterEach, describe, expect, it } from 'vitest';
 import type { McpServer } from '../../crds/mcp-server.js';
 import type { RoutingPolicy } from '../../crds/routing-policy.js';
+import { loopbackKubeConfig } from '../../e2e/doubles/kube-api.js';
 import { ApiKeys } from '../access/auth.js';
 import { RouteTable } from '../serving/routes.js';
 import { ClusterSource, MAX_CONFIGMAP_EXAMPLES, routingExamplesOf } from './cluster-source.js';
@@ -71,14 +72,7 @@ class FakeApi {
     });
     await new Promise<void>((resolve) => this.server?.listen(0, '127.0.0.1', resolve));
     const { port } = this.server.address() as AddressInfo;
-    const kc = new KubeConfig();
-    kc.loadFromOptions({
-      clusters: [{ name: 'fake', server: `http://127.0.0.1:${port}`, skipTLSVerify: true }],
-      users: [{ name: 'proxy' }],
-      contexts: [{ name: 'fake', cluster: 'fake', user: 'proxy' }],
-      currentContext: 'fake',
-    });
-    return kc;
+    return loopbackKubeConfig(`http://127.0.0.1:${port}`);
   }
 
   async stop(): Promise<void> {

@@ -1,10 +1,7 @@
-import { once } from 'node:events';
-import { createServer, type Server } from 'node:http';
-import type { AddressInfo } from 'node:net';
-import { KubeConfig } from '@kubernetes/client-node';
 import { afterEach, describe, expect, it } from 'vitest';
 import type { ApiKey } from '../../crds/api-key.js';
-import { KubeClient } from '../../crds/kube/kube-client.js';
+import type { KubeClient } from '../../crds/kube/kube-client.js';
+import { type KubeApiDouble, startKubeApiDouble } from '../../e2e/doubles/kube-api.js';
 import { UsageStatusWriter } from './status.js';
 
 /**
@@ -12,38 +9,20 @@ import { UsageStatusWriter } from './status.js';
  * server does (200, the patch back) and keeps them, in order.
  */
 
-let server: Server | undefined;
+let double: KubeApiDouble | undefined;
 
-afterEach(() => {
-  server?.closeAllConnections();
-  server?.close();
-  server = undefined;
+afterEach(async () => {
+  await double?.close();
+  double = undefined;
 });
 
 async function apiDouble(): Promise<{ client: KubeClient; patches: Array<{ path: string; body: unknown }> }> {
   const patches: Array<{ path: string; body: unknown }> = [];
-  server = createServer((req, res) => {
-    let body = '';
-    req.on('data', (c: Buffer) => {
-      body += c.toString();
-    });
-    req.on('end', () => {
-      patches.push({ path: req.url?.split('?')[0] ?? '', body: JSON.parse(body || 'null') });
-      res.writeHead(200, { 'content-type': 'application/json' }).end(body);
-    });
+  double = await startKubeApiDouble((req, res, body) => {
+    patches.push({ path: req.url?.split('?')[0] ?? '', body: JSON.parse(body || 'null') });
+    res.writeHead(200, { 'content-type': 'application/json' }).end(body);
   });
-  server.listen(0, '127.0.0.1');
-  await once(server, 'listening');
-  const kc = new KubeConfig();
-  kc.loadFromOptions({
-    clusters: [
-      { name: 'double', server: `http://127.0.0.1:${(server.address() as AddressInfo).port}`, skipTLSVerify: true },
-    ],
-    users: [{ name: 'proxy', token: 'test' }],
-    contexts: [{ name: 'double', cluster: 'double', user: 'proxy' }],
-    currentContext: 'double',
-  });
-  return { client: new KubeClient(kc), patches };
+  return { client: double.client, patches };
 }
 
 const spender: ApiKey = {
