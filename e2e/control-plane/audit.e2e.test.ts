@@ -84,18 +84,40 @@ const recordsOf = (kind: string, name: string, n: number) =>
     return found.length >= n ? found : undefined;
   });
 
+/** The chart's configuration as Helm renders it: the operator adds its webhook. */
+const emptyConfiguration = () =>
+  JSON.stringify({
+    apiVersion: 'admissionregistration.k8s.io/v1',
+    kind: 'ValidatingWebhookConfiguration',
+    metadata: { name: AUDIT_WEBHOOK_CONFIGURATION },
+    webhooks: [],
+  });
+
+/** The webhooks the configuration holds now. */
+const webhookNames = (): string[] =>
+  (
+    JSON.parse(kubectlOk(['get', 'validatingwebhookconfiguration', AUDIT_WEBHOOK_CONFIGURATION, '-o', 'json'])) as {
+      webhooks?: Array<{ name: string }>;
+    }
+  ).webhooks?.map((w) => w.name) ?? [];
+
+/**
+ * The author recorded for the probe key's next change by `user`: changed until a record of theirs
+ * names them (the API server takes a moment to call a webhook just put in its configuration).
+ */
+async function authorOfNextChange(user: string): Promise<string> {
+  const record = await eventually(`a change by ${user} recorded with its author`, 30_000, async () => {
+    await as(user, ['apply', '-f', '-'], apiKey('audit-probe', 2000 + (Date.now() % 1000)));
+    await new Promise((r) => setTimeout(r, 1_000));
+    return (await audit('kind=ApiKey&name=audit-probe&action=updated')).find((r) => r.actor.name === user);
+  });
+  return record.actor.name;
+}
+
 beforeAll(async () => {
   kubectl(['create', 'serviceaccount', OPERATOR_SERVICE_ACCOUNT, '-n', NS]);
   // The chart's configuration, empty (client-side apply, as Helm makes it): the operator adds its webhook.
-  kubectlOk(
-    ['apply', '-f', '-'],
-    JSON.stringify({
-      apiVersion: 'admissionregistration.k8s.io/v1',
-      kind: 'ValidatingWebhookConfiguration',
-      metadata: { name: AUDIT_WEBHOOK_CONFIGURATION },
-      webhooks: [],
-    }),
-  );
+  kubectlOk(['apply', '-f', '-'], emptyConfiguration());
   gateway = await startClusterGateway(ADMIN_KEY);
   // The operator's token, as the chart's projected volume gives it.
   const token = kubectlOk([
@@ -271,7 +293,17 @@ describe('the audit trail of the ai.platform objects', () => {
     });
   }, 60_000);
 
-  it('still records a change the webhook never saw (its configuration gone), its author unknown', async () => {
+  it('puts its webhook back when an upgrade renders its configuration empty again: changes still name their author', async () => {
+    // As `helm upgrade` writes the chart's configuration (webhooks: []) over the one the operator filled.
+    kubectlOk(['replace', '-f', '-'], emptyConfiguration());
+    await eventually('the webhook back in its configuration', 30_000, () =>
+      webhookNames().length > 0 ? true : undefined,
+    );
+    expect(webhookNames()).toEqual(['audit.ai.platform']);
+    expect(await authorOfNextChange('erin')).toBe('erin');
+  }, 60_000);
+
+  it('still records a change the webhook never saw (its configuration gone), its author unknown; the configuration is not made again', async () => {
     kubectlOk(['delete', 'validatingwebhookconfiguration', AUDIT_WEBHOOK_CONFIGURATION]);
     // The API server stops calling it within moments; each change until then is recorded with its author.
     const unknown = await eventually('a change recorded without its author', 30_000, async () => {
@@ -280,5 +312,15 @@ describe('the audit trail of the ai.platform objects', () => {
       return (await audit('kind=ApiKey&name=audit-probe&action=updated')).find((r) => r.actor.kind === 'unknown');
     });
     expect(unknown).toMatchObject({ source: 'kubernetes', actor: { name: '' }, changed: ['spec.budget.usd'] });
+    // Deleting it is the uninstall's or an administrator's call: the operator leaves it deleted.
+    expect(kubectl(['get', 'validatingwebhookconfiguration', AUDIT_WEBHOOK_CONFIGURATION]).stderr).toMatch(/NotFound/);
+  }, 60_000);
+
+  it('fills its configuration made again (helm upgrade): changes name their author again', async () => {
+    kubectlOk(['create', '-f', '-'], emptyConfiguration());
+    await eventually('the webhook in the configuration made again', 30_000, () =>
+      webhookNames().length > 0 ? true : undefined,
+    );
+    expect(await authorOfNextChange('frank')).toBe('frank');
   }, 60_000);
 });

@@ -6,6 +6,7 @@ import yaml from 'js-yaml';
 import { afterAll, describe, expect, inject, it } from 'vitest';
 import { loadCatalog, resolveModel } from '../../crds/catalog/catalog.js';
 import { LLMS_POD_SECURITY, MCP_SESSIONS_SECRET } from '../../crds/constants.js';
+import { AUDIT_WEBHOOK_CONFIGURATION } from '../../operator/audit/audit-webhook.js';
 import { WEBHOOK_TLS_SECRET } from '../../operator/audit/webhook-tls.js';
 import { desiredModelServer } from '../../operator/model-deployment/model-server.js';
 import { kubectl, kubectlOk } from '../support/kube.js';
@@ -695,6 +696,24 @@ describe('Helm chart', () => {
     }
     expect(can('operator', 'create', 'secrets', '-n', 'default')).toBe('no');
     expect(can('operator', 'get', 'secrets', '-n', 'kube-system')).toBe('no');
+    // The audit webhook's configuration, by name only: patched, and watched (list and watch with
+    // metadata.name's field selector, which the API server authorizes against the name).
+    const config = `validatingwebhookconfigurations.admissionregistration.k8s.io/${AUDIT_WEBHOOK_CONFIGURATION}`;
+    for (const verb of ['get', 'list', 'watch', 'patch']) {
+      expect(can('operator', verb, config), `operator ${verb} the audit configuration`).toBe('yes');
+    }
+    expect(can('operator', 'list', 'validatingwebhookconfigurations.admissionregistration.k8s.io')).toBe('no');
+    expect(can('operator', 'delete', config)).toBe('no');
+    const named = kubectl([
+      'get',
+      'validatingwebhookconfigurations',
+      '--field-selector',
+      `metadata.name=${AUDIT_WEBHOOK_CONFIGURATION}`,
+      '--as',
+      'system:serviceaccount:platform-agent:platform-ai-optimizer-operator',
+    ]);
+    expect(named.stderr).not.toMatch(/forbidden/i);
+    expect(named.code).toBe(0);
     expect(can('operator', 'patch', 'apikeys.ai.platform', '--subresource=status', '-n', 'platform-agent')).toBe('yes');
     // The proxy authenticates from ApiKeys' digests and reports spend; it never reads their Secrets.
     expect(can('proxy', 'watch', 'apikeys.ai.platform', '-n', 'platform-agent')).toBe('yes');

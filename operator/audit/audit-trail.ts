@@ -9,11 +9,14 @@ import { AuditSink } from './audit-sink.js';
 import { AuditWatcher } from './audit-watcher.js';
 import {
   AUDIT_WEBHOOK_CONFIGURATION,
+  type AuditWebhook,
   type AuditWebhookServer,
   applyWebhookConfiguration,
+  auditWebhook,
   serveAuditWebhook,
   type WebhookEndpoint,
 } from './audit-webhook.js';
+import { type KeeperRetry, WebhookKeeper } from './webhook-keeper.js';
 import { ensureWebhookTls, WEBHOOK_TLS_SECRET, type WebhookTls } from './webhook-tls.js';
 
 /**
@@ -30,9 +33,10 @@ export const AUDIT_RBAC: readonly RbacRule[] = [
     scope: 'cluster',
     apiGroups: ['admissionregistration.k8s.io'],
     resources: ['validatingwebhookconfigurations'],
-    verbs: ['get', 'patch'],
+    // list and watch by name: the keeper watches the one configuration (webhook-keeper.ts).
+    verbs: ['get', 'list', 'watch', 'patch'],
     resourceNames: [AUDIT_WEBHOOK_CONFIGURATION],
-    reason: "the audit webhook added to the chart's (empty) configuration, with its CA",
+    reason: "the audit webhook added to the chart's (empty) configuration, with its CA, and kept there",
   },
   {
     scope: AGENT_NAMESPACE,
@@ -61,8 +65,11 @@ export interface AuditTrailOptions {
       }
     | false;
   graceMs?: number;
-  /** The webhook's first wait before trying again, doubled up to maxMs (default 1 s to 30 s). */
-  webhookRetry?: { initialMs: number; maxMs: number };
+  /**
+   * The webhook's first wait before trying again, doubled up to maxMs (default 1 s to 30 s); the
+   * same for putting it back in its configuration and for that configuration's watch.
+   */
+  webhookRetry?: KeeperRetry;
 }
 
 export interface RunningAuditTrail {
@@ -79,6 +86,12 @@ export const tokenFile = (path: string) => async (): Promise<string> => (await r
 
 type WebhookOptions = Exclude<AuditTrailOptions['webhook'], false>;
 
+/** A webhook serving, and the entry its configuration holds for it. */
+interface Serving {
+  server: AuditWebhookServer;
+  webhook: AuditWebhook;
+}
+
 /**
  * The webhook made to serve, tried again with backoff until it does or the trail stops: an API
  * server away for a moment as the operator starts, a Secret or configuration it may not read yet
@@ -92,8 +105,8 @@ async function serveWebhookUntilStopped(
   admissions: Admissions,
   log: Logger,
   stopped: AbortSignal,
-  retry: { initialMs: number; maxMs: number },
-): Promise<AuditWebhookServer | undefined> {
+  retry: KeeperRetry,
+): Promise<Serving | undefined> {
   let tls: WebhookTls | undefined;
   let server: AuditWebhookServer | undefined;
   let delayMs = retry.initialMs;
@@ -101,10 +114,11 @@ async function serveWebhookUntilStopped(
     try {
       tls ??= await ensureWebhookTls(client, opts.names);
       server ??= await serveAuditWebhook(tls, admissions, { port: opts.port, host: opts.host ?? '0.0.0.0' }, log);
-      await applyWebhookConfiguration(client, opts.endpoint, tls.ca);
+      const webhook = auditWebhook(opts.endpoint, tls.ca);
+      await applyWebhookConfiguration(client, webhook);
       if (stopped.aborted) break;
       log.info('audit webhook serving', { port: server.port });
-      return server;
+      return { server, webhook };
     } catch (err) {
       if (stopped.aborted) break;
       log.error('audit webhook not serving: changes are recorded without their author until it does', {
@@ -136,13 +150,10 @@ export async function startAuditTrail(
     ...(opts.graceMs !== undefined ? { graceMs: opts.graceMs } : {}),
   });
   const stopping = new AbortController();
+  const retry = { initialMs: 1_000, maxMs: 30_000, ...opts.webhookRetry };
   // Not awaited: the watcher records changes (their author unknown) while the webhook is tried.
   const webhook = opts.webhook
-    ? serveWebhookUntilStopped(client, opts.webhook, admissions, log, stopping.signal, {
-        initialMs: 1_000,
-        maxMs: 30_000,
-        ...opts.webhookRetry,
-      })
+    ? serveWebhookUntilStopped(client, opts.webhook, admissions, log, stopping.signal, retry)
     : Promise.resolve(undefined);
   // Not awaited: a kind the API server will not list yet (RBAC, an outage) is retried by its
   // informer, and must not hold up the webhook or the stop.
@@ -150,17 +161,25 @@ export async function startAuditTrail(
   sink.start();
   // A stop does not wait for a try in flight (an API server away answers after its timeout): the
   // try closes what it opened once it sees the stop, and a webhook already serving is closed here.
-  let serving: AuditWebhookServer | undefined;
+  let serving: { server: AuditWebhookServer; keeper: WebhookKeeper } | undefined;
   const port = webhook.then((w) => {
-    if (stopping.signal.aborted) void w?.close();
-    else serving = w;
-    return w?.port;
+    if (!w) return undefined;
+    if (stopping.signal.aborted) {
+      void w.server.close();
+      return undefined;
+    }
+    // Serving: its configuration kept holding it (an edit is undone).
+    const keeper = new WebhookKeeper(client, w.webhook, log, retry);
+    keeper.start();
+    serving = { server: w.server, keeper };
+    return w.server.port;
   });
   return {
     webhook: port,
     stop: async () => {
       stopping.abort();
-      await serving?.close();
+      await serving?.keeper.stop();
+      await serving?.server.close();
       await watcher.stop();
       await sink.stop();
     },

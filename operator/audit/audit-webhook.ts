@@ -1,7 +1,7 @@
 import { createServer, type Server } from 'node:https';
 import type { AddressInfo } from 'node:net';
 import { API_GROUP } from '../../crds/constants.js';
-import type { KubeClient } from '../../crds/kube/kube-client.js';
+import type { KubeClient, KubeObject } from '../../crds/kube/kube-client.js';
 import { errorMessage, type Logger } from '../../crds/observability/log.js';
 import { type Admissions, answerReview } from './admissions.js';
 import type { WebhookTls } from './webhook-tls.js';
@@ -22,49 +22,61 @@ const MAX_REVIEW_BYTES = 4 * 1024 * 1024;
 /** Where the API server reaches the webhook: the chart's Service, or a URL (a test's loopback). */
 export type WebhookEndpoint = { service: { namespace: string; name: string; port: number } } | { url: string };
 
-/** The ValidatingWebhookConfiguration, whole: applied by every replica alike (server-side apply). */
-function webhookConfiguration(endpoint: WebhookEndpoint, caPem: string): Record<string, unknown> {
+/** Where the configurations are, and this one. */
+export const WEBHOOK_CONFIGURATIONS_PATH = '/apis/admissionregistration.k8s.io/v1/validatingwebhookconfigurations';
+
+/** The operator's webhook in the configuration, as applied (the API server adds its defaults). */
+export interface AuditWebhook {
+  name: string;
+  [field: string]: unknown;
+}
+
+/** The webhook entry this operator puts in the configuration, for this endpoint and CA. */
+export function auditWebhook(endpoint: WebhookEndpoint, caPem: string): AuditWebhook {
   const clientConfig =
     'url' in endpoint
       ? { url: `${endpoint.url}${AUDIT_WEBHOOK_PATH}` }
       : { service: { ...endpoint.service, path: AUDIT_WEBHOOK_PATH } };
   return {
-    apiVersion: 'admissionregistration.k8s.io/v1',
-    kind: 'ValidatingWebhookConfiguration',
-    metadata: { name: AUDIT_WEBHOOK_CONFIGURATION },
-    webhooks: [
+    name: `audit.${API_GROUP}`,
+    admissionReviewVersions: ['v1'],
+    sideEffects: 'None',
+    failurePolicy: 'Ignore',
+    timeoutSeconds: 2,
+    matchPolicy: 'Equivalent',
+    rules: [
       {
-        name: `audit.${API_GROUP}`,
-        admissionReviewVersions: ['v1'],
-        sideEffects: 'None',
-        failurePolicy: 'Ignore',
-        timeoutSeconds: 2,
-        matchPolicy: 'Equivalent',
-        rules: [
-          {
-            apiGroups: [API_GROUP],
-            apiVersions: ['*'],
-            resources: ['*'],
-            operations: ['CREATE', 'UPDATE', 'DELETE'],
-            scope: '*',
-          },
-        ],
-        clientConfig: { ...clientConfig, caBundle: Buffer.from(caPem).toString('base64') },
+        apiGroups: [API_GROUP],
+        apiVersions: ['*'],
+        resources: ['*'],
+        operations: ['CREATE', 'UPDATE', 'DELETE'],
+        scope: '*',
       },
     ],
+    clientConfig: { ...clientConfig, caBundle: Buffer.from(caPem).toString('base64') },
   };
 }
 
-export async function applyWebhookConfiguration(
-  client: KubeClient,
-  endpoint: WebhookEndpoint,
-  caPem: string,
-): Promise<void> {
-  await client.apply(
-    `/apis/admissionregistration.k8s.io/v1/validatingwebhookconfigurations/${AUDIT_WEBHOOK_CONFIGURATION}`,
-    webhookConfiguration(endpoint, caPem),
+/**
+ * Adds the webhook to the configuration (server-side apply: its other webhooks, if any, are kept;
+ * every replica applies the same). Answers the configuration as the API server holds it after.
+ */
+export function applyWebhookConfiguration(client: KubeClient, webhook: AuditWebhook): Promise<WebhookConfiguration> {
+  return client.apply<WebhookConfiguration>(
+    `${WEBHOOK_CONFIGURATIONS_PATH}/${AUDIT_WEBHOOK_CONFIGURATION}`,
+    {
+      apiVersion: 'admissionregistration.k8s.io/v1',
+      kind: 'ValidatingWebhookConfiguration',
+      metadata: { name: AUDIT_WEBHOOK_CONFIGURATION },
+      webhooks: [webhook],
+    },
     FIELD_MANAGER,
   );
+}
+
+/** A ValidatingWebhookConfiguration, as far as the operator reads one. */
+export interface WebhookConfiguration extends KubeObject {
+  webhooks?: Array<{ name?: string }>;
 }
 
 export interface AuditWebhookServer {

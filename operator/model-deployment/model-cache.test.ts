@@ -3,8 +3,8 @@ import { describe, expect, it } from 'vitest';
 import { type ClusterInfo, loadCatalog, resolveModel } from '../../crds/catalog/catalog.js';
 import { PULL_MODEL_SCRIPT } from '../../crds/engines/ollama.js';
 import type { ModelDeployment } from '../../crds/model-deployment.js';
+import { containsDesired } from '../runtime/contains-desired.js';
 import { cacheCondition, type ModelCacheSetting, modelStore, parseModelCache, quantityBytes } from './model-cache.js';
-import { containsDesired } from './model-deployment-controller.js';
 import { desiredModelServer, PULL_CONTAINER } from './model-server.js';
 
 const SERVER_CONTAINER = 'ollama';

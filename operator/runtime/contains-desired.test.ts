@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { containsDesired } from './model-deployment-controller.js';
+import { containsDesired } from './contains-desired.js';
 
 describe('containsDesired', () => {
   const owner = { apiVersion: 'ai.platform/v1beta1', kind: 'ModelDeployment', name: 'qwen', uid: 'new' };
