@@ -19,6 +19,8 @@ class ConfigurationDouble {
   patches = 0;
   /** Patches answered 500 before one is taken. */
   failing = 0;
+  /** Another writer drops the webhook right after each patch. */
+  fighting = false;
   private version = 1;
   private readonly watchers = new Set<ServerResponse>();
   double: KubeApiDouble | undefined;
@@ -47,7 +49,9 @@ class ConfigurationDouble {
         if (this.failing-- > 0) return res.writeHead(500).end('{"kind":"Status","code":500}');
         const applied = JSON.parse(body) as WebhookConfiguration;
         this.put(applied.webhooks ?? [], this.config ? 'MODIFIED' : 'ADDED');
-        return res.end(JSON.stringify(this.config));
+        res.end(JSON.stringify(this.config));
+        if (this.fighting) setTimeout(() => this.put([], 'MODIFIED'), 5);
+        return;
       }
       res.writeHead(404).end();
     });
@@ -118,16 +122,37 @@ describe("the audit webhook kept in the chart's configuration", () => {
     expect(api.patches).toBe(0);
   });
 
-  it('puts it back when an edit drops it (an upgrade renders the configuration empty), and when one changes its CA', async () => {
+  it('puts it back when an edit drops it (an upgrade renders the configuration empty), and when one points it elsewhere', async () => {
     const { api, log } = await keeping([WEBHOOK]);
     await new Promise((r) => setTimeout(r, 100));
     api.put([], 'MODIFIED');
     await expect.poll(() => holds(api)).toBe(true);
     expect(log.lines).toContain('audit webhook put back in its configuration (an edit had dropped or changed it)');
-    const other = { ...WEBHOOK, clientConfig: { url: 'https://127.0.0.1:1/audit', caBundle: 'b3RoZXI=' } };
-    api.put([other, { name: 'someone-elses.example.com' }], 'MODIFIED');
+    const elsewhere = { ...WEBHOOK, clientConfig: { url: 'https://elsewhere.example.com/audit' } };
+    api.put([elsewhere, { name: 'someone-elses.example.com' }], 'MODIFIED');
     await expect.poll(() => holds(api)).toBe(true);
     expect(api.patches).toBe(2);
+  });
+
+  it("leaves another replica's CA alone (the Secret made again since this one read it)", async () => {
+    const { api } = await keeping([WEBHOOK]);
+    await new Promise((r) => setTimeout(r, 100));
+    const anotherCa = { ...WEBHOOK, clientConfig: { url: 'https://127.0.0.1:1/audit', caBundle: 'b3RoZXI=' } };
+    api.put([anotherCa], 'MODIFIED');
+    await new Promise((r) => setTimeout(r, 300));
+    expect(api.patches).toBe(0);
+  });
+
+  it('answers a writer that keeps dropping it (a GitOps sync) ever more slowly, not write for write', async () => {
+    const { api } = await keeping([WEBHOOK]);
+    await new Promise((r) => setTimeout(r, 100));
+    api.fighting = true;
+    api.put([], 'MODIFIED');
+    await new Promise((r) => setTimeout(r, 1_500));
+    // Waits of 50, 100, 200, 400 and 800 ms between put-backs: five or six in 1.5 s, where
+    // answering each drop at once would be hundreds.
+    expect(api.patches).toBeGreaterThanOrEqual(3);
+    expect(api.patches).toBeLessThanOrEqual(8);
   });
 
   it('finds an edit made before it started', async () => {

@@ -26,11 +26,23 @@ export interface KeeperRetry {
   maxMs: number;
 }
 
-/** Whether the configuration holds the webhook as the operator applies it. */
+/**
+ * Whether the configuration holds the webhook as the operator applies it, whatever its CA: every
+ * replica applies the CA it read from the shared Secret, so replicas started before and after the
+ * Secret was made again name different ones, and must not take turns putting back their own.
+ */
 export function holdsWebhook(config: WebhookConfiguration, webhook: AuditWebhook): boolean {
   const live = config.webhooks?.find((w) => w.name === webhook.name);
-  return live !== undefined && containsDesired(live, webhook);
+  return live !== undefined && containsDesired(live, withoutCa(webhook));
 }
+
+function withoutCa(webhook: AuditWebhook): AuditWebhook {
+  const clientConfig = { ...(webhook.clientConfig as Record<string, unknown>), caBundle: undefined };
+  return { ...webhook, clientConfig };
+}
+
+/** The longest a put-back waits while another writer keeps dropping the webhook. */
+const FIGHT_MAX_MS = 5 * 60_000;
 
 export class WebhookKeeper {
   private readonly informer: Informer<WebhookConfiguration>;
@@ -38,6 +50,13 @@ export class WebhookKeeper {
   /** A put-back under way; `again` asks for one more check after it (an edit seen meanwhile). */
   private putting: Promise<void> | undefined;
   private again = false;
+  /**
+   * Another writer that keeps dropping the webhook (a GitOps tool syncing the chart's empty
+   * configuration) must not be answered write for write: a put-back soon after the last one waits
+   * twice as long as the wait before it, up to FIGHT_MAX_MS; one after a quiet spell at once.
+   */
+  private lastPutBackAt = Number.NEGATIVE_INFINITY;
+  private fightWaitMs = 0;
 
   constructor(
     private readonly client: KubeClient,
@@ -92,14 +111,17 @@ export class WebhookKeeper {
 
   /** Applies the webhook until the configuration holds it, is gone, or the keeper stops. */
   private async putBack(): Promise<void> {
+    await this.waitOutAFight();
     let delayMs = this.retry.initialMs;
     while (!this.stopping.signal.aborted) {
       const live = this.informer.get(AUDIT_WEBHOOK_CONFIGURATION);
       if (!live || holdsWebhook(live, this.webhook)) return;
       try {
         const applied = await applyWebhookConfiguration(this.client, this.webhook);
+        this.lastPutBackAt = Date.now();
         this.log.warn('audit webhook put back in its configuration (an edit had dropped or changed it)', {
           configuration: AUDIT_WEBHOOK_CONFIGURATION,
+          ...(this.fightWaitMs > 0 ? { putBackAgainWithinMs: this.fightWaitMs } : {}),
         });
         // The watch brings the write a moment later; until then the cache reads as before it.
         if (holdsWebhook(applied, this.webhook)) return;
@@ -113,5 +135,17 @@ export class WebhookKeeper {
       await sleep(delayMs, undefined, { signal: this.stopping.signal }).catch(() => undefined);
       delayMs = Math.min(delayMs * 2, this.retry.maxMs);
     }
+  }
+
+  /** Waits before a put-back that follows the last one closely (see `fightWaitMs`). */
+  private async waitOutAFight(): Promise<void> {
+    const sinceLast = Date.now() - this.lastPutBackAt;
+    if (sinceLast > FIGHT_MAX_MS * 2) {
+      this.fightWaitMs = 0;
+      return;
+    }
+    this.fightWaitMs = Math.min(Math.max(this.fightWaitMs * 2, this.retry.initialMs), FIGHT_MAX_MS);
+    const waitMs = this.fightWaitMs - sinceLast;
+    if (waitMs > 0) await sleep(waitMs, undefined, { signal: this.stopping.signal }).catch(() => undefined);
   }
 }
