@@ -9,6 +9,7 @@ import {
   readdirSync,
   readFileSync,
   readlinkSync,
+  renameSync,
   rmdirSync,
   rmSync,
   writeFileSync,
@@ -248,7 +249,7 @@ async function teardown(s: SavedState, children: ChildProcess[]): Promise<string
     problems.push(`logs not kept: ${(err as Error).message}`);
   }
   try {
-    rmSync(s.dir, { recursive: true, force: true });
+    removeBeside(s.dir);
   } catch (err) {
     problems.push(`files: ${(err as Error).message}`);
   }
@@ -261,6 +262,22 @@ async function teardown(s: SavedState, children: ChildProcess[]): Promise<string
   }
   rmSync(STATE_FILE, { force: true });
   return problems;
+}
+
+/** What a node's directory is renamed to while a detached `rm` removes it. */
+const REMOVING = '.removing';
+
+/**
+ * The node's directory moved aside at once and removed by a detached `rm`: it holds the unpacked
+ * images (the vLLM one alone is tens of thousands of files, 20-45 s to remove), and the lane's
+ * next suite need not wait for that. It is this run's files under /var/tmp, not host state; a
+ * run that ends first leaves it for the next run's sweep (sweepStale).
+ */
+function removeBeside(dir: string): void {
+  if (!existsSync(dir)) return;
+  const aside = `${dir}${REMOVING}`;
+  renameSync(dir, aside);
+  spawn('rm', ['-rf', aside], { detached: true, stdio: 'ignore' }).unref();
 }
 
 /**
@@ -281,6 +298,12 @@ export const nodeMade = (entry: string): boolean => NODE_MARKS.some((mark) => en
 
 /** A node a dead run left behind: taken down before a new one starts. */
 async function sweepStale(): Promise<void> {
+  // Directories an earlier run moved aside and did not see removed.
+  for (const name of readdirSync('/var/tmp')) {
+    if (name.startsWith('pao-node-') && name.endsWith(REMOVING)) {
+      spawn('rm', ['-rf', join('/var/tmp', name)], { detached: true, stdio: 'ignore' }).unref();
+    }
+  }
   let s: SavedState;
   try {
     s = JSON.parse(readFileSync(STATE_FILE, 'utf8')) as SavedState;
