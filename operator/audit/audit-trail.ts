@@ -21,10 +21,10 @@ import { ensureWebhookTls, WEBHOOK_TLS_SECRET, type WebhookTls } from './webhook
 
 /**
  * The operator's part of the audit trail, assembled: the webhook (its TLS from the shared Secret,
- * its configuration applied), the watcher of every kind, and the sink to the proxies. It runs on
- * every replica, leader or not. While the webhook cannot serve (RBAC, a port taken, the API
- * server away) changes are recorded with their author unknown, and it is tried again; it is
- * logged, never fatal to the operator.
+ * its configuration applied and kept: webhook-keeper.ts), the watcher of every kind, and the sink
+ * to the proxies. It runs on every replica, leader or not. While the webhook cannot serve (RBAC, a
+ * port taken, the API server away) changes are recorded with their author unknown, and it is
+ * tried again; it is logged, never fatal to the operator.
  */
 
 /** What the audit trail needs beyond the controllers' watches (it lists and watches the same kinds). */
