@@ -62,4 +62,26 @@ describe('UsageStatusWriter', () => {
     expect(spends).toEqual([0.001, 0.002]);
     expect(patches.every((p) => p.path.endsWith('/apikeys/spender/status'))).toBe(true);
   });
+
+  it('runs the round asked for during one that threw, and later asks run rounds of their own', async () => {
+    const { client, patches } = await apiDouble();
+    let keyReads = 0;
+    const source = {
+      // The first round's read of the keys throws (an informer's cache torn down mid-round).
+      apiKeyObjects: () => {
+        if (keyReads++ === 0) throw new Error('cache gone');
+        return [spender];
+      },
+      budgetObjects: () => [],
+      client,
+    };
+    const writer = new UsageStatusWriter(source, { spend: async () => [0.001] });
+    const first = writer.write();
+    const second = writer.write();
+    await expect(first).rejects.toThrow('cache gone');
+    await second;
+    expect(patches).toHaveLength(1);
+    await writer.write();
+    expect(keyReads).toBe(3);
+  });
 });

@@ -65,10 +65,12 @@ export class UsageStatusWriter {
       });
       return this.running;
     }
-    this.next ??= this.running.then(() => {
+    // After the running round however it ended: a round that threw must not leave `next` set.
+    const after = () => {
       this.next = undefined;
       return this.write();
-    });
+    };
+    this.next ??= this.running.then(after, after);
     return this.next;
   }
 
