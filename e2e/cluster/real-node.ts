@@ -277,7 +277,12 @@ function removeBeside(dir: string): void {
   if (!existsSync(dir)) return;
   const aside = `${dir}${REMOVING}`;
   renameSync(dir, aside);
-  spawn('rm', ['-rf', aside], { detached: true, stdio: 'ignore' }).unref();
+  removeDetached(aside);
+}
+
+/** `rm -rf` that outlives this process, if need be. */
+function removeDetached(path: string): void {
+  spawn('rm', ['-rf', path], { detached: true, stdio: 'ignore' }).unref();
 }
 
 /**
@@ -300,9 +305,7 @@ export const nodeMade = (entry: string): boolean => NODE_MARKS.some((mark) => en
 async function sweepStale(): Promise<void> {
   // Directories an earlier run moved aside and did not see removed.
   for (const name of readdirSync('/var/tmp')) {
-    if (name.startsWith('pao-node-') && name.endsWith(REMOVING)) {
-      spawn('rm', ['-rf', join('/var/tmp', name)], { detached: true, stdio: 'ignore' }).unref();
-    }
+    if (name.startsWith('pao-node-') && name.endsWith(REMOVING)) removeDetached(join('/var/tmp', name));
   }
   let s: SavedState;
   try {

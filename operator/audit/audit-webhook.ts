@@ -22,12 +22,13 @@ const MAX_REVIEW_BYTES = 4 * 1024 * 1024;
 /** Where the API server reaches the webhook: the chart's Service, or a URL (a test's loopback). */
 export type WebhookEndpoint = { service: { namespace: string; name: string; port: number } } | { url: string };
 
-/** Where the configurations are, and this one. */
+/** The collection of validating webhook configurations (this one is AUDIT_WEBHOOK_CONFIGURATION in it). */
 export const WEBHOOK_CONFIGURATIONS_PATH = '/apis/admissionregistration.k8s.io/v1/validatingwebhookconfigurations';
 
 /** The operator's webhook in the configuration, as applied (the API server adds its defaults). */
 export interface AuditWebhook {
   name: string;
+  clientConfig: { caBundle?: string; [field: string]: unknown };
   [field: string]: unknown;
 }
 

@@ -1,5 +1,6 @@
 import type { ServerResponse } from 'node:http';
 import { afterEach, describe, expect, it } from 'vitest';
+import type { KubeClient } from '../../crds/kube/kube-client.js';
 import type { Logger } from '../../crds/observability/log.js';
 import { type KubeApiDouble, startKubeApiDouble } from '../../e2e/doubles/kube-api.js';
 import { AUDIT_WEBHOOK_CONFIGURATION, auditWebhook, type WebhookConfiguration } from './audit-webhook.js';
@@ -25,7 +26,8 @@ class ConfigurationDouble {
   private readonly watchers = new Set<ServerResponse>();
   double: KubeApiDouble | undefined;
 
-  async start(): Promise<void> {
+  /** Serves, and answers the client that reaches it. */
+  async start(): Promise<KubeClient> {
     this.double = await startKubeApiDouble((req, res, body) => {
       const url = new URL(req.url ?? '/', 'http://double');
       // As the chart's RBAC grants it: the collection read by the configuration's name only.
@@ -55,6 +57,7 @@ class ConfigurationDouble {
       }
       res.writeHead(404).end();
     });
+    return this.double.client;
   }
 
   /** The configuration as the API server would hold it, with the event its watchers get. */
@@ -100,11 +103,11 @@ afterEach(async () => {
 
 async function keeping(held: WebhookConfiguration['webhooks'] | undefined) {
   const api = new ConfigurationDouble();
-  await api.start();
+  const client = await api.start();
   doubles.push(api);
   if (held) api.put(held, 'ADDED');
   const log = keptLog();
-  const keeper = new WebhookKeeper(api.double?.client as NonNullable<KubeApiDouble['client']>, WEBHOOK, log, {
+  const keeper = new WebhookKeeper(client, WEBHOOK, log, {
     initialMs: 50,
     maxMs: 200,
   });

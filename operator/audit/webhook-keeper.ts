@@ -37,8 +37,7 @@ export function holdsWebhook(config: WebhookConfiguration, webhook: AuditWebhook
 }
 
 function withoutCa(webhook: AuditWebhook): AuditWebhook {
-  const clientConfig = { ...(webhook.clientConfig as Record<string, unknown>), caBundle: undefined };
-  return { ...webhook, clientConfig };
+  return { ...webhook, clientConfig: { ...webhook.clientConfig, caBundle: undefined } };
 }
 
 /** The longest a put-back waits while another writer keeps dropping the webhook. */
